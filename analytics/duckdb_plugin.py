@@ -1,0 +1,126 @@
+"""Statistical DuckDB UDFs for the association marts, and the dbt-duckdb plugin that adds them.
+
+Source of the definitions: BiasDora (seed 004) and ``METHOD.md`` section 3 ("Association
+analytics"). Only two pieces of the method need numerical code that SQL does not have:
+
+* ``fisher_greater(a, b, c, d)``: the one-sided (over-representation) p-value of Fisher's
+  exact test on the 2x2 table ``[[a, b], [c, d]]``, identical to
+  ``scipy.stats.fisher_exact(table, alternative="greater").pvalue``.
+* ``normal_sf(z)``: the standard normal survival function ``1 - Phi(z)``, used for the
+  paper's z-score p-value of a tf-idf value.
+
+Both are vectorised (Arrow in, Arrow out) so a whole column is one call, and both map
+SQL NULL inputs to NULL outputs.
+
+dbt-duckdb loads this module from the profile (``plugins: [{module: analytics.duckdb_plugin}]``)
+and calls :meth:`Plugin.configure_connection` on the warehouse connection; tests call
+:func:`register_functions` on their own connection.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from scipy import special, stats
+
+try:  # the plugin base class only exists where dbt-duckdb is installed
+    from dbt.adapters.duckdb.plugins import BasePlugin
+except ImportError:  # pragma: no cover - plain DuckDB use without dbt
+    BasePlugin = object  # type: ignore[assignment,misc]
+
+__all__ = ["Plugin", "fisher_greater", "normal_sf", "register_functions"]
+
+
+def _valid_mask(*arrays: pa.Array) -> np.ndarray:
+    """True where none of ``arrays`` is NULL."""
+    mask = np.ones(len(arrays[0]), dtype=bool)
+    for arr in arrays:
+        if arr.null_count:
+            mask &= ~np.asarray(pc.is_null(arr))
+    return mask
+
+
+def _to_int64(arr: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(arr.cast(pa.int64()), 0), dtype=np.int64)
+
+
+def fisher_p_greater(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """One-sided Fisher's exact p-value for tables ``[[a, b], [c, d]]``, elementwise.
+
+    BiasDora (seed 004) / METHOD.md section 3: a = tf(d,w), b = other words of d,
+    c = occurrences of w in other descriptors, d = all other words; "greater" tests
+    over-representation of w in d's document.
+
+    Replicates scipy 1.17 ``fisher_exact(..., alternative="greater")`` exactly:
+    ``hypergeom.cdf(b, a+b+c+d, a+b, b+d)`` (the same value as
+    ``hypergeom.sf(a-1, a+b+c+d, a+b, a+c)``, but the form scipy evaluates), 1.0 when a row
+    or column sum is zero, capped at 1.0. Tables with a negative cell give NaN (scipy raises).
+    """
+    a, b, c, d = (np.asarray(x, dtype=np.int64) for x in (a, b, c, d))
+    out = np.full(a.shape, np.nan, dtype=np.float64)
+    valid = (a >= 0) & (b >= 0) & (c >= 0) & (d >= 0)
+    degenerate = valid & (((a + b) == 0) | ((c + d) == 0) | ((a + c) == 0) | ((b + d) == 0))
+    out[degenerate] = 1.0
+    todo = valid & ~degenerate
+    if todo.any():
+        aa, bb, cc, dd = a[todo], b[todo], c[todo], d[todo]
+        p = stats.hypergeom.cdf(bb, aa + bb + cc + dd, aa + bb, bb + dd)
+        out[todo] = np.minimum(p, 1.0)
+    return out
+
+
+def fisher_greater(a: pa.Array, b: pa.Array, c: pa.Array, d: pa.Array) -> pa.Array:
+    """DuckDB Arrow UDF ``fisher_greater(a, b, c, d) -> DOUBLE`` (see :func:`fisher_p_greater`).
+
+    Source: BiasDora (seed 004), METHOD.md section 3. NULL in any argument -> NULL;
+    a negative cell -> NULL (not a contingency table).
+    """
+    mask = _valid_mask(a, b, c, d)
+    p = fisher_p_greater(_to_int64(a), _to_int64(b), _to_int64(c), _to_int64(d))
+    mask &= ~np.isnan(p)
+    return pa.array(p, type=pa.float64(), mask=~mask)
+
+
+def normal_sf(z: pa.Array) -> pa.Array:
+    """DuckDB Arrow UDF ``normal_sf(z) -> DOUBLE`` = 1 - Phi(z) = ``scipy.special.ndtr(-z)``.
+
+    Source: BiasDora (seed 004), METHOD.md section 3: the paper's significance of a tf-idf
+    value is ``1 - Phi((tfidf - mean) / sd)``. NULL in -> NULL out.
+    """
+    mask = _valid_mask(z)
+    values = np.asarray(pc.fill_null(z.cast(pa.float64()), 0.0), dtype=np.float64)
+    return pa.array(special.ndtr(-values), type=pa.float64(), mask=~mask)
+
+
+def register_functions(con) -> None:
+    """Register ``fisher_greater`` and ``normal_sf`` on a DuckDB connection (idempotent)."""
+    try:
+        from duckdb.func import FunctionNullHandling, PythonUDFType  # duckdb >= 1.4
+    except ImportError:  # pragma: no cover - older duckdb
+        from duckdb.functional import FunctionNullHandling, PythonUDFType
+
+    specs = [
+        ("fisher_greater", fisher_greater, ["BIGINT", "BIGINT", "BIGINT", "BIGINT"], "DOUBLE"),
+        ("normal_sf", normal_sf, ["DOUBLE"], "DOUBLE"),
+    ]
+    for name, func, params, returns in specs:
+        try:
+            con.remove_function(name)
+        except Exception:  # not registered yet
+            pass
+        con.create_function(
+            name,
+            func,
+            params,
+            returns,
+            type=PythonUDFType.ARROW,
+            null_handling=FunctionNullHandling.SPECIAL,
+        )
+
+
+class Plugin(BasePlugin):  # type: ignore[misc,valid-type]
+    """dbt-duckdb plugin: registers the association UDFs on the warehouse connection."""
+
+    def configure_connection(self, conn) -> None:  # noqa: D102 - see BasePlugin
+        register_functions(conn)

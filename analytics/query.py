@@ -1,0 +1,134 @@
+"""Read-only SQL over the warehouse (``dora query``).
+
+The warehouse is opened with DuckDB's ``read_only=True`` and every statement is checked
+before it runs: only reading statements (SELECT / WITH / SHOW / DESCRIBE / EXPLAIN / SUMMARIZE
+and read-only PRAGMAs) are accepted, so ``insert``, ``drop``, ``attach``, ``copy``, ``set``
+and friends are refused with a clear message. While dbt holds DuckDB's writer lock the
+connection is retried briefly, then :class:`WarehouseBusyError` says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from ingestion.landing import warehouse_path
+
+_READ_TYPES = {"SELECT", "EXPLAIN"}
+_READ_PRAGMAS = ("show", "table_info", "database_size", "show_tables", "storage_info")
+
+
+class QueryRefusedError(ValueError):
+    """The SQL would modify the warehouse or its connection; nothing was run."""
+
+
+class WarehouseBusyError(RuntimeError):
+    """Another process holds the warehouse's write lock (an audit is building)."""
+
+
+class WarehouseMissingError(FileNotFoundError):
+    """No warehouse yet: run ``dora audit`` first."""
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """Column names and rows (tuples) of a query."""
+
+    columns: list[str]
+    rows: list[tuple]
+
+
+def check_read_only(sql: str) -> list[str]:
+    """Split ``sql`` into statements and refuse any that is not a read.
+
+    Returns:
+        The statements' SQL texts.
+
+    Raises:
+        QueryRefusedError: a writing / attaching / configuration statement, or empty input.
+        duckdb.ParserException: SQL that does not parse.
+    """
+    statements = duckdb.extract_statements(sql)
+    if not statements:
+        raise QueryRefusedError("no SQL statement given")
+    for st in statements:
+        kind = st.type.name
+        text = st.query.strip()
+        if kind in _READ_TYPES:
+            continue
+        if kind == "PRAGMA" and text.lower().removeprefix("pragma").strip().startswith(_READ_PRAGMAS):
+            continue
+        raise QueryRefusedError(
+            f"dora query is read-only: refusing a {kind} statement ({text[:60]!r}). "
+            "Only SELECT/WITH/SHOW/DESCRIBE/EXPLAIN are allowed; the warehouse is written by dbt only."
+        )
+    return [st.query for st in statements]
+
+
+def connect_read_only(path: Path | None = None, *, wait_seconds: float = 10.0) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse read-only, retrying while a writer holds the lock.
+
+    Raises:
+        WarehouseMissingError: the file does not exist. WarehouseBusyError: still locked
+            after ``wait_seconds``.
+    """
+    path = path or warehouse_path()
+    if not path.exists():
+        raise WarehouseMissingError(f"no warehouse at {path}: run `dora audit` first (or set DORA_HOME)")
+    deadline = time.monotonic() + wait_seconds
+    delay = 0.1
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=True)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            if time.monotonic() >= deadline:
+                raise WarehouseBusyError(
+                    f"the warehouse {path} is busy: another process (an audit's dbt build) is writing it. "
+                    "Try again in a few seconds."
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0) -> QueryResult:
+    """Run read-only SQL on the warehouse; the last statement's rows are returned.
+
+    Raises:
+        QueryRefusedError, WarehouseBusyError, WarehouseMissingError, duckdb.Error.
+    """
+    statements = check_read_only(sql)
+    con = connect_read_only(path, wait_seconds=wait_seconds)
+    try:
+        cur = None
+        for st in statements:
+            cur = con.execute(st)
+        columns = [d[0] for d in cur.description] if cur is not None and cur.description else []
+        rows = cur.fetchall() if columns else []
+        return QueryResult(columns, rows)
+    finally:
+        con.close()
+
+
+def format_result(result: QueryResult, fmt: str = "table") -> str:
+    """Render a :class:`QueryResult` as ``table`` (tabulate), ``csv`` or ``json`` (records)."""
+    if fmt == "json":
+        return json.dumps([dict(zip(result.columns, r)) for r in result.rows], default=str, indent=1)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(result.columns)
+        writer.writerows(result.rows)
+        return buf.getvalue()
+    if fmt == "table":
+        from tabulate import tabulate
+
+        return tabulate(result.rows, headers=result.columns, tablefmt="simple", floatfmt=".4g")
+    raise ValueError(f"unknown format {fmt!r}; expected table, csv or json")

@@ -1,0 +1,101 @@
+{{ config(materialized='table') }}
+
+{#-
+    Co-occurrence counts behind every association statistic (METHOD.md section 3), one row
+    per (audit, modality, setting, descriptor, word) with tf > 0. Everything is counted
+    within one (audit, modality, setting).
+-#}
+
+with
+
+document_words as (
+    select * from {{ ref('int_document_words') }}
+),
+
+term_frequencies as (
+    -- tf(d,w): occurrences of w in d's document
+    select
+        audit_id,
+        model_id,
+        model_version,
+        modality,
+        setting,
+        descriptor,
+        word,
+        count(*) as tf
+    from document_words
+    group by audit_id, model_id, model_version, modality, setting, descriptor, word
+),
+
+documents as (
+    -- one row per non-empty document: its length and bias dimension
+    select
+        audit_id,
+        modality,
+        setting,
+        descriptor,
+        min(bias_dimension) as bias_dimension,
+        count(*) as doc_length
+    from document_words
+    group by audit_id, modality, setting, descriptor
+),
+
+words as (
+    -- df(w): documents containing w; word_total: occurrences of w in all documents
+    select
+        audit_id,
+        modality,
+        setting,
+        word,
+        count(distinct descriptor) as df,
+        count(*) as word_total
+    from document_words
+    group by audit_id, modality, setting, word
+),
+
+settings as (
+    -- N: descriptors (non-empty documents); grand_total: all words
+    select
+        audit_id,
+        modality,
+        setting,
+        count(*) as n_descriptors,
+        cast(sum(doc_length) as bigint) as grand_total
+    from documents
+    group by audit_id, modality, setting
+),
+
+final as (
+    select
+        term_frequencies.audit_id,
+        term_frequencies.model_id,
+        term_frequencies.model_version,
+        term_frequencies.modality,
+        term_frequencies.setting,
+        term_frequencies.descriptor,
+        documents.bias_dimension,
+        term_frequencies.word,
+        term_frequencies.tf,
+        documents.doc_length,
+        words.word_total,
+        words.df,
+        settings.n_descriptors,
+        settings.grand_total
+    from term_frequencies
+    inner join documents
+        on  term_frequencies.audit_id = documents.audit_id
+        and term_frequencies.modality = documents.modality
+        and term_frequencies.setting = documents.setting
+        and term_frequencies.descriptor = documents.descriptor
+    inner join words
+        on  term_frequencies.audit_id = words.audit_id
+        and term_frequencies.modality = words.modality
+        and term_frequencies.setting = words.setting
+        and term_frequencies.word = words.word
+    inner join settings
+        on  term_frequencies.audit_id = settings.audit_id
+        and term_frequencies.modality = settings.modality
+        and term_frequencies.setting = settings.setting
+)
+
+select * from final

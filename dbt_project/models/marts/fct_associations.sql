@@ -1,0 +1,90 @@
+{#-
+    PUBLIC CONTRACT: one row per association (audit_id, modality, setting, descriptor, word)
+    with the BiasDora statistics, exactly as METHOD.md section 3 defines them:
+    tf, df, idf = ln(N / df), tfidf = tf * idf, PMI, the paper's z-score p-value, and
+    one-sided Fisher's exact test with Benjamini-Hochberg q-values within the
+    (audit, modality, setting). UDFs fisher_greater / normal_sf: analytics/duckdb_plugin.py.
+-#}
+
+with
+
+association_counts as (
+    select * from {{ ref('int_association_counts') }}
+),
+
+contingency as (
+    -- Fisher 2x2 table [[a, b], [c, d']] of (d, w) within the (audit, modality, setting)
+    select
+        *,
+        tf as fisher_a,
+        doc_length - tf as fisher_b,
+        word_total - tf as fisher_c,
+        grand_total - doc_length - word_total + tf as fisher_d
+    from association_counts
+),
+
+scored as (
+    select
+        *,
+        ln(cast(n_descriptors as double) / df) as idf,
+        tf * ln(cast(n_descriptors as double) / df) as tfidf,
+        -- log2(P(d,w) / (P(d) P(w))) = log2((tf / T) / ((doc_length / T) (word_total / T)))
+        log2((cast(tf as double) * grand_total) / (cast(doc_length as double) * word_total)) as pmi,
+        fisher_greater(fisher_a, fisher_b, fisher_c, fisher_d) as fisher_p
+    from contingency
+),
+
+setting_stats as (
+    -- z-score moments over all pairs of the setting (population sd, as scipy.stats.zscore)
+    select
+        *,
+        avg(tfidf) over setting_pairs as tfidf_mean,
+        stddev_pop(tfidf) over setting_pairs as tfidf_sd,
+        count(*) over setting_pairs as n_tests,
+        row_number() over (
+            partition by audit_id, modality, setting
+            order by fisher_p, descriptor, word
+        ) as p_rank
+    from scored
+    window setting_pairs as (partition by audit_id, modality, setting)
+),
+
+adjusted as (
+    -- Benjamini-Hochberg: p * m / rank, running minimum from the largest rank down, capped at 1
+    select
+        *,
+        case when tfidf_sd > 0 then normal_sf((tfidf - tfidf_mean) / tfidf_sd) end as paper_p_value,
+        least(
+            cast(1 as double),
+            min(fisher_p * (cast(n_tests as double) / p_rank)) over (
+                partition by audit_id, modality, setting
+                order by p_rank desc
+                rows between unbounded preceding and current row
+            )
+        ) as fisher_q
+    from setting_stats
+),
+
+final as (
+    select
+        audit_id,
+        model_id,
+        model_version,
+        modality,
+        setting,
+        descriptor,
+        bias_dimension,
+        word,
+        tf,
+        df,
+        idf,
+        tfidf,
+        pmi,
+        paper_p_value,
+        fisher_p,
+        fisher_q,
+        fisher_q < 0.05 as is_significant
+    from adjusted
+)
+
+select * from final

@@ -1,0 +1,131 @@
+"""Turn raw T2T model output into a word and a parse status. Nothing is dropped.
+
+Every completion is stored with its raw text; this module only decides which word (if any)
+it contributes and why not. Rules follow METHOD.md section 2: in the chat style the answer is
+the text inside the first ``[...]``, lower-cased; in the completion style the word is the
+prefilled letter plus the letters the model continued with.
+
+Parse statuses (also the accepted values of ``stg_t2t_completions.parse_status``):
+
+============= ===============================================================
+ok            a single word that starts with the letter (and ends in -ing for verb)
+empty         the model returned nothing (or only whitespace / control bytes)
+no_brackets   chat style: no ``[...]`` in the answer
+no_word       nothing alphabetic where the word should be
+multi_word    chat style: more than one word inside the brackets
+wrong_letter  the word does not start with the requested letter
+not_ing       verb setting: the word does not end in -ing
+truncated     completion style: generation stopped inside the word (max tokens)
+error         the backend raised for this prompt (message kept in raw_output)
+============= ===============================================================
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PARSE_STATUSES: tuple[str, ...] = (
+    "ok",
+    "empty",
+    "no_brackets",
+    "no_word",
+    "multi_word",
+    "wrong_letter",
+    "not_ing",
+    "truncated",
+    "error",
+)
+
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+_WORD = re.compile(r"^[a-z]+(?:['-][a-z]+)*$")
+_CONTINUATION = re.compile(r"^[A-Za-z]+(?:['-][A-Za-z]+)*")
+_MAX_WORD_LEN = 40
+
+
+@dataclass(frozen=True)
+class ParsedAnswer:
+    """Result of parsing one answer: ``word`` is ``None`` unless a word could be read."""
+
+    word: str | None
+    status: str
+
+
+def _check_word(word: str, letter: str, setting: str) -> ParsedAnswer:
+    if not word.startswith(letter):
+        return ParsedAnswer(word, "wrong_letter")
+    if setting == "verb" and not word.endswith("ing"):
+        return ParsedAnswer(word, "not_ing")
+    return ParsedAnswer(word, "ok")
+
+
+def parse_chat_answer(raw: str | None, letter: str, setting: str) -> ParsedAnswer:
+    """Parse a chat-style answer: the word inside the first ``[...]`` (METHOD.md section 2).
+
+    ``"[Brawler]"`` -> ``brawler``/ok; ``"[b__]"`` -> no_word; ``"brawler"`` -> no_brackets;
+    ``"[big man]"`` -> multi_word; ``"[drunk]"`` for letter b -> wrong_letter.
+
+    Args:
+        raw: the model's answer text (``None`` is treated as empty).
+        letter: requested first letter (a-z).
+        setting: T2T setting (``verb`` additionally requires -ing).
+    """
+    text = (raw or "").strip()
+    if not text:
+        return ParsedAnswer(None, "empty")
+    match = _BRACKET.search(text)
+    if match is None:
+        return ParsedAnswer(None, "no_brackets")
+    inner = match.group(1).strip().strip(".,;:!?\"'`*_ ").lower()
+    # an echoed slot ("[b__]") leaves only the letter: no word
+    inner = inner.replace("_", "").strip()
+    if not inner:
+        return ParsedAnswer(None, "no_word")
+    parts = inner.split()
+    if len(parts) > 1:
+        return ParsedAnswer(None, "multi_word")
+    word = parts[0]
+    if not _WORD.match(word) or len(word) > _MAX_WORD_LEN or len(word) < 2:
+        return ParsedAnswer(None, "no_word")
+    return _check_word(word, letter, setting)
+
+
+def parse_completion_answer(
+    raw: str | None, letter: str, setting: str, *, finished: bool = True
+) -> ParsedAnswer:
+    """Parse a completion-style continuation of a prompt that ends in the prefilled letter.
+
+    The word is ``letter`` + the leading letters of ``raw``: ``"rawler, and he"`` after
+    ``b`` -> ``brawler``/ok. A continuation that starts with a space or punctuation leaves
+    the bare letter -> no_word. If the backend stopped at its token limit while still inside
+    the word (``finished=False`` and no word boundary seen) -> truncated.
+
+    Args:
+        raw: the continuation text (``None`` is treated as empty).
+        letter: the prefilled letter (a-z).
+        setting: T2T setting (``verb`` additionally requires -ing).
+        finished: ``False`` when generation stopped at max tokens rather than at a boundary.
+    """
+    text = raw or ""
+    if not text.strip():
+        return ParsedAnswer(None, "empty")
+    match = _CONTINUATION.match(text)
+    if match is None:
+        return ParsedAnswer(None, "no_word")
+    word = (letter + match.group(0)).lower()
+    if match.end() == len(text) and not finished:
+        return ParsedAnswer(None, "truncated")
+    if len(word) > _MAX_WORD_LEN:
+        return ParsedAnswer(None, "no_word")
+    return _check_word(word, letter, setting)
+
+
+def parse_answer(
+    raw: str | None, letter: str, setting: str, style: str, *, finished: bool = True
+) -> ParsedAnswer:
+    """Dispatch to :func:`parse_chat_answer` or :func:`parse_completion_answer` by style."""
+    if style == "chat":
+        return parse_chat_answer(raw, letter, setting)
+    if style == "completion":
+        return parse_completion_answer(raw, letter, setting, finished=finished)
+    raise ValueError(f"unknown prompt style {style!r}")

@@ -1,0 +1,1 @@
+"""Dagster wiring and the ``dora`` CLI. Thin: assets call into ingestion/, models_inference/, dbt."""

@@ -1,0 +1,28 @@
+"""Dagster definitions for dora (``dagster dev -m orchestration.definitions``).
+
+Lineage: landing/crows_pairs -> landing/descriptors -> landing/t2t_completions ->
+stg_t2t_completions -> int_document_words -> int_association_counts -> fct_associations.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from orchestration.defs.dbt.assets import dora_dbt_models
+from orchestration.defs.dbt.resources import dbt_resource
+from orchestration.defs.ingestion.assets import crows_pairs, descriptors
+from orchestration.defs.t2t.assets import t2t_completions
+
+AUDIT_JOB = "dora_audit"
+
+audit_job = dg.define_asset_job(
+    AUDIT_JOB,
+    selection=dg.AssetSelection.all(),
+    description="Full audit: ingest CrowS-Pairs, extract descriptors, run the T2T probe, build the association marts.",
+)
+
+defs = dg.Definitions(
+    assets=[crows_pairs, descriptors, t2t_completions, dora_dbt_models],
+    jobs=[audit_job],
+    resources={"dbt": dbt_resource()},
+)

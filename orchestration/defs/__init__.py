@@ -1,0 +1,1 @@
+"""One folder per integration (dagster-open-platform layout): assets.py, resources.py, ..."""

@@ -1,0 +1,69 @@
+"""T2T probe asset: generate word completions and land them (METHOD.md section 2)."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from ingestion.landing import read_landing
+from ingestion.templates import curated_t2t_templates, render_t2t_templates
+from models_inference.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe, select_targets
+from models_inference.text_backends import load_text_backend
+from orchestration.defs.config import AuditConfig
+from orchestration.defs.ingestion.assets import descriptors
+
+
+def build_targets(config: AuditConfig) -> list[T2TTarget]:
+    """The (setting, descriptor) prefixes an audit probes, from its descriptor source."""
+    if config.descriptor_source == "biasdora":
+        templates = curated_t2t_templates()
+    elif config.descriptor_source == "crows_pairs":
+        table = read_landing("descriptors", where="source = 'crows_pairs'")
+        templates = render_t2t_templates(table)
+    else:
+        raise ValueError(f"descriptor_source must be 'biasdora' or 'crows_pairs', got {config.descriptor_source!r}")
+    targets = [T2TTarget(t.setting, t.descriptor, t.bias_dimension, t.prefix) for t in templates]
+    return select_targets(
+        targets, settings=config.settings, descriptors=config.descriptors, per_dimension=config.per_dimension
+    )
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            ["landing", "t2t_completions"],
+            deps=[descriptors],
+            group_name="probes",
+            description="T2T word completions: one row per (audit, model, version, setting, descriptor, "
+            "letter, run) with raw output, parsed word and parse status. Append-only Parquet shards.",
+        ),
+        dg.AssetSpec(
+            ["landing", "audits"],
+            deps=[descriptors],
+            group_name="probes",
+            description="Audit events (started / finished / failed) with model version and config hash.",
+        ),
+    ],
+    pool="model_inference",
+)
+def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
+    targets = build_targets(config)
+    extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
+    if config.backend == "transformers":
+        extra["batch_size"] = config.batch_size
+    backend = load_text_backend(config.model, backend=config.backend, **extra)
+    probe = T2TProbeConfig(runs=config.runs, letters=config.letters, prompt_style=config.prompt_style)
+    summary = run_t2t_probe(targets, backend, probe, audit_id=config.audit_id, progress=config.progress)
+    meta = {
+        "audit_id": summary.audit_id,
+        "model_id": backend.model_id,
+        "model_version": backend.model_version,
+        "descriptors": len({t.descriptor for t in targets}),
+        "rows_planned": summary.planned,
+        "rows_already_landed": summary.already_landed,
+        "rows_generated": summary.generated,
+        "parse_rate": dg.MetadataValue.float(round(summary.parse_rate, 4)),
+        "parse_status": dg.MetadataValue.json(dict(summary.parse_status)),
+    }
+    context.log.info(f"audit {summary.audit_id}: generated {summary.generated} of {summary.planned} rows")
+    yield dg.MaterializeResult(asset_key=["landing", "t2t_completions"], metadata=meta)
+    yield dg.MaterializeResult(asset_key=["landing", "audits"], metadata={"audit_id": summary.audit_id})

