@@ -8,7 +8,8 @@ from __future__ import annotations
 from analytics.query import format_result, run_query
 
 PAPER_SCALE_HINT = (
-    "paper-scale T2T audit (406 descriptors x 5 settings x 26 letters x 10 runs = 528k completions):\n"
+    "paper-scale T2T audit (every curated descriptor: the paper's 406 rows = 364 distinct descriptors,\n"
+    "x 5 settings x 26 letters x 10 runs = 473,200 completions; resumable):\n"
     "  dora audit --per-dimension 0 --runs 10"
 )
 

@@ -137,7 +137,8 @@ def load_crows_pairs(path: str | Path | None = None) -> pa.Table:
         if repeated:
             raise CrowsPairsFormatError(name, 1, f"repeated column(s) {', '.join(repeated)}")
         index_col = 0 if columns[0] in _INDEX_COLUMNS else None
-        pos = {c: columns.index(c) for c in (*REQUIRED_COLUMNS, "stereo_antistereo") if c in columns}
+        wanted = (*REQUIRED_COLUMNS, "stereo_antistereo")
+        pos = {c: columns.index(c) for c in wanted if c in columns}
 
         out: dict[str, list] = {f: [] for f in SCHEMAS["crows_pairs"].names}
         seen_ids: dict[int, int] = {}

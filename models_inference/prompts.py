@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+
 PromptStyle = Literal["chat", "completion"]
 PROMPT_STYLES: tuple[str, ...] = ("chat", "completion")
 
-#: The five T2T lexical settings (BiasDora Figure 8), in the paper's order setting1..5.
-T2T_SETTINGS: tuple[str, ...] = ("singular", "plural", "adjective", "noun", "verb")
+from ingestion.templates import T2T_SETTINGS  # the five lexical settings, defined once
 
 #: System prompt of the T2T chat style (METHOD.md section 2, BiasDora Appendix A.8).
 T2T_SYSTEM_PROMPT = (

@@ -16,24 +16,15 @@ import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from ingestion.landing import read_landing, write_shard
+from ingestion.templates import T2TTemplate as T2TTarget  # one descriptor x setting prefix
 from models_inference.parsing import parse_answer
 from models_inference.prompts import PROMPT_STYLES, T2T_SETTINGS, render_t2t_prompt
 from models_inference.text_backends import GenerationRequest, SamplingParams, TextBackend
 
 CODE_VERSION = "0.1.0"
-
-
-@dataclass(frozen=True)
-class T2TTarget:
-    """One descriptor in one setting: the sentence prefix the letter slot follows."""
-
-    setting: str
-    descriptor: str
-    bias_dimension: str
-    prefix: str
 
 
 @dataclass
@@ -242,11 +233,6 @@ def run_t2t_probe(
         bar.close()
     write_shard("audits", [_audit_event(audit_id, backend, cfg, "finished", summary.generated)], partition=audit_id)
     return summary
-
-
-def targets_from_rows(rows: Iterable[dict]) -> list[T2TTarget]:
-    """Build targets from dict rows with setting, descriptor, bias_dimension, prefix."""
-    return [T2TTarget(r["setting"], r["descriptor"], r["bias_dimension"], r["prefix"]) for r in rows]
 
 
 def select_targets(

@@ -8,6 +8,7 @@ started by ``dora ui`` (``dagster dev`` on the same instance).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -80,6 +81,7 @@ def _build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--audit-id", default=None, help="override the deterministic audit id")
     audit.add_argument("--top", type=int, default=3, help="top associations shown per bias dimension")
     audit.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    audit.add_argument("--verbose", "-v", action="store_true", help="show dbt's output (default: $DORA_HOME/logs/last_audit_dbt.log)")
 
     query = sub.add_parser(
         "query",
@@ -124,12 +126,17 @@ def cmd_audit(args) -> int:
     }
     print(f"dora: auditing {args.model} ({args.backend}); DORA_HOME={home}", file=sys.stderr)
     job = defs.resolve_job_def(AUDIT_JOB)
-    result = job.execute_in_process(run_config=run_config, instance=DagsterInstance.get(), raise_on_error=False)
+    log_dir = home / "logs"
+    log_dir.mkdir(exist_ok=True)
+    log_path = log_dir / "last_audit_dbt.log"
+    # dagster-dbt echoes every dbt event to stdout; keep the terminal for the summary.
+    with open(log_path, "w") as log, contextlib.redirect_stdout(sys.stderr if args.verbose else log):
+        result = job.execute_in_process(run_config=run_config, instance=DagsterInstance.get(), raise_on_error=False)
     if not result.success:
         for event in result.all_events:
             if event.is_failure and event.step_failure_data:
                 print(f"dora: step {event.step_key} failed:\n{event.step_failure_data.error.to_string()}", file=sys.stderr)
-        print(f"dora: audit failed (Dagster run {result.run_id}); see `dora ui` for logs", file=sys.stderr)
+        print(f"dora: audit failed (Dagster run {result.run_id}); dbt log: {log_path}; run logs: `dora ui`", file=sys.stderr)
         return 1
     audit_id = None
     for mat in result.get_asset_materialization_events():

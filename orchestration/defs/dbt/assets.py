@@ -1,6 +1,5 @@
 """dbt models as Dagster assets; dbt tests become asset checks (dagster-dbt)."""
 
-from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any

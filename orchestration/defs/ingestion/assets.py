@@ -1,6 +1,5 @@
 """Ingestion assets: CrowS-Pairs -> descriptors (landed as Parquet for dbt's sources)."""
 
-from __future__ import annotations
 
 import dagster as dg
 

@@ -1,12 +1,11 @@
 """T2T probe asset: generate word completions and land them (METHOD.md section 2)."""
 
-from __future__ import annotations
 
 import dagster as dg
 
 from ingestion.landing import read_landing
 from ingestion.templates import curated_t2t_templates, render_t2t_templates
-from models_inference.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe, select_targets
+from models_inference.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe, select_targets  # noqa: F401
 from models_inference.text_backends import load_text_backend
 from orchestration.defs.config import AuditConfig
 from orchestration.defs.ingestion.assets import descriptors
@@ -17,13 +16,12 @@ def build_targets(config: AuditConfig) -> list[T2TTarget]:
     if config.descriptor_source == "biasdora":
         templates = curated_t2t_templates()
     elif config.descriptor_source == "crows_pairs":
-        table = read_landing("descriptors", where="source = 'crows_pairs'")
+        table = read_landing("descriptors", where="source = 'crows_pairs' order by bias_dimension, descriptor")
         templates = render_t2t_templates(table)
     else:
         raise ValueError(f"descriptor_source must be 'biasdora' or 'crows_pairs', got {config.descriptor_source!r}")
-    targets = [T2TTarget(t.setting, t.descriptor, t.bias_dimension, t.prefix) for t in templates]
     return select_targets(
-        targets, settings=config.settings, descriptors=config.descriptors, per_dimension=config.per_dimension
+        templates, settings=config.settings, descriptors=config.descriptors, per_dimension=config.per_dimension
     )
 
 

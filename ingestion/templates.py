@@ -1,0 +1,256 @@
+"""The T2T word-completion prompt prefixes: five lexical settings per descriptor.
+
+BiasDora's text-to-text probe (seed 004, Figure 8 and Appendix A.8; METHOD.md section 2) asks a
+model to complete the last word of a sentence about a descriptor, given its first letter. The
+sentence differs by *setting*:
+
+* singular (``t2t_setting1.csv``): ``An alcoholic person is``
+* plural (``t2t_setting2.csv``): ``Alcoholic people are``
+* adjective (``t2t_setting3.csv``): ``This alcoholic person is``
+* noun (``t2t_setting4.csv``): ``This alcoholic person is a/an``
+* verb (``t2t_setting5.csv``): ``This alcoholic person is``
+
+A :class:`T2TTemplate` holds only the prefix, up to (not including) the letter slot; the probe
+code (``models_inference``) appends the slot (`` a[__].``, `` b`` ...) and the instructions.
+This module is the one place where the prefixes are made: :func:`curated_t2t_templates` reads
+the paper's CSVs, :func:`render_t2t_templates` builds the same shapes for any descriptor table.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pyarrow as pa
+
+from ingestion.crows_pairs import BIAS_DIMENSIONS
+from ingestion.descriptors import default_biasdora_dir, normalise_descriptors, plural_descriptor
+
+#: The five T2T lexical settings, in the order of the paper's ``t2t_setting1..5.csv``.
+T2T_SETTINGS: tuple[str, ...] = ("singular", "plural", "adjective", "noun", "verb")
+
+#: Arrow schema of :func:`templates_table`.
+TEMPLATES_SCHEMA = pa.schema(
+    [
+        ("setting", pa.string()),
+        ("descriptor", pa.string()),
+        ("bias_dimension", pa.string()),
+        ("prefix", pa.string()),
+        ("source", pa.string()),
+    ]
+)
+
+_NOUN_SLOT = "a/an"
+_THIS_GLITCH = re.compile(r"^This([a-zA-Z]+)$")
+
+
+@dataclass(frozen=True)
+class T2TTemplate:
+    """One T2T prompt prefix.
+
+    Attributes:
+        setting: one of :data:`T2T_SETTINGS`.
+        descriptor: the descriptor key (:func:`ingestion.descriptors.normalise_descriptor`).
+        bias_dimension: the CrowS-Pairs bias dimension the descriptor was listed under.
+        prefix: the sentence up to, not including, the letter slot, e.g.
+            "An alcoholic person is" (singular) or "This alcoholic person is a/an" (noun).
+        source: 'biasdora' for the paper's CSVs, else the descriptor table's ``source``.
+    """
+
+    setting: str
+    descriptor: str
+    bias_dimension: str
+    prefix: str
+    source: str = "custom"
+
+
+def _check_settings(settings: Iterable[str]) -> tuple[str, ...]:
+    settings = tuple(settings)
+    unknown = [s for s in settings if s not in T2T_SETTINGS]
+    if unknown:
+        raise ValueError(f"unknown T2T setting(s) {unknown}; expected some of {T2T_SETTINGS}")
+    return settings
+
+
+def _split_template(raw: str, setting: str) -> tuple[str, str | None]:
+    """(descriptor phrase, verb or None) of one template cell of the paper's CSVs."""
+    words = raw.split()  # collapses doubled, leading and trailing whitespace
+    # The paper made settings 3-5 by replacing "A"/"An" with "This" everywhere, capitals inside
+    # words included: "This ThisIDS person" was "An AIDS person", "This Thismish" "An Amish".
+    words = [words[0]] + [_THIS_GLITCH.sub(r"A\1", w) for w in words[1:]] if words else words
+    if words and setting == "noun" and words[-1].lower() == _NOUN_SLOT:
+        words = words[:-1]
+    verb = words.pop().lower() if words and words[-1].lower() in ("is", "are") else None
+    if not words:
+        raise ValueError(f"no descriptor in template {raw!r}")
+    return " ".join(words), verb
+
+
+def _repair_prefix(phrase: str, verb: str | None, key: str, setting: str) -> str:
+    """The prefix with whitespace collapsed and a missing or mismatched verb repaired."""
+    if verb is None:
+        # Rows that lost their verb ("A skinny person", "This skinny person a/an").
+        verb = "are" if setting == "plural" else "is"
+    elif setting == "plural" and verb == "is" and plural_descriptor(key) == _strip_det(phrase):
+        verb = "are"  # "Caucasians is" -> "Caucasians are"; singular rows ("A girl is") stay
+    return f"{phrase} {verb}" + (f" {_NOUN_SLOT}" if setting == "noun" else "")
+
+
+def _strip_det(phrase: str) -> str:
+    words = phrase.lower().split()
+    if len(words) > 1 and words[0] in ("a", "an", "the", "this"):
+        words = words[1:]
+    return " ".join(words)
+
+
+def curated_t2t_templates(
+    settings: Sequence[str] = T2T_SETTINGS, folder: str | Path | None = None
+) -> list[T2TTemplate]:
+    """The T2T prefixes the BiasDora paper used, read from its ``t2t_setting1..5.csv``.
+
+    Source: the CSVs published with BiasDora (seed 004, Appendix A.8; METHOD.md section 2),
+    columns ``bias_type,template``. Each template is kept verbatim except for these repairs:
+
+    * whitespace collapsed ("This young person is  a/an" -> "This young person is a/an");
+    * a missing final verb is put back: "is" ("are" in the plural setting), before "a/an"
+      in the noun setting ("A skinny person" -> "A skinny person is");
+    * in the plural setting a plural subject with "is" gets "are" ("Caucasians is"); rows
+      of that file that are singular sentences ("A girl is") are left as they are.
+    * in settings 3-5 the paper turned "A"/"An" into "This" everywhere, also inside words;
+      those words are put back ("This ThisIDS person is" -> "This AIDS person is", likewise
+      "Thismish" -> "Amish", "Thisrabic" -> "Arabic", "Thistheist" -> "Atheist").
+
+    ``descriptor`` is :func:`~ingestion.descriptors.normalise_descriptor` of the phrase
+    inside the prefix (without the leading article or "This" and the trailing verb), so
+    "Alcoholic people are" has the key "alcoholic person"; ``bias_dimension`` is the CSV's
+    ``bias_type``. Rows are deduplicated to one per (setting, descriptor), keeping the first
+    in file order: the paper's files repeat a descriptor under several bias dimensions (e.g.
+    "An old person is" under age and disability) and dora keys associations by descriptor.
+
+    Args:
+        settings: which settings to read (a subset of :data:`T2T_SETTINGS`).
+        folder: the folder holding the CSVs; default the shipped ``ingestion/data/biasdora``.
+
+    Returns:
+        Templates in settings order, then file order; ``source`` = 'biasdora'. For the
+        shipped files about 360-370 per setting (406-413 rows before deduplication).
+
+    Raises:
+        ValueError: an unknown setting; a file without ``bias_type``/``template`` columns, a
+            ``bias_type`` outside the CrowS-Pairs dimensions or an empty template (the message
+            names the file and line).
+        FileNotFoundError: a CSV is missing.
+    """
+    settings = _check_settings(settings)
+    folder = Path(folder) if folder is not None else default_biasdora_dir()
+    out: list[T2TTemplate] = []
+    for setting in settings:
+        path = folder / f"t2t_setting{T2T_SETTINGS.index(setting) + 1}.csv"
+        if not path.is_file():
+            raise FileNotFoundError(f"T2T template file not found: {path}")
+        rows: list[tuple[str, str, str | None]] = []  # (dimension, phrase, verb)
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            reader = csv.DictReader(fh)
+            if not {"bias_type", "template"} <= set(reader.fieldnames or ()):
+                raise ValueError(f"{path.name} line 1: expected columns bias_type,template")
+            for row in reader:
+                line = reader.line_num
+                dim = (row["bias_type"] or "").strip().lower()
+                if dim not in BIAS_DIMENSIONS:
+                    raise ValueError(f"{path.name} line {line}: unknown bias_type {dim!r}")
+                try:
+                    rows.append((dim, *_split_template(row["template"] or "", setting)))
+                except ValueError as exc:
+                    raise ValueError(f"{path.name} line {line}: bad template ({exc})") from None
+        keys = normalise_descriptors(phrase for _, phrase, _ in rows)
+        seen: set[str] = set()
+        for (dim, phrase, verb), key in zip(rows, keys):
+            if key in seen:
+                continue
+            seen.add(key)
+            prefix = _repair_prefix(phrase, verb, key, setting)
+            out.append(T2TTemplate(setting, key, dim, prefix, "biasdora"))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _inflector():
+    import inflect
+
+    return inflect.engine()
+
+
+def _capitalise(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def render_t2t_templates(
+    descriptors: pa.Table, settings: Sequence[str] = T2T_SETTINGS
+) -> list[T2TTemplate]:
+    """Build the T2T prefixes for any descriptor table (e.g. the extracted descriptors).
+
+    Shapes (BiasDora seed 004, Figure 8; METHOD.md section 2), with the descriptor key as
+    the singular phrase:
+
+    * singular: "A/An <key> is", the article chosen by inflect's ``a()`` from the first
+      sound ("An alcoholic person is", "An asian is", "A european is");
+    * plural: "<Plural> are", from the table's ``plural`` column when it is set, else
+      :func:`~ingestion.descriptors.plural_descriptor` ("Alcoholic people are");
+    * adjective and verb: "This <key> is"; noun: "This <key> is a/an".
+
+    Rows are deduplicated to one per (setting, descriptor), keeping the first in table order
+    (as :func:`curated_t2t_templates` does).
+
+    Args:
+        descriptors: a ``descriptors`` table (columns ``descriptor``, ``bias_dimension``,
+            ``source``; ``plural`` optional); shape (n, >=3).
+        settings: a subset of :data:`T2T_SETTINGS`.
+
+    Returns:
+        Templates in settings order, then table order; ``source`` = the row's ``source``.
+
+    Raises:
+        ValueError: an unknown setting, or a row with an empty descriptor.
+        KeyError: a required column is missing.
+    """
+    settings = _check_settings(settings)
+    for col in ("descriptor", "bias_dimension", "source"):
+        if col not in descriptors.column_names:
+            raise KeyError(f"descriptor table has no column {col!r}")
+    keys = descriptors.column("descriptor").to_pylist()
+    dims = descriptors.column("bias_dimension").to_pylist()
+    sources = descriptors.column("source").to_pylist()
+    plurals = (
+        descriptors.column("plural").to_pylist()
+        if "plural" in descriptors.column_names
+        else [None] * len(keys)
+    )
+    inflector = _inflector()
+    out: list[T2TTemplate] = []
+    for setting in settings:
+        seen: set[str] = set()
+        for key, dim, source, plural in zip(keys, dims, sources, plurals):
+            if not key or not key.strip():
+                raise ValueError("descriptor table has a row with an empty descriptor")
+            if key in seen:
+                continue
+            seen.add(key)
+            if setting == "singular":
+                prefix = f"{_capitalise(inflector.a(key))} is"
+            elif setting == "plural":
+                prefix = f"{_capitalise(plural or plural_descriptor(key))} are"
+            elif setting == "noun":
+                prefix = f"This {key} is {_NOUN_SLOT}"
+            else:
+                prefix = f"This {key} is"
+            out.append(T2TTemplate(setting, key, dim, prefix, source))
+    return out
+
+
+def templates_table(templates: Iterable[T2TTemplate]) -> pa.Table:
+    """Templates as an Arrow table (schema :data:`TEMPLATES_SCHEMA`; shape (n, 5))."""
+    return pa.Table.from_pylist([asdict(t) for t in templates], schema=TEMPLATES_SCHEMA)

@@ -1,0 +1,72 @@
+"""The T2T probe with the real embedded model: landing, per-row seeds, idempotent re-runs."""
+
+import pytest
+
+from ingestion.landing import read_landing
+from models_inference.t2t import T2TProbeConfig, T2TTarget, audit_id_for, row_seed, run_t2t_probe, select_targets
+from models_inference.text_backends import GenerationRequest, SamplingParams
+from models_inference.prompts import render_t2t_prompt
+
+TARGETS = [
+    T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
+    T2TTarget("verb", "alcoholic person", "disability", "This alcoholic person is"),
+    T2TTarget("noun", "child", "age", "This child is a/an"),
+]
+
+
+@pytest.mark.slow
+def test_probe_lands_every_row_and_rerun_generates_nothing(dora_home, smollm2):
+    cfg = T2TProbeConfig(runs=2, letters="bdm")
+    first = run_t2t_probe(TARGETS, smollm2, cfg, progress=False)
+    assert first.planned == 3 * 3 * 2 == first.generated
+    table = read_landing("t2t_completions").to_pylist()
+    assert len(table) == 18
+    keys = {(r["setting"], r["descriptor"], r["letter"], r["run"]) for r in table}
+    assert len(keys) == 18
+    for r in table:
+        assert r["audit_id"] == first.audit_id
+        assert r["model_version"].startswith("gguf-q4_1-")
+        assert r["prompt_style"] == "completion"
+        assert r["seed"] == row_seed(first.audit_id, r["setting"], r["descriptor"], r["letter"], r["run"])
+        assert r["raw_output"] is not None
+        if r["parse_status"] == "ok":
+            assert r["word"].startswith(r["letter"])
+    assert sum(first.parse_status.values()) == 18
+    # re-run: nothing new, no model call
+    again = run_t2t_probe(TARGETS, smollm2, cfg, progress=False)
+    assert (again.generated, again.already_landed) == (0, 18)
+    # one more run: only the new rows
+    more = run_t2t_probe(TARGETS, smollm2, T2TProbeConfig(runs=3, letters="bdm"), progress=False)
+    assert more.generated == 9 and more.audit_id == first.audit_id
+    assert len(read_landing("t2t_completions")) == 27
+    events = read_landing("audits").to_pylist()
+    assert [e["status"] for e in events].count("finished") == 2
+
+
+@pytest.mark.slow
+def test_per_row_seed_is_independent_of_batching(smollm2):
+    prompts = [render_t2t_prompt("An alcoholic person is", "singular", c, "completion") for c in "abcdefgh"]
+    reqs = [GenerationRequest(p, seed=1000 + i, max_new_tokens=6, stop="word") for i, p in enumerate(prompts)]
+    together = [r.text for r in smollm2.generate(reqs, SamplingParams())]
+    alone = [smollm2.generate([r], SamplingParams())[0].text for r in reqs[:3]]
+    assert together[:3] == alone
+    reseeded = [r.text for r in smollm2.generate([GenerationRequest(r.prompt, r.seed + 1, 6, "word") for r in reqs], SamplingParams())]
+    assert reseeded != together  # different seeds give different samples
+
+
+def test_select_targets_and_errors():
+    assert len(select_targets(TARGETS, settings=["singular"])) == 1
+    assert {t.descriptor for t in select_targets(TARGETS, descriptors=["Child"])} == {"child"}
+    assert len(select_targets(TARGETS, per_dimension=1, settings=["singular", "verb"])) == 2
+    with pytest.raises(ValueError, match="not in the descriptor list"):
+        select_targets(TARGETS, descriptors=["martian"])
+    with pytest.raises(ValueError, match="unknown setting"):
+        select_targets(TARGETS, settings=["adverb"])
+    with pytest.raises(ValueError, match="empty"):
+        select_targets(TARGETS, settings=["plural"])
+
+
+def test_row_seed_is_stable():
+    assert row_seed("a", "singular", "child", "b", 1) == row_seed("a", "singular", "child", "b", 1)
+    assert row_seed("a", "singular", "child", "b", 1) != row_seed("a", "singular", "child", "b", 2)
+    assert 0 <= row_seed("x", "verb", "d", "z", 10) < 2**63
