@@ -1,0 +1,127 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for tests of the API backends.
+
+It speaks the wire format the official ``openai`` client expects for
+``POST /v1/chat/completions`` (optionally with ``logprobs``/``top_logprobs``) and
+``POST /v1/images/generations`` (``b64_json`` PNGs), and records every request (headers
+included) so tests can check what was sent. Behaviour is scripted per test:
+
+* ``server.fail_next(status, times)``: answer the next ``times`` requests with an HTTP error
+  (429, 500, 401, ...), to exercise the client's retries and our error rows;
+* ``server.delay_next(seconds, times)``: sleep before answering (timeouts);
+* ``server.chat_reply = fn(request_json) -> str | dict``: the assistant text (or a full
+  ``{"content": ..., "logprobs": [...]}`` dict) for a chat request;
+* ``server.image_png = fn(request_json) -> bytes``: PNG bytes for an image request.
+
+Usage::
+
+    with OpenAIStubServer() as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-test")
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+
+def tiny_png(color=(200, 30, 30), size=(8, 8)) -> bytes:
+    """A real PNG image of one colour (uses Pillow)."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", size, color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+class OpenAIStubServer:
+    """Threaded HTTP server bound to 127.0.0.1 on a free port (see module docstring)."""
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.chat_reply: Callable[[dict], object] = lambda req: "[brawler]"
+        self.image_png: Callable[[dict], bytes] = lambda req: tiny_png()
+        self._failures: list[int] = []
+        self._delays: list[float] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def _send(self, status: int, payload: dict):
+                body = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                req = json.loads(self.rfile.read(length) or b"{}")
+                with server._lock:
+                    server.requests.append({"path": self.path, "headers": dict(self.headers), "json": req})
+                    status = server._failures.pop(0) if server._failures else None
+                    delay = server._delays.pop(0) if server._delays else 0.0
+                if delay:
+                    time.sleep(delay)
+                if status:
+                    self._send(status, {"error": {"message": f"scripted {status}", "type": "test", "code": str(status)}})
+                    return
+                if self.path.endswith("/chat/completions"):
+                    self._send(200, server._chat(req))
+                elif self.path.endswith("/images/generations"):
+                    self._send(200, server._images(req))
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def fail_next(self, status: int, times: int = 1) -> None:
+        with self._lock:
+            self._failures.extend([status] * times)
+
+    def delay_next(self, seconds: float, times: int = 1) -> None:
+        with self._lock:
+            self._delays.extend([seconds] * times)
+
+    def _chat(self, req: dict) -> dict:
+        reply = self.chat_reply(req)
+        content, logprobs = (reply.get("content"), reply.get("logprobs")) if isinstance(reply, dict) else (reply, None)
+        choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        if logprobs is not None:
+            choice["logprobs"] = {"content": logprobs}
+        return {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": req.get("model", "stub"),
+            "system_fingerprint": "fp_stub",
+            "choices": [choice],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        }
+
+    def _images(self, req: dict) -> dict:
+        n = int(req.get("n", 1))
+        data = [{"b64_json": base64.b64encode(self.image_png(req)).decode(), "revised_prompt": req.get("prompt")} for _ in range(n)]
+        return {"created": int(time.time()), "data": data}
+
+    def __enter__(self) -> "OpenAIStubServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
