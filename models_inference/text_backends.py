@@ -114,6 +114,31 @@ def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def _dequantised_cache_dir(version: str) -> Path | None:
+    """Where the fp32 weights of a GGUF model are cached (``$DORA_CACHE``, default
+    ``~/.cache/dora``), keyed by the GGUF's hash; ``None`` if the folder cannot be created."""
+    root = Path(os.environ.get("DORA_CACHE", Path.home() / ".cache" / "dora")).expanduser()
+    try:
+        (root / "models").mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return root / "models" / version
+
+
+def _save_dequantised(model, tokenizer, target: Path) -> None:
+    """Save a dequantised model atomically (temp folder + rename); failures only cost speed."""
+    import shutil
+    import uuid
+
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 class _PerRowSampler:
     """Logits processor that samples each row with its own ``torch.Generator``.
 
@@ -206,9 +231,14 @@ class TransformersBackend:
             model_id, version = gguf.stem, "gguf-" + file_sha256(gguf)[:12]
         else:
             source, model_id, version = model_ref, model_ref, None
+        cached = _dequantised_cache_dir(version) if "gguf_file" in kwargs else None
+        if cached is not None and (cached / "config.json").exists():
+            source, kwargs = str(cached), {}  # the fp32 weights saved at first load: ~1 s instead of ~20 s
         try:
             tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
             model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, **kwargs)
+            if cached is not None and kwargs:
+                _save_dequantised(model, tokenizer, cached)
         except (OSError, ValueError) as exc:
             raise ModelNotAvailableError(
                 f"cannot load model {model_ref!r} offline: {exc}. Use '{DEFAULT_MODEL}', a local "
@@ -222,11 +252,11 @@ class TransformersBackend:
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        # instruct models end turns with <|im_end|>; the GGUF metadata names another EOS
         style = "chat" if tokenizer.chat_template and model.num_parameters() > 1e9 else "completion"
         return cls(model_id, version, model, tokenizer, batch_size=batch_size, default_prompt_style=style)
 
     def _eos_ids(self) -> list[int]:
+        # instruct models end turns with <|im_end|>; the GGUF metadata names another EOS
         ids = {self.tokenizer.eos_token_id}
         im_end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         if isinstance(im_end, int) and im_end != self.tokenizer.unk_token_id:
