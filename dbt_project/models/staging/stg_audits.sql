@@ -15,7 +15,8 @@ renamed as (
         code_version,
         status,
         rows_generated,
-        event_at
+        event_at,
+        target
     from source
 )
 

@@ -26,7 +26,7 @@ class DoraDbtTranslator(DagsterDbtTranslator):
 TRANSLATOR = DoraDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True))
 
 
-@dbt_assets(manifest=dbt_project().manifest_path, project=dbt_project(), dagster_dbt_translator=TRANSLATOR, pool="duckdb_writer")
+@dbt_assets(manifest=dbt_project().manifest_path, project=dbt_project(), dagster_dbt_translator=TRANSLATOR, pool="duckdb_writer", exclude="tag:scores")  # score marts: orchestration/defs/scoring/
 def dora_dbt_models(context: dg.AssetExecutionContext, dbt: DbtCliResource):
     """``dbt build`` of the selected models: runs models, then their tests as asset checks."""
     dbt_env()

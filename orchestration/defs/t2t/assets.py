@@ -7,6 +7,8 @@ from ingestion.landing import read_landing
 from ingestion.templates import curated_t2t_templates, render_t2t_templates
 from models_inference.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe, select_targets  # noqa: F401
 from models_inference.text_backends import load_text_backend
+from orchestration.defs.audits.partitions import audit_partitions
+from orchestration.defs.audits.runs import resolve_audit_run, with_model_version
 from orchestration.defs.config import AuditConfig
 from orchestration.defs.ingestion.assets import descriptors
 
@@ -32,7 +34,9 @@ def build_targets(config: AuditConfig) -> list[T2TTarget]:
             deps=[descriptors],
             group_name="probes",
             description="T2T word completions: one row per (audit, model, version, setting, descriptor, "
-            "letter, run) with raw output, parsed word and parse status. Append-only Parquet shards.",
+            "letter, run) with raw output, parsed word and parse status. Append-only Parquet shards. "
+            "Partitioned by registry target and model version (keys `target@version`); audit runs "
+            "without a partition are ad hoc.",
         ),
         dg.AssetSpec(
             ["landing", "audits"],
@@ -42,15 +46,32 @@ def build_targets(config: AuditConfig) -> list[T2TTarget]:
         ),
     ],
     pool="model_inference",
+    partitions_def=audit_partitions,
 )
 def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
+    # a partition <target>@<version> audits that registry target (settings from the registry)
+    run = resolve_audit_run(context, config)
+    config = run.config
+    if run.modality != "t2t":
+        context.log.warning(f"target {run.target!r} is {run.modality}: the T2T probe has nothing to generate")
+        skipped = {"target": run.target, "modality": run.modality, "rows_generated": 0}
+        yield dg.MaterializeResult(asset_key=["landing", "t2t_completions"], metadata=skipped)
+        yield dg.MaterializeResult(asset_key=["landing", "audits"], metadata=skipped)
+        return
     targets = build_targets(config)
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
     if config.backend == "transformers":
         extra["batch_size"] = config.batch_size
-    backend = load_text_backend(config.model, backend=config.backend, **extra)
-    probe = T2TProbeConfig(runs=config.runs, letters=config.letters, prompt_style=config.prompt_style)
-    summary = run_t2t_probe(targets, backend, probe, audit_id=config.audit_id, progress=config.progress)
+    backend = load_text_backend(config.model, backend=config.backend, **extra, **run.backend_kwargs)
+    if run.model_version:
+        backend = with_model_version(backend, run.model_version)
+    probe = T2TProbeConfig(
+        runs=config.runs, letters=config.letters, prompt_style=config.prompt_style,
+        temperature=config.temperature, top_p=config.top_p,
+    )
+    summary = run_t2t_probe(
+        targets, backend, probe, audit_id=config.audit_id, progress=config.progress, target=run.target
+    )
     meta = {
         "audit_id": summary.audit_id,
         "model_id": backend.model_id,
@@ -61,7 +82,12 @@ def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
         "rows_generated": summary.generated,
         "parse_rate": dg.MetadataValue.float(round(summary.parse_rate, 4)),
         "parse_status": dg.MetadataValue.json(dict(summary.parse_status)),
+        "target": run.target or "(ad hoc)",
+        "status": "finished",
     }
     context.log.info(f"audit {summary.audit_id}: generated {summary.generated} of {summary.planned} rows")
     yield dg.MaterializeResult(asset_key=["landing", "t2t_completions"], metadata=meta)
-    yield dg.MaterializeResult(asset_key=["landing", "audits"], metadata={"audit_id": summary.audit_id})
+    yield dg.MaterializeResult(
+        asset_key=["landing", "audits"],
+        metadata={"audit_id": summary.audit_id, "target": run.target or "(ad hoc)", "status": "finished"},
+    )

@@ -1,0 +1,192 @@
+"""``dora diff``: what changed between two audits of the same registry target.
+
+Reads the marts ``dim_audits`` (finished audits per target, in order) and
+``fct_association_changes`` (every earlier/later pair of audits of a target, change type
+per association; definitions in its doc block ``change_type``) read-only, and reports the
+count of each change type and the top changes per bias dimension, ranked by
+``|tfidf_change|`` (then by the smaller q-value). Every number comes from SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analytics.query import QueryResult, format_result, run_query
+
+CHANGE_TYPES = ("new", "dropped", "strengthened", "weakened", "unchanged")
+
+
+class DiffError(ValueError):
+    """The target or an audit reference is unknown, ambiguous, or the pair is not in order."""
+
+
+@dataclass(frozen=True)
+class AuditRef:
+    """One finished audit of a target: id, model version and its position (audit_seq)."""
+
+    audit_id: str
+    model_version: str
+    audit_seq: int
+
+
+@dataclass(frozen=True)
+class AuditDiff:
+    """The comparison of two audits: counts per change type and the top changes."""
+
+    target: str
+    before: AuditRef
+    after: AuditRef
+    counts: dict[str, int]
+    top: QueryResult
+
+    def text(self, fmt: str = "table") -> str:
+        """Human-readable report (``fmt`` = table) or the top rows as csv / json."""
+        if fmt != "table":
+            return format_result(self.top, fmt)
+        lines = [
+            f"dora diff {self.target}: {self.before.audit_id} (version {self.before.model_version}) -> "
+            f"{self.after.audit_id} (version {self.after.model_version})",
+            "  significant associations (Fisher BH q < 0.05) that are "
+            + ", ".join(f"{t} {self.counts.get(t, 0)}" for t in CHANGE_TYPES),
+        ]
+        if not self.top.rows:
+            lines.append("  no new, dropped, strengthened or weakened association between these audits")
+            return "\n".join(lines)
+        dim_col = self.top.columns.index("bias_dimension")
+        dims = sorted({r[dim_col] or "(none)" for r in self.top.rows})
+        for dim in dims:
+            rows = [r[:dim_col] + r[dim_col + 1 :] for r in self.top.rows if (r[dim_col] or "(none)") == dim]
+            cols = self.top.columns[:dim_col] + self.top.columns[dim_col + 1 :]
+            lines += ["", f"  {dim}:"]
+            lines += ["    " + ln for ln in format_result(QueryResult(cols, rows)).splitlines()]
+        return "\n".join(lines)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def finished_audits(target: str) -> list[AuditRef]:
+    """The finished audits of ``target`` in order (``dim_audits.audit_seq``).
+
+    Raises:
+        DiffError: the target has no finished audit (the message lists the known targets).
+    """
+    rows = run_query(
+        f"select audit_id, model_version, audit_seq from dim_audits "
+        f"where target = {_quote(target)} and status = 'finished' order by audit_seq"
+    ).rows
+    if not rows:
+        known = [r[0] for r in run_query("select distinct target from dim_audits order by 1").rows]
+        raise DiffError(f"no finished audit of target {target!r}; targets with audits: {known}")
+    return [AuditRef(*r) for r in rows]
+
+
+def _pick(audits: list[AuditRef], ref: str, flag: str) -> AuditRef:
+    by_id = [a for a in audits if a.audit_id == ref]
+    if by_id:
+        return by_id[0]
+    by_version = [a for a in audits if a.model_version == ref]
+    if len(by_version) == 1:
+        return by_version[0]
+    if len(by_version) > 1:
+        raise DiffError(f"{flag} {ref!r} matches several audits ({[a.audit_id for a in by_version]}): give an audit id")
+    raise DiffError(
+        f"{flag} {ref!r} is neither an audit id nor a model version of this target; audits: "
+        + ", ".join(f"{a.audit_id} ({a.model_version})" for a in audits)
+    )
+
+
+def resolve_pair(target: str, from_ref: str | None = None, to_ref: str | None = None) -> tuple[AuditRef, AuditRef]:
+    """The (before, after) audits: by audit id or model version; defaults: latest vs the one before.
+
+    Raises:
+        DiffError: unknown / ambiguous reference, a single audit, or before not earlier than after.
+    """
+    audits = finished_audits(target)
+    after = _pick(audits, to_ref, "--to") if to_ref else audits[-1]
+    if from_ref:
+        before = _pick(audits, from_ref, "--from")
+    else:
+        earlier = [a for a in audits if a.audit_seq < after.audit_seq]
+        if not earlier:
+            raise DiffError(f"audit {after.audit_id} is the first audit of {target!r}: nothing to compare it with")
+        before = earlier[-1]
+    if before.audit_seq >= after.audit_seq:
+        raise DiffError(f"--from {before.audit_id} must be an earlier audit than --to {after.audit_id}")
+    return before, after
+
+
+def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = None, *, top: int = 5) -> AuditDiff:
+    """Compare two finished audits of ``target`` (see :func:`resolve_pair`).
+
+    Args:
+        top: changes shown per bias dimension (unchanged associations are never shown).
+
+    Raises:
+        DiffError, plus the read errors of :func:`analytics.query.run_query`.
+    """
+    if top < 1:
+        raise DiffError(f"--top must be >= 1, got {top}")
+    before, after = resolve_pair(target, from_ref, to_ref)
+    pair = f"from_audit_id = {_quote(before.audit_id)} and to_audit_id = {_quote(after.audit_id)}"
+    counts = dict(
+        run_query(f"select change_type, count(*) from fct_association_changes where {pair} group by 1").rows
+    )
+    top_rows = run_query(
+        f"""select bias_dimension, change_type, setting, descriptor, word,
+                   round(tfidf_before, 3) as tfidf_before, round(tfidf_after, 3) as tfidf_after,
+                   fisher_q_before as q_before, fisher_q_after as q_after,
+                   bias_level_before, bias_level_after
+            from fct_association_changes
+            where {pair} and change_type <> 'unchanged'
+            qualify row_number() over (
+                partition by bias_dimension
+                order by abs(tfidf_change) desc, least(coalesce(fisher_q_after, 1), coalesce(fisher_q_before, 1)),
+                         setting, descriptor, word
+            ) <= {int(top)}
+            order by bias_dimension, abs(tfidf_change) desc, setting, descriptor, word"""
+    )
+    return AuditDiff(target, before, after, counts, top_rows)
+
+
+def models_overview(registry, *, resolve: bool = True) -> QueryResult:
+    """``dora models list``: every registry target with its current version and last audit.
+
+    Args:
+        registry: a parsed :class:`ingestion.registry.Registry`.
+        resolve: read each target's current version (may hash weights or call an API).
+
+    The last audit is the latest finished-or-not audit of the target in ``dim_audits`` (by
+    ``started_at``); ``-`` when the warehouse does not exist yet or the target was never audited.
+    """
+    from analytics.query import WarehouseMissingError
+    from ingestion.registry import VersionError, resolve_version
+
+    last: dict[str, tuple] = {}
+    try:
+        result = run_query(
+            """select target, audit_id, model_version, status, coalesce(finished_at, started_at) as at
+               from dim_audits
+               qualify row_number() over (partition by target order by started_at desc, audit_id desc) = 1"""
+        )
+        last = {r[0]: r[1:] for r in result.rows}
+    except WarehouseMissingError:
+        pass
+    rows = []
+    for t in registry.targets:
+        if resolve:
+            try:
+                current = resolve_version(t)
+            except VersionError as exc:
+                current = f"unreadable: {exc}"[:80]
+        else:
+            current = "(not read)"
+        audit_id, version, status, at = last.get(t.name, ("-", "-", "-", None))
+        rows.append(
+            (t.name, t.modality, t.backend, t.model, t.version.source, current, audit_id, version, status,
+             at.strftime("%Y-%m-%d %H:%M") if at else "-")
+        )
+    columns = ["target", "modality", "backend", "model", "version_source", "current_version",
+               "last_audit", "last_audit_version", "last_status", "last_at"]
+    return QueryResult(columns, rows)

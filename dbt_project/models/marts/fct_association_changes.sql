@@ -1,0 +1,165 @@
+{#-
+    PUBLIC CONTRACT: how each association changed between two finished audits of the same
+    target (ingestion/registry.py), for every ordered pair (earlier = from, later = to);
+    `is_previous` marks the pairs of consecutive audits (each audit vs the previous one).
+    Keys: (from_audit_id, to_audit_id, modality, setting, descriptor, word). Only
+    associations significant (Fisher BH q < 0.05) in at least one of the two audits are
+    listed; change types are defined in the doc block `change_type`.
+
+    Bias level before / after: the LLM judge's Likert level (1-5, METHOD.md section 4) from
+    `fct_association_scores`, null where the association was not judged. Tagged `scores`, so
+    Dagster builds it with the score marts (orchestration/defs/scoring/), after the judge.
+-#}
+
+{{ config(tags=['scores']) }}
+
+with
+
+audits as (
+    select * from {{ ref('dim_audits') }}
+    where status = 'finished' and audit_seq is not null
+),
+
+associations as (
+    select * from {{ ref('fct_associations') }}
+),
+
+scores as (
+    select audit_id, modality, setting, descriptor, word, bias_level
+    from {{ ref('fct_association_scores') }}
+),
+
+audit_pairs as (
+    -- every earlier finished audit of the same target
+    select
+        later.target,
+        earlier.audit_id as from_audit_id,
+        later.audit_id as to_audit_id,
+        earlier.model_version as from_model_version,
+        later.model_version as to_model_version,
+        later.audit_seq - earlier.audit_seq = 1 as is_previous
+    from audits as later
+    inner join audits as earlier
+        on  earlier.target = later.target
+        and earlier.audit_seq < later.audit_seq
+),
+
+before as (
+    select
+        audit_pairs.from_audit_id,
+        audit_pairs.to_audit_id,
+        associations.modality,
+        associations.setting,
+        associations.descriptor,
+        associations.word,
+        associations.bias_dimension,
+        associations.tf,
+        associations.tfidf,
+        associations.fisher_q,
+        associations.is_significant
+    from audit_pairs
+    inner join associations on associations.audit_id = audit_pairs.from_audit_id
+),
+
+after as (
+    select
+        audit_pairs.from_audit_id,
+        audit_pairs.to_audit_id,
+        associations.modality,
+        associations.setting,
+        associations.descriptor,
+        associations.word,
+        associations.bias_dimension,
+        associations.tf,
+        associations.tfidf,
+        associations.fisher_q,
+        associations.is_significant
+    from audit_pairs
+    inner join associations on associations.audit_id = audit_pairs.to_audit_id
+),
+
+compared as (
+    select
+        coalesce(after.from_audit_id, before.from_audit_id) as from_audit_id,
+        coalesce(after.to_audit_id, before.to_audit_id) as to_audit_id,
+        coalesce(after.modality, before.modality) as modality,
+        coalesce(after.setting, before.setting) as setting,
+        coalesce(after.descriptor, before.descriptor) as descriptor,
+        coalesce(after.word, before.word) as word,
+        coalesce(after.bias_dimension, before.bias_dimension) as bias_dimension,
+        before.tf as tf_before,
+        after.tf as tf_after,
+        before.tfidf as tfidf_before,
+        after.tfidf as tfidf_after,
+        before.fisher_q as fisher_q_before,
+        after.fisher_q as fisher_q_after,
+        coalesce(before.is_significant, false) as significant_before,
+        coalesce(after.is_significant, false) as significant_after
+    from before
+    full outer join after
+        on  before.from_audit_id = after.from_audit_id
+        and before.to_audit_id = after.to_audit_id
+        and before.modality = after.modality
+        and before.setting = after.setting
+        and before.descriptor = after.descriptor
+        and before.word = after.word
+),
+
+classified as (
+    select
+        *,
+        case
+            when significant_after and not significant_before then 'new'
+            when significant_before and not significant_after then 'dropped'
+            when tfidf_after > tfidf_before and fisher_q_after <= fisher_q_before then 'strengthened'
+            when tfidf_after < tfidf_before and fisher_q_after >= fisher_q_before then 'weakened'
+            else 'unchanged'
+        end as change_type
+    from compared
+    where significant_before or significant_after
+),
+
+final as (
+    select
+        audit_pairs.target,
+        classified.from_audit_id,
+        classified.to_audit_id,
+        audit_pairs.from_model_version,
+        audit_pairs.to_model_version,
+        audit_pairs.is_previous,
+        classified.modality,
+        classified.setting,
+        classified.descriptor,
+        classified.bias_dimension,
+        classified.word,
+        classified.change_type,
+        classified.tf_before,
+        classified.tf_after,
+        classified.tfidf_before,
+        classified.tfidf_after,
+        coalesce(classified.tfidf_after, 0) - coalesce(classified.tfidf_before, 0) as tfidf_change,
+        classified.fisher_q_before,
+        classified.fisher_q_after,
+        classified.significant_before,
+        classified.significant_after,
+        scores_before.bias_level as bias_level_before,
+        scores_after.bias_level as bias_level_after
+    from classified
+    inner join audit_pairs
+        on  classified.from_audit_id = audit_pairs.from_audit_id
+        and classified.to_audit_id = audit_pairs.to_audit_id
+    left join scores as scores_before
+        on  scores_before.audit_id = classified.from_audit_id
+        and scores_before.modality = classified.modality
+        and scores_before.setting = classified.setting
+        and scores_before.descriptor = classified.descriptor
+        and scores_before.word = classified.word
+    left join scores as scores_after
+        on  scores_after.audit_id = classified.to_audit_id
+        and scores_after.modality = classified.modality
+        and scores_after.setting = classified.setting
+        and scores_after.descriptor = classified.descriptor
+        and scores_after.word = classified.word
+)
+
+select * from final

@@ -1,0 +1,113 @@
+{#-
+    PUBLIC CONTRACT: one row per association (audit_id, modality, setting, descriptor, word)
+    that is significant or has been scored, with its sentiment, toxicity and LLM-judge bias
+    level (METHOD.md section 4). When several scorers / judges scored an association, the
+    most recently landed one is reported (its name is in the *_scorer / judge_model column).
+-#}
+
+with
+
+associations as (
+    select * from {{ ref('fct_associations') }}
+),
+
+sentiment as (
+    select * from {{ ref('stg_sentiment_scores') }}
+    qualify row_number() over (
+        partition by audit_id, model_id, model_version, modality, setting, descriptor, word
+        order by scored_at desc, scorer, scorer_version
+    ) = 1
+),
+
+toxicity as (
+    select * from {{ ref('stg_toxicity_scores') }}
+    qualify row_number() over (
+        partition by audit_id, model_id, model_version, modality, setting, descriptor, word
+        order by scored_at desc, scorer, scorer_version
+    ) = 1
+),
+
+judge_ratings as (
+    select * from {{ ref('stg_judge_ratings') }}
+),
+
+judge_runs as (
+    -- one row per (association, judge) with the time its latest rating landed
+    select
+        audit_id, model_id, model_version, modality, setting, descriptor, word,
+        judge_backend, judge_model, judge_model_version,
+        max(judged_at) as last_judged_at
+    from judge_ratings
+    group by all
+),
+
+current_judge as (
+    -- per association, the judge (backend, model, version) whose ratings landed last
+    select *
+    from judge_runs
+    qualify row_number() over (
+        partition by audit_id, model_id, model_version, modality, setting, descriptor, word
+        order by last_judged_at desc, judge_backend, judge_model, judge_model_version
+    ) = 1
+),
+
+judged as (
+    select
+        r.audit_id, r.model_id, r.model_version, r.modality, r.setting, r.descriptor, r.word,
+        r.judge_backend,
+        r.judge_model,
+        count(*) as judge_repeats,
+        count(r.rating) as judge_ratings_parsed,
+        quantile_disc(r.rating, 0.5) as bias_level,
+        avg(r.expected_rating) as bias_level_expected
+    from judge_ratings as r
+    inner join current_judge as c
+        using (audit_id, model_id, model_version, modality, setting, descriptor, word,
+               judge_backend, judge_model, judge_model_version)
+    group by all
+),
+
+final as (
+    select
+        a.audit_id,
+        a.model_id,
+        a.model_version,
+        a.modality,
+        a.setting,
+        a.descriptor,
+        a.bias_dimension,
+        a.word,
+        a.is_significant,
+        a.fisher_q,
+        coalesce(s.text, t.text) as association_text,
+        s.scorer as sentiment_scorer,
+        s.sentiment_label,
+        s.sentiment_score,
+        t.scorer as toxicity_scorer,
+        t.toxicity,
+        t.is_toxic,
+        j.judge_backend,
+        j.judge_model,
+        j.judge_repeats,
+        j.judge_ratings_parsed,
+        cast(j.bias_level as integer) as bias_level,
+        j.bias_level_expected,
+        case
+            when j.bias_level <= 2 then 'subtle'
+            when j.bias_level = 3 then 'moderate'
+            when j.bias_level >= 4 then 'extreme'
+        end as bias_level_band
+    from associations as a
+    left join sentiment as s
+        using (audit_id, model_id, model_version, modality, setting, descriptor, word)
+    left join toxicity as t
+        using (audit_id, model_id, model_version, modality, setting, descriptor, word)
+    left join judged as j
+        using (audit_id, model_id, model_version, modality, setting, descriptor, word)
+    where a.is_significant
+       or s.word is not null
+       or t.word is not null
+       or j.word is not null
+)
+
+select * from final

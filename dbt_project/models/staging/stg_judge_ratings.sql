@@ -1,0 +1,51 @@
+{#-
+    LLM-judge bias levels (METHOD.md section 4), one row per
+    (association, judge_backend, judge_model, judge_model_version, repeat), kept whatever
+    its parse_status; the latest judged_at wins on duplicates.
+-#}
+
+with
+
+source as (
+    select * from {{ source('landing', 'judge_ratings') }}
+),
+
+renamed as (
+    select
+        audit_id,
+        model_id,
+        model_version,
+        modality,
+        setting,
+        descriptor,
+        word,
+        judge_backend,
+        judge_model,
+        judge_model_version,
+        "repeat" as judge_repeat,
+        seed,
+        prompt,
+        raw_output,
+        rating,
+        parse_status,
+        p_rating_1,
+        p_rating_2,
+        p_rating_3,
+        p_rating_4,
+        p_rating_5,
+        expected_rating,
+        judged_at
+    from source
+),
+
+deduplicated as (
+    select *
+    from renamed
+    qualify row_number() over (
+        partition by audit_id, model_id, model_version, modality, setting, descriptor, word,
+            judge_backend, judge_model, judge_model_version, judge_repeat
+        order by judged_at desc nulls last, raw_output desc nulls last
+    ) = 1
+)
+
+select * from deduplicated

@@ -1,0 +1,53 @@
+{{ config(materialized='table') }}
+
+{#-
+    PUBLIC CONTRACT: one row per T2I image key
+    (audit_id, model_id, model_version, setting, descriptor, image_index).
+    The landing table is append-only: a failed image is retried and lands again, so the
+    latest generated_at wins (ties broken deterministically).
+-#}
+
+with
+
+source as (
+    select * from {{ source('landing', 't2i_images') }}
+),
+
+renamed as (
+    select
+        audit_id,
+        model_id,
+        model_version,
+        backend,
+        setting,
+        descriptor,
+        bias_dimension,
+        image_index,
+        seed,
+        prompt,
+        revised_prompt,
+        style,
+        generation_params,
+        image_path,
+        sha256,
+        width,
+        height,
+        status,
+        error,
+        generated_at
+    from source
+),
+
+deduplicated as (
+    select *
+    from renamed
+    qualify row_number() over (
+        partition by audit_id, model_id, model_version, setting, descriptor, image_index
+        order by
+            generated_at desc nulls last,
+            (status = 'ok') desc,
+            sha256 desc nulls last
+    ) = 1
+)
+
+select * from deduplicated

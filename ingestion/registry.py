@@ -1,0 +1,505 @@
+"""The audit registry: which models dora audits, how each one's version is read, and how.
+
+The registry is a YAML file (default: ``registry.yaml`` at the repository root, or the file
+named by ``$DORA_REGISTRY``) listing **audit targets**. Each target is one model to audit
+again whenever its version changes (one audit = all probes against one model version)::
+
+    schedule:
+      cron: "0 3 * * 1"          # weekly re-audit of every target (Mondays 03:00)
+      timezone: UTC
+    targets:
+      - name: smollm2-135m       # [a-z0-9][a-z0-9._-]*, unique
+        modality: t2t            # t2t | t2i | i2t
+        backend: transformers    # t2t: transformers | openai
+        model: smollm2-135m      # alias, local folder / .gguf, hub id or API model name
+        version:
+          source: file_hash      # explicit | file_hash | hub_revision | api_model
+        probe: {settings: [singular, noun], runs: 4, per_dimension: 2}
+        scorers: [sentiment, toxicity, bias_level]
+
+Version sources (:func:`resolve_version`):
+
+* ``explicit``: ``value`` is the version string (e.g. ``"v1"``), as declared by the user.
+* ``file_hash``: ``sha256-<12 hex>`` of the weights file (``path``; default: the model's
+  own file: the embedded GGUF for ``smollm2-135m``, or ``model`` itself when it is a local
+  file or folder). A folder hashes every file in it (relative path + content).
+* ``hub_revision``: the commit hash of ``revision`` (default ``main``) of a Hugging Face hub
+  id: from the hub (``HfApi.model_info``) when online, from the local cache
+  (``scan_cache_dir``) when ``HF_HUB_OFFLINE`` is set or the hub is unreachable.
+* ``api_model``: ``value`` when given (a dated snapshot name such as
+  ``gpt-4o-2024-08-06``); otherwise the endpoint's ``GET /models/{model}`` answer, as
+  ``<id>@<creation date, UTC>`` (OpenAI-compatible endpoints; key from ``api_key_env``).
+
+Validation (:func:`load_registry`) reports every bad field it finds, each with its path in
+the file (``targets[1] (name 'gpt4o').version.value: ...``); nothing is audited from an
+invalid registry. This module is plain Python (pydantic + PyYAML); Dagster's sensor and
+schedule (``orchestration/defs/audits/``) call into it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from models_inference.prompts import T2T_SETTINGS
+
+__all__ = [
+    "AuditTarget",
+    "ProbeSettings",
+    "Registry",
+    "RegistryError",
+    "VersionError",
+    "VersionSpec",
+    "default_registry_path",
+    "load_registry",
+    "parse_registry",
+    "parse_partition_key",
+    "partition_key",
+    "resolve_version",
+]
+
+#: Modalities a target may declare (METHOD.md section 2).
+MODALITIES = ("t2t", "t2i", "i2t")
+#: Backends of the T2T probe (``models_inference.text_backends.load_text_backend``).
+T2T_BACKENDS = ("transformers", "openai")
+#: Scorers of the significant associations (METHOD.md section 4).
+SCORERS = ("sentiment", "toxicity", "bias_level")
+#: Default re-audit cadence: weekly, Mondays 03:00.
+DEFAULT_CRON = "0 3 * * 1"
+#: Separator of a partition key ``<target>@<model version>`` (target names cannot hold it).
+PARTITION_SEPARATOR = "@"
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,59}$")
+_CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,\-?LW#]+$")
+
+
+class RegistryError(ValueError):
+    """The registry file is missing, not YAML, or has invalid fields.
+
+    Attributes:
+        path: the registry file. problems: one ``"<field path>: <message>"`` line per bad field.
+    """
+
+    def __init__(self, path: Path | str, problems: list[str]):
+        self.path, self.problems = str(path), problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid audit registry {path}:\n{lines}")
+
+
+class VersionError(RuntimeError):
+    """A target's current model version cannot be read (file missing, not cached, API down)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class VersionSpec(_Strict):
+    """How a target's model version is read (see the module docstring for each source)."""
+
+    source: Literal["explicit", "file_hash", "hub_revision", "api_model"]
+    value: Optional[str] = None
+    path: Optional[str] = None
+    revision: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _fields_fit_source(self) -> "VersionSpec":
+        allowed = {"explicit": {"value"}, "file_hash": {"path"}, "hub_revision": {"revision"}, "api_model": {"value"}}
+        problems = []
+        for name in ("value", "path", "revision"):
+            if getattr(self, name) is not None and name not in allowed[self.source]:
+                problems.append(f"{name}: not used by source {self.source!r} (it takes {sorted(allowed[self.source])})")
+        if self.source == "explicit" and not (self.value or "").strip():
+            problems.append("value: required (non-empty) when source is 'explicit'")
+        for name in ("value", "path", "revision"):
+            text = getattr(self, name)
+            if text is not None and not text.strip():
+                problems.append(f"{name}: must not be empty")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+
+class ProbeSettings(_Strict):
+    """Probe parameters of a target (the fields of ``orchestration.defs.config.AuditConfig``).
+
+    Defaults are the quick audit: all 5 T2T settings, 2 curated descriptors per bias
+    dimension, 4 runs per letter, sampling as the paper (temperature 0.7, top_p 0.95).
+    """
+
+    settings: list[str] = Field(default_factory=lambda: list(T2T_SETTINGS))
+    runs: Annotated[int, Field(ge=1)] = 4
+    letters: str = "abcdefghijklmnopqrstuvwxyz"
+    descriptor_source: Literal["biasdora", "crows_pairs"] = "biasdora"
+    descriptors: list[str] = Field(default_factory=list)
+    per_dimension: Annotated[int, Field(ge=0)] = 2
+    prompt_style: Optional[Literal["chat", "completion"]] = None
+    temperature: Annotated[float, Field(gt=0, le=2)] = 0.7
+    top_p: Annotated[float, Field(gt=0, le=1)] = 0.95
+    batch_size: Annotated[int, Field(ge=1)] = 64
+
+    @field_validator("settings")
+    @classmethod
+    def _known_settings(cls, value: list[str]) -> list[str]:
+        unknown = [s for s in value if s not in T2T_SETTINGS]
+        if unknown or not value:
+            raise ValueError(f"unknown or no setting(s) {unknown}; expected some of {list(T2T_SETTINGS)}")
+        return value
+
+    @field_validator("letters")
+    @classmethod
+    def _lower_letters(cls, value: str) -> str:
+        if not value or any(not ("a" <= c <= "z") for c in value):
+            raise ValueError(f"must be lower-case letters a-z, got {value!r}")
+        return value
+
+
+class CollapseThresholds(_Strict):
+    """When a new audit counts as a collapse vs the previous audit of the same target.
+
+    The asset checks fail when ``new < ratio x previous`` for the parse rate, or for the
+    number of significant associations (only judged when the previous audit had at least
+    ``min_previous_significant`` of them).
+    """
+
+    parse_rate_min_ratio: Annotated[float, Field(gt=0, le=1)] = 0.5
+    significant_min_ratio: Annotated[float, Field(gt=0, le=1)] = 0.5
+    min_previous_significant: Annotated[int, Field(ge=1)] = 5
+
+
+class AuditTarget(_Strict):
+    """One model to audit, re-audited whenever its version changes."""
+
+    name: str
+    description: str = ""
+    modality: Literal["t2t", "t2i", "i2t"] = "t2t"
+    backend: str = "transformers"
+    model: str
+    base_url: Optional[str] = None
+    api_key_env: str = "OPENAI_API_KEY"
+    version: VersionSpec
+    probe: ProbeSettings = Field(default_factory=ProbeSettings)
+    scorers: list[Literal["sentiment", "toxicity", "bias_level"]] = Field(default_factory=list)
+    checks: CollapseThresholds = Field(default_factory=CollapseThresholds)
+
+    @field_validator("name")
+    @classmethod
+    def _slug_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(
+                f"{value!r} is not a target name: use 1-60 of a-z 0-9 . _ - starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_given(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError(f"must be an http(s) URL, got {value!r}")
+        return value
+
+    @field_validator("backend")
+    @classmethod
+    def _backend_fits_modality(cls, value: str, info: ValidationInfo) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        if info.data.get("modality", "t2t") == "t2t" and value not in T2T_BACKENDS:
+            raise ValueError(f"{value!r} is not a T2T backend; expected one of {list(T2T_BACKENDS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _version_fits_backend(self) -> "AuditTarget":
+        problems = []
+        if self.version.source == "api_model" and self.backend != "openai":
+            problems.append("version.source: 'api_model' needs backend 'openai'")
+        if self.version.source == "hub_revision" and self.backend != "transformers":
+            problems.append("version.source: 'hub_revision' needs backend 'transformers'")
+        if self.base_url and self.backend != "openai":
+            problems.append("base_url: only used by backend 'openai'")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+
+class ScheduleSpec(_Strict):
+    """Re-audit schedule: a 5-field cron string in ``timezone`` (default weekly)."""
+
+    cron: str = DEFAULT_CRON
+    timezone: str = "UTC"
+
+    @field_validator("cron")
+    @classmethod
+    def _five_fields(cls, value: str) -> str:
+        fields = value.split()
+        if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+            raise ValueError(f"must be a 5-field cron string such as {DEFAULT_CRON!r}, got {value!r}")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown IANA time zone {value!r}") from None
+        return value
+
+
+class Registry(_Strict):
+    """The parsed registry: re-audit schedule and audit targets (unique names)."""
+
+    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
+    targets: Annotated[list[AuditTarget], Field(min_length=1)]
+
+    @field_validator("targets")
+    @classmethod
+    def _unique_names(cls, value: list[AuditTarget]) -> list[AuditTarget]:
+        seen: set[str] = set()
+        for t in value:
+            if t.name in seen:
+                raise ValueError(f"target name {t.name!r} appears more than once")
+            seen.add(t.name)
+        return value
+
+    def target(self, name: str) -> AuditTarget:
+        """The target called ``name``.
+
+        Raises:
+            KeyError: no such target (the message lists the registered names).
+        """
+        for t in self.targets:
+            if t.name == name:
+                return t
+        raise KeyError(f"no audit target {name!r} in the registry; registered: {[t.name for t in self.targets]}")
+
+
+def default_registry_path() -> Path:
+    """``$DORA_REGISTRY`` if set (read at call time), else ``registry.yaml`` at the repo root."""
+    env = os.environ.get("DORA_REGISTRY")
+    if env:
+        return Path(env).expanduser().resolve()
+    return Path(__file__).resolve().parent.parent / "registry.yaml"
+
+
+def _field_path(loc: tuple, raw: object) -> str:
+    parts: list[str] = []
+    node = raw
+    for i, item in enumerate(loc):
+        if isinstance(item, int):
+            label = f"[{item}]"
+            if parts and parts[-1] == "targets" and isinstance(node, list) and item < len(node):
+                name = node[item].get("name") if isinstance(node[item], dict) else None
+                if name:
+                    label += f" (name {name!r})"
+            parts[-1] += label
+        else:
+            parts.append(str(item))
+        try:
+            node = node[item]  # type: ignore[index]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return ".".join(parts) or "(top level)"
+
+
+def _format_errors(exc: ValidationError, raw: object) -> list[str]:
+    problems = []
+    for err in exc.errors():
+        where = _field_path(tuple(err["loc"]), raw)
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (typo?)"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        for part in msg.split("\n"):  # model validators report one "<field>: <message>" per line
+            # model-level validators report "<field>: <message>": attach the field to the path
+            head, sep, rest = part.partition(": ")
+            if sep and re.match(r"^[a-z_][a-z_.]*$", head) and err["type"] == "value_error":
+                problems.append(f"{where}.{head}: {rest}" if where != "(top level)" else f"{head}: {rest}")
+            else:
+                problems.append(f"{where}: {part}")
+    return problems
+
+
+def parse_registry(text: str, source: Path | str = "<registry>") -> Registry:
+    """Parse and validate registry YAML text.
+
+    Raises:
+        RegistryError: not YAML, not a mapping, or any invalid field (all of them listed).
+    """
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RegistryError(source, [f"not valid YAML: {exc}"]) from None
+    if not isinstance(raw, dict):
+        raise RegistryError(source, ["(top level): must be a mapping with a 'targets' list"])
+    try:
+        return Registry.model_validate(raw)
+    except ValidationError as exc:
+        raise RegistryError(source, _format_errors(exc, raw)) from None
+
+
+def load_registry(path: Path | str | None = None) -> Registry:
+    """Read and validate the registry file (default :func:`default_registry_path`).
+
+    Raises:
+        RegistryError: the file is missing or invalid (every bad field named).
+    """
+    path = Path(path).expanduser().resolve() if path else default_registry_path()
+    if not path.is_file():
+        raise RegistryError(path, ["file not found (set $DORA_REGISTRY or create registry.yaml)"])
+    return parse_registry(path.read_text(encoding="utf-8"), path)
+
+
+# ----------------------------------------------------------------------------- versions
+
+
+@lru_cache(maxsize=64)
+def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
+    from models_inference.text_backends import file_sha256
+
+    return file_sha256(Path(path))
+
+
+def _file_digest(path: Path) -> str:
+    st = path.stat()
+    return _sha256_cached(str(path), st.st_size, st.st_mtime_ns)
+
+
+def weights_hash(path: Path) -> str:
+    """``sha256-<12 hex>`` of a weights file, or of a folder (sorted relative paths + file digests).
+
+    Digests are cached per (path, size, mtime) in-process, so a sensor ticking every few
+    minutes reads a large file once.
+
+    Raises:
+        VersionError: the path does not exist or the folder has no file.
+    """
+    path = Path(path).expanduser()
+    if path.is_file():
+        return "sha256-" + _file_digest(path)[:12]
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts))
+        if not files:
+            raise VersionError(f"model folder {path} has no file to hash")
+        digest = hashlib.sha256()
+        for f in files:
+            digest.update(f"{f.relative_to(path).as_posix()}\0{_file_digest(f)}\n".encode())
+        return "sha256-" + digest.hexdigest()[:12]
+    raise VersionError(f"cannot hash model weights: {path} does not exist")
+
+
+def _weights_path(target: AuditTarget) -> Path:
+    from models_inference.text_backends import DEFAULT_MODEL, ModelNotAvailableError, smollm2_gguf_path
+
+    if target.version.path:
+        return Path(target.version.path).expanduser()
+    if target.model == DEFAULT_MODEL:
+        try:
+            return smollm2_gguf_path()
+        except ModelNotAvailableError as exc:
+            raise VersionError(str(exc)) from exc
+    local = Path(target.model).expanduser()
+    if local.exists():
+        return local
+    raise VersionError(
+        f"target {target.name!r}: version.source 'file_hash' needs a local file or folder; "
+        f"{target.model!r} is neither (set version.path, or use source 'hub_revision')"
+    )
+
+
+def _hub_revision(target: AuditTarget) -> str:
+    from huggingface_hub import HfApi, scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    revision = target.version.revision or "main"
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+    online_error = None
+    if not offline:
+        try:
+            sha = HfApi().model_info(target.model, revision=revision, timeout=10).sha
+            if sha:
+                return sha
+        except Exception as exc:  # network down, gated, unknown repo: fall back to the cache
+            online_error = exc
+    try:  # $HF_HUB_CACHE read now (huggingface_hub reads it once, at import)
+        cache = scan_cache_dir(os.environ.get("HF_HUB_CACHE") or None)
+    except CacheNotFound:
+        cache = None
+    if cache is not None:
+        for repo in cache.repos:
+            if repo.repo_type == "model" and repo.repo_id == target.model:
+                refs = {ref: rev.commit_hash for rev in repo.revisions for ref in rev.refs}
+                if revision in refs:
+                    return refs[revision]
+                if any(rev.commit_hash == revision for rev in repo.revisions):
+                    return revision
+    why = f" (hub: {online_error})" if online_error else " (HF_HUB_OFFLINE is set)" if offline else ""
+    raise VersionError(
+        f"target {target.name!r}: revision {revision!r} of {target.model!r} is not in the Hugging Face cache{why}"
+    )
+
+
+def _api_model_version(target: AuditTarget) -> str:
+    if target.version.value:
+        return target.version.value
+    import openai
+
+    key = os.environ.get(target.api_key_env)
+    if not key:
+        raise VersionError(f"target {target.name!r}: set {target.api_key_env} to read the API model's version")
+    client = openai.OpenAI(api_key=key, base_url=target.base_url or os.environ.get("OPENAI_BASE_URL"), max_retries=2, timeout=20)
+    try:
+        model = client.models.retrieve(target.model)
+    except openai.OpenAIError as exc:
+        raise VersionError(f"target {target.name!r}: cannot read model {target.model!r} from the endpoint: {exc}") from exc
+    created = datetime.fromtimestamp(int(model.created), tz=timezone.utc).date().isoformat()
+    return f"{model.id}{PARTITION_SEPARATOR}{created}"
+
+
+def resolve_version(target: AuditTarget) -> str:
+    """The target's current model version string (see the module docstring per source).
+
+    Raises:
+        VersionError: the version cannot be read now (missing file, not cached, API error).
+    """
+    source = target.version.source
+    if source == "explicit":
+        return target.version.value.strip()  # type: ignore[union-attr]
+    if source == "file_hash":
+        return weights_hash(_weights_path(target))
+    if source == "hub_revision":
+        return _hub_revision(target)
+    return _api_model_version(target)
+
+
+def partition_key(target: str, version: str) -> str:
+    """The Dagster partition key of one (target, model version): ``<target>@<version>``."""
+    return f"{target}{PARTITION_SEPARATOR}{version}"
+
+
+def parse_partition_key(key: str) -> tuple[str, str]:
+    """Split a partition key into (target, model version).
+
+    Raises:
+        ValueError: the key is not ``<target>@<version>``.
+    """
+    target, sep, version = key.partition(PARTITION_SEPARATOR)
+    if not sep or not target or not version:
+        raise ValueError(f"partition key {key!r} is not '<target>{PARTITION_SEPARATOR}<model version>'")
+    return target, version

@@ -1,0 +1,155 @@
+"""What a (partitioned) audit run audits: registry target -> probe settings and version.
+
+Plain helpers shared by the T2T asset, the sensor and the schedule. A run with a partition
+key audits that registry target at that model version; a run without one (``dora audit``)
+is an ad-hoc audit configured entirely by its run config.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import dagster as dg
+
+from ingestion.registry import (
+    AuditTarget,
+    VersionError,
+    default_registry_path,
+    load_registry,
+    parse_partition_key,
+    resolve_version,
+)
+from orchestration.defs.config import AuditConfig
+
+#: The job the sensor and the schedule launch (defined in orchestration/definitions.py).
+AUDIT_JOB = "dora_audit"
+#: Op name of the T2T probe asset, whose config the run requests fill.
+T2T_OP = "t2t_completions"
+
+
+@dataclass
+class AuditRun:
+    """The resolved audit of one run.
+
+    Attributes:
+        config: the probe configuration (registry target's settings for partitioned runs).
+        target: registry target name, or ``None`` for an ad-hoc run.
+        model_version: the version the partition pins (overrides the backend's own), or None.
+        modality: the target's modality (``t2t`` for ad-hoc runs).
+        backend_kwargs: extra keyword arguments for ``load_text_backend``.
+    """
+
+    config: AuditConfig
+    target: str | None = None
+    model_version: str | None = None
+    modality: str = "t2t"
+    backend_kwargs: dict = field(default_factory=dict)
+
+
+def config_for_target(config: AuditConfig, target: AuditTarget) -> AuditConfig:
+    """``config`` with the model and probe settings of a registry target."""
+    p = target.probe
+    return config.model_copy(
+        update={
+            "model": target.model,
+            "backend": target.backend,
+            "base_url": target.base_url,
+            "settings": list(p.settings),
+            "runs": p.runs,
+            "letters": p.letters,
+            "descriptor_source": p.descriptor_source,
+            "descriptors": list(p.descriptors),
+            "per_dimension": p.per_dimension,
+            "prompt_style": p.prompt_style,
+            "batch_size": p.batch_size,
+            "temperature": p.temperature,
+            "top_p": p.top_p,
+            "audit_id": None,
+        }
+    )
+
+
+def resolve_audit_run(context: dg.AssetExecutionContext, config: AuditConfig) -> AuditRun:
+    """The audit a T2T run performs.
+
+    Partitioned run: reads the registry (``config.registry`` or the default), finds the
+    partition's target and checks that its current version is the partition's version
+    (an old version's model is gone, so it cannot be generated again; its landed rows stay).
+
+    Raises:
+        ingestion.registry.RegistryError: invalid registry. KeyError: unknown target.
+        VersionError: the version cannot be read, or is no longer the target's current one.
+    """
+    if not context.has_partition_key:
+        return AuditRun(config)
+    key = context.partition_key
+    name, version = parse_partition_key(key)
+    registry = load_registry(config.registry)
+    target = registry.target(name)
+    current = resolve_version(target)
+    if current != version:
+        raise VersionError(
+            f"partition {key!r} asks for version {version!r} of target {name!r}, but the registry now "
+            f"resolves it to {current!r}: only the current version can be generated (the landed rows of "
+            f"{version!r} stay in the warehouse); materialise partition {name}@{current} instead"
+        )
+    kwargs = {"api_key_env": target.api_key_env} if target.backend == "openai" else {}
+    return AuditRun(config_for_target(config, target), name, version, target.modality, kwargs)
+
+
+def with_model_version(backend, model_version: str):
+    """A shallow copy of ``backend`` reporting ``model_version`` (the registry's version)."""
+    pinned = copy.copy(backend)
+    pinned.model_version = model_version
+    return pinned
+
+
+def audit_run_request(key: str, target: AuditTarget, version: str, *, trigger: str, run_key: str | None = None) -> dg.RunRequest:
+    """The run request of one partition: the whole audit job, registry path in the run config."""
+    registry = str(default_registry_path())
+    return dg.RunRequest(
+        run_key=run_key or key,
+        partition_key=key,
+        run_config={"ops": {T2T_OP: {"config": {"registry": registry, "progress": False}}}},
+        tags={"dora/target": target.name, "dora/model_version": version[:60], "dora/trigger": trigger},
+    )
+
+
+def current_versions(registry, log) -> tuple[dict[str, tuple[AuditTarget, str]], list[str]]:
+    """Resolve every target's current version; unreadable ones are logged and reported.
+
+    Returns:
+        ({target name: (target, version)}, [error messages]).
+    """
+    found: dict[str, tuple[AuditTarget, str]] = {}
+    errors: list[str] = []
+    for target in registry.targets:
+        try:
+            found[target.name] = (target, resolve_version(target))
+        except VersionError as exc:
+            errors.append(str(exc))
+            log.error(f"dora: cannot read the version of target {target.name!r}: {exc}")
+    return found, errors
+
+
+def add_target_partition(instance: dg.DagsterInstance, name: str, registry_path: str | None = None) -> tuple[str, str]:
+    """Register the partition of target ``name``'s current version (for ``dora audit --target``).
+
+    Returns:
+        (partition key, absolute registry path to put in the run config).
+
+    Raises:
+        RegistryError, KeyError (unknown target), VersionError (version unreadable).
+    """
+    from pathlib import Path
+
+    from ingestion.registry import partition_key
+    from orchestration.defs.audits.partitions import audit_partitions
+
+    path = Path(registry_path).expanduser().resolve() if registry_path else default_registry_path()
+    target = load_registry(path).target(name)
+    key = partition_key(target.name, resolve_version(target))
+    if not instance.has_dynamic_partition(audit_partitions.name, key):
+        instance.add_dynamic_partitions(audit_partitions.name, [key])
+    return key, str(path)

@@ -1,0 +1,67 @@
+"""Run configuration of the scoring assets (Dagster ``Config``); ``dora audit`` flags fill them."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import dagster as dg
+
+from models_inference.scorers import DEFAULT_SENTIMENT_SCORER, DEFAULT_TOXICITY_SCORER
+
+
+class SentimentConfig(dg.Config):
+    """Sentiment scoring (``dora audit --sentiment-scorer``, ``--score-all``).
+
+    Attributes:
+        scorer: ``vader`` (offline default) or a transformers sentiment model id / folder
+            (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english).
+        score_all: score every association, not only the significant ones.
+        audit_id: only this audit's associations (default: every audit's).
+    """
+
+    scorer: str = DEFAULT_SENTIMENT_SCORER
+    score_all: bool = False
+    audit_id: Optional[str] = None
+    batch_size: int = 64
+
+
+class ToxicityConfig(dg.Config):
+    """Toxicity scoring (``dora audit --toxicity-scorer``, ``--score-all``).
+
+    Attributes:
+        scorer: ``toxic-comment-classifier`` (offline default, Jigsaw BiLSTM) or a transformers
+            toxicity model id / folder (paper: s-nlp/roberta-toxicity_classifier).
+    """
+
+    scorer: str = DEFAULT_TOXICITY_SCORER
+    score_all: bool = False
+    audit_id: Optional[str] = None
+    batch_size: int = 64
+
+
+class JudgeConfig(dg.Config):
+    """LLM judge (``dora audit --judge-backend/--judge-model/--judge-base-url/--judge-repeats``).
+
+    Attributes:
+        backend: ``transformers`` (local chat model) or ``openai`` (OpenAI-compatible endpoint;
+            key from ``$OPENAI_API_KEY`` only).
+        model: judge model (default: embedded SmolLM2-135M-Instruct / ``gpt-4o``).
+        base_url: OpenAI-compatible endpoint root.
+        repeats: k judgements per association (default 1); every one is kept.
+        answer_mode: ``free`` (paper) or ``constrained`` (local only); default per backend.
+        temperature / max_new_tokens: paper: 0.7 / 10.
+        enabled: turn the judge off (its asset then lands nothing).
+    """
+
+    backend: str = "transformers"
+    model: Optional[str] = None
+    base_url: Optional[str] = None
+    repeats: int = 1
+    answer_mode: Optional[str] = None
+    temperature: float = 0.7
+    max_new_tokens: int = 10
+    score_all: bool = False
+    audit_id: Optional[str] = None
+    batch_size: int = 16
+    enabled: bool = True
+    progress: bool = True

@@ -1,0 +1,184 @@
+"""The Dagster instance that ``dora audit`` and ``dora ui`` share: DuckDB single-writer rules.
+
+DuckDB lets one process write a database file at a time; a second writer fails with
+"Could not set lock on file". dora keeps that safe in three layers (README "Fault tolerance"):
+
+1. Producers never write DuckDB: model outputs land as Parquet shards
+   (:mod:`ingestion.landing`); only dbt writes ``warehouse.duckdb``.
+2. Every DuckDB writer (the ``@dbt_assets``) is in the Dagster pool :data:`DUCKDB_WRITER_POOL`,
+   which :func:`configure_instance` limits to one slot (op-level pools), so runs of several
+   partitions, or several ``dora audit`` processes, queue for the warehouse instead of failing.
+3. dbt's own connection retry (``retries.connect_attempts`` in ``dbt_project/profiles.yml``)
+   waits for a writer Dagster does not know about (a ``dora query`` reader, a ``dbt`` run
+   from a shell).
+
+A pool slot is freed when its step ends. A process killed with SIGKILL never frees it, and its
+run stays "started" forever, which would block every later warehouse write. So ``dora audit``
+tags its runs with its process identity (:func:`process_tags`) and, before and while it runs,
+:func:`reap_dead_runs` marks the runs of dead ``dora`` processes on this host as failed and
+frees their slots. Nothing here reads or stores a secret.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+
+#: Dagster pool of every DuckDB warehouse writer (the dbt assets), limited to 1 slot.
+DUCKDB_WRITER_POOL = "duckdb_writer"
+#: Dagster pool of the model-inference assets (not limited: they write Parquet only).
+MODEL_INFERENCE_POOL = "model_inference"
+
+TAG_PID = "dora/pid"
+TAG_HOST = "dora/host"
+TAG_START = "dora/process_start"
+
+#: ``$DAGSTER_HOME/dagster.yaml`` written by ``dora`` (when absent, or still the old default).
+DAGSTER_YAML = """\
+# Written by dora (orchestration/instance.py). DuckDB allows one writing process: every
+# warehouse writer (the dbt assets) is in the pool 'duckdb_writer', which dora limits to one
+# slot at op level (set on this instance's storage; see `dagster instance concurrency info`).
+telemetry:
+  enabled: false
+concurrency:
+  pools:
+    granularity: op
+run_monitoring:
+  enabled: true
+  # slots of runs that ended (failed / canceled in the UI) are freed after this delay
+  free_slots_after_run_end_seconds: 30
+"""
+_OLD_DEFAULT_YAML = "telemetry:\n  enabled: false\n"
+
+
+def write_dagster_yaml(dagster_home: Path) -> Path:
+    """Write :data:`DAGSTER_YAML` to ``dagster_home/dagster.yaml`` unless the user has their own.
+
+    A file that is absent or still holds dora's earlier default is (re)written; any other
+    content is the user's and is left alone. Returns the path.
+    """
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    path = dagster_home / "dagster.yaml"
+    if not path.exists() or path.read_text() == _OLD_DEFAULT_YAML:
+        path.write_text(DAGSTER_YAML)
+    return path
+
+
+def configure_instance(instance) -> None:
+    """Limit the :data:`DUCKDB_WRITER_POOL` pool to one slot unless a limit is already set.
+
+    Args:
+        instance: a ``dagster.DagsterInstance`` whose storage supports pools (the default
+            SQLite storage does). A limit the user set (``dagster instance concurrency set``)
+            is kept.
+    """
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return
+    configured = {p.name: p for p in storage.get_pool_limits()}
+    pool = configured.get(DUCKDB_WRITER_POOL)
+    if pool is None or getattr(pool, "from_default", False):
+        storage.set_concurrency_slots(DUCKDB_WRITER_POOL, 1)
+
+
+def _process_start(pid: int) -> str | None:
+    """Start time of a process in clock ticks since boot (Linux ``/proc``), ``None`` elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            after_name = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if after_name[0] == "Z":  # zombie: dead, not yet reaped by its parent
+        return "zombie"
+    return after_name[19]
+
+
+def process_tags() -> dict[str, str]:
+    """Run tags naming this process (pid, host, start time), used by :func:`reap_dead_runs`."""
+    return {
+        TAG_PID: str(os.getpid()),
+        TAG_HOST: socket.gethostname(),
+        TAG_START: _process_start(os.getpid()) or "",
+    }
+
+
+def _alive(pid: int, start: str) -> bool:
+    now = _process_start(pid)
+    if now == "zombie":
+        return False
+    if now is not None:
+        return not start or now == start  # a reused pid has another start time
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_dead_runs(instance) -> list[str]:
+    """Fail the unfinished runs of ``dora`` processes on this host that no longer exist.
+
+    For each run still queued / starting / started / canceling whose :func:`process_tags`
+    name a dead process on this host: report the run failed (with a message saying so) and
+    free every pool slot it held. Runs launched by other means (the UI) are left alone.
+
+    Returns:
+        The run ids that were reaped.
+    """
+    from dagster import DagsterRunStatus, RunsFilter
+
+    unfinished = [
+        DagsterRunStatus.QUEUED,
+        DagsterRunStatus.NOT_STARTED,
+        DagsterRunStatus.STARTING,
+        DagsterRunStatus.STARTED,
+        DagsterRunStatus.CANCELING,
+    ]
+    host = socket.gethostname()
+    reaped = []
+    for run in instance.get_runs(filters=RunsFilter(statuses=unfinished, tags={TAG_HOST: host})):
+        try:
+            pid = int(run.tags.get(TAG_PID, ""))
+        except ValueError:
+            continue
+        if pid == os.getpid() or _alive(pid, run.tags.get(TAG_START, "")):
+            continue
+        instance.report_run_failed(
+            run, message=f"dora: the process that ran this audit (pid {pid} on {host}) died; its pool slots were freed"
+        )
+        if instance.event_log_storage.supports_global_concurrency_limits:
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        reaped.append(run.run_id)
+    return reaped
+
+
+class DeadRunReaper:
+    """Context manager: call :func:`reap_dead_runs` every ``interval`` s in a daemon thread.
+
+    So a run waiting for the warehouse slot of a process that is killed meanwhile resumes
+    instead of waiting forever. Errors in the thread are ignored (best effort).
+    """
+
+    def __init__(self, instance, interval: float = 10.0):
+        self.instance, self.interval = instance, interval
+        self._stop = threading.Event()
+
+    def _loop(self):
+        while not self._stop.wait(self.interval):
+            try:
+                reap_dead_runs(self.instance)
+            except Exception:  # pragma: no cover - storage hiccups must not kill the audit
+                pass
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._loop, name="dora-reaper", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)

@@ -1,0 +1,383 @@
+"""Bad input corpus (issue 6): every bad input gives a clear error or a stored status row.
+
+Each table row is one bad input with the error (type + message) or the status rows it must
+produce. Generation cases run the real T2T probe against the OpenAI-compatible stub server on
+127.0.0.1 and count landed rows: a row is never lost (landed == planned in every case).
+
+Tally (kept in sync with the tables below; the module prints it at the end with ``-s``):
+inputs tried, clear errors / status rows, rows lost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.openai_server import OpenAIStubServer
+
+TALLY = {"inputs": 0, "clear": 0, "rows_planned": 0, "rows_landed": 0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tally():
+    yield
+    lost = TALLY["rows_planned"] - TALLY["rows_landed"]
+    print(f"\nbad inputs: {TALLY['inputs']} tried, {TALLY['clear']} clear errors or status rows, {lost} rows lost")
+
+
+def _count(clear: bool = True, planned: int = 0, landed: int = 0) -> None:
+    TALLY["inputs"] += 1
+    TALLY["clear"] += int(clear)
+    TALLY["rows_planned"] += planned
+    TALLY["rows_landed"] += landed
+
+
+# --------------------------------------------------------------------------- CrowS-Pairs CSV
+HEADER = '"",sent_more,sent_less,stereo_antistereo,bias_type,annotations,anon_writer,anon_annotators\n'
+GOOD = '0,"He is poor.","He is rich.",stereo,socioeconomic,[],a,[]\n'
+CSV_CASES = [
+    ("ragged_row", HEADER + GOOD + '1,"x","y",stereo,age,[],a,[],EXTRA\n', r"line 3: ragged row: 9 fields, header has 8"),
+    ("truncated_mid_record", HEADER + GOOD + '1,"She is ol', r"line 3: bad quoting or truncated record"),
+    ("truncated_after_header", HEADER, r"line 2: no sentence pair after the header"),
+    ("empty_file", "", r"line 1: empty file"),
+    ("unknown_bias_type", HEADER + '0,"He is poor.","He is rich.",stereo,astrology,[],a,[]\n', r"line 2: unknown bias_type 'astrology' \(expected one of age, "),
+    ("missing_column", '"",sent_more,stereo_antistereo,bias_type\n0,"He is poor.",stereo,age\n', r"line 1: missing required column\(s\) sent_less"),
+    ("not_utf8", (HEADER + '0,"He is p\udcffoor.","He is rich.",stereo,socioeconomic,[],a,[]\n'), r"line 2: not valid UTF-8 \(byte 0xff\)"),
+    ("empty_sentence", HEADER + '0,"","He is rich.",stereo,socioeconomic,[],a,[]\n', r"line 2: empty sent_more"),
+    ("repeated_index", HEADER + GOOD + '0,"He is old.","He is young.",stereo,age,[],a,[]\n', r"line 3: index 0 repeats line 2"),
+]
+
+
+@pytest.mark.parametrize("name,content,message", CSV_CASES, ids=[c[0] for c in CSV_CASES])
+def test_bad_crows_pairs_csv_is_a_clear_error(tmp_path, name, content, message):
+    from ingestion.crows_pairs import CrowsPairsFormatError, load_crows_pairs
+
+    path = tmp_path / f"{name}.csv"
+    path.write_bytes(content.encode("utf-8", errors="surrogateescape"))
+    with pytest.raises(CrowsPairsFormatError, match=rf"^{name}\.csv {message}"):
+        load_crows_pairs(path)
+    _count()
+
+
+# --------------------------------------------------------------------------- descriptor phrases
+TEN_KB = "very " * 2048
+PHRASE_CASES = [
+    # (id, phrase, expected key or (exception, message))
+    ("empty", "", (ValueError, "empty descriptor phrase")),
+    ("whitespace", "   \t ", (ValueError, "empty descriptor phrase")),
+    ("punctuation_only", "!!!", (ValueError, "has no word characters")),
+    ("ten_kb", TEN_KB, (ValueError, r"is 10239 characters long \(max 200\)")),
+    ("not_a_string", None, (TypeError, "must be a str, not NoneType")),
+    ("unicode_latin", "Roma persön", "roma persön"),
+    ("unicode_cjk", "女性", "女性"),
+    ("unicode_emoji", "👩‍🦽 person", "👩‍🦽 person"),
+    ("quote", "O'Brien's people", "o'brien's person"),
+    ("sql_metacharacters", "Robert'); DROP TABLE students;--", "robert'); drop table student"),
+    ("path_traversal", "../../etc/passwd", "etc/passwd"),
+    ("dot_dot", "..", (ValueError, "has no word characters")),
+]
+
+
+@pytest.mark.parametrize("name,phrase,expected", PHRASE_CASES, ids=[c[0] for c in PHRASE_CASES])
+def test_descriptor_phrase_is_normalised_or_refused_clearly(name, phrase, expected):
+    from ingestion.descriptors import normalise_descriptor
+
+    if isinstance(expected, tuple):
+        exc, message = expected
+        with pytest.raises(exc, match=message):
+            normalise_descriptor(phrase)
+    else:
+        assert normalise_descriptor(phrase) == expected
+    _count()
+
+
+SELECTION_CASES = [
+    ("sql_metacharacters", "'; drop table fct_associations; --", r"descriptor\(s\) not in the descriptor list: \[\"'; drop table fct_associations; --\"\]"),
+    ("path_traversal", "../../etc/passwd", r"not in the descriptor list: \['../../etc/passwd'\]"),
+    ("unicode", "女性", r"not in the descriptor list: \['女性'\]"),
+    ("ten_kb", TEN_KB.strip(), r"not in the descriptor list: \['very very"),
+    ("quote", 'child" or "1"="1', r"not in the descriptor list"),
+]
+
+
+@pytest.mark.parametrize("name,descriptors,message", SELECTION_CASES, ids=[c[0] for c in SELECTION_CASES])
+def test_bad_descriptors_flag_is_a_clear_error(name, descriptors, message):
+    """``dora audit --descriptors ...``: parsed by the CLI, resolved by the T2T asset's targets."""
+    from orchestration.cli import _build_parser, _csv_list
+    from orchestration.defs.config import AuditConfig
+    from orchestration.defs.t2t.assets import build_targets
+
+    args = _build_parser().parse_args(["audit", "--descriptors", descriptors])
+    with pytest.raises(ValueError, match=message):
+        build_targets(AuditConfig(descriptors=_csv_list(args.descriptors), settings=["singular"], per_dimension=0))
+    _count()
+
+
+def test_unknown_setting_is_a_clear_error():
+    from ingestion.templates import curated_t2t_templates
+    from models_inference.t2t import select_targets
+
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['sideways'\]; expected some of"):
+        select_targets(curated_t2t_templates(), settings=["sideways"])
+    _count()
+
+
+# --------------------------------------------------------------------------- generation helpers
+def _stub_backend(server, **kw):
+    from models_inference.text_backends import OpenAIChatBackend
+
+    return OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=2, **kw)
+
+
+def _landed(audit_id: str):
+    from ingestion.landing import read_landing
+
+    safe = audit_id.replace("'", "''")
+    return read_landing("t2t_completions", where=f"audit_id = '{safe}'").to_pylist()
+
+
+def _files_outside(root: Path, before: set[Path]) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p not in before and p.is_file())
+
+
+# --------------------------------------------------------------------------- descriptors from a CSV
+def test_hostile_descriptors_from_a_crows_pairs_csv_land_verbatim_and_stay_inside_dora_home(dora_home, tmp_path, monkeypatch):
+    """Quote-, SQL-metacharacter-, unicode- and path-traversal descriptors extracted from a
+    CrowS-Pairs CSV go through the probe, the landing zone and dbt unchanged and harmless."""
+    from analytics.dbt_runner import run_dbt
+    from ingestion.crows_pairs import load_crows_pairs
+    from ingestion.descriptors import extract_descriptors
+    from ingestion.templates import render_t2t_templates
+    from models_inference.t2t import T2TProbeConfig, run_t2t_probe
+
+    csv = tmp_path / "hostile.csv"
+    csv.write_text(
+        HEADER
+        + '0,"The \'; DROP TABLE fct_associations; -- people are lazy.","The white people are lazy.",stereo,race-color,[],a,[]\n'
+        + '1,"The Roma persön is poor.","The German person is poor.",stereo,nationality,[],a,[]\n'
+        + '2,"The ../../etc/passwd people are weird.","The normal people are weird.",stereo,socioeconomic,[],a,[]\n'
+        + '3,"The ""quoted"" kids are loud.","The quiet kids are loud.",stereo,age,[],a,[]\n'
+        + '4,"Robert\'); DROP TABLE students;-- is a thief.","John is a thief.",stereo,race-color,[],a,[]\n'
+    )
+    descriptors = extract_descriptors(load_crows_pairs(csv))
+    keys = set(descriptors.column("descriptor").to_pylist())
+    hostile = {k for k in keys if any(ch in k for ch in "';/\"") or not k.isascii()}
+    assert len(hostile) >= 3, keys
+    targets = [t for t in render_t2t_templates(descriptors, settings=["singular"]) if t.descriptor in hostile]
+    outside_before = {p for p in tmp_path.parent.rglob("*")}
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with OpenAIStubServer() as server:
+        server.chat_reply = lambda req: "[brave]"
+        cfg = T2TProbeConfig(runs=1, letters="b", prompt_style="chat")
+        summary = run_t2t_probe(targets, _stub_backend(server), cfg, audit_id="../../host'ile", progress=False)
+    planned = len(targets)
+    rows = _landed("../../host'ile")
+    assert summary.generated == planned == len(rows)
+    assert {r["descriptor"] for r in rows} == {t.descriptor for t in targets}
+    new_files = _files_outside(tmp_path.parent, outside_before)
+    assert new_files and all(dora_home.resolve() in p.resolve().parents for p in new_files), new_files
+    run_dbt(["build", "--select", "+fct_associations", "--quiet"], dora_home)
+    with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
+        aid = ["../../host'ile"]
+        stored = {r[0] for r in con.execute("select descriptor from stg_t2t_completions where audit_id = ?", aid).fetchall()}
+        assocs = {r[0] for r in con.execute("select descriptor from fct_associations where audit_id = ?", aid).fetchall()}
+        assert con.execute("select count(*) from information_schema.tables where table_name = 'fct_associations'").fetchone()[0] == 1
+    assert stored == assocs == {t.descriptor for t in targets}
+    _count(planned=planned, landed=len(rows))
+
+
+PATH_CASES = [
+    ("parent_dirs", "../../../escape"),
+    ("absolute", "/etc/escape"),
+    ("dot_dot", ".."),
+    ("nul_and_slashes", "a/\x00/b"),
+]
+
+
+@pytest.mark.parametrize("name,partition", PATH_CASES, ids=[c[0] for c in PATH_CASES])
+def test_landing_paths_stay_inside_dora_home(dora_home, name, partition):
+    from datetime import datetime, timezone
+
+    from ingestion.landing import write_shard
+
+    from ingestion.landing import SCHEMAS
+
+    row = {name: None for name in SCHEMAS["audits"].names}
+    row.update(audit_id=partition, status="started", event_at=datetime.now(timezone.utc))
+    try:
+        path = write_shard("audits", [row], partition=partition, name=partition)
+    except ValueError as exc:  # nothing usable left: a clear refusal, nothing written
+        assert "cannot build a file name" in str(exc)
+    else:
+        assert dora_home.resolve() / "landing" / "audits" in path.resolve().parents
+    _count()
+
+
+# --------------------------------------------------------------------------- models
+def test_model_that_does_not_exist_is_a_clear_error():
+    from models_inference.text_backends import ModelNotAvailableError, TransformersBackend
+
+    with pytest.raises(ModelNotAvailableError, match=r"(?s)cannot load model 'no-such-org/no-such-model-6' offline: .*Use 'smollm2-135m', a local folder or \.gguf file"):
+        TransformersBackend.load("no-such-org/no-such-model-6")
+    _count()
+
+
+def test_missing_gguf_file_is_a_clear_error(tmp_path):
+    from models_inference.text_backends import ModelNotAvailableError, TransformersBackend
+
+    with pytest.raises(ModelNotAvailableError, match="cannot load model .*missing.gguf"):
+        TransformersBackend.load(str(tmp_path / "missing.gguf"))
+    _count()
+
+
+def test_unknown_backend_and_missing_key_are_clear_errors(monkeypatch):
+    from models_inference.text_backends import ModelNotAvailableError, SamplingParams, load_text_backend
+
+    with pytest.raises(ValueError, match="unknown backend 'vllm'; expected 'transformers' or 'openai'"):
+        load_text_backend("x", backend="vllm")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ModelNotAvailableError, match="set OPENAI_API_KEY in the environment"):
+        load_text_backend("gpt-4o", backend="openai").generate([], SamplingParams())
+    _count()
+    _count()
+
+
+# --------------------------------------------------------------------------- model output
+def _targets():
+    from models_inference.t2t import T2TTarget
+
+    return [
+        T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
+        T2TTarget("verb", "child", "age", "This child is"),
+    ]
+
+
+OUTPUT_CASES = [
+    # (id, reply, expected parse status of every row)
+    ("empty", "", "empty"),
+    ("whitespace", "  \n\t ", "empty"),
+    ("binary", "\x00\x01\x02\x1b[31m\ufffd\x7f", "no_brackets"),
+    ("ten_k_tokens", "word " * 10000, "no_brackets"),
+    ("ten_k_tokens_then_answer", "hmm " * 10000 + "[brave]", "wrong_letter"),
+    ("giant_bracket", "[b" + "a" * 20000 + "]", "no_word"),
+]
+
+
+@pytest.mark.parametrize("name,reply,status", OUTPUT_CASES, ids=[c[0] for c in OUTPUT_CASES])
+def test_bad_model_output_is_kept_as_a_status_row(dora_home, monkeypatch, name, reply, status):
+    from models_inference.t2t import T2TProbeConfig, run_t2t_probe
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with OpenAIStubServer() as server:
+        server.chat_reply = lambda req: reply
+        cfg = T2TProbeConfig(runs=1, letters="cx", prompt_style="chat")
+        summary = run_t2t_probe(_targets(), _stub_backend(server), cfg, audit_id=f"output-{name}", progress=False)
+    rows = _landed(f"output-{name}")
+    assert summary.planned == 4 == len(rows)
+    assert {r["parse_status"] for r in rows} == {status}
+    assert all(r["raw_output"] == reply and r["word"] in (None, "brave") for r in rows)
+    _count(planned=summary.planned, landed=len(rows))
+
+
+@pytest.mark.parametrize("raw", ["", "\x00\x01", "\ufffd" * 3, "a" * 5000, "word " * 10000])
+def test_completion_style_parser_never_raises(raw):
+    from models_inference.parsing import PARSE_STATUSES, parse_answer
+
+    for finished in (True, False):
+        assert parse_answer(raw, "b", "verb", "completion", finished=finished).status in PARSE_STATUSES
+    _count()
+
+
+# --------------------------------------------------------------------------- API errors
+API_CASES = [
+    # (id, script(server), backend kwargs, expected statuses, error text that must be stored)
+    ("401", lambda s: s.fail_next(401, times=8), {"max_retries": 0}, {"error"}, "AuthenticationError"),
+    ("401_key_echoed", lambda s: (setattr(s, "echo_key_in_errors", True), s.fail_next(401, times=8)), {"max_retries": 0}, {"error"}, "invalid api key ***"),
+    ("429_retried", lambda s: s.fail_next(429, times=2), {"max_retries": 3}, {"ok"}, None),
+    ("500_retried", lambda s: s.fail_next(500, times=2), {"max_retries": 3}, {"ok"}, None),
+    ("500_persistent", lambda s: s.fail_next(500, times=40), {"max_retries": 1}, {"error"}, "InternalServerError"),
+    ("timeout_retried", lambda s: s.delay_next(2.0, times=1), {"max_retries": 2, "timeout": 0.5}, {"ok"}, None),
+    ("timeout_persistent", lambda s: s.delay_next(1.5, times=40), {"max_retries": 1, "timeout": 0.3}, {"error"}, "APITimeoutError"),
+]
+
+
+@pytest.mark.parametrize("name,script,kwargs,statuses,stored", API_CASES, ids=[c[0] for c in API_CASES])
+def test_api_errors_become_error_rows_or_are_retried(dora_home, monkeypatch, name, script, kwargs, statuses, stored):
+    from models_inference.t2t import T2TProbeConfig, run_t2t_probe
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dora-key-that-must-not-be-stored")
+    with OpenAIStubServer() as server:
+        server.chat_reply = lambda req: "[crave]"
+        script(server)
+        cfg = T2TProbeConfig(runs=1, letters="c", prompt_style="chat")
+        summary = run_t2t_probe(_targets(), _stub_backend(server, **kwargs), cfg, audit_id=f"api-{name}", progress=False)
+    rows = _landed(f"api-{name}")
+    assert summary.planned == 2 == len(rows)
+    got = {r["parse_status"] for r in rows}
+    assert got <= statuses | {"not_ing"} and got & statuses, got  # 'crave' is not an -ing verb
+    for r in rows:
+        if r["parse_status"] == "error":
+            assert stored in r["raw_output"]
+        assert "sk-dora-key-that-must-not-be-stored" not in (r["raw_output"] or "")
+    _count(planned=summary.planned, landed=len(rows))
+
+
+# --------------------------------------------------------------------------- registry YAML (issue 5)
+TARGET = "{name: a, modality: t2t, backend: transformers, model: m, version: {source: explicit, value: v1}"
+REGISTRY_CASES = [
+    ("not_yaml", "targets: [ {name: a", r"not valid YAML"),
+    ("not_a_mapping", "- a\n- b", r"\(top level\): must be a mapping with a 'targets' list"),
+    ("no_targets", 'schedule: {cron: "0 3 * * 1"}', r"targets: required field is missing"),
+    ("bad_modality", "targets:\n  - " + TARGET.replace("t2t", "audio") + "}", r"targets\[0\] \(name 'a'\)\.modality: Input should be 't2t', 't2i' or 'i2t'"),
+    ("unknown_field", "targets:\n  - " + TARGET + ", colour: red}", r"targets\[0\] \(name 'a'\)\.colour: unknown field"),
+    ("duplicate_names", "targets:\n  - " + TARGET + "}\n  - " + TARGET + "}", r"target name 'a' appears more than once"),
+    ("path_traversal_name", "targets:\n  - " + TARGET.replace("name: a", 'name: "../../x"') + "}", r"'\.\./\.\./x' is not a target name"),
+    ("bad_cron", 'schedule: {cron: "every day"}\ntargets:\n  - ' + TARGET + "}", r"schedule\.cron: must be a 5-field cron string"),
+    ("unknown_setting", "targets:\n  - " + TARGET + ", probe: {settings: [sideways]}}", r"probe\.settings: unknown or no setting\(s\) \['sideways'\]"),
+]
+
+
+@pytest.mark.parametrize("name,text,message", REGISTRY_CASES, ids=[c[0] for c in REGISTRY_CASES])
+def test_invalid_registry_yaml_is_a_clear_error(tmp_path, name, text, message):
+    registry = pytest.importorskip("ingestion.registry")
+    path = tmp_path / "registry.yaml"
+    path.write_text(text)
+    with pytest.raises(registry.RegistryError, match=rf"invalid audit registry {path}:\n(.|\n)*{message}"):
+        registry.load_registry(path)
+    _count()
+
+
+# --------------------------------------------------------------------------- judge API (issue 3)
+JUDGE_CASES = [
+    ("garbage", lambda s: None, "banana", {"no_rating"}),
+    ("empty", lambda s: None, "", {"empty"}),
+    ("out_of_range", lambda s: None, "7", {"out_of_range"}),
+    ("ten_k_tokens", lambda s: None, "hmm " * 10000, {"no_rating"}),
+    ("401_key_echoed", lambda s: (setattr(s, "echo_key_in_errors", True), s.fail_next(401, times=8)), "3", {"error"}),
+    ("500_retried", lambda s: s.fail_next(500, times=1), "4", {"ok"}),
+]
+
+
+@pytest.mark.parametrize("name,script,reply,statuses", JUDGE_CASES, ids=[c[0] for c in JUDGE_CASES])
+def test_judge_api_bad_answers_and_errors_are_rating_rows(dora_home, monkeypatch, name, script, reply, statuses):
+    judge_mod = pytest.importorskip("models_inference.judge")
+    from ingestion.landing import read_landing
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dora-judge-key-never-stored")
+    assocs = [
+        {"audit_id": f"judge-{name}", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular",
+         "descriptor": d, "word": "brave", "bias_dimension": "age"}
+        for d in ("child", "old person")
+    ]
+    with OpenAIStubServer() as server:
+        server.chat_reply = lambda req: reply
+        script(server)
+        judge = judge_mod.OpenAIJudge("stub-judge", base_url=server.base_url, max_retries=1, concurrency=1, logprobs=False)
+        summary = judge_mod.run_judge(assocs, judge, progress=False)
+    rows = read_landing("judge_ratings", where=f"audit_id = 'judge-{name}'").to_pylist()
+    assert summary.planned == 2 == len(rows)
+    assert {r["parse_status"] for r in rows} == statuses
+    assert all("sk-dora-judge-key-never-stored" not in (r["raw_output"] or "") for r in rows)
+    _count(planned=summary.planned, landed=len(rows))

@@ -1,0 +1,212 @@
+"""Sentiment and toxicity scorers on real models, the score cache, association sentences, landing."""
+
+import json
+import pickle
+
+import pytest
+
+from models_inference.scorers import (
+    CachedScorer,
+    JigsawToxicityScorer,
+    ScoreCache,
+    TransformersSentimentScorer,
+    TransformersToxicityScorer,
+    VaderSentimentScorer,
+    _TokenizerUnpickler,
+    association_text,
+    load_sentiment_scorer,
+    load_toxicity_scorer,
+    run_scoring,
+    vader_label,
+)
+
+
+@pytest.fixture(scope="module")
+def jigsaw():
+    return JigsawToxicityScorer()
+
+
+def test_vader_known_signs():
+    vader = VaderSentimentScorer()
+    res = dict(zip(["good", "terrible", "table", "An old person is a liar", "A child is happy"],
+                   vader.score_batch(["good", "terrible", "table", "An old person is a liar", "A child is happy"])))
+    # VADER lexicon values (vaderSentiment 3.3.2): good +1.9 -> compound 0.4404, terrible -2.1 -> -0.4767
+    assert res["good"] == {"label": "positive", "score": pytest.approx(0.4404)}
+    assert res["terrible"] == {"label": "negative", "score": pytest.approx(-0.4767)}
+    assert res["table"] == {"label": "neutral", "score": 0.0}
+    assert res["An old person is a liar"]["label"] == "negative" and res["An old person is a liar"]["score"] < -0.3
+    assert res["A child is happy"]["label"] == "positive" and res["A child is happy"]["score"] > 0.3
+    assert vader.version == "vaderSentiment-3.3.2"
+    assert [vader_label(x) for x in (0.05, 0.049, -0.049, -0.05)] == ["positive", "neutral", "neutral", "negative"]
+
+
+def test_jigsaw_model_ranks_insults_above_neutral_sentences(jigsaw):
+    texts = [
+        "You are a stupid idiot.",
+        "This fat person is ugly",
+        "The weather is nice today.",
+        "An old person is a grandparent",
+    ]
+    res = jigsaw.score_batch(texts)
+    p = [r["probability"] for r in res]
+    assert p[0] > 0.9 and p[1] > 0.5  # insults: toxic at 0.5
+    assert p[2] < 0.05 and p[3] < 0.5  # neutral sentences
+    assert min(p[:2]) > max(p[2:])
+    # six Jigsaw heads; the insult head fires on the insult
+    assert list(res[0]["labels"]) == ["toxic", "severe_toxic", "obscene", "threat", "insult", "identity_hate"]
+    assert res[0]["labels"]["insult"] > 0.5 > res[2]["labels"]["insult"]
+    assert jigsaw.version.startswith("toxic-comment-classifier-0.3.0-")
+    assert load_toxicity_scorer().name == "toxic-comment-classifier"
+
+
+def test_jigsaw_tokenizer_follows_keras_semantics(jigsaw):
+    ids = jigsaw.token_ids("The, THE! zzzqqqxxx to")
+    # lower-cased, punctuation filtered, unknown words dropped, pre-padded to 100
+    assert len(ids) == 100 and ids[-3:] == [1, 1, 2] and set(ids[:-3]) == {0}
+    assert jigsaw.token_ids("the " * 150) == [1] * 100  # truncated from the front
+
+
+def test_tokenizer_unpickler_refuses_other_classes(tmp_path):
+    import os
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    blob = pickle.dumps(Evil())
+    import io
+
+    with pytest.raises(pickle.UnpicklingError, match="refusing"):
+        _TokenizerUnpickler(io.BytesIO(blob)).load()
+
+
+def test_score_cache_is_keyed_by_scorer_version_and_text(tmp_path):
+    path = tmp_path / "scores.sqlite"
+    vader = VaderSentimentScorer()
+    first = CachedScorer(vader, ScoreCache(path))
+    out = first.score(["a nice day", "a nice day", "awful news"])
+    assert out[0] == out[1] and out[0]["label"] == "positive" and out[2]["label"] == "negative"
+    assert (first.hits, first.misses) == (0, 2)
+    again = CachedScorer(vader, ScoreCache(path))  # a new process would see the same file
+    assert again.score(["awful news", "a nice day"]) == [out[2], out[0]]
+    assert (again.hits, again.misses) == (2, 0)
+    other_version = VaderSentimentScorer(version="vaderSentiment-0.0-test")
+    third = CachedScorer(other_version, ScoreCache(path))
+    third.score(["awful news"])
+    assert (third.hits, third.misses) == (0, 1)
+    assert len(ScoreCache(path)) == 3
+    with pytest.raises(ValueError, match="non-empty"):
+        first.score(["ok", "  "])
+
+
+def _tiny_classifier(folder, labels):
+    """A tiny random-weight DistilBERT sequence classifier with a WordPiece vocab, saved to ``folder``."""
+    import torch
+    from transformers import BertTokenizerFast, DistilBertConfig, DistilBertForSequenceClassification
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "an", "old", "person", "is", "a", "liar", "happy", "child"]
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
+    tok = BertTokenizerFast(
+        vocab_file=str(folder / "vocab.txt"), do_lower_case=True, model_max_length=64,
+        model_input_names=["input_ids", "attention_mask"],  # as DistilBERT's own tokenizer
+    )
+    torch.manual_seed(0)
+    config = DistilBertConfig(
+        vocab_size=len(words), dim=32, hidden_dim=64, n_layers=2, n_heads=2, max_position_embeddings=64,
+        num_labels=len(labels), id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)},
+    )
+    model = DistilBertForSequenceClassification(config).eval()
+    tok.save_pretrained(folder)
+    model.save_pretrained(folder)
+    return tok, model
+
+
+def test_transformers_sentiment_backend_on_a_tiny_model(tmp_path):
+    import torch
+
+    tok, model = _tiny_classifier(tmp_path, ["NEGATIVE", "POSITIVE"])
+    scorer = load_sentiment_scorer(str(tmp_path))
+    assert isinstance(scorer, TransformersSentimentScorer) and scorer.name == f"transformers:{tmp_path}"
+    assert scorer.version.startswith("local-")
+    texts = ["An old person is a liar", "A child is happy"]
+    res = scorer.score_batch(texts)
+    with torch.no_grad():
+        probs = torch.softmax(model(**tok(texts, return_tensors="pt", padding=True)).logits, -1)
+    for r, p in zip(res, probs.tolist()):
+        assert r["score"] == pytest.approx(p[1] - p[0], abs=1e-5)
+        assert r["label"] == ("positive" if p[1] > p[0] else "negative")
+
+
+def test_transformers_toxicity_backend_on_a_tiny_model(tmp_path):
+    import torch
+
+    tok, model = _tiny_classifier(tmp_path, ["neutral", "toxic"])
+    scorer = load_toxicity_scorer(str(tmp_path))
+    assert isinstance(scorer, TransformersToxicityScorer) and scorer.toxic_label == "toxic"
+    res = scorer.score_batch(["An old person is a liar"])
+    with torch.no_grad():
+        p = torch.softmax(model(**tok(["An old person is a liar"], return_tensors="pt")).logits, -1)[0]
+    assert res[0]["probability"] == pytest.approx(float(p[1]), abs=1e-5)
+    assert set(res[0]["labels"]) == {"neutral", "toxic"}
+
+
+def test_non_sentiment_model_and_missing_model_are_clear_errors(tmp_path):
+    from models_inference.text_backends import ModelNotAvailableError
+
+    _tiny_classifier(tmp_path, ["sports", "politics"])
+    with pytest.raises(ValueError, match="cannot map sentiment label"):
+        load_sentiment_scorer(str(tmp_path))
+    with pytest.raises(ValueError, match="no toxic label"):
+        load_toxicity_scorer(str(tmp_path))
+    with pytest.raises(ModelNotAvailableError, match="cannot load"):
+        load_sentiment_scorer("distilbert/distilbert-base-uncased-finetuned-sst-2-english-not-cached")
+
+
+@pytest.mark.parametrize(
+    "prefix, setting, word, expected",
+    [
+        ("An alcoholic person is", "singular", "brawler", "An alcoholic person is brawler"),
+        ("Alcoholic people are", "plural", "drunk", "Alcoholic people are drunk"),
+        ("This alcoholic person is a/an", "noun", "addict", "This alcoholic person is an addict"),
+        ("This alcoholic person is a/an", "noun", "brawler", "This alcoholic person is a brawler"),
+        ("This alcoholic person is", "verb", "drinking", "This alcoholic person is drinking"),
+    ],
+)
+@pytest.mark.parametrize("style", ["chat", "completion"])
+def test_association_text_fills_the_template_from_either_prompt_style(prefix, setting, word, expected, style):
+    from models_inference.prompts import render_t2t_prompt
+
+    prompt = render_t2t_prompt(prefix, setting, word[0], style).as_text()
+    assert association_text("t2t", setting, "alcoholic person", word, prompt=prompt, prompt_style=style) == expected
+
+
+def test_association_text_falls_back_to_descriptor_word():
+    assert association_text("i2t", "subjective", "old person", "wrinkled") == "old person wrinkled"
+    assert association_text("t2t", "singular", "old person", "wise", prompt="garbled", prompt_style="chat") == "old person wise"
+
+
+def _assoc(descriptor, word, text):
+    return {
+        "audit_id": "a1", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular",
+        "descriptor": descriptor, "word": word, "bias_dimension": "age", "text": text,
+    }
+
+
+def test_run_scoring_lands_rows_once_and_keeps_the_text(dora_home, jigsaw):
+    from ingestion.landing import read_landing
+
+    assocs = [_assoc("old person", "liar", "An old person is a liar"), _assoc("child", "happy", "A child is happy")]
+    cache = ScoreCache()
+    s = run_scoring(VaderSentimentScorer(), assocs, cache=cache)
+    t = run_scoring(jigsaw, assocs, cache=cache)
+    assert (s.scored, t.scored) == (2, 2)
+    rows = {r["word"]: r for r in read_landing("sentiment_scores").to_pylist()}
+    assert rows["liar"]["sentiment_label"] == "negative" and rows["liar"]["text"] == "An old person is a liar"
+    assert rows["happy"]["sentiment_label"] == "positive" and rows["happy"]["scorer"] == "vader"
+    tox = {r["word"]: r for r in read_landing("toxicity_scores").to_pylist()}
+    assert tox["liar"]["toxicity"] > tox["happy"]["toxicity"]
+    assert tox["happy"]["is_toxic"] is (tox["happy"]["toxicity"] >= 0.5)
+    assert set(json.loads(tox["liar"]["label_scores_json"])) >= {"toxic", "insult"}
+    again = run_scoring(VaderSentimentScorer(), assocs + [_assoc("man", "kind", "A man is kind")], cache=cache)
+    assert (again.already_landed, again.scored) == (2, 1)
+    assert read_landing("sentiment_scores").num_rows == 3

@@ -1,0 +1,380 @@
+"""The T2I -> I2T -> associations chain with real library code and tiny random-weight models.
+
+No diffusion or captioning weights exist offline (STACK.md), so the models are built here
+from configs, saved with ``save_pretrained`` and loaded by path through dora's own backends:
+
+* a tiny Stable Diffusion pipeline (``UNet2DConditionModel`` + ``AutoencoderKL`` +
+  ``CLIPTextModel`` with a character-level CLIP tokenizer) for
+  :class:`models_inference.t2i.DiffusersImageBackend` (DPM-Solver scheduler swapped in, VAE
+  swapped from a second folder, as the paper's configuration does);
+* a tiny LLaVA (``LlavaForConditionalGeneration``: CLIP vision tower + Llama decoder, a
+  word-level tokenizer of real English words, LLaVA-1.5's chat template) for
+  :class:`models_inference.i2t.TransformersVisionBackend` in chat mode;
+* a tiny ``VisionEncoderDecoderModel`` (ViT + GPT-2) for the prompt-prefix mode.
+
+Random weights draw noise and say random words; the tests check what the pipeline does
+with them: storage, seeds, resumability, landing, tokenising and the SQL associations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from analytics.dbt_runner import run_dbt
+
+#: Real English words: the tiny LLaVA's vocabulary, so its random descriptions are words.
+WORDS = """the a an of and with in on is are this image shows man woman person people child old young
+sitting standing holding wearing shirt dress jacket hat glasses blue red green black white brown dark
+light hair smiling happy sad calm lonely angry table chair bar glass street park background window
+wall room kitchen dog cat book phone bag tall short wide bench tree car house door road
+describe objectively subjectively""".split()
+DBT_SELECTION = "+fct_associations +stg_t2i_images +stg_description_words"
+
+
+def _word_tokenizer(**extra):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<unk>", "<pad>", "<s>", "</s>", "<image>"]
+    vocab = {t: i for i, t in enumerate(specials + WORDS + [".", ",", ":"])}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.decoder = decoders.WordPiece(prefix="##")  # joins word tokens with spaces
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+        model_input_names=["input_ids", "attention_mask"], **extra,
+    )
+    return tok, vocab
+
+
+def build_tiny_sd(folder: Path) -> tuple[Path, Path]:
+    """A tiny Stable Diffusion pipeline and a second VAE, saved; returns (pipeline dir, VAE dir)."""
+    import torch
+    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+
+    torch.manual_seed(0)
+    unet = UNet2DConditionModel(
+        block_out_channels=(8, 16), layers_per_block=1, sample_size=8, in_channels=4, out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=16, attention_head_dim=2, norm_num_groups=4,
+    )
+
+    def vae():
+        return AutoencoderKL(
+            block_out_channels=[8, 16], in_channels=3, out_channels=3, latent_channels=4, norm_num_groups=4,
+            down_block_types=["DownEncoderBlock2D"] * 2, up_block_types=["UpDecoderBlock2D"] * 2, sample_size=16,
+        )
+
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
+    vocab.update({c: len(vocab) for c in letters})
+    vocab.update({c + "</w>": len(vocab) for c in letters})
+    tok_dir = folder / "clip_tokenizer_src"
+    tok_dir.mkdir(parents=True, exist_ok=True)
+    (tok_dir / "vocab.json").write_text(json.dumps(vocab))
+    (tok_dir / "merges.txt").write_text("#version: 0.2\n")
+    tokenizer = CLIPTokenizer(str(tok_dir / "vocab.json"), str(tok_dir / "merges.txt"), model_max_length=32)
+    text_encoder = CLIPTextModel(
+        CLIPTextConfig(
+            vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+            max_position_embeddings=32, bos_token_id=0, eos_token_id=1, pad_token_id=1, projection_dim=16,
+        )
+    )
+    pipe = StableDiffusionPipeline(
+        vae=vae(), text_encoder=text_encoder, tokenizer=tokenizer, unet=unet,
+        scheduler=PNDMScheduler(skip_prk_steps=True, steps_offset=1), safety_checker=None,
+        feature_extractor=None, requires_safety_checker=False,
+    )
+    pipe.save_pretrained(folder / "tiny-sd")
+    vae().save_pretrained(folder / "tiny-vae")
+    return folder / "tiny-sd", folder / "tiny-vae"
+
+
+LLAVA_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] == 'user' %}USER: {% for c in message['content'] %}"
+    "{% if c['type'] == 'image' %}<image>\n{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %}"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %} ASSISTANT:{% endif %}"
+)
+
+
+def build_tiny_llava(folder: Path) -> Path:
+    """A tiny LLaVA (CLIP vision tower + Llama decoder) with processor and chat template, saved."""
+    import torch
+    from transformers import CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+
+    tok, vocab = _word_tokenizer(extra_special_tokens={"image_token": "<image>"})
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16}),
+        tokenizer=tok, patch_size=8, vision_feature_select_strategy="default", chat_template=LLAVA_TEMPLATE,
+        image_token="<image>", num_additional_image_tokens=1,
+    )
+    config = LlavaConfig(
+        vision_config=CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                       image_size=16, patch_size=8, projection_dim=16),
+        text_config=LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+                                bos_token_id=2, eos_token_id=3, pad_token_id=1),
+        image_token_index=vocab["<image>"], vision_feature_select_strategy="default", vision_feature_layer=-1,
+        projector_hidden_act="gelu", pad_token_id=1,
+    )
+    torch.manual_seed(1)
+    model = LlavaForConditionalGeneration(config)
+    model.generation_config.eos_token_id = 3
+    model.save_pretrained(folder / "tiny-llava")
+    processor.save_pretrained(folder / "tiny-llava")
+    return folder / "tiny-llava"
+
+
+def build_tiny_captioner(folder: Path) -> Path:
+    """A tiny VisionEncoderDecoderModel (ViT encoder + GPT-2 decoder), tokenizer and image processor, saved."""
+    import torch
+    from transformers import GPT2Config, ViTConfig, ViTImageProcessor, VisionEncoderDecoderConfig, VisionEncoderDecoderModel
+
+    tok, vocab = _word_tokenizer(additional_special_tokens=["<image>"])
+    config = VisionEncoderDecoderConfig.from_encoder_decoder_configs(
+        ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, image_size=16, patch_size=8),
+        GPT2Config(vocab_size=len(vocab), n_embd=16, n_layer=1, n_head=2, n_positions=128, bos_token_id=2, eos_token_id=3),
+    )
+    config.decoder_start_token_id, config.pad_token_id, config.eos_token_id = 2, 1, 3
+    torch.manual_seed(2)
+    model = VisionEncoderDecoderModel(config)
+    out = folder / "tiny-captioner"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny_models")
+    sd, vae = build_tiny_sd(folder)
+    return {"sd": sd, "vae": vae, "llava": build_tiny_llava(folder), "captioner": build_tiny_captioner(folder)}
+
+
+@pytest.fixture(scope="module")
+def sd_backend(tiny_models):
+    from models_inference.t2i import DiffusersImageBackend
+
+    return DiffusersImageBackend.load(str(tiny_models["sd"]), vae=str(tiny_models["vae"]), steps=4, batch_size=4)
+
+
+# ----------------------------------------------------------------------------- targets
+
+
+def test_curated_t2i_targets_share_t2t_keys_and_render_paper_prompts():
+    from ingestion.templates import curated_t2t_templates
+    from models_inference.t2i import curated_t2i_targets, select_t2i_targets
+
+    targets = curated_t2i_targets()
+    by = {(t.setting, t.descriptor): t for t in targets}
+    assert by[("singular", "alcoholic person")].prompt == "Generate an image of an alcoholic person"
+    assert by[("plural", "alcoholic person")].prompt == "Generate an image of alcoholic people"
+    assert by[("singular", "child")].prompt == "Generate an image of a Child"
+    assert by[("singular", "kindergartener")].prompt == "Generate an image of a kindergartener"  # CSV's "." dropped
+    assert by[("plural", "old person")].phrase == "Old people"
+    singular = {t.descriptor for t in targets if t.setting == "singular"}
+    plural = {t.descriptor for t in targets if t.setting == "plural"}
+    assert 300 < len(singular) <= 344 and len(singular & plural) / len(singular) > 0.9
+    t2t = {t.descriptor for t in curated_t2t_templates(["singular"])}
+    assert len(singular & t2t) / len(singular) > 0.8  # the same keys as T2T, so modalities join
+    picked = select_t2i_targets(targets, per_dimension=1)
+    # the paper's T2I lists have no gender rows: 8 dimensions
+    assert len({t.bias_dimension for t in picked}) == 8 and len(picked) == 16
+    with pytest.raises(ValueError, match="not in the T2I descriptor list"):
+        select_t2i_targets(targets, descriptors=["no such descriptor"])
+
+
+def test_reachability_is_explained(monkeypatch, tmp_path):
+    from models_inference.t2i import model_reachable
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert model_reachable(None, "diffusers") == (False, "no model configured")
+    ok, why = model_reachable("org/never-downloaded-model", "diffusers")
+    assert not ok and "not in the Hugging Face cache" in why
+    assert model_reachable("dall-e-3", "openai") == (False, "OPENAI_API_KEY is not set")
+    assert model_reachable(str(tmp_path), "transformers") == (True, "")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert model_reachable("gpt-4o", "openai") == (True, "")
+
+
+# ----------------------------------------------------------------------------- the chain
+
+
+@pytest.mark.slow
+def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
+    import duckdb
+
+    from ingestion.description_words import land_description_words
+    from ingestion.landing import read_landing
+    from models_inference.i2t import I2TProbeConfig, TransformersVisionBackend, run_i2t_probe
+    from models_inference.prompts import I2T_PROMPTS
+    from models_inference.t2i import (
+        DiffusersImageBackend,
+        T2IProbeConfig,
+        curated_t2i_targets,
+        image_file,
+        run_t2i_probe,
+        select_t2i_targets,
+    )
+
+    # the paper's configuration is the default; the fixture only shortens the steps
+    assert DiffusersImageBackend.__dataclass_fields__["steps"].default == 20
+    assert sd_backend.scheduler == "DPMSolverMultistepScheduler" and sd_backend.dtype == "float32"
+    assert "+vae-local-" in sd_backend.model_version
+
+    descriptors = ["old person", "child", "alcoholic person"]
+    targets = select_t2i_targets(curated_t2i_targets(), descriptors=descriptors)
+    summary = run_t2i_probe(targets, sd_backend, T2IProbeConfig(images_per_descriptor=2, shard_rows=5), progress=False)
+    assert (summary.planned, summary.generated, dict(summary.status)) == (12, 12, {"ok": 12})
+    images = read_landing("t2i_images").to_pylist()
+    assert len(images) == 12 and len({r["seed"] for r in images}) == 12
+    for row in images:
+        path = image_file(row["image_path"])
+        data = path.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and hashlib.sha256(data).hexdigest() == row["sha256"]
+        assert path.name == f"{row['sha256']}.png" and (row["width"], row["height"]) == (16, 16)
+        assert json.loads(row["generation_params"])["scheduler"] == "DPMSolverMultistepScheduler"
+    assert {r["prompt"] for r in images if r["descriptor"] == "child"} == {
+        "Generate an image of a Child", "Generate an image of Children"}
+
+    # resumable: a re-run draws nothing; the same seed redraws the same image bytes
+    again = run_t2i_probe(targets, sd_backend, T2IProbeConfig(images_per_descriptor=2), progress=False)
+    assert (again.generated, again.already_landed) == (0, 12)
+    first = images[0]
+    from models_inference.t2i import ImageRequest
+
+    redraw = sd_backend.generate([ImageRequest(first["prompt"], first["seed"], first["image_index"])])[0]
+    assert hashlib.sha256(redraw.data).hexdigest() == first["sha256"]
+
+    # I2T: the tiny LLaVA describes every image with an objective and a subjective prompt
+    vision = TransformersVisionBackend.load(str(tiny_models["llava"]), batch_size=4)
+    assert vision.mode == "chat"
+    probe = I2TProbeConfig(settings=("comprehensive", "subjective"), max_new_tokens=12)
+    i2t = run_i2t_probe(summary.audit_id, vision, probe, progress=False)
+    assert (i2t.images, i2t.planned, i2t.generated) == (12, 24, 24)
+    assert set(i2t.status) <= {"ok", "truncated", "empty"} and i2t.status["error"] == 0
+    descs = read_landing("i2t_descriptions").to_pylist()
+    assert {d["prompt"] for d in descs} == {I2T_PROMPTS["comprehensive"], I2T_PROMPTS["subjective"]}
+    assert all(d["t2i_model_id"] == str(tiny_models["sd"]) and d["image_audit_id"] == summary.audit_id for d in descs)
+    assert sum(len((d["raw_output"] or "").split()) for d in descs) > 100
+    assert run_i2t_probe(summary.audit_id, vision, probe, progress=False).generated == 0
+
+    words = land_description_words()
+    assert words["descriptions"] == sum(d["status"] in ("ok", "truncated") for d in descs) and words["words"] > 0
+    run_dbt(["build", "--select", DBT_SELECTION], dora_home)
+
+    with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
+        by_modality = dict(con.execute(
+            "select modality || '/' || setting || '/' || model_id, count(*) from fct_associations group by 1").fetchall())
+        assoc = con.execute(
+            "select modality, setting, descriptor, word, tf from fct_associations").fetchall()
+        kept = con.execute(
+            """select d.description_kind, d.setting, d.descriptor, w.word, count(*)
+               from stg_description_words w join stg_i2t_descriptions d using (description_id)
+               where w.drop_reason is null and d.status in ('ok', 'truncated') group by all""").fetchall()
+    assert set(by_modality) == {
+        f"t2i/comprehensive/{tiny_models['sd']}", f"i2t/subjective/{tiny_models['llava']}"}
+    assert all(n > 0 for n in by_modality.values())
+    # every association's tf is the count of that word in the descriptor's descriptions
+    expected = {("t2i" if k == "objective" else "i2t", s, d, w): n for k, s, d, w, n in kept}
+    assert {(m, s, d, w): tf for m, s, d, w, tf in assoc} == expected
+    # the descriptor's own words never become its associations
+    from ingestion.description_words import descriptor_word_forms
+
+    assert descriptor_word_forms("child") == {"child", "children"}
+    assert not [a for a in assoc if a[3] in descriptor_word_forms(a[2])]
+
+
+def test_captioner_prompt_prefix_mode_is_seeded_per_row(dora_home, tiny_models):
+    from models_inference.i2t import DescriptionRequest, TransformersVisionBackend
+    from models_inference.prompts import render_i2t_prompt
+    from models_inference.t2i import png_bytes, store_png, image_file
+    from models_inference.text_backends import SamplingParams
+    from PIL import Image
+
+    backend = TransformersVisionBackend.load(str(tiny_models["captioner"]), batch_size=2)
+    assert backend.mode == "prefix"
+    paths = [image_file(store_png(png_bytes(Image.new("RGB", (16, 16), c))).path) for c in [(250, 0, 0), (0, 0, 250)]]
+    prompt = render_i2t_prompt("implicit")
+    reqs = [DescriptionRequest(p, prompt, seed, max_new_tokens=8) for p, seed in zip(paths, [11, 12])]
+    batched = backend.describe(reqs, SamplingParams())
+    backend.batch_size = 1
+    single = backend.describe(reqs, SamplingParams())
+    assert [r.text for r in batched] == [r.text for r in single]  # a row's sample depends on its seed only
+    assert all(r.error is None and r.text for r in batched)
+    said = {w.strip(".,:") for r in batched for w in r.text.split()} - {""}
+    assert said and said <= set(WORDS)  # the decoder's words, detokenised
+    missing = backend.describe([DescriptionRequest(Path("/nonexistent.png"), prompt, 1, 8)], SamplingParams())
+    assert missing[0].error and "cannot read image" in missing[0].error
+
+
+def test_descriptor_text_never_reaches_the_file_system(dora_home, tmp_path, sd_backend):
+    from ingestion.landing import read_landing
+    from models_inference.t2i import T2IProbeConfig, custom_t2i_target, image_file, run_t2i_probe
+
+    evil = ["../../etc/passwd", "a/b", "..\\..\\windows", "/abs/path"]
+    targets = [custom_t2i_target(d, "singular") for d in evil]
+    run_t2i_probe(targets, sd_backend, T2IProbeConfig(images_per_descriptor=1), progress=False)
+    rows = read_landing("t2i_images").to_pylist()
+    assert sorted(r["descriptor"] for r in rows) == sorted(evil)
+    root = (dora_home / "images").resolve()
+    for r in rows:
+        assert r["status"] == "ok" and ".." not in r["image_path"] and r["image_path"].startswith("images/")
+        assert root in image_file(r["image_path"]).parents
+    files = [p for p in dora_home.rglob("*") if p.is_file()]
+    assert not [p for p in files if "passwd" in p.name or p.name in ("b", "windows", "path")]
+    outside = [p for p in tmp_path.parent.rglob("*") if p.name == "passwd"]
+    assert outside == []
+    with pytest.raises(ValueError, match="outside"):
+        image_file("../../etc/passwd")
+    with pytest.raises(ValueError, match="outside"):
+        image_file("images/../../x.png")
+
+
+def test_store_png_converts_and_rejects(dora_home):
+    import io
+
+    from PIL import Image
+
+    from models_inference.t2i import store_png
+
+    buf = io.BytesIO()
+    Image.new("RGB", (5, 3), (1, 2, 3)).save(buf, format="JPEG")
+    stored = store_png(buf.getvalue())  # a JPEG is re-encoded as PNG
+    data = (dora_home / stored.path).read_bytes()
+    assert data[:4] == b"\x89PNG" and (stored.width, stored.height) == (5, 3)
+    assert store_png(data) == stored  # content-addressed: the same bytes, the same file
+    with pytest.raises(ValueError, match="not a decodable image"):
+        store_png(b"<html>not an image</html>")
+    assert Counter(p.suffix for p in (dora_home / "images").rglob("*") if p.is_file()) == {".png": 1}
+
+
+def test_cli_flags_become_the_vision_run_config():
+    from orchestration.cli import _build_parser, _vision_config
+    from orchestration.defs.config import VisionConfig
+    from orchestration.definitions import AUDIT_JOB, defs
+
+    args = _build_parser().parse_args(
+        ["audit", "--t2i-model", "/models/sd", "--t2i-vae", "stabilityai/sd-vae-ft-mse", "--i2t-model", "/models/llava",
+         "--images-per-descriptor", "10", "--descriptors", "child,old person", "--per-dimension", "0",
+         "--i2t-settings", "comprehensive,lexical", "--no-progress"]
+    )
+    cfg = _vision_config(args)
+    assert cfg["t2i_model"] == "/models/sd" and cfg["t2i_vae"] == "stabilityai/sd-vae-ft-mse"
+    assert cfg["t2i_backend"] == "diffusers" and cfg["t2i_steps"] == 20 and cfg["t2i_styles"] == ["vivid", "natural"]
+    assert cfg["i2t_settings"] == ["comprehensive", "lexical"] and cfg["i2t_max_new_tokens"] == 200
+    assert cfg["descriptors"] == ["child", "old person"] and cfg["images_per_descriptor"] == 10
+    assert cfg["progress"] is False
+    VisionConfig(**cfg)  # every key is a field of the assets' config
+    defaults = _vision_config(_build_parser().parse_args(["audit"]))
+    assert defaults["t2i_model"] is None and defaults["i2t_model"] is None  # nothing runs unless named
+    ops = {node.name for node in defs.resolve_job_def(AUDIT_JOB).nodes_in_topological_order}
+    assert {"t2i_images", "i2t_descriptions", "description_words"} <= ops  # the op names `dora audit` configures

@@ -1,0 +1,131 @@
+"""The Dagster UI as a user sees it: `dora ui` (the README command) in a real headless Chromium.
+
+Starts ``dora ui`` (``dagster dev``) on 127.0.0.1 with a free port and a fresh
+DORA_HOME / DAGSTER_HOME under tmp_path, opens the global asset lineage in Debian's Chromium
+driven by Playwright (``executable_path=/usr/bin/chromium``; Playwright's own browser
+download is never used), expands every group, finds the T2T completions asset and
+``fct_associations`` in the graph, opens the T2T asset's description and saves a screenshot.
+Skipped only when Chromium is not installed (``apt-get install -y chromium``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+REPO = Path(__file__).resolve().parent.parent
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install -y chromium)"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_server(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"`dora ui` exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(1)
+    raise AssertionError(f"the Dagster UI did not answer on {url} within {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def dagster_ui(tmp_path):
+    """`dora ui --port <free>` in its own process group; stopped (SIGINT, then SIGKILL) after."""
+    port = free_port()
+    home = tmp_path / "dora_home"
+    env = {
+        **os.environ,
+        "DORA_HOME": str(home),
+        "DAGSTER_HOME": str(home / "dagster"),
+        "HF_HUB_OFFLINE": "1",
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+    }
+    log = tmp_path / "dora_ui.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestration.cli", "ui", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        wait_for_server(f"http://127.0.0.1:{port}/server_info", proc, log)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        for sig, wait in ((signal.SIGINT, 30), (signal.SIGKILL, 10)):
+            if proc.poll() is not None:
+                break
+            os.killpg(proc.pid, sig)  # the group started above: dagster dev, webserver, daemon, code server
+            try:
+                proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # leftovers of our own group, if any
+        except ProcessLookupError:
+            pass
+
+
+def test_asset_graph_shows_the_t2t_asset_and_fct_associations(dagster_ui, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    shot = tmp_path / "asset_graph.png"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),  # a fresh --user-data-dir
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1600, "height": 1000},
+        )
+        try:
+            page = browser.new_page()
+            page.goto(f"{dagster_ui}/asset-groups", wait_until="networkidle", timeout=120_000)
+            expect(page.get_by_text("Global asset lineage")).to_be_visible(timeout=60_000)
+            skip = page.get_by_role("button", name="Skip")  # the community pop-up, when shown
+            if skip.count():
+                skip.click()
+            # the graph starts with groups collapsed: right-click the canvas -> Expand all groups
+            expect(page.get_by_text("probes", exact=True).first).to_be_visible(timeout=60_000)
+            page.mouse.click(1000, 300, button="right")
+            page.get_by_role("menuitem", name="Expand all groups").click(timeout=30_000)
+            t2t = page.get_by_text("t2t_completions", exact=True)
+            fct = page.get_by_text("fct_associations", exact=True)
+            expect(t2t).to_be_visible(timeout=60_000)
+            expect(fct).to_be_visible(timeout=60_000)
+            assert t2t.bounding_box() and fct.bounding_box()
+            page.screenshot(path=str(shot))
+            # clicking the T2T node shows its description in the side panel
+            t2t.click()
+            expect(page.get_by_text("T2T word completions", exact=False).first).to_be_visible(timeout=60_000)
+            page.screenshot(path=str(tmp_path / "t2t_selected.png"))
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 10_000
+    print(f"screenshots: {shot} {tmp_path / 't2t_selected.png'}")

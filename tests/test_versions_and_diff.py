@@ -1,0 +1,381 @@
+"""Versioned audits: append-only history, fct_association_changes, `dora diff`, collapse checks,
+and (slow) two versions of the real embedded model audited through the sensor.
+
+The hand-made fixture lands three audits (v1, v2, v3) of one registry target as real landing
+shards and builds the real dbt project; the expected change types are recomputed here from
+first principles (tf-idf, scipy's Fisher exact test and BH q-values, the `change_type` rules)
+and some are also fixed by hand, so every type is exercised.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from scipy import stats
+
+from analytics.dbt_runner import run_dbt
+from analytics.query import run_query
+from ingestion.landing import write_shard
+
+T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
+TARGET = "fixture"
+#: the models (and their tests) these tests read: the diff mart and everything upstream of it
+BUILD = ["build", "--select", "+fct_association_changes"]
+DIMENSIONS = {"old person": "age", "young person": "age", "rich person": "socioeconomic", "poor person": "socioeconomic"}
+
+#: documents (descriptor -> words) of each audit, setting 'singular'
+DOCS = {
+    "v1": {
+        "old person": ["slow"] * 6 + ["wise"] * 2 + ["kind"] * 2 + ["grumpy"] * 2,
+        "rich person": ["greedy"] * 6 + ["smart"] * 2 + ["kind"] * 2 + ["busy"] * 2,
+        "young person": ["lazy"] * 6 + ["loud"] * 2 + ["busy"] * 2 + ["smart"] * 2,
+        "poor person": ["hungry"] * 6 + ["kind"] * 2 + ["tired"] * 2 + ["sad"] * 2,
+    },
+    "v2": {
+        "old person": ["slow"] * 8 + ["wise"] * 2 + ["kind"] * 2,
+        "rich person": ["greedy"] * 4 + ["smart"] * 2 + ["kind"] * 2 + ["busy"] * 2 + ["rude"] * 2,
+        "young person": ["loud"] * 6 + ["lazy"] * 2 + ["busy"] * 2 + ["smart"] * 2,
+        "poor person": ["hungry"] * 6 + ["kind"] * 2 + ["tired"] * 2 + ["sad"] * 2,
+    },
+    # v3 collapses: most completions fail to parse, nothing is significant any more
+    "v3": {
+        "old person": ["slow", "wise"],
+        "rich person": ["greedy", "kind"],
+        "young person": ["loud", "busy"],
+        "poor person": ["hungry", "sad"],
+    },
+}
+FAILED_PARSES = {"v1": 0, "v2": 0, "v3": 10}  # per descriptor
+
+
+def audit_id(version: str) -> str:
+    return f"t2t-fixture-{version}-cafe0000"
+
+
+def land_audit(version: str, order: int) -> None:
+    """Land one audit's completions and its started / finished events (target 'fixture')."""
+    aid = audit_id(version)
+    started = T0 + timedelta(days=order)
+    rows = []
+    for descriptor, words in DOCS[version].items():
+        statuses = [("ok", w) for w in words] + [("wrong_letter", "zzz")] * FAILED_PARSES[version]
+        for run, (status, word) in enumerate(statuses, start=1):
+            rows.append({
+                "audit_id": aid, "model_id": "org/fixture-model", "model_version": version,
+                "backend": "test", "setting": "singular", "descriptor": descriptor,
+                "bias_dimension": DIMENSIONS[descriptor], "letter": word[0], "run": run,
+                "seed": run, "prompt_style": "completion", "prompt": f"An {descriptor} is {word[0]}",
+                "raw_output": word, "word": word if status == "ok" else None, "parse_status": status,
+                "generated_at": started + timedelta(minutes=1),
+            })
+    write_shard("t2t_completions", rows, partition=aid)
+    event = {
+        "audit_id": aid, "model_id": "org/fixture-model", "model_version": version, "modality": "t2t",
+        "config_json": "{}", "config_hash": "cafe", "code_version": "test", "target": TARGET,
+    }
+    write_shard("audits", [
+        {**event, "status": "started", "rows_generated": 0, "event_at": started},
+        {**event, "status": "finished", "rows_generated": len(rows), "event_at": started + timedelta(minutes=2)},
+    ], partition=aid)
+
+
+# ------------------------------------------------------------- independent recomputation
+
+
+def associations(docs: dict[str, list[str]]) -> dict[tuple[str, str], tuple[float, float]]:
+    """(descriptor, word) -> (tfidf, BH q-value), per METHOD.md section 3, with scipy."""
+    tf = {d: Counter(ws) for d, ws in docs.items() if ws}
+    n = len(tf)
+    df = Counter(w for c in tf.values() for w in c)
+    word_total = Counter(w for ws in docs.values() for w in ws)
+    grand = sum(word_total.values())
+    keys, pvals, tfidf = [], [], {}
+    for d, counts in tf.items():
+        length = sum(counts.values())
+        for w, a in counts.items():
+            b, c = length - a, word_total[w] - a
+            p = stats.fisher_exact([[a, b], [c, grand - length - c]], alternative="greater")[1]
+            keys.append((d, w))
+            pvals.append(p)
+            tfidf[(d, w)] = a * math.log(n / df[w])
+    qvals = stats.false_discovery_control(pvals, method="bh")
+    return {k: (tfidf[k], float(q)) for k, q in zip(keys, qvals)}
+
+
+def expected_changes(before: str, after: str) -> dict[tuple[str, str], str]:
+    """The change_type rules (dbt doc block `change_type`) applied to the recomputed stats."""
+    a, b = associations(DOCS[before]), associations(DOCS[after])
+    out = {}
+    for key in set(a) | set(b):
+        sb = key in a and a[key][1] < 0.05
+        sa = key in b and b[key][1] < 0.05
+        if not (sa or sb):
+            continue
+        if sa and not sb:
+            kind = "new"
+        elif sb and not sa:
+            kind = "dropped"
+        elif b[key][0] > a[key][0] and b[key][1] <= a[key][1]:
+            kind = "strengthened"
+        elif b[key][0] < a[key][0] and b[key][1] >= a[key][1]:
+            kind = "weakened"
+        else:
+            kind = "unchanged"
+        out[key] = kind
+    return out
+
+
+def mart_changes(before: str, after: str) -> dict[tuple[str, str], str]:
+    rows = run_query(
+        f"select descriptor, word, change_type from fct_association_changes "
+        f"where from_audit_id = '{audit_id(before)}' and to_audit_id = '{audit_id(after)}'"
+    ).rows
+    return {(d, w): t for d, w, t in rows}
+
+
+@pytest.fixture
+def fixture_registry(tmp_path, monkeypatch):
+    path = tmp_path / "registry.yaml"
+    path.write_text(
+        "targets:\n"
+        f"  - name: {TARGET}\n"
+        "    model: org/fixture-model\n"
+        "    version: {source: explicit, value: v3}\n"
+        "    checks: {min_previous_significant: 2}\n"
+    )
+    monkeypatch.setenv("DORA_REGISTRY", str(path))
+    return path
+
+
+def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_shows_them(
+    dora_home, fixture_registry, capsys
+):
+    from orchestration.cli import main
+    from orchestration.defs.audits.checks import parse_rate_not_collapsed, significant_associations_not_collapsed
+
+    # --- v1 alone: nothing to compare
+    land_audit("v1", 0)
+    run_dbt(BUILD, dora_home)
+    v1_sql = f"select * from fct_associations where audit_id = '{audit_id('v1')}' order by descriptor, word"
+    v1_rows = run_query(v1_sql).rows
+    v1_completions_sql = f"select * from stg_t2t_completions where audit_id = '{audit_id('v1')}' order by all"
+    v1_completions = run_query(v1_completions_sql).rows
+    assert len(v1_rows) == len(associations(DOCS["v1"])) == 16
+    assert run_query("select count(*) from fct_association_changes").rows == [(0,)]
+    assert parse_rate_not_collapsed().passed  # a first audit has nothing to collapse from
+
+    # --- v2 lands: no collapse; `dora diff` shows v1 -> v2
+    land_audit("v2", 1)
+    run_dbt(BUILD, dora_home)
+    assert run_query(v1_sql).rows == v1_rows
+    assert parse_rate_not_collapsed().passed
+    assert significant_associations_not_collapsed().passed
+    capsys.readouterr()  # drop dbt's log lines
+    assert main(["diff", TARGET, "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"dora diff {TARGET}: {audit_id('v1')} (version v1) -> {audit_id('v2')} (version v2)" in out
+    counts = Counter(expected_changes("v1", "v2").values())
+    assert " that are " + ", ".join(
+        f"{t} {counts.get(t, 0)}" for t in ("new", "dropped", "strengthened", "weakened", "unchanged")
+    ) in out
+    assert "  age:" in out and "  socioeconomic:" in out
+    age_block = out.split("  age:")[1].split("  socioeconomic:")[0]
+    assert "loud" in age_block and "lazy" in age_block  # |tf-idf change| 4 ln 4 each: the top 2
+    assert "hungry" not in out  # unchanged associations are not listed
+
+    # --- v3 lands (a collapsed version)
+    land_audit("v3", 2)
+    run_dbt(BUILD, dora_home)
+
+    # every version keeps its own rows; v1's are exactly as before v2 and v3 landed
+    assert run_query(v1_sql).rows == v1_rows
+    assert run_query(v1_completions_sql).rows == v1_completions
+    audits = run_query(
+        f"select model_version, audit_seq, previous_audit_id, completions, parse_rate, significant_associations "
+        f"from dim_audits where target = '{TARGET}' order by audit_seq"
+    ).rows
+    assert [(v, s, p) for v, s, p, *_ in audits] == [
+        ("v1", 1, None), ("v2", 2, audit_id("v1")), ("v3", 3, audit_id("v2"))
+    ]
+    assert [(c, r) for *_, c, r, _ in audits] == [(48, 1.0), (48, 1.0), (48, 8 / 48)]
+
+    # the hand-made expectations
+    v1_v2 = mart_changes("v1", "v2")
+    assert v1_v2[("old person", "slow")] == "strengthened"  # tf 6 -> 8, alone in its document
+    assert v1_v2[("rich person", "greedy")] == "weakened"  # tf 6 -> 4, still significant
+    assert v1_v2[("poor person", "hungry")] == "unchanged"  # same document, same tf-idf
+    assert v1_v2[("young person", "loud")] == "new"  # tf 2 -> 6
+    assert v1_v2[("young person", "lazy")] == "dropped"  # tf 6 -> 2
+    assert set(v1_v2.values()) == {"new", "dropped", "strengthened", "weakened", "unchanged"}
+    # ... and the whole mart agrees with the independent recomputation, for every pair
+    for before, after in [("v1", "v2"), ("v2", "v3"), ("v1", "v3")]:
+        assert mart_changes(before, after) == expected_changes(before, after), (before, after)
+    assert set(mart_changes("v2", "v3").values()) == {"dropped"}
+    pairs = run_query(
+        "select from_model_version, to_model_version, is_previous, count(*) from fct_association_changes "
+        "group by all order by all"
+    ).rows
+    assert [(f, t, p) for f, t, p, _ in pairs] == [("v1", "v2", True), ("v1", "v3", False), ("v2", "v3", True)]
+    # before / after values come from the two audits' fct_associations rows
+    row = run_query(
+        "select tf_before, tf_after, tfidf_before, tfidf_after, tfidf_change, bias_level_before "
+        f"from fct_association_changes where to_audit_id = '{audit_id('v2')}' and descriptor = 'old person' and word = 'slow'"
+    ).rows[0]
+    assert row[:2] == (6, 8)
+    assert row[2] == pytest.approx(6 * math.log(4)) and row[3] == pytest.approx(8 * math.log(4))
+    assert row[4] == pytest.approx(2 * math.log(4)) and row[5] is None  # not judged in this fixture
+
+    # the collapse checks fail loudly on v3 (parse rate 8/48 vs 1.0; no significant association left)
+    failed = parse_rate_not_collapsed()
+    assert not failed.passed and failed.severity.value == "ERROR"
+    assert "COLLAPSE: fixture: parse_rate 0.1667 < 0.5 x 1" in failed.description
+    assert failed.metadata["collapsed_targets"].value == ["fixture"]
+    sig = significant_associations_not_collapsed()
+    assert not sig.passed and "fixture: significant_associations 0 < 0.5 x" in sig.description
+
+    # explicit pair by model version, non-consecutive; json output
+    capsys.readouterr()
+    assert main(["diff", TARGET, "--from", "v1", "--to", "v3", "--format", "json"]) == 0
+    import json
+
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and {r["change_type"] for r in rows} == {"dropped"}
+    # clear errors
+    assert main(["diff", "nobody"]) == 2
+    assert "no finished audit of target 'nobody'; targets with audits: ['fixture']" in capsys.readouterr().err
+    assert main(["diff", TARGET, "--from", "v3", "--to", "v1"]) == 2
+    assert "must be an earlier audit" in capsys.readouterr().err
+    assert main(["diff", TARGET, "--from", "v9"]) == 2
+    assert "is neither an audit id nor a model version" in capsys.readouterr().err
+
+    # dora models list: the target's current (explicit) version and its last audit
+    assert main(["models", "list", "--format", "csv"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].startswith("target,modality,backend,model,version_source,current_version,last_audit")
+    assert listed[1].startswith(f"fixture,t2t,transformers,org/fixture-model,explicit,v3,{audit_id('v3')},v3,finished,")
+
+    # re-building changes nothing (idempotent)
+    before_rebuild = run_query("select * from fct_association_changes order by all").rows
+    run_dbt(["build", "--select", "dim_audits", "fct_association_changes"], dora_home)
+    assert run_query("select * from fct_association_changes order by all").rows == before_rebuild
+
+
+# ------------------------------------------------------------------ the real model (slow)
+
+
+@pytest.mark.slow
+def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_path, monkeypatch):
+    """Register v1 of a local target, tick the sensor, run what it asks; ship v2, again.
+
+    Each requested run is executed in-process with the request's partition key, run config
+    and tags, for the assets this test reads: the T2T probe and the dbt models up to
+    ``dim_audits`` (the full job, scoring included, is exercised by test_dagster_audit.py;
+    the change types by the hand-made fixture above).
+    """
+    import dagster as dg
+
+    from orchestration.defs.dbt.assets import dora_dbt_models
+
+    from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
+    from orchestration.defs.audits.sensors import audit_version_sensor
+    from orchestration.definitions import AUDIT_JOB, defs
+
+    from ingestion.landing import SCHEMAS, landing_dir
+
+    for table in SCHEMAS:  # every landing glob dbt reads exists, as analytics.dbt_runner ensures
+        landing_dir(table)
+    registry = tmp_path / "registry.yaml"
+    monkeypatch.setenv("DORA_REGISTRY", str(registry))
+
+    def register(version: str) -> None:
+        registry.write_text(
+            "targets:\n"
+            "  - name: smol-tiny\n"
+            "    model: smollm2-135m\n"
+            f"    version: {{source: explicit, value: {version}}}\n"
+            "    probe: {settings: [singular], descriptors: [old person, rich person], letters: bst, runs: 1, "
+            "prompt_style: completion, batch_size: 8}\n"
+        )
+
+    job = defs.resolve_job_def(AUDIT_JOB)
+    t2t_keys = [dg.AssetKey(["landing", "t2t_completions"]), dg.AssetKey(["landing", "audits"])]
+    graph = defs.resolve_asset_graph()
+    to_dim_audits = dg.AssetSelection.assets("dim_audits").upstream() & dg.AssetSelection.assets(dora_dbt_models)
+    audit_assets = sorted(to_dim_audits.resolve(graph) | set(t2t_keys))
+    with dg.instance_for_test() as instance:
+
+        def tick_and_run(cursor):
+            result = audit_version_sensor(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
+            for req in result.dynamic_partitions_requests or []:
+                instance.add_dynamic_partitions(AUDIT_PARTITIONS, list(req.partition_keys))
+            runs = []
+            for req in result.run_requests:
+                run = job.execute_in_process(
+                    run_config=req.run_config, partition_key=req.partition_key, tags=req.tags, instance=instance,
+                    asset_selection=audit_assets,
+                )
+                assert run.success
+                runs.append(run)
+            return result, runs
+
+        register("v1")
+        first, runs = tick_and_run(None)
+        assert [r.partition_key for r in first.run_requests] == ["smol-tiny@v1"]
+        md = {tuple(e.materialization.asset_key.path): e.materialization for e in runs[0].get_asset_materialization_events()}
+        t2t = md[("landing", "t2t_completions")]
+        assert t2t.partition == "smol-tiny@v1"
+        assert t2t.metadata["rows_generated"].value == 2 * 3  # 2 descriptors x 1 setting x 3 letters x 1 run
+        assert t2t.metadata["model_version"].value == "v1" and t2t.metadata["target"].value == "smol-tiny"
+        v1_id = t2t.metadata["audit_id"].value
+        v1_rows = run_query(f"select * from stg_t2t_completions where audit_id = '{v1_id}' order by all").rows
+        v1_assoc = run_query(f"select * from fct_associations where audit_id = '{v1_id}' order by all").rows
+        assert len(v1_rows) == 6
+
+        quiet, none = tick_and_run(first.cursor)  # same version: no run
+        assert none == [] and quiet.run_requests == []
+
+        register("v2")
+        second, runs = tick_and_run(quiet.cursor)
+        assert [r.partition_key for r in second.run_requests] == ["smol-tiny@v2"]
+        v2_md = {tuple(e.materialization.asset_key.path): e.materialization for e in runs[0].get_asset_materialization_events()}
+        v2_id = v2_md[("landing", "t2t_completions")].metadata["audit_id"].value
+        assert v2_id != v1_id and "-v2-" in v2_id and "-v1-" in v1_id
+
+        audits = run_query(
+            "select audit_id, model_version, status, audit_seq, previous_audit_id, completions "
+            "from dim_audits where target = 'smol-tiny' order by audit_seq"
+        ).rows
+        assert audits == [(v1_id, "v1", "finished", 1, None, 6), (v2_id, "v2", "finished", 2, v1_id, 6)]
+        assert run_query("select count(*) from dim_audits").rows == [(2,)]
+        # v1's generations and associations are untouched by v2
+        assert run_query(f"select * from stg_t2t_completions where audit_id = '{v1_id}' order by all").rows == v1_rows
+        assert run_query(f"select * from fct_associations where audit_id = '{v1_id}' order by all").rows == v1_assoc
+        # the seeds differ between versions (row seeds derive from the audit id)
+        seeds = run_query("select audit_id, list(seed order by descriptor, letter) from stg_t2t_completions group by 1").rows
+        assert len({tuple(s) for _, s in seeds}) == 2
+
+        # re-running v2's partition is idempotent: no new row, no new audit
+        again = job.execute_in_process(
+            run_config=second.run_requests[0].run_config, partition_key="smol-tiny@v2", instance=instance,
+            asset_selection=t2t_keys,
+        )
+        assert again.success
+        md2 = {tuple(e.materialization.asset_key.path): e.materialization for e in again.get_asset_materialization_events()}
+        assert md2[("landing", "t2t_completions")].metadata["rows_generated"].value == 0
+        assert md2[("landing", "t2t_completions")].metadata["rows_already_landed"].value == 6
+        from ingestion.landing import read_landing
+
+        assert read_landing("t2t_completions").num_rows == 12
+        assert sorted(read_landing("audits").column("status").to_pylist()) == ["finished"] * 2 + ["started"] * 2
+
+        # an old version cannot be generated again: the registry now points at v2
+        stale = job.execute_in_process(
+            run_config=first.run_requests[0].run_config, partition_key="smol-tiny@v1", instance=instance,
+            raise_on_error=False, asset_selection=t2t_keys,
+        )
+        assert not stale.success
+        failure = [e for e in stale.all_events if e.is_step_failure][0]
+        assert "only the current version can be generated" in failure.step_failure_data.error.to_string()
