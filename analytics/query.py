@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -80,8 +81,18 @@ def check_read_only(sql: str) -> list[str]:
     return [st.query for st in statements]
 
 
-def connect_read_only(path: Path | None = None, *, wait_seconds: float = 10.0) -> duckdb.DuckDBPyConnection:
+#: Environment variable: seconds a reader inside a pipeline run waits for the writer's lock.
+#: ``dora audit`` / ``dora ui`` set it (orchestration/instance.py, as long as dbt's own retry
+#: waits), so an asset that reads the warehouse while another partition's dbt build writes
+#: it waits instead of failing; ``dora query`` keeps its 10 s.
+WAIT_ENV = "DORA_WAREHOUSE_WAIT_SECONDS"
+
+
+def connect_read_only(path: Path | None = None, *, wait_seconds: float | None = None) -> duckdb.DuckDBPyConnection:
     """Open the warehouse read-only, retrying while a writer holds the lock.
+
+    Args:
+        wait_seconds: how long to retry (default: ``$DORA_WAREHOUSE_WAIT_SECONDS``, else 10).
 
     Raises:
         WarehouseMissingError: the file does not exist. WarehouseBusyError: still locked
@@ -90,6 +101,8 @@ def connect_read_only(path: Path | None = None, *, wait_seconds: float = 10.0) -
     path = path or warehouse_path()
     if not path.exists():
         raise WarehouseMissingError(f"no warehouse at {path}: run `dora audit` first (or set DORA_HOME)")
+    if wait_seconds is None:
+        wait_seconds = float(os.environ.get(WAIT_ENV) or 10.0)
     deadline = time.monotonic() + wait_seconds
     delay = 0.1
     while True:

@@ -267,6 +267,13 @@ def write_report(out_dir: str | Path | None = None, *, audit_id: str | None = No
     scorers = data["overview"][0] if data["overview"] else {}
     agg_cols = ["audit_id", "modality", "setting", "bias_dimension", "n_significant", "pct_negative", "pct_toxic",
                 "pct_likert_1", "pct_likert_2", "pct_likert_3", "pct_likert_4", "pct_likert_5", "mean_bias_level"]
+    # one audit: its id and model are in the Audits table, not repeated on every row
+    top_rows = data["toxic"] + data["rated"]
+    top_cols = list(top_rows[0]) if top_rows else None
+    if top_cols and len(data["overview"]) == 1:
+        top_cols = [c for c in top_cols if c not in ("audit_id", "model_id")]
+    if len(data["overview"]) == 1:
+        agg_cols = [c for c in agg_cols if c != "audit_id"]
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>dora report{' - ' + html.escape(audit_id) if audit_id else ''}</title>
@@ -281,11 +288,13 @@ judge: {html.escape(str(scorers.get('judge_model') or '–'))} (5-point Likert, 
 {_html_table(data["overview"], ["audit_id", "model_id", "model_version", "n_significant", "pct_negative", "pct_toxic", "mean_bias_level"])}
 {"<p class='empty'>No significant associations yet: more runs or descriptors give Fisher's test more power.</p>" if not data["agg"] else ""}
 <h2>Figures</h2>
+<p class="note">Heatmap cells: % of the significant associations of that setting and bias dimension
+(n = how many); grey "n/a": no significant association there.</p>
 {figs_html or "<p class='empty'>no figures: nothing has been scored</p>"}
 <h2>Most toxic significant associations</h2>
-{_html_table(data["toxic"])}
+{_html_table(data["toxic"], top_cols)}
 <h2>Highest-rated significant associations (LLM judge)</h2>
-{_html_table(data["rated"])}
+{_html_table(data["rated"], top_cols)}
 <h2>By setting and bias dimension (agg_bias_by_dimension)</h2>
 {_html_table(data["agg"], agg_cols)}
 </body></html>

@@ -33,6 +33,7 @@ def main(argv=None) -> None:
     parser.add_argument("--no-judge", action="store_true", help="skip the judge")
     args = parser.parse_args(argv)
 
+    load = os.getloadavg()[0]
     import torch
 
     from ingestion.templates import curated_t2t_templates
@@ -81,6 +82,7 @@ def main(argv=None) -> None:
     ]
     if not args.no_judge:
         lines += judge_throughput(backend, args.judge_prompts, args.judge_single, args.batch_size)
+    lines.append(f"machine load average at start: {load:.1f} on {os.cpu_count()} cores (other processes share the cores)")
     print("\n".join(lines))
     from benchmarks.report import write_section
 

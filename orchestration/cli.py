@@ -25,6 +25,8 @@ examples:
   dora audit --backend openai --model gpt-4o --prompt-style chat   # needs OPENAI_API_KEY
   dora query "select * from fct_associations where is_significant order by fisher_q limit 20"
   dora ui                                     # Dagster UI with lineage and runs
+  dora report                                 # HTML + PNGs: % negative, % toxic, judge bias levels
+  dora audit --judge-backend openai --judge-model gpt-4o --judge-repeats 3   # paper judge; needs OPENAI_API_KEY
   dora audit --t2i-model ./sd --i2t-model ./llava   # T2I + I2T probes with local diffusers / transformers folders
   dora audit --t2i-backend openai --t2i-model dall-e-3 --i2t-backend openai --i2t-model gpt-4o
   dora models list                            # registry targets, current version, last audit
@@ -330,6 +332,7 @@ def cmd_audit(args) -> int:
 
         instance = DagsterInstance.get()
         configure_instance(instance)  # one DuckDB writer at a time (pool 'duckdb_writer' = 1 slot)
+        os.environ.setdefault("DORA_WAREHOUSE_WAIT_SECONDS", "300")  # in-run readers wait for a writer
         reap_dead_runs(instance)  # free the slots of audits whose process was killed
         with DeadRunReaper(instance):
             result = job.execute_in_process(
@@ -383,6 +386,7 @@ def cmd_ui(args) -> int:
     with DagsterInstance.get() as instance:
         configure_instance(instance)  # runs launched from the UI share the 1-slot 'duckdb_writer' pool
         reap_dead_runs(instance)
+    os.environ.setdefault("DORA_WAREHOUSE_WAIT_SECONDS", "300")  # in-run readers wait for a writer
 
     cmd = [sys.executable, "-m", "dagster", "dev", "-m", "orchestration.definitions", "-h", args.host, "-p", str(args.port)]
     print(f"dora: starting the Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})", file=sys.stderr)

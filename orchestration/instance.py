@@ -11,6 +11,9 @@ DuckDB lets one process write a database file at a time; a second writer fails w
 3. dbt's own connection retry (``retries.connect_attempts`` in ``dbt_project/profiles.yml``)
    waits for a writer Dagster does not know about (a ``dora query`` reader, a ``dbt`` run
    from a shell).
+4. Assets that only read the warehouse (scoring) wait for a writer's lock as long as dbt
+   does: ``dora audit`` / ``dora ui`` set ``$DORA_WAREHOUSE_WAIT_SECONDS`` (300) for
+   :func:`analytics.query.connect_read_only`; ``dora query`` keeps its 10 s.
 
 A pool slot is freed when its step ends. A process killed with SIGKILL never frees it, and its
 run stays "started" forever, which would block every later warehouse write. So ``dora audit``

@@ -138,7 +138,7 @@ def test_sigkill_mid_generation_then_rerun_lands_every_row_exactly_once(tmp_path
     from dagster import DagsterInstance, DagsterRunStatus
 
     with DagsterInstance.from_config(str(home / "dagster")) as instance:
-        statuses = sorted(r.status for r in instance.get_runs())
+        statuses = [r.status for r in instance.get_runs()]
         assert statuses.count(DagsterRunStatus.SUCCESS) == 1
         assert statuses.count(DagsterRunStatus.FAILURE) == 1, statuses
         info = instance.event_log_storage.get_concurrency_info("duckdb_writer")
@@ -328,8 +328,8 @@ print("done", flush=True)
 """
 
 
-def test_query_while_a_writer_holds_the_lock_says_busy_and_the_writer_succeeds(small_warehouse, capsys):
-    from analytics.query import WarehouseBusyError, run_query
+def test_query_while_a_writer_holds_the_lock_says_busy_and_the_writer_succeeds(small_warehouse, capsys, monkeypatch):
+    from analytics.query import WarehouseBusyError, connect_read_only, run_query
     from orchestration.cli import main
 
     path = small_warehouse / "warehouse.duckdb"
@@ -338,6 +338,11 @@ def test_query_while_a_writer_holds_the_lock_says_busy_and_the_writer_succeeds(s
         assert writer.stdout.readline().strip() == "locked"
         with pytest.raises(WarehouseBusyError, match="is busy: another process .* is writing it"):
             run_query("select count(*) from fct_associations", wait_seconds=0.5)
+        monkeypatch.setenv("DORA_WAREHOUSE_WAIT_SECONDS", "0.3")  # an in-run reader's wait (default 300 in audits)
+        start = time.monotonic()
+        with pytest.raises(WarehouseBusyError):
+            connect_read_only()
+        assert 0.3 <= time.monotonic() - start < 3
         # the CLI waits up to 10 s: it either answers (the writer finished) or says it is busy
         code = main(["query", "select count(*) as n from fct_associations", "--format", "csv"])
         captured = capsys.readouterr()

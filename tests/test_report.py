@@ -155,3 +155,14 @@ def test_report_without_score_marts_is_a_clear_error(dora_home):
     run_dbt(["build", "--exclude", "tag:scores"], dora_home)
     with pytest.raises(LookupError, match="dora audit"):
         write_report(dora_home / "r")
+
+
+def test_report_without_significant_associations_says_so(dora_home):
+    from analytics.report import write_report
+
+    run_dbt(["build"], dora_home)  # empty landing: every mart exists and is empty
+    index = write_report()
+    assert index == dora_home / "reports" / "all" / "index.html"
+    page = index.read_text()
+    assert "No significant associations yet" in page and "no figures" in page
+    assert not list(index.parent.glob("*.png"))

@@ -8,20 +8,36 @@ from pathlib import Path
 
 from dagster_dbt import DbtCliResource, DbtProject
 
-from ingestion.landing import dora_home
+from ingestion.landing import SCHEMAS, dora_home, landing_dir
 
 DBT_PROJECT_DIR = Path(__file__).resolve().parents[3] / "dbt_project"
 
 
 def dbt_env() -> None:
-    """Point dbt at the current ``$DORA_HOME`` (absolute) and keep it offline and quiet."""
+    """Point dbt at the current ``$DORA_HOME`` (absolute) and keep it offline and quiet.
+
+    Also creates every landing folder (with its empty schema shard), so each dbt source's
+    ``read_parquet`` glob is valid before its producer has landed anything.
+    """
     os.environ["DORA_HOME"] = str(dora_home())
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
+    for table in SCHEMAS:
+        landing_dir(table)
+
+
+def _manifest_is_stale(project: DbtProject) -> bool:
+    """True when the manifest is missing or older than any file of the dbt project."""
+    if not project.manifest_path.exists():
+        return True
+    built = project.manifest_path.stat().st_mtime
+    sources = [p for folder in ("models", "tests", "macros") for p in (DBT_PROJECT_DIR / folder).rglob("*") if p.is_file()]
+    sources += [DBT_PROJECT_DIR / "dbt_project.yml", DBT_PROJECT_DIR / "profiles.yml"]
+    return any(p.stat().st_mtime > built for p in sources if p.exists())
 
 
 @lru_cache(maxsize=1)
 def dbt_project() -> DbtProject:
-    """The cached :class:`DbtProject`; parses the project once if no manifest exists yet.
+    """The cached :class:`DbtProject`; parses the project when its manifest is missing or stale.
 
     ``prepare_if_dev`` only prepares under ``dagster dev``; the CLI, tests and CI get the
     manifest from the explicit ``prepare`` below.
@@ -29,7 +45,7 @@ def dbt_project() -> DbtProject:
     dbt_env()
     project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
     project.prepare_if_dev()
-    if not project.manifest_path.exists():
+    if _manifest_is_stale(project):
         project.preparer.prepare(project)
     return project
 
