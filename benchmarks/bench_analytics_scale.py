@@ -3,7 +3,7 @@
 Usage::
 
     python -m benchmarks.bench_analytics_scale [--home /tmp/dora-bench-scale] [--runs 10]
-        [--descriptors 406] [--baseline-budget 600] [--reuse] [--no-write]
+        [--descriptors 406] [--i2t-descriptors 344] [--baseline-budget 600] [--reuse] [--no-write]
 
 What it does (BiasDora seed 004 section 3 / METHOD.md section 3; issue 6):
 
@@ -17,20 +17,23 @@ What it does (BiasDora seed 004 section 3 / METHOD.md section 3; issue 6):
    the mix a small local model gives (ok ~74%, no_word 8%, wrong_letter 7%, truncated 4%,
    empty 2%, not_ing 5% in the verb setting). ``raw_output`` and ``prompt`` are realistic
    strings, so the Parquet volume is realistic too.
-   When the description-word landing table and its dbt models exist (issue 4), ~2.4M
-   description words are added the same way (see :func:`synth_description_words`).
+   Vision part (issue 4's landing tables, when its dbt models are in ``int_document_words``):
+   344 descriptors x 2 image settings x 10 images x 5 description settings = 34,400 image
+   descriptions with ~4.4M landed tokens, ~2.4M of them kept description words
+   (:func:`synth_description_words`).
 2. **dora**: ``dbt build --select +fct_associations`` (staging -> int_document_words ->
    int_association_counts -> fct_associations with tf-idf, PMI, Fisher via the vectorised
    UDF, BH q-values, and every schema test) in this process through
    :func:`analytics.dbt_runner.run_dbt`. Wall time, process CPU time and peak RSS.
 3. **Reference-style baseline** (the way the paper's released scripts compute it): pandas
-   reads the landing Parquet, a Python loop over the rows builds the tf and df dictionaries,
+   reads the landing Parquet, Python loops over the rows (``itertuples``) build the tf and df
+   dictionaries (T2T words; description words joined to their descriptions by a dict),
    one ``scipy.stats.fisher_exact(..., alternative="greater")`` call per (descriptor, word)
    pair, the paper's z-score p-value, PMI, and Benjamini-Hochberg with
    ``scipy.stats.false_discovery_control``. If the full baseline is estimated to take longer
    than ``--baseline-budget`` seconds, Fisher's test runs on a random subsample of pairs and
    its time is extrapolated to all pairs (both figures are printed).
-4. **Same numbers**: both results are joined on (setting, descriptor, word); the pair sets
+4. **Same numbers**: both results are joined on (modality, setting, descriptor, word); the pair sets
    must be equal and tf, df, idf, tfidf, PMI, paper p-value, Fisher p and BH q must agree to
    1e-9 relative (q only when Fisher ran on every pair).
 

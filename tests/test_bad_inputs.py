@@ -178,7 +178,7 @@ def test_hostile_descriptors_from_a_crows_pairs_csv_land_verbatim_and_stay_insid
     assert {r["descriptor"] for r in rows} == {t.descriptor for t in targets}
     new_files = _files_outside(tmp_path.parent, outside_before)
     assert new_files and all(dora_home.resolve() in p.resolve().parents for p in new_files), new_files
-    run_dbt(["build", "--select", "+fct_associations", "--quiet"], dora_home)
+    run_dbt(["run", "--select", "+fct_associations", "--quiet"], dora_home)
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
         aid = ["../../host'ile"]
         stored = {r[0] for r in con.execute("select descriptor from stg_t2t_completions where audit_id = ?", aid).fetchall()}
