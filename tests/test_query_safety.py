@@ -1,0 +1,150 @@
+"""Read-only queries while the warehouse is written (issue 6, fault tolerance 4).
+
+``dora query`` refuses every statement that could write (insert, drop, attach, copy, ...,
+and ``explain analyze`` of anything but a select, which would execute it) with a clear
+message; while a writer holds DuckDB's lock a query either answers or says the warehouse is
+busy, and never makes the writer fail (dbt waits for a reader: ``retries`` in
+``dbt_project/profiles.yml``). Real DuckDB files and locks held by real processes. The
+crash / concurrency / secrets tests are in ``tests/test_fault_tolerance.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _env(home: Path) -> dict:
+    env = dict(os.environ)
+    env.update(DORA_HOME=str(home), DAGSTER_HOME=str(home / "dagster"), PYTHONPATH=str(REPO),
+               DBT_SEND_ANONYMOUS_USAGE_STATS="false")
+    return env
+
+
+def _warehouse(home: Path, sql: str, params=None):
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+@pytest.fixture
+def small_warehouse(dora_home):
+    dora_home.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(dora_home / "warehouse.duckdb")) as con:
+        con.execute("create table fct_associations as select 'child' as descriptor, 'brave' as word, 3 as tf")
+    return dora_home
+
+
+REFUSED = [
+    ("insert into fct_associations values ('x', 'y', 1)", "INSERT"),
+    ("drop table fct_associations", "DROP"),
+    ("attach '{home}/other.duckdb' as other", "ATTACH"),
+    ("copy fct_associations to '{home}/out.csv'", "COPY"),
+    ("update fct_associations set tf = 0", "UPDATE"),
+    ("delete from fct_associations", "DELETE"),
+    ("create table t as select 1", "CREATE"),
+    ("select 1; drop table fct_associations", "DROP"),
+    ("explain analyze copy fct_associations to '{home}/out2.csv'", "EXPLAIN of a COPY"),
+    ("set threads = 1", "SET"),
+    ("install httpfs", "LOAD"),
+    ("export database '{home}/export'", "EXPORT"),
+]
+
+
+@pytest.mark.parametrize("sql,kind", REFUSED, ids=[k for _, k in REFUSED])
+def test_dora_query_refuses_statements_that_write(small_warehouse, capsys, sql, kind):
+    from orchestration.cli import main
+
+    home = small_warehouse
+    before = sorted(p.name for p in home.iterdir())
+    code = main(["query", sql.format(home=home)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "read-only" in err and f"refusing a {kind} statement" in err
+    assert _warehouse(home, "select count(*), sum(tf) from fct_associations") == [(1, 3)]
+    assert sorted(p.name for p in home.iterdir() if p.name != "dagster") == [b for b in before if b != "dagster"]
+
+
+def test_dora_query_reads(small_warehouse, capsys):
+    from orchestration.cli import main
+
+    assert main(["query", "select descriptor, word, tf from fct_associations", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"descriptor": "child", "word": "brave", "tf": 3}]
+
+
+_WRITER = """
+import duckdb, sys, time
+con = duckdb.connect(sys.argv[1])
+con.execute("create table if not exists audit_rows (i integer)")
+print("locked", flush=True)
+for i in range(40):
+    con.execute("insert into audit_rows values (?)", [i])
+    time.sleep(0.1)
+con.close()
+print("done", flush=True)
+"""
+
+
+def test_query_while_a_writer_holds_the_lock_says_busy_and_the_writer_succeeds(small_warehouse, capsys, monkeypatch):
+    from analytics.query import WarehouseBusyError, connect_read_only, run_query
+    from orchestration.cli import main
+
+    path = small_warehouse / "warehouse.duckdb"
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "locked"
+        with pytest.raises(WarehouseBusyError, match="is busy: another process .* is writing it"):
+            run_query("select count(*) from fct_associations", wait_seconds=0.5)
+        monkeypatch.setenv("DORA_WAREHOUSE_WAIT_SECONDS", "0.3")  # an in-run reader's wait (default 300 in audits)
+        start = time.monotonic()
+        with pytest.raises(WarehouseBusyError):
+            connect_read_only()
+        assert 0.3 <= time.monotonic() - start < 3
+        # the CLI waits up to 10 s: it either answers (the writer finished) or says it is busy
+        code = main(["query", "select count(*) as n from fct_associations", "--format", "csv"])
+        captured = capsys.readouterr()
+        assert (code == 0 and captured.out.split() == ["n", "1"]) or (code == 2 and "busy" in captured.err)
+    finally:
+        rest, _ = writer.communicate(timeout=60)
+    assert writer.returncode == 0 and rest.strip() == "done"
+    assert _warehouse(small_warehouse, "select count(*) from audit_rows") == [(40,)]
+
+
+_READER = """
+import sys, time
+from analytics.query import connect_read_only
+con = connect_read_only()
+con.execute("select count(*) from fct_associations").fetchall()
+print("reading", flush=True)
+time.sleep(float(sys.argv[1]))
+con.close()
+"""
+
+
+def test_dbt_build_waits_for_a_reader_instead_of_failing(dora_home, tmp_path):
+    """A ``dora query`` reader holds DuckDB's shared lock; dbt (the writer) retries and succeeds."""
+    from analytics.dbt_runner import run_dbt
+
+    run_dbt(["build", "--select", "stg_audits", "--quiet"], dora_home)
+    with duckdb.connect(str(dora_home / "warehouse.duckdb")) as con:
+        con.execute("create table fct_associations as select 1 as x")
+    reader = subprocess.Popen(
+        [sys.executable, "-c", _READER, "3"], env=_env(dora_home), stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        assert reader.stdout.readline().strip() == "reading"
+        start = time.monotonic()
+        run_dbt(["build", "--select", "stg_audits", "--quiet"], dora_home)  # raises if dbt fails
+        waited = time.monotonic() - start
+    finally:
+        reader.communicate(timeout=60)
+    assert reader.returncode == 0
+    assert waited >= 1.0  # it did wait for the reader's lock
