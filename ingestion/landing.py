@@ -21,6 +21,17 @@ from typing import Iterable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+#: The key of one association (``fct_associations``), leading every score table's columns.
+_ASSOCIATION_KEY = [
+    ("audit_id", pa.string()),
+    ("model_id", pa.string()),
+    ("model_version", pa.string()),
+    ("modality", pa.string()),
+    ("setting", pa.string()),
+    ("descriptor", pa.string()),
+    ("word", pa.string()),
+]
+
 #: Column contract of every landing table (Arrow schemas). ``stg_*`` models read these.
 SCHEMAS: dict[str, pa.Schema] = {
     # ingestion/crows_pairs.py: one row per validated CrowS-Pairs sentence pair.
@@ -155,13 +166,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     # (METHOD.md section 4); one row per (association, scorer, scorer_version).
     "sentiment_scores": pa.schema(
         [
-            ("audit_id", pa.string()),
-            ("model_id", pa.string()),
-            ("model_version", pa.string()),
-            ("modality", pa.string()),
-            ("setting", pa.string()),
-            ("descriptor", pa.string()),
-            ("word", pa.string()),
+            *_ASSOCIATION_KEY,
             ("text", pa.string()),  # the association sentence that was scored
             ("scorer", pa.string()),  # e.g. 'vader' or 'transformers:<model id>'
             ("scorer_version", pa.string()),
@@ -174,13 +179,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     # scorer, scorer_version).
     "toxicity_scores": pa.schema(
         [
-            ("audit_id", pa.string()),
-            ("model_id", pa.string()),
-            ("model_version", pa.string()),
-            ("modality", pa.string()),
-            ("setting", pa.string()),
-            ("descriptor", pa.string()),
-            ("word", pa.string()),
+            *_ASSOCIATION_KEY,
             ("text", pa.string()),
             ("scorer", pa.string()),
             ("scorer_version", pa.string()),
@@ -194,13 +193,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     # parse status; p_rating_k / expected_rating only where the backend gives log-probabilities.
     "judge_ratings": pa.schema(
         [
-            ("audit_id", pa.string()),
-            ("model_id", pa.string()),
-            ("model_version", pa.string()),
-            ("modality", pa.string()),
-            ("setting", pa.string()),
-            ("descriptor", pa.string()),
-            ("word", pa.string()),
+            *_ASSOCIATION_KEY,
             ("judge_backend", pa.string()),  # transformers / openai
             ("judge_model", pa.string()),
             ("judge_model_version", pa.string()),
