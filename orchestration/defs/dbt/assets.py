@@ -1,13 +1,19 @@
 """dbt models as Dagster assets; dbt tests become asset checks (dagster-dbt)."""
 
 
+import graphlib
 from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets
 
-from orchestration.defs.dbt.resources import dbt_env, dbt_project
+from ingestion.build_state import Fingerprint, is_unchanged, load_state, record_success
+from ingestion.landing import dora_home, warehouse_path
+from orchestration.defs.dbt.resources import DBT_PROJECT_DIR, dbt_env, dbt_project
+
+#: Build-state step names of the two dbt invocations (ingestion/build_state.py).
+DBT_STEPS = ("dbt_dora_dbt_models", "dbt_dora_score_models")
 
 
 class DoraDbtTranslator(DagsterDbtTranslator):
@@ -26,8 +32,76 @@ class DoraDbtTranslator(DagsterDbtTranslator):
 TRANSLATOR = DoraDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True))
 
 
+def dbt_inputs_fingerprint(step: str, selection: list[str], landing_tables: list[str]) -> Fingerprint:
+    """What a ``dbt build`` reads: the shard listing (paths, sizes, mtimes) of the landing
+    tables its models read, the dbt project's files, the selected assets and the last
+    recorded state of the other dbt step (the score models read the association marts)."""
+    fp = Fingerprint()
+    for table in sorted(landing_tables):
+        fp.add_value("landing", table).add_tree(dora_home() / "landing" / table)
+    project_files = [p for folder in ("models", "macros", "tests") for p in sorted((DBT_PROJECT_DIR / folder).rglob("*")) if p.is_file()]
+    for path in [*project_files, DBT_PROJECT_DIR / "dbt_project.yml", DBT_PROJECT_DIR / "profiles.yml"]:
+        fp.add_value(f"dbt:{path.relative_to(DBT_PROJECT_DIR).as_posix()}", None).add_file(path)
+    fp.add_value("selection", sorted(selection))
+    for other in DBT_STEPS:
+        if other != step:
+            fp.add_value(other, (load_state(other) or {}).get("fingerprint"))
+    return fp
+
+
+def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResource, step: str):
+    """``dbt build`` of the selected models, skipped when nothing it reads has changed.
+
+    A re-run of a finished audit lands no shard, so its warehouse is already what a build
+    would make: the selected assets are then reported materialised with a ``skipped`` note
+    (their tests ran on the same data last time) and dbt is not started. ``dora audit
+    --rebuild`` (or deleting ``$DORA_HOME/state/``) forces the build.
+
+    Yields:
+        dagster-dbt events of the build, or one ``MaterializeResult`` per selected asset.
+    """
+    dbt_env()
+    selection = [key.to_user_string() for key in context.selected_asset_keys]
+    upstream = {dep for key in context.selected_asset_keys for dep in context.assets_def.asset_deps.get(key, ())}
+    landing_tables = [dep.path[1] for dep in upstream if len(dep.path) == 2 and dep.path[0] == "landing"]
+    fingerprint = dbt_inputs_fingerprint(step, selection, landing_tables)
+    state = is_unchanged(step, fingerprint, outputs=[warehouse_path()])
+    if state:
+        note = f"nothing landed and no dbt model changed since the build of {state.get('recorded_at')}"
+        context.log.info(f"dbt build skipped: {note}")
+        selected = context.selected_asset_keys
+        deps = {key: set(context.assets_def.asset_deps.get(key, ())) & selected for key in selected}
+        for key in graphlib.TopologicalSorter(deps).static_order():  # Dagster wants upstream first
+            yield dg.MaterializeResult(asset_key=key, metadata={"skipped": note})
+        # the dbt tests ran on exactly this data in that build: report their outcomes again
+        wanted = {(c.asset_key.to_user_string(), c.name) for c in context.selected_asset_check_keys}
+        for check in state.get("metadata", {}).get("checks", []):
+            if (check["asset_key"], check["check_name"]) in wanted:
+                yield dg.AssetCheckResult(
+                    asset_key=dg.AssetKey.from_user_string(check["asset_key"]),
+                    check_name=check["check_name"],
+                    passed=check["passed"],
+                    severity=dg.AssetCheckSeverity(check["severity"]),
+                    metadata={"reused": f"outcome of the dbt test in run {state['metadata'].get('run_id')} on the same data"},
+                )
+        return
+    checks = []
+    for event in dbt.cli(["build"], context=context).stream():
+        if isinstance(event, dg.AssetCheckResult):
+            checks.append(
+                {
+                    "asset_key": event.asset_key.to_user_string(),
+                    "check_name": event.check_name,
+                    "passed": event.passed,
+                    "severity": event.severity.value,
+                }
+            )
+        yield event
+    record_success(step, fingerprint, {"run_id": context.run_id, "selected": len(selection), "checks": checks})
+
+
 @dbt_assets(manifest=dbt_project().manifest_path, project=dbt_project(), dagster_dbt_translator=TRANSLATOR, pool="duckdb_writer", exclude="tag:scores")  # score marts: orchestration/defs/scoring/
 def dora_dbt_models(context: dg.AssetExecutionContext, dbt: DbtCliResource):
-    """``dbt build`` of the selected models: runs models, then their tests as asset checks."""
-    dbt_env()
-    yield from dbt.cli(["build"], context=context).stream()
+    """``dbt build`` of the selected models: runs models, then their tests as asset checks.
+    Skipped when nothing new landed (:func:`build_unless_unchanged`)."""
+    yield from build_unless_unchanged(context, dbt, DBT_STEPS[0])

@@ -46,7 +46,14 @@ def dbt_project() -> DbtProject:
     project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
     project.prepare_if_dev()
     if _manifest_is_stale(project):
-        project.preparer.prepare(project)
+        project.preparer.prepare(project)  # dagster-dbt: one writer at a time, under a file lock
+    # A process that found the manifest fresh may be looking at one another process is still
+    # writing (``dbt parse`` writes in place): wait for that writer's lock before it is read.
+    from filelock import FileLock
+
+    project.manifest_path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(project.manifest_path.with_suffix(".concurrent-update-lock")).acquire(timeout=300):
+        pass
     return project
 
 

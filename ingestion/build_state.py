@@ -1,0 +1,128 @@
+"""Input fingerprints of dora's derived steps, so a re-run with nothing new skips them.
+
+Two steps of an audit cost seconds even when nothing has changed: descriptor extraction
+(spaCy over every CrowS-Pairs pair) and the ``dbt build`` of the warehouse. Each records,
+after it succeeds, a fingerprint of everything it read; the next run compares and skips the
+step when the fingerprint is the same (issue 6: "a re-run of a finished audit makes no model
+calls and finishes in seconds").
+
+A fingerprint is a SHA-256 over named parts: file contents (small inputs such as the
+CrowS-Pairs CSV), file listings (the landing zone: relative path, size and mtime of every
+Parquet shard, never their contents, so it stays cheap at paper scale) and plain values
+(code versions, dbt selections). State files live in ``$DORA_HOME/state/<step>.json`` and
+are written atomically; deleting one forces the step to run again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ingestion.landing import dora_home
+
+
+@dataclass
+class Fingerprint:
+    """An incremental SHA-256 over the inputs of one step.
+
+    Each ``add_*`` call mixes a labelled part into the digest, so the same bytes under a
+    different label give a different fingerprint.
+    """
+
+    _hash: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+    parts: list[str] = field(default_factory=list)
+
+    def _mix(self, label: str, payload: bytes) -> "Fingerprint":
+        self._hash.update(len(label).to_bytes(4, "big") + label.encode())
+        self._hash.update(len(payload).to_bytes(8, "big") + payload)
+        self.parts.append(label)
+        return self
+
+    def add_value(self, label: str, value: object) -> "Fingerprint":
+        """Mix a JSON-serialisable value (sorted keys) into the digest."""
+        return self._mix(f"value:{label}", json.dumps(value, sort_keys=True, default=str).encode())
+
+    def add_file(self, path: str | Path) -> "Fingerprint":
+        """Mix a file's whole contents (for small inputs); a missing file counts as empty."""
+        p = Path(path)
+        data = p.read_bytes() if p.is_file() else b"<missing>"
+        return self._mix(f"file:{p.name}", hashlib.sha256(data).digest())
+
+    def add_tree(self, root: str | Path, pattern: str = "*.parquet") -> "Fingerprint":
+        """Mix a listing of ``root`` (relative path, size in bytes, mtime in ns of every file
+        matching ``pattern``, recursively). Cheap: no file is read."""
+        base = Path(root)
+        listing = []
+        if base.is_dir():
+            for p in sorted(base.rglob(pattern)):
+                if p.is_file():
+                    st = p.stat()
+                    listing.append(f"{p.relative_to(base).as_posix()}\t{st.st_size}\t{st.st_mtime_ns}")
+        return self._mix(f"tree:{base.name}", "\n".join(listing).encode())
+
+    def hexdigest(self) -> str:
+        """The fingerprint, 64 hex characters."""
+        return self._hash.hexdigest()
+
+
+def _state_path(step: str) -> Path:
+    return dora_home() / "state" / f"{step}.json"
+
+
+def load_state(step: str) -> dict | None:
+    """The state recorded by the last successful run of ``step``, or ``None``.
+
+    An unreadable state file counts as absent (the step then simply runs again).
+    """
+    try:
+        return json.loads(_state_path(step).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_unchanged(step: str, fingerprint: Fingerprint | str, *, outputs: Iterable[str | Path] = ()) -> dict | None:
+    """The recorded state when ``step`` last succeeded on exactly these inputs, else ``None``.
+
+    Args:
+        step: step name (e.g. ``descriptors``, ``dbt_dora_dbt_models``).
+        fingerprint: the current inputs' fingerprint.
+        outputs: files the step produced; if any is missing the step must run again.
+    """
+    digest = fingerprint if isinstance(fingerprint, str) else fingerprint.hexdigest()
+    state = load_state(step)
+    if not state or state.get("fingerprint") != digest:
+        return None
+    if any(not Path(p).exists() for p in outputs):
+        return None
+    return state
+
+
+def record_success(step: str, fingerprint: Fingerprint | str, metadata: Mapping | None = None) -> Path:
+    """Record that ``step`` succeeded on ``fingerprint`` (atomic write), with its metadata.
+
+    Returns:
+        The state file path (``$DORA_HOME/state/<step>.json``).
+    """
+    digest = fingerprint if isinstance(fingerprint, str) else fingerprint.hexdigest()
+    path = _state_path(step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "fingerprint": digest,
+        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "metadata": dict(metadata or {}),
+    }
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(payload, sort_keys=True, default=str))
+    os.replace(tmp, path)
+    return path
+
+
+def forget(step: str) -> None:
+    """Drop the recorded state of ``step`` (its next run is never skipped)."""
+    _state_path(step).unlink(missing_ok=True)
