@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,15 +35,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
-from ingestion.landing import landing_dir, read_landing, write_shard
+from ingestion.landing import landing_dir
 from models_inference.prompts import DEFAULT_I2T_SETTINGS, I2T_SETTINGS, RenderedPrompt, description_kind, render_i2t_prompt
-from models_inference.t2i import (
-    _sql_str,
-    audit_event,
-    image_file,
-    local_model_version,
-    slug,
-)
+from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
+from models_inference.t2i import image_file, local_model_version, slug
 from models_inference.text_backends import (
     GenerationResult,
     ModelNotAvailableError,
@@ -57,6 +51,12 @@ from models_inference.text_backends import (
 DEFAULT_MAX_NEW_TOKENS = 200
 #: Description statuses that count as done (a re-run does not describe them again).
 FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
+#: Where descriptions land; an (image_setting, descriptor, image_index, setting) key is done
+#: once it has a row with a final status (``error`` rows are retried).
+I2T_TABLE = ResumableTable(
+    "i2t_descriptions", ("image_setting", "descriptor", "image_index", "setting"), "status", FINAL_DESCRIPTION_STATUSES,
+    unit="description",
+)
 
 
 @dataclass(frozen=True)
@@ -432,14 +432,6 @@ def landed_images(image_audit_id: str) -> list[dict]:
     return [r for r in rows if r["status"] == "ok" and r["image_path"]]
 
 
-def landed_description_keys(audit_id: str) -> set[tuple[str, str, int, str]]:
-    """(image_setting, descriptor, image_index, setting) keys of ``audit_id`` that are done."""
-    statuses = ", ".join(_sql_str(s) for s in FINAL_DESCRIPTION_STATUSES)
-    cols = ["image_setting", "descriptor", "image_index", "setting"]
-    table = read_landing("i2t_descriptions", columns=cols, where=f"audit_id = {_sql_str(audit_id)} and status in ({statuses})")
-    return set(zip(*(table.column(c).to_pylist() for c in cols)))
-
-
 def run_i2t_probe(
     image_audit_id: str,
     backend: VisionBackend,
@@ -459,104 +451,86 @@ def run_i2t_probe(
 
     Returns:
         An :class:`I2TRunSummary`; statuses: ``ok``, ``truncated`` (hit max_new_tokens; its
-        words still count), ``empty``, ``error`` (retried next run).
+        words still count), ``empty``, ``error`` (retried next run). Rows land in shards of
+        ``config.shard_rows`` (:func:`models_inference.resumable.run_resumable`); the audit
+        gets ``started`` / ``finished`` events, or ``failed`` (then the exception is re-raised).
 
     Raises:
-        ValueError: invalid config, or the image audit has no ``ok`` image.
+        ValueError: invalid config (incl. ``shard_rows < 1``), or the image audit has no
+            ``ok`` image.
         ModelNotAvailableError: the backend cannot run (e.g. API key unset).
     """
-    from tqdm.auto import tqdm
-
     cfg = (config or I2TProbeConfig()).validate()
     images = landed_images(image_audit_id)
     if not images:
         raise ValueError(f"image audit {image_audit_id!r} has no image with status 'ok' to describe")
     t2i_model_id, t2i_version = images[0]["model_id"], images[0]["model_version"]
     audit_id = audit_id or description_audit_id_for(backend, image_audit_id, t2i_model_id, cfg)
-    summary = I2TRunSummary(audit_id=audit_id, image_audit_id=image_audit_id, images=len(images))
-    landing_dir("i2t_descriptions")
-    done = landed_description_keys(audit_id)
-    todo: list[tuple[dict, str]] = []
-    for img in images:
-        for setting in cfg.settings:
-            summary.planned += 1
-            if (img["setting"], img["descriptor"], img["image_index"], setting) in done:
-                summary.already_landed += 1
+    sampling = SamplingParams(cfg.temperature, cfg.top_p)
+
+    def generate(chunk: list[tuple[dict, str]], advance: Callable[[int], None]) -> list[dict]:
+        requests, bad = [], {}
+        for n, (img, setting) in enumerate(chunk):
+            seed = description_seed(audit_id, img["setting"], img["descriptor"], img["image_index"], setting)
+            try:
+                path = image_file(img["image_path"])
+            except ValueError as exc:
+                bad[n] = str(exc)
+                path = Path("/nonexistent")
+            requests.append(DescriptionRequest(path, render_i2t_prompt(setting), seed, cfg.max_new_tokens))
+        ok_idx = [n for n in range(len(chunk)) if n not in bad]
+        answers = backend.describe([requests[n] for n in ok_idx], sampling, on_batch=advance)
+        results: dict[int, GenerationResult] = dict(zip(ok_idx, answers))
+        for n, msg in bad.items():
+            results[n] = GenerationResult("", True, msg)
+            advance(1)
+        now = datetime.now(timezone.utc)
+        rows = []
+        for n, ((img, setting), req) in enumerate(zip(chunk, requests)):
+            res = results[n]
+            if res.error:
+                status = "error"
+            elif not res.text.strip():
+                status = "empty"
+            elif not res.finished:
+                status = "truncated"
             else:
-                todo.append((img, setting))
-    if not todo:
-        return summary
+                status = "ok"
+            key = f"{audit_id}|{img['setting']}|{img['descriptor']}|{img['image_index']}|{setting}|{now.isoformat()}"
+            rows.append(
+                {
+                    **model_columns(audit_id, backend),
+                    "description_id": hashlib.blake2b(key.encode(), digest_size=16).hexdigest(),
+                    "image_audit_id": image_audit_id,
+                    "t2i_model_id": t2i_model_id,
+                    "t2i_model_version": t2i_version,
+                    "image_setting": img["setting"],
+                    "descriptor": img["descriptor"],
+                    "bias_dimension": img["bias_dimension"],
+                    "image_index": img["image_index"],
+                    "image_sha256": img["sha256"],
+                    "setting": setting,
+                    "description_kind": description_kind(setting),
+                    "seed": req.seed,
+                    "prompt": req.prompt.text,
+                    "raw_output": res.text if not res.error else None,
+                    "status": status,
+                    "error": res.error,
+                    "generated_at": now,
+                }
+            )
+        return rows
+
     event_cfg = {"backend": backend.backend_name, "image_audit_id": image_audit_id, "t2i_model_id": t2i_model_id,
                  "settings": list(cfg.settings), **cfg.fingerprint()}
-    write_shard("audits", [audit_event(audit_id, backend.model_id, backend.model_version, "i2t", event_cfg, "started", 0)], partition=audit_id)
-    sampling = SamplingParams(cfg.temperature, cfg.top_p)
-    bar = tqdm(total=len(todo), desc=f"I2T {backend.model_id}", unit="description", disable=not progress, file=sys.stderr)
-    try:
-        for start in range(0, len(todo), cfg.shard_rows):
-            chunk = todo[start : start + cfg.shard_rows]
-            requests, bad = [], {}
-            for n, (img, setting) in enumerate(chunk):
-                seed = description_seed(audit_id, img["setting"], img["descriptor"], img["image_index"], setting)
-                try:
-                    path = image_file(img["image_path"])
-                except ValueError as exc:
-                    bad[n] = str(exc)
-                    path = Path("/nonexistent")
-                requests.append(DescriptionRequest(path, render_i2t_prompt(setting), seed, cfg.max_new_tokens))
-            ok_idx = [n for n in range(len(chunk)) if n not in bad]
-            answers = backend.describe([requests[n] for n in ok_idx], sampling, on_batch=bar.update)
-            results: dict[int, GenerationResult] = dict(zip(ok_idx, answers))
-            for n, msg in bad.items():
-                results[n] = GenerationResult("", True, msg)
-                bar.update(1)
-            now = datetime.now(timezone.utc)
-            rows = []
-            for n, ((img, setting), req) in enumerate(zip(chunk, requests)):
-                res = results[n]
-                if res.error:
-                    status = "error"
-                elif not res.text.strip():
-                    status = "empty"
-                elif not res.finished:
-                    status = "truncated"
-                else:
-                    status = "ok"
-                summary.status[status] += 1
-                key = f"{audit_id}|{img['setting']}|{img['descriptor']}|{img['image_index']}|{setting}|{now.isoformat()}"
-                rows.append(
-                    {
-                        "audit_id": audit_id,
-                        "description_id": hashlib.blake2b(key.encode(), digest_size=16).hexdigest(),
-                        "model_id": backend.model_id,
-                        "model_version": backend.model_version,
-                        "backend": backend.backend_name,
-                        "image_audit_id": image_audit_id,
-                        "t2i_model_id": t2i_model_id,
-                        "t2i_model_version": t2i_version,
-                        "image_setting": img["setting"],
-                        "descriptor": img["descriptor"],
-                        "bias_dimension": img["bias_dimension"],
-                        "image_index": img["image_index"],
-                        "image_sha256": img["sha256"],
-                        "setting": setting,
-                        "description_kind": description_kind(setting),
-                        "seed": req.seed,
-                        "prompt": req.prompt.text,
-                        "raw_output": res.text if not res.error else None,
-                        "status": status,
-                        "error": res.error,
-                        "generated_at": now,
-                    }
-                )
-            write_shard("i2t_descriptions", rows, partition=audit_id)
-            summary.generated += len(rows)
-    except BaseException:
-        write_shard("audits", [audit_event(audit_id, backend.model_id, backend.model_version, "i2t", event_cfg, "failed", summary.generated)], partition=audit_id)
-        raise
-    finally:
-        bar.close()
-    write_shard("audits", [audit_event(audit_id, backend.model_id, backend.model_version, "i2t", event_cfg, "finished", summary.generated)], partition=audit_id)
-    return summary
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "i2t", event_cfg)
+    planned = [(img, setting) for img in images for setting in cfg.settings]
+    key = lambda item: (item[0]["setting"], item[0]["descriptor"], item[0]["image_index"], item[1])  # noqa: E731
+    result = run_resumable(planned, key, generate, table=I2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    return I2TRunSummary(
+        audit_id, image_audit_id, images=len(images), planned=result.planned, already_landed=result.already_landed,
+        generated=result.generated, status=result.statuses,
+    )
 
 
 __all__ = [

@@ -31,7 +31,6 @@ import hashlib
 import io
 import json
 import os
-import sys
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -40,13 +39,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
-from ingestion.landing import dora_home, landing_dir, read_landing, write_shard
+from ingestion.landing import dora_home
 from models_inference.prompts import T2I_SETTINGS, render_t2i_prompt
+from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
+from models_inference.t2t import narrow_descriptors
 from models_inference.text_backends import ModelNotAvailableError, OpenAIChatBackend
 
-CODE_VERSION = "0.1.0"
 #: Image statuses that count as done (a re-run does not regenerate them).
 FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
+#: Where image rows land; a (setting, descriptor, image_index) key is done once it has a
+#: row with a final status (``error`` rows are retried).
+T2I_TABLE = ResumableTable(
+    "t2i_images", ("setting", "descriptor", "image_index"), "status", FINAL_IMAGE_STATUSES, unit="image"
+)
 #: The paper's Stable Diffusion settings (BiasDora Section 4 / METHOD.md section 2).
 PAPER_SD_STEPS = 20
 PAPER_SD_VAE = "stabilityai/sd-vae-ft-mse"
@@ -173,25 +178,10 @@ def select_t2i_targets(
     unknown = [s for s in settings if s not in T2I_SETTINGS]
     if unknown:
         raise ValueError(f"unknown T2I setting(s) {unknown}; expected some of {T2I_SETTINGS}")
-    kept = [t for t in targets if t.setting in settings]
-    if descriptors:
-        wanted = {" ".join(d.split()).lower() for d in descriptors}
-        missing = sorted(wanted - {t.descriptor for t in kept})
-        if missing:
-            raise ValueError(f"descriptor(s) not in the T2I descriptor list: {missing}")
-        kept = [t for t in kept if t.descriptor in wanted]
-    if per_dimension > 0:
-        by_setting: dict[str, set[str]] = {}
-        for t in kept:
-            by_setting.setdefault(t.setting, set()).add(t.descriptor)
-        everywhere = set.intersection(*by_setting.values()) if by_setting else set()
-        chosen: dict[str, list[str]] = {}
-        for t in kept:
-            picks = chosen.setdefault(t.bias_dimension, [])
-            if t.descriptor in everywhere and t.descriptor not in picks and len(picks) < per_dimension:
-                picks.append(t.descriptor)
-        keep = {(dim, d) for dim, ds in chosen.items() for d in ds}
-        kept = [t for t in kept if (t.bias_dimension, t.descriptor) in keep]
+    kept = narrow_descriptors(
+        [t for t in targets if t.setting in settings], descriptors, per_dimension,
+        normalise=lambda d: " ".join(d.split()).lower(), list_name="the T2I descriptor list",
+    )
     if not kept:
         raise ValueError("the T2I descriptor selection is empty: nothing to draw")
     return kept
@@ -682,37 +672,6 @@ def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int) -
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
 
 
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def landed_image_keys(audit_id: str) -> set[tuple[str, str, int]]:
-    """(setting, descriptor, image_index) keys of ``audit_id`` with a final status (not retried)."""
-    statuses = ", ".join(_sql_str(s) for s in FINAL_IMAGE_STATUSES)
-    table = read_landing(
-        "t2i_images", columns=["setting", "descriptor", "image_index"],
-        where=f"audit_id = {_sql_str(audit_id)} and status in ({statuses})",
-    )
-    return set(zip(*(table.column(c).to_pylist() for c in ("setting", "descriptor", "image_index"))))
-
-
-def audit_event(audit_id: str, model_id: str, model_version: str, modality: str, config: dict, status: str, rows: int) -> dict:
-    """One ``landing/audits`` row (started / finished / failed) for a vision audit."""
-    cfg = json.dumps(config, sort_keys=True, default=str)
-    return {
-        "audit_id": audit_id,
-        "model_id": model_id,
-        "model_version": model_version,
-        "modality": modality,
-        "config_json": cfg,
-        "config_hash": hashlib.sha256(cfg.encode()).hexdigest()[:16],
-        "code_version": CODE_VERSION,
-        "status": status,
-        "rows_generated": rows,
-        "event_at": datetime.now(timezone.utc),
-    }
-
-
 def run_t2i_probe(
     targets: Sequence[T2ITarget],
     backend: ImageBackend,
@@ -731,85 +690,65 @@ def run_t2i_probe(
         progress: tqdm bar on stderr.
 
     Returns:
-        A :class:`T2IRunSummary`. Rows land in shards of ``config.shard_rows``; images that
-        failed land as ``error`` rows (no file) and are retried by the next run.
+        A :class:`T2IRunSummary`. Rows land in shards of ``config.shard_rows``
+        (:func:`models_inference.resumable.run_resumable`); images that failed land as
+        ``error`` rows (no file) and are retried by the next run. The audit gets ``started``
+        / ``finished`` events, or ``failed`` (then the exception is re-raised).
 
     Raises:
         ValueError: invalid config or a target with an unknown setting.
         ModelNotAvailableError: the backend cannot run (e.g. API key unset).
     """
-    from tqdm.auto import tqdm
-
     cfg = (config or T2IProbeConfig()).validate()
     audit_id = audit_id or image_audit_id_for(backend)
-    summary = T2IRunSummary(audit_id=audit_id)
     for t in targets:
         if t.setting not in T2I_SETTINGS:
             raise ValueError(f"unknown T2I setting {t.setting!r} for descriptor {t.descriptor!r}")
-    landing_dir("t2i_images")
-    done = landed_image_keys(audit_id)
-    todo: list[tuple[T2ITarget, int]] = []
-    for t in targets:
-        for index in range(1, cfg.images_per_descriptor + 1):
-            summary.planned += 1
-            if (t.setting, t.descriptor, index) in done:
-                summary.already_landed += 1
-            else:
-                todo.append((t, index))
-    if not todo:
-        return summary
     params = backend.generation_params()
-    event_cfg = {"backend": backend.backend_name, **params, "images_per_descriptor": cfg.images_per_descriptor}
-    write_shard("audits", [audit_event(audit_id, backend.model_id, backend.model_version, "t2i", event_cfg, "started", 0)], partition=audit_id)
-    bar = tqdm(total=len(todo), desc=f"T2I {backend.model_id}", unit="image", disable=not progress, file=sys.stderr)
     params_json = json.dumps(params, sort_keys=True, default=str)
-    try:
-        for start in range(0, len(todo), cfg.shard_rows):
-            chunk = todo[start : start + cfg.shard_rows]
-            requests = [ImageRequest(t.prompt, image_seed(audit_id, t.setting, t.descriptor, i), i) for t, i in chunk]
-            results = backend.generate(requests, on_batch=bar.update)
-            now = datetime.now(timezone.utc)
-            rows = []
-            for (t, index), req, res in zip(chunk, requests, results):
-                stored, status, error = None, res.status, res.error
-                if res.data is not None:
-                    try:
-                        stored = store_png(res.data)
-                    except ValueError as exc:
-                        status, error = "error", str(exc)
-                elif status in ("ok", "filtered"):
-                    status, error = "error", error or "the backend returned no image"
-                summary.status[status] += 1
-                rows.append(
-                    {
-                        "audit_id": audit_id,
-                        "model_id": backend.model_id,
-                        "model_version": backend.model_version,
-                        "backend": backend.backend_name,
-                        "setting": t.setting,
-                        "descriptor": t.descriptor,
-                        "bias_dimension": t.bias_dimension,
-                        "image_index": index,
-                        "seed": req.seed,
-                        "prompt": req.prompt,
-                        "revised_prompt": res.revised_prompt,
-                        "style": res.style,
-                        "generation_params": params_json,
-                        "image_path": stored.path if stored else None,
-                        "sha256": stored.sha256 if stored else None,
-                        "width": stored.width if stored else None,
-                        "height": stored.height if stored else None,
-                        "status": status,
-                        "error": error,
-                        "generated_at": now,
-                    }
-                )
-            write_shard("t2i_images", rows, partition=audit_id)
-            summary.generated += len(rows)
-    except BaseException:
-        write_shard("audits", [audit_event(audit_id, backend.model_id, backend.model_version, "t2i", event_cfg, "failed", summary.generated)], partition=audit_id)
-        raise
-    finally:
-        bar.close()
-    write_shard("audits", [audit_event(audit_id, backend.model_id, backend.model_version, "t2i", event_cfg, "finished", summary.generated)], partition=audit_id)
-    return summary
+
+    def generate(chunk: list[tuple[T2ITarget, int]], advance: Callable[[int], None]) -> list[dict]:
+        requests = [ImageRequest(t.prompt, image_seed(audit_id, t.setting, t.descriptor, i), i) for t, i in chunk]
+        results = backend.generate(requests, on_batch=advance)
+        now = datetime.now(timezone.utc)
+        rows = []
+        for (t, index), req, res in zip(chunk, requests, results):
+            stored, status, error = None, res.status, res.error
+            if res.data is not None:
+                try:
+                    stored = store_png(res.data)
+                except ValueError as exc:
+                    status, error = "error", str(exc)
+            elif status in ("ok", "filtered"):
+                status, error = "error", error or "the backend returned no image"
+            rows.append(
+                {
+                    **model_columns(audit_id, backend),
+                    "setting": t.setting,
+                    "descriptor": t.descriptor,
+                    "bias_dimension": t.bias_dimension,
+                    "image_index": index,
+                    "seed": req.seed,
+                    "prompt": req.prompt,
+                    "revised_prompt": res.revised_prompt,
+                    "style": res.style,
+                    "generation_params": params_json,
+                    "image_path": stored.path if stored else None,
+                    "sha256": stored.sha256 if stored else None,
+                    "width": stored.width if stored else None,
+                    "height": stored.height if stored else None,
+                    "status": status,
+                    "error": error,
+                    "generated_at": now,
+                }
+            )
+        return rows
+
+    event_cfg = {"backend": backend.backend_name, **params, "images_per_descriptor": cfg.images_per_descriptor}
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2i", event_cfg)
+    planned = [(t, index) for t in targets for index in range(1, cfg.images_per_descriptor + 1)]
+    key = lambda item: (item[0].setting, item[0].descriptor, item[1])  # noqa: E731
+    result = run_resumable(planned, key, generate, table=T2I_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    return T2IRunSummary(
+        audit_id, planned=result.planned, already_landed=result.already_landed, generated=result.generated, status=result.statuses
+    )

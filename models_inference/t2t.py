@@ -12,19 +12,20 @@ from __future__ import annotations
 import hashlib
 import json
 import string
-import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Sequence
+from typing import Callable, Protocol, Sequence, TypeVar
 
-from ingestion.landing import read_landing, write_shard
 from ingestion.templates import T2TTemplate as T2TTarget  # one descriptor x setting prefix
 from models_inference.parsing import parse_answer
 from models_inference.prompts import PROMPT_STYLES, T2T_SETTINGS, render_t2t_prompt
+from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
 from models_inference.text_backends import GenerationRequest, SamplingParams, TextBackend
 
-CODE_VERSION = "0.1.0"
+#: Where T2T completions land; a (setting, descriptor, letter, run) key counts as done
+#: whatever its parse status (an unparseable answer is a result, not a failure).
+T2T_TABLE = ResumableTable("t2t_completions", ("setting", "descriptor", "letter", "run"), "parse_status", unit="prompt")
 
 
 @dataclass
@@ -111,33 +112,6 @@ def row_seed(audit_id: str, setting: str, descriptor: str, letter: str, run: int
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
 
 
-def landed_keys(audit_id: str) -> set[tuple[str, str, str, int]]:
-    """(setting, descriptor, letter, run) keys already landed for ``audit_id``."""
-    safe = audit_id.replace("'", "''")
-    table = read_landing(
-        "t2t_completions", columns=["setting", "descriptor", "letter", "run"], where=f"audit_id = '{safe}'"
-    )
-    cols = [table.column(c).to_pylist() for c in ("setting", "descriptor", "letter", "run")]
-    return set(zip(*cols))
-
-
-def _audit_event(audit_id, backend, config, status, rows, target=None) -> dict:
-    cfg = json.dumps({"backend": backend.backend_name, **asdict(config)}, sort_keys=True, default=str)
-    return {
-        "audit_id": audit_id,
-        "model_id": backend.model_id,
-        "model_version": backend.model_version,
-        "modality": "t2t",
-        "config_json": cfg,
-        "config_hash": hashlib.sha256(cfg.encode()).hexdigest()[:16],
-        "code_version": CODE_VERSION,
-        "status": status,
-        "rows_generated": rows,
-        "event_at": datetime.now(timezone.utc),
-        "target": target,
-    }
-
-
 def run_t2t_probe(
     targets: Sequence[T2TTarget],
     backend: TextBackend,
@@ -160,83 +134,66 @@ def run_t2t_probe(
 
     Returns:
         A :class:`T2TRunSummary`. Rows land in shards of ``config.shard_rows`` as they are
-        generated, so an interruption loses at most one shard of work.
+        generated (:func:`models_inference.resumable.run_resumable`), so an interruption
+        loses at most one shard of work; the audit gets ``started`` / ``finished`` events, or
+        ``failed`` (then the exception is re-raised) when anything raises mid-run.
 
     Raises:
-        ValueError: invalid config or an unknown setting in ``targets``.
+        ValueError: invalid config (``runs`` or ``shard_rows`` < 1, bad letters or prompt
+            style) or an unknown setting in ``targets``.
     """
-    from tqdm.auto import tqdm
-
     cfg = (config or T2TProbeConfig()).resolved(backend)
     audit_id = audit_id or audit_id_for(backend, cfg)
-    summary = T2TRunSummary(audit_id=audit_id)
     for t in targets:
         if t.setting not in T2T_SETTINGS:
             raise ValueError(f"unknown setting {t.setting!r} for descriptor {t.descriptor!r}")
-    done = landed_keys(audit_id)
-    todo: list[tuple[T2TTarget, str, int]] = []
-    for t in targets:
-        for letter in cfg.letters:
-            for run in range(1, cfg.runs + 1):
-                summary.planned += 1
-                if (t.setting, t.descriptor, letter, run) in done:
-                    summary.already_landed += 1
-                else:
-                    todo.append((t, letter, run))
-    if not todo:
-        return summary
-    write_shard("audits", [_audit_event(audit_id, backend, cfg, "started", 0, target)], partition=audit_id)
     stop = "bracket" if cfg.prompt_style == "chat" else "word"
     sampling = SamplingParams(cfg.temperature, cfg.top_p)
-    bar = tqdm(total=len(todo), desc=f"T2T {backend.model_id}", unit="prompt", disable=not progress, file=sys.stderr)
-    try:
-        for start in range(0, len(todo), cfg.shard_rows):
-            chunk = todo[start : start + cfg.shard_rows]
-            prompts = [render_t2t_prompt(t.prefix, t.setting, letter, cfg.prompt_style) for t, letter, _ in chunk]
-            seeds = [row_seed(audit_id, t.setting, t.descriptor, letter, run) for t, letter, run in chunk]
-            requests = [
-                GenerationRequest(prompt=p, seed=s, max_new_tokens=cfg.max_new_tokens, stop=stop)
-                for p, s in zip(prompts, seeds)
-            ]
-            results = backend.generate(requests, sampling, on_batch=bar.update)
-            now = datetime.now(timezone.utc)
-            rows = []
-            for (t, letter, run), prompt, seed, res in zip(chunk, prompts, seeds, results):
-                if res.error:
-                    word, status, raw = None, "error", res.error
-                else:
-                    parsed = parse_answer(res.text, letter, t.setting, cfg.prompt_style, finished=res.finished)
-                    word, status, raw = parsed.word, parsed.status, res.text
-                summary.parse_status[status] += 1
-                rows.append(
-                    {
-                        "audit_id": audit_id,
-                        "model_id": backend.model_id,
-                        "model_version": backend.model_version,
-                        "backend": backend.backend_name,
-                        "setting": t.setting,
-                        "descriptor": t.descriptor,
-                        "bias_dimension": t.bias_dimension,
-                        "letter": letter,
-                        "run": run,
-                        "seed": seed,
-                        "prompt_style": cfg.prompt_style,
-                        "prompt": prompt.as_text(),
-                        "raw_output": raw,
-                        "word": word,
-                        "parse_status": status,
-                        "generated_at": now,
-                    }
-                )
-            write_shard("t2t_completions", rows, partition=audit_id)
-            summary.generated += len(rows)
-    except BaseException:
-        write_shard("audits", [_audit_event(audit_id, backend, cfg, "failed", summary.generated, target)], partition=audit_id)
-        raise
-    finally:
-        bar.close()
-    write_shard("audits", [_audit_event(audit_id, backend, cfg, "finished", summary.generated, target)], partition=audit_id)
-    return summary
+
+    def generate(chunk: list[tuple[T2TTarget, str, int]], advance: Callable[[int], None]) -> list[dict]:
+        prompts = [render_t2t_prompt(t.prefix, t.setting, letter, cfg.prompt_style) for t, letter, _ in chunk]
+        seeds = [row_seed(audit_id, t.setting, t.descriptor, letter, run) for t, letter, run in chunk]
+        requests = [
+            GenerationRequest(prompt=p, seed=s, max_new_tokens=cfg.max_new_tokens, stop=stop)
+            for p, s in zip(prompts, seeds)
+        ]
+        results = backend.generate(requests, sampling, on_batch=advance)
+        now = datetime.now(timezone.utc)
+        rows = []
+        for (t, letter, run), prompt, seed, res in zip(chunk, prompts, seeds, results):
+            if res.error:
+                word, status, raw = None, "error", res.error
+            else:
+                parsed = parse_answer(res.text, letter, t.setting, cfg.prompt_style, finished=res.finished)
+                word, status, raw = parsed.word, parsed.status, res.text
+            rows.append(
+                {
+                    **model_columns(audit_id, backend),
+                    "setting": t.setting,
+                    "descriptor": t.descriptor,
+                    "bias_dimension": t.bias_dimension,
+                    "letter": letter,
+                    "run": run,
+                    "seed": seed,
+                    "prompt_style": cfg.prompt_style,
+                    "prompt": prompt.as_text(),
+                    "raw_output": raw,
+                    "word": word,
+                    "parse_status": status,
+                    "generated_at": now,
+                }
+            )
+        return rows
+
+    event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2t", event_cfg, target)
+    planned = [(t, letter, run) for t in targets for letter in cfg.letters for run in range(1, cfg.runs + 1)]
+    key = lambda item: (item[0].setting, item[0].descriptor, item[1], item[2])  # noqa: E731
+    result = run_resumable(planned, key, generate, table=T2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    return T2TRunSummary(
+        audit_id, planned=result.planned, already_landed=result.already_landed, generated=result.generated,
+        parse_status=result.statuses,
+    )
 
 
 def select_targets(
@@ -262,12 +219,57 @@ def select_targets(
     unknown = [s for s in settings if s not in T2T_SETTINGS]
     if unknown:
         raise ValueError(f"unknown setting(s) {unknown}; expected some of {T2T_SETTINGS}")
-    kept = [t for t in targets if t.setting in settings]
+    kept = narrow_descriptors(
+        [t for t in targets if t.setting in settings], descriptors, per_dimension,
+        normalise=lambda d: d.strip().lower(), list_name="the descriptor list",
+    )
+    if not kept:
+        raise ValueError("the descriptor selection is empty: nothing to probe")
+    return kept
+
+
+class _DescriptorTarget(Protocol):
+    setting: str
+    descriptor: str
+    bias_dimension: str
+
+
+TargetT = TypeVar("TargetT", bound=_DescriptorTarget)
+
+
+def narrow_descriptors(
+    targets: Sequence[TargetT],
+    descriptors: Sequence[str],
+    per_dimension: int,
+    *,
+    normalise: Callable[[str], str],
+    list_name: str,
+) -> list[TargetT]:
+    """Keep the requested descriptors of ``targets``, then the first k of each bias dimension.
+
+    The descriptor choice shared by the T2T (:func:`select_targets`) and T2I
+    (:func:`models_inference.t2i.select_t2i_targets`) probes.
+
+    Args:
+        targets: (setting, descriptor) targets, already narrowed to the wanted settings;
+            anything with ``setting``, ``descriptor`` and ``bias_dimension`` attributes.
+        descriptors: descriptor keys to keep, passed through ``normalise`` (empty = all).
+        per_dimension: keep the first k descriptors of each bias dimension (in list order)
+            among those present in every setting of ``targets``; 0 keeps all.
+        list_name: how the error message names the descriptor list.
+
+    Returns:
+        The kept targets, in input order (possibly empty).
+
+    Raises:
+        ValueError: a requested descriptor is not in ``targets``.
+    """
+    kept = list(targets)
     if descriptors:
-        wanted = {d.strip().lower() for d in descriptors}
+        wanted = {normalise(d) for d in descriptors}
         missing = sorted(wanted - {t.descriptor for t in kept})
         if missing:
-            raise ValueError(f"descriptor(s) not in the descriptor list: {missing}")
+            raise ValueError(f"descriptor(s) not in {list_name}: {missing}")
         kept = [t for t in kept if t.descriptor in wanted]
     if per_dimension > 0:
         by_setting: dict[str, set[str]] = {}
@@ -281,6 +283,4 @@ def select_targets(
                 picks.append(t.descriptor)
         keep = {(dim, d) for dim, ds in chosen.items() for d in ds}
         kept = [t for t in kept if (t.bias_dimension, t.descriptor) in keep]
-    if not kept:
-        raise ValueError("the descriptor selection is empty: nothing to probe")
     return kept

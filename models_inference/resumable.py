@@ -1,0 +1,228 @@
+"""The resumable probe loop shared by the T2T, T2I and I2T probes (METHOD.md section 2).
+
+Every probe plans one row per key (T2T: setting x descriptor x letter x run; T2I: setting x
+descriptor x image index; I2T: image x description setting), reads which keys already landed
+for the audit, generates only the missing ones in batches, and lands each batch as one
+immutable Parquet shard (:func:`ingestion.landing.write_shard`: temp file, fsync, rename) in
+the audit's partition of its landing table. ``landing/audits`` receives a ``started`` event
+before the first model call, then ``finished`` or, on any exception (including
+``KeyboardInterrupt``), ``failed`` with the rows landed so far. A crash after N shards
+therefore loses at most the batch being generated, and the next run generates only the keys
+still missing; a run with nothing missing makes no model call and lands no event.
+
+Public API: :class:`ResumableTable` (which landing table, its key and status columns),
+:class:`AuditInfo` (what the audit events carry), :func:`landed_keys`, :func:`model_columns`
+(the leading columns of every probe row) and :func:`run_resumable`, which returns a
+:class:`ResumableSummary`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
+
+from ingestion.landing import SCHEMAS, read_landing, write_shard
+
+#: Version of the probe code, stored on every audit event (``landing/audits.code_version``).
+CODE_VERSION = "0.1.0"
+
+T = TypeVar("T")
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class ResumableTable:
+    """A landing table that a probe fills resumably.
+
+    Attributes:
+        name: the landing table (a key of :data:`ingestion.landing.SCHEMAS`).
+        key_columns: the columns that, within one audit, identify a planned row (in the order
+            of the tuples the ``key`` function of :func:`run_resumable` returns).
+        status_column: the column each generated row is counted by in
+            :attr:`ResumableSummary.statuses` (and filtered on by ``final_statuses``).
+        final_statuses: the statuses that count as landed: a key whose rows all have another
+            status (e.g. ``error``) is generated again by the next run. ``None``: any landed
+            row counts, whatever its status (nothing is retried).
+        unit: what one row is, for the progress bar (``prompt``, ``image``, ...).
+
+    Raises:
+        KeyError: unknown table. ValueError: a key or status column the table does not have.
+    """
+
+    name: str
+    key_columns: tuple[str, ...]
+    status_column: str
+    final_statuses: tuple[str, ...] | None = None
+    unit: str = "row"
+
+    def __post_init__(self):
+        names = SCHEMAS[self.name].names
+        if not self.key_columns:
+            raise ValueError(f"no key column given for landing table {self.name!r}")
+        missing = [c for c in (*self.key_columns, self.status_column) if c not in names]
+        if missing:
+            raise ValueError(f"landing table {self.name!r} has no column(s) {missing}")
+
+
+@dataclass(frozen=True)
+class AuditInfo:
+    """What every ``landing/audits`` event of one probe run carries.
+
+    Attributes:
+        audit_id: the audit; also the landing partition (sub-folder) of every shard of the run.
+        model_id, model_version: the probed model.
+        modality: ``t2t``, ``t2i`` or ``i2t``.
+        config: the run's parameters (JSON-serialisable; other values are stored as ``str``).
+            Stored as sorted-key JSON in ``config_json``; ``config_hash`` is the first 16 hex
+            digits of its sha256.
+        target: the audit registry target (``ingestion/registry.py``); ``None`` if ad hoc.
+    """
+
+    audit_id: str
+    model_id: str
+    model_version: str
+    modality: str
+    config: Mapping = field(default_factory=dict)
+    target: str | None = None
+
+    def event(self, status: str, rows_generated: int) -> dict:
+        """One ``landing/audits`` row: ``status`` is started / finished / failed, stamped now (UTC)."""
+        cfg = json.dumps(self.config, sort_keys=True, default=str)
+        return {
+            "audit_id": self.audit_id,
+            "model_id": self.model_id,
+            "model_version": self.model_version,
+            "modality": self.modality,
+            "config_json": cfg,
+            "config_hash": hashlib.sha256(cfg.encode()).hexdigest()[:16],
+            "code_version": CODE_VERSION,
+            "status": status,
+            "rows_generated": rows_generated,
+            "event_at": datetime.now(timezone.utc),
+            "target": self.target,
+        }
+
+    def land_event(self, status: str, rows_generated: int) -> None:
+        """Land :meth:`event` as its own shard in the audit's partition of ``landing/audits``."""
+        write_shard("audits", [self.event(status, rows_generated)], partition=self.audit_id)
+
+
+@dataclass
+class ResumableSummary:
+    """What :func:`run_resumable` did, in rows.
+
+    Attributes:
+        planned: planned keys (counted with repeats, as given).
+        already_landed: planned keys found landed before the run (not generated again).
+        generated: rows landed by this run.
+        statuses: the rows landed by this run, by their ``status_column`` value.
+    """
+
+    planned: int = 0
+    already_landed: int = 0
+    generated: int = 0
+    statuses: Counter = field(default_factory=Counter)
+
+
+def model_columns(audit_id: str, backend) -> dict:
+    """The columns every probe row starts with: ``audit_id``, ``model_id``, ``model_version``
+    and ``backend`` (the backend's name), from any backend with ``backend_name``, ``model_id``
+    and ``model_version`` attributes (text, image or vision)."""
+    return {
+        "audit_id": audit_id,
+        "model_id": backend.model_id,
+        "model_version": backend.model_version,
+        "backend": backend.backend_name,
+    }
+
+
+def landed_keys(table: ResumableTable, audit_id: str) -> set[tuple]:
+    """The keys (tuples of ``table.key_columns`` values) of ``audit_id`` already landed in ``table``.
+
+    Only rows whose status is in ``table.final_statuses`` count, unless that is ``None``.
+    """
+    where = f"audit_id = {_sql_str(audit_id)}"
+    if table.final_statuses is not None:
+        where += f" and {table.status_column} in ({', '.join(_sql_str(s) for s in table.final_statuses)})"
+    data = read_landing(table.name, columns=list(table.key_columns), where=where)
+    return set(zip(*(data.column(c).to_pylist() for c in table.key_columns)))
+
+
+def run_resumable(
+    planned: Iterable[T],
+    key: Callable[[T], Hashable],
+    generate_batch: Callable[[list[T], Callable[[int], None]], Sequence[Mapping]],
+    *,
+    table: ResumableTable,
+    audit: AuditInfo,
+    shard_rows: int,
+    progress: bool = True,
+) -> ResumableSummary:
+    """Generate and land, in shards, every planned row of ``audit`` that has not landed yet.
+
+    Args:
+        planned: the planned items, in generation order (e.g. ``(target, letter, run)``).
+        key: maps an item to its key, a tuple in the order and types of
+            ``table.key_columns`` (e.g. ``(setting, descriptor, letter, run)``).
+        generate_batch: ``generate_batch(items, advance)`` generates up to ``shard_rows``
+            missing items and returns their rows (dicts with the columns of
+            ``SCHEMAS[table.name]``, normally one per item); it calls ``advance(n)`` as ``n``
+            items are done, which moves the progress bar.
+        table: the landing table and its key / status columns.
+        audit: the audit the rows belong to; its ``audit_id`` is the shard partition.
+        shard_rows: items per batch, hence rows per landed shard (at most this much work is
+            lost on a crash).
+        progress: show a tqdm bar on stderr, labelled ``"<MODALITY> <model_id>"`` and
+            counting ``table.unit``.
+
+    Returns:
+        A :class:`ResumableSummary`. Audit events: none if nothing was missing, else
+        ``started`` (0 rows) then ``finished`` (rows generated).
+
+    Raises:
+        ValueError: ``shard_rows < 1`` (before anything is read or landed).
+        Whatever ``generate_batch`` or the landing raises, re-raised after a ``failed``
+        event carrying the rows landed so far; the shards already landed are kept.
+    """
+    from tqdm.auto import tqdm
+
+    if shard_rows < 1:
+        raise ValueError(f"shard_rows must be >= 1, got {shard_rows}")
+    summary = ResumableSummary()
+    done = landed_keys(table, audit.audit_id)
+    todo: list[T] = []
+    for item in planned:
+        summary.planned += 1
+        if key(item) in done:
+            summary.already_landed += 1
+        else:
+            todo.append(item)
+    if not todo:
+        return summary
+    audit.land_event("started", 0)
+    desc = f"{audit.modality.upper()} {audit.model_id}"
+    bar = tqdm(total=len(todo), desc=desc, unit=table.unit, disable=not progress, file=sys.stderr)
+    try:
+        for start in range(0, len(todo), shard_rows):
+            rows = generate_batch(todo[start : start + shard_rows], bar.update)
+            write_shard(table.name, rows, partition=audit.audit_id)
+            summary.generated += len(rows)
+            summary.statuses.update(row[table.status_column] for row in rows)
+    except BaseException:
+        audit.land_event("failed", summary.generated)
+        raise
+    finally:
+        bar.close()
+    audit.land_event("finished", summary.generated)
+    return summary
+
+
+__all__ = ["CODE_VERSION", "AuditInfo", "ResumableSummary", "ResumableTable", "landed_keys", "model_columns", "run_resumable"]
