@@ -29,7 +29,6 @@ import base64
 import hashlib
 import json
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,6 +44,8 @@ from models_inference.text_backends import (
     OpenAIChatBackend,
     SamplingParams,
     _PerRowSampler,
+    api_error_text,
+    map_concurrently,
 )
 
 #: Default token budget of a description (METHOD.md section 2).
@@ -267,8 +268,10 @@ class OpenAIVisionBackend:
     """Any OpenAI-compatible vision chat endpoint (paper: GPT-4o) via the ``openai`` client.
 
     One user turn per request: the prompt text and the image as a data URL. The key is read
-    from ``api_key_env`` at call time (never stored); retries on 429/5xx/timeouts are the
-    client's (``max_retries``); other failures become ``error`` results (retried next run).
+    from ``api_key_env`` at call time (never stored; error texts are redacted with
+    :func:`models_inference.text_backends.redact`, since some servers quote the key in them);
+    retries on 429/5xx/timeouts are the client's (``max_retries``); other failures become
+    ``error`` results (retried next run).
     """
 
     model_id: str = "gpt-4o"
@@ -295,6 +298,7 @@ class OpenAIVisionBackend:
             self.model_id, base_url=self.base_url, api_key_env=self.api_key_env,
             max_retries=self.max_retries, timeout=self.timeout,
         ).client()
+        key = client.api_key
 
         def one(req: DescriptionRequest) -> GenerationResult:
             try:
@@ -319,18 +323,12 @@ class OpenAIVisionBackend:
                     max_tokens=req.max_new_tokens,
                     seed=int(req.seed) % (2**31),
                 )
-            except openai.OpenAIError as exc:
-                return GenerationResult("", True, f"{type(exc).__name__}: {exc}")
+            except openai.OpenAIError as exc:  # the key-quoting proxy case: never stored
+                return GenerationResult("", True, api_error_text(exc, key))
             choice = resp.choices[0]
             return GenerationResult(choice.message.content or "", choice.finish_reason != "length")
 
-        results = []
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            for res in pool.map(one, requests):
-                results.append(res)
-                if on_batch:
-                    on_batch(1)
-        return results
+        return map_concurrently(one, requests, self.concurrency, on_batch)
 
 
 I2T_BACKENDS = ("transformers", "openai")

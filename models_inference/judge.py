@@ -38,7 +38,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 from ingestion.landing import write_shard
 from models_inference.prompts import LIKERT_LEVELS, RenderedPrompt, render_judge_prompt
 from models_inference.scorers import ASSOCIATION_KEY
-from models_inference.text_backends import DEFAULT_MODEL, ModelNotAvailableError
+from models_inference.text_backends import DEFAULT_MODEL, ModelNotAvailableError, api_error_text, redact
 
 #: Parse statuses of a judge answer (accepted values of ``stg_judge_ratings.parse_status``).
 #: ok: one rating 1-5; empty: no text; no_rating: no number or Likert word; ambiguous:
@@ -362,18 +362,6 @@ class TransformersJudge:
         return out
 
 
-_KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{3,}|[A-Za-z0-9_\-]{32,})\b")
-
-
-def redact(text: str, secrets: Sequence[str] = ()) -> str:
-    """``text`` with every given secret and anything key-shaped (``sk-...``, 32+ character
-    tokens) replaced by ``***``, so an error message can be stored or logged."""
-    for s in secrets:
-        if s:
-            text = text.replace(s, "***")
-    return _KEYLIKE.sub("***", text)
-
-
 @dataclass
 class OpenAIJudge:
     """OpenAI-compatible chat judge (official ``openai`` client), with log-probabilities.
@@ -452,7 +440,7 @@ class OpenAIJudge:
             try:
                 resp = client.chat.completions.create(**kwargs)
             except openai.OpenAIError as exc:
-                return JudgeAnswer(raw_output="", error=redact(f"{type(exc).__name__}: {exc}", [key]))
+                return JudgeAnswer(raw_output="", error=api_error_text(exc, key))
             choice = resp.choices[0]
             return JudgeAnswer(raw_output=choice.message.content or "", distribution=self._distribution(choice))
 

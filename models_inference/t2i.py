@@ -33,7 +33,6 @@ import json
 import os
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,7 +42,7 @@ from ingestion.landing import dora_home
 from models_inference.prompts import T2I_SETTINGS, render_t2i_prompt
 from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
 from models_inference.t2t import narrow_descriptors
-from models_inference.text_backends import ModelNotAvailableError, OpenAIChatBackend
+from models_inference.text_backends import ModelNotAvailableError, OpenAIChatBackend, api_error_text, map_concurrently
 
 #: Image statuses that count as done (a re-run does not regenerate them).
 FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
@@ -521,9 +520,11 @@ class OpenAIImagesBackend:
 
     Image i of a descriptor is drawn in style ``styles[(i - 1) % len(styles)]``, so the
     paper's "vivid and natural" splits each descriptor's images evenly between the two
-    styles (vivid first). The key is read from ``api_key_env`` at call time, never stored.
-    Retries on 429/5xx/timeouts are the client's own (``max_retries``); a 400 (content
-    policy) is ``refused`` and final, other errors are retried on the next run.
+    styles (vivid first). The key is read from ``api_key_env`` at call time, never stored:
+    error texts are redacted (:func:`models_inference.text_backends.redact`), since some
+    servers quote the key in them. Retries on 429/5xx/timeouts are the client's own
+    (``max_retries``); a 400 (content policy) is ``refused`` and final, other errors are
+    retried on the next run.
 
     Attributes:
         size, quality, styles: request fields (paper: 1024x1024, standard, vivid + natural);
@@ -566,6 +567,7 @@ class OpenAIImagesBackend:
             self.model_id, base_url=self.base_url, api_key_env=self.api_key_env,
             max_retries=self.max_retries, timeout=self.timeout,
         ).client()
+        key = client.api_key
 
         def one(req: ImageRequest) -> ImageResult:
             style = self.style_for(req.image_index)
@@ -577,9 +579,9 @@ class OpenAIImagesBackend:
             try:
                 resp = client.images.generate(**kwargs)
             except openai.BadRequestError as exc:  # content policy: the API will not draw it
-                return ImageResult(None, "refused", f"{type(exc).__name__}: {exc}", style=style)
-            except openai.OpenAIError as exc:
-                return ImageResult(None, "error", f"{type(exc).__name__}: {exc}", style=style)
+                return ImageResult(None, "refused", api_error_text(exc, key), style=style)
+            except openai.OpenAIError as exc:  # the key-quoting proxy case: never stored
+                return ImageResult(None, "error", api_error_text(exc, key), style=style)
             item = resp.data[0] if resp.data else None
             if item is None or not item.b64_json:
                 return ImageResult(None, "error", "the response carries no b64_json image", style=style)
@@ -589,13 +591,7 @@ class OpenAIImagesBackend:
                 return ImageResult(None, "error", f"invalid base64 image: {exc}", style=style)
             return ImageResult(data, "ok", None, getattr(item, "revised_prompt", None), style)
 
-        results = []
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            for res in pool.map(one, requests):
-                results.append(res)
-                if on_batch:
-                    on_batch(1)
-        return results
+        return map_concurrently(one, requests, self.concurrency, on_batch)
 
 
 T2I_BACKENDS = ("diffusers", "openai")

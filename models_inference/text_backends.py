@@ -18,10 +18,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Iterable, Protocol, Sequence, TypeVar
 
 from models_inference.prompts import RenderedPrompt
 
@@ -32,6 +33,66 @@ _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 class ModelNotAvailableError(RuntimeError):
     """The requested model cannot be loaded here (not installed, not cached, no network)."""
+
+
+#: Key-shaped tokens: OpenAI-style ``sk-...`` keys (also partly masked ones, ``sk-abc***wxyz``)
+#: and any run of 32+ letters, digits, ``_`` or ``-`` (bearer tokens of other providers).
+_KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{3,}|[A-Za-z0-9_\-]{32,})\b")
+
+
+def redact(text: str, secrets: Sequence[str] = ()) -> str:
+    """``text`` with every given secret and anything key-shaped replaced by ``***``.
+
+    The one redaction of dora's API backends (chat, images, vision, judge): every error text
+    they keep in a row or log goes through it, because some servers and proxies quote the
+    request's key in their error message ("invalid api key sk-..."). Key-shaped means
+    ``sk-`` followed by 3+ key characters, or any token of 32+ ``[A-Za-z0-9_-]`` characters.
+
+    Args:
+        text: the message to clean.
+        secrets: exact strings to mask first (the API key in use); empty ones are skipped.
+
+    Returns:
+        The message with each secret and key-shaped token replaced by ``***``.
+    """
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return _KEYLIKE.sub("***", text)
+
+
+def api_error_text(exc: BaseException, key: str | None) -> str:
+    """``"<ExceptionType>: <message>"`` of a failed API call, redacted (:func:`redact`) of ``key``."""
+    return redact(f"{type(exc).__name__}: {exc}", [key] if key else [])
+
+
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
+
+
+def map_concurrently(
+    call: Callable[[_Item], _Result],
+    items: Iterable[_Item],
+    concurrency: int,
+    on_done: Callable[[int], None] | None = None,
+) -> list[_Result]:
+    """``[call(item) for item in items]`` with up to ``concurrency`` calls in flight (threads).
+
+    The loop of the API backends (one HTTP request per item). Results come back in the
+    order of ``items``; ``on_done(1)`` (e.g. a progress bar's tick) is called once per result,
+    in that order, as soon as it and all earlier ones are in.
+
+    Raises:
+        ValueError: ``concurrency < 1`` (from :class:`~concurrent.futures.ThreadPoolExecutor`).
+        Whatever ``call`` raises (the first such exception, in item order).
+    """
+    results = []
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        for res in pool.map(call, items):
+            results.append(res)
+            if on_done:
+                on_done(1)
+    return results
 
 
 @dataclass(frozen=True)
@@ -411,20 +472,13 @@ class OpenAIChatBackend:
                 )
             except openai.OpenAIError as exc:  # kept as an 'error' row, never dropped
                 # some endpoints quote the key in their error text: it must not reach a row
-                message = f"{type(exc).__name__}: {exc}".replace(key, "***") if key else f"{type(exc).__name__}: {exc}"
-                return GenerationResult(text="", finished=True, error=message)
+                return GenerationResult(text="", finished=True, error=api_error_text(exc, key))
             choice = resp.choices[0]
             return GenerationResult(
                 text=choice.message.content or "", finished=choice.finish_reason != "length"
             )
 
-        results = []
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            for res in pool.map(one, requests):
-                results.append(res)
-                if on_batch:
-                    on_batch(1)
-        return results
+        return map_concurrently(one, requests, self.concurrency, on_batch)
 
 
 def load_text_backend(model: str = DEFAULT_MODEL, *, backend: str = "transformers", **kwargs) -> TextBackend:
