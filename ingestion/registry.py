@@ -10,12 +10,12 @@ again whenever its version changes (one audit = all probes against one model ver
     targets:
       - name: smollm2-135m       # [a-z0-9][a-z0-9._-]*, unique
         modality: t2t            # t2t | t2i | i2t
-        backend: transformers    # t2t: transformers | openai
+        backend: transformers    # t2t: transformers | openai; t2i: diffusers | openai; i2t: transformers | openai
         model: smollm2-135m      # alias, local folder / .gguf, hub id or API model name
         version:
           source: file_hash      # explicit | file_hash | hub_revision | api_model
         probe: {settings: [singular, noun], runs: 4, per_dimension: 2}
-        scorers: [sentiment, toxicity, bias_level]
+        scorers: [sentiment, toxicity, bias_level]   # default []: no scoring of this target's audits
 
 Version sources (:func:`resolve_version`):
 
@@ -50,7 +50,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from models_inference.prompts import T2T_SETTINGS
+from models_inference.prompts import I2T_SETTINGS, I2T_SUBJECTIVE_PROMPTS, T2I_SETTINGS, T2T_SETTINGS
 
 __all__ = [
     "AuditTarget",
@@ -71,6 +71,17 @@ __all__ = [
 MODALITIES = ("t2t", "t2i", "i2t")
 #: Backends of the T2T probe (``models_inference.text_backends.load_text_backend``).
 T2T_BACKENDS = ("transformers", "openai")
+#: Backends of the T2I probe (``models_inference.t2i.load_image_backend``; same tuple as ``t2i.T2I_BACKENDS``).
+T2I_BACKENDS = ("diffusers", "openai")
+#: Backends of the I2T probe (``models_inference.i2t.load_vision_backend``; same tuple as ``i2t.I2T_BACKENDS``).
+I2T_BACKENDS = ("transformers", "openai")
+#: Backends a target of each modality may name.
+BACKENDS = {"t2t": T2T_BACKENDS, "t2i": T2I_BACKENDS, "i2t": I2T_BACKENDS}
+#: Probe settings of each modality, and the default when a target does not list ``probe.settings``:
+#: t2t all 5 T2T settings; t2i both image prompts; i2t the 4 subjective description prompts
+#: (objective descriptions give T2I associations, attributed to the image model, not the describer).
+MODALITY_SETTINGS = {"t2t": tuple(T2T_SETTINGS), "t2i": tuple(T2I_SETTINGS), "i2t": tuple(I2T_SETTINGS)}
+DEFAULT_MODALITY_SETTINGS = {"t2t": tuple(T2T_SETTINGS), "t2i": tuple(T2I_SETTINGS), "i2t": tuple(I2T_SUBJECTIVE_PROMPTS)}
 #: Scorers of the significant associations (METHOD.md section 4).
 SCORERS = ("sentiment", "toxicity", "bias_level")
 #: Default re-audit cadence: weekly, Mondays 03:00.
@@ -150,9 +161,10 @@ class ProbeSettings(_Strict):
     @field_validator("settings")
     @classmethod
     def _known_settings(cls, value: list[str]) -> list[str]:
-        unknown = [s for s in value if s not in T2T_SETTINGS]
+        known = list(dict.fromkeys([*T2T_SETTINGS, *I2T_SETTINGS]))  # per modality: AuditTarget checks
+        unknown = [s for s in value if s not in known]
         if unknown or not value:
-            raise ValueError(f"unknown or no setting(s) {unknown}; expected some of {list(T2T_SETTINGS)}")
+            raise ValueError(f"unknown or no setting(s) {unknown}; expected some of {known}")
         return value
 
     @field_validator("letters")
@@ -177,7 +189,18 @@ class CollapseThresholds(_Strict):
 
 
 class AuditTarget(_Strict):
-    """One model to audit, re-audited whenever its version changes."""
+    """One model to audit, re-audited whenever its version changes.
+
+    ``modality`` picks the probe a partition ``<name>@<version>`` runs with this model:
+    ``t2t`` the T2T probe (backend transformers | openai); ``t2i`` the T2I probe (diffusers |
+    openai; ``probe.runs`` = images per descriptor and setting), then the objective description
+    of its images by the run's describer (VisionConfig); ``i2t`` the describer (transformers |
+    openai) of the run's images (``--image-audit-id`` or this run's T2I probe).
+
+    ``scorers``: which of sentiment / toxicity / bias_level (LLM judge) score the partition's
+    associations. Default ``[]``: none (an explicit choice per target, e.g. to keep API judge
+    costs off); list them to score.
+    """
 
     name: str
     description: str = ""
@@ -190,6 +213,13 @@ class AuditTarget(_Strict):
     probe: ProbeSettings = Field(default_factory=ProbeSettings)
     scorers: list[Literal["sentiment", "toxicity", "bias_level"]] = Field(default_factory=list)
     checks: CollapseThresholds = Field(default_factory=CollapseThresholds)
+
+    def probe_settings(self) -> list[str]:
+        """The probe settings this target runs: ``probe.settings`` if listed, else its modality's
+        default (:data:`DEFAULT_MODALITY_SETTINGS`)."""
+        if "settings" in self.probe.model_fields_set:
+            return list(self.probe.settings)
+        return list(DEFAULT_MODALITY_SETTINGS[self.modality])
 
     @field_validator("name")
     @classmethod
@@ -219,8 +249,9 @@ class AuditTarget(_Strict):
     def _backend_fits_modality(cls, value: str, info: ValidationInfo) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
-        if info.data.get("modality", "t2t") == "t2t" and value not in T2T_BACKENDS:
-            raise ValueError(f"{value!r} is not a T2T backend; expected one of {list(T2T_BACKENDS)}")
+        modality = info.data.get("modality", "t2t")
+        if modality in BACKENDS and value not in BACKENDS[modality]:
+            raise ValueError(f"{value!r} is not a {modality.upper()} backend; expected one of {list(BACKENDS[modality])}")
         return value
 
     @model_validator(mode="after")
@@ -228,8 +259,19 @@ class AuditTarget(_Strict):
         problems = []
         if self.version.source == "api_model" and self.backend != "openai":
             problems.append("version.source: 'api_model' needs backend 'openai'")
-        if self.version.source == "hub_revision" and self.backend != "transformers":
-            problems.append("version.source: 'hub_revision' needs backend 'transformers'")
+        if self.version.source == "hub_revision" and self.backend not in ("transformers", "diffusers"):
+            problems.append("version.source: 'hub_revision' needs a hub backend ('transformers' or 'diffusers')")
+        if "settings" in self.probe.model_fields_set:
+            wrong = [s for s in self.probe.settings if s not in MODALITY_SETTINGS[self.modality]]
+            if wrong:
+                problems.append(
+                    f"probe.settings: {wrong} are not {self.modality.upper()} settings; a {self.modality} target takes "
+                    f"some of {list(MODALITY_SETTINGS[self.modality])} (default: {list(DEFAULT_MODALITY_SETTINGS[self.modality])})"
+                )
+        if "backend" not in self.model_fields_set and self.backend not in BACKENDS[self.modality]:
+            problems.append(f"backend: required for a {self.modality} target, one of {list(BACKENDS[self.modality])}")
+        if self.modality == "t2i" and self.probe.descriptor_source != "biasdora":
+            problems.append("probe.descriptor_source: the T2I probe draws the curated BiasDora descriptors only ('biasdora')")
         if self.base_url and self.backend != "openai":
             problems.append("base_url: only used by backend 'openai'")
         if problems:

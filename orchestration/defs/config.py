@@ -85,3 +85,7 @@ class VisionConfig(dg.Config):
     i2t_top_p: float = 0.95
     i2t_batch_size: int = 4
     progress: bool = True
+    # Partitioned runs: the registry file (default: the T2T op's `registry`, else $DORA_REGISTRY or
+    # registry.yaml). A t2i target's model draws (t2i_* fields from the target) and the describer
+    # above describes objectively; an i2t target's model describes (i2t_* fields from the target).
+    registry: Optional[str] = None

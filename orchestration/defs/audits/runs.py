@@ -1,6 +1,7 @@
 """What a (partitioned) audit run audits: registry target -> probe settings and version.
 
-Plain helpers shared by the T2T asset, the sensor and the schedule. A run with a partition
+Plain helpers shared by the T2T asset, the sensor and the schedule; the vision and scoring
+assets ask :func:`target_of_run` which target their run audits. A run with a partition
 key audits that registry target at that model version; a run without one (``dora audit``)
 is an ad-hoc audit configured entirely by its run config.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
 
@@ -81,21 +83,12 @@ def resolve_audit_run(context: dg.AssetExecutionContext, config: AuditConfig) ->
         ingestion.registry.RegistryError: invalid registry. KeyError: unknown target.
         VersionError: the version cannot be read, or is no longer the target's current one.
     """
-    if not context.has_partition_key:
+    found = target_of_run(context, config.registry, require_current=True)  # the one shared code path
+    if found is None:
         return AuditRun(config)
-    key = context.partition_key
-    name, version = parse_partition_key(key)
-    registry = load_registry(config.registry)
-    target = registry.target(name)
-    current = resolve_version(target)
-    if current != version:
-        raise VersionError(
-            f"partition {key!r} asks for version {version!r} of target {name!r}, but the registry now "
-            f"resolves it to {current!r}: only the current version can be generated (the landed rows of "
-            f"{version!r} stay in the warehouse); materialise partition {name}@{current} instead"
-        )
+    target, version = found.target, found.model_version
     kwargs = {"api_key_env": target.api_key_env} if target.backend == "openai" else {}
-    return AuditRun(config_for_target(config, target), name, version, target.modality, kwargs)
+    return AuditRun(config_for_target(config, target), target.name, version, target.modality, kwargs)
 
 
 def with_model_version(backend, model_version: str):
@@ -153,3 +146,111 @@ def add_target_partition(instance: dg.DagsterInstance, name: str, registry_path:
     if not instance.has_dynamic_partition(audit_partitions.name, key):
         instance.add_dynamic_partitions(audit_partitions.name, [key])
     return key, str(path)
+
+
+# ----------------------------------------------------------------------------- which target a run audits
+# One code path for every asset of a partitioned run (T2T probe, T2I / I2T probes, scorers).
+
+#: Run tag holding a partitioned run's key (Dagster sets it on every partitioned run).
+PARTITION_TAG = "dagster/partition"
+
+
+@dataclass
+class RunTarget:
+    """The registry target a partitioned run audits.
+
+    Attributes:
+        target: the registry entry (modality, backend, model, probe settings, scorers).
+        model_version: the version the partition pins (``<target>@<version>``).
+        partition_key: the run's partition key.
+        registry: the registry file it was read from (absolute path).
+    """
+
+    target: AuditTarget
+    model_version: str
+    partition_key: str
+    registry: str
+
+
+def run_partition_key(context) -> str | None:
+    """The partition key of the run ``context`` executes in, or ``None`` for an ad-hoc run.
+
+    Read from the run's ``dagster/partition`` tag, so the unpartitioned assets of a
+    partitioned ``dora_audit`` run (vision probes, scorers) see it as the T2T probe does;
+    falls back to the context's own key (e.g. ``build_asset_context(partition_key=...)``).
+    """
+    key = context.run.tags.get(PARTITION_TAG) if context.run is not None else None
+    if key:
+        return key
+    return context.partition_key if context.has_partition_key else None
+
+
+def run_registry_path(context, registry: str | None = None) -> str | None:
+    """The registry file of a run: ``registry`` (an asset's own config field) if given, else
+    the T2T op's ``registry`` in the run config (``dora audit --target``, the sensor and the
+    schedule put it there), else ``None``, i.e. :func:`ingestion.registry.default_registry_path`."""
+    if registry:
+        return registry
+    ops = ((context.run.run_config or {}) if context.run is not None else {}).get("ops") or {}
+    return ((ops.get(T2T_OP) or {}).get("config") or {}).get("registry")
+
+
+def check_current_version(target: AuditTarget, version: str) -> None:
+    """Raise unless ``version`` is the target's current version (only that one can be generated).
+
+    Raises:
+        VersionError: the version cannot be read, or the registry now resolves another one
+            (the landed rows of the old version stay in the warehouse).
+    """
+    current = resolve_version(target)
+    if current != version:
+        raise VersionError(
+            f"partition '{target.name}@{version}' asks for version {version!r} of target {target.name!r}, but "
+            f"the registry now resolves it to {current!r}: only the current version can be generated (the "
+            f"landed rows of {version!r} stay in the warehouse); materialise partition {target.name}@{current} instead"
+        )
+
+
+def target_of_run(context, registry: str | None = None, *, require_current: bool = False) -> RunTarget | None:
+    """Which registry target (and version) the run of ``context`` audits; ``None`` when ad hoc.
+
+    Args:
+        context: an asset execution context of any asset of the run.
+        registry: the asset's own ``registry`` config field (see :func:`run_registry_path`).
+        require_current: also check that the partition's version is the target's current one
+            (assets that generate; scorers read landed rows of any version).
+
+    Raises:
+        ValueError: a partition key that is not ``<target>@<version>``.
+        ingestion.registry.RegistryError: invalid registry. KeyError: unknown target.
+        VersionError: ``require_current`` and the version is unreadable or not current.
+    """
+    key = run_partition_key(context)
+    if key is None:
+        return None
+    name, version = parse_partition_key(key)
+    path = run_registry_path(context, registry)
+    target = load_registry(path).target(name)
+    if require_current:
+        check_current_version(target, version)
+    resolved = str(Path(path).expanduser().resolve()) if path else str(default_registry_path())
+    return RunTarget(target, version, key, resolved)
+
+
+def partition_audit_ids(target: str, model_version: str) -> list[str]:
+    """The audits of one partition: ids of the audits whose landed events (``landing/audits``,
+    the source of ``stg_audits`` / ``dim_audits``) carry this registry target and model version.
+
+    Returns:
+        Sorted audit ids (empty when the partition has not landed anything yet).
+    """
+    from ingestion.landing import landing_dir, read_landing
+
+    def quoted(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    landing_dir("audits")  # the glob must exist before the first audit lands
+    table = read_landing(
+        "audits", columns=["audit_id"], where=f"target = {quoted(target)} and model_version = {quoted(model_version)}"
+    )
+    return sorted(set(table.column("audit_id").to_pylist()))

@@ -34,8 +34,8 @@ TRANSLATOR = DoraDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asse
 
 def dbt_inputs_fingerprint(step: str, selection: list[str], landing_tables: list[str]) -> Fingerprint:
     """What a ``dbt build`` reads: the shard listing (paths, sizes, mtimes) of the landing
-    tables its models read, the dbt project's files, the selected assets and the last
-    recorded state of the other dbt step (the score models read the association marts)."""
+    tables its models read, the dbt project's files, the selected assets and, for the score
+    models, the last recorded state of the association models' build (they read its marts)."""
     fp = Fingerprint()
     for table in sorted(landing_tables):
         fp.add_value("landing", table).add_tree(dora_home() / "landing" / table)
@@ -43,9 +43,8 @@ def dbt_inputs_fingerprint(step: str, selection: list[str], landing_tables: list
     for path in [*project_files, DBT_PROJECT_DIR / "dbt_project.yml", DBT_PROJECT_DIR / "profiles.yml"]:
         fp.add_value(f"dbt:{path.relative_to(DBT_PROJECT_DIR).as_posix()}", None).add_file(path)
     fp.add_value("selection", sorted(selection))
-    for other in DBT_STEPS:
-        if other != step:
-            fp.add_value(other, (load_state(other) or {}).get("fingerprint"))
+    if step != DBT_STEPS[0]:  # downstream of the association marts: rebuilt whenever they were
+        fp.add_value(DBT_STEPS[0], (load_state(DBT_STEPS[0]) or {}).get("fingerprint"))
     return fp
 
 

@@ -12,7 +12,17 @@ by selection, so Python scoring can sit between dbt models)::
 Each scorer reads ``fct_associations`` read-only, scores only what has not landed for the
 same scorer version, and lands Parquet; with no significant association it lands nothing
 and still succeeds.
+
+Registry targets: in a partitioned run (``<target>@<version>``: ``dora audit --target``, the
+sensor, the schedule) each scorer scores only if its registry name (sentiment, toxicity,
+bias_level) is in the target's ``scorers`` list, and only the associations of that
+partition's audits (:func:`orchestration.defs.audits.runs.partition_audit_ids`) in the
+target's modality and version. A scorer the target does not list lands nothing and
+materialises with ``skipped: "not in target scorers"``. Ad-hoc runs score every audit.
 """
+
+from dataclasses import dataclass
+from typing import Callable
 
 import dagster as dg
 from dagster_dbt import DbtCliResource, dbt_assets
@@ -26,115 +36,171 @@ from models_inference.scorers import (
     load_toxicity_scorer,
     run_scoring,
 )
-from orchestration.defs.dbt.assets import TRANSLATOR
-from orchestration.defs.dbt.resources import dbt_env, dbt_project
+from orchestration.defs.audits.runs import partition_audit_ids, target_of_run
+from orchestration.defs.dbt.assets import DBT_STEPS, TRANSLATOR, build_unless_unchanged
+from orchestration.defs.dbt.resources import dbt_project
 from orchestration.defs.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
 
 #: dbt tag of the models built after scoring (set in their YAML).
 SCORES_TAG = "scores"
 FCT_ASSOCIATIONS = dg.AssetKey("fct_associations")
+#: Metadata ``skipped`` of a scorer that a partition's registry target does not list.
+NOT_IN_TARGET_SCORERS = "not in target scorers"
 
 
-def _score(context: dg.AssetExecutionContext, config, table: str, load) -> dg.MaterializeResult:
-    landing_dir(table)  # the dbt source glob must exist even when nothing lands
-    assocs = associations_to_score(score_all=config.score_all, audit_id=config.audit_id)
-    meta = {"associations_selected": len(assocs), "significant_only": not config.score_all}
-    if not assocs:
-        context.log.info(f"{table}: no association to score")
-        return dg.MaterializeResult(asset_key=["landing", table], metadata={**meta, "rows_scored": 0})
-    scorer = load(config.scorer, batch_size=config.batch_size)
-    summary = run_scoring(scorer, assocs, cache=ScoreCache(), batch_size=config.batch_size)
-    context.log.info(f"{table}: scored {summary.scored} associations with {scorer.name} ({summary.cache_hits} from cache)")
-    return dg.MaterializeResult(
-        asset_key=["landing", table],
-        metadata={
-            **meta,
+@dataclass(frozen=True)
+class ScorerSpec:
+    """One scoring asset: its landing table, registry scorer name and what it does per run.
+
+    Attributes:
+        table: landing table and op name (``sentiment_scores``, ...).
+        registry_name: its name in a registry target's ``scorers`` list.
+        rows_key: metadata key of the rows it landed (``rows_scored`` / ``rows_judged``).
+        config_class: its run config (Dagster ``Config``).
+        description: the asset description shown in the UI.
+        score: ``(context, config, associations) -> metadata`` of a run with associations.
+    """
+
+    table: str
+    registry_name: str
+    rows_key: str
+    config_class: type
+    description: str
+    score: Callable[[dg.AssetExecutionContext, dg.Config, list[dict]], dict]
+
+
+def associations_in_scope(context: dg.AssetExecutionContext, config, spec: ScorerSpec) -> tuple[list[dict], dict]:
+    """The associations this scorer scores in this run, and the metadata saying which.
+
+    Ad-hoc run: every audit's (or ``config.audit_id``'s). Partitioned run: none unless
+    ``spec.registry_name`` is in the target's ``scorers`` (metadata ``skipped`` says so);
+    otherwise the partition's audits' associations of the target's modality and version.
+
+    Raises:
+        RegistryError / KeyError: invalid registry or unknown target (see ``target_of_run``).
+        analytics.query.WarehouseMissingError: no warehouse yet.
+    """
+    enabled = getattr(config, "enabled", True)
+    meta: dict = {"significant_only": not config.score_all}
+    if hasattr(config, "enabled"):
+        meta["enabled"] = enabled
+    run = target_of_run(context, config.registry)
+    if run is None:
+        assocs = associations_to_score(score_all=config.score_all, audit_id=config.audit_id) if enabled else []
+        return assocs, {**meta, "associations_selected": len(assocs)}
+    target = run.target
+    meta.update(
+        target=target.name,
+        model_version=run.model_version,
+        target_scorers=dg.MetadataValue.json(list(target.scorers)),
+    )
+    if spec.registry_name not in target.scorers:
+        context.log.info(
+            f"{spec.table}: skipped, {spec.registry_name!r} is not in the scorers {list(target.scorers)} of "
+            f"registry target {target.name!r} ({run.registry})"
+        )
+        return [], {**meta, "skipped": NOT_IN_TARGET_SCORERS, "associations_selected": 0}
+    audit_ids = [a for a in partition_audit_ids(target.name, run.model_version) if config.audit_id in (None, a)]
+    assocs = []
+    if enabled:
+        for audit_id in audit_ids:
+            assocs += [
+                a for a in associations_to_score(score_all=config.score_all, audit_id=audit_id)
+                if a["modality"] == target.modality and a["model_version"] == run.model_version
+            ]
+    meta.update(audit_ids=dg.MetadataValue.json(audit_ids), associations_selected=len(assocs))
+    return assocs, meta
+
+
+def scoring_asset(spec: ScorerSpec) -> dg.AssetsDefinition:
+    """The scoring asset of ``spec``: key ``landing/<table>``, group ``scoring``, after
+    ``fct_associations``, op ``<table>`` (its run config: ``ops.<table>.config``), pool
+    ``model_inference``. It lands nothing (and succeeds) when nothing is in scope."""
+
+    @dg.multi_asset(
+        name=spec.table,
+        specs=[
+            dg.AssetSpec(["landing", spec.table], deps=[FCT_ASSOCIATIONS], group_name="scoring", description=spec.description)
+        ],
+        pool="model_inference",
+    )
+    def _scoring(context: dg.AssetExecutionContext, config: spec.config_class):  # type: ignore[valid-type]
+        landing_dir(spec.table)  # the dbt source glob must exist even when nothing lands
+        assocs, meta = associations_in_scope(context, config, spec)
+        if not assocs:
+            context.log.info(f"{spec.table}: no association to score")
+            yield dg.MaterializeResult(asset_key=["landing", spec.table], metadata={**meta, spec.rows_key: 0})
+            return
+        yield dg.MaterializeResult(asset_key=["landing", spec.table], metadata={**meta, **spec.score(context, config, assocs)})
+
+    return _scoring
+
+
+def _text_scorer(table: str, load) -> Callable:
+    """``score`` of a sentence scorer (sentiment / toxicity): load it, score, land, report."""
+
+    def score(context: dg.AssetExecutionContext, config, assocs: list[dict]) -> dict:
+        scorer = load(config.scorer, batch_size=config.batch_size)
+        summary = run_scoring(scorer, assocs, cache=ScoreCache(), batch_size=config.batch_size)
+        context.log.info(f"{table}: scored {summary.scored} associations with {scorer.name} ({summary.cache_hits} from cache)")
+        return {
             "scorer": scorer.name,
             "scorer_version": scorer.version,
             "rows_scored": summary.scored,
             "rows_already_landed": summary.already_landed,
             "cache_hits": summary.cache_hits,
             "by_label": dg.MetadataValue.json(dict(summary.by_label)),
-        },
-    )
+        }
+
+    return score
 
 
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            ["landing", "sentiment_scores"],
-            deps=[FCT_ASSOCIATIONS],
-            group_name="scoring",
-            description="Sentiment (label negative/neutral/positive, signed score) of each significant "
-            "association's sentence (METHOD.md section 4); offline default VADER, or a transformers "
-            "model by id (paper: SST-2 DistilBERT). Append-only Parquet, one row per association and scorer version.",
-        )
-    ],
-    pool="model_inference",
-)
-def sentiment_scores(context: dg.AssetExecutionContext, config: SentimentConfig):
-    yield _score(context, config, "sentiment_scores", load_sentiment_scorer)
-
-
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            ["landing", "toxicity_scores"],
-            deps=[FCT_ASSOCIATIONS],
-            group_name="scoring",
-            description="Toxicity (probability, label at 0.5) of each significant association's sentence "
-            "(METHOD.md section 4); offline default the Jigsaw-trained BiLSTM of toxic-comment-classifier, "
-            "or a transformers model by id (paper: s-nlp/roberta-toxicity_classifier).",
-        )
-    ],
-    pool="model_inference",
-)
-def toxicity_scores(context: dg.AssetExecutionContext, config: ToxicityConfig):
-    yield _score(context, config, "toxicity_scores", load_toxicity_scorer)
-
-
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            ["landing", "judge_ratings"],
-            deps=[FCT_ASSOCIATIONS],
-            group_name="scoring",
-            description="LLM-judge bias levels (5-point Likert, the paper's prompts; METHOD.md section 4) of "
-            "each significant association: k repeats, each kept with raw answer and parse status, and the "
-            "probability of each rating where the backend gives log-probabilities. Default judge: the "
-            "embedded SmolLM2-135M-Instruct; any OpenAI-compatible endpoint (paper: GPT-4o).",
-        )
-    ],
-    pool="model_inference",
-)
-def judge_ratings(context: dg.AssetExecutionContext, config: JudgeConfig):
-    landing_dir("judge_ratings")
-    assocs = associations_to_score(score_all=config.score_all, audit_id=config.audit_id) if config.enabled else []
-    meta = {"associations_selected": len(assocs), "significant_only": not config.score_all, "enabled": config.enabled}
-    if not assocs:
-        yield dg.MaterializeResult(asset_key=["landing", "judge_ratings"], metadata={**meta, "rows_judged": 0})
-        return
+def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[dict]) -> dict:
     extra = {"batch_size": config.batch_size} if config.backend == "transformers" else {}
     judge = load_judge(config.backend, config.model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
     sampling = JudgeSampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress)
     context.log.info(f"judge {judge.model_id}: {summary.judged} ratings, parse rate {summary.parse_rate:.1%}")
-    yield dg.MaterializeResult(
-        asset_key=["landing", "judge_ratings"],
-        metadata={
-            **meta,
-            "judge_backend": judge.backend_name,
-            "judge_model": judge.model_id,
-            "judge_model_version": judge.model_version,
-            "answer_mode": getattr(judge, "answer_mode", "free"),
-            "repeats": config.repeats,
-            "rows_judged": summary.judged,
-            "rows_already_landed": summary.already_landed,
-            "parse_rate": dg.MetadataValue.float(round(summary.parse_rate, 4)),
-            "parse_status": dg.MetadataValue.json(dict(summary.parse_status)),
-            "ratings": dg.MetadataValue.json({str(k): v for k, v in sorted(summary.ratings.items())}),
-        },
-    )
+    return {
+        "judge_backend": judge.backend_name,
+        "judge_model": judge.model_id,
+        "judge_model_version": judge.model_version,
+        "answer_mode": getattr(judge, "answer_mode", "free"),
+        "repeats": config.repeats,
+        "rows_judged": summary.judged,
+        "rows_already_landed": summary.already_landed,
+        "parse_rate": dg.MetadataValue.float(round(summary.parse_rate, 4)),
+        "parse_status": dg.MetadataValue.json(dict(summary.parse_status)),
+        "ratings": dg.MetadataValue.json({str(k): v for k, v in sorted(summary.ratings.items())}),
+    }
+
+
+SENTIMENT = ScorerSpec(
+    "sentiment_scores", "sentiment", "rows_scored", SentimentConfig,
+    "Sentiment (label negative/neutral/positive, signed score) of each significant "
+    "association's sentence (METHOD.md section 4); offline default VADER, or a transformers "
+    "model by id (paper: SST-2 DistilBERT). Append-only Parquet, one row per association and scorer version.",
+    _text_scorer("sentiment_scores", load_sentiment_scorer),
+)
+TOXICITY = ScorerSpec(
+    "toxicity_scores", "toxicity", "rows_scored", ToxicityConfig,
+    "Toxicity (probability, label at 0.5) of each significant association's sentence "
+    "(METHOD.md section 4); offline default the Jigsaw-trained BiLSTM of toxic-comment-classifier, "
+    "or a transformers model by id (paper: s-nlp/roberta-toxicity_classifier).",
+    _text_scorer("toxicity_scores", load_toxicity_scorer),
+)
+JUDGE = ScorerSpec(
+    "judge_ratings", "bias_level", "rows_judged", JudgeConfig,
+    "LLM-judge bias levels (5-point Likert, the paper's prompts; METHOD.md section 4) of "
+    "each significant association: k repeats, each kept with raw answer and parse status, and the "
+    "probability of each rating where the backend gives log-probabilities. Default judge: the "
+    "embedded SmolLM2-135M-Instruct; any OpenAI-compatible endpoint (paper: GPT-4o).",
+    _judge,
+)
+
+sentiment_scores = scoring_asset(SENTIMENT)
+toxicity_scores = scoring_asset(TOXICITY)
+judge_ratings = scoring_asset(JUDGE)
 
 
 @dbt_assets(
@@ -147,9 +213,9 @@ def judge_ratings(context: dg.AssetExecutionContext, config: JudgeConfig):
 )
 def dora_score_models(context: dg.AssetExecutionContext, dbt: DbtCliResource):
     """``dbt build`` of the score models (tag ``scores``): staging of the three score tables,
-    ``fct_association_scores`` and ``agg_bias_by_dimension``, with their tests as asset checks."""
-    dbt_env()
-    yield from dbt.cli(["build"], context=context).stream()
+    ``fct_association_scores`` and ``agg_bias_by_dimension``, with their tests as asset checks.
+    Skipped when nothing new landed (:func:`orchestration.defs.dbt.assets.build_unless_unchanged`)."""
+    yield from build_unless_unchanged(context, dbt, DBT_STEPS[1])
 
 
 scoring_assets = [sentiment_scores, toxicity_scores, judge_ratings, dora_score_models]

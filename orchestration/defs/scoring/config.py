@@ -1,4 +1,10 @@
-"""Run configuration of the scoring assets (Dagster ``Config``); ``dora audit`` flags fill them."""
+"""Run configuration of the scoring assets (Dagster ``Config``); ``dora audit`` flags fill them.
+
+In a partitioned run (registry target ``<target>@<version>``), each scorer reads the target's
+``scorers`` list from the registry (``registry`` below, else the T2T op's ``registry``, else
+``$DORA_REGISTRY`` / ``registry.yaml``): it scores only when listed, and only that partition's
+audits; ``audit_id`` then narrows further.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +22,16 @@ class SentimentConfig(dg.Config):
         scorer: ``vader`` (offline default) or a transformers sentiment model id / folder
             (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english).
         score_all: score every association, not only the significant ones.
-        audit_id: only this audit's associations (default: every audit's).
+        audit_id: only this audit's associations (default: every audit's; in a partitioned
+            run, every audit of the partition).
+        registry: registry file of partitioned runs (see the module docstring).
     """
 
     scorer: str = DEFAULT_SENTIMENT_SCORER
     score_all: bool = False
     audit_id: Optional[str] = None
     batch_size: int = 64
+    registry: Optional[str] = None
 
 
 class ToxicityConfig(dg.Config):
@@ -31,12 +40,14 @@ class ToxicityConfig(dg.Config):
     Attributes:
         scorer: ``toxic-comment-classifier`` (offline default, Jigsaw BiLSTM) or a transformers
             toxicity model id / folder (paper: s-nlp/roberta-toxicity_classifier).
+        score_all / audit_id / registry: as :class:`SentimentConfig`.
     """
 
     scorer: str = DEFAULT_TOXICITY_SCORER
     score_all: bool = False
     audit_id: Optional[str] = None
     batch_size: int = 64
+    registry: Optional[str] = None
 
 
 class JudgeConfig(dg.Config):
@@ -51,6 +62,8 @@ class JudgeConfig(dg.Config):
         answer_mode: ``free`` (paper) or ``constrained`` (local only); default per backend.
         temperature / max_new_tokens: paper: 0.7 / 10.
         enabled: turn the judge off (its asset then lands nothing).
+        score_all / audit_id / registry: as :class:`SentimentConfig` (registry scorer name
+            ``bias_level``).
     """
 
     backend: str = "transformers"
@@ -65,3 +78,4 @@ class JudgeConfig(dg.Config):
     batch_size: int = 16
     enabled: bool = True
     progress: bool = True
+    registry: Optional[str] = None

@@ -5,19 +5,40 @@ Thin wrappers over :mod:`models_inference.t2i`, :mod:`models_inference.i2t` and
 ``landing/i2t_descriptions`` and ``landing/description_words``, so the lineage continues
 into ``stg_*`` -> ``int_document_words`` -> ``fct_associations``.
 
-Honest defaults: no diffusion or captioning weights ship offline, so each probe runs only
-when :class:`~orchestration.defs.config.VisionConfig` names a reachable model (a local
-folder, a hub id in the Hugging Face cache, or an API model with its key set). Otherwise the
-asset still materialises, lands nothing, logs a warning saying how to enable it, and records
-``status = skipped`` with the reason in its metadata.
+Honest defaults: no diffusion or captioning weights ship offline, so in an ad-hoc run each
+probe runs only when :class:`~orchestration.defs.config.VisionConfig` names a reachable model
+(a local folder, a hub id in the Hugging Face cache, or an API model with its key set).
+Otherwise the asset still materialises, lands nothing, logs a warning saying how to enable
+it, and records ``status = skipped`` with the reason in its metadata.
+
+Registry targets (a partitioned run ``<target>@<version>``, read through
+:func:`orchestration.defs.audits.runs.target_of_run`, the one code path of every asset):
+
+* ``t2i`` target: the T2I probe draws with the target's backend / model (its version pinned
+  to the partition's; images per descriptor = ``probe.runs``), then the run's describer
+  (``VisionConfig.i2t_*``) describes those images with the objective prompts only (T2I
+  associations, attributed to the image model);
+* ``i2t`` target: the target's backend / model (version pinned) describes the images of
+  ``image_audit_id`` or of this run's T2I probe (ad-hoc ``t2i_*`` config) with the subjective
+  prompts (``probe.settings`` to choose);
+* ``t2t`` target: both vision assets skip, saying so.
+
+The description audit holding a target's associations gets one more ``landing/audits``
+event carrying the target (and the model / version / modality its associations are
+attributed to), so ``stg_audits`` / ``dim_audits`` and the partition's scorers find it.
+Unreachable models of a registry target fail the step (an audit was asked for) rather
+than skip.
 """
 
+from datetime import datetime, timezone
 
 import dagster as dg
 
 from ingestion.description_words import land_description_words
-from ingestion.landing import landing_dir
+from ingestion.landing import landing_dir, read_landing, write_shard
+from ingestion.registry import AuditTarget
 from models_inference.i2t import I2TProbeConfig, load_vision_backend, run_i2t_probe
+from models_inference.prompts import DEFAULT_I2T_SETTINGS, description_kind
 from models_inference.t2i import (
     T2IProbeConfig,
     curated_t2i_targets,
@@ -27,12 +48,16 @@ from models_inference.t2i import (
     select_t2i_targets,
 )
 from models_inference.text_backends import ModelNotAvailableError
+from orchestration.defs.audits.runs import RunTarget, check_current_version, target_of_run, with_model_version
 from orchestration.defs.config import VisionConfig
 from orchestration.defs.ingestion.assets import descriptors
 
 T2I_KEY = dg.AssetKey(["landing", "t2i_images"])
 I2T_KEY = dg.AssetKey(["landing", "i2t_descriptions"])
 WORDS_KEY = dg.AssetKey(["landing", "description_words"])
+#: Objective description prompts a t2i target's images get when the run config lists none
+#: (the one the paper kept, BiasDora Section 2.2).
+DEFAULT_OBJECTIVE_SETTINGS = tuple(s for s in DEFAULT_I2T_SETTINGS if description_kind(s) == "objective")
 
 ENABLE_T2I = (
     "to run the T2I probe, name a text-to-image model: `dora audit --t2i-model <diffusers folder or cached "
@@ -44,11 +69,73 @@ ENABLE_I2T = (
     "hub id>` (paper: LLaVA) or `--i2t-backend openai --i2t-model gpt-4o` with OPENAI_API_KEY set; it "
     "describes the images of this run's T2I probe, or of `--image-audit-id <id>`"
 )
+ENABLE_TARGET = (
+    "a t2t registry target's partition runs the T2T probe only; register a target with modality t2i "
+    "(its model draws) or i2t (its model describes) to audit a vision model"
+)
 
 
-def _skipped(context: dg.AssetExecutionContext, probe: str, reason: str, how: str) -> dg.MaterializeResult:
+def _skipped(context: dg.AssetExecutionContext, probe: str, reason: str, how: str, target: str | None = None) -> dg.MaterializeResult:
     context.log.warning(f"dora: {probe} skipped: {reason}; {how}")
-    return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason, "how_to_enable": how, "rows_generated": 0})
+    extra = {"target": target} if target else {}
+    return dg.MaterializeResult(
+        metadata={"status": "skipped", "reason": reason, "how_to_enable": how, "rows_generated": 0, **extra}
+    )
+
+
+def _other_modality(context: dg.AssetExecutionContext, probe: str, run: RunTarget) -> dg.MaterializeResult:
+    reason = f"partition {run.partition_key} audits {run.target.modality} target {run.target.name!r}"
+    return _skipped(context, probe, reason, ENABLE_TARGET, run.target.name)
+
+
+def vision_config_for_target(config: VisionConfig, target: AuditTarget) -> VisionConfig:
+    """``config`` with the model of a t2i or i2t registry target in its ``t2i_*`` / ``i2t_*`` fields.
+
+    Both: backend, model, endpoint, probe settings (:meth:`AuditTarget.probe_settings`: default
+    both T2I settings / the 4 subjective description prompts), ``probe.batch_size`` when
+    listed. t2i also: descriptors, descriptors per dimension, and ``probe.runs`` images per
+    descriptor and setting (the VAE, steps and API image options stay the run config's).
+    i2t also: temperature and top_p (which images: the run config's).
+
+    Raises:
+        ValueError: a t2t target (it has no vision model).
+    """
+    if target.modality not in ("t2i", "i2t"):
+        raise ValueError(f"target {target.name!r} is {target.modality}: no vision model to configure")
+    p, m = target.probe, target.modality
+    update = {f"{m}_backend": target.backend, f"{m}_model": target.model, f"{m}_base_url": target.base_url,
+              f"{m}_settings": target.probe_settings()}
+    if "batch_size" in p.model_fields_set:
+        update[f"{m}_batch_size"] = p.batch_size
+    if m == "t2i":
+        update.update(descriptors=list(p.descriptors), per_dimension=p.per_dimension, images_per_descriptor=p.runs)
+    else:
+        update.update(i2t_temperature=p.temperature, i2t_top_p=p.top_p)
+    return config.model_copy(update=update)
+
+
+def tag_target_audit(audit_id: str, run: RunTarget, model_id: str, modality: str) -> bool:
+    """Land one ``landing/audits`` event attributing ``audit_id`` to the run's registry target.
+
+    The event copies the audit's latest event (status, config, rows) with ``target``, and the
+    model id, partition version and modality its associations carry (``int_document_words``:
+    objective descriptions -> the image model, ``t2i``; subjective -> the describer, ``i2t``).
+    ``dim_audits`` takes the latest event's fields, so the audit joins its target's history.
+
+    Returns:
+        True if an event landed; False when the latest event already says so, or the audit
+        has no event (nothing was generated).
+    """
+    quoted = "'" + audit_id.replace("'", "''") + "'"
+    events = read_landing("audits", where=f"audit_id = {quoted}").to_pylist()
+    if not events:
+        return False
+    latest = max(events, key=lambda e: e["event_at"])
+    tag = {"target": run.target.name, "model_id": model_id, "model_version": run.model_version, "modality": modality}
+    if all(latest[k] == v for k, v in tag.items()):
+        return False
+    write_shard("audits", [{**latest, **tag, "event_at": datetime.now(timezone.utc)}], partition=audit_id)
+    return True
 
 
 # multi_asset with one spec each: the op names are plain ("t2i_images"), so run config reads
@@ -63,15 +150,27 @@ def _skipped(context: dg.AssetExecutionContext, probe: str, reason: str, how: st
             description="T2I images (BiasDora Section 2.2): 'Generate an image of a/an <descriptor>' (singular) "
             "and '... of <descriptors>' (plural), K images each, PNG stored content-addressed under "
             "$DORA_HOME/images; one metadata row per (audit, model, version, setting, descriptor, image "
-            "index). Skipped unless a reachable T2I model is configured.",
+            "index). Skipped unless a reachable T2I model is configured, or the run's partition is a t2i "
+            "registry target (its model draws, version pinned to the partition's).",
         )
     ],
     pool="model_inference",
 )
 def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.MaterializeResult:
     landing_dir("t2i_images")
-    ok, reason = model_reachable(config.t2i_model, config.t2i_backend)
+    run = target_of_run(context, config.registry)
+    if run is not None and run.target.modality == "t2t":
+        return _other_modality(context, "T2I probe", run)
+    audited = run is not None and run.target.modality == "t2i"  # else ad hoc (also for an i2t target's images)
+    api_key_env = "OPENAI_API_KEY"
+    if audited:
+        check_current_version(run.target, run.model_version)
+        config = vision_config_for_target(config, run.target)
+        api_key_env = run.target.api_key_env
+    ok, reason = model_reachable(config.t2i_model, config.t2i_backend, api_key_env=api_key_env)
     if not ok:
+        if audited:
+            raise ModelNotAvailableError(f"registry target {run.target.name!r} ({run.partition_key}): {reason}")
         return _skipped(context, "T2I probe", reason, ENABLE_T2I)
     targets = select_t2i_targets(
         curated_t2i_targets(config.t2i_settings),
@@ -81,14 +180,18 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
     )
     if config.t2i_backend == "openai":
         kwargs = {"base_url": config.t2i_base_url, "size": config.t2i_size, "quality": config.t2i_quality,
-                  "styles": tuple(config.t2i_styles)}
+                  "styles": tuple(config.t2i_styles), "api_key_env": api_key_env}
     else:
         kwargs = {"vae": config.t2i_vae, "steps": config.t2i_steps, "guidance_scale": config.t2i_guidance_scale,
                   "height": config.t2i_height, "width": config.t2i_width, "batch_size": config.t2i_batch_size}
     try:
         backend = load_image_backend(config.t2i_model, backend=config.t2i_backend, **kwargs)
     except ModelNotAvailableError as exc:
+        if audited:
+            raise
         return _skipped(context, "T2I probe", str(exc), ENABLE_T2I)
+    if audited:
+        backend = with_model_version(backend, run.model_version)
     summary = run_t2i_probe(
         targets, backend, T2IProbeConfig(images_per_descriptor=config.images_per_descriptor), progress=config.progress
     )
@@ -97,6 +200,7 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
         metadata={
             "status": "finished",
             "audit_id": summary.audit_id,
+            "target": run.target.name if audited else "(ad hoc)",
             "model_id": backend.model_id,
             "model_version": backend.model_version,
             "descriptors": len({t.descriptor for t in targets}),
@@ -108,14 +212,19 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
     )
 
 
-def _this_run_image_audit(context: dg.AssetExecutionContext):
-    """The image audit the T2I asset materialised in this run, if it ran (not skipped)."""
+def _this_run_images(context: dg.AssetExecutionContext) -> dict | None:
+    """Metadata (audit_id, model_id, ...) of the T2I materialisation of this run, if it drew (not skipped)."""
     event = context.instance.get_latest_materialization_event(T2I_KEY)
     if event is None or event.run_id != context.run_id or event.asset_materialization is None:
         return None
-    md = event.asset_materialization.metadata
-    value = md.get("audit_id")
-    return value.value if value is not None else None
+    md = {k: v.value for k, v in event.asset_materialization.metadata.items()}
+    return md if md.get("audit_id") else None
+
+
+def _this_run_image_audit(context: dg.AssetExecutionContext):
+    """The image audit the T2I asset materialised in this run, if it ran (not skipped)."""
+    md = _this_run_images(context)
+    return md["audit_id"] if md else None
 
 
 @dg.multi_asset(
@@ -127,40 +236,80 @@ def _this_run_image_audit(context: dg.AssetExecutionContext):
             group_name="probes",
             description="Image descriptions (BiasDora Sections 2.2-2.3): each image described with the "
             "objective prompt (-> T2I associations) and the 4 subjective prompts (-> I2T associations), "
-            "temperature 0.7, top_p 0.95, at most 200 tokens. Skipped unless a reachable I2T model is configured.",
+            "temperature 0.7, top_p 0.95, at most 200 tokens. Skipped unless a reachable I2T model is configured. "
+            "A t2i registry target's images get the objective prompts; an i2t target's model describes "
+            "(subjective prompts, version pinned to the partition's).",
         )
     ],
     pool="model_inference",
 )
 def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.MaterializeResult:
     landing_dir("i2t_descriptions")
-    image_audit = config.image_audit_id or _this_run_image_audit(context)
-    ok, reason = model_reachable(config.i2t_model, config.i2t_backend)
+    run = target_of_run(context, config.registry)
+    modality = run.target.modality if run is not None else None
+    if modality == "t2t":
+        return _other_modality(context, "I2T probe", run)
+    api_key_env = "OPENAI_API_KEY"
+    how = ENABLE_I2T
+    if modality == "t2i":  # the target's images of this run, described objectively by the run's describer
+        images = _this_run_images(context)
+        image_audit = images["audit_id"] if images else None
+        objective = [s for s in config.i2t_settings if description_kind(s) == "objective"]
+        config = config.model_copy(update={"i2t_settings": objective or list(DEFAULT_OBJECTIVE_SETTINGS)})
+        how = (f"the T2I associations of t2i target {run.target.name!r} need objective descriptions of its images: "
+               + ENABLE_I2T)
+    elif modality == "i2t":
+        check_current_version(run.target, run.model_version)
+        config = vision_config_for_target(config, run.target)
+        api_key_env = run.target.api_key_env
+        image_audit = config.image_audit_id or _this_run_image_audit(context)
+    else:
+        image_audit = config.image_audit_id or _this_run_image_audit(context)
+    ok, reason = model_reachable(config.i2t_model, config.i2t_backend, api_key_env=api_key_env)
     if not ok:
-        return _skipped(context, "I2T probe", reason, ENABLE_I2T)
+        if modality == "i2t":
+            raise ModelNotAvailableError(f"registry target {run.target.name!r} ({run.partition_key}): {reason}")
+        return _skipped(context, "I2T probe", reason, how, run.target.name if run else None)
     if not image_audit:
-        return _skipped(context, "I2T probe", "no images to describe (the T2I probe did not run)", ENABLE_T2I)
+        if modality == "i2t":
+            return _skipped(
+                context, "I2T probe", f"no images for i2t target {run.target.name!r} to describe",
+                "name them with `dora audit --target <i2t target> --image-audit-id <T2I audit id>`, or draw them "
+                "in the same run with `--t2i-model`", run.target.name,
+            )
+        return _skipped(context, "I2T probe", "no images to describe (the T2I probe did not run)", ENABLE_T2I,
+                        run.target.name if run else None)
     if config.i2t_backend == "openai":
-        kwargs = {"base_url": config.i2t_base_url}
+        kwargs = {"base_url": config.i2t_base_url, "api_key_env": api_key_env}
     else:
         kwargs = {"batch_size": config.i2t_batch_size}
     try:
         backend = load_vision_backend(config.i2t_model, backend=config.i2t_backend, **kwargs)
     except ModelNotAvailableError as exc:
-        return _skipped(context, "I2T probe", str(exc), ENABLE_I2T)
+        if modality == "i2t":
+            raise
+        return _skipped(context, "I2T probe", str(exc), how, run.target.name if run else None)
+    if modality == "i2t":
+        backend = with_model_version(backend, run.model_version)
     probe = I2TProbeConfig(
         settings=tuple(config.i2t_settings), max_new_tokens=config.i2t_max_new_tokens,
         temperature=config.i2t_temperature, top_p=config.i2t_top_p,
     )
     summary = run_i2t_probe(image_audit, backend, probe, progress=config.progress)
     context.log.info(f"dora: I2T audit {summary.audit_id}: generated {summary.generated} of {summary.planned} descriptions")
+    if modality == "t2i":
+        tag_target_audit(summary.audit_id, run, images["model_id"], "t2i")
+    elif modality == "i2t":
+        tag_target_audit(summary.audit_id, run, backend.model_id, "i2t")
     return dg.MaterializeResult(
         metadata={
             "status": "finished",
             "audit_id": summary.audit_id,
             "image_audit_id": image_audit,
+            "target": run.target.name if run is not None else "(ad hoc)",
             "model_id": backend.model_id,
             "model_version": backend.model_version,
+            "settings": dg.MetadataValue.json(list(config.i2t_settings)),
             "images": summary.images,
             "rows_planned": summary.planned,
             "rows_already_landed": summary.already_landed,
