@@ -424,7 +424,7 @@ def test_build_with_empty_landing(tmp_path, monkeypatch):
                   " where table_name = 'fct_associations' order by ordinal_position")]
     assert cols == ["audit_id", "model_id", "model_version", "modality", "setting", "descriptor",
                     "bias_dimension", "word", "tf", "df", "idf", "tfidf", "pmi", "paper_p_value",
-                    "fisher_p", "fisher_q", "is_significant"]
+                    "fisher_p", "fisher_q", "is_significant", "inputs_landed_at"]
 
 
 def test_duplicate_association_key_fails_the_build(tmp_path, monkeypatch):

@@ -11,8 +11,9 @@ audit_events as (
     select * from {{ ref('stg_audits') }}
 ),
 
-completions as (
-    select * from {{ ref('stg_t2t_completions') }}
+completion_counts as (
+    -- incremental per audit: counts stay when an audit's completion shards are archived
+    select audit_id, completions, parse_rate from {{ ref('agg_completions_by_audit') }}
 ),
 
 associations as (
@@ -37,15 +38,6 @@ lifecycle as (
         arg_max(status, event_at) as status,
         arg_max(rows_generated, event_at) filter (where rows_generated is not null) as rows_generated
     from audit_events
-    group by audit_id
-),
-
-completion_counts as (
-    select
-        audit_id,
-        count(*) as completions,
-        avg(case when parse_status = 'ok' then 1.0 else 0.0 end) as parse_rate
-    from completions
     group by audit_id
 ),
 

@@ -21,7 +21,9 @@ audits as (
 ),
 
 associations as (
-    select * from {{ ref('fct_associations') }}
+    -- the columns compared (fct_associations holds every audit's rows, also archived ones)
+    select audit_id, modality, setting, descriptor, word, bias_dimension, tf, tfidf, fisher_q, is_significant
+    from {{ ref('fct_associations') }}
 ),
 
 scores as (
@@ -45,35 +47,15 @@ audit_pairs as (
 ),
 
 before as (
-    select
-        audit_pairs.from_audit_id,
-        audit_pairs.to_audit_id,
-        associations.modality,
-        associations.setting,
-        associations.descriptor,
-        associations.word,
-        associations.bias_dimension,
-        associations.tf,
-        associations.tfidf,
-        associations.fisher_q,
-        associations.is_significant
+    -- the associations of each pair's earlier audit
+    select audit_pairs.from_audit_id, audit_pairs.to_audit_id, associations.* exclude (audit_id)
     from audit_pairs
     inner join associations on associations.audit_id = audit_pairs.from_audit_id
 ),
 
 after as (
-    select
-        audit_pairs.from_audit_id,
-        audit_pairs.to_audit_id,
-        associations.modality,
-        associations.setting,
-        associations.descriptor,
-        associations.word,
-        associations.bias_dimension,
-        associations.tf,
-        associations.tfidf,
-        associations.fisher_q,
-        associations.is_significant
+    -- the associations of each pair's later audit
+    select audit_pairs.from_audit_id, audit_pairs.to_audit_id, associations.* exclude (audit_id)
     from audit_pairs
     inner join associations on associations.audit_id = audit_pairs.to_audit_id
 ),

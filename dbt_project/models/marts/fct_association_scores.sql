@@ -3,32 +3,69 @@
     that is significant or has been scored, with its sentiment, toxicity and LLM-judge bias
     level (METHOD.md section 4). When several scorers / judges scored an association, the
     most recently landed one is reported (its name is in the *_scorer / judge_model column).
+
+    Incremental per audit (macros/incremental_audits.sql): a build recomputes, whole, only the
+    audits whose associations were rebuilt (`inputs_landed_at` moved) or that have new score
+    rows (`scores_landed_at`), and keeps the others' rows. `dbt build --full-refresh` rebuilds all.
 -#}
+
+{%- set watermark_columns = ['inputs_landed_at', 'scores_landed_at'] %}
+{%- set rebuild_by_audit = is_incremental() and has_columns(this, model.columns.keys() | list) %}
+{%- set only_audits_to_rebuild = 'where audit_id in (select audit_id from audits_to_rebuild)' if rebuild_by_audit else '' %}
+
+{{ config(
+    materialized='incremental',
+    incremental_strategy='delete+insert',
+    unique_key='audit_id',
+    on_schema_change='append_new_columns',
+    post_hook="{{ delete_outdated_audit_rows(association_score_watermarks(), ['inputs_landed_at', 'scores_landed_at']) }}",
+) }}
 
 with
 
+watermarks as (
+    {{ association_score_watermarks() }}
+),
+{%- if rebuild_by_audit %}
+
+audits_to_rebuild as (
+    {{ audits_to_rebuild('watermarks', watermark_columns) }}
+),
+{%- endif %}
+
 associations as (
-    select * from {{ ref('fct_associations') }}
+    -- on an incremental build only the audits to rebuild (likewise every input below)
+    select fct_associations.*, watermarks.scores_landed_at
+    from {{ ref('fct_associations') }} as fct_associations
+    left join watermarks on fct_associations.audit_id = watermarks.audit_id
+    {%- if rebuild_by_audit %}
+    where fct_associations.audit_id in (select audit_id from audits_to_rebuild)
+    {%- endif %}
+),
+
+sentiment_scores as (
+    select * from {{ ref('stg_sentiment_scores') }}
+    {{ only_audits_to_rebuild }}
 ),
 
 sentiment as (
-    select * from {{ ref('stg_sentiment_scores') }}
-    qualify row_number() over (
-        partition by audit_id, model_id, model_version, modality, setting, descriptor, word
-        order by scored_at desc, scorer, scorer_version
-    ) = 1
+    -- per association, the sentiment of the scorer that landed last
+    {{ latest_per_key('sentiment_scores', association_key(), ['scored_at desc', 'scorer', 'scorer_version']) }}
+),
+
+toxicity_scores as (
+    select * from {{ ref('stg_toxicity_scores') }}
+    {{ only_audits_to_rebuild }}
 ),
 
 toxicity as (
-    select * from {{ ref('stg_toxicity_scores') }}
-    qualify row_number() over (
-        partition by audit_id, model_id, model_version, modality, setting, descriptor, word
-        order by scored_at desc, scorer, scorer_version
-    ) = 1
+    -- per association, the toxicity of the scorer that landed last
+    {{ latest_per_key('toxicity_scores', association_key(), ['scored_at desc', 'scorer', 'scorer_version']) }}
 ),
 
 judge_ratings as (
     select * from {{ ref('stg_judge_ratings') }}
+    {{ only_audits_to_rebuild }}
 ),
 
 judge_runs as (
@@ -96,7 +133,9 @@ final as (
             when j.bias_level <= 2 then 'subtle'
             when j.bias_level = 3 then 'moderate'
             when j.bias_level >= 4 then 'extreme'
-        end as bias_level_band
+        end as bias_level_band,
+        a.inputs_landed_at,
+        a.scores_landed_at
     from associations as a
     left join sentiment as s
         using (audit_id, model_id, model_version, modality, setting, descriptor, word)

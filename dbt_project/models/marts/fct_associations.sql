@@ -4,12 +4,44 @@
     tf, df, idf = ln(N / df), tfidf = tf * idf, PMI, the paper's z-score p-value, and
     one-sided Fisher's exact test with Benjamini-Hochberg q-values within the
     (audit, modality, setting). UDFs fisher_greater / normal_sf: analytics/duckdb_plugin.py.
+
+    Incremental per audit (macros/incremental_audits.sql): every statistic is computed within
+    one (audit, modality, setting), so a build recomputes, whole, only the audits whose inputs
+    landed since the last build (watermark `inputs_landed_at`) and keeps the other audits' rows,
+    also those whose landing shards were archived. `dbt build --full-refresh` rebuilds all.
 -#}
+
+{%- set watermark_columns = ['inputs_landed_at'] %}
+{%- set rebuild_by_audit = is_incremental() and has_columns(this, model.columns.keys() | list) %}
+
+{{ config(
+    materialized='incremental',
+    incremental_strategy='delete+insert',
+    unique_key='audit_id',
+    on_schema_change='append_new_columns',
+    post_hook="{{ delete_outdated_audit_rows(association_input_watermarks(), ['inputs_landed_at']) }}",
+) }}
 
 with
 
+watermarks as (
+    {{ association_input_watermarks() }}
+),
+{%- if rebuild_by_audit %}
+
+audits_to_rebuild as (
+    {{ audits_to_rebuild('watermarks', watermark_columns) }}
+),
+{%- endif %}
+
 association_counts as (
-    select * from {{ ref('int_association_counts') }}
+    -- on an incremental build only the audits to rebuild, filtered before any statistic
+    select association_counts.*, watermarks.inputs_landed_at
+    from {{ ref('int_association_counts') }} as association_counts
+    left join watermarks on association_counts.audit_id = watermarks.audit_id
+    {%- if rebuild_by_audit %}
+    where association_counts.audit_id in (select audit_id from audits_to_rebuild)
+    {%- endif %}
 ),
 
 contingency as (
@@ -83,7 +115,8 @@ final as (
         paper_p_value,
         fisher_p,
         fisher_q,
-        fisher_q < 0.05 as is_significant
+        fisher_q < 0.05 as is_significant,
+        inputs_landed_at
     from adjusted
 )
 

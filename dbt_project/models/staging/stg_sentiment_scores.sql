@@ -12,13 +12,7 @@ source as (
 
 renamed as (
     select
-        audit_id,
-        model_id,
-        model_version,
-        modality,
-        setting,
-        descriptor,
-        word,
+        {{ association_key() | join(', ') }},  -- the association key
         text,
         scorer,
         scorer_version,
@@ -29,12 +23,11 @@ renamed as (
 ),
 
 deduplicated as (
-    select *
-    from renamed
-    qualify row_number() over (
-        partition by audit_id, model_id, model_version, modality, setting, descriptor, word, scorer, scorer_version
-        order by scored_at desc nulls last, sentiment_score desc nulls last
-    ) = 1
+    {{ latest_per_key(
+        'renamed',
+        key=association_key() + ['scorer', 'scorer_version'],
+        order_by=['scored_at desc nulls last', 'sentiment_score desc nulls last'],
+    ) }}
 )
 
 select * from deduplicated

@@ -39,15 +39,11 @@ renamed as (
 ),
 
 deduplicated as (
-    select *
-    from renamed
-    qualify row_number() over (
-        partition by audit_id, model_id, model_version, setting, descriptor, image_index
-        order by
-            generated_at desc nulls last,
-            (status = 'ok') desc,
-            sha256 desc nulls last
-    ) = 1
+    {{ latest_per_key(
+        'renamed',
+        key=['audit_id', 'model_id', 'model_version', 'setting', 'descriptor', 'image_index'],
+        order_by=['generated_at desc nulls last', "(status = 'ok') desc", 'sha256 desc nulls last'],
+    ) }}
 )
 
 select * from deduplicated

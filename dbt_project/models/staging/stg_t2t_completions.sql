@@ -35,17 +35,17 @@ renamed as (
 ),
 
 deduplicated as (
-    select *
-    from renamed
-    qualify row_number() over (
-        partition by audit_id, model_id, model_version, setting, descriptor, letter, run
-        order by
-            generated_at desc nulls last,
-            seed desc nulls last,
-            raw_output desc nulls last,
-            word desc nulls last,
-            parse_status desc nulls last
-    ) = 1
+    {{ latest_per_key(
+        'renamed',
+        key=['audit_id', 'model_id', 'model_version', 'setting', 'descriptor', 'letter', 'run'],
+        order_by=[
+            'generated_at desc nulls last',
+            'seed desc nulls last',
+            'raw_output desc nulls last',
+            'word desc nulls last',
+            'parse_status desc nulls last',
+        ],
+    ) }}
 )
 
 select * from deduplicated
