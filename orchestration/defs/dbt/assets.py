@@ -96,7 +96,7 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
                 }
             )
         yield event
-    record_success(step, fingerprint, {"run_id": context.run_id, "selected": len(selection), "checks": checks})
+    record_success(step, fingerprint, {"run_id": context.run.run_id, "selected": len(selection), "checks": checks})
 
 
 @dbt_assets(manifest=dbt_project().manifest_path, project=dbt_project(), dagster_dbt_translator=TRANSLATOR, pool="duckdb_writer", exclude="tag:scores")  # score marts: orchestration/defs/scoring/
