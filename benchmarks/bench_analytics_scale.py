@@ -3,7 +3,11 @@
 Usage::
 
     python -m benchmarks.bench_analytics_scale [--home /tmp/dora-bench-scale] [--runs 10]
-        [--descriptors 406] [--i2t-descriptors 344] [--baseline-budget 600] [--reuse] [--no-write]
+        [--scale 1.0] [--descriptors 406] [--i2t-descriptors 344] [--baseline-budget 600]
+        [--reuse] [--no-write] [--no-overhead]
+
+    # development: a tenth of paper scale (~53k completions, ~240k description words)
+    python -m benchmarks.bench_analytics_scale --scale 0.1 --home /tmp/dora-bench-dev
 
 What it does (BiasDora seed 004 section 3 / METHOD.md section 3; issue 6):
 
@@ -24,7 +28,10 @@ What it does (BiasDora seed 004 section 3 / METHOD.md section 3; issue 6):
 2. **dora**: ``dbt build --select +fct_associations`` (staging -> int_document_words ->
    int_association_counts -> fct_associations with tf-idf, PMI, Fisher via the vectorised
    UDF, BH q-values, and every schema test) in this process through
-   :func:`analytics.dbt_runner.run_dbt`. Wall time, process CPU time and peak RSS.
+   :func:`analytics.dbt_runner.run_dbt`. Wall time, process CPU time and peak RSS, per-node
+   times summed by kind (models, data tests, unit tests), and dbt's fixed cost: the same build
+   on an empty landing zone (:func:`dbt_fixed_overhead`). The project is parsed first, untimed;
+   parse and build use a target path inside the scratch home.
 3. **Reference-style baseline** (the way the paper's released scripts compute it): pandas
    reads the landing Parquet, Python loops over the rows (``itertuples``) build the tf and df
    dictionaries (T2T words; description words joined to their descriptions by a dict),
@@ -38,7 +45,8 @@ What it does (BiasDora seed 004 section 3 / METHOD.md section 3; issue 6):
    1e-9 relative (q only when Fisher ran on every pair).
 
 Figures are printed and written to ``BENCHMARKS.md`` (section "Association analytics at paper
-scale"). This is a benchmark, not a test: run it by hand (about 5-15 minutes on 2 cores).
+scale", only at paper scale). This is a benchmark, not a test: run it by hand (about 5-15
+minutes on 2 cores; ``--scale 0.1`` about 1 minute).
 """
 
 from __future__ import annotations
@@ -409,18 +417,62 @@ def synth_description_words(
 
 
 # --------------------------------------------------------------------------- dora (dbt)
+DBT_SELECTION = "+fct_associations"
+
+
+def _dbt_target(home: Path) -> list[str]:
+    """``--target-path`` inside the scratch home: the benchmark's parse and build share their
+    partial-parse state, and never touch ``dbt_project/target`` that other dbt runs use."""
+    return ["--target-path", str(home / "dbt_target")]
+
+
+def node_kind(node) -> str:
+    """'model', 'data test' or 'unit test' for a dbt result node."""
+    kind = type(node).__name__
+    return {"ModelNode": "model", "UnitTestNode": "unit test"}.get(kind, "data test" if "Test" in kind else kind)
+
+
 def run_dora(home: Path) -> tuple[Timing, dict]:
-    """``dbt build --select +fct_associations`` in-process; returns timing and per-node seconds."""
+    """``dbt build --select +fct_associations`` in-process; returns timing and per-node seconds.
+
+    The project is parsed first, untimed (as a deployed project would have its manifest); the
+    timed build then runs every model, data test and unit test of the selection. Per-node
+    seconds are dbt's ``execution_time`` (keys: node unique ids).
+    """
     from analytics.dbt_runner import run_dbt
 
-    run_dbt(["parse", "--quiet"], home)  # parse once up front (as a deployed project would have)
+    run_dbt(["parse", "--quiet", *_dbt_target(home)], home)
     timing = Timing()
     with measured(timing):
-        result = run_dbt(["build", "--select", "+fct_associations", "--quiet"], home)
+        result = run_dbt(["build", "--select", DBT_SELECTION, "--quiet", *_dbt_target(home)], home)
     nodes = {}
+    kinds: dict[str, list] = {}
     for r in result.result.results:
         nodes[r.node.unique_id] = round(float(r.execution_time or 0.0), 2)
+        kinds.setdefault(node_kind(r.node), []).append(float(r.execution_time or 0.0))
+    timing.extra["kinds"] = {k: (len(v), sum(v)) for k, v in sorted(kinds.items())}
     return timing, nodes
+
+
+def dbt_fixed_overhead(home: Path) -> Timing:
+    """The same ``dbt build`` on an EMPTY landing zone (a sibling scratch home, wiped):
+
+    every node still runs (same models, tests, unit tests), on no data, so its time is dbt's
+    own cost of the build (startup, per-node compilation and bookkeeping, artifacts) that no
+    change to the SQL or the UDFs can remove.
+    """
+    from analytics.dbt_runner import run_dbt
+
+    empty = home.with_name(home.name + "-empty")
+    shutil.rmtree(empty, ignore_errors=True)
+    run_dbt(["parse", "--quiet", *_dbt_target(empty)], empty)
+    timing = Timing()
+    with measured(timing):
+        result = run_dbt(["build", "--select", DBT_SELECTION, "--quiet", *_dbt_target(empty)], empty)
+    timing.extra["nodes"] = len(result.result.results)
+    os.environ["DORA_HOME"] = str(home)  # run_dbt pointed it at the empty home
+    shutil.rmtree(empty, ignore_errors=True)
+    return timing
 
 
 def read_dora(home: Path):
@@ -607,15 +659,27 @@ def compare(dora, base, fisher_q: bool) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--home", default="/tmp/dora-bench-scale", help="scratch DORA_HOME (wiped unless --reuse)")
-    parser.add_argument("--descriptors", type=int, default=406)
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="fraction of paper scale for development runs (e.g. 0.1): scales --descriptors and "
+                             "--i2t-descriptors when they are not given; BENCHMARKS.md is only written at scale 1")
+    parser.add_argument("--descriptors", type=int, default=None, help="T2T descriptors (default 406 x scale)")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--shard-rows", type=int, default=512)
-    parser.add_argument("--i2t-descriptors", type=int, default=344, help="T2I prompts of the vision part (0 = skip it)")
+    parser.add_argument("--i2t-descriptors", type=int, default=None,
+                        help="T2I prompts of the vision part (default 344 x scale; 0 = skip it)")
+    parser.add_argument("--no-overhead", action="store_true", help="skip the empty-landing build (dbt's fixed cost)")
     parser.add_argument("--i2t-words", type=float, default=70.0, help="mean kept words per description")
     parser.add_argument("--baseline-budget", type=float, default=600.0, help="seconds; above it Fisher is subsampled")
     parser.add_argument("--reuse", action="store_true", help="reuse landing data already in --home")
     parser.add_argument("--no-write", action="store_true", help="do not write BENCHMARKS.md")
     args = parser.parse_args(argv)
+    if args.scale <= 0:
+        parser.error("--scale must be > 0")
+    if args.descriptors is None:
+        args.descriptors = max(1, round(406 * args.scale))
+    if args.i2t_descriptors is None:
+        args.i2t_descriptors = max(1, round(344 * args.scale))
+    paper_scale = args.descriptors == 406 and args.runs == 10 and args.i2t_descriptors in (0, 344)
 
     home = Path(args.home).resolve()
     os.environ["DORA_HOME"] = str(home)
@@ -672,6 +736,12 @@ def main(argv=None) -> int:
           f"peak RSS {dora_t.peak_rss_gb:.2f} GB; {len(dora):,} associations", flush=True)
     slow = sorted(nodes.items(), key=lambda kv: -kv[1])[:6]
     print("  slowest nodes: " + ", ".join(f"{k.split('.')[-1]} {v:.1f}s" for k, v in slow), flush=True)
+    kinds_line = ", ".join(f"{n} {k}s {t:.1f} s" for k, (n, t) in dora_t.extra["kinds"].items())
+    print(f"  node execution time by kind (2 dbt threads, so they overlap): {kinds_line}", flush=True)
+    overhead = None if args.no_overhead else dbt_fixed_overhead(home)
+    if overhead is not None:
+        print(f"  dbt's fixed cost: the same build on an empty landing zone ({overhead.extra['nodes']} nodes) takes "
+              f"{overhead.wall_s:.1f} s wall, {overhead.cpu_s:.1f} s CPU", flush=True)
 
     base_t = Timing()
     with measured(base_t):
@@ -693,18 +763,25 @@ def main(argv=None) -> int:
     ratio = total_base / dora_t.wall_s
     measured_ratio = base_t.wall_s / dora_t.wall_s
     print(f"same numbers: {cmp['agree']} ({cmp})", flush=True)
+    cpu_ratio = base_t.cpu_s / dora_t.cpu_s if dora_t.cpu_s else float("nan")
     print(f"speed-up dora / baseline: {ratio:.1f}x" + (f" (extrapolated; measured part alone {measured_ratio:.1f}x)" if info["subsampled"] else "")
-          + f" (goal >= 50x); dora < 60 s: {dora_t.wall_s < 60}", flush=True)
+          + f" (goal >= 50x); dora < 60 s: {dora_t.wall_s < 60}; CPU time ratio {cpu_ratio:.1f}x", flush=True)
+    load_end = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"ru_maxrss of the whole process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB; "
-          f"load average at start {load:.1f} on {os.cpu_count()} cores", flush=True)
+          f"load average at start {load:.1f}, at end {load_end:.1f} on {os.cpu_count()} cores", flush=True)
 
-    if not args.no_write:
+    if not args.no_write and not paper_scale:
+        print("BENCHMARKS.md not written: not paper scale (--scale / sizes changed)", flush=True)
+    if not args.no_write and paper_scale:
         from benchmarks.report import write_section
 
         lines = data_lines + [
             f"dora `dbt build --select +fct_associations` (staging, intermediate, marts + every schema/unit test, in-process): "
             f"**{dora_t.wall_s:.1f} s wall**, {dora_t.cpu_s:.1f} s CPU, peak RSS {dora_t.peak_rss_gb:.2f} GB, "
-            f"{len(dora):,} associations; slowest nodes: " + ", ".join(f"{k.split('.')[-1]} {v:.1f} s" for k, v in slow),
+            f"{len(dora):,} associations; slowest nodes: " + ", ".join(f"{k.split('.')[-1]} {v:.1f} s" for k, v in slow)
+            + f"; node execution time by kind (2 dbt threads, overlapping): {kinds_line}"
+            + (f"; dbt's fixed cost (the same {overhead.extra['nodes']} nodes on an empty landing zone): "
+               f"{overhead.wall_s:.1f} s wall, {overhead.cpu_s:.1f} s CPU" if overhead is not None else ""),
             f"reference-style baseline (pandas read, `itertuples` loops building tf/df dicts, one "
             f"`scipy.stats.fisher_exact` per pair, z-score p, PMI, BH): **{total_base:.1f} s**"
             + (" (Fisher extrapolated from a random subsample: "
@@ -714,12 +791,13 @@ def main(argv=None) -> int:
             f"({info['fisher_per_pair_us']:.0f} us/pair x {info['pairs']:,} pairs) + stats/BH {info['stats_bh_s']:.1f} s; "
             f"peak RSS {base_t.peak_rss_gb:.2f} GB",
             f"**speed-up: {ratio:.1f}x** (goal >= 50x)" + (f"; measured part alone {measured_ratio:.1f}x" if info["subsampled"] else "")
-            + f"; dora under 60 s: {dora_t.wall_s < 60} (goal: yes)",
+            + f"; dora under 60 s: {dora_t.wall_s < 60} (goal: yes); CPU time ratio {cpu_ratio:.1f}x "
+            f"(baseline {base_t.cpu_s:.1f} s CPU, one core; dora {dora_t.cpu_s:.1f} s CPU over 2 cores)",
             f"same numbers on the compared pairs: {cmp['agree']} (pairs dora {cmp['pairs_dora']:,}, baseline "
             f"{cmp['pairs_baseline']:,}, only in one side {cmp['only_in_dora'] + cmp['only_in_baseline']}; max relative "
             "difference " + ", ".join(f"{c[13:]} {v:.1e}" for c, v in cmp.items() if c.startswith("max_rel_diff_"))
             + (f"; Fisher p compared on the {cmp['compared_fisher_p']:,} measured pairs, q not compared" if info["subsampled"] else "") + ")",
-            f"machine load average at start: {load:.1f} on {os.cpu_count()} cores (other work was running: "
+            f"machine load average at start: {load:.1f}, at end {load_end:.1f}, on {os.cpu_count()} cores (other work was running: "
             "wall times are upper bounds; CPU times are less sensitive)",
         ]
         write_section(

@@ -146,7 +146,43 @@ def curated_t2t_templates(
         FileNotFoundError: a CSV is missing.
     """
     settings = _check_settings(settings)
-    folder = Path(folder) if folder is not None else default_biasdora_dir()
+    if folder is None:  # the shipped files: spaCy's ~6 s are paid once per DORA_HOME
+        return [t for t in _shipped_curated_templates() if t.setting in settings]
+    return _read_curated_templates(settings, Path(folder))
+
+
+def _shipped_curated_templates() -> list[T2TTemplate]:
+    """Every setting's templates from the shipped CSVs, cached in ``$DORA_HOME/state/``.
+
+    The cache is keyed by a fingerprint of the five CSVs, this module, the descriptor
+    normaliser and the spaCy version (``ingestion/build_state.py``), so any change re-reads.
+    """
+    import json
+    from importlib.metadata import version
+
+    from ingestion import descriptors
+    from ingestion.build_state import Fingerprint, is_unchanged, record_success
+
+    folder = default_biasdora_dir()
+    fp = Fingerprint()
+    for i in range(1, len(T2T_SETTINGS) + 1):
+        fp.add_file(folder / f"t2t_setting{i}.csv")
+    fp.add_file(Path(__file__)).add_file(Path(descriptors.__file__)).add_value("spacy", version("spacy"))
+    state = is_unchanged("curated_t2t_templates", fp)
+    if state:
+        try:
+            return [T2TTemplate(**row) for row in json.loads(state["metadata"]["templates"])]
+        except (KeyError, TypeError, ValueError):
+            pass  # a damaged cache: read the files again
+    templates = _read_curated_templates(T2T_SETTINGS, folder)
+    try:
+        record_success("curated_t2t_templates", fp, {"templates": json.dumps([asdict(t) for t in templates])})
+    except OSError:
+        pass  # a read-only DORA_HOME only costs the cache
+    return templates
+
+
+def _read_curated_templates(settings: Sequence[str], folder: Path) -> list[T2TTemplate]:
     out: list[T2TTemplate] = []
     for setting in settings:
         path = folder / f"t2t_setting{T2T_SETTINGS.index(setting) + 1}.csv"

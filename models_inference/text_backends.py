@@ -481,13 +481,62 @@ class OpenAIChatBackend:
         return map_concurrently(one, requests, self.concurrency, on_batch)
 
 
-def load_text_backend(model: str = DEFAULT_MODEL, *, backend: str = "transformers", **kwargs) -> TextBackend:
+class DeferredTransformersBackend:
+    """The embedded default model, identified without loading it; loaded on first use.
+
+    A re-run of a finished audit needs only the backend's identity (model id, version,
+    prompt style) to find that every row has landed; deferring the load makes such a re-run
+    skip the ~10 s of importing torch/transformers and loading weights. Any attribute other
+    than the identity (``generate``, ``model``, ``tokenizer`` ...) loads the model first
+    (:meth:`TransformersBackend.load`, same arguments).
+    """
+
+    backend_name = "transformers"
+    default_prompt_style = "completion"  # SmolLM2-135M: < 1e9 parameters (TransformersBackend.load)
+
+    def __init__(self, **load_kwargs):
+        gguf = smollm2_gguf_path()
+        self.model_id = "HuggingFaceTB/SmolLM2-135M-Instruct"
+        self.model_version = "gguf-q4_1-" + file_sha256(gguf)[:12]  # as TransformersBackend.load
+        self._load_kwargs = load_kwargs
+        self._backend: TransformersBackend | None = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the weights have been loaded."""
+        return self._backend is not None
+
+    def _load(self) -> TransformersBackend:
+        if self._backend is None:
+            self._backend = TransformersBackend.load(DEFAULT_MODEL, **self._load_kwargs)
+            self._backend.model_version = self.model_version  # keep a pinned (registry) version
+        return self._backend
+
+    def generate(self, requests, sampling=SamplingParams(), on_batch=None):
+        """:meth:`TransformersBackend.generate`, after loading the model."""
+        return self._load().generate(requests, sampling, on_batch=on_batch)
+
+    def __getattr__(self, name):  # only called for attributes not set above
+        if name.startswith("__") or name in ("_backend", "_load_kwargs"):
+            raise AttributeError(name)
+        return getattr(self._load(), name)
+
+
+def load_text_backend(
+    model: str = DEFAULT_MODEL, *, backend: str = "transformers", defer: bool = False, **kwargs
+) -> TextBackend:
     """Build a backend by name: ``transformers`` (local) or ``openai`` (OpenAI-compatible).
+
+    Args:
+        defer: for the embedded default model, return a :class:`DeferredTransformersBackend`
+            that loads the weights only when first used (other models load at once).
 
     Raises:
         ValueError: unknown backend name. ModelNotAvailableError: model cannot be loaded.
     """
     if backend == "transformers":
+        if defer and model == DEFAULT_MODEL:
+            return DeferredTransformersBackend(**kwargs)
         return TransformersBackend.load(model, **kwargs)
     if backend == "openai":
         return OpenAIChatBackend(model_id=model, **kwargs)

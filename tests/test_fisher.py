@@ -84,3 +84,39 @@ def test_log_gamma_differences_and_log_pmf():
     assert np.allclose(lgamma_diff(a, b), special.gammaln(a) - special.gammaln(b), rtol=1e-9, atol=1e-8)
     logp, magnitude = hypergeom_logpmf(np.array([3.0]), np.array([77_000.0]), np.array([190.0]), np.array([40.0]))
     assert np.isclose(logp[0], stats.hypergeom.logpmf(3, 77_000, 190, 40), rtol=1e-12) and magnitude[0] > 0
+
+
+def test_tails_across_block_boundaries_and_support_ends():
+    """Tails summed 8 terms per vectorised step (analytics/fisher.py, issue 6): tails of 1 to
+    ~200 terms, ending exactly at a block edge or inside one, and both support ends (the
+    upper bound min(K, n) and the lower bound max(0, n + K - N)) reached mid-block."""
+    tables = []
+    for k in range(1, 40):  # upper tail ends at min(K, n) = hi after k - 1 more terms
+        K, n, N = 200 + k, 40 + k, 1_000 + 10 * k
+        x = n - (k - 1)
+        tables.append((x, K - x, n - x, N - K - n + x))
+    for k in range(1, 40):  # lower tail (a below the mean) runs down to max(0, n + K - N)
+        K, n, N = 600 + 3 * k, 500 + 2 * k, 1_050 + k
+        lo = n + K - N
+        x = lo + k
+        tables.append((x, K - x, n - x, N - K - n + x))
+    rng = np.random.default_rng(16)
+    for _ in range(300):  # long upper tails: big K and n in a mid-size population
+        K, n = int(rng.integers(2_000, 20_000)), int(rng.integers(2_000, 20_000))
+        N = K + n + int(rng.integers(0, 200_000))
+        mean = K * n / N
+        x = int(min(min(K, n), mean + rng.integers(1, 60)))
+        tables.append((x, K - x, n - x, N - K - n + x))
+    a, b, c, d = (np.array(v) for v in zip(*tables))
+    assert (d >= 0).all() and (b >= 0).all() and (c >= 0).all()
+    assert np.all(_rel(fisher_greater_pvalues(a, b, c, d), _scipy(a, b, c, d)) <= 1e-9)
+
+
+def test_plugin_import_does_not_load_scipy_stats():
+    """Loading the UDF plugin (done at every dbt start) must not import scipy.stats (~0.5 s)."""
+    import subprocess
+    import sys
+
+    code = "import sys, analytics.duckdb_plugin; print('scipy.stats' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

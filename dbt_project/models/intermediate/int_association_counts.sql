@@ -22,21 +22,23 @@ term_frequencies as (
         setting,
         descriptor,
         word,
-        count(*) as tf
+        count(*) as tf,
+        min(bias_dimension) as min_bias_dimension
     from document_words
     group by audit_id, model_id, model_version, modality, setting, descriptor, word
 ),
 
 documents as (
     -- one row per non-empty document: its length and bias dimension
+    -- (from the tf rows, not the ~2.8M word rows again: sum of tf = count of words; issue 6)
     select
         audit_id,
         modality,
         setting,
         descriptor,
-        min(bias_dimension) as bias_dimension,
-        count(*) as doc_length
-    from document_words
+        min(min_bias_dimension) as bias_dimension,
+        cast(sum(tf) as bigint) as doc_length
+    from term_frequencies
     group by audit_id, modality, setting, descriptor
 ),
 
@@ -48,8 +50,8 @@ words as (
         setting,
         word,
         count(distinct descriptor) as df,
-        count(*) as word_total
-    from document_words
+        cast(sum(tf) as bigint) as word_total
+    from term_frequencies
     group by audit_id, modality, setting, word
 ),
 

@@ -5,11 +5,20 @@
     with its spaCy lemma, POS, and the word it contributes (null when dropped, with the
     reason). Only tokens of the winning description of each key (stg_i2t_descriptions)
     are kept; re-tokenising the same description collapses to the latest tokenised_at.
+
+    Deduplication (issue 6, paper scale: ~4.4M tokens): a window over every token is the
+    costliest step of the pipeline, yet a key (description_id, token_index) is almost
+    always landed once. So the keys landed more than once are found with one hash
+    aggregate, rows of the other keys pass as they are, and only the rows of repeated keys
+    go through the window. Same rows as `qualify row_number() over (partition by
+    description_id, token_index order by tokenised_at desc nulls last, tokenizer desc
+    nulls last) = 1` over all tokens (`is not distinct from`: a null token_index is one key,
+    as in a window partition).
 -#}
 
 with
 
-source as (
+source as not materialized (
     select * from {{ source('landing', 'description_words') }}
 ),
 
@@ -17,7 +26,7 @@ descriptions as (
     select description_id from {{ ref('stg_i2t_descriptions') }}
 ),
 
-renamed as (
+renamed as not materialized (
     select
         description_id,
         audit_id,
@@ -32,14 +41,44 @@ renamed as (
     from source
 ),
 
-deduplicated as (
+tokens as not materialized (
+    -- tokens of the winning description of each key (read where used: no buffered copy)
     select renamed.*
     from renamed
     inner join descriptions using (description_id)
+),
+
+repeated_keys as (
+    select description_id, token_index
+    from tokens
+    group by description_id, token_index
+    having count(*) > 1
+),
+
+single_tokens as (
+    select tokens.*
+    from tokens
+    anti join repeated_keys
+        on  tokens.description_id = repeated_keys.description_id
+        and tokens.token_index is not distinct from repeated_keys.token_index
+),
+
+latest_repeated_tokens as (
+    select tokens.*
+    from tokens
+    semi join repeated_keys
+        on  tokens.description_id = repeated_keys.description_id
+        and tokens.token_index is not distinct from repeated_keys.token_index
     qualify row_number() over (
         partition by description_id, token_index
         order by tokenised_at desc nulls last, tokenizer desc nulls last
     ) = 1
+),
+
+deduplicated as (
+    select * from single_tokens
+    union all
+    select * from latest_repeated_tokens
 )
 
 select * from deduplicated

@@ -62,7 +62,8 @@ def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
     if config.backend == "transformers":
         extra["batch_size"] = config.batch_size
-    backend = load_text_backend(config.model, backend=config.backend, **extra, **run.backend_kwargs)
+    # deferred: the weights load only if a row is missing (a finished audit's re-run loads nothing)
+    backend = load_text_backend(config.model, backend=config.backend, defer=True, **extra, **run.backend_kwargs)
     if run.model_version:
         backend = with_model_version(backend, run.model_version)
     probe = T2TProbeConfig(
