@@ -76,7 +76,7 @@ ENABLE_TARGET = (
 
 
 def _skipped(context: dg.AssetExecutionContext, probe: str, reason: str, how: str, target: str | None = None) -> dg.MaterializeResult:
-    context.log.warning(f"dora: {probe} skipped: {reason}; {how}")
+    context.log.info(f"dora: {probe} skipped: {reason}; {how}")
     extra = {"target": target} if target else {}
     return dg.MaterializeResult(
         metadata={"status": "skipped", "reason": reason, "how_to_enable": how, "rows_generated": 0, **extra}
