@@ -41,11 +41,11 @@ from models_inference.t2i import image_file, local_model_version, slug
 from models_inference.text_backends import (
     GenerationResult,
     ModelNotAvailableError,
-    OpenAIChatBackend,
     SamplingParams,
     _PerRowSampler,
     api_error_text,
     map_concurrently,
+    openai_client,
 )
 
 #: Default token budget of a description (METHOD.md section 2).
@@ -294,10 +294,7 @@ class OpenAIVisionBackend:
         """
         import openai
 
-        client = OpenAIChatBackend(
-            self.model_id, base_url=self.base_url, api_key_env=self.api_key_env,
-            max_retries=self.max_retries, timeout=self.timeout,
-        ).client()
+        client = openai_client(self.api_key_env, self.base_url, max_retries=self.max_retries, timeout=self.timeout)
         key = client.api_key
 
         def one(req: DescriptionRequest) -> GenerationResult:

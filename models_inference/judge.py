@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import re
 import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Mapping, Protocol, Sequence
@@ -38,7 +36,14 @@ from typing import Callable, Mapping, Protocol, Sequence
 from ingestion.landing import write_shard
 from models_inference.prompts import LIKERT_LEVELS, RenderedPrompt, render_judge_prompt
 from models_inference.scorers import ASSOCIATION_KEY
-from models_inference.text_backends import DEFAULT_MODEL, ModelNotAvailableError, api_error_text, redact
+from models_inference.text_backends import (
+    DEFAULT_MODEL,
+    ModelNotAvailableError,
+    api_error_text,
+    map_concurrently,
+    openai_client,
+    redact,
+)
 
 #: Parse statuses of a judge answer (accepted values of ``stg_judge_ratings.parse_status``).
 #: ok: one rating 1-5; empty: no text; no_rating: no number or Likert word; ambiguous:
@@ -394,18 +399,11 @@ class OpenAIJudge:
         self.model_version = self.model_version or self.model_id
 
     def _client(self):
-        import openai
-
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise ModelNotAvailableError(f"set {self.api_key_env} in the environment to use the OpenAI-compatible judge")
-        client = openai.OpenAI(
-            api_key=key,
-            base_url=self.base_url or os.environ.get("OPENAI_BASE_URL"),
-            max_retries=self.max_retries,
-            timeout=self.timeout,
+        client = openai_client(
+            self.api_key_env, self.base_url, max_retries=self.max_retries, timeout=self.timeout,
+            purpose="the OpenAI-compatible judge",
         )
-        return client, key
+        return client, client.api_key
 
     @staticmethod
     def _distribution(choice) -> RatingDistribution | None:
@@ -444,13 +442,7 @@ class OpenAIJudge:
             choice = resp.choices[0]
             return JudgeAnswer(raw_output=choice.message.content or "", distribution=self._distribution(choice))
 
-        answers = []
-        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            for ans in pool.map(one, requests):
-                answers.append(ans)
-                if on_done:
-                    on_done(1)
-        return answers
+        return map_concurrently(one, requests, max(1, self.concurrency), on_done)
 
 
 def load_judge(

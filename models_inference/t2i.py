@@ -42,7 +42,7 @@ from ingestion.landing import dora_home
 from models_inference.prompts import T2I_SETTINGS, render_t2i_prompt
 from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
 from models_inference.t2t import narrow_descriptors
-from models_inference.text_backends import ModelNotAvailableError, OpenAIChatBackend, api_error_text, map_concurrently
+from models_inference.text_backends import ModelNotAvailableError, api_error_text, map_concurrently, openai_client
 
 #: Image statuses that count as done (a re-run does not regenerate them).
 FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
@@ -563,10 +563,7 @@ class OpenAIImagesBackend:
         """
         import openai
 
-        client = OpenAIChatBackend(
-            self.model_id, base_url=self.base_url, api_key_env=self.api_key_env,
-            max_retries=self.max_retries, timeout=self.timeout,
-        ).client()
+        client = openai_client(self.api_key_env, self.base_url, max_retries=self.max_retries, timeout=self.timeout)
         key = client.api_key
 
         def one(req: ImageRequest) -> ImageResult:

@@ -70,6 +70,36 @@ _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")
 
 
+def openai_client(
+    api_key_env: str,
+    base_url: str | None = None,
+    *,
+    max_retries: int,
+    timeout: float,
+    purpose: str = "the OpenAI-compatible backend",
+):
+    """The ``openai.OpenAI`` client of every API backend (chat, images, vision, judge).
+
+    The key is read from the environment variable ``api_key_env`` at call time and never
+    stored by dora; ``base_url`` defaults to ``$OPENAI_BASE_URL``, then the official endpoint.
+    Retries on 429/5xx/timeouts are the client's (``max_retries``, ``timeout`` in seconds).
+
+    Raises:
+        ModelNotAvailableError: ``api_key_env`` is unset or empty (the message names ``purpose``).
+    """
+    import openai
+
+    key = os.environ.get(api_key_env)
+    if not key:
+        raise ModelNotAvailableError(f"set {api_key_env} in the environment to use {purpose}")
+    return openai.OpenAI(
+        api_key=key,
+        base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
+        max_retries=max_retries,
+        timeout=timeout,
+    )
+
+
 def map_concurrently(
     call: Callable[[_Item], _Result],
     items: Iterable[_Item],
@@ -434,24 +464,12 @@ class OpenAIChatBackend:
         self.model_version = self.model_version or self.model_id
 
     def client(self):
-        """A configured ``openai.OpenAI`` client.
+        """A configured ``openai.OpenAI`` client (:func:`openai_client`).
 
         Raises:
             ModelNotAvailableError: the API key variable is unset.
         """
-        import openai
-
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise ModelNotAvailableError(
-                f"set {self.api_key_env} in the environment to use the OpenAI-compatible backend"
-            )
-        return openai.OpenAI(
-            api_key=key,
-            base_url=self.base_url or os.environ.get("OPENAI_BASE_URL"),
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-        )
+        return openai_client(self.api_key_env, self.base_url, max_retries=self.max_retries, timeout=self.timeout)
 
     def generate(self, requests, sampling=SamplingParams(), on_batch=None):
         """One chat completion per request, ``concurrency`` at a time; errors become results."""
