@@ -15,42 +15,48 @@ import dagster as dg
 from models_inference.scorers import DEFAULT_SENTIMENT_SCORER, DEFAULT_TOXICITY_SCORER
 
 
-class SentimentConfig(dg.Config):
-    """Sentiment scoring (``dora audit --sentiment-scorer``, ``--score-all``).
+class ScoringSelection(dg.Config):
+    """Which associations a scoring asset scores (the fields every scorer config shares).
 
     Attributes:
-        scorer: ``vader`` (offline default) or a transformers sentiment model id / folder
-            (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english).
         score_all: score every association, not only the significant ones.
         audit_id: only this audit's associations (default: every audit's; in a partitioned
             run, every audit of the partition).
         registry: registry file of partitioned runs (see the module docstring).
     """
 
-    scorer: str = DEFAULT_SENTIMENT_SCORER
     score_all: bool = False
     audit_id: Optional[str] = None
-    batch_size: int = 64
     registry: Optional[str] = None
 
 
-class ToxicityConfig(dg.Config):
+class SentimentConfig(ScoringSelection):
+    """Sentiment scoring (``dora audit --sentiment-scorer``, ``--score-all``).
+
+    Attributes:
+        scorer: ``vader`` (offline default) or a transformers sentiment model id / folder
+            (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english).
+        batch_size: sentences per scoring batch.
+    """
+
+    scorer: str = DEFAULT_SENTIMENT_SCORER
+    batch_size: int = 64
+
+
+class ToxicityConfig(ScoringSelection):
     """Toxicity scoring (``dora audit --toxicity-scorer``, ``--score-all``).
 
     Attributes:
         scorer: ``toxic-comment-classifier`` (offline default, Jigsaw BiLSTM) or a transformers
             toxicity model id / folder (paper: s-nlp/roberta-toxicity_classifier).
-        score_all / audit_id / registry: as :class:`SentimentConfig`.
+        batch_size: sentences per scoring batch.
     """
 
     scorer: str = DEFAULT_TOXICITY_SCORER
-    score_all: bool = False
-    audit_id: Optional[str] = None
     batch_size: int = 64
-    registry: Optional[str] = None
 
 
-class JudgeConfig(dg.Config):
+class JudgeConfig(ScoringSelection):
     """LLM judge (``dora audit --judge-backend/--judge-model/--judge-base-url/--judge-repeats``).
 
     Attributes:
@@ -62,7 +68,7 @@ class JudgeConfig(dg.Config):
         answer_mode: ``free`` (paper) or ``constrained`` (local only); default per backend.
         temperature / max_new_tokens: paper: 0.7 / 10.
         enabled: turn the judge off (its asset then lands nothing).
-        score_all / audit_id / registry: as :class:`SentimentConfig` (registry scorer name
+        score_all / audit_id / registry: :class:`ScoringSelection` (registry scorer name
             ``bias_level``).
     """
 
@@ -73,9 +79,6 @@ class JudgeConfig(dg.Config):
     answer_mode: Optional[str] = None
     temperature: float = 0.7
     max_new_tokens: int = 10
-    score_all: bool = False
-    audit_id: Optional[str] = None
     batch_size: int = 16
     enabled: bool = True
     progress: bool = True
-    registry: Optional[str] = None
