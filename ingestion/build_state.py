@@ -48,11 +48,12 @@ class Fingerprint:
         """Mix a JSON-serialisable value (sorted keys) into the digest."""
         return self._mix(f"value:{label}", json.dumps(value, sort_keys=True, default=str).encode())
 
-    def add_file(self, path: str | Path) -> "Fingerprint":
-        """Mix a file's whole contents (for small inputs); a missing file counts as empty."""
+    def add_file(self, path: str | Path, label: str | None = None) -> "Fingerprint":
+        """Mix a file's whole contents (for small inputs) under ``label`` (default: the file
+        name); a missing file counts as the marker ``<missing>``."""
         p = Path(path)
         data = p.read_bytes() if p.is_file() else b"<missing>"
-        return self._mix(f"file:{p.name}", hashlib.sha256(data).digest())
+        return self._mix(f"file:{label or p.name}", hashlib.sha256(data).digest())
 
     def add_tree(self, root: str | Path, pattern: str = "*.parquet") -> "Fingerprint":
         """Mix a listing of ``root`` (relative path, size in bytes, mtime in ns of every file

@@ -10,7 +10,7 @@ from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtC
 
 from ingestion.build_state import Fingerprint, is_unchanged, load_state, record_success
 from ingestion.landing import dora_home, warehouse_path
-from orchestration.defs.dbt.resources import DBT_PROJECT_DIR, dbt_env, dbt_project
+from orchestration.defs.dbt.resources import DBT_PROJECT_DIR, dbt_env, dbt_project, dbt_project_files
 
 #: Build-state step names of the two dbt invocations (ingestion/build_state.py).
 DBT_STEPS = ("dbt_dora_dbt_models", "dbt_dora_score_models")
@@ -38,10 +38,9 @@ def dbt_inputs_fingerprint(step: str, selection: list[str], landing_tables: list
     models, the last recorded state of the association models' build (they read its marts)."""
     fp = Fingerprint()
     for table in sorted(landing_tables):
-        fp.add_value("landing", table).add_tree(dora_home() / "landing" / table)
-    project_files = [p for folder in ("models", "macros", "tests") for p in sorted((DBT_PROJECT_DIR / folder).rglob("*")) if p.is_file()]
-    for path in [*project_files, DBT_PROJECT_DIR / "dbt_project.yml", DBT_PROJECT_DIR / "profiles.yml"]:
-        fp.add_value(f"dbt:{path.relative_to(DBT_PROJECT_DIR).as_posix()}", None).add_file(path)
+        fp.add_tree(dora_home() / "landing" / table)  # labelled with the table's folder name
+    for path in dbt_project_files():
+        fp.add_file(path, label=f"dbt/{path.relative_to(DBT_PROJECT_DIR).as_posix()}")
     fp.add_value("selection", sorted(selection))
     if step != DBT_STEPS[0]:  # downstream of the association marts: rebuilt whenever they were
         fp.add_value(DBT_STEPS[0], (load_state(DBT_STEPS[0]) or {}).get("fingerprint"))

@@ -25,14 +25,19 @@ def dbt_env() -> None:
         landing_dir(table)
 
 
+def dbt_project_files() -> list[Path]:
+    """Every file a dbt parse or build of the project reads: models, tests and macros (sorted),
+    ``dbt_project.yml`` and ``profiles.yml``."""
+    files = [p for folder in ("models", "tests", "macros") for p in sorted((DBT_PROJECT_DIR / folder).rglob("*")) if p.is_file()]
+    return files + [DBT_PROJECT_DIR / "dbt_project.yml", DBT_PROJECT_DIR / "profiles.yml"]
+
+
 def _manifest_is_stale(project: DbtProject) -> bool:
     """True when the manifest is missing or older than any file of the dbt project."""
     if not project.manifest_path.exists():
         return True
     built = project.manifest_path.stat().st_mtime
-    sources = [p for folder in ("models", "tests", "macros") for p in (DBT_PROJECT_DIR / folder).rglob("*") if p.is_file()]
-    sources += [DBT_PROJECT_DIR / "dbt_project.yml", DBT_PROJECT_DIR / "profiles.yml"]
-    return any(p.stat().st_mtime > built for p in sources if p.exists())
+    return any(p.stat().st_mtime > built for p in dbt_project_files() if p.exists())
 
 
 @lru_cache(maxsize=1)

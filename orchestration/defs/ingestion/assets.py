@@ -15,7 +15,7 @@ from ingestion.descriptors import (
 from ingestion.landing import landing_dir, write_shard
 
 
-def _skipped(step: str, state: dict) -> dg.MaterializeResult:
+def _skipped(state: dict) -> dg.MaterializeResult:
     """Materialisation of a step whose inputs have not changed since its last run."""
     return dg.MaterializeResult(
         metadata={
@@ -35,7 +35,7 @@ def crows_pairs(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     fingerprint = descriptor_inputs_fingerprint()
     state = is_unchanged("crows_pairs", fingerprint, outputs=[landing_dir("crows_pairs") / "crows_pairs.parquet"])
     if state:
-        return _skipped("crows_pairs", state)
+        return _skipped(state)
     table = load_crows_pairs()
     write_shard("crows_pairs", table, name="crows_pairs")
     dims = sorted(set(table.column("bias_type").to_pylist()))
@@ -57,7 +57,7 @@ def descriptors(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     fingerprint = descriptor_inputs_fingerprint()
     state = is_unchanged("descriptors", fingerprint, outputs=[landing_dir("descriptors") / "descriptors.parquet"])
     if state:
-        return _skipped("descriptors", state)
+        return _skipped(state)
     extracted = extract_descriptors(load_crows_pairs())
     curated = curated_descriptors()
     write_shard("descriptors", pa.concat_tables([curated, extracted]), name="descriptors")
