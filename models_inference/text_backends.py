@@ -15,6 +15,7 @@ top_p 0.95, no penalties.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -205,6 +206,14 @@ def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
+def default_model_identity() -> tuple[str, str]:
+    """(model id, model version) of the embedded default model, without loading it: the
+    version is ``gguf-q4_1-`` + the first 12 hex digits of the GGUF file's sha256 (hashed
+    once per process)."""
+    return "HuggingFaceTB/SmolLM2-135M-Instruct", "gguf-q4_1-" + file_sha256(smollm2_gguf_path())[:12]
+
+
 def _dequantised_cache_dir(version: str) -> Path | None:
     """Where the fp32 weights of a GGUF model are cached (``$DORA_CACHE``, default
     ``~/.cache/dora``), keyed by the GGUF's hash; ``None`` if the folder cannot be created."""
@@ -315,7 +324,7 @@ class TransformersBackend:
         if model_ref == DEFAULT_MODEL:
             gguf = smollm2_gguf_path()
             source, kwargs["gguf_file"] = str(gguf.parent), gguf.name
-            model_id, version = "HuggingFaceTB/SmolLM2-135M-Instruct", "gguf-q4_1-" + file_sha256(gguf)[:12]
+            model_id, version = default_model_identity()
         elif model_ref.endswith(".gguf") and Path(model_ref).is_file():
             gguf = Path(model_ref)
             source, kwargs["gguf_file"] = str(gguf.parent), gguf.name
@@ -513,9 +522,7 @@ class DeferredTransformersBackend:
     default_prompt_style = "completion"  # SmolLM2-135M: < 1e9 parameters (TransformersBackend.load)
 
     def __init__(self, **load_kwargs):
-        gguf = smollm2_gguf_path()
-        self.model_id = "HuggingFaceTB/SmolLM2-135M-Instruct"
-        self.model_version = "gguf-q4_1-" + file_sha256(gguf)[:12]  # as TransformersBackend.load
+        self.model_id, self.model_version = default_model_identity()
         self._load_kwargs = load_kwargs
         self._backend: TransformersBackend | None = None
 
