@@ -6,8 +6,8 @@ from typing import Optional
 
 import dagster as dg
 
-from models_inference.prompts import T2T_SETTINGS
-from models_inference.prompts import DEFAULT_I2T_SETTINGS, T2I_SETTINGS  # vision (VisionConfig)
+from ingestion.vocabulary import T2T_SETTINGS
+from ingestion.vocabulary import DEFAULT_I2T_SETTINGS, T2I_SETTINGS  # vision (VisionConfig)
 
 #: Descriptors per bias dimension in the default (quick) audit; 0 means all of them.
 DEFAULT_PER_DIMENSION = 2

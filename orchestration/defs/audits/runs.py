@@ -14,18 +14,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from ingestion.registry import (
-    AuditTarget,
-    VersionError,
-    default_registry_path,
-    load_registry,
-    parse_partition_key,
-    resolve_version,
-)
+from ingestion.registry import AuditTarget, default_registry_path, load_registry, parse_partition_key
+from models_inference.model_ref import VersionError, resolve_version
 from orchestration.defs.config import AuditConfig
 
-#: The job the sensor and the schedule launch (defined in orchestration/definitions.py).
-AUDIT_JOB = "dora_audit"
 #: Op name of the T2T probe asset, whose config the run requests fill.
 T2T_OP = "t2t_completions"
 
@@ -246,11 +238,6 @@ def partition_audit_ids(target: str, model_version: str) -> list[str]:
     """
     from ingestion.landing import landing_dir, read_landing
 
-    def quoted(text: str) -> str:
-        return "'" + text.replace("'", "''") + "'"
-
     landing_dir("audits")  # the glob must exist before the first audit lands
-    table = read_landing(
-        "audits", columns=["audit_id"], where=f"target = {quoted(target)} and model_version = {quoted(model_version)}"
-    )
+    table = read_landing("audits", columns=["audit_id"], filters={"target": target, "model_version": model_version})
     return sorted(set(table.column("audit_id").to_pylist()))

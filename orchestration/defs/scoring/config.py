@@ -12,7 +12,7 @@ from typing import Optional
 
 import dagster as dg
 
-from models_inference.scorers import DEFAULT_SENTIMENT_SCORER, DEFAULT_TOXICITY_SCORER
+from ingestion.vocabulary import DEFAULT_SENTIMENT_SCORER, DEFAULT_TOXICITY_SCORER
 
 
 class ScoringSelection(dg.Config):

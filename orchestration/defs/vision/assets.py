@@ -1,6 +1,6 @@
 """T2I / I2T assets: images -> descriptions -> description words (METHOD.md section 2).
 
-Thin wrappers over :mod:`models_inference.t2i`, :mod:`models_inference.i2t` and
+Thin wrappers over :mod:`models_inference.probes.biasdora.t2i`, :mod:`models_inference.probes.biasdora.i2t` and
 :mod:`ingestion.description_words`. Their keys are the dbt sources ``landing/t2i_images``,
 ``landing/i2t_descriptions`` and ``landing/description_words``, so the lineage continues
 into ``stg_*`` -> ``int_document_words`` -> ``fct_associations``.
@@ -37,20 +37,23 @@ import dagster as dg
 from ingestion.description_words import land_description_words
 from ingestion.landing import landing_dir, read_landing, write_shard
 from ingestion.registry import AuditTarget
-from models_inference.i2t import I2TProbeConfig, load_vision_backend, run_i2t_probe
-from models_inference.prompts import DEFAULT_I2T_SETTINGS, description_kind
-from models_inference.t2i import (
+from models_inference.backends.vision import load_vision_backend
+from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
+from ingestion.vocabulary import DEFAULT_I2T_SETTINGS
+from models_inference.probes.biasdora.prompts import description_kind
+from models_inference.backends.image import load_image_backend
+from models_inference.model_ref import model_reachable
+from models_inference.probes.biasdora.t2i import (
     T2IProbeConfig,
     curated_t2i_targets,
-    load_image_backend,
-    model_reachable,
     run_t2i_probe,
     select_t2i_targets,
 )
-from models_inference.text_backends import ModelNotAvailableError
+from models_inference.model_ref import ModelNotAvailableError
 from orchestration.defs.audits.runs import RunTarget, check_current_version, target_of_run, with_model_version
 from orchestration.defs.config import VisionConfig
 from orchestration.defs.ingestion.assets import descriptors
+from orchestration.instance import MODEL_INFERENCE_POOL
 
 T2I_KEY = dg.AssetKey(["landing", "t2i_images"])
 I2T_KEY = dg.AssetKey(["landing", "i2t_descriptions"])
@@ -126,8 +129,7 @@ def tag_target_audit(audit_id: str, run: RunTarget, model_id: str, modality: str
         True if an event landed; False when the latest event already says so, or the audit
         has no event (nothing was generated).
     """
-    quoted = "'" + audit_id.replace("'", "''") + "'"
-    events = read_landing("audits", where=f"audit_id = {quoted}").to_pylist()
+    events = read_landing("audits", filters={"audit_id": audit_id}).to_pylist()
     if not events:
         return False
     latest = max(events, key=lambda e: e["event_at"])
@@ -154,7 +156,7 @@ def tag_target_audit(audit_id: str, run: RunTarget, model_id: str, modality: str
             "registry target (its model draws, version pinned to the partition's).",
         )
     ],
-    pool="model_inference",
+    pool=MODEL_INFERENCE_POOL,
 )
 def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.MaterializeResult:
     landing_dir("t2i_images")
@@ -241,7 +243,7 @@ def _this_run_image_audit(context: dg.AssetExecutionContext):
             "(subjective prompts, version pinned to the partition's).",
         )
     ],
-    pool="model_inference",
+    pool=MODEL_INFERENCE_POOL,
 )
 def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.MaterializeResult:
     landing_dir("i2t_descriptions")
