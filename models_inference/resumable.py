@@ -227,3 +227,26 @@ def run_resumable(
 
 
 __all__ = ["CODE_VERSION", "AuditInfo", "ResumableSummary", "ResumableTable", "landed_keys", "model_columns", "run_resumable"]
+
+
+def record_audit_target(audit_id: str, target: str, model_id: str, model_version: str, modality: str) -> bool:
+    """Land one ``landing/audits`` event attributing ``audit_id`` to a registry target.
+
+    The event copies the audit's latest event (status, config, rows) with ``target`` and the
+    model id, model version and modality its associations carry (``int_document_words``:
+    objective descriptions -> the image model, ``t2i``; subjective -> the describer, ``i2t``).
+    ``dim_audits`` takes the latest event's fields, so the audit joins its target's history.
+
+    Returns:
+        True if an event landed; False when the latest event already says so, or the audit
+        has no event (nothing was generated).
+    """
+    events = read_landing("audits", filters={"audit_id": audit_id}).to_pylist()
+    if not events:
+        return False
+    latest = max(events, key=lambda e: e["event_at"])
+    tag = {"target": target, "model_id": model_id, "model_version": model_version, "modality": modality}
+    if all(latest[k] == v for k, v in tag.items()):
+        return False
+    write_shard("audits", [{**latest, **tag, "event_at": datetime.now(timezone.utc)}], partition=audit_id)
+    return True

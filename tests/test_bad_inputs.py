@@ -105,7 +105,8 @@ SELECTION_CASES = [
 @pytest.mark.parametrize("name,descriptors,message", SELECTION_CASES, ids=[c[0] for c in SELECTION_CASES])
 def test_bad_descriptors_flag_is_a_clear_error(name, descriptors, message):
     """``dora audit --descriptors ...``: parsed by the CLI, resolved by the T2T asset's targets."""
-    from orchestration.cli.parser import build_parser, csv_list
+    from orchestration.cli.flags import csv_list
+    from orchestration.cli.parser import build_parser
     from orchestration.defs.config import AuditConfig
     from orchestration.defs.t2t.assets import build_targets
 

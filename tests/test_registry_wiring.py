@@ -86,12 +86,12 @@ def test_registry_accepts_the_vision_backends_and_names_what_does_not_fit():
     assert sd.scorers == []  # default: no scorer (listed explicitly per target)
     # what a partition of each vision target runs (orchestration/defs/vision/assets.py)
     from orchestration.defs.config import VisionConfig
-    from orchestration.defs.vision.assets import vision_config_for_target
+    from orchestration.defs.audits.runs import config_for_target
 
-    drawn = vision_config_for_target(VisionConfig(i2t_model="describer"), dalle)
+    drawn = config_for_target(VisionConfig(i2t_model="describer"), dalle)
     assert (drawn.t2i_backend, drawn.t2i_model, drawn.t2i_settings, drawn.images_per_descriptor) == ("openai", "dall-e-3", ["plural"], 2)
     assert drawn.i2t_model == "describer" and drawn.t2i_batch_size == VisionConfig().t2i_batch_size
-    described = vision_config_for_target(VisionConfig(t2i_model="painter"), gpt4o)
+    described = config_for_target(VisionConfig(t2i_model="painter"), gpt4o)
     assert (described.i2t_backend, described.i2t_model, described.i2t_settings) == ("openai", "gpt-4o", ["comprehensive", "implicit"])
     assert described.t2i_model == "painter" and described.i2t_temperature == 0.7
 

@@ -361,7 +361,7 @@ def test_store_png_converts_and_rejects(dora_home):
 
 
 def test_cli_flags_become_the_vision_run_config():
-    from orchestration.cli.audit import _vision_config
+    from orchestration.cli.flags import OP_CONFIGS, audit_run_config
     from orchestration.cli.parser import build_parser
     from orchestration.defs.config import VisionConfig
     from orchestration.definitions import AUDIT_JOB, defs
@@ -371,14 +371,17 @@ def test_cli_flags_become_the_vision_run_config():
          "--images-per-descriptor", "10", "--descriptors", "child,old person", "--per-dimension", "0",
          "--i2t-settings", "comprehensive,lexical", "--no-progress"]
     )
-    cfg = _vision_config(args)
-    assert cfg["t2i_model"] == "/models/sd" and cfg["t2i_vae"] == "stabilityai/sd-vae-ft-mse"
-    assert cfg["t2i_backend"] == "diffusers" and cfg["t2i_steps"] == 20 and cfg["t2i_styles"] == ["vivid", "natural"]
-    assert cfg["i2t_settings"] == ["comprehensive", "lexical"] and cfg["i2t_max_new_tokens"] == 200
-    assert cfg["descriptors"] == ["child", "old person"] and cfg["images_per_descriptor"] == 10
-    assert cfg["progress"] is False
-    VisionConfig(**cfg)  # every key is a field of the assets' config
-    defaults = _vision_config(build_parser().parse_args(["audit"]))
-    assert defaults["t2i_model"] is None and defaults["i2t_model"] is None  # nothing runs unless named
+    run_config = audit_run_config(args)
+    cfg = run_config.ops["t2i_images"]
+    assert isinstance(cfg, VisionConfig) and run_config.ops["i2t_descriptions"] == cfg
+    assert cfg.t2i_model == "/models/sd" and cfg.t2i_vae == "stabilityai/sd-vae-ft-mse"
+    assert cfg.t2i_backend == "diffusers" and cfg.t2i_steps == 20 and cfg.t2i_styles == ["vivid", "natural"]
+    assert cfg.i2t_settings == ["comprehensive", "lexical"] and cfg.i2t_max_new_tokens == 200
+    assert cfg.descriptors == ["child", "old person"] and cfg.images_per_descriptor == 10
+    assert cfg.progress is False and run_config.ops["t2t_completions"].progress is False
+    defaults = audit_run_config(build_parser().parse_args(["audit"])).ops["t2i_images"]
+    assert defaults == VisionConfig()  # the CLI's defaults are the Config class's
+    assert defaults.t2i_model is None and defaults.i2t_model is None  # nothing runs unless named
     ops = {node.name for node in defs.resolve_job_def(AUDIT_JOB).nodes_in_topological_order}
+    assert set(OP_CONFIGS) <= ops  # every op the CLI configures exists
     assert {"t2i_images", "i2t_descriptions", "description_words"} <= ops  # the op names `dora audit` configures

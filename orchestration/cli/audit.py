@@ -9,54 +9,10 @@ import contextlib
 import os
 import sys
 
-from orchestration.cli.parser import csv_list
+import dagster as dg
+
+from orchestration.cli.flags import audit_run_config
 from orchestration.instance import AUDIT_JOB, prepare_environment, prepare_run_readers
-
-def _vision_config(args) -> dict:
-    """Run config of the T2I / I2T assets from ``dora audit`` flags."""
-    return {
-        "t2i_backend": args.t2i_backend,
-        "t2i_model": args.t2i_model,
-        "t2i_base_url": args.t2i_base_url,
-        "t2i_vae": args.t2i_vae,
-        "t2i_steps": args.t2i_steps,
-        "t2i_size": args.t2i_size,
-        "t2i_quality": args.t2i_quality,
-        "t2i_styles": csv_list(args.t2i_styles),
-        "t2i_settings": csv_list(args.t2i_settings),
-        "images_per_descriptor": args.images_per_descriptor,
-        "descriptors": csv_list(args.descriptors),
-        "per_dimension": args.per_dimension,
-        "image_audit_id": args.image_audit_id,
-        "i2t_backend": args.i2t_backend,
-        "i2t_model": args.i2t_model,
-        "i2t_base_url": args.i2t_base_url,
-        "i2t_settings": csv_list(args.i2t_settings),
-        "i2t_max_new_tokens": args.i2t_max_new_tokens,
-        "progress": not args.no_progress,
-    }
-
-
-def _scoring_ops(args) -> dict:
-    """Run config of the scoring assets' ops from ``dora audit`` flags."""
-    judge_on = args.judge_backend != "none"
-    return {
-        "sentiment_scores": {"config": {"scorer": args.sentiment_scorer, "score_all": args.score_all}},
-        "toxicity_scores": {"config": {"scorer": args.toxicity_scorer, "score_all": args.score_all}},
-        "judge_ratings": {
-            "config": {
-                "backend": args.judge_backend if judge_on else "transformers",
-                "model": args.judge_model,
-                "base_url": args.judge_base_url,
-                "repeats": args.judge_repeats,
-                "answer_mode": args.judge_answer,
-                "score_all": args.score_all,
-                "enabled": judge_on,
-                "progress": not args.no_progress,
-            }
-        },
-    }
-
 
 def _vision_report(result) -> str:
     """One line per vision probe of a finished audit run: what ran, or why it was skipped."""
@@ -103,7 +59,7 @@ def _scoring_report(result) -> str:
 
 
 @contextlib.contextmanager
-def _execute(executor: str, job, run_config: dict, instance, partition: str | None, tags: dict):
+def _execute(executor: str, job, run_config, instance, partition: str | None, tags: dict):
     """Run the audit job in this process, or under Dagster's multiprocess executor.
 
     Yields:
@@ -124,7 +80,10 @@ def _execute(executor: str, job, run_config: dict, instance, partition: str | No
     # forkserver with dora's definitions preloaded: each step process is forked from one that has
     # already imported Dagster, dbt and dora (~4 s of imports saved per step)
     start = {"forkserver": {"preload_modules": ["orchestration.definitions"]}}
-    run_config = {**run_config, "execution": {"config": {"multiprocess": {"max_concurrent": 2, "start_method": start}}}}
+    run_config = dg.RunConfig(
+        ops=run_config.ops, loggers=run_config.loggers,
+        execution={"config": {"multiprocess": {"max_concurrent": 2, "start_method": start}}},
+    )
     # step processes write to file descriptor 1, not to the redirected sys.stdout: point it there too
     sys.stdout.flush()
     saved_stdout = os.dup(1)
@@ -148,30 +107,6 @@ def cmd_audit(args) -> int:
     from analytics.summary import audit_summary
     from orchestration.definitions import defs
 
-    config = {
-        "model": args.model,
-        "backend": args.backend,
-        "base_url": args.base_url,
-        "settings": csv_list(args.settings),
-        "runs": args.runs,
-        "letters": args.letters,
-        "descriptor_source": args.descriptor_source,
-        "descriptors": csv_list(args.descriptors),
-        "per_dimension": args.per_dimension,
-        "prompt_style": args.prompt_style,
-        "batch_size": args.batch_size,
-        "audit_id": args.audit_id,
-        "progress": not args.no_progress,
-    }
-    run_config = {
-        "ops": {
-            "t2t_completions": {"config": config},
-            "t2i_images": {"config": _vision_config(args)},
-            "i2t_descriptions": {"config": _vision_config(args)},
-            **_scoring_ops(args),
-        },
-        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
-    }
     partition = None
     if args.target:  # a registry target: its current version's partition, settings from the registry
         from ingestion.registry import RegistryError
@@ -179,7 +114,7 @@ def cmd_audit(args) -> int:
         from orchestration.defs.audits.runs import add_target_partition
 
         try:
-            partition, config["registry"] = add_target_partition(DagsterInstance.get(), args.target, args.registry)
+            partition, registry = add_target_partition(DagsterInstance.get(), args.target, args.registry)
         except (RegistryError, KeyError, VersionError) as exc:
             print(f"dora audit: {exc}", file=sys.stderr)
             return 2
@@ -192,6 +127,7 @@ def cmd_audit(args) -> int:
 
         for step in ("crows_pairs", "descriptors", *DBT_STEPS):
             forget(step)
+    run_config = audit_run_config(args, **({"registry": registry} if args.target else {}))
     job = defs.resolve_job_def(AUDIT_JOB)
     log_dir = home / "logs"
     log_dir.mkdir(exist_ok=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from orchestration.cli.flags import add_flags
+
 EPILOG = """\
 environment:
   DORA_HOME   where the warehouse (warehouse.duckdb), landing Parquet and the Dagster
@@ -30,13 +32,7 @@ examples:
 """
 
 
-def csv_list(text: str | None) -> list[str]:
-    return [p.strip() for p in (text or "").split(",") if p.strip()]
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from ingestion.vocabulary import T2T_SETTINGS
-    from orchestration.defs.config import DEFAULT_PER_DIMENSION, DEFAULT_RUNS
 
     parser = argparse.ArgumentParser(
         prog="dora",
@@ -54,20 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Re-running the same audit generates only rows that have not landed yet.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    audit.add_argument("--model", default="smollm2-135m", help="'smollm2-135m' (embedded), a local folder/.gguf, a cached hub id, or an API model name")
-    audit.add_argument("--backend", default="transformers", choices=["transformers", "openai"], help="generation backend")
-    audit.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (backend openai); key from $OPENAI_API_KEY")
-    audit.add_argument("--settings", default=",".join(T2T_SETTINGS), help="comma-separated T2T settings")
-    audit.add_argument("--runs", type=int, default=DEFAULT_RUNS, help="completions per descriptor x setting x letter (paper: 10)")
-    audit.add_argument("--letters", default="abcdefghijklmnopqrstuvwxyz", help="first letters to probe")
-    audit.add_argument("--descriptor-source", default="biasdora", choices=["biasdora", "crows_pairs"], help="curated paper list or descriptors extracted from CrowS-Pairs")
-    audit.add_argument("--descriptors", default="", help="comma-separated descriptor subset (normalised keys, e.g. 'alcoholic person,child')")
-    audit.add_argument("--per-dimension", type=int, default=DEFAULT_PER_DIMENSION, help="descriptors per bias dimension; 0 = all")
-    audit.add_argument("--prompt-style", default=None, choices=["chat", "completion"], help="default: the model's (completion for small local models)")
-    audit.add_argument("--batch-size", type=int, default=64, help="prompts per batch (transformers backend)")
-    audit.add_argument("--audit-id", default=None, help="override the deterministic audit id")
+    add_flags(audit, "probe")  # T2T probe (orchestration/defs/config.py: AuditConfig)
     audit.add_argument("--top", type=int, default=3, help="top associations shown per bias dimension")
-    audit.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     audit.add_argument("--verbose", "-v", action="store_true", help="show dbt's output (default: $DORA_HOME/logs/last_audit_dbt.log)")
     audit.add_argument(
         "--rebuild", action="store_true",
@@ -78,10 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="in_process (default): every step in this process; multiprocess: each step in its own "
         "process (Dagster's multiprocess executor), as runs launched from the UI",
     )
-    add_vision_arguments(audit)
-    add_scoring_arguments(audit)
+    add_flags(
+        audit, "vision", "T2I / I2T probes",
+        "Skipped unless a reachable model is named (local folder, hub id in the Hugging Face cache, or an "
+        "API model with OPENAI_API_KEY set). --descriptors / --per-dimension select their descriptors too.",
+    )
+    add_flags(
+        audit, "scoring", "scoring (METHOD.md section 4)",
+        "Sentiment, toxicity and LLM-judge bias level of every significant association (offline defaults: "
+        "VADER, the Jigsaw BiLSTM of toxic-comment-classifier, the embedded SmolLM2-135M as judge).",
+    )
     audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
-    audit.add_argument("--registry", default=None, help="audit registry file (default: $DORA_REGISTRY or registry.yaml)")
 
     query = sub.add_parser(
         "query",
@@ -134,47 +125,3 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--top", type=int, default=5, help="changes shown per bias dimension")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
     return parser
-
-
-def add_vision_arguments(audit: argparse.ArgumentParser) -> None:
-    """The T2I / I2T flags of ``dora audit`` (run config of orchestration/defs/vision/)."""
-    from orchestration.defs.config import DEFAULT_IMAGES_PER_DESCRIPTOR
-
-    v = audit.add_argument_group(
-        "T2I / I2T probes",
-        "Skipped unless a reachable model is named (local folder, hub id in the Hugging Face cache, or an "
-        "API model with OPENAI_API_KEY set). --descriptors / --per-dimension select their descriptors too.",
-    )
-    v.add_argument("--t2i-backend", default="diffusers", choices=["diffusers", "openai"], help="text-to-image backend")
-    v.add_argument("--t2i-model", default=None, help="diffusers folder or hub id (paper: Stable Diffusion), or an OpenAI Images model (dall-e-3)")
-    v.add_argument("--t2i-base-url", default=None, help="OpenAI-compatible endpoint for --t2i-backend openai")
-    v.add_argument("--t2i-vae", default=None, help="swap the pipeline's VAE (paper: stabilityai/sd-vae-ft-mse)")
-    v.add_argument("--t2i-steps", type=int, default=20, help="diffusion steps (DPM-Solver multistep; paper: 20)")
-    v.add_argument("--t2i-size", default="1024x1024", help="OpenAI image size (paper: 1024x1024)")
-    v.add_argument("--t2i-quality", default="standard", help="OpenAI image quality (paper: standard)")
-    v.add_argument("--t2i-styles", default="vivid,natural", help="OpenAI styles, alternated over a descriptor's images (paper: vivid,natural)")
-    v.add_argument("--t2i-settings", default="singular,plural", help="T2I settings")
-    v.add_argument("--images-per-descriptor", type=int, default=DEFAULT_IMAGES_PER_DESCRIPTOR, help="images per descriptor and setting (paper: 10)")
-    v.add_argument("--image-audit-id", default=None, help="describe the images of this earlier T2I audit instead of this run's")
-    v.add_argument("--i2t-backend", default="transformers", choices=["transformers", "openai"], help="image-to-text backend")
-    v.add_argument("--i2t-model", default=None, help="transformers image-text-to-text folder or hub id (paper: LLaVA), or an OpenAI vision model (gpt-4o)")
-    v.add_argument("--i2t-base-url", default=None, help="OpenAI-compatible endpoint for --i2t-backend openai")
-    v.add_argument("--i2t-settings", default="comprehensive,subjective,stereotypical,implicit,lexical", help="description prompts (objective: straightforward, moderate, comprehensive; subjective: subjective, stereotypical, implicit, lexical)")
-    v.add_argument("--i2t-max-new-tokens", type=int, default=200, help="description length budget in tokens (paper: 200)")
-
-
-def add_scoring_arguments(audit: argparse.ArgumentParser) -> None:
-    """The scoring flags of ``dora audit`` (run config of orchestration/defs/scoring/)."""
-    s = audit.add_argument_group(
-        "scoring (METHOD.md section 4)",
-        "Sentiment, toxicity and LLM-judge bias level of every significant association (offline defaults: "
-        "VADER, the Jigsaw BiLSTM of toxic-comment-classifier, the embedded SmolLM2-135M as judge).",
-    )
-    s.add_argument("--score-all", action="store_true", help="score every association, not only the significant ones")
-    s.add_argument("--sentiment-scorer", default="vader", help="'vader' or a transformers sentiment model id/folder (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english)")
-    s.add_argument("--toxicity-scorer", default="toxic-comment-classifier", help="'toxic-comment-classifier' or a transformers toxicity model id/folder (paper: s-nlp/roberta-toxicity_classifier)")
-    s.add_argument("--judge-backend", default="transformers", choices=["transformers", "openai", "none"], help="LLM judge backend ('none' skips the judge)")
-    s.add_argument("--judge-model", default=None, help="judge model (default: smollm2-135m for transformers, gpt-4o for openai)")
-    s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored)")
-    s.add_argument("--judge-repeats", type=int, default=1, help="judgements per association (k); every repeat is kept")
-    s.add_argument("--judge-answer", default=None, choices=["free", "constrained"], help="free answer parsed (paper) or first token constrained to 1-5 (local models; their default)")
