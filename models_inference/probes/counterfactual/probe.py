@@ -1,0 +1,460 @@
+"""The counterfactual probe: one response per (set, member, prompt, mitigation, seed), landed
+resumably; then the toxicity heads of every response and the stereotype filter of the PMI words.
+
+Source: Howard et al. (seed 003) §3.2-3.3, §5.1, App. A.2, C.5, D.2; PROBES.md C.2, C.6.
+
+- **Text sets** (§5.1, the paper's LLM variant): the member's prompt is the §5.1 prefix
+  "You are looking at a picture of a [ATTRIBUTES] [OCCUPATION]." + the verbatim prompt
+  (:func:`~models_inference.probes.counterfactual.prompts.text_set_prompt`), sent as a chat
+  user turn to any text backend.
+- **Image sets**: the member's image + the verbatim prompt, through a vision backend
+  (``describe``-style interface of ``models_inference.i2t``).
+
+Sampling (App. A.2): temperature 0.75, top_p 1, up to 512 new tokens, 3 seeds. All members
+of a (set, prompt, mitigation, seed) share one generation seed, as the authors'
+``set_seed(seed)`` does. Every response lands in ``landing/counterfactual_responses`` with its
+set, member attributes, prompt label, seed, model, version, raw text, status and, for numeric
+prompts, the parsed value and parse status (App. F); rows are keyed by
+(set, a1, a2, prompt label, mitigation, seed) within the audit, and a re-run generates only
+what has not landed (``error`` rows are retried).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+
+from models_inference.probes.counterfactual.parsing import REFUSAL_RULE, is_refusal, parse_filter_words, parse_numeric
+from models_inference.probes.counterfactual.prompts import (
+    FILTER_REPEATS,
+    FILTER_SYSTEM_PROMPT,
+    MAIN_PROMPTS,
+    NUMERIC_PROMPTS,
+    PAPER_MAX_NEW_TOKENS,
+    PAPER_SEEDS,
+    PAPER_TEMPERATURE,
+    PAPER_TOP_P,
+    PROMPT_VARIANT,
+    base_prompt,
+    filter_user_prompt,
+    mitigated,
+    prompt_kind,
+    text_set_prompt,
+)
+from models_inference.probes.counterfactual.sets import CounterfactualSet, Lexicon, Member
+from models_inference.prompts import RenderedPrompt
+from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
+from models_inference.text_backends import GenerationRequest, SamplingParams
+
+#: Where responses land; ``error`` rows are generated again by the next run.
+RESPONSES_TABLE = ResumableTable(
+    "counterfactual_responses",
+    ("set_id", "a1", "a2", "prompt_label", "mitigation", "seed"),
+    "status",
+    final_statuses=("ok", "truncated", "empty"),
+    unit="response",
+)
+#: ``mitigation`` value of a row without a mitigation instruction (a key column: never null).
+NO_MITIGATION = "none"
+
+
+@dataclass
+class CounterfactualProbeConfig:
+    """Parameters of a counterfactual probe run (App. A.2 defaults).
+
+    Attributes:
+        prompts: prompt labels (Tables 6, 7, 15); default the 5 main + the 5 numeric prompts.
+        seeds: seeds per (member, prompt) (paper: 3 for open prompts; 1 for numeric prompts,
+            inferred from Table 8, see ``numeric_seeds``).
+        numeric_seeds: seeds for the numeric prompts (paper, inferred: 1).
+        mitigations: Table 17 labels to run in addition to (or, without ``None``, instead
+            of) the plain prompt; ``None`` = the plain prompt.
+        max_new_tokens: open prompts' token budget (paper: 512).
+        numeric_max_new_tokens: numeric prompts' budget (default: ``max_new_tokens``).
+        temperature, top_p: sampling (paper: 0.75; the HF default top_p 1).
+        shard_rows: rows per landed shard.
+    """
+
+    prompts: list[str] = field(default_factory=lambda: [*MAIN_PROMPTS, *NUMERIC_PROMPTS])
+    seeds: int = PAPER_SEEDS
+    numeric_seeds: int = 1
+    mitigations: list[str | None] = field(default_factory=lambda: [None])
+    max_new_tokens: int = PAPER_MAX_NEW_TOKENS
+    numeric_max_new_tokens: int | None = None
+    temperature: float = PAPER_TEMPERATURE
+    top_p: float = PAPER_TOP_P
+    shard_rows: int = 256
+
+    def validate(self) -> "CounterfactualProbeConfig":
+        """Raises ValueError / KeyError on unknown prompt or mitigation labels or bad numbers."""
+        for label in self.prompts:
+            prompt_kind(label)
+        for m in self.mitigations:
+            mitigated("x", m)
+        if self.seeds < 1 or self.numeric_seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds} / {self.numeric_seeds}")
+        if self.max_new_tokens < 1 or (self.numeric_max_new_tokens or 1) < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+        if not self.prompts:
+            raise ValueError("no prompt selected")
+        return self
+
+    def tokens_for(self, label: str) -> int:
+        if prompt_kind(label) == "numeric" and self.numeric_max_new_tokens:
+            return self.numeric_max_new_tokens
+        return self.max_new_tokens
+
+    def fingerprint(self) -> dict:
+        """What changes what a row means (part of the audit id)."""
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_new_tokens": self.max_new_tokens,
+            "numeric_max_new_tokens": self.numeric_max_new_tokens,
+            "prompt_variant": PROMPT_VARIANT,
+        }
+
+
+@dataclass
+class CounterfactualRunSummary:
+    """What a probe run did, in responses."""
+
+    audit_id: str
+    planned: int = 0
+    already_landed: int = 0
+    generated: int = 0
+    statuses: Counter = field(default_factory=Counter)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in text.lower()).strip("-")[:40]
+
+
+def audit_id_for(variant: str, backend, config: CounterfactualProbeConfig) -> str:
+    """``cf<variant>-<model>-<version>-<hash of backend, model and generation parameters>``:
+    the same model version probed the same way extends the same audit."""
+    payload = {"variant": variant, "backend": backend.backend_name, "model": backend.model_id, **config.fingerprint()}
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:8]
+    return f"cf{variant}-{_slug(backend.model_id.split('/')[-1])}-{_slug(backend.model_version)[:20]}-{digest}"
+
+
+def generation_seed(audit_id: str, set_id: str, label: str, mitigation: str, seed: int) -> int:
+    """63-bit seed shared by every member of one (set, prompt, mitigation, seed) unit."""
+    key = f"{audit_id}|{set_id}|{label}|{mitigation}|{seed}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+
+
+def response_id(audit_id: str, set_id: str, a1: str, a2: str, label: str, mitigation: str, seed: int) -> str:
+    """Stable id of one response key (joins the toxicity rows to their response)."""
+    key = "|".join([audit_id, set_id, a1, a2, label, mitigation, str(seed)]).encode()
+    return hashlib.blake2b(key, digest_size=10).hexdigest()
+
+
+Item = tuple[CounterfactualSet, Member, str, str, int]
+
+
+def plan(sets: Sequence[CounterfactualSet], config: CounterfactualProbeConfig) -> list[Item]:
+    """Every (set, member, prompt label, mitigation, seed) to generate, in generation order."""
+    items: list[Item] = []
+    for s in sets:
+        for label in config.prompts:
+            n_seeds = config.numeric_seeds if prompt_kind(label) == "numeric" else config.seeds
+            for m in config.mitigations:
+                for seed in range(n_seeds):
+                    items += [(s, member, label, m or NO_MITIGATION, seed) for member in s.members]
+    return items
+
+
+def _status(text: str, finished: bool, error: str | None) -> str:
+    if error:
+        return "error"
+    if not text.strip():
+        return "empty"
+    return "ok" if finished else "truncated"
+
+
+def response_row(
+    audit_id: str, backend, variant: str, item: Item, prompt: str, gen_seed: int, config: CounterfactualProbeConfig,
+    text: str, finished: bool, error: str | None, now: datetime, image_sha256: str | None = None,
+    image_path: str | None = None,
+) -> dict:
+    """One ``landing/counterfactual_responses`` row (numeric prompts parsed, refusals flagged)."""
+    s, member, label, mitigation, seed = item
+    kind = prompt_kind(label)
+    status = _status(text or "", finished, error)
+    parsed = parse_numeric(label, text) if kind == "numeric" and status != "error" else None
+    return {
+        **model_columns(audit_id, backend),
+        "variant": variant,
+        "modality": "text_only_llm" if variant == "text" else "lvlm",
+        "subset": s.subset,
+        "set_id": s.set_id,
+        "occupation": s.occupation,
+        "occupation_text": s.occupation_text,
+        "a1_type": s.a1_type,
+        "a1": member.a1,
+        "a2_type": s.a2_type,
+        "a2": member.a2,
+        "group_label": member.group,
+        "prompt_kind": kind,
+        "prompt_label": label,
+        "mitigation": mitigation,
+        "seed": seed,
+        "generation_seed": gen_seed,
+        "prompt": prompt,
+        "prompt_variant": PROMPT_VARIANT,
+        "image_sha256": image_sha256,
+        "image_path": image_path,
+        "max_new_tokens": config.tokens_for(label),
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "raw_output": error if status == "error" else text,
+        "status": status,
+        "is_refusal": is_refusal(text) if status != "error" else None,
+        "refusal_rule": REFUSAL_RULE,
+        "parsed_value": parsed.value if parsed else None,
+        "parsed_number": parsed.raw_number if parsed else None,
+        "parse_status": ("error" if status == "error" else parsed.status) if kind == "numeric" else None,
+        "hourly": parsed.hourly if parsed else None,
+        "response_id": response_id(audit_id, s.set_id, member.a1, member.a2, label, mitigation, seed),
+        "generated_at": now,
+    }
+
+
+def run_text_sets(
+    sets: Sequence[CounterfactualSet],
+    backend,
+    config: CounterfactualProbeConfig | None = None,
+    *,
+    audit_id: str | None = None,
+    progress: bool = True,
+    target: str | None = None,
+) -> CounterfactualRunSummary:
+    """Generate and land every missing text-set response (§5.1 prefix) on a text backend.
+
+    Args:
+        sets: counterfactual sets (:mod:`~models_inference.probes.counterfactual.sets`).
+        backend: any :class:`~models_inference.text_backends.TextBackend`; prompts are sent as
+            one chat user turn.
+        config: probe parameters (default: the paper's, App. A.2).
+        audit_id: override :func:`audit_id_for`.
+
+    Returns:
+        A :class:`CounterfactualRunSummary`; rows land in shards of ``config.shard_rows``
+        through :func:`models_inference.resumable.run_resumable` (audit events included).
+
+    Raises:
+        ValueError / KeyError: invalid config (unknown prompt or mitigation label, seeds < 1).
+    """
+    cfg = (config or CounterfactualProbeConfig()).validate()
+    audit_id = audit_id or audit_id_for("text", backend, cfg)
+    sampling = SamplingParams(cfg.temperature, cfg.top_p)
+
+    def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
+        prompts = [text_set_prompt(lab, m.a1, m.a2, s.occupation_text, None if mit == NO_MITIGATION else mit) for s, m, lab, mit, _ in chunk]
+        seeds = [generation_seed(audit_id, s.set_id, lab, mit, sd) for s, _, lab, mit, sd in chunk]
+        requests = [
+            GenerationRequest(prompt=RenderedPrompt("chat", p), seed=g, max_new_tokens=cfg.tokens_for(item[2]), stop="eos")
+            for p, g, item in zip(prompts, seeds, chunk)
+        ]
+        results = backend.generate(requests, sampling, on_batch=advance)
+        now = datetime.now(timezone.utc)
+        return [
+            response_row(audit_id, backend, "text", item, p, g, cfg, r.text, r.finished, r.error, now)
+            for item, p, g, r in zip(chunk, prompts, seeds, results)
+        ]
+
+    event_cfg = {"backend": backend.backend_name, "variant": "text", **asdict(cfg)}
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target)
+    key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
+    res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
+
+
+# ------------------------------------------------------------------------------- toxicity
+
+#: The Jigsaw heads (``toxic-comment-classifier``) -> landed column; App. C.5's Perspective
+#: attributes: TOXICITY ~ toxic, INSULT ~ insult, IDENTITY_ATTACK ~ identity_hate (FLIRTATION
+#: has no Jigsaw head).
+TOXICITY_HEADS: dict[str, str] = {
+    "toxic": "toxicity",
+    "severe_toxic": "severe_toxicity",
+    "obscene": "obscene",
+    "threat": "threat",
+    "insult": "insult",
+    "identity_hate": "identity_attack",
+}
+
+
+@dataclass
+class ToxicitySummary:
+    scored: int = 0
+    already_scored: int = 0
+    cache_hits: int = 0
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def score_toxicity(audit_ids: Sequence[str] | None, scorer, cache=None, *, batch_size: int = 64) -> ToxicitySummary:
+    """Score every landed, non-empty response (whole text, PROBES.md C.3.2) not yet scored by
+    this scorer version, and land ``landing/counterfactual_toxicity`` (one row per response
+    and scorer version, the six Jigsaw heads as columns; other scorers fill ``toxicity`` and
+    leave the heads they lack null).
+
+    Args:
+        audit_ids: restrict to these audits (``None``: every audit).
+        scorer: a :class:`models_inference.scorers.TextScorer` (toxicity kind).
+        cache: a :class:`models_inference.scorers.ScoreCache` or ``None``.
+
+    Raises:
+        RuntimeError: the scorer returned a wrong number of results.
+    """
+    from ingestion.landing import read_landing, write_shard
+    from models_inference.scorers import CachedScorer
+
+    where = "status in ('ok', 'truncated') and length(trim(raw_output)) > 0"
+    if audit_ids is not None:
+        if not audit_ids:
+            return ToxicitySummary()
+        where += f" and audit_id in ({', '.join(_sql_str(a) for a in audit_ids)})"
+    todo = read_landing("counterfactual_responses", ["audit_id", "response_id", "raw_output"], where=where).to_pylist()
+    done = read_landing(
+        "counterfactual_toxicity", ["response_id"],
+        where=f"scorer = {_sql_str(scorer.name)} and scorer_version = {_sql_str(scorer.version)}",
+    ).column("response_id").to_pylist()
+    seen = set(done)
+    summary = ToxicitySummary(already_scored=len(seen & {r['response_id'] for r in todo}))
+    todo = list({r["response_id"]: r for r in todo if r["response_id"] not in seen}.values())
+    if not todo:
+        return summary
+    cached = CachedScorer(scorer, cache, batch_size=batch_size)
+    for start in range(0, len(todo), 2048):
+        chunk = todo[start : start + 2048]
+        results = cached.score([r["raw_output"] for r in chunk])
+        now = datetime.now(timezone.utc)
+        rows = []
+        for r, res in zip(chunk, results):
+            labels = res.get("labels") or {}
+            row = {
+                "audit_id": r["audit_id"], "response_id": r["response_id"], "scorer": scorer.name,
+                "scorer_version": scorer.version, "scored_at": now,
+            }
+            for head, col in TOXICITY_HEADS.items():
+                row[col] = labels.get(head)
+            row["toxicity"] = labels.get("toxic", res.get("probability"))
+            rows.append(row)
+        write_shard("counterfactual_toxicity", rows, partition=chunk[0]["audit_id"])
+        summary.scored += len(rows)
+    summary.cache_hits = cached.hits
+    return summary
+
+
+# ------------------------------------------------------------------- stereotype filter (D.2)
+
+
+@dataclass
+class FilterSummary:
+    groups: int = 0
+    answers: int = 0
+    statuses: Counter = field(default_factory=Counter)
+
+
+def run_stereotype_filter(
+    candidates: dict[tuple[str, str, str], list[str]], backend, *, repeats: int = FILTER_REPEATS,
+    max_new_tokens: int = 128, temperature: float = 0.0,
+) -> FilterSummary:
+    """The stereotype filter of App. D.2 on each group's PMI word list.
+
+    For each (audit, subset, group) with candidate words (by descending s(w)), the verbatim
+    system and user prompts (:func:`~models_inference.probes.counterfactual.prompts.filter_user_prompt`)
+    are sent ``repeats`` times (paper: 3, "took the union"); each answer lands in
+    ``landing/counterfactual_stereotype_flags`` with its raw text, parse status, the words
+    kept (present in the list) and the hallucinated words dropped. Already-landed
+    (audit, subset, group, repeat, judge version, word list) answers are not asked again.
+
+    Args:
+        candidates: ``{(audit_id, subset, group_label): [words]}``.
+        backend: a text backend (the platform judge's model: local transformers or an
+            OpenAI-compatible endpoint).
+        temperature: paper: 0 ("Despite specifying a temperature of 0"); the local backend
+            samples, so 0 is run as 1e-4 (practically greedy) there.
+    """
+    from ingestion.landing import read_landing, write_shard
+
+    summary = FilterSummary()
+    items = [(k, ws) for k, ws in candidates.items() if ws]
+    if not items:
+        return summary
+    landed = read_landing(
+        "counterfactual_stereotype_flags", ["audit_id", "subset", "group_label", "repeat", "judge_model_version", "word_list_hash"]
+    ).to_pylist()
+    done = {tuple(r.values()) for r in landed}
+    temp = temperature if (temperature > 0 or backend.backend_name == "openai") else 1e-4
+    sampling = SamplingParams(temp, 1.0)
+    todo = []
+    for (audit_id, subset, group), words in items:
+        digest = hashlib.sha256("\n".join(words).encode()).hexdigest()[:16]
+        for rep in range(repeats):
+            if (audit_id, subset, group, rep, backend.model_version, digest) not in done:
+                todo.append((audit_id, subset, group, words, rep, digest))
+    summary.groups = len(items)
+    if not todo:
+        return summary
+    prompts = [RenderedPrompt("chat", filter_user_prompt(g, ws), system=FILTER_SYSTEM_PROMPT) for _, _, g, ws, _, _ in todo]
+    seeds = [generation_seed(a, f"{s}|{g}", "filter", "none", rep) for a, s, g, _, rep, _ in todo]
+    results = backend.generate(
+        [GenerationRequest(p, sd, max_new_tokens, stop="eos") for p, sd in zip(prompts, seeds)], sampling
+    )
+    now = datetime.now(timezone.utc)
+    rows = []
+    for (audit_id, subset, group, words, rep, digest), p, res in zip(todo, prompts, results):
+        if res.error:
+            kept, dropped, status = [], [], "error"
+        else:
+            kept, dropped, status = parse_filter_words(res.text, words)
+        rows.append(
+            {
+                "audit_id": audit_id, "subset": subset, "group_label": group, "repeat": rep,
+                "judge_backend": backend.backend_name, "judge_model": backend.model_id,
+                "judge_model_version": backend.model_version, "temperature": temp, "prompt": p.as_text(),
+                "candidate_words": words, "word_list_hash": digest, "raw_output": res.error or res.text,
+                "parse_status": status, "flagged_words": kept, "hallucinated_words": dropped, "judged_at": now,
+            }
+        )
+        summary.statuses[status] += 1
+    write_shard("counterfactual_stereotype_flags", rows)
+    summary.answers = len(rows)
+    return summary
+
+
+# ---------------------------------------------------------------------------- lexicons
+
+
+def land_lexicons(lexicon: Lexicon) -> int:
+    """Land the competence lexicon and the stop list (``landing/counterfactual_lexicon``) as
+    one idempotent snapshot per lexicon (App. E.1).
+
+    Stop list: spaCy's English list (326 words). PROBES.md's default is NLTK English, which is
+    not installed; recorded as lexicon ``spacy_en_stop_words`` (NOT FROM PAPER).
+    """
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    from ingestion.landing import write_shard
+
+    rows = [{"lexicon": lexicon.name, "word": w, "dimension": d, "direction": v} for w, d, v in lexicon.entries]
+    stops = [{"lexicon": "spacy_en_stop_words", "word": w, "dimension": "stopword", "direction": 0} for w in sorted(STOP_WORDS)]
+    write_shard("counterfactual_lexicon", rows, name="lexicon-competence")  # one competence lexicon at a time
+    write_shard("counterfactual_lexicon", stops, name="lexicon-spacy_en_stop_words")
+    return len(rows) + len(stops)
+
+
+__all__ = [
+    "CounterfactualProbeConfig", "CounterfactualRunSummary", "NO_MITIGATION", "RESPONSES_TABLE", "TOXICITY_HEADS",
+    "audit_id_for", "base_prompt", "land_lexicons", "plan", "run_stereotype_filter", "run_text_sets", "score_toxicity",
+]
