@@ -239,6 +239,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("generation_seed", pa.int64()),  # shared by the members of a (set, prompt, mitigation, seed)
             ("prompt", pa.string()),
             ("prompt_variant", pa.string()),  # paper (verbatim tables)
+            ("prompt_style", pa.string()),  # chat (user turn) / completion (numeric prompts, small local models)
             ("image_sha256", pa.string()),  # image sets only
             ("image_path", pa.string()),
             ("max_new_tokens", pa.int32()),

@@ -29,6 +29,7 @@ select
     r.generation_seed,
     r.prompt,
     r.prompt_variant,
+    r.prompt_style,
     r.image_sha256,
     r.max_new_tokens,
     r.temperature,

@@ -77,6 +77,11 @@ class CounterfactualProbeConfig:
         numeric_max_new_tokens: numeric prompts' budget (default: ``max_new_tokens``).
         temperature, top_p: sampling (paper: 0.75; the HF default top_p 1).
         shard_rows: rows per landed shard.
+        numeric_prompt_style: how numeric prompts are sent: ``chat`` (a user turn, the paper's
+            protocol) or ``completion`` (the raw prompt text, which ends with "Rating:" /
+            "Salary:", continued by the model: small local models that answer a chat turn
+            with prose then write a number; a deviation recorded as ``prompt_style`` on the
+            rows). ``None`` = the backend's default style (completion for small local models).
     """
 
     prompts: list[str] = field(default_factory=lambda: [*MAIN_PROMPTS, *NUMERIC_PROMPTS])
@@ -88,6 +93,7 @@ class CounterfactualProbeConfig:
     temperature: float = PAPER_TEMPERATURE
     top_p: float = PAPER_TOP_P
     shard_rows: int = 256
+    numeric_prompt_style: str | None = None
 
     def validate(self) -> "CounterfactualProbeConfig":
         """Raises ValueError / KeyError on unknown prompt or mitigation labels or bad numbers."""
@@ -116,6 +122,7 @@ class CounterfactualProbeConfig:
             "max_new_tokens": self.max_new_tokens,
             "numeric_max_new_tokens": self.numeric_max_new_tokens,
             "prompt_variant": PROMPT_VARIANT,
+            "numeric_prompt_style": self.numeric_prompt_style,
         }
 
 
@@ -180,7 +187,7 @@ def _status(text: str, finished: bool, error: str | None) -> str:
 def response_row(
     audit_id: str, backend, variant: str, item: Item, prompt: str, gen_seed: int, config: CounterfactualProbeConfig,
     text: str, finished: bool, error: str | None, now: datetime, image_sha256: str | None = None,
-    image_path: str | None = None,
+    image_path: str | None = None, prompt_style: str = "chat",
 ) -> dict:
     """One ``landing/counterfactual_responses`` row (numeric prompts parsed, refusals flagged)."""
     s, member, label, mitigation, seed = item
@@ -207,6 +214,7 @@ def response_row(
         "generation_seed": gen_seed,
         "prompt": prompt,
         "prompt_variant": PROMPT_VARIANT,
+        "prompt_style": prompt_style,
         "image_sha256": image_sha256,
         "image_path": image_path,
         "max_new_tokens": config.tokens_for(label),
@@ -251,20 +259,28 @@ def run_text_sets(
         ValueError / KeyError: invalid config (unknown prompt or mitigation label, seeds < 1).
     """
     cfg = (config or CounterfactualProbeConfig()).validate()
+    if cfg.numeric_prompt_style is None:
+        cfg.numeric_prompt_style = getattr(backend, "default_prompt_style", "chat")
+    if cfg.numeric_prompt_style not in ("chat", "completion"):
+        raise ValueError(f"numeric_prompt_style must be chat or completion, got {cfg.numeric_prompt_style!r}")
     audit_id = audit_id or audit_id_for("text", backend, cfg)
+
+    def style(label: str) -> str:
+        return cfg.numeric_prompt_style if prompt_kind(label) == "numeric" else "chat"
+
     sampling = SamplingParams(cfg.temperature, cfg.top_p)
 
     def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
         prompts = [text_set_prompt(lab, m.a1, m.a2, s.occupation_text, None if mit == NO_MITIGATION else mit) for s, m, lab, mit, _ in chunk]
         seeds = [generation_seed(audit_id, s.set_id, lab, mit, sd) for s, _, lab, mit, sd in chunk]
         requests = [
-            GenerationRequest(prompt=RenderedPrompt("chat", p), seed=g, max_new_tokens=cfg.tokens_for(item[2]), stop="eos")
+            GenerationRequest(prompt=RenderedPrompt(style(item[2]), p), seed=g, max_new_tokens=cfg.tokens_for(item[2]), stop="eos")
             for p, g, item in zip(prompts, seeds, chunk)
         ]
         results = backend.generate(requests, sampling, on_batch=advance)
         now = datetime.now(timezone.utc)
         return [
-            response_row(audit_id, backend, "text", item, p, g, cfg, r.text, r.finished, r.error, now)
+            response_row(audit_id, backend, "text", item, p, g, cfg, r.text, r.finished, r.error, now, prompt_style=style(item[2]))
             for item, p, g, r in zip(chunk, prompts, seeds, results)
         ]
 

@@ -62,6 +62,7 @@ def probe_config(config: CounterfactualConfig) -> cf.CounterfactualProbeConfig:
         prompts=list(config.prompts), seeds=config.seeds, numeric_seeds=config.numeric_seeds,
         mitigations=mitigations, max_new_tokens=config.max_new_tokens,
         numeric_max_new_tokens=config.numeric_max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+        numeric_prompt_style=config.numeric_prompt_style,
     )
 
 

@@ -70,6 +70,7 @@ class CounterfactualConfig(dg.Config):
     judge_base_url: Optional[str] = None
     judge_max_new_tokens: int = 64
     lexicon: Optional[str] = None
+    numeric_prompt_style: Optional[str] = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
