@@ -100,6 +100,12 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_vision_arguments(audit)
     _add_scoring_arguments(audit)
+    # >>> probe families (issue 12: counterfactual) >>>
+    from orchestration.defs.counterfactual.config import add_arguments as add_counterfactual_arguments
+
+    audit.add_argument("--probe", action="append", choices=["biasdora", "counterfactual"], default=None, help="probe family to run (repeatable; default: every family)")
+    add_counterfactual_arguments(audit)
+    # <<< probe families <<<
     audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
     audit.add_argument("--registry", default=None, help="audit registry file (default: $DORA_REGISTRY or registry.yaml)")
 
@@ -335,6 +341,7 @@ def cmd_audit(args) -> int:
 
     from analytics.summary import audit_summary
     from orchestration.definitions import AUDIT_JOB, defs
+    from orchestration.defs.counterfactual.config import audit_report as counterfactual_report, run_config_ops as counterfactual_ops
 
     config = {
         "model": args.model,
@@ -357,6 +364,7 @@ def cmd_audit(args) -> int:
             "t2i_images": {"config": _vision_config(args)},
             "i2t_descriptions": {"config": _vision_config(args)},
             **_scoring_ops(args),
+            **counterfactual_ops(args, enabled=not args.probe or "counterfactual" in args.probe),  # issue 12
         },
         "loggers": {"console": {"config": {"log_level": "WARNING"}}},
     }
@@ -406,6 +414,7 @@ def cmd_audit(args) -> int:
             audit_id = md["audit_id"].value
     print(audit_summary(audit_id, top=args.top, run_id=result.run_id))
     print(_scoring_report(result))
+    print(counterfactual_report(result))  # issue 12
     vision = _vision_report(result)
     if vision:
         print(vision, file=sys.stderr)

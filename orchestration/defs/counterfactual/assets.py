@@ -13,7 +13,6 @@ not run the counterfactual probe (the assets materialise with ``skipped``); ``en
 (``dora audit --probe`` without ``counterfactual``) skips it the same way.
 """
 
-from __future__ import annotations
 
 import dagster as dg
 
@@ -32,7 +31,7 @@ PMI = dg.AssetKey("int_counterfactual_word_pmi")
 GROUP = "counterfactual"
 
 
-def _skip_reason(context: dg.AssetExecutionContext, config: CounterfactualConfig) -> str | None:
+def _skip_reason(context: dg.AssetExecutionContext, config: CounterfactualConfig):
     if not config.enabled:
         return "counterfactual probe not selected (dora audit --probe)"
     if context.run.tags.get("dagster/partition"):
@@ -137,7 +136,7 @@ def counterfactual_toxicity(context: dg.AssetExecutionContext, config: Counterfa
     )
 
 
-def pmi_candidates(audit_id: str | None = None, top: int = 50) -> dict[tuple[str, str, str], list[str]]:
+def pmi_candidates(audit_id=None, top: int = 50) -> dict:
     """The candidate words (s(w) >= 1, freq >= min-freq) of each (audit, subset, group), by
     descending s(w), at most ``top`` per group (the paper validated the top 50), read-only."""
     from analytics.query import connect_read_only

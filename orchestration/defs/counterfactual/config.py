@@ -129,3 +129,29 @@ def run_config_ops(args, enabled: bool = True) -> dict:
     """``{"<op>": {"config": ...}}`` for every counterfactual op (merge into ``run_config["ops"]``)."""
     cfg = config_from_args(args, enabled)
     return {op: {"config": cfg} for op in COUNTERFACTUAL_OPS}
+
+
+def audit_report(result) -> str:
+    """Lines for ``dora audit``'s summary: what the counterfactual assets of ``result`` did."""
+    lines = []
+    for mat in result.get_asset_materialization_events():
+        key = mat.materialization.asset_key.path
+        if len(key) != 2 or key[0] != "landing" or not key[1].startswith("counterfactual_"):
+            continue
+        md = {k: v.value for k, v in mat.materialization.metadata.items()}
+        if md.get("skipped"):
+            if key[1] == "counterfactual_responses":
+                lines.append(f"  skipped: {md['skipped']}")
+            continue
+        if key[1] == "counterfactual_responses":
+            lines.append(
+                f"  {md.get('audit_id')}: {md.get('rows_generated')} new responses ({md.get('rows_planned')} planned, "
+                f"{md.get('sets')} sets, max {md.get('max_new_tokens')} tokens)"
+            )
+        elif key[1] == "counterfactual_toxicity":
+            lines.append(f"  toxicity: {md.get('rows_scored')} responses scored ({md.get('scorer')})")
+        elif key[1] == "counterfactual_stereotype_flags":
+            lines.append(f"  stereotype filter: {md.get('answers')} answers for {md.get('groups_with_candidates')} groups")
+    if lines:
+        lines = ['counterfactual probe (dora query "select * from agg_max_toxicity"):', *lines]
+    return "\n".join(lines)
