@@ -291,6 +291,124 @@ def run_text_sets(
     return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
 
 
+# ----------------------------------------------------------------------------- image sets
+
+#: T2I prompt of a member without a dataset caption (user sets). An approximation of the
+#: dataset's construction (Stable Diffusion + prompt-to-prompt cross-attention control, not
+#: reproduced here): every member is drawn independently from this prompt with the set's seed.
+T2I_MEMBER_TEMPLATE = "A photo of {article} {attributes} {occupation}"
+
+
+def member_t2i_prompt(s: CounterfactualSet, m: Member) -> str:
+    """The member's dataset caption, else :data:`T2I_MEMBER_TEMPLATE` ("A photo of an obese female nurse")."""
+    from models_inference.probes.counterfactual.prompts import article
+
+    if m.caption:
+        return m.caption
+    attrs = f"{m.a1} {m.a2}"
+    return T2I_MEMBER_TEMPLATE.format(article=article(attrs), attributes=attrs, occupation=s.occupation_text)
+
+
+def set_seed(s: CounterfactualSet) -> int:
+    """One diffusion seed per set, shared by all members: the dataset's own seed when known."""
+    if s.seed is not None:
+        return int(s.seed)
+    return int.from_bytes(hashlib.blake2b(s.set_id.encode(), digest_size=8).digest(), "big") >> 1
+
+
+def generate_set_images(sets: Sequence[CounterfactualSet], image_backend) -> list[CounterfactualSet]:
+    """Draw every member of every set with a T2I backend (``models_inference.t2i``): one seed
+    per set shared by all members (:func:`set_seed`), one prompt per member
+    (:func:`member_t2i_prompt`); images go to the content-addressed image store.
+
+    Returns:
+        The sets with ``image_path`` (absolute) set on every member.
+
+    Raises:
+        RuntimeError: a member's image could not be drawn (names the set and member).
+    """
+    from dataclasses import replace
+
+    from models_inference.t2i import ImageRequest, image_file, store_png
+
+    out = []
+    for s in sets:
+        reqs = [ImageRequest(member_t2i_prompt(s, m), set_seed(s), i + 1) for i, m in enumerate(s.members)]
+        results = image_backend.generate(reqs)
+        members = []
+        for m, res in zip(s.members, results):
+            if res.status != "ok" or not res.data:
+                raise RuntimeError(f"set {s.set_id} member {m.group!r}: image not drawn ({res.status}: {res.error})")
+            stored = store_png(res.data)
+            members.append(replace(m, image_path=str(image_file(stored.path))))
+        out.append(replace(s, members=tuple(members)))
+    return out
+
+
+def run_image_sets(
+    sets: Sequence[CounterfactualSet],
+    backend,
+    config: CounterfactualProbeConfig | None = None,
+    *,
+    audit_id: str | None = None,
+    progress: bool = True,
+    target: str | None = None,
+) -> CounterfactualRunSummary:
+    """Generate and land every missing image-set response: the member's image + the verbatim
+    prompt (Tables 6, 7, 15; mitigation applied), through a vision backend
+    (``models_inference.i2t``: transformers LLaVA-style VLMs, OpenAI-compatible vision chat).
+
+    Each member image is copied into the content-addressed image store (PNG, sha256 name)
+    first; rows record its sha256 and stored path.
+
+    Raises:
+        CounterfactualInputError: a member without an image (names the set and member).
+        ValueError / KeyError: invalid config.
+    """
+    from models_inference.i2t import DescriptionRequest
+    from models_inference.probes.counterfactual.sets import CounterfactualInputError
+    from models_inference.t2i import image_file, store_png
+
+    cfg = (config or CounterfactualProbeConfig()).validate()
+    cfg.numeric_prompt_style = "chat"
+    audit_id = audit_id or audit_id_for("image", backend, cfg)
+    sampling = SamplingParams(cfg.temperature, cfg.top_p)
+    stored: dict[str, tuple[str, str]] = {}
+    for s in sets:
+        for m in s.members:
+            if not m.image_path:
+                raise CounterfactualInputError(f"set {s.set_id} member {m.group!r}: no image")
+
+    def image_of(m: Member) -> tuple[str, str]:
+        if m.image_path not in stored:
+            with open(m.image_path, "rb") as fh:
+                img = store_png(fh.read())
+            stored[m.image_path] = (img.sha256, img.path)
+        return stored[m.image_path]
+
+    def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
+        prompts = [mitigated(base_prompt(lab, s.occupation_text), None if mit == NO_MITIGATION else mit) for s, _, lab, mit, _ in chunk]
+        seeds = [generation_seed(audit_id, s.set_id, lab, mit, sd) for s, _, lab, mit, sd in chunk]
+        images = [image_of(m) for _, m, _, _, _ in chunk]
+        requests = [
+            DescriptionRequest(image_file(path), RenderedPrompt("chat", p), g, cfg.tokens_for(item[2]))
+            for (sha, path), p, g, item in zip(images, prompts, seeds, chunk)
+        ]
+        results = backend.describe(requests, sampling, on_batch=advance)
+        now = datetime.now(timezone.utc)
+        return [
+            response_row(audit_id, backend, "image", item, p, g, cfg, r.text, r.finished, r.error, now,
+                         image_sha256=img[0], image_path=img[1])
+            for item, p, g, r, img in zip(chunk, prompts, seeds, results, images)
+        ]
+
+    event_cfg = {"backend": backend.backend_name, "variant": "image", **asdict(cfg)}
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target)
+    key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
+    res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
+
+
 # ------------------------------------------------------------------------------- toxicity
 
 #: The Jigsaw heads (``toxic-comment-classifier``) -> landed column; App. C.5's Perspective
@@ -472,5 +590,6 @@ def land_lexicons(lexicon: Lexicon) -> int:
 
 __all__ = [
     "CounterfactualProbeConfig", "CounterfactualRunSummary", "NO_MITIGATION", "RESPONSES_TABLE", "TOXICITY_HEADS",
-    "audit_id_for", "base_prompt", "land_lexicons", "plan", "run_stereotype_filter", "run_text_sets", "score_toxicity",
+    "audit_id_for", "base_prompt", "generate_set_images", "land_lexicons", "plan", "run_image_sets", "run_stereotype_filter",
+    "run_text_sets", "score_toxicity",
 ]
