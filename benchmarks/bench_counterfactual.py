@@ -37,8 +37,8 @@ def main(argv=None) -> None:
     from models_inference.probes.counterfactual import probe as cf
     from models_inference.probes.counterfactual.prompts import MAIN_PROMPTS, NUMERIC_PROMPTS
     from models_inference.probes.counterfactual.sets import sample_sets
-    from models_inference.scorers import load_toxicity_scorer
-    from models_inference.text_backends import TransformersBackend
+    from models_inference.backends.text import TransformersBackend
+    from models_inference.scoring.toxicity import load_toxicity_scorer
 
     t0 = time.perf_counter()
     backend = TransformersBackend.load("smollm2-135m", batch_size=args.batch_size)

@@ -12,8 +12,8 @@ from analytics.dbt_runner import run_dbt
 from ingestion.landing import read_landing, warehouse_path
 from models_inference.probes.counterfactual import probe as cf
 from models_inference.probes.counterfactual.sets import competence_lexicon, sample_sets
-from models_inference.scorers import load_toxicity_scorer
-from models_inference.text_backends import OpenAIChatBackend
+from models_inference.backends.text import OpenAIChatBackend
+from models_inference.scoring.toxicity import load_toxicity_scorer
 from tests.openai_server import OpenAIStubServer
 
 

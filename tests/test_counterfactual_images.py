@@ -25,7 +25,7 @@ CFG = dict(prompts=["Characteristics", "Hiring"], seeds=1, max_new_tokens=6)
 
 
 def test_image_sets_through_tiny_llava(dora_home, tmp_path):
-    from models_inference.i2t import load_vision_backend
+    from models_inference.backends.vision import load_vision_backend
     from tests.test_t2i_i2t import build_tiny_llava
 
     backend = load_vision_backend(str(build_tiny_llava(tmp_path)), backend="transformers", batch_size=4)
@@ -42,7 +42,7 @@ def test_image_sets_through_tiny_llava(dora_home, tmp_path):
 
 
 def test_image_sets_through_openai_vision_server(dora_home, tmp_path, monkeypatch):
-    from models_inference.i2t import load_vision_backend
+    from models_inference.backends.vision import load_vision_backend
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
@@ -57,7 +57,7 @@ def test_image_sets_through_openai_vision_server(dora_home, tmp_path, monkeypatc
 
 
 def test_generated_image_sets_share_one_seed_per_set(dora_home, tmp_path):
-    from models_inference.t2i import DiffusersImageBackend
+    from models_inference.backends.image import DiffusersImageBackend
     from tests.test_t2i_i2t import build_tiny_sd
 
     sd, _ = build_tiny_sd(tmp_path)

@@ -8,7 +8,7 @@ Source: Howard et al. (seed 003) §3.2-3.3, §5.1, App. A.2, C.5, D.2; PROBES.md
   (:func:`~models_inference.probes.counterfactual.prompts.text_set_prompt`), sent as a chat
   user turn to any text backend.
 - **Image sets**: the member's image + the verbatim prompt, through a vision backend
-  (``describe``-style interface of ``models_inference.i2t``).
+  (``describe`` interface of ``models_inference.backends.vision``).
 
 Sampling (App. A.2): temperature 0.75, top_p 1, up to 512 new tokens, 3 seeds. All members
 of a (set, prompt, mitigation, seed) share one generation seed, as the authors'
@@ -46,9 +46,8 @@ from models_inference.probes.counterfactual.prompts import (
     text_set_prompt,
 )
 from models_inference.probes.counterfactual.sets import CounterfactualSet, Lexicon, Member
-from models_inference.prompts import RenderedPrompt
 from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
-from models_inference.text_backends import GenerationRequest, SamplingParams
+from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
 
 #: Where responses land; ``error`` rows are generated again by the next run.
 RESPONSES_TABLE = ResumableTable(
@@ -246,7 +245,7 @@ def run_text_sets(
 
     Args:
         sets: counterfactual sets (:mod:`~models_inference.probes.counterfactual.sets`).
-        backend: any :class:`~models_inference.text_backends.TextBackend`; prompts are sent as
+        backend: any :class:`~models_inference.backends.text.TextBackend`; prompts are sent as
             one chat user turn.
         config: probe parameters (default: the paper's, App. A.2).
         audit_id: override :func:`audit_id_for`.
@@ -317,7 +316,7 @@ def set_seed(s: CounterfactualSet) -> int:
 
 
 def generate_set_images(sets: Sequence[CounterfactualSet], image_backend) -> list[CounterfactualSet]:
-    """Draw every member of every set with a T2I backend (``models_inference.t2i``): one seed
+    """Draw every member of every set with a T2I backend (``models_inference.backends.image``): one seed
     per set shared by all members (:func:`set_seed`), one prompt per member
     (:func:`member_t2i_prompt`); images go to the content-addressed image store.
 
@@ -329,7 +328,8 @@ def generate_set_images(sets: Sequence[CounterfactualSet], image_backend) -> lis
     """
     from dataclasses import replace
 
-    from models_inference.t2i import ImageRequest, image_file, store_png
+    from models_inference.backends.image import ImageRequest
+    from models_inference.image_store import image_file, store_png
 
     out = []
     for s in sets:
@@ -356,7 +356,7 @@ def run_image_sets(
 ) -> CounterfactualRunSummary:
     """Generate and land every missing image-set response: the member's image + the verbatim
     prompt (Tables 6, 7, 15; mitigation applied), through a vision backend
-    (``models_inference.i2t``: transformers LLaVA-style VLMs, OpenAI-compatible vision chat).
+    (``models_inference.backends.vision``: transformers LLaVA-style VLMs, OpenAI-compatible vision chat).
 
     Each member image is copied into the content-addressed image store (PNG, sha256 name)
     first; rows record its sha256 and stored path.
@@ -365,9 +365,9 @@ def run_image_sets(
         CounterfactualInputError: a member without an image (names the set and member).
         ValueError / KeyError: invalid config.
     """
-    from models_inference.i2t import DescriptionRequest
+    from models_inference.backends.vision import DescriptionRequest
     from models_inference.probes.counterfactual.sets import CounterfactualInputError
-    from models_inference.t2i import image_file, store_png
+    from models_inference.image_store import image_file, store_png
 
     cfg = (config or CounterfactualProbeConfig()).validate()
     cfg.numeric_prompt_style = "chat"
@@ -431,10 +431,6 @@ class ToxicitySummary:
     cache_hits: int = 0
 
 
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def score_toxicity(audit_ids: Sequence[str] | None, scorer, cache=None, *, batch_size: int = 64) -> ToxicitySummary:
     """Score every landed, non-empty response (whole text, PROBES.md C.3.2) not yet scored by
     this scorer version, and land ``landing/counterfactual_toxicity`` (one row per response
@@ -443,24 +439,24 @@ def score_toxicity(audit_ids: Sequence[str] | None, scorer, cache=None, *, batch
 
     Args:
         audit_ids: restrict to these audits (``None``: every audit).
-        scorer: a :class:`models_inference.scorers.TextScorer` (toxicity kind).
-        cache: a :class:`models_inference.scorers.ScoreCache` or ``None``.
+        scorer: a :class:`models_inference.scoring.common.TextScorer` (toxicity kind).
+        cache: a :class:`models_inference.scoring.cache.ScoreCache` or ``None``.
 
     Raises:
         RuntimeError: the scorer returned a wrong number of results.
     """
     from ingestion.landing import read_landing, write_shard
-    from models_inference.scorers import CachedScorer
+    from models_inference.scoring.cache import CachedScorer
 
-    where = "status in ('ok', 'truncated') and length(trim(raw_output)) > 0"
+    filters: dict = {"status": ["ok", "truncated"]}
     if audit_ids is not None:
-        if not audit_ids:
-            return ToxicitySummary()
-        where += f" and audit_id in ({', '.join(_sql_str(a) for a in audit_ids)})"
-    todo = read_landing("counterfactual_responses", ["audit_id", "response_id", "raw_output"], where=where).to_pylist()
+        filters["audit_id"] = list(audit_ids)
+    todo = [
+        r for r in read_landing("counterfactual_responses", ["audit_id", "response_id", "raw_output"], filters=filters).to_pylist()
+        if (r["raw_output"] or "").strip()
+    ]
     done = read_landing(
-        "counterfactual_toxicity", ["response_id"],
-        where=f"scorer = {_sql_str(scorer.name)} and scorer_version = {_sql_str(scorer.version)}",
+        "counterfactual_toxicity", ["response_id"], filters={"scorer": scorer.name, "scorer_version": scorer.version},
     ).column("response_id").to_pylist()
     seen = set(done)
     summary = ToxicitySummary(already_scored=len(seen & {r['response_id'] for r in todo}))

@@ -19,8 +19,9 @@ import dagster as dg
 from ingestion.landing import landing_dir
 from models_inference.probes.counterfactual import probe as cf
 from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, sample_sets
-from models_inference.scorers import ScoreCache, load_toxicity_scorer
-from models_inference.text_backends import load_text_backend
+from models_inference.backends.text import load_text_backend
+from models_inference.scoring.cache import ScoreCache
+from models_inference.scoring.toxicity import load_toxicity_scorer
 from orchestration.defs.counterfactual.config import CounterfactualConfig
 
 RESPONSES = dg.AssetKey(["landing", "counterfactual_responses"])

@@ -118,17 +118,21 @@ def config_from_args(args, enabled: bool = True) -> dict:
         "mitigations": _csv(args.cf_mitigations),
         "max_new_tokens": args.cf_max_new_tokens,
         "numeric_max_new_tokens": args.cf_numeric_max_new_tokens or None,
-        "progress": not args.no_progress,
+        "progress": getattr(args, "progress", not getattr(args, "no_progress", False)),
         "judge_backend": args.cf_judge_backend,
         "judge_model": args.cf_judge_model,
         "lexicon": args.cf_lexicon,
     }
 
 
-def run_config_ops(args, enabled: bool = True) -> dict:
-    """``{"<op>": {"config": ...}}`` for every counterfactual op (merge into ``run_config["ops"]``)."""
-    cfg = config_from_args(args, enabled)
-    return {op: {"config": cfg} for op in COUNTERFACTUAL_OPS}
+def run_config_ops(args, enabled: bool | None = None) -> dict:
+    """``{"<op>": CounterfactualConfig}`` for every counterfactual op (merge into the run
+    config's ``ops``). ``enabled``: default = ``--probe`` absent or naming ``counterfactual``."""
+    if enabled is None:
+        probes = getattr(args, "probe", None)
+        enabled = not probes or "counterfactual" in probes
+    cfg = CounterfactualConfig(**config_from_args(args, enabled))
+    return {op: cfg for op in COUNTERFACTUAL_OPS}
 
 
 def audit_report(result) -> str:
