@@ -91,7 +91,7 @@ class CounterfactualProbeConfig:
     numeric_max_new_tokens: int | None = None
     temperature: float = PAPER_TEMPERATURE
     top_p: float = PAPER_TOP_P
-    shard_rows: int = 256
+    shard_rows: int = 64
     numeric_prompt_style: str | None = None
 
     def validate(self) -> "CounterfactualProbeConfig":
