@@ -17,6 +17,7 @@ not run the counterfactual probe (the assets materialise with ``skipped``); ``en
 import dagster as dg
 
 from ingestion.landing import landing_dir
+from ingestion.vocabulary import DEFAULT_MODEL
 from models_inference.probes.counterfactual import probe as cf
 from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, sample_sets
 from models_inference.backends.text import load_text_backend
@@ -181,7 +182,7 @@ def counterfactual_stereotype_filter(context: dg.AssetExecutionContext, config: 
     if config.judge_backend == "openai":
         judge = _text_backend(config, config.judge_model or "gpt-4o", "openai", config.judge_base_url)
     else:
-        judge = _text_backend(config, config.judge_model or (config.model if config.backend == "transformers" else None), "transformers")
+        judge = _text_backend(config, config.judge_model or (config.model if config.backend == "transformers" else DEFAULT_MODEL), "transformers")
     summary = cf.run_stereotype_filter(candidates, judge, max_new_tokens=config.judge_max_new_tokens)
     yield dg.MaterializeResult(
         asset_key=FLAGS,
