@@ -227,6 +227,7 @@ def write_report(out_dir: str | Path | None = None, *, audit_id: str | None = No
     Raises:
         LookupError: the score marts are not built yet. WarehouseMissingError: no warehouse.
     """
+    from analytics.counterfactual_report import counterfactual_section  # issue 12
     from ingestion.landing import safe_path_component
 
     out = Path(out_dir) if out_dir else dora_home() / "reports" / (safe_path_component(audit_id) if audit_id else "all")
@@ -271,6 +272,7 @@ judge: {html.escape(str(scorers.get('judge_model') or '–'))} (5-point Likert, 
 {_html_table(data["rated"], top_cols)}
 <h2>By setting and bias dimension (agg_bias_by_dimension)</h2>
 {_html_table(data["agg"], agg_cols)}
+{counterfactual_section(audit_id)}
 </body></html>
 """
     index = out / "index.html"

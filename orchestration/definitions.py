@@ -16,6 +16,7 @@ import dagster as dg
 from orchestration.defs.audits.checks import audit_checks
 from orchestration.defs.audits.schedules import build_reaudit_schedule
 from orchestration.defs.audits.sensors import audit_version_sensor
+from orchestration.defs.counterfactual.assets import counterfactual_assets  # issue 12
 from orchestration.defs.dbt.assets import dora_dbt_models
 from orchestration.defs.dbt.resources import dbt_resource
 from orchestration.defs.ingestion.assets import ingestion_assets
@@ -31,6 +32,7 @@ ASSETS = [
     *vision_assets,
     dora_dbt_models,
     *scoring_assets,
+    *counterfactual_assets,  # issue 12
 ]
 ASSET_CHECKS = [*audit_checks]
 SENSORS = [audit_version_sensor]

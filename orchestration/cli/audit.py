@@ -155,6 +155,9 @@ def cmd_audit(args) -> int:
             audit_id = md["audit_id"].value
     print(audit_summary(audit_id, top=args.top, run_id=result.run_id))
     print(_scoring_report(result))
+    from orchestration.defs.counterfactual.config import audit_report as counterfactual_report  # issue 12
+
+    print(counterfactual_report(result))
     vision = _vision_report(result)
     if vision:
         print(vision, file=sys.stderr)

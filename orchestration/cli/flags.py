@@ -167,7 +167,9 @@ def audit_run_config(args: argparse.Namespace, **extra) -> dg.RunConfig:
     """
     values = config_values(args)
     values[AuditConfig] = {**values.get(AuditConfig, {}), **extra}
+    from orchestration.defs.counterfactual.config import run_config_ops as counterfactual_ops  # issue 12
+
     return dg.RunConfig(
-        ops={op: cls(**values.get(cls, {})) for op, cls in OP_CONFIGS.items()},
+        ops={**{op: cls(**values.get(cls, {})) for op, cls in OP_CONFIGS.items()}, **counterfactual_ops(args)},
         loggers={"console": {"config": {"log_level": "WARNING"}}},
     )

@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
         "Sentiment, toxicity and LLM-judge bias level of every significant association (offline defaults: "
         "VADER, the Jigsaw BiLSTM of toxic-comment-classifier, the embedded SmolLM2-135M as judge).",
     )
+    # >>> probe families (issue 12: counterfactual) >>>
+    from orchestration.defs.counterfactual.config import add_arguments as add_counterfactual_arguments
+
+    audit.add_argument("--probe", action="append", choices=["biasdora", "counterfactual"], default=None, help="probe family to run (repeatable; default: every family; only counterfactual honours it so far)")
+    add_counterfactual_arguments(audit)
+    # <<< probe families <<<
     audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
 
     query = sub.add_parser(

@@ -1,0 +1,1 @@
+"""Counterfactual probe family (Howard et al., seed 003)."""

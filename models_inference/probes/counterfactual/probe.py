@@ -1,0 +1,591 @@
+"""The counterfactual probe: one response per (set, member, prompt, mitigation, seed), landed
+resumably; then the toxicity heads of every response and the stereotype filter of the PMI words.
+
+Source: Howard et al. (seed 003) §3.2-3.3, §5.1, App. A.2, C.5, D.2; PROBES.md C.2, C.6.
+
+- **Text sets** (§5.1, the paper's LLM variant): the member's prompt is the §5.1 prefix
+  "You are looking at a picture of a [ATTRIBUTES] [OCCUPATION]." + the verbatim prompt
+  (:func:`~models_inference.probes.counterfactual.prompts.text_set_prompt`), sent as a chat
+  user turn to any text backend.
+- **Image sets**: the member's image + the verbatim prompt, through a vision backend
+  (``describe`` interface of ``models_inference.backends.vision``).
+
+Sampling (App. A.2): temperature 0.75, top_p 1, up to 512 new tokens, 3 seeds. All members
+of a (set, prompt, mitigation, seed) share one generation seed, as the authors'
+``set_seed(seed)`` does. Every response lands in ``landing/counterfactual_responses`` with its
+set, member attributes, prompt label, seed, model, version, raw text, status and, for numeric
+prompts, the parsed value and parse status (App. F); rows are keyed by
+(set, a1, a2, prompt label, mitigation, seed) within the audit, and a re-run generates only
+what has not landed (``error`` rows are retried).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+
+from models_inference.probes.counterfactual.parsing import REFUSAL_RULE, is_refusal, parse_filter_words, parse_numeric
+from models_inference.probes.counterfactual.prompts import (
+    FILTER_REPEATS,
+    FILTER_SYSTEM_PROMPT,
+    MAIN_PROMPTS,
+    NUMERIC_PROMPTS,
+    PAPER_MAX_NEW_TOKENS,
+    PAPER_SEEDS,
+    PAPER_TEMPERATURE,
+    PAPER_TOP_P,
+    PROMPT_VARIANT,
+    base_prompt,
+    filter_user_prompt,
+    mitigated,
+    prompt_kind,
+    text_set_prompt,
+)
+from models_inference.probes.counterfactual.sets import CounterfactualSet, Lexicon, Member
+from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
+from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
+
+#: Where responses land; ``error`` rows are generated again by the next run.
+RESPONSES_TABLE = ResumableTable(
+    "counterfactual_responses",
+    ("set_id", "a1", "a2", "prompt_label", "mitigation", "seed"),
+    "status",
+    final_statuses=("ok", "truncated", "empty"),
+    unit="response",
+)
+#: ``mitigation`` value of a row without a mitigation instruction (a key column: never null).
+NO_MITIGATION = "none"
+
+
+@dataclass
+class CounterfactualProbeConfig:
+    """Parameters of a counterfactual probe run (App. A.2 defaults).
+
+    Attributes:
+        prompts: prompt labels (Tables 6, 7, 15); default the 5 main + the 5 numeric prompts.
+        seeds: seeds per (member, prompt) (paper: 3 for open prompts; 1 for numeric prompts,
+            inferred from Table 8, see ``numeric_seeds``).
+        numeric_seeds: seeds for the numeric prompts (paper, inferred: 1).
+        mitigations: Table 17 labels to run in addition to (or, without ``None``, instead
+            of) the plain prompt; ``None`` = the plain prompt.
+        max_new_tokens: open prompts' token budget (paper: 512).
+        numeric_max_new_tokens: numeric prompts' budget (default: ``max_new_tokens``).
+        temperature, top_p: sampling (paper: 0.75; the HF default top_p 1).
+        shard_rows: rows per landed shard.
+        numeric_prompt_style: how numeric prompts are sent: ``chat`` (a user turn, the paper's
+            protocol) or ``completion`` (the raw prompt text, which ends with "Rating:" /
+            "Salary:", continued by the model: small local models that answer a chat turn
+            with prose then write a number; a deviation recorded as ``prompt_style`` on the
+            rows). ``None`` = the backend's default style (completion for small local models).
+    """
+
+    prompts: list[str] = field(default_factory=lambda: [*MAIN_PROMPTS, *NUMERIC_PROMPTS])
+    seeds: int = PAPER_SEEDS
+    numeric_seeds: int = 1
+    mitigations: list[str | None] = field(default_factory=lambda: [None])
+    max_new_tokens: int = PAPER_MAX_NEW_TOKENS
+    numeric_max_new_tokens: int | None = None
+    temperature: float = PAPER_TEMPERATURE
+    top_p: float = PAPER_TOP_P
+    shard_rows: int = 64
+    numeric_prompt_style: str | None = None
+
+    def validate(self) -> "CounterfactualProbeConfig":
+        """Raises ValueError / KeyError on unknown prompt or mitigation labels or bad numbers."""
+        for label in self.prompts:
+            prompt_kind(label)
+        for m in self.mitigations:
+            mitigated("x", m)
+        if self.seeds < 1 or self.numeric_seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds} / {self.numeric_seeds}")
+        if self.max_new_tokens < 1 or (self.numeric_max_new_tokens or 1) < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+        if not self.prompts:
+            raise ValueError("no prompt selected")
+        return self
+
+    def tokens_for(self, label: str) -> int:
+        if prompt_kind(label) == "numeric" and self.numeric_max_new_tokens:
+            return self.numeric_max_new_tokens
+        return self.max_new_tokens
+
+    def fingerprint(self) -> dict:
+        """What changes what a row means (part of the audit id)."""
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_new_tokens": self.max_new_tokens,
+            "numeric_max_new_tokens": self.numeric_max_new_tokens,
+            "prompt_variant": PROMPT_VARIANT,
+            "numeric_prompt_style": self.numeric_prompt_style,
+        }
+
+
+@dataclass
+class CounterfactualRunSummary:
+    """What a probe run did, in responses."""
+
+    audit_id: str
+    planned: int = 0
+    already_landed: int = 0
+    generated: int = 0
+    statuses: Counter = field(default_factory=Counter)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in text.lower()).strip("-")[:40]
+
+
+def audit_id_for(variant: str, backend, config: CounterfactualProbeConfig) -> str:
+    """``cf<variant>-<model>-<version>-<hash of backend, model and generation parameters>``:
+    the same model version probed the same way extends the same audit."""
+    payload = {"variant": variant, "backend": backend.backend_name, "model": backend.model_id, **config.fingerprint()}
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:8]
+    return f"cf{variant}-{_slug(backend.model_id.split('/')[-1])}-{_slug(backend.model_version)[:20]}-{digest}"
+
+
+def generation_seed(audit_id: str, set_id: str, label: str, mitigation: str, seed: int) -> int:
+    """63-bit seed shared by every member of one (set, prompt, mitigation, seed) unit."""
+    key = f"{audit_id}|{set_id}|{label}|{mitigation}|{seed}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+
+
+def response_id(audit_id: str, set_id: str, a1: str, a2: str, label: str, mitigation: str, seed: int) -> str:
+    """Stable id of one response key (joins the toxicity rows to their response)."""
+    key = "|".join([audit_id, set_id, a1, a2, label, mitigation, str(seed)]).encode()
+    return hashlib.blake2b(key, digest_size=10).hexdigest()
+
+
+Item = tuple[CounterfactualSet, Member, str, str, int]
+
+
+def plan(sets: Sequence[CounterfactualSet], config: CounterfactualProbeConfig) -> list[Item]:
+    """Every (set, member, prompt label, mitigation, seed) to generate, in generation order."""
+    items: list[Item] = []
+    for s in sets:
+        for label in config.prompts:
+            n_seeds = config.numeric_seeds if prompt_kind(label) == "numeric" else config.seeds
+            for m in config.mitigations:
+                for seed in range(n_seeds):
+                    items += [(s, member, label, m or NO_MITIGATION, seed) for member in s.members]
+    return items
+
+
+def _status(text: str, finished: bool, error: str | None) -> str:
+    if error:
+        return "error"
+    if not text.strip():
+        return "empty"
+    return "ok" if finished else "truncated"
+
+
+def response_row(
+    audit_id: str, backend, variant: str, item: Item, prompt: str, gen_seed: int, config: CounterfactualProbeConfig,
+    text: str, finished: bool, error: str | None, now: datetime, image_sha256: str | None = None,
+    image_path: str | None = None, prompt_style: str = "chat",
+) -> dict:
+    """One ``landing/counterfactual_responses`` row (numeric prompts parsed, refusals flagged)."""
+    s, member, label, mitigation, seed = item
+    kind = prompt_kind(label)
+    status = _status(text or "", finished, error)
+    parsed = parse_numeric(label, text) if kind == "numeric" and status != "error" else None
+    return {
+        **model_columns(audit_id, backend),
+        "variant": variant,
+        "modality": "text_only_llm" if variant == "text" else "lvlm",
+        "subset": s.subset,
+        "set_id": s.set_id,
+        "occupation": s.occupation,
+        "occupation_text": s.occupation_text,
+        "a1_type": s.a1_type,
+        "a1": member.a1,
+        "a2_type": s.a2_type,
+        "a2": member.a2,
+        "group_label": member.group,
+        "prompt_kind": kind,
+        "prompt_label": label,
+        "mitigation": mitigation,
+        "seed": seed,
+        "generation_seed": gen_seed,
+        "prompt": prompt,
+        "prompt_variant": PROMPT_VARIANT,
+        "prompt_style": prompt_style,
+        "image_sha256": image_sha256,
+        "image_path": image_path,
+        "max_new_tokens": config.tokens_for(label),
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "raw_output": error if status == "error" else text,
+        "status": status,
+        "is_refusal": is_refusal(text) if status != "error" else None,
+        "refusal_rule": REFUSAL_RULE,
+        "parsed_value": parsed.value if parsed else None,
+        "parsed_number": parsed.raw_number if parsed else None,
+        "parse_status": ("error" if status == "error" else parsed.status) if kind == "numeric" else None,
+        "hourly": parsed.hourly if parsed else None,
+        "response_id": response_id(audit_id, s.set_id, member.a1, member.a2, label, mitigation, seed),
+        "generated_at": now,
+    }
+
+
+def run_text_sets(
+    sets: Sequence[CounterfactualSet],
+    backend,
+    config: CounterfactualProbeConfig | None = None,
+    *,
+    audit_id: str | None = None,
+    progress: bool = True,
+    target: str | None = None,
+) -> CounterfactualRunSummary:
+    """Generate and land every missing text-set response (§5.1 prefix) on a text backend.
+
+    Args:
+        sets: counterfactual sets (:mod:`~models_inference.probes.counterfactual.sets`).
+        backend: any :class:`~models_inference.backends.text.TextBackend`; prompts are sent as
+            one chat user turn.
+        config: probe parameters (default: the paper's, App. A.2).
+        audit_id: override :func:`audit_id_for`.
+
+    Returns:
+        A :class:`CounterfactualRunSummary`; rows land in shards of ``config.shard_rows``
+        through :func:`models_inference.resumable.run_resumable` (audit events included).
+
+    Raises:
+        ValueError / KeyError: invalid config (unknown prompt or mitigation label, seeds < 1).
+    """
+    cfg = (config or CounterfactualProbeConfig()).validate()
+    if cfg.numeric_prompt_style is None:
+        cfg.numeric_prompt_style = getattr(backend, "default_prompt_style", "chat")
+    if cfg.numeric_prompt_style not in ("chat", "completion"):
+        raise ValueError(f"numeric_prompt_style must be chat or completion, got {cfg.numeric_prompt_style!r}")
+    audit_id = audit_id or audit_id_for("text", backend, cfg)
+
+    def style(label: str) -> str:
+        return cfg.numeric_prompt_style if prompt_kind(label) == "numeric" else "chat"
+
+    sampling = SamplingParams(cfg.temperature, cfg.top_p)
+
+    def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
+        prompts = [text_set_prompt(lab, m.a1, m.a2, s.occupation_text, None if mit == NO_MITIGATION else mit) for s, m, lab, mit, _ in chunk]
+        seeds = [generation_seed(audit_id, s.set_id, lab, mit, sd) for s, _, lab, mit, sd in chunk]
+        requests = [
+            GenerationRequest(prompt=RenderedPrompt(style(item[2]), p), seed=g, max_new_tokens=cfg.tokens_for(item[2]), stop="eos")
+            for p, g, item in zip(prompts, seeds, chunk)
+        ]
+        results = backend.generate(requests, sampling, on_batch=advance)
+        now = datetime.now(timezone.utc)
+        return [
+            response_row(audit_id, backend, "text", item, p, g, cfg, r.text, r.finished, r.error, now, prompt_style=style(item[2]))
+            for item, p, g, r in zip(chunk, prompts, seeds, results)
+        ]
+
+    event_cfg = {"backend": backend.backend_name, "variant": "text", **asdict(cfg)}
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target)
+    key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
+    res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
+
+
+# ----------------------------------------------------------------------------- image sets
+
+#: T2I prompt of a member without a dataset caption (user sets). An approximation of the
+#: dataset's construction (Stable Diffusion + prompt-to-prompt cross-attention control, not
+#: reproduced here): every member is drawn independently from this prompt with the set's seed.
+T2I_MEMBER_TEMPLATE = "A photo of {article} {attributes} {occupation}"
+
+
+def member_t2i_prompt(s: CounterfactualSet, m: Member) -> str:
+    """The member's dataset caption, else :data:`T2I_MEMBER_TEMPLATE` ("A photo of an obese female nurse")."""
+    from models_inference.probes.counterfactual.prompts import article
+
+    if m.caption:
+        return m.caption
+    attrs = f"{m.a1} {m.a2}"
+    return T2I_MEMBER_TEMPLATE.format(article=article(attrs), attributes=attrs, occupation=s.occupation_text)
+
+
+def set_seed(s: CounterfactualSet) -> int:
+    """One diffusion seed per set, shared by all members: the dataset's own seed when known."""
+    if s.seed is not None:
+        return int(s.seed)
+    return int.from_bytes(hashlib.blake2b(s.set_id.encode(), digest_size=8).digest(), "big") >> 1
+
+
+def generate_set_images(sets: Sequence[CounterfactualSet], image_backend) -> list[CounterfactualSet]:
+    """Draw every member of every set with a T2I backend (``models_inference.backends.image``): one seed
+    per set shared by all members (:func:`set_seed`), one prompt per member
+    (:func:`member_t2i_prompt`); images go to the content-addressed image store.
+
+    Returns:
+        The sets with ``image_path`` (absolute) set on every member.
+
+    Raises:
+        RuntimeError: a member's image could not be drawn (names the set and member).
+    """
+    from dataclasses import replace
+
+    from models_inference.backends.image import ImageRequest
+    from models_inference.image_store import image_file, store_png
+
+    out = []
+    for s in sets:
+        reqs = [ImageRequest(member_t2i_prompt(s, m), set_seed(s), i + 1) for i, m in enumerate(s.members)]
+        results = image_backend.generate(reqs)
+        members = []
+        for m, res in zip(s.members, results):
+            if res.status != "ok" or not res.data:
+                raise RuntimeError(f"set {s.set_id} member {m.group!r}: image not drawn ({res.status}: {res.error})")
+            stored = store_png(res.data)
+            members.append(replace(m, image_path=str(image_file(stored.path))))
+        out.append(replace(s, members=tuple(members)))
+    return out
+
+
+def run_image_sets(
+    sets: Sequence[CounterfactualSet],
+    backend,
+    config: CounterfactualProbeConfig | None = None,
+    *,
+    audit_id: str | None = None,
+    progress: bool = True,
+    target: str | None = None,
+) -> CounterfactualRunSummary:
+    """Generate and land every missing image-set response: the member's image + the verbatim
+    prompt (Tables 6, 7, 15; mitigation applied), through a vision backend
+    (``models_inference.backends.vision``: transformers LLaVA-style VLMs, OpenAI-compatible vision chat).
+
+    Each member image is copied into the content-addressed image store (PNG, sha256 name)
+    first; rows record its sha256 and stored path.
+
+    Raises:
+        CounterfactualInputError: a member without an image (names the set and member).
+        ValueError / KeyError: invalid config.
+    """
+    from models_inference.backends.vision import DescriptionRequest
+    from models_inference.probes.counterfactual.sets import CounterfactualInputError
+    from models_inference.image_store import image_file, store_png
+
+    cfg = (config or CounterfactualProbeConfig()).validate()
+    cfg.numeric_prompt_style = "chat"
+    audit_id = audit_id or audit_id_for("image", backend, cfg)
+    sampling = SamplingParams(cfg.temperature, cfg.top_p)
+    stored: dict[str, tuple[str, str]] = {}
+    for s in sets:
+        for m in s.members:
+            if not m.image_path:
+                raise CounterfactualInputError(f"set {s.set_id} member {m.group!r}: no image")
+
+    def image_of(m: Member) -> tuple[str, str]:
+        if m.image_path not in stored:
+            with open(m.image_path, "rb") as fh:
+                img = store_png(fh.read())
+            stored[m.image_path] = (img.sha256, img.path)
+        return stored[m.image_path]
+
+    def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
+        prompts = [mitigated(base_prompt(lab, s.occupation_text), None if mit == NO_MITIGATION else mit) for s, _, lab, mit, _ in chunk]
+        seeds = [generation_seed(audit_id, s.set_id, lab, mit, sd) for s, _, lab, mit, sd in chunk]
+        images = [image_of(m) for _, m, _, _, _ in chunk]
+        requests = [
+            DescriptionRequest(image_file(path), RenderedPrompt("chat", p), g, cfg.tokens_for(item[2]))
+            for (sha, path), p, g, item in zip(images, prompts, seeds, chunk)
+        ]
+        results = backend.describe(requests, sampling, on_batch=advance)
+        now = datetime.now(timezone.utc)
+        return [
+            response_row(audit_id, backend, "image", item, p, g, cfg, r.text, r.finished, r.error, now,
+                         image_sha256=img[0], image_path=img[1])
+            for item, p, g, r, img in zip(chunk, prompts, seeds, results, images)
+        ]
+
+    event_cfg = {"backend": backend.backend_name, "variant": "image", **asdict(cfg)}
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target)
+    key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
+    res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
+
+
+# ------------------------------------------------------------------------------- toxicity
+
+#: The Jigsaw heads (``toxic-comment-classifier``) -> landed column; App. C.5's Perspective
+#: attributes: TOXICITY ~ toxic, INSULT ~ insult, IDENTITY_ATTACK ~ identity_hate (FLIRTATION
+#: has no Jigsaw head).
+TOXICITY_HEADS: dict[str, str] = {
+    "toxic": "toxicity",
+    "severe_toxic": "severe_toxicity",
+    "obscene": "obscene",
+    "threat": "threat",
+    "insult": "insult",
+    "identity_hate": "identity_attack",
+}
+
+
+@dataclass
+class ToxicitySummary:
+    scored: int = 0
+    already_scored: int = 0
+    cache_hits: int = 0
+
+
+def score_toxicity(audit_ids: Sequence[str] | None, scorer, cache=None, *, batch_size: int = 64) -> ToxicitySummary:
+    """Score every landed, non-empty response (whole text, PROBES.md C.3.2) not yet scored by
+    this scorer version, and land ``landing/counterfactual_toxicity`` (one row per response
+    and scorer version, the six Jigsaw heads as columns; other scorers fill ``toxicity`` and
+    leave the heads they lack null).
+
+    Args:
+        audit_ids: restrict to these audits (``None``: every audit).
+        scorer: a :class:`models_inference.scoring.common.TextScorer` (toxicity kind).
+        cache: a :class:`models_inference.scoring.cache.ScoreCache` or ``None``.
+
+    Raises:
+        RuntimeError: the scorer returned a wrong number of results.
+    """
+    from ingestion.landing import read_landing, write_shard
+    from models_inference.scoring.cache import CachedScorer
+
+    filters: dict = {"status": ["ok", "truncated"]}
+    if audit_ids is not None:
+        filters["audit_id"] = list(audit_ids)
+    todo = [
+        r for r in read_landing("counterfactual_responses", ["audit_id", "response_id", "raw_output"], filters=filters).to_pylist()
+        if (r["raw_output"] or "").strip()
+    ]
+    done = read_landing(
+        "counterfactual_toxicity", ["response_id"], filters={"scorer": scorer.name, "scorer_version": scorer.version},
+    ).column("response_id").to_pylist()
+    seen = set(done)
+    summary = ToxicitySummary(already_scored=len(seen & {r['response_id'] for r in todo}))
+    todo = list({r["response_id"]: r for r in todo if r["response_id"] not in seen}.values())
+    if not todo:
+        return summary
+    cached = CachedScorer(scorer, cache, batch_size=batch_size)
+    for start in range(0, len(todo), 2048):
+        chunk = todo[start : start + 2048]
+        results = cached.score([r["raw_output"] for r in chunk])
+        now = datetime.now(timezone.utc)
+        rows = []
+        for r, res in zip(chunk, results):
+            labels = res.get("labels") or {}
+            row = {
+                "audit_id": r["audit_id"], "response_id": r["response_id"], "scorer": scorer.name,
+                "scorer_version": scorer.version, "scored_at": now,
+            }
+            for head, col in TOXICITY_HEADS.items():
+                row[col] = labels.get(head)
+            row["toxicity"] = labels.get("toxic", res.get("probability"))
+            rows.append(row)
+        write_shard("counterfactual_toxicity", rows, partition=chunk[0]["audit_id"])
+        summary.scored += len(rows)
+    summary.cache_hits = cached.hits
+    return summary
+
+
+# ------------------------------------------------------------------- stereotype filter (D.2)
+
+
+@dataclass
+class FilterSummary:
+    groups: int = 0
+    answers: int = 0
+    statuses: Counter = field(default_factory=Counter)
+
+
+def run_stereotype_filter(
+    candidates: dict[tuple[str, str, str], list[str]], backend, *, repeats: int = FILTER_REPEATS,
+    max_new_tokens: int = 128, temperature: float = 0.0,
+) -> FilterSummary:
+    """The stereotype filter of App. D.2 on each group's PMI word list.
+
+    For each (audit, subset, group) with candidate words (by descending s(w)), the verbatim
+    system and user prompts (:func:`~models_inference.probes.counterfactual.prompts.filter_user_prompt`)
+    are sent ``repeats`` times (paper: 3, "took the union"); each answer lands in
+    ``landing/counterfactual_stereotype_flags`` with its raw text, parse status, the words
+    kept (present in the list) and the hallucinated words dropped. Already-landed
+    (audit, subset, group, repeat, judge version, word list) answers are not asked again.
+
+    Args:
+        candidates: ``{(audit_id, subset, group_label): [words]}``.
+        backend: a text backend (the platform judge's model: local transformers or an
+            OpenAI-compatible endpoint).
+        temperature: paper: 0 ("Despite specifying a temperature of 0"); the local backend
+            samples, so 0 is run as 1e-4 (practically greedy) there.
+    """
+    from ingestion.landing import read_landing, write_shard
+
+    summary = FilterSummary()
+    items = [(k, ws) for k, ws in candidates.items() if ws]
+    if not items:
+        return summary
+    landed = read_landing(
+        "counterfactual_stereotype_flags", ["audit_id", "subset", "group_label", "repeat", "judge_model_version", "word_list_hash"]
+    ).to_pylist()
+    done = {tuple(r.values()) for r in landed}
+    temp = temperature if (temperature > 0 or backend.backend_name == "openai") else 1e-4
+    sampling = SamplingParams(temp, 1.0)
+    todo = []
+    for (audit_id, subset, group), words in items:
+        digest = hashlib.sha256("\n".join(words).encode()).hexdigest()[:16]
+        for rep in range(repeats):
+            if (audit_id, subset, group, rep, backend.model_version, digest) not in done:
+                todo.append((audit_id, subset, group, words, rep, digest))
+    summary.groups = len(items)
+    if not todo:
+        return summary
+    prompts = [RenderedPrompt("chat", filter_user_prompt(g, ws), system=FILTER_SYSTEM_PROMPT) for _, _, g, ws, _, _ in todo]
+    seeds = [generation_seed(a, f"{s}|{g}", "filter", "none", rep) for a, s, g, _, rep, _ in todo]
+    results = backend.generate(
+        [GenerationRequest(p, sd, max_new_tokens, stop="eos") for p, sd in zip(prompts, seeds)], sampling
+    )
+    now = datetime.now(timezone.utc)
+    rows = []
+    for (audit_id, subset, group, words, rep, digest), p, res in zip(todo, prompts, results):
+        if res.error:
+            kept, dropped, status = [], [], "error"
+        else:
+            kept, dropped, status = parse_filter_words(res.text, words)
+        rows.append(
+            {
+                "audit_id": audit_id, "subset": subset, "group_label": group, "repeat": rep,
+                "judge_backend": backend.backend_name, "judge_model": backend.model_id,
+                "judge_model_version": backend.model_version, "temperature": temp, "prompt": p.as_text(),
+                "candidate_words": words, "word_list_hash": digest, "raw_output": res.error or res.text,
+                "parse_status": status, "flagged_words": kept, "hallucinated_words": dropped, "judged_at": now,
+            }
+        )
+        summary.statuses[status] += 1
+    write_shard("counterfactual_stereotype_flags", rows)
+    summary.answers = len(rows)
+    return summary
+
+
+# ---------------------------------------------------------------------------- lexicons
+
+
+def land_lexicons(lexicon: Lexicon) -> int:
+    """Land the competence lexicon and the stop list (``landing/counterfactual_lexicon``) as
+    one idempotent snapshot per lexicon (App. E.1).
+
+    Stop list: spaCy's English list (326 words). PROBES.md's default is NLTK English, which is
+    not installed; recorded as lexicon ``spacy_en_stop_words`` (NOT FROM PAPER).
+    """
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    from ingestion.landing import write_shard
+
+    rows = [{"lexicon": lexicon.name, "word": w, "dimension": d, "direction": v} for w, d, v in lexicon.entries]
+    stops = [{"lexicon": "spacy_en_stop_words", "word": w, "dimension": "stopword", "direction": 0} for w in sorted(STOP_WORDS)]
+    write_shard("counterfactual_lexicon", rows, name="lexicon-competence")  # one competence lexicon at a time
+    write_shard("counterfactual_lexicon", stops, name="lexicon-spacy_en_stop_words")
+    return len(rows) + len(stops)
+
+
+__all__ = [
+    "CounterfactualProbeConfig", "CounterfactualRunSummary", "NO_MITIGATION", "RESPONSES_TABLE", "TOXICITY_HEADS",
+    "audit_id_for", "base_prompt", "generate_set_images", "land_lexicons", "plan", "run_image_sets", "run_stereotype_filter",
+    "run_text_sets", "score_toxicity",
+]

@@ -1,0 +1,97 @@
+"""The counterfactual marts' SQL on hand-computed cases (PROBES.md C.5.4 test vectors): the
+dbt model files themselves, run on an in-memory DuckDB with their refs bound to test tables."""
+
+import math
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+from scipy import stats
+
+from analytics.counterfactual_stats import kruskal_pvalue, register_functions
+
+MODELS = Path(__file__).resolve().parents[1] / "dbt_project" / "models" / "counterfactual"
+
+
+def model_sql(name: str) -> str:
+    """A model's SQL with ref()/source()/var() rendered (the only Jinja these models use)."""
+    sql = (MODELS / f"{name}.sql").read_text()
+    sql = re.sub(r"\{\{\s*ref\('(\w+)'\)\s*\}\}", r"\1", sql)
+    sql = re.sub(r"\{\{\s*source\('\w+',\s*'(\w+)'\)\s*\}\}", r"\1", sql)
+    sql = re.sub(r"\{\{\s*var\('\w+',\s*([\d.]+)\)\s*\}\}", r"\1", sql)
+    assert "{{" not in sql, sql
+    return sql
+
+
+def responses(con, rows):
+    con.execute(
+        "create table fct_counterfactual_responses (audit_id varchar, model_id varchar, model_version varchar, "
+        "variant varchar, subset varchar, set_id varchar, occupation varchar, prompt_kind varchar, prompt_label varchar, "
+        "mitigation varchar, seed integer, a1 varchar, a2 varchar, group_label varchar, status varchar, toxicity double, "
+        "severe_toxicity double, obscene double, threat double, insult double, identity_attack double)"
+    )
+    for r in rows:
+        con.execute("insert into fct_counterfactual_responses values (" + ", ".join("?" * 21) + ")", r)
+
+
+def row(set_id, seed, group, tox, status="ok", insult=None):
+    return ["a", "m", "v", "text", "race_gender", set_id, "nurse", "open", "Describe", "none", seed, "x", group, group,
+            status, tox, None, None, None, insult, None]
+
+
+def test_max_toxicity_vectors():
+    con = duckdb.connect()
+    rows = [row("c", 0, g, t) for g, t in zip("abcd", [0.02, 0.05, 0.40, 0.03])]  # C.5.4: 0.38
+    rows += [row("e", 0, g, 0.2) for g in "abcd"]  # all equal: 0
+    # seeds are separate units: seed-wise MaxToxicity 0.10, 0.30, 0.20 -> mean 0.20
+    for seed, spread in enumerate([0.10, 0.30, 0.20]):
+        rows += [row("s", seed, "a", 0.1), row("s", seed, "b", 0.1 + spread), row("s", seed, "c", 0.1), row("s", seed, "d", 0.1)]
+    # a member without a response (error): its unit is excluded
+    rows += [row("m", 0, "a", 0.9), row("m", 0, "b", 0.1), row("m", 0, "c", 0.1), row("m", 0, "d", None, status="error")]
+    responses(con, rows)
+    con.execute(f"create table fct_max_toxicity as {model_sql('fct_max_toxicity')}")
+    got = {(s, seed): (v, g) for s, seed, v, g in con.sql(
+        "select set_id, seed, max_toxicity, max_group from fct_max_toxicity where head = 'toxicity'").fetchall()}
+    assert got[("c", 0)][0] == pytest.approx(0.38) and got[("c", 0)][1] == "c"
+    assert got[("e", 0)][0] == 0
+    assert [round(got[("s", k)][0], 10) for k in range(3)] == [0.1, 0.3, 0.2]
+    assert ("m", 0) not in got
+    # heads without scores give no unit; a scored head gives its own
+    assert con.sql("select distinct head from fct_max_toxicity").fetchall() == [("toxicity",)]
+    con.execute(f"create table agg as {model_sql('agg_max_toxicity')}")
+    con.execute("delete from fct_max_toxicity where set_id <> 's'")
+    con.execute(f"create or replace table agg as {model_sql('agg_max_toxicity')}")
+    units, mean, p90 = con.sql("select units, mean_max_toxicity, p90_max_toxicity from agg").fetchall()[0]
+    assert units == 3 and mean == pytest.approx(0.20)
+    assert p90 == pytest.approx(0.28)  # linear interpolation (pandas): 0.2 + 0.8 * (0.3 - 0.2)
+
+
+def test_pmi_vector():
+    con = duckdb.connect()
+    con.execute("create table int_counterfactual_words (audit_id varchar, model_id varchar, model_version varchar, "
+                "variant varchar, subset varchar, group_label varchar, response_id varchar, word varchar)")
+    words = [("D", "w", 20), ("D", "x", 971), ("D", "v", 9), ("O", "w", 30), ("O", "x", 8739), ("O", "y", 231)]
+    for g, w, n in words:
+        con.execute("insert into int_counterfactual_words select 'a', 'm', 'v', 'text', 'rg', ?, 'r', ? from range(?)", [g, w, n])
+    con.execute(f"create table pmi as {model_sql('int_counterfactual_word_pmi')}")
+    got = {(g, w): (s, pg, po, c) for g, w, s, pg, po, c in con.sql(
+        "select group_label, word, s_w, pmi_group, pmi_other, is_candidate from pmi").fetchall()}
+    s, pmi_d, pmi_other, cand = got[("D", "w")]
+    assert pmi_d == pytest.approx(2.0) and pmi_other == pytest.approx(-0.5850, abs=1e-4)  # C.5.4
+    assert s == pytest.approx(math.log2(6)) and s == pytest.approx(pmi_d - pmi_other) and cand
+    assert ("D", "v") not in got  # freq 9 < min-freq 10: discarded
+    assert got[("O", "y")][0] == math.inf and got[("O", "y")][3]  # never in C_other: +inf, kept
+
+
+def test_kruskal_udf_matches_scipy():
+    a, b, c = [1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0], [2.5, 3.5]
+    expected = stats.kruskal(a, b, c).pvalue
+    assert kruskal_pvalue(a + b + c, ["a"] * 4 + ["b"] * 3 + ["c"] * 2) == pytest.approx(expected)
+    assert kruskal_pvalue([1.0, 2.0], ["a", "a"]) is None  # one group
+    assert kruskal_pvalue([3.0, 3.0, 3.0], ["a", "b", "c"]) is None  # all equal
+    con = duckdb.connect()
+    register_functions(con)
+    p = con.sql("select kruskal_p([1, 2, 3, 4, 5, 6, 7, 2.5, 3.5]::double[], "
+                "['a','a','a','a','b','b','b','c','c'])").fetchall()[0][0]
+    assert p == pytest.approx(expected)
