@@ -100,6 +100,12 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_vision_arguments(audit)
     _add_scoring_arguments(audit)
+    # --- probe families (issue 13: ModSCAN) ---
+    audit.add_argument("--probe", action="append", default=None, help="run only this probe family (repeatable; default: every family), e.g. modscan")
+    from orchestration.defs.modscan import config as modscan_cli
+
+    modscan_cli.add_arguments(audit)
+    # --- end probe families ---
     audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
     audit.add_argument("--registry", default=None, help="audit registry file (default: $DORA_REGISTRY or registry.yaml)")
 
@@ -335,6 +341,7 @@ def cmd_audit(args) -> int:
 
     from analytics.summary import audit_summary
     from orchestration.definitions import AUDIT_JOB, defs
+    from orchestration.defs.modscan.config import config_from_args as modscan_config  # issue 13
 
     config = {
         "model": args.model,
@@ -357,6 +364,7 @@ def cmd_audit(args) -> int:
             "t2i_images": {"config": _vision_config(args)},
             "i2t_descriptions": {"config": _vision_config(args)},
             **_scoring_ops(args),
+            "modscan_responses": {"config": modscan_config(args)},  # issue 13 (ModSCAN)
         },
         "loggers": {"console": {"config": {"log_level": "WARNING"}}},
     }

@@ -14,6 +14,7 @@ from orchestration.defs.audits.sensors import audit_version_sensor
 from orchestration.defs.dbt.assets import dora_dbt_models
 from orchestration.defs.dbt.resources import dbt_resource
 from orchestration.defs.ingestion.assets import crows_pairs, descriptors
+from orchestration.defs.modscan.assets import modscan_assets  # ModSCAN family (issue 13)
 from orchestration.defs.scoring.assets import scoring_assets
 from orchestration.defs.t2t.assets import t2t_completions
 from orchestration.defs.vision.assets import vision_assets
@@ -27,7 +28,7 @@ audit_job = dg.define_asset_job(
 )
 
 defs = dg.Definitions(
-    assets=[crows_pairs, descriptors, t2t_completions, *vision_assets, dora_dbt_models, *scoring_assets],
+    assets=[crows_pairs, descriptors, t2t_completions, *vision_assets, dora_dbt_models, *scoring_assets, *modscan_assets],
     jobs=[audit_job],
     resources={"dbt": dbt_resource()},
     # versioned audits: new-version sensor, re-audit schedule, collapse checks (defs/audits/)

@@ -36,7 +36,7 @@ _SIDE = re.compile(r"\b(left|right)\b", re.IGNORECASE)
 _MINIGPT_BOX = re.compile(r"\{\s*<\s*(\d+)\s*>\s*<\s*(\d+)\s*>\s*<\s*(\d+)\s*>\s*<\s*(\d+)\s*>\s*\}")
 #: CogVLM boxes ``[[x0,y0,x1,y1]]`` (several boxes may share the brackets, ``;``-separated), 0-1000.
 _COGVLM_BOX = re.compile(r"(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)")
-_COGVLM_GROUP = re.compile(r"\[\[([\d\s,;]+)\]\]")
+_COGVLM_GROUP = re.compile(r"\[\[([\d\s,;\[\]]+?)\]\]")
 _RACE = {group: re.compile(rf"\b{re.escape(phrase)}\b", re.IGNORECASE) for group, phrase in RACE_PHRASES.items()}
 _GENDER_SETS = {group: frozenset(words) for group, words in GENDER_WORDS.items()}
 

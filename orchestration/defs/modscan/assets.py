@@ -1,0 +1,65 @@
+"""ModSCAN asset: land the text-analogue queries (seed 000; PROBES.md Part A, A.6).
+
+``landing/modscan_responses`` is the source of ``dbt_project/models/modscan/``
+(``stg_modscan_responses`` -> ``fct_modscan_responses`` -> ``agg_modscan_selection`` ->
+``agg_modscan_bias_scores``), built by the shared ``@dbt_assets``.
+"""
+
+import dagster as dg
+
+from models_inference.probes.modscan.text import TextProbeConfig, run_text_probe
+from models_inference.text_backends import load_text_backend
+from orchestration.defs.audits.runs import target_of_run
+from orchestration.defs.modscan.config import ModscanConfig
+
+MODSCAN_KEY = dg.AssetKey(["landing", "modscan_responses"])
+
+
+@dg.asset(
+    key=MODSCAN_KEY,
+    group_name="modscan",
+    pool="model_inference",
+    description="ModSCAN queries (seed 000), one row per query with scenario, instance, attribute, the shuffled "
+    "term order or left/right pair, model, version, raw answer, parsed choice and status (N/A reasons kept apart). "
+    "Default audit: the text-only analogues modscan_text_persona / modscan_text_faces (NOT FROM PAPER, "
+    "PROBES.md A.6) on the embedded SmolLM2-135M. Append-only Parquet shards, resumable.",
+)
+def modscan_responses(context: dg.AssetExecutionContext, config: ModscanConfig) -> dg.MaterializeResult:
+    if not config.enabled:
+        reason = "not selected by --probe"
+        context.log.info(f"dora: ModSCAN skipped: {reason}")
+        return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason, "rows_generated": 0})
+    run = target_of_run(context)
+    if run is not None:  # registry partitions audit their target's modality only
+        reason = f"partition {run.partition_key} audits registry target {run.target.name!r}; ModSCAN runs in ad-hoc audits"
+        context.log.info(f"dora: ModSCAN skipped: {reason}")
+        return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason, "rows_generated": 0})
+    extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
+    if config.backend == "transformers":
+        extra["batch_size"] = config.batch_size
+    backend = load_text_backend(config.model, backend=config.backend, defer=True, **extra)
+    probe = TextProbeConfig(
+        probes=config.probes, attributes=config.attributes, scenarios=config.scenarios, conditions=config.conditions,
+        prefixes=config.prefixes, samples=config.samples, instances_per_scenario=config.instances_per_scenario,
+        max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+    )
+    summary = run_text_probe(backend, probe, audit_id=config.audit_id, progress=config.progress)
+    result = summary.result
+    ok = result.statuses.get("ok", 0)
+    return dg.MaterializeResult(
+        metadata={
+            "audit_id": summary.audit_id,
+            "model_id": backend.model_id,
+            "model_version": backend.model_version,
+            "probes": ", ".join(config.probes),
+            "rows_planned": result.planned,
+            "rows_already_landed": result.already_landed,
+            "rows_generated": result.generated,
+            "answer_rate": dg.MetadataValue.float(round(ok / result.generated, 4) if result.generated else 0.0),
+            "status_counts": dg.MetadataValue.json(dict(result.statuses)),
+            "status": "finished",
+        }
+    )
+
+
+modscan_assets = [modscan_responses]

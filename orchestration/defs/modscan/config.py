@@ -1,0 +1,105 @@
+"""Run config of the ModSCAN asset and its ``dora audit`` flags (seed 000; PROBES.md Part A).
+
+:class:`ModscanConfig` is the Dagster ``Config`` of ``landing/modscan_responses``;
+:func:`add_arguments` adds the family's flags to ``dora audit``; :func:`config_from_args`
+turns parsed flags into the asset's run config (``enabled`` from the shared ``--probe`` flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional
+
+import dagster as dg
+
+from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
+from models_inference.probes.modscan.text import CONDITIONS, TEXT_PROBES
+
+#: The family's name for ``dora audit --probe``.
+PROBE_NAME = "modscan"
+#: Default audit sample: 1 query per (instance, attribute, condition): 56 text_persona + 68
+#: text_faces queries (about 30-60 s on 2 idle cores with SmolLM2-135M).
+DEFAULT_SAMPLES = 1
+DEFAULT_MAX_NEW_TOKENS = 24
+
+
+class ModscanConfig(dg.Config):
+    """What the ModSCAN asset probes (``dora audit --help``, group "ModSCAN").
+
+    The text-only analogues (PROBES.md A.6, NOT FROM PAPER: ``modscan_text_persona``,
+    ``modscan_text_faces``) run on any text backend, by default the embedded SmolLM2-135M,
+    and are part of the default audit with a small sample (``samples`` per instance,
+    attribute and condition). Paper scale: ``samples=200``.
+    """
+
+    enabled: bool = True
+    model: str = "smollm2-135m"
+    backend: str = "transformers"
+    base_url: Optional[str] = None
+    probes: list[str] = list(TEXT_PROBES)
+    attributes: list[str] = list(ATTRIBUTES)
+    scenarios: list[str] = list(SCENARIOS)
+    conditions: list[str] = list(CONDITIONS)
+    prefixes: list[str] = ["none"]
+    samples: int = DEFAULT_SAMPLES
+    instances_per_scenario: int = 0
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    temperature: float = 0.7
+    top_p: float = 0.95
+    batch_size: int = 32
+    audit_id: Optional[str] = None
+    progress: bool = True
+
+
+def _csv(text: str) -> list[str]:
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ModSCAN flags (an argument group) to the ``dora audit`` parser."""
+    g = parser.add_argument_group(
+        "ModSCAN (seed 000)",
+        "Text-only analogues of ModSCAN's two modalities (PROBES.md A.6, NOT FROM PAPER; probe names "
+        "modscan_text_persona / modscan_text_faces) on a text model; part of the default audit. Marts: "
+        "fct_modscan_responses, agg_modscan_selection, agg_modscan_bias_scores.",
+    )
+    g.add_argument("--modscan-model", default="smollm2-135m", help="text model of the analogues ('smollm2-135m', a local folder/.gguf, a cached hub id, or an API model)")
+    g.add_argument("--modscan-backend", default="transformers", choices=["transformers", "openai"], help="text backend of the analogues")
+    g.add_argument("--modscan-base-url", default=None, help="OpenAI-compatible endpoint (backend openai); key from $OPENAI_API_KEY")
+    g.add_argument("--modscan-probes", default=",".join(TEXT_PROBES), help="comma-separated text analogues")
+    g.add_argument("--modscan-attributes", default=",".join(ATTRIBUTES), help="gender,race")
+    g.add_argument("--modscan-scenarios", default=",".join(SCENARIOS), help="scenarios of modscan_text_faces (text_persona: persona only)")
+    g.add_argument("--modscan-conditions", default=",".join(CONDITIONS), help="original (scene described) and/or blank (sentence alone; Table 5's blank image analogue)")
+    g.add_argument("--modscan-samples", type=int, default=DEFAULT_SAMPLES, help="queries per instance x attribute x condition x prefix (paper: 200)")
+    g.add_argument("--modscan-instances", type=int, default=0, help="first k instances of each Table 1 scenario; 0 = all")
+    g.add_argument("--modscan-max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, help="answer budget in tokens (paper: unstated)")
+    g.add_argument(
+        "--prefix", action="append", default=None, choices=sorted(PREFIXES),
+        help="ModSCAN prompt prefix, repeatable: sr / debiasing (seed 000 §7), role_sexist / role_racist / "
+        "role_obama / role_trump (App. C); 'none' = the original prompt (always probed alongside, for the deltas)",
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> dict:
+    """The run config of the ModSCAN asset from ``dora audit`` flags.
+
+    ``enabled`` is true when ``args.probe`` (the shared ``--probe NAME`` flag, repeatable) is
+    unset or names ``modscan``.
+    """
+    probes = getattr(args, "probe", None)
+    prefixes = ["none", *[p for p in (args.prefix or []) if p != "none"]]
+    return {
+        "enabled": not probes or PROBE_NAME in probes,
+        "model": args.modscan_model,
+        "backend": args.modscan_backend,
+        "base_url": args.modscan_base_url,
+        "probes": _csv(args.modscan_probes),
+        "attributes": _csv(args.modscan_attributes),
+        "scenarios": _csv(args.modscan_scenarios),
+        "conditions": _csv(args.modscan_conditions),
+        "prefixes": prefixes,
+        "samples": args.modscan_samples,
+        "instances_per_scenario": args.modscan_instances,
+        "max_new_tokens": args.modscan_max_new_tokens,
+        "progress": not getattr(args, "no_progress", False),
+    }
