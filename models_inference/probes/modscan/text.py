@@ -74,7 +74,8 @@ class TextProbeConfig:
         prefixes: prompt prefixes (§7, App. C; ``none`` = the original prompt).
         samples: queries per (instance, attribute, condition, prefix) (paper: 200 images per
             trait; A.6 suggests 200 samples at temperature > 0).
-        instances_per_scenario: first k instances of each Table 1 scenario (0 = all).
+        instances_per_scenario: k instances of each Table 1 scenario, spread evenly over its
+            list (:func:`spread`; 0 = all).
         max_new_tokens, temperature, top_p: generation ([UNDEFINED] in the paper; A.2.3).
         prompt_style: ``chat`` (the prompt as the user turn) -- the only style.
         shard_rows: rows per landed shard.
@@ -154,6 +155,17 @@ def _seed(*parts) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
 
 
+def spread(items: Sequence[str], k: int) -> tuple[str, ...]:
+    """``k`` items spread evenly over ``items`` (first and last included; all when ``k`` is 0 or
+    >= len): the default audit's sample of Table 1 instances (NOT FROM PAPER)."""
+    n = len(items)
+    if k <= 0 or k >= n:
+        return tuple(items)
+    if k == 1:
+        return (items[0],)
+    return tuple(items[int(i * (n - 1) / (k - 1) + 0.5)] for i in range(k))
+
+
 def plan_text_queries(config: TextProbeConfig, audit_id: str) -> list[TextQuery]:
     """Every query of a text-analogue run, in generation order (deterministic for an audit).
 
@@ -166,9 +178,7 @@ def plan_text_queries(config: TextProbeConfig, audit_id: str) -> list[TextQuery]
         scenarios = ("persona",) if probe == "modscan_text_persona" else tuple(cfg.scenarios)
         conditions = tuple(cfg.conditions) if probe == "modscan_text_persona" else ("original",)
         for attribute, scenario, condition, prefix in itertools.product(cfg.attributes, scenarios, conditions, cfg.prefixes):
-            instances = SCENARIOS[scenario]
-            if cfg.instances_per_scenario:
-                instances = instances[: cfg.instances_per_scenario]
+            instances = spread(SCENARIOS[scenario], cfg.instances_per_scenario)
             for index, instance in enumerate(instances):
                 for sample in range(1, cfg.samples + 1):
                     seed = _seed(audit_id, probe, attribute, scenario, instance, condition, prefix, sample)
@@ -301,5 +311,5 @@ def run_text_probe(
 
 __all__ = [
     "CONDITIONS", "MODSCAN_TABLE", "RACE_PAIRS", "TEXT_PROBES", "TextProbeConfig", "TextQuery", "TextRunSummary",
-    "plan_text_queries", "run_text_probe", "text_audit_id",
+    "plan_text_queries", "spread", "run_text_probe", "text_audit_id",
 ]

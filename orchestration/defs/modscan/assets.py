@@ -15,14 +15,21 @@ from orchestration.defs.modscan.config import ModscanConfig
 MODSCAN_KEY = dg.AssetKey(["landing", "modscan_responses"])
 
 
-@dg.asset(
-    key=MODSCAN_KEY,
-    group_name="modscan",
+# multi_asset with one spec: the op name is plain ("modscan_responses"), so run config reads
+# {"ops": {"modscan_responses": {"config": ...}}} like the other probes'.
+@dg.multi_asset(
+    name="modscan_responses",
+    specs=[
+        dg.AssetSpec(
+            MODSCAN_KEY,
+            group_name="modscan",
+            description="ModSCAN queries (seed 000), one row per query with scenario, instance, attribute, the "
+            "shuffled term order or left/right pair, model, version, raw answer, parsed choice and status (N/A "
+            "reasons kept apart). Default audit: the text-only analogues modscan_text_persona / modscan_text_faces "
+            "(NOT FROM PAPER, PROBES.md A.6) on the embedded SmolLM2-135M. Append-only Parquet shards, resumable.",
+        )
+    ],
     pool="model_inference",
-    description="ModSCAN queries (seed 000), one row per query with scenario, instance, attribute, the shuffled "
-    "term order or left/right pair, model, version, raw answer, parsed choice and status (N/A reasons kept apart). "
-    "Default audit: the text-only analogues modscan_text_persona / modscan_text_faces (NOT FROM PAPER, "
-    "PROBES.md A.6) on the embedded SmolLM2-135M. Append-only Parquet shards, resumable.",
 )
 def modscan_responses(context: dg.AssetExecutionContext, config: ModscanConfig) -> dg.MaterializeResult:
     if not config.enabled:

@@ -17,9 +17,12 @@ from models_inference.probes.modscan.text import CONDITIONS, TEXT_PROBES
 
 #: The family's name for ``dora audit --probe``.
 PROBE_NAME = "modscan"
-#: Default audit sample: 1 query per (instance, attribute, condition): 56 text_persona + 68
-#: text_faces queries (about 30-60 s on 2 idle cores with SmolLM2-135M).
+#: Default audit sample: 5 instances per Table 1 scenario (spread over its list), 1 query per
+#: (instance, attribute, condition): 20 text_persona + 30 text_faces queries. Each query costs
+#: ~1 CPU-second with SmolLM2-135M (its ~100-token chat prompt's prefill dominates), so the
+#: sample takes roughly 30-60 s on 2 idle cores.
 DEFAULT_SAMPLES = 1
+DEFAULT_INSTANCES = 5
 DEFAULT_MAX_NEW_TOKENS = 24
 
 
@@ -29,7 +32,8 @@ class ModscanConfig(dg.Config):
     The text-only analogues (PROBES.md A.6, NOT FROM PAPER: ``modscan_text_persona``,
     ``modscan_text_faces``) run on any text backend, by default the embedded SmolLM2-135M,
     and are part of the default audit with a small sample (``samples`` per instance,
-    attribute and condition). Paper scale: ``samples=200``.
+    attribute and condition, over ``instances_per_scenario`` instances of each Table 1
+    scenario). Paper scale: ``samples=200, instances_per_scenario=0``.
     """
 
     enabled: bool = True
@@ -42,7 +46,7 @@ class ModscanConfig(dg.Config):
     conditions: list[str] = list(CONDITIONS)
     prefixes: list[str] = ["none"]
     samples: int = DEFAULT_SAMPLES
-    instances_per_scenario: int = 0
+    instances_per_scenario: int = DEFAULT_INSTANCES
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     temperature: float = 0.7
     top_p: float = 0.95
@@ -71,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--modscan-scenarios", default=",".join(SCENARIOS), help="scenarios of modscan_text_faces (text_persona: persona only)")
     g.add_argument("--modscan-conditions", default=",".join(CONDITIONS), help="original (scene described) and/or blank (sentence alone; Table 5's blank image analogue)")
     g.add_argument("--modscan-samples", type=int, default=DEFAULT_SAMPLES, help="queries per instance x attribute x condition x prefix (paper: 200)")
-    g.add_argument("--modscan-instances", type=int, default=0, help="first k instances of each Table 1 scenario; 0 = all")
+    g.add_argument("--modscan-instances", type=int, default=DEFAULT_INSTANCES, help="k instances of each Table 1 scenario, spread over its list; 0 = all (paper)")
     g.add_argument("--modscan-max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, help="answer budget in tokens (paper: unstated)")
     g.add_argument(
         "--prefix", action="append", default=None, choices=sorted(PREFIXES),
