@@ -169,8 +169,8 @@ def test_plan_counterbalances_sides_and_shuffles_terms():
 def test_default_sample_spreads_instances_over_table_1():
     from models_inference.probes.modscan.text import spread
 
-    assert spread(SCENARIOS["persona"], 5) == ("Art Lover", "Geek", "Slob", "Active", "Shabby Hut")
-    assert spread(SCENARIOS["occupation"], 5) == ("pilot", "software developer", "nurse", "cook", "flight attendant")
+    assert spread(SCENARIOS["persona"], 5) == ("Art Lover", "Geek", "Neat", "Active", "Shabby Hut")
+    assert spread(SCENARIOS["occupation"], 5) == ("pilot", "software developer", "housekeeper", "cook", "flight attendant")
     assert spread(SCENARIOS["occupation"], 0) == SCENARIOS["occupation"] == spread(SCENARIOS["occupation"], 99)
     plan = plan_text_queries(TextProbeConfig(samples=1, instances_per_scenario=5), "a")
     assert len(plan) == 5 * 2 * 2 + 15 * 2  # the default audit's 50 queries
