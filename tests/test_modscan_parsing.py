@@ -169,7 +169,7 @@ def test_plan_counterbalances_sides_and_shuffles_terms():
 def test_default_sample_spreads_instances_over_table_1():
     from models_inference.probes.modscan.text import spread
 
-    assert spread(SCENARIOS["persona"], 5) == ("Art Lover", "Geek", "Neat", "Active", "Shabby Hut")
+    assert spread(SCENARIOS["persona"], 5) == ("Art Lover", "Geek", "Neat", "Luxury Car", "Shabby Hut")
     assert spread(SCENARIOS["occupation"], 5) == ("pilot", "software developer", "housekeeper", "cook", "flight attendant")
     assert spread(SCENARIOS["occupation"], 0) == SCENARIOS["occupation"] == spread(SCENARIOS["occupation"], 99)
     plan = plan_text_queries(TextProbeConfig(samples=1, instances_per_scenario=5), "a")
