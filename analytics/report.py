@@ -20,6 +20,7 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
+from analytics.modscan import report_section as modscan_section  # ModSCAN family (issue 13)
 from analytics.query import QueryResult, run_query
 from ingestion.landing import dora_home
 
@@ -297,6 +298,7 @@ judge: {html.escape(str(scorers.get('judge_model') or '–'))} (5-point Likert, 
 {_html_table(data["rated"], top_cols)}
 <h2>By setting and bias dimension (agg_bias_by_dimension)</h2>
 {_html_table(data["agg"], agg_cols)}
+{modscan_section(audit_id)}
 </body></html>
 """
     index = out / "index.html"

@@ -341,7 +341,7 @@ def cmd_audit(args) -> int:
 
     from analytics.summary import audit_summary
     from orchestration.definitions import AUDIT_JOB, defs
-    from orchestration.defs.modscan.config import config_from_args as modscan_config  # issue 13
+    from orchestration.defs.modscan.config import audit_report as modscan_report, config_from_args as modscan_config  # issue 13
 
     config = {
         "model": args.model,
@@ -414,6 +414,7 @@ def cmd_audit(args) -> int:
             audit_id = md["audit_id"].value
     print(audit_summary(audit_id, top=args.top, run_id=result.run_id))
     print(_scoring_report(result))
+    print(modscan_report(result))  # issue 13 (ModSCAN)
     vision = _vision_report(result)
     if vision:
         print(vision, file=sys.stderr)

@@ -47,3 +47,8 @@ def test_text_analogues_land_resume_and_fill_the_bias_marts(dora_home):
     assert len(cells) == 2 * 2 + 2 * 3  # text_persona: 2 attributes x 2 conditions; text_faces: 2 x 3 scenarios
     assert sum(c[4] for c in cells) == 10
     assert all(0 <= c[5] <= c[6] for c in cells)
+    # what dora audit prints and the dora report section (read-only, from the mart)
+    from analytics.modscan import report_section, summary_text
+
+    assert "modscan_text_faces" in summary_text(first["audit_id"])
+    assert report_section().count("<tr>") == 1 + len(cells)

@@ -107,3 +107,17 @@ def config_from_args(args: argparse.Namespace) -> dict:
         "max_new_tokens": args.modscan_max_new_tokens,
         "progress": not getattr(args, "no_progress", False),
     }
+
+
+def audit_report(result) -> str:
+    """What ``dora audit`` prints for ModSCAN after a run: its S_bias table, or why it skipped."""
+    from analytics.modscan import summary_text
+
+    for mat in result.get_asset_materialization_events():
+        if mat.materialization.asset_key.path != ["landing", "modscan_responses"]:
+            continue
+        md = {k: v.value for k, v in mat.materialization.metadata.items()}
+        if md.get("status") == "skipped":
+            return f"dora: ModSCAN skipped: {md.get('reason')}"
+        return summary_text(md["audit_id"])
+    return ""
