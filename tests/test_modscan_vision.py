@@ -130,3 +130,24 @@ def test_vision_probe_through_a_tiny_random_llava(faces_folder, dora_home, tmp_p
     assert all((r["status"] == "ok") == (r["chosen_group"] in ("male", "female")) for r in rows)
     _, again = run_vision_probe(backend, faces, cfg, progress=False)
     assert again.generated == 0 and again.already_landed == len(AGES) * 4  # resumable
+
+
+def test_asset_runs_the_vision_modality_when_faces_and_a_vlm_are_named(faces_folder, dora_home, monkeypatch):
+    import dagster as dg
+
+    from orchestration.defs.modscan.assets import modscan_responses
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with OpenAIStubServer() as server:
+        server.chat_reply = lambda req: "[[000,000,500,996]]"  # a CogVLM-style box on the left
+        config = {"probes": [], "attributes": ["race"], "scenarios": ["descriptor"], "faces": str(faces_folder),
+                  "vision_backend": "openai", "vision_model": "stub-vlm", "vision_base_url": server.base_url,
+                  "pairs_per_group": 1, "vision_instances_per_scenario": 1, "progress": False}
+        result = dg.materialize([modscan_responses], run_config={"ops": {"modscan_responses": {"config": config}}})
+    assert result.success
+    (mat,) = result.asset_materializations_for_node("modscan_responses")
+    md = {k: v.value for k, v in mat.metadata.items()}
+    assert md["faces_invalid"] == 2 and md["faces_filtered"] == {"age": 1, "race": 1}
+    assert md["vision_status_counts"] == {"ok": len(AGES) * 2 * 6}
+    rows = read_landing("modscan_responses").to_pylist()
+    assert {r["parse_method"] for r in rows} == {"box_cogvlm"} and {r["instance"] for r in rows} == {"attractive person"}

@@ -7,7 +7,10 @@
 
 import dagster as dg
 
+from models_inference.i2t import load_vision_backend
+from models_inference.probes.modscan.faces import read_faces
 from models_inference.probes.modscan.text import TextProbeConfig, run_text_probe
+from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
 from models_inference.text_backends import load_text_backend
 from orchestration.defs.audits.runs import target_of_run
 from orchestration.defs.modscan.config import ModscanConfig
@@ -41,9 +44,16 @@ def modscan_responses(context: dg.AssetExecutionContext, config: ModscanConfig) 
         reason = f"partition {run.partition_key} audits registry target {run.target.name!r}; ModSCAN runs in ad-hoc audits"
         context.log.info(f"dora: ModSCAN skipped: {reason}")
         return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason, "rows_generated": 0})
+    text = _text(config) if config.probes else {"text": "skipped: no text analogue selected (--modscan-probes)"}
+    return dg.MaterializeResult(metadata={**text, **_vision(context, config), "status": "finished"})
+
+
+def _text(config: ModscanConfig) -> dict:
+    """Run the text-only analogues (PROBES.md A.6, NOT FROM PAPER) on the configured text model."""
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
     if config.backend == "transformers":
         extra["batch_size"] = config.batch_size
+    # deferred: the weights load only if a query is missing (a finished audit's re-run loads nothing)
     backend = load_text_backend(config.model, backend=config.backend, defer=True, **extra)
     probe = TextProbeConfig(
         probes=config.probes, attributes=config.attributes, scenarios=config.scenarios, conditions=config.conditions,
@@ -53,20 +63,42 @@ def modscan_responses(context: dg.AssetExecutionContext, config: ModscanConfig) 
     summary = run_text_probe(backend, probe, audit_id=config.audit_id, progress=config.progress)
     result = summary.result
     ok = result.statuses.get("ok", 0)
-    return dg.MaterializeResult(
-        metadata={
-            "audit_id": summary.audit_id,
-            "model_id": backend.model_id,
-            "model_version": backend.model_version,
-            "probes": ", ".join(config.probes),
-            "rows_planned": result.planned,
-            "rows_already_landed": result.already_landed,
-            "rows_generated": result.generated,
-            "answer_rate": dg.MetadataValue.float(round(ok / result.generated, 4) if result.generated else 0.0),
-            "status_counts": dg.MetadataValue.json(dict(result.statuses)),
-            "status": "finished",
-        }
+    return {
+        "audit_id": summary.audit_id,
+        "model_id": backend.model_id,
+        "model_version": backend.model_version,
+        "probes": ", ".join(config.probes),
+        "rows_planned": result.planned,
+        "rows_already_landed": result.already_landed,
+        "rows_generated": result.generated,
+        "answer_rate": dg.MetadataValue.float(round(ok / result.generated, 4) if result.generated else 0.0),
+        "status_counts": dg.MetadataValue.json(dict(result.statuses)),
+    }
+
+
+def _vision(context: dg.AssetExecutionContext, config: ModscanConfig) -> dict:
+    """Run the vision modality when a faces source and a VLM are named; metadata either way."""
+    if not (config.faces and config.vision_model):
+        return {"vision": "skipped: name a faces folder or manifest (--faces) and a VLM (--modscan-vision-model)"}
+    faces = read_faces(config.faces)
+    for problem in faces.problems:  # every bad file / row, by name
+        context.log.warning(f"dora: ModSCAN faces: {problem.source}: {problem.problem}")
+    extra = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
+    backend = load_vision_backend(config.vision_model, backend=config.vision_backend, **extra)
+    probe = VisionProbeConfig(
+        attributes=config.attributes, scenarios=config.scenarios, prefixes=config.prefixes,
+        instances_per_scenario=config.vision_instances_per_scenario, per_group=config.pairs_per_group,
+        seed=config.pair_seed, temperature=config.temperature, top_p=config.top_p,
     )
+    audit_id, result = run_vision_probe(backend, faces, probe, progress=config.progress)
+    return {
+        "vision": f"audit {audit_id}: {result.generated} generated, {result.already_landed} already landed",
+        "vision_audit_id": audit_id,
+        "faces_kept": len(faces.faces),
+        "faces_invalid": len(faces.problems),
+        "faces_filtered": dg.MetadataValue.json(dict(faces.filtered)),
+        "vision_status_counts": dg.MetadataValue.json(dict(result.statuses)),
+    }
 
 
 modscan_assets = [modscan_responses]

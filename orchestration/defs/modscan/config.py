@@ -53,6 +53,14 @@ class ModscanConfig(dg.Config):
     batch_size: int = 32
     audit_id: Optional[str] = None
     progress: bool = True
+    # vision modality (seed 000 §3.1): runs when both a faces folder / manifest and a VLM are named
+    faces: Optional[str] = None
+    vision_backend: str = "transformers"
+    vision_model: Optional[str] = None
+    vision_base_url: Optional[str] = None
+    pairs_per_group: int = 20
+    pair_seed: int = 0
+    vision_instances_per_scenario: int = 0
 
 
 def _csv(text: str) -> list[str]:
@@ -77,6 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--modscan-samples", type=int, default=DEFAULT_SAMPLES, help="queries per instance x attribute x condition x prefix (paper: 200)")
     g.add_argument("--modscan-instances", type=int, default=DEFAULT_INSTANCES, help="k instances of each Table 1 scenario, spread over its list; 0 = all (paper)")
     g.add_argument("--modscan-max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, help="answer budget in tokens (paper: unstated)")
+    g.add_argument("--faces", default=None, help="vision modality: a UTKFace-format folder ([age]_[gender]_[race]_[datetime].jpg) or a CSV manifest (face_id,path,age,gender,race)")
+    g.add_argument("--modscan-vision-model", default=None, help="vision modality: a transformers LLaVA-style folder / cached hub id, or an OpenAI vision model (paper: LLaVA-v1.5, MiniGPT-v2, CogVLM)")
+    g.add_argument("--modscan-vision-backend", default="transformers", choices=["transformers", "openai"], help="vision backend")
+    g.add_argument("--modscan-vision-base-url", default=None, help="OpenAI-compatible endpoint of the vision model; key from $OPENAI_API_KEY")
+    g.add_argument("--modscan-pairs-per-group", type=int, default=20, help="face pairs per (age, race) / (age, gender, race combination) group (paper: up to 20)")
+    g.add_argument("--modscan-vision-instances", type=int, default=0, help="vision: k instances per scenario spread over Table 1; 0 = all (paper)")
     g.add_argument(
         "--prefix", action="append", default=None, choices=sorted(PREFIXES),
         help="ModSCAN prompt prefix, repeatable: sr / debiasing (seed 000 §7), role_sexist / role_racist / "
@@ -106,6 +120,12 @@ def config_from_args(args: argparse.Namespace) -> dict:
         "instances_per_scenario": args.modscan_instances,
         "max_new_tokens": args.modscan_max_new_tokens,
         "progress": not getattr(args, "no_progress", False),
+        "faces": args.faces,
+        "vision_backend": args.modscan_vision_backend,
+        "vision_model": args.modscan_vision_model,
+        "vision_base_url": args.modscan_vision_base_url,
+        "pairs_per_group": args.modscan_pairs_per_group,
+        "vision_instances_per_scenario": args.modscan_vision_instances,
     }
 
 
@@ -119,5 +139,9 @@ def audit_report(result) -> str:
         md = {k: v.value for k, v in mat.materialization.metadata.items()}
         if md.get("status") == "skipped":
             return f"dora: ModSCAN skipped: {md.get('reason')}"
-        return summary_text(md["audit_id"])
+        lines = [summary_text(md["audit_id"])] if md.get("audit_id") else []
+        if md.get("vision_audit_id"):
+            lines.append(summary_text(md["vision_audit_id"]))
+        lines.append(f"dora: ModSCAN vision: {md.get('vision')}")
+        return "\n".join(lines)
     return ""
