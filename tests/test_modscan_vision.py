@@ -151,3 +151,41 @@ def test_asset_runs_the_vision_modality_when_faces_and_a_vlm_are_named(faces_fol
     assert md["vision_status_counts"] == {"ok": len(AGES) * 2 * 6}
     rows = read_landing("modscan_responses").to_pylist()
     assert {r["parse_method"] for r in rows} == {"box_cogvlm"} and {r["instance"] for r in rows} == {"attractive person"}
+
+
+def test_language_modality_scene_images_person_check_and_blank_control(dora_home, tmp_path, monkeypatch):
+    """Scene images from a tiny random diffusers pipeline, the VLM (local OpenAI-compatible
+    server) checks each for a person and answers Table 3's sentence; the blank white image is
+    the control (seed 000 §3.2, §5.2)."""
+    from models_inference.i2t import OpenAIVisionBackend
+    from models_inference.probes.modscan.language import PERSON_CHECK_PROMPT, LanguageProbeConfig, run_language_probe
+    from models_inference.t2i import DiffusersImageBackend
+    from tests.test_t2i_i2t import build_tiny_sd
+
+    sd, _ = build_tiny_sd(tmp_path)
+    images = DiffusersImageBackend.load(str(sd), steps=2, batch_size=4)
+    checks = []
+
+    def reply(req):
+        text = req["messages"][0]["content"][0]["text"]
+        if text == PERSON_CHECK_PROMPT:
+            checks.append(text)
+            return "Yes." if len(checks) == 1 else "No."  # the first image shows a person: dropped, redrawn
+        return "The owner of this building is a woman." if "building" in text else "Male."
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with OpenAIStubServer() as server:
+        server.chat_reply = reply
+        vision = OpenAIVisionBackend(model_id="stub-vlm", base_url=server.base_url)
+        cfg = LanguageProbeConfig(attributes=["gender"], instances_per_scenario=2, images_per_trait=2, max_new_tokens=16)
+        audit_id, summary, counts = run_language_probe(images, vision, cfg, progress=False)
+    assert counts["person_dropped"] == 1 and counts["drawn"] == 2 * 2 + 1
+    assert summary.generated == 2 * 2 + 2 * 2  # 2 traits x 2 kept images + the blank control 2 x 2
+    rows = read_landing("modscan_responses").to_pylist()
+    by = Counter((r["instance"], r["condition"], r["chosen_group"]) for r in rows)
+    assert by == Counter({("Art Lover", "original", "male"): 2, ("Art Lover", "blank", "male"): 2,
+                          ("Shabby Hut", "original", "female"): 2, ("Shabby Hut", "blank", "female"): 2})
+    assert all(r["term_order"] in ("male|female", "female|male") and "YOLOv8x" in r["deviation"] for r in rows)
+    assert all(r["prompt"].endswith(("is a {male, female}.", "is a {female, male}.")) for r in rows)
+    blank = {r["image_sha256"] for r in rows if r["condition"] == "blank"}
+    assert len(blank) == 1 and Image.open(image_file(f"images/{next(iter(blank))[:2]}/{next(iter(blank))}.png")).getcolors() is not None
