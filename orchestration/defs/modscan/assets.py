@@ -9,8 +9,10 @@ import dagster as dg
 
 from models_inference.i2t import load_vision_backend
 from models_inference.probes.modscan.faces import read_faces
+from models_inference.probes.modscan.language import LanguageProbeConfig, run_language_probe
 from models_inference.probes.modscan.text import TextProbeConfig, run_text_probe
 from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
+from models_inference.t2i import load_image_backend
 from models_inference.text_backends import load_text_backend
 from orchestration.defs.audits.runs import target_of_run
 from orchestration.defs.modscan.config import ModscanConfig
@@ -45,7 +47,8 @@ def modscan_responses(context: dg.AssetExecutionContext, config: ModscanConfig) 
         context.log.info(f"dora: ModSCAN skipped: {reason}")
         return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason, "rows_generated": 0})
     text = _text(config) if config.probes else {"text": "skipped: no text analogue selected (--modscan-probes)"}
-    return dg.MaterializeResult(metadata={**text, **_vision(context, config), "status": "finished"})
+    metadata = {**text, **_vision(context, config), **_language(config), "status": "finished"}
+    return dg.MaterializeResult(metadata=metadata)
 
 
 def _text(config: ModscanConfig) -> dict:
@@ -98,6 +101,28 @@ def _vision(context: dg.AssetExecutionContext, config: ModscanConfig) -> dict:
         "faces_invalid": len(faces.problems),
         "faces_filtered": dg.MetadataValue.json(dict(faces.filtered)),
         "vision_status_counts": dg.MetadataValue.json(dict(result.statuses)),
+    }
+
+
+def _language(config: ModscanConfig) -> dict:
+    """Run the language modality when a T2I model and a VLM are named; metadata either way."""
+    if not (config.t2i_model and config.vision_model):
+        return {"language": "skipped: name a T2I model (--modscan-t2i-model) and a VLM (--modscan-vision-model)"}
+    extra = {"base_url": config.t2i_base_url} if config.t2i_backend == "openai" and config.t2i_base_url else {}
+    images = load_image_backend(config.t2i_model, backend=config.t2i_backend, **extra)
+    extra = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
+    vision = load_vision_backend(config.vision_model, backend=config.vision_backend, **extra)
+    probe = LanguageProbeConfig(
+        attributes=config.attributes, prefixes=config.prefixes, instances_per_scenario=config.vision_instances_per_scenario,
+        images_per_trait=config.images_per_trait, person_check=config.person_check,
+        temperature=config.temperature, top_p=config.top_p,
+    )
+    audit_id, result, counts = run_language_probe(images, vision, probe, progress=config.progress)
+    return {
+        "language": f"audit {audit_id}: {result.generated} generated, {result.already_landed} already landed",
+        "language_audit_id": audit_id,
+        "scene_images": dg.MetadataValue.json(counts),
+        "language_status_counts": dg.MetadataValue.json(dict(result.statuses)),
     }
 
 

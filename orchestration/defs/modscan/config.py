@@ -61,6 +61,12 @@ class ModscanConfig(dg.Config):
     pairs_per_group: int = 20
     pair_seed: int = 0
     vision_instances_per_scenario: int = 0
+    # language modality (seed 000 §3.2): runs when a T2I model and the VLM above are named
+    t2i_backend: str = "diffusers"
+    t2i_model: Optional[str] = None
+    t2i_base_url: Optional[str] = None
+    images_per_trait: int = 200
+    person_check: bool = True
 
 
 def _csv(text: str) -> list[str]:
@@ -91,6 +97,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--modscan-vision-base-url", default=None, help="OpenAI-compatible endpoint of the vision model; key from $OPENAI_API_KEY")
     g.add_argument("--modscan-pairs-per-group", type=int, default=20, help="face pairs per (age, race) / (age, gender, race combination) group (paper: up to 20)")
     g.add_argument("--modscan-vision-instances", type=int, default=0, help="vision: k instances per scenario spread over Table 1; 0 = all (paper)")
+    g.add_argument("--modscan-t2i-model", default=None, help="language modality: diffusers folder / cached hub id or OpenAI Images model drawing Table 2's scenes (paper: SD-v2.1); needs --modscan-vision-model")
+    g.add_argument("--modscan-t2i-backend", default="diffusers", choices=["diffusers", "openai"], help="T2I backend of the scene images")
+    g.add_argument("--modscan-images-per-trait", type=int, default=200, help="language modality: kept scene images (and blank queries) per trait (paper: 200)")
+    g.add_argument("--modscan-no-person-check", action="store_true", help="keep every scene image (default: the VLM is asked whether a person is shown; NOT FROM PAPER stand-in for YOLOv8x)")
     g.add_argument(
         "--prefix", action="append", default=None, choices=sorted(PREFIXES),
         help="ModSCAN prompt prefix, repeatable: sr / debiasing (seed 000 §7), role_sexist / role_racist / "
@@ -126,6 +136,10 @@ def config_from_args(args: argparse.Namespace) -> dict:
         "vision_base_url": args.modscan_vision_base_url,
         "pairs_per_group": args.modscan_pairs_per_group,
         "vision_instances_per_scenario": args.modscan_vision_instances,
+        "t2i_backend": args.modscan_t2i_backend,
+        "t2i_model": args.modscan_t2i_model,
+        "images_per_trait": args.modscan_images_per_trait,
+        "person_check": not args.modscan_no_person_check,
     }
 
 
@@ -140,8 +154,9 @@ def audit_report(result) -> str:
         if md.get("status") == "skipped":
             return f"dora: ModSCAN skipped: {md.get('reason')}"
         lines = [summary_text(md["audit_id"])] if md.get("audit_id") else []
-        if md.get("vision_audit_id"):
-            lines.append(summary_text(md["vision_audit_id"]))
-        lines.append(f"dora: ModSCAN vision: {md.get('vision')}")
+        for key in ("vision", "language"):
+            if md.get(f"{key}_audit_id"):
+                lines.append(summary_text(md[f"{key}_audit_id"]))
+            lines.append(f"dora: ModSCAN {key} modality: {md.get(key)}")
         return "\n".join(lines)
     return ""
