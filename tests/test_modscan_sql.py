@@ -175,3 +175,25 @@ def test_prefix_deltas(con):
         build(con, name)
     row = con.execute("select prefix, delta_s_bias, delta_s_bias_na_filtered from agg_modscan_prefix_deltas").fetchall()
     assert row == [("sr", pytest.approx(-0.5), pytest.approx(-0.5))]
+
+
+def test_pairwise_race_heatmap_is_complementary(con):
+    """Figure 7 / A.5.4: M[a][b] + M[b][a] = 1 among the non-N/A answers of a combination."""
+    con.execute(
+        "create or replace table fct_modscan_responses (audit_id varchar, model_id varchar, model_version varchar, "
+        "probe varchar, modality varchar, attribute varchar, scenario varchar, condition varchar, prefix varchar, "
+        "instance varchar, left_group varchar, right_group varchar, chosen_group varchar, status varchar, is_answered boolean)"
+    )
+    rows = []
+    for (left, right), chosen in [(("White", "Asian"), "Asian")] * 5 + [(("Asian", "White"), "White")] * 3 + [(("Black", "Indian"), "Black")] * 2:
+        rows.append((left, right, chosen, "ok"))
+    rows.append(("Asian", "White", None, "na_no_term"))
+    con.executemany(
+        "insert into fct_modscan_responses values ('a', 'm', 'v', 'modscan_vision', 'vision', 'race', 'persona', "
+        "'original', 'none', 'Geek', ?, ?, ?, ?, true)", rows,
+    )
+    build(con, "agg_modscan_race_pairwise")
+    m = {(a, b): p for a, b, p in con.execute("select race_1, race_2, p_race_1_selected from agg_modscan_race_pairwise").fetchall()}
+    assert m[("Asian", "White")] == pytest.approx(5 / 8) and m[("White", "Asian")] == pytest.approx(3 / 8)
+    assert m[("Black", "Indian")] == 1.0 and m[("Indian", "Black")] == 0.0
+    assert all(m[(a, b)] + m[(b, a)] == pytest.approx(1.0) for a, b in m)
