@@ -298,7 +298,7 @@ judge: {html.escape(str(scorers.get('judge_model') or '–'))} (5-point Likert, 
 {_html_table(data["rated"], top_cols)}
 <h2>By setting and bias dimension (agg_bias_by_dimension)</h2>
 {_html_table(data["agg"], agg_cols)}
-{modscan_section(audit_id)}
+{modscan_section(audit_id, out)}
 </body></html>
 """
     index = out / "index.html"

@@ -51,4 +51,6 @@ def test_text_analogues_land_resume_and_fill_the_bias_marts(dora_home):
     from analytics.modscan import report_section, summary_text
 
     assert "modscan_text_faces" in summary_text(first["audit_id"])
-    assert report_section().count("<tr>") == 1 + len(cells)
+    section = report_section(None, dora_home)
+    assert section.count("<tr>") == 1 + len(cells)
+    assert (dora_home / "modscan_race_pairwise.png").exists() and "modscan_race_pairwise.png" in section
