@@ -2,7 +2,7 @@
 
 import pytest
 
-from orchestration.cli import _build_parser
+from orchestration.cli.parser import build_parser as _build_parser
 from orchestration.defs.modscan.config import ModscanConfig, config_from_args
 
 

@@ -11,7 +11,7 @@ from PIL import Image
 from ingestion.landing import read_landing
 from models_inference.probes.modscan.faces import build_pairs, read_faces, splice, store_pair
 from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
-from models_inference.t2i import image_file
+from models_inference.image_store import image_file
 from tests.openai_server import OpenAIStubServer
 
 AGES = (20, 30)
@@ -97,7 +97,7 @@ SMALL = dict(scenarios=["occupation"], instances_per_scenario=1, per_group=1, ma
 
 
 def test_vision_probe_through_a_local_openai_compatible_server(faces_folder, dora_home, monkeypatch):
-    from models_inference.i2t import OpenAIVisionBackend
+    from models_inference.backends.vision import OpenAIVisionBackend
 
     faces = read_faces(faces_folder)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
@@ -117,7 +117,7 @@ def test_vision_probe_through_a_local_openai_compatible_server(faces_folder, dor
 
 
 def test_vision_probe_through_a_tiny_random_llava(faces_folder, dora_home, tmp_path):
-    from models_inference.i2t import load_vision_backend
+    from models_inference.backends.vision import load_vision_backend
     from tests.test_t2i_i2t import build_tiny_llava
 
     backend = load_vision_backend(str(build_tiny_llava(tmp_path)), backend="transformers")
@@ -157,9 +157,9 @@ def test_language_modality_scene_images_person_check_and_blank_control(dora_home
     """Scene images from a tiny random diffusers pipeline, the VLM (local OpenAI-compatible
     server) checks each for a person and answers Table 3's sentence; the blank white image is
     the control (seed 000 §3.2, §5.2)."""
-    from models_inference.i2t import OpenAIVisionBackend
+    from models_inference.backends.vision import OpenAIVisionBackend
     from models_inference.probes.modscan.language import PERSON_CHECK_PROMPT, LanguageProbeConfig, run_language_probe
-    from models_inference.t2i import DiffusersImageBackend
+    from models_inference.backends.image import DiffusersImageBackend
     from tests.test_t2i_i2t import build_tiny_sd
 
     sd, _ = build_tiny_sd(tmp_path)

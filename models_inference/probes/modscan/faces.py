@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Sequence
 
 from models_inference.probes.modscan.tables import GROUPS
-from models_inference.t2i import StoredImage, png_bytes, store_png
+from models_inference.backends.image import png_bytes
+from models_inference.image_store import StoredImage, store_png
 
 UTK_GENDERS = {"0": "male", "1": "female"}
 UTK_RACES = {"0": "White", "1": "Black", "2": "Asian", "3": "Indian", "4": "Others"}

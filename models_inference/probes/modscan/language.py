@@ -25,15 +25,15 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
-from models_inference.i2t import DescriptionRequest, VisionBackend
+from models_inference.backends.base import RenderedPrompt, SamplingParams
+from models_inference.backends.image import ImageBackend, ImageRequest, png_bytes
+from models_inference.backends.vision import DescriptionRequest, VisionBackend
+from models_inference.image_store import StoredImage, image_file, store_png
 from models_inference.probes.modscan.parsing import parse_term, strip_echo
 from models_inference.probes.modscan.prompts import language_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PERSONA_TRAITS, PREFIXES, SCENARIOS, trait_key
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
-from models_inference.prompts import RenderedPrompt
 from models_inference.resumable import AuditInfo, ResumableSummary, model_columns, run_resumable
-from models_inference.t2i import ImageBackend, ImageRequest, StoredImage, image_file, png_bytes, store_png
-from models_inference.text_backends import SamplingParams
 
 #: NOT FROM PAPER: the VLM yes/no stand-in for the paper's YOLOv8x person filter.
 PERSON_CHECK_PROMPT = "Is there a person in this image? Answer yes or no."

@@ -32,12 +32,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
+from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
+from models_inference.backends.text import TextBackend
 from models_inference.probes.modscan.parsing import parse_side, parse_term, strip_echo
 from models_inference.probes.modscan.prompts import text_faces_prompt, text_persona_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
-from models_inference.prompts import RenderedPrompt
 from models_inference.resumable import AuditInfo, ResumableTable, ResumableSummary, model_columns, run_resumable
-from models_inference.text_backends import GenerationRequest, SamplingParams, TextBackend
 
 #: Where ModSCAN queries land; a key whose rows are all ``error`` is generated again.
 MODSCAN_TABLE = ResumableTable(

@@ -22,16 +22,15 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
-from models_inference.i2t import DescriptionRequest, VisionBackend
+from models_inference.backends.base import RenderedPrompt, SamplingParams
+from models_inference.backends.vision import DescriptionRequest, VisionBackend
+from models_inference.image_store import image_file
 from models_inference.probes.modscan.faces import FacePair, FaceSet, build_pairs, store_pair
 from models_inference.probes.modscan.parsing import parse_side, strip_echo
 from models_inference.probes.modscan.prompts import vision_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
-from models_inference.prompts import RenderedPrompt
 from models_inference.resumable import AuditInfo, ResumableSummary, model_columns, run_resumable
-from models_inference.t2i import image_file
-from models_inference.text_backends import SamplingParams
 
 
 @dataclass

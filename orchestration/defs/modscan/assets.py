@@ -7,13 +7,13 @@
 
 import dagster as dg
 
-from models_inference.i2t import load_vision_backend
+from models_inference.backends.image import load_image_backend
+from models_inference.backends.text import load_text_backend
+from models_inference.backends.vision import load_vision_backend
 from models_inference.probes.modscan.faces import read_faces
 from models_inference.probes.modscan.language import LanguageProbeConfig, run_language_probe
 from models_inference.probes.modscan.text import TextProbeConfig, run_text_probe
 from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
-from models_inference.t2i import load_image_backend
-from models_inference.text_backends import load_text_backend
 from orchestration.defs.audits.runs import target_of_run
 from orchestration.defs.modscan.config import ModscanConfig
 

@@ -143,6 +143,11 @@ def config_from_args(args: argparse.Namespace) -> dict:
     }
 
 
+def run_config(args: argparse.Namespace) -> ModscanConfig:
+    """The typed Config of the ModSCAN asset's op from ``dora audit`` flags (:func:`config_from_args`)."""
+    return ModscanConfig(**config_from_args(args))
+
+
 def audit_report(result) -> str:
     """What ``dora audit`` prints for ModSCAN after a run: its S_bias table, or why it skipped."""
     from analytics.modscan import summary_text
