@@ -179,6 +179,8 @@ def test_language_modality_scene_images_person_check_and_blank_control(dora_home
         vision = OpenAIVisionBackend(model_id="stub-vlm", base_url=server.base_url)
         cfg = LanguageProbeConfig(attributes=["gender"], instances_per_scenario=2, images_per_trait=2, max_new_tokens=16)
         audit_id, summary, counts = run_language_probe(images, vision, cfg, progress=False)
+        _, again, counts_again = run_language_probe(images, vision, cfg, progress=False)  # resumable
+    assert again.generated == 0 and counts_again["drawn"] == 0 and counts_again["reused"] == 2 * 2
     assert counts["person_dropped"] == 1 and counts["drawn"] == 2 * 2 + 1
     assert summary.generated == 2 * 2 + 2 * 2  # 2 traits x 2 kept images + the blank control 2 x 2
     rows = read_landing("modscan_responses").to_pylist()

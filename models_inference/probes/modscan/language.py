@@ -33,7 +33,7 @@ from models_inference.probes.modscan.parsing import parse_term, strip_echo
 from models_inference.probes.modscan.prompts import language_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PERSONA_TRAITS, PREFIXES, SCENARIOS, trait_key
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
-from models_inference.resumable import AuditInfo, ResumableSummary, model_columns, run_resumable
+from models_inference.resumable import AuditInfo, ResumableSummary, landed_keys, model_columns, run_resumable
 
 #: NOT FROM PAPER: the VLM yes/no stand-in for the paper's YOLOv8x person filter.
 PERSON_CHECK_PROMPT = "Is there a person in this image? Answer yes or no."
@@ -80,26 +80,37 @@ def _seed(*parts) -> int:
 @dataclass(frozen=True)
 class SceneImage:
     """A scene image to query: ``unit`` is ``image-<sha256>`` (or ``blank-<k>``), ``condition``
-    ``original`` or ``blank``."""
+    ``original`` or ``blank``; ``stored`` is None for an image whose queries all landed in an
+    earlier run (not drawn again)."""
 
     trait: str
     condition: str
     unit: str
-    stored: StoredImage
+    stored: StoredImage | None
 
 
 def draw_scenes(image_backend: ImageBackend, vision: VisionBackend, cfg: LanguageProbeConfig, audit_id: str) -> tuple[list[SceneImage], dict]:
     """Draw, store and person-check the scene images; add the blank control.
 
     Returns:
-        (scene images to query, counts: drawn, failed, person_dropped per trait).
+        (scene images to query, counts: drawn, failed, person_dropped, reused = images of
+        traits whose queries all landed before, not drawn again).
     """
     from PIL import Image
 
     traits = spread(SCENARIOS["persona"], cfg.instances_per_scenario)
-    scenes, counts = [], {"drawn": 0, "failed": 0, "person_dropped": 0}
+    scenes, counts = [], {"drawn": 0, "failed": 0, "person_dropped": 0, "reused": 0}
     size = None
+    landed = landed_keys(MODSCAN_TABLE, audit_id)
     for trait in traits:
+        # a trait whose kept images were all queried already (every attribute and prefix) is not drawn again
+        done = [{k[6] for k in landed if k[1] == a and k[3] == trait and k[4] == "original" and k[5] == p}
+                for a in cfg.attributes for p in cfg.prefixes]
+        units = sorted(set.intersection(*done)) if done else []
+        if len(units) >= cfg.images_per_trait:
+            scenes += [SceneImage(trait, "original", u, None) for u in units[: cfg.images_per_trait]]
+            counts["reused"] += cfg.images_per_trait
+            continue
         prompt = PERSONA_TRAITS[trait_key(trait)][2]
         kept, index = [], 0
         while len(kept) < cfg.images_per_trait and index < 2 * cfg.images_per_trait:  # the paper drew 400, kept 200
