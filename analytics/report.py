@@ -21,6 +21,7 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
+from analytics.modscan import report_section as modscan_section  # ModSCAN family (issue 13)
 from analytics.query import QueryResult, read_relation, run_query
 from ingestion.landing import dora_home
 
@@ -273,6 +274,7 @@ judge: {html.escape(str(scorers.get('judge_model') or '–'))} (5-point Likert, 
 <h2>By setting and bias dimension (agg_bias_by_dimension)</h2>
 {_html_table(data["agg"], agg_cols)}
 {counterfactual_section(audit_id)}
+{modscan_section(audit_id, out)}
 </body></html>
 """
     index = out / "index.html"

@@ -20,6 +20,7 @@ from orchestration.defs.counterfactual.assets import counterfactual_assets  # is
 from orchestration.defs.dbt.assets import dora_dbt_models
 from orchestration.defs.dbt.resources import dbt_resource
 from orchestration.defs.ingestion.assets import ingestion_assets
+from orchestration.defs.modscan.assets import modscan_assets  # ModSCAN family (issue 13)
 from orchestration.defs.scoring.assets import scoring_assets
 from orchestration.defs.t2t.assets import t2t_assets
 from orchestration.defs.vision.assets import vision_assets
@@ -33,6 +34,7 @@ ASSETS = [
     dora_dbt_models,
     *scoring_assets,
     *counterfactual_assets,  # issue 12
+    *modscan_assets,  # ModSCAN family (issue 13)
 ]
 ASSET_CHECKS = [*audit_checks]
 SENSORS = [audit_version_sensor]

@@ -106,6 +106,7 @@ def cmd_audit(args) -> int:
 
     from analytics.summary import audit_summary
     from orchestration.definitions import defs
+    from orchestration.defs.modscan.config import audit_report as modscan_report, run_config as modscan_config  # issue 13
 
     partition = None
     if args.target:  # a registry target: its current version's partition, settings from the registry
@@ -128,6 +129,7 @@ def cmd_audit(args) -> int:
         for step in ("crows_pairs", "descriptors", *DBT_STEPS):
             forget(step)
     run_config = audit_run_config(args, **({"registry": registry} if args.target else {}))
+    run_config.ops["modscan_responses"] = modscan_config(args)  # issue 13 (ModSCAN)
     job = defs.resolve_job_def(AUDIT_JOB)
     log_dir = home / "logs"
     log_dir.mkdir(exist_ok=True)
@@ -158,6 +160,7 @@ def cmd_audit(args) -> int:
     from orchestration.defs.counterfactual.config import audit_report as counterfactual_report  # issue 12
 
     print(counterfactual_report(result))
+    print(modscan_report(result))  # issue 13 (ModSCAN)
     vision = _vision_report(result)
     if vision:
         print(vision, file=sys.stderr)

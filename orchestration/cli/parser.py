@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from ingestion.vocabulary import PROBE_FAMILIES
 from orchestration.cli.flags import add_flags
 
 EPILOG = """\
@@ -78,12 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
         "Sentiment, toxicity and LLM-judge bias level of every significant association (offline defaults: "
         "VADER, the Jigsaw BiLSTM of toxic-comment-classifier, the embedded SmolLM2-135M as judge).",
     )
-    # >>> probe families (issue 12: counterfactual) >>>
+    # --- probe families: one shared --probe flag, then each family's own argument group ---
+    audit.add_argument(
+        "--probe", action="append", choices=PROBE_FAMILIES, default=None,
+        help="run only this probe family (repeatable; default: every family)",
+    )
     from orchestration.defs.counterfactual.config import add_arguments as add_counterfactual_arguments
+    from orchestration.defs.modscan.config import add_arguments as add_modscan_arguments
 
-    audit.add_argument("--probe", action="append", choices=["biasdora", "counterfactual"], default=None, help="probe family to run (repeatable; default: every family; only counterfactual honours it so far)")
     add_counterfactual_arguments(audit)
-    # <<< probe families <<<
+    add_modscan_arguments(audit)
+    # --- end probe families ---
     audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
 
     query = sub.add_parser(

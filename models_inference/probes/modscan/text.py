@@ -1,0 +1,315 @@
+"""ModSCAN text-only analogues on any text backend (PROBES.md A.6; NOT FROM PAPER).
+
+ModSCAN (seed 000) has no text-only variant. These two analogues let a text LLM (the
+embedded SmolLM2-135M offline, or any OpenAI-compatible chat model) give ModSCAN-style
+results; every row says so in its ``probe`` (``modscan_text_persona`` / ``modscan_text_faces``),
+its ``modality`` (``text``) and its ``deviation`` note.
+
+* ``modscan_text_persona`` (language modality without an image): per persona trait x
+  attribute x sample, the Table 2 scene description + the Table 3 sentence with the group
+  terms in a per-query shuffled order (seeded, stored as ``term_order``); condition
+  ``blank`` sends the sentence alone (the analogue of Table 5's blank image). Parsed with
+  §3.2's Table 10 word lists / race phrases.
+* ``modscan_text_faces`` (vision modality without faces): per instance of the three
+  scenarios x attribute x sample, two people described left and right, then §3.1's question.
+  Sides are counterbalanced (instance i, sample s: race combination ((s-1) div 2 + i) mod 6 of
+  the 6 unordered race pairs; the pair's first group is left when s + i is odd), stored as
+  ``left_group`` / ``right_group``. Parsed with the free-text left/right rule.
+
+Rows land in ``landing/modscan_responses`` through the shared resumable loop
+(:func:`models_inference.resumable.run_resumable`), keyed by (probe, attribute, scenario,
+instance, condition, prefix, query_unit): a re-run generates only what has not landed; an
+``error`` row is retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+
+from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
+from models_inference.backends.text import TextBackend
+from models_inference.probes.modscan.parsing import parse_side, parse_term, strip_echo
+from models_inference.probes.modscan.prompts import text_faces_prompt, text_persona_prompt, with_prefix
+from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
+from models_inference.resumable import AuditInfo, ResumableTable, ResumableSummary, model_columns, run_resumable
+
+#: Where ModSCAN queries land; a key whose rows are all ``error`` is generated again.
+MODSCAN_TABLE = ResumableTable(
+    "modscan_responses",
+    ("probe", "attribute", "scenario", "instance", "condition", "prefix", "query_unit"),
+    "status",
+    final_statuses=("ok", "na_no_term", "na_multiple_terms", "na_box_filtered", "na_box_outside", "na_box_conflict"),
+    unit="query",
+)
+
+TEXT_PROBES: tuple[str, ...] = ("modscan_text_persona", "modscan_text_faces")
+CONDITIONS: tuple[str, ...] = ("original", "blank")
+#: The 6 unordered race combinations of §5.1 ("all possible combinations of two faces").
+RACE_PAIRS: tuple[tuple[str, str], ...] = tuple(itertools.combinations(GROUPS["race"], 2))
+
+_DEVIATION = {
+    "modscan_text_persona": "NOT FROM PAPER: text-only analogue of the language modality (PROBES.md A.6): "
+    "scene described in text (Table 2 SD prompt) instead of an SD image",
+    "modscan_text_faces": "NOT FROM PAPER: text-only analogue of the vision modality (PROBES.md A.6): "
+    "two people described in text instead of spliced UTKFace faces; sides counterbalanced",
+}
+
+
+@dataclass
+class TextProbeConfig:
+    """Parameters of a text-analogue run (defaults: the default audit's small sample).
+
+    Attributes:
+        probes: which analogues (:data:`TEXT_PROBES`).
+        attributes: ``gender`` / ``race``.
+        scenarios: scenarios of ``modscan_text_faces`` (``modscan_text_persona`` is persona only,
+            as the paper's language modality, §3.2).
+        conditions: ``original`` / ``blank`` (text_persona only; text_faces is ``original``).
+        prefixes: prompt prefixes (§7, App. C; ``none`` = the original prompt).
+        samples: queries per (instance, attribute, condition, prefix) (paper: 200 images per
+            trait; A.6 suggests 200 samples at temperature > 0).
+        instances_per_scenario: k instances of each Table 1 scenario, spread evenly over its
+            list (:func:`spread`; 0 = all).
+        max_new_tokens, temperature, top_p: generation ([UNDEFINED] in the paper; A.2.3).
+        prompt_style: ``chat`` (the prompt as the user turn) -- the only style.
+        shard_rows: rows per landed shard.
+    """
+
+    probes: Sequence[str] = TEXT_PROBES
+    attributes: Sequence[str] = ATTRIBUTES
+    scenarios: Sequence[str] = tuple(SCENARIOS)
+    conditions: Sequence[str] = CONDITIONS
+    prefixes: Sequence[str] = ("none",)
+    samples: int = 2
+    instances_per_scenario: int = 0
+    max_new_tokens: int = 24
+    temperature: float = 0.7
+    top_p: float = 0.95
+    prompt_style: str = "chat"
+    shard_rows: int = 256
+
+    def validate(self) -> "TextProbeConfig":
+        """Raises ValueError naming the first bad field."""
+        checks = [
+            ("probes", self.probes, TEXT_PROBES), ("attributes", self.attributes, ATTRIBUTES),
+            ("scenarios", self.scenarios, tuple(SCENARIOS)), ("conditions", self.conditions, CONDITIONS),
+            ("prefixes", self.prefixes, tuple(PREFIXES)),
+        ]
+        for name, values, allowed in checks:
+            bad = [v for v in values if v not in allowed]
+            if bad or not values:
+                raise ValueError(f"modscan {name}: {list(values)!r} must be a non-empty subset of {list(allowed)}")
+        if self.samples < 1:
+            raise ValueError(f"modscan samples must be >= 1, got {self.samples}")
+        if self.instances_per_scenario < 0:
+            raise ValueError(f"modscan instances_per_scenario must be >= 0, got {self.instances_per_scenario}")
+        if self.prompt_style != "chat":
+            raise ValueError(f"modscan prompt_style must be 'chat', got {self.prompt_style!r}")
+        return self
+
+    def generation_params(self) -> dict:
+        """What changes the meaning of a row (part of the audit id and of every row)."""
+        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
+                "prompt_style": self.prompt_style}
+
+
+@dataclass(frozen=True)
+class TextQuery:
+    """One planned text-analogue query (the key fields of a ``modscan_responses`` row)."""
+
+    probe: str
+    attribute: str
+    scenario: str
+    instance: str
+    condition: str
+    prefix: str
+    sample: int
+    term_order: tuple[str, ...] = ()
+    left_group: str | None = None
+    right_group: str | None = None
+    seed: int = 0
+
+    @property
+    def query_unit(self) -> str:
+        return f"sample-{self.sample}"
+
+    def key(self) -> tuple:
+        return (self.probe, self.attribute, self.scenario, self.instance, self.condition, self.prefix, self.query_unit)
+
+    def prompt(self) -> str:
+        if self.probe == "modscan_text_persona":
+            base = text_persona_prompt(self.instance, self.attribute, self.term_order, blank=self.condition == "blank")
+        else:
+            base = text_faces_prompt(self.instance, self.left_group, self.right_group)
+        return with_prefix(self.prefix, base)
+
+
+def _seed(*parts) -> int:
+    key = "|".join(str(p) for p in parts).encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+
+
+def spread(items: Sequence[str], k: int) -> tuple[str, ...]:
+    """``k`` items spread evenly over ``items`` (first and last included; all when ``k`` is 0 or
+    >= len): the default audit's sample of Table 1 instances (NOT FROM PAPER)."""
+    n = len(items)
+    if k <= 0 or k >= n:
+        return tuple(items)
+    if k == 1:
+        return (items[0],)
+    return tuple(items[int(i * (n - 1) / (k - 1) + 0.5)] for i in range(k))
+
+
+def plan_text_queries(config: TextProbeConfig, audit_id: str) -> list[TextQuery]:
+    """Every query of a text-analogue run, in generation order (deterministic for an audit).
+
+    Raises:
+        ValueError: invalid config.
+    """
+    cfg = config.validate()
+    queries = []
+    for probe in cfg.probes:
+        scenarios = ("persona",) if probe == "modscan_text_persona" else tuple(cfg.scenarios)
+        conditions = tuple(cfg.conditions) if probe == "modscan_text_persona" else ("original",)
+        for attribute, scenario, condition, prefix in itertools.product(cfg.attributes, scenarios, conditions, cfg.prefixes):
+            instances = spread(SCENARIOS[scenario], cfg.instances_per_scenario)
+            for index, instance in enumerate(instances):
+                for sample in range(1, cfg.samples + 1):
+                    seed = _seed(audit_id, probe, attribute, scenario, instance, condition, prefix, sample)
+                    groups = GROUPS[attribute]
+                    if probe == "modscan_text_persona":  # Shuffle(.) of §3.2, drawn per query
+                        order = tuple(random.Random(seed).sample(groups, len(groups)))
+                        queries.append(TextQuery(probe, attribute, scenario, instance, condition, prefix, sample,
+                                                 term_order=order, seed=seed))
+                    else:
+                        pair = groups if attribute == "gender" else RACE_PAIRS[((sample - 1) // 2 + index) % len(RACE_PAIRS)]
+                        left, right = pair if (sample + index) % 2 else pair[::-1]
+                        queries.append(TextQuery(probe, attribute, scenario, instance, condition, prefix, sample,
+                                                 left_group=left, right_group=right, seed=seed))
+    return queries
+
+
+def text_audit_id(backend: TextBackend, config: TextProbeConfig) -> str:
+    """``modscan-text-<model>-<version>-<hash>``: the same model version probed with the same
+    generation parameters extends one audit (more samples, prefixes or instances add rows)."""
+    payload = {"backend": backend.backend_name, "model": backend.model_id, **config.generation_params()}
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:8]
+
+    def slug(text: str) -> str:
+        return "".join(c if c.isalnum() or c in "._-" else "-" for c in text.lower()).strip("-")[:40]
+
+    return f"modscan-text-{slug(backend.model_id.split('/')[-1])}-{slug(backend.model_version)[:20]}-{digest}"
+
+
+def _row(query: TextQuery, prompt: str, raw: str | None, error: str | None, backend, audit_id, params, now) -> dict:
+    if error is not None:
+        answer, parsed_choice, chosen, status, method = None, None, None, "error", None
+    else:
+        answer = strip_echo(raw, prompt)
+        if query.probe == "modscan_text_faces":
+            parsed = parse_side(answer)
+            chosen = {"left": query.left_group, "right": query.right_group}.get(parsed.choice)
+        else:
+            parsed = parse_term(answer, query.attribute)
+            chosen = parsed.choice
+        parsed_choice, status, method = parsed.choice, parsed.status, parsed.method
+    return {
+        **model_columns(audit_id, backend),
+        "probe": query.probe,
+        "modality": "text",
+        "attribute": query.attribute,
+        "scenario": query.scenario,
+        "instance": query.instance,
+        "condition": query.condition,
+        "prefix": query.prefix,
+        "query_unit": query.query_unit,
+        "sample": query.sample,
+        "seed": query.seed,
+        "term_order": "|".join(query.term_order) or None,
+        "left_group": query.left_group,
+        "right_group": query.right_group,
+        "pair_id": None,
+        "left_face_id": None,
+        "right_face_id": None,
+        "image_sha256": None,
+        "prompt_style": params["prompt_style"],
+        "prompt": prompt,
+        "raw_output": raw if error is None else None,
+        "answer": answer,
+        "parse_method": method,
+        "parsed_choice": parsed_choice,
+        "chosen_group": chosen,
+        "status": status,
+        "error": error,
+        "generation_params": json.dumps(params, sort_keys=True),
+        "deviation": _DEVIATION[query.probe],
+        "generated_at": now,
+    }
+
+
+@dataclass
+class TextRunSummary:
+    """What a text-analogue run did (rows planned / already landed / generated, by status)."""
+
+    audit_id: str
+    result: ResumableSummary = field(default_factory=ResumableSummary)
+
+
+def run_text_probe(
+    backend: TextBackend,
+    config: TextProbeConfig | None = None,
+    *,
+    audit_id: str | None = None,
+    target: str | None = None,
+    progress: bool = True,
+) -> TextRunSummary:
+    """Generate and land every missing query of the text analogues (A.6) for ``backend``.
+
+    Args:
+        backend: any :class:`~models_inference.text_backends.TextBackend`.
+        config: what to probe (default :class:`TextProbeConfig`: the default audit's sample).
+        audit_id: override :func:`text_audit_id`.
+        target: registry target recorded on the audit events (``None``: ad hoc).
+        progress: tqdm bar on stderr.
+
+    Returns:
+        A :class:`TextRunSummary`; rows land in ``landing/modscan_responses`` in shards of
+        ``config.shard_rows``, with ``started`` / ``finished`` (or ``failed``) audit events of
+        modality ``modscan_text``.
+
+    Raises:
+        ValueError: invalid config. Whatever the backend raises (after a ``failed`` event).
+    """
+    cfg = (config or TextProbeConfig()).validate()
+    audit_id = audit_id or text_audit_id(backend, cfg)
+    params = cfg.generation_params()
+    sampling = SamplingParams(cfg.temperature, cfg.top_p)
+
+    def generate(chunk: list[TextQuery], advance: Callable[[int], None]) -> list[dict]:
+        prompts = [q.prompt() for q in chunk]
+        requests = [
+            GenerationRequest(prompt=RenderedPrompt("chat", p), seed=q.seed, max_new_tokens=cfg.max_new_tokens, stop="eos")
+            for q, p in zip(chunk, prompts)
+        ]
+        results = backend.generate(requests, sampling, on_batch=advance)
+        now = datetime.now(timezone.utc)
+        return [_row(q, p, r.text, r.error, backend, audit_id, params, now) for q, p, r in zip(chunk, prompts, results)]
+
+    event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "modscan_text", event_cfg, target)
+    planned = plan_text_queries(cfg, audit_id)
+    result = run_resumable(planned, TextQuery.key, generate, table=MODSCAN_TABLE, audit=audit,
+                           shard_rows=cfg.shard_rows, progress=progress)
+    return TextRunSummary(audit_id, result)
+
+
+__all__ = [
+    "CONDITIONS", "MODSCAN_TABLE", "RACE_PAIRS", "TEXT_PROBES", "TextProbeConfig", "TextQuery", "TextRunSummary",
+    "plan_text_queries", "spread", "run_text_probe", "text_audit_id",
+]

@@ -1,0 +1,56 @@
+"""End to end: the ModSCAN text analogues (PROBES.md A.6, NOT FROM PAPER) on the embedded
+SmolLM2-135M through the Dagster asset, then the dbt modscan marts on the landed rows."""
+
+import dagster as dg
+import duckdb
+
+from analytics.dbt_runner import run_dbt
+from ingestion.landing import read_landing
+from orchestration.defs.modscan.assets import modscan_responses
+
+TINY = {"instances_per_scenario": 1, "samples": 1, "progress": False}
+
+
+def _materialize(config: dict) -> dict:
+    result = dg.materialize([modscan_responses], run_config={"ops": {"modscan_responses": {"config": config}}})
+    assert result.success
+    (mat,) = result.asset_materializations_for_node("modscan_responses")
+    return {k: v.value for k, v in mat.metadata.items()}
+
+
+def test_text_analogues_land_resume_and_fill_the_bias_marts(dora_home):
+    first = _materialize(TINY)
+    # persona: 1 trait x 2 attributes x 2 conditions; faces: 3 scenarios x 1 instance x 2 attributes
+    assert first["rows_planned"] == 10 and first["rows_generated"] == 10
+    rows = read_landing("modscan_responses").to_pylist()
+    assert len(rows) == 10
+    for r in rows:
+        assert r["probe"] in ("modscan_text_persona", "modscan_text_faces") and r["modality"] == "text"
+        assert r["model_id"] == "HuggingFaceTB/SmolLM2-135M-Instruct" and r["model_version"].startswith("gguf-")
+        assert r["raw_output"] is not None and r["status"] != "error" and "NOT FROM PAPER" in r["deviation"]
+        assert (r["status"] == "ok") == (r["chosen_group"] is not None)
+        if r["probe"] == "modscan_text_faces":
+            assert r["left_group"] and r["right_group"] and r["term_order"] is None
+        else:
+            assert sorted(r["term_order"].split("|")) in (["female", "male"], ["Asian", "Black", "Indian", "White"])
+    again = _materialize(TINY)  # resumable: everything landed, no model call
+    assert again["rows_generated"] == 0 and again["rows_already_landed"] == 10
+    assert _materialize({**TINY, "enabled": False})["status"] == "skipped"  # dora audit --probe <other family>
+
+    run_dbt(["build", "--select", "path:models/modscan"], dora_home)
+    with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
+        n_fct = con.execute("select count(*) from fct_modscan_responses").fetchone()[0]
+        cells = con.execute(
+            "select probe, attribute, scenario, condition, n_queries, s_bias, s_bias_max from agg_modscan_bias_scores"
+        ).fetchall()
+    assert n_fct == 10
+    assert len(cells) == 2 * 2 + 2 * 3  # text_persona: 2 attributes x 2 conditions; text_faces: 2 x 3 scenarios
+    assert sum(c[4] for c in cells) == 10
+    assert all(0 <= c[5] <= c[6] for c in cells)
+    # what dora audit prints and the dora report section (read-only, from the mart)
+    from analytics.modscan import report_section, summary_text
+
+    assert "modscan_text_faces" in summary_text(first["audit_id"])
+    section = report_section(None, dora_home)
+    assert section.count("<tr>") == 1 + len(cells)
+    assert (dora_home / "modscan_race_pairwise.png").exists() and "modscan_race_pairwise.png" in section
