@@ -29,6 +29,8 @@ examples:
   dora audit --judge-backend openai --judge-model gpt-4o --judge-repeats 3   # paper judge; needs OPENAI_API_KEY
   dora audit --t2i-model ./sd --i2t-model ./llava   # T2I + I2T probes with local diffusers / transformers folders
   dora audit --t2i-backend openai --t2i-model dall-e-3 --i2t-backend openai --i2t-model gpt-4o
+  dora audit --probe vlstereoset --vlstereoset-csv VLStereoSet.csv --images ./imgs --vlstereoset-clip-model ./clip
+  dora diff HuggingFaceTB/SmolLM2-135M-Instruct --probe vlstereoset   # ivlas between two versions
   dora models list                            # registry targets, current version, last audit
   dora audit --target smollm2-135m            # audit a registry target's current version
   dora diff smollm2-135m                      # latest audit vs the previous one, per bias dimension
@@ -52,6 +54,28 @@ def _home() -> Path:
 
 def _csv_list(text: str | None) -> list[str]:
     return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+#: Probe families of ``dora audit --probe`` -> their Dagster asset group (biasdora: every other asset).
+PROBE_FAMILIES = ("biasdora", "vlstereoset")
+_FAMILY_GROUPS = {"vlstereoset": "vlstereoset"}
+
+
+def _probe_selection(defs, probes: list[str] | None):
+    """Asset keys of the chosen probe families, or None (every asset) when ``--probe`` is not given."""
+    if not probes:
+        return None
+    import dagster as dg
+
+    graph = defs.resolve_asset_graph()
+    family = {f: dg.AssetSelection.groups(g).resolve(graph) for f, g in _FAMILY_GROUPS.items()}
+    keys: set = set()
+    for probe in probes:
+        if probe == "biasdora":
+            keys |= set(graph.get_all_asset_keys()) - set().union(*family.values())
+        else:
+            keys |= family[probe]
+    return sorted(keys)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -100,6 +124,13 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_vision_arguments(audit)
     _add_scoring_arguments(audit)
+    # --- probe families (issue 14: VLStereoSet) ---
+    audit.add_argument("--probe", action="append", default=None, choices=PROBE_FAMILIES, metavar="NAME",
+                       help=f"probe family to run, repeatable: {', '.join(PROBE_FAMILIES)} (default: every family)")
+    from orchestration.defs.vlstereoset.config import add_arguments as add_vlstereoset_arguments
+
+    add_vlstereoset_arguments(audit)
+    # --- end probe families ---
     audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
     audit.add_argument("--registry", default=None, help="audit registry file (default: $DORA_REGISTRY or registry.yaml)")
 
@@ -153,6 +184,8 @@ def _build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
     diff.add_argument("--top", type=int, default=5, help="changes shown per bias dimension")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+    diff.add_argument("--probe", default="biasdora", choices=PROBE_FAMILIES,
+                      help="biasdora: association changes; vlstereoset: ivlas / vlrs / vlbs per category and scorer variant (target = model id)")
     return parser
 
 
@@ -291,7 +324,7 @@ def _scoring_report(result) -> str:
 
 
 @contextlib.contextmanager
-def _execute(executor: str, job, run_config: dict, instance, partition: str | None, tags: dict):
+def _execute(executor: str, job, run_config: dict, instance, partition: str | None, tags: dict, selection=None):
     """Run the audit job in this process, or under Dagster's multiprocess executor.
 
     Yields:
@@ -300,7 +333,8 @@ def _execute(executor: str, job, run_config: dict, instance, partition: str | No
     """
     if executor == "in_process":
         yield job.execute_in_process(
-            run_config=run_config, instance=instance, raise_on_error=False, partition_key=partition, tags=tags
+            run_config=run_config, instance=instance, raise_on_error=False, partition_key=partition, tags=tags,
+            asset_selection=selection,
         )
         return
     from dagster import execute_job, reconstructable
@@ -320,7 +354,7 @@ def _execute(executor: str, job, run_config: dict, instance, partition: str | No
     try:
         with execute_job(
             reconstructable(audit_job_for_multiprocess), instance=instance, run_config=run_config, tags=tags,
-            raise_on_error=False,
+            raise_on_error=False, asset_selection=selection,
         ) as result:
             yield result
     finally:
@@ -335,6 +369,7 @@ def cmd_audit(args) -> int:
 
     from analytics.summary import audit_summary
     from orchestration.definitions import AUDIT_JOB, defs
+    from orchestration.defs.vlstereoset.config import run_config as vlstereoset_run_config
 
     config = {
         "model": args.model,
@@ -357,6 +392,7 @@ def cmd_audit(args) -> int:
             "t2i_images": {"config": _vision_config(args)},
             "i2t_descriptions": {"config": _vision_config(args)},
             **_scoring_ops(args),
+            "vlstereoset_probe": {"config": vlstereoset_run_config(args)},  # probe family: VLStereoSet
         },
         "loggers": {"console": {"config": {"log_level": "WARNING"}}},
     }
@@ -391,7 +427,8 @@ def cmd_audit(args) -> int:
         configure_instance(instance)  # one DuckDB writer at a time (pool 'duckdb_writer' = 1 slot)
         os.environ.setdefault("DORA_WAREHOUSE_WAIT_SECONDS", "300")  # in-run readers wait for a writer
         reap_dead_runs(instance)  # free the slots of audits whose process was killed
-        with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, process_tags()) as result:
+        with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, process_tags(),
+                                                   _probe_selection(defs, args.probe)) as result:
             pass
     if not result.success:
         for event in result.all_events:
@@ -404,8 +441,15 @@ def cmd_audit(args) -> int:
         md = mat.materialization.metadata
         if "audit_id" in md and mat.materialization.asset_key.path[-1] == "t2t_completions":
             audit_id = md["audit_id"].value
-    print(audit_summary(audit_id, top=args.top, run_id=result.run_id))
-    print(_scoring_report(result))
+    if not args.probe or "biasdora" in args.probe:
+        print(audit_summary(audit_id, top=args.top, run_id=result.run_id))
+        print(_scoring_report(result))
+    if not args.probe or "vlstereoset" in args.probe:  # probe family: VLStereoSet
+        from analytics.vlstereoset import vlstereoset_summary
+        from orchestration.defs.vlstereoset.config import audit_ids_of_run
+
+        if audit_ids_of_run(result):
+            print(vlstereoset_summary(audit_ids_of_run(result)))
     vision = _vision_report(result)
     if vision:
         print(vision, file=sys.stderr)
@@ -467,6 +511,16 @@ def cmd_diff(args) -> int:
     from analytics.diff import DiffError, audit_diff
     from analytics.query import WarehouseBusyError, WarehouseMissingError
 
+    if args.probe == "vlstereoset":  # probe family: VLStereoSet
+        from analytics.query import format_result
+        from analytics.vlstereoset import ivlas_diff
+
+        try:
+            print(format_result(ivlas_diff(args.target, args.from_ref, args.to_ref), args.format))
+        except (LookupError, WarehouseBusyError, WarehouseMissingError) as exc:
+            print(f"dora diff: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top)
     except (DiffError, WarehouseBusyError, WarehouseMissingError) as exc:
@@ -481,12 +535,25 @@ def cmd_report(args) -> int:
     from analytics.query import WarehouseBusyError, WarehouseMissingError
     from analytics.report import write_report
 
+    from analytics.vlstereoset import write_vlstereoset_report  # probe family: VLStereoSet
+
     try:
         path = write_report(args.out, audit_id=args.audit_id, top=args.top)
-    except (WarehouseMissingError, WarehouseBusyError, LookupError) as exc:
+    except LookupError as exc:  # no BiasDora score marts: the VLStereoSet page may still exist
+        path, missing = None, exc
+    except (WarehouseMissingError, WarehouseBusyError) as exc:
         print(f"dora report: {exc}", file=sys.stderr)
         return 2
-    print(f"dora: report written to {path} (DORA_HOME={home})")
+    from ingestion.landing import safe_path_component
+
+    out = Path(args.out) if args.out else home / "reports" / (safe_path_component(args.audit_id) if args.audit_id else "all")
+    vls = write_vlstereoset_report(out, args.audit_id)
+    if path is None and vls is None:
+        print(f"dora report: {missing}", file=sys.stderr)
+        return 2
+    for written in (path, vls):
+        if written is not None:
+            print(f"dora: report written to {written} (DORA_HOME={home})")
     return 0
 
 

@@ -17,6 +17,7 @@ from orchestration.defs.ingestion.assets import crows_pairs, descriptors
 from orchestration.defs.scoring.assets import scoring_assets
 from orchestration.defs.t2t.assets import t2t_completions
 from orchestration.defs.vision.assets import vision_assets
+from orchestration.defs.vlstereoset.assets import vlstereoset_assets  # probe family: VLStereoSet (issue 14)
 
 AUDIT_JOB = "dora_audit"
 
@@ -27,7 +28,7 @@ audit_job = dg.define_asset_job(
 )
 
 defs = dg.Definitions(
-    assets=[crows_pairs, descriptors, t2t_completions, *vision_assets, dora_dbt_models, *scoring_assets],
+    assets=[crows_pairs, descriptors, t2t_completions, *vision_assets, dora_dbt_models, *scoring_assets, *vlstereoset_assets],
     jobs=[audit_job],
     resources={"dbt": dbt_resource()},
     # versioned audits: new-version sensor, re-audit schedule, collapse checks (defs/audits/)
