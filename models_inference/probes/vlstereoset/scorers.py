@@ -202,7 +202,7 @@ class ClipScorer:
         self.model_id = model_ref
         self.model_version = getattr(self.model.config, "_commit_hash", None) or local_model_version(model_ref)
         self.logit_scale, self.batch_size = logit_scale, batch_size
-        self.scale = float(self.model.logit_scale.exp()) if logit_scale and hasattr(self.model, "logit_scale") else 1.0
+        self.scale = float(self.model.logit_scale.detach().exp()) if logit_scale and hasattr(self.model, "logit_scale") else 1.0
         self.variants = ("clip:logit_scale" if logit_scale else "clip:cosine",)
 
     def config(self) -> dict:
