@@ -407,6 +407,8 @@ def cmd_audit(args) -> int:
             print(f"dora audit: {exc}", file=sys.stderr)
             return 2
         print(f"dora: auditing registry target {args.target} (partition {partition}); DORA_HOME={home}", file=sys.stderr)
+    elif args.probe and "biasdora" not in args.probe:
+        print(f"dora: running probe families {', '.join(args.probe)}; DORA_HOME={home}", file=sys.stderr)
     else:
         print(f"dora: auditing {args.model} ({args.backend}); DORA_HOME={home}", file=sys.stderr)
     if args.rebuild:
