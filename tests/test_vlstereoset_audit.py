@@ -69,3 +69,29 @@ def test_dora_audit_probe_vlstereoset_end_to_end(dora_home, tmp_path, monkeypatc
     page = (dora_home / "reports" / "all" / "vlstereoset.html").read_text()
     assert "Table 3 view" in page and "Table 4 view" in page and "clip:logit_scale" in page
     assert main(["query", "select count(*) as n from fct_vlstereoset_shifts", "--format", "csv"]) == 0
+
+
+def test_cli_flags_config_and_registry_targets():
+    import pytest
+
+    from orchestration.cli import _build_parser
+    from orchestration.defs.vlstereoset.config import VLStereoSetConfig, config_for_target, run_config, selected_scorers
+
+    args = _build_parser().parse_args(["audit", "--probe", "biasdora", "--images", "/x", "--vlstereoset-vlm-model", "m",
+                                       "--vlstereoset-vlm-backend", "openai"])
+    cfg = run_config(args)
+    assert cfg["enabled"] is False and cfg["images"] == "/x" and cfg["vlm_backend"] == "openai"
+    cfg = VLStereoSetConfig(**run_config(_build_parser().parse_args(["audit"])))
+    assert cfg.enabled and cfg.csv is None and selected_scorers(cfg) == ["vlstereo_text_caption_prior", "idm", "bim", "ram"]
+    assert selected_scorers(VLStereoSetConfig(vlm_model="m", vlm_backend="openai", scorers=[])) == ["mcq"]
+    assert selected_scorers(VLStereoSetConfig(vlm_model="m", scorers=["idm"], clip_model="c")) == ["idm", "clip", "loglik", "mcq"]
+    with pytest.raises(ValueError, match="unknown VLStereoSet scorer"):
+        selected_scorers(VLStereoSetConfig(scorers=["itm"]))
+    with pytest.raises(ValueError, match="needs --vlstereoset-clip-model"):
+        selected_scorers(VLStereoSetConfig(scorers=["clip"]))
+    t2t, why = config_for_target(cfg, "t2t", "transformers", "/models/ft", None)
+    assert why is None and t2t.text_model == "/models/ft" and selected_scorers(t2t) == ["vlstereo_text_caption_prior"]
+    i2t, _ = config_for_target(cfg, "i2t", "openai", "gpt-4o", "http://h/v1")
+    assert selected_scorers(i2t) == ["mcq"] and i2t.vlm_base_url == "http://h/v1"
+    assert config_for_target(cfg, "t2i", "diffusers", "sd", None)[0] is None
+    assert config_for_target(cfg, "t2t", "openai", "gpt-4o", None)[0] is None

@@ -9,7 +9,9 @@
    scores every item and condition through the resumable loop, one audit per scorer.
 
 Disabled (``dora audit --probe`` without ``vlstereoset``): both assets materialise with
-``status = skipped`` and land nothing.
+``status = skipped`` and land nothing. Registry targets (a partitioned run): a transformers t2t
+target's model is scored by the text-only analogue, an i2t target's by mcq / loglik (version
+pinned to the partition's, audits tagged with the target); other targets skip, saying why.
 """
 
 
@@ -22,14 +24,18 @@ from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, re
 from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe
 from models_inference.probes.vlstereoset.scorers import ClipScorer, McqScorer, ReferenceScorer, TextPriorScorer, VisionLoglikScorer
 from models_inference.text_backends import load_text_backend
-from orchestration.defs.vlstereoset.config import ASSET_GROUP, IMAGE_SCORERS, OP_NAME, REFERENCE_SCORERS, TEXT_PRIOR, VLStereoSetConfig, selected_scorers
+from orchestration.defs.audits.runs import target_of_run
+from orchestration.defs.vlstereoset.config import (
+    ASSET_GROUP, IMAGE_SCORERS, OP_NAME, REFERENCE_SCORERS, TEXT_PRIOR, VLStereoSetConfig, config_for_target, selected_scorers,
+)
 
 ITEMS_KEY = dg.AssetKey(["landing", "vlstereoset_items"])
 SCORES_KEY = dg.AssetKey(["landing", "vlstereoset_scores"])
 
 
-def build_scorers(config: VLStereoSetConfig, names: list) -> list:
-    """Scorer objects for ``names`` (models load here; the embedded text model lazily)."""
+def build_scorers(config: VLStereoSetConfig, names: list, model_version=None) -> list:
+    """Scorer objects for ``names`` (models load here; the embedded text model lazily).
+    ``model_version``: a registry partition's pinned version, set on the model scorers."""
     out, vlm = [], None
     for name in names:
         if name in REFERENCE_SCORERS:
@@ -43,6 +49,8 @@ def build_scorers(config: VLStereoSetConfig, names: list) -> list:
                 kwargs = {"base_url": config.vlm_base_url} if config.vlm_backend == "openai" else {}
                 vlm = load_vision_backend(config.vlm_model, backend=config.vlm_backend, **kwargs)
             out.append(VisionLoglikScorer(vlm) if name == "loglik" else McqScorer(vlm, shuffles=config.mcq_shuffles))
+        if model_version and name not in REFERENCE_SCORERS:
+            out[-1].model_version = model_version
     return out
 
 
@@ -56,9 +64,14 @@ def build_scorers(config: VLStereoSetConfig, names: list) -> list:
 )
 def vlstereoset_probe(context: dg.AssetExecutionContext, config: VLStereoSetConfig):
     """Land the VLStereoSet items, then score them with every selected scorer (one audit each)."""
-    if not config.enabled:
+    run = target_of_run(context, config.registry)
+    reason = None if config.enabled else "--probe does not include vlstereoset"
+    if run is not None and reason is None:
+        t = run.target
+        config, reason = config_for_target(config, t.modality, t.backend, t.model, t.base_url)
+    if reason:
         for key in (ITEMS_KEY, SCORES_KEY):
-            yield dg.MaterializeResult(asset_key=key, metadata={"status": "skipped", "reason": "--probe does not include vlstereoset"})
+            yield dg.MaterializeResult(asset_key=key, metadata={"status": "skipped", "reason": reason})
         return
     names = selected_scorers(config)
     dataset = load_vlstereoset_csv(config.csv or synthetic_csv_path())
@@ -72,8 +85,9 @@ def vlstereoset_probe(context: dg.AssetExecutionContext, config: VLStereoSetConf
     })
     items = landed_items(dataset.dataset_id)
     audits, rows = [], Counter()
-    for scorer in build_scorers(config, names):
-        summary = run_vlstereoset_probe(items, scorer, shard_rows=config.shard_rows, progress=config.progress)
+    for scorer in build_scorers(config, names, run.model_version if run else None):
+        summary = run_vlstereoset_probe(items, scorer, target=run.target.name if run else None,
+                                        shard_rows=config.shard_rows, progress=config.progress)
         context.log.info(f"vlstereoset {scorer.name}: audit {summary.audit_id}, {summary.generated} rows, {dict(summary.status)}")
         audits.append(summary.audit_id)
         rows.update(summary.status)

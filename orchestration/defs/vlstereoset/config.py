@@ -59,6 +59,28 @@ class VLStereoSetConfig(dg.Config):
     mcq_shuffles: int = 3
     shard_rows: int = 32
     progress: bool = True
+    # Partitioned runs (dora audit --target, sensor, schedule): the registry file (default
+    # $DORA_REGISTRY or registry.yaml); the target's model replaces the scorers (config_for_target).
+    registry: Optional[str] = None
+
+
+def config_for_target(config: VLStereoSetConfig, modality: str, backend: str, model: str, base_url: Optional[str]):
+    """``config`` for a registry target's partition, or ``(None, reason)`` when the family has
+    nothing to score for it.
+
+    A ``t2t`` target on the transformers backend is scored by the text-only analogue (its model
+    as ``text_model``); an ``i2t`` target by ``mcq`` (and ``loglik`` on transformers) over
+    ``images``; other targets (t2i, t2t over an API without caption log-probs) are skipped.
+
+    Returns:
+        ``(config, None)`` or ``(None, reason)``.
+    """
+    if modality == "t2t" and backend == "transformers":
+        return config.model_copy(update={"scorers": [TEXT_PRIOR], "text_model": model, "clip_model": None, "vlm_model": None}), None
+    if modality == "i2t":
+        return config.model_copy(update={"scorers": [], "clip_model": None, "vlm_model": model, "vlm_backend": backend,
+                                         "vlm_base_url": base_url}), None
+    return None, f"a {modality} target on the {backend} backend has no VLStereoSet scorer (text prior: transformers t2t; mcq/loglik: i2t)"
 
 
 def selected_scorers(config: VLStereoSetConfig) -> list[str]:
