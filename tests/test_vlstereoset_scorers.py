@@ -18,6 +18,7 @@ from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, re
 from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe
 from models_inference.probes.vlstereoset.scorers import (
     ClipScorer,
+    ItmScorer,
     McqScorer,
     TextPriorScorer,
     VisionLoglikScorer,
@@ -63,6 +64,29 @@ def build_tiny_clip(folder: Path) -> Path:
     return out
 
 
+def build_tiny_blip(folder: Path) -> Path:
+    """A tiny BLIP retrieval model (ITM head) with a BERT word-piece tokenizer, saved."""
+    import torch
+    from transformers import BertTokenizerFast, BlipConfig, BlipForImageTextRetrieval, BlipImageProcessor, BlipProcessor
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"my the is was sister sibling mother parent caring rude hi . ,".split()]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
+    tok = BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=True)
+    config = BlipConfig(
+        text_config={"vocab_size": len(words), "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+                     "num_attention_heads": 2, "max_position_embeddings": 64, "encoder_hidden_size": 16},
+        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "image_size": 16, "patch_size": 8},
+        projection_dim=8, image_text_hidden_size=16,
+    )
+    torch.manual_seed(4)
+    out = folder / "tiny-blip"
+    BlipForImageTextRetrieval(config).save_pretrained(out)
+    BlipProcessor(image_processor=BlipImageProcessor(size={"height": 16, "width": 16}), tokenizer=tok).save_pretrained(out)
+    return out
+
+
 LLAVA_TEMPLATE = (
     "{% for message in messages %}{% if message['role'] == 'user' %}USER: {% for c in message['content'] %}"
     "{% if c['type'] == 'image' %}<image>\n{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %}"
@@ -101,7 +125,7 @@ def build_tiny_llava(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("vls_models")
-    return {"clip": build_tiny_clip(folder), "llava": build_tiny_llava(folder)}
+    return {"clip": build_tiny_clip(folder), "llava": build_tiny_llava(folder), "blip": build_tiny_blip(folder / "blip")}
 
 
 def land_gender_items_with_images(tmp_path: Path, n: int = 4) -> list[dict]:
@@ -175,6 +199,22 @@ def test_clip_scores_are_cosines_with_the_recorded_logit_scale(dora_home, tmp_pa
 
     with Image.open(dora_home / blank_image(24, 20)) as img:
         assert img.size == (24, 20) and img.getextrema() == ((255, 255), (255, 255), (255, 255))
+
+
+def test_itm_head_match_logit(dora_home, tmp_path, tiny_models):
+    from models_inference.text_backends import ModelNotAvailableError
+
+    items = land_gender_items_with_images(tmp_path, n=3)
+    scorer = ItmScorer(str(tiny_models["blip"]))
+    assert scorer.arch == "BlipForImageTextRetrieval" and scorer.from_paper and scorer.variants == ("itm:match",)
+    summary = run_vlstereoset_probe(items, scorer, progress=False)
+    assert summary.status == {"ok": 2 * 7, "no_image": 3}
+    for r in scores_of(summary.audit_id):
+        if r["status"] == "ok":
+            logits = json.loads(r["detail_json"])["logits"]
+            assert len(logits) == 2 and r["score"] == pytest.approx(logits[1])  # the "match" logit of the 2-way head
+    with pytest.raises(ModelNotAvailableError, match="no image-text matching head"):
+        ItmScorer(str(tiny_models["clip"]))
 
 
 def test_llava_loglik_and_mcq(dora_home, tmp_path, tiny_models):

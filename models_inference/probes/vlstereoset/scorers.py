@@ -14,6 +14,8 @@ is the paper's):
   embeddings (``CLIPModel`` or any model with ``get_image_features`` / ``get_text_features``);
   variant ``clip:cosine`` (default: raw cosine, as written) or ``clip:logit_scale`` (times
   CLIP's learned ``exp(logit_scale)``). The choice changes lmss / vlss only (PROBES.md B.2).
+* :class:`ItmScorer` (paper, image-text matching, §3.3): the ITM head's "match" logit per pair
+  (BLIP / ViLT retrieval models); variant ``itm:match``.
 * :class:`VisionLoglikScorer` (NOT FROM PAPER, ``score=loglik``): log p(caption | image,
   ``Describe the image.``) under a local chat VLM; variants ``loglik:sum`` and ``loglik:mean``.
 * :class:`McqScorer` (NOT FROM PAPER, ``score=mcq``): the captions labelled A/B/C (A/B) in
@@ -229,6 +231,65 @@ class ClipScorer:
         return out
 
 
+class ItmScorer:
+    """Image-text matching (paper §3.3: "obtain the logit at the final layer ... for each pair",
+    then softmax): a ``transformers`` retrieval model with an ITM head (BLIP
+    ``BlipForImageTextRetrieval``, ViLT ``ViltForImageAndTextRetrieval``), loaded by the
+    architecture its config names. A 2-way head (no-match, match) gives the **match** logit
+    (PROBES.md B.2 default, NOT FROM PAPER); a 1-logit head its logit. Variant ``itm:match``.
+
+    Raises:
+        ModelNotAvailableError: the model cannot be loaded, or its architecture has no ITM head.
+    """
+
+    name = "itm"
+    needs_image = True
+    from_paper = True
+    score_kind = "logit"
+    conditions = ("original", "neutral", "blank_neutral")
+    backend_name = "transformers"
+    variants = ("itm:match",)
+
+    def __init__(self, model_ref: str):
+        import torch
+        import transformers
+        from transformers import AutoConfig, AutoProcessor
+
+        from models_inference.t2i import local_model_version
+        from models_inference.text_backends import ModelNotAvailableError
+
+        try:
+            arch = (AutoConfig.from_pretrained(model_ref).architectures or [""])[0]
+            if not arch.endswith(("ImageTextRetrieval", "ImageAndTextRetrieval")):
+                raise ValueError(f"architecture {arch or '(none)'} has no image-text matching head")
+            self.model = getattr(transformers, arch).from_pretrained(model_ref, dtype=torch.float32).eval()
+            self.processor = AutoProcessor.from_pretrained(model_ref)
+        except (OSError, ValueError, AttributeError) as exc:
+            raise ModelNotAvailableError(f"cannot load image-text matching model {model_ref!r} here: {exc}") from exc
+        self.arch, self.model_id = arch, model_ref
+        self.model_version = getattr(self.model.config, "_commit_hash", None) or local_model_version(model_ref)
+
+    def config(self) -> dict:
+        return {"head": f"itm ({self.arch})", "logit": "match"}
+
+    def score(self, units):
+        import torch
+
+        out = []
+        for u in units:
+            kinds = CONDITION_KINDS[u.condition]
+            image = _rgb(u.image_path)
+            enc = self.processor(images=[image] * len(kinds), text=[u.captions[k] for k in kinds], padding=True, return_tensors="pt")
+            kwargs = {"use_itm_head": True} if "Blip" in self.arch else {}
+            with torch.inference_mode():
+                res = self.model(**enc, **kwargs)
+            logits = (res.itm_score if hasattr(res, "itm_score") else res.logits).float()
+            match = logits[:, -1] if logits.dim() == 2 else logits
+            out.append([CaptionScore(k, "itm:match", float(v), detail={"logits": logits[i].tolist() if logits.dim() == 2 else [float(v)]})
+                        for i, (k, v) in enumerate(zip(kinds, match.tolist()))])
+        return out
+
+
 class VisionLoglikScorer:
     """``score=loglik`` (NOT FROM PAPER, PROBES.md B.3): log p(caption | image, instruction) under
     a local chat VLM (:class:`models_inference.i2t.TransformersVisionBackend`); variants
@@ -367,6 +428,6 @@ def detail_json(score: CaptionScore) -> str | None:
 
 
 __all__ = [
-    "CONDITION_KINDS", "CaptionScore", "ClipScorer", "LETTERS", "MCQ_PROMPT", "McqScorer", "ReferenceScorer",
+    "CONDITION_KINDS", "CaptionScore", "ClipScorer", "ItmScorer", "LETTERS", "MCQ_PROMPT", "McqScorer", "ReferenceScorer",
     "TextPriorScorer", "Unit", "VisionLoglikScorer", "detail_json", "mcq_orders", "parse_choice",
 ]

@@ -22,7 +22,7 @@ import dagster as dg
 from models_inference.i2t import load_vision_backend
 from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, resolve_images, synthetic_csv_path
 from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe
-from models_inference.probes.vlstereoset.scorers import ClipScorer, McqScorer, ReferenceScorer, TextPriorScorer, VisionLoglikScorer
+from models_inference.probes.vlstereoset.scorers import ClipScorer, ItmScorer, McqScorer, ReferenceScorer, TextPriorScorer, VisionLoglikScorer
 from models_inference.text_backends import load_text_backend
 from orchestration.defs.audits.runs import target_of_run
 from orchestration.defs.vlstereoset.config import (
@@ -44,6 +44,8 @@ def build_scorers(config: VLStereoSetConfig, names: list, model_version=None) ->
             out.append(TextPriorScorer(load_text_backend(config.text_model, defer=True)))
         elif name == "clip":
             out.append(ClipScorer(config.clip_model, logit_scale=config.clip_logit_scale))
+        elif name == "itm":
+            out.append(ItmScorer(config.itm_model))
         else:
             if vlm is None:
                 kwargs = {"base_url": config.vlm_base_url} if config.vlm_backend == "openai" else {}

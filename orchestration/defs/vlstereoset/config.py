@@ -21,7 +21,7 @@ OP_NAME = "vlstereoset_probe"
 #: Scorer names (models_inference/probes/vlstereoset/scorers.py).
 TEXT_PRIOR = "vlstereo_text_caption_prior"
 REFERENCE_SCORERS = ("idm", "bim", "ram")
-IMAGE_SCORERS = ("clip", "loglik", "mcq")
+IMAGE_SCORERS = ("clip", "itm", "loglik", "mcq")
 SCORERS = (TEXT_PRIOR, *REFERENCE_SCORERS, *IMAGE_SCORERS)
 DEFAULT_SCORERS = (TEXT_PRIOR, *REFERENCE_SCORERS)
 
@@ -40,6 +40,7 @@ class VLStereoSetConfig(dg.Config):
         text_model: model of ``vlstereo_text_caption_prior`` (transformers causal LM).
         clip_model: CLIP-style dual encoder (folder or cached hub id) for ``clip``.
         clip_logit_scale: apply CLIP's logit scale before the softmax (default: raw cosine).
+        itm_model: image-text matching model (BLIP / ViLT retrieval with an ITM head) for ``itm``.
         vlm_model / vlm_backend / vlm_base_url: generative VLM for ``loglik`` (transformers
             only) and ``mcq`` (transformers or an OpenAI-compatible vision endpoint).
         mcq_shuffles: orders per mcq question.
@@ -53,6 +54,7 @@ class VLStereoSetConfig(dg.Config):
     text_model: str = "smollm2-135m"
     clip_model: Optional[str] = None
     clip_logit_scale: bool = False
+    itm_model: Optional[str] = None
     vlm_model: Optional[str] = None
     vlm_backend: str = "transformers"
     vlm_base_url: Optional[str] = None
@@ -76,9 +78,9 @@ def config_for_target(config: VLStereoSetConfig, modality: str, backend: str, mo
         ``(config, None)`` or ``(None, reason)``.
     """
     if modality == "t2t" and backend == "transformers":
-        return config.model_copy(update={"scorers": [TEXT_PRIOR], "text_model": model, "clip_model": None, "vlm_model": None}), None
+        return config.model_copy(update={"scorers": [TEXT_PRIOR], "text_model": model, "clip_model": None, "itm_model": None, "vlm_model": None}), None
     if modality == "i2t":
-        return config.model_copy(update={"scorers": [], "clip_model": None, "vlm_model": model, "vlm_backend": backend,
+        return config.model_copy(update={"scorers": [], "clip_model": None, "itm_model": None, "vlm_model": model, "vlm_backend": backend,
                                          "vlm_base_url": base_url}), None
     return None, f"a {modality} target on the {backend} backend has no VLStereoSet scorer (text prior: transformers t2t; mcq/loglik: i2t)"
 
@@ -96,6 +98,10 @@ def selected_scorers(config: VLStereoSetConfig) -> list[str]:
         raise ValueError(f"unknown VLStereoSet scorer(s) {sorted(unknown)}; expected some of {list(SCORERS)}")
     if config.clip_model:
         wanted.add("clip")
+    if config.itm_model:
+        wanted.add("itm")
+    if "itm" in wanted and not config.itm_model:
+        raise ValueError("the itm scorer needs --vlstereoset-itm-model")
     if config.vlm_model:
         wanted.add("mcq")
         if config.vlm_backend == "transformers":
@@ -124,6 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--vlstereoset-text-model", default="smollm2-135m", help="text LLM of vlstereo_text_caption_prior")
     g.add_argument("--vlstereoset-clip-model", default=None, help="CLIP-style model folder or cached hub id (adds the clip scorer)")
     g.add_argument("--vlstereoset-clip-logit-scale", action="store_true", help="apply CLIP's logit scale before the softmax (default: raw cosine)")
+    g.add_argument("--vlstereoset-itm-model", default=None, help="image-text matching model with an ITM head, e.g. a BLIP / ViLT retrieval folder (adds itm)")
     g.add_argument("--vlstereoset-vlm-model", default=None, help="generative VLM (adds mcq, and loglik for transformers)")
     g.add_argument("--vlstereoset-vlm-backend", default="transformers", choices=["transformers", "openai"], help="VLM backend")
     g.add_argument("--vlstereoset-vlm-base-url", default=None, help="OpenAI-compatible endpoint of the VLM; key from $OPENAI_API_KEY")
@@ -142,6 +149,7 @@ def run_config(args: argparse.Namespace) -> dict:
         "text_model": args.vlstereoset_text_model,
         "clip_model": args.vlstereoset_clip_model,
         "clip_logit_scale": args.vlstereoset_clip_logit_scale,
+        "itm_model": args.vlstereoset_itm_model,
         "vlm_model": args.vlstereoset_vlm_model,
         "vlm_backend": args.vlstereoset_vlm_backend,
         "vlm_base_url": args.vlstereoset_vlm_base_url,
