@@ -10,6 +10,7 @@ count of each change type and the top changes per bias dimension, ranked by
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from analytics.query import QueryResult, format_result, run_query
 
@@ -150,18 +151,19 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     return AuditDiff(target, before, after, counts, top_rows)
 
 
-def models_overview(registry, *, resolve: bool = True) -> QueryResult:
+def models_overview(registry, *, resolve: Callable[[object], str] | None = None) -> QueryResult:
     """``dora models list``: every registry target with its current version and last audit.
 
     Args:
         registry: a parsed :class:`ingestion.registry.Registry`.
-        resolve: read each target's current version (may hash weights or call an API).
+        resolve: reads a target's current version (``models_inference.model_ref.resolve_version``,
+            passed in by the CLI: analytics does not load models); it may raise any
+            exception, shown as ``unreadable: ...``. None: versions are not read.
 
     The last audit is the latest finished-or-not audit of the target in ``dim_audits`` (by
     ``started_at``); ``-`` when the warehouse does not exist yet or the target was never audited.
     """
     from analytics.query import WarehouseMissingError
-    from ingestion.registry import VersionError, resolve_version
 
     last: dict[str, tuple] = {}
     try:
@@ -175,10 +177,10 @@ def models_overview(registry, *, resolve: bool = True) -> QueryResult:
         pass
     rows = []
     for t in registry.targets:
-        if resolve:
+        if resolve is not None:
             try:
-                current = resolve_version(t)
-            except VersionError as exc:
+                current = resolve(t)
+            except Exception as exc:  # noqa: BLE001 - any reason the version is unreadable is shown
                 current = f"unreadable: {exc}"[:80]
         else:
             current = "(not read)"

@@ -74,7 +74,7 @@ def test_dora_audit_probe_vlstereoset_end_to_end(dora_home, tmp_path, monkeypatc
 def test_cli_flags_config_and_registry_targets():
     import pytest
 
-    from orchestration.cli import _build_parser
+    from orchestration.cli.parser import build_parser as _build_parser
     from orchestration.defs.vlstereoset.config import VLStereoSetConfig, config_for_target, run_config, selected_scorers
 
     args = _build_parser().parse_args(["audit", "--probe", "biasdora", "--images", "/x", "--vlstereoset-vlm-model", "m",
@@ -86,7 +86,7 @@ def test_cli_flags_config_and_registry_targets():
     assert selected_scorers(VLStereoSetConfig(vlm_model="m", vlm_backend="openai", scorers=[])) == ["mcq"]
     assert selected_scorers(VLStereoSetConfig(vlm_model="m", scorers=["idm"], clip_model="c")) == ["idm", "clip", "loglik", "mcq"]
     with pytest.raises(ValueError, match="unknown VLStereoSet scorer"):
-        selected_scorers(VLStereoSetConfig(scorers=["itm"]))
+        selected_scorers(VLStereoSetConfig(scorers=["vqa"]))
     with pytest.raises(ValueError, match="needs --vlstereoset-clip-model"):
         selected_scorers(VLStereoSetConfig(scorers=["clip"]))
     t2t, why = config_for_target(cfg, "t2t", "transformers", "/models/ft", None)

@@ -202,7 +202,7 @@ def test_clip_scores_are_cosines_with_the_recorded_logit_scale(dora_home, tmp_pa
 
 
 def test_itm_head_match_logit(dora_home, tmp_path, tiny_models):
-    from models_inference.text_backends import ModelNotAvailableError
+    from models_inference.model_ref import ModelNotAvailableError
 
     items = land_gender_items_with_images(tmp_path, n=3)
     scorer = ItmScorer(str(tiny_models["blip"]))
@@ -220,7 +220,7 @@ def test_itm_head_match_logit(dora_home, tmp_path, tiny_models):
 def test_llava_loglik_and_mcq(dora_home, tmp_path, tiny_models):
     import torch
 
-    from models_inference.i2t import load_vision_backend
+    from models_inference.backends.vision import load_vision_backend
     from models_inference.probes.vlstereoset.loglik import vision_logliks
     from models_inference.probes.vlstereoset.scorers import _rgb
 
@@ -264,7 +264,7 @@ def test_llava_loglik_and_mcq(dora_home, tmp_path, tiny_models):
 
 
 def test_mcq_through_the_openai_compatible_server(dora_home, tmp_path, monkeypatch):
-    from models_inference.i2t import load_vision_backend
+    from models_inference.backends.vision import load_vision_backend
 
     items = land_gender_items_with_images(tmp_path, n=3)
 

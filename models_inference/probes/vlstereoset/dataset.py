@@ -29,7 +29,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
-from models_inference.t2i import StoredImage, store_png
+from models_inference.image_store import StoredImage, store_png
 
 #: The released CSV's columns, in order ("Imaeg URL" sic), then an empty trailing column.
 CSV_COLUMNS = ("bias_type", "target", "context", "stereotype", "anti-stereotype", "unrelated", "label", "Imaeg URL")

@@ -11,8 +11,8 @@ generative adaptations need log p(caption tokens | context):
 
 Both return, per text, the sum of the caption tokens' natural-log probabilities and the
 number of caption tokens (the per-token mean is sum / n). They work on the backends' own
-model objects (:class:`models_inference.text_backends.TransformersBackend`,
-:class:`models_inference.i2t.TransformersVisionBackend`) and change neither.
+model objects (:class:`models_inference.backends.text.TransformersBackend`,
+:class:`models_inference.backends.vision.TransformersVisionBackend`) and change neither.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def vision_logliks(backend, image, captions: Sequence[str], instruction: str = L
     """(sum of log p, n tokens) of each caption as the answer to ``instruction`` about ``image``.
 
     Args:
-        backend: a :class:`models_inference.i2t.TransformersVisionBackend` in ``chat`` mode.
+        backend: a :class:`models_inference.backends.vision.TransformersVisionBackend` in ``chat`` mode.
         image: a PIL RGB image.
         captions: the candidate captions (one forward pass each).
 

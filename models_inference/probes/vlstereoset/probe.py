@@ -25,8 +25,8 @@ from ingestion.landing import landing_dir, landing_glob
 from ingestion.landing import write_shard
 from models_inference.probes.vlstereoset.dataset import ImageOutcome, VLStereoSetDataset, item_rows
 from models_inference.probes.vlstereoset.scorers import CONDITION_KINDS, CaptionScore, Unit, detail_json
-from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
-from models_inference.t2i import image_file, images_dir, png_bytes, slug, store_png
+from models_inference.image_store import image_file, images_dir, store_png
+from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable, slug
 
 #: Final statuses: an (item, condition) with such a row is not scored again (``error`` and
 #: ``no_image`` are retried).
@@ -72,11 +72,15 @@ _BLANKS: dict[tuple[str, int, int], str] = {}
 
 def blank_image(width: int, height: int) -> str:
     """Image-store path of a completely white RGB image of ``width`` x ``height`` (§3.5's I')."""
+    import io
+
     from PIL import Image
 
     key = (str(images_dir()), width, height)  # per DORA_HOME: the store may move between calls
     if key not in _BLANKS or not image_file(_BLANKS[key]).exists():
-        _BLANKS[key] = store_png(png_bytes(Image.new("RGB", (width, height), (255, 255, 255)))).path
+        buf = io.BytesIO()
+        Image.new("RGB", (width, height), (255, 255, 255)).save(buf, format="PNG")
+        _BLANKS[key] = store_png(buf.getvalue()).path
     return _BLANKS[key]
 
 

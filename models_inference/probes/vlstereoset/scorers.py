@@ -190,8 +190,7 @@ class ClipScorer:
         import torch
         from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-        from models_inference.t2i import local_model_version
-        from models_inference.text_backends import ModelNotAvailableError
+        from models_inference.model_ref import ModelNotAvailableError, model_version
 
         try:
             self.model = AutoModel.from_pretrained(model_ref, dtype=torch.float32).eval()
@@ -202,7 +201,7 @@ class ClipScorer:
         if not hasattr(self.model, "get_image_features"):
             raise ModelNotAvailableError(f"{model_ref!r} is not a dual encoder (no get_image_features)")
         self.model_id = model_ref
-        self.model_version = getattr(self.model.config, "_commit_hash", None) or local_model_version(model_ref)
+        self.model_version = model_version(model_ref)
         self.logit_scale, self.batch_size = logit_scale, batch_size
         self.scale = float(self.model.logit_scale.detach().exp()) if logit_scale and hasattr(self.model, "logit_scale") else 1.0
         self.variants = ("clip:logit_scale" if logit_scale else "clip:cosine",)
@@ -255,8 +254,7 @@ class ItmScorer:
         import transformers
         from transformers import AutoConfig, AutoProcessor
 
-        from models_inference.t2i import local_model_version
-        from models_inference.text_backends import ModelNotAvailableError
+        from models_inference.model_ref import ModelNotAvailableError, model_version
 
         try:
             arch = (AutoConfig.from_pretrained(model_ref).architectures or [""])[0]
@@ -267,7 +265,7 @@ class ItmScorer:
         except (OSError, ValueError, AttributeError) as exc:
             raise ModelNotAvailableError(f"cannot load image-text matching model {model_ref!r} here: {exc}") from exc
         self.arch, self.model_id = arch, model_ref
-        self.model_version = getattr(self.model.config, "_commit_hash", None) or local_model_version(model_ref)
+        self.model_version = model_version(model_ref)
 
     def config(self) -> dict:
         return {"head": f"itm ({self.arch})", "logit": "match"}
@@ -292,7 +290,7 @@ class ItmScorer:
 
 class VisionLoglikScorer:
     """``score=loglik`` (NOT FROM PAPER, PROBES.md B.3): log p(caption | image, instruction) under
-    a local chat VLM (:class:`models_inference.i2t.TransformersVisionBackend`); variants
+    a local chat VLM (:class:`models_inference.backends.vision.TransformersVisionBackend`); variants
     ``loglik:sum`` and ``loglik:mean``.
 
     Raises:
@@ -360,7 +358,7 @@ def mcq_orders(k: int, n: int, seed: int) -> list[list[int]]:
 
 class McqScorer:
     """``score=mcq`` (NOT FROM PAPER, PROBES.md B.3) over any vision backend with ``describe``
-    (:class:`~models_inference.i2t.TransformersVisionBackend`, :class:`~models_inference.i2t.OpenAIVisionBackend`).
+    (:class:`~models_inference.backends.vision.TransformersVisionBackend`, :class:`~models_inference.backends.vision.OpenAIVisionBackend`).
 
     Conditions: ``original`` (3 options), ``pair`` (S_s vs S_a, for lmss), ``neutral`` and
     ``blank_neutral`` (S'_s vs S'_a). Each caption's score is its share of the valid answers
@@ -385,9 +383,8 @@ class McqScorer:
         return {"prompt": MCQ_PROMPT, "shuffles": self.shuffles, "temperature": self.temperature, "max_new_tokens": self.max_new_tokens}
 
     def score(self, units):
-        from models_inference.i2t import DescriptionRequest
-        from models_inference.prompts import RenderedPrompt
-        from models_inference.text_backends import SamplingParams
+        from models_inference.backends.base import RenderedPrompt, SamplingParams
+        from models_inference.backends.vision import DescriptionRequest
 
         requests, index = [], []
         for n_unit, u in enumerate(units):

@@ -19,11 +19,11 @@ from collections import Counter
 
 import dagster as dg
 
-from models_inference.i2t import load_vision_backend
+from models_inference.backends.text import load_text_backend
+from models_inference.backends.vision import load_vision_backend
 from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, resolve_images, synthetic_csv_path
 from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe
 from models_inference.probes.vlstereoset.scorers import ClipScorer, ItmScorer, McqScorer, ReferenceScorer, TextPriorScorer, VisionLoglikScorer
-from models_inference.text_backends import load_text_backend
 from orchestration.defs.audits.runs import target_of_run
 from orchestration.defs.vlstereoset.config import (
     ASSET_GROUP, IMAGE_SCORERS, OP_NAME, REFERENCE_SCORERS, TEXT_PRIOR, VLStereoSetConfig, config_for_target, selected_scorers,

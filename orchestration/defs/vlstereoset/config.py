@@ -154,7 +154,7 @@ def run_config(args: argparse.Namespace) -> dict:
         "vlm_backend": args.vlstereoset_vlm_backend,
         "vlm_base_url": args.vlstereoset_vlm_base_url,
         "mcq_shuffles": args.vlstereoset_mcq_shuffles,
-        "progress": not getattr(args, "no_progress", False),
+        "progress": getattr(args, "progress", True),  # dora audit --no-progress
     }
 
 
