@@ -24,6 +24,7 @@ from orchestration.defs.modscan.assets import modscan_assets  # ModSCAN family (
 from orchestration.defs.scoring.assets import scoring_assets
 from orchestration.defs.t2t.assets import t2t_assets
 from orchestration.defs.vision.assets import vision_assets
+from orchestration.defs.vlstereoset.assets import vlstereoset_assets  # probe family: VLStereoSet (issue 14)
 from orchestration.instance import AUDIT_JOB
 
 #: Every asset, per area (a new probe family adds its ``orchestration/defs/<family>/`` list here).
@@ -35,6 +36,7 @@ ASSETS = [
     *scoring_assets,
     *counterfactual_assets,  # issue 12
     *modscan_assets,  # ModSCAN family (issue 13)
+    *vlstereoset_assets,  # probe family: VLStereoSet (issue 14)
 ]
 ASSET_CHECKS = [*audit_checks]
 SENSORS = [audit_version_sensor]

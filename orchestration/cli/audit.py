@@ -58,8 +58,25 @@ def _scoring_report(result) -> str:
     return "\n".join(lines)
 
 
+def _probe_selection(defs, probes: list[str] | None):
+    """Asset keys of the chosen probe families (``--probe``), or None (every asset) when not given."""
+    if not probes:
+        return None
+    from orchestration.cli.parser import FAMILY_GROUPS
+
+    graph = defs.resolve_asset_graph()
+    family = {f: dg.AssetSelection.groups(g).resolve(graph) for f, g in FAMILY_GROUPS.items()}
+    keys: set = set()
+    for probe in probes:
+        if probe == "biasdora":
+            keys |= set(graph.get_all_asset_keys()) - set().union(*family.values())
+        else:
+            keys |= family[probe]
+    return sorted(keys)
+
+
 @contextlib.contextmanager
-def _execute(executor: str, job, run_config, instance, partition: str | None, tags: dict):
+def _execute(executor: str, job, run_config, instance, partition: str | None, tags: dict, selection=None):
     """Run the audit job in this process, or under Dagster's multiprocess executor.
 
     Yields:
@@ -68,7 +85,8 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
     """
     if executor == "in_process":
         yield job.execute_in_process(
-            run_config=run_config, instance=instance, raise_on_error=False, partition_key=partition, tags=tags
+            run_config=run_config, instance=instance, raise_on_error=False, partition_key=partition, tags=tags,
+            asset_selection=selection,
         )
         return
     from dagster import execute_job, reconstructable
@@ -91,7 +109,7 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
     try:
         with execute_job(
             reconstructable(audit_job_for_multiprocess), instance=instance, run_config=run_config, tags=tags,
-            raise_on_error=False,
+            raise_on_error=False, asset_selection=selection,
         ) as result:
             yield result
     finally:
@@ -106,7 +124,6 @@ def cmd_audit(args) -> int:
 
     from analytics.summary import audit_summary
     from orchestration.definitions import defs
-    from orchestration.defs.modscan.config import audit_report as modscan_report, run_config as modscan_config  # issue 13
 
     partition = None
     if args.target:  # a registry target: its current version's partition, settings from the registry
@@ -120,6 +137,8 @@ def cmd_audit(args) -> int:
             print(f"dora audit: {exc}", file=sys.stderr)
             return 2
         print(f"dora: auditing registry target {args.target} (partition {partition}); DORA_HOME={home}", file=sys.stderr)
+    elif args.probe and "biasdora" not in args.probe:
+        print(f"dora: running probe families {', '.join(args.probe)}; DORA_HOME={home}", file=sys.stderr)
     else:
         print(f"dora: auditing {args.model} ({args.backend}); DORA_HOME={home}", file=sys.stderr)
     if args.rebuild:
@@ -129,7 +148,12 @@ def cmd_audit(args) -> int:
         for step in ("crows_pairs", "descriptors", *DBT_STEPS):
             forget(step)
     run_config = audit_run_config(args, **({"registry": registry} if args.target else {}))
-    run_config.ops["modscan_responses"] = modscan_config(args)  # issue 13 (ModSCAN)
+    from orchestration.defs.vlstereoset.config import OP_NAME, VLStereoSetConfig, run_config as vlstereoset_run_config
+
+    run_config.ops[OP_NAME] = VLStereoSetConfig(**vlstereoset_run_config(args))  # probe family: VLStereoSet
+    from orchestration.defs.modscan.config import audit_report as modscan_report, run_config as modscan_config
+
+    run_config.ops["modscan_responses"] = modscan_config(args)  # probe family: ModSCAN
     job = defs.resolve_job_def(AUDIT_JOB)
     log_dir = home / "logs"
     log_dir.mkdir(exist_ok=True)
@@ -142,7 +166,8 @@ def cmd_audit(args) -> int:
         configure_instance(instance)  # one DuckDB writer at a time (pool 'duckdb_writer' = 1 slot)
         prepare_run_readers()  # in-run readers wait for a writer
         reap_dead_runs(instance)  # free the slots of audits whose process was killed
-        with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, process_tags()) as result:
+        with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, process_tags(),
+                                                   _probe_selection(defs, args.probe)) as result:
             pass
     if not result.success:
         for event in result.all_events:
@@ -155,12 +180,21 @@ def cmd_audit(args) -> int:
         md = mat.materialization.metadata
         if "audit_id" in md and mat.materialization.asset_key.path[-1] == "t2t_completions":
             audit_id = md["audit_id"].value
-    print(audit_summary(audit_id, top=args.top, run_id=result.run_id))
-    print(_scoring_report(result))
-    from orchestration.defs.counterfactual.config import audit_report as counterfactual_report  # issue 12
+    if not args.probe or "biasdora" in args.probe:
+        print(audit_summary(audit_id, top=args.top, run_id=result.run_id))
+        print(_scoring_report(result))
+    if not args.probe or "counterfactual" in args.probe:  # probe family: counterfactual sets
+        from orchestration.defs.counterfactual.config import audit_report as counterfactual_report
 
-    print(counterfactual_report(result))
-    print(modscan_report(result))  # issue 13 (ModSCAN)
+        print(counterfactual_report(result))
+    if not args.probe or "modscan" in args.probe:  # probe family: ModSCAN
+        print(modscan_report(result))
+    if not args.probe or "vlstereoset" in args.probe:  # probe family: VLStereoSet
+        from analytics.vlstereoset import vlstereoset_summary
+        from orchestration.defs.vlstereoset.config import audit_ids_of_run
+
+        if audit_ids_of_run(result):
+            print(vlstereoset_summary(audit_ids_of_run(result)))
     vision = _vision_report(result)
     if vision:
         print(vision, file=sys.stderr)

@@ -64,6 +64,16 @@ def cmd_diff(args) -> int:
     from analytics.diff import DiffError, audit_diff
     from analytics.query import WarehouseBusyError, WarehouseMissingError
 
+    if args.probe == "vlstereoset":  # probe family: VLStereoSet
+        from analytics.query import format_result
+        from analytics.vlstereoset import ivlas_diff
+
+        try:
+            print(format_result(ivlas_diff(args.target, args.from_ref, args.to_ref), args.format))
+        except (LookupError, WarehouseBusyError, WarehouseMissingError) as exc:
+            print(f"dora diff: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top)
     except (DiffError, WarehouseBusyError, WarehouseMissingError) as exc:
@@ -78,10 +88,25 @@ def cmd_report(args) -> int:
     from analytics.query import WarehouseBusyError, WarehouseMissingError
     from analytics.report import write_report
 
+    from analytics.vlstereoset import write_vlstereoset_report  # probe family: VLStereoSet
+
     try:
         path = write_report(args.out, audit_id=args.audit_id, top=args.top)
-    except (WarehouseMissingError, WarehouseBusyError, LookupError) as exc:
+    except LookupError as exc:  # no BiasDora score marts: the VLStereoSet page may still exist
+        path, missing = None, exc
+    except (WarehouseMissingError, WarehouseBusyError) as exc:
         print(f"dora report: {exc}", file=sys.stderr)
         return 2
-    print(f"dora: report written to {path} (DORA_HOME={home})")
+    from pathlib import Path
+
+    from ingestion.landing import safe_path_component
+
+    out = Path(args.out) if args.out else home / "reports" / (safe_path_component(args.audit_id) if args.audit_id else "all")
+    vls = write_vlstereoset_report(out, args.audit_id)
+    if path is None and vls is None:
+        print(f"dora report: {missing}", file=sys.stderr)
+        return 2
+    for written in (path, vls):
+        if written is not None:
+            print(f"dora: report written to {written} (DORA_HOME={home})")
     return 0

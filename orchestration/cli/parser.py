@@ -27,11 +27,16 @@ examples:
   dora audit --judge-backend openai --judge-model gpt-4o --judge-repeats 3   # paper judge; needs OPENAI_API_KEY
   dora audit --t2i-model ./sd --i2t-model ./llava   # T2I + I2T probes with local diffusers / transformers folders
   dora audit --t2i-backend openai --t2i-model dall-e-3 --i2t-backend openai --i2t-model gpt-4o
+  dora audit --probe vlstereoset --vlstereoset-csv VLStereoSet.csv --images ./imgs --vlstereoset-clip-model ./clip
+  dora diff HuggingFaceTB/SmolLM2-135M-Instruct --probe vlstereoset   # ivlas between two versions
   dora models list                            # registry targets, current version, last audit
   dora audit --target smollm2-135m            # audit a registry target's current version
   dora diff smollm2-135m                      # latest audit vs the previous one, per bias dimension
 """
 
+
+#: Probe families of ``dora audit --probe`` -> their Dagster asset group (biasdora: every other asset).
+FAMILY_GROUPS = {"counterfactual": "counterfactual", "modscan": "modscan", "vlstereoset": "vlstereoset"}
 
 MODELS_LIST_DESCRIPTION = (
     "List the audit registry's targets (registry.yaml or $DORA_REGISTRY): modality, backend, "
@@ -81,14 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     # --- probe families: one shared --probe flag, then each family's own argument group ---
     audit.add_argument(
-        "--probe", action="append", choices=PROBE_FAMILIES, default=None,
-        help="run only this probe family (repeatable; default: every family)",
+        "--probe", action="append", default=None, choices=PROBE_FAMILIES, metavar="NAME",
+        help=f"probe family to run, repeatable: {', '.join(PROBE_FAMILIES)} (default: every family)",
     )
     from orchestration.defs.counterfactual.config import add_arguments as add_counterfactual_arguments
     from orchestration.defs.modscan.config import add_arguments as add_modscan_arguments
+    from orchestration.defs.vlstereoset.config import add_arguments as add_vlstereoset_arguments
 
     add_counterfactual_arguments(audit)
     add_modscan_arguments(audit)
+    add_vlstereoset_arguments(audit)
     # --- end probe families ---
     audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
 
@@ -139,4 +146,6 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
     diff.add_argument("--top", type=int, default=5, help="changes shown per bias dimension")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+    diff.add_argument("--probe", default="biasdora", choices=PROBE_FAMILIES,
+                      help="biasdora: association changes; vlstereoset: ivlas / vlrs / vlbs per category and scorer variant (target = model id)")
     return parser

@@ -1,0 +1,1 @@
+"""VLStereoSet probe family: Dagster asset group ``vlstereoset`` (issue 14)."""
