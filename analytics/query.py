@@ -121,18 +121,24 @@ def connect_read_only(path: Path | None = None, *, wait_seconds: float | None = 
             delay = min(delay * 2, 1.0)
 
 
-def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0) -> QueryResult:
+def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0, params: Sequence | None = None) -> QueryResult:
     """Run read-only SQL on the warehouse; the last statement's rows are returned.
+
+    Args:
+        params: values of the ``?`` placeholders (one statement only): values never go into SQL text.
 
     Raises:
         QueryRefusedError, WarehouseBusyError, WarehouseMissingError, duckdb.Error.
+        ValueError: ``params`` with more than one statement.
     """
     statements = check_read_only(sql)
+    if params is not None and len(statements) != 1:
+        raise ValueError("parameters need exactly one statement")
     con = connect_read_only(path, wait_seconds=wait_seconds)
     try:
         cur = None
         for st in statements:
-            cur = con.execute(st)
+            cur = con.execute(st, params) if params is not None else con.execute(st)
         columns = [d[0] for d in cur.description] if cur is not None and cur.description else []
         rows = cur.fetchall() if columns else []
         return QueryResult(columns, rows)
