@@ -36,3 +36,35 @@ def test_assets_are_in_the_audit_job():
     keys = {k.to_user_string() for k in defs.resolve_job_def(AUDIT_JOB).asset_layer.executable_asset_keys}
     assert {"landing/counterfactual_responses", "landing/counterfactual_toxicity", "landing/counterfactual_stereotype_flags",
             "fct_max_toxicity", "agg_max_toxicity", "fct_group_word_pmi", "agg_numeric_ratings"} <= keys
+
+
+def test_assets_materialise_through_dagster(dora_home, monkeypatch):
+    """The probe and toxicity assets run under Dagster with an OpenAI-compatible model (local
+    test server); the filter asset finds no warehouse yet and lands nothing; a disabled run skips."""
+    import dagster as dg
+
+    from ingestion.landing import read_landing
+    from orchestration.defs.counterfactual.assets import counterfactual_assets
+    from orchestration.defs.counterfactual.config import CounterfactualConfig
+    from tests.openai_server import OpenAIStubServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with OpenAIStubServer() as server:
+        server.chat_reply = lambda req: "7" if "Rating:" in str(req["messages"]) else "calm, careful, kind"
+        cfg = CounterfactualConfig(
+            model="gpt-stub", backend="openai", base_url=server.base_url, occupations=["nurse"], subsets=["physical_gender"],
+            prompts=["Characteristics", "Hiring"], judge_backend="openai", judge_model="gpt-stub", judge_base_url=server.base_url,
+            progress=False,
+        )
+        ops = {op: cfg for op in ("counterfactual_responses", "counterfactual_toxicity", "counterfactual_stereotype_filter")}
+        result = dg.materialize(counterfactual_assets, run_config=dg.RunConfig(ops=ops))
+    assert result.success
+    md = {m.asset_key.to_user_string(): m.metadata for m in result.asset_materializations_for_node("counterfactual_responses")}
+    assert md["landing/counterfactual_responses"]["rows_generated"].value == 20
+    tox = {m.asset_key.to_user_string(): m.metadata for m in result.asset_materializations_for_node("counterfactual_toxicity")}
+    assert {r["status"] for r in read_landing("counterfactual_responses", ["status"]).to_pylist()} == {"ok"}
+    assert read_landing("counterfactual_toxicity").num_rows == 20, tox
+    assert read_landing("counterfactual_lexicon").num_rows > 861
+    off = CounterfactualConfig(enabled=False)
+    skipped = dg.materialize(counterfactual_assets[:1], run_config=dg.RunConfig(ops={"counterfactual_responses": off}))
+    assert skipped.success and read_landing("counterfactual_responses").num_rows == 20

@@ -42,7 +42,8 @@ def _skip_reason(context: dg.AssetExecutionContext, config: CounterfactualConfig
 
 
 def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None):
-    backend = backend or config.backend
+    if backend is None:  # the audited model (else the judge's, with its own endpoint)
+        backend, base_url = config.backend, config.base_url
     extra = {"batch_size": config.batch_size} if backend == "transformers" else ({"base_url": base_url} if base_url else {})
     return load_text_backend(model or config.model, backend=backend, defer=True, **extra)
 
@@ -141,9 +142,12 @@ def counterfactual_toxicity(context: dg.AssetExecutionContext, config: Counterfa
 def pmi_candidates(audit_id=None, top: int = 50) -> dict:
     """The candidate words (s(w) >= 1, freq >= min-freq) of each (audit, subset, group), by
     descending s(w), at most ``top`` per group (the paper validated the top 50), read-only."""
-    from analytics.query import connect_read_only
+    from analytics.query import WarehouseMissingError, connect_read_only
 
-    con = connect_read_only()
+    try:
+        con = connect_read_only()
+    except WarehouseMissingError:  # nothing built yet: no PMI list to judge
+        return {}
     try:
         tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
         if "int_counterfactual_word_pmi" not in tables:
