@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import re
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import duckdb
 
-from ingestion.landing import warehouse_path
+from ingestion.landing import check_warehouse, warehouse_path
 
 _READ_TYPES = {"SELECT", "EXPLAIN"}
 # EXPLAIN ANALYZE executes the statement it explains ("explain analyze copy t to 'f.csv'"
@@ -101,6 +102,7 @@ def connect_read_only(path: Path | None = None, *, wait_seconds: float | None = 
     path = path or warehouse_path()
     if not path.exists():
         raise WarehouseMissingError(f"no warehouse at {path}: run `dora audit` first (or set DORA_HOME)")
+    check_warehouse(path)  # a corrupt file: say how to recover instead of a DuckDB traceback
     if wait_seconds is None:
         wait_seconds = float(os.environ.get(WAIT_ENV) or 10.0)
     deadline = time.monotonic() + wait_seconds
@@ -120,6 +122,21 @@ def connect_read_only(path: Path | None = None, *, wait_seconds: float | None = 
             delay = min(delay * 2, 1.0)
 
 
+def lock_down(con: duckdb.DuckDBPyConnection, landing: Path) -> None:
+    """Confine a read-only warehouse connection to the warehouse (issue 17).
+
+    External access is disabled except for the landing folder (the staging views read its
+    Parquet shards), extensions are neither auto-installed nor auto-loaded, and the
+    configuration is locked, so a ``select`` cannot call ``read_text('/etc/shadow')``, read
+    ``/proc/self/environ`` (API keys), fetch a URL, install an extension or undo any of this.
+    """
+    con.execute("set autoinstall_known_extensions = false")
+    con.execute("set autoload_known_extensions = false")
+    con.execute("set allowed_directories = ?", [[str(landing) + "/"]])
+    con.execute("set enable_external_access = false")
+    con.execute("set lock_configuration = true")
+
+
 def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0) -> QueryResult:
     """Run read-only SQL on the warehouse; the last statement's rows are returned.
 
@@ -129,6 +146,7 @@ def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0)
     statements = check_read_only(sql)
     con = connect_read_only(path, wait_seconds=wait_seconds)
     try:
+        lock_down(con, (path or warehouse_path()).parent / "landing")
         cur = None
         for st in statements:
             cur = con.execute(st)
@@ -139,10 +157,18 @@ def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0)
         con.close()
 
 
+def _json_value(value):
+    """``None`` for a non-finite float (NaN, +-Infinity), else ``value``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def format_result(result: QueryResult, fmt: str = "table") -> str:
     """Render a :class:`QueryResult` as ``table`` (tabulate), ``csv`` or ``json`` (records)."""
-    if fmt == "json":
-        return json.dumps([dict(zip(result.columns, r)) for r in result.rows], default=str, indent=1)
+    if fmt == "json":  # NaN / Infinity are not JSON: they become null (issue 17)
+        rows = [dict(zip(result.columns, map(_json_value, r))) for r in result.rows]
+        return json.dumps(rows, default=str, indent=1, allow_nan=False)
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf)

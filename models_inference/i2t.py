@@ -294,8 +294,11 @@ class OpenAIVisionBackend:
         """
         import openai
 
+        from models_inference.api_retry import CircuitBreaker, call_with_retries
+
         client = openai_client(self.api_key_env, self.base_url, max_retries=self.max_retries, timeout=self.timeout)
         key = client.api_key
+        breaker = CircuitBreaker()
 
         def one(req: DescriptionRequest) -> GenerationResult:
             try:
@@ -312,18 +315,21 @@ class OpenAIVisionBackend:
                 }
             ]
             try:
-                resp = client.chat.completions.create(
-                    model=self.model_id,
-                    messages=messages,
-                    temperature=sampling.temperature,
-                    top_p=sampling.top_p,
-                    max_tokens=req.max_new_tokens,
-                    seed=int(req.seed) % (2**31),
+                resp = call_with_retries(
+                    lambda: client.chat.completions.create(
+                        model=self.model_id,
+                        messages=messages,
+                        temperature=sampling.temperature,
+                        top_p=sampling.top_p,
+                        max_tokens=req.max_new_tokens,
+                        seed=int(req.seed) % (2**31),
+                    ),
+                    self.max_retries, breaker,
                 )
-            except openai.OpenAIError as exc:  # the key-quoting proxy case: never stored
+                choice = resp.choices[0]  # a malformed 200 reply (no choices) is an error row too
+                return GenerationResult(choice.message.content or "", choice.finish_reason != "length")
+            except (openai.OpenAIError, Exception) as exc:  # noqa: BLE001 - the key-quoting proxy case: never stored
                 return GenerationResult("", True, api_error_text(exc, key))
-            choice = resp.choices[0]
-            return GenerationResult(choice.message.content or "", choice.finish_reason != "length")
 
         return map_concurrently(one, requests, self.concurrency, on_batch)
 

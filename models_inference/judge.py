@@ -421,7 +421,10 @@ class OpenAIJudge:
         """One chat completion per request, ``concurrency`` at a time; failures become answers."""
         import openai
 
+        from models_inference.api_retry import CircuitBreaker, call_with_retries
+
         client, key = self._client()
+        breaker = CircuitBreaker()
 
         def one(req: JudgeRequest) -> JudgeAnswer:
             kwargs = dict(
@@ -436,11 +439,11 @@ class OpenAIJudge:
             if self.logprobs:
                 kwargs.update(logprobs=True, top_logprobs=sampling.top_logprobs)
             try:
-                resp = client.chat.completions.create(**kwargs)
-            except openai.OpenAIError as exc:
+                resp = call_with_retries(lambda: client.chat.completions.create(**kwargs), self.max_retries, breaker)
+                choice = resp.choices[0]  # a malformed 200 reply (no choices) is an error answer too
+                return JudgeAnswer(raw_output=choice.message.content or "", distribution=self._distribution(choice))
+            except (openai.OpenAIError, Exception) as exc:  # noqa: BLE001 - kept as an error row
                 return JudgeAnswer(raw_output="", error=api_error_text(exc, key))
-            choice = resp.choices[0]
-            return JudgeAnswer(raw_output=choice.message.content or "", distribution=self._distribution(choice))
 
         return map_concurrently(one, requests, max(1, self.concurrency), on_done)
 

@@ -563,8 +563,11 @@ class OpenAIImagesBackend:
         """
         import openai
 
+        from models_inference.api_retry import CircuitBreaker, call_with_retries
+
         client = openai_client(self.api_key_env, self.base_url, max_retries=self.max_retries, timeout=self.timeout)
         key = client.api_key
+        breaker = CircuitBreaker()
 
         def one(req: ImageRequest) -> ImageResult:
             style = self.style_for(req.image_index)
@@ -574,12 +577,12 @@ class OpenAIImagesBackend:
             if style:
                 kwargs["style"] = style
             try:
-                resp = client.images.generate(**kwargs)
+                resp = call_with_retries(lambda: client.images.generate(**kwargs), self.max_retries, breaker)
             except openai.BadRequestError as exc:  # content policy: the API will not draw it
                 return ImageResult(None, "refused", api_error_text(exc, key), style=style)
-            except openai.OpenAIError as exc:  # the key-quoting proxy case: never stored
+            except Exception as exc:  # noqa: BLE001 - the key-quoting proxy case: never stored; bad replies too
                 return ImageResult(None, "error", api_error_text(exc, key), style=style)
-            item = resp.data[0] if resp.data else None
+            item = resp.data[0] if getattr(resp, "data", None) else None
             if item is None or not item.b64_json:
                 return ImageResult(None, "error", "the response carries no b64_json image", style=style)
             try:

