@@ -597,12 +597,12 @@ def run_judge(
 def _landed_repeats(judge: JudgeBackend) -> set[tuple[tuple, int]]:
     from ingestion.landing import read_landing
 
-    q = lambda s: "'" + str(s).replace("'", "''") + "'"  # noqa: E731
+    # (issue 17) a failed call ('error' row) is not a judgement: the next run asks again
     data = read_landing(
         "judge_ratings",
         columns=[*ASSOCIATION_KEY, "repeat"],
-        where=f"judge_backend = {q(judge.backend_name)} and judge_model = {q(judge.model_id)} "
-        f"and judge_model_version = {q(judge.model_version)}",
+        where="judge_backend = ? and judge_model = ? and judge_model_version = ? and parse_status <> 'error'",
+        params=[judge.backend_name, judge.model_id, judge.model_version],
     )
     cols = [data.column(c).to_pylist() for c in ASSOCIATION_KEY]
     return {(key, r) for key, r in zip(zip(*cols), data.column("repeat").to_pylist())}
