@@ -21,6 +21,7 @@ from pathlib import Path
 
 import duckdb
 
+from ingestion.errors import DoraError
 from ingestion.landing import check_warehouse, warehouse_path
 
 _READ_TYPES = {"SELECT", "EXPLAIN"}
@@ -30,15 +31,15 @@ _EXPLAIN_PREFIX = re.compile(r"^\s*explain\s*(\([^)]*\))?\s*(analy[sz]e\b)?", re
 _READ_PRAGMAS = ("show", "table_info", "database_size", "show_tables", "storage_info")
 
 
-class QueryRefusedError(ValueError):
+class QueryRefusedError(DoraError, ValueError):
     """The SQL would modify the warehouse or its connection; nothing was run."""
 
 
-class WarehouseBusyError(RuntimeError):
+class WarehouseBusyError(DoraError, RuntimeError):
     """Another process holds the warehouse's write lock (an audit is building)."""
 
 
-class WarehouseMissingError(FileNotFoundError):
+class WarehouseMissingError(DoraError, FileNotFoundError):
     """No warehouse yet: run ``dora audit`` first."""
 
 

@@ -56,7 +56,8 @@ def _csv_list(text: str | None) -> list[str]:
 
 def _build_parser() -> argparse.ArgumentParser:
     from models_inference.prompts import T2T_SETTINGS
-    from orchestration.defs.config import DEFAULT_PER_DIMENSION, DEFAULT_RUNS
+    from orchestration import cli_validation as v
+    from orchestration.defaults import DEFAULT_PER_DIMENSION, DEFAULT_RUNS
 
     parser = argparse.ArgumentParser(
         prog="dora",
@@ -77,16 +78,20 @@ def _build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--model", default="smollm2-135m", help="'smollm2-135m' (embedded), a local folder/.gguf, a cached hub id, or an API model name")
     audit.add_argument("--backend", default="transformers", choices=["transformers", "openai"], help="generation backend")
     audit.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (backend openai); key from $OPENAI_API_KEY")
-    audit.add_argument("--settings", default=",".join(T2T_SETTINGS), help="comma-separated T2T settings")
-    audit.add_argument("--runs", type=int, default=DEFAULT_RUNS, help="completions per descriptor x setting x letter (paper: 10)")
-    audit.add_argument("--letters", default="abcdefghijklmnopqrstuvwxyz", help="first letters to probe")
+    audit.add_argument("--settings", type=v.csv_choices(T2T_SETTINGS, "T2T setting"), default=",".join(T2T_SETTINGS), help="comma-separated T2T settings")
+    audit.add_argument("--runs", type=v.int_range(1, v.MAX_RUNS), default=DEFAULT_RUNS, help="completions per descriptor x setting x letter (paper: 10)")
+    audit.add_argument("--letters", type=v.letters, default="abcdefghijklmnopqrstuvwxyz", help="first letters to probe")
     audit.add_argument("--descriptor-source", default="biasdora", choices=["biasdora", "crows_pairs"], help="curated paper list or descriptors extracted from CrowS-Pairs")
     audit.add_argument("--descriptors", default="", help="comma-separated descriptor subset (normalised keys, e.g. 'alcoholic person,child')")
-    audit.add_argument("--per-dimension", type=int, default=DEFAULT_PER_DIMENSION, help="descriptors per bias dimension; 0 = all")
+    audit.add_argument("--per-dimension", type=v.int_range(0, v.MAX_PER_DIMENSION, " (0 = all)"), default=DEFAULT_PER_DIMENSION, help="descriptors per bias dimension; 0 = all")
     audit.add_argument("--prompt-style", default=None, choices=["chat", "completion"], help="default: the model's (completion for small local models)")
-    audit.add_argument("--batch-size", type=int, default=64, help="prompts per batch (transformers backend)")
-    audit.add_argument("--audit-id", default=None, help="override the deterministic audit id")
-    audit.add_argument("--top", type=int, default=3, help="top associations shown per bias dimension")
+    audit.add_argument("--batch-size", type=v.int_range(1, v.MAX_BATCH), default=64, help="prompts per batch (transformers backend)")
+    audit.add_argument("--audit-id", type=v.audit_id, default=None, help="override the deterministic audit id (must be new, or an audit of the same model, version, backend, config and selection)")
+    audit.add_argument("--top", type=v.int_range(0, v.MAX_TOP), default=3, help="top associations shown per bias dimension")
+    audit.add_argument("--api-timeout", type=v.float_range(0, 3600, lo_open=True), default=60.0, help="seconds per API request (backend openai); a timed-out request is not re-sent, the next run retries it")
+    audit.add_argument("--api-concurrency", type=v.int_range(1, 256), default=4, help="API requests in flight at once (backend openai)")
+    audit.add_argument("--api-max-retries", type=v.int_range(0, 20), default=4, help="retries per API request on connection errors, 429 and 5xx (backend openai)")
+    audit.add_argument("--max-error-share", type=v.float_range(0, 1), default=0.1, help="the audit ends failed (exit 1) when more than this share of its calls failed; failed rows are retried by the next run")
     audit.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     audit.add_argument("--verbose", "-v", action="store_true", help="show dbt's output (default: $DORA_HOME/logs/last_audit_dbt.log)")
     audit.add_argument(
@@ -109,11 +114,11 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Run read-only SQL (SELECT/WITH/SHOW/DESCRIBE/EXPLAIN) on $DORA_HOME/warehouse.duckdb. "
         "Public relations: stg_t2t_completions, fct_associations.",
     )
-    query.add_argument("sql", help="the SQL to run")
+    query.add_argument("sql", help="the SQL to run (the connection is read-only and can read nothing but the warehouse)")
     query.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
 
     ui = sub.add_parser("ui", help="start the Dagster UI (dagster dev) on this DORA_HOME")
-    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--port", type=v.int_range(1, 65535), default=3000)
     ui.add_argument("--host", default="127.0.0.1")
 
     report = sub.add_parser(
@@ -127,7 +132,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the warehouse)")
     report.add_argument("--out", default=None, help="output folder (default: $DORA_HOME/reports/<audit or 'all'>)")
-    report.add_argument("--top", type=int, default=15, help="rows of the most toxic / highest-rated tables")
+    report.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=15, help="rows of the most toxic / highest-rated tables")
 
     models = sub.add_parser("models", help="the audit registry: registered targets and their last audit")
     models_sub = models.add_subparsers(dest="models_command", required=True)
@@ -151,14 +156,16 @@ def _build_parser() -> argparse.ArgumentParser:
     diff.add_argument("target", help="registry target name (ad-hoc audits: the model id)")
     diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
-    diff.add_argument("--top", type=int, default=5, help="changes shown per bias dimension")
+    diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="changes shown per bias dimension")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
     return parser
 
 
 def _add_vision_arguments(audit: argparse.ArgumentParser) -> None:
     """The T2I / I2T flags of ``dora audit`` (run config of orchestration/defs/vision/)."""
-    from orchestration.defs.config import DEFAULT_IMAGES_PER_DESCRIPTOR
+    from models_inference.prompts import I2T_SETTINGS, T2I_SETTINGS
+    from orchestration import cli_validation as val
+    from orchestration.defaults import DEFAULT_IMAGES_PER_DESCRIPTOR
 
     v = audit.add_argument_group(
         "T2I / I2T probes",
@@ -169,18 +176,18 @@ def _add_vision_arguments(audit: argparse.ArgumentParser) -> None:
     v.add_argument("--t2i-model", default=None, help="diffusers folder or hub id (paper: Stable Diffusion), or an OpenAI Images model (dall-e-3)")
     v.add_argument("--t2i-base-url", default=None, help="OpenAI-compatible endpoint for --t2i-backend openai")
     v.add_argument("--t2i-vae", default=None, help="swap the pipeline's VAE (paper: stabilityai/sd-vae-ft-mse)")
-    v.add_argument("--t2i-steps", type=int, default=20, help="diffusion steps (DPM-Solver multistep; paper: 20)")
-    v.add_argument("--t2i-size", default="1024x1024", help="OpenAI image size (paper: 1024x1024)")
+    v.add_argument("--t2i-steps", type=val.int_range(1, 1000), default=20, help="diffusion steps (DPM-Solver multistep; paper: 20)")
+    v.add_argument("--t2i-size", type=val.image_size, default="1024x1024", help="OpenAI image size (paper: 1024x1024)")
     v.add_argument("--t2i-quality", default="standard", help="OpenAI image quality (paper: standard)")
     v.add_argument("--t2i-styles", default="vivid,natural", help="OpenAI styles, alternated over a descriptor's images (paper: vivid,natural)")
-    v.add_argument("--t2i-settings", default="singular,plural", help="T2I settings")
-    v.add_argument("--images-per-descriptor", type=int, default=DEFAULT_IMAGES_PER_DESCRIPTOR, help="images per descriptor and setting (paper: 10)")
-    v.add_argument("--image-audit-id", default=None, help="describe the images of this earlier T2I audit instead of this run's")
+    v.add_argument("--t2i-settings", type=val.csv_choices(T2I_SETTINGS, "T2I setting"), default="singular,plural", help="T2I settings")
+    v.add_argument("--images-per-descriptor", type=val.int_range(1, val.MAX_IMAGES), default=DEFAULT_IMAGES_PER_DESCRIPTOR, help="images per descriptor and setting (paper: 10)")
+    v.add_argument("--image-audit-id", type=val.audit_id, default=None, help="describe the images of this earlier T2I audit instead of this run's")
     v.add_argument("--i2t-backend", default="transformers", choices=["transformers", "openai"], help="image-to-text backend")
     v.add_argument("--i2t-model", default=None, help="transformers image-text-to-text folder or hub id (paper: LLaVA), or an OpenAI vision model (gpt-4o)")
     v.add_argument("--i2t-base-url", default=None, help="OpenAI-compatible endpoint for --i2t-backend openai")
-    v.add_argument("--i2t-settings", default="comprehensive,subjective,stereotypical,implicit,lexical", help="description prompts (objective: straightforward, moderate, comprehensive; subjective: subjective, stereotypical, implicit, lexical)")
-    v.add_argument("--i2t-max-new-tokens", type=int, default=200, help="description length budget in tokens (paper: 200)")
+    v.add_argument("--i2t-settings", type=val.csv_choices(I2T_SETTINGS, "I2T setting"), default="comprehensive,subjective,stereotypical,implicit,lexical", help="description prompts (objective: straightforward, moderate, comprehensive; subjective: subjective, stereotypical, implicit, lexical)")
+    v.add_argument("--i2t-max-new-tokens", type=val.int_range(1, val.MAX_TOKENS), default=200, help="description length budget in tokens (paper: 200)")
 
 
 def _vision_config(args) -> dict:
@@ -245,7 +252,9 @@ def _add_scoring_arguments(audit: argparse.ArgumentParser) -> None:
     s.add_argument("--judge-backend", default="transformers", choices=["transformers", "openai", "none"], help="LLM judge backend ('none' skips the judge)")
     s.add_argument("--judge-model", default=None, help="judge model (default: smollm2-135m for transformers, gpt-4o for openai)")
     s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored)")
-    s.add_argument("--judge-repeats", type=int, default=1, help="judgements per association (k); every repeat is kept")
+    from orchestration import cli_validation as val
+
+    s.add_argument("--judge-repeats", type=val.int_range(1, val.MAX_REPEATS), default=1, help="judgements per association (k); every repeat is kept")
     s.add_argument("--judge-answer", default=None, choices=["free", "constrained"], help="free answer parsed (paper) or first token constrained to 1-5 (local models; their default)")
 
 
@@ -350,6 +359,10 @@ def cmd_audit(args) -> int:
         "batch_size": args.batch_size,
         "audit_id": args.audit_id,
         "progress": not args.no_progress,
+        "api_timeout": args.api_timeout,
+        "api_concurrency": args.api_concurrency,
+        "api_max_retries": args.api_max_retries,
+        "max_error_share": args.max_error_share,
     }
     run_config = {
         "ops": {
@@ -375,7 +388,13 @@ def cmd_audit(args) -> int:
         print(f"dora: auditing {args.model} ({args.backend}); DORA_HOME={home}", file=sys.stderr)
     if args.rebuild:
         from ingestion.build_state import forget
+        from ingestion.landing import set_aside_corrupt_warehouse, warehouse_problem
         from orchestration.defs.dbt.assets import DBT_STEPS
+
+        problem = warehouse_problem()
+        aside = set_aside_corrupt_warehouse()
+        if aside:  # the landing zone is the source of truth: the build below recreates it
+            print(f"dora: the warehouse was corrupt ({problem}): moved to {aside}; rebuilding it from landing", file=sys.stderr)
 
         for step in ("crows_pairs", "descriptors", *DBT_STEPS):
             forget(step)
@@ -396,7 +415,12 @@ def cmd_audit(args) -> int:
     if not result.success:
         for event in result.all_events:
             if event.is_step_failure and event.step_failure_data:  # (a RUN_FAILURE has no step data)
-                print(f"dora: step {event.step_key} failed:\n{event.step_failure_data.error.to_string()}", file=sys.stderr)
+                error = event.step_failure_data.error
+                known = user_error_message(error)  # a DoraError: its one line, no traceback
+                if known:
+                    print(f"dora audit: {known}", file=sys.stderr)
+                else:
+                    print(f"dora: step {event.step_key} failed:\n{error.to_string()}", file=sys.stderr)
         print(f"dora: audit failed (Dagster run {result.run_id}); dbt log: {log_path}; run logs: `dora ui`", file=sys.stderr)
         return 1
     audit_id = None
@@ -410,6 +434,35 @@ def cmd_audit(args) -> int:
     if vision:
         print(vision, file=sys.stderr)
     return 0
+
+
+def user_error_message(error) -> str | None:
+    """The message of the first :class:`~ingestion.errors.DoraError` in a Dagster
+    ``SerializableErrorInfo`` chain (the step's error, its causes and contexts), or ``None``."""
+    names = _dora_error_names()
+    seen = 0
+    while error is not None and seen < 10:
+        if error.cls_name in names:
+            message = error.message.strip()
+            prefix = f"{error.cls_name}: "
+            message = message[len(prefix):] if message.startswith(prefix) else message
+            return " ".join(message.split("\n")[:1]) if "\n  - " not in message else message
+        error = error.cause or getattr(error, "context", None)
+        seen += 1
+    return None
+
+
+def _dora_error_names() -> set[str]:
+    import ingestion.errors
+    import models_inference.text_backends  # noqa: F401 - registers its DoraError subclasses
+    from ingestion import registry  # noqa: F401
+
+    names, todo = set(), [ingestion.errors.DoraError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
 
 
 def cmd_query(args) -> int:
@@ -444,7 +497,34 @@ def cmd_ui(args) -> int:
 
     cmd = [sys.executable, "-m", "dagster", "dev", "-m", "orchestration.definitions", "-h", args.host, "-p", str(args.port)]
     print(f"dora: starting the Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})", file=sys.stderr)
-    return subprocess.call(cmd)
+    return _run_forwarding_signals(cmd)
+
+
+def _run_forwarding_signals(cmd: list[str]) -> int:
+    """Run ``cmd`` in its own process group; SIGTERM / SIGINT / SIGHUP to this process are
+    forwarded to the whole group (``dagster dev`` and its webserver and daemon), so stopping
+    ``dora ui`` never orphans them (issue 17)."""
+    import signal
+    import subprocess
+
+    child = subprocess.Popen(cmd, start_new_session=True)
+
+    def forward(signum, _frame):
+        try:
+            os.killpg(child.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:  # a handler race: forward and keep waiting
+                forward(signal.SIGINT, None)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def cmd_models(args) -> int:
@@ -491,9 +571,57 @@ def cmd_report(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
+    """Parse and validate the flags (argparse level: one line, exit 2), run the command.
+
+    Errors with a known cause are one line (``dora <command>: <cause and fix>``), never a
+    traceback (issue 17): a :class:`~ingestion.errors.DoraError` (exit 2), an unusable
+    ``DORA_HOME`` or output path (exit 2), Ctrl-C (exit 130: what landed is kept, a re-run
+    resumes), a closed pipe (``dora query ... | head``: exit 0 quietly).
+    """
+    from orchestration.cli_validation import check_args
+
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    check_args(parser, args)
     handler = {"audit": cmd_audit, "report": cmd_report, "query": cmd_query, "ui": cmd_ui, "models": cmd_models, "diff": cmd_diff}[args.command]
-    return handler(args)
+    name = f"dora {args.command}"
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print(f"\n{name}: interrupted; everything that landed is kept: run the same command again to resume", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader (head, less) went away: not an error
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # noqa: BLE001 - known causes become one line, the rest re-raised
+        line = _one_line_error(exc)
+        if line is None:
+            raise
+        print(f"{name}: {line}", file=sys.stderr)
+        return 2
+
+
+def _one_line_error(exc: BaseException) -> str | None:
+    """The one-line message of an error with a known cause (see :func:`main`), else ``None``."""
+    from ingestion.errors import DoraError
+
+    if isinstance(exc, DoraError):
+        return str(exc)
+    if isinstance(exc, UnicodeError):
+        return f"invalid text (not UTF-8): {exc.reason}; pass UTF-8 text"
+    if isinstance(exc, OSError) and exc.filename is not None:
+        home = os.environ.get("DORA_HOME", "data")
+        fix = "point DORA_HOME at a writable folder" if str(exc.filename).startswith(str(Path(home).expanduser())) else "check the path"
+        return f"{exc.filename}: {exc.strerror or exc} ({fix})"
+    try:
+        import duckdb
+    except ImportError:  # pragma: no cover
+        return None
+    if isinstance(exc, duckdb.Error) and "lock" in str(exc).lower():
+        return f"the warehouse is busy (another process is writing it): try again in a few seconds ({str(exc).splitlines()[0]})"
+    return None
 
 
 if __name__ == "__main__":

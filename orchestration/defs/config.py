@@ -9,9 +9,7 @@ import dagster as dg
 from models_inference.prompts import T2T_SETTINGS
 from models_inference.prompts import DEFAULT_I2T_SETTINGS, T2I_SETTINGS  # vision (VisionConfig)
 
-#: Descriptors per bias dimension in the default (quick) audit; 0 means all of them.
-DEFAULT_PER_DIMENSION = 2
-DEFAULT_RUNS = 4
+from orchestration.defaults import DEFAULT_IMAGES_PER_DESCRIPTOR, DEFAULT_PER_DIMENSION, DEFAULT_RUNS  # noqa: E402,F401
 
 
 class AuditConfig(dg.Config):
@@ -38,14 +36,17 @@ class AuditConfig(dg.Config):
     progress: bool = True
     temperature: float = 0.7
     top_p: float = 0.95
+    # (issue 17) API client limits and the failed-call share above which the audit ends failed
+    api_timeout: float = 60.0
+    api_concurrency: int = 4
+    api_max_retries: int = 4
+    max_error_share: float = 0.1
     # Partitioned runs (one partition per registry target x model version, see
     # orchestration/defs/audits/): the registry file to read the target from
     # (default: $DORA_REGISTRY or registry.yaml); the target's settings replace the fields above.
     registry: Optional[str] = None
 
 
-#: Images per descriptor and T2I setting in the default (quick) vision audit (paper: 10).
-DEFAULT_IMAGES_PER_DESCRIPTOR = 4
 
 
 class VisionConfig(dg.Config):
