@@ -80,7 +80,16 @@ class CircuitBreaker:
 
 
 class CircuitOpenError(RuntimeError):
-    """Raised instead of calling a server that failed too many calls in a row."""
+    """Raised instead of calling a server that failed too many calls in a row.
+
+    Attributes:
+        last_error: the last failure that counted (its text is the row's error text, so the
+            failed audit's message groups the calls not sent with the ones that failed).
+    """
+
+    def __init__(self, message: str, last_error: BaseException | None):
+        super().__init__(message)
+        self.last_error = last_error
 
 
 def call_with_retries(
@@ -98,7 +107,8 @@ def call_with_retries(
     if breaker is not None and breaker.open:
         raise CircuitOpenError(
             f"not sent: the server failed {breaker.failures} calls in a row "
-            f"(last: {type(breaker.last_error).__name__}: {breaker.last_error})"
+            f"(last: {type(breaker.last_error).__name__}: {breaker.last_error})",
+            breaker.last_error,
         )
     attempt = 0
     while True:

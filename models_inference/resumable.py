@@ -190,9 +190,12 @@ def check_audit_identity(audit: AuditInfo, identity: Mapping | None) -> None:
             stored = json.loads(event["config_json"] or "{}").get("identity")
         except ValueError:
             stored = None
-        if stored is not None and identity is not None:
-            theirs["identity"], ours["identity"] = stored, json.loads(json.dumps(dict(identity), default=str))
-        diff = sorted(k for k in ours if theirs.get(k) != ours[k])
+        if isinstance(stored, dict) and identity is not None:
+            mine = json.loads(json.dumps(dict(identity), default=str))
+            for k in sorted(set(stored) | set(mine)):
+                if k not in ("model", "version"):  # = model_id / model_version, compared above
+                    theirs[k], ours[k] = stored.get(k), mine.get(k)
+        diff = [k for k in ours if theirs.get(k) != ours[k]]
         if diff:
             detail = ", ".join(f"{k}: {_short(theirs.get(k))} vs {_short(ours[k])}" for k in diff)
             raise AuditIdentityError(
@@ -208,14 +211,16 @@ def _short(value) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def failure_message(summary: "ResumableSummary", errors: Counter, total: int) -> str:
-    """``"412 of 468 calls failed: <most common error>"`` (one line)."""
+def failure_message(summary: "ResumableSummary", errors: Counter, total: int, untried: int = 0) -> str:
+    """``"412 of 468 calls failed: <most common error>. ..."`` (one line): the count, the cause,
+    and that the next run retries the failed rows."""
     n = sum(errors.values())
     cause = errors.most_common(1)[0][0] if errors else "unknown error"
     cause = " ".join(str(cause).split())[:300]
+    stopped = f"; stopped with {untried} more rows not tried" if untried else ""
     return (
-        f"{n} of {total} calls failed: {cause}. The failed rows landed as 'error' and the next run "
-        "retries them (fix the cause, then re-run the same command)"
+        f"{n} of {total} calls failed: {cause}{stopped}. The failed rows landed as 'error' and the next "
+        "run retries them: fix the cause, then re-run the same command"
     )
 
 
@@ -339,7 +344,8 @@ def _run_resumable(
             errors.update(str(r.get(table.error_column) if table.error_column else table.error_status) for r in failed)
             if max_error_share is not None and len(rows) >= 8 and len(failed) == len(rows):
                 # every call of a whole shard failed: the rest would too; stop now
-                raise AuditFailedError(failure_message(summary, errors, summary.generated) + f" ({len(todo) - summary.generated} rows not tried)")
+                untried = len(todo) - summary.generated
+                raise AuditFailedError(failure_message(summary, errors, summary.generated, untried))
         n_errors = sum(errors.values())
         if max_error_share is not None and summary.generated and n_errors / summary.generated > max_error_share:
             raise AuditFailedError(failure_message(summary, errors, summary.generated))

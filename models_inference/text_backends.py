@@ -68,7 +68,12 @@ def api_error_text(exc: BaseException, key: str | None) -> str:
 
     A connection error also names its cause and the URL (``APIConnectionError: Connection
     error. (connection refused) at http://127.0.0.1:8080/v1/chat/completions``), so the
-    message of a failed audit says what was unreachable."""
+    message of a failed audit says what was unreachable. A call not sent because the server
+    had failed too many calls in a row (:class:`~models_inference.api_retry.CircuitOpenError`)
+    gets the text of that last failure."""
+    last = getattr(exc, "last_error", None)
+    if type(exc).__name__ == "CircuitOpenError" and last is not None:
+        return api_error_text(last, key)
     text = f"{type(exc).__name__}: {exc}"
     request = getattr(exc, "request", None)
     if request is not None and type(exc).__name__ in ("APIConnectionError", "APITimeoutError"):
