@@ -57,6 +57,8 @@ RATINGS: tuple[int, ...] = (1, 2, 3, 4, 5)
 # the scale and its legend echoed back ("on a scale of 1 to 5", "(1 = Not at all, ..., 5 = Extremely)")
 _LEGEND = re.compile(r"\(?\s*1\s*[=:\-]\s*not at all.*?5\s*[=:\-]\s*extremely\s*\)?", re.I | re.S)
 _SCALE = re.compile(r"(?:\bscale\s+(?:of|from)\s+)?\b1\s*(?:-|–|to)\s*5\b", re.I)
+#: (issue 17) an echoed scale cut short ("on a scale of 1 to", "between 1 and"): no rating in it
+_SCALE_CUT = re.compile(r"\b(?:scale\s+(?:of|from)|between|from)\s+1\b(?:\s*(?:-|–|to|and)\b)?|\b1\s*(?:-|–|to)\s*$", re.I)
 _OUT_OF = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:/|out\s+of)\s*5\b", re.I)
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w]|\.\d)")
 _WORDS = {"not at all": 1, "slightly": 2, "moderately": 3, "highly": 4, "extremely": 5}
@@ -92,7 +94,7 @@ def parse_rating(raw: str | None) -> ParsedRating:
     text = (raw or "").strip()
     if not text:
         return ParsedRating(None, "empty")
-    text = _SCALE.sub(" ", _LEGEND.sub(" ", text))
+    text = _SCALE_CUT.sub(" ", _SCALE.sub(" ", _LEGEND.sub(" ", text)))
     numbers = [m.group(1) for m in _OUT_OF.finditer(text)] or [m.group(1) for m in _NUMBER.finditer(text)]
     if numbers:
         values = {float(n) for n in numbers}
@@ -361,7 +363,14 @@ class TransformersJudge:
         for row in range(len(texts)):
             toks = new_tokens[row].tolist()
             end = next((k for k, t in enumerate(toks) if t in stop), len(toks))
-            pos = next((k for k, t in enumerate(toks[:end]) if t in rating_ids), None)
+            # (issue 17) the rating's own token: the last one that reads as the parsed rating, not
+            # the first digit (which may belong to an echoed "scale of 1 to 5")
+            parsed = parse_rating(tok.decode(toks[:end], skip_special_tokens=True))
+            pos = None
+            if parsed.status == "ok":
+                want = str(parsed.rating)
+                pos = next((k for k in range(end - 1, -1, -1)
+                            if toks[k] in rating_ids and tok.decode([toks[k]]).strip() == want), None)
             dist = self._distribution(gen.logits[pos][row])[0] if pos is not None else None
             out.append(JudgeAnswer(raw_output=tok.decode(toks[:end], skip_special_tokens=True), distribution=dist))
         return out
@@ -407,9 +416,15 @@ class OpenAIJudge:
 
     @staticmethod
     def _distribution(choice) -> RatingDistribution | None:
+        """Rating probabilities at the token of the parsed rating (the last token reading as
+        it; issue 17: not the first digit, which may be part of an echoed scale); ``None``
+        unless the answer parses ``ok``."""
         content = getattr(getattr(choice, "logprobs", None), "content", None) or []
-        for item in content:
-            if (item.token or "").strip() in ("1", "2", "3", "4", "5"):
+        parsed = parse_rating(getattr(getattr(choice, "message", None), "content", None))
+        if parsed.status != "ok":
+            return None
+        for item in reversed(content):
+            if (item.token or "").strip() == str(parsed.rating):
                 alts = {alt.token: alt.logprob for alt in (item.top_logprobs or [])}
                 merged: dict[str, float] = {}
                 for token, lp in [*alts.items(), (item.token, item.logprob)]:
