@@ -371,7 +371,9 @@ def cmd_audit(args) -> int:
             "i2t_descriptions": {"config": _vision_config(args)},
             **_scoring_ops(args),
         },
-        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+        # (issue 17) step failures are summarised below in one line each; Dagster's own console
+        # copy of every traceback only with --verbose
+        "loggers": {"console": {"config": {"log_level": "WARNING" if args.verbose else "CRITICAL"}}},
     }
     partition = None
     if args.target:  # a registry target: its current version's partition, settings from the registry
@@ -444,8 +446,9 @@ def user_error_message(error) -> str | None:
     while error is not None and seen < 10:
         if error.cls_name in names:
             message = error.message.strip()
-            prefix = f"{error.cls_name}: "
-            message = message[len(prefix):] if message.startswith(prefix) else message
+            head, sep, rest = message.partition(": ")
+            if sep and head.split(".")[-1] == error.cls_name:  # "pkg.module.Error: text" -> "text"
+                message = rest
             return " ".join(message.split("\n")[:1]) if "\n  - " not in message else message
         error = error.cause or getattr(error, "context", None)
         seen += 1
