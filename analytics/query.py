@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 
 from ingestion.errors import DoraError
-from ingestion.landing import check_warehouse, warehouse_path
+from ingestion.landing import check_warehouse, dbt_home, dora_home, warehouse_path
 
 _READ_TYPES = {"SELECT", "EXPLAIN"}
 # EXPLAIN ANALYZE executes the statement it explains ("explain analyze copy t to 'f.csv'"
@@ -133,7 +133,10 @@ def lock_down(con: duckdb.DuckDBPyConnection, landing: Path) -> None:
     """
     con.execute("set autoinstall_known_extensions = false")
     con.execute("set autoload_known_extensions = false")
-    con.execute("set allowed_directories = ?", [[str(landing) + "/"]])
+    allowed = [str(landing) + "/"]
+    if landing.parent == dora_home():  # the views of an odd home read it through its alias
+        allowed.append(str(dbt_home() / "landing") + "/")
+    con.execute("set allowed_directories = ?", [allowed])
     con.execute("set enable_external_access = false")
     con.execute("set lock_configuration = true")
 

@@ -58,6 +58,11 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
         agg = run_query(f"select * from agg_bias_by_dimension {_where(audit_id)} order by audit_id, modality, setting, bias_dimension")
     except duckdb.CatalogException as exc:
         raise LookupError(f"the score marts are not built yet ({exc}); run `dora audit` first") from None
+    if audit_id is not None and not run_query(f"select 1 from dim_audits {_where(audit_id)} limit 1").rows:
+        # (issue 17) an unknown audit id wrote an empty report with exit 0
+        raise LookupError(
+            f"no audit {audit_id!r} in the warehouse; list them with: dora query \"select audit_id from dim_audits\""
+        )
     likert = run_query(
         f"""select audit_id, model_id, bias_dimension, bias_level, count(*) as n
             from fct_association_scores {_where(audit_id, 'is_significant and bias_level is not null')}

@@ -230,8 +230,22 @@ def dora_home() -> Path:
 
 
 def warehouse_path() -> Path:
-    """Path of the DuckDB warehouse file, ``$DORA_HOME/warehouse.duckdb``."""
-    return dora_home() / "warehouse.duckdb"
+    """Path of the DuckDB warehouse file, ``$DORA_HOME/warehouse.duckdb``.
+
+    Raises:
+        ingestion.errors.DoraError: the home's path holds ``?``: DuckDB (2.0) reads it as the
+            start of connection options, even through a symlink, and cannot open a database
+            there (its WAL lands elsewhere); issue 17.
+    """
+    path = dora_home() / "warehouse.duckdb"
+    if "?" in str(path):
+        from ingestion.errors import DoraError
+
+        raise DoraError(
+            f"DORA_HOME {path.parent} contains '?': DuckDB cannot keep a database under such a path "
+            "(it reads '?' as the start of connection options); choose a folder without '?'"
+        )
+    return path
 
 
 #: Bytes 8..11 of every DuckDB database file.
@@ -385,6 +399,35 @@ def landing_glob(table: str) -> str:
     """
     quarantine_bad_shards(table)
     return glob_escape(landing_dir(table)) + "/**/*.parquet"
+
+
+#: Characters a home may hold and still be written into dbt's profile and SQL as is.
+_PLAIN_PATH = re.compile(r"^[A-Za-z0-9 ._/+=,:@%~-]*$")
+
+
+def dbt_home() -> Path:
+    """The ``DORA_HOME`` to give dbt: the home itself when its path is plain, else a symlink to
+    it with a plain name (``<tmp>/dora-homes-<uid>/<sha256 of the path>[:16]``).
+
+    dbt-duckdb cuts the warehouse path at ``?`` and writes the catalog name into SQL unquoted
+    (an apostrophe breaks every build), and the sources' ``read_parquet`` globs would read
+    ``[`` ``*`` ``?`` as patterns: the alias keeps all of them out of dbt (issue 17). It is
+    deterministic, so the views dbt writes keep working; it is re-created when missing.
+    """
+    import hashlib
+    import tempfile
+
+    home = dora_home()
+    if _PLAIN_PATH.match(str(home)):
+        return home
+    folder = Path(tempfile.gettempdir()) / f"dora-homes-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    alias = folder / hashlib.sha256(str(home).encode()).hexdigest()[:16]
+    if not (alias.is_symlink() and Path(os.readlink(alias)) == home):
+        tmp = folder / f".{alias.name}.{uuid.uuid4().hex}"
+        tmp.symlink_to(home, target_is_directory=True)
+        os.replace(tmp, alias)
+    return alias
 
 
 class LandingSchemaWarning(UserWarning):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dagster_dbt import DbtCliResource, DbtProject
 
-from ingestion.landing import SCHEMAS, dora_home, landing_dir
+from ingestion.landing import SCHEMAS, dbt_home, landing_dir
 
 DBT_PROJECT_DIR = Path(__file__).resolve().parents[3] / "dbt_project"
 
@@ -19,7 +19,7 @@ def dbt_env() -> None:
     Also creates every landing folder (with its empty schema shard), so each dbt source's
     ``read_parquet`` glob is valid before its producer has landed anything.
     """
-    os.environ["DORA_HOME"] = str(dora_home())
+    os.environ["DORA_HOME"] = str(dbt_home())  # (issue 17) a plain-named alias of an odd home
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
     for table in SCHEMAS:
         landing_dir(table)
