@@ -61,6 +61,10 @@ def check_read_only(sql: str) -> list[str]:
         QueryRefusedError: a writing / attaching / configuration statement, or empty input.
         duckdb.ParserException: SQL that does not parse.
     """
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as exc:  # e.g. a shell argument with invalid UTF-8 bytes
+        raise QueryRefusedError(f"the SQL is not valid UTF-8 text (position {exc.start}); pass UTF-8 SQL") from None
     statements = duckdb.extract_statements(sql)
     if not statements:
         raise QueryRefusedError("no SQL statement given")

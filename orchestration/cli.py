@@ -480,7 +480,7 @@ def cmd_query(args) -> int:
         print(f"dora query: {exc}", file=sys.stderr)
         return 2
     except duckdb.Error as exc:
-        print(f"dora query: SQL error: {exc}", file=sys.stderr)
+        print(f"dora query: SQL error: {str(exc).splitlines()[0]}", file=sys.stderr)  # one line
         return 2
     return 0
 
