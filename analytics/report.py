@@ -40,6 +40,16 @@ def _rows(result: QueryResult) -> list[dict]:
     return [dict(zip(result.columns, r)) for r in result.rows]
 
 
+def _audit_known(audit_id: str) -> bool:
+    """Whether ``dim_audits`` lists ``audit_id`` (``False`` when it is not built)."""
+    import duckdb
+
+    try:
+        return bool(run_query(f"select 1 from dim_audits {_where(audit_id)} limit 1").rows)
+    except duckdb.CatalogException:
+        return False
+
+
 def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str, list[dict]]:
     """Query everything the report shows.
 
@@ -58,7 +68,7 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
         agg = run_query(f"select * from agg_bias_by_dimension {_where(audit_id)} order by audit_id, modality, setting, bias_dimension")
     except duckdb.CatalogException as exc:
         raise LookupError(f"the score marts are not built yet ({exc}); run `dora audit` first") from None
-    if audit_id is not None and not run_query(f"select 1 from dim_audits {_where(audit_id)} limit 1").rows:
+    if audit_id is not None and not agg.rows and not _audit_known(audit_id):
         # (issue 17) an unknown audit id wrote an empty report with exit 0
         raise LookupError(
             f"no audit {audit_id!r} in the warehouse; list them with: dora query \"select audit_id from dim_audits\""
