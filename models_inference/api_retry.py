@@ -1,6 +1,6 @@
 """The one retry policy of dora's OpenAI-compatible API backends (issue 17).
 
-The ``openai`` client is built with its own retries off (:func:`~models_inference.text_backends.openai_client`)
+The ``openai`` client is built with its own retries off (:func:`~models_inference.backends.openai_api.openai_client`)
 and every request of the chat, completion, judge, image and vision backends goes through
 :func:`call_with_retries`:
 

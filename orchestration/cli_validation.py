@@ -132,11 +132,67 @@ def local_model_problem(ref: str, flag: str) -> str | None:
     )
 
 
+def checks() -> dict[str, Callable[[str], object]]:
+    """Flag -> its argparse ``type`` check (used by the parser and by :func:`precheck`)."""
+    from ingestion.vocabulary import I2T_SETTINGS, T2I_SETTINGS, T2T_SETTINGS
+
+    return {
+        "--settings": csv_choices(T2T_SETTINGS, "T2T setting"),
+        "--runs": int_range(1, MAX_RUNS),
+        "--letters": letters,
+        "--per-dimension": int_range(0, MAX_PER_DIMENSION, " (0 = all)"),
+        "--batch-size": int_range(1, MAX_BATCH),
+        "--audit-id": audit_id,
+        "--api-timeout": float_range(0, 3600, lo_open=True),
+        "--api-concurrency": int_range(1, 256),
+        "--api-max-retries": int_range(0, 20),
+        "--max-error-share": float_range(0, 1),
+        "--t2i-steps": int_range(1, 1000),
+        "--t2i-size": image_size,
+        "--t2i-settings": csv_choices(T2I_SETTINGS, "T2I setting"),
+        "--images-per-descriptor": int_range(1, MAX_IMAGES),
+        "--image-audit-id": audit_id,
+        "--i2t-settings": csv_choices(I2T_SETTINGS, "I2T setting"),
+        "--i2t-max-new-tokens": int_range(1, MAX_TOKENS),
+        "--judge-repeats": int_range(1, MAX_REPEATS),
+        "--top": int_range(1, MAX_TOP),
+        "--port": int_range(1, 65535),
+    }
+
+
+def precheck(argv: Sequence[str]) -> None:
+    """Check the values of :func:`checks`' flags in ``argv`` before the full parser is built
+    (building it imports Dagster, ~1-2 s): a bad value exits 2 with argparse's one line.
+    Everything else is left to the parser."""
+    import sys
+
+    if not argv:
+        return
+    command = argv[0] if not argv[0].startswith("-") else ""
+    table = checks()
+    if command == "audit":  # `dora audit --top 0` shows no associations: allowed there
+        table["--top"] = int_range(0, MAX_TOP)
+    items = list(argv)
+    for i, item in enumerate(items):
+        flag, eq, value = item.partition("=")
+        if flag not in table:
+            continue
+        if not eq:
+            if i + 1 >= len(items):
+                continue  # argparse reports the missing value
+            value = items[i + 1]
+        try:
+            table[flag](value)
+        except argparse.ArgumentTypeError as exc:
+            print(f"usage: dora {command} ...\ndora {command}: error: argument {flag}: {exc}".replace("dora : ", "dora: "), file=sys.stderr)
+            raise SystemExit(2) from None
+
+
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Cross-flag checks after parsing; calls ``parser.error`` (exit 2, one line) on the first problem."""
     command = getattr(args, "command", None)
     if command == "audit":
-        from models_inference.text_backends import DEFAULT_MODEL
+        from ingestion.vocabulary import DEFAULT_MODEL
 
         if args.backend == "transformers" and args.model != DEFAULT_MODEL and not args.target:
             problem = local_model_problem(args.model, "--model")
@@ -164,5 +220,5 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
 
 __all__ = [
-    "audit_id", "check_args", "csv_choices", "float_range", "image_size", "int_range", "letters", "local_model_problem",
+    "audit_id", "check_args", "checks", "csv_choices", "precheck", "float_range", "image_size", "int_range", "letters", "local_model_problem",
 ]

@@ -4,6 +4,7 @@ re-exports them."""
 
 #: Descriptors per bias dimension in the default (quick) audit; 0 means all of them.
 DEFAULT_PER_DIMENSION = 2
+#: Completions per descriptor x setting x letter in the default (quick) audit (paper: 10).
 DEFAULT_RUNS = 4
 #: Images per descriptor and T2I setting in the default (quick) vision audit (paper: 10).
 DEFAULT_IMAGES_PER_DESCRIPTOR = 4

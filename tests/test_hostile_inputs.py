@@ -269,7 +269,7 @@ def _bad_shard(h: Path, kind: str) -> Path:
 @pytest.mark.parametrize("kind", ["run_as_string", "extra_column", "not_parquet"])
 def test_bad_shard_is_quarantined_and_good_rows_stay(home, kind):
     from models_inference.resumable import landed_keys
-    from models_inference.t2t import T2T_TABLE
+    from models_inference.probes.biasdora.t2t import T2T_TABLE
 
     path = _bad_shard(home, kind)
     with warnings.catch_warnings(record=True) as caught:
@@ -293,7 +293,7 @@ PARSE_CASES = [
 
 @pytest.mark.parametrize("name,style,raw,letter,status", PARSE_CASES, ids=[c[0] for c in PARSE_CASES])
 def test_junk_answer_status(name, style, raw, letter, status):
-    from models_inference.parsing import parse_answer
+    from models_inference.probes.biasdora.parsing import parse_answer
 
     assert parse_answer(raw, letter, "singular", style).status == status
 
@@ -307,13 +307,14 @@ JUDGE_CASES = [
 
 @pytest.mark.parametrize("name,raw,rating,status", JUDGE_CASES, ids=[c[0] for c in JUDGE_CASES])
 def test_junk_judge_answer(name, raw, rating, status):
-    from models_inference.judge import parse_rating
+    from models_inference.scoring.ratings import parse_rating
 
     assert parse_rating(raw) == (rating, status) or (parse_rating(raw).rating, parse_rating(raw).status) == (rating, status)
 
 
 def test_judge_distribution_skips_the_echoed_scale(dora_home, monkeypatch):
-    from models_inference.judge import JudgeRequest, JudgeSampling, OpenAIJudge
+    from models_inference.backends.text import OpenAIChatBackend
+    from models_inference.scoring.judge import Judge, JudgeRequest, JudgeSampling
 
     def tok(t, alts):
         return {"token": t, "logprob": math.log(dict(alts).get(t, 0.2)), "bytes": list(t.encode()),
@@ -321,9 +322,11 @@ def test_judge_distribution_skips_the_echoed_scale(dora_home, monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
+        words = [tok(w, [(w, 1.0)]) for w in ("On", " a", " scale", " of")]
         server.chat_reply = lambda req: {"content": "On a scale of 1 to 5: 4", "logprobs": [
-            tok("1", [("1", 0.9), ("2", 0.1)]), tok("5", [("5", 0.9), ("4", 0.1)]), tok("4", [("4", 0.7), ("3", 0.3)])]}
-        judge = OpenAIJudge("gpt-4o", base_url=server.base_url, concurrency=1)
+            *words, tok(" 1", [(" 1", 0.9), (" 2", 0.1)]), tok(" to", [(" to", 1.0)]), tok(" 5", [(" 5", 0.9), (" 4", 0.1)]),
+            tok(":", [(":", 1.0)]), tok(" 4", [(" 4", 0.7), (" 3", 0.3)])]}
+        judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, concurrency=1))
         answer = judge.judge([JudgeRequest("child", "brave", 1)], JudgeSampling())[0]
     assert answer.distribution is not None and answer.distribution.probs[3] == pytest.approx(0.7)
 
@@ -331,8 +334,8 @@ def test_judge_distribution_skips_the_echoed_scale(dora_home, monkeypatch):
 # --------------------------------------------------------------------------- malformed servers
 @pytest.mark.parametrize("kind", ["no_choices", "not_json"])
 def test_malformed_reply_lands_with_the_rest_of_the_chunk(dora_home, monkeypatch, kind):
-    from models_inference.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
-    from models_inference.text_backends import OpenAIChatBackend
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
+    from models_inference.backends.text import OpenAIChatBackend
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
@@ -348,8 +351,8 @@ def test_malformed_reply_lands_with_the_rest_of_the_chunk(dora_home, monkeypatch
 
 
 def test_completion_style_on_chat_only_server(dora_home, monkeypatch):
-    from models_inference.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
-    from models_inference.text_backends import CompletionsUnsupportedError, OpenAIChatBackend
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
+    from models_inference.backends.text import CompletionsUnsupportedError, OpenAIChatBackend
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
@@ -361,8 +364,8 @@ def test_completion_style_on_chat_only_server(dora_home, monkeypatch):
 
 
 def test_version_prefix_collision_gets_two_audits():
-    from models_inference.t2t import T2TProbeConfig, audit_id_for
-    from models_inference.text_backends import OpenAIChatBackend
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, audit_id_for
+    from models_inference.backends.text import OpenAIChatBackend
 
     a = OpenAIChatBackend("m", model_version="release-2025-01-candidate-a")
     b = OpenAIChatBackend("m", model_version="release-2025-01-candidate-b")
