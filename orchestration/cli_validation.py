@@ -186,6 +186,34 @@ def precheck(argv: Sequence[str]) -> None:
         except argparse.ArgumentTypeError as exc:
             print(f"usage: dora {command} ...\ndora {command}: error: argument {flag}: {exc}".replace("dora : ", "dora: "), file=sys.stderr)
             raise SystemExit(2) from None
+    if command == "audit":  # the model paths too (check_args repeats this after the full parse)
+        given = {}
+        for i, item in enumerate(items):
+            flag, eq, value = item.partition("=")
+            if flag.startswith("--"):
+                given[flag] = value if eq else (items[i + 1] if i + 1 < len(items) else "")
+        problem = _model_problems(given)
+        if problem:
+            print(f"usage: dora audit ...\ndora audit: error: {problem}", file=sys.stderr)
+            raise SystemExit(2)
+
+
+def _model_problems(given: dict[str, str]) -> str | None:
+    """The first local model named in ``given`` (flag -> value) that cannot be found."""
+    from ingestion.vocabulary import DEFAULT_MODEL
+
+    pairs = [("--model", "--backend", "transformers"), ("--t2i-model", "--t2i-backend", "diffusers"),
+             ("--i2t-model", "--i2t-backend", "transformers"), ("--judge-model", "--judge-backend", "transformers")]
+    for model_flag, backend_flag, local in pairs:
+        ref = given.get(model_flag)
+        if not ref or ref == DEFAULT_MODEL or given.get(backend_flag, local) != local:
+            continue
+        if model_flag == "--model" and "--target" in given:
+            continue
+        problem = local_model_problem(ref, model_flag)
+        if problem:
+            return problem
+    return None
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
