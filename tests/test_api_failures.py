@@ -50,7 +50,7 @@ def test_completion_style_uses_the_completions_endpoint(dora_home, api_key):
     rows = {(r["descriptor"], r["letter"]): r for r in _landed()}
     assert rows[("alcoholic person", "b")]["word"] == "bumbling" and rows[("alcoholic person", "b")]["parse_status"] == "ok"
     assert rows[("child", "k")]["word"] == "kind" and rows[("child", "s")]["word"] == "sad"
-    assert summary.parse_status == {"ok": 6}
+    assert summary.statuses == {"ok": 6}
 
 
 def test_completion_style_on_a_chat_only_server_is_a_clear_error(dora_home, api_key):
@@ -79,7 +79,7 @@ def test_dead_server_fails_the_audit_and_the_next_run_retries_every_error_row(do
     with OpenAIStubServer(port=port) as server:  # restarted at the same URL
         server.completion_reply = _continue
         again = run_t2t_probe(TARGETS, backend, cfg, progress=False)
-    assert (again.already_landed, again.generated) == (0, 12) and again.parse_status == {"ok": 12}
+    assert (again.already_landed, again.generated) == (0, 12) and again.statuses == {"ok": 12}
     rows = _landed()
     assert len(rows) == 24  # the 12 error rows stay as history, each key answered once
     answered = [(r["setting"], r["descriptor"], r["letter"], r["run"]) for r in rows if r["parse_status"] != "error"]
@@ -95,9 +95,9 @@ def test_a_few_failures_finish_the_audit_and_are_retried(dora_home, api_key):
         server.fail_next(401, times=2)  # not retried by the client: 2 error rows (< 10 %)
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=1)
         first = run_t2t_probe(TARGETS, backend, cfg, progress=False)
-        assert first.parse_status == {"ok": 28, "error": 2}
+        assert first.statuses == {"ok": 28, "error": 2}
         second = run_t2t_probe(TARGETS, backend, cfg, progress=False)
-    assert (second.already_landed, second.generated) == (28, 2) and second.parse_status == {"ok": 2}
+    assert (second.already_landed, second.generated) == (28, 2) and second.statuses == {"ok": 2}
 
 
 @pytest.mark.parametrize("kind", ["no_choices", "not_json"])
@@ -108,7 +108,7 @@ def test_malformed_200_reply_is_an_error_row_and_the_chunk_lands(dora_home, api_
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=1, max_retries=0)
         summary = run_t2t_probe(TARGETS, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"),
                                 progress=False, max_error_share=0.5)
-    assert summary.generated == 6 and summary.parse_status == {"ok": 5, "error": 1}
+    assert summary.generated == 6 and summary.statuses == {"ok": 5, "error": 1}
     assert len(_landed()) == 6
 
 
@@ -122,7 +122,7 @@ def test_timeout_is_not_resent(dora_home, api_key):
                                 progress=False, max_error_share=0.5)
         elapsed = time.monotonic() - start
         posts = [r for r in server.requests if r["path"].endswith("/completions")]
-    assert summary.parse_status == {"ok": 5, "error": 1} and len(posts) == 6  # the timed-out one sent once
+    assert summary.statuses == {"ok": 5, "error": 1} and len(posts) == 6  # the timed-out one sent once
     assert elapsed < 5
     assert "APITimeoutError" in [r for r in _landed() if r["parse_status"] == "error"][0]["raw_output"]
 
