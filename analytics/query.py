@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import re
 import time
@@ -21,7 +22,8 @@ from typing import Mapping, Sequence
 
 import duckdb
 
-from ingestion.landing import select_sql, warehouse_path
+from ingestion.errors import DoraError
+from ingestion.landing import check_warehouse, dbt_home, dora_home, select_sql, warehouse_path
 
 _READ_TYPES = {"SELECT", "EXPLAIN"}
 # EXPLAIN ANALYZE executes the statement it explains ("explain analyze copy t to 'f.csv'"
@@ -30,15 +32,15 @@ _EXPLAIN_PREFIX = re.compile(r"^\s*explain\s*(\([^)]*\))?\s*(analy[sz]e\b)?", re
 _READ_PRAGMAS = ("show", "table_info", "database_size", "show_tables", "storage_info")
 
 
-class QueryRefusedError(ValueError):
+class QueryRefusedError(DoraError, ValueError):
     """The SQL would modify the warehouse or its connection; nothing was run."""
 
 
-class WarehouseBusyError(RuntimeError):
+class WarehouseBusyError(DoraError, RuntimeError):
     """Another process holds the warehouse's write lock (an audit is building)."""
 
 
-class WarehouseMissingError(FileNotFoundError):
+class WarehouseMissingError(DoraError, FileNotFoundError):
     """No warehouse yet: run ``dora audit`` first."""
 
 
@@ -60,6 +62,10 @@ def check_read_only(sql: str) -> list[str]:
         QueryRefusedError: a writing / attaching / configuration statement, or empty input.
         duckdb.ParserException: SQL that does not parse.
     """
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as exc:  # e.g. a shell argument with invalid UTF-8 bytes
+        raise QueryRefusedError(f"the SQL is not valid UTF-8 text (position {exc.start}); pass UTF-8 SQL") from None
     statements = duckdb.extract_statements(sql)
     if not statements:
         raise QueryRefusedError("no SQL statement given")
@@ -102,6 +108,7 @@ def connect_read_only(path: Path | None = None, *, wait_seconds: float | None = 
     path = path or warehouse_path()
     if not path.exists():
         raise WarehouseMissingError(f"no warehouse at {path}: run `dora audit` first (or set DORA_HOME)")
+    check_warehouse(path)  # a corrupt file: say how to recover instead of a DuckDB traceback
     if wait_seconds is None:
         wait_seconds = float(os.environ.get(WAIT_ENV) or 10.0)
     deadline = time.monotonic() + wait_seconds
@@ -121,6 +128,24 @@ def connect_read_only(path: Path | None = None, *, wait_seconds: float | None = 
             delay = min(delay * 2, 1.0)
 
 
+def lock_down(con: duckdb.DuckDBPyConnection, landing: Path) -> None:
+    """Confine a read-only warehouse connection to the warehouse (issue 17).
+
+    External access is disabled except for the landing folder (the staging views read its
+    Parquet shards), extensions are neither auto-installed nor auto-loaded, and the
+    configuration is locked, so a ``select`` cannot call ``read_text('/etc/shadow')``, read
+    ``/proc/self/environ`` (API keys), fetch a URL, install an extension or undo any of this.
+    """
+    con.execute("set autoinstall_known_extensions = false")
+    con.execute("set autoload_known_extensions = false")
+    allowed = [str(landing) + "/"]
+    if landing.parent == dora_home():  # the views of an odd home read it through its alias
+        allowed.append(str(dbt_home() / "landing") + "/")
+    con.execute("set allowed_directories = ?", [allowed])
+    con.execute("set enable_external_access = false")
+    con.execute("set lock_configuration = true")
+
+
 def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0, params: Sequence | None = None) -> QueryResult:
     """Run read-only SQL on the warehouse; the last statement's rows are returned.
 
@@ -136,6 +161,7 @@ def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0,
         raise ValueError("parameters need exactly one statement")
     con = connect_read_only(path, wait_seconds=wait_seconds)
     try:
+        lock_down(con, (path or warehouse_path()).parent / "landing")
         cur = None
         for st in statements:
             cur = con.execute(st, params) if params is not None else con.execute(st)
@@ -144,6 +170,13 @@ def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0,
         return QueryResult(columns, rows)
     finally:
         con.close()
+
+
+def _json_value(value):
+    """``None`` for a non-finite float (NaN, +-Infinity), else ``value``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -186,8 +219,9 @@ def read_relation(
 
 def format_result(result: QueryResult, fmt: str = "table") -> str:
     """Render a :class:`QueryResult` as ``table`` (tabulate), ``csv`` or ``json`` (records)."""
-    if fmt == "json":
-        return json.dumps([dict(zip(result.columns, r)) for r in result.rows], default=str, indent=1)
+    if fmt == "json":  # NaN / Infinity are not JSON: they become null (issue 17)
+        rows = [dict(zip(result.columns, map(_json_value, r))) for r in result.rows]
+        return json.dumps(rows, default=str, indent=1, allow_nan=False)
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf)

@@ -35,6 +35,16 @@ def _rows(result: QueryResult) -> list[dict]:
     return [dict(zip(result.columns, r)) for r in result.rows]
 
 
+def _audit_known(audit_id: str) -> bool:
+    """Whether ``dim_audits`` lists ``audit_id`` (``False`` when it is not built)."""
+    import duckdb
+
+    try:
+        return bool(run_query("select 1 from dim_audits where audit_id = ? limit 1", params=[audit_id]).rows)
+    except duckdb.CatalogException:
+        return False
+
+
 #: Columns of the most-toxic / highest-rated tables (rounded for display).
 _TOP_COLUMNS = """audit_id, model_id, setting, bias_dimension, descriptor, word, association_text,
     sentiment_label, round(sentiment_score, 3) as sentiment_score, round(toxicity, 3) as toxicity,
@@ -68,6 +78,11 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
                             order_by=["audit_id", "modality", "setting", "bias_dimension"])
     except duckdb.CatalogException as exc:
         raise LookupError(f"the score marts are not built yet ({exc}); run `dora audit` first") from None
+    if audit_id is not None and not agg and not _audit_known(audit_id):
+        # (issue 17) an unknown audit id wrote an empty report with exit 0
+        raise LookupError(
+            f"no audit {audit_id!r} in the warehouse; list them with: dora query \"select audit_id from dim_audits\""
+        )
     likert = read_relation("agg_likert_by_dimension", filters=filters, order_by=["audit_id", "bias_dimension", "bias_level"])
     overview = read_relation("agg_scores_by_audit", filters=filters, order_by=["audit_id"])
     toxic = _top(audit_id, "toxicity", "toxicity desc, fisher_q, descriptor, word", top)

@@ -82,9 +82,10 @@ def load_state(step: str) -> dict | None:
     An unreadable state file counts as absent (the step then simply runs again).
     """
     try:
-        return json.loads(_state_path(step).read_text())
+        state = json.loads(_state_path(step).read_text())
     except (OSError, ValueError):
         return None
+    return state if isinstance(state, dict) else None  # (issue 17) e.g. a file holding [1]
 
 
 def is_unchanged(step: str, fingerprint: Fingerprint | str, *, outputs: Iterable[str | Path] = ()) -> dict | None:

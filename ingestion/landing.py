@@ -12,6 +12,7 @@ rename nothing that is declared here.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import uuid
@@ -424,8 +425,74 @@ def dora_home(*, create: bool = True) -> Path:
 
 
 def warehouse_path() -> Path:
-    """Path of the DuckDB warehouse file, ``$DORA_HOME/warehouse.duckdb``."""
-    return dora_home() / "warehouse.duckdb"
+    """Path of the DuckDB warehouse file, ``$DORA_HOME/warehouse.duckdb``.
+
+    Raises:
+        ingestion.errors.DoraError: the home's path holds ``?``: DuckDB (2.0) reads it as the
+            start of connection options, even through a symlink, and cannot open a database
+            there (its WAL lands elsewhere); issue 17.
+    """
+    path = dora_home() / "warehouse.duckdb"
+    if "?" in str(path):
+        from ingestion.errors import DoraError
+
+        raise DoraError(
+            f"DORA_HOME {path.parent} contains '?': DuckDB cannot keep a database under such a path "
+            "(it reads '?' as the start of connection options); choose a folder without '?'"
+        )
+    return path
+
+
+#: Bytes 8..11 of every DuckDB database file.
+_DUCKDB_MAGIC = b"DUCK"
+
+
+def warehouse_problem(path: Path | None = None) -> str | None:
+    """Why the warehouse file at ``path`` (default :func:`warehouse_path`) is not usable as a
+    DuckDB database, or ``None`` (also when it does not exist yet: dbt creates it)."""
+    path = path or warehouse_path()
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror})"
+    if head[8:12] != _DUCKDB_MAGIC:
+        return "it is not a valid DuckDB database file" if head else "it is empty (0 bytes)"
+    return None
+
+
+def check_warehouse(path: Path | None = None) -> None:
+    """Raise :class:`~ingestion.errors.WarehouseCorruptError` (with the recovery) when the
+    warehouse file exists but is not a DuckDB database (:func:`warehouse_problem`)."""
+    from ingestion.errors import WarehouseCorruptError
+
+    path = path or warehouse_path()
+    problem = warehouse_problem(path)
+    if problem:
+        raise WarehouseCorruptError(
+            f"the warehouse {path} is corrupt: {problem}. Nothing is lost (the landing zone is the source "
+            "of truth): run `dora audit --rebuild` to move it aside and rebuild it from landing"
+        )
+
+
+def set_aside_corrupt_warehouse(path: Path | None = None) -> Path | None:
+    """Rename a corrupt warehouse (:func:`warehouse_problem`) to ``warehouse.duckdb.corrupt-<UTC time>``
+    (with its ``.wal``), so the next dbt build recreates it from landing; returns the new path
+    or ``None`` when the warehouse is fine or missing."""
+    from datetime import datetime, timezone
+
+    path = path or warehouse_path()
+    if not warehouse_problem(path):
+        return None
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    os.replace(path, aside)
+    wal = path.with_name(path.name + ".wal")
+    if wal.exists():
+        os.replace(wal, aside.with_name(aside.name + ".wal"))
+    return aside
 
 
 def safe_path_component(text: str) -> str:
@@ -507,9 +574,129 @@ def write_shard(
     return path
 
 
+# --- issue 17: paths are data; shards that break the contract are quarantined -------------
+
+
+def glob_escape(path: str | Path) -> str:
+    """``path`` with DuckDB/fnmatch glob metacharacters made literal (``[`` -> ``[[]``,
+    ``*`` -> ``[*]``, ``?`` -> ``[?]``), so a folder named ``h[1]`` never matches ``h1``.
+
+    The same escaping is done in Jinja by the dbt sources (``_sources.yml``)."""
+    return glob.escape(str(path))
+
+
 def landing_glob(table: str) -> str:
-    """The ``read_parquet`` glob covering every shard of a landing table."""
-    return str(landing_dir(table) / "**" / "*.parquet")
+    """The ``read_parquet`` glob covering every shard of a landing table.
+
+    The ``$DORA_HOME`` part is escaped (:func:`glob_escape`): pass it as a ``?`` parameter,
+    never interpolated into SQL. Shards that do not match the table's contract are moved
+    to quarantine first (:func:`quarantine_bad_shards`), so the glob only sees good ones.
+    """
+    quarantine_bad_shards(table)
+    return glob_escape(landing_dir(table)) + "/**/*.parquet"
+
+
+#: Characters a home may hold and still be written into dbt's profile and SQL as is.
+_PLAIN_PATH = re.compile(r"^[A-Za-z0-9 ._/+=,:@%~-]*$")
+
+
+def dbt_home() -> Path:
+    """The ``DORA_HOME`` to give dbt: the home itself when its path is plain, else a symlink to
+    it with a plain name (``<tmp>/dora-homes-<uid>/<sha256 of the path>[:16]``).
+
+    dbt-duckdb cuts the warehouse path at ``?`` and writes the catalog name into SQL unquoted
+    (an apostrophe breaks every build), and the sources' ``read_parquet`` globs would read
+    ``[`` ``*`` ``?`` as patterns: the alias keeps all of them out of dbt (issue 17). It is
+    deterministic, so the views dbt writes keep working; it is re-created when missing.
+    """
+    import hashlib
+    import tempfile
+
+    home = dora_home()
+    if _PLAIN_PATH.match(str(home)):
+        return home
+    folder = Path(tempfile.gettempdir()) / f"dora-homes-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    alias = folder / hashlib.sha256(str(home).encode()).hexdigest()[:16]
+    if not (alias.is_symlink() and Path(os.readlink(alias)) == home):
+        tmp = folder / f".{alias.name}.{uuid.uuid4().hex}"
+        tmp.symlink_to(home, target_is_directory=True)
+        os.replace(tmp, alias)
+    return alias
+
+
+class LandingSchemaWarning(UserWarning):
+    """A landing shard broke its table's column contract and was moved to quarantine."""
+
+
+#: Shards already checked in this process (shards are immutable: a path is checked once).
+_CHECKED: set[tuple[str, int]] = set()
+
+
+def shard_problem(path: Path, schema: pa.Schema) -> str | None:
+    """Why the Parquet shard at ``path`` does not fit ``schema``, or ``None`` if it does.
+
+    A shard fits when it can be read and each of its columns is a column of ``schema`` with
+    the same Arrow type; a column it lacks (a shard landed before the contract gained
+    it) reads as NULL. Anything else would widen the column under ``union_by_name`` (e.g.
+    ``run`` as a string turns every key into a string and makes every landed key look
+    missing), so it is reported.
+    """
+    try:
+        found = pq.read_schema(path)
+    except Exception as exc:  # noqa: BLE001 - a corrupt or truncated file is a problem to report
+        return f"unreadable Parquet ({type(exc).__name__}: {exc})"
+    wanted = {f.name: f.type for f in schema}
+    bad = []
+    for f in found:
+        if f.name not in wanted:
+            bad.append(f"unexpected column {f.name!r}")
+        elif not f.type.equals(wanted[f.name]):
+            bad.append(f"column {f.name!r} is {f.type}, expected {wanted[f.name]}")
+    return "; ".join(bad) or None
+
+
+def quarantine_bad_shards(table: str) -> list[Path]:
+    """Move the shards of ``table`` that break :data:`SCHEMAS` to ``$DORA_HOME/quarantine/``.
+
+    Each moved shard keeps its relative path under ``quarantine/<table>/`` and gets a
+    ``.reason.txt`` next to it; a :class:`LandingSchemaWarning` names the file and the
+    problem (and how to put it back). Nothing is deleted.
+
+    Returns:
+        The new paths of the shards moved by this call (usually empty).
+    """
+    import warnings
+
+    schema = SCHEMAS[table]
+    folder = landing_dir(table)
+    moved = []
+    for path in sorted(folder.rglob("*.parquet")):
+        if path.name.startswith("."):
+            continue  # a temp file being written
+        try:
+            stat = path.stat()
+        except FileNotFoundError:  # quarantined or archived meanwhile
+            continue
+        tag = (str(path), stat.st_mtime_ns)
+        if tag in _CHECKED:
+            continue
+        problem = shard_problem(path, schema)
+        if problem is None:
+            _CHECKED.add(tag)
+            continue
+        target = dora_home() / "quarantine" / table / path.relative_to(folder)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        target.with_name(target.name + ".reason.txt").write_text(problem + "\n", encoding="utf-8")
+        warnings.warn(
+            f"landing shard {path} does not match the {table!r} contract ({problem}): moved to {target}. "
+            "Its rows are not read; fix and move it back to re-include them.",
+            LandingSchemaWarning,
+            stacklevel=2,
+        )
+        moved.append(target)
+    return moved
 
 
 def select_sql(
@@ -559,7 +746,9 @@ def read_landing(
 ) -> pa.Table:
     """Read a landing table (all shards) into Arrow with an in-memory DuckDB connection.
 
-    Values never enter the SQL text: every filter value is a ``?`` parameter.
+    Values never enter the SQL text: every filter value is a ``?`` parameter, and so is the
+    (escaped) path (:func:`landing_glob`); shards that break the contract are quarantined
+    first (:func:`quarantine_bad_shards`, issue 17).
 
     Args:
         table: a landing table name (a key of :data:`SCHEMAS`).

@@ -48,6 +48,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from ingestion.errors import DoraError
 from ingestion.vocabulary import (
     BACKENDS,
     DEFAULT_MODALITY_SETTINGS,
@@ -77,7 +78,7 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,59}$")
 _CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,\-?LW#]+$")
 
 
-class RegistryError(ValueError):
+class RegistryError(DoraError, ValueError):
     """The registry file is missing, not YAML, or has invalid fields.
 
     Attributes:
@@ -189,6 +190,9 @@ class AuditTarget(_Strict):
     model: str
     base_url: Optional[str] = None
     api_key_env: str = "OPENAI_API_KEY"
+    # (issue 17) client limits of an API backend: seconds per request, requests in flight
+    timeout: float = Field(default=60.0, gt=0, le=3600)
+    concurrency: int = Field(default=4, ge=1, le=256)
     version: VersionSpec
     probe: ProbeSettings = Field(default_factory=ProbeSettings)
     scorers: list[Literal["sentiment", "toxicity", "bias_level"]] = Field(default_factory=list)
@@ -358,6 +362,26 @@ def _format_errors(exc: ValidationError, raw: object) -> list[str]:
     return problems
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key repeated in one mapping (issue 17: the last one
+    silently won)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                repeated = key in seen
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            if repeated:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, f"found duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def parse_registry(text: str, source: Path | str = "<registry>") -> Registry:
     """Parse and validate registry YAML text.
 
@@ -365,7 +389,7 @@ def parse_registry(text: str, source: Path | str = "<registry>") -> Registry:
         RegistryError: not YAML, not a mapping, or any invalid field (all of them listed).
     """
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # safe_load, but a repeated key is an error
     except yaml.YAMLError as exc:
         raise RegistryError(source, [f"not valid YAML: {exc}"]) from None
     if not isinstance(raw, dict):
@@ -385,7 +409,13 @@ def load_registry(path: Path | str | None = None) -> Registry:
     path = Path(path).expanduser().resolve() if path else default_registry_path()
     if not path.is_file():
         raise RegistryError(path, ["file not found (set $DORA_REGISTRY or create registry.yaml)"])
-    return parse_registry(path.read_text(encoding="utf-8"), path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise RegistryError(path, [f"not UTF-8 text (byte {exc.start}: {exc.reason}); save the file as UTF-8"]) from None
+    except OSError as exc:
+        raise RegistryError(path, [f"cannot read it: {exc.strerror}"]) from None
+    return parse_registry(text, path)
 
 
 def partition_key(target: str, version: str) -> str:

@@ -39,6 +39,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
+from ingestion.errors import DoraError
 from ingestion.registry import AuditTarget
 from ingestion.vocabulary import DEFAULT_MODEL, PARTITION_SEPARATOR
 
@@ -47,11 +48,11 @@ _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_VERSION_PREFIX = "gguf-q4_1-"
 
 
-class ModelNotAvailableError(RuntimeError):
+class ModelNotAvailableError(DoraError, RuntimeError):
     """The requested model cannot be loaded here (not installed, not cached, no network)."""
 
 
-class VersionError(RuntimeError):
+class VersionError(DoraError, RuntimeError):
     """A model's current version cannot be read (file missing, not cached, API down)."""
 
 
@@ -251,14 +252,35 @@ def _api_model_version(target: AuditTarget) -> str:
 
     if not os.environ.get(target.api_key_env):
         raise VersionError(f"target {target.name!r}: set {target.api_key_env} to read the API model's version")
+    from models_inference.api_retry import call_with_retries
+
     client = openai_client(target.api_key_env, target.base_url, max_retries=2, timeout=20)
+    hint = f"set an explicit version in the registry (version: {{value: \"...\"}}) for target {target.name!r}"
     try:
-        model = client.models.retrieve(target.model)
+        model = call_with_retries(lambda: client.models.retrieve(target.model), 2)
+    except openai.NotFoundError:
+        # (issue 17) llama-server and others have no GET /models/{id}: look the id up in the listing
+        try:
+            model = next((m for m in client.models.list() if m.id == target.model), None)
+        except Exception as exc:  # noqa: BLE001 - an error or a listing of another shape
+            raise VersionError(
+                f"target {target.name!r}: the endpoint has no GET /models/{target.model} and its model listing failed "
+                f"({type(exc).__name__}); {hint}"
+            ) from None
+        if model is None:
+            raise VersionError(
+                f"target {target.name!r}: model {target.model!r} is not served by the endpoint (neither "
+                f"GET /models/{target.model} nor the GET /models listing has it); {hint}"
+            ) from None
     except openai.OpenAIError as exc:
         raise VersionError(
-            f"target {target.name!r}: cannot read model {target.model!r} from the endpoint: {api_error_text(exc, client.api_key)}"
+            f"target {target.name!r}: cannot read model {target.model!r} from the endpoint: "
+            f"{api_error_text(exc, client.api_key)}; {hint}"
         ) from exc
-    created = datetime.fromtimestamp(int(model.created), tz=timezone.utc).date().isoformat()
+    created = getattr(model, "created", None)
+    if not isinstance(created, (int, float)):
+        raise VersionError(f"target {target.name!r}: the endpoint gives no creation date for {target.model!r}; {hint}")
+    created = datetime.fromtimestamp(int(created), tz=timezone.utc).date().isoformat()
     return f"{model.id}{PARTITION_SEPARATOR}{created}"
 
 

@@ -48,6 +48,9 @@ class ResumableTable:
             status (e.g. ``error``) is generated again by the next run. ``None``: any landed
             row counts, whatever its status (nothing is retried).
         unit: what one row is, for the progress bar (``prompt``, ``image``, ...).
+        error_status: the status of a row whose call failed (counted against
+            ``max_error_share`` by :func:`run_resumable`).
+        error_column: the column holding a failed row's error text (for the failure message).
 
     Raises:
         KeyError: unknown table. ValueError: a key or status column the table does not have.
@@ -58,6 +61,8 @@ class ResumableTable:
     status_column: str
     final_statuses: tuple[str, ...] | None = None
     unit: str = "row"
+    error_status: str = "error"
+    error_column: str | None = None
 
     def __post_init__(self):
         names = SCHEMAS[self.name].names
@@ -172,6 +177,83 @@ def landed_keys(table: ResumableTable, audit_id: str) -> set[tuple]:
     return set(zip(*(data.column(c).to_pylist() for c in table.key_columns)))
 
 
+# --- issue 17: failing audits fail loudly; audit identity; one generator per audit -----------
+
+#: Default share of a run's calls that may fail before the audit ends ``failed``.
+DEFAULT_MAX_ERROR_SHARE = 0.1
+
+
+def audit_events(audit_id: str) -> list[dict]:
+    """Every landed ``landing/audits`` event of ``audit_id``, oldest first."""
+    rows = read_landing("audits", filters={"audit_id": audit_id}).to_pylist()
+    return sorted(rows, key=lambda r: (r["event_at"] is None, r["event_at"]))
+
+
+def check_audit_identity(audit: AuditInfo, identity: Mapping | None) -> None:
+    """Refuse to add rows to an existing audit of another identity.
+
+    The identity of an audit is everything that changes its rows: model id, full model
+    version, modality and ``identity`` (backend, generation config, selection; stored as
+    ``config["identity"]`` on every event). Events of older code without an ``identity``
+    are compared on model id / version / modality only.
+
+    Raises:
+        AuditIdentityError: ``audit.audit_id`` names an audit whose events say otherwise.
+    """
+    from ingestion.errors import AuditIdentityError
+
+    for event in audit_events(audit.audit_id):
+        theirs = {"model_id": event["model_id"], "model_version": event["model_version"], "modality": event["modality"]}
+        ours = {"model_id": audit.model_id, "model_version": audit.model_version, "modality": audit.modality}
+        try:
+            stored = json.loads(event["config_json"] or "{}").get("identity")
+        except ValueError:
+            stored = None
+        if isinstance(stored, dict) and identity is not None:
+            mine = json.loads(json.dumps(dict(identity), default=str))
+            for k in sorted(set(stored) | set(mine)):
+                if k not in ("model", "version"):  # = model_id / model_version, compared above
+                    theirs[k], ours[k] = stored.get(k), mine.get(k)
+        diff = [k for k in ours if theirs.get(k) != ours[k]]
+        if diff:
+            detail = ", ".join(f"{k}: {_short(theirs.get(k))} vs {_short(ours[k])}" for k in diff)
+            raise AuditIdentityError(
+                f"audit {audit.audit_id!r} already exists with another identity ({detail}); its rows would "
+                "be mixed with this run's. Drop --audit-id (the default id is derived from the identity) or "
+                "name a new audit id"
+            )
+        return  # one event is enough: every event of an audit carries the same identity
+
+
+def _short(value) -> str:
+    text = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def failure_message(summary: "ResumableSummary", errors: Counter, total: int, untried: int = 0) -> str:
+    """``"412 of 468 calls failed: <most common error>. ..."`` (one line): the count, the cause,
+    and that the next run retries the failed rows."""
+    n = sum(errors.values())
+    cause = errors.most_common(1)[0][0] if errors else "unknown error"
+    cause = " ".join(str(cause).split())[:300]
+    stopped = f"; stopped with {untried} more rows not tried" if untried else ""
+    return (
+        f"{n} of {total} calls failed: {cause}{stopped}. The failed rows landed as 'error' and the next "
+        "run retries them: fix the cause, then re-run the same command"
+    )
+
+
+def _audit_lock(audit_id: str):
+    """An inter-process lock per audit: two identical concurrent audits do not both generate."""
+    from filelock import FileLock
+
+    from ingestion.landing import dora_home, safe_path_component
+
+    folder = dora_home() / "state" / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder / f"{safe_path_component(audit_id)}.lock"))
+
+
 def run_resumable(
     planned: Iterable[T],
     key: Callable[[T], Hashable],
@@ -181,6 +263,44 @@ def run_resumable(
     audit: AuditInfo,
     shard_rows: int,
     progress: bool = True,
+    max_error_share: float | None = None,
+    identity: Mapping | None = None,
+) -> ResumableSummary:
+    """:func:`_run_resumable` under the audit's inter-process lock, after checking the
+    audit's identity (:func:`check_audit_identity`).
+
+    Args:
+        max_error_share: when more than this share of the rows generated by this run have
+            ``table.error_status`` (calls that failed), the audit ends ``failed`` and
+            :class:`~ingestion.errors.AuditFailedError` names the count and the most common
+            error (:func:`failure_message`); ``None`` never fails on errors. A shard whose
+            every row failed (8 rows or more) stops the run at once.
+        identity: what identifies the audit's rows besides model, version and modality
+            (backend, generation config, selection); stored on every event.
+
+    Raises:
+        AuditIdentityError: the audit id exists with another identity (nothing generated).
+        AuditFailedError: too many failed calls (see ``max_error_share``).
+    """
+    if identity is not None:
+        audit = AuditInfo(audit.audit_id, audit.model_id, audit.model_version, audit.modality,
+                          {**audit.config, "identity": dict(identity)}, audit.target)
+    check_audit_identity(audit, identity)
+    with _audit_lock(audit.audit_id):  # a second identical audit waits, then finds the rows landed
+        return _run_resumable(planned, key, generate_batch, table=table, audit=audit, shard_rows=shard_rows,
+                              progress=progress, max_error_share=max_error_share)
+
+
+def _run_resumable(
+    planned: Iterable[T],
+    key: Callable[[T], Hashable],
+    generate_batch: Callable[[list[T], Callable[[int], None]], Sequence[Mapping]],
+    *,
+    table: ResumableTable,
+    audit: AuditInfo,
+    shard_rows: int,
+    progress: bool = True,
+    max_error_share: float | None = None,
 ) -> ResumableSummary:
     """Generate and land, in shards, every planned row of ``audit`` that has not landed yet.
 
@@ -222,8 +342,15 @@ def run_resumable(
         else:
             todo.append(item)
     if not todo:
+        # a run that was interrupted (or failed) and whose rows have all landed since: its last
+        # event must not stay 'failed' / 'started' when nothing is missing any more
+        events = audit_events(audit.audit_id) if summary.planned else []
+        if events and events[-1]["status"] != "finished":
+            audit.land_event("finished", 0)
         return summary
     audit.land_event("started", 0)
+    errors: Counter = Counter()
+    from ingestion.errors import AuditFailedError
     desc = f"{audit.modality.upper()} {audit.model_id}"
     bar = tqdm(total=len(todo), desc=desc, unit=table.unit, disable=not progress, file=sys.stderr)
     try:
@@ -232,6 +359,15 @@ def run_resumable(
             write_shard(table.name, rows, partition=audit.audit_id)
             summary.generated += len(rows)
             summary.statuses.update(row[table.status_column] for row in rows)
+            failed = [r for r in rows if r[table.status_column] == table.error_status]
+            errors.update(str(r.get(table.error_column) if table.error_column else table.error_status) for r in failed)
+            if max_error_share is not None and len(rows) >= 8 and len(failed) == len(rows):
+                # every call of a whole shard failed: the rest would too; stop now
+                untried = len(todo) - summary.generated
+                raise AuditFailedError(failure_message(summary, errors, summary.generated, untried))
+        n_errors = sum(errors.values())
+        if max_error_share is not None and summary.generated and n_errors / summary.generated > max_error_share:
+            raise AuditFailedError(failure_message(summary, errors, summary.generated))
     except BaseException:
         audit.land_event("failed", summary.generated)
         raise

@@ -94,9 +94,10 @@ def dbt_executable() -> str:
 def dbt_environment() -> dict[str, str]:
     """The environment variables a dbt invocation needs: ``DORA_HOME`` (absolute, read by
     ``profiles.yml`` and the sources) and dbt's usage tracking off (offline)."""
-    from ingestion.landing import dora_home
+    from ingestion.landing import dbt_home
 
-    return {DORA_HOME_ENV: str(dora_home(create=False)), DBT_TRACKING_ENV: os.environ.get(DBT_TRACKING_ENV, "false")}
+    # (issue 17) an odd home ('[', '*', an apostrophe ...) reaches dbt as a plain-named alias
+    return {DORA_HOME_ENV: str(dbt_home()), DBT_TRACKING_ENV: os.environ.get(DBT_TRACKING_ENV, "false")}
 
 
 def prepare_dbt_run() -> None:

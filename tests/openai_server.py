@@ -13,6 +13,14 @@ included) so tests can check what was sent. Behaviour is scripted per test:
 * ``server.chat_reply = fn(request_json) -> str | dict``: the assistant text (or a full
   ``{"content": ..., "logprobs": [...]}`` dict) for a chat request;
 * ``server.image_png = fn(request_json) -> bytes``: PNG bytes for an image request.
+* ``server.completion_reply = fn(request_json) -> str``: the continuation of a text
+  completion (``POST /v1/completions``, as llama-server and vLLM serve it);
+  ``server.chat_only = True`` answers it 404, as a chat-only endpoint does;
+* ``server.malformed_next(kind, times)``: a 200 reply that is not usable: ``"no_choices"``
+  (``choices: []``) or ``"not_json"`` (an HTML body);
+* ``GET /v1/models`` lists ``server.models``; ``GET /v1/models/{id}`` is 404 unless
+  ``server.model_detail`` (llama-server has only the listing);
+* ``OpenAIStubServer(port=p)`` binds a given port (restart a server at the same URL).
 
 Usage::
 
@@ -44,9 +52,14 @@ def tiny_png(color=(200, 30, 30), size=(8, 8)) -> bytes:
 class OpenAIStubServer:
     """Threaded HTTP server bound to 127.0.0.1 on a free port (see module docstring)."""
 
-    def __init__(self):
+    def __init__(self, port: int = 0):
         self.requests: list[dict] = []
         self.chat_reply: Callable[[dict], object] = lambda req: "[brawler]"
+        self.completion_reply: Callable[[dict], str] = lambda req: "rawler, and"
+        self.chat_only = False
+        self.models: list[str] = ["stub-model"]
+        self.model_detail = False
+        self._malformed: list[str] = []
         self.image_png: Callable[[dict], bytes] = lambda req: tiny_png()
         self._failures: list[int] = []
         self.echo_key_in_errors = False
@@ -66,6 +79,18 @@ class OpenAIStubServer:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def do_GET(self):
+                with server._lock:
+                    server.requests.append({"path": self.path, "headers": dict(self.headers), "json": None})
+                if self.path.rstrip("/").endswith("/models"):
+                    data = [{"id": m, "object": "model", "created": 1735689600, "owned_by": "stub"} for m in server.models]
+                    self._send(200, {"object": "list", "data": data})
+                elif "/models/" in self.path and server.model_detail:
+                    mid = self.path.split("/models/", 1)[1]
+                    self._send(200, {"id": mid, "object": "model", "created": 1735689600, "owned_by": "stub"})
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 req = json.loads(self.rfile.read(length) or b"{}")
@@ -73,6 +98,7 @@ class OpenAIStubServer:
                     server.requests.append({"path": self.path, "headers": dict(self.headers), "json": req})
                     status = server._failures.pop(0) if server._failures else None
                     delay = server._delays.pop(0) if server._delays else 0.0
+                    malformed = server._malformed.pop(0) if server._malformed else None
                 if delay:
                     time.sleep(delay)
                 if status:
@@ -81,14 +107,31 @@ class OpenAIStubServer:
                         message += f" (invalid api key {self.headers.get('Authorization', '').removeprefix('Bearer ')})"
                     self._send(status, {"error": {"message": message, "type": "test", "code": str(status)}})
                     return
-                if self.path.endswith("/chat/completions"):
+                if malformed == "not_json":
+                    body = b"<html><body>502 Bad Gateway</body></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                if malformed == "no_choices":
+                    self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "stub", "choices": []})
+                    return
+                if self.path.endswith("/completions") and not self.path.endswith("/chat/completions"):
+                    if server.chat_only:
+                        self._send(404, {"error": {"message": "This is a chat model and not supported in the v1/completions endpoint"}})
+                    else:
+                        self._send(200, server._completion(req))
+                elif self.path.endswith("/chat/completions"):
                     self._send(200, server._chat(req))
                 elif self.path.endswith("/images/generations"):
                     self._send(200, server._images(req))
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ThreadingHTTPServer.allow_reuse_address = True
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         default_handle_error = self._httpd.handle_error
 
         def handle_error(request, client_address):  # a client that timed out hung up: expected
@@ -110,6 +153,25 @@ class OpenAIStubServer:
     def delay_next(self, seconds: float, times: int = 1) -> None:
         with self._lock:
             self._delays.extend([seconds] * times)
+
+    def malformed_next(self, kind: str, times: int = 1) -> None:
+        with self._lock:
+            self._malformed.extend([kind] * times)
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    def _completion(self, req: dict) -> dict:
+        text = self.completion_reply(req)
+        return {
+            "id": f"cmpl-{len(self.requests)}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": req.get("model", "stub"),
+            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        }
 
     def _chat(self, req: dict) -> dict:
         reply = self.chat_reply(req)

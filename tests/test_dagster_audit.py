@@ -57,15 +57,17 @@ def test_audit_job_materialises_every_asset_and_rerun_is_a_no_op(dora_home):
         assert len(checks2) == len(checks) and all(e.event_specific_data.passed for e in checks2)
         assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 72
 
-        # one more letter: 36 new rows land, so the warehouse is rebuilt
+        # one more letter: another selection, so another audit (issue 17: the audit identity
+        # covers the selection): its 108 rows land and the warehouse is rebuilt
         more = job.execute_in_process(
             run_config={"ops": {"t2t_completions": {"config": {**config, "letters": "bmz"}}}}, instance=instance
         )
         assert more.success
         md3 = {tuple(e.materialization.asset_key.path): e.materialization.metadata for e in more.get_asset_materialization_events()}
-        assert md3[("landing", "t2t_completions")]["rows_generated"].value == 36
+        assert md3[("landing", "t2t_completions")]["rows_generated"].value == 108
+        assert md3[("landing", "t2t_completions")]["audit_id"].value != md2[("landing", "t2t_completions")]["audit_id"].value
         assert "skipped" not in md3[("fct_associations",)] and "skipped" in md3[("landing", "descriptors")]
-        assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 108
+        assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 72 + 108
 
 
 def test_definitions_load_and_lineage():

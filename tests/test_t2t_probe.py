@@ -42,10 +42,11 @@ def test_probe_lands_every_row_and_rerun_generates_nothing(dora_home, smollm2):
     # re-run: nothing new, no model call
     again = run_t2t_probe(TARGETS, smollm2, cfg, progress=False)
     assert (again.generated, again.already_landed) == (0, 18)
-    # one more run: only the new rows
+    # more runs: another selection is another audit (issue 17: the identity covers the
+    # selection, so a bigger run never merges into a finished audit)
     more = run_t2t_probe(TARGETS, smollm2, T2TProbeConfig(runs=3, letters="bdm"), progress=False)
-    assert more.generated == 9 and more.audit_id == first.audit_id
-    assert len(read_landing("t2t_completions")) == 27
+    assert more.generated == 27 and more.audit_id != first.audit_id
+    assert len(read_landing("t2t_completions")) == 45
     events = read_landing("audits").to_pylist()
     assert [e["status"] for e in events].count("finished") == 2
 

@@ -270,9 +270,9 @@ class OpenAIImagesBackend(OpenAIEndpoint):
                 resp = client.images.generate(**kwargs)
             except openai.BadRequestError as exc:  # content policy: the API will not draw it
                 return ImageResult(None, "refused", api_error_text(exc, key), style=style)
-            except openai.OpenAIError as exc:  # the key-quoting proxy case: never stored
+            except Exception as exc:  # noqa: BLE001 - the key-quoting proxy case: never stored; bad replies too
                 return ImageResult(None, "error", api_error_text(exc, key), style=style)
-            item = resp.data[0] if resp.data else None
+            item = resp.data[0] if getattr(resp, "data", None) else None
             if item is None or not item.b64_json:
                 return ImageResult(None, "error", "the response carries no b64_json image", style=style)
             try:

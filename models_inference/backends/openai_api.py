@@ -5,8 +5,11 @@ model, base URL, key variable, retries, timeout, concurrency, version), the clie
 construction (:func:`openai_client`: key read from the environment at call time, never
 stored), the redaction of error texts (:func:`redact`, :func:`api_error_text`: some servers
 and proxies quote the request's key in their error message) and the concurrency map
-(:func:`map_concurrently`: one HTTP request per item, ``concurrency`` in flight). Retries with
-exponential backoff on 429 / 5xx / timeouts are the ``openai`` client's own (``max_retries``).
+(:func:`map_concurrently`: one HTTP request per item, ``concurrency`` in flight). Retries are
+dora's one policy (issue 17, :mod:`models_inference.api_retry`): the client built by
+:meth:`OpenAIEndpoint.each` sends every request through
+:func:`~models_inference.api_retry.call_with_retries` (connection errors, 429 and 5xx retried
+with backoff; a timed-out request never re-sent; a circuit breaker per batch).
 """
 
 from __future__ import annotations
@@ -48,8 +51,25 @@ def redact(text: str, secrets: Sequence[str] = ()) -> str:
 
 
 def api_error_text(exc: BaseException, key: str | None) -> str:
-    """``"<ExceptionType>: <message>"`` of a failed API call, redacted (:func:`redact`) of ``key``."""
-    return redact(f"{type(exc).__name__}: {exc}", [key] if key else [])
+    """``"<ExceptionType>: <message>"`` of a failed API call, redacted (:func:`redact`) of ``key``.
+
+    A connection error also names its cause and the URL (``APIConnectionError: Connection
+    error. (connection refused) at http://127.0.0.1:8080/v1/completions``), so the message of
+    a failed audit says what was unreachable. A call not sent because the server had failed
+    too many calls in a row (:class:`~models_inference.api_retry.CircuitOpenError`) gets the
+    text of that last failure."""
+    last = getattr(exc, "last_error", None)
+    if type(exc).__name__ == "CircuitOpenError" and last is not None:
+        return api_error_text(last, key)
+    text = f"{type(exc).__name__}: {exc}"
+    request = getattr(exc, "request", None)
+    if request is not None and type(exc).__name__ in ("APIConnectionError", "APITimeoutError"):
+        cause = exc.__cause__ or exc.__context__
+        reason = str(cause) if cause is not None else ""
+        if "refused" in reason.lower():
+            reason = "connection refused"
+        text += (f" ({reason})" if reason else "") + f" at {getattr(request, 'url', '')}"
+    return redact(text, [key] if key else [])
 
 
 def openai_client(
@@ -64,7 +84,9 @@ def openai_client(
 
     The key is read from the environment variable ``api_key_env`` at call time and never
     stored by dora; ``base_url`` defaults to ``$OPENAI_BASE_URL``, then the official endpoint.
-    Retries on 429/5xx/timeouts are the client's (``max_retries``, ``timeout`` in seconds).
+    ``timeout`` is in seconds. The client's own retries are off: requests go through
+    :func:`models_inference.api_retry.call_with_retries` (``max_retries``; see
+    :meth:`OpenAIEndpoint.each`), which never re-sends a timed-out request (issue 17).
 
     Raises:
         ModelNotAvailableError: ``api_key_env`` is unset or empty (the message names ``purpose``).
@@ -77,9 +99,36 @@ def openai_client(
     return openai.OpenAI(
         api_key=key,
         base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
-        max_retries=max_retries,
+        max_retries=0,  # dora's one retry policy instead (models_inference/api_retry.py)
         timeout=timeout,
     )
+
+
+class RetryingClient:
+    """An ``openai.OpenAI`` client whose request methods (``create``, ``generate``, ``retrieve``)
+    go through :func:`~models_inference.api_retry.call_with_retries` with one circuit breaker.
+
+    Attribute access is passed through (``client.chat.completions.create``,
+    ``client.images.generate``, ``client.api_key``); only the request calls are wrapped.
+    """
+
+    _WRAPPED = ("create", "generate", "retrieve")
+
+    def __init__(self, target, max_retries: int, breaker=None):
+        from models_inference.api_retry import CircuitBreaker
+
+        self._target, self._max_retries = target, max_retries
+        self._breaker = breaker if breaker is not None else CircuitBreaker()
+
+    def __getattr__(self, name: str):
+        from models_inference.api_retry import call_with_retries
+
+        attr = getattr(self._target, name)
+        if name in self._WRAPPED and callable(attr):
+            return lambda *a, **k: call_with_retries(lambda: attr(*a, **k), self._max_retries, self._breaker)
+        if name.startswith("_") or isinstance(attr, (str, int, float, bool, type(None))):
+            return attr
+        return RetryingClient(attr, self._max_retries, self._breaker)
 
 
 def map_concurrently(
@@ -130,6 +179,10 @@ class OpenAIEndpoint:
 
     def __post_init__(self):
         self.model_version = self.model_version or self.model_id
+        if int(self.concurrency) < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
 
     def client(self, purpose: str = "the OpenAI-compatible backend"):
         """A configured ``openai.OpenAI`` client (:func:`openai_client`).
@@ -149,14 +202,16 @@ class OpenAIEndpoint:
         """``call(client, key, request)`` for every request, ``concurrency`` at a time, in order.
 
         ``call`` turns its own API failures into a result (using :func:`api_error_text` with the
-        ``key`` it is given); the client is built once per batch of requests.
+        ``key`` it is given); the client is built once per batch of requests and is a
+        :class:`RetryingClient` (dora's retry policy, one circuit breaker per batch).
 
         Raises:
             ModelNotAvailableError: the API key variable is unset.
         """
-        client = self.client(purpose)
-        key = client.api_key
+        raw = self.client(purpose)
+        key = raw.api_key
+        client = RetryingClient(raw, self.max_retries)
         return map_concurrently(lambda req: call(client, key, req), requests, max(1, self.concurrency), on_done)
 
 
-__all__ = ["OpenAIEndpoint", "api_error_text", "map_concurrently", "openai_client", "redact"]
+__all__ = ["OpenAIEndpoint", "RetryingClient", "api_error_text", "map_concurrently", "openai_client", "redact"]

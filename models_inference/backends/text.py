@@ -266,9 +266,30 @@ class TransformersBackend:
         return results  # type: ignore[return-value]
 
 
+class CompletionsUnsupportedError(ModelNotAvailableError):
+    """The endpoint has no ``/v1/completions``: the completion prompt style cannot run on it."""
+
+
+#: HTTP statuses that mean "this endpoint / model has no text-completions route".
+_NO_COMPLETIONS = (404, 405, 501)
+#: Tokens around a number that make it an end of an echoed range ("scale of 1 to 5", "1-5").
+_RANGE_BEFORE = ("of", "from", "to", "-", "–", "between", "and")
+_RANGE_AFTER = ("to", "-", "–", "and")
+
+
 @dataclass
 class OpenAIChatBackend(OpenAIEndpoint):
-    """Any OpenAI-compatible chat-completions endpoint (:class:`~models_inference.backends.openai_api.OpenAIEndpoint`).
+    """Any OpenAI-compatible endpoint (:class:`~models_inference.backends.openai_api.OpenAIEndpoint`).
+
+    The chat prompt style goes to ``chat.completions``; the completion style (the prompt ends
+    in the prefilled letter, BiasDora Figure 8 rendered as a continuation) goes to the
+    text-completions endpoint ``completions`` (llama.cpp's ``llama-server``, vLLM and most
+    local servers have it), so the model continues the word instead of answering a user turn
+    in prose (issue 17). An endpoint without it (404/405/501, e.g. OpenAI's chat models)
+    raises :class:`CompletionsUnsupportedError` naming ``--prompt-style chat``; a chat answer
+    is never parsed as a continuation. Any other per-request failure, including a malformed
+    200 reply (``choices: []``, a body that is not JSON), becomes that request's error
+    result, never an exception that would discard the rest of the chunk.
 
     A request with ``choices`` asks for ``logprobs`` (``top_logprobs`` alternatives) unless
     ``logprobs`` is off (servers that reject it). ``top_p`` is sent only below 1.
@@ -285,7 +306,13 @@ class OpenAIChatBackend(OpenAIEndpoint):
     @staticmethod
     def _choice_logprobs(choice, choices: Sequence[str]) -> dict[str, float] | None:
         content = getattr(getattr(choice, "logprobs", None), "content", None) or []
-        for item in content:
+        words = [(item.token or "").strip().lower() for item in content]
+        for i, item in enumerate(content):
+            # (issue 17) a number that ends an echoed range ("scale of 1 to 5") is not the answer
+            before = next((w for w in reversed(words[:i]) if w), "")
+            after = next((w for w in words[i + 1:] if w), "")
+            if before in _RANGE_BEFORE or after in _RANGE_AFTER:
+                continue
             if (item.token or "").strip() in choices:
                 merged = {alt.token: alt.logprob for alt in (item.top_logprobs or [])}
                 merged[item.token] = item.logprob  # the chosen token may be absent from a short top list
@@ -305,21 +332,35 @@ class OpenAIChatBackend(OpenAIEndpoint):
         """
         import openai
 
-        def one(client, key, req: GenerationRequest) -> GenerationResult:
-            kwargs = dict(model=self.model_id, messages=req.prompt.as_messages(), temperature=sampling.temperature,
+        def send(client, req: GenerationRequest) -> GenerationResult:
+            kwargs = dict(model=self.model_id, temperature=sampling.temperature,
                           max_tokens=req.max_new_tokens, seed=int(req.seed) % (2**31))
             if sampling.top_p < 1.0:
                 kwargs["top_p"] = sampling.top_p
+            if req.prompt.style == "completion":  # a continuation: the text-completions endpoint
+                choice = client.completions.create(prompt=req.prompt.as_text(), **kwargs).choices[0]
+                return GenerationResult(choice.text or "", choice.finish_reason != "length")
             if req.choices and self.logprobs:
                 kwargs.update(logprobs=True, top_logprobs=self.top_logprobs)
-            try:
-                resp = client.chat.completions.create(**kwargs)
-            except openai.OpenAIError as exc:  # kept as an 'error' row, never dropped
-                # some endpoints quote the key in their error text: it must not reach a row
-                return GenerationResult(text="", finished=True, error=api_error_text(exc, key))
-            choice = resp.choices[0]
+            choice = client.chat.completions.create(messages=req.prompt.as_messages(), **kwargs).choices[0]
             lps = self._choice_logprobs(choice, req.choices) if req.choices else None
             return GenerationResult(choice.message.content or "", choice.finish_reason != "length", choice_logprobs=lps)
+
+        def one(client, key, req: GenerationRequest) -> GenerationResult:
+            try:
+                return send(client, req)
+            except openai.APIStatusError as exc:
+                if req.prompt.style == "completion" and exc.status_code in _NO_COMPLETIONS:
+                    raise CompletionsUnsupportedError(
+                        f"{self.base_url or 'the OpenAI API'} has no text-completions endpoint for model "
+                        f"{self.model_id!r} (POST /completions: HTTP {exc.status_code}); the completion prompt "
+                        "style needs it: use --prompt-style chat (or a server with /v1/completions, e.g. "
+                        "llama-server or vLLM)"
+                    ) from None
+                return GenerationResult(text="", finished=True, error=api_error_text(exc, key))
+            except Exception as exc:  # noqa: BLE001 - kept as an 'error' row (timeouts, bad replies), never dropped
+                # some endpoints quote the key in their error text: it must not reach a row
+                return GenerationResult(text="", finished=True, error=api_error_text(exc, key))
 
         return self.each(requests, one, on_batch)
 

@@ -227,7 +227,6 @@ class OpenAIVisionBackend(OpenAIEndpoint):
         Raises:
             ModelNotAvailableError: the API key variable is unset.
         """
-        import openai
 
         def one(client, key, req: DescriptionRequest) -> GenerationResult:
             try:
@@ -244,10 +243,10 @@ class OpenAIVisionBackend(OpenAIEndpoint):
                     max_tokens=req.max_new_tokens,
                     seed=int(req.seed) % (2**31),
                 )
-            except openai.OpenAIError as exc:  # the key-quoting proxy case: never stored
+                choice = resp.choices[0]  # a malformed 200 reply (no choices) is an error row too
+                return GenerationResult(choice.message.content or "", choice.finish_reason != "length")
+            except Exception as exc:  # noqa: BLE001 - the key-quoting proxy case: never stored
                 return GenerationResult("", True, api_error_text(exc, key))
-            choice = resp.choices[0]
-            return GenerationResult(choice.message.content or "", choice.finish_reason != "length")
 
         return self.each(requests, one, on_batch)
 

@@ -295,7 +295,9 @@ def _landed_repeats(judge: Judge) -> set[tuple[tuple, int]]:
     data = read_landing(
         "judge_ratings",
         columns=[*ASSOCIATION_KEY, "repeat"],
-        filters={"judge_backend": judge.backend_name, "judge_model": judge.model_id, "judge_model_version": judge.model_version},
+        filters={"judge_backend": judge.backend_name, "judge_model": judge.model_id, "judge_model_version": judge.model_version,
+                 # (issue 17) a failed call ('error' row) is not a judgement: the next run asks again
+                 "parse_status": [s for s in JUDGE_PARSE_STATUSES if s != "error"]},
     )
     cols = [data.column(c).to_pylist() for c in ASSOCIATION_KEY]
     return {(key, r) for key, r in zip(zip(*cols), data.column("repeat").to_pylist())}

@@ -24,6 +24,8 @@ RATINGS: tuple[int, ...] = (1, 2, 3, 4, 5)
 # the scale and its legend echoed back ("on a scale of 1 to 5", "(1 = Not at all, ..., 5 = Extremely)")
 _LEGEND = re.compile(r"\(?\s*1\s*[=:\-]\s*not at all.*?5\s*[=:\-]\s*extremely\s*\)?", re.I | re.S)
 _SCALE = re.compile(r"(?:\bscale\s+(?:of|from)\s+)?\b1\s*(?:-|–|to)\s*5\b", re.I)
+#: (issue 17) an echoed scale cut short ("on a scale of 1 to", "between 1 and"): no rating in it
+_SCALE_CUT = re.compile(r"\b(?:scale\s+(?:of|from)|between|from)\s+1\b(?:\s*(?:-|–|to|and)\b)?|\b1\s*(?:-|–|to)\s*$", re.I)
 _OUT_OF = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:/|out\s+of)\s*5\b", re.I)
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w]|\.\d)")
 _WORDS = {"not at all": 1, "slightly": 2, "moderately": 3, "highly": 4, "extremely": 5}
@@ -59,7 +61,7 @@ def parse_rating(raw: str | None) -> ParsedRating:
     text = (raw or "").strip()
     if not text:
         return ParsedRating(None, "empty")
-    text = _SCALE.sub(" ", _LEGEND.sub(" ", text))
+    text = _SCALE_CUT.sub(" ", _SCALE.sub(" ", _LEGEND.sub(" ", text)))
     numbers = [m.group(1) for m in _OUT_OF.finditer(text)] or [m.group(1) for m in _NUMBER.finditer(text)]
     if numbers:
         values = {float(n) for n in numbers}

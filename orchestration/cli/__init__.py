@@ -10,11 +10,26 @@ from __future__ import annotations
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``dora`` console script; returns the exit code."""
+    """Entry point of the ``dora`` console script; returns the exit code.
+
+    Flags are validated at argparse level (:mod:`orchestration.cli_validation`; the values
+    before Dagster is even imported): one line, exit 2, well under a second. Errors with a
+    known cause are one line (``dora <command>: <cause and fix>``), never a traceback (issue
+    17): a :class:`~ingestion.errors.DoraError` (exit 2), an unusable ``DORA_HOME`` or output
+    path (exit 2), Ctrl-C (exit 130: what landed is kept, a re-run resumes), a closed pipe
+    (``dora query ... | head``: exit 0 quietly).
+    """
+    import sys
+
+    from orchestration.cli_validation import check_args, precheck
+
+    precheck(sys.argv[1:] if argv is None else argv)
     from orchestration.cli import audit, commands
     from orchestration.cli.parser import build_parser
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_args(parser, args)
     handler = {
         "audit": audit.cmd_audit,
         "report": commands.cmd_report,
@@ -23,4 +38,52 @@ def main(argv: list[str] | None = None) -> int:
         "models": commands.cmd_models,
         "diff": commands.cmd_diff,
     }[args.command]
-    return handler(args)
+    return run_reporting_errors(handler, args)
+
+
+def run_reporting_errors(handler, args) -> int:
+    """``handler(args)``, with known failures as one line on stderr (see :func:`main`)."""
+    import contextlib
+    import os
+    import sys
+
+    name = f"dora {args.command}"
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print(f"\n{name}: interrupted; everything that landed is kept: run the same command again to resume", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader (head, less) went away: not an error
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # noqa: BLE001 - known causes become one line, the rest re-raised
+        line = one_line_error(exc)
+        if line is None:
+            raise
+        print(f"{name}: {line}", file=sys.stderr)
+        return 2
+
+
+def one_line_error(exc: BaseException) -> str | None:
+    """The one-line message of an error with a known cause, else ``None``."""
+    import os
+    from pathlib import Path
+
+    from ingestion.errors import DoraError
+
+    if isinstance(exc, DoraError):
+        return str(exc)
+    if isinstance(exc, UnicodeError):
+        return f"invalid text (not UTF-8): {getattr(exc, 'reason', exc)}; pass UTF-8 text"
+    if isinstance(exc, OSError) and exc.filename is not None:
+        home = os.environ.get("DORA_HOME", "data")
+        fix = "point DORA_HOME at a writable folder" if str(exc.filename).startswith(str(Path(home).expanduser())) else "check the path"
+        return f"{exc.filename}: {exc.strerror or exc} ({fix})"
+    try:
+        import duckdb
+    except ImportError:  # pragma: no cover
+        return None
+    if isinstance(exc, duckdb.Error) and "lock" in str(exc).lower():
+        return f"the warehouse is busy (another process is writing it): try again in a few seconds ({str(exc).splitlines()[0]})"
+    return None

@@ -118,6 +118,37 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
         os.close(saved_stdout)
 
 
+def user_error_message(error) -> str | None:
+    """The message of the first :class:`~ingestion.errors.DoraError` in a Dagster
+    ``SerializableErrorInfo`` chain (the step's error, its causes and contexts), or ``None``."""
+    names = _dora_error_names()
+    for _ in range(10):
+        if error is None:
+            return None
+        if error.cls_name in names:
+            message = error.message.strip()
+            head, sep, rest = message.partition(": ")
+            if sep and head.split(".")[-1] == error.cls_name:  # "pkg.module.Error: text" -> "text"
+                message = rest
+            return message
+        error = error.cause or getattr(error, "context", None)
+    return None
+
+
+def _dora_error_names() -> set[str]:
+    import ingestion.errors
+    import ingestion.registry  # noqa: F401 - registers their DoraError subclasses
+    import models_inference.backends.text  # noqa: F401
+    import models_inference.model_ref  # noqa: F401
+
+    names, todo = set(), [ingestion.errors.DoraError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
+
+
 def cmd_audit(args) -> int:
     home = prepare_environment()
     from dagster import DagsterInstance
@@ -143,7 +174,13 @@ def cmd_audit(args) -> int:
         print(f"dora: auditing {args.model} ({args.backend}); DORA_HOME={home}", file=sys.stderr)
     if args.rebuild:
         from ingestion.build_state import forget
+        from ingestion.landing import set_aside_corrupt_warehouse, warehouse_problem
         from orchestration.defs.dbt.assets import DBT_STEPS
+
+        problem = warehouse_problem()
+        aside = set_aside_corrupt_warehouse()
+        if aside:  # the landing zone is the source of truth: the build below recreates it
+            print(f"dora: the warehouse was corrupt ({problem}): moved to {aside}; rebuilding it from landing", file=sys.stderr)
 
         for step in ("crows_pairs", "descriptors", *DBT_STEPS):
             forget(step)
@@ -172,7 +209,12 @@ def cmd_audit(args) -> int:
     if not result.success:
         for event in result.all_events:
             if event.is_step_failure and event.step_failure_data:  # (a RUN_FAILURE has no step data)
-                print(f"dora: step {event.step_key} failed:\n{event.step_failure_data.error.to_string()}", file=sys.stderr)
+                error = event.step_failure_data.error
+                known = user_error_message(error)  # a DoraError: its one line, no traceback (issue 17)
+                if known:
+                    print(f"dora audit: {known}", file=sys.stderr)
+                else:
+                    print(f"dora: step {event.step_key} failed:\n{error.to_string()}", file=sys.stderr)
         print(f"dora: audit failed (Dagster run {result.run_id}); dbt log: {log_path}; run logs: `dora ui`", file=sys.stderr)
         return 1
     audit_id = None

@@ -19,7 +19,7 @@ def cmd_query(args) -> int:
         print(f"dora query: {exc}", file=sys.stderr)
         return 2
     except duckdb.Error as exc:
-        print(f"dora query: SQL error: {exc}", file=sys.stderr)
+        print(f"dora query: SQL error: {str(exc).splitlines()[0]}", file=sys.stderr)  # one line
         return 2
     return 0
 
@@ -39,7 +39,34 @@ def cmd_ui(args) -> int:
 
     cmd = [sys.executable, "-m", "dagster", "dev", "-m", "orchestration.definitions", "-h", args.host, "-p", str(args.port)]
     print(f"dora: starting the Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})", file=sys.stderr)
-    return subprocess.call(cmd)
+    return _run_forwarding_signals(cmd)
+
+
+def _run_forwarding_signals(cmd: list[str]) -> int:
+    """Run ``cmd`` in its own process group; SIGTERM / SIGINT / SIGHUP to this process are
+    forwarded to the whole group (``dagster dev`` and its webserver and daemon), so stopping
+    ``dora ui`` never orphans them (issue 17)."""
+    import signal
+    import subprocess
+
+    child = subprocess.Popen(cmd, start_new_session=True)
+
+    def forward(signum, _frame):
+        try:
+            os.killpg(child.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:  # a handler race: forward and keep waiting
+                forward(signal.SIGINT, None)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def cmd_models(args) -> int:

@@ -100,6 +100,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(_t(AuditConfig, "audit_id")),
     Flag(((AuditConfig, "progress"), (VisionConfig, "progress"), (JudgeConfig, "progress"))),
     Flag(_t(AuditConfig, "registry")),
+    # (issue 17) API client limits and the failed-call share that fails an audit
+    *(Flag(_t(AuditConfig, f)) for f in ("api_timeout", "api_concurrency", "api_max_retries", "max_error_share")),
     # T2I / I2T probes (orchestration/defs/vision/)
     Flag(_t(VisionConfig, "t2i_backend"), choices=T2I_BACKENDS, group="vision"),
     *(Flag(_t(VisionConfig, f), group="vision") for f in (
@@ -121,6 +123,9 @@ FLAGS: tuple[Flag, ...] = (
 
 def add_flags(parser: argparse.ArgumentParser, group: str, title: str | None = None, description: str | None = None) -> None:
     """Add the :data:`FLAGS` of ``group`` to ``parser`` (in an argument group when ``title`` is given)."""
+    from orchestration.cli_validation import checks
+
+    validators = checks()  # (issue 17) every bad value is an argparse error
     target = parser.add_argument_group(title, description) if title else parser
     for flag in (f for f in FLAGS if f.group == group):
         field, kind = flag.field, flag.kind
@@ -135,7 +140,7 @@ def add_flags(parser: argparse.ArgumentParser, group: str, title: str | None = N
             default = ",".join(default)
         target.add_argument(
             flag.flag, dest=flag.dest, default=default, choices=flag.choices, help=helptext,
-            type=kind if kind in (int, float) else str,
+            type=validators.get(flag.flag) or (kind if kind in (int, float) else str),
         )
 
 
@@ -171,5 +176,7 @@ def audit_run_config(args: argparse.Namespace, **extra) -> dg.RunConfig:
 
     return dg.RunConfig(
         ops={**{op: cls(**values.get(cls, {})) for op, cls in OP_CONFIGS.items()}, **counterfactual_ops(args)},
-        loggers={"console": {"config": {"log_level": "WARNING"}}},
+        # (issue 17) step failures are summarised by `dora audit` in one line each; Dagster's own
+        # console copy of every traceback only with --verbose
+        loggers={"console": {"config": {"log_level": "WARNING" if getattr(args, "verbose", False) else "CRITICAL"}}},
     )

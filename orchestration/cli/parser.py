@@ -45,6 +45,7 @@ MODELS_LIST_DESCRIPTION = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from orchestration import cli_validation as v
 
     parser = argparse.ArgumentParser(
         prog="dora",
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_flags(audit, "probe")  # T2T probe (orchestration/defs/config.py: AuditConfig)
-    audit.add_argument("--top", type=int, default=3, help="top associations shown per bias dimension")
+    audit.add_argument("--top", type=v.int_range(0, v.MAX_TOP), default=3, help="top associations shown per bias dimension")
     audit.add_argument("--verbose", "-v", action="store_true", help="show dbt's output (default: $DORA_HOME/logs/last_audit_dbt.log)")
     audit.add_argument(
         "--rebuild", action="store_true",
@@ -109,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
 
     ui = sub.add_parser("ui", help="start the Dagster UI (dagster dev) on this DORA_HOME")
-    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--port", type=v.int_range(1, 65535), default=3000)
     ui.add_argument("--host", default="127.0.0.1")
 
     report = sub.add_parser(
@@ -123,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the warehouse)")
     report.add_argument("--out", default=None, help="output folder (default: $DORA_HOME/reports/<audit or 'all'>)")
-    report.add_argument("--top", type=int, default=15, help="rows of the most toxic / highest-rated tables")
+    report.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=15, help="rows of the most toxic / highest-rated tables")
 
     models = sub.add_parser("models", help="the audit registry: registered targets and their last audit")
     models_list = models.add_subparsers(dest="models_command", required=True).add_parser(
@@ -144,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("target", help="registry target name (ad-hoc audits: the model id)")
     diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
-    diff.add_argument("--top", type=int, default=5, help="changes shown per bias dimension")
+    diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="changes shown per bias dimension")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
     diff.add_argument("--probe", default="biasdora", choices=PROBE_FAMILIES,
                       help="biasdora: association changes; vlstereoset: ivlas / vlrs / vlbs per category and scorer variant (target = model id)")

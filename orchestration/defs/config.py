@@ -25,12 +25,7 @@ from models_inference.probes.biasdora.prompts import (
     PAPER_TOP_P,
 )
 
-#: Descriptors per bias dimension in the default (quick) audit; 0 means all of them.
-DEFAULT_PER_DIMENSION = 2
-#: Completions per descriptor x setting x letter in the default (quick) audit (paper: 10).
-DEFAULT_RUNS = 4
-#: Images per descriptor and T2I setting in the default (quick) vision audit (paper: 10).
-DEFAULT_IMAGES_PER_DESCRIPTOR = 4
+from orchestration.defaults import DEFAULT_IMAGES_PER_DESCRIPTOR, DEFAULT_PER_DIMENSION, DEFAULT_RUNS  # noqa: E402,F401
 
 
 class AuditConfig(dg.Config):
@@ -56,6 +51,11 @@ class AuditConfig(dg.Config):
     progress: bool = Field(True, description="show the progress bars")
     temperature: float = Field(PAPER_TEMPERATURE, description="sampling temperature (paper)")
     top_p: float = Field(PAPER_TOP_P, description="nucleus sampling (paper)")
+    # (issue 17) API client limits and the failed-call share above which the audit ends failed
+    api_timeout: float = Field(60.0, description="seconds per API request (backend openai); a timed-out request is not re-sent")
+    api_concurrency: int = Field(4, description="API requests in flight at once (backend openai)")
+    api_max_retries: int = Field(4, description="retries per API request on connection errors, 429 and 5xx")
+    max_error_share: float = Field(0.1, description="the audit ends failed when more than this share of its calls failed")
     # Partitioned runs (one partition per registry target x model version, see
     # orchestration/defs/audits/): the registry file to read the target from; the target's
     # settings replace the fields above.

@@ -44,7 +44,7 @@ deduplicated as (
     qualify row_number() over (
         partition by audit_id, model_id, model_version, modality, setting, descriptor, word,
             judge_backend, judge_model, judge_model_version, judge_repeat
-        order by judged_at desc nulls last, raw_output desc nulls last
+        order by (parse_status = 'error') asc, judged_at desc nulls last, raw_output desc nulls last
     ) = 1
 )
 

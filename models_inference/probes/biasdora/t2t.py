@@ -20,14 +20,20 @@ from ingestion.templates import T2TTemplate as T2TTarget  # one descriptor x set
 from ingestion.vocabulary import PROMPT_STYLES, T2T_SETTINGS
 from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.text import TextBackend
-from models_inference.probes.biasdora.parsing import parse_answer
+from models_inference.probes.biasdora.parsing import PARSE_STATUSES, parse_answer
 from models_inference.probes.biasdora.prompts import PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt
-from models_inference.resumable import AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
 from models_inference.resumable import slug
 
 #: Where T2T completions land; a (setting, descriptor, letter, run) key counts as done
 #: whatever its parse status (an unparseable answer is a result, not a failure).
-T2T_TABLE = ResumableTable("t2t_completions", ("setting", "descriptor", "letter", "run"), "parse_status", unit="prompt")
+#: (issue 17) ``error`` rows (the call failed: timeout, 5xx, connection refused, 429 after
+#: backoff) are not final: the next run generates their keys again; the landed error rows stay
+#: as the key's history (``stg_t2t_completions.attempts`` / ``last_error``).
+T2T_TABLE = ResumableTable(
+    "t2t_completions", ("setting", "descriptor", "letter", "run"), "parse_status",
+    final_statuses=tuple(s for s in PARSE_STATUSES if s != "error"), unit="prompt", error_column="raw_output",
+)
 
 
 @dataclass
@@ -60,6 +66,8 @@ class T2TProbeConfig:
         bad = [c for c in self.letters if not ("a" <= c <= "z")]
         if bad or not self.letters:
             raise ValueError(f"letters must be lower-case a-z, got {self.letters!r}")
+        if len(set(self.letters)) != len(self.letters):
+            raise ValueError(f"letters must not repeat (each key would be generated twice), got {self.letters!r}")
         tokens = self.max_new_tokens or (100 if style == "chat" else 6)
         return T2TProbeConfig(self.runs, self.letters, style, tokens, self.temperature, self.top_p, self.shard_rows)
 
@@ -68,19 +76,36 @@ class T2TProbeConfig:
         return {name: getattr(self, name) for name in ("prompt_style", "max_new_tokens", "temperature", "top_p")}
 
 
-def audit_id_for(backend: TextBackend, config: T2TProbeConfig) -> str:
-    """Deterministic audit id: ``t2t-<model>-<version>-<config hash>``.
+def audit_identity(backend: TextBackend, config: T2TProbeConfig, targets: Sequence[T2TTarget] | None = None) -> dict:
+    """Everything that changes the rows of a T2T audit (issue 17): backend, model id, the full
+    model version, the generation config and, when ``targets`` is given, the selection
+    (sha256 of the sorted (setting, descriptor) pairs, the letters and the runs)."""
+    identity = {
+        "backend": backend.backend_name, "model": backend.model_id, "version": backend.model_version,
+        **config.generation_fingerprint(),
+    }
+    if targets is not None:
+        pairs = sorted({(t.setting, t.descriptor) for t in targets})
+        selection = json.dumps({"pairs": pairs, "letters": config.letters, "runs": config.runs})
+        identity["selection"] = hashlib.sha256(selection.encode()).hexdigest()[:16]
+    return identity
 
-    The same model version probed with the same generation parameters gets the same id, so
-    re-running (or adding descriptors/runs) extends the same audit instead of starting anew.
+
+def audit_id_for(backend: TextBackend, config: T2TProbeConfig, targets: Sequence[T2TTarget] | None = None) -> str:
+    """Deterministic audit id: ``t2t-<model>-<version prefix>-<identity hash>``.
+
+    The hash covers the whole :func:`audit_identity` (the full version, not only the 20
+    characters shown), so two versions sharing a prefix (``release-2025-01-candidate-a`` /
+    ``-b``) or two selections never share an audit; the same identity always gets the same
+    id, so re-running resumes the same audit.
     """
-    digest = config_hash(backend, config)
+    digest = config_hash(backend, config, targets)
     return f"t2t-{slug(backend.model_id.split('/')[-1], 60)}-{slug(backend.model_version, 20)}-{digest[:8]}"
 
 
-def config_hash(backend: TextBackend, config: T2TProbeConfig) -> str:
-    payload = {"backend": backend.backend_name, "model": backend.model_id, **config.generation_fingerprint()}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+def config_hash(backend: TextBackend, config: T2TProbeConfig, targets: Sequence[T2TTarget] | None = None) -> str:
+    """sha256 hex of :func:`audit_identity`."""
+    return hashlib.sha256(json.dumps(audit_identity(backend, config, targets), sort_keys=True).encode()).hexdigest()
 
 
 def row_seed(audit_id: str, setting: str, descriptor: str, letter: str, run: int) -> int:
@@ -96,6 +121,7 @@ def run_t2t_probe(
     audit_id: str | None = None,
     progress: bool = True,
     target: str | None = None,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> ResumableSummary:
     """Generate and land every missing T2T completion for ``targets``.
 
@@ -107,6 +133,8 @@ def run_t2t_probe(
         progress: show a tqdm progress bar on stderr.
         target: the audit registry target this audit belongs to (``ingestion/registry.py``),
             recorded on the audit events; ``None`` for an ad-hoc audit.
+        max_error_share: share of this run's calls that may fail (``error`` rows) before the
+            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`).
 
     Returns:
         A :class:`~models_inference.resumable.ResumableSummary` (statuses: parse statuses). Rows land in shards of ``config.shard_rows`` as they are
@@ -117,9 +145,11 @@ def run_t2t_probe(
     Raises:
         ValueError: invalid config (``runs`` or ``shard_rows`` < 1, bad letters or prompt
             style) or an unknown setting in ``targets``.
+        AuditIdentityError: ``audit_id`` names an audit of another identity.
+        AuditFailedError: more than ``max_error_share`` of the calls failed.
     """
     cfg = (config or T2TProbeConfig()).resolved(backend)
-    audit_id = audit_id or audit_id_for(backend, cfg)
+    audit_id = audit_id or audit_id_for(backend, cfg, targets)
     for t in targets:
         if t.setting not in T2T_SETTINGS:
             raise ValueError(f"unknown setting {t.setting!r} for descriptor {t.descriptor!r}")
@@ -165,7 +195,10 @@ def run_t2t_probe(
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2t", event_cfg, target)
     planned = [(t, letter, run) for t in targets for letter in cfg.letters for run in range(1, cfg.runs + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[1], item[2])  # noqa: E731
-    return run_resumable(planned, key, generate, table=T2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    return run_resumable(
+        planned, key, generate, table=T2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
+        max_error_share=max_error_share, identity=audit_identity(backend, cfg, targets),
+    )
 
 
 class _DescriptorTarget(Protocol):

@@ -111,7 +111,10 @@ def resolve_audit_run(context: dg.AssetExecutionContext, config: AuditConfig) ->
     if found is None:
         return AuditRun(config)
     target, version = found.target, found.model_version
-    kwargs = {"api_key_env": target.api_key_env} if target.backend == "openai" else {}
+    kwargs = (
+        {"api_key_env": target.api_key_env, "timeout": target.timeout, "concurrency": target.concurrency}
+        if target.backend == "openai" else {}
+    )
     return AuditRun(config_for_target(config, target), target.name, version, target.modality, kwargs)
 
 

@@ -9,7 +9,7 @@ import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets
 
 from ingestion.build_state import Fingerprint, is_unchanged, load_state, record_success
-from ingestion.landing import dora_home, warehouse_path
+from ingestion.landing import check_warehouse, dora_home, quarantine_bad_shards, warehouse_path
 from orchestration.defs.dbt.resources import dbt_project, dbt_project_files
 from orchestration.instance import DBT_PROJECT_DIR, DUCKDB_WRITER_POOL, prepare_dbt_run
 
@@ -63,6 +63,11 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
     selection = [key.to_user_string() for key in context.selected_asset_keys]
     upstream = {dep for key in context.selected_asset_keys for dep in context.assets_def.asset_deps.get(key, ())}
     landing_tables = [dep.path[1] for dep in upstream if len(dep.path) == 2 and dep.path[0] == "landing"]
+    # issue 17: a corrupt warehouse is an error with its recovery (not 13 min of lock retries), and
+    # shards that break their contract are quarantined before dbt's glob can union them in
+    check_warehouse()
+    for table in landing_tables:
+        quarantine_bad_shards(table)
     fingerprint = dbt_inputs_fingerprint(step, selection, landing_tables)
     state = is_unchanged(step, fingerprint, outputs=[warehouse_path()])
     if state:

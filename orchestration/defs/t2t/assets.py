@@ -61,10 +61,12 @@ def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
         return
     targets = build_targets(config)
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
+    if config.backend == "openai":
+        extra.update(timeout=config.api_timeout, concurrency=config.api_concurrency, max_retries=config.api_max_retries)
     if config.backend == "transformers":
         extra["batch_size"] = config.batch_size
     # deferred: the weights load only if a row is missing (a finished audit's re-run loads nothing)
-    backend = load_text_backend(config.model, backend=config.backend, defer=True, **extra, **run.backend_kwargs)
+    backend = load_text_backend(config.model, backend=config.backend, defer=True, **{**extra, **run.backend_kwargs})
     if run.model_version:
         backend = with_model_version(backend, run.model_version)
     probe = T2TProbeConfig(
@@ -72,7 +74,8 @@ def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
         temperature=config.temperature, top_p=config.top_p,
     )
     summary = run_t2t_probe(
-        targets, backend, probe, audit_id=config.audit_id, progress=config.progress, target=run.target
+        targets, backend, probe, audit_id=config.audit_id, progress=config.progress, target=run.target,
+        max_error_share=config.max_error_share,
     )
     meta = probe_metadata(
         summary, backend, run.target, "parse_status",
