@@ -1,8 +1,8 @@
 """Throughput of the counterfactual text-set probe (Howard et al., seed 003, section 5.1) on
 the embedded SmolLM2-135M: responses/s of the default audit's sample.
 
-Usage: python -m benchmarks.bench_counterfactual [--subsets race_gender,physical_gender]
-       [--occupations doctor] [--sets-per-occupation 1] [--max-new-tokens 40]
+Usage: python -m benchmarks.bench_counterfactual [--subsets race_gender]
+       [--occupations doctor] [--sets-per-occupation 1] [--max-new-tokens 32]
        [--numeric-max-new-tokens 8] [--batch-size 64]
 
 Runs the probe (the 5 main + 5 numeric prompts, 1 seed) into a temporary DORA_HOME and prints
@@ -24,10 +24,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--subsets", default="race_gender,physical_gender")
+    parser.add_argument("--subsets", default="race_gender")
     parser.add_argument("--occupations", default="doctor")
     parser.add_argument("--sets-per-occupation", type=int, default=1)
-    parser.add_argument("--max-new-tokens", type=int, default=40)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--numeric-max-new-tokens", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args(argv)

@@ -15,9 +15,9 @@ def test_default_audit_runs_the_quick_counterfactual_sample():
     cfgs = [ops[op] for op in COUNTERFACTUAL_OPS]
     assert all(c == cfgs[0] for c in cfgs)
     cfg = cfgs[0]
-    assert cfg.enabled and cfg.model == "smollm2-135m" and cfg.subsets == ["race_gender", "physical_gender"]
+    assert cfg.enabled and cfg.model == "smollm2-135m" and cfg.subsets == ["race_gender"]
     assert cfg.occupations == ["doctor"] and cfg.seeds == 1 and cfg.temperature == 0.75
-    assert len(cfg.prompts) == 10 and cfg.max_new_tokens == 40
+    assert len(cfg.prompts) == 10 and cfg.max_new_tokens == 32
 
 
 def test_probe_selection_and_flags():

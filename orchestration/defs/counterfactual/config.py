@@ -27,10 +27,10 @@ from models_inference.probes.counterfactual.prompts import (
 #: The ops that read :class:`CounterfactualConfig` (run config ``ops.<name>.config``).
 COUNTERFACTUAL_OPS: tuple[str, ...] = ("counterfactual_responses", "counterfactual_toxicity", "counterfactual_stereotype_filter")
 #: Quick default sample: one set of one occupation per subset below.
-DEFAULT_SUBSETS = ["race_gender", "physical_gender"]
+DEFAULT_SUBSETS = ["race_gender"]
 DEFAULT_OCCUPATIONS = ["doctor"]
 #: Quick default token budgets (paper: 512 for every prompt), recorded on every row.
-DEFAULT_MAX_NEW_TOKENS = 40
+DEFAULT_MAX_NEW_TOKENS = 32
 DEFAULT_NUMERIC_MAX_NEW_TOKENS = 8
 
 
