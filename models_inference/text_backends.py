@@ -307,6 +307,8 @@ class TransformersBackend:
     batch_size: int = 64
     default_prompt_style: str = "completion"
     backend_name: str = "transformers"
+    #: issue 16: share prefix KV caches and drop finished rows (models_inference/backends/prefix_cache.py)
+    prefix_cache: bool = True
 
     @classmethod
     def load(cls, model_ref: str = DEFAULT_MODEL, *, batch_size: int = 64, threads: int | None = None):
@@ -373,8 +375,12 @@ class TransformersBackend:
     def generate(self, requests, sampling=SamplingParams(), on_batch=None):
         """Generate for ``requests`` in batches of ``batch_size`` (sorted by prompt length).
 
-        Returns one :class:`GenerationResult` per request, in the input order.
+        Returns one :class:`GenerationResult` per request, in the input order. With
+        ``prefix_cache`` (the default) the shared-prefix path of
+        :mod:`models_inference.backends.prefix_cache` does the work (same seeds, same sampling).
         """
+        if self.prefix_cache:
+            return self._generate_shared_prefix(requests, sampling, on_batch)
         import torch
         from transformers import (
             GenerationConfig,
@@ -442,6 +448,19 @@ class TransformersBackend:
             if on_batch:
                 on_batch(len(batch))
         return results  # type: ignore[return-value]
+
+
+    def _generate_shared_prefix(self, requests, sampling, on_batch):
+        from models_inference.backends.prefix_cache import generate_shared_prefix
+
+        stops = {"word": _word_complete, "bracket": lambda t: "]" in t, "eos": None}
+        done = generate_shared_prefix(
+            self.model, self.tokenizer, [self._encode(r.prompt) for r in requests], [r.seed for r in requests],
+            [r.max_new_tokens for r in requests], [stops.get(r.stop) for r in requests],
+            temperature=sampling.temperature, top_p=sampling.top_p, eos_ids=self._eos_ids(),
+            batch_size=self.batch_size, on_batch=on_batch,
+        )
+        return [GenerationResult(text=text, finished=finished) for text, finished in done]
 
 
 @dataclass
