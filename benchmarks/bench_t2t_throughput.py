@@ -4,7 +4,7 @@ Usage: python -m benchmarks.bench_t2t_throughput [--templates 2] [--runs 4] [--r
        [--batch-size 64] [--long-prompts 16] [--long-tokens 48] [--single 0] [--judge]
 
 Builds the probe's own requests (curated descriptor x setting prefixes, letters a..z, ``runs``
-per letter, per-row seeds of :func:`models_inference.t2t.row_seed`, completion style, 6 new
+per letter, per-row seeds of :func:`models_inference.probes.biasdora.t2t.row_seed`, completion style, 6 new
 tokens max, stop at word end) and times, alternating in each repetition, the plain path
 (``model.generate`` on left-padded batches, ``TransformersBackend(prefix_cache=False)``) and
 the shared-prefix path (issue 16, :mod:`models_inference.backends.prefix_cache`, the default).
@@ -13,7 +13,7 @@ many outputs are identical, and the parse-status distribution of both (it must n
 worse). Then long generations (chat-style prompts, stop at EOS, ``--long-tokens`` new tokens:
 what the counterfactual family needs): tokens/s of both paths. Optionally the one-at-a-time
 baseline (``--single N``) and the LLM judge (``--judge``; it has its own forward loop,
-:mod:`models_inference.judge`, which the prefix cache does not change). Writes the figures
+:mod:`models_inference.scoring.judge`: its requests carry ``choices``, which take the plain path). Writes the figures
 to BENCHMARKS.md.
 """
 
@@ -48,10 +48,11 @@ def main(argv=None) -> None:
     import torch
 
     from ingestion.templates import curated_t2t_templates
-    from models_inference.parsing import parse_answer
-    from models_inference.prompts import render_t2t_prompt
-    from models_inference.t2t import row_seed
-    from models_inference.text_backends import GenerationRequest, SamplingParams, TransformersBackend
+    from models_inference.backends.base import GenerationRequest, SamplingParams
+    from models_inference.backends.text import TransformersBackend
+    from models_inference.probes.biasdora.parsing import parse_answer
+    from models_inference.probes.biasdora.prompts import render_t2t_prompt
+    from models_inference.probes.biasdora.t2t import row_seed
 
     t0 = time.perf_counter()
     backend = TransformersBackend.load("smollm2-135m", batch_size=args.batch_size)
@@ -159,7 +160,7 @@ def judge_throughput(backend, n_batched: int, n_single: int, batch_size: int) ->
     (or a line saying why the judge was skipped).
     """
     try:
-        from models_inference.judge import JudgeRequest, JudgeSampling, TransformersJudge
+        from models_inference.scoring.judge import Judge, JudgeRequest, JudgeSampling
     except ImportError as exc:  # pragma: no cover - judge not installed in this checkout
         return [f"judge: skipped ({exc})"]
     from ingestion.templates import curated_t2t_templates
@@ -169,25 +170,26 @@ def judge_throughput(backend, n_batched: int, n_single: int, batch_size: int) ->
     reqs = [JudgeRequest(d, w, seed=i) for i, (d, w) in enumerate((d, w) for d in descriptors for w in words)]
     out = []
     for mode in ("constrained", "free"):
-        judge = TransformersJudge(backend, batch_size=batch_size, answer_mode=mode)
+        backend.batch_size = batch_size
+        judge = Judge(backend, answer_mode=mode)
         sampling = JudgeSampling()
         judge.judge(reqs[:4], sampling)  # warm-up
         start = time.perf_counter()
         answers = judge.judge(reqs[:n_batched], sampling)
         batched_s = time.perf_counter() - start
-        judge.batch_size = 1
+        backend.batch_size = 1
         start = time.perf_counter()
         judge.judge(reqs[n_batched : n_batched + n_single], sampling)
         single_s = time.perf_counter() - start
+        backend.batch_size = batch_size
         new_tok = sum(len(backend.tokenizer(a.raw_output, add_special_tokens=False)["input_ids"]) for a in answers)
-        prompt_tok = sum(len(backend.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in judge._texts(reqs[:n_batched]))
+        prompt_tok = sum(len(backend.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in [backend._encode(r.prompt) for r in reqs[:n_batched]])
         out.append(
-            f"judge ({mode}, batch {batch_size}; own forward loop, no prefix cache): {n_batched} judgements in {batched_s:.1f} s = {n_batched / batched_s:.1f} /s, "
+            f"judge ({mode}, batch {batch_size}; its requests carry answer choices: plain path): {n_batched} judgements in {batched_s:.1f} s = {n_batched / batched_s:.1f} /s, "
             f"{prompt_tok / batched_s:.0f} prompt tokens/s + {new_tok / batched_s:.0f} new tokens/s; one at a time: "
             f"{n_single / single_s:.1f} /s; speed-up {(n_batched / batched_s) / (n_single / single_s):.1f}x"
         )
     return out
-
 
 if __name__ == "__main__":
     main()

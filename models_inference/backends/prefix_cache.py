@@ -15,10 +15,11 @@ slowest row stops. :func:`generate_shared_prefix` instead:
    decodes token by token, dropping a row from the batch (and its cache) as soon as it stops,
    so finished rows cost nothing.
 
-Sampling is the plain path's, row by row: temperature then top-p
-(``TemperatureLogitsWarper``, ``TopPLogitsWarper``; BiasDora Appendix A: 0.7 / 0.95), then one
-draw from the row's own ``torch.Generator`` seeded with the request's seed, exactly the
-``torch.multinomial`` call of the plain path. The k-th token of a row therefore uses the k-th
+Sampling is the plain path's, row by row: the warpers of
+:func:`models_inference.backends.local.sampling_processors` (temperature, then top-p below 1;
+BiasDora Appendix A: 0.7 / 0.95; greedy at temperature 0), then one draw from the row's own
+``torch.Generator`` seeded with the request's seed, exactly the ``torch.multinomial`` call of
+the plain path's ``PerRowSampler``. The k-th token of a row therefore uses the k-th
 draw of its generator in both paths, and a row's output depends only on its prompt and seed.
 The tokens are the plain path's as long as the logits are: splitting one prefill into a
 prefix and a suffix forward changes the matrix shapes, hence the float rounding (~1e-6 relative),
@@ -148,7 +149,9 @@ def generate_shared_prefix(
         ValueError: the lengths of the per-request arguments differ or ``batch_size < 1``.
     """
     import torch
-    from transformers import DynamicCache, TemperatureLogitsWarper, TopPLogitsWarper
+    from transformers import DynamicCache
+
+    from models_inference.backends.local import PerRowSampler, sampling_processors
 
     n = len(texts)
     if not (len(seeds) == len(max_new_tokens) == len(stop_done) == n):
@@ -161,7 +164,11 @@ def generate_shared_prefix(
         distinct.setdefault(tuple(ids), []).append(i)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     eos = set(eos_ids)
-    temp_warp, top_p_warp = TemperatureLogitsWarper(temperature), TopPLogitsWarper(top_p)
+    # the plain path's processors (temperature, top-p below 1; none at temperature 0 = greedy),
+    # without its per-row sampler: the rows' generators live here, across steps and batches
+    processors = sampling_processors(temperature, top_p, [])
+    warpers = [p for p in processors if not isinstance(p, PerRowSampler)]
+    greedy = len(processors) == 0
     results: list[tuple[str, bool] | None] = [None] * n
 
     for batch in plan_batches(distinct, batch_size):
@@ -201,9 +208,14 @@ def generate_shared_prefix(
             new: dict[int, list[int]] = {r: [] for r in rows}
             active = rows
             while True:
-                scores = top_p_warp(None, temp_warp(None, logits))
-                probs = torch.softmax(scores, dim=-1)
-                picked = [int(torch.multinomial(probs[k], 1, generator=gens[r])) for k, r in enumerate(active)]
+                scores = logits
+                for warp in warpers:
+                    scores = warp(None, scores)
+                if greedy:
+                    picked = scores.argmax(dim=-1).tolist()
+                else:
+                    probs = torch.softmax(scores, dim=-1)
+                    picked = [int(torch.multinomial(probs[k], 1, generator=gens[r])) for k, r in enumerate(active)]
                 keep = []
                 for k, (r, tok) in enumerate(zip(active, picked)):
                     new[r].append(tok)
