@@ -387,6 +387,10 @@ def load_text_backend(
 ) -> TextBackend:
     """Build a backend by name: ``transformers`` (local) or ``openai`` (OpenAI-compatible).
 
+    ``openai`` with several servers (``base_url`` a list or comma-separated URLs) gives a
+    :class:`~models_inference.backends.fleet.FleetChatBackend` (least outstanding requests,
+    failover).
+
     Args:
         defer: for the embedded default model, return a :class:`DeferredTransformersBackend`
             that loads the weights only when first used (other models load at once).
@@ -399,5 +403,11 @@ def load_text_backend(
             return DeferredTransformersBackend(**kwargs)
         return TransformersBackend.load(model, **kwargs)
     if backend == "openai":
+        urls = kwargs.get("base_url")
+        if urls and (not isinstance(urls, str) or "," in urls):  # issue 16: several servers, one target
+            from models_inference.backends.fleet import FleetChatBackend, fleet_urls
+
+            kwargs["base_urls"] = tuple(fleet_urls(kwargs.pop("base_url")))
+            return FleetChatBackend(model_id=model, **kwargs)
         return OpenAIChatBackend(model_id=model, **kwargs)
     raise ValueError(f"unknown backend {backend!r}; expected {' or '.join(repr(b) for b in T2T_BACKENDS)}")
