@@ -708,16 +708,20 @@ def vectorised_peer(home: Path, with_i2t: bool):
                                    "descriptor": joined["descriptor"].to_numpy(), "word": joined["word"].str.strip().to_numpy()}))
     doc_words = pd.concat(parts, ignore_index=True)
     doc_words = doc_words[doc_words["word"] != ""]
-    documents = doc_words.groupby(["modality", "setting", "descriptor"], sort=True)["word"].agg(list)
+    documents = {
+        key: group.groupby("descriptor", sort=True)["word"].agg(list)
+        for key, group in doc_words.groupby(["modality", "setting"], sort=True)
+    }
     info["documents_s"] = time.perf_counter() - t1
 
     t2 = time.perf_counter()
     out = []
-    for (modality, setting), docs in documents.groupby(level=[0, 1], sort=False):
+    for (modality, setting), docs in documents.items():
         vectorizer = CountVectorizer(analyzer=lambda tokens: tokens, lowercase=False)
-        matrix = vectorizer.fit_transform(docs.to_numpy()).tocoo()
+        matrix = vectorizer.fit_transform(list(docs)).tocoo()
+        matrix.sum_duplicates()  # canonical order first: a later .sum() would reorder row/col/data in place
         vocab = vectorizer.get_feature_names_out()
-        descriptors = docs.index.get_level_values(2).to_numpy()
+        descriptors = docs.index.to_numpy()
         tf = matrix.data.astype(np.int64)
         doc_len = np.asarray(matrix.sum(axis=1)).ravel()[matrix.row]
         word_total = np.asarray(matrix.sum(axis=0)).ravel()[matrix.col]
