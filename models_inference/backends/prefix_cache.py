@@ -219,9 +219,12 @@ def generate_shared_prefix(
                 keep = []
                 for k, (r, tok) in enumerate(zip(active, picked)):
                     new[r].append(tok)
-                    text = tokenizer.decode(new[r], skip_special_tokens=True)
-                    stopped = tok in eos or (stop_done[r] is not None and stop_done[r](text))
+                    # decode only when a stop rule needs the text (or the row ends)
+                    text = tokenizer.decode(new[r], skip_special_tokens=True) if stop_done[r] is not None else None
+                    stopped = tok in eos or (text is not None and stop_done[r](text))
                     if stopped or len(new[r]) >= max_new_tokens[r]:
+                        if text is None:
+                            text = tokenizer.decode(new[r], skip_special_tokens=True)
                         results[r] = (text, stopped or len(new[r]) < max_new_tokens[r])
                     else:
                         keep.append(k)
