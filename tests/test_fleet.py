@@ -36,17 +36,21 @@ def test_two_servers_spread_by_outstanding_requests_and_survive_one_dying(monkey
         assert counts[slow.base_url] + counts[fast.base_url] == 40
         assert counts[fast.base_url] > 2 * counts[slow.base_url] > 0  # least outstanding: the fast one takes more
 
-        # `slow` dies mid-run: nothing is lost, its requests go to `fast`, the failure is reported
-        done = []
+        # `slow` dies mid-run (when `fast` answers its 10th request of the run, so requests
+        # remain): nothing is lost, they go to `fast`, and the failure is reported
         killed = threading.Event()
+        answered = []
 
-        def tick(n):
-            done.append(n)
-            if len(done) == 10 and not killed.is_set():
-                killed.set()
+        def fast_reply(req):
+            answered.append(1)
+            if len(answered) == 10 and not killed.is_set():
                 slow._httpd.shutdown()
                 slow._httpd.server_close()
+                killed.set()
+            return "[fast]"
 
+        fast.chat_reply = fast_reply
+        tick = None
         second = backend.generate(requests(40), SamplingParams(), on_batch=tick)
         assert killed.is_set()
         assert [r.error for r in second] == [None] * 40
