@@ -24,7 +24,8 @@ def test_fleet_urls():
 def test_two_servers_spread_by_outstanding_requests_and_survive_one_dying(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fleet-test-key")
     with OpenAIStubServer() as slow, OpenAIStubServer() as fast:
-        slow.delay_next(0.15, times=1000)  # every answer of `slow` takes 150 ms, `fast` answers at once
+        slow.delay_next(0.15, times=1000)  # every answer of `slow` takes 150 ms, of `fast` 30 ms
+        fast.delay_next(0.03, times=1000)
         for server, name in ((slow, "slow"), (fast, "fast")):
             server.chat_reply = lambda req, name=name: f"[{name}]"
         backend = load_text_backend("stub-model", backend="openai", base_url=f"{slow.base_url},{fast.base_url}",
@@ -51,9 +52,9 @@ def test_two_servers_spread_by_outstanding_requests_and_survive_one_dying(monkey
 
         fast.chat_reply = fast_reply
         tick = None
-        second = backend.generate(requests(40), SamplingParams(), on_batch=tick)
+        second = backend.generate(requests(80), SamplingParams(), on_batch=tick)
         assert killed.is_set()
-        assert [r.error for r in second] == [None] * 40
+        assert [r.error for r in second] == [None] * 80
         assert {r.text for r in second} <= {"[slow]", "[fast]"}
         report = {s["base_url"]: s for s in backend.fleet.report()}
         assert report[slow.base_url]["failures"] >= 1 and backend.fleet.failovers >= 1
