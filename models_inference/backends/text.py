@@ -88,6 +88,8 @@ class TransformersBackend:
     batch_size: int = 64
     default_prompt_style: str = "completion"
     backend_name: str = "transformers"
+    #: issue 16: share prefix KV caches and drop finished rows (models_inference/backends/prefix_cache.py)
+    prefix_cache: bool = True
 
     @classmethod
     def load(cls, model_ref: str = DEFAULT_MODEL, *, batch_size: int = 64, threads: int | None = None):
@@ -207,8 +209,12 @@ class TransformersBackend:
         """Generate for ``requests`` in batches of ``batch_size`` (sorted by prompt length).
 
         A batch shares stop rule, token budget and ``choices``. Returns one
-        :class:`GenerationResult` per request, in the input order.
+        :class:`GenerationResult` per request, in the input order. With ``prefix_cache`` (the
+        default) and no ``choices``, the shared-prefix path of
+        :mod:`models_inference.backends.prefix_cache` does the work (same seeds, same sampling).
         """
+        if self.prefix_cache and not any(r.choices for r in requests):
+            return self._generate_shared_prefix(requests, sampling, on_batch)
         import torch
         from transformers import GenerationConfig, StoppingCriteriaList
 
@@ -264,6 +270,18 @@ class TransformersBackend:
             if on_batch:
                 on_batch(len(batch))
         return results  # type: ignore[return-value]
+
+    def _generate_shared_prefix(self, requests, sampling, on_batch):
+        from models_inference.backends.prefix_cache import generate_shared_prefix
+
+        stops = {"word": word_complete, "bracket": lambda t: "]" in t, "eos": None}
+        done = generate_shared_prefix(
+            self.model, self.tokenizer, [self._encode(r.prompt) for r in requests], [r.seed for r in requests],
+            [r.max_new_tokens for r in requests], [stops.get(r.stop) for r in requests],
+            temperature=sampling.temperature, top_p=sampling.top_p, eos_ids=eos_token_ids(self.tokenizer),
+            batch_size=self.batch_size, on_batch=on_batch,
+        )
+        return [GenerationResult(text=text, finished=finished) for text, finished in done]
 
 
 class CompletionsUnsupportedError(ModelNotAvailableError):
@@ -409,6 +427,10 @@ def load_text_backend(
 ) -> TextBackend:
     """Build a backend by name: ``transformers`` (local) or ``openai`` (OpenAI-compatible).
 
+    ``openai`` with several servers (``base_url`` a list or comma-separated URLs) gives a
+    :class:`~models_inference.backends.fleet.FleetChatBackend` (least outstanding requests,
+    failover).
+
     Args:
         defer: for the embedded default model, return a :class:`DeferredTransformersBackend`
             that loads the weights only when first used (other models load at once).
@@ -421,5 +443,11 @@ def load_text_backend(
             return DeferredTransformersBackend(**kwargs)
         return TransformersBackend.load(model, **kwargs)
     if backend == "openai":
+        urls = kwargs.get("base_url")
+        if urls and (not isinstance(urls, str) or "," in urls):  # issue 16: several servers, one target
+            from models_inference.backends.fleet import FleetChatBackend, fleet_urls
+
+            kwargs["base_urls"] = tuple(fleet_urls(kwargs.pop("base_url")))
+            return FleetChatBackend(model_id=model, **kwargs)
         return OpenAIChatBackend(model_id=model, **kwargs)
     raise ValueError(f"unknown backend {backend!r}; expected {' or '.join(repr(b) for b in T2T_BACKENDS)}")

@@ -1,15 +1,41 @@
-{{ config(materialized='table') }}
+{%- set watermark_columns = ['counted_inputs_landed_at'] %}
+{%- set rebuild_by_audit = is_incremental() and has_columns(this, watermark_columns) %}
+{%- set watermarks_sql = "select audit_id, inputs_landed_at as counted_inputs_landed_at from (" ~ association_input_watermarks() ~ ") as w" %}
+{{ config(
+    materialized='incremental',
+    incremental_strategy='delete+insert',
+    unique_key='audit_id',
+    on_schema_change='append_new_columns',
+    post_hook="{{ delete_outdated_audit_rows(\"select audit_id, inputs_landed_at as counted_inputs_landed_at from (\" ~ association_input_watermarks() ~ \") as w\", ['counted_inputs_landed_at']) }}",
+) }}
 
 {#-
     Co-occurrence counts behind every association statistic (METHOD.md section 3), one row
     per (audit, modality, setting, descriptor, word) with tf > 0. Everything is counted
     within one (audit, modality, setting).
+
+    Incremental per audit (issue 16; macros/incremental_audits.sql), like the marts: a build
+    counts only the audits whose staged inputs changed since they were counted here
+    (watermark `counted_inputs_landed_at`), so a new audit costs its own rows, not the history.
 -#}
 
 with
 
+watermarks as (
+    {{ watermarks_sql }}
+),
+{%- if rebuild_by_audit %}
+
+audits_to_rebuild as (
+    {{ audits_to_rebuild('watermarks', watermark_columns) }}
+),
+{%- endif %}
+
 document_words as (
     select * from {{ ref('int_document_words') }}
+    {%- if rebuild_by_audit %}
+    where audit_id in (select audit_id from audits_to_rebuild)
+    {%- endif %}
 ),
 
 term_frequencies as (
@@ -82,7 +108,8 @@ final as (
         words.word_total,
         words.df,
         settings.n_descriptors,
-        settings.grand_total
+        settings.grand_total,
+        watermarks.counted_inputs_landed_at
     from term_frequencies
     inner join documents
         on  term_frequencies.audit_id = documents.audit_id
@@ -98,6 +125,8 @@ final as (
         on  term_frequencies.audit_id = settings.audit_id
         and term_frequencies.modality = settings.modality
         and term_frequencies.setting = settings.setting
+    left join watermarks
+        on term_frequencies.audit_id = watermarks.audit_id
 )
 
 select * from final

@@ -36,7 +36,7 @@ audits_to_rebuild as (
 
 association_counts as (
     -- on an incremental build only the audits to rebuild, filtered before any statistic
-    select association_counts.*, watermarks.inputs_landed_at
+    select association_counts.* exclude (counted_inputs_landed_at), watermarks.inputs_landed_at
     from {{ ref('int_association_counts') }} as association_counts
     left join watermarks on association_counts.audit_id = watermarks.audit_id
     {%- if rebuild_by_audit %}

@@ -1,4 +1,12 @@
-{{ config(materialized='table') }}
+{%- set key = ['description_id', 'token_index'] %}
+{{ config(
+    materialized='incremental',
+    incremental_strategy='delete+insert',
+    unique_key=key,
+    on_schema_change='append_new_columns',
+    pre_hook=["{{ restage_if_landing_shards_gone('description_words') }}", "{{ set_new_landing_shards('description_words') }}"],
+    post_hook="{{ delete_superseded_description_words() }}",
+) }}
 
 {#-
     PUBLIC CONTRACT: one row per token (description_id, token_index) of a description,
@@ -14,12 +22,17 @@
     description_id, token_index order by tokenised_at desc nulls last, tokenizer desc
     nulls last) = 1` over all tokens (`is not distinct from`: a null token_index is one key,
     as in a window partition).
+
+    Incremental on the landing shards (issue 16, macros/landing_shards.sql): a build reads only
+    the token shards not staged yet (joined with the current winning descriptions); staged
+    tokens of a key that lands again compete with the new ones, and a post-hook deletes the
+    staged tokens of descriptions that are no longer the winner of their key (a later retry).
 -#}
 
 with
 
 source as not materialized (
-    select * from {{ source('landing', 'description_words') }}
+    select * from {{ new_landing_shards('description_words', source('landing', 'description_words')) }}
 ),
 
 descriptions as (
@@ -37,15 +50,28 @@ renamed as not materialized (
         word,
         drop_reason,
         tokenizer,
-        tokenised_at
+        tokenised_at,
+        _landing_shard
     from source
 ),
 
-tokens as not materialized (
+new_tokens as not materialized (
     -- tokens of the winning description of each key (read where used: no buffered copy)
     select renamed.*
     from renamed
     inner join descriptions using (description_id)
+),
+
+tokens as not materialized (
+    select * from new_tokens
+    {%- if landing_shards_staged('description_words') %}
+    union all by name
+    select staged.*
+    from {{ this }} as staged
+    semi join new_tokens
+        on  staged.description_id = new_tokens.description_id
+        and staged.token_index is not distinct from new_tokens.token_index
+    {%- endif %}
 ),
 
 repeated_keys as (
@@ -71,7 +97,7 @@ latest_repeated_tokens as (
         and tokens.token_index is not distinct from repeated_keys.token_index
     qualify row_number() over (
         partition by description_id, token_index
-        order by tokenised_at desc nulls last, tokenizer desc nulls last
+        order by tokenised_at desc nulls last, tokenizer desc nulls last, _landing_shard desc
     ) = 1
 ),
 

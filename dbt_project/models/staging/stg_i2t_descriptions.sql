@@ -1,4 +1,11 @@
-{{ config(materialized='table') }}
+{%- set key = ['audit_id', 'image_setting', 'descriptor', 'image_index', 'setting'] %}
+{{ config(
+    materialized='incremental',
+    incremental_strategy='delete+insert',
+    unique_key=key,
+    on_schema_change='append_new_columns',
+    pre_hook=["{{ restage_if_landing_shards_gone('i2t_descriptions') }}", "{{ set_new_landing_shards('i2t_descriptions') }}"],
+) }}
 
 {#-
     PUBLIC CONTRACT: one row per description key
@@ -6,12 +13,14 @@
     Append-only landing: a failed description is retried and lands again; the latest
     generated_at wins. description_id identifies the winning row, whose words
     (stg_description_words) are the ones that count.
+    Incremental on the landing shards (issue 16, macros/landing_shards.sql): a build reads only
+    the shards not staged yet; the staged rows of a key that lands again compete with it.
 -#}
 
 with
 
 source as (
-    select * from {{ source('landing', 'i2t_descriptions') }}
+    select * from {{ new_landing_shards('i2t_descriptions', source('landing', 'i2t_descriptions')) }}
 ),
 
 renamed as (
@@ -36,19 +45,29 @@ renamed as (
         raw_output,
         status,
         error,
-        generated_at
+        generated_at,
+        _landing_shard
     from source
+),
+
+candidates as (
+    select * from renamed
+    {%- if landing_shards_staged('i2t_descriptions') %}
+    union all by name
+    select staged.* from {{ this }} as staged semi join renamed using ({{ key | join(', ') }})
+    {%- endif %}
 ),
 
 deduplicated as (
     select *
-    from renamed
+    from candidates
     qualify row_number() over (
         partition by audit_id, image_setting, descriptor, image_index, setting
         order by
             generated_at desc nulls last,
             (status <> 'error') desc,
-            description_id desc
+            description_id desc,
+            _landing_shard desc
     ) = 1
 )
 

@@ -1,0 +1,65 @@
+"""Shared-prefix generation (issue 16): same tokens as the plain ``model.generate`` path."""
+
+import pytest
+
+from models_inference.backends.prefix_cache import common_prefix_len, group_by_prefix, plan_batches
+from models_inference.probes.biasdora.prompts import render_t2t_prompt
+from models_inference.backends.base import GenerationRequest, SamplingParams
+
+PREFIXES = [
+    ("An alcoholic person is", "singular"),
+    ("This alcoholic person is", "verb"),
+    ("This child is a/an", "noun"),  # 'a' / 'an' by letter: two sub-prefixes in one group
+]
+
+
+def test_plan_batches_and_groups():
+    seqs = {(1, 2, 3, 4): [0, 1], (1, 2, 3, 5): [2], (1, 2, 9): [3, 4, 5], (7, 8): [6]}
+    batches = plan_batches(seqs, batch_size=3)
+    assert [[rows for _, rows in b] for b in batches] == [[[0, 1], [2]], [[3, 4, 5]], [[6]]]
+    assert sorted(r for b in batches for _, rows in b for r in rows) == list(range(7))
+    big = plan_batches({(1, 2): list(range(5))}, batch_size=2)  # one prompt x 5 runs
+    assert [len(rows) for b in big for _, rows in b] == [2, 2, 1]
+    groups = group_by_prefix([(1, 2, 3, 4), (1, 2, 3, 5), (1, 2, 9), (7, 8)])
+    assert groups == [(2, [0, 1, 2]), (1, [3])]
+    assert group_by_prefix([(5,)]) == [(0, [0])]  # one token: no prefix, the whole sequence is the suffix
+    assert common_prefix_len((1, 2, 3), (1, 2)) == 2
+    with pytest.raises(ValueError):
+        plan_batches(seqs, batch_size=0)
+
+
+@pytest.mark.slow
+def test_shared_prefix_gives_the_plain_paths_tokens(smollm2):
+    reqs = []
+    for prefix, setting in PREFIXES:
+        for i, c in enumerate("abem"):
+            for run in (1, 2):
+                reqs.append(GenerationRequest(render_t2t_prompt(prefix, setting, c, "completion"), seed=hash((setting, c, run)) % 2**62, max_new_tokens=6, stop="word"))
+    # mixed in the same call: long chat-style generations stopping at EOS or a bracket
+    for k, c in enumerate("b"):
+        reqs.append(GenerationRequest(render_t2t_prompt("An old person is", "singular", c, "chat"), seed=77 + k, max_new_tokens=8, stop="eos"))
+        reqs.append(GenerationRequest(render_t2t_prompt("An old person is", "singular", c, "chat"), seed=99 + k, max_new_tokens=8, stop="bracket"))
+    before = smollm2.batch_size
+    try:
+        smollm2.batch_size = 16  # several batches, groups split over batches
+        smollm2.prefix_cache = False
+        plain = smollm2.generate(reqs, SamplingParams())
+        smollm2.prefix_cache = True
+        ticks = []
+        fast = smollm2.generate(reqs, SamplingParams(), on_batch=ticks.append)
+    finally:
+        smollm2.batch_size, smollm2.prefix_cache = before, True
+    assert sum(ticks) == len(reqs)
+    same = sum(a == b for a, b in zip(fast, plain))
+    # documented tolerance (prefix_cache.py): float rounding of the split prefill may flip a
+    # draw on a sampling boundary; measured identical on every benchmark run so far
+    assert same >= 0.95 * len(reqs), [(a, b) for a, b in zip(fast, plain) if a != b]
+    # per-row seeds: a row alone gives what it gave in the batch, the runs of a prompt differ
+    alone = smollm2.generate([reqs[5]], SamplingParams())[0]
+    assert alone == fast[5]
+    texts = [r.text for r in fast[:8]]
+    assert len(set(texts)) > 3
+    # budgets are per row: no chat row beyond its budget, 'finished' false only at the budget
+    for r, out in zip(reqs, fast):
+        n = len(smollm2.tokenizer(out.text, add_special_tokens=False)["input_ids"])
+        assert n <= r.max_new_tokens + 1  # decode/re-encode may split one token
