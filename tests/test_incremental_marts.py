@@ -158,7 +158,10 @@ def history(tmp_path_factory):
         landed[A3] = audit_rows(A3, seed=30, generated_at=T0 + timedelta(days=1))
         write_shard("t2t_completions", landed[A3], partition=A3)
         write_shard("audits", audit_events(A3, T0 + timedelta(days=1)), partition=A3)
-        retry = [{**r, "word": None, "parse_status": "error", "generated_at": T0 + timedelta(days=1)} for r in landed[A5]]
+        # a later answer that parses to no word supersedes both words (an `error` row would not:
+        # failed calls never replace a landed answer, they are retried)
+        retry = [{**r, "word": None, "raw_output": "...", "parse_status": "no_word", "generated_at": T0 + timedelta(days=1)}
+                 for r in landed[A5]]
         write_shard("t2t_completions", retry, partition=A5)
         build()  # 2
 
@@ -219,7 +222,7 @@ def test_archived_shards_keep_history_and_a_new_audit_appears(history):
     assert_matches_reference(a3, expected_associations(b2["landed"][A3]))
     assert {r["inputs_landed_at"] for r in a3} == {T0 + timedelta(days=1)}
     assert b2["fisher_tables"] == len(a3) > 0
-    # audit 5: a failed retry superseded both its words, so its associations are gone
+    # audit 5: a later answer superseded both its words, so its associations are gone
     assert of_audit(before["fct_associations"], A5) and not of_audit(after["fct_associations"], A5)
     assert not of_audit(after["fct_association_scores"], A5)
     a5 = {r["audit_id"]: r for r in after["agg_completions_by_audit"]}[A5]
