@@ -94,6 +94,29 @@ def fisher_two_sided(a: pa.Array, b: pa.Array, c: pa.Array, d: pa.Array) -> pa.A
     p = fisher_two_sided_pvalues(_to_int64(a), _to_int64(b), _to_int64(c), _to_int64(d))
     mask &= ~np.isnan(p)
     return pa.array(p, type=pa.float64(), mask=~mask)
+
+
+def judge_kappa_linear(matrix):
+    """DuckDB UDF ``judge_kappa_linear(INTEGER[][]) -> DOUBLE`` (issue 15, agg_judge_agreement).
+
+    Linearly weighted Cohen's kappa of a 2-rater reliability matrix (NULL = no rating), by
+    ``sklearn.metrics.cohen_kappa_score(weights="linear")``
+    (:func:`analytics.agreement.cohen_kappa_linear`); NULL when undefined.
+    """
+    from analytics.agreement import cohen_kappa_linear
+
+    return cohen_kappa_linear(matrix)
+
+
+def judge_alpha_ordinal(matrix):
+    """DuckDB UDF ``judge_alpha_ordinal(INTEGER[][]) -> DOUBLE`` (issue 15, agg_judge_agreement).
+
+    Krippendorff's alpha (ordinal, Likert 1-5) of a reliability matrix (raters x items, NULL =
+    missing), by the ``krippendorff`` package (:func:`analytics.agreement.krippendorff_alpha_ordinal`).
+    """
+    from analytics.agreement import krippendorff_alpha_ordinal
+
+    return krippendorff_alpha_ordinal(matrix)
 # --- end issue 15 ---------------------------------------------------------------------------
 
 
@@ -120,6 +143,16 @@ def register_functions(con) -> None:
         ("normal_sf", normal_sf, ["DOUBLE"], "DOUBLE"),
         ("fisher_two_sided", fisher_two_sided, ["BIGINT", "BIGINT", "BIGINT", "BIGINT"], "DOUBLE"),  # issue 15
     ]
+    native_specs = [  # issue 15: one call per agreement row (few rows), Python lists in
+        ("judge_kappa_linear", judge_kappa_linear, ["INTEGER[][]"], "DOUBLE"),
+        ("judge_alpha_ordinal", judge_alpha_ordinal, ["INTEGER[][]"], "DOUBLE"),
+    ]
+    for name, func, params, returns in native_specs:
+        try:
+            con.remove_function(name)
+        except Exception:  # not registered yet
+            pass
+        con.create_function(name, func, params, returns, type=PythonUDFType.NATIVE, null_handling=FunctionNullHandling.SPECIAL)
     for name, func, params, returns in specs:
         try:
             con.remove_function(name)

@@ -244,7 +244,7 @@ def _add_scoring_arguments(audit: argparse.ArgumentParser) -> None:
     s.add_argument("--sentiment-scorer", default="vader", help="'vader' or a transformers sentiment model id/folder (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english)")
     s.add_argument("--toxicity-scorer", default="toxic-comment-classifier", help="'toxic-comment-classifier' or a transformers toxicity model id/folder (paper: s-nlp/roberta-toxicity_classifier)")
     s.add_argument("--judge-backend", default="transformers", choices=["transformers", "openai", "none"], help="LLM judge backend ('none' skips the judge)")
-    s.add_argument("--judge-model", default=None, help="judge model (default: smollm2-135m for transformers, gpt-4o for openai)")
+    s.add_argument("--judge-model", default=None, action="append", help="judge model (default: smollm2-135m for transformers, gpt-4o for openai); repeat the flag for several judges (their agreement: agg_judge_agreement)")
     s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored)")
     s.add_argument("--judge-repeats", type=int, default=1, help="judgements per association (k); every repeat is kept")
     s.add_argument("--judge-answer", default=None, choices=["free", "constrained"], help="free answer parsed (paper) or first token constrained to 1-5 (local models; their default)")
@@ -259,7 +259,8 @@ def _scoring_ops(args) -> dict:
         "judge_ratings": {
             "config": {
                 "backend": args.judge_backend if judge_on else "transformers",
-                "model": args.judge_model,
+                "model": (args.judge_model or [None])[0],
+                "extra_models": list((args.judge_model or [])[1:]),  # issue 15: several judges
                 "base_url": args.judge_base_url,
                 "repeats": args.judge_repeats,
                 "answer_mode": args.judge_answer,

@@ -15,6 +15,7 @@ from orchestration.defs.dbt.assets import dora_dbt_models
 from orchestration.defs.dbt.resources import dbt_resource
 from orchestration.defs.ingestion.assets import crows_pairs, descriptors
 from orchestration.defs.scoring.assets import scoring_assets
+from orchestration.defs.scoring.checks import judge_checks  # issue 15: judge parse rate
 from orchestration.defs.t2t.assets import t2t_completions
 from orchestration.defs.vision.assets import vision_assets
 
@@ -31,7 +32,7 @@ defs = dg.Definitions(
     jobs=[audit_job],
     resources={"dbt": dbt_resource()},
     # versioned audits: new-version sensor, re-audit schedule, collapse checks (defs/audits/)
-    asset_checks=audit_checks,
+    asset_checks=[*audit_checks, *judge_checks],
     sensors=[audit_version_sensor],
     schedules=[build_reaudit_schedule()],
 )

@@ -63,6 +63,9 @@ class JudgeConfig(ScoringSelection):
         backend: ``transformers`` (local chat model) or ``openai`` (OpenAI-compatible endpoint;
             key from ``$OPENAI_API_KEY`` only).
         model: judge model (default: embedded SmolLM2-135M-Instruct / ``gpt-4o``).
+        extra_models: more judge models on the same backend (issue 15: ``--judge-model``
+            repeated); each judges every association, their agreement is in
+            ``agg_judge_agreement``; the score marts report the judge that landed last.
         base_url: OpenAI-compatible endpoint root.
         repeats: k judgements per association (default 1); every one is kept.
         answer_mode: ``free`` (paper) or ``constrained`` (local only); default per backend.
@@ -74,6 +77,7 @@ class JudgeConfig(ScoringSelection):
 
     backend: str = "transformers"
     model: Optional[str] = None
+    extra_models: list[str] = []
     base_url: Optional[str] = None
     repeats: int = 1
     answer_mode: Optional[str] = None

@@ -1,0 +1,161 @@
+"""Issue 15: judge reliability (agg_judge_agreement, agg_judge_parse_rates, judge_parse_rate_ok).
+
+Judges here are real :class:`~models_inference.judge.JudgeBackend` implementations answering
+from fixed tables (and one answering garbage); their answers go through ``run_judge`` (parsing,
+landing) and the real dbt project. The mart's kappa must equal scikit-learn's
+``cohen_kappa_score(weights="linear")`` and its alpha the ``krippendorff`` package on the same
+ratings; a garbage judge must fail the ERROR check with a message naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import krippendorff
+import numpy as np
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from analytics.agreement import cohen_kappa_linear, krippendorff_alpha_ordinal
+from analytics.dbt_runner import run_dbt
+from analytics.query import run_query
+from models_inference.judge import JudgeAnswer, run_judge
+
+AUDIT = "t2t-judged-v1-0000"
+BUILD = ["build", "--select", "+agg_judge_agreement", "+agg_judge_parse_rates"]
+
+
+@dataclass
+class ScriptedJudge:
+    """A judge backend answering from a script: (descriptor, word) -> answers in repeat order."""
+
+    model_id: str
+    script: dict
+    model_version: str = "fixed"
+    backend_name: str = "openai"  # stg_judge_ratings accepts transformers / openai; the model id says it is scripted
+    answer_mode: str = "free"
+    _served: dict = field(default_factory=dict)
+
+    def judge(self, requests, sampling=None, on_done=None):
+        out = []
+        for req in requests:
+            key = (req.descriptor, req.word)
+            i = self._served.get(key, 0)
+            self._served[key] = i + 1
+            out.append(JudgeAnswer(raw_output=self.script[key][i]))
+        if on_done:
+            on_done(len(requests))
+        return out
+
+
+def _associations(n: int) -> list[dict]:
+    return [
+        {"audit_id": AUDIT, "model_id": "org/m", "model_version": "v1", "modality": "t2t",
+         "setting": "singular" if i % 2 else "noun", "descriptor": f"person {i}", "word": f"word{i}"}
+        for i in range(n)
+    ]
+
+
+def test_agreement_statistics_equal_scikit_learn_and_krippendorff(dora_home):
+    rng = np.random.default_rng(7)
+    assocs = _associations(30)
+    keys = [(a["descriptor"], a["word"]) for a in assocs]
+    truth = rng.integers(1, 6, size=len(keys))
+    # judge A: 3 repeats, noisy around the truth (one unparseable answer); judge B: 1 answer
+    a_answers = {k: [str(int(np.clip(t + rng.integers(-1, 2), 1, 5))) for _ in range(3)] for k, t in zip(keys, truth)}
+    a_answers[keys[0]][1] = "I would rather not say."
+    b_answers = {k: [f"Rating: {int(np.clip(t + rng.integers(-2, 3), 1, 5))}"] for k, t in zip(keys, truth)}
+    summary_a = run_judge(assocs, ScriptedJudge("judge-a", a_answers), repeats=3, progress=False)
+    summary_b = run_judge(assocs, ScriptedJudge("judge-b", b_answers), repeats=1, progress=False)
+    assert summary_a.parse_status["no_rating"] == 1 and summary_b.parse_rate == 1.0
+    run_dbt(BUILD, dora_home)
+
+    # the ratings as the test computes them (parsed answers)
+    def rating(text):
+        return None if "rather" in text else int(text.split()[-1])
+
+    a_rep = np.array([[rating(a_answers[k][r]) if rating(a_answers[k][r]) is not None else np.nan for k in keys] for r in range(3)])
+    a_level = [int(sorted(x for x in col if not np.isnan(x))[(np.sum(~np.isnan(col)) - 1) // 2]) for col in a_rep.T]  # lower median
+    b_level = [rating(b_answers[k][0]) for k in keys]
+
+    rows = {
+        (kind, s): (raters, items, compared, exact, kappa, alpha)
+        for kind, s, raters, items, compared, exact, kappa, alpha in run_query(
+            "select agreement_kind, setting, raters, items, items_compared, exact_agreement, cohen_kappa_linear, "
+            f"krippendorff_alpha_ordinal from agg_judge_agreement where audit_id = '{AUDIT}'"
+        ).rows
+    }
+    assert set(rows) == {(k, s) for k in ("repeats", "judge_pair") for s in ("noun", "singular", "(all)")}
+
+    # judge pair, pooled: kappa = scikit-learn's, alpha = krippendorff's, exact agreement by hand
+    raters, items, compared, exact, kappa, alpha = rows[("judge_pair", "(all)")]
+    assert (raters, items, compared) == (2, 30, 30)
+    assert kappa == pytest.approx(cohen_kappa_score(a_level, b_level, weights="linear", labels=[1, 2, 3, 4, 5]), abs=1e-12)
+    assert alpha == pytest.approx(
+        krippendorff.alpha(reliability_data=[a_level, b_level], level_of_measurement="ordinal", value_domain=[1, 2, 3, 4, 5]),
+        abs=1e-12,
+    )
+    assert exact == pytest.approx(np.mean([x == y for x, y in zip(a_level, b_level)]))
+    # per setting: the same statistics on that setting's associations only
+    idx = [i for i, a in enumerate(assocs) if a["setting"] == "noun"]
+    assert rows[("judge_pair", "noun")][4] == pytest.approx(
+        cohen_kappa_score([a_level[i] for i in idx], [b_level[i] for i in idx], weights="linear", labels=[1, 2, 3, 4, 5]), abs=1e-12
+    )
+    # judge A's 3 repeats: alpha over the 3 x 30 matrix with one missing answer; no kappa for 3 raters
+    raters, items, compared, exact, kappa, alpha = rows[("repeats", "(all)")]
+    assert (raters, items, compared, kappa) == (3, 30, 30, None)
+    assert alpha == pytest.approx(
+        krippendorff.alpha(reliability_data=a_rep, level_of_measurement="ordinal", value_domain=[1, 2, 3, 4, 5]), abs=1e-12
+    )
+    same = [len({x for x in col if not np.isnan(x)}) == 1 for col in a_rep.T]
+    assert exact == pytest.approx(np.mean(same))
+
+    parse = run_query("select judge, answers, parsed, n_no_rating from agg_judge_parse_rates order by judge").rows
+    assert parse == [("openai:judge-a@fixed", 90, 89, 1), ("openai:judge-b@fixed", 30, 30, 0)]
+
+    from orchestration.defs.scoring.checks import judge_parse_rate_ok
+
+    ok = judge_parse_rate_ok()
+    assert ok.passed and ok.metadata["judges_checked"].value == 2
+
+
+def test_agreement_functions_on_fixed_ratings():
+    a, b = [1, 2, 3, 4, 5, 3, 2], [1, 3, 3, 5, 4, 3, 1]
+    assert cohen_kappa_linear([a, b]) == pytest.approx(cohen_kappa_score(a, b, weights="linear", labels=[1, 2, 3, 4, 5]))
+    assert cohen_kappa_linear([[1, None, 3], [2, 2, 3]]) == pytest.approx(
+        cohen_kappa_score([1, 3], [2, 3], weights="linear", labels=[1, 2, 3, 4, 5])
+    )
+    assert cohen_kappa_linear([[2, 2], [2, 2]]) is None  # 0 / 0: undefined, not a number
+    assert cohen_kappa_linear([a, b, a]) is None  # kappa is for two raters
+    m = [[1, 2, None, 4], [1, 3, 3, 4], [2, 2, 3, None]]
+    assert krippendorff_alpha_ordinal(m) == pytest.approx(
+        krippendorff.alpha(reliability_data=np.array(m, dtype=float), level_of_measurement="ordinal", value_domain=[1, 2, 3, 4, 5])
+    )
+    assert krippendorff_alpha_ordinal([[3, 3], [3, 3]]) is None
+    with pytest.raises(ValueError, match="differ in length"):
+        krippendorff_alpha_ordinal([[1, 2], [1]])
+
+
+def test_a_judge_answering_garbage_fails_the_error_check(dora_home, monkeypatch):
+    from orchestration.defs.scoring.checks import judge_parse_rate_ok
+
+    assocs = _associations(6)
+    good = ScriptedJudge("good-judge", {(a["descriptor"], a["word"]): ["2"] for a in assocs})
+    garbage = ScriptedJudge(
+        "garbage-judge", {(a["descriptor"], a["word"]): ["As an AI I cannot rate associations."] for a in assocs}
+    )
+    run_judge(assocs, good, progress=False)
+    summary = run_judge(assocs, garbage, progress=False)
+    assert summary.parse_rate == 0.0 and summary.parse_status["no_rating"] == 6  # landed, not dropped
+    run_dbt(BUILD, dora_home)
+    result = judge_parse_rate_ok()
+    assert not result.passed and result.severity.value == "ERROR"
+    assert result.description.startswith("JUDGE PARSE FAILURE: judge openai:garbage-judge@fixed parsed 0 of 6 answers")
+    assert "parse rate 0.000 < 0.5; no_rating 6" in result.description and "good-judge" not in result.description
+    assert result.metadata["failed_judges"].value == ["openai:garbage-judge@fixed"]
+    # the threshold is configurable, and validated
+    monkeypatch.setenv("DORA_JUDGE_PARSE_RATE_MIN", "0")
+    assert judge_parse_rate_ok().passed
+    monkeypatch.setenv("DORA_JUDGE_PARSE_RATE_MIN", "lots")
+    with pytest.raises(ValueError, match="DORA_JUDGE_PARSE_RATE_MIN must be a number"):
+        judge_parse_rate_ok()
