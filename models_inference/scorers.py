@@ -479,26 +479,36 @@ class TransformersToxicityScorer:
 
 
 def load_sentiment_scorer(name: str = DEFAULT_SENTIMENT_SCORER, *, batch_size: int = 32) -> TextScorer:
-    """``vader`` (offline default) or a ``transformers`` model id / local folder
-    (optionally prefixed ``transformers:``).
+    """``vader`` (offline default), a ``transformers`` model id / local folder
+    (optionally prefixed ``transformers:``), or ``evaluate:regard`` / ``evaluate:<local module>``
+    (:mod:`models_inference.evaluate_scorers`).
 
     Raises:
         ModelNotAvailableError: the model cannot be loaded here.
     """
     if name == "vader":
         return VaderSentimentScorer()
+    if name.startswith("evaluate:"):  # issue 15: HF evaluate measurements (regard)
+        from models_inference.evaluate_scorers import load_evaluate_scorer
+
+        return load_evaluate_scorer(name, kind="sentiment")
     return TransformersSentimentScorer.load(name.removeprefix("transformers:"), batch_size=batch_size)
 
 
 def load_toxicity_scorer(name: str = DEFAULT_TOXICITY_SCORER, *, batch_size: int = 32) -> TextScorer:
-    """``toxic-comment-classifier`` (offline default, Jigsaw BiLSTM) or a ``transformers``
-    model id / local folder (optionally prefixed ``transformers:``).
+    """``toxic-comment-classifier`` (offline default, Jigsaw BiLSTM), a ``transformers``
+    model id / local folder (optionally prefixed ``transformers:``), or ``evaluate:toxicity`` /
+    ``evaluate:<local module>[::<classifier>]`` (:mod:`models_inference.evaluate_scorers`).
 
     Raises:
         ModelNotAvailableError: the model cannot be loaded here.
     """
     if name in (DEFAULT_TOXICITY_SCORER, "jigsaw-bilstm"):
         return JigsawToxicityScorer()
+    if name.startswith("evaluate:"):  # issue 15: HF evaluate measurements (toxicity)
+        from models_inference.evaluate_scorers import load_evaluate_scorer
+
+        return load_evaluate_scorer(name, kind="toxicity")
     return TransformersToxicityScorer.load(name.removeprefix("transformers:"), batch_size=batch_size)
 
 
