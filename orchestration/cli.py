@@ -241,8 +241,8 @@ def _add_scoring_arguments(audit: argparse.ArgumentParser) -> None:
         "VADER, the Jigsaw BiLSTM of toxic-comment-classifier, the embedded SmolLM2-135M as judge).",
     )
     s.add_argument("--score-all", action="store_true", help="score every association, not only the significant ones")
-    s.add_argument("--sentiment-scorer", default="vader", help="'vader' or a transformers sentiment model id/folder (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english)")
-    s.add_argument("--toxicity-scorer", default="toxic-comment-classifier", help="'toxic-comment-classifier' or a transformers toxicity model id/folder (paper: s-nlp/roberta-toxicity_classifier)")
+    s.add_argument("--sentiment-scorer", default="vader", help="'vader', a transformers sentiment model id/folder (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english), or evaluate:regard / evaluate:<local module>[::<model>] (HF evaluate regard: polarity towards the demographic)")
+    s.add_argument("--toxicity-scorer", default="toxic-comment-classifier", help="'toxic-comment-classifier', a transformers toxicity model id/folder (paper: s-nlp/roberta-toxicity_classifier), or evaluate:toxicity / evaluate:<local module>[::<model>] (HF evaluate)")
     s.add_argument("--judge-backend", default="transformers", choices=["transformers", "openai", "none"], help="LLM judge backend ('none' skips the judge)")
     s.add_argument("--judge-model", default=None, action="append", help="judge model (default: smollm2-135m for transformers, gpt-4o for openai); repeat the flag for several judges (their agreement: agg_judge_agreement)")
     s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored)")
