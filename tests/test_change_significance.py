@@ -83,6 +83,18 @@ def _docs(version: str) -> dict[str, list[str]]:
     return docs
 
 
+def _random_docs(version: str) -> dict[str, list[str]]:
+    """Setting 'noun': 16 descriptors whose word counts shift at random between versions (many
+    changes, large and small: exercises BH over a family with many small p-values)."""
+    rng = np.random.default_rng({"v1": 11, "v2": 12}[version])
+    vocab = ["w" + str(i) for i in range(8)]
+    docs = {}
+    for i in range(16):
+        weights = rng.dirichlet(np.full(len(vocab), 0.4))
+        docs[f"person {i}"] = [str(w) for w in rng.choice(vocab, size=80, p=weights)]
+    return docs
+
+
 def _audit_id(version: str) -> str:
     return f"t2t-planted-{version}-beef0000"
 
@@ -97,6 +109,15 @@ def _land(version: str, order: int) -> None:
                 "setting": "singular", "descriptor": descriptor, "bias_dimension": DIMENSIONS[i % 4],
                 "letter": word[0], "run": run, "seed": run, "prompt_style": "completion",
                 "prompt": f"A {descriptor} is {word[0]}", "raw_output": word, "word": word, "parse_status": "ok",
+                "generated_at": started + timedelta(minutes=1),
+            })
+    for i, (descriptor, words) in enumerate(_random_docs(version).items()):
+        for run, word in enumerate(words, start=1):
+            rows.append({
+                "audit_id": aid, "model_id": "org/planted", "model_version": version, "backend": "test",
+                "setting": "noun", "descriptor": descriptor, "bias_dimension": DIMENSIONS[i % 4],
+                "letter": word[0], "run": run, "seed": run, "prompt_style": "completion",
+                "prompt": f"This {descriptor} is an {word[0]}", "raw_output": word, "word": word, "parse_status": "ok",
                 "generated_at": started + timedelta(minutes=1),
             })
     write_shard("t2t_completions", rows, partition=aid)
@@ -147,7 +168,7 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
 
     rows = run_query(
         "select descriptor, word, change_p, change_q, is_significant_change, change_type, doc_length_before, doc_length_after "
-        f"from fct_association_changes where to_audit_id = '{_audit_id('v2')}' order by descriptor, word"
+        f"from fct_association_changes where to_audit_id = '{_audit_id('v2')}' and setting = 'singular' order by descriptor, word"
     ).rows
     assert [(d, w) for d, w, *_ in rows] == listed
     assert len(listed) >= 12  # every signature word, at least
@@ -158,27 +179,48 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     assert significant == [(*PLANTED, "weakened")]
     assert min(q for (d, w), q in zip(listed, qvals) if (d, w) != PLANTED) > 0.05
 
+    # setting 'noun' (its own BH family): many changes; every p and q equals scipy's
+    nb, na = _random_docs("v1"), _random_docs("v2")
+    noun_listed = sorted(_significant(nb) | _significant(na))
+    cb, ca = {d: Counter(ws) for d, ws in nb.items()}, {d: Counter(ws) for d, ws in na.items()}
+    noun_p = [
+        stats.fisher_exact([[cb[d][w], len(nb[d]) - cb[d][w]], [ca[d][w], len(na[d]) - ca[d][w]]]).pvalue
+        for d, w in noun_listed
+    ]
+    noun_q = stats.false_discovery_control(noun_p, method="bh")
+    noun_rows = run_query(
+        "select descriptor, word, change_p, change_q, is_significant_change from fct_association_changes "
+        "where setting = 'noun' order by descriptor, word"
+    ).rows
+    assert [(d, w) for d, w, *_ in noun_rows] == noun_listed and len(noun_listed) >= 30
+    np.testing.assert_allclose([r[2] for r in noun_rows], noun_p, rtol=1e-9)
+    np.testing.assert_allclose([r[3] for r in noun_rows], noun_q, rtol=1e-9)
+    assert [r[4] for r in noun_rows] == [bool(q < 0.05) for q in noun_q]
+    assert 5 <= sum(q < 0.05 for q in noun_q) < len(noun_q)  # many significant changes, not all
+
     summary = run_query(
         "select bias_dimension, associations_compared, significant_changes, weakened, direction "
         "from agg_association_changes_by_dimension order by bias_dimension"
     ).rows
-    planted_dim = DIMENSIONS[3 % 4]
     assert [r[0] for r in summary] == sorted(DIMENSIONS)
-    for dim, compared, n_sig, weakened, direction in summary:
-        assert (n_sig, weakened, direction) == ((1, 1, "weaker") if dim == planted_dim else (0, 0, "no detectable change"))
-    assert sum(r[1] for r in summary) == len(listed)
+    assert sum(r[1] for r in summary) == len(listed) + len(noun_listed)
+    assert sum(r[2] for r in summary) == 1 + sum(q < 0.05 for q in noun_q)
 
     capsys.readouterr()
     assert main(["diff", TARGET]) == 0
     out = capsys.readouterr().out
-    assert f"  1 of {len(listed)} associations (significant in either audit) changed significantly" in out
-    assert "gone 0, strengthened 0, weakened 1" in out
-    assert f"t2t {planted_dim}: 1 of" in out and "weaker" in out
-    assert "change_q" in out and "grumpy" in out and "slow" not in out  # only significant changes are listed
-    assert main(["diff", TARGET, "--format", "json"]) == 0
+    n_sig = 1 + sum(q < 0.05 for q in noun_q)
+    assert f"  {n_sig} of {len(listed) + len(noun_listed)} associations (significant in either audit) changed significantly" in out
+    assert "change_q" in out and "slow" not in out  # only significant changes are listed (top 5 per dimension)
+    assert main(["diff", TARGET, "--format", "json", "--top", "100"]) == 0
     import json
 
-    listed_rows = json.loads(capsys.readouterr().out)
+    diff_rows = json.loads(capsys.readouterr().out)
+    assert len(diff_rows) == n_sig
+    for dim in DIMENSIONS:  # per bias dimension, smallest change q first
+        qs = [r["change_q"] for r in diff_rows if r["bias_dimension"] == dim]
+        assert qs == sorted(qs)
+    listed_rows = [r for r in diff_rows if r["setting"] == "singular"]
     assert [(r["descriptor"], r["word"]) for r in listed_rows] == [PLANTED]
     assert listed_rows[0]["change_q"] == pytest.approx(qvals[listed.index(PLANTED)], rel=1e-9)
     assert not math.isnan(listed_rows[0]["change_q"])
