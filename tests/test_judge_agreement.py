@@ -56,7 +56,10 @@ def _associations(n: int) -> list[dict]:
     ]
 
 
-def test_agreement_statistics_equal_scikit_learn_and_krippendorff(dora_home):
+def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fails_the_check(dora_home, monkeypatch):
+    """One dbt build: judges A (3 repeats) and B agree to a measurable degree; judge C answers garbage."""
+    from orchestration.defs.scoring.checks import judge_parse_rate_ok
+
     rng = np.random.default_rng(7)
     assocs = _associations(30)
     keys = [(a["descriptor"], a["word"]) for a in assocs]
@@ -67,7 +70,10 @@ def test_agreement_statistics_equal_scikit_learn_and_krippendorff(dora_home):
     b_answers = {k: [f"Rating: {int(np.clip(t + rng.integers(-2, 3), 1, 5))}"] for k, t in zip(keys, truth)}
     summary_a = run_judge(assocs, ScriptedJudge("judge-a", a_answers), repeats=3, progress=False)
     summary_b = run_judge(assocs, ScriptedJudge("judge-b", b_answers), repeats=1, progress=False)
+    garbage = {k: ["As an AI I cannot rate associations."] for k in keys}
+    summary_c = run_judge(assocs, ScriptedJudge("garbage-judge", garbage), progress=False)
     assert summary_a.parse_status["no_rating"] == 1 and summary_b.parse_rate == 1.0
+    assert summary_c.parse_rate == 0.0 and summary_c.parse_status["no_rating"] == 30  # landed, not dropped
     run_dbt(BUILD, dora_home)
 
     # the ratings as the test computes them (parsed answers)
@@ -78,14 +84,32 @@ def test_agreement_statistics_equal_scikit_learn_and_krippendorff(dora_home):
     a_level = [int(sorted(x for x in col if not np.isnan(x))[(np.sum(~np.isnan(col)) - 1) // 2]) for col in a_rep.T]  # lower median
     b_level = [rating(b_answers[k][0]) for k in keys]
 
+    sets = run_query("select distinct agreement_kind, rater_set from agg_judge_agreement order by all").rows
+    assert sets == [
+        ("judge_pair", "openai:garbage-judge@fixed vs openai:judge-a@fixed"),
+        ("judge_pair", "openai:garbage-judge@fixed vs openai:judge-b@fixed"),
+        ("judge_pair", "openai:judge-a@fixed vs openai:judge-b@fixed"),
+        ("judges", "all 3 judges"),
+        ("repeats", "openai:judge-a@fixed"),
+    ]
     rows = {
         (kind, s): (raters, items, compared, exact, kappa, alpha)
         for kind, s, raters, items, compared, exact, kappa, alpha in run_query(
             "select agreement_kind, setting, raters, items, items_compared, exact_agreement, cohen_kappa_linear, "
-            f"krippendorff_alpha_ordinal from agg_judge_agreement where audit_id = '{AUDIT}'"
+            f"krippendorff_alpha_ordinal from agg_judge_agreement where audit_id = '{AUDIT}' "
+            "and rater_set in ('openai:judge-a@fixed', 'openai:judge-a@fixed vs openai:judge-b@fixed')"
         ).rows
     }
     assert set(rows) == {(k, s) for k in ("repeats", "judge_pair") for s in ("noun", "singular", "(all)")}
+    # a garbage judge compares nothing: no kappa, no alpha (never a made-up number)
+    assert run_query(
+        "select items_compared, cohen_kappa_linear, krippendorff_alpha_ordinal from agg_judge_agreement "
+        "where rater_set = 'openai:garbage-judge@fixed vs openai:judge-b@fixed' and setting = '(all)'"
+    ).rows == [(0, None, None)]
+    # all 3 judges: alpha over the 3 x 30 matrix (C's row all missing) = A vs B's alpha
+    (alpha3,) = run_query(
+        "select krippendorff_alpha_ordinal from agg_judge_agreement where agreement_kind = 'judges' and setting = '(all)'"
+    ).rows[0]
 
     # judge pair, pooled: kappa = scikit-learn's, alpha = krippendorff's, exact agreement by hand
     raters, items, compared, exact, kappa, alpha = rows[("judge_pair", "(all)")]
@@ -110,13 +134,28 @@ def test_agreement_statistics_equal_scikit_learn_and_krippendorff(dora_home):
     same = [len({x for x in col if not np.isnan(x)}) == 1 for col in a_rep.T]
     assert exact == pytest.approx(np.mean(same))
 
+    assert alpha3 == pytest.approx(
+        krippendorff.alpha(reliability_data=[[np.nan] * 30, a_level, b_level], level_of_measurement="ordinal",
+                           value_domain=[1, 2, 3, 4, 5]), abs=1e-12,
+    )
+
     parse = run_query("select judge, answers, parsed, n_no_rating from agg_judge_parse_rates order by judge").rows
-    assert parse == [("openai:judge-a@fixed", 90, 89, 1), ("openai:judge-b@fixed", 30, 30, 0)]
-
-    from orchestration.defs.scoring.checks import judge_parse_rate_ok
-
-    ok = judge_parse_rate_ok()
-    assert ok.passed and ok.metadata["judges_checked"].value == 2
+    assert parse == [
+        ("openai:garbage-judge@fixed", 30, 0, 30), ("openai:judge-a@fixed", 90, 89, 1), ("openai:judge-b@fixed", 30, 30, 0)
+    ]
+    # the ERROR check fails loudly, naming the garbage judge only
+    result = judge_parse_rate_ok()
+    assert not result.passed and result.severity.value == "ERROR"
+    assert result.description.startswith("JUDGE PARSE FAILURE: judge openai:garbage-judge@fixed parsed 0 of 30 answers")
+    assert "parse rate 0.000 < 0.5; no_rating 30" in result.description and "judge-a" not in result.description
+    assert result.metadata["failed_judges"].value == ["openai:garbage-judge@fixed"]
+    assert result.metadata["judges_checked"].value == 3
+    # the threshold is configurable, and validated
+    monkeypatch.setenv("DORA_JUDGE_PARSE_RATE_MIN", "0")
+    assert judge_parse_rate_ok().passed
+    monkeypatch.setenv("DORA_JUDGE_PARSE_RATE_MIN", "lots")
+    with pytest.raises(ValueError, match="DORA_JUDGE_PARSE_RATE_MIN must be a number"):
+        judge_parse_rate_ok()
 
 
 def test_agreement_functions_on_fixed_ratings():
@@ -134,28 +173,3 @@ def test_agreement_functions_on_fixed_ratings():
     assert krippendorff_alpha_ordinal([[3, 3], [3, 3]]) is None
     with pytest.raises(ValueError, match="differ in length"):
         krippendorff_alpha_ordinal([[1, 2], [1]])
-
-
-def test_a_judge_answering_garbage_fails_the_error_check(dora_home, monkeypatch):
-    from orchestration.defs.scoring.checks import judge_parse_rate_ok
-
-    assocs = _associations(6)
-    good = ScriptedJudge("good-judge", {(a["descriptor"], a["word"]): ["2"] for a in assocs})
-    garbage = ScriptedJudge(
-        "garbage-judge", {(a["descriptor"], a["word"]): ["As an AI I cannot rate associations."] for a in assocs}
-    )
-    run_judge(assocs, good, progress=False)
-    summary = run_judge(assocs, garbage, progress=False)
-    assert summary.parse_rate == 0.0 and summary.parse_status["no_rating"] == 6  # landed, not dropped
-    run_dbt(BUILD, dora_home)
-    result = judge_parse_rate_ok()
-    assert not result.passed and result.severity.value == "ERROR"
-    assert result.description.startswith("JUDGE PARSE FAILURE: judge openai:garbage-judge@fixed parsed 0 of 6 answers")
-    assert "parse rate 0.000 < 0.5; no_rating 6" in result.description and "good-judge" not in result.description
-    assert result.metadata["failed_judges"].value == ["openai:garbage-judge@fixed"]
-    # the threshold is configurable, and validated
-    monkeypatch.setenv("DORA_JUDGE_PARSE_RATE_MIN", "0")
-    assert judge_parse_rate_ok().passed
-    monkeypatch.setenv("DORA_JUDGE_PARSE_RATE_MIN", "lots")
-    with pytest.raises(ValueError, match="DORA_JUDGE_PARSE_RATE_MIN must be a number"):
-        judge_parse_rate_ok()
