@@ -28,10 +28,6 @@ __all__ = ["association_anchor", "association_href", "judge_reliability_html", "
 THUMBNAIL_PX = 160
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _safe(text: str) -> str:
     """A file-name-safe, collision-free component: readable prefix + short hash."""
     keep = "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:60]
@@ -54,8 +50,8 @@ def association_href(audit_id: str, modality: str, setting: str, descriptor: str
     return f"{page_path(audit_id, modality, setting)}#{association_anchor(modality, setting, descriptor, word)}"
 
 
-def _rows(sql: str) -> list[dict]:
-    result = run_query(sql)
+def _rows(sql: str, params: list | None = None) -> list[dict]:
+    result = run_query(sql, params=params)
     return [dict(zip(result.columns, r)) for r in result.rows]
 
 
@@ -113,18 +109,20 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
         when the marts are not built.
     """
     out = Path(out_dir)
-    where = f"and audit_id = {_quote(audit_id)}" if audit_id else ""
+    only = [audit_id, audit_id]  # (? is null or audit_id = ?): values never in SQL text
     associations = _rows(
-        f"""select audit_id, model_id, modality, setting, descriptor, bias_dimension, word, tf, fisher_q
-            from fct_associations where is_significant {where}
-            order by audit_id, modality, setting, fisher_q, descriptor, word"""
+        """select audit_id, model_id, modality, setting, descriptor, bias_dimension, word, tf, fisher_q
+           from fct_associations where is_significant and (? is null or audit_id = ?)
+           order by audit_id, modality, setting, fisher_q, descriptor, word""",
+        only,
     )
     samples = _rows(
-        f"""select audit_id, modality, setting, descriptor, word, sample_kind, sample_id, occurrences, prompt,
-                   raw_output, parsed_word, parse_status, seed, prompt_style, letter, run, image_path,
-                   image_sha256, image_prompt, image_seed
-            from fct_association_samples where true {where}
-            order by audit_id, modality, setting, descriptor, word, letter, run, sample_id"""
+        """select audit_id, modality, setting, descriptor, word, sample_kind, sample_id, occurrences, prompt,
+                  raw_output, parsed_word, parse_status, seed, prompt_style, letter, run, image_path,
+                  image_sha256, image_prompt, image_seed
+           from fct_association_samples where (? is null or audit_id = ?)
+           order by audit_id, modality, setting, descriptor, word, letter, run, sample_id""",
+        only,
     )
     by_association: dict[tuple, list[dict]] = defaultdict(list)
     for s in samples:
@@ -218,17 +216,19 @@ def judge_reliability_html(audit_id: str | None = None) -> str:
     """
     import duckdb
 
-    where = f"and audit_id = {_quote(audit_id)}" if audit_id else ""
+    only = [audit_id, audit_id]
     try:
         agreement = _rows(
-            f"""select audit_id, modality, agreement_kind, rater_set, raters, items_compared,
-                       exact_agreement, cohen_kappa_linear, krippendorff_alpha_ordinal
-                from agg_judge_agreement where setting = '(all)' {where}
-                order by audit_id, modality, agreement_kind, rater_set"""
+            """select audit_id, modality, agreement_kind, rater_set, raters, items_compared,
+                      exact_agreement, cohen_kappa_linear, krippendorff_alpha_ordinal
+               from agg_judge_agreement where setting = '(all)' and (? is null or audit_id = ?)
+               order by audit_id, modality, agreement_kind, rater_set""",
+            only,
         )
         parse = _rows(
-            f"""select audit_id, judge, answers, parsed, parse_rate
-                from agg_judge_parse_rates where true {where} order by audit_id, judge"""
+            """select audit_id, judge, answers, parsed, parse_rate
+               from agg_judge_parse_rates where (? is null or audit_id = ?) order by audit_id, judge""",
+            only,
         )
     except duckdb.CatalogException:
         return "<p class='empty'>judge reliability marts not built yet</p>"

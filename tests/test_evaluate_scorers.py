@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from models_inference.scorers import load_sentiment_scorer, load_toxicity_scorer
+from models_inference.scoring.sentiment import load_sentiment_scorer
+from models_inference.scoring.toxicity import load_toxicity_scorer
 from tests.test_scorers import _tiny_classifier
 
 TOXICITY_MODULE = '''
@@ -78,7 +79,8 @@ def _probs(tok, model, texts):
 
 def test_evaluate_toxicity_from_a_local_module_equals_its_classifier_and_lands(tmp_path, dora_home):
     from ingestion.landing import read_landing
-    from models_inference.scorers import ScoreCache, run_scoring
+    from models_inference.scoring.cache import ScoreCache
+    from models_inference.scoring.common import run_scoring
 
     clf = tmp_path / "clf"
     clf.mkdir()

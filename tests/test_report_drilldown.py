@@ -94,8 +94,8 @@ def report(tmp_path_factory):
     import os
 
     from analytics.report import write_report
-    from models_inference.judge import JudgeAnswer, run_judge
-    from models_inference.scorers import associations_to_score
+    from models_inference.scoring.judge import JudgeAnswer, run_judge
+    from orchestration.defs.scoring.assets import associations_to_score
 
     home = tmp_path_factory.mktemp("drill_home")
     old = os.environ.get("DORA_HOME")
@@ -103,7 +103,7 @@ def report(tmp_path_factory):
     try:
         _land(home)
         run_dbt(["build", "--exclude", "tag:scores"], home)
-        assocs = associations_to_score()
+        assocs = associations_to_score(score_all=False, audit_id=None)
 
         class Judge:  # two scripted judges (stg_judge_ratings accepts backends transformers / openai)
             backend_name, model_version, answer_mode = "openai", "fixed", "free"

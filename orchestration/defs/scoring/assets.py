@@ -9,7 +9,7 @@ by selection, so Python scoring can sit between dbt models)::
       -> stg_*_scores, stg_judge_ratings -> fct_association_scores -> agg_bias_by_dimension
          (dora_score_models, select tag:scores)
 
-Each scorer reads ``fct_associations`` read-only, scores only what has not landed for the
+Each scorer reads ``int_associations_to_score`` (a dbt model over ``fct_associations``) read-only, scores only what has not landed for the
 same scorer version, and lands Parquet; with no significant association it lands nothing
 and still succeeds.
 
@@ -27,25 +27,44 @@ from typing import Callable
 import dagster as dg
 from dagster_dbt import DbtCliResource, dbt_assets
 
+from analytics.query import read_relation
 from ingestion.landing import landing_dir
-from models_inference.judge import JudgeSampling, load_judge, run_judge
-from models_inference.scorers import (
-    ScoreCache,
-    associations_to_score,
-    load_sentiment_scorer,
-    load_toxicity_scorer,
-    run_scoring,
-)
+from ingestion.vocabulary import ASSOCIATION_KEY
+from models_inference.scoring.cache import ScoreCache
+from models_inference.scoring.common import run_scoring, with_association_text
+from models_inference.scoring.judge import JudgeSampling, load_judge, run_judge
+from models_inference.scoring.sentiment import load_sentiment_scorer
+from models_inference.scoring.toxicity import load_toxicity_scorer
 from orchestration.defs.audits.runs import partition_audit_ids, target_of_run
 from orchestration.defs.dbt.assets import DBT_STEPS, TRANSLATOR, build_unless_unchanged
 from orchestration.defs.dbt.resources import dbt_project
 from orchestration.defs.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
+from orchestration.instance import DUCKDB_WRITER_POOL, MODEL_INFERENCE_POOL
 
 #: dbt tag of the models built after scoring (set in their YAML).
 SCORES_TAG = "scores"
-FCT_ASSOCIATIONS = dg.AssetKey("fct_associations")
+SCORING_INPUT = dg.AssetKey("int_associations_to_score")
 #: Metadata ``skipped`` of a scorer that a partition's registry target does not list.
 NOT_IN_TARGET_SCORERS = "not in target scorers"
+
+
+#: The dbt model listing the associations to score (dbt_project/models/intermediate/).
+ASSOCIATIONS_TO_SCORE = "int_associations_to_score"
+
+
+def associations_to_score(*, score_all: bool, audit_id: str | None) -> list[dict]:
+    """The associations to score (significant ones unless ``score_all``; one audit or all),
+    read from the dbt model :data:`ASSOCIATIONS_TO_SCORE` with parameterised filters, ordered
+    by association key, each with its sentence ``text``.
+
+    Raises:
+        analytics.query.WarehouseMissingError: no warehouse yet.
+    """
+    filters: dict = {} if score_all else {"is_significant": True}
+    if audit_id:
+        filters["audit_id"] = audit_id
+    columns = [*ASSOCIATION_KEY, "bias_dimension", "prompt", "prompt_style"]
+    return with_association_text(read_relation(ASSOCIATIONS_TO_SCORE, columns=columns, filters=filters, order_by=ASSOCIATION_KEY))
 
 
 @dataclass(frozen=True)
@@ -114,15 +133,15 @@ def associations_in_scope(context: dg.AssetExecutionContext, config, spec: Score
 
 def scoring_asset(spec: ScorerSpec) -> dg.AssetsDefinition:
     """The scoring asset of ``spec``: key ``landing/<table>``, group ``scoring``, after
-    ``fct_associations``, op ``<table>`` (its run config: ``ops.<table>.config``), pool
+    ``int_associations_to_score``, op ``<table>`` (its run config: ``ops.<table>.config``), pool
     ``model_inference``. It lands nothing (and succeeds) when nothing is in scope."""
 
     @dg.multi_asset(
         name=spec.table,
         specs=[
-            dg.AssetSpec(["landing", spec.table], deps=[FCT_ASSOCIATIONS], group_name="scoring", description=spec.description)
+            dg.AssetSpec(["landing", spec.table], deps=[SCORING_INPUT], group_name="scoring", description=spec.description)
         ],
-        pool="model_inference",
+        pool=MODEL_INFERENCE_POOL,
     )
     def _scoring(context: dg.AssetExecutionContext, config: spec.config_class):  # type: ignore[valid-type]
         landing_dir(spec.table)  # the dbt source glob must exist even when nothing lands
@@ -159,7 +178,9 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     extra = {"batch_size": config.batch_size} if config.backend == "transformers" else {}
     sampling = JudgeSampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     per_judge = []
-    for model in [config.model, *config.extra_models]:  # issue 15: several judges, one after the other
+    # issue 15: several judges (--judge-model a,b), one after the other; their agreement: agg_judge_agreement
+    models = [m.strip() for m in (config.model or "").split(",") if m.strip()] or [None]
+    for model in models:
         judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
         summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress)
         context.log.info(f"judge {judge.model_id}: {summary.judged} ratings, parse rate {summary.parse_rate:.1%}")
@@ -218,7 +239,7 @@ judge_ratings = scoring_asset(JUDGE)
     dagster_dbt_translator=TRANSLATOR,
     select=f"tag:{SCORES_TAG}",
     name="dora_score_models",
-    pool="duckdb_writer",
+    pool=DUCKDB_WRITER_POOL,
 )
 def dora_score_models(context: dg.AssetExecutionContext, dbt: DbtCliResource):
     """``dbt build`` of the score models (tag ``scores``): staging of the three score tables,

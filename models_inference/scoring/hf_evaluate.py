@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from models_inference.text_backends import ModelNotAvailableError
+from models_inference.model_ref import ModelNotAvailableError
 
 __all__ = ["EvaluateRegardScorer", "EvaluateToxicityScorer", "is_evaluate_scorer", "load_evaluate_scorer"]
 
@@ -59,15 +59,17 @@ def _measurement_name(module: str) -> str:
     return (local.stem if local else module.rstrip("/").split("/")[-1]).lower()
 
 
-def _pipeline_version(measurement) -> str:
-    """Version of the classifier a measurement built (weights hash / revision), if it exposes one."""
-    from models_inference.scorers import _model_version
+def _classifier_version(config_name: str | None) -> str:
+    """Version of the classifier named by ``config_name`` (weights hash / hub revision), else the
+    module's default model (identified by the module's own hash / hub name)."""
+    if not config_name:
+        return "module-default-model"
+    from models_inference.model_ref import model_version
 
-    for attr in ("toxic_classifier", "regard_classifier"):
-        pipe = getattr(measurement, attr, None)
-        if pipe is not None and getattr(pipe, "model", None) is not None:
-            return _model_version(pipe.model)
-    return "unknown-model"
+    try:
+        return model_version(config_name)
+    except Exception:  # not a model reference dora can version (the module loaded it anyway)
+        return "unversioned"
 
 
 def _load_measurement(module: str, config_name: str | None):
@@ -95,7 +97,7 @@ def _version(module: str, config_name: str | None, measurement) -> str:
 
     local = _module_file(module)
     source = hashlib.sha256(local.read_bytes()).hexdigest()[:12] if local else "hub"
-    return f"evaluate-{evaluate.__version__}:{source}:{config_name or 'default'}:{_pipeline_version(measurement)}"
+    return f"evaluate-{evaluate.__version__}:{source}:{config_name or 'default'}:{_classifier_version(config_name)}"
 
 
 @dataclass
