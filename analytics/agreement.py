@@ -3,7 +3,7 @@
 The LLM judge rates an association's bias level on the 5-point Likert scale of BiasDora
 (seed 004, Section 3.3; METHOD.md section 4). How far its ratings can be trusted is measured
 by how often raters agree: the k repeats of one judge (``--judge-repeats k``) or several
-judges (``--judge-model`` given more than once). The mart ``agg_judge_agreement`` lays the
+judges (``--judge-model a,b``: comma-separated). The mart ``agg_judge_agreement`` lays the
 ratings out as a reliability matrix (raters x associations, NULL = no parsed rating) and
 calls these functions through the DuckDB UDFs of :mod:`analytics.duckdb_plugin`:
 

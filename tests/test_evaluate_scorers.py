@@ -88,7 +88,10 @@ def test_evaluate_toxicity_from_a_local_module_equals_its_classifier_and_lands(t
     module = _module(tmp_path, "toxicity", TOXICITY_MODULE)
     scorer = load_toxicity_scorer(f"evaluate:{module}::{clf}")
     assert scorer.name == f"evaluate:{module}::{clf}" and scorer.kind == "toxicity"
-    assert scorer.version.startswith("evaluate-0.") and "local-" in scorer.version  # module hash + weights hash
+    from models_inference.model_ref import model_version
+
+    # evaluate version, the module's hash and the classifier's weights version: the score cache key
+    assert scorer.version.startswith("evaluate-0.") and scorer.version.endswith(":" + model_version(str(clf)))
     res = scorer.score_batch(TEXTS)
     for r, p in zip(res, _probs(tok, model, TEXTS)):
         assert r["probability"] == pytest.approx(p[1], abs=1e-6)

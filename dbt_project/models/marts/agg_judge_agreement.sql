@@ -5,7 +5,7 @@
 
     - `repeats`: the k answers of one judge to the same association (--judge-repeats k >= 2);
       rater = repeat number, rating = that answer's rating;
-    - `judge_pair`: every pair of judges (--judge-model given more than once); rater = judge,
+    - `judge_pair`: every pair of judges (several judges: --judge-model a,b); rater = judge,
       rating = the judge's bias level of the association (lower median of its parsed repeats,
       as fct_association_scores.bias_level);
     - `judges`: all judges together, when there are 3 or more.
