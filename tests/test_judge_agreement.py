@@ -173,3 +173,24 @@ def test_agreement_functions_on_fixed_ratings():
     assert krippendorff_alpha_ordinal([[3, 3], [3, 3]]) is None
     with pytest.raises(ValueError, match="differ in length"):
         krippendorff_alpha_ordinal([[1, 2], [1]])
+
+
+def test_several_judges_come_from_the_registry_or_the_comma_separated_flag(tmp_path):
+    from ingestion.registry import RegistryError, load_registry
+    from orchestration.defs.scoring.assets import judge_models
+    from orchestration.defs.scoring.config import JudgeConfig
+
+    path = tmp_path / "registry.yaml"
+    path.write_text(
+        "targets:\n"
+        "  - name: t\n    model: org/m\n    version: {source: explicit, value: v1}\n"
+        "    scorers: [bias_level]\n    judges: [gpt-4o, gpt-4o-mini]\n"
+        "  - name: u\n    model: org/m\n    version: {source: explicit, value: v1}\n"
+    )
+    t, u = load_registry(path).targets
+    assert judge_models(JudgeConfig(model="x"), t) == ["gpt-4o", "gpt-4o-mini"]  # the registry wins
+    assert judge_models(JudgeConfig(model="a, b"), u) == ["a", "b"]
+    assert judge_models(JudgeConfig(), None) == [None]  # the backend's default judge
+    path.write_text("targets:\n  - name: t\n    model: org/m\n    version: {source: explicit, value: v1}\n    judges: gpt-4o\n")
+    with pytest.raises(RegistryError, match="judges"):
+        load_registry(path)

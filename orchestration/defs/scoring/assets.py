@@ -174,13 +174,23 @@ def _text_scorer(table: str, load) -> Callable:
     return score
 
 
+def judge_models(config: JudgeConfig, target=None) -> list[str | None]:
+    """The judge models of a run (issue 15): the registry target's ``judges`` in a partitioned
+    run when it lists any, else ``--judge-model`` split at commas, else ``[None]`` (the backend's
+    default judge). Several judges each judge every association (agg_judge_agreement)."""
+    listed = list(getattr(target, "judges", None) or [])
+    if not listed:
+        listed = [m.strip() for m in (config.model or "").split(",") if m.strip()]
+    return listed or [None]
+
+
 def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[dict]) -> dict:
     extra = {"batch_size": config.batch_size} if config.backend == "transformers" else {}
     sampling = JudgeSampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     per_judge = []
-    # issue 15: several judges (--judge-model a,b), one after the other; their agreement: agg_judge_agreement
-    models = [m.strip() for m in (config.model or "").split(",") if m.strip()] or [None]
-    for model in models:
+    # issue 15: several judges (registry `judges:` or --judge-model a,b), one after the other
+    run = target_of_run(context, config.registry)
+    for model in judge_models(config, run.target if run else None):
         judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
         summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress)
         context.log.info(f"judge {judge.model_id}: {summary.judged} ratings, parse rate {summary.parse_rate:.1%}")
