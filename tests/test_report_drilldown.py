@@ -95,15 +95,23 @@ def report(tmp_path_factory):
 
     from analytics.report import write_report
     from models_inference.scoring.judge import JudgeAnswer, run_judge
-    from orchestration.defs.scoring.assets import associations_to_score
 
     home = tmp_path_factory.mktemp("drill_home")
     old = os.environ.get("DORA_HOME")
     os.environ["DORA_HOME"] = str(home)
     try:
         _land(home)
-        run_dbt(["build", "--exclude", "tag:scores"], home)
-        assocs = associations_to_score(score_all=False, audit_id=None)
+        # the associations the fixture makes significant (checked below against fct_associations),
+        # judged before the one dbt build
+        assocs = [
+            {"audit_id": "t2t-fix", "model_id": "fix/model", "model_version": "v1", "modality": "t2t",
+             "setting": "singular", "descriptor": d, "word": w}
+            for d, (_, words) in T2T.items() for w in words
+        ] + [
+            {"audit_id": "vision-fix", "model_id": "fix/vlm", "model_version": "l1", "modality": "i2t",
+             "setting": "implicit", "descriptor": d, "word": w}
+            for d, (w, _) in I2T.items()
+        ]
 
         class Judge:  # two scripted judges (stg_judge_ratings accepts backends transformers / openai)
             backend_name, model_version, answer_mode = "openai", "fixed", "free"
@@ -116,7 +124,12 @@ def report(tmp_path_factory):
 
         run_judge(assocs, Judge("judge-a", lambda w: 1 + len(w) % 5), repeats=2, progress=False)
         run_judge(assocs, Judge("judge-b", lambda w: 1 + len(w) % 4), progress=False)
-        run_dbt(["build", "--select", "tag:scores"], home)
+        run_dbt(["build"], home)
+        significant = run_query(
+            "select audit_id, model_id, model_version, modality, setting, descriptor, word from fct_associations "
+            "where is_significant order by all"
+        ).rows
+        assert significant == sorted(tuple(a.values()) for a in assocs)
         index = write_report(home / "report")
         yield home, index
     finally:
