@@ -99,7 +99,7 @@ def test_evaluate_toxicity_from_a_local_module_equals_its_classifier_and_lands(t
     assoc = {"audit_id": "a", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular",
              "descriptor": "old person", "word": "liar", "text": TEXTS[0]}
     summary = run_scoring(scorer, [assoc], cache=ScoreCache(tmp_path / "cache.sqlite"))
-    assert summary.scored == 1
+    assert summary.generated == 1
     landed = read_landing("toxicity_scores").to_pylist()
     assert [(r["scorer"], r["toxicity"]) for r in landed] == [(scorer.name, pytest.approx(res[0]["probability"]))]
 

@@ -72,8 +72,8 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
     summary_b = run_judge(assocs, ScriptedJudge("judge-b", b_answers), repeats=1, progress=False)
     garbage = {k: ["As an AI I cannot rate associations."] for k in keys}
     summary_c = run_judge(assocs, ScriptedJudge("garbage-judge", garbage), progress=False)
-    assert summary_a.parse_status["no_rating"] == 1 and summary_b.parse_rate == 1.0
-    assert summary_c.parse_rate == 0.0 and summary_c.parse_status["no_rating"] == 30  # landed, not dropped
+    assert summary_a.statuses["no_rating"] == 1 and summary_b.parse_rate == 1.0
+    assert summary_c.parse_rate == 0.0 and summary_c.statuses["no_rating"] == 30  # landed, not dropped
     run_dbt(BUILD, dora_home)
 
     # the ratings as the test computes them (parsed answers)

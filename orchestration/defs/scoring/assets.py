@@ -161,14 +161,14 @@ def _text_scorer(table: str, load) -> Callable:
     def score(context: dg.AssetExecutionContext, config, assocs: list[dict]) -> dict:
         scorer = load(config.scorer, batch_size=config.batch_size)
         summary = run_scoring(scorer, assocs, cache=ScoreCache(), batch_size=config.batch_size)
-        context.log.info(f"{table}: scored {summary.scored} associations with {scorer.name} ({summary.cache_hits} from cache)")
+        context.log.info(f"{table}: scored {summary.generated} associations with {scorer.name} ({summary.cache_hits} from cache)")
         return {
             "scorer": scorer.name,
             "scorer_version": scorer.version,
-            "rows_scored": summary.scored,
+            "rows_scored": summary.generated,
             "rows_already_landed": summary.already_landed,
             "cache_hits": summary.cache_hits,
-            "by_label": dg.MetadataValue.json(dict(summary.by_label)),
+            "by_label": dg.MetadataValue.json(dict(summary.statuses)),
         }
 
     return score
@@ -193,7 +193,7 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     for model in judge_models(config, run.target if run else None):
         judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
         summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress)
-        context.log.info(f"judge {judge.model_id}: {summary.judged} ratings, parse rate {summary.parse_rate:.1%}")
+        context.log.info(f"judge {judge.model_id}: {summary.generated} ratings, parse rate {summary.parse_rate:.1%}")
         per_judge.append((judge, summary))
     judge, summary = per_judge[0]
     meta = {
@@ -202,15 +202,15 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
         "judge_model_version": judge.model_version,
         "answer_mode": getattr(judge, "answer_mode", "free"),
         "repeats": config.repeats,
-        "rows_judged": sum(s.judged for _, s in per_judge),
+        "rows_judged": sum(s.generated for _, s in per_judge),
         "rows_already_landed": sum(s.already_landed for _, s in per_judge),
         "parse_rate": dg.MetadataValue.float(round(summary.parse_rate, 4)),
-        "parse_status": dg.MetadataValue.json(dict(summary.parse_status)),
+        "parse_status": dg.MetadataValue.json(dict(summary.statuses)),
         "ratings": dg.MetadataValue.json({str(k): v for k, v in sorted(summary.ratings.items())}),
     }
     if len(per_judge) > 1:
         meta["judges"] = dg.MetadataValue.json(
-            {j.model_id: {"rows_judged": s.judged, "parse_rate": round(s.parse_rate, 4)} for j, s in per_judge}
+            {j.model_id: {"rows_judged": s.generated, "parse_rate": round(s.parse_rate, 4)} for j, s in per_judge}
         )
     return meta
 
