@@ -15,6 +15,7 @@ import os
 import dagster as dg
 
 from analytics.query import run_query
+from orchestration.instance import DUCKDB_WRITER_POOL
 
 AGG_JUDGE_PARSE_RATES = dg.AssetKey("agg_judge_parse_rates")
 #: default minimum share of a judge's answers that must parse (overridden by $DORA_JUDGE_PARSE_RATE_MIN)
@@ -83,7 +84,7 @@ def evaluate_judge_parse_rates(threshold: float | None = None) -> dg.AssetCheckR
     name="judge_parse_rate_ok",
     description="Fails (ERROR) when a judge's answers on its latest audit parse as a 1-5 rating less often than "
     "$DORA_JUDGE_PARSE_RATE_MIN (default 0.5): its bias levels would be silently missing.",
-    pool="duckdb_writer",
+    pool=DUCKDB_WRITER_POOL,
 )
 def judge_parse_rate_ok() -> dg.AssetCheckResult:
     return evaluate_judge_parse_rates()
