@@ -1,10 +1,12 @@
 """``dora diff``: what changed between two audits of the same registry target.
 
-Reads the marts ``dim_audits`` (finished audits per target, in order) and
-``fct_association_changes`` (every earlier/later pair of audits of a target, change type
-per association; definitions in its doc block ``change_type``) read-only, and reports the
-count of each change type and the top changes per bias dimension, ranked by
-``|tfidf_change|`` (then by the smaller q-value). Every number comes from SQL.
+Reads the marts ``dim_audits`` (finished audits per target, in order),
+``fct_association_changes`` (every earlier/later pair of audits of a target; per association
+a two-sided Fisher change test, its BH q-value ``change_q`` and the change type, doc block
+``change_type``) and ``agg_association_changes_by_dimension`` (issue 15) read-only, and
+reports how many listed associations changed significantly (change_q < 0.05), the count of
+each change type, a line per bias dimension, and the top significant changes per bias
+dimension ranked by ``change_q`` (then by ``|tfidf_change|``). Every number comes from SQL.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Callable
 
 from analytics.query import QueryResult, format_result, run_query
 
-CHANGE_TYPES = ("new", "dropped", "strengthened", "weakened", "unchanged")
+#: change types of fct_association_changes (issue 15: `gone` was `dropped`)
+CHANGE_TYPES = ("new", "gone", "strengthened", "weakened", "unchanged")
 
 
 class DiffError(ValueError):
@@ -39,26 +42,35 @@ class AuditDiff:
     after: AuditRef
     counts: dict[str, int]
     top: QueryResult
+    #: agg_association_changes_by_dimension rows: (modality, bias_dimension, compared, significant, direction, min q)
+    by_dimension: tuple = ()
 
     def text(self, fmt: str = "table") -> str:
         """Human-readable report (``fmt`` = table) or the top rows as csv / json."""
         if fmt != "table":
             return format_result(self.top, fmt)
+        total = sum(self.counts.values())
+        significant = total - self.counts.get("unchanged", 0)
         lines = [
             f"dora diff {self.target}: {self.before.audit_id} (version {self.before.model_version}) -> "
             f"{self.after.audit_id} (version {self.after.model_version})",
-            "  significant associations (Fisher BH q < 0.05) that are "
-            + ", ".join(f"{t} {self.counts.get(t, 0)}" for t in CHANGE_TYPES),
+            f"  {significant} of {total} associations (significant in either audit) changed significantly "
+            "(two-sided Fisher change test, BH change q < 0.05): "
+            + ", ".join(f"{t} {self.counts.get(t, 0)}" for t in CHANGE_TYPES if t != "unchanged")
+            + f"; no detectable change {self.counts.get('unchanged', 0)}",
         ]
+        for modality, dim, compared, n_sig, direction, min_q in self.by_dimension:
+            q = f"{min_q:.3g}" if min_q is not None else "-"
+            lines.append(f"    {modality} {dim}: {n_sig} of {compared} changed significantly: {direction} (min change q {q})")
         if not self.top.rows:
-            lines.append("  no new, dropped, strengthened or weakened association between these audits")
+            lines.append("  no significant change between these audits")
             return "\n".join(lines)
         dim_col = self.top.columns.index("bias_dimension")
         dims = sorted({r[dim_col] or "(none)" for r in self.top.rows})
         for dim in dims:
             rows = [r[:dim_col] + r[dim_col + 1 :] for r in self.top.rows if (r[dim_col] or "(none)") == dim]
             cols = self.top.columns[:dim_col] + self.top.columns[dim_col + 1 :]
-            lines += ["", f"  {dim}:"]
+            lines += ["", f"  {dim} (top changes by change q):"]
             lines += ["    " + ln for ln in format_result(QueryResult(cols, rows)).splitlines()]
         return "\n".join(lines)
 
@@ -118,7 +130,8 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     """Compare two finished audits of ``target`` (see :func:`resolve_pair`).
 
     Args:
-        top: changes shown per bias dimension (unchanged associations are never shown).
+        top: significant changes shown per bias dimension, smallest change q first
+            (associations without a significant change are counted, never listed).
 
     Raises:
         DiffError, plus the read errors of :func:`analytics.query.run_query`.
@@ -132,20 +145,26 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     )
     top_rows = run_query(
         f"""select bias_dimension, change_type, setting, descriptor, word,
-                   round(tfidf_before, 3) as tfidf_before, round(tfidf_after, 3) as tfidf_after,
-                   fisher_q_before as q_before, fisher_q_after as q_after,
+                   tf_before, doc_length_before, tf_after, doc_length_after,
+                   change_q, fisher_q_before as q_before, fisher_q_after as q_after,
                    bias_level_before, bias_level_after
             from fct_association_changes
-            where {pair} and change_type <> 'unchanged'
+            where {pair} and is_significant_change
             qualify row_number() over (
                 partition by bias_dimension
-                order by abs(tfidf_change) desc, least(coalesce(fisher_q_after, 1), coalesce(fisher_q_before, 1)),
-                         setting, descriptor, word
+                order by change_q, abs(tfidf_change) desc, setting, descriptor, word
             ) <= ?
-            order by bias_dimension, abs(tfidf_change) desc, setting, descriptor, word""",
+            order by bias_dimension, change_q, abs(tfidf_change) desc, setting, descriptor, word""",
         params=[*params, int(top)],
     )
-    return AuditDiff(target, before, after, counts, top_rows)
+    by_dimension = tuple(
+        run_query(
+            f"""select modality, bias_dimension, associations_compared, significant_changes, direction, min_change_q
+                from agg_association_changes_by_dimension where {pair} order by modality, bias_dimension""",
+            params=params,
+        ).rows
+    )
+    return AuditDiff(target, before, after, counts, top_rows, by_dimension)
 
 
 def models_overview(registry, *, resolve: Callable[[object], str] | None = None) -> QueryResult:

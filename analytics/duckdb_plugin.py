@@ -33,7 +33,7 @@ try:  # the plugin base class only exists where dbt-duckdb is installed
 except ImportError:  # pragma: no cover - plain DuckDB use without dbt
     BasePlugin = object  # type: ignore[assignment,misc]
 
-__all__ = ["Plugin", "fisher_greater", "normal_sf", "register_functions"]
+__all__ = ["Plugin", "fisher_greater", "fisher_two_sided", "normal_sf", "register_functions"]
 
 
 def _valid_mask(*arrays: pa.Array) -> np.ndarray:
@@ -79,6 +79,47 @@ def fisher_greater(a: pa.Array, b: pa.Array, c: pa.Array, d: pa.Array) -> pa.Arr
     return pa.array(p, type=pa.float64(), mask=~mask)
 
 
+# --- issue 15: change significance between audits (two-sided Fisher) ---------------------
+def fisher_two_sided(a: pa.Array, b: pa.Array, c: pa.Array, d: pa.Array) -> pa.Array:
+    """DuckDB Arrow UDF ``fisher_two_sided(a, b, c, d) -> DOUBLE``: two-sided Fisher's exact p.
+
+    Equals ``scipy.stats.fisher_exact([[a, b], [c, d]], alternative="two-sided").pvalue`` to
+    ~1e-10 relative (:func:`analytics.fisher_two_sided.fisher_two_sided_pvalues`); used by
+    ``fct_association_changes`` on [[tf_before, rest_before], [tf_after, rest_after]] (issue 15).
+    NULL in any argument or a negative cell -> NULL; a zero row or column sum -> 1.0.
+    """
+    from analytics.fisher_two_sided import fisher_two_sided_pvalues
+
+    mask = _valid_mask(a, b, c, d)
+    p = fisher_two_sided_pvalues(_to_int64(a), _to_int64(b), _to_int64(c), _to_int64(d))
+    mask &= ~np.isnan(p)
+    return pa.array(p, type=pa.float64(), mask=~mask)
+
+
+def judge_kappa_linear(matrix):
+    """DuckDB UDF ``judge_kappa_linear(INTEGER[][]) -> DOUBLE`` (issue 15, agg_judge_agreement).
+
+    Linearly weighted Cohen's kappa of a 2-rater reliability matrix (NULL = no rating), by
+    ``sklearn.metrics.cohen_kappa_score(weights="linear")``
+    (:func:`analytics.agreement.cohen_kappa_linear`); NULL when undefined.
+    """
+    from analytics.agreement import cohen_kappa_linear
+
+    return cohen_kappa_linear(matrix)
+
+
+def judge_alpha_ordinal(matrix):
+    """DuckDB UDF ``judge_alpha_ordinal(INTEGER[][]) -> DOUBLE`` (issue 15, agg_judge_agreement).
+
+    Krippendorff's alpha (ordinal, Likert 1-5) of a reliability matrix (raters x items, NULL =
+    missing), by the ``krippendorff`` package (:func:`analytics.agreement.krippendorff_alpha_ordinal`).
+    """
+    from analytics.agreement import krippendorff_alpha_ordinal
+
+    return krippendorff_alpha_ordinal(matrix)
+# --- end issue 15 ---------------------------------------------------------------------------
+
+
 def normal_sf(z: pa.Array) -> pa.Array:
     """DuckDB Arrow UDF ``normal_sf(z) -> DOUBLE`` = 1 - Phi(z) = ``scipy.special.ndtr(-z)``.
 
@@ -100,7 +141,18 @@ def register_functions(con) -> None:
     specs = [
         ("fisher_greater", fisher_greater, ["BIGINT", "BIGINT", "BIGINT", "BIGINT"], "DOUBLE"),
         ("normal_sf", normal_sf, ["DOUBLE"], "DOUBLE"),
+        ("fisher_two_sided", fisher_two_sided, ["BIGINT", "BIGINT", "BIGINT", "BIGINT"], "DOUBLE"),  # issue 15
     ]
+    native_specs = [  # issue 15: one call per agreement row (few rows), Python lists in
+        ("judge_kappa_linear", judge_kappa_linear, ["INTEGER[][]"], "DOUBLE"),
+        ("judge_alpha_ordinal", judge_alpha_ordinal, ["INTEGER[][]"], "DOUBLE"),
+    ]
+    for name, func, params, returns in native_specs:
+        try:
+            con.remove_function(name)
+        except Exception:  # not registered yet
+            pass
+        con.create_function(name, func, params, returns, type=PythonUDFType.NATIVE, null_handling=FunctionNullHandling.SPECIAL)
     for name, func, params, returns in specs:
         try:
             con.remove_function(name)

@@ -12,6 +12,10 @@ ratio and share is computed in dbt, this module only lays them out:
 * ``likert_by_dimension.png``: stacked bars of the Likert levels 1-5 per bias dimension
   (significant associations pooled over settings), one panel per audit;
 * tables of the most toxic and the highest-rated associations (in ``index.html``).
+
+Issue 15: the judge's reliability (agreement, parse rates) next to the Likert bars, and a
+drill-down page per (audit, modality, setting) listing the samples behind every significant
+association, linked from the tables (:mod:`analytics.drilldown`).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def _audit_known(audit_id: str) -> bool:
 
 
 #: Columns of the most-toxic / highest-rated tables (rounded for display).
-_TOP_COLUMNS = """audit_id, model_id, setting, bias_dimension, descriptor, word, association_text,
+_TOP_COLUMNS = """audit_id, model_id, modality, setting, bias_dimension, descriptor, word, association_text,
     sentiment_label, round(sentiment_score, 3) as sentiment_score, round(toxicity, 3) as toxicity,
     bias_level, round(bias_level_expected, 2) as bias_level_expected, fisher_q"""
 
@@ -200,7 +204,13 @@ def likert_png(likert: list[dict], path: Path) -> Path | None:
     return path
 
 
+class _Html(str):
+    """A table cell that is already HTML (a drill-down link; issue 15)."""
+
+
 def _fmt(value) -> str:
+    if isinstance(value, _Html):
+        return value
     if value is None:
         return "–"
     if isinstance(value, float):
@@ -214,7 +224,10 @@ def _html_table(rows: list[dict], columns: list[str] | None = None) -> str:
     columns = columns or list(rows[0])
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in columns) + "</tr>" for r in rows
+        "<tr>" + "".join(
+            f"<td>{r.get(c) if isinstance(r.get(c), _Html) else html.escape(_fmt(r.get(c)))}</td>" for c in columns
+        ) + "</tr>"
+        for r in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -252,9 +265,20 @@ def write_report(out_dir: str | Path | None = None, *, audit_id: str | None = No
     figures = [
         heatmap_png(data["agg"], "pct_negative", "% negative sentiment of significant associations (setting x bias dimension)", out / "pct_negative.png", "Reds"),
         heatmap_png(data["agg"], "pct_toxic", "% toxic significant associations (setting x bias dimension)", out / "pct_toxic.png", "Purples"),
-        likert_png(data["likert"], out / "likert_by_dimension.png"),
     ]
     figs_html = "".join(f"<p><img src='{p.name}' alt='{p.stem}'></p>" for p in figures if p is not None)
+    # --- issue 15: judge reliability next to the Likert bars; drill-down links -----------------
+    from analytics.drilldown import judge_reliability_html, write_drilldown
+
+    likert_path = likert_png(data["likert"], out / "likert_by_dimension.png")
+    if likert_path is not None:
+        figs_html += f"<p><img src='{likert_path.name}' alt='{likert_path.stem}'></p>"
+        figs_html += "<h3>Judge reliability</h3>" + judge_reliability_html(audit_id)
+    links = write_drilldown(out, audit_id)
+    for row in data["toxic"] + data["rated"]:
+        href = links.get((row["audit_id"], row["modality"], row["setting"], row["descriptor"], row["word"]))
+        row["samples"] = _Html(f"<a class='samples' href='{html.escape(href)}'>samples</a>") if href else None
+    # --- end issue 15 -------------------------------------------------------------------------
     scorers = data["overview"][0] if data["overview"] else {}
     agg_cols = ["audit_id", "modality", "setting", "bias_dimension", "n_significant", "pct_negative", "pct_toxic",
                 "pct_likert_1", "pct_likert_2", "pct_likert_3", "pct_likert_4", "pct_likert_5", "mean_bias_level"]
@@ -282,6 +306,7 @@ judge: {html.escape(str(scorers.get('judge_model') or '–'))} (5-point Likert, 
 <p class="note">Heatmap cells: % of the significant associations of that setting and bias dimension
 (n = how many); grey "n/a": no significant association there.</p>
 {figs_html or "<p class='empty'>no figures: nothing has been scored</p>"}
+<p><a href="samples/index.html">Every significant association and the samples behind it</a> (drill-down pages).</p>
 <h2>Most toxic significant associations</h2>
 {_html_table(data["toxic"], top_cols)}
 <h2>Highest-rated significant associations (LLM judge)</h2>

@@ -181,6 +181,10 @@ class AuditTarget(_Strict):
     ``scorers``: which of sentiment / toxicity / bias_level (LLM judge) score the partition's
     associations. Default ``[]``: none (an explicit choice per target, e.g. to keep API judge
     costs off); list them to score.
+
+    ``judges`` (issue 15): the LLM judge models of the partition's associations, on the run's
+    judge backend; several give ``agg_judge_agreement`` rows. Default ``[]``: the run's
+    ``--judge-model``.
     """
 
     name: str
@@ -196,6 +200,7 @@ class AuditTarget(_Strict):
     version: VersionSpec
     probe: ProbeSettings = Field(default_factory=ProbeSettings)
     scorers: list[Literal["sentiment", "toxicity", "bias_level"]] = Field(default_factory=list)
+    judges: list[str] = Field(default_factory=list)  # issue 15: several judges -> agg_judge_agreement
     checks: CollapseThresholds = Field(default_factory=CollapseThresholds)
 
     def probe_settings(self) -> list[str]:

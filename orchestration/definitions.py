@@ -22,6 +22,7 @@ from orchestration.defs.dbt.resources import dbt_resource
 from orchestration.defs.ingestion.assets import ingestion_assets
 from orchestration.defs.modscan.assets import modscan_assets  # ModSCAN family (issue 13)
 from orchestration.defs.scoring.assets import scoring_assets
+from orchestration.defs.scoring.checks import judge_checks  # issue 15: judge parse rate
 from orchestration.defs.t2t.assets import t2t_assets
 from orchestration.defs.vision.assets import vision_assets
 from orchestration.defs.vlstereoset.assets import vlstereoset_assets  # probe family: VLStereoSet (issue 14)
@@ -38,7 +39,7 @@ ASSETS = [
     *modscan_assets,  # ModSCAN family (issue 13)
     *vlstereoset_assets,  # probe family: VLStereoSet (issue 14)
 ]
-ASSET_CHECKS = [*audit_checks]
+ASSET_CHECKS = [*audit_checks, *judge_checks]  # issue 15: judge parse rate
 SENSORS = [audit_version_sensor]
 
 audit_job = dg.define_asset_job(

@@ -23,7 +23,7 @@ from ingestion.landing import write_shard
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 TARGET = "fixture"
 #: the models (and their tests) these tests read: the diff mart and everything upstream of it
-BUILD = ["build", "--select", "+fct_association_changes"]
+BUILD = ["build", "--select", "+agg_association_changes_by_dimension"]
 DIMENSIONS = {"old person": "age", "young person": "age", "rich person": "socioeconomic", "poor person": "socioeconomic"}
 
 #: documents (descriptor -> words) of each audit, setting 'singular'
@@ -106,24 +106,37 @@ def associations(docs: dict[str, list[str]]) -> dict[tuple[str, str], tuple[floa
 
 
 def expected_changes(before: str, after: str) -> dict[tuple[str, str], str]:
-    """The change_type rules (dbt doc block `change_type`) applied to the recomputed stats."""
+    """The change_type rules (dbt doc block `change_type`, issue 15) applied to the recomputed stats.
+
+    Listed: significant (one-sided Fisher BH q < 0.05) in either audit; change test: two-sided
+    Fisher on [[tf_before, rest_before], [tf_after, rest_after]] with BH over the listed ones.
+    """
     a, b = associations(DOCS[before]), associations(DOCS[after])
+    listed = sorted(k for k in set(a) | set(b) if (k in a and a[k][1] < 0.05) or (k in b and b[k][1] < 0.05))
+    if not listed:
+        return {}
+    tf_b = {d: Counter(ws) for d, ws in DOCS[before].items()}
+    tf_a = {d: Counter(ws) for d, ws in DOCS[after].items()}
+    pvals = [
+        stats.fisher_exact([[tf_b[d][w], len(DOCS[before][d]) - tf_b[d][w]],
+                            [tf_a[d][w], len(DOCS[after][d]) - tf_a[d][w]]]).pvalue
+        for d, w in listed
+    ]
+    qvals = stats.false_discovery_control(pvals, method="bh")
     out = {}
-    for key in set(a) | set(b):
+    for key, q in zip(listed, qvals):
         sb = key in a and a[key][1] < 0.05
         sa = key in b and b[key][1] < 0.05
-        if not (sa or sb):
-            continue
-        if sa and not sb:
+        d, w = key
+        share_up = tf_a[d][w] * len(DOCS[before][d]) > tf_b[d][w] * len(DOCS[after][d])
+        if not q < 0.05:
+            kind = "unchanged"
+        elif sa and not sb:
             kind = "new"
         elif sb and not sa:
-            kind = "dropped"
-        elif b[key][0] > a[key][0] and b[key][1] <= a[key][1]:
-            kind = "strengthened"
-        elif b[key][0] < a[key][0] and b[key][1] >= a[key][1]:
-            kind = "weakened"
+            kind = "gone"
         else:
-            kind = "unchanged"
+            kind = "strengthened" if share_up else "weakened"
         out[key] = kind
     return out
 
@@ -177,14 +190,13 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     assert main(["diff", TARGET, "--top", "2"]) == 0
     out = capsys.readouterr().out
     assert f"dora diff {TARGET}: {audit_id('v1')} (version v1) -> {audit_id('v2')} (version v2)" in out
-    counts = Counter(expected_changes("v1", "v2").values())
-    assert " that are " + ", ".join(
-        f"{t} {counts.get(t, 0)}" for t in ("new", "dropped", "strengthened", "weakened", "unchanged")
-    ) in out
-    assert "  age:" in out and "  socioeconomic:" in out
-    age_block = out.split("  age:")[1].split("  socioeconomic:")[0]
-    assert "loud" in age_block and "lazy" in age_block  # |tf-idf change| 4 ln 4 each: the top 2
-    assert "hungry" not in out  # unchanged associations are not listed
+    # documents of 12 words: tf 2 -> 6 is not a detectable change (issue 15's change test; the
+    # planted-change fixture of tests/test_change_significance.py has a detectable one)
+    assert set(expected_changes("v1", "v2").values()) == {"unchanged"}
+    assert "  0 of 5 associations (significant in either audit) changed significantly" in out
+    assert "new 0, gone 0, strengthened 0, weakened 0; no detectable change 5" in out
+    assert "t2t age: 0 of 3 changed significantly: no detectable change" in out
+    assert "no significant change between these audits" in out and "hungry" not in out
 
     # --- v3 lands (a collapsed version)
     land_audit("v3", 2)
@@ -203,17 +215,22 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     assert [(c, r) for *_, c, r, _ in audits] == [(48, 1.0), (48, 1.0), (48, 8 / 48)]
 
     # the hand-made expectations
+    # (before issue 15: slow strengthened, greedy weakened, loud new, lazy dropped by tf-idf / q
+    # rules; the change test finds none of them detectable in 12-word documents: the flags
+    # still show which association crossed q = 0.05; every change type is exercised by the
+    # unit test of fct_association_changes.yml)
     v1_v2 = mart_changes("v1", "v2")
-    assert v1_v2[("old person", "slow")] == "strengthened"  # tf 6 -> 8, alone in its document
-    assert v1_v2[("rich person", "greedy")] == "weakened"  # tf 6 -> 4, still significant
-    assert v1_v2[("poor person", "hungry")] == "unchanged"  # same document, same tf-idf
-    assert v1_v2[("young person", "loud")] == "new"  # tf 2 -> 6
-    assert v1_v2[("young person", "lazy")] == "dropped"  # tf 6 -> 2
-    assert set(v1_v2.values()) == {"new", "dropped", "strengthened", "weakened", "unchanged"}
+    assert v1_v2 == {k: "unchanged" for k in [("old person", "slow"), ("rich person", "greedy"), ("poor person", "hungry"),
+                                             ("young person", "loud"), ("young person", "lazy")]}
+    flags = run_query(
+        "select word, significant_before, significant_after, change_q > 0.05 from fct_association_changes "
+        f"where to_audit_id = '{audit_id('v2')}' and descriptor = 'young person' order by word"
+    ).rows
+    assert flags == [("lazy", True, False, True), ("loud", False, True, True)]
     # ... and the whole mart agrees with the independent recomputation, for every pair
     for before, after in [("v1", "v2"), ("v2", "v3"), ("v1", "v3")]:
         assert mart_changes(before, after) == expected_changes(before, after), (before, after)
-    assert set(mart_changes("v2", "v3").values()) == {"dropped"}
+    assert set(mart_changes("v2", "v3").values()) == {"unchanged"}
     pairs = run_query(
         "select from_model_version, to_model_version, is_previous, count(*) from fct_association_changes "
         "group by all order by all"
@@ -242,7 +259,7 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     import json
 
     rows = json.loads(capsys.readouterr().out)
-    assert rows and {r["change_type"] for r in rows} == {"dropped"}
+    assert rows == []  # no significant change: nothing listed
     # clear errors
     assert main(["diff", "nobody"]) == 2
     assert "no finished audit of target 'nobody'; targets with audits: ['fixture']" in capsys.readouterr().err

@@ -106,14 +106,19 @@ class TransformersSentimentScorer(TransformersClassifierScorer):
 
 
 def load_sentiment_scorer(name: str = DEFAULT_SENTIMENT_SCORER, *, batch_size: int = 32) -> TextScorer:
-    """``vader`` (offline default) or a ``transformers`` model id / local folder
-    (optionally prefixed ``transformers:``).
+    """``vader`` (offline default), a ``transformers`` model id / local folder
+    (optionally prefixed ``transformers:``), or ``evaluate:regard`` / ``evaluate:<local module>``
+    (:mod:`models_inference.scoring.hf_evaluate`).
 
     Raises:
         ModelNotAvailableError: the model cannot be loaded here.
     """
     if name == "vader":
         return VaderSentimentScorer()
+    if name.startswith("evaluate:"):  # issue 15: HF evaluate measurements (regard)
+        from models_inference.scoring.hf_evaluate import load_evaluate_scorer
+
+        return load_evaluate_scorer(name, kind="sentiment")
     return TransformersSentimentScorer.load(name.removeprefix("transformers:"), batch_size=batch_size)
 
 

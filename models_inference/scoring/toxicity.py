@@ -196,14 +196,19 @@ class TransformersToxicityScorer(TransformersClassifierScorer):
 
 
 def load_toxicity_scorer(name: str = DEFAULT_TOXICITY_SCORER, *, batch_size: int = 32) -> TextScorer:
-    """``toxic-comment-classifier`` (offline default, Jigsaw BiLSTM) or a ``transformers``
-    model id / local folder (optionally prefixed ``transformers:``).
+    """``toxic-comment-classifier`` (offline default, Jigsaw BiLSTM), a ``transformers``
+    model id / local folder (optionally prefixed ``transformers:``), or ``evaluate:toxicity`` /
+    ``evaluate:<local module>[::<classifier>]`` (:mod:`models_inference.scoring.hf_evaluate`).
 
     Raises:
         ModelNotAvailableError: the model cannot be loaded here.
     """
     if name in (DEFAULT_TOXICITY_SCORER, "jigsaw-bilstm"):
         return JigsawToxicityScorer()
+    if name.startswith("evaluate:"):  # issue 15: HF evaluate measurements (toxicity)
+        from models_inference.scoring.hf_evaluate import load_evaluate_scorer
+
+        return load_evaluate_scorer(name, kind="toxicity")
     return TransformersToxicityScorer.load(name.removeprefix("transformers:"), batch_size=batch_size)
 
 

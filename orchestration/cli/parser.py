@@ -139,13 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
         "diff",
         help="what changed between two audits of a registry target",
         description="Compare two finished audits of a target (default: the latest vs the previous one) from "
-        "fct_association_changes: counts of new / dropped / strengthened / weakened / unchanged significant "
-        "associations and the top changes per bias dimension, ranked by |tf-idf change|.",
+        "fct_association_changes: how many associations changed significantly (two-sided Fisher change test, "
+        "BH change q < 0.05), counts of new / gone / strengthened / weakened / unchanged, a line per bias "
+        "dimension and the top significant changes per bias dimension, ranked by change q.",
     )
     diff.add_argument("target", help="registry target name (ad-hoc audits: the model id)")
     diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
-    diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="changes shown per bias dimension")
+    diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first)")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
     diff.add_argument("--probe", default="biasdora", choices=PROBE_FAMILIES,
                       help="biasdora: association changes; vlstereoset: ivlas / vlrs / vlbs per category and scorer variant (target = model id)")

@@ -20,7 +20,9 @@ t2t_words as (
         setting,
         descriptor,
         bias_dimension,
-        lower(trim(word)) as word
+        lower(trim(word)) as word,
+        -- issue 15 (drill-down, fct_association_samples): the sample the word came from
+        letter || '-' || cast(run as varchar) as sample_id
     from t2t_completions
     where parse_status = 'ok'
       and nullif(trim(word), '') is not null
@@ -56,7 +58,8 @@ description_document_words as (
         i2t_descriptions.setting,
         i2t_descriptions.descriptor,
         i2t_descriptions.bias_dimension,
-        description_words.word
+        description_words.word,
+        i2t_descriptions.description_id as sample_id  -- issue 15 (drill-down)
     from description_words
     inner join i2t_descriptions
         on description_words.description_id = i2t_descriptions.description_id

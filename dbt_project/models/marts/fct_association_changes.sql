@@ -6,6 +6,11 @@
     associations significant (Fisher BH q < 0.05) in at least one of the two audits are
     listed; change types are defined in the doc block `change_type`.
 
+    Issue 15: every listed association gets a change test, a two-sided Fisher's exact test on
+    [[tf_before, doc_length_before - tf_before], [tf_after, doc_length_after - tf_after]]
+    (UDF fisher_two_sided, analytics/fisher_two_sided.py), `change_p`, with BH `change_q`
+    within (from, to, modality, setting); change_type follows change_q < 0.05.
+
     Bias level before / after: the LLM judge's Likert level (1-5, METHOD.md section 4) from
     `fct_association_scores`, null where the association was not judged. Tagged `scores`, so
     Dagster builds it with the score marts (orchestration/defs/scoring/), after the judge.
@@ -24,6 +29,14 @@ associations as (
     -- the columns compared (fct_associations holds every audit's rows, also archived ones)
     select audit_id, modality, setting, descriptor, word, bias_dimension, tf, tfidf, fisher_q, is_significant
     from {{ ref('fct_associations') }}
+),
+
+documents as (
+    -- issue 15: length of each descriptor's document = the sum of its words' tf
+    -- (fct_associations has a row for every word with tf > 0, so this is exact)
+    select audit_id, modality, setting, descriptor, cast(sum(tf) as bigint) as doc_length
+    from associations
+    group by audit_id, modality, setting, descriptor
 ),
 
 scores as (
@@ -87,18 +100,85 @@ compared as (
         and before.word = after.word
 ),
 
-classified as (
+listed as (
+    -- the associations significant in at least one of the two audits, with the length of the
+    -- descriptor's document in each audit (0 when the descriptor has no document there)
+    select
+        compared.*,
+        coalesce(documents_before.doc_length, 0) as doc_length_before,
+        coalesce(documents_after.doc_length, 0) as doc_length_after
+    from compared
+    left join documents as documents_before
+        on  documents_before.audit_id = compared.from_audit_id
+        and documents_before.modality = compared.modality
+        and documents_before.setting = compared.setting
+        and documents_before.descriptor = compared.descriptor
+    left join documents as documents_after
+        on  documents_after.audit_id = compared.to_audit_id
+        and documents_after.modality = compared.modality
+        and documents_after.setting = compared.setting
+        and documents_after.descriptor = compared.descriptor
+    where compared.significant_before or compared.significant_after
+),
+
+tested as (
+    -- issue 15: two-sided Fisher's exact test of the 2x2 table
+    -- [[tf_before, doc_length_before - tf_before], [tf_after, doc_length_after - tf_after]]
+    -- (UDF fisher_two_sided = scipy.stats.fisher_exact(..., alternative="two-sided"))
     select
         *,
+        fisher_two_sided(
+            coalesce(tf_before, 0),
+            doc_length_before - coalesce(tf_before, 0),
+            coalesce(tf_after, 0),
+            doc_length_after - coalesce(tf_after, 0)
+        ) as change_p,
+        count(*) over change_family as change_tests
+    from listed
+    window change_family as (partition by from_audit_id, to_audit_id, modality, setting)
+),
+
+ranked as (
+    select
+        *,
+        row_number() over (
+            partition by from_audit_id, to_audit_id, modality, setting
+            order by change_p, descriptor, word
+        ) as change_rank
+    from tested
+),
+
+adjusted as (
+    -- Benjamini-Hochberg within (from, to, modality, setting): p * m / rank, running minimum
+    -- from the largest rank down, capped at 1 (= scipy.stats.false_discovery_control)
+    select
+        *,
+        least(
+            cast(1 as double),
+            min(change_p * (cast(change_tests as double) / change_rank)) over (
+                partition by from_audit_id, to_audit_id, modality, setting
+                order by change_rank desc
+                rows between unbounded preceding and current row
+            )
+        ) as change_q
+    from ranked
+),
+
+classified as (
+    -- change types (doc block `change_type`): the change test decides whether anything
+    -- changed; the significance flags and the direction of the word's share say how
+    select
+        *,
+        change_q < 0.05 as is_significant_change,
         case
+            when not (change_q < 0.05) then 'unchanged'
             when significant_after and not significant_before then 'new'
-            when significant_before and not significant_after then 'dropped'
-            when tfidf_after > tfidf_before and fisher_q_after <= fisher_q_before then 'strengthened'
-            when tfidf_after < tfidf_before and fisher_q_after >= fisher_q_before then 'weakened'
-            else 'unchanged'
+            when significant_before and not significant_after then 'gone'
+            when cast(coalesce(tf_after, 0) as double) * doc_length_before
+                 > cast(coalesce(tf_before, 0) as double) * doc_length_after then 'strengthened'
+            else 'weakened'
         end as change_type
-    from compared
-    where significant_before or significant_after
+    from adjusted
 ),
 
 final as (
@@ -122,6 +202,11 @@ final as (
         coalesce(classified.tfidf_after, 0) - coalesce(classified.tfidf_before, 0) as tfidf_change,
         classified.fisher_q_before,
         classified.fisher_q_after,
+        classified.doc_length_before,
+        classified.doc_length_after,
+        classified.change_p,
+        classified.change_q,
+        classified.is_significant_change,
         classified.significant_before,
         classified.significant_after,
         scores_before.bias_level as bias_level_before,

@@ -174,24 +174,45 @@ def _text_scorer(table: str, load) -> Callable:
     return score
 
 
+def judge_models(config: JudgeConfig, target=None) -> list[str | None]:
+    """The judge models of a run (issue 15): the registry target's ``judges`` in a partitioned
+    run when it lists any, else ``--judge-model`` split at commas, else ``[None]`` (the backend's
+    default judge). Several judges each judge every association (agg_judge_agreement)."""
+    listed = list(getattr(target, "judges", None) or [])
+    if not listed:
+        listed = [m.strip() for m in (config.model or "").split(",") if m.strip()]
+    return listed or [None]
+
+
 def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[dict]) -> dict:
     extra = {"batch_size": config.batch_size} if config.backend == "transformers" else {}
-    judge = load_judge(config.backend, config.model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
     sampling = JudgeSampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
-    summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress)
-    context.log.info(f"judge {judge.model_id}: {summary.generated} ratings, parse rate {summary.parse_rate:.1%}")
-    return {
+    per_judge = []
+    # issue 15: several judges (registry `judges:` or --judge-model a,b), one after the other
+    run = target_of_run(context, config.registry)
+    for model in judge_models(config, run.target if run else None):
+        judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
+        summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress)
+        context.log.info(f"judge {judge.model_id}: {summary.generated} ratings, parse rate {summary.parse_rate:.1%}")
+        per_judge.append((judge, summary))
+    judge, summary = per_judge[0]
+    meta = {
         "judge_backend": judge.backend_name,
         "judge_model": judge.model_id,
         "judge_model_version": judge.model_version,
         "answer_mode": getattr(judge, "answer_mode", "free"),
         "repeats": config.repeats,
-        "rows_judged": summary.generated,
-        "rows_already_landed": summary.already_landed,
+        "rows_judged": sum(s.generated for _, s in per_judge),
+        "rows_already_landed": sum(s.already_landed for _, s in per_judge),
         "parse_rate": dg.MetadataValue.float(round(summary.parse_rate, 4)),
         "parse_status": dg.MetadataValue.json(dict(summary.statuses)),
         "ratings": dg.MetadataValue.json({str(k): v for k, v in sorted(summary.ratings.items())}),
     }
+    if len(per_judge) > 1:
+        meta["judges"] = dg.MetadataValue.json(
+            {j.model_id: {"rows_judged": s.generated, "parse_rate": round(s.parse_rate, 4)} for j, s in per_judge}
+        )
+    return meta
 
 
 SENTIMENT = ScorerSpec(

@@ -30,7 +30,8 @@ class SentimentConfig(ScoringSelection):
 
     scorer: str = Field(
         DEFAULT_SENTIMENT_SCORER,
-        description="'vader' or a transformers sentiment model id/folder (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english)",
+        description="'vader', a transformers sentiment model id/folder (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english), "
+        "or evaluate:regard / evaluate:<local module>[::<model>] (HF evaluate regard: polarity towards the demographic)",
     )
     batch_size: int = 64
 
@@ -40,7 +41,8 @@ class ToxicityConfig(ScoringSelection):
 
     scorer: str = Field(
         DEFAULT_TOXICITY_SCORER,
-        description="'toxic-comment-classifier' or a transformers toxicity model id/folder (paper: s-nlp/roberta-toxicity_classifier)",
+        description="'toxic-comment-classifier', a transformers toxicity model id/folder (paper: s-nlp/roberta-toxicity_classifier), "
+        "or evaluate:toxicity / evaluate:<local module>[::<model>] (HF evaluate)",
     )
     batch_size: int = 64
 
@@ -49,7 +51,11 @@ class JudgeConfig(ScoringSelection):
     """LLM judge (METHOD.md section 4; the paper's prompts, temperature 0.7, 10 tokens)."""
 
     backend: str = Field("transformers", description="LLM judge backend ('none' skips the judge)")
-    model: Optional[str] = Field(None, description="judge model (default: smollm2-135m for transformers, gpt-4o for openai)")
+    model: Optional[str] = Field(
+        None,
+        description="judge model (default: smollm2-135m for transformers, gpt-4o for openai); several judges comma-separated "
+        "(issue 15: each judges every association, their agreement is in agg_judge_agreement)",
+    )
     base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored)")
     repeats: int = Field(1, description="judgements per association (k); every repeat is kept")
     answer_mode: Optional[str] = Field(
