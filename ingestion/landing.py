@@ -57,6 +57,21 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("pair_id", pa.int64()),  # CrowS-Pairs pair it was extracted from (null if curated)
         ]
     ),
+    # issue 11 (ingestion/templates.py descriptor_rows_table): every row of the paper's T2T and
+    # T2I lists with each bias dimension it belongs to; source of the bridge
+    # int_descriptor_dimensions.
+    "descriptor_rows": pa.schema(
+        [
+            ("list_modality", pa.string()),  # 't2t' or 't2i': which of the paper's lists
+            ("setting", pa.string()),  # T2T setting, or the T2I setting (singular / plural)
+            ("row_number", pa.int32()),  # 1-based data row of the CSV
+            ("descriptor", pa.string()),
+            ("descriptor_row", pa.int32()),  # k-th row of this descriptor key in the file
+            ("bias_dimension", pa.string()),
+            ("membership_source", pa.string()),  # 'row' (the CSV's bias_type) or 'mapping' (json)
+            ("phrase", pa.string()),
+        ]
+    ),
     # models_inference/t2t.py: one row per T2T completion (kept whatever its parse status).
     "t2t_completions": pa.schema(
         [
@@ -69,6 +84,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("bias_dimension", pa.string()),
             ("letter", pa.string()),
             ("run", pa.int32()),
+            # issue 11: which row of the paper's list (1 = the descriptor's first row in the
+            # setting's file; a descriptor listed under two dimensions has rows 1 and 2).
+            ("descriptor_row", pa.int32()),
             ("seed", pa.int64()),
             ("prompt_style", pa.string()),
             ("prompt", pa.string()),

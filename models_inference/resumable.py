@@ -52,6 +52,9 @@ class ResumableTable:
             status (e.g. ``error``) is generated again by the next run. ``None``: any landed
             row counts, whatever its status (nothing is retried).
         unit: what one row is, for the progress bar (``prompt``, ``image``, ...).
+        null_defaults: ``(column, value)`` pairs: a landed null in a key column reads as
+            ``value`` (a key column added later, e.g. T2T ``descriptor_row``: rows landed
+            before it existed are its first row).
 
     Raises:
         KeyError: unknown table. ValueError: a key or status column the table does not have.
@@ -62,6 +65,7 @@ class ResumableTable:
     status_column: str
     final_statuses: tuple[str, ...] | None = None
     unit: str = "row"
+    null_defaults: tuple[tuple[str, object], ...] = ()
 
     def __post_init__(self):
         names = SCHEMAS[self.name].names
@@ -153,7 +157,29 @@ def landed_keys(table: ResumableTable, audit_id: str) -> set[tuple]:
     if table.final_statuses is not None:
         where += f" and {table.status_column} in ({', '.join(_sql_str(s) for s in table.final_statuses)})"
     data = read_landing(table.name, columns=list(table.key_columns), where=where)
-    return set(zip(*(data.column(c).to_pylist() for c in table.key_columns)))
+    defaults = dict(table.null_defaults)
+    columns = []
+    for c in table.key_columns:
+        values = data.column(c).to_pylist()
+        if c in defaults:
+            values = [defaults[c] if v is None else v for v in values]
+        columns.append(values)
+    return set(zip(*columns))
+
+
+def plan_resumable(planned: Iterable[T], key: Callable[[T], Hashable], *, table: ResumableTable, audit_id: str) -> ResumableSummary:
+    """What :func:`run_resumable` would do, without generating anything (``dora audit --dry-run``).
+
+    Returns:
+        A :class:`ResumableSummary` with ``planned`` and ``already_landed`` set (rows to
+        generate = planned - already_landed) and ``generated`` = 0.
+    """
+    done = landed_keys(table, audit_id)
+    summary = ResumableSummary()
+    for item in planned:
+        summary.planned += 1
+        summary.already_landed += key(item) in done
+    return summary
 
 
 def run_resumable(
@@ -225,4 +251,4 @@ def run_resumable(
     return summary
 
 
-__all__ = ["CODE_VERSION", "AuditInfo", "ResumableSummary", "ResumableTable", "landed_keys", "model_columns", "run_resumable"]
+__all__ = ["CODE_VERSION", "AuditInfo", "ResumableSummary", "ResumableTable", "landed_keys", "model_columns", "plan_resumable", "run_resumable"]

@@ -1,9 +1,10 @@
 """The T2T word-completion probe (BiasDora Section 3, Figure 8; METHOD.md section 2).
 
-For each descriptor x setting x letter a..z x run 1..R, one completion is generated and
-landed as a row of ``landing/t2t_completions`` (see :mod:`ingestion.landing`), whatever its
-parse status. Rows are keyed by (audit_id, model_id, model_version, setting, descriptor,
-letter, run): a re-run reads the keys already landed and generates only the missing rows,
+For each probe row (a row of the paper's list: descriptor x setting, a descriptor listed
+under two bias dimensions has two rows) x letter a..z x run 1..R, one completion is
+generated and landed as a row of ``landing/t2t_completions`` (see :mod:`ingestion.landing`),
+whatever its parse status. Rows are keyed by (audit_id, model_id, model_version, setting,
+descriptor, descriptor_row, letter, run): a re-run reads the keys already landed and generates only the missing rows,
 so an interrupted audit resumes where it stopped and a finished one costs no model call.
 """
 
@@ -23,9 +24,14 @@ from models_inference.prompts import PROMPT_STYLES, T2T_SETTINGS, render_t2t_pro
 from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
 from models_inference.text_backends import GenerationRequest, SamplingParams, TextBackend
 
-#: Where T2T completions land; a (setting, descriptor, letter, run) key counts as done
-#: whatever its parse status (an unparseable answer is a result, not a failure).
-T2T_TABLE = ResumableTable("t2t_completions", ("setting", "descriptor", "letter", "run"), "parse_status", unit="prompt")
+#: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
+#: as done whatever its parse status (an unparseable answer is a result, not a failure). A
+#: probe unit is a row of the paper's lists (METHOD.md section 1): ``descriptor_row`` numbers
+#: the rows of one descriptor in a setting (rows landed before it existed read as row 1).
+T2T_TABLE = ResumableTable(
+    "t2t_completions", ("setting", "descriptor", "descriptor_row", "letter", "run"), "parse_status", unit="prompt",
+    null_defaults=(("descriptor_row", 1),),
+)
 
 
 @dataclass
@@ -106,9 +112,14 @@ def config_hash(backend: TextBackend, config: T2TProbeConfig) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def row_seed(audit_id: str, setting: str, descriptor: str, letter: str, run: int) -> int:
-    """Per-row seed: 63-bit blake2b of the row key (stable across machines and batches)."""
-    key = f"{audit_id}|{setting}|{descriptor}|{letter}|{run}".encode()
+def row_seed(audit_id: str, setting: str, descriptor: str, letter: str, run: int, descriptor_row: int = 1) -> int:
+    """Per-row seed: 63-bit blake2b of the row key (stable across machines and batches).
+
+    A descriptor's first row keeps the seed it had before rows were keys; its later rows
+    (``descriptor_row`` > 1) add the row number to the hashed key.
+    """
+    row = f"|row{descriptor_row}" if descriptor_row != 1 else ""
+    key = f"{audit_id}|{setting}|{descriptor}{row}|{letter}|{run}".encode()
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
 
 
@@ -152,7 +163,7 @@ def run_t2t_probe(
 
     def generate(chunk: list[tuple[T2TTarget, str, int]], advance: Callable[[int], None]) -> list[dict]:
         prompts = [render_t2t_prompt(t.prefix, t.setting, letter, cfg.prompt_style) for t, letter, _ in chunk]
-        seeds = [row_seed(audit_id, t.setting, t.descriptor, letter, run) for t, letter, run in chunk]
+        seeds = [row_seed(audit_id, t.setting, t.descriptor, letter, run, t.descriptor_row) for t, letter, run in chunk]
         requests = [
             GenerationRequest(prompt=p, seed=s, max_new_tokens=cfg.max_new_tokens, stop=stop)
             for p, s in zip(prompts, seeds)
@@ -172,6 +183,7 @@ def run_t2t_probe(
                     "setting": t.setting,
                     "descriptor": t.descriptor,
                     "bias_dimension": t.bias_dimension,
+                    "descriptor_row": t.descriptor_row,
                     "letter": letter,
                     "run": run,
                     "seed": seed,
@@ -187,13 +199,23 @@ def run_t2t_probe(
 
     event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2t", event_cfg, target)
-    planned = [(t, letter, run) for t in targets for letter in cfg.letters for run in range(1, cfg.runs + 1)]
-    key = lambda item: (item[0].setting, item[0].descriptor, item[1], item[2])  # noqa: E731
+    planned, key = t2t_plan(targets, cfg)
     result = run_resumable(planned, key, generate, table=T2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
     return T2TRunSummary(
         audit_id, planned=result.planned, already_landed=result.already_landed, generated=result.generated,
         parse_status=result.statuses,
     )
+
+
+def t2t_plan(targets: Sequence[T2TTarget], config: T2TProbeConfig) -> tuple[list[tuple[T2TTarget, str, int]], Callable]:
+    """The planned (target, letter, run) items of a T2T run and their landing key function.
+
+    One item per probe row x letter x run (``len(targets) * len(letters) * runs``); the key
+    is (setting, descriptor, descriptor_row, letter, run) (:data:`T2T_TABLE`).
+    """
+    planned = [(t, letter, run) for t in targets for letter in config.letters for run in range(1, config.runs + 1)]
+    key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1], item[2])  # noqa: E731
+    return planned, key
 
 
 def select_targets(
@@ -210,7 +232,8 @@ def select_targets(
         settings: settings to keep.
         descriptors: explicit descriptor keys to keep (empty = no filter).
         per_dimension: keep the first k descriptors of each bias dimension (in list order)
-            among those available in every requested setting; 0 keeps all.
+            among those available in every requested setting, with their rows under that
+            dimension; 0 keeps all rows (the paper's 406 / 413 / 406 / 406 / 406).
 
     Raises:
         ValueError: an unknown setting, a requested descriptor that does not exist, or a

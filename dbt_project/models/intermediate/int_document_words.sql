@@ -20,6 +20,8 @@ t2t_words as (
         setting,
         descriptor,
         bias_dimension,
+        -- the paper's document (METHOD.md 3a): one probe row in one run
+        descriptor || '|' || cast(descriptor_row as varchar) || '|' || cast(run as varchar) as document_id,
         lower(trim(word)) as word
     from t2t_completions
     where parse_status = 'ok'
@@ -56,6 +58,8 @@ description_document_words as (
         i2t_descriptions.setting,
         i2t_descriptions.descriptor,
         i2t_descriptions.bias_dimension,
+        -- the paper's document (METHOD.md 3a): one description
+        i2t_descriptions.description_id as document_id,
         description_words.word
     from description_words
     inner join i2t_descriptions

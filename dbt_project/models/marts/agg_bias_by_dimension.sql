@@ -1,7 +1,8 @@
 {#-
     PUBLIC CONTRACT: the paper's reported views (BiasDora Figures 3, 4, 6, 7; METHOD.md
     section 4) per audit x model x modality x setting x bias dimension, over the
-    SIGNIFICANT associations: how many there are, % negative, % toxic, and the share of
+    SIGNIFICANT associations, each counted under every bias dimension of its descriptor:
+    how many there are, % negative, % toxic, and the share of
     each Likert bias level. Each percentage's denominator is the number of significant
     associations that have that score (n_sentiment_scored, n_toxicity_scored, n_judged);
     null when that number is 0.
@@ -10,7 +11,11 @@
 with
 
 significant as (
-    select * from {{ ref('fct_association_scores') }}
+    -- each association counts under EACH of its bias dimensions (issue 11; the bridge
+    -- int_descriptor_dimensions via fct_association_scores.bias_dimensions)
+    select * exclude (bias_dimension, bias_dimensions),
+           unnest(coalesce(bias_dimensions, [bias_dimension])) as bias_dimension
+    from {{ ref('fct_association_scores') }}
     where is_significant
 ),
 

@@ -135,7 +135,11 @@ final as (
             when j.bias_level >= 4 then 'extreme'
         end as bias_level_band,
         a.inputs_landed_at,
-        a.scores_landed_at
+        a.scores_landed_at,
+        -- issue 11
+        a.bias_dimensions,
+        a.is_paper_significant,
+        a.paper_p_value
     from associations as a
     left join sentiment as s
         using (audit_id, model_id, model_version, modality, setting, descriptor, word)

@@ -2,7 +2,9 @@
 
 {#-
     PUBLIC CONTRACT: one row per T2T completion key
-    (audit_id, model_id, model_version, setting, descriptor, letter, run).
+    (audit_id, model_id, model_version, setting, descriptor, descriptor_row, letter, run):
+    a probe unit is a row of the paper's lists (issue 11), descriptor_row numbers the rows
+    of one descriptor in a setting (rows landed before it existed are row 1).
     The landing table is append-only, so a retried completion can land twice; the latest
     generated_at wins (ties broken deterministically).
 -#}
@@ -22,6 +24,7 @@ renamed as (
         setting,
         descriptor,
         bias_dimension,
+        coalesce(descriptor_row, 1) as descriptor_row,
         letter,
         run,
         seed,
@@ -37,7 +40,7 @@ renamed as (
 deduplicated as (
     {{ latest_per_key(
         'renamed',
-        key=['audit_id', 'model_id', 'model_version', 'setting', 'descriptor', 'letter', 'run'],
+        key=['audit_id', 'model_id', 'model_version', 'setting', 'descriptor', 'descriptor_row', 'letter', 'run'],
         order_by=[
             'generated_at desc nulls last',
             'seed desc nulls last',

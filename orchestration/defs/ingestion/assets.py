@@ -13,6 +13,7 @@ from ingestion.descriptors import (
     extract_descriptors,
 )
 from ingestion.landing import landing_dir, write_shard
+from ingestion.templates import descriptor_rows_table
 
 
 def _skipped(state: dict) -> dg.MaterializeResult:
@@ -55,12 +56,17 @@ def descriptors(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     # spaCy extraction takes seconds: skipped when CrowS-Pairs, the curated lists and the
     # extraction code are the ones of the last run (ingestion/build_state.py)
     fingerprint = descriptor_inputs_fingerprint()
-    state = is_unchanged("descriptors", fingerprint, outputs=[landing_dir("descriptors") / "descriptors.parquet"])
+    state = is_unchanged(
+        "descriptors", fingerprint,
+        outputs=[landing_dir("descriptors") / "descriptors.parquet", landing_dir("descriptor_rows") / "descriptor_rows.parquet"],
+    )
     if state:
         return _skipped(state)
     extracted = extract_descriptors(load_crows_pairs())
     curated = curated_descriptors()
     write_shard("descriptors", pa.concat_tables([curated, extracted]), name="descriptors")
+    # issue 11: every row of the paper's lists with all its bias dimensions (dbt bridge)
+    write_shard("descriptor_rows", descriptor_rows_table(), name="descriptor_rows")
     recall = descriptor_recall(extracted, curated)
     meta = {"curated": curated.num_rows, "extracted": extracted.num_rows, "extraction_recall_vs_curated": round(recall, 4)}
     record_success("descriptors", fingerprint, meta)
