@@ -100,6 +100,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_vision_arguments(audit)
     _add_scoring_arguments(audit)
+    audit.add_argument(
+        "--dry-run", action="store_true",
+        help="print the plan (prompts per modality x setting, rows already landed, rows to generate, estimated "
+        "time) without loading any model or running anything",
+    )
     audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
     audit.add_argument("--registry", default=None, help="audit registry file (default: $DORA_REGISTRY or registry.yaml)")
 
@@ -331,11 +336,6 @@ def _execute(executor: str, job, run_config: dict, instance, partition: str | No
 
 def cmd_audit(args) -> int:
     home = _home()
-    from dagster import DagsterInstance
-
-    from analytics.summary import audit_summary
-    from orchestration.definitions import AUDIT_JOB, defs
-
     config = {
         "model": args.model,
         "backend": args.backend,
@@ -351,6 +351,22 @@ def cmd_audit(args) -> int:
         "audit_id": args.audit_id,
         "progress": not args.no_progress,
     }
+    if getattr(args, "dry_run", False):  # issue 11: the plan only, no model, no Dagster run
+        from orchestration.defs.config import AuditConfig
+        from orchestration.dry_run import format_plan, t2t_plan_lines
+
+        try:
+            lines, audit_id, rate, source = t2t_plan_lines(AuditConfig(**config), audit_id=args.audit_id)
+        except ValueError as exc:
+            print(f"dora audit: {exc}", file=sys.stderr)
+            return 2
+        print(format_plan(lines, audit_id, rate, source))
+        return 0
+    from dagster import DagsterInstance
+
+    from analytics.summary import audit_summary
+    from orchestration.definitions import AUDIT_JOB, defs
+
     run_config = {
         "ops": {
             "t2t_completions": {"config": config},
