@@ -60,6 +60,18 @@ I2T_TABLE = ResumableTable(
 )
 
 
+#: The paper's LLaVA (BiasDora released code; METHOD.md 3a; issue 11).
+PAPER_LLAVA_MODEL = "llava-hf/llava-v1.6-vicuna-7b-hf"
+#: The system prompt of the paper's LLaVA runs. ASSUMPTION (the released code's exact text is
+#: not in this repository's sources): LLaVA's own vicuna_v1 conversation system prompt.
+PAPER_LLAVA_SYSTEM_PROMPT = (
+    "A chat between a curious human and an artificial intelligence assistant. The assistant gives "
+    "helpful, detailed, and polite answers to the human's questions."
+)
+#: The paper's LLaVA input size (width, height).
+PAPER_LLAVA_IMAGE_SIZE = (448, 448)
+
+
 @dataclass(frozen=True)
 class DescriptionRequest:
     """One image to describe.
@@ -116,10 +128,29 @@ class TransformersVisionBackend:
     batch_size: int = 4
     device: str = "cpu"
     backend_name: str = "transformers"
+    system_prompt: str | None = None
+    image_size: tuple[int, int] | None = None
+
+    def description_params(self) -> dict:
+        """Parameters that change what a description means (part of the audit id when set)."""
+        out = {}
+        if self.system_prompt:
+            out["system_prompt"] = self.system_prompt
+        if self.image_size:
+            out["image_size"] = list(self.image_size)
+        return out
 
     @classmethod
-    def load(cls, model_ref: str, *, batch_size: int = 4, device: str | None = None) -> "TransformersVisionBackend":
+    def load(
+        cls, model_ref: str, *, batch_size: int = 4, device: str | None = None,
+        system_prompt: str | None = None, image_size: tuple[int, int] | None = None,
+    ) -> "TransformersVisionBackend":
         """Load by hub id (offline: only if cached) or local folder; fp16 on CUDA, fp32 on CPU.
+
+        ``system_prompt`` (chat mode) is sent as a system turn before the image and prompt;
+        ``image_size`` (width, height) resizes every image first. The paper's LLaVA
+        configuration (:data:`PAPER_LLAVA_MODEL`, :data:`PAPER_LLAVA_SYSTEM_PROMPT`, 448x448;
+        issue 11) sets both.
 
         Raises:
             ModelNotAvailableError: the model or its processor cannot be loaded here.
@@ -153,12 +184,15 @@ class TransformersVisionBackend:
             tokenizer.pad_token = tokenizer.eos_token
         version = getattr(model.config, "_commit_hash", None) or local_model_version(model_ref)
         return cls(model_ref, version, model, processor, tokenizer, image_processor,
-                   mode="chat" if chat else "prefix", batch_size=batch_size, device=device)
+                   mode="chat" if chat else "prefix", batch_size=batch_size, device=device,
+                   system_prompt=system_prompt, image_size=tuple(image_size) if image_size else None)
 
     # -- encoding
 
     def _chat_inputs(self, prompt: str, images):
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
+        if self.system_prompt:
+            messages.insert(0, {"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
         text = self.processor.apply_chat_template(messages, add_generation_prompt=True)
         enc = self.processor(images=images, text=[text] * len(images), return_tensors="pt", padding=True)
         return {k: v for k, v in enc.items() if k != "token_type_ids"}, "input_ids"
@@ -216,7 +250,10 @@ class TransformersVisionBackend:
             images, batch = [], []
             for i in group:
                 try:
-                    images.append(_load_rgb(requests[i].image_path))
+                    image = _load_rgb(requests[i].image_path)
+                    if self.image_size:
+                        image = image.resize(tuple(self.image_size))
+                    images.append(image)
                     batch.append(i)
                 except (OSError, ValueError) as exc:
                     results[i] = GenerationResult("", True, f"cannot read image {requests[i].image_path.name}: {exc}")
@@ -398,6 +435,9 @@ def description_audit_id_for(backend: VisionBackend, image_audit_id: str, t2i_mo
     """
     payload = {"images": image_audit_id, "backend": backend.backend_name, "model": backend.model_id,
                "version": backend.model_version, **config.fingerprint()}
+    params = getattr(backend, "description_params", dict)()
+    if params:  # only when set (system prompt, image size): earlier audits keep their id
+        payload["params"] = params
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     name = lambda m: slug(m.rstrip("/").split("/")[-1], 24)  # noqa: E731
     return f"vision-{name(t2i_model_id)}-{name(backend.model_id)}-{digest[:8]}"

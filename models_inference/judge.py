@@ -152,7 +152,11 @@ def rating_distribution(logprobs: Mapping[str, float]) -> RatingDistribution | N
 
 @dataclass(frozen=True)
 class JudgeRequest:
-    """One judgement to make: the association and the per-row sampling seed."""
+    """One judgement to make: the association and the per-row sampling seed.
+
+    ``descriptor`` is the target as the setting words it ("Children" in the plural setting;
+    :func:`models_inference.prompts.judge_target`), which is what the paper's judge saw.
+    """
 
     descriptor: str
     word: str
@@ -174,10 +178,10 @@ class JudgeAnswer:
 
 @dataclass(frozen=True)
 class JudgeSampling:
-    """Judge generation parameters (paper: temperature 0.7, max 10 tokens; top_p unset = 1)."""
+    """Judge generation parameters (paper code: temperature 0.7, top_p 0.95, max 10 tokens)."""
 
     temperature: float = 0.7
-    top_p: float = 1.0
+    top_p: float = 0.95
     max_new_tokens: int = 10
     top_logprobs: int = 20
 
@@ -515,7 +519,7 @@ def judge_rows(associations: Sequence[dict], repeats: Sequence[int], judge: Judg
             answer_mode=getattr(judge, "answer_mode", "free"),
             repeat=repeat,
             seed=judge_seed(key, judge.model_id, repeat),
-            prompt=render_judge_prompt(assoc["descriptor"], assoc["word"]).as_text(),
+            prompt=render_judge_prompt(assoc.get("judge_target") or assoc["descriptor"], assoc["word"]).as_text(),
             raw_output=ans.error if ans.error else ans.raw_output,
             rating=parsed.rating,
             parse_status=parsed.status,
@@ -575,7 +579,7 @@ def run_judge(
         for start in range(0, len(todo), shard_rows):
             chunk = todo[start : start + shard_rows]
             requests = [
-                JudgeRequest(a["descriptor"], a["word"], judge_seed(tuple(a[k] for k in ASSOCIATION_KEY), judge.model_id, r))
+                JudgeRequest(a.get("judge_target") or a["descriptor"], a["word"], judge_seed(tuple(a[k] for k in ASSOCIATION_KEY), judge.model_id, r))
                 for a, r in chunk
             ]
             answers = judge.judge(requests, sampling, on_done=bar.update)
@@ -599,7 +603,10 @@ def _landed_repeats(judge: JudgeBackend) -> set[tuple[tuple, int]]:
         "judge_ratings",
         columns=[*ASSOCIATION_KEY, "repeat"],
         where=f"judge_backend = {q(judge.backend_name)} and judge_model = {q(judge.model_id)} "
-        f"and judge_model_version = {q(judge.model_version)}",
+        f"and judge_model_version = {q(judge.model_version)} "
+        # issue 11: the answer mode is part of the resume key (free and constrained runs of one
+        # judge version both land); rows landed without one count as the judge's mode
+        f"and coalesce(answer_mode, {q(getattr(judge, 'answer_mode', 'free'))}) = {q(getattr(judge, 'answer_mode', 'free'))}",
     )
     cols = [data.column(c).to_pylist() for c in ASSOCIATION_KEY]
     return {(key, r) for key, r in zip(zip(*cols), data.column("repeat").to_pylist())}

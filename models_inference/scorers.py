@@ -14,7 +14,7 @@ is a brawler"; "<descriptor> <word>" for other modalities) and scored for
   Backends: :class:`JigsawToxicityScorer` (offline default: the Jigsaw-trained Keras BiLSTM
   of the ``toxic-comment-classifier`` package, run in torch without TensorFlow) and
   :class:`TransformersToxicityScorer` (by model id, e.g. the paper's
-  ``s-nlp/roberta-toxicity_classifier``).
+  ``s-nlp/roberta_toxicity_classifier``).
 
 All scorers share one interface (:class:`TextScorer`: ``name``, ``version``,
 ``score_batch(texts) -> list[dict]``) and one cache (:class:`ScoreCache`, SQLite under
@@ -63,6 +63,10 @@ VADER_THRESHOLD = 0.05
 TOXIC_THRESHOLD = 0.5
 DEFAULT_SENTIMENT_SCORER = "vader"
 DEFAULT_TOXICITY_SCORER = "toxic-comment-classifier"
+#: The paper's toxicity model (BiasDora footnote 5; METHOD.md section 4): Jigsaw RoBERTa, underscore.
+PAPER_TOXICITY_MODEL = "s-nlp/roberta_toxicity_classifier"
+#: The paper's sentiment model (BiasDora footnote 4).
+PAPER_SENTIMENT_MODEL = "distilbert/distilbert-base-uncased-finetuned-sst-2-english"
 
 
 # --------------------------------------------------------------------------- interface
@@ -434,7 +438,7 @@ class JigsawToxicityScorer:
 
 @dataclass
 class TransformersToxicityScorer:
-    """Any ``transformers`` toxicity classifier by model id (paper: ``s-nlp/roberta-toxicity_classifier``).
+    """Any ``transformers`` toxicity classifier by model id (paper: ``s-nlp/roberta_toxicity_classifier``).
 
     The toxicity probability is the score of ``toxic_label`` (default: the label named
     ``toxic``/``toxicity``, or ``LABEL_1`` of a 2-label model). Multi-label models get
@@ -512,7 +516,8 @@ def t2t_prefix_from_prompt(prompt: str, prompt_style: str, setting: str, letter:
 
     Completion style: the prompt is ``"<prefix> <letter>"`` (``a/an`` already resolved).
     Chat style: the user turn is the instruction (``T2T_USER_PROMPT`` + setting suffix), a
-    space, then ``"<prefix> [<letter>__]."`` (``...]ing.`` for verbs). Returns ``None`` when
+    space, then ``"<prefix> [<letter>__]."`` (``...]ing.`` for verbs landed before issue 11;
+    `` Answer : `` may follow). Returns ``None`` when
     the prompt does not have that shape.
     """
     if not prompt or not letter:
@@ -609,11 +614,17 @@ def associations_to_score(*, score_all: bool = False, audit_id: str | None = Non
     finally:
         if own:
             con.close()
+    from models_inference.prompts import judge_target
+
     for row in rows:
+        prompt, style = row.pop("prompt"), row.pop("prompt_style")
         row["text"] = association_text(
-            row["modality"], row["setting"], row["descriptor"], row["word"],
-            prompt=row.pop("prompt"), prompt_style=row.pop("prompt_style"),
+            row["modality"], row["setting"], row["descriptor"], row["word"], prompt=prompt, prompt_style=style,
         )
+        # the target as the setting words it, for the judge ("Children:naive"; issue 11)
+        prefix = (t2t_prefix_from_prompt(prompt, style, row["setting"], row["word"][0])
+                  if row["modality"] == "t2t" and prompt and style and row["word"] else None)
+        row["judge_target"] = judge_target(row["descriptor"], row["setting"] if row["modality"] == "t2t" else None, prefix)
     return rows
 
 

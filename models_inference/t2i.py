@@ -54,6 +54,15 @@ T2I_TABLE = ResumableTable(
 #: The paper's Stable Diffusion settings (BiasDora Section 4 / METHOD.md section 2).
 PAPER_SD_STEPS = 20
 PAPER_SD_VAE = "stabilityai/sd-vae-ft-mse"
+#: The paper's Stable Diffusion model (seed 004, Appendix "Generation settings").
+PAPER_SD_MODEL = "stabilityai/stable-diffusion-2-inpainting"
+#: The style suffix the paper's code appends to every Stable Diffusion prompt, verbatim
+#: (METHOD.md 3a: immediately after the T2I prompt, no separating space; note the double
+#: space before the second "--beta"). Issue 11.
+PAPER_SD_PROMPT_SUFFIX = (
+    "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 "
+    "--upnoise 0.1 --upalpha 0.1 --upgamma 0.1 --upsteps 20"
+)
 #: The paper's DALL-E 3 settings.
 PAPER_DALLE_SIZE = "1024x1024"
 PAPER_DALLE_QUALITY = "standard"
@@ -398,6 +407,7 @@ class DiffusersImageBackend:
     device: str = "cpu"
     dtype: str = "float32"
     backend_name: str = "diffusers"
+    prompt_suffix: str = ""
 
     @classmethod
     def load(
@@ -412,6 +422,7 @@ class DiffusersImageBackend:
         batch_size: int = 4,
         device: str | None = None,
         dpm_solver: bool = True,
+        prompt_suffix: str = "",
     ) -> "DiffusersImageBackend":
         """Load a pipeline by hub id or local folder; swap in DPMSolverMultistep and the VAE.
 
@@ -425,6 +436,8 @@ class DiffusersImageBackend:
                 ``stabilityai/sd-vae-ft-mse``); None keeps the pipeline's VAE.
             dpm_solver: replace the scheduler by ``DPMSolverMultistepScheduler`` built from
                 the pipeline's scheduler config (paper).
+            prompt_suffix: text appended to every prompt, with no separating space (paper:
+                :data:`PAPER_SD_PROMPT_SUFFIX`); recorded in every row's ``prompt``.
 
         Raises:
             ModelNotAvailableError: the pipeline or VAE cannot be loaded here.
@@ -464,6 +477,7 @@ class DiffusersImageBackend:
             scheduler=type(pipe.scheduler).__name__,
             device=device,
             dtype=str(dtype).replace("torch.", ""),
+            prompt_suffix=prompt_suffix or "",
         )
 
     def generation_params(self) -> dict:
@@ -477,6 +491,7 @@ class DiffusersImageBackend:
             "vae": self.vae,
             "dtype": self.dtype,
             "safety_checker": getattr(self.pipeline, "safety_checker", None) is not None,
+            **({"prompt_suffix": self.prompt_suffix} if self.prompt_suffix else {}),  # only when set: ids stay
         }
 
     def generate(self, requests, on_batch=None):
@@ -701,7 +716,8 @@ def run_t2i_probe(
     params_json = json.dumps(params, sort_keys=True, default=str)
 
     def generate(chunk: list[tuple[T2ITarget, int]], advance: Callable[[int], None]) -> list[dict]:
-        requests = [ImageRequest(t.prompt, image_seed(audit_id, t.setting, t.descriptor, i), i) for t, i in chunk]
+        suffix = getattr(backend, "prompt_suffix", "") or ""  # the paper's SD style suffix, no space
+        requests = [ImageRequest(t.prompt + suffix, image_seed(audit_id, t.setting, t.descriptor, i), i) for t, i in chunk]
         results = backend.generate(requests, on_batch=advance)
         now = datetime.now(timezone.utc)
         rows = []

@@ -45,6 +45,8 @@ class T2TProbeConfig:
         max_new_tokens: ``None`` = 100 for chat (paper), 6 for completion style.
         temperature, top_p: sampling (paper: 0.7, 0.95).
         shard_rows: rows per landed Parquet shard (at most this much work is lost on a crash).
+        answer_cue: end the chat prompt with " Answer : " as the released code's GPT-4o
+            prompt (issue 11); ``None`` = on for the OpenAI-compatible backend's chat style.
     """
 
     runs: int = 1
@@ -54,6 +56,7 @@ class T2TProbeConfig:
     temperature: float = 0.7
     top_p: float = 0.95
     shard_rows: int = 512
+    answer_cue: bool | None = None
 
     def resolved(self, backend: TextBackend) -> "T2TProbeConfig":
         style = self.prompt_style or backend.default_prompt_style
@@ -65,16 +68,21 @@ class T2TProbeConfig:
         if bad or not self.letters:
             raise ValueError(f"letters must be lower-case a-z, got {self.letters!r}")
         tokens = self.max_new_tokens or (100 if style == "chat" else 6)
-        return T2TProbeConfig(self.runs, self.letters, style, tokens, self.temperature, self.top_p, self.shard_rows)
+        cue = self.answer_cue if self.answer_cue is not None else getattr(backend, "backend_name", "") == "openai"
+        return T2TProbeConfig(self.runs, self.letters, style, tokens, self.temperature, self.top_p, self.shard_rows,
+                              bool(cue and style == "chat"))
 
     def generation_fingerprint(self) -> dict:
         """The parameters that change what a row means (part of the audit id)."""
-        return {
+        out = {
             "prompt_style": self.prompt_style,
             "max_new_tokens": self.max_new_tokens,
             "temperature": self.temperature,
             "top_p": self.top_p,
         }
+        if self.answer_cue:  # only when on, so audits without it keep their id
+            out["answer_cue"] = True
+        return out
 
 
 @dataclass
@@ -162,7 +170,8 @@ def run_t2t_probe(
     sampling = SamplingParams(cfg.temperature, cfg.top_p)
 
     def generate(chunk: list[tuple[T2TTarget, str, int]], advance: Callable[[int], None]) -> list[dict]:
-        prompts = [render_t2t_prompt(t.prefix, t.setting, letter, cfg.prompt_style) for t, letter, _ in chunk]
+        prompts = [render_t2t_prompt(t.prefix, t.setting, letter, cfg.prompt_style, answer_cue=bool(cfg.answer_cue))
+                   for t, letter, _ in chunk]
         seeds = [row_seed(audit_id, t.setting, t.descriptor, letter, run, t.descriptor_row) for t, letter, run in chunk]
         requests = [
             GenerationRequest(prompt=p, seed=s, max_new_tokens=cfg.max_new_tokens, stop=stop)

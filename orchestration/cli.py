@@ -171,8 +171,11 @@ def _add_vision_arguments(audit: argparse.ArgumentParser) -> None:
         "API model with OPENAI_API_KEY set). --descriptors / --per-dimension select their descriptors too.",
     )
     v.add_argument("--t2i-backend", default="diffusers", choices=["diffusers", "openai"], help="text-to-image backend")
-    v.add_argument("--t2i-model", default=None, help="diffusers folder or hub id (paper: Stable Diffusion), or an OpenAI Images model (dall-e-3)")
+    v.add_argument("--t2i-model", default=None, help="diffusers folder or hub id (paper: Stable Diffusion), or an OpenAI Images model (dall-e-3); preset 'paper-sd' = stabilityai/stable-diffusion-2-inpainting + VAE stabilityai/sd-vae-ft-mse, 20 DPM-Solver steps and the paper's style suffix")
     v.add_argument("--t2i-base-url", default=None, help="OpenAI-compatible endpoint for --t2i-backend openai")
+    v.add_argument("--t2i-prompt-suffix", default="", help="text appended to every diffusers prompt with no space (paper SD: the style suffix; see --t2i-model paper-sd)")
+    v.add_argument("--i2t-system-prompt", default=None, help="system turn before each image (transformers chat VLMs; see --i2t-model paper-llava)")
+    v.add_argument("--i2t-image-size", default=None, help="resize images to WxH before describing, e.g. 448x448 (paper LLaVA)")
     v.add_argument("--t2i-vae", default=None, help="swap the pipeline's VAE (paper: stabilityai/sd-vae-ft-mse)")
     v.add_argument("--t2i-steps", type=int, default=20, help="diffusion steps (DPM-Solver multistep; paper: 20)")
     v.add_argument("--t2i-size", default="1024x1024", help="OpenAI image size (paper: 1024x1024)")
@@ -182,15 +185,59 @@ def _add_vision_arguments(audit: argparse.ArgumentParser) -> None:
     v.add_argument("--images-per-descriptor", type=int, default=DEFAULT_IMAGES_PER_DESCRIPTOR, help="images per descriptor and setting (paper: 10)")
     v.add_argument("--image-audit-id", default=None, help="describe the images of this earlier T2I audit instead of this run's")
     v.add_argument("--i2t-backend", default="transformers", choices=["transformers", "openai"], help="image-to-text backend")
-    v.add_argument("--i2t-model", default=None, help="transformers image-text-to-text folder or hub id (paper: LLaVA), or an OpenAI vision model (gpt-4o)")
+    v.add_argument("--i2t-model", default=None, help="transformers image-text-to-text folder or hub id (paper: LLaVA), or an OpenAI vision model (gpt-4o); preset 'paper-llava' = llava-hf/llava-v1.6-vicuna-7b-hf with the system prompt and 448x448 input")
     v.add_argument("--i2t-base-url", default=None, help="OpenAI-compatible endpoint for --i2t-backend openai")
     v.add_argument("--i2t-settings", default="comprehensive,subjective,stereotypical,implicit,lexical", help="description prompts (objective: straightforward, moderate, comprehensive; subjective: subjective, stereotypical, implicit, lexical)")
     v.add_argument("--i2t-max-new-tokens", type=int, default=200, help="description length budget in tokens (paper: 200)")
 
 
+#: ``--t2i-model`` / ``--i2t-model`` presets: the paper's configurations (issue 11; METHOD.md 3a).
+T2I_PRESETS = {"paper-sd": "stable diffusion as the paper"}
+I2T_PRESETS = {"paper-llava": "llava 1.6 vicuna 7b as the paper"}
+
+
+def _apply_vision_presets(args) -> None:
+    """Expand ``--t2i-model paper-sd`` / ``--i2t-model paper-llava`` into the paper's flags.
+
+    paper-sd: ``stabilityai/stable-diffusion-2-inpainting``, VAE ``stabilityai/sd-vae-ft-mse``,
+    20 DPM-Solver multistep steps, prompt + the paper's style suffix with no space
+    (:data:`models_inference.t2i.PAPER_SD_PROMPT_SUFFIX`). paper-llava:
+    ``llava-hf/llava-v1.6-vicuna-7b-hf``, the system prompt
+    (:data:`models_inference.i2t.PAPER_LLAVA_SYSTEM_PROMPT`) and 448x448 input. Explicit flags
+    (``--t2i-vae``, ``--t2i-prompt-suffix``, ``--i2t-system-prompt``, ``--i2t-image-size``) win.
+    """
+    if getattr(args, "t2i_model", None) == "paper-sd":
+        from models_inference.t2i import PAPER_SD_MODEL, PAPER_SD_PROMPT_SUFFIX, PAPER_SD_STEPS, PAPER_SD_VAE
+
+        args.t2i_backend, args.t2i_model = "diffusers", PAPER_SD_MODEL
+        args.t2i_vae = args.t2i_vae or PAPER_SD_VAE
+        args.t2i_steps = PAPER_SD_STEPS
+        args.t2i_prompt_suffix = args.t2i_prompt_suffix or PAPER_SD_PROMPT_SUFFIX
+    if getattr(args, "i2t_model", None) == "paper-llava":
+        from models_inference.i2t import PAPER_LLAVA_IMAGE_SIZE, PAPER_LLAVA_MODEL, PAPER_LLAVA_SYSTEM_PROMPT
+
+        args.i2t_backend, args.i2t_model = "transformers", PAPER_LLAVA_MODEL
+        args.i2t_system_prompt = args.i2t_system_prompt or PAPER_LLAVA_SYSTEM_PROMPT
+        args.i2t_image_size = args.i2t_image_size or "x".join(map(str, PAPER_LLAVA_IMAGE_SIZE))
+
+
+def _image_size(text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        w, h = (int(p) for p in text.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"dora audit: --i2t-image-size must be WxH (e.g. 448x448), got {text!r}") from None
+    return [w, h]
+
+
 def _vision_config(args) -> dict:
     """Run config of the T2I / I2T assets from ``dora audit`` flags."""
+    _apply_vision_presets(args)
     return {
+        "t2i_prompt_suffix": args.t2i_prompt_suffix,
+        "i2t_system_prompt": args.i2t_system_prompt,
+        "i2t_image_size": _image_size(args.i2t_image_size),
         "t2i_backend": args.t2i_backend,
         "t2i_model": args.t2i_model,
         "t2i_base_url": args.t2i_base_url,
@@ -246,7 +293,7 @@ def _add_scoring_arguments(audit: argparse.ArgumentParser) -> None:
     )
     s.add_argument("--score-all", action="store_true", help="score every association, not only the significant ones")
     s.add_argument("--sentiment-scorer", default="vader", help="'vader' or a transformers sentiment model id/folder (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english)")
-    s.add_argument("--toxicity-scorer", default="toxic-comment-classifier", help="'toxic-comment-classifier' or a transformers toxicity model id/folder (paper: s-nlp/roberta-toxicity_classifier)")
+    s.add_argument("--toxicity-scorer", default="toxic-comment-classifier", help="'toxic-comment-classifier' or a transformers toxicity model id/folder (paper: s-nlp/roberta_toxicity_classifier)")
     s.add_argument("--judge-backend", default="transformers", choices=["transformers", "openai", "none"], help="LLM judge backend ('none' skips the judge)")
     s.add_argument("--judge-model", default=None, help="judge model (default: smollm2-135m for transformers, gpt-4o for openai)")
     s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored)")

@@ -72,6 +72,8 @@ class VisionConfig(dg.Config):
     t2i_styles: list[str] = ["vivid", "natural"]
     t2i_settings: list[str] = list(T2I_SETTINGS)
     t2i_batch_size: int = 4
+    # issue 11: the paper's SD style suffix (appended with no space) / LLaVA system prompt and size
+    t2i_prompt_suffix: str = ""
     images_per_descriptor: int = DEFAULT_IMAGES_PER_DESCRIPTOR
     descriptors: list[str] = []
     per_dimension: int = DEFAULT_PER_DIMENSION
@@ -84,6 +86,8 @@ class VisionConfig(dg.Config):
     i2t_temperature: float = 0.7
     i2t_top_p: float = 0.95
     i2t_batch_size: int = 4
+    i2t_system_prompt: Optional[str] = None
+    i2t_image_size: list[int] = []
     progress: bool = True
     # Partitioned runs: the registry file (default: the T2T op's `registry`, else $DORA_REGISTRY or
     # registry.yaml). A t2i target's model draws (t2i_* fields from the target) and the describer

@@ -186,7 +186,7 @@ TOXICITY = ScorerSpec(
     "toxicity_scores", "toxicity", "rows_scored", ToxicityConfig,
     "Toxicity (probability, label at 0.5) of each significant association's sentence "
     "(METHOD.md section 4); offline default the Jigsaw-trained BiLSTM of toxic-comment-classifier, "
-    "or a transformers model by id (paper: s-nlp/roberta-toxicity_classifier).",
+    "or a transformers model by id (paper: s-nlp/roberta_toxicity_classifier).",
     _text_scorer("toxicity_scores", load_toxicity_scorer),
 )
 JUDGE = ScorerSpec(

@@ -48,7 +48,7 @@ class ToxicityConfig(ScoringSelection):
 
     Attributes:
         scorer: ``toxic-comment-classifier`` (offline default, Jigsaw BiLSTM) or a transformers
-            toxicity model id / folder (paper: s-nlp/roberta-toxicity_classifier).
+            toxicity model id / folder (paper: s-nlp/roberta_toxicity_classifier).
         batch_size: sentences per scoring batch.
     """
 

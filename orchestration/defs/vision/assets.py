@@ -183,7 +183,8 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
                   "styles": tuple(config.t2i_styles), "api_key_env": api_key_env}
     else:
         kwargs = {"vae": config.t2i_vae, "steps": config.t2i_steps, "guidance_scale": config.t2i_guidance_scale,
-                  "height": config.t2i_height, "width": config.t2i_width, "batch_size": config.t2i_batch_size}
+                  "height": config.t2i_height, "width": config.t2i_width, "batch_size": config.t2i_batch_size,
+                  "prompt_suffix": config.t2i_prompt_suffix}
     try:
         backend = load_image_backend(config.t2i_model, backend=config.t2i_backend, **kwargs)
     except ModelNotAvailableError as exc:
@@ -282,7 +283,8 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
     if config.i2t_backend == "openai":
         kwargs = {"base_url": config.i2t_base_url, "api_key_env": api_key_env}
     else:
-        kwargs = {"batch_size": config.i2t_batch_size}
+        kwargs = {"batch_size": config.i2t_batch_size, "system_prompt": config.i2t_system_prompt,
+                  "image_size": tuple(config.i2t_image_size) if config.i2t_image_size else None}
     try:
         backend = load_vision_backend(config.i2t_model, backend=config.i2t_backend, **kwargs)
     except ModelNotAvailableError as exc:
