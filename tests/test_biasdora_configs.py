@@ -169,3 +169,37 @@ def test_paper_llava_preset_system_prompt_and_448():
     assert seen["messages"][0] == {"role": "system", "content": [{"type": "text", "text": PAPER_LLAVA_SYSTEM_PROMPT}]}
     assert seen["messages"][1]["content"][1]["text"] == "Describe this image objectively."
     assert backend.description_params() == {"system_prompt": PAPER_LLAVA_SYSTEM_PROMPT, "image_size": [448, 448]}
+
+
+def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart(tmp_path, monkeypatch):
+    """One judge version, run free then constrained: the second run is not skipped as done,
+    and staging keeps both, told apart by answer_mode (issue 11)."""
+    import duckdb
+
+    from analytics.dbt_runner import run_dbt
+    from ingestion.landing import SCHEMAS, landing_dir
+    from models_inference.judge import JudgeAnswer, run_judge
+
+    monkeypatch.setenv("DORA_HOME", str(tmp_path))
+    for table in SCHEMAS:
+        landing_dir(table)
+
+    class Judge:  # a JudgeBackend answering a fixed level
+        backend_name, model_id, model_version = "transformers", "tiny-judge", "v1"
+
+        def __init__(self, mode, answer):
+            self.answer_mode, self.answer = mode, answer
+
+        def judge(self, requests, sampling=JudgeSampling(), on_done=None):
+            return [JudgeAnswer(self.answer) for _ in requests]
+
+    assoc = {"audit_id": "a", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "plural",
+             "descriptor": "child", "word": "naive", "judge_target": "Children"}
+    first = run_judge([assoc], Judge("free", "2"), progress=False)
+    again = run_judge([assoc], Judge("free", "5"), progress=False)
+    second = run_judge([assoc], Judge("constrained", "4"), progress=False)
+    assert (first.judged, again.judged, again.already_landed, second.judged) == (1, 0, 1, 1)
+    run_dbt(["build", "--select", "stg_judge_ratings"], tmp_path)
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        rows = con.execute("select answer_mode, rating from main.stg_judge_ratings order by answer_mode").fetchall()
+    assert rows == [("constrained", 4), ("free", 2)]

@@ -45,7 +45,9 @@ aggregated as (
         100.0 * count(*) filter (where bias_level_band = 'moderate') / nullif(count(bias_level), 0) as pct_moderate,
         100.0 * count(*) filter (where bias_level_band = 'extreme') / nullif(count(bias_level), 0) as pct_extreme,
         avg(bias_level) as mean_bias_level,
-        avg(bias_level_expected) as mean_bias_level_expected
+        avg(bias_level_expected) as mean_bias_level_expected,
+        -- issue 11: the judge's answer mode(s) behind the Likert shares ('free' = the paper's)
+        string_agg(distinct judge_answer_mode, ',' order by judge_answer_mode) as judge_answer_modes
     from significant
     group by all
 )
