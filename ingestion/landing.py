@@ -191,6 +191,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("sentiment_label", pa.string()),  # negative / neutral / positive
             ("sentiment_score", pa.float64()),  # signed, in [-1, 1]
             ("scored_at", pa.timestamp("us", tz="UTC")),
+            ("score_pool", pa.string()),  # issue 11: fisher / paper / all (which associations were scored)
         ]
     ),
     # models_inference/scorers.py: toxicity of the same sentence; one row per (association,
@@ -205,6 +206,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("is_toxic", pa.bool_()),  # toxicity >= 0.5
             ("label_scores_json", pa.string()),  # every label's probability (JSON object)
             ("scored_at", pa.timestamp("us", tz="UTC")),
+            ("score_pool", pa.string()),  # issue 11: fisher / paper / all
         ]
     ),
     # models_inference/judge.py: one row per (association, judge, repeat), kept whatever its
@@ -229,6 +231,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("p_rating_5", pa.float64()),
             ("expected_rating", pa.float64()),
             ("judged_at", pa.timestamp("us", tz="UTC")),
+            ("score_pool", pa.string()),  # issue 11: fisher / paper / all
         ]
     ),
 }

@@ -525,6 +525,7 @@ def judge_rows(associations: Sequence[dict], repeats: Sequence[int], judge: Judg
             parse_status=parsed.status,
             expected_rating=dist.expected if dist else None,
             judged_at=now,
+            score_pool=assoc.get("score_pool", "fisher"),
         )
         for k in RATINGS:
             row[f"p_rating_{k}"] = dist.probs[k - 1] if dist else None

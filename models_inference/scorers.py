@@ -568,10 +568,21 @@ def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def associations_to_score(*, score_all: bool = False, audit_id: str | None = None, con=None) -> list[dict]:
+#: Which associations are scored (issue 11): ``fisher`` = Fisher q < 0.05 (dora's default),
+#: ``paper`` = the paper's p-value-significant pool (``is_paper_significant``, METHOD.md 3a),
+#: ``all`` = every association.
+SCORE_POOLS: tuple[str, ...] = ("fisher", "paper", "all")
+_POOL_FILTER = {"fisher": "a.is_significant", "paper": "a.is_paper_significant", "all": None}
+
+
+def associations_to_score(
+    *, score_all: bool = False, audit_id: str | None = None, con=None, score_pool: str | None = None
+) -> list[dict]:
     """Associations to score, read from the warehouse (``fct_associations``), read-only.
 
     Args:
+        score_pool: :data:`SCORE_POOLS` (default ``fisher``; ``score_all`` means ``all``);
+            recorded on every row as ``score_pool``.
         score_all: every association, not only the significant ones (``is_significant``).
         audit_id: restrict to one audit (default: all audits).
         con: an open DuckDB connection (default: :func:`analytics.query.connect_read_only`).
@@ -585,7 +596,10 @@ def associations_to_score(*, score_all: bool = False, audit_id: str | None = Non
     """
     from analytics.query import connect_read_only
 
-    where = [] if score_all else ["a.is_significant"]
+    pool = "all" if score_all else (score_pool or "fisher")
+    if pool not in SCORE_POOLS:
+        raise ValueError(f"score_pool must be one of {SCORE_POOLS}, got {score_pool!r}")
+    where = [_POOL_FILTER[pool]] if _POOL_FILTER[pool] else []
     if audit_id:
         where.append(f"a.audit_id = {_sql_str(audit_id)}")
     sql = f"""
@@ -625,6 +639,7 @@ def associations_to_score(*, score_all: bool = False, audit_id: str | None = Non
         prefix = (t2t_prefix_from_prompt(prompt, style, row["setting"], row["word"][0])
                   if row["modality"] == "t2t" and prompt and style and row["word"] else None)
         row["judge_target"] = judge_target(row["descriptor"], row["setting"] if row["modality"] == "t2t" else None, prefix)
+        row["score_pool"] = pool
     return rows
 
 
@@ -654,7 +669,8 @@ def score_rows(associations: Sequence[dict], scorer: TextScorer, cached: CachedS
     rows = []
     for assoc, res in zip(associations, results):
         row = {k: assoc[k] for k in ASSOCIATION_KEY}
-        row.update(text=assoc["text"], scorer=scorer.name, scorer_version=scorer.version, scored_at=now)
+        row.update(text=assoc["text"], scorer=scorer.name, scorer_version=scorer.version, scored_at=now,
+                   score_pool=assoc.get("score_pool", "fisher"))
         if scorer.kind == "sentiment":
             row.update(sentiment_label=res["label"], sentiment_score=float(res["score"]))
         elif scorer.kind == "toxicity":
@@ -715,6 +731,7 @@ __all__ = [
     "TransformersToxicityScorer",
     "VaderSentimentScorer",
     "association_text",
+    "SCORE_POOLS",
     "associations_to_score",
     "load_sentiment_scorer",
     "load_toxicity_scorer",

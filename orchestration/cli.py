@@ -291,7 +291,8 @@ def _add_scoring_arguments(audit: argparse.ArgumentParser) -> None:
         "Sentiment, toxicity and LLM-judge bias level of every significant association (offline defaults: "
         "VADER, the Jigsaw BiLSTM of toxic-comment-classifier, the embedded SmolLM2-135M as judge).",
     )
-    s.add_argument("--score-all", action="store_true", help="score every association, not only the significant ones")
+    s.add_argument("--score-all", action="store_true", help="score every association, not only the significant ones (= --score-pool all)")
+    s.add_argument("--score-pool", default="fisher", choices=["fisher", "paper", "all"], help="which associations are scored: fisher (q < 0.05), paper (the paper's p-value significant pool, METHOD.md 3a) or all; recorded on every score row")
     s.add_argument("--sentiment-scorer", default="vader", help="'vader' or a transformers sentiment model id/folder (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english)")
     s.add_argument("--toxicity-scorer", default="toxic-comment-classifier", help="'toxic-comment-classifier' or a transformers toxicity model id/folder (paper: s-nlp/roberta_toxicity_classifier)")
     s.add_argument("--judge-backend", default="transformers", choices=["transformers", "openai", "none"], help="LLM judge backend ('none' skips the judge)")
@@ -305,8 +306,8 @@ def _scoring_ops(args) -> dict:
     """Run config of the scoring assets' ops from ``dora audit`` flags."""
     judge_on = args.judge_backend != "none"
     return {
-        "sentiment_scores": {"config": {"scorer": args.sentiment_scorer, "score_all": args.score_all}},
-        "toxicity_scores": {"config": {"scorer": args.toxicity_scorer, "score_all": args.score_all}},
+        "sentiment_scores": {"config": {"scorer": args.sentiment_scorer, "score_all": args.score_all, "score_pool": args.score_pool}},
+        "toxicity_scores": {"config": {"scorer": args.toxicity_scorer, "score_all": args.score_all, "score_pool": args.score_pool}},
         "judge_ratings": {
             "config": {
                 "backend": args.judge_backend if judge_on else "transformers",
@@ -315,6 +316,7 @@ def _scoring_ops(args) -> dict:
                 "repeats": args.judge_repeats,
                 "answer_mode": args.judge_answer,
                 "score_all": args.score_all,
+                "score_pool": args.score_pool,
                 "enabled": judge_on,
                 "progress": not args.no_progress,
             }

@@ -203,3 +203,29 @@ def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
         rows = con.execute("select answer_mode, rating from main.stg_judge_ratings order by answer_mode").fetchall()
     assert rows == [("constrained", 4), ("free", 2)]
+
+
+def test_score_pool_selects_and_is_recorded(tmp_path):
+    """--score-pool fisher | paper | all picks the associations and lands on every score row."""
+    import duckdb
+
+    from models_inference.scorers import associations_to_score
+
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""create table fct_associations as select * from (values
+            ('a', 'm', 'v', 't2t', 'singular', 'child', 'happy', 'age', true, false),
+            ('a', 'm', 'v', 't2t', 'singular', 'child', 'naive', 'age', false, true),
+            ('a', 'm', 'v', 't2t', 'singular', 'child', 'tall', 'age', false, false)
+        ) as t(audit_id, model_id, model_version, modality, setting, descriptor, word, bias_dimension,
+               is_significant, is_paper_significant)""")
+        con.execute("""create table stg_t2t_completions as select 'a' as audit_id, 'singular' as setting,
+            'child' as descriptor, 'happy' as word, 'A child is h' as prompt, 'completion' as prompt_style,
+            'ok' as parse_status""")
+        pick = lambda **kw: sorted((r["word"], r["score_pool"]) for r in associations_to_score(con=con, **kw))  # noqa: E731
+        assert pick() == [("happy", "fisher")]
+        assert pick(score_pool="paper") == [("naive", "paper")]
+        assert pick(score_pool="all") == [("happy", "all"), ("naive", "all"), ("tall", "all")]
+        assert pick(score_all=True) == pick(score_pool="all")
+        with __import__("pytest").raises(ValueError, match="score_pool"):
+            associations_to_score(con=con, score_pool="nope")

@@ -142,7 +142,8 @@ final as (
         a.bias_dimensions,
         a.is_paper_significant,
         a.paper_p_value,
-        j.answer_mode as judge_answer_mode
+        j.answer_mode as judge_answer_mode,
+        coalesce(s.score_pool, t.score_pool) as score_pool
     from associations as a
     left join sentiment as s
         using (audit_id, model_id, model_version, modality, setting, descriptor, word)

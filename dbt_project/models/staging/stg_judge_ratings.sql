@@ -38,7 +38,8 @@ renamed as (
         p_rating_4,
         p_rating_5,
         expected_rating,
-        judged_at
+        judged_at,
+        coalesce(score_pool, 'fisher') as score_pool  -- issue 11: which pool was scored
     from source
 ),
 

@@ -81,12 +81,13 @@ def associations_in_scope(context: dg.AssetExecutionContext, config, spec: Score
         analytics.query.WarehouseMissingError: no warehouse yet.
     """
     enabled = getattr(config, "enabled", True)
-    meta: dict = {"significant_only": not config.score_all}
+    pool = "all" if config.score_all else config.score_pool
+    meta: dict = {"significant_only": pool != "all", "score_pool": pool}
     if hasattr(config, "enabled"):
         meta["enabled"] = enabled
     run = target_of_run(context, config.registry)
     if run is None:
-        assocs = associations_to_score(score_all=config.score_all, audit_id=config.audit_id) if enabled else []
+        assocs = associations_to_score(score_pool=pool, audit_id=config.audit_id) if enabled else []
         return assocs, {**meta, "associations_selected": len(assocs)}
     target = run.target
     meta.update(
@@ -105,7 +106,7 @@ def associations_in_scope(context: dg.AssetExecutionContext, config, spec: Score
     if enabled:
         for audit_id in audit_ids:
             assocs += [
-                a for a in associations_to_score(score_all=config.score_all, audit_id=audit_id)
+                a for a in associations_to_score(score_pool=pool, audit_id=audit_id)
                 if a["modality"] == target.modality and a["model_version"] == run.model_version
             ]
     meta.update(audit_ids=dg.MetadataValue.json(audit_ids), associations_selected=len(assocs))

@@ -19,13 +19,16 @@ class ScoringSelection(dg.Config):
     """Which associations a scoring asset scores (the fields every scorer config shares).
 
     Attributes:
-        score_all: score every association, not only the significant ones.
+        score_all: score every association, not only the significant ones (= score_pool 'all').
+        score_pool: ``fisher`` (default: Fisher q < 0.05), ``paper`` (the paper's p-value
+            significant pool, METHOD.md 3a) or ``all``; recorded on every score row.
         audit_id: only this audit's associations (default: every audit's; in a partitioned
             run, every audit of the partition).
         registry: registry file of partitioned runs (see the module docstring).
     """
 
     score_all: bool = False
+    score_pool: str = "fisher"
     audit_id: Optional[str] = None
     registry: Optional[str] = None
 
