@@ -188,6 +188,8 @@ def _add_vision_arguments(audit: argparse.ArgumentParser) -> None:
     v.add_argument("--i2t-model", default=None, help="transformers image-text-to-text folder or hub id (paper: LLaVA), or an OpenAI vision model (gpt-4o); preset 'paper-llava' = llava-hf/llava-v1.6-vicuna-7b-hf with the system prompt and 448x448 input")
     v.add_argument("--i2t-base-url", default=None, help="OpenAI-compatible endpoint for --i2t-backend openai")
     v.add_argument("--i2t-settings", default="comprehensive,subjective,stereotypical,implicit,lexical", help="description prompts (objective: straightforward, moderate, comprehensive; subjective: subjective, stereotypical, implicit, lexical)")
+    v.add_argument("--stop-list", default="nltk", choices=["nltk", "spacy"], help="stop words dropped from descriptions (nltk = the paper's code)")
+    v.add_argument("--drop-descriptor-words", action="store_true", help="drop the descriptor's own words from its descriptions (default: kept, as the paper's code)")
     v.add_argument("--i2t-max-new-tokens", type=int, default=200, help="description length budget in tokens (paper: 200)")
 
 
@@ -421,6 +423,7 @@ def cmd_audit(args) -> int:
             "t2t_completions": {"config": config},
             "t2i_images": {"config": _vision_config(args)},
             "i2t_descriptions": {"config": _vision_config(args)},
+            "description_words": {"config": {"stop_list": args.stop_list, "drop_descriptor_words": args.drop_descriptor_words}},
             **_scoring_ops(args),
         },
         "loggers": {"console": {"config": {"log_level": "WARNING"}}},

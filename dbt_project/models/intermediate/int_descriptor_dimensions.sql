@@ -14,7 +14,10 @@
 with
 
 documents as (
-    select distinct audit_id, modality, setting, descriptor, bias_dimension
+    -- descriptor = the target (a plural image target is "old people"); descriptor_key = the
+    -- list's key it comes from
+    select distinct audit_id, modality, setting, descriptor, coalesce(descriptor_key, descriptor) as descriptor_key,
+           bias_dimension
     from {{ ref('int_document_words') }}
 ),
 
@@ -28,7 +31,7 @@ from_lists as (
            list_rows.bias_dimension
     from documents
     inner join list_rows
-        on  list_rows.descriptor = documents.descriptor
+        on  list_rows.descriptor = documents.descriptor_key
         and (
             (documents.modality = 't2t' and list_rows.list_modality = 't2t' and list_rows.setting = documents.setting)
             or (documents.modality in ('t2i', 'i2t') and list_rows.list_modality = 't2i')

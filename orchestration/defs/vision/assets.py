@@ -321,6 +321,15 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
     )
 
 
+class DescriptionWordsConfig(dg.Config):
+    """How descriptions become words (issue 11; METHOD.md 3a): ``stop_list`` ``nltk`` (default,
+    the paper's code) or ``spacy``; ``drop_descriptor_words`` drops the descriptor's own words
+    (default: kept, as the paper's code)."""
+
+    stop_list: str = "nltk"
+    drop_descriptor_words: bool = False
+
+
 @dg.multi_asset(
     name="description_words",
     specs=[
@@ -329,14 +338,14 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
             deps=[I2T_KEY],
             group_name="probes",
             description="Description words (METHOD.md section 3): every landed description not yet tokenised, "
-            "tokenised with spaCy into lower-cased lemmas with POS; stop words, punctuation, numbers and the "
-            "descriptor's own words are kept as rows with their drop reason.",
+            "tokenised with spaCy into lower-cased lemmas with POS; stop words (NLTK's English list by default), "
+            "punctuation, numbers (and, as an option, the descriptor's own words) are kept as rows with their drop reason.",
         )
     ],
 )
-def description_words(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+def description_words(context: dg.AssetExecutionContext, config: DescriptionWordsConfig) -> dg.MaterializeResult:
     landing_dir("description_words")
-    summary = land_description_words()
+    summary = land_description_words(stop_list=config.stop_list, drop_descriptor_words=config.drop_descriptor_words)
     return dg.MaterializeResult(
         metadata={
             "descriptions_tokenised": summary["descriptions"],
