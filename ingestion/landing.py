@@ -123,6 +123,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("setting", pa.string()),  # singular / plural
             ("descriptor", pa.string()),
             ("bias_dimension", pa.string()),
+            ("descriptor_row", pa.int32()),  # issue 11: k-th row of the descriptor in the T2I CSV
             ("image_index", pa.int32()),  # 1..images per descriptor
             ("seed", pa.int64()),
             ("prompt", pa.string()),
@@ -152,6 +153,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("image_setting", pa.string()),  # singular / plural
             ("descriptor", pa.string()),
             ("bias_dimension", pa.string()),
+            ("descriptor_row", pa.int32()),  # issue 11: the image's T2I row (see t2i_images)
             ("image_index", pa.int32()),
             ("image_sha256", pa.string()),
             ("setting", pa.string()),  # straightforward / moderate / comprehensive / subjective / ...

@@ -404,10 +404,16 @@ def cmd_audit(args) -> int:
     }
     if getattr(args, "dry_run", False):  # issue 11: the plan only, no model, no Dagster run
         from orchestration.defs.config import AuditConfig
-        from orchestration.dry_run import format_plan, t2t_plan_lines
+        from orchestration.dry_run import format_plan, t2t_plan_lines  # noqa: I001
 
         try:
             lines, audit_id, rate, source = t2t_plan_lines(AuditConfig(**config), audit_id=args.audit_id)
+            _apply_vision_presets(args)
+            if args.t2i_model:  # T2I rows x images (landed images need the model's version: not counted)
+                from orchestration.dry_run import t2i_plan_lines
+
+                lines += t2i_plan_lines(_csv_list(args.t2i_settings), _csv_list(args.descriptors), args.per_dimension,
+                                        args.images_per_descriptor)
         except ValueError as exc:
             print(f"dora audit: {exc}", file=sys.stderr)
             return 2

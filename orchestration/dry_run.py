@@ -78,6 +78,17 @@ def t2t_plan_lines(config, *, audit_id: str | None = None) -> tuple[list[PlanLin
     return lines, audit_id, rate, rate_source
 
 
+def t2i_plan_lines(settings, descriptors, per_dimension: int, images_per_descriptor: int) -> list[PlanLine]:
+    """The T2I plan (rows of the paper's T2I lists x images); landed rows are not counted
+    (the image audit id needs the image model's version, i.e. loading it)."""
+    from models_inference.t2i import curated_t2i_targets, select_t2i_targets
+
+    targets = select_t2i_targets(curated_t2i_targets(settings), settings=settings, descriptors=descriptors,
+                                 per_dimension=per_dimension)
+    rows = Counter(t.setting for t in targets)
+    return [PlanLine("t2i", s, rows[s], rows[s] * images_per_descriptor, None, None) for s in settings if rows[s]]
+
+
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
     h, rest = divmod(seconds, 3600)
@@ -90,16 +101,19 @@ def format_plan(lines: list[PlanLine], audit_id: str | None, rate: float | None,
     out = [f"dora audit --dry-run: no model loaded; audit id {audit_id or '(unknown until the model is loaded)'}",
            f"{'modality':<9}{'setting':<12}{'rows':>7}{'prompts':>11}{'landed':>11}{'to generate':>13}"]
     total, todo = 0, 0
+    t2t_todo = 0
     for line in lines:
         landed = f"{line.already_landed:,}" if line.already_landed is not None else "?"
         gen = f"{line.to_generate:,}" if line.to_generate is not None else f"{line.prompts:,}"
         out.append(f"{line.modality:<9}{line.setting:<12}{line.probe_rows:>7,}{line.prompts:>11,}{landed:>11}{gen:>13}")
         total += line.prompts
         todo += line.to_generate if line.to_generate is not None else line.prompts
+        if line.modality == "t2t":
+            t2t_todo += line.to_generate if line.to_generate is not None else line.prompts
     out.append(f"{'total':<21}{'':>7}{total:>11,}{'':>11}{todo:>13,}")
     if rate:
-        out.append(f"estimated generation time: {_duration(todo / rate)} at {rate} prompts/s ({rate_source}); "
+        out.append(f"estimated T2T generation time: {_duration(t2t_todo / rate)} at {rate} prompts/s ({rate_source}); "
                    "more when other processes share the CPU")
     else:
-        out.append(f"estimated generation time: {rate_source}")
+        out.append(f"estimated T2T generation time: {rate_source}")
     return "\n".join(out)

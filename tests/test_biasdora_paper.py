@@ -56,6 +56,12 @@ def test_t2i_rows_take_gender_from_the_mapping():
     assert {"woman", "mother"} & gender, sorted(gender)[:20]
     assert all(r["membership_source"] == "mapping" for r in t2i if r["bias_dimension"] == "gender")
     assert sum(r["list_modality"] == "t2t" and r["setting"] == "plural" for r in table) == 413
+    from models_inference.t2i import curated_t2i_targets
+
+    targets = curated_t2i_targets()
+    for setting in ("singular", "plural"):  # every T2I row is a probe unit
+        rows = [(t.descriptor, t.descriptor_row) for t in targets if t.setting == setting]
+        assert len(rows) == 344 and len(set(rows)) == 344
 
 
 def test_dry_run_prints_the_paper_table4_totals(tmp_path, monkeypatch, capsys):
@@ -71,8 +77,12 @@ def test_dry_run_prints_the_paper_table4_totals(tmp_path, monkeypatch, capsys):
         "noun": (406, "105,560"), "verb": (406, "105,560"),
     }
     assert all(v[4] == "0" for v in lines.values())  # nothing landed in this DORA_HOME
-    assert "estimated generation time" in out
+    assert "estimated T2T generation time" in out
     assert "no model loaded" in out
+    assert cli.main(["audit", "--dry-run", "--per-dimension", "0", "--settings", "singular",
+                     "--t2i-model", "some/sd", "--images-per-descriptor", "10"]) == 0
+    t2i = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("t2i ")]
+    assert [(v[1], v[2], v[3]) for v in t2i] == [("singular", "344", "3,440"), ("plural", "344", "3,440")]
 
 
 # ----------------------------------------------------------------------------- synthetic audit
