@@ -20,7 +20,8 @@ environment:
 
 examples:
   dora audit                                  # quick audit, embedded SmolLM2-135M (offline)
-  dora audit --per-dimension 0 --runs 10      # paper scale: 406 descriptors x 5 x 26 x 10
+  dora audit --per-dimension 0 --runs 10      # paper scale: every row (406/413/406/406/406) x 26 x 10
+  dora audit --dry-run --per-dimension 0 --runs 10   # the plan: 105,560 / 107,380 / 105,560 x 3 prompts, no model loaded
   dora audit --descriptors "alcoholic person,child" --settings singular,verb
   dora audit --backend openai --model gpt-4o --prompt-style chat   # needs OPENAI_API_KEY
   dora query "select * from fct_associations where is_significant order by fisher_q limit 20"

@@ -19,7 +19,7 @@ class AuditConfig(dg.Config):
 
     Defaults give the quick audit of the README's main command: the embedded SmolLM2-135M,
     all 5 T2T settings, 2 curated descriptors per bias dimension, 4 runs per letter.
-    The paper-scale T2T audit is ``per_dimension=0, runs=10`` (406 descriptors x 5 settings
+    The paper-scale T2T audit is ``per_dimension=0, runs=10`` (every row: 406 / 413 / 406 / 406 / 406 x 5 settings
     x 26 letters x 10 runs).
     """
 
