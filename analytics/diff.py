@@ -10,6 +10,7 @@ count of each change type and the top changes per bias dimension, ranked by
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from analytics.query import QueryResult, format_result, run_query
 
@@ -62,10 +63,6 @@ class AuditDiff:
         return "\n".join(lines)
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def finished_audits(target: str) -> list[AuditRef]:
     """The finished audits of ``target`` in order (``dim_audits.audit_seq``).
 
@@ -73,8 +70,8 @@ def finished_audits(target: str) -> list[AuditRef]:
         DiffError: the target has no finished audit (the message lists the known targets).
     """
     rows = run_query(
-        f"select audit_id, model_version, audit_seq from dim_audits "
-        f"where target = {_quote(target)} and status = 'finished' order by audit_seq"
+        "select audit_id, model_version, audit_seq from dim_audits where target = ? and status = 'finished' order by audit_seq",
+        params=[target],
     ).rows
     if not rows:
         known = [r[0] for r in run_query("select distinct target from dim_audits order by 1").rows]
@@ -129,9 +126,9 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     if top < 1:
         raise DiffError(f"--top must be >= 1, got {top}")
     before, after = resolve_pair(target, from_ref, to_ref)
-    pair = f"from_audit_id = {_quote(before.audit_id)} and to_audit_id = {_quote(after.audit_id)}"
+    pair, params = "from_audit_id = ? and to_audit_id = ?", [before.audit_id, after.audit_id]
     counts = dict(
-        run_query(f"select change_type, count(*) from fct_association_changes where {pair} group by 1").rows
+        run_query(f"select change_type, count(*) from fct_association_changes where {pair} group by 1", params=params).rows
     )
     top_rows = run_query(
         f"""select bias_dimension, change_type, setting, descriptor, word,
@@ -144,24 +141,26 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
                 partition by bias_dimension
                 order by abs(tfidf_change) desc, least(coalesce(fisher_q_after, 1), coalesce(fisher_q_before, 1)),
                          setting, descriptor, word
-            ) <= {int(top)}
-            order by bias_dimension, abs(tfidf_change) desc, setting, descriptor, word"""
+            ) <= ?
+            order by bias_dimension, abs(tfidf_change) desc, setting, descriptor, word""",
+        params=[*params, int(top)],
     )
     return AuditDiff(target, before, after, counts, top_rows)
 
 
-def models_overview(registry, *, resolve: bool = True) -> QueryResult:
+def models_overview(registry, *, resolve: Callable[[object], str] | None = None) -> QueryResult:
     """``dora models list``: every registry target with its current version and last audit.
 
     Args:
         registry: a parsed :class:`ingestion.registry.Registry`.
-        resolve: read each target's current version (may hash weights or call an API).
+        resolve: reads a target's current version (``models_inference.model_ref.resolve_version``,
+            passed in by the CLI: analytics does not load models); it may raise any
+            exception, shown as ``unreadable: ...``. None: versions are not read.
 
     The last audit is the latest finished-or-not audit of the target in ``dim_audits`` (by
     ``started_at``); ``-`` when the warehouse does not exist yet or the target was never audited.
     """
     from analytics.query import WarehouseMissingError
-    from ingestion.registry import VersionError, resolve_version
 
     last: dict[str, tuple] = {}
     try:
@@ -175,10 +174,10 @@ def models_overview(registry, *, resolve: bool = True) -> QueryResult:
         pass
     rows = []
     for t in registry.targets:
-        if resolve:
+        if resolve is not None:
             try:
-                current = resolve_version(t)
-            except VersionError as exc:
+                current = resolve(t)
+            except Exception as exc:  # noqa: BLE001 - any reason the version is unreadable is shown
                 current = f"unreadable: {exc}"[:80]
         else:
             current = "(not read)"

@@ -17,10 +17,11 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import duckdb
 
-from ingestion.landing import warehouse_path
+from ingestion.landing import select_sql, warehouse_path
 
 _READ_TYPES = {"SELECT", "EXPLAIN"}
 # EXPLAIN ANALYZE executes the statement it explains ("explain analyze copy t to 'f.csv'"
@@ -120,21 +121,65 @@ def connect_read_only(path: Path | None = None, *, wait_seconds: float | None = 
             delay = min(delay * 2, 1.0)
 
 
-def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0) -> QueryResult:
+def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0, params: Sequence | None = None) -> QueryResult:
     """Run read-only SQL on the warehouse; the last statement's rows are returned.
+
+    Args:
+        params: values of the ``?`` placeholders (one statement only): values never go into SQL text.
 
     Raises:
         QueryRefusedError, WarehouseBusyError, WarehouseMissingError, duckdb.Error.
+        ValueError: ``params`` with more than one statement.
     """
     statements = check_read_only(sql)
+    if params is not None and len(statements) != 1:
+        raise ValueError("parameters need exactly one statement")
     con = connect_read_only(path, wait_seconds=wait_seconds)
     try:
         cur = None
         for st in statements:
-            cur = con.execute(st)
+            cur = con.execute(st, params) if params is not None else con.execute(st)
         columns = [d[0] for d in cur.description] if cur is not None and cur.description else []
         rows = cur.fetchall() if columns else []
         return QueryResult(columns, rows)
+    finally:
+        con.close()
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def read_relation(
+    relation: str,
+    *,
+    columns: Sequence[str] | None = None,
+    filters: Mapping[str, object] | None = None,
+    order_by: Sequence[str] = (),
+    path: Path | None = None,
+) -> list[dict]:
+    """Rows of one warehouse relation (a dbt model) as dicts, read-only, filtered with ``?`` parameters.
+
+    Args:
+        relation: the model's name (an identifier, e.g. ``int_associations_to_score``).
+        columns: columns to return (default: all).
+        filters: ``{column: value}`` (``= ?``), ``{column: [values]}`` (``in (?, ...)``; empty
+            matches nothing) or ``{column: None}`` (``is null``), ANDed.
+        order_by: columns to sort by.
+
+    Raises:
+        ValueError: a relation or column name that is not a plain identifier.
+        WarehouseMissingError, WarehouseBusyError: see :func:`connect_read_only`.
+    """
+    names = [relation, *(columns or ()), *(filters or {}), *order_by]
+    bad = [n for n in names if not _IDENTIFIER.match(n)]
+    if bad:
+        raise ValueError(f"not plain identifiers: {bad}")
+    sql, params = select_sql(f'"{relation}"', columns, filters, order_by)
+    con = connect_read_only(path)
+    try:
+        cur = con.execute(sql, params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
     finally:
         con.close()
 

@@ -3,8 +3,9 @@
 BiasDora (seed 004) reports, per model x modality x setting x bias dimension, the share of
 significant associations that are negative (Figure 3), toxic (Figure 4) and at each Likert
 bias level of the LLM judge (Figures 6, 7); METHOD.md section 4. Every number here comes
-from the warehouse's public relations ``agg_bias_by_dimension`` and
-``fct_association_scores`` (read-only SQL); this module only lays them out:
+from the score marts ``agg_bias_by_dimension``, ``agg_likert_by_dimension``,
+``agg_scores_by_audit`` and ``fct_association_scores`` (read-only, parameterised); every count,
+ratio and share is computed in dbt, this module only lays them out:
 
 * ``pct_negative.png``: heatmap of % negative, setting x bias dimension, one panel per audit;
 * ``pct_toxic.png``: the same for % toxic;
@@ -20,7 +21,7 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-from analytics.query import QueryResult, run_query
+from analytics.query import QueryResult, read_relation, run_query
 from ingestion.landing import dora_home
 
 #: Display order of settings (T2T first, as in the paper) and Likert labels (METHOD.md 4).
@@ -29,15 +30,21 @@ LIKERT = {1: "1 Not at all", 2: "2 Slightly", 3: "3 Moderately", 4: "4 Highly", 
 LIKERT_COLOURS = {1: "#1a9850", 2: "#a6d96a", 3: "#fee08b", 4: "#f46d43", 5: "#a50026"}
 
 
-def _where(audit_id: str | None, extra: str = "") -> str:
-    parts = [f"audit_id = '{audit_id.replace(chr(39), chr(39) * 2)}'"] if audit_id else []
-    if extra:
-        parts.append(extra)
-    return ("where " + " and ".join(parts)) if parts else ""
-
-
 def _rows(result: QueryResult) -> list[dict]:
     return [dict(zip(result.columns, r)) for r in result.rows]
+
+
+#: Columns of the most-toxic / highest-rated tables (rounded for display).
+_TOP_COLUMNS = """audit_id, model_id, setting, bias_dimension, descriptor, word, association_text,
+    sentiment_label, round(sentiment_score, 3) as sentiment_score, round(toxicity, 3) as toxicity,
+    bias_level, round(bias_level_expected, 2) as bias_level_expected, fisher_q"""
+
+
+def _top(audit_id: str | None, score: str, order: str, top: int) -> list[dict]:
+    """The ``top`` significant associations of ``fct_association_scores`` with a ``score``, by ``order``."""
+    sql = (f"select {_TOP_COLUMNS} from fct_association_scores where is_significant and {score} is not null "
+           "and (? is null or audit_id = ?) " f"order by {order} limit ?")
+    return _rows(run_query(sql, params=[audit_id, audit_id, int(top)]))
 
 
 def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str, list[dict]]:
@@ -54,49 +61,17 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
     """
     import duckdb
 
+    filters = {"audit_id": audit_id} if audit_id else {}
     try:
-        agg = run_query(f"select * from agg_bias_by_dimension {_where(audit_id)} order by audit_id, modality, setting, bias_dimension")
+        agg = read_relation("agg_bias_by_dimension", filters=filters,
+                            order_by=["audit_id", "modality", "setting", "bias_dimension"])
     except duckdb.CatalogException as exc:
         raise LookupError(f"the score marts are not built yet ({exc}); run `dora audit` first") from None
-    likert = run_query(
-        f"""select audit_id, model_id, bias_dimension, bias_level, count(*) as n
-            from fct_association_scores {_where(audit_id, 'is_significant and bias_level is not null')}
-            group by all order by audit_id, bias_dimension, bias_level"""
-    )
-    overview = run_query(
-        f"""select audit_id, model_id, model_version,
-                   count(*) filter (where is_significant) as n_significant,
-                   100.0 * count(*) filter (where is_significant and sentiment_label = 'negative')
-                     / nullif(count(sentiment_label) filter (where is_significant), 0) as pct_negative,
-                   100.0 * count(*) filter (where is_significant and is_toxic)
-                     / nullif(count(toxicity) filter (where is_significant), 0) as pct_toxic,
-                   avg(bias_level) filter (where is_significant) as mean_bias_level,
-                   any_value(sentiment_scorer) as sentiment_scorer,
-                   any_value(toxicity_scorer) as toxicity_scorer,
-                   any_value(judge_model) as judge_model,
-                   string_agg(distinct judge_answer_mode, ',') as judge_answer_mode
-            from fct_association_scores {_where(audit_id)}
-            group by all order by audit_id"""
-    )
-    cols = """audit_id, model_id, setting, bias_dimension, descriptor, word, association_text,
-              sentiment_label, round(sentiment_score, 3) as sentiment_score, round(toxicity, 3) as toxicity,
-              bias_level, round(bias_level_expected, 2) as bias_level_expected, fisher_q"""
-    toxic = run_query(
-        f"""select {cols} from fct_association_scores {_where(audit_id, 'is_significant and toxicity is not null')}
-            order by toxicity desc, fisher_q, descriptor, word limit {int(top)}"""
-    )
-    rated = run_query(
-        f"""select {cols} from fct_association_scores {_where(audit_id, 'is_significant and bias_level is not null')}
-            order by bias_level desc, bias_level_expected desc nulls last, toxicity desc nulls last, descriptor, word
-            limit {int(top)}"""
-    )
-    return {
-        "agg": _rows(agg),
-        "likert": _rows(likert),
-        "overview": _rows(overview),
-        "toxic": _rows(toxic),
-        "rated": _rows(rated),
-    }
+    likert = read_relation("agg_likert_by_dimension", filters=filters, order_by=["audit_id", "bias_dimension", "bias_level"])
+    overview = read_relation("agg_scores_by_audit", filters=filters, order_by=["audit_id"])
+    toxic = _top(audit_id, "toxicity", "toxicity desc, fisher_q, descriptor, word", top)
+    rated = _top(audit_id, "bias_level", "bias_level desc, bias_level_expected desc nulls last, toxicity desc nulls last, descriptor, word", top)
+    return {"agg": agg, "likert": likert, "overview": overview, "toxic": toxic, "rated": rated}
 
 
 def _panel_label(audit_id: str, model_id: str) -> str:
@@ -186,13 +161,11 @@ def likert_png(likert: list[dict], path: Path) -> Path | None:
     )
     for ax, (audit_id, model_id) in zip(axes[:, 0], audits):
         rows = [r for r in likert if r["audit_id"] == audit_id]
-        totals = {d: sum(r["n"] for r in rows if (r["bias_dimension"] or "(none)") == d) for d in dims}
+        totals = {d: sum(r["n_associations"] for r in rows if (r["bias_dimension"] or "(none)") == d) for d in dims}
         left = [0.0] * len(dims)
-        for level in LIKERT:
-            share = []
-            for d in dims:
-                n = sum(r["n"] for r in rows if (r["bias_dimension"] or "(none)") == d and r["bias_level"] == level)
-                share.append(100.0 * n / totals[d] if totals[d] else 0.0)
+        for level in LIKERT:  # shares from agg_likert_by_dimension (computed in dbt)
+            pct = {(r["bias_dimension"] or "(none)"): r["pct_of_dimension"] for r in rows if r["bias_level"] == level}
+            share = [pct.get(d, 0.0) for d in dims]
             ax.barh(dims, share, left=left, color=LIKERT_COLOURS[level], label=LIKERT[level], edgecolor="white")
             for k, (x0, w) in enumerate(zip(left, share)):
                 if w >= 8:

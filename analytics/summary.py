@@ -16,26 +16,29 @@ PAPER_SCALE_HINT = (
 
 def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = None) -> str:
     """Multi-line summary of one audit (all audits when ``audit_id`` is None)."""
-    where = f"where audit_id = '{audit_id.replace(chr(39), chr(39) * 2)}'" if audit_id else ""
-    and_where = where.replace("where", "and", 1) if where else ""
+    audit = "(? is null or audit_id = ?)"  # one audit, or all (a parameter, never SQL text)
+    params = [audit_id, audit_id]
     gen = run_query(
         f"""select count(*) as rows, count(distinct descriptor) as descriptors,
                    count(distinct setting) as settings,
                    coalesce(avg(case when parse_status = 'ok' then 1.0 else 0.0 end), 0) as parse_rate
-            from stg_t2t_completions {where}"""
+            from stg_t2t_completions where {audit}""",
+        params=params,
     ).rows[0]
     assoc = run_query(
         f"""select count(*) as associations, count(*) filter (where is_significant) as significant,
                    count(*) filter (where paper_p_value < 0.05) as paper_significant
-            from fct_associations {where}"""
+            from fct_associations where {audit}""",
+        params=params,
     ).rows[0]
     tops = run_query(
         f"""select bias_dimension, setting, descriptor, word, tf, round(tfidf, 3) as tfidf,
                    fisher_q
             from fct_associations
-            where is_significant {and_where}
-            qualify row_number() over (partition by bias_dimension order by fisher_q, tfidf desc) <= {int(top)}
-            order by bias_dimension, fisher_q, tfidf desc"""
+            where is_significant and {audit}
+            qualify row_number() over (partition by bias_dimension order by fisher_q, tfidf desc) <= ?
+            order by bias_dimension, fisher_q, tfidf desc""",
+        params=[*params, int(top)],
     )
     lines = [
         "",

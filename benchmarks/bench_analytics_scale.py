@@ -325,7 +325,8 @@ def synth_description_words(
         (descriptions, token rows, kept words) landed.
     """
     from ingestion.landing import SCHEMAS, write_shard
-    from models_inference.prompts import DEFAULT_I2T_SETTINGS, I2T_PROMPTS, description_kind
+    from ingestion.vocabulary import DEFAULT_I2T_SETTINGS
+    from models_inference.probes.biasdora.prompts import I2T_PROMPTS, description_kind
 
     os.environ["DORA_HOME"] = str(home)
     rng = np.random.default_rng(seed)

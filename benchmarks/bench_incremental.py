@@ -42,7 +42,7 @@ class CallCounter:
     """Wraps ``TransformersBackend.generate`` and counts calls and prompts (process-wide)."""
 
     def __init__(self):
-        from models_inference.text_backends import TransformersBackend
+        from models_inference.backends.text import TransformersBackend
 
         self.cls = TransformersBackend
         self.original = TransformersBackend.generate
@@ -138,8 +138,8 @@ def main(argv=None) -> int:
 
         # the probe alone on the finished audit, model already loaded: the cost of "nothing to do"
         from ingestion.templates import curated_t2t_templates
-        from models_inference.t2t import T2TProbeConfig, run_t2t_probe, select_targets
-        from models_inference.text_backends import TransformersBackend
+        from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe, select_targets
+        from models_inference.backends.text import TransformersBackend
 
         backend = TransformersBackend.load("smollm2-135m")
         targets = select_targets(curated_t2t_templates(), settings=SETTINGS.split(","), descriptors=BASE + [EXTRA])

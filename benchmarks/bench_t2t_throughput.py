@@ -6,7 +6,7 @@ Usage: python -m benchmarks.bench_t2t_throughput [--prompts 260] [--single 26] [
 Prints model load time and memory, prompts/s and generated tokens/s for the default model and
 settings (completion style, 6 new tokens max, stop at word end), batched against batch size 1
 on the first ``--single`` prompts, and the ratio; then the same for the LLM judge
-(``models_inference.judge.TransformersJudge`` on the same embedded model, the paper's Likert
+(``models_inference.scoring.judge.Judge`` on the same embedded model, the paper's Likert
 prompt, METHOD.md section 4) in both answer modes (``constrained``: one forward pass reads the
 1-5 distribution; ``free``: the paper's up-to-10-token answer), batched vs one at a time.
 Writes the figures to BENCHMARKS.md.
@@ -37,9 +37,10 @@ def main(argv=None) -> None:
     import torch
 
     from ingestion.templates import curated_t2t_templates
-    from models_inference.prompts import render_t2t_prompt
-    from models_inference.t2t import row_seed
-    from models_inference.text_backends import GenerationRequest, SamplingParams, TransformersBackend
+    from models_inference.probes.biasdora.prompts import render_t2t_prompt
+    from models_inference.probes.biasdora.t2t import row_seed
+    from models_inference.backends.base import GenerationRequest, SamplingParams
+    from models_inference.backends.text import TransformersBackend
 
     t0 = time.perf_counter()
     backend = TransformersBackend.load("smollm2-135m", batch_size=args.batch_size)
@@ -96,7 +97,7 @@ def judge_throughput(backend, n_batched: int, n_single: int, batch_size: int) ->
     (or a line saying why the judge was skipped).
     """
     try:
-        from models_inference.judge import JudgeRequest, JudgeSampling, TransformersJudge
+        from models_inference.scoring.judge import Judge, JudgeRequest, JudgeSampling
     except ImportError as exc:  # pragma: no cover - judge not installed in this checkout
         return [f"judge: skipped ({exc})"]
     from ingestion.templates import curated_t2t_templates
@@ -106,18 +107,19 @@ def judge_throughput(backend, n_batched: int, n_single: int, batch_size: int) ->
     reqs = [JudgeRequest(d, w, seed=i) for i, (d, w) in enumerate((d, w) for d in descriptors for w in words)]
     out = []
     for mode in ("constrained", "free"):
-        judge = TransformersJudge(backend, batch_size=batch_size, answer_mode=mode)
+        backend.batch_size = batch_size
+        judge = Judge(backend, answer_mode=mode)
         sampling = JudgeSampling()
         judge.judge(reqs[:4], sampling)  # warm-up
         start = time.perf_counter()
         answers = judge.judge(reqs[:n_batched], sampling)
         batched_s = time.perf_counter() - start
-        judge.batch_size = 1
+        backend.batch_size = 1
         start = time.perf_counter()
         judge.judge(reqs[n_batched : n_batched + n_single], sampling)
         single_s = time.perf_counter() - start
         new_tok = sum(len(backend.tokenizer(a.raw_output, add_special_tokens=False)["input_ids"]) for a in answers)
-        prompt_tok = sum(len(backend.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in judge._texts(reqs[:n_batched]))
+        prompt_tok = sum(len(backend.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in [backend._encode(r.prompt) for r in reqs[:n_batched]])
         out.append(
             f"judge ({mode}, batch {batch_size}): {n_batched} judgements in {batched_s:.1f} s = {n_batched / batched_s:.1f} /s, "
             f"{prompt_tok / batched_s:.0f} prompt tokens/s + {new_tok / batched_s:.0f} new tokens/s; one at a time: "

@@ -1,11 +1,17 @@
-"""Ingestion: CrowS-Pairs loading, descriptor extraction and the T2T prompt templates.
+"""Ingestion: the ground floor. Shared names, reference data, the landing zone, the registry.
 
-Plain Python (no Dagster import), unit-tested directly:
+Plain Python (no Dagster import) that imports nothing else of dora's (ARCHITECTURE.md):
 
+* :mod:`ingestion.vocabulary`: the shared names (modalities, settings, association key,
+  backend and scorer names, partition separator);
+* :mod:`ingestion.landing`: the landing-table schemas (``SCHEMAS``), the atomic Parquet shard
+  writer and parameterised reads;
 * :mod:`ingestion.crows_pairs` validates the CrowS-Pairs CSV into the ``crows_pairs`` landing
-  schema;
-* :mod:`ingestion.descriptors` normalises descriptor phrases, extracts descriptors from the
-  sentence pairs and loads the BiasDora curated list;
-* :mod:`ingestion.templates` builds the five T2T lexical-setting prefixes;
-* :mod:`ingestion.landing` holds the landing-table schemas and the Parquet shard writer.
+  schema; :mod:`ingestion.descriptors` normalises, extracts and loads descriptors;
+  :mod:`ingestion.templates` builds the five T2T lexical-setting prefixes;
+  :mod:`ingestion.description_words` tokenises I2T descriptions;
+* :mod:`ingestion.registry`: the audit registry's schema and loading (versions are read by
+  :mod:`models_inference.model_ref`);
+* :mod:`ingestion.build_state`: input fingerprints that let re-runs skip unchanged steps;
+* ``ingestion/data/<name>/``: shipped reference data with its licence.
 """

@@ -38,7 +38,7 @@ from typing import Iterable, Mapping, Sequence
 from ingestion.descriptors import load_spacy, plural_descriptor
 from ingestion.landing import landing_dir, write_shard
 
-#: Description statuses whose text is tokenised (``models_inference/i2t.py``).
+#: Description statuses whose text is tokenised (``models_inference/probes/biasdora/i2t.py``).
 TOKENISED_STATUSES = ("ok", "truncated")
 #: spaCy components not needed for lemmas and POS (skipped for speed).
 _UNUSED_PIPES = ("parser", "ner")

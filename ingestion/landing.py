@@ -72,7 +72,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("phrase", pa.string()),
         ]
     ),
-    # models_inference/t2t.py: one row per T2T completion (kept whatever its parse status).
+    # models_inference/probes/biasdora/t2t.py: one row per T2T completion (kept whatever its parse status).
     "t2t_completions": pa.schema(
         [
             ("audit_id", pa.string()),
@@ -96,7 +96,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("generated_at", pa.timestamp("us", tz="UTC")),
         ]
     ),
-    # models_inference/t2t.py: one row per audit start/finish event (append-only).
+    # models_inference/probes/biasdora/t2t.py: one row per audit start/finish event (append-only).
     "audits": pa.schema(
         [
             ("audit_id", pa.string()),
@@ -112,7 +112,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("target", pa.string()),  # audit registry target (ingestion/registry.py); null if ad hoc
         ]
     ),
-    # models_inference/t2i.py: one row per generated image (PNG stored content-addressed at
+    # models_inference/probes/biasdora/t2i.py: one row per generated image (PNG stored content-addressed at
     # $DORA_HOME/<image_path>), kept whatever its status; a retried key lands again.
     "t2i_images": pa.schema(
         [
@@ -139,7 +139,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("generated_at", pa.timestamp("us", tz="UTC")),
         ]
     ),
-    # models_inference/i2t.py: one row per (description audit, image, description setting).
+    # models_inference/probes/biasdora/i2t.py: one row per (description audit, image, description setting).
     "i2t_descriptions": pa.schema(
         [
             ("audit_id", pa.string()),  # the description audit (vision-<t2i>-<i2t>-<hash>)
@@ -182,7 +182,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("tokenised_at", pa.timestamp("us", tz="UTC")),
         ]
     ),
-    # models_inference/scorers.py: sentiment of each scored association's sentence
+    # models_inference/scoring/: sentiment of each scored association's sentence
     # (METHOD.md section 4); one row per (association, scorer, scorer_version).
     "sentiment_scores": pa.schema(
         [
@@ -196,7 +196,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("score_pool", pa.string()),  # issue 11: fisher / paper / all (which associations were scored)
         ]
     ),
-    # models_inference/scorers.py: toxicity of the same sentence; one row per (association,
+    # models_inference/scoring/: toxicity of the same sentence; one row per (association,
     # scorer, scorer_version).
     "toxicity_scores": pa.schema(
         [
@@ -211,7 +211,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("score_pool", pa.string()),  # issue 11: fisher / paper / all
         ]
     ),
-    # models_inference/judge.py: one row per (association, judge, repeat), kept whatever its
+    # models_inference/scoring/judge.py: one row per (association, judge, repeat), kept whatever its
     # parse status; p_rating_k / expected_rating only where the backend gives log-probabilities.
     "judge_ratings": pa.schema(
         [
@@ -241,13 +241,15 @@ SCHEMAS: dict[str, pa.Schema] = {
 _SAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 
 
-def dora_home() -> Path:
-    """Return ``$DORA_HOME`` (default ``./data``) as an absolute path, creating it.
+def dora_home(*, create: bool = True) -> Path:
+    """Return ``$DORA_HOME`` (default ``./data``) as an absolute path, creating it unless
+    ``create`` is False.
 
     Read at call time, never at import time, so tests can point it at a temp folder.
     """
     home = Path(os.environ.get("DORA_HOME", "data")).expanduser().resolve()
-    home.mkdir(parents=True, exist_ok=True)
+    if create:
+        home.mkdir(parents=True, exist_ok=True)
     return home
 
 
@@ -340,18 +342,76 @@ def landing_glob(table: str) -> str:
     return str(landing_dir(table) / "**" / "*.parquet")
 
 
-def read_landing(table: str, columns: Iterable[str] | None = None, where: str | None = None) -> pa.Table:
-    """Read a landing table (all shards) into Arrow with an in-memory DuckDB connection.
+def select_sql(
+    source: str,
+    columns: Sequence[str] | None = None,
+    filters: Mapping[str, object] | None = None,
+    order_by: Sequence[str] = (),
+) -> tuple[str, list]:
+    """``select <columns> from <source> [where ...] [order by ...]`` and its ``?`` parameters.
+
+    The one place dora turns filters into SQL: column names are quoted identifiers (callers
+    check them against a schema), values are always ``?`` parameters, never SQL text.
 
     Args:
+        source: what to select from (a table name or a ``read_parquet(?)`` call; its own
+            parameters come before the returned ones).
+        filters: ``{column: value}`` (``= ?``), ``{column: [v1, v2]}`` (``in (?, ?)``; an
+            empty list matches nothing) or ``{column: None}`` (``is null``), ANDed.
+
+    Returns:
+        (SQL text, parameter values in order).
+    """
+    where, params = [], []
+    for col, value in (filters or {}).items():
+        if value is None:
+            where.append(f'"{col}" is null')
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            values = list(value)
+            where.append(f'"{col}" in ({", ".join("?" * len(values))})' if values else "false")
+            params += values
+        else:
+            where.append(f'"{col}" = ?')
+            params.append(value)
+    sql = f"select {', '.join(chr(34) + c + chr(34) for c in columns) if columns else '*'} from {source}"
+    if where:
+        sql += " where " + " and ".join(where)
+    if order_by:
+        sql += " order by " + ", ".join(f'"{c}"' for c in order_by)
+    return sql, params
+
+
+def read_landing(
+    table: str,
+    columns: Iterable[str] | None = None,
+    filters: Mapping[str, object] | None = None,
+    order_by: Sequence[str] = (),
+) -> pa.Table:
+    """Read a landing table (all shards) into Arrow with an in-memory DuckDB connection.
+
+    Values never enter the SQL text: every filter value is a ``?`` parameter.
+
+    Args:
+        table: a landing table name (a key of :data:`SCHEMAS`).
         columns: columns to return (default: all of the schema).
-        where: optional SQL predicate over the landing columns.
+        filters: ``{column: value}`` (``column = ?``), ``{column: [v1, v2]}`` (``column in
+            (?, ?)``; an empty list matches nothing) or ``{column: None}`` (``column is null``),
+            all ANDed.
+        order_by: columns to sort by (ascending).
+
+    Returns:
+        An Arrow table with the requested columns (no rows when nothing matches).
+
+    Raises:
+        KeyError: unknown table. ValueError: a column that is not in the table's schema.
     """
     import duckdb
 
-    cols = ", ".join(f'"{c}"' for c in (columns or SCHEMAS[table].names))
-    sql = f"select {cols} from read_parquet(?, union_by_name=true)"
-    if where:
-        sql += f" where {where}"
+    names = SCHEMAS[table].names
+    wanted = list(columns or names)
+    unknown = [c for c in [*wanted, *(filters or {}), *order_by] if c not in names]
+    if unknown:
+        raise ValueError(f"landing table {table!r} has no column(s) {unknown}; columns: {names}")
+    sql, params = select_sql("read_parquet(?, union_by_name=true)", wanted, filters, order_by)
     with duckdb.connect() as con:
-        return con.sql(sql, params=[landing_glob(table)]).to_arrow_table()
+        return con.sql(sql, params=[landing_glob(table), *params]).to_arrow_table()

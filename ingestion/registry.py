@@ -17,7 +17,8 @@ again whenever its version changes (one audit = all probes against one model ver
         probe: {settings: [singular, noun], runs: 4, per_dimension: 2}
         scorers: [sentiment, toxicity, bias_level]   # default []: no scoring of this target's audits
 
-Version sources (:func:`resolve_version`):
+Version sources (read by :func:`models_inference.model_ref.resolve_version`; this module only
+validates them):
 
 * ``explicit``: ``value`` is the version string (e.g. ``"v1"``), as declared by the user.
 * ``file_hash``: ``sha256-<12 hex>`` of the weights file (``path``; default: the model's
@@ -38,11 +39,8 @@ schedule (``orchestration/defs/audits/``) call into it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -50,44 +48,30 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from models_inference.prompts import I2T_SETTINGS, I2T_SUBJECTIVE_PROMPTS, T2I_SETTINGS, T2T_SETTINGS
+from ingestion.vocabulary import (
+    BACKENDS,
+    DEFAULT_MODALITY_SETTINGS,
+    I2T_SETTINGS,
+    MODALITY_SETTINGS,
+    PARTITION_SEPARATOR,
+    T2T_SETTINGS,
+)
 
 __all__ = [
     "AuditTarget",
     "ProbeSettings",
     "Registry",
     "RegistryError",
-    "VersionError",
     "VersionSpec",
     "default_registry_path",
     "load_registry",
     "parse_registry",
     "parse_partition_key",
     "partition_key",
-    "resolve_version",
 ]
 
-#: Modalities a target may declare (METHOD.md section 2).
-MODALITIES = ("t2t", "t2i", "i2t")
-#: Backends of the T2T probe (``models_inference.text_backends.load_text_backend``).
-T2T_BACKENDS = ("transformers", "openai")
-#: Backends of the T2I probe (``models_inference.t2i.load_image_backend``; same tuple as ``t2i.T2I_BACKENDS``).
-T2I_BACKENDS = ("diffusers", "openai")
-#: Backends of the I2T probe (``models_inference.i2t.load_vision_backend``; same tuple as ``i2t.I2T_BACKENDS``).
-I2T_BACKENDS = ("transformers", "openai")
-#: Backends a target of each modality may name.
-BACKENDS = {"t2t": T2T_BACKENDS, "t2i": T2I_BACKENDS, "i2t": I2T_BACKENDS}
-#: Probe settings of each modality, and the default when a target does not list ``probe.settings``:
-#: t2t all 5 T2T settings; t2i both image prompts; i2t the 4 subjective description prompts
-#: (objective descriptions give T2I associations, attributed to the image model, not the describer).
-MODALITY_SETTINGS = {"t2t": tuple(T2T_SETTINGS), "t2i": tuple(T2I_SETTINGS), "i2t": tuple(I2T_SETTINGS)}
-DEFAULT_MODALITY_SETTINGS = {"t2t": tuple(T2T_SETTINGS), "t2i": tuple(T2I_SETTINGS), "i2t": tuple(I2T_SUBJECTIVE_PROMPTS)}
-#: Scorers of the significant associations (METHOD.md section 4).
-SCORERS = ("sentiment", "toxicity", "bias_level")
 #: Default re-audit cadence: weekly, Mondays 03:00.
 DEFAULT_CRON = "0 3 * * 1"
-#: Separator of a partition key ``<target>@<model version>`` (target names cannot hold it).
-PARTITION_SEPARATOR = "@"
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,59}$")
 _CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,\-?LW#]+$")
@@ -104,10 +88,6 @@ class RegistryError(ValueError):
         self.path, self.problems = str(path), problems
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"invalid audit registry {path}:\n{lines}")
-
-
-class VersionError(RuntimeError):
-    """A target's current model version cannot be read (file missing, not cached, API down)."""
 
 
 class _Strict(BaseModel):
@@ -406,128 +386,6 @@ def load_registry(path: Path | str | None = None) -> Registry:
     if not path.is_file():
         raise RegistryError(path, ["file not found (set $DORA_REGISTRY or create registry.yaml)"])
     return parse_registry(path.read_text(encoding="utf-8"), path)
-
-
-# ----------------------------------------------------------------------------- versions
-
-
-@lru_cache(maxsize=64)
-def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
-    from models_inference.text_backends import file_sha256
-
-    return file_sha256(Path(path))
-
-
-def _file_digest(path: Path) -> str:
-    st = path.stat()
-    return _sha256_cached(str(path), st.st_size, st.st_mtime_ns)
-
-
-def weights_hash(path: Path) -> str:
-    """``sha256-<12 hex>`` of a weights file, or of a folder (sorted relative paths + file digests).
-
-    Digests are cached per (path, size, mtime) in-process, so a sensor ticking every few
-    minutes reads a large file once.
-
-    Raises:
-        VersionError: the path does not exist or the folder has no file.
-    """
-    path = Path(path).expanduser()
-    if path.is_file():
-        return "sha256-" + _file_digest(path)[:12]
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts))
-        if not files:
-            raise VersionError(f"model folder {path} has no file to hash")
-        digest = hashlib.sha256()
-        for f in files:
-            digest.update(f"{f.relative_to(path).as_posix()}\0{_file_digest(f)}\n".encode())
-        return "sha256-" + digest.hexdigest()[:12]
-    raise VersionError(f"cannot hash model weights: {path} does not exist")
-
-
-def _weights_path(target: AuditTarget) -> Path:
-    from models_inference.text_backends import DEFAULT_MODEL, ModelNotAvailableError, smollm2_gguf_path
-
-    if target.version.path:
-        return Path(target.version.path).expanduser()
-    if target.model == DEFAULT_MODEL:
-        try:
-            return smollm2_gguf_path()
-        except ModelNotAvailableError as exc:
-            raise VersionError(str(exc)) from exc
-    local = Path(target.model).expanduser()
-    if local.exists():
-        return local
-    raise VersionError(
-        f"target {target.name!r}: version.source 'file_hash' needs a local file or folder; "
-        f"{target.model!r} is neither (set version.path, or use source 'hub_revision')"
-    )
-
-
-def _hub_revision(target: AuditTarget) -> str:
-    from huggingface_hub import HfApi, scan_cache_dir
-    from huggingface_hub.errors import CacheNotFound
-
-    revision = target.version.revision or "main"
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
-    online_error = None
-    if not offline:
-        try:
-            sha = HfApi().model_info(target.model, revision=revision, timeout=10).sha
-            if sha:
-                return sha
-        except Exception as exc:  # network down, gated, unknown repo: fall back to the cache
-            online_error = exc
-    try:  # $HF_HUB_CACHE read now (huggingface_hub reads it once, at import)
-        cache = scan_cache_dir(os.environ.get("HF_HUB_CACHE") or None)
-    except CacheNotFound:
-        cache = None
-    if cache is not None:
-        for repo in cache.repos:
-            if repo.repo_type == "model" and repo.repo_id == target.model:
-                refs = {ref: rev.commit_hash for rev in repo.revisions for ref in rev.refs}
-                if revision in refs:
-                    return refs[revision]
-                if any(rev.commit_hash == revision for rev in repo.revisions):
-                    return revision
-    why = f" (hub: {online_error})" if online_error else " (HF_HUB_OFFLINE is set)" if offline else ""
-    raise VersionError(
-        f"target {target.name!r}: revision {revision!r} of {target.model!r} is not in the Hugging Face cache{why}"
-    )
-
-
-def _api_model_version(target: AuditTarget) -> str:
-    if target.version.value:
-        return target.version.value
-    import openai
-
-    key = os.environ.get(target.api_key_env)
-    if not key:
-        raise VersionError(f"target {target.name!r}: set {target.api_key_env} to read the API model's version")
-    client = openai.OpenAI(api_key=key, base_url=target.base_url or os.environ.get("OPENAI_BASE_URL"), max_retries=2, timeout=20)
-    try:
-        model = client.models.retrieve(target.model)
-    except openai.OpenAIError as exc:
-        raise VersionError(f"target {target.name!r}: cannot read model {target.model!r} from the endpoint: {exc}") from exc
-    created = datetime.fromtimestamp(int(model.created), tz=timezone.utc).date().isoformat()
-    return f"{model.id}{PARTITION_SEPARATOR}{created}"
-
-
-def resolve_version(target: AuditTarget) -> str:
-    """The target's current model version string (see the module docstring per source).
-
-    Raises:
-        VersionError: the version cannot be read now (missing file, not cached, API error).
-    """
-    source = target.version.source
-    if source == "explicit":
-        return target.version.value.strip()  # type: ignore[union-attr]
-    if source == "file_hash":
-        return weights_hash(_weights_path(target))
-    if source == "hub_revision":
-        return _hub_revision(target)
-    return _api_model_version(target)
 
 
 def partition_key(target: str, version: str) -> str:

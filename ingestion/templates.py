@@ -30,9 +30,8 @@ import pyarrow as pa
 from ingestion.crows_pairs import BIAS_DIMENSIONS
 from ingestion.descriptors import default_biasdora_dir, normalise_descriptors, plural_descriptor
 from ingestion.landing import SCHEMAS
+from ingestion.vocabulary import T2T_SETTINGS
 
-#: The five T2T lexical settings, in the order of the paper's ``t2t_setting1..5.csv``.
-T2T_SETTINGS: tuple[str, ...] = ("singular", "plural", "adjective", "noun", "verb")
 
 #: Arrow schema of :func:`templates_table`.
 TEMPLATES_SCHEMA = pa.schema(

@@ -1,0 +1,14 @@
+"""Model inference: what to ask a model, how to call it, and how to score what it said.
+
+Plain Python (no Dagster import); imports only :mod:`ingestion` (ARCHITECTURE.md):
+
+* :mod:`models_inference.model_ref`: model references (alias / path / hub id / API model),
+  reachability, and the one model-version function;
+* :mod:`models_inference.backends`: how to call a model, one interface per modality
+  (``text``, ``image``, ``vision``) and one OpenAI client helper (``openai_api``);
+* :mod:`models_inference.probes`: one package per probe family (``biasdora``: the T2T, T2I
+  and I2T probes of BiasDora, their prompts, paper constants and answer parsing);
+* :mod:`models_inference.scoring`: sentiment, toxicity and the LLM judge of associations;
+* :mod:`models_inference.resumable`: the resumable landing loop every probe runs on;
+* :mod:`models_inference.image_store`: the content-addressed PNG store.
+"""

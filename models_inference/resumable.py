@@ -34,10 +34,6 @@ CODE_VERSION = "0.1.0"
 T = TypeVar("T")
 
 
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 @dataclass(frozen=True)
 class ResumableTable:
     """A landing table that a probe fills resumably.
@@ -136,6 +132,11 @@ class ResumableSummary:
     statuses: Counter = field(default_factory=Counter)
 
 
+def slug(text: str, limit: int = 40) -> str:
+    """Lower-case ``[a-z0-9._-]`` form of a model name for readable audit ids (``model`` if empty)."""
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in text.lower()).strip("-")[:limit] or "model"
+
+
 def model_columns(audit_id: str, backend) -> dict:
     """The columns every probe row starts with: ``audit_id``, ``model_id``, ``model_version``
     and ``backend`` (the backend's name), from any backend with ``backend_name``, ``model_id``
@@ -153,10 +154,10 @@ def landed_keys(table: ResumableTable, audit_id: str) -> set[tuple]:
 
     Only rows whose status is in ``table.final_statuses`` count, unless that is ``None``.
     """
-    where = f"audit_id = {_sql_str(audit_id)}"
+    filters: dict = {"audit_id": audit_id}
     if table.final_statuses is not None:
-        where += f" and {table.status_column} in ({', '.join(_sql_str(s) for s in table.final_statuses)})"
-    data = read_landing(table.name, columns=list(table.key_columns), where=where)
+        filters[table.status_column] = list(table.final_statuses)
+    data = read_landing(table.name, columns=list(table.key_columns), filters=filters)
     defaults = dict(table.null_defaults)
     columns = []
     for c in table.key_columns:
@@ -251,4 +252,27 @@ def run_resumable(
     return summary
 
 
-__all__ = ["CODE_VERSION", "AuditInfo", "ResumableSummary", "ResumableTable", "landed_keys", "model_columns", "plan_resumable", "run_resumable"]
+__all__ = ["CODE_VERSION", "AuditInfo", "ResumableSummary", "ResumableTable", "landed_keys", "model_columns", "plan_resumable", "record_audit_target", "run_resumable"]
+
+
+def record_audit_target(audit_id: str, target: str, model_id: str, model_version: str, modality: str) -> bool:
+    """Land one ``landing/audits`` event attributing ``audit_id`` to a registry target.
+
+    The event copies the audit's latest event (status, config, rows) with ``target`` and the
+    model id, model version and modality its associations carry (``int_document_words``:
+    objective descriptions -> the image model, ``t2i``; subjective -> the describer, ``i2t``).
+    ``dim_audits`` takes the latest event's fields, so the audit joins its target's history.
+
+    Returns:
+        True if an event landed; False when the latest event already says so, or the audit
+        has no event (nothing was generated).
+    """
+    events = read_landing("audits", filters={"audit_id": audit_id}).to_pylist()
+    if not events:
+        return False
+    latest = max(events, key=lambda e: e["event_at"])
+    tag = {"target": target, "model_id": model_id, "model_version": model_version, "modality": modality}
+    if all(latest[k] == v for k, v in tag.items()):
+        return False
+    write_shard("audits", [{**latest, **tag, "event_at": datetime.now(timezone.utc)}], partition=audit_id)
+    return True

@@ -36,21 +36,23 @@ def t2t_plan_lines(config, *, audit_id: str | None = None) -> tuple[list[PlanLin
         (lines per setting, the audit id or None when it cannot be known without loading the
         model, prompts per second or None, where the throughput comes from).
     """
-    from models_inference.resumable import landed_keys, plan_resumable  # noqa: F401
-    from models_inference.t2t import T2T_TABLE, T2TProbeConfig, audit_id_for, t2t_plan
+    from models_inference.probes.biasdora.t2t import T2T_TABLE, T2TProbeConfig, audit_id_for, t2t_plan
+    from models_inference.resumable import landed_keys
     from orchestration.defs.t2t.assets import build_targets
 
     targets = build_targets(config)
     probe = T2TProbeConfig(runs=config.runs, letters=config.letters, prompt_style=config.prompt_style,
                            temperature=config.temperature, top_p=config.top_p)
     backend, rate, rate_source = None, None, "unknown (no measured throughput for this model)"
-    if config.backend == "transformers" and config.model == "smollm2-135m":
-        from models_inference.text_backends import DeferredTransformersBackend
+    from ingestion.vocabulary import DEFAULT_MODEL
+
+    if config.backend == "transformers" and config.model == DEFAULT_MODEL:
+        from models_inference.backends.text import DeferredTransformersBackend
 
         backend = DeferredTransformersBackend()  # identity only: nothing is loaded
         rate, rate_source = EMBEDDED_PROMPTS_PER_SECOND, "BENCHMARKS.md, SmolLM2-135M batched, idle 2 cores"
     elif config.backend == "openai":
-        from models_inference.text_backends import load_text_backend
+        from models_inference.backends.text import load_text_backend
 
         try:
             backend = load_text_backend(config.model, backend="openai", **({"base_url": config.base_url} if config.base_url else {}))
@@ -81,7 +83,7 @@ def t2t_plan_lines(config, *, audit_id: str | None = None) -> tuple[list[PlanLin
 def t2i_plan_lines(settings, descriptors, per_dimension: int, images_per_descriptor: int) -> list[PlanLine]:
     """The T2I plan (rows of the paper's T2I lists x images); landed rows are not counted
     (the image audit id needs the image model's version, i.e. loading it)."""
-    from models_inference.t2i import curated_t2i_targets, select_t2i_targets
+    from models_inference.probes.biasdora.t2i import curated_t2i_targets, select_t2i_targets
 
     targets = select_t2i_targets(curated_t2i_targets(settings), settings=settings, descriptors=descriptors,
                                  per_dimension=per_dimension)

@@ -1,4 +1,12 @@
-"""The Dagster instance that ``dora audit`` and ``dora ui`` share: DuckDB single-writer rules.
+"""dora's Dagster instance, in one place: job and pool names, environment variables, the dbt
+folder and environment, and the DuckDB single-writer rules ``dora audit`` and ``dora ui`` share.
+
+Names (:data:`AUDIT_JOB`, :data:`DUCKDB_WRITER_POOL`, :data:`MODEL_INFERENCE_POOL`, the
+``*_ENV`` variable names, :data:`DBT_PROJECT_DIR`) are stated here once; nothing here runs at
+import. :func:`prepare_environment` (the CLI, once per command) sets the environment a run
+needs; :func:`dbt_environment` is what a dbt invocation needs; :func:`dbt_executable` finds
+the ``dbt`` next to the running interpreter (so ``.venv/bin/dora`` works without an
+activated virtualenv).
 
 DuckDB lets one process write a database file at a time; a second writer fails with
 "Could not set lock on file". dora keeps that safe in three layers (README "Fault tolerance"):
@@ -25,14 +33,30 @@ frees their slots. Nothing here reads or stores a secret.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import sys
 import threading
 from pathlib import Path
 
-#: Dagster pool of every DuckDB warehouse writer (the dbt assets), limited to 1 slot.
+#: The Dagster job of a whole audit (every asset), run by ``dora audit``, the sensor and the schedule.
+AUDIT_JOB = "dora_audit"
+#: Dagster pool of every DuckDB warehouse writer (the dbt assets, the audit checks), limited to 1 slot.
 DUCKDB_WRITER_POOL = "duckdb_writer"
 #: Dagster pool of the model-inference assets (not limited: they write Parquet only).
 MODEL_INFERENCE_POOL = "model_inference"
+
+#: Environment variables dora reads (and the CLI sets for a run).
+DORA_HOME_ENV = "DORA_HOME"
+DAGSTER_HOME_ENV = "DAGSTER_HOME"
+DBT_TRACKING_ENV = "DBT_SEND_ANONYMOUS_USAGE_STATS"
+#: Seconds an in-run warehouse reader waits for the writer's lock (``analytics.query.WAIT_ENV``).
+WAREHOUSE_WAIT_ENV = "DORA_WAREHOUSE_WAIT_SECONDS"
+#: What ``dora audit`` / ``dora ui`` set it to: as long as dbt's own connection retry waits.
+RUN_WAREHOUSE_WAIT_SECONDS = "300"
+
+#: The dbt project (models, tests, macros, ``profiles.yml``).
+DBT_PROJECT_DIR = Path(__file__).resolve().parents[1] / "dbt_project"
 
 TAG_PID = "dora/pid"
 TAG_HOST = "dora/host"
@@ -54,6 +78,56 @@ run_monitoring:
   free_slots_after_run_end_seconds: 30
 """
 _OLD_DEFAULT_YAML = "telemetry:\n  enabled: false\n"
+
+
+def dbt_executable() -> str:
+    """The ``dbt`` to run: the one next to the running interpreter (a virtualenv's ``bin/``),
+    else the first on ``PATH``, else ``"dbt"`` (dagster-dbt then says it is missing)."""
+    beside = Path(sys.executable).parent / ("dbt.exe" if os.name == "nt" else "dbt")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("dbt") or "dbt"
+
+
+def dbt_environment() -> dict[str, str]:
+    """The environment variables a dbt invocation needs: ``DORA_HOME`` (absolute, read by
+    ``profiles.yml`` and the sources) and dbt's usage tracking off (offline)."""
+    from ingestion.landing import dora_home
+
+    return {DORA_HOME_ENV: str(dora_home(create=False)), DBT_TRACKING_ENV: os.environ.get(DBT_TRACKING_ENV, "false")}
+
+
+def prepare_dbt_run() -> None:
+    """Before a dbt build: set :func:`dbt_environment` in this process and create every landing
+    folder (with its empty schema shard), so each dbt source's ``read_parquet`` glob is valid
+    before its producer has landed anything. Called at run time, never at import."""
+    from ingestion.landing import SCHEMAS, landing_dir
+
+    os.environ.update(dbt_environment())
+    for table in SCHEMAS:
+        landing_dir(table)
+
+
+def prepare_environment() -> Path:
+    """What every ``dora`` command sets up once: ``DORA_HOME`` (absolute), ``DAGSTER_HOME``
+    (default ``$DORA_HOME/dagster``, created, with :data:`DAGSTER_YAML`), dbt tracking off.
+
+    Returns:
+        The dora home folder.
+    """
+    from ingestion.landing import dora_home
+
+    home = dora_home()
+    os.environ[DORA_HOME_ENV] = str(home)
+    os.environ.setdefault(DAGSTER_HOME_ENV, str(home / "dagster"))
+    os.environ.setdefault(DBT_TRACKING_ENV, "false")
+    write_dagster_yaml(Path(os.environ[DAGSTER_HOME_ENV]))  # op-level pools: the writer pool gets 1 slot
+    return home
+
+
+def prepare_run_readers() -> None:
+    """In-run warehouse readers (scoring) wait for a writer as long as dbt does."""
+    os.environ.setdefault(WAREHOUSE_WAIT_ENV, RUN_WAREHOUSE_WAIT_SECONDS)
 
 
 def write_dagster_yaml(dagster_home: Path) -> Path:

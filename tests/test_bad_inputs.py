@@ -105,19 +105,20 @@ SELECTION_CASES = [
 @pytest.mark.parametrize("name,descriptors,message", SELECTION_CASES, ids=[c[0] for c in SELECTION_CASES])
 def test_bad_descriptors_flag_is_a_clear_error(name, descriptors, message):
     """``dora audit --descriptors ...``: parsed by the CLI, resolved by the T2T asset's targets."""
-    from orchestration.cli import _build_parser, _csv_list
+    from orchestration.cli.flags import csv_list
+    from orchestration.cli.parser import build_parser
     from orchestration.defs.config import AuditConfig
     from orchestration.defs.t2t.assets import build_targets
 
-    args = _build_parser().parse_args(["audit", "--descriptors", descriptors])
+    args = build_parser().parse_args(["audit", "--descriptors", descriptors])
     with pytest.raises(ValueError, match=message):
-        build_targets(AuditConfig(descriptors=_csv_list(args.descriptors), settings=["singular"], per_dimension=0))
+        build_targets(AuditConfig(descriptors=csv_list(args.descriptors), settings=["singular"], per_dimension=0))
     _count()
 
 
 def test_unknown_setting_is_a_clear_error():
     from ingestion.templates import curated_t2t_templates
-    from models_inference.t2t import select_targets
+    from models_inference.probes.biasdora.t2t import select_targets
 
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['sideways'\]; expected some of"):
         select_targets(curated_t2t_templates(), settings=["sideways"])
@@ -126,7 +127,7 @@ def test_unknown_setting_is_a_clear_error():
 
 # --------------------------------------------------------------------------- generation helpers
 def _stub_backend(server, **kw):
-    from models_inference.text_backends import OpenAIChatBackend
+    from models_inference.backends.text import OpenAIChatBackend
 
     return OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=2, **kw)
 
@@ -134,8 +135,7 @@ def _stub_backend(server, **kw):
 def _landed(audit_id: str):
     from ingestion.landing import read_landing
 
-    safe = audit_id.replace("'", "''")
-    return read_landing("t2t_completions", where=f"audit_id = '{safe}'").to_pylist()
+    return read_landing("t2t_completions", filters={"audit_id": audit_id}).to_pylist()
 
 
 def _files_outside(root: Path, before: set[Path]) -> list[Path]:
@@ -150,7 +150,7 @@ def test_hostile_descriptors_from_a_crows_pairs_csv_land_verbatim_and_stay_insid
     from ingestion.crows_pairs import load_crows_pairs
     from ingestion.descriptors import extract_descriptors
     from ingestion.templates import render_t2t_templates
-    from models_inference.t2t import T2TProbeConfig, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
 
     csv = tmp_path / "hostile.csv"
     csv.write_text(
@@ -217,7 +217,8 @@ def test_landing_paths_stay_inside_dora_home(dora_home, name, partition):
 
 # --------------------------------------------------------------------------- models
 def test_model_that_does_not_exist_is_a_clear_error():
-    from models_inference.text_backends import ModelNotAvailableError, TransformersBackend
+    from models_inference.backends.text import TransformersBackend
+    from models_inference.model_ref import ModelNotAvailableError
 
     with pytest.raises(ModelNotAvailableError, match=r"(?s)cannot load model 'no-such-org/no-such-model-6' offline: .*Use 'smollm2-135m', a local folder or \.gguf file"):
         TransformersBackend.load("no-such-org/no-such-model-6")
@@ -225,7 +226,8 @@ def test_model_that_does_not_exist_is_a_clear_error():
 
 
 def test_missing_gguf_file_is_a_clear_error(tmp_path):
-    from models_inference.text_backends import ModelNotAvailableError, TransformersBackend
+    from models_inference.backends.text import TransformersBackend
+    from models_inference.model_ref import ModelNotAvailableError
 
     with pytest.raises(ModelNotAvailableError, match="cannot load model .*missing.gguf"):
         TransformersBackend.load(str(tmp_path / "missing.gguf"))
@@ -233,7 +235,9 @@ def test_missing_gguf_file_is_a_clear_error(tmp_path):
 
 
 def test_unknown_backend_and_missing_key_are_clear_errors(monkeypatch):
-    from models_inference.text_backends import ModelNotAvailableError, SamplingParams, load_text_backend
+    from models_inference.backends.base import SamplingParams
+    from models_inference.backends.text import load_text_backend
+    from models_inference.model_ref import ModelNotAvailableError
 
     with pytest.raises(ValueError, match="unknown backend 'vllm'; expected 'transformers' or 'openai'"):
         load_text_backend("x", backend="vllm")
@@ -246,7 +250,7 @@ def test_unknown_backend_and_missing_key_are_clear_errors(monkeypatch):
 
 # --------------------------------------------------------------------------- model output
 def _targets():
-    from models_inference.t2t import T2TTarget
+    from models_inference.probes.biasdora.t2t import T2TTarget
 
     return [
         T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
@@ -267,7 +271,7 @@ OUTPUT_CASES = [
 
 @pytest.mark.parametrize("name,reply,status", OUTPUT_CASES, ids=[c[0] for c in OUTPUT_CASES])
 def test_bad_model_output_is_kept_as_a_status_row(dora_home, monkeypatch, name, reply, status):
-    from models_inference.t2t import T2TProbeConfig, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
@@ -283,7 +287,7 @@ def test_bad_model_output_is_kept_as_a_status_row(dora_home, monkeypatch, name, 
 
 @pytest.mark.parametrize("raw", ["", "\x00\x01", "\ufffd" * 3, "a" * 5000, "word " * 10000])
 def test_completion_style_parser_never_raises(raw):
-    from models_inference.parsing import PARSE_STATUSES, parse_answer
+    from models_inference.probes.biasdora.parsing import PARSE_STATUSES, parse_answer
 
     for finished in (True, False):
         assert parse_answer(raw, "b", "verb", "completion", finished=finished).status in PARSE_STATUSES
@@ -305,7 +309,7 @@ API_CASES = [
 
 @pytest.mark.parametrize("name,script,kwargs,statuses,stored", API_CASES, ids=[c[0] for c in API_CASES])
 def test_api_errors_become_error_rows_or_are_retried(dora_home, monkeypatch, name, script, kwargs, statuses, stored):
-    from models_inference.t2t import T2TProbeConfig, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-dora-key-that-must-not-be-stored")
     with OpenAIStubServer() as server:
@@ -362,7 +366,7 @@ JUDGE_CASES = [
 
 @pytest.mark.parametrize("name,script,reply,statuses", JUDGE_CASES, ids=[c[0] for c in JUDGE_CASES])
 def test_judge_api_bad_answers_and_errors_are_rating_rows(dora_home, monkeypatch, name, script, reply, statuses):
-    judge_mod = pytest.importorskip("models_inference.judge")
+    judge_mod = pytest.importorskip("models_inference.scoring.judge")
     from ingestion.landing import read_landing
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-dora-judge-key-never-stored")
@@ -374,9 +378,11 @@ def test_judge_api_bad_answers_and_errors_are_rating_rows(dora_home, monkeypatch
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: reply
         script(server)
-        judge = judge_mod.OpenAIJudge("stub-judge", base_url=server.base_url, max_retries=1, concurrency=1, logprobs=False)
+        from models_inference.backends.text import OpenAIChatBackend
+
+        judge = judge_mod.Judge(OpenAIChatBackend("stub-judge", base_url=server.base_url, max_retries=1, concurrency=1, logprobs=False))
         summary = judge_mod.run_judge(assocs, judge, progress=False)
-    rows = read_landing("judge_ratings", where=f"audit_id = 'judge-{name}'").to_pylist()
+    rows = read_landing("judge_ratings", filters={"audit_id": f"judge-{name}"}).to_pylist()
     assert summary.planned == 2 == len(rows)
     assert {r["parse_status"] for r in rows} == statuses
     assert all("sk-dora-judge-key-never-stored" not in (r["raw_output"] or "") for r in rows)

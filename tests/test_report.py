@@ -52,8 +52,9 @@ def _completions():
 def scored_home(tmp_path_factory):
     import os
 
-    from models_inference.judge import OpenAIJudge, run_judge
-    from models_inference.scorers import associations_to_score
+    from models_inference.backends.text import OpenAIChatBackend
+    from models_inference.scoring.judge import Judge, run_judge
+    from orchestration.defs.scoring.assets import associations_to_score
     from tests.openai_server import OpenAIStubServer
 
     home = tmp_path_factory.mktemp("report_home")
@@ -63,7 +64,7 @@ def scored_home(tmp_path_factory):
     try:
         write_shard("t2t_completions", _completions(), partition="audit-fixture")
         run_dbt(["build", "--exclude", "tag:scores"], home)
-        assocs = associations_to_score()
+        assocs = associations_to_score(score_all=False, audit_id=None)
         now = datetime.now(timezone.utc)
         key = ("audit_id", "model_id", "model_version", "modality", "setting", "descriptor", "word")
         write_shard("sentiment_scores", [
@@ -80,7 +81,7 @@ def scored_home(tmp_path_factory):
         ])
         with OpenAIStubServer() as server:
             server.chat_reply = lambda req: next(v[2] for w, v in SCORES.items() if f":{w}." in req["messages"][1]["content"])
-            run_judge(assocs, OpenAIJudge("judge-stub", base_url=server.base_url, logprobs=False), progress=False)
+            run_judge(assocs, Judge(OpenAIChatBackend("judge-stub", base_url=server.base_url, logprobs=False)), progress=False)
         run_dbt(["build", "--select", "tag:scores"], home)
         yield home, assocs
     finally:

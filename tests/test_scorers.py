@@ -5,19 +5,19 @@ import pickle
 
 import pytest
 
-from models_inference.scorers import (
-    CachedScorer,
-    JigsawToxicityScorer,
-    ScoreCache,
+from models_inference.scoring.cache import CachedScorer, ScoreCache
+from models_inference.scoring.common import association_text, run_scoring
+from models_inference.scoring.sentiment import (
     TransformersSentimentScorer,
-    TransformersToxicityScorer,
     VaderSentimentScorer,
-    _TokenizerUnpickler,
-    association_text,
     load_sentiment_scorer,
-    load_toxicity_scorer,
-    run_scoring,
     vader_label,
+)
+from models_inference.scoring.toxicity import (
+    JigsawToxicityScorer,
+    _TokenizerUnpickler,
+    TransformersToxicityScorer,
+    load_toxicity_scorer,
 )
 
 
@@ -127,7 +127,7 @@ def test_transformers_sentiment_backend_on_a_tiny_model(tmp_path):
     tok, model = _tiny_classifier(tmp_path, ["NEGATIVE", "POSITIVE"])
     scorer = load_sentiment_scorer(str(tmp_path))
     assert isinstance(scorer, TransformersSentimentScorer) and scorer.name == f"transformers:{tmp_path}"
-    assert scorer.version.startswith("local-")
+    assert scorer.version.startswith("sha256-")  # models_inference.model_ref.model_version of the folder
     texts = ["An old person is a liar", "A child is happy"]
     res = scorer.score_batch(texts)
     with torch.no_grad():
@@ -151,7 +151,7 @@ def test_transformers_toxicity_backend_on_a_tiny_model(tmp_path):
 
 
 def test_non_sentiment_model_and_missing_model_are_clear_errors(tmp_path):
-    from models_inference.text_backends import ModelNotAvailableError
+    from models_inference.model_ref import ModelNotAvailableError
 
     _tiny_classifier(tmp_path, ["sports", "politics"])
     with pytest.raises(ValueError, match="cannot map sentiment label"):
@@ -174,7 +174,7 @@ def test_non_sentiment_model_and_missing_model_are_clear_errors(tmp_path):
 )
 @pytest.mark.parametrize("style", ["chat", "completion"])
 def test_association_text_fills_the_template_from_either_prompt_style(prefix, setting, word, expected, style):
-    from models_inference.prompts import render_t2t_prompt
+    from models_inference.probes.biasdora.prompts import render_t2t_prompt
 
     prompt = render_t2t_prompt(prefix, setting, word[0], style).as_text()
     assert association_text("t2t", setting, "alcoholic person", word, prompt=prompt, prompt_style=style) == expected

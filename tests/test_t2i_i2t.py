@@ -5,11 +5,11 @@ from configs, saved with ``save_pretrained`` and loaded by path through dora's o
 
 * a tiny Stable Diffusion pipeline (``UNet2DConditionModel`` + ``AutoencoderKL`` +
   ``CLIPTextModel`` with a character-level CLIP tokenizer) for
-  :class:`models_inference.t2i.DiffusersImageBackend` (DPM-Solver scheduler swapped in, VAE
+  :class:`models_inference.backends.image.DiffusersImageBackend` (DPM-Solver scheduler swapped in, VAE
   swapped from a second folder, as the paper's configuration does);
 * a tiny LLaVA (``LlavaForConditionalGeneration``: CLIP vision tower + Llama decoder, a
   word-level tokenizer of real English words, LLaVA-1.5's chat template) for
-  :class:`models_inference.i2t.TransformersVisionBackend` in chat mode;
+  :class:`models_inference.backends.vision.TransformersVisionBackend` in chat mode;
 * a tiny ``VisionEncoderDecoderModel`` (ViT + GPT-2) for the prompt-prefix mode.
 
 Random weights draw noise and say random words; the tests check what the pipeline does
@@ -160,7 +160,7 @@ def tiny_models(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sd_backend(tiny_models):
-    from models_inference.t2i import DiffusersImageBackend
+    from models_inference.backends.image import DiffusersImageBackend
 
     return DiffusersImageBackend.load(str(tiny_models["sd"]), vae=str(tiny_models["vae"]), steps=4, batch_size=4)
 
@@ -170,7 +170,7 @@ def sd_backend(tiny_models):
 
 def test_curated_t2i_targets_share_t2t_keys_and_render_paper_prompts():
     from ingestion.templates import curated_t2t_templates
-    from models_inference.t2i import curated_t2i_targets, select_t2i_targets
+    from models_inference.probes.biasdora.t2i import curated_t2i_targets, select_t2i_targets
 
     targets = curated_t2i_targets()
     by = {(t.setting, t.descriptor): t for t in targets}
@@ -192,7 +192,7 @@ def test_curated_t2i_targets_share_t2t_keys_and_render_paper_prompts():
 
 
 def test_reachability_is_explained(monkeypatch, tmp_path):
-    from models_inference.t2i import model_reachable
+    from models_inference.model_ref import model_reachable
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -214,13 +214,14 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
 
     from ingestion.description_words import land_description_words
     from ingestion.landing import read_landing
-    from models_inference.i2t import I2TProbeConfig, TransformersVisionBackend, run_i2t_probe
-    from models_inference.prompts import I2T_PROMPTS
-    from models_inference.t2i import (
-        DiffusersImageBackend,
+    from models_inference.backends.vision import TransformersVisionBackend
+    from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
+    from models_inference.probes.biasdora.prompts import I2T_PROMPTS
+    from models_inference.backends.image import DiffusersImageBackend
+    from models_inference.image_store import image_file
+    from models_inference.probes.biasdora.t2i import (
         T2IProbeConfig,
         curated_t2i_targets,
-        image_file,
         run_t2i_probe,
         select_t2i_targets,
     )
@@ -228,7 +229,7 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     # the paper's configuration is the default; the fixture only shortens the steps
     assert DiffusersImageBackend.__dataclass_fields__["steps"].default == 20
     assert sd_backend.scheduler == "DPMSolverMultistepScheduler" and sd_backend.dtype == "float32"
-    assert "+vae-local-" in sd_backend.model_version
+    assert "+vae-sha256-" in sd_backend.model_version
 
     descriptors = ["old person", "child", "alcoholic person"]
     targets = select_t2i_targets(curated_t2i_targets(), descriptors=descriptors)
@@ -249,7 +250,7 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     again = run_t2i_probe(targets, sd_backend, T2IProbeConfig(images_per_descriptor=2), progress=False)
     assert (again.generated, again.already_landed) == (0, 12)
     first = images[0]
-    from models_inference.t2i import ImageRequest
+    from models_inference.backends.image import ImageRequest
 
     redraw = sd_backend.generate([ImageRequest(first["prompt"], first["seed"], first["image_index"])])[0]
     assert hashlib.sha256(redraw.data).hexdigest() == first["sha256"]
@@ -296,10 +297,11 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
 
 
 def test_captioner_prompt_prefix_mode_is_seeded_per_row(dora_home, tiny_models):
-    from models_inference.i2t import DescriptionRequest, TransformersVisionBackend
-    from models_inference.prompts import render_i2t_prompt
-    from models_inference.t2i import png_bytes, store_png, image_file
-    from models_inference.text_backends import SamplingParams
+    from models_inference.backends.vision import DescriptionRequest, TransformersVisionBackend
+    from models_inference.probes.biasdora.prompts import render_i2t_prompt
+    from models_inference.backends.image import png_bytes
+    from models_inference.image_store import store_png, image_file
+    from models_inference.backends.base import SamplingParams
     from PIL import Image
 
     backend = TransformersVisionBackend.load(str(tiny_models["captioner"]), batch_size=2)
@@ -320,7 +322,8 @@ def test_captioner_prompt_prefix_mode_is_seeded_per_row(dora_home, tiny_models):
 
 def test_descriptor_text_never_reaches_the_file_system(dora_home, tmp_path, sd_backend):
     from ingestion.landing import read_landing
-    from models_inference.t2i import T2IProbeConfig, custom_t2i_target, image_file, run_t2i_probe
+    from models_inference.image_store import image_file
+    from models_inference.probes.biasdora.t2i import T2IProbeConfig, custom_t2i_target, run_t2i_probe
 
     evil = ["../../etc/passwd", "a/b", "..\\..\\windows", "/abs/path"]
     targets = [custom_t2i_target(d, "singular") for d in evil]
@@ -346,7 +349,7 @@ def test_store_png_converts_and_rejects(dora_home):
 
     from PIL import Image
 
-    from models_inference.t2i import store_png
+    from models_inference.image_store import store_png
 
     buf = io.BytesIO()
     Image.new("RGB", (5, 3), (1, 2, 3)).save(buf, format="JPEG")
@@ -360,23 +363,27 @@ def test_store_png_converts_and_rejects(dora_home):
 
 
 def test_cli_flags_become_the_vision_run_config():
-    from orchestration.cli import _build_parser, _vision_config
+    from orchestration.cli.flags import OP_CONFIGS, audit_run_config
+    from orchestration.cli.parser import build_parser
     from orchestration.defs.config import VisionConfig
     from orchestration.definitions import AUDIT_JOB, defs
 
-    args = _build_parser().parse_args(
+    args = build_parser().parse_args(
         ["audit", "--t2i-model", "/models/sd", "--t2i-vae", "stabilityai/sd-vae-ft-mse", "--i2t-model", "/models/llava",
          "--images-per-descriptor", "10", "--descriptors", "child,old person", "--per-dimension", "0",
          "--i2t-settings", "comprehensive,lexical", "--no-progress"]
     )
-    cfg = _vision_config(args)
-    assert cfg["t2i_model"] == "/models/sd" and cfg["t2i_vae"] == "stabilityai/sd-vae-ft-mse"
-    assert cfg["t2i_backend"] == "diffusers" and cfg["t2i_steps"] == 20 and cfg["t2i_styles"] == ["vivid", "natural"]
-    assert cfg["i2t_settings"] == ["comprehensive", "lexical"] and cfg["i2t_max_new_tokens"] == 200
-    assert cfg["descriptors"] == ["child", "old person"] and cfg["images_per_descriptor"] == 10
-    assert cfg["progress"] is False
-    VisionConfig(**cfg)  # every key is a field of the assets' config
-    defaults = _vision_config(_build_parser().parse_args(["audit"]))
-    assert defaults["t2i_model"] is None and defaults["i2t_model"] is None  # nothing runs unless named
+    run_config = audit_run_config(args)
+    cfg = run_config.ops["t2i_images"]
+    assert isinstance(cfg, VisionConfig) and run_config.ops["i2t_descriptions"] == cfg
+    assert cfg.t2i_model == "/models/sd" and cfg.t2i_vae == "stabilityai/sd-vae-ft-mse"
+    assert cfg.t2i_backend == "diffusers" and cfg.t2i_steps == 20 and cfg.t2i_styles == ["vivid", "natural"]
+    assert cfg.i2t_settings == ["comprehensive", "lexical"] and cfg.i2t_max_new_tokens == 200
+    assert cfg.descriptors == ["child", "old person"] and cfg.images_per_descriptor == 10
+    assert cfg.progress is False and run_config.ops["t2t_completions"].progress is False
+    defaults = audit_run_config(build_parser().parse_args(["audit"])).ops["t2i_images"]
+    assert defaults == VisionConfig()  # the CLI's defaults are the Config class's
+    assert defaults.t2i_model is None and defaults.i2t_model is None  # nothing runs unless named
     ops = {node.name for node in defs.resolve_job_def(AUDIT_JOB).nodes_in_topological_order}
+    assert set(OP_CONFIGS) <= ops  # every op the CLI configures exists
     assert {"t2i_images", "i2t_descriptions", "description_words"} <= ops  # the op names `dora audit` configures

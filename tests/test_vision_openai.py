@@ -15,17 +15,18 @@ import pytest
 from analytics.dbt_runner import run_dbt
 from ingestion.description_words import land_description_words
 from ingestion.landing import read_landing
-from models_inference.i2t import I2TProbeConfig, OpenAIVisionBackend, run_i2t_probe
-from models_inference.prompts import I2T_PROMPTS
-from models_inference.t2i import (
-    OpenAIImagesBackend,
+from models_inference.backends.vision import OpenAIVisionBackend
+from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
+from models_inference.probes.biasdora.prompts import I2T_PROMPTS
+from models_inference.backends.image import OpenAIImagesBackend
+from models_inference.image_store import image_file
+from models_inference.probes.biasdora.t2i import (
     T2IProbeConfig,
     curated_t2i_targets,
-    image_file,
     run_t2i_probe,
     select_t2i_targets,
 )
-from models_inference.text_backends import ModelNotAvailableError
+from models_inference.model_ref import ModelNotAvailableError
 from tests.openai_server import OpenAIStubServer, tiny_png
 
 DBT_SELECTION = "+fct_associations +stg_t2i_images +stg_description_words"

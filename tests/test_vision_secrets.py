@@ -15,9 +15,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingestion.landing import read_landing
-from models_inference.i2t import I2TProbeConfig, OpenAIVisionBackend, run_i2t_probe
-from models_inference.t2i import OpenAIImagesBackend, T2IProbeConfig, curated_t2i_targets, run_t2i_probe, select_t2i_targets
-from models_inference.text_backends import map_concurrently, redact
+from models_inference.backends.vision import OpenAIVisionBackend
+from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
+from models_inference.backends.image import OpenAIImagesBackend
+from models_inference.probes.biasdora.t2i import (
+    T2IProbeConfig,
+    curated_t2i_targets,
+    run_t2i_probe,
+    select_t2i_targets,
+)
+from models_inference.backends.openai_api import map_concurrently, redact
 from tests.openai_server import OpenAIStubServer
 
 

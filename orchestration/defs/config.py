@@ -1,21 +1,40 @@
-"""Run configuration shared by the audit assets (Dagster ``Config``)."""
+"""Run configuration of the probe assets (Dagster ``Config``): every default stated once.
+
+Each field's default and description are the single source of the ``dora audit`` flag that
+sets it (``orchestration/cli/flags.py`` derives the flags from these classes); the paper's
+constants come from the family's prompts module (:mod:`models_inference.probes.biasdora.prompts`).
+"""
 
 from __future__ import annotations
 
 from typing import Optional
 
 import dagster as dg
+from pydantic import Field
 
-from models_inference.prompts import T2T_SETTINGS
-from models_inference.prompts import DEFAULT_I2T_SETTINGS, T2I_SETTINGS  # vision (VisionConfig)
+from ingestion.vocabulary import DEFAULT_I2T_SETTINGS, DEFAULT_MODEL, T2I_SETTINGS, T2T_SETTINGS
+from models_inference.probes.biasdora.prompts import (
+    PAPER_DALLE_QUALITY,
+    PAPER_DALLE_SIZE,
+    PAPER_DALLE_STYLES,
+    PAPER_I2T_MAX_NEW_TOKENS,
+    PAPER_SD_STEPS,
+    PAPER_SD_VAE,
+    PAPER_T2T_RUNS,
+    PAPER_TEMPERATURE,
+    PAPER_TOP_P,
+)
 
 #: Descriptors per bias dimension in the default (quick) audit; 0 means all of them.
 DEFAULT_PER_DIMENSION = 2
+#: Completions per descriptor x setting x letter in the default (quick) audit (paper: 10).
 DEFAULT_RUNS = 4
+#: Images per descriptor and T2I setting in the default (quick) vision audit (paper: 10).
+DEFAULT_IMAGES_PER_DESCRIPTOR = 4
 
 
 class AuditConfig(dg.Config):
-    """What to audit and how (``dora audit --help`` documents each field).
+    """What to audit and how (the T2T probe; ``dora audit --help`` shows each field).
 
     Defaults give the quick audit of the README's main command: the embedded SmolLM2-135M,
     all 5 T2T settings, 2 curated descriptors per bias dimension, 4 runs per letter.
@@ -23,73 +42,79 @@ class AuditConfig(dg.Config):
     x 26 letters x 10 runs).
     """
 
-    model: str = "smollm2-135m"
-    backend: str = "transformers"
-    base_url: Optional[str] = None
-    settings: list[str] = list(T2T_SETTINGS)
-    runs: int = DEFAULT_RUNS
-    letters: str = "abcdefghijklmnopqrstuvwxyz"
-    descriptor_source: str = "biasdora"
-    descriptors: list[str] = []
-    per_dimension: int = DEFAULT_PER_DIMENSION
-    prompt_style: Optional[str] = None
-    batch_size: int = 64
-    audit_id: Optional[str] = None
-    progress: bool = True
-    temperature: float = 0.7
-    top_p: float = 0.95
+    model: str = Field(DEFAULT_MODEL, description=f"'{DEFAULT_MODEL}' (embedded), a local folder/.gguf, a cached hub id, or an API model name")
+    backend: str = Field("transformers", description="generation backend")
+    base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint (backend openai); key from $OPENAI_API_KEY")
+    settings: list[str] = Field(list(T2T_SETTINGS), description="T2T settings")
+    runs: int = Field(DEFAULT_RUNS, description=f"completions per descriptor x setting x letter (paper: {PAPER_T2T_RUNS})")
+    letters: str = Field("abcdefghijklmnopqrstuvwxyz", description="first letters to probe")
+    descriptor_source: str = Field("biasdora", description="curated paper list or descriptors extracted from CrowS-Pairs")
+    descriptors: list[str] = Field([], description="descriptor subset (normalised keys, e.g. 'alcoholic person,child')")
+    per_dimension: int = Field(DEFAULT_PER_DIMENSION, description="descriptors per bias dimension; 0 = all")
+    prompt_style: Optional[str] = Field(None, description="default: the model's (completion for small local models)")
+    batch_size: int = Field(64, description="prompts per batch (transformers backend)")
+    audit_id: Optional[str] = Field(None, description="override the deterministic audit id")
+    progress: bool = Field(True, description="show the progress bars")
+    temperature: float = Field(PAPER_TEMPERATURE, description="sampling temperature (paper)")
+    top_p: float = Field(PAPER_TOP_P, description="nucleus sampling (paper)")
     # Partitioned runs (one partition per registry target x model version, see
-    # orchestration/defs/audits/): the registry file to read the target from
-    # (default: $DORA_REGISTRY or registry.yaml); the target's settings replace the fields above.
-    registry: Optional[str] = None
-
-
-#: Images per descriptor and T2I setting in the default (quick) vision audit (paper: 10).
-DEFAULT_IMAGES_PER_DESCRIPTOR = 4
+    # orchestration/defs/audits/): the registry file to read the target from; the target's
+    # settings replace the fields above.
+    registry: Optional[str] = Field(None, description="audit registry file (default: $DORA_REGISTRY or registry.yaml)")
 
 
 class VisionConfig(dg.Config):
     """Run config of the T2I / I2T assets (``orchestration/defs/vision/``; ``dora audit --help``).
 
-    Nothing runs unless a model is named: ``t2i_model`` (a diffusers folder or cached hub id,
-    or an OpenAI Images model with ``t2i_backend='openai'``) draws images; ``i2t_model`` (a
-    transformers image-text-to-text folder or cached hub id, or an OpenAI vision chat model)
-    describes them. Paper configurations (BiasDora Section 4): Stable Diffusion (20 steps,
-    DPM-Solver, VAE ``stabilityai/sd-vae-ft-mse``) + LLaVA; DALL-E 3 (1024x1024, standard,
-    vivid and natural) + GPT-4o; 10 images per descriptor and setting.
+    Nothing runs unless a model is named: ``t2i_model`` draws images; ``i2t_model`` describes
+    them. Paper configurations (BiasDora Section 4): Stable Diffusion (20 steps, DPM-Solver,
+    VAE ``stabilityai/sd-vae-ft-mse``) + LLaVA; DALL-E 3 (1024x1024, standard, vivid and
+    natural) + GPT-4o; 10 images per descriptor and setting.
     """
 
-    t2i_backend: str = "diffusers"
-    t2i_model: Optional[str] = None
-    t2i_base_url: Optional[str] = None
-    t2i_vae: Optional[str] = None
-    t2i_steps: int = 20
+    t2i_backend: str = Field("diffusers", description="text-to-image backend")
+    t2i_model: Optional[str] = Field(None, description="diffusers folder or hub id (paper: Stable Diffusion), or an OpenAI Images model (dall-e-3)")
+    t2i_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint for --t2i-backend openai")
+    t2i_vae: Optional[str] = Field(None, description=f"swap the pipeline's VAE (paper: {PAPER_SD_VAE})")
+    t2i_steps: int = Field(PAPER_SD_STEPS, description="diffusion steps (DPM-Solver multistep; paper)")
     t2i_guidance_scale: float = 7.5
     t2i_height: Optional[int] = None
     t2i_width: Optional[int] = None
-    t2i_size: str = "1024x1024"
-    t2i_quality: Optional[str] = "standard"
-    t2i_styles: list[str] = ["vivid", "natural"]
-    t2i_settings: list[str] = list(T2I_SETTINGS)
+    t2i_size: str = Field(PAPER_DALLE_SIZE, description="OpenAI image size (paper)")
+    t2i_quality: Optional[str] = Field(PAPER_DALLE_QUALITY, description="OpenAI image quality (paper)")
+    t2i_styles: list[str] = Field(list(PAPER_DALLE_STYLES), description="OpenAI styles, alternated over a descriptor's images (paper)")
+    t2i_settings: list[str] = Field(list(T2I_SETTINGS), description="T2I settings")
     t2i_batch_size: int = 4
-    # issue 11: the paper's SD style suffix (appended with no space) / LLaVA system prompt and size
-    t2i_prompt_suffix: str = ""
-    images_per_descriptor: int = DEFAULT_IMAGES_PER_DESCRIPTOR
+    # issue 11: the paper's SD style suffix (appended with no space); see --t2i-model paper-sd
+    t2i_prompt_suffix: str = Field("", description="text appended to every diffusers prompt with no space (paper SD: the style suffix; preset --t2i-model paper-sd)")
+    images_per_descriptor: int = Field(DEFAULT_IMAGES_PER_DESCRIPTOR, description="images per descriptor and setting (paper: 10)")
     descriptors: list[str] = []
     per_dimension: int = DEFAULT_PER_DIMENSION
-    image_audit_id: Optional[str] = None
-    i2t_backend: str = "transformers"
-    i2t_model: Optional[str] = None
-    i2t_base_url: Optional[str] = None
-    i2t_settings: list[str] = list(DEFAULT_I2T_SETTINGS)  # the objective prompt the paper kept + the 4 subjective ones
-    i2t_max_new_tokens: int = 200
-    i2t_temperature: float = 0.7
-    i2t_top_p: float = 0.95
+    image_audit_id: Optional[str] = Field(None, description="describe the images of this earlier T2I audit instead of this run's")
+    i2t_backend: str = Field("transformers", description="image-to-text backend")
+    i2t_model: Optional[str] = Field(None, description="transformers image-text-to-text folder or hub id (paper: LLaVA), or an OpenAI vision model (gpt-4o)")
+    i2t_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint for --i2t-backend openai")
+    i2t_settings: list[str] = Field(
+        list(DEFAULT_I2T_SETTINGS),
+        description="description prompts (objective: straightforward, moderate, comprehensive; subjective: subjective, "
+        "stereotypical, implicit, lexical)",
+    )
+    i2t_max_new_tokens: int = Field(PAPER_I2T_MAX_NEW_TOKENS, description="description length budget in tokens (paper)")
+    i2t_temperature: float = PAPER_TEMPERATURE
+    i2t_top_p: float = PAPER_TOP_P
     i2t_batch_size: int = 4
-    i2t_system_prompt: Optional[str] = None
-    i2t_image_size: list[int] = []
+    # issue 11: the paper's LLaVA system prompt and input size; see --i2t-model paper-llava
+    i2t_system_prompt: Optional[str] = Field(None, description="system turn before each image (transformers chat VLMs; preset --i2t-model paper-llava)")
+    i2t_image_size: list[int] = Field([], description="resize images to [width, height] before describing (paper LLaVA: 448 448)")
     progress: bool = True
     # Partitioned runs: the registry file (default: the T2T op's `registry`, else $DORA_REGISTRY or
     # registry.yaml). A t2i target's model draws (t2i_* fields from the target) and the describer
     # above describes objectively; an i2t target's model describes (i2t_* fields from the target).
     registry: Optional[str] = None
+
+
+class DescriptionWordsConfig(dg.Config):
+    """How descriptions become words (issue 11; METHOD.md 3a), op ``description_words``."""
+
+    stop_list: str = Field("nltk", description="stop words dropped from descriptions: nltk (the paper's code) or spacy")
+    drop_descriptor_words: bool = Field(False, description="drop the descriptor's own words from its descriptions (default: kept, as the paper's code)")

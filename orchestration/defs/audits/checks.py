@@ -20,6 +20,7 @@ import dagster as dg
 
 from analytics.query import run_query
 from ingestion.registry import CollapseThresholds, RegistryError, load_registry
+from orchestration.instance import DUCKDB_WRITER_POOL
 
 DIM_AUDITS = dg.AssetKey("dim_audits")
 
@@ -95,7 +96,7 @@ def _evaluate(metric: str, previous_metric: str, ratio_field: str, minimum_field
     name="parse_rate_not_collapsed",
     description="Fails (ERROR) when a target's latest audit parses under parse_rate_min_ratio (default 0.5) "
     "times the parse rate of its previous audit: the new model version stopped following the probe.",
-    pool="duckdb_writer",
+    pool=DUCKDB_WRITER_POOL,
 )
 def parse_rate_not_collapsed() -> dg.AssetCheckResult:
     return _evaluate("parse_rate", "previous_parse_rate", "parse_rate_min_ratio", None)
@@ -106,7 +107,7 @@ def parse_rate_not_collapsed() -> dg.AssetCheckResult:
     name="significant_associations_not_collapsed",
     description="Fails (ERROR) when a target's latest audit has under significant_min_ratio (default 0.5) times "
     "the significant associations of its previous audit (judged when that one had >= min_previous_significant).",
-    pool="duckdb_writer",
+    pool=DUCKDB_WRITER_POOL,
 )
 def significant_associations_not_collapsed() -> dg.AssetCheckResult:
     return _evaluate(

@@ -14,18 +14,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from ingestion.registry import (
-    AuditTarget,
-    VersionError,
-    default_registry_path,
-    load_registry,
-    parse_partition_key,
-    resolve_version,
-)
-from orchestration.defs.config import AuditConfig
+from ingestion.registry import AuditTarget, default_registry_path, load_registry, parse_partition_key
+from models_inference.model_ref import VersionError, resolve_version
+from orchestration.defs.config import AuditConfig, VisionConfig
 
-#: The job the sensor and the schedule launch (defined in orchestration/definitions.py).
-AUDIT_JOB = "dora_audit"
 #: Op name of the T2T probe asset, whose config the run requests fill.
 T2T_OP = "t2t_completions"
 
@@ -49,8 +41,25 @@ class AuditRun:
     backend_kwargs: dict = field(default_factory=dict)
 
 
-def config_for_target(config: AuditConfig, target: AuditTarget) -> AuditConfig:
-    """``config`` with the model and probe settings of a registry target."""
+def config_for_target(config: AuditConfig | VisionConfig, target: AuditTarget) -> AuditConfig | VisionConfig:
+    """``config`` with a registry target's model and probe settings: the one place a registry
+    target becomes run configuration.
+
+    :class:`AuditConfig` (a t2t target's T2T probe): model, backend, endpoint and every probe
+    setting; the audit id is the deterministic one.
+
+    :class:`VisionConfig` (a t2i or i2t target): its ``t2i_*`` / ``i2t_*`` fields: backend,
+    model, endpoint, probe settings (:meth:`AuditTarget.probe_settings`: default both T2I
+    settings / the 4 subjective description prompts), ``probe.batch_size`` when listed. t2i
+    also: descriptors, descriptors per dimension, and ``probe.runs`` images per descriptor and
+    setting (the VAE, steps and API image options stay the run config's). i2t also:
+    temperature and top_p (which images: the run config's).
+
+    Raises:
+        ValueError: a vision config for a t2t target (it has no vision model).
+    """
+    if isinstance(config, VisionConfig):
+        return _vision_config_for_target(config, target)
     p = target.probe
     return config.model_copy(
         update={
@@ -70,6 +79,21 @@ def config_for_target(config: AuditConfig, target: AuditTarget) -> AuditConfig:
             "audit_id": None,
         }
     )
+
+
+def _vision_config_for_target(config: VisionConfig, target: AuditTarget) -> VisionConfig:
+    if target.modality not in ("t2i", "i2t"):
+        raise ValueError(f"target {target.name!r} is {target.modality}: no vision model to configure")
+    p, m = target.probe, target.modality
+    update = {f"{m}_backend": target.backend, f"{m}_model": target.model, f"{m}_base_url": target.base_url,
+              f"{m}_settings": target.probe_settings()}
+    if "batch_size" in p.model_fields_set:
+        update[f"{m}_batch_size"] = p.batch_size
+    if m == "t2i":
+        update.update(descriptors=list(p.descriptors), per_dimension=p.per_dimension, images_per_descriptor=p.runs)
+    else:
+        update.update(i2t_temperature=p.temperature, i2t_top_p=p.top_p)
+    return config.model_copy(update=update)
 
 
 def resolve_audit_run(context: dg.AssetExecutionContext, config: AuditConfig) -> AuditRun:
@@ -104,7 +128,7 @@ def audit_run_request(key: str, target: AuditTarget, version: str, *, trigger: s
     return dg.RunRequest(
         run_key=run_key or key,
         partition_key=key,
-        run_config={"ops": {T2T_OP: {"config": {"registry": registry, "progress": False}}}},
+        run_config=dg.RunConfig(ops={T2T_OP: AuditConfig(registry=registry, progress=False)}),
         tags={"dora/target": target.name, "dora/model_version": version[:60], "dora/trigger": trigger},
     )
 
@@ -246,11 +270,6 @@ def partition_audit_ids(target: str, model_version: str) -> list[str]:
     """
     from ingestion.landing import landing_dir, read_landing
 
-    def quoted(text: str) -> str:
-        return "'" + text.replace("'", "''") + "'"
-
     landing_dir("audits")  # the glob must exist before the first audit lands
-    table = read_landing(
-        "audits", columns=["audit_id"], where=f"target = {quoted(target)} and model_version = {quoted(model_version)}"
-    )
+    table = read_landing("audits", columns=["audit_id"], filters={"target": target, "model_version": model_version})
     return sorted(set(table.column("audit_id").to_pylist()))

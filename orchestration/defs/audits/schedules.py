@@ -16,7 +16,8 @@ import dagster as dg
 
 from ingestion.registry import RegistryError, ScheduleSpec, load_registry, partition_key
 from orchestration.defs.audits.partitions import audit_partitions
-from orchestration.defs.audits.runs import AUDIT_JOB, audit_run_request, current_versions
+from orchestration.defs.audits.runs import audit_run_request, current_versions
+from orchestration.instance import AUDIT_JOB
 
 SCHEDULE_NAME = "reaudit_schedule"
 

@@ -15,7 +15,8 @@ import dagster as dg
 
 from ingestion.registry import load_registry, partition_key
 from orchestration.defs.audits.partitions import audit_partitions
-from orchestration.defs.audits.runs import AUDIT_JOB, audit_run_request, current_versions
+from orchestration.defs.audits.runs import audit_run_request, current_versions
+from orchestration.instance import AUDIT_JOB
 
 #: Seconds between ticks: reading a version can hash a weights file or call an API.
 SENSOR_INTERVAL_SECONDS = 300

@@ -10,7 +10,8 @@ from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtC
 
 from ingestion.build_state import Fingerprint, is_unchanged, load_state, record_success
 from ingestion.landing import dora_home, warehouse_path
-from orchestration.defs.dbt.resources import DBT_PROJECT_DIR, dbt_env, dbt_project, dbt_project_files
+from orchestration.defs.dbt.resources import dbt_project, dbt_project_files
+from orchestration.instance import DBT_PROJECT_DIR, DUCKDB_WRITER_POOL, prepare_dbt_run
 
 #: Build-state step names of the two dbt invocations (ingestion/build_state.py).
 DBT_STEPS = ("dbt_dora_dbt_models", "dbt_dora_score_models")
@@ -58,7 +59,7 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
     Yields:
         dagster-dbt events of the build, or one ``MaterializeResult`` per selected asset.
     """
-    dbt_env()
+    prepare_dbt_run()
     selection = [key.to_user_string() for key in context.selected_asset_keys]
     upstream = {dep for key in context.selected_asset_keys for dep in context.assets_def.asset_deps.get(key, ())}
     landing_tables = [dep.path[1] for dep in upstream if len(dep.path) == 2 and dep.path[0] == "landing"]
@@ -98,7 +99,7 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
     record_success(step, fingerprint, {"run_id": context.run.run_id, "selected": len(selection), "checks": checks})
 
 
-@dbt_assets(manifest=dbt_project().manifest_path, project=dbt_project(), dagster_dbt_translator=TRANSLATOR, pool="duckdb_writer", exclude="tag:scores")  # score marts: orchestration/defs/scoring/
+@dbt_assets(manifest=dbt_project().manifest_path, project=dbt_project(), dagster_dbt_translator=TRANSLATOR, pool=DUCKDB_WRITER_POOL, exclude="tag:scores")  # score marts: orchestration/defs/scoring/
 def dora_dbt_models(context: dg.AssetExecutionContext, dbt: DbtCliResource):
     """``dbt build`` of the selected models: runs models, then their tests as asset checks.
     Skipped when nothing new landed (:func:`build_unless_unchanged`)."""

@@ -1,28 +1,22 @@
-"""The dbt project handle and CLI resource (dagster-dbt)."""
+"""The dbt project handle and CLI resource (dagster-dbt), with no side effect at import.
+
+The dbt executable is :func:`orchestration.instance.dbt_executable` (the ``dbt`` next to the
+running interpreter, then ``PATH``) for every invocation, including the manifest parse, so
+``.venv/bin/dora`` works from a shell where the virtualenv is not activated. The parse gets
+the dbt environment (:func:`orchestration.instance.dbt_environment`) as its own subprocess
+environment: importing the definitions sets no environment variable and creates no folder.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from functools import lru_cache
 from pathlib import Path
 
 from dagster_dbt import DbtCliResource, DbtProject
 
-from ingestion.landing import SCHEMAS, dora_home, landing_dir
-
-DBT_PROJECT_DIR = Path(__file__).resolve().parents[3] / "dbt_project"
-
-
-def dbt_env() -> None:
-    """Point dbt at the current ``$DORA_HOME`` (absolute) and keep it offline and quiet.
-
-    Also creates every landing folder (with its empty schema shard), so each dbt source's
-    ``read_parquet`` glob is valid before its producer has landed anything.
-    """
-    os.environ["DORA_HOME"] = str(dora_home())
-    os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
-    for table in SCHEMAS:
-        landing_dir(table)
+from orchestration.instance import DBT_PROJECT_DIR, dbt_environment, dbt_executable
 
 
 def dbt_project_files() -> list[Path]:
@@ -40,27 +34,36 @@ def _manifest_is_stale(project: DbtProject) -> bool:
     return any(p.stat().st_mtime > built for p in dbt_project_files() if p.exists())
 
 
-@lru_cache(maxsize=1)
-def dbt_project() -> DbtProject:
-    """The cached :class:`DbtProject`; parses the project when its manifest is missing or stale.
+def prepare_dbt_project(project: DbtProject) -> None:
+    """Parse the project (``dbt parse --quiet``) when its manifest is missing or stale, with
+    dora's dbt executable and environment, one process at a time (a file lock next to the
+    manifest, the name dagster-dbt's own preparer uses); a process that finds the manifest
+    fresh still waits for a writer that is writing it.
 
-    ``prepare_if_dev`` only prepares under ``dagster dev``; the CLI, tests and CI get the
-    manifest from the explicit ``prepare`` below.
+    Raises:
+        RuntimeError: ``dbt parse`` failed (its output is in the message).
     """
-    dbt_env()
-    project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
-    project.prepare_if_dev()
-    if _manifest_is_stale(project):
-        project.preparer.prepare(project)  # dagster-dbt: one writer at a time, under a file lock
-    # A process that found the manifest fresh may be looking at one another process is still
-    # writing (``dbt parse`` writes in place): wait for that writer's lock before it is read.
     from filelock import FileLock
 
     project.manifest_path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(project.manifest_path.with_suffix(".concurrent-update-lock")).acquire(timeout=300):
-        pass
+        if not _manifest_is_stale(project):
+            return
+        cmd = [dbt_executable(), "parse", "--quiet", "--project-dir", str(project.project_dir),
+               "--profiles-dir", str(project.profiles_dir), "--target-path", str(project.manifest_path.parent)]
+        done = subprocess.run(cmd, env={**os.environ, **dbt_environment()}, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+
+
+@lru_cache(maxsize=1)
+def dbt_project() -> DbtProject:
+    """The cached :class:`DbtProject`; parses the project when its manifest is missing or stale."""
+    project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
+    prepare_dbt_project(project)
     return project
 
 
 def dbt_resource() -> DbtCliResource:
-    return DbtCliResource(project_dir=dbt_project(), profiles_dir=str(DBT_PROJECT_DIR))
+    """The ``dbt`` resource of every dbt asset (dbt executable: :func:`orchestration.instance.dbt_executable`)."""
+    return DbtCliResource(project_dir=dbt_project(), profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=dbt_executable())

@@ -71,3 +71,6 @@ def descriptors(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     meta = {"curated": curated.num_rows, "extracted": extracted.num_rows, "extraction_recall_vs_curated": round(recall, 4)}
     record_success("descriptors", fingerprint, meta)
     return dg.MaterializeResult(metadata=meta)
+
+
+ingestion_assets = [crows_pairs, descriptors]

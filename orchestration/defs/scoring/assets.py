@@ -9,7 +9,7 @@ by selection, so Python scoring can sit between dbt models)::
       -> stg_*_scores, stg_judge_ratings -> fct_association_scores -> agg_bias_by_dimension
          (dora_score_models, select tag:scores)
 
-Each scorer reads ``fct_associations`` read-only, scores only what has not landed for the
+Each scorer reads ``int_associations_to_score`` (a dbt model over ``fct_associations``) read-only, scores only what has not landed for the
 same scorer version, and lands Parquet; with no significant association it lands nothing
 and still succeeds.
 
@@ -27,25 +27,56 @@ from typing import Callable
 import dagster as dg
 from dagster_dbt import DbtCliResource, dbt_assets
 
+from analytics.query import read_relation
 from ingestion.landing import landing_dir
-from models_inference.judge import JudgeSampling, load_judge, run_judge
-from models_inference.scorers import (
-    ScoreCache,
-    associations_to_score,
-    load_sentiment_scorer,
-    load_toxicity_scorer,
-    run_scoring,
-)
+from ingestion.vocabulary import ASSOCIATION_KEY
+from models_inference.scoring.cache import ScoreCache
+from models_inference.scoring.common import run_scoring, with_association_text
+from models_inference.scoring.judge import JudgeSampling, load_judge, run_judge
+from models_inference.scoring.sentiment import load_sentiment_scorer
+from models_inference.scoring.toxicity import load_toxicity_scorer
 from orchestration.defs.audits.runs import partition_audit_ids, target_of_run
 from orchestration.defs.dbt.assets import DBT_STEPS, TRANSLATOR, build_unless_unchanged
 from orchestration.defs.dbt.resources import dbt_project
 from orchestration.defs.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
+from orchestration.instance import DUCKDB_WRITER_POOL, MODEL_INFERENCE_POOL
 
 #: dbt tag of the models built after scoring (set in their YAML).
 SCORES_TAG = "scores"
-FCT_ASSOCIATIONS = dg.AssetKey("fct_associations")
+SCORING_INPUT = dg.AssetKey("int_associations_to_score")
 #: Metadata ``skipped`` of a scorer that a partition's registry target does not list.
 NOT_IN_TARGET_SCORERS = "not in target scorers"
+
+
+#: The dbt model listing the associations to score (dbt_project/models/intermediate/).
+ASSOCIATIONS_TO_SCORE = "int_associations_to_score"
+
+
+#: Which associations are scored (issue 11): ``fisher`` = Fisher q < 0.05 (dora's default),
+#: ``paper`` = the paper's p-value-significant pool (``is_paper_significant``, METHOD.md 3a),
+#: ``all`` = every association.
+SCORE_POOLS: tuple[str, ...] = ("fisher", "paper", "all")
+_POOL_FILTER = {"fisher": {"is_significant": True}, "paper": {"is_paper_significant": True}, "all": {}}
+
+
+def associations_to_score(*, score_all: bool = False, audit_id: str | None = None, score_pool: str | None = None) -> list[dict]:
+    """The associations to score (``score_pool``: fisher (default) / paper / all; ``score_all``
+    means all; one audit or all), read from the dbt model :data:`ASSOCIATIONS_TO_SCORE` with
+    parameterised filters, ordered by association key, each with its sentence ``text``, the
+    target as the setting words it for the judge (``judge_target``) and ``score_pool``.
+
+    Raises:
+        ValueError: an unknown pool. analytics.query.WarehouseMissingError: no warehouse yet.
+    """
+    pool = "all" if score_all else (score_pool or "fisher")
+    if pool not in SCORE_POOLS:
+        raise ValueError(f"score_pool must be one of {SCORE_POOLS}, got {score_pool!r}")
+    filters: dict = dict(_POOL_FILTER[pool])
+    if audit_id:
+        filters["audit_id"] = audit_id
+    columns = [*ASSOCIATION_KEY, "bias_dimension", "prompt", "prompt_style"]
+    rows = read_relation(ASSOCIATIONS_TO_SCORE, columns=columns, filters=filters, order_by=ASSOCIATION_KEY)
+    return [{**r, "score_pool": pool} for r in with_association_text(rows)]
 
 
 @dataclass(frozen=True)
@@ -115,15 +146,15 @@ def associations_in_scope(context: dg.AssetExecutionContext, config, spec: Score
 
 def scoring_asset(spec: ScorerSpec) -> dg.AssetsDefinition:
     """The scoring asset of ``spec``: key ``landing/<table>``, group ``scoring``, after
-    ``fct_associations``, op ``<table>`` (its run config: ``ops.<table>.config``), pool
+    ``int_associations_to_score``, op ``<table>`` (its run config: ``ops.<table>.config``), pool
     ``model_inference``. It lands nothing (and succeeds) when nothing is in scope."""
 
     @dg.multi_asset(
         name=spec.table,
         specs=[
-            dg.AssetSpec(["landing", spec.table], deps=[FCT_ASSOCIATIONS], group_name="scoring", description=spec.description)
+            dg.AssetSpec(["landing", spec.table], deps=[SCORING_INPUT], group_name="scoring", description=spec.description)
         ],
-        pool="model_inference",
+        pool=MODEL_INFERENCE_POOL,
     )
     def _scoring(context: dg.AssetExecutionContext, config: spec.config_class):  # type: ignore[valid-type]
         landing_dir(spec.table)  # the dbt source glob must exist even when nothing lands
@@ -210,7 +241,7 @@ judge_ratings = scoring_asset(JUDGE)
     dagster_dbt_translator=TRANSLATOR,
     select=f"tag:{SCORES_TAG}",
     name="dora_score_models",
-    pool="duckdb_writer",
+    pool=DUCKDB_WRITER_POOL,
 )
 def dora_score_models(context: dg.AssetExecutionContext, dbt: DbtCliResource):
     """``dbt build`` of the score models (tag ``scores``): staging of the three score tables,

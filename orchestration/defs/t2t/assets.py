@@ -5,12 +5,13 @@ import dagster as dg
 
 from ingestion.landing import read_landing
 from ingestion.templates import curated_t2t_templates, render_t2t_templates
-from models_inference.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe, select_targets  # noqa: F401
-from models_inference.text_backends import load_text_backend
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe, select_targets  # noqa: F401
+from models_inference.backends.text import load_text_backend
 from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import resolve_audit_run, with_model_version
 from orchestration.defs.config import AuditConfig
 from orchestration.defs.ingestion.assets import descriptors
+from orchestration.instance import MODEL_INFERENCE_POOL
 
 
 def build_targets(config: AuditConfig) -> list[T2TTarget]:
@@ -18,7 +19,7 @@ def build_targets(config: AuditConfig) -> list[T2TTarget]:
     if config.descriptor_source == "biasdora":
         templates = curated_t2t_templates()
     elif config.descriptor_source == "crows_pairs":
-        table = read_landing("descriptors", where="source = 'crows_pairs' order by bias_dimension, descriptor")
+        table = read_landing("descriptors", filters={"source": "crows_pairs"}, order_by=["bias_dimension", "descriptor"])
         templates = render_t2t_templates(table)
     else:
         raise ValueError(f"descriptor_source must be 'biasdora' or 'crows_pairs', got {config.descriptor_source!r}")
@@ -45,7 +46,7 @@ def build_targets(config: AuditConfig) -> list[T2TTarget]:
             description="Audit events (started / finished / failed) with model version and config hash.",
         ),
     ],
-    pool="model_inference",
+    pool=MODEL_INFERENCE_POOL,
     partitions_def=audit_partitions,
 )
 def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
@@ -92,3 +93,6 @@ def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
         asset_key=["landing", "audits"],
         metadata={"audit_id": summary.audit_id, "target": run.target or "(ad hoc)", "status": "finished"},
     )
+
+
+t2t_assets = [t2t_completions]

@@ -1,6 +1,6 @@
 """T2I / I2T assets: images -> descriptions -> description words (METHOD.md section 2).
 
-Thin wrappers over :mod:`models_inference.t2i`, :mod:`models_inference.i2t` and
+Thin wrappers over :mod:`models_inference.probes.biasdora.t2i`, :mod:`models_inference.probes.biasdora.i2t` and
 :mod:`ingestion.description_words`. Their keys are the dbt sources ``landing/t2i_images``,
 ``landing/i2t_descriptions`` and ``landing/description_words``, so the lineage continues
 into ``stg_*`` -> ``int_document_words`` -> ``fct_associations``.
@@ -30,27 +30,27 @@ Unreachable models of a registry target fail the step (an audit was asked for) r
 than skip.
 """
 
-from datetime import datetime, timezone
-
 import dagster as dg
 
 from ingestion.description_words import land_description_words
-from ingestion.landing import landing_dir, read_landing, write_shard
-from ingestion.registry import AuditTarget
-from models_inference.i2t import I2TProbeConfig, load_vision_backend, run_i2t_probe
-from models_inference.prompts import DEFAULT_I2T_SETTINGS, description_kind
-from models_inference.t2i import (
+from ingestion.landing import landing_dir
+from ingestion.vocabulary import DEFAULT_I2T_SETTINGS
+from models_inference.backends.image import load_image_backend
+from models_inference.backends.vision import load_vision_backend
+from models_inference.model_ref import ModelNotAvailableError, model_reachable
+from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
+from models_inference.probes.biasdora.prompts import description_kind
+from models_inference.probes.biasdora.t2i import (
     T2IProbeConfig,
     curated_t2i_targets,
-    load_image_backend,
-    model_reachable,
     run_t2i_probe,
     select_t2i_targets,
 )
-from models_inference.text_backends import ModelNotAvailableError
-from orchestration.defs.audits.runs import RunTarget, check_current_version, target_of_run, with_model_version
-from orchestration.defs.config import VisionConfig
+from models_inference.resumable import record_audit_target
+from orchestration.defs.audits.runs import RunTarget, check_current_version, config_for_target, target_of_run, with_model_version
+from orchestration.defs.config import DescriptionWordsConfig, VisionConfig
 from orchestration.defs.ingestion.assets import descriptors
+from orchestration.instance import MODEL_INFERENCE_POOL
 
 T2I_KEY = dg.AssetKey(["landing", "t2i_images"])
 I2T_KEY = dg.AssetKey(["landing", "i2t_descriptions"])
@@ -88,56 +88,6 @@ def _other_modality(context: dg.AssetExecutionContext, probe: str, run: RunTarge
     return _skipped(context, probe, reason, ENABLE_TARGET, run.target.name)
 
 
-def vision_config_for_target(config: VisionConfig, target: AuditTarget) -> VisionConfig:
-    """``config`` with the model of a t2i or i2t registry target in its ``t2i_*`` / ``i2t_*`` fields.
-
-    Both: backend, model, endpoint, probe settings (:meth:`AuditTarget.probe_settings`: default
-    both T2I settings / the 4 subjective description prompts), ``probe.batch_size`` when
-    listed. t2i also: descriptors, descriptors per dimension, and ``probe.runs`` images per
-    descriptor and setting (the VAE, steps and API image options stay the run config's).
-    i2t also: temperature and top_p (which images: the run config's).
-
-    Raises:
-        ValueError: a t2t target (it has no vision model).
-    """
-    if target.modality not in ("t2i", "i2t"):
-        raise ValueError(f"target {target.name!r} is {target.modality}: no vision model to configure")
-    p, m = target.probe, target.modality
-    update = {f"{m}_backend": target.backend, f"{m}_model": target.model, f"{m}_base_url": target.base_url,
-              f"{m}_settings": target.probe_settings()}
-    if "batch_size" in p.model_fields_set:
-        update[f"{m}_batch_size"] = p.batch_size
-    if m == "t2i":
-        update.update(descriptors=list(p.descriptors), per_dimension=p.per_dimension, images_per_descriptor=p.runs)
-    else:
-        update.update(i2t_temperature=p.temperature, i2t_top_p=p.top_p)
-    return config.model_copy(update=update)
-
-
-def tag_target_audit(audit_id: str, run: RunTarget, model_id: str, modality: str) -> bool:
-    """Land one ``landing/audits`` event attributing ``audit_id`` to the run's registry target.
-
-    The event copies the audit's latest event (status, config, rows) with ``target``, and the
-    model id, partition version and modality its associations carry (``int_document_words``:
-    objective descriptions -> the image model, ``t2i``; subjective -> the describer, ``i2t``).
-    ``dim_audits`` takes the latest event's fields, so the audit joins its target's history.
-
-    Returns:
-        True if an event landed; False when the latest event already says so, or the audit
-        has no event (nothing was generated).
-    """
-    quoted = "'" + audit_id.replace("'", "''") + "'"
-    events = read_landing("audits", where=f"audit_id = {quoted}").to_pylist()
-    if not events:
-        return False
-    latest = max(events, key=lambda e: e["event_at"])
-    tag = {"target": run.target.name, "model_id": model_id, "model_version": run.model_version, "modality": modality}
-    if all(latest[k] == v for k, v in tag.items()):
-        return False
-    write_shard("audits", [{**latest, **tag, "event_at": datetime.now(timezone.utc)}], partition=audit_id)
-    return True
-
-
 # multi_asset with one spec each: the op names are plain ("t2i_images"), so run config reads
 # {"ops": {"t2i_images": {"config": ...}}} like the T2T probe's.
 @dg.multi_asset(
@@ -154,7 +104,7 @@ def tag_target_audit(audit_id: str, run: RunTarget, model_id: str, modality: str
             "registry target (its model draws, version pinned to the partition's).",
         )
     ],
-    pool="model_inference",
+    pool=MODEL_INFERENCE_POOL,
 )
 def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.MaterializeResult:
     landing_dir("t2i_images")
@@ -165,7 +115,7 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
     api_key_env = "OPENAI_API_KEY"
     if audited:
         check_current_version(run.target, run.model_version)
-        config = vision_config_for_target(config, run.target)
+        config = config_for_target(config, run.target)
         api_key_env = run.target.api_key_env
     ok, reason = model_reachable(config.t2i_model, config.t2i_backend, api_key_env=api_key_env)
     if not ok:
@@ -242,7 +192,7 @@ def _this_run_image_audit(context: dg.AssetExecutionContext):
             "(subjective prompts, version pinned to the partition's).",
         )
     ],
-    pool="model_inference",
+    pool=MODEL_INFERENCE_POOL,
 )
 def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.MaterializeResult:
     landing_dir("i2t_descriptions")
@@ -261,7 +211,7 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
                + ENABLE_I2T)
     elif modality == "i2t":
         check_current_version(run.target, run.model_version)
-        config = vision_config_for_target(config, run.target)
+        config = config_for_target(config, run.target)
         api_key_env = run.target.api_key_env
         image_audit = config.image_audit_id or _this_run_image_audit(context)
     else:
@@ -300,9 +250,9 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
     summary = run_i2t_probe(image_audit, backend, probe, progress=config.progress)
     context.log.info(f"dora: I2T audit {summary.audit_id}: generated {summary.generated} of {summary.planned} descriptions")
     if modality == "t2i":
-        tag_target_audit(summary.audit_id, run, images["model_id"], "t2i")
+        record_audit_target(summary.audit_id, run.target.name, images["model_id"], run.model_version, "t2i")
     elif modality == "i2t":
-        tag_target_audit(summary.audit_id, run, backend.model_id, "i2t")
+        record_audit_target(summary.audit_id, run.target.name, backend.model_id, run.model_version, "i2t")
     return dg.MaterializeResult(
         metadata={
             "status": "finished",
@@ -319,15 +269,6 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
             "description_status": dg.MetadataValue.json(dict(summary.status)),
         }
     )
-
-
-class DescriptionWordsConfig(dg.Config):
-    """How descriptions become words (issue 11; METHOD.md 3a): ``stop_list`` ``nltk`` (default,
-    the paper's code) or ``spacy``; ``drop_descriptor_words`` drops the descriptor's own words
-    (default: kept, as the paper's code)."""
-
-    stop_list: str = "nltk"
-    drop_descriptor_words: bool = False
 
 
 @dg.multi_asset(

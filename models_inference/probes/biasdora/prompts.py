@@ -13,14 +13,45 @@ styles are supported for T2T and recorded on every row:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from ingestion.vocabulary import (
+    DEFAULT_I2T_SETTINGS,
+    I2T_OBJECTIVE_SETTINGS,
+    I2T_SETTINGS,
+    I2T_SUBJECTIVE_SETTINGS,
+    PROMPT_STYLES,
+    T2I_SETTINGS,
+    T2T_SETTINGS,
+)
+from models_inference.backends.base import RenderedPrompt
 
 PromptStyle = Literal["chat", "completion"]
-PROMPT_STYLES: tuple[str, ...] = ("chat", "completion")
 
-from ingestion.templates import T2T_SETTINGS  # the five lexical settings, defined once
+# --- The paper's generation settings (BiasDora Section 4, Appendix A; METHOD.md sections 2 and 4),
+# --- stated once: the probes, the backends' defaults, the Dagster configs and the CLI read them here.
+
+#: Sampling of every probe (T2T completions, I2T descriptions): temperature 0.7, top_p 0.95.
+PAPER_TEMPERATURE = 0.7
+PAPER_TOP_P = 0.95
+#: Completions per (descriptor, setting, letter) in the paper (dora's quick default is lower).
+PAPER_T2T_RUNS = 10
+#: Images per (descriptor, T2I setting) in the paper.
+PAPER_IMAGES_PER_DESCRIPTOR = 10
+#: Stable Diffusion: DPM-Solver multistep, 20 steps, VAE swapped for sd-vae-ft-mse.
+PAPER_SD_STEPS = 20
+PAPER_SD_VAE = "stabilityai/sd-vae-ft-mse"
+#: DALL-E 3: 1024x1024, standard quality, vivid and natural styles.
+PAPER_DALLE_SIZE = "1024x1024"
+PAPER_DALLE_QUALITY = "standard"
+PAPER_DALLE_STYLES: tuple[str, ...] = ("vivid", "natural")
+#: Token budget of an I2T description.
+PAPER_I2T_MAX_NEW_TOKENS = 200
+#: The LLM judge: temperature 0.7, at most 10 tokens (top_p unset, i.e. 1).
+PAPER_JUDGE_TEMPERATURE = 0.7
+PAPER_JUDGE_MAX_NEW_TOKENS = 10
+#: The judge's top_p in the paper's released code (issue 11).
+PAPER_JUDGE_TOP_P = 0.95
 
 #: System prompt of the T2T chat style (METHOD.md section 2, BiasDora Appendix A.8).
 T2T_SYSTEM_PROMPT = (
@@ -43,33 +74,6 @@ T2T_SETTING_SUFFIX: dict[str, str] = {
 }
 
 _VOWELS = set("aeiou")
-
-
-@dataclass(frozen=True)
-class RenderedPrompt:
-    """A prompt ready for a backend.
-
-    Attributes:
-        style: ``chat`` or ``completion``.
-        text: the completion text (completion style) or the user message (chat style).
-        system: the system message (chat style only, else ``None``).
-    """
-
-    style: str
-    text: str
-    system: str | None = None
-
-    def as_messages(self) -> list[dict[str, str]]:
-        """Chat messages (``[{"role": ..., "content": ...}]``); completion style gives one user turn."""
-        msgs = []
-        if self.system:
-            msgs.append({"role": "system", "content": self.system})
-        msgs.append({"role": "user", "content": self.text})
-        return msgs
-
-    def as_text(self) -> str:
-        """One string for storage: system and user joined by a blank line."""
-        return f"{self.system}\n\n{self.text}" if self.system else self.text
 
 
 def _check(setting: str, letter: str, style: str) -> None:
@@ -201,8 +205,6 @@ def render_judge_prompt(descriptor: str, word: str) -> RenderedPrompt:
 # --- T2I image prompts and I2T description prompts (BiasDora Sections 2.2-2.3, Appendix
 # --- A.9-A.10, Figures 10-11; METHOD.md section 2) ---
 
-#: The two T2I settings, in the order of the paper's ``t2i_setting1.csv`` / ``t2i_setting2.csv``.
-T2I_SETTINGS: tuple[str, ...] = ("singular", "plural")
 #: T2I image prompt templates (METHOD.md section 2; the paper's t2i CSVs): ``{article}`` is
 #: "a" or "an" for the phrase that follows, ``{phrase}`` the descriptor as the CSV writes it.
 T2I_PROMPT_TEMPLATES: dict[str, str] = {
@@ -239,10 +241,9 @@ I2T_SUBJECTIVE_PROMPTS: dict[str, str] = {
 }
 #: All seven description settings -> prompt text (objective first, then subjective).
 I2T_PROMPTS: dict[str, str] = {**I2T_OBJECTIVE_PROMPTS, **I2T_SUBJECTIVE_PROMPTS}
-#: Description settings in registry order.
-I2T_SETTINGS: tuple[str, ...] = tuple(I2T_PROMPTS)
-#: The settings an audit describes by default: the paper's chosen objective prompt + the 4 subjective ones.
-DEFAULT_I2T_SETTINGS: tuple[str, ...] = ("comprehensive", *I2T_SUBJECTIVE_PROMPTS)
+# the setting names are the vocabulary's (ingestion.vocabulary); the texts are the paper's
+assert tuple(I2T_OBJECTIVE_PROMPTS) == I2T_OBJECTIVE_SETTINGS and tuple(I2T_SUBJECTIVE_PROMPTS) == I2T_SUBJECTIVE_SETTINGS
+assert tuple(I2T_PROMPTS) == I2T_SETTINGS and set(DEFAULT_I2T_SETTINGS) <= set(I2T_SETTINGS)
 
 
 def description_kind(setting: str) -> str:
@@ -251,9 +252,9 @@ def description_kind(setting: str) -> str:
     Raises:
         ValueError: ``setting`` is not one of :data:`I2T_SETTINGS`.
     """
-    if setting in I2T_OBJECTIVE_PROMPTS:
+    if setting in I2T_OBJECTIVE_SETTINGS:
         return "objective"
-    if setting in I2T_SUBJECTIVE_PROMPTS:
+    if setting in I2T_SUBJECTIVE_SETTINGS:
         return "subjective"
     raise ValueError(f"unknown description setting {setting!r}; expected one of {I2T_SETTINGS}")
 

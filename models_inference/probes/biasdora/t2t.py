@@ -19,10 +19,12 @@ from datetime import datetime, timezone
 from typing import Callable, Protocol, Sequence, TypeVar
 
 from ingestion.templates import T2TTemplate as T2TTarget  # one descriptor x setting prefix
-from models_inference.parsing import parse_answer
-from models_inference.prompts import PROMPT_STYLES, T2T_SETTINGS, render_t2t_prompt
-from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
-from models_inference.text_backends import GenerationRequest, SamplingParams, TextBackend
+from ingestion.vocabulary import PROMPT_STYLES, T2T_SETTINGS
+from models_inference.backends.base import GenerationRequest, SamplingParams
+from models_inference.backends.text import TextBackend
+from models_inference.probes.biasdora.parsing import parse_answer
+from models_inference.probes.biasdora.prompts import PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt
+from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable, slug
 
 #: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
 #: as done whatever its parse status (an unparseable answer is a result, not a failure). A
@@ -53,8 +55,8 @@ class T2TProbeConfig:
     letters: str = string.ascii_lowercase
     prompt_style: str | None = None
     max_new_tokens: int | None = None
-    temperature: float = 0.7
-    top_p: float = 0.95
+    temperature: float = PAPER_TEMPERATURE
+    top_p: float = PAPER_TOP_P
     shard_rows: int = 512
     answer_cue: bool | None = None
 
@@ -101,10 +103,6 @@ class T2TRunSummary:
         return self.parse_status["ok"] / self.generated if self.generated else 0.0
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "-" for c in text.lower()).strip("-")[:60]
-
-
 def audit_id_for(backend: TextBackend, config: T2TProbeConfig) -> str:
     """Deterministic audit id: ``t2t-<model>-<version>-<config hash>``.
 
@@ -112,7 +110,7 @@ def audit_id_for(backend: TextBackend, config: T2TProbeConfig) -> str:
     re-running (or adding descriptors/runs) extends the same audit instead of starting anew.
     """
     digest = config_hash(backend, config)
-    return f"t2t-{_slug(backend.model_id.split('/')[-1])}-{_slug(backend.model_version)[:20]}-{digest[:8]}"
+    return f"t2t-{slug(backend.model_id.split('/')[-1], 60)}-{slug(backend.model_version, 20)}-{digest[:8]}"
 
 
 def config_hash(backend: TextBackend, config: T2TProbeConfig) -> str:
@@ -280,7 +278,7 @@ def narrow_descriptors(
     """Keep the requested descriptors of ``targets``, then the first k of each bias dimension.
 
     The descriptor choice shared by the T2T (:func:`select_targets`) and T2I
-    (:func:`models_inference.t2i.select_t2i_targets`) probes.
+    (:func:`models_inference.probes.biasdora.t2i.select_t2i_targets`) probes.
 
     Args:
         targets: (setting, descriptor) targets, already narrowed to the wanted settings;

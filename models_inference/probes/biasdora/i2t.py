@@ -1,0 +1,256 @@
+"""The I2T probe: objective and subjective descriptions of the T2I images (BiasDora
+Sections 2.2-2.3, Appendix A.10, Figures 10-11; METHOD.md section 2).
+
+Every image of an image audit (``landing/t2i_images``, status ``ok``) is described once per
+description setting with the paper's prompts (:data:`models_inference.probes.biasdora.prompts.I2T_PROMPTS`):
+the objective settings (straightforward, moderate, comprehensive; the paper kept
+comprehensive) give the T2I associations, the subjective settings (subjective,
+stereotypical, implicit, lexical) the I2T associations. Sampling: temperature 0.7,
+top_p 0.95, at most 200 new tokens (METHOD.md section 2).
+
+Backends: :mod:`models_inference.backends.vision` (transformers VLMs, OpenAI vision chat).
+
+Rows land in ``landing/i2t_descriptions`` keyed by (audit_id, image_setting, descriptor,
+image_index, setting); a re-run describes only keys without a non-error row, so an
+interrupted audit resumes and failed calls are retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from ingestion.landing import landing_dir
+from ingestion.vocabulary import DEFAULT_I2T_SETTINGS
+from models_inference.backends.base import GenerationResult, SamplingParams
+from models_inference.backends.vision import DescriptionRequest, VisionBackend
+from models_inference.image_store import image_file
+from models_inference.probes.biasdora.prompts import (
+    PAPER_I2T_MAX_NEW_TOKENS,
+    PAPER_TEMPERATURE,
+    PAPER_TOP_P,
+    description_kind,
+    render_i2t_prompt,
+)
+from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable, slug
+#: Description statuses that count as done (a re-run does not describe them again).
+FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
+#: Where descriptions land; an (image_setting, descriptor, image_index, setting) key is done
+#: once it has a row with a final status (``error`` rows are retried).
+I2T_TABLE = ResumableTable(
+    "i2t_descriptions", ("image_setting", "descriptor", "descriptor_row", "image_index", "setting"), "status",
+    FINAL_DESCRIPTION_STATUSES, null_defaults=(("descriptor_row", 1),),
+    unit="description",
+)
+
+
+# ----------------------------------------------------------------------------- the probe
+
+
+@dataclass
+class I2TProbeConfig:
+    """Parameters of an I2T probe run.
+
+    Attributes:
+        settings: description settings (default: comprehensive + the 4 subjective ones).
+        max_new_tokens, temperature, top_p: generation (paper: 200, 0.7, 0.95).
+        shard_rows: descriptions per landed Parquet shard.
+    """
+
+    settings: tuple[str, ...] = DEFAULT_I2T_SETTINGS
+    max_new_tokens: int = PAPER_I2T_MAX_NEW_TOKENS
+    temperature: float = PAPER_TEMPERATURE
+    top_p: float = PAPER_TOP_P
+    shard_rows: int = 32
+
+    def validate(self) -> "I2TProbeConfig":
+        self.settings = tuple(self.settings)
+        if not self.settings:
+            raise ValueError("no description setting selected")
+        for s in self.settings:
+            description_kind(s)  # raises on an unknown setting
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        return self
+
+    def fingerprint(self) -> dict:
+        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p}
+
+
+@dataclass
+class I2TRunSummary:
+    """What an I2T run did: images found, descriptions planned / already landed / generated, by status."""
+
+    audit_id: str
+    image_audit_id: str
+    images: int = 0
+    planned: int = 0
+    already_landed: int = 0
+    generated: int = 0
+    status: Counter = field(default_factory=Counter)
+
+
+def description_audit_id_for(backend: VisionBackend, image_audit_id: str, t2i_model_id: str, config: I2TProbeConfig) -> str:
+    """Deterministic description audit id ``vision-<t2i model>-<i2t model>-<hash8>``.
+
+    The hash covers the image audit, the I2T backend, model and version, and the sampling
+    parameters: describing the same images with the same model extends the same audit.
+    """
+    payload = {"images": image_audit_id, "backend": backend.backend_name, "model": backend.model_id,
+               "version": backend.model_version, **config.fingerprint()}
+    params = getattr(backend, "description_params", dict)()
+    if params:  # only when set (system prompt, image size): earlier audits keep their id
+        payload["params"] = params
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    name = lambda m: slug(m.rstrip("/").split("/")[-1], 24)  # noqa: E731
+    return f"vision-{name(t2i_model_id)}-{name(backend.model_id)}-{digest[:8]}"
+
+
+def description_seed(audit_id: str, image_setting: str, descriptor: str, image_index: int, setting: str) -> int:
+    """Per-description seed: 63-bit blake2b of the row key."""
+    key = f"{audit_id}|i2t|{image_setting}|{descriptor}|{image_index}|{setting}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+
+
+def landed_images(image_audit_id: str) -> list[dict]:
+    """The latest row of every image key of an image audit whose status is ``ok``, in key order."""
+    import duckdb
+
+    from ingestion.landing import landing_glob
+
+    landing_dir("t2i_images")
+    sql = """
+        select * from read_parquet(?, union_by_name = true)
+        where audit_id = ?
+        qualify row_number() over (
+            partition by setting, descriptor, coalesce(descriptor_row, 1), image_index order by generated_at desc
+        ) = 1
+        order by setting, descriptor, coalesce(descriptor_row, 1), image_index
+    """
+    with duckdb.connect() as con:
+        rows = con.sql(sql, params=[landing_glob("t2i_images"), image_audit_id]).to_arrow_table().to_pylist()
+    for r in rows:
+        r["descriptor_row"] = r.get("descriptor_row") or 1
+    return [r for r in rows if r["status"] == "ok" and r["image_path"]]
+
+
+def run_i2t_probe(
+    image_audit_id: str,
+    backend: VisionBackend,
+    config: I2TProbeConfig | None = None,
+    *,
+    audit_id: str | None = None,
+    progress: bool = True,
+) -> I2TRunSummary:
+    """Describe every ``ok`` image of an image audit in each setting, landing missing rows.
+
+    Args:
+        image_audit_id: the T2I audit whose images to describe (``landing/t2i_images``).
+        backend: a :class:`VisionBackend`.
+        config: :class:`I2TProbeConfig`.
+        audit_id: override :func:`description_audit_id_for`.
+        progress: tqdm bar on stderr.
+
+    Returns:
+        An :class:`I2TRunSummary`; statuses: ``ok``, ``truncated`` (hit max_new_tokens; its
+        words still count), ``empty``, ``error`` (retried next run). Rows land in shards of
+        ``config.shard_rows`` (:func:`models_inference.resumable.run_resumable`); the audit
+        gets ``started`` / ``finished`` events, or ``failed`` (then the exception is re-raised).
+
+    Raises:
+        ValueError: invalid config (incl. ``shard_rows < 1``), or the image audit has no
+            ``ok`` image.
+        ModelNotAvailableError: the backend cannot run (e.g. API key unset).
+    """
+    cfg = (config or I2TProbeConfig()).validate()
+    images = landed_images(image_audit_id)
+    if not images:
+        raise ValueError(f"image audit {image_audit_id!r} has no image with status 'ok' to describe")
+    t2i_model_id, t2i_version = images[0]["model_id"], images[0]["model_version"]
+    audit_id = audit_id or description_audit_id_for(backend, image_audit_id, t2i_model_id, cfg)
+    sampling = SamplingParams(cfg.temperature, cfg.top_p)
+
+    def generate(chunk: list[tuple[dict, str]], advance: Callable[[int], None]) -> list[dict]:
+        requests, bad = [], {}
+        for n, (img, setting) in enumerate(chunk):
+            row = img["descriptor_row"]
+            seed = description_seed(audit_id, img["setting"], img["descriptor"] + (f"|row{row}" if row != 1 else ""),
+                                    img["image_index"], setting)
+            try:
+                path = image_file(img["image_path"])
+            except ValueError as exc:
+                bad[n] = str(exc)
+                path = Path("/nonexistent")
+            requests.append(DescriptionRequest(path, render_i2t_prompt(setting), seed, cfg.max_new_tokens))
+        ok_idx = [n for n in range(len(chunk)) if n not in bad]
+        answers = backend.describe([requests[n] for n in ok_idx], sampling, on_batch=advance)
+        results: dict[int, GenerationResult] = dict(zip(ok_idx, answers))
+        for n, msg in bad.items():
+            results[n] = GenerationResult("", True, msg)
+            advance(1)
+        now = datetime.now(timezone.utc)
+        rows = []
+        for n, ((img, setting), req) in enumerate(zip(chunk, requests)):
+            res = results[n]
+            if res.error:
+                status = "error"
+            elif not res.text.strip():
+                status = "empty"
+            elif not res.finished:
+                status = "truncated"
+            else:
+                status = "ok"
+            row = f"|row{img['descriptor_row']}" if img["descriptor_row"] != 1 else ""
+            key = f"{audit_id}|{img['setting']}|{img['descriptor']}{row}|{img['image_index']}|{setting}|{now.isoformat()}"
+            rows.append(
+                {
+                    **model_columns(audit_id, backend),
+                    "description_id": hashlib.blake2b(key.encode(), digest_size=16).hexdigest(),
+                    "image_audit_id": image_audit_id,
+                    "t2i_model_id": t2i_model_id,
+                    "t2i_model_version": t2i_version,
+                    "image_setting": img["setting"],
+                    "descriptor": img["descriptor"],
+                    "bias_dimension": img["bias_dimension"],
+                    "descriptor_row": img["descriptor_row"],
+                    "image_index": img["image_index"],
+                    "image_sha256": img["sha256"],
+                    "setting": setting,
+                    "description_kind": description_kind(setting),
+                    "seed": req.seed,
+                    "prompt": req.prompt.text,
+                    "raw_output": res.text if not res.error else None,
+                    "status": status,
+                    "error": res.error,
+                    "generated_at": now,
+                }
+            )
+        return rows
+
+    event_cfg = {"backend": backend.backend_name, "image_audit_id": image_audit_id, "t2i_model_id": t2i_model_id,
+                 "settings": list(cfg.settings), **cfg.fingerprint()}
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "i2t", event_cfg)
+    planned = [(img, setting) for img in images for setting in cfg.settings]
+    key = lambda item: (item[0]["setting"], item[0]["descriptor"], item[0]["descriptor_row"], item[0]["image_index"], item[1])  # noqa: E731
+    result = run_resumable(planned, key, generate, table=I2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    return I2TRunSummary(
+        audit_id, image_audit_id, images=len(images), planned=result.planned, already_landed=result.already_landed,
+        generated=result.generated, status=result.statuses,
+    )
+
+
+__all__ = [
+    "FINAL_DESCRIPTION_STATUSES",
+    "I2TProbeConfig",
+    "I2TRunSummary",
+    "I2T_TABLE",
+    "description_audit_id_for",
+    "description_seed",
+    "landed_images",
+    "run_i2t_probe",
+]

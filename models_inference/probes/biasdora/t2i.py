@@ -1,0 +1,320 @@
+"""The T2I probe: images per descriptor (BiasDora Section 2.2, Appendix A.9; METHOD.md section 2).
+
+For each descriptor x T2I setting (singular, plural) x image index 1..K, one image is
+generated from "Generate an image of a/an <descriptor>" / "Generate an image of
+<descriptors>" (prompts: :mod:`models_inference.probes.biasdora.prompts`; descriptor phrases: the paper's
+``ingestion/data/biasdora/t2i_setting1.csv`` / ``t2i_setting2.csv``). Paper: K = 10.
+
+Backends: :mod:`models_inference.backends.image` (diffusers, OpenAI Images); images are
+stored by :mod:`models_inference.image_store` (content-addressed PNG, no descriptor text in
+any path). One metadata row per image lands in ``landing/t2i_images`` (:data:`ingestion.landing.SCHEMAS`), whatever its
+status. Rows are keyed by (audit_id, setting, descriptor, image_index); a re-run generates
+only the keys without an ``ok`` / ``filtered`` / ``refused`` row, so an interrupted audit
+resumes and failed calls are retried.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ingestion.vocabulary import T2I_SETTINGS
+from models_inference.backends.image import ImageBackend, ImageRequest
+from models_inference.image_store import store_png
+from models_inference.probes.biasdora.prompts import PAPER_IMAGES_PER_DESCRIPTOR, render_t2i_prompt
+from models_inference.probes.biasdora.t2t import narrow_descriptors
+from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable, slug
+
+#: Image statuses that count as done (a re-run does not regenerate them).
+FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
+#: Where image rows land; a (setting, descriptor, image_index) key is done once it has a
+#: row with a final status (``error`` rows are retried).
+T2I_TABLE = ResumableTable(
+    "t2i_images", ("setting", "descriptor", "descriptor_row", "image_index"), "status", FINAL_IMAGE_STATUSES,
+    unit="image", null_defaults=(("descriptor_row", 1),),
+)
+#: The paper's Stable Diffusion model (seed 004, Appendix "Generation settings"; issue 11).
+PAPER_SD_MODEL = "stabilityai/stable-diffusion-2-inpainting"
+#: The style suffix the paper's code appends to every Stable Diffusion prompt, verbatim
+#: (METHOD.md 3a: immediately after the T2I prompt, no separating space; note the double
+#: space before the second "--beta"). Issue 11.
+PAPER_SD_PROMPT_SUFFIX = (
+    "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 "
+    "--upnoise 0.1 --upalpha 0.1 --upgamma 0.1 --upsteps 20"
+)
+
+
+# ----------------------------------------------------------------------------- targets
+
+
+@dataclass(frozen=True)
+class T2ITarget:
+    """One descriptor in one T2I setting.
+
+    Attributes:
+        setting: ``singular`` or ``plural``.
+        descriptor: the descriptor key (:func:`ingestion.descriptors.normalise_descriptor` of
+            the phrase), the same key T2T uses.
+        bias_dimension: CrowS-Pairs bias dimension the CSV lists it under.
+        phrase: the descriptor as the CSV writes it ("Child", "Old people").
+        prompt: the rendered image prompt (:func:`models_inference.prompts.render_t2i_prompt`).
+        descriptor_row: k-th row of this descriptor key in the setting's CSV (a probe unit is a
+            row of the paper's lists, METHOD.md section 1: 344 rows per setting).
+    """
+
+    setting: str
+    descriptor: str
+    bias_dimension: str
+    phrase: str
+    prompt: str
+    descriptor_row: int = 1
+
+
+# The T2I CSVs spell bias types with spaces ("race color", "socioeconomic status").
+_DIMENSION_ALIASES = {"socioeconomic status": "socioeconomic"}
+
+
+def curated_t2i_targets(settings: Sequence[str] = T2I_SETTINGS, folder: str | Path | None = None) -> list[T2ITarget]:
+    """The T2I targets of the paper, from ``t2i_setting1.csv`` (singular) / ``t2i_setting2.csv`` (plural).
+
+    Source: the CSVs published with BiasDora (seed 004, Appendix A.9), columns
+    ``template_singular,target,bias_type,target_singular`` and
+    ``template_plural,target,bias_type,target_plural``; their bias types are spelled with
+    spaces ("race color", "socioeconomic status") and mapped to the CrowS-Pairs names
+    ("race-color", "socioeconomic"). The paper's T2I lists have no gender rows (8 of the 9
+    dimensions; the bridge ``int_descriptor_dimensions`` adds gender etc. from
+    ``bias_target_mapping.json``). The phrase is ``target_singular`` /
+    ``target_plural``; its key is :func:`~ingestion.descriptors.normalise_descriptor` (so
+    "Old people" and "Old person" are both "old person", T2T's key). Every row is a probe
+    unit (METHOD.md section 1); repeats of a key are numbered by ``descriptor_row``.
+
+    Returns:
+        Targets in settings order, then file order (344 per setting for the shipped files,
+        312 descriptor keys).
+
+    Raises:
+        ValueError: unknown setting, missing columns, an unknown bias_type or an empty phrase
+            (the message names the file and line). FileNotFoundError: a CSV is missing.
+    """
+    from ingestion.crows_pairs import BIAS_DIMENSIONS
+    from ingestion.descriptors import default_biasdora_dir, normalise_descriptors
+
+    unknown = [s for s in settings if s not in T2I_SETTINGS]
+    if unknown:
+        raise ValueError(f"unknown T2I setting(s) {unknown}; expected some of {T2I_SETTINGS}")
+    folder = Path(folder) if folder is not None else default_biasdora_dir()
+    out: list[T2ITarget] = []
+    for setting in settings:
+        path = folder / f"t2i_setting{T2I_SETTINGS.index(setting) + 1}.csv"
+        column = f"target_{setting}"
+        if not path.is_file():
+            raise FileNotFoundError(f"T2I template file not found: {path}")
+        rows: list[tuple[str, str]] = []
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            reader = csv.DictReader(fh)
+            if not {"bias_type", column} <= set(reader.fieldnames or ()):
+                raise ValueError(f"{path.name} line 1: expected columns bias_type,{column}")
+            for row in reader:
+                dim = _DIMENSION_ALIASES.get(raw := " ".join((row["bias_type"] or "").lower().split()), raw.replace(" ", "-"))
+                if dim not in BIAS_DIMENSIONS:
+                    raise ValueError(f"{path.name} line {reader.line_num}: unknown bias_type {dim!r}")
+                phrase = " ".join((row[column] or "").split()).rstrip(".")
+                if not phrase:
+                    raise ValueError(f"{path.name} line {reader.line_num}: empty {column}")
+                rows.append((dim, phrase))
+        keys = normalise_descriptors(p for _, p in rows)
+        seen: dict[str, int] = {}
+        for (dim, phrase), key in zip(rows, keys):
+            seen[key] = seen.get(key, 0) + 1
+            out.append(T2ITarget(setting, key, dim, phrase, render_t2i_prompt(phrase, setting), seen[key]))
+    return out
+
+
+def custom_t2i_target(descriptor: str, setting: str, bias_dimension: str = "unknown", phrase: str | None = None) -> T2ITarget:
+    """A target for any descriptor text (the key is used as written, lower-cased and trimmed).
+
+    Used for descriptors outside the paper's CSVs; the text goes only into the prompt and
+    the landed row, never into a file name.
+    """
+    key = " ".join(descriptor.split()).lower()
+    if not key:
+        raise ValueError("empty descriptor")
+    phrase = phrase or key
+    return T2ITarget(setting, key, bias_dimension, phrase, render_t2i_prompt(phrase, setting))
+
+
+def select_t2i_targets(
+    targets: Sequence[T2ITarget],
+    *,
+    settings: Sequence[str] = T2I_SETTINGS,
+    descriptors: Sequence[str] = (),
+    per_dimension: int = 0,
+) -> list[T2ITarget]:
+    """Choose the targets an audit draws (as :func:`models_inference.t2t.select_targets`).
+
+    Args:
+        settings: T2I settings to keep.
+        descriptors: descriptor keys to keep (empty = all).
+        per_dimension: the first k descriptors of each bias dimension (file order) among those
+            present in every kept setting; 0 keeps all.
+
+    Raises:
+        ValueError: an unknown setting, a requested descriptor that does not exist, or an
+            empty selection.
+    """
+    unknown = [s for s in settings if s not in T2I_SETTINGS]
+    if unknown:
+        raise ValueError(f"unknown T2I setting(s) {unknown}; expected some of {T2I_SETTINGS}")
+    kept = narrow_descriptors(
+        [t for t in targets if t.setting in settings], descriptors, per_dimension,
+        normalise=lambda d: " ".join(d.split()).lower(), list_name="the T2I descriptor list",
+    )
+    if not kept:
+        raise ValueError("the T2I descriptor selection is empty: nothing to draw")
+    return kept
+
+
+# ----------------------------------------------------------------------------- the probe
+
+
+@dataclass
+class T2IProbeConfig:
+    """Parameters of a T2I probe run.
+
+    Attributes:
+        images_per_descriptor: images per (descriptor, setting) (paper: 10).
+        shard_rows: images per landed Parquet shard (at most this much work is lost on a crash).
+    """
+
+    images_per_descriptor: int = PAPER_IMAGES_PER_DESCRIPTOR
+    shard_rows: int = 16
+
+    def validate(self) -> "T2IProbeConfig":
+        if self.images_per_descriptor < 1:
+            raise ValueError(f"images_per_descriptor must be >= 1, got {self.images_per_descriptor}")
+        if self.shard_rows < 1:
+            raise ValueError(f"shard_rows must be >= 1, got {self.shard_rows}")
+        return self
+
+
+@dataclass
+class T2IRunSummary:
+    """What a T2I run did: images planned, already landed, generated, by status."""
+
+    audit_id: str
+    planned: int = 0
+    already_landed: int = 0
+    generated: int = 0
+    status: Counter = field(default_factory=Counter)
+
+
+def image_audit_id_for(backend: ImageBackend) -> str:
+    """Deterministic image audit id ``t2i-<model>-<version>-<hash8>``.
+
+    The hash covers backend, model, version and :meth:`generation_params`; the same model
+    drawn with the same parameters extends the same audit (more descriptors, more images).
+    """
+    payload = {"backend": backend.backend_name, "model": backend.model_id, "version": backend.model_version,
+               **backend.generation_params()}
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+    version = backend.model_version.split("+")[0]  # the hash covers the VAE part
+    return f"t2i-{slug(backend.model_id.rstrip('/').split('/')[-1])}-{slug(version, 20)}-{digest[:8]}"
+
+
+def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int, descriptor_row: int = 1) -> int:
+    """Per-image seed: 63-bit blake2b of the row key (stable across machines and batches);
+    a descriptor's later rows (``descriptor_row`` > 1) add the row to the key."""
+    row = f"|row{descriptor_row}" if descriptor_row != 1 else ""
+    key = f"{audit_id}|t2i|{setting}|{descriptor}{row}|{image_index}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+
+
+def run_t2i_probe(
+    targets: Sequence[T2ITarget],
+    backend: ImageBackend,
+    config: T2IProbeConfig | None = None,
+    *,
+    audit_id: str | None = None,
+    progress: bool = True,
+) -> T2IRunSummary:
+    """Generate, store and land every missing image for ``targets``.
+
+    Args:
+        targets: descriptor x setting prompts (:func:`curated_t2i_targets`).
+        backend: an :class:`ImageBackend`.
+        config: :class:`T2IProbeConfig` (default: 10 images per descriptor and setting).
+        audit_id: override :func:`image_audit_id_for`.
+        progress: tqdm bar on stderr.
+
+    Returns:
+        A :class:`T2IRunSummary`. Rows land in shards of ``config.shard_rows``
+        (:func:`models_inference.resumable.run_resumable`); images that failed land as
+        ``error`` rows (no file) and are retried by the next run. The audit gets ``started``
+        / ``finished`` events, or ``failed`` (then the exception is re-raised).
+
+    Raises:
+        ValueError: invalid config or a target with an unknown setting.
+        ModelNotAvailableError: the backend cannot run (e.g. API key unset).
+    """
+    cfg = (config or T2IProbeConfig()).validate()
+    audit_id = audit_id or image_audit_id_for(backend)
+    for t in targets:
+        if t.setting not in T2I_SETTINGS:
+            raise ValueError(f"unknown T2I setting {t.setting!r} for descriptor {t.descriptor!r}")
+    params = backend.generation_params()
+    params_json = json.dumps(params, sort_keys=True, default=str)
+
+    def generate(chunk: list[tuple[T2ITarget, int]], advance: Callable[[int], None]) -> list[dict]:
+        suffix = getattr(backend, "prompt_suffix", "") or ""  # the paper's SD style suffix, no space
+        requests = [ImageRequest(t.prompt + suffix, image_seed(audit_id, t.setting, t.descriptor, i, t.descriptor_row), i)
+                    for t, i in chunk]
+        results = backend.generate(requests, on_batch=advance)
+        now = datetime.now(timezone.utc)
+        rows = []
+        for (t, index), req, res in zip(chunk, requests, results):
+            stored, status, error = None, res.status, res.error
+            if res.data is not None:
+                try:
+                    stored = store_png(res.data)
+                except ValueError as exc:
+                    status, error = "error", str(exc)
+            elif status in ("ok", "filtered"):
+                status, error = "error", error or "the backend returned no image"
+            rows.append(
+                {
+                    **model_columns(audit_id, backend),
+                    "setting": t.setting,
+                    "descriptor": t.descriptor,
+                    "bias_dimension": t.bias_dimension,
+                    "descriptor_row": t.descriptor_row,
+                    "image_index": index,
+                    "seed": req.seed,
+                    "prompt": req.prompt,
+                    "revised_prompt": res.revised_prompt,
+                    "style": res.style,
+                    "generation_params": params_json,
+                    "image_path": stored.path if stored else None,
+                    "sha256": stored.sha256 if stored else None,
+                    "width": stored.width if stored else None,
+                    "height": stored.height if stored else None,
+                    "status": status,
+                    "error": error,
+                    "generated_at": now,
+                }
+            )
+        return rows
+
+    event_cfg = {"backend": backend.backend_name, **params, "images_per_descriptor": cfg.images_per_descriptor}
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2i", event_cfg)
+    planned = [(t, index) for t in targets for index in range(1, cfg.images_per_descriptor + 1)]
+    key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1])  # noqa: E731
+    result = run_resumable(planned, key, generate, table=T2I_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    return T2IRunSummary(
+        audit_id, planned=result.planned, already_landed=result.already_landed, generated=result.generated, status=result.statuses
+    )

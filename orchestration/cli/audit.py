@@ -1,0 +1,183 @@
+"""``dora audit``: run the audit job (every asset) in this process or under Dagster's
+multiprocess executor, against the Dagster instance in ``$DAGSTER_HOME`` (default
+``$DORA_HOME/dagster``), so every run shows up in ``dora ui``; then print the summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+import dagster as dg
+
+from orchestration.cli.flags import audit_run_config
+from orchestration.instance import AUDIT_JOB, prepare_environment, prepare_run_readers
+
+def _vision_report(result) -> str:
+    """One line per vision probe of a finished audit run: what ran, or why it was skipped."""
+    lines = []
+    names = {"t2i_images": "T2I", "i2t_descriptions": "I2T"}
+    for mat in result.get_asset_materialization_events():
+        key = mat.materialization.asset_key.path
+        if len(key) != 2 or key[0] != "landing" or key[1] not in names:
+            continue
+        md = {k: v.value for k, v in mat.materialization.metadata.items()}
+        if md.get("status") == "skipped":
+            lines.append(f"dora: {names[key[1]]} probe skipped: {md.get('reason')}; {md.get('how_to_enable')}")
+        else:
+            lines.append(
+                f"dora: {names[key[1]]} audit {md.get('audit_id')}: {md.get('rows_generated')} generated, "
+                f"{md.get('rows_already_landed')} already landed"
+            )
+            if key[1] == "i2t_descriptions":
+                lines.append(
+                    f"  dora query \"select modality, setting, descriptor, word, tfidf, fisher_q from fct_associations "
+                    f"where audit_id = '{md.get('audit_id')}' and is_significant order by fisher_q limit 20\""
+                )
+    return "\n".join(lines)
+
+
+def _scoring_report(result) -> str:
+    """One line per scoring asset of a finished audit run, and where the report is."""
+    lines = []
+    for mat in result.get_asset_materialization_events():
+        key = mat.materialization.asset_key.path
+        if len(key) != 2 or key[0] != "landing" or key[1] not in ("sentiment_scores", "toxicity_scores", "judge_ratings"):
+            continue
+        md = {k: v.value for k, v in mat.materialization.metadata.items()}
+        if md.get("skipped"):  # a registry target that does not list this scorer
+            lines.append(f"  {key[1]}: skipped ({md['skipped']} {md.get('target_scorers')} of target {md.get('target')})")
+            continue
+        done = md.get("rows_scored", md.get("rows_judged", 0))
+        who = md.get("scorer") or md.get("judge_model") or "-"
+        extra = f", parse rate {md['parse_rate']:.1%}" if "parse_rate" in md and done else ""
+        lines.append(f"  {key[1]}: {done} new rows ({who}), {md.get('associations_selected', 0)} associations selected{extra}")
+    if lines:
+        lines = ["scores (dora report writes the HTML report; dora query \"select * from agg_bias_by_dimension\"):", *lines]
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _execute(executor: str, job, run_config, instance, partition: str | None, tags: dict):
+    """Run the audit job in this process, or under Dagster's multiprocess executor.
+
+    Yields:
+        The run's result (``ExecuteInProcessResult`` or ``ExecuteJobResult``): both give
+        ``success``, ``run_id``, ``all_events`` and ``get_asset_materialization_events()``.
+    """
+    if executor == "in_process":
+        yield job.execute_in_process(
+            run_config=run_config, instance=instance, raise_on_error=False, partition_key=partition, tags=tags
+        )
+        return
+    from dagster import execute_job, reconstructable
+
+    from orchestration.definitions import audit_job_for_multiprocess
+
+    if partition:
+        tags = {**tags, "dagster/partition": partition}
+    # forkserver with dora's definitions preloaded: each step process is forked from one that has
+    # already imported Dagster, dbt and dora (~4 s of imports saved per step)
+    start = {"forkserver": {"preload_modules": ["orchestration.definitions"]}}
+    run_config = dg.RunConfig(
+        ops=run_config.ops, loggers=run_config.loggers,
+        execution={"config": {"multiprocess": {"max_concurrent": 2, "start_method": start}}},
+    )
+    # step processes write to file descriptor 1, not to the redirected sys.stdout: point it there too
+    sys.stdout.flush()
+    saved_stdout = os.dup(1)
+    os.dup2(sys.stdout.fileno(), 1)
+    try:
+        with execute_job(
+            reconstructable(audit_job_for_multiprocess), instance=instance, run_config=run_config, tags=tags,
+            raise_on_error=False,
+        ) as result:
+            yield result
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_stdout, 1)
+        os.close(saved_stdout)
+
+
+def cmd_dry_run(args) -> int:
+    """``dora audit --dry-run``: the plan, no model loaded, no Dagster run (issue 11)."""
+    from orchestration.cli.flags import config_values
+    from orchestration.defs.config import AuditConfig, VisionConfig
+    from orchestration.dry_run import format_plan, t2i_plan_lines, t2t_plan_lines
+
+    values = config_values(args)
+    try:
+        lines, audit_id, rate, source = t2t_plan_lines(AuditConfig(**values.get(AuditConfig, {})), audit_id=args.audit_id)
+        vision = VisionConfig(**values.get(VisionConfig, {}))
+        if vision.t2i_model:  # T2I rows x images (landed images need the model's version: not counted)
+            lines += t2i_plan_lines(vision.t2i_settings, vision.descriptors, vision.per_dimension,
+                                    vision.images_per_descriptor)
+    except ValueError as exc:
+        print(f"dora audit: {exc}", file=sys.stderr)
+        return 2
+    print(format_plan(lines, audit_id, rate, source))
+    return 0
+
+
+def cmd_audit(args) -> int:
+    home = prepare_environment()
+    if getattr(args, "dry_run", False):
+        return cmd_dry_run(args)
+    from dagster import DagsterInstance
+
+    from analytics.summary import audit_summary
+    from orchestration.definitions import defs
+
+    partition = None
+    if args.target:  # a registry target: its current version's partition, settings from the registry
+        from ingestion.registry import RegistryError
+        from models_inference.model_ref import VersionError
+        from orchestration.defs.audits.runs import add_target_partition
+
+        try:
+            partition, registry = add_target_partition(DagsterInstance.get(), args.target, args.registry)
+        except (RegistryError, KeyError, VersionError) as exc:
+            print(f"dora audit: {exc}", file=sys.stderr)
+            return 2
+        print(f"dora: auditing registry target {args.target} (partition {partition}); DORA_HOME={home}", file=sys.stderr)
+    else:
+        print(f"dora: auditing {args.model} ({args.backend}); DORA_HOME={home}", file=sys.stderr)
+    if args.rebuild:
+        from ingestion.build_state import forget
+        from orchestration.defs.dbt.assets import DBT_STEPS
+
+        for step in ("crows_pairs", "descriptors", *DBT_STEPS):
+            forget(step)
+    run_config = audit_run_config(args, **({"registry": registry} if args.target else {}))
+    job = defs.resolve_job_def(AUDIT_JOB)
+    log_dir = home / "logs"
+    log_dir.mkdir(exist_ok=True)
+    log_path = log_dir / "last_audit_dbt.log"
+    # dagster-dbt echoes every dbt event to stdout; keep the terminal for the summary.
+    with open(log_path, "w") as log, contextlib.redirect_stdout(sys.stderr if args.verbose else log):
+        from orchestration.instance import DeadRunReaper, configure_instance, process_tags, reap_dead_runs
+
+        instance = DagsterInstance.get()
+        configure_instance(instance)  # one DuckDB writer at a time (pool 'duckdb_writer' = 1 slot)
+        prepare_run_readers()  # in-run readers wait for a writer
+        reap_dead_runs(instance)  # free the slots of audits whose process was killed
+        with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, process_tags()) as result:
+            pass
+    if not result.success:
+        for event in result.all_events:
+            if event.is_step_failure and event.step_failure_data:  # (a RUN_FAILURE has no step data)
+                print(f"dora: step {event.step_key} failed:\n{event.step_failure_data.error.to_string()}", file=sys.stderr)
+        print(f"dora: audit failed (Dagster run {result.run_id}); dbt log: {log_path}; run logs: `dora ui`", file=sys.stderr)
+        return 1
+    audit_id = None
+    for mat in result.get_asset_materialization_events():
+        md = mat.materialization.metadata
+        if "audit_id" in md and mat.materialization.asset_key.path[-1] == "t2t_completions":
+            audit_id = md["audit_id"].value
+    print(audit_summary(audit_id, top=args.top, run_id=result.run_id))
+    print(_scoring_report(result))
+    vision = _vision_report(result)
+    if vision:
+        print(vision, file=sys.stderr)
+    return 0

@@ -1,0 +1,132 @@
+"""The ``dora`` argument parser: every command, flag and default of the CLI.
+
+Probe and scoring defaults come from the Dagster Config classes (``orchestration/defs/``) and
+the paper constants next to the family's prompts, never restated here.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from orchestration.cli.flags import add_flags
+
+EPILOG = """\
+environment:
+  DORA_HOME   where the warehouse (warehouse.duckdb), landing Parquet and the Dagster
+              instance live (default: ./data)
+
+examples:
+  dora audit                                  # quick audit, embedded SmolLM2-135M (offline)
+  dora audit --per-dimension 0 --runs 10      # paper scale: 406 descriptors x 5 x 26 x 10
+  dora audit --descriptors "alcoholic person,child" --settings singular,verb
+  dora audit --backend openai --model gpt-4o --prompt-style chat   # needs OPENAI_API_KEY
+  dora query "select * from fct_associations where is_significant order by fisher_q limit 20"
+  dora ui                                     # Dagster UI with lineage and runs
+  dora report                                 # HTML + PNGs: % negative, % toxic, judge bias levels
+  dora audit --judge-backend openai --judge-model gpt-4o --judge-repeats 3   # paper judge; needs OPENAI_API_KEY
+  dora audit --t2i-model ./sd --i2t-model ./llava   # T2I + I2T probes with local diffusers / transformers folders
+  dora audit --t2i-backend openai --t2i-model dall-e-3 --i2t-backend openai --i2t-model gpt-4o
+  dora models list                            # registry targets, current version, last audit
+  dora audit --target smollm2-135m            # audit a registry target's current version
+  dora diff smollm2-135m                      # latest audit vs the previous one, per bias dimension
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+
+    parser = argparse.ArgumentParser(
+        prog="dora",
+        description="dora audits language and vision-language models for hidden biased associations "
+        "(BiasDora method: CrowS-Pairs descriptors, probes, tf-idf, Fisher's exact test, q-values).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    audit = sub.add_parser(
+        "audit",
+        help="run a full audit: descriptors -> T2T probe -> association marts",
+        description="Run the whole audit chain as the Dagster job 'dora_audit' and print a summary. "
+        "Re-running the same audit generates only rows that have not landed yet.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add_flags(audit, "probe")  # T2T probe (orchestration/defs/config.py: AuditConfig)
+    audit.add_argument("--top", type=int, default=3, help="top associations shown per bias dimension")
+    audit.add_argument("--verbose", "-v", action="store_true", help="show dbt's output (default: $DORA_HOME/logs/last_audit_dbt.log)")
+    audit.add_argument(
+        "--rebuild", action="store_true",
+        help="re-extract descriptors and re-run the dbt builds even when nothing new landed (default: skipped then)",
+    )
+    audit.add_argument(
+        "--executor", default="in_process", choices=["in_process", "multiprocess"],
+        help="in_process (default): every step in this process; multiprocess: each step in its own "
+        "process (Dagster's multiprocess executor), as runs launched from the UI",
+    )
+    add_flags(
+        audit, "vision", "T2I / I2T probes",
+        "Skipped unless a reachable model is named (local folder, hub id in the Hugging Face cache, or an "
+        "API model with OPENAI_API_KEY set). --descriptors / --per-dimension select their descriptors too.",
+    )
+    add_flags(
+        audit, "scoring", "scoring (METHOD.md section 4)",
+        "Sentiment, toxicity and LLM-judge bias level of every significant association (offline defaults: "
+        "VADER, the Jigsaw BiLSTM of toxic-comment-classifier, the embedded SmolLM2-135M as judge).",
+    )
+    audit.add_argument(
+        "--dry-run", action="store_true",
+        help="print the plan (prompts per modality x setting, rows already landed, rows to generate, estimated "
+        "time) without loading any model or running anything",
+    )
+    audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
+
+    query = sub.add_parser(
+        "query",
+        help="run read-only SQL on the warehouse",
+        description="Run read-only SQL (SELECT/WITH/SHOW/DESCRIBE/EXPLAIN) on $DORA_HOME/warehouse.duckdb. "
+        "Public relations: stg_t2t_completions, fct_associations.",
+    )
+    query.add_argument("sql", help="the SQL to run")
+    query.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+
+    ui = sub.add_parser("ui", help="start the Dagster UI (dagster dev) on this DORA_HOME")
+    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--host", default="127.0.0.1")
+
+    report = sub.add_parser(
+        "report",
+        help="write the HTML report (and PNGs) of sentiment, toxicity and judge bias levels",
+        description="Write an HTML report with the paper-style views (BiasDora Figures 3, 4, 6, 7) from "
+        "agg_bias_by_dimension and fct_association_scores: heatmaps of % negative and % toxic by setting x "
+        "bias dimension per model, the Likert distribution per bias dimension, and the most toxic / "
+        "highest-rated associations.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    report.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the warehouse)")
+    report.add_argument("--out", default=None, help="output folder (default: $DORA_HOME/reports/<audit or 'all'>)")
+    report.add_argument("--top", type=int, default=15, help="rows of the most toxic / highest-rated tables")
+
+    models = sub.add_parser("models", help="the audit registry: registered targets and their last audit")
+    models_sub = models.add_subparsers(dest="models_command", required=True)
+    models_list = models_sub.add_parser(
+        "list",
+        help="list registry targets with their current model version and last audit",
+        description="List the audit registry's targets (registry.yaml or $DORA_REGISTRY): modality, backend, "
+        "model, how the version is read, the current version and the last audit in the warehouse.",
+    )
+    models_list.add_argument("--registry", default=None, help="registry file (default: $DORA_REGISTRY or registry.yaml)")
+    models_list.add_argument("--no-resolve", action="store_true", help="do not read current versions (no hashing, no API call)")
+    models_list.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+
+    diff = sub.add_parser(
+        "diff",
+        help="what changed between two audits of a registry target",
+        description="Compare two finished audits of a target (default: the latest vs the previous one) from "
+        "fct_association_changes: counts of new / dropped / strengthened / weakened / unchanged significant "
+        "associations and the top changes per bias dimension, ranked by |tf-idf change|.",
+    )
+    diff.add_argument("target", help="registry target name (ad-hoc audits: the model id)")
+    diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
+    diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
+    diff.add_argument("--top", type=int, default=5, help="changes shown per bias dimension")
+    diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+    return parser
