@@ -241,13 +241,17 @@ SCHEMAS: dict[str, pa.Schema] = {
 _SAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 
 
+#: The environment variable naming dora's home folder (warehouse, landing zone, caches).
+DORA_HOME_ENV = "DORA_HOME"
+
+
 def dora_home(*, create: bool = True) -> Path:
     """Return ``$DORA_HOME`` (default ``./data``) as an absolute path, creating it unless
     ``create`` is False.
 
     Read at call time, never at import time, so tests can point it at a temp folder.
     """
-    home = Path(os.environ.get("DORA_HOME", "data")).expanduser().resolve()
+    home = Path(os.environ.get(DORA_HOME_ENV, "data")).expanduser().resolve()
     if create:
         home.mkdir(parents=True, exist_ok=True)
     return home

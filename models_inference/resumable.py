@@ -117,19 +117,34 @@ class AuditInfo:
 
 @dataclass
 class ResumableSummary:
-    """What :func:`run_resumable` did, in rows.
+    """What :func:`run_resumable` did, in rows (every probe run returns one, or a subclass).
 
     Attributes:
+        audit_id: the audit the rows belong to.
         planned: planned keys (counted with repeats, as given).
         already_landed: planned keys found landed before the run (not generated again).
         generated: rows landed by this run.
         statuses: the rows landed by this run, by their ``status_column`` value.
     """
 
+    audit_id: str = ""
     planned: int = 0
     already_landed: int = 0
     generated: int = 0
     statuses: Counter = field(default_factory=Counter)
+
+    @property
+    def parse_rate(self) -> float:
+        """Share of generated rows with status ``ok`` (0.0 when nothing was generated)."""
+        return self.statuses["ok"] / self.generated if self.generated else 0.0
+
+
+def key_seed(*parts) -> int:
+    """A row's sampling seed from its key: the 63-bit big-endian blake2b (8 bytes, shifted
+    right once) of ``"|".join(str(p) for p in parts)``; stable across machines and batches,
+    so a row's sample does not depend on which other rows are generated with it."""
+    payload = "|".join(map(str, parts)).encode()
+    return int.from_bytes(hashlib.blake2b(payload, digest_size=8).digest(), "big") >> 1
 
 
 def slug(text: str, limit: int = 40) -> str:
@@ -223,7 +238,7 @@ def run_resumable(
 
     if shard_rows < 1:
         raise ValueError(f"shard_rows must be >= 1, got {shard_rows}")
-    summary = ResumableSummary()
+    summary = ResumableSummary(audit.audit_id)
     done = landed_keys(table, audit.audit_id)
     todo: list[T] = []
     for item in planned:

@@ -39,6 +39,9 @@ import sys
 import threading
 from pathlib import Path
 
+from analytics.query import WAIT_ENV as WAREHOUSE_WAIT_ENV
+from ingestion.landing import DORA_HOME_ENV
+
 #: The Dagster job of a whole audit (every asset), run by ``dora audit``, the sensor and the schedule.
 AUDIT_JOB = "dora_audit"
 #: Dagster pool of every DuckDB warehouse writer (the dbt assets, the audit checks), limited to 1 slot.
@@ -46,12 +49,11 @@ DUCKDB_WRITER_POOL = "duckdb_writer"
 #: Dagster pool of the model-inference assets (not limited: they write Parquet only).
 MODEL_INFERENCE_POOL = "model_inference"
 
-#: Environment variables dora reads (and the CLI sets for a run).
-DORA_HOME_ENV = "DORA_HOME"
+#: Environment variables dora reads (and the CLI sets for a run). ``DORA_HOME_ENV`` and
+#: ``WAREHOUSE_WAIT_ENV`` (seconds an in-run reader waits for the writer) are defined where they
+#: are read (``ingestion.landing``, ``analytics.query``: the layers below cannot import this module).
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 DBT_TRACKING_ENV = "DBT_SEND_ANONYMOUS_USAGE_STATS"
-#: Seconds an in-run warehouse reader waits for the writer's lock (``analytics.query.WAIT_ENV``).
-WAREHOUSE_WAIT_ENV = "DORA_WAREHOUSE_WAIT_SECONDS"
 #: What ``dora audit`` / ``dora ui`` set it to: as long as dbt's own connection retry waits.
 RUN_WAREHOUSE_WAIT_SECONDS = "300"
 

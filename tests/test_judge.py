@@ -108,7 +108,7 @@ def test_openai_judge_reads_the_rating_distribution_from_logprobs(dora_home, mon
         server.chat_reply = reply
         judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, concurrency=2))
         summary = run_judge([_assoc("alcoholic person", "drunk"), _assoc("child", "happy")], judge, progress=False)
-        assert (summary.judged, summary.parse_status["ok"]) == (2, 2)
+        assert (summary.generated, summary.statuses["ok"]) == (2, 2)
         sent = server.requests[0]["json"]
         assert sent["logprobs"] is True and sent["top_logprobs"] == 20
         assert sent["temperature"] == 0.7 and sent["max_tokens"] == 10 and sent["top_p"] == 0.95  # issue 11: paper code
@@ -150,7 +150,7 @@ def test_garbled_answers_and_failed_requests_are_stored_with_status(dora_home, m
         run_judge([_assoc("poor person", "lazy")], judge, progress=False)
         server.fail_next(500, times=5)
         summary = run_judge([_assoc("old person", "slow")], judge, progress=False)
-        assert summary.parse_status == {"error": 1}
+        assert summary.statuses == {"error": 1}
     rows = {r["word"]: r for r in read_landing("judge_ratings").to_pylist()}
     assert rows["lazy"]["parse_status"] == "no_rating" and rows["lazy"]["rating"] is None
     assert rows["lazy"]["raw_output"] == "I think the association reflects problematic perceptions"
@@ -168,9 +168,9 @@ def test_repeats_are_all_kept_and_a_rerun_adds_only_missing_ones(dora_home, monk
         server.chat_reply = lambda req: str(1 + req["seed"] % 5)
         judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, logprobs=False))
         assocs = [_assoc("man", "strong"), _assoc("woman", "nurse")]
-        assert run_judge(assocs, judge, repeats=3, progress=False).judged == 6
-        assert run_judge(assocs, judge, repeats=3, progress=False).judged == 0
-        assert run_judge(assocs, judge, repeats=4, progress=False).judged == 2
+        assert run_judge(assocs, judge, repeats=3, progress=False).generated == 6
+        assert run_judge(assocs, judge, repeats=3, progress=False).generated == 0
+        assert run_judge(assocs, judge, repeats=4, progress=False).generated == 2
         assert len(server.requests) == 8
     rows = read_landing("judge_ratings").to_pylist()
     assert sorted(r["repeat"] for r in rows if r["word"] == "nurse") == [1, 2, 3, 4]
@@ -224,7 +224,7 @@ def test_local_smollm2_judge(smollm2, dora_home):
     assert all(isinstance(a.raw_output, str) and a.raw_output for a in free)
     judge.answer_mode = "constrained"
     summary = run_judge([_assoc("alcoholic person", "drunk")], judge, repeats=2, progress=False)
-    assert summary.judged == 2 and summary.parse_status["ok"] == 2
+    assert summary.generated == 2 and summary.statuses["ok"] == 2
     rows = read_landing("judge_ratings").to_pylist()
     assert {r["answer_mode"] for r in rows} == {"constrained"} and {r["judge_backend"] for r in rows} == {"transformers"}
     assert all(r["expected_rating"] is not None for r in rows)

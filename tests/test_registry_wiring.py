@@ -67,8 +67,12 @@ def test_registry_accepts_the_vision_backends_and_names_what_does_not_fit():
     from ingestion import registry
     from ingestion.vocabulary import BACKENDS, I2T_BACKENDS, T2I_BACKENDS
 
-    # the registry validates against the vocabulary's lists, the ones the backends use
+    from models_inference.backends.image import IMAGE_BACKENDS
+    from models_inference.backends.vision import VISION_BACKENDS
+
+    # the registry validates against the vocabulary's lists, the names the backends answer to
     assert registry.BACKENDS is BACKENDS and BACKENDS["t2i"] == T2I_BACKENDS and BACKENDS["i2t"] == I2T_BACKENDS
+    assert tuple(IMAGE_BACKENDS) == T2I_BACKENDS and tuple(VISION_BACKENDS) == I2T_BACKENDS
     ok = parse_registry(
         "targets:\n"
         "  - {name: sd, modality: t2i, backend: diffusers, model: runwayml/stable-diffusion-v1-5, version: {source: hub_revision}}\n"

@@ -199,7 +199,7 @@ def test_run_scoring_lands_rows_once_and_keeps_the_text(dora_home, jigsaw):
     cache = ScoreCache()
     s = run_scoring(VaderSentimentScorer(), assocs, cache=cache)
     t = run_scoring(jigsaw, assocs, cache=cache)
-    assert (s.scored, t.scored) == (2, 2)
+    assert (s.generated, t.generated) == (2, 2)
     rows = {r["word"]: r for r in read_landing("sentiment_scores").to_pylist()}
     assert rows["liar"]["sentiment_label"] == "negative" and rows["liar"]["text"] == "An old person is a liar"
     assert rows["happy"]["sentiment_label"] == "positive" and rows["happy"]["scorer"] == "vader"
@@ -208,5 +208,5 @@ def test_run_scoring_lands_rows_once_and_keeps_the_text(dora_home, jigsaw):
     assert tox["happy"]["is_toxic"] is (tox["happy"]["toxicity"] >= 0.5)
     assert set(json.loads(tox["liar"]["label_scores_json"])) >= {"toxic", "insult"}
     again = run_scoring(VaderSentimentScorer(), assocs + [_assoc("man", "kind", "A man is kind")], cache=cache)
-    assert (again.already_landed, again.scored) == (2, 1)
+    assert (again.already_landed, again.generated) == (2, 1)
     assert read_landing("sentiment_scores").num_rows == 3

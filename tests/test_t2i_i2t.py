@@ -234,7 +234,7 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     descriptors = ["old person", "child", "alcoholic person"]
     targets = select_t2i_targets(curated_t2i_targets(), descriptors=descriptors)
     summary = run_t2i_probe(targets, sd_backend, T2IProbeConfig(images_per_descriptor=2, shard_rows=5), progress=False)
-    assert (summary.planned, summary.generated, dict(summary.status)) == (12, 12, {"ok": 12})
+    assert (summary.planned, summary.generated, dict(summary.statuses)) == (12, 12, {"ok": 12})
     images = read_landing("t2i_images").to_pylist()
     assert len(images) == 12 and len({r["seed"] for r in images}) == 12
     for row in images:
@@ -261,7 +261,7 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     probe = I2TProbeConfig(settings=("comprehensive", "subjective"), max_new_tokens=12)
     i2t = run_i2t_probe(summary.audit_id, vision, probe, progress=False)
     assert (i2t.images, i2t.planned, i2t.generated) == (12, 24, 24)
-    assert set(i2t.status) <= {"ok", "truncated", "empty"} and i2t.status["error"] == 0
+    assert set(i2t.statuses) <= {"ok", "truncated", "empty"} and i2t.statuses["error"] == 0
     descs = read_landing("i2t_descriptions").to_pylist()
     assert {d["prompt"] for d in descs} == {I2T_PROMPTS["comprehensive"], I2T_PROMPTS["subjective"]}
     assert all(d["t2i_model_id"] == str(tiny_models["sd"]) and d["image_audit_id"] == summary.audit_id for d in descs)

@@ -38,7 +38,7 @@ def test_probe_lands_every_row_and_rerun_generates_nothing(dora_home, smollm2):
         assert r["raw_output"] is not None
         if r["parse_status"] == "ok":
             assert r["word"].startswith(r["letter"])
-    assert sum(first.parse_status.values()) == 18
+    assert sum(first.statuses.values()) == 18
     # re-run: nothing new, no model call
     again = run_t2t_probe(TARGETS, smollm2, cfg, progress=False)
     assert (again.generated, again.already_landed) == (0, 18)

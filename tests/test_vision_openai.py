@@ -76,7 +76,7 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
 
     # DALL-E 3 requests: the paper's parameters, one image per call, styles alternated
     drawn = [r for r in sent if r["path"].endswith("/images/generations")]
-    assert len(drawn) == 4 and (t2i.generated, dict(t2i.status)) == (4, {"ok": 4})
+    assert len(drawn) == 4 and (t2i.generated, dict(t2i.statuses)) == (4, {"ok": 4})
     for r in drawn:
         body = r["json"]
         assert (body["model"], body["size"], body["quality"], body["n"], body["response_format"]) == (
@@ -93,7 +93,7 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
 
     # GPT-4o requests: the prompt verbatim plus the stored PNG as a data URL; paper sampling
     described = [r["json"] for r in sent if r["path"].endswith("/chat/completions")]
-    assert len(described) == 8 and (i2t.generated, dict(i2t.status)) == (8, {"ok": 8})
+    assert len(described) == 8 and (i2t.generated, dict(i2t.statuses)) == (8, {"ok": 8})
     stored = {image_file(r["image_path"]).read_bytes() for r in rows}
     for body in described:
         assert (body["model"], body["temperature"], body["top_p"], body["max_tokens"]) == ("gpt-4o", 0.7, 0.95, 200)
@@ -133,9 +133,9 @@ def test_api_errors_become_rows_and_are_retried(dora_home, monkeypatch):
         server.fail_next(400)  # a refused prompt (content policy): final
         server.image_png = _draw
         first = run_t2i_probe(targets, images, T2IProbeConfig(images_per_descriptor=3), progress=False)
-        assert dict(first.status) == {"error": 1, "refused": 1, "ok": 1}
+        assert dict(first.statuses) == {"error": 1, "refused": 1, "ok": 1}
         second = run_t2i_probe(targets, images, T2IProbeConfig(images_per_descriptor=3), progress=False)
-        assert (second.generated, second.already_landed, dict(second.status)) == (1, 2, {"ok": 1})
+        assert (second.generated, second.already_landed, dict(second.statuses)) == (1, 2, {"ok": 1})
         rows = read_landing("t2i_images").to_pylist()
         assert sorted(r["status"] for r in rows) == ["error", "ok", "ok", "refused"]
         assert all(r["error"] and r["image_path"] is None for r in rows if r["status"] != "ok")
@@ -144,7 +144,7 @@ def test_api_errors_become_rows_and_are_retried(dora_home, monkeypatch):
         server.fail_next(429)
         probe = I2TProbeConfig(settings=("comprehensive",))
         described = run_i2t_probe(first.audit_id, vision, probe, progress=False)
-        assert dict(described.status) == {"error": 1, "ok": 1}  # the refused image is not described
+        assert dict(described.statuses) == {"error": 1, "ok": 1}  # the refused image is not described
         retried = run_i2t_probe(first.audit_id, vision, probe, progress=False)
         assert (retried.generated, retried.already_landed) == (1, 1)
     err = [r for r in read_landing("i2t_descriptions").to_pylist() if r["status"] == "error"]

@@ -59,12 +59,12 @@ def test_vision_error_rows_never_store_the_key(dora_home, monkeypatch, marker):
         server.fail_next(500)  # server error -> 'error' row
         server.fail_next(400)  # content policy -> 'refused' row
         t2i = run_t2i_probe(targets, images, T2IProbeConfig(images_per_descriptor=3), progress=False)
-        assert dict(t2i.status) == {"error": 1, "refused": 1, "ok": 1}
+        assert dict(t2i.statuses) == {"error": 1, "refused": 1, "ok": 1}
 
         vision = OpenAIVisionBackend("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=0)
         server.fail_next(401)  # a rejected key, quoted back in the error text
         i2t = run_i2t_probe(t2i.audit_id, vision, I2TProbeConfig(settings=("comprehensive", "stereotypical")), progress=False)
-        assert dict(i2t.status) == {"error": 1, "ok": 1}
+        assert dict(i2t.statuses) == {"error": 1, "ok": 1}
         sent = list(server.requests)
 
     # the key was really used on every call (so the stub really had it to quote back)

@@ -9,6 +9,7 @@ A probe family renders its prompts into :class:`RenderedPrompt`; backends take
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Mapping
 
 
 @dataclass(frozen=True)
@@ -85,4 +86,15 @@ class SamplingParams:
     top_p: float = 0.95
 
 
-__all__ = ["GenerationRequest", "GenerationResult", "RenderedPrompt", "SamplingParams"]
+def build_backend(kind: str, backend: str, model: str, factories: Mapping[str, Callable[..., object]], **kwargs):
+    """``factories[backend](model, **kwargs)``: the one backend-by-name dispatch of every modality.
+
+    Raises:
+        ValueError: unknown backend name (the message lists the known ones).
+    """
+    if backend not in factories:
+        raise ValueError(f"unknown {kind} backend {backend!r}; expected one of {tuple(factories)}")
+    return factories[backend](model, **kwargs)
+
+
+__all__ = ["build_backend", "GenerationRequest", "GenerationResult", "RenderedPrompt", "SamplingParams"]

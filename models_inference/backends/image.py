@@ -20,7 +20,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-from ingestion.vocabulary import T2I_BACKENDS
+from models_inference.backends.base import build_backend
 from models_inference.backends.local import torch_device_dtype
 from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text
 from models_inference.model_ref import ModelNotAvailableError, model_version
@@ -290,17 +290,14 @@ class OpenAIImagesBackend(OpenAIEndpoint):
         return self.each(requests, one, on_batch)
 
 
-def load_image_backend(model: str, *, backend: str = "diffusers", **kwargs) -> ImageBackend:
-    """Build a T2I backend by name: ``diffusers`` (local pipeline) or ``openai`` (Images API).
+#: T2I backend name (:data:`~ingestion.vocabulary.T2I_BACKENDS`) -> its constructor.
+IMAGE_BACKENDS = {"diffusers": DiffusersImageBackend.load, "openai": lambda m, **kw: OpenAIImagesBackend(model_id=m, **kw)}
 
-    Raises:
-        ValueError: unknown backend. ModelNotAvailableError: the model cannot be loaded.
-    """
-    if backend == "diffusers":
-        return DiffusersImageBackend.load(model, **kwargs)
-    if backend == "openai":
-        return OpenAIImagesBackend(model_id=model, **kwargs)
-    raise ValueError(f"unknown T2I backend {backend!r}; expected one of {T2I_BACKENDS}")
+
+def load_image_backend(model: str, *, backend: str = "diffusers", **kwargs) -> ImageBackend:
+    """:data:`IMAGE_BACKENDS` ``[backend](model, **kwargs)`` (ValueError for an unknown name;
+    ModelNotAvailableError when the model cannot be loaded)."""
+    return build_backend("T2I", backend, model, IMAGE_BACKENDS, **kwargs)
 
 
 __all__ = ["DiffusersImageBackend", "ImageBackend", "ImageRequest", "ImageResult", "OpenAIImagesBackend", "load_image_backend", "png_bytes"]

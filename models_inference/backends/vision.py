@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
-from ingestion.vocabulary import I2T_BACKENDS
-from models_inference.backends.base import GenerationResult, RenderedPrompt, SamplingParams
+from models_inference.backends.base import GenerationResult, RenderedPrompt, SamplingParams, build_backend
 from models_inference.backends.local import eos_token_ids, sampling_processors, torch_device_dtype
 from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text
 from models_inference.model_ref import ModelNotAvailableError, model_version
@@ -290,17 +289,17 @@ class OpenAIVisionBackend(OpenAIEndpoint):
         return self.each(requests, one, on_batch)
 
 
+#: I2T backend name (:data:`~ingestion.vocabulary.I2T_BACKENDS`) -> its constructor.
+VISION_BACKENDS = {"transformers": TransformersVisionBackend.load, "openai": lambda m, **kw: OpenAIVisionBackend(model_id=m, **kw)}
+
+
 def load_vision_backend(model: str, *, backend: str = "transformers", **kwargs) -> VisionBackend:
-    """Build an I2T backend by name: ``transformers`` (local) or ``openai`` (vision chat API).
+    """Describe with ``VISION_BACKENDS[backend](model, **kwargs)``: a local VLM or the vision chat API.
 
     Raises:
-        ValueError: unknown backend. ModelNotAvailableError: the model cannot be loaded.
+        ValueError: not a name of :data:`VISION_BACKENDS`. ModelNotAvailableError: the model cannot be loaded.
     """
-    if backend == "transformers":
-        return TransformersVisionBackend.load(model, **kwargs)
-    if backend == "openai":
-        return OpenAIVisionBackend(model_id=model, **kwargs)
-    raise ValueError(f"unknown I2T backend {backend!r}; expected one of {I2T_BACKENDS}")
+    return build_backend("I2T", backend, model, VISION_BACKENDS, **kwargs)
 
 
 __all__ = ["DescriptionRequest", "OpenAIVisionBackend", "TransformersVisionBackend", "VisionBackend", "image_data_url", "load_vision_backend"]

@@ -17,7 +17,6 @@ scored beside the score. This package reads no warehouse: the orchestration laye
 
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Protocol, Sequence
@@ -26,6 +25,7 @@ from ingestion.landing import read_landing, write_shard
 from ingestion.vocabulary import ASSOCIATION_KEY
 from models_inference.model_ref import ModelNotAvailableError
 from models_inference.probes.biasdora.prompts import T2T_SETTING_SUFFIX, T2T_USER_PROMPT
+from models_inference.resumable import ResumableSummary
 from models_inference.scoring.cache import CachedScorer, ScoreCache
 
 
@@ -71,6 +71,36 @@ def load_text_classifier(model_id: str, batch_size: int):
             f"cannot load text-classification model {model_id!r}: {exc}. Use a local folder or a hub id that "
             "is already in the Hugging Face cache (no hub access here), or the offline default scorer."
         ) from exc
+
+
+@dataclass
+class TransformersClassifierScorer:
+    """What the ``transformers`` sentiment and toxicity scorers share: a text-classification
+    pipeline (:func:`load_text_classifier`) of ``model_id``, named ``transformers:<model id>``,
+    versioned by :func:`models_inference.model_ref.model_version`.
+
+    Attributes:
+        labels: the model's labels (``id2label`` values), in order.
+    """
+
+    model_id: str
+    classifier: object = field(repr=False)
+    version: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"transformers:{self.model_id}"
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.classifier.model.config.id2label.values())
+
+    @classmethod
+    def from_model(cls, model_id: str, batch_size: int, **fields):
+        """Load the pipeline (raises ModelNotAvailableError) and version it; ``fields`` go to the subclass."""
+        from models_inference.model_ref import model_version
+
+        return cls(model_id=model_id, classifier=load_text_classifier(model_id, batch_size), version=model_version(model_id), **fields)
 
 
 # --------------------------------------------------------------------------- association text
@@ -170,16 +200,15 @@ def landed_association_keys(table: str, filters: Mapping[str, object]) -> set[tu
 
 
 @dataclass
-class ScoringSummary:
-    """What a scoring run did: associations selected, already landed, scored, cache hits."""
+class ScoringSummary(ResumableSummary):
+    """What a scoring run did: :class:`~models_inference.resumable.ResumableSummary` in rows
+    (``generated`` = associations scored, ``statuses`` = labels landed) plus the scorer, the
+    associations selected and the cache hits."""
 
-    scorer: str
-    scorer_version: str
+    scorer: str = ""
+    scorer_version: str = ""
     selected: int = 0
-    already_landed: int = 0
-    scored: int = 0
     cache_hits: int = 0
-    by_label: collections.Counter = field(default_factory=collections.Counter)
 
 
 def _kind_module(kind: str):
@@ -232,7 +261,7 @@ def run_scoring(
         nothing to score.
     """
     kind = _kind_module(scorer.kind)
-    summary = ScoringSummary(scorer.name, scorer.version, selected=len(associations))
+    summary = ScoringSummary(scorer=scorer.name, scorer_version=scorer.version, selected=len(associations))
     done = landed_association_keys(kind.TABLE, {"scorer": scorer.name, "scorer_version": scorer.version})
     todo = [a for a in associations if tuple(a[k] for k in ASSOCIATION_KEY) not in done]
     summary.already_landed = len(associations) - len(todo)
@@ -240,9 +269,9 @@ def run_scoring(
     for start in range(0, len(todo), shard_rows):
         rows = score_rows(todo[start : start + shard_rows], scorer, cached)
         write_shard(kind.TABLE, rows, partition=rows[0]["audit_id"] if len({r["audit_id"] for r in rows}) == 1 else None)
-        summary.scored += len(rows)
+        summary.generated += len(rows)
         for r in rows:
-            summary.by_label[kind.summary_label(r)] += 1
+            summary.statuses[kind.summary_label(r)] += 1
     summary.cache_hits = cached.hits
     return summary
 
@@ -251,6 +280,7 @@ __all__ = [
     "ASSOCIATION_KEY",
     "ScoringSummary",
     "TextScorer",
+    "TransformersClassifierScorer",
     "association_text",
     "landed_association_keys",
     "load_text_classifier",

@@ -22,7 +22,6 @@ association (default 1) are all kept.
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from ingestion.landing import read_landing, write_shard
 from ingestion.vocabulary import ASSOCIATION_KEY, DEFAULT_MODEL
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
 from models_inference.backends.text import TextBackend, load_text_backend
+from models_inference.resumable import ResumableSummary, key_seed
 from models_inference.scoring.ratings import (
     JUDGE_PARSE_STATUSES,
     RATINGS,
@@ -188,25 +188,17 @@ def load_judge(
 
 def judge_seed(key: Sequence, judge_model: str, repeat: int) -> int:
     """Per-row seed: 63-bit blake2b of (association key, judge model, repeat)."""
-    payload = "|".join(map(str, [*key, judge_model, repeat])).encode()
-    return int.from_bytes(hashlib.blake2b(payload, digest_size=8).digest(), "big") >> 1
+    return key_seed(*key, judge_model, repeat)
 
 
 @dataclass
-class JudgeRunSummary:
-    """What a judge run did: rows planned / already landed / judged, and parse statuses."""
+class JudgeRunSummary(ResumableSummary):
+    """What a judge run did: :class:`~models_inference.resumable.ResumableSummary` in rows
+    (``generated`` = rows judged, ``statuses`` = parse statuses) plus the judge model and the
+    ratings given."""
 
-    judge_model: str
-    planned: int = 0
-    already_landed: int = 0
-    judged: int = 0
-    parse_status: Counter = field(default_factory=Counter)
+    judge_model: str = ""
     ratings: Counter = field(default_factory=Counter)
-
-    @property
-    def parse_rate(self) -> float:
-        """Share of judged rows with a rating (0.0 when nothing was judged)."""
-        return self.parse_status["ok"] / self.judged if self.judged else 0.0
 
 
 def judge_rows(associations: Sequence[dict], repeats: Sequence[int], judge: Judge, answers: Sequence[JudgeAnswer]) -> list[dict]:
@@ -271,7 +263,7 @@ def run_judge(
 
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    summary = JudgeRunSummary(judge.model_id)
+    summary = JudgeRunSummary(judge_model=judge.model_id)
     done_repeats = _landed_repeats(judge) if associations else set()
     todo: list[tuple[dict, int]] = []
     for assoc in associations:
@@ -295,9 +287,9 @@ def run_judge(
             answers = judge.judge(requests, sampling, on_done=bar.update)
             rows = judge_rows([a for a, _ in chunk], [r for _, r in chunk], judge, answers)
             write_shard("judge_ratings", rows)
-            summary.judged += len(rows)
+            summary.generated += len(rows)
             for row in rows:
-                summary.parse_status[row["parse_status"]] += 1
+                summary.statuses[row["parse_status"]] += 1
                 if row["rating"] is not None:
                     summary.ratings[row["rating"]] += 1
     finally:

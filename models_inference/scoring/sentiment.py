@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ingestion.vocabulary import DEFAULT_SENTIMENT_SCORER
-from models_inference.model_ref import model_version
-from models_inference.scoring.common import TextScorer, load_text_classifier
+from models_inference.scoring.common import TextScorer, TransformersClassifierScorer
 
 #: Landing table of sentiment scores.
 TABLE = "sentiment_scores"
@@ -74,7 +73,7 @@ def _sentiment_polarity(label: str, n_labels: int) -> str:
 
 
 @dataclass
-class TransformersSentimentScorer:
+class TransformersSentimentScorer(TransformersClassifierScorer):
     """Any ``transformers`` sentiment classifier by model id (paper:
     ``distilbert/distilbert-base-uncased-finetuned-sst-2-english``).
 
@@ -86,22 +85,14 @@ class TransformersSentimentScorer:
     (labels that are not sentiment polarities).
     """
 
-    model_id: str
-    classifier: object = field(repr=False)
-    version: str = ""
     kind: str = "sentiment"
-
-    @property
-    def name(self) -> str:
-        return f"transformers:{self.model_id}"
 
     @classmethod
     def load(cls, model_id: str, *, batch_size: int = 32) -> "TransformersSentimentScorer":
-        clf = load_text_classifier(model_id, batch_size)
-        labels = list(clf.model.config.id2label.values())
-        for label in labels:
-            _sentiment_polarity(label, len(labels))  # fail early on a non-sentiment model
-        return cls(model_id, clf, model_version(model_id))
+        scorer = cls.from_model(model_id, batch_size)
+        for label in scorer.labels:
+            _sentiment_polarity(label, len(scorer.labels))  # fail early on a non-sentiment model
+        return scorer
 
     def score_batch(self, texts: Sequence[str]) -> list[dict]:
         out = []

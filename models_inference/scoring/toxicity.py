@@ -14,13 +14,13 @@ import importlib.metadata
 import importlib.util
 import json
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ingestion.vocabulary import DEFAULT_TOXICITY_SCORER
-from models_inference.model_ref import ModelNotAvailableError, file_sha256, model_version
-from models_inference.scoring.common import TextScorer, load_text_classifier
+from models_inference.model_ref import ModelNotAvailableError, file_sha256
+from models_inference.scoring.common import TextScorer, TransformersClassifierScorer
 
 #: Landing table of toxicity scores.
 TABLE = "toxicity_scores"
@@ -159,7 +159,7 @@ class JigsawToxicityScorer:
 
 
 @dataclass
-class TransformersToxicityScorer:
+class TransformersToxicityScorer(TransformersClassifierScorer):
     """Any ``transformers`` toxicity classifier by model id (paper: ``s-nlp/roberta_toxicity_classifier``).
 
     The toxicity probability is the score of ``toxic_label`` (default: the label named
@@ -169,20 +169,13 @@ class TransformersToxicityScorer:
     Raises (in :meth:`load`): ModelNotAvailableError, or ValueError when no toxic label exists.
     """
 
-    model_id: str
-    classifier: object = field(repr=False)
     toxic_label: str = ""
-    version: str = ""
     kind: str = "toxicity"
-
-    @property
-    def name(self) -> str:
-        return f"transformers:{self.model_id}"
 
     @classmethod
     def load(cls, model_id: str, *, toxic_label: str | None = None, batch_size: int = 32) -> "TransformersToxicityScorer":
-        clf = load_text_classifier(model_id, batch_size)
-        labels = list(clf.model.config.id2label.values())
+        scorer = cls.from_model(model_id, batch_size)
+        labels = scorer.labels
         if toxic_label is None:
             named = [lab for lab in labels if lab.lower() in ("toxic", "toxicity")]
             if named:
@@ -191,7 +184,8 @@ class TransformersToxicityScorer:
                 toxic_label = "LABEL_1"
         if toxic_label not in labels:
             raise ValueError(f"model {model_id!r} has no toxic label among {labels}; pass toxic_label=")
-        return cls(model_id, clf, toxic_label, model_version(model_id))
+        scorer.toxic_label = toxic_label
+        return scorer
 
     def score_batch(self, texts: Sequence[str]) -> list[dict]:
         out = []

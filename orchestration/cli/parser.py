@@ -32,6 +32,12 @@ examples:
 """
 
 
+MODELS_LIST_DESCRIPTION = (
+    "List the audit registry's targets (registry.yaml or $DORA_REGISTRY): modality, backend, "
+    "model, how the version is read, the current version and the last audit in the warehouse."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
@@ -106,12 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--top", type=int, default=15, help="rows of the most toxic / highest-rated tables")
 
     models = sub.add_parser("models", help="the audit registry: registered targets and their last audit")
-    models_sub = models.add_subparsers(dest="models_command", required=True)
-    models_list = models_sub.add_parser(
-        "list",
-        help="list registry targets with their current model version and last audit",
-        description="List the audit registry's targets (registry.yaml or $DORA_REGISTRY): modality, backend, "
-        "model, how the version is read, the current version and the last audit in the warehouse.",
+    models_list = models.add_subparsers(dest="models_command", required=True).add_parser(
+        "list", help="list registry targets with their current model version and last audit",
+        description=MODELS_LIST_DESCRIPTION,
     )
     models_list.add_argument("--registry", default=None, help="registry file (default: $DORA_REGISTRY or registry.yaml)")
     models_list.add_argument("--no-resolve", action="store_true", help="do not read current versions (no hashing, no API call)")

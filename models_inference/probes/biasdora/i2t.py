@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -37,7 +36,8 @@ from models_inference.probes.biasdora.prompts import (
     description_kind,
     render_i2t_prompt,
 )
-from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable, slug
+from models_inference.resumable import AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns
+from models_inference.resumable import run_resumable, slug
 #: Description statuses that count as done (a re-run does not describe them again).
 FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
 #: Where descriptions land; an (image_setting, descriptor, image_index, setting) key is done
@@ -83,16 +83,12 @@ class I2TProbeConfig:
 
 
 @dataclass
-class I2TRunSummary:
-    """What an I2T run did: images found, descriptions planned / already landed / generated, by status."""
+class I2TRunSummary(ResumableSummary):
+    """What an I2T run did: :class:`~models_inference.resumable.ResumableSummary` (statuses:
+    description statuses) plus the image audit described and how many of its images."""
 
-    audit_id: str
-    image_audit_id: str
+    image_audit_id: str = ""
     images: int = 0
-    planned: int = 0
-    already_landed: int = 0
-    generated: int = 0
-    status: Counter = field(default_factory=Counter)
 
 
 def description_audit_id_for(backend: VisionBackend, image_audit_id: str, t2i_model_id: str, config: I2TProbeConfig) -> str:
@@ -113,8 +109,7 @@ def description_audit_id_for(backend: VisionBackend, image_audit_id: str, t2i_mo
 
 def description_seed(audit_id: str, image_setting: str, descriptor: str, image_index: int, setting: str) -> int:
     """Per-description seed: 63-bit blake2b of the row key."""
-    key = f"{audit_id}|i2t|{image_setting}|{descriptor}|{image_index}|{setting}".encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+    return key_seed(audit_id, "i2t", image_setting, descriptor, image_index, setting)
 
 
 def landed_images(image_audit_id: str) -> list[dict]:
@@ -238,10 +233,7 @@ def run_i2t_probe(
     planned = [(img, setting) for img in images for setting in cfg.settings]
     key = lambda item: (item[0]["setting"], item[0]["descriptor"], item[0]["descriptor_row"], item[0]["image_index"], item[1])  # noqa: E731
     result = run_resumable(planned, key, generate, table=I2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
-    return I2TRunSummary(
-        audit_id, image_audit_id, images=len(images), planned=result.planned, already_landed=result.already_landed,
-        generated=result.generated, status=result.statuses,
-    )
+    return I2TRunSummary(**vars(result), image_audit_id=image_audit_id, images=len(images))
 
 
 __all__ = [

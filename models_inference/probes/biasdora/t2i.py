@@ -16,10 +16,10 @@ resumes and failed calls are retried.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
@@ -28,8 +28,16 @@ from ingestion.vocabulary import T2I_SETTINGS
 from models_inference.backends.image import ImageBackend, ImageRequest
 from models_inference.image_store import store_png
 from models_inference.probes.biasdora.prompts import PAPER_IMAGES_PER_DESCRIPTOR, render_t2i_prompt
-from models_inference.probes.biasdora.t2t import narrow_descriptors
-from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable, slug
+from models_inference.probes.biasdora.t2t import select_targets
+from models_inference.resumable import (
+    AuditInfo,
+    ResumableSummary,
+    ResumableTable,
+    key_seed,
+    model_columns,
+    run_resumable,
+    slug,
+)
 
 #: Image statuses that count as done (a re-run does not regenerate them).
 FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
@@ -149,35 +157,11 @@ def custom_t2i_target(descriptor: str, setting: str, bias_dimension: str = "unkn
     return T2ITarget(setting, key, bias_dimension, phrase, render_t2i_prompt(phrase, setting))
 
 
-def select_t2i_targets(
-    targets: Sequence[T2ITarget],
-    *,
-    settings: Sequence[str] = T2I_SETTINGS,
-    descriptors: Sequence[str] = (),
-    per_dimension: int = 0,
-) -> list[T2ITarget]:
-    """Choose the targets an audit draws (as :func:`models_inference.t2t.select_targets`).
-
-    Args:
-        settings: T2I settings to keep.
-        descriptors: descriptor keys to keep (empty = all).
-        per_dimension: the first k descriptors of each bias dimension (file order) among those
-            present in every kept setting; 0 keeps all.
-
-    Raises:
-        ValueError: an unknown setting, a requested descriptor that does not exist, or an
-            empty selection.
-    """
-    unknown = [s for s in settings if s not in T2I_SETTINGS]
-    if unknown:
-        raise ValueError(f"unknown T2I setting(s) {unknown}; expected some of {T2I_SETTINGS}")
-    kept = narrow_descriptors(
-        [t for t in targets if t.setting in settings], descriptors, per_dimension,
-        normalise=lambda d: " ".join(d.split()).lower(), list_name="the T2I descriptor list",
-    )
-    if not kept:
-        raise ValueError("the T2I descriptor selection is empty: nothing to draw")
-    return kept
+#: :func:`~models_inference.probes.biasdora.t2t.select_targets` for T2I targets: the T2I
+#: settings, descriptor keys as written (lower-cased, spaces collapsed), "draw" in messages.
+select_t2i_targets = functools.partial(
+    select_targets, settings=T2I_SETTINGS, valid_settings=T2I_SETTINGS, normalise=lambda d: " ".join(d.split()).lower(), what="T2I ",
+)
 
 
 # ----------------------------------------------------------------------------- the probe
@@ -203,17 +187,6 @@ class T2IProbeConfig:
         return self
 
 
-@dataclass
-class T2IRunSummary:
-    """What a T2I run did: images planned, already landed, generated, by status."""
-
-    audit_id: str
-    planned: int = 0
-    already_landed: int = 0
-    generated: int = 0
-    status: Counter = field(default_factory=Counter)
-
-
 def image_audit_id_for(backend: ImageBackend) -> str:
     """Deterministic image audit id ``t2i-<model>-<version>-<hash8>``.
 
@@ -229,20 +202,13 @@ def image_audit_id_for(backend: ImageBackend) -> str:
 
 def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int, descriptor_row: int = 1) -> int:
     """Per-image seed: 63-bit blake2b of the row key (stable across machines and batches);
-    a descriptor's later rows (``descriptor_row`` > 1) add the row to the key."""
+    a descriptor's later rows (``descriptor_row`` > 1) add the row to the key (issue 11)."""
     row = f"|row{descriptor_row}" if descriptor_row != 1 else ""
-    key = f"{audit_id}|t2i|{setting}|{descriptor}{row}|{image_index}".encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+    return key_seed(audit_id, "t2i", setting, f"{descriptor}{row}", image_index)
 
 
-def run_t2i_probe(
-    targets: Sequence[T2ITarget],
-    backend: ImageBackend,
-    config: T2IProbeConfig | None = None,
-    *,
-    audit_id: str | None = None,
-    progress: bool = True,
-) -> T2IRunSummary:
+def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T2IProbeConfig | None = None,
+                  *, audit_id: str | None = None, progress: bool = True) -> ResumableSummary:
     """Generate, store and land every missing image for ``targets``.
 
     Args:
@@ -253,7 +219,7 @@ def run_t2i_probe(
         progress: tqdm bar on stderr.
 
     Returns:
-        A :class:`T2IRunSummary`. Rows land in shards of ``config.shard_rows``
+        A :class:`~models_inference.resumable.ResumableSummary` (statuses: image statuses). Rows land in shards of ``config.shard_rows``
         (:func:`models_inference.resumable.run_resumable`); images that failed land as
         ``error`` rows (no file) and are retried by the next run. The audit gets ``started``
         / ``finished`` events, or ``failed`` (then the exception is re-raised).
@@ -314,7 +280,4 @@ def run_t2i_probe(
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2i", event_cfg)
     planned = [(t, index) for t in targets for index in range(1, cfg.images_per_descriptor + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1])  # noqa: E731
-    result = run_resumable(planned, key, generate, table=T2I_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
-    return T2IRunSummary(
-        audit_id, planned=result.planned, already_landed=result.already_landed, generated=result.generated, status=result.statuses
-    )
+    return run_resumable(planned, key, generate, table=T2I_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import string
-from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Callable, Protocol, Sequence, TypeVar
 
@@ -24,7 +23,8 @@ from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.text import TextBackend
 from models_inference.probes.biasdora.parsing import parse_answer
 from models_inference.probes.biasdora.prompts import PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt
-from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable, slug
+from models_inference.resumable import AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
+from models_inference.resumable import slug
 
 #: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
 #: as done whatever its parse status (an unparseable answer is a result, not a failure). A
@@ -76,31 +76,10 @@ class T2TProbeConfig:
 
     def generation_fingerprint(self) -> dict:
         """The parameters that change what a row means (part of the audit id)."""
-        out = {
-            "prompt_style": self.prompt_style,
-            "max_new_tokens": self.max_new_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-        }
-        if self.answer_cue:  # only when on, so audits without it keep their id
+        out = {name: getattr(self, name) for name in ("prompt_style", "max_new_tokens", "temperature", "top_p")}
+        if self.answer_cue:  # issue 11: only when on, so audits without it keep their id
             out["answer_cue"] = True
         return out
-
-
-@dataclass
-class T2TRunSummary:
-    """What a probe run did: rows planned, found already landed, generated, by parse status."""
-
-    audit_id: str
-    planned: int = 0
-    already_landed: int = 0
-    generated: int = 0
-    parse_status: Counter = field(default_factory=Counter)
-
-    @property
-    def parse_rate(self) -> float:
-        """Share of generated rows with parse_status ``ok`` (0.0 when nothing generated)."""
-        return self.parse_status["ok"] / self.generated if self.generated else 0.0
 
 
 def audit_id_for(backend: TextBackend, config: T2TProbeConfig) -> str:
@@ -122,11 +101,10 @@ def row_seed(audit_id: str, setting: str, descriptor: str, letter: str, run: int
     """Per-row seed: 63-bit blake2b of the row key (stable across machines and batches).
 
     A descriptor's first row keeps the seed it had before rows were keys; its later rows
-    (``descriptor_row`` > 1) add the row number to the hashed key.
+    (``descriptor_row`` > 1) add the row number to the hashed key (issue 11).
     """
     row = f"|row{descriptor_row}" if descriptor_row != 1 else ""
-    key = f"{audit_id}|{setting}|{descriptor}{row}|{letter}|{run}".encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+    return key_seed(audit_id, setting, f"{descriptor}{row}", letter, run)
 
 
 def run_t2t_probe(
@@ -137,7 +115,7 @@ def run_t2t_probe(
     audit_id: str | None = None,
     progress: bool = True,
     target: str | None = None,
-) -> T2TRunSummary:
+) -> ResumableSummary:
     """Generate and land every missing T2T completion for ``targets``.
 
     Args:
@@ -150,7 +128,7 @@ def run_t2t_probe(
             recorded on the audit events; ``None`` for an ad-hoc audit.
 
     Returns:
-        A :class:`T2TRunSummary`. Rows land in shards of ``config.shard_rows`` as they are
+        A :class:`~models_inference.resumable.ResumableSummary` (statuses: parse statuses). Rows land in shards of ``config.shard_rows`` as they are
         generated (:func:`models_inference.resumable.run_resumable`), so an interruption
         loses at most one shard of work; the audit gets ``started`` / ``finished`` events, or
         ``failed`` (then the exception is re-raised) when anything raises mid-run.
@@ -207,55 +185,18 @@ def run_t2t_probe(
     event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2t", event_cfg, target)
     planned, key = t2t_plan(targets, cfg)
-    result = run_resumable(planned, key, generate, table=T2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
-    return T2TRunSummary(
-        audit_id, planned=result.planned, already_landed=result.already_landed, generated=result.generated,
-        parse_status=result.statuses,
-    )
+    return run_resumable(planned, key, generate, table=T2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
 
 
 def t2t_plan(targets: Sequence[T2TTarget], config: T2TProbeConfig) -> tuple[list[tuple[T2TTarget, str, int]], Callable]:
     """The planned (target, letter, run) items of a T2T run and their landing key function.
 
     One item per probe row x letter x run (``len(targets) * len(letters) * runs``); the key
-    is (setting, descriptor, descriptor_row, letter, run) (:data:`T2T_TABLE`).
+    is (setting, descriptor, descriptor_row, letter, run) (:data:`T2T_TABLE`; issue 11).
     """
     planned = [(t, letter, run) for t in targets for letter in config.letters for run in range(1, config.runs + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1], item[2])  # noqa: E731
     return planned, key
-
-
-def select_targets(
-    targets: Sequence[T2TTarget],
-    *,
-    settings: Sequence[str] = T2T_SETTINGS,
-    descriptors: Sequence[str] = (),
-    per_dimension: int = 0,
-) -> list[T2TTarget]:
-    """Choose which descriptors an audit probes.
-
-    Args:
-        targets: all available (setting, descriptor) prefixes.
-        settings: settings to keep.
-        descriptors: explicit descriptor keys to keep (empty = no filter).
-        per_dimension: keep the first k descriptors of each bias dimension (in list order)
-            among those available in every requested setting, with their rows under that
-            dimension; 0 keeps all rows (the paper's 406 / 413 / 406 / 406 / 406).
-
-    Raises:
-        ValueError: an unknown setting, a requested descriptor that does not exist, or a
-            selection that leaves nothing to probe.
-    """
-    unknown = [s for s in settings if s not in T2T_SETTINGS]
-    if unknown:
-        raise ValueError(f"unknown setting(s) {unknown}; expected some of {T2T_SETTINGS}")
-    kept = narrow_descriptors(
-        [t for t in targets if t.setting in settings], descriptors, per_dimension,
-        normalise=lambda d: d.strip().lower(), list_name="the descriptor list",
-    )
-    if not kept:
-        raise ValueError("the descriptor selection is empty: nothing to probe")
-    return kept
 
 
 class _DescriptorTarget(Protocol):
@@ -265,6 +206,42 @@ class _DescriptorTarget(Protocol):
 
 
 TargetT = TypeVar("TargetT", bound=_DescriptorTarget)
+
+
+def select_targets(
+    targets: Sequence[TargetT],
+    *,
+    settings: Sequence[str] = T2T_SETTINGS,
+    descriptors: Sequence[str] = (),
+    per_dimension: int = 0,
+    valid_settings: Sequence[str] = T2T_SETTINGS,
+    normalise: Callable[[str], str] = lambda d: d.strip().lower(),
+    what: str = "",
+) -> list[TargetT]:
+    """Choose which descriptors an audit probes (T2T; T2I through :func:`~models_inference.probes.biasdora.t2i.select_t2i_targets`).
+
+    Args:
+        targets: all available (setting, descriptor) targets.
+        settings: settings to keep.
+        descriptors: explicit descriptor keys to keep (empty = no filter), through ``normalise``.
+        per_dimension: keep the first k descriptors of each bias dimension (in list order)
+            among those available in every requested setting; 0 keeps all.
+        valid_settings: the modality's settings; what: its name in messages (``"T2I "``).
+
+    Raises:
+        ValueError: an unknown setting, a requested descriptor that does not exist, or a
+            selection that leaves nothing to probe.
+    """
+    unknown = [s for s in settings if s not in valid_settings]
+    if unknown:
+        raise ValueError(f"unknown {what}setting(s) {unknown}; expected some of {tuple(valid_settings)}")
+    kept = narrow_descriptors(
+        [t for t in targets if t.setting in settings], descriptors, per_dimension,
+        normalise=normalise, list_name=f"the {what}descriptor list",
+    )
+    if not kept:
+        raise ValueError(f"the {what}descriptor selection is empty: nothing to " + ("draw" if what else "probe"))
+    return kept
 
 
 def narrow_descriptors(

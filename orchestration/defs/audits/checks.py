@@ -91,28 +91,29 @@ def _evaluate(metric: str, previous_metric: str, ratio_field: str, minimum_field
     )
 
 
-@dg.asset_check(
-    asset=DIM_AUDITS,
-    name="parse_rate_not_collapsed",
-    description="Fails (ERROR) when a target's latest audit parses under parse_rate_min_ratio (default 0.5) "
+def _collapse_check(name: str, description: str, *metric_fields: str | None) -> dg.AssetChecksDefinition:
+    """An ERROR-severity check on ``dim_audits`` comparing each target's latest audit with its
+    previous one (:func:`_evaluate` of ``metric_fields``), in the warehouse writer pool."""
+
+    @dg.asset_check(asset=DIM_AUDITS, name=name, description=description, pool=DUCKDB_WRITER_POOL)
+    def _check() -> dg.AssetCheckResult:
+        return _evaluate(*metric_fields)
+
+    return _check
+
+
+parse_rate_not_collapsed = _collapse_check(
+    "parse_rate_not_collapsed",
+    "Fails (ERROR) when a target's latest audit parses under parse_rate_min_ratio (default 0.5) "
     "times the parse rate of its previous audit: the new model version stopped following the probe.",
-    pool=DUCKDB_WRITER_POOL,
+    "parse_rate", "previous_parse_rate", "parse_rate_min_ratio", None,
 )
-def parse_rate_not_collapsed() -> dg.AssetCheckResult:
-    return _evaluate("parse_rate", "previous_parse_rate", "parse_rate_min_ratio", None)
-
-
-@dg.asset_check(
-    asset=DIM_AUDITS,
-    name="significant_associations_not_collapsed",
-    description="Fails (ERROR) when a target's latest audit has under significant_min_ratio (default 0.5) times "
+significant_associations_not_collapsed = _collapse_check(
+    "significant_associations_not_collapsed",
+    "Fails (ERROR) when a target's latest audit has under significant_min_ratio (default 0.5) times "
     "the significant associations of its previous audit (judged when that one had >= min_previous_significant).",
-    pool=DUCKDB_WRITER_POOL,
+    "significant_associations", "previous_significant_associations", "significant_min_ratio", "min_previous_significant",
 )
-def significant_associations_not_collapsed() -> dg.AssetCheckResult:
-    return _evaluate(
-        "significant_associations", "previous_significant_associations", "significant_min_ratio", "min_previous_significant"
-    )
 
 
 audit_checks = [parse_rate_not_collapsed, significant_associations_not_collapsed]

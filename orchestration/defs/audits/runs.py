@@ -273,3 +273,21 @@ def partition_audit_ids(target: str, model_version: str) -> list[str]:
     landing_dir("audits")  # the glob must exist before the first audit lands
     table = read_landing("audits", columns=["audit_id"], filters={"target": target, "model_version": model_version})
     return sorted(set(table.column("audit_id").to_pylist()))
+
+
+def probe_metadata(summary, backend, target: str | None, statuses_key: str, **extra) -> dict:
+    """The materialisation metadata every probe asset reports: audit, target, model, version,
+    rows planned / already landed / generated, and the landed rows by status (under
+    ``statuses_key``: ``parse_status``, ``image_status``, ...), plus ``extra``."""
+    return {
+        "status": "finished",
+        "audit_id": summary.audit_id,
+        "target": target or "(ad hoc)",
+        "model_id": backend.model_id,
+        "model_version": backend.model_version,
+        "rows_planned": summary.planned,
+        "rows_already_landed": summary.already_landed,
+        "rows_generated": summary.generated,
+        statuses_key: dg.MetadataValue.json(dict(summary.statuses)),
+        **extra,
+    }

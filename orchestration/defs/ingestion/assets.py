@@ -26,15 +26,27 @@ def _skipped(state: dict) -> dg.MaterializeResult:
     )
 
 
-@dg.asset(
-    key=["landing", "crows_pairs"],
-    group_name="ingestion",
-    description="CrowS-Pairs (Nangia et al., 2020; CC BY-SA 4.0) validated and landed as Parquet: "
-    "one row per sentence pair with its bias dimension and source line.",
-)
-def crows_pairs(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+def _unchanged(table: str):
+    """(fingerprint of the descriptor inputs, the recorded state when ``table``'s shard was made
+    from the same inputs, else None): spaCy extraction takes seconds, skipped when CrowS-Pairs,
+    the curated lists and the extraction code are the ones of the last run (ingestion/build_state.py)."""
     fingerprint = descriptor_inputs_fingerprint()
-    state = is_unchanged("crows_pairs", fingerprint, outputs=[landing_dir("crows_pairs") / "crows_pairs.parquet"])
+    return fingerprint, is_unchanged(table, fingerprint, outputs=[landing_dir(table) / f"{table}.parquet"])
+
+
+CROWS_PAIRS_DESCRIPTION = (
+    "CrowS-Pairs (Nangia et al., 2020; CC BY-SA 4.0) validated and landed as Parquet: "
+    "one row per sentence pair with its bias dimension and source line."
+)
+DESCRIPTORS_DESCRIPTION = (
+    "Demographic descriptors: the BiasDora curated list (source 'biasdora') and the "
+    "spans extracted automatically from CrowS-Pairs (source 'crows_pairs'), normalised with spaCy."
+)
+
+
+@dg.asset(key=["landing", "crows_pairs"], group_name="ingestion", description=CROWS_PAIRS_DESCRIPTION)
+def crows_pairs(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    fingerprint, state = _unchanged("crows_pairs")
     if state:
         return _skipped(state)
     table = load_crows_pairs()
@@ -45,21 +57,11 @@ def crows_pairs(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata=meta)
 
 
-@dg.asset(
-    key=["landing", "descriptors"],
-    deps=[crows_pairs],
-    group_name="ingestion",
-    description="Demographic descriptors: the BiasDora curated list (source 'biasdora') and the "
-    "spans extracted automatically from CrowS-Pairs (source 'crows_pairs'), normalised with spaCy.",
-)
+@dg.asset(key=["landing", "descriptors"], deps=[crows_pairs], group_name="ingestion", description=DESCRIPTORS_DESCRIPTION)
 def descriptors(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    # spaCy extraction takes seconds: skipped when CrowS-Pairs, the curated lists and the
-    # extraction code are the ones of the last run (ingestion/build_state.py)
-    fingerprint = descriptor_inputs_fingerprint()
-    state = is_unchanged(
-        "descriptors", fingerprint,
-        outputs=[landing_dir("descriptors") / "descriptors.parquet", landing_dir("descriptor_rows") / "descriptor_rows.parquet"],
-    )
+    fingerprint, state = _unchanged("descriptors")
+    if state and not (landing_dir("descriptor_rows") / "descriptor_rows.parquet").exists():
+        state = None  # issue 11: the list rows (bridge source) are missing: land them too
     if state:
         return _skipped(state)
     extracted = extract_descriptors(load_crows_pairs())

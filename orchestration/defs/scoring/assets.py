@@ -174,14 +174,14 @@ def _text_scorer(table: str, load) -> Callable:
     def score(context: dg.AssetExecutionContext, config, assocs: list[dict]) -> dict:
         scorer = load(config.scorer, batch_size=config.batch_size)
         summary = run_scoring(scorer, assocs, cache=ScoreCache(), batch_size=config.batch_size)
-        context.log.info(f"{table}: scored {summary.scored} associations with {scorer.name} ({summary.cache_hits} from cache)")
+        context.log.info(f"{table}: scored {summary.generated} associations with {scorer.name} ({summary.cache_hits} from cache)")
         return {
             "scorer": scorer.name,
             "scorer_version": scorer.version,
-            "rows_scored": summary.scored,
+            "rows_scored": summary.generated,
             "rows_already_landed": summary.already_landed,
             "cache_hits": summary.cache_hits,
-            "by_label": dg.MetadataValue.json(dict(summary.by_label)),
+            "by_label": dg.MetadataValue.json(dict(summary.statuses)),
         }
 
     return score
@@ -192,17 +192,17 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     judge = load_judge(config.backend, config.model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
     sampling = JudgeSampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress)
-    context.log.info(f"judge {judge.model_id}: {summary.judged} ratings, parse rate {summary.parse_rate:.1%}")
+    context.log.info(f"judge {judge.model_id}: {summary.generated} ratings, parse rate {summary.parse_rate:.1%}")
     return {
         "judge_backend": judge.backend_name,
         "judge_model": judge.model_id,
         "judge_model_version": judge.model_version,
         "answer_mode": getattr(judge, "answer_mode", "free"),
         "repeats": config.repeats,
-        "rows_judged": summary.judged,
+        "rows_judged": summary.generated,
         "rows_already_landed": summary.already_landed,
         "parse_rate": dg.MetadataValue.float(round(summary.parse_rate, 4)),
-        "parse_status": dg.MetadataValue.json(dict(summary.parse_status)),
+        "parse_status": dg.MetadataValue.json(dict(summary.statuses)),
         "ratings": dg.MetadataValue.json({str(k): v for k, v in sorted(summary.ratings.items())}),
     }
 

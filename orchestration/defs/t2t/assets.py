@@ -8,7 +8,7 @@ from ingestion.templates import curated_t2t_templates, render_t2t_templates
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe, select_targets  # noqa: F401
 from models_inference.backends.text import load_text_backend
 from orchestration.defs.audits.partitions import audit_partitions
-from orchestration.defs.audits.runs import resolve_audit_run, with_model_version
+from orchestration.defs.audits.runs import probe_metadata, resolve_audit_run, with_model_version
 from orchestration.defs.config import AuditConfig
 from orchestration.defs.ingestion.assets import descriptors
 from orchestration.instance import MODEL_INFERENCE_POOL
@@ -74,19 +74,10 @@ def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
     summary = run_t2t_probe(
         targets, backend, probe, audit_id=config.audit_id, progress=config.progress, target=run.target
     )
-    meta = {
-        "audit_id": summary.audit_id,
-        "model_id": backend.model_id,
-        "model_version": backend.model_version,
-        "descriptors": len({t.descriptor for t in targets}),
-        "rows_planned": summary.planned,
-        "rows_already_landed": summary.already_landed,
-        "rows_generated": summary.generated,
-        "parse_rate": dg.MetadataValue.float(round(summary.parse_rate, 4)),
-        "parse_status": dg.MetadataValue.json(dict(summary.parse_status)),
-        "target": run.target or "(ad hoc)",
-        "status": "finished",
-    }
+    meta = probe_metadata(
+        summary, backend, run.target, "parse_status",
+        descriptors=len({t.descriptor for t in targets}), parse_rate=dg.MetadataValue.float(round(summary.parse_rate, 4)),
+    )
     context.log.info(f"audit {summary.audit_id}: generated {summary.generated} of {summary.planned} rows")
     yield dg.MaterializeResult(asset_key=["landing", "t2t_completions"], metadata=meta)
     yield dg.MaterializeResult(

@@ -47,7 +47,14 @@ from models_inference.probes.biasdora.t2i import (
     select_t2i_targets,
 )
 from models_inference.resumable import record_audit_target
-from orchestration.defs.audits.runs import RunTarget, check_current_version, config_for_target, target_of_run, with_model_version
+from orchestration.defs.audits.runs import (
+    RunTarget,
+    check_current_version,
+    config_for_target,
+    probe_metadata,
+    target_of_run,
+    with_model_version,
+)
 from orchestration.defs.config import DescriptionWordsConfig, VisionConfig
 from orchestration.defs.ingestion.assets import descriptors
 from orchestration.instance import MODEL_INFERENCE_POOL
@@ -88,27 +95,46 @@ def _other_modality(context: dg.AssetExecutionContext, probe: str, run: RunTarge
     return _skipped(context, probe, reason, ENABLE_TARGET, run.target.name)
 
 
-# multi_asset with one spec each: the op names are plain ("t2i_images"), so run config reads
-# {"ops": {"t2i_images": {"config": ...}}} like the T2T probe's.
-@dg.multi_asset(
-    name="t2i_images",
-    specs=[
-        dg.AssetSpec(
-            T2I_KEY,
-            deps=[descriptors],
-            group_name="probes",
-            description="T2I images (BiasDora Section 2.2): 'Generate an image of a/an <descriptor>' (singular) "
-            "and '... of <descriptors>' (plural), K images each, PNG stored content-addressed under "
-            "$DORA_HOME/images; one metadata row per (audit, model, version, setting, descriptor, image "
-            "index). Skipped unless a reachable T2I model is configured, or the run's partition is a t2i "
-            "registry target (its model draws, version pinned to the partition's).",
-        )
-    ],
-    pool=MODEL_INFERENCE_POOL,
+T2I_DESCRIPTION = (
+    "T2I images (BiasDora Section 2.2): 'Generate an image of a/an <descriptor>' (singular) "
+    "and '... of <descriptors>' (plural), K images each, PNG stored content-addressed under "
+    "$DORA_HOME/images; one metadata row per (audit, model, version, setting, descriptor, image "
+    "index). Skipped unless a reachable T2I model is configured, or the run's partition is a t2i "
+    "registry target (its model draws, version pinned to the partition's)."
 )
+I2T_DESCRIPTION = (
+    "Image descriptions (BiasDora Sections 2.2-2.3): each image described with the "
+    "objective prompt (-> T2I associations) and the 4 subjective prompts (-> I2T associations), "
+    "temperature 0.7, top_p 0.95, at most 200 tokens. Skipped unless a reachable I2T model is configured. "
+    "A t2i registry target's images get the objective prompts; an i2t target's model describes "
+    "(subjective prompts, version pinned to the partition's)."
+)
+
+
+def _probe_asset(key: dg.AssetKey, deps: list, description: str, pool: str | None = MODEL_INFERENCE_POOL):
+    """A multi_asset with one spec in group ``probes``: the op name is the table name
+    (``t2i_images``), so run config reads ``{"ops": {"t2i_images": {"config": ...}}}`` like the T2T probe's."""
+    return dg.multi_asset(
+        name=key.path[-1], specs=[dg.AssetSpec(key, deps=deps, group_name="probes", description=description)], pool=pool,
+    )
+
+
+def _start(context, key: dg.AssetKey, config: VisionConfig) -> RunTarget | None:
+    """Create the landing folder (dbt's glob must exist even when nothing lands); the run's target."""
+    landing_dir(key.path[-1])
+    return target_of_run(context, config.registry)
+
+
+def _unreachable(context, probe: str, reason: str, how: str, run: RunTarget | None, audited: bool) -> dg.MaterializeResult:
+    """An unreachable model: an error when the registry target asked for this probe, else a skip."""
+    if audited:
+        raise ModelNotAvailableError(f"registry target {run.target.name!r} ({run.partition_key}): {reason}")
+    return _skipped(context, probe, reason, how, run.target.name if run else None)
+
+
+@_probe_asset(T2I_KEY, [descriptors], T2I_DESCRIPTION)
 def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.MaterializeResult:
-    landing_dir("t2i_images")
-    run = target_of_run(context, config.registry)
+    run = _start(context, T2I_KEY, config)
     if run is not None and run.target.modality == "t2t":
         return _other_modality(context, "T2I probe", run)
     audited = run is not None and run.target.modality == "t2i"  # else ad hoc (also for an i2t target's images)
@@ -119,9 +145,7 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
         api_key_env = run.target.api_key_env
     ok, reason = model_reachable(config.t2i_model, config.t2i_backend, api_key_env=api_key_env)
     if not ok:
-        if audited:
-            raise ModelNotAvailableError(f"registry target {run.target.name!r} ({run.partition_key}): {reason}")
-        return _skipped(context, "T2I probe", reason, ENABLE_T2I)
+        return _unreachable(context, "T2I probe", reason, ENABLE_T2I, run if audited else None, audited)
     targets = select_t2i_targets(
         curated_t2i_targets(config.t2i_settings),
         settings=config.t2i_settings,
@@ -148,18 +172,10 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
     )
     context.log.info(f"dora: T2I audit {summary.audit_id}: generated {summary.generated} of {summary.planned} images")
     return dg.MaterializeResult(
-        metadata={
-            "status": "finished",
-            "audit_id": summary.audit_id,
-            "target": run.target.name if audited else "(ad hoc)",
-            "model_id": backend.model_id,
-            "model_version": backend.model_version,
-            "descriptors": len({t.descriptor for t in targets}),
-            "rows_planned": summary.planned,
-            "rows_already_landed": summary.already_landed,
-            "rows_generated": summary.generated,
-            "image_status": dg.MetadataValue.json(dict(summary.status)),
-        }
+        metadata=probe_metadata(
+            summary, backend, run.target.name if audited else None, "image_status",
+            descriptors=len({t.descriptor for t in targets}),
+        )
     )
 
 
@@ -178,25 +194,9 @@ def _this_run_image_audit(context: dg.AssetExecutionContext):
     return md["audit_id"] if md else None
 
 
-@dg.multi_asset(
-    name="i2t_descriptions",
-    specs=[
-        dg.AssetSpec(
-            I2T_KEY,
-            deps=[T2I_KEY],
-            group_name="probes",
-            description="Image descriptions (BiasDora Sections 2.2-2.3): each image described with the "
-            "objective prompt (-> T2I associations) and the 4 subjective prompts (-> I2T associations), "
-            "temperature 0.7, top_p 0.95, at most 200 tokens. Skipped unless a reachable I2T model is configured. "
-            "A t2i registry target's images get the objective prompts; an i2t target's model describes "
-            "(subjective prompts, version pinned to the partition's).",
-        )
-    ],
-    pool=MODEL_INFERENCE_POOL,
-)
+@_probe_asset(I2T_KEY, [T2I_KEY], I2T_DESCRIPTION)
 def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.MaterializeResult:
-    landing_dir("i2t_descriptions")
-    run = target_of_run(context, config.registry)
+    run = _start(context, I2T_KEY, config)
     modality = run.target.modality if run is not None else None
     if modality == "t2t":
         return _other_modality(context, "I2T probe", run)
@@ -218,9 +218,7 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
         image_audit = config.image_audit_id or _this_run_image_audit(context)
     ok, reason = model_reachable(config.i2t_model, config.i2t_backend, api_key_env=api_key_env)
     if not ok:
-        if modality == "i2t":
-            raise ModelNotAvailableError(f"registry target {run.target.name!r} ({run.partition_key}): {reason}")
-        return _skipped(context, "I2T probe", reason, how, run.target.name if run else None)
+        return _unreachable(context, "I2T probe", reason, how, run, modality == "i2t")
     if not image_audit:
         if modality == "i2t":
             return _skipped(
@@ -254,35 +252,20 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
     elif modality == "i2t":
         record_audit_target(summary.audit_id, run.target.name, backend.model_id, run.model_version, "i2t")
     return dg.MaterializeResult(
-        metadata={
-            "status": "finished",
-            "audit_id": summary.audit_id,
-            "image_audit_id": image_audit,
-            "target": run.target.name if run is not None else "(ad hoc)",
-            "model_id": backend.model_id,
-            "model_version": backend.model_version,
-            "settings": dg.MetadataValue.json(list(config.i2t_settings)),
-            "images": summary.images,
-            "rows_planned": summary.planned,
-            "rows_already_landed": summary.already_landed,
-            "rows_generated": summary.generated,
-            "description_status": dg.MetadataValue.json(dict(summary.status)),
-        }
+        metadata=probe_metadata(
+            summary, backend, run.target.name if run is not None else None, "description_status",
+            image_audit_id=image_audit, settings=dg.MetadataValue.json(list(config.i2t_settings)), images=summary.images,
+        )
     )
 
 
-@dg.multi_asset(
-    name="description_words",
-    specs=[
-        dg.AssetSpec(
-            WORDS_KEY,
-            deps=[I2T_KEY],
-            group_name="probes",
-            description="Description words (METHOD.md section 3): every landed description not yet tokenised, "
-            "tokenised with spaCy into lower-cased lemmas with POS; stop words (NLTK's English list by default), "
-            "punctuation, numbers (and, as an option, the descriptor's own words) are kept as rows with their drop reason.",
-        )
-    ],
+@_probe_asset(
+    WORDS_KEY,
+    [I2T_KEY],
+    "Description words (METHOD.md section 3): every landed description not yet tokenised, "
+    "tokenised with spaCy into lower-cased lemmas with POS; stop words (NLTK's English list by default), "
+    "punctuation, numbers (and, as an option, the descriptor's own words) are kept as rows with their drop reason.",
+    pool=None,
 )
 def description_words(context: dg.AssetExecutionContext, config: DescriptionWordsConfig) -> dg.MaterializeResult:
     landing_dir("description_words")
