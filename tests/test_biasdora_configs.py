@@ -197,7 +197,7 @@ def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart
     first = run_judge([assoc], Judge("free", "2"), progress=False)
     again = run_judge([assoc], Judge("free", "5"), progress=False)
     second = run_judge([assoc], Judge("constrained", "4"), progress=False)
-    assert (first.judged, again.judged, again.already_landed, second.judged) == (1, 0, 1, 1)
+    assert (first.generated, again.generated, again.already_landed, second.generated) == (1, 0, 1, 1)
     run_dbt(["build", "--select", "stg_judge_ratings"], tmp_path)
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
         rows = con.execute("select answer_mode, rating from main.stg_judge_ratings order by answer_mode").fetchall()
