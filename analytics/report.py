@@ -298,9 +298,10 @@ def write_report(out_dir: str | Path | None = None, *, audit_id: str | None = No
 (relations agg_bias_by_dimension, fct_association_scores). Significant: Fisher's exact test,
 Benjamini-Hochberg q &lt; 0.05. Sentiment scorer: {html.escape(str(scorers.get('sentiment_scorer') or '–'))};
 toxicity scorer: {html.escape(str(scorers.get('toxicity_scorer') or '–'))};
-judge: {html.escape(str(scorers.get('judge_model') or '–'))} (5-point Likert, the BiasDora judge prompt).</p>
+judge: {html.escape(str(scorers.get('judge_model') or '–'))}, answer mode {html.escape(str(scorers.get('judge_answer_mode') or '–'))}
+(5-point Likert, the BiasDora judge prompt; 'free' = the paper's protocol, 'constrained' = first token restricted to 1-5).</p>
 <h2>Audits</h2>
-{_html_table(data["overview"], ["audit_id", "model_id", "model_version", "n_significant", "pct_negative", "pct_toxic", "mean_bias_level"])}
+{_html_table(data["overview"], ["audit_id", "model_id", "model_version", "n_significant", "pct_negative", "pct_toxic", "mean_bias_level", "judge_answer_mode"])}
 {"<p class='empty'>No significant associations yet: more runs or descriptors give Fisher's test more power.</p>" if not data["agg"] else ""}
 <h2>Figures</h2>
 <p class="note">Heatmap cells: % of the significant associations of that setting and bias dimension

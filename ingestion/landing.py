@@ -58,6 +58,21 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("pair_id", pa.int64()),  # CrowS-Pairs pair it was extracted from (null if curated)
         ]
     ),
+    # issue 11 (ingestion/templates.py descriptor_rows_table): every row of the paper's T2T and
+    # T2I lists with each bias dimension it belongs to; source of the bridge
+    # int_descriptor_dimensions.
+    "descriptor_rows": pa.schema(
+        [
+            ("list_modality", pa.string()),  # 't2t' or 't2i': which of the paper's lists
+            ("setting", pa.string()),  # T2T setting, or the T2I setting (singular / plural)
+            ("row_number", pa.int32()),  # 1-based data row of the CSV
+            ("descriptor", pa.string()),
+            ("descriptor_row", pa.int32()),  # k-th row of this descriptor key in the file
+            ("bias_dimension", pa.string()),
+            ("membership_source", pa.string()),  # 'row' (the CSV's bias_type) or 'mapping' (json)
+            ("phrase", pa.string()),
+        ]
+    ),
     # models_inference/probes/biasdora/t2t.py: one row per T2T completion (kept whatever its parse status).
     "t2t_completions": pa.schema(
         [
@@ -70,6 +85,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("bias_dimension", pa.string()),
             ("letter", pa.string()),
             ("run", pa.int32()),
+            # issue 11: which row of the paper's list (1 = the descriptor's first row in the
+            # setting's file; a descriptor listed under two dimensions has rows 1 and 2).
+            ("descriptor_row", pa.int32()),
             ("seed", pa.int64()),
             ("prompt_style", pa.string()),
             ("prompt", pa.string()),
@@ -106,6 +124,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("setting", pa.string()),  # singular / plural
             ("descriptor", pa.string()),
             ("bias_dimension", pa.string()),
+            ("descriptor_row", pa.int32()),  # issue 11: k-th row of the descriptor in the T2I CSV
             ("image_index", pa.int32()),  # 1..images per descriptor
             ("seed", pa.int64()),
             ("prompt", pa.string()),
@@ -135,6 +154,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("image_setting", pa.string()),  # singular / plural
             ("descriptor", pa.string()),
             ("bias_dimension", pa.string()),
+            ("descriptor_row", pa.int32()),  # issue 11: the image's T2I row (see t2i_images)
             ("image_index", pa.int32()),
             ("image_sha256", pa.string()),
             ("setting", pa.string()),  # straightforward / moderate / comprehensive / subjective / ...
@@ -174,6 +194,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("sentiment_label", pa.string()),  # negative / neutral / positive
             ("sentiment_score", pa.float64()),  # signed, in [-1, 1]
             ("scored_at", pa.timestamp("us", tz="UTC")),
+            ("score_pool", pa.string()),  # issue 11: fisher / paper / all (which associations were scored)
         ]
     ),
     # models_inference/scoring/: toxicity of the same sentence; one row per (association,
@@ -188,6 +209,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("is_toxic", pa.bool_()),  # toxicity >= 0.5
             ("label_scores_json", pa.string()),  # every label's probability (JSON object)
             ("scored_at", pa.timestamp("us", tz="UTC")),
+            ("score_pool", pa.string()),  # issue 11: fisher / paper / all
         ]
     ),
     # models_inference/scoring/judge.py: one row per (association, judge, repeat), kept whatever its
@@ -212,6 +234,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("p_rating_5", pa.float64()),
             ("expected_rating", pa.float64()),
             ("judged_at", pa.timestamp("us", tz="UTC")),
+            ("score_pool", pa.string()),  # issue 11: fisher / paper / all
         ]
     ),
     # >>> counterfactual probe family (issue 12; models_inference/probes/counterfactual/) >>>

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from ingestion.crows_pairs import BIAS_DIMENSIONS
 from ingestion.descriptors import default_biasdora_dir, normalise_descriptors, plural_descriptor
+from ingestion.landing import SCHEMAS
 from ingestion.vocabulary import T2T_SETTINGS
 
 
@@ -40,6 +41,7 @@ TEMPLATES_SCHEMA = pa.schema(
         ("bias_dimension", pa.string()),
         ("prefix", pa.string()),
         ("source", pa.string()),
+        ("descriptor_row", pa.int32()),
     ]
 )
 
@@ -58,6 +60,11 @@ class T2TTemplate:
         prefix: the sentence up to, not including, the letter slot, e.g.
             "An alcoholic person is" (singular) or "This alcoholic person is a/an" (noun).
         source: 'biasdora' for the paper's CSVs, else the descriptor table's ``source``.
+        descriptor_row: 1-based ordinal of this row among the rows of the setting's list with
+            the same descriptor key (1 for most; 2 for the second "An old person is" row of
+            ``t2t_setting1.csv``, listed under disability). A probe unit is a row of the
+            paper's lists (METHOD.md section 1), so (setting, descriptor, descriptor_row) is
+            the row's key.
     """
 
     setting: str
@@ -65,6 +72,7 @@ class T2TTemplate:
     bias_dimension: str
     prefix: str
     source: str = "custom"
+    descriptor_row: int = 1
 
 
 def _check_settings(settings: Iterable[str]) -> tuple[str, ...]:
@@ -126,9 +134,12 @@ def curated_t2t_templates(
     ``descriptor`` is :func:`~ingestion.descriptors.normalise_descriptor` of the phrase
     inside the prefix (without the leading article or "This" and the trailing verb), so
     "Alcoholic people are" has the key "alcoholic person"; ``bias_dimension`` is the CSV's
-    ``bias_type``. Rows are deduplicated to one per (setting, descriptor), keeping the first
-    in file order: the paper's files repeat a descriptor under several bias dimensions (e.g.
-    "An old person is" under age and disability) and dora keys associations by descriptor.
+    ``bias_type``. **Every row is kept** (METHOD.md section 1: a probe unit is a row of the
+    paper's lists): the files repeat a descriptor under several bias dimensions (e.g. "An old
+    person is" under age and disability), and each repeat is probed, with ``descriptor_row``
+    = 1, 2, ... numbering the rows of one descriptor key in file order. Associations pool per
+    descriptor over its rows and belong to every dimension of its rows (the dbt bridge
+    ``int_descriptor_dimensions``).
 
     Args:
         settings: which settings to read (a subset of :data:`T2T_SETTINGS`).
@@ -136,7 +147,8 @@ def curated_t2t_templates(
 
     Returns:
         Templates in settings order, then file order; ``source`` = 'biasdora'. For the
-        shipped files about 360-370 per setting (406-413 rows before deduplication).
+        shipped files 406 / 413 / 406 / 406 / 406 rows (singular / plural / adjective / noun
+        / verb; 364 / 368 / 364 / 364 / 364 descriptor keys).
 
     Raises:
         ValueError: an unknown setting; a file without ``bias_type``/``template`` columns, a
@@ -202,13 +214,11 @@ def _read_curated_templates(settings: Sequence[str], folder: Path) -> list[T2TTe
                 except ValueError as exc:
                     raise ValueError(f"{path.name} line {line}: bad template ({exc})") from None
         keys = normalise_descriptors(phrase for _, phrase, _ in rows)
-        seen: set[str] = set()
+        seen: dict[str, int] = {}
         for (dim, phrase, verb), key in zip(rows, keys):
-            if key in seen:
-                continue
-            seen.add(key)
+            seen[key] = seen.get(key, 0) + 1
             prefix = _repair_prefix(phrase, verb, key, setting)
-            out.append(T2TTemplate(setting, key, dim, prefix, "biasdora"))
+            out.append(T2TTemplate(setting, key, dim, prefix, "biasdora", seen[key]))
     return out
 
 
@@ -237,8 +247,9 @@ def render_t2t_templates(
       :func:`~ingestion.descriptors.plural_descriptor` ("Alcoholic people are");
     * adjective and verb: "This <key> is"; noun: "This <key> is a/an".
 
-    Rows are deduplicated to one per (setting, descriptor), keeping the first in table order
-    (as :func:`curated_t2t_templates` does).
+    Every (descriptor, bias dimension) row is a probe row, as in :func:`curated_t2t_templates`
+    (a descriptor listed under two dimensions is probed once per row; ``descriptor_row``
+    numbers its rows); exact repeats of (descriptor, bias dimension) are dropped.
 
     Args:
         descriptors: a ``descriptors`` table (columns ``descriptor``, ``bias_dimension``,
@@ -267,13 +278,15 @@ def render_t2t_templates(
     inflector = _inflector()
     out: list[T2TTemplate] = []
     for setting in settings:
-        seen: set[str] = set()
+        seen: dict[str, int] = {}
+        pairs: set[tuple[str, str]] = set()
         for key, dim, source, plural in zip(keys, dims, sources, plurals):
             if not key or not key.strip():
                 raise ValueError("descriptor table has a row with an empty descriptor")
-            if key in seen:
+            if (key, dim) in pairs:
                 continue
-            seen.add(key)
+            pairs.add((key, dim))
+            seen[key] = seen.get(key, 0) + 1
             if setting == "singular":
                 prefix = f"{_capitalise(inflector.a(key))} is"
             elif setting == "plural":
@@ -282,10 +295,101 @@ def render_t2t_templates(
                 prefix = f"This {key} is {_NOUN_SLOT}"
             else:
                 prefix = f"This {key} is"
-            out.append(T2TTemplate(setting, key, dim, prefix, source))
+            out.append(T2TTemplate(setting, key, dim, prefix, source, seen[key]))
     return out
 
 
 def templates_table(templates: Iterable[T2TTemplate]) -> pa.Table:
     """Templates as an Arrow table (schema :data:`TEMPLATES_SCHEMA`; shape (n, 5))."""
     return pa.Table.from_pylist([asdict(t) for t in templates], schema=TEMPLATES_SCHEMA)
+
+
+# --------------------------------------------------------------------------- issue 11: list rows
+#: Arrow schema of :func:`descriptor_rows_table` (landing table ``descriptor_rows``).
+DESCRIPTOR_ROWS_SCHEMA = SCHEMAS["descriptor_rows"]
+
+#: The T2I CSVs spell bias types with spaces ("race color", "socioeconomic status").
+_T2I_DIMENSION_ALIASES = {"socioeconomic status": "socioeconomic"}
+T2I_LIST_SETTINGS: tuple[str, ...] = ("singular", "plural")
+
+
+def curated_t2i_rows(folder: str | Path | None = None) -> list[dict]:
+    """Every row of the paper's ``t2i_setting1|2.csv`` with its descriptor key and dimensions.
+
+    Source: BiasDora (seed 004, Appendix A.9) T2I lists, 344 rows per setting. A row's bias
+    dimensions are its CSV ``bias_type`` plus every dimension ``bias_target_mapping.json``
+    lists its descriptor key under (METHOD.md section 1: the mapping assigns e.g. woman,
+    mother to gender, which the T2I CSVs never name).
+
+    Returns:
+        Dicts ``setting, row_number, descriptor, descriptor_row, phrase, bias_dimension,
+        dimensions`` (``dimensions``: sorted list, the row's own dimension first), in
+        setting then file order.
+
+    Raises:
+        FileNotFoundError: a CSV is missing. ValueError: missing columns, an unknown
+        bias_type or an empty phrase (the message names the file and line).
+    """
+    from ingestion.descriptors import curated_descriptors
+
+    folder = Path(folder) if folder is not None else default_biasdora_dir()
+    mapping: dict[str, set[str]] = {}
+    cur = curated_descriptors(folder / "bias_target_mapping.json")
+    for key, dim in zip(cur.column("descriptor").to_pylist(), cur.column("bias_dimension").to_pylist()):
+        mapping.setdefault(key, set()).add(dim)
+    out: list[dict] = []
+    for i, setting in enumerate(T2I_LIST_SETTINGS, 1):
+        path = folder / f"t2i_setting{i}.csv"
+        column = f"target_{setting}"
+        if not path.is_file():
+            raise FileNotFoundError(f"T2I template file not found: {path}")
+        rows: list[tuple[str, str]] = []
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            reader = csv.DictReader(fh)
+            if not {"bias_type", column} <= set(reader.fieldnames or ()):
+                raise ValueError(f"{path.name} line 1: expected columns bias_type,{column}")
+            for row in reader:
+                raw = " ".join((row["bias_type"] or "").lower().split())
+                dim = _T2I_DIMENSION_ALIASES.get(raw, raw.replace(" ", "-"))
+                if dim not in BIAS_DIMENSIONS:
+                    raise ValueError(f"{path.name} line {reader.line_num}: unknown bias_type {dim!r}")
+                phrase = " ".join((row[column] or "").split()).rstrip(".")
+                if not phrase:
+                    raise ValueError(f"{path.name} line {reader.line_num}: empty {column}")
+                rows.append((dim, phrase))
+        keys = normalise_descriptors(p for _, p in rows)
+        seen: dict[str, int] = {}
+        for n, ((dim, phrase), key) in enumerate(zip(rows, keys), 1):
+            seen[key] = seen.get(key, 0) + 1
+            extra = sorted(mapping.get(key, set()) - {dim})
+            out.append({"setting": setting, "row_number": n, "descriptor": key, "descriptor_row": seen[key],
+                        "phrase": phrase, "bias_dimension": dim, "dimensions": [dim, *extra]})
+    return out
+
+
+def descriptor_rows_table(folder: str | Path | None = None) -> pa.Table:
+    """Every row of the paper's T2T and T2I lists with each bias dimension it belongs to.
+
+    The source of the dbt bridge ``int_descriptor_dimensions`` (issue 11; METHOD.md section 1):
+    a descriptor belongs to every dimension it is listed under. T2T: one row per CSV row
+    (``membership_source`` 'row'; settings 1-5 = 406 / 413 / 406 / 406 / 406 rows). T2I: one
+    row per (CSV row, dimension): the row's ``bias_type`` ('row') and each further dimension of
+    its key in ``bias_target_mapping.json`` ('mapping').
+
+    Returns:
+        A table with schema :data:`DESCRIPTOR_ROWS_SCHEMA`.
+    """
+    rows: list[dict] = []
+    templates = curated_t2t_templates() if folder is None else curated_t2t_templates(folder=folder)
+    counters: dict[str, int] = {}
+    for t in templates:
+        counters[t.setting] = counters.get(t.setting, 0) + 1
+        rows.append({"list_modality": "t2t", "setting": t.setting, "row_number": counters[t.setting],
+                     "descriptor": t.descriptor, "descriptor_row": t.descriptor_row,
+                     "bias_dimension": t.bias_dimension, "membership_source": "row", "phrase": t.prefix})
+    for r in curated_t2i_rows(folder):
+        for j, dim in enumerate(r["dimensions"]):
+            rows.append({"list_modality": "t2i", "setting": r["setting"], "row_number": r["row_number"],
+                         "descriptor": r["descriptor"], "descriptor_row": r["descriptor_row"], "bias_dimension": dim,
+                         "membership_source": "row" if j == 0 else "mapping", "phrase": r["phrase"]})
+    return pa.Table.from_pylist(rows, schema=DESCRIPTOR_ROWS_SCHEMA)

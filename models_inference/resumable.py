@@ -51,6 +51,9 @@ class ResumableTable:
         error_status: the status of a row whose call failed (counted against
             ``max_error_share`` by :func:`run_resumable`).
         error_column: the column holding a failed row's error text (for the failure message).
+        null_defaults: ``(column, value)`` pairs: a landed null in a key column reads as
+            ``value`` (a key column added later, e.g. T2T ``descriptor_row``: rows landed
+            before it existed are its first row).
 
     Raises:
         KeyError: unknown table. ValueError: a key or status column the table does not have.
@@ -63,6 +66,7 @@ class ResumableTable:
     unit: str = "row"
     error_status: str = "error"
     error_column: str | None = None
+    null_defaults: tuple[tuple[str, object], ...] = ()
 
     def __post_init__(self):
         names = SCHEMAS[self.name].names
@@ -174,7 +178,29 @@ def landed_keys(table: ResumableTable, audit_id: str) -> set[tuple]:
     if table.final_statuses is not None:
         filters[table.status_column] = list(table.final_statuses)
     data = read_landing(table.name, columns=list(table.key_columns), filters=filters)
-    return set(zip(*(data.column(c).to_pylist() for c in table.key_columns)))
+    defaults = dict(table.null_defaults)
+    columns = []
+    for c in table.key_columns:
+        values = data.column(c).to_pylist()
+        if c in defaults:
+            values = [defaults[c] if v is None else v for v in values]
+        columns.append(values)
+    return set(zip(*columns))
+
+
+def plan_resumable(planned: Iterable[T], key: Callable[[T], Hashable], *, table: ResumableTable, audit_id: str) -> ResumableSummary:
+    """What :func:`run_resumable` would do, without generating anything (``dora audit --dry-run``).
+
+    Returns:
+        A :class:`ResumableSummary` with ``planned`` and ``already_landed`` set (rows to
+        generate = planned - already_landed) and ``generated`` = 0.
+    """
+    done = landed_keys(table, audit_id)
+    summary = ResumableSummary()
+    for item in planned:
+        summary.planned += 1
+        summary.already_landed += key(item) in done
+    return summary
 
 
 # --- issue 17: failing audits fail loudly; audit identity; one generator per audit -----------
@@ -377,7 +403,7 @@ def _run_resumable(
     return summary
 
 
-__all__ = ["CODE_VERSION", "AuditInfo", "ResumableSummary", "ResumableTable", "landed_keys", "model_columns", "run_resumable"]
+__all__ = ["CODE_VERSION", "AuditInfo", "ResumableSummary", "ResumableTable", "landed_keys", "model_columns", "plan_resumable", "record_audit_target", "run_resumable"]
 
 
 def record_audit_target(audit_id: str, target: str, model_id: str, model_version: str, modality: str) -> bool:

@@ -319,10 +319,7 @@ def test_tiny_example_by_hand(fct):
     assert got[("rich person", "lazy")]["bias_dimension"] == "socioeconomic"
     # 'zany', 'lame' never count (bad parse status / replaced by a later duplicate)
     assert not any(w in {"zany", "lame"} for (_, w) in got)
-    # paper z-score: tfidf values [2 ln1.5, ln3, ln1.5, ln1.5, ln1.5], population sd
-    values = np.array([2 * ln15, ln3, ln15, ln15, ln15])
-    z = (values - values.mean()) / values.std(ddof=0)
-    assert close(got[("old person", "kind")]["paper_p_value"], 1 - stats.norm.cdf(z[1]), rel=1e-9)
+    # the paper's own statistics (METHOD.md 3a) are checked in tests/test_paper_statistics.py
 
 
 def test_every_association_matches_python_reference(fct, built):
@@ -338,11 +335,7 @@ def test_every_association_matches_python_reference(fct, built):
         assert close(row["fisher_q"], want["fisher_q"]), key
         assert row["fisher_q"] >= row["fisher_p"]
         assert row["is_significant"] == want["is_significant"], key
-        if want["paper_p_value"] is None:
-            assert row["paper_p_value"] is None, key
-        else:
-            assert close(row["paper_p_value"], want["paper_p_value"]), key
-            assert close(row["paper_p_value"], 1 - stats.norm.cdf(want["z"]), rel=0, abs_=1e-12)
+        # paper_p_value (METHOD.md 3a): tests/test_paper_statistics.py
 
 
 def test_fisher_q_is_scipy_bh_per_setting_including_ties(fct):
@@ -424,7 +417,10 @@ def test_build_with_empty_landing(tmp_path, monkeypatch):
                   " where table_name = 'fct_associations' order by ordinal_position")]
     assert cols == ["audit_id", "model_id", "model_version", "modality", "setting", "descriptor",
                     "bias_dimension", "word", "tf", "df", "idf", "tfidf", "pmi", "paper_p_value",
-                    "fisher_p", "fisher_q", "is_significant", "inputs_landed_at"]
+                    "fisher_p", "fisher_q", "is_significant", "inputs_landed_at",
+                    # issue 11, appended
+                    "bias_dimensions", "paper_df", "n_paper_documents", "paper_idf", "paper_tfidf",
+                    "is_paper_significant"]
 
 
 def test_duplicate_association_key_fails_the_build(tmp_path, monkeypatch):

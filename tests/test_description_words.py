@@ -3,7 +3,9 @@
 A fixture of real-looking image descriptions lands as ``i2t_descriptions`` rows; the real
 tokeniser (:mod:`ingestion.description_words`, spaCy en_core_web_sm) turns them into words;
 ``dbt build`` computes ``fct_associations``. Every expected word, lemma and statistic below
-was worked out by hand from the sentences (METHOD.md section 3).
+was worked out by hand from the sentences (METHOD.md section 3). These hand examples use the
+options of dora before issue 11 (spaCy's stop list, the descriptor's own words dropped, singular
+and plural images pooled: ``LEGACY``); the paper's defaults are tested at the end.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 LN2 = math.log(2)
 #: The models this chain feeds (others' marts are built by their own tests).
 DBT_SELECTION = "+fct_associations +stg_t2i_images +stg_description_words"
+#: The pre-issue-11 options the hand examples were worked out with.
+LEGACY = {"stop_list": "spacy", "drop_descriptor_words": True}
 
 
 def test_tokenising_lemmas_pos_and_drop_reasons():
-    rows = tokenise_descriptions(["An old man with gray hair sits on a wooden bench in a park."], ["old person"])[0]
+    rows = tokenise_descriptions(["An old man with gray hair sits on a wooden bench in a park."], ["old person"], **LEGACY)[0]
     got = [(r["token"], r["lemma"], r["word"], r["drop_reason"]) for r in rows]
     assert got == [
         ("An", "an", None, "stop"),
@@ -55,7 +59,7 @@ def test_tokenising_lemmas_pos_and_drop_reasons():
 def test_numbers_symbols_case_and_plural_descriptor_words():
     rows = tokenise_descriptions(
         ["She looks carefree and HAPPY; 2 birds fly by! Three $ signs.", "The elderly people are resting."],
-        ["young person", "old person"],
+        ["young person", "old person"], **LEGACY,
     )
     words = [[r["word"] for r in doc if r["word"]] for doc in rows]
     assert words == [["look", "carefree", "happy", "bird", "fly", "sign"], ["elderly", "rest"]]
@@ -112,9 +116,9 @@ def fixture_warehouse(tmp_path_factory):
     os.environ["DORA_HOME"] = str(home)
     try:
         write_shard("i2t_descriptions", FIXTURE, partition="vision-fixture")
-        first = land_description_words()
-        second = land_description_words()  # idempotent: nothing pending any more
-        run_dbt(["build", "--select", DBT_SELECTION], home)
+        first = land_description_words(**LEGACY)
+        second = land_description_words(**LEGACY)  # idempotent: nothing pending any more
+        run_dbt(["build", "--select", DBT_SELECTION, "--vars", "{pool_image_settings: true}"], home)
         yield home, first, second
     finally:
         if old is None:
@@ -207,3 +211,26 @@ def test_staging_keeps_every_token_with_its_reason(fixture_warehouse):
     assert reasons == {"kept": 7, "stop": 6, "descriptor": 1, "punct": 1}
     # o4 (error) is replaced by the later o5 for the same key
     assert statuses == {"ok": 6, "truncated": 1, "empty": 1}
+
+
+def test_paper_defaults_nltk_stop_list_and_descriptor_words_kept():
+    """Issue 11 / METHOD.md 3a: NLTK's English stop list keeps bias-bearing words spaCy's list
+    drops, and the descriptor's own words are kept (dropping them is an option)."""
+    from ingestion.description_words import nltk_english_stop_words, tokenizer_name
+
+    text = "The old man is serious and alone; the room is empty, full of people together, well lit."
+    (rows,) = tokenise_descriptions([text], ["old person"])
+    kept = [r["word"] for r in rows if r["word"]]
+    for w in ("serious", "alone", "empty", "full", "together", "well", "old", "people"):
+        assert w in kept, (w, kept)
+    assert not any(r["drop_reason"] == "descriptor" for r in rows)
+    (legacy,) = tokenise_descriptions([text], ["old person"], **LEGACY)
+    legacy_kept = {r["word"] for r in legacy if r["word"]}
+    assert not {"serious", "alone", "empty", "full", "together", "well"} & legacy_kept
+    (dropped,) = tokenise_descriptions([text], ["old person"], drop_descriptor_words=True)
+    assert {r["token"] for r in dropped if r["drop_reason"] == "descriptor"} == {"old", "people"}
+    stops = nltk_english_stop_words()
+    assert len(stops) == 179 and {"the", "is", "and", "of", "wouldn't"} <= stops
+    assert tokenizer_name().endswith("+stop=nltk") and tokenizer_name("spacy", True).endswith("+stop=spacy+drop-descriptor")
+    with pytest.raises(ValueError, match="stop_list"):
+        tokenise_descriptions([text], ["old person"], stop_list="nope")

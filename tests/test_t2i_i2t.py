@@ -268,9 +268,11 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     assert sum(len((d["raw_output"] or "").split()) for d in descs) > 100
     assert run_i2t_probe(summary.audit_id, vision, probe, progress=False).generated == 0
 
-    words = land_description_words()
+    # the options of this chain test: descriptor words dropped, singular and plural images pooled
+    # (the paper's defaults - kept, separate - are tested in test_description_words / test_biasdora_paper)
+    words = land_description_words(drop_descriptor_words=True)
     assert words["descriptions"] == sum(d["status"] in ("ok", "truncated") for d in descs) and words["words"] > 0
-    run_dbt(["build", "--select", DBT_SELECTION], dora_home)
+    run_dbt(["build", "--select", DBT_SELECTION, "--vars", "{pool_image_settings: true}"], dora_home)
 
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
         by_modality = dict(con.execute(

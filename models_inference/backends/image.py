@@ -104,6 +104,7 @@ class DiffusersImageBackend:
     device: str = "cpu"
     dtype: str = "float32"
     backend_name: str = "diffusers"
+    prompt_suffix: str = ""  # issue 11: the paper's SD style suffix, appended with no space by the T2I probe
 
     @classmethod
     def load(
@@ -118,6 +119,7 @@ class DiffusersImageBackend:
         batch_size: int = 4,
         device: str | None = None,
         dpm_solver: bool = True,
+        prompt_suffix: str = "",
     ) -> "DiffusersImageBackend":
         """Load a pipeline by hub id or local folder; swap in DPMSolverMultistep and the VAE.
 
@@ -131,6 +133,8 @@ class DiffusersImageBackend:
                 ``stabilityai/sd-vae-ft-mse``); None keeps the pipeline's VAE.
             dpm_solver: replace the scheduler by ``DPMSolverMultistepScheduler`` built from
                 the pipeline's scheduler config (paper).
+            prompt_suffix: text appended to every prompt, with no separating space (paper:
+                :data:`models_inference.probes.biasdora.t2i.PAPER_SD_PROMPT_SUFFIX`); recorded in every row's ``prompt``.
 
         Raises:
             ModelNotAvailableError: the pipeline or VAE cannot be loaded here.
@@ -168,6 +172,7 @@ class DiffusersImageBackend:
             scheduler=type(pipe.scheduler).__name__,
             device=device,
             dtype=str(dtype).replace("torch.", ""),
+            prompt_suffix=prompt_suffix or "",
         )
 
     def generation_params(self) -> dict:
@@ -181,6 +186,7 @@ class DiffusersImageBackend:
             "vae": self.vae,
             "dtype": self.dtype,
             "safety_checker": getattr(self.pipeline, "safety_checker", None) is not None,
+            **({"prompt_suffix": self.prompt_suffix} if self.prompt_suffix else {}),  # only when set: ids stay
         }
 
     def generate(self, requests, on_batch=None):

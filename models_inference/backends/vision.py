@@ -23,6 +23,18 @@ from models_inference.model_ref import ModelNotAvailableError, model_version
 from models_inference.probes.biasdora.prompts import PAPER_I2T_MAX_NEW_TOKENS
 
 
+#: The paper's LLaVA (BiasDora released code; METHOD.md 3a; issue 11).
+PAPER_LLAVA_MODEL = "llava-hf/llava-v1.6-vicuna-7b-hf"
+#: The system prompt of the paper's LLaVA runs. ASSUMPTION (the released code's exact text is
+#: not in this repository's sources): LLaVA's own vicuna_v1 conversation system prompt.
+PAPER_LLAVA_SYSTEM_PROMPT = (
+    "A chat between a curious human and an artificial intelligence assistant. The assistant gives "
+    "helpful, detailed, and polite answers to the human's questions."
+)
+#: The paper's LLaVA input size (width, height).
+PAPER_LLAVA_IMAGE_SIZE = (448, 448)
+
+
 @dataclass(frozen=True)
 class DescriptionRequest:
     """One image to describe.
@@ -79,10 +91,29 @@ class TransformersVisionBackend:
     batch_size: int = 4
     device: str = "cpu"
     backend_name: str = "transformers"
+    system_prompt: str | None = None
+    image_size: tuple[int, int] | None = None
+
+    def description_params(self) -> dict:
+        """Parameters that change what a description means (part of the audit id when set)."""
+        out = {}
+        if self.system_prompt:
+            out["system_prompt"] = self.system_prompt
+        if self.image_size:
+            out["image_size"] = list(self.image_size)
+        return out
 
     @classmethod
-    def load(cls, model_ref: str, *, batch_size: int = 4, device: str | None = None) -> "TransformersVisionBackend":
+    def load(
+        cls, model_ref: str, *, batch_size: int = 4, device: str | None = None,
+        system_prompt: str | None = None, image_size: tuple[int, int] | None = None,
+    ) -> "TransformersVisionBackend":
         """Load by hub id (offline: only if cached) or local folder; fp16 on CUDA, fp32 on CPU.
+
+        ``system_prompt`` (chat mode) is sent as a system turn before the image and prompt;
+        ``image_size`` (width, height) resizes every image first. The paper's LLaVA
+        configuration (:data:`PAPER_LLAVA_MODEL`, :data:`PAPER_LLAVA_SYSTEM_PROMPT`, 448x448;
+        issue 11) sets both.
 
         Raises:
             ModelNotAvailableError: the model or its processor cannot be loaded here.
@@ -114,12 +145,15 @@ class TransformersVisionBackend:
             tokenizer.pad_token = tokenizer.eos_token
         version = model_version(model_ref)
         return cls(model_ref, version, model, processor, tokenizer, image_processor,
-                   mode="chat" if chat else "prefix", batch_size=batch_size, device=device)
+                   mode="chat" if chat else "prefix", batch_size=batch_size, device=device,
+                   system_prompt=system_prompt, image_size=tuple(image_size) if image_size else None)
 
     # -- encoding
 
     def _chat_inputs(self, prompt: str, images):
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
+        if self.system_prompt:
+            messages.insert(0, {"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
         text = self.processor.apply_chat_template(messages, add_generation_prompt=True)
         enc = self.processor(images=images, text=[text] * len(images), return_tensors="pt", padding=True)
         return {k: v for k, v in enc.items() if k != "token_type_ids"}, "input_ids"
@@ -167,7 +201,10 @@ class TransformersVisionBackend:
             images, batch = [], []
             for i in group:
                 try:
-                    images.append(_load_rgb(requests[i].image_path))
+                    image = _load_rgb(requests[i].image_path)
+                    if self.image_size:
+                        image = image.resize(tuple(self.image_size))
+                    images.append(image)
                     batch.append(i)
                 except (OSError, ValueError) as exc:
                     results[i] = GenerationResult("", True, f"cannot read image {requests[i].image_path.name}: {exc}")

@@ -113,7 +113,8 @@ def t2t_prefix_from_prompt(prompt: str, prompt_style: str, setting: str, letter:
 
     Completion style: the prompt is ``"<prefix> <letter>"`` (``a/an`` already resolved).
     Chat style: the user turn is the instruction (``T2T_USER_PROMPT`` + setting suffix), a
-    space, then ``"<prefix> [<letter>__]."`` (``...]ing.`` for verbs). Returns ``None`` when
+    space, then ``"<prefix> [<letter>__]."`` (``...]ing.`` for verbs landed before issue 11;
+    `` Answer : `` may follow). Returns ``None`` when
     the prompt does not have that shape.
     """
     if not prompt or not letter:
@@ -170,15 +171,23 @@ def with_association_text(rows: Iterable[Mapping]) -> list[dict]:
             the word, null for other modalities), plus any other columns (kept).
 
     Returns:
-        One dict per row without ``prompt`` / ``prompt_style`` and with ``text``, in input order.
+        One dict per row without ``prompt`` / ``prompt_style`` and with ``text`` and
+        ``judge_target`` (:func:`models_inference.probes.biasdora.prompts.judge_target`), in
+        input order.
     """
+    from models_inference.probes.biasdora.prompts import judge_target
+
     out = []
     for row in rows:
         row = dict(row)
+        prompt, style = row.pop("prompt", None), row.pop("prompt_style", None)
         row["text"] = association_text(
-            row["modality"], row["setting"], row["descriptor"], row["word"],
-            prompt=row.pop("prompt", None), prompt_style=row.pop("prompt_style", None),
+            row["modality"], row["setting"], row["descriptor"], row["word"], prompt=prompt, prompt_style=style,
         )
+        # the target as the setting words it, for the judge ("Children:naive"; issue 11)
+        prefix = (t2t_prefix_from_prompt(prompt, style, row["setting"], row["word"][0])
+                  if row["modality"] == "t2t" and prompt and style and row["word"] else None)
+        row["judge_target"] = judge_target(row["descriptor"], row["setting"] if row["modality"] == "t2t" else None, prefix)
         out.append(row)
     return out
 
@@ -224,7 +233,8 @@ def score_rows(associations: Sequence[dict], scorer: TextScorer, cached: CachedS
     rows = []
     for assoc, res in zip(associations, results):
         row = {k: assoc[k] for k in ASSOCIATION_KEY}
-        row.update(text=assoc["text"], scorer=scorer.name, scorer_version=scorer.version, scored_at=now)
+        row.update(text=assoc["text"], scorer=scorer.name, scorer_version=scorer.version, scored_at=now,
+                   score_pool=assoc.get("score_pool", "fisher"))  # issue 11
         row.update(kind.landing_fields(res))
         rows.append(row)
     return rows

@@ -45,6 +45,7 @@ from models_inference.probes.biasdora.prompts import (
     LIKERT_LEVELS,
     PAPER_JUDGE_MAX_NEW_TOKENS,
     PAPER_JUDGE_TEMPERATURE,
+    PAPER_JUDGE_TOP_P,
     render_judge_prompt,
 )
 
@@ -56,7 +57,11 @@ RATING_CHOICES: tuple[str, ...] = tuple(str(k) for k in RATINGS)
 
 @dataclass(frozen=True)
 class JudgeRequest:
-    """One judgement to make: the association and the per-row sampling seed."""
+    """One judgement to make: the association and the per-row sampling seed.
+
+    ``descriptor`` is the target as the setting words it ("Children" in the plural setting;
+    :func:`models_inference.prompts.judge_target`), which is what the paper's judge saw.
+    """
 
     descriptor: str
     word: str
@@ -78,10 +83,10 @@ class JudgeAnswer:
 
 @dataclass(frozen=True)
 class JudgeSampling:
-    """Judge generation parameters (paper: temperature 0.7, max 10 tokens; top_p unset = 1)."""
+    """Judge generation parameters (paper code: temperature 0.7, top_p 0.95, max 10 tokens)."""
 
     temperature: float = PAPER_JUDGE_TEMPERATURE
-    top_p: float = 1.0
+    top_p: float = PAPER_JUDGE_TOP_P
     max_new_tokens: int = PAPER_JUDGE_MAX_NEW_TOKENS
 
 
@@ -215,12 +220,13 @@ def judge_rows(associations: Sequence[dict], repeats: Sequence[int], judge: Judg
             answer_mode=judge.answer_mode,
             repeat=repeat,
             seed=judge_seed(key, judge.model_id, repeat),
-            prompt=render_judge_prompt(assoc["descriptor"], assoc["word"]).as_text(),
+            prompt=render_judge_prompt(assoc.get("judge_target") or assoc["descriptor"], assoc["word"]).as_text(),
             raw_output=ans.error if ans.error else ans.raw_output,
             rating=parsed.rating,
             parse_status=parsed.status,
             expected_rating=dist.expected if dist else None,
             judged_at=now,
+            score_pool=assoc.get("score_pool", "fisher"),
         )
         for k in RATINGS:
             row[f"p_rating_{k}"] = dist.probs[k - 1] if dist else None
@@ -275,7 +281,7 @@ def run_judge(
         for start in range(0, len(todo), shard_rows):
             chunk = todo[start : start + shard_rows]
             requests = [
-                JudgeRequest(a["descriptor"], a["word"], judge_seed(tuple(a[k] for k in ASSOCIATION_KEY), judge.model_id, r))
+                JudgeRequest(a.get("judge_target") or a["descriptor"], a["word"], judge_seed(tuple(a[k] for k in ASSOCIATION_KEY), judge.model_id, r))
                 for a, r in chunk
             ]
             answers = judge.judge(requests, sampling, on_done=bar.update)
@@ -292,15 +298,19 @@ def run_judge(
 
 
 def _landed_repeats(judge: Judge) -> set[tuple[tuple, int]]:
+    # issue 11: the answer mode is part of the resume key (free and constrained runs of one judge
+    # version both land); rows landed without one count as the judge's mode
+    mode = getattr(judge, "answer_mode", "free")
     data = read_landing(
         "judge_ratings",
-        columns=[*ASSOCIATION_KEY, "repeat"],
+        columns=[*ASSOCIATION_KEY, "repeat", "answer_mode"],
         filters={"judge_backend": judge.backend_name, "judge_model": judge.model_id, "judge_model_version": judge.model_version,
                  # (issue 17) a failed call ('error' row) is not a judgement: the next run asks again
                  "parse_status": [s for s in JUDGE_PARSE_STATUSES if s != "error"]},
     )
     cols = [data.column(c).to_pylist() for c in ASSOCIATION_KEY]
-    return {(key, r) for key, r in zip(zip(*cols), data.column("repeat").to_pylist())}
+    modes = data.column("answer_mode").to_pylist()
+    return {(key, r) for key, r, m in zip(zip(*cols), data.column("repeat").to_pylist(), modes) if m in (None, mode)}
 
 
 __all__ = [

@@ -4,7 +4,7 @@ The probability of the toxic class and ``is_toxic = probability >= 0.5``. Scorer
 :class:`JigsawToxicityScorer` (offline default: the Jigsaw-trained Keras BiLSTM of the
 ``toxic-comment-classifier`` package, run in torch without TensorFlow) and
 :class:`TransformersToxicityScorer` (by model id, e.g. the paper's
-``s-nlp/roberta-toxicity_classifier``).
+``s-nlp/roberta_toxicity_classifier``).
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ class JigsawToxicityScorer:
 
 @dataclass
 class TransformersToxicityScorer(TransformersClassifierScorer):
-    """Any ``transformers`` toxicity classifier by model id (paper: ``s-nlp/roberta-toxicity_classifier``).
+    """Any ``transformers`` toxicity classifier by model id (paper: ``s-nlp/roberta_toxicity_classifier``).
 
     The toxicity probability is the score of ``toxic_label`` (default: the label named
     ``toxic``/``toxicity``, or ``LABEL_1`` of a 2-label model). Multi-label models get

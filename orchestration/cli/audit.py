@@ -147,10 +147,30 @@ def _dora_error_names() -> set[str]:
         names.add(cls.__name__)
         todo.extend(cls.__subclasses__())
     return names
+def cmd_dry_run(args) -> int:
+    """``dora audit --dry-run``: the plan, no model loaded, no Dagster run (issue 11)."""
+    from orchestration.cli.flags import config_values
+    from orchestration.defs.config import AuditConfig, VisionConfig
+    from orchestration.dry_run import format_plan, t2i_plan_lines, t2t_plan_lines
+
+    values = config_values(args)
+    try:
+        lines, audit_id, rate, source = t2t_plan_lines(AuditConfig(**values.get(AuditConfig, {})), audit_id=args.audit_id)
+        vision = VisionConfig(**values.get(VisionConfig, {}))
+        if vision.t2i_model:  # T2I rows x images (landed images need the model's version: not counted)
+            lines += t2i_plan_lines(vision.t2i_settings, vision.descriptors, vision.per_dimension,
+                                    vision.images_per_descriptor)
+    except ValueError as exc:
+        print(f"dora audit: {exc}", file=sys.stderr)
+        return 2
+    print(format_plan(lines, audit_id, rate, source))
+    return 0
 
 
 def cmd_audit(args) -> int:
     home = prepare_environment()
+    if getattr(args, "dry_run", False):
+        return cmd_dry_run(args)
     from dagster import DagsterInstance
 
     from analytics.summary import audit_summary

@@ -19,7 +19,7 @@ import dagster as dg
 
 from ingestion.vocabulary import I2T_BACKENDS, JUDGE_BACKENDS, PROMPT_STYLES, T2I_BACKENDS, T2T_BACKENDS
 from models_inference.scoring.judge import ANSWER_MODES
-from orchestration.defs.config import AuditConfig, VisionConfig
+from orchestration.defs.config import AuditConfig, DescriptionWordsConfig, VisionConfig
 from orchestration.defs.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
 
 #: Op name -> the Config class of its run config (the audit job's configurable ops).
@@ -30,6 +30,7 @@ OP_CONFIGS: dict[str, type[dg.Config]] = {
     "sentiment_scores": SentimentConfig,
     "toxicity_scores": ToxicityConfig,
     "judge_ratings": JudgeConfig,
+    "description_words": DescriptionWordsConfig,  # issue 11
 }
 
 
@@ -109,8 +110,14 @@ FLAGS: tuple[Flag, ...] = (
         "images_per_descriptor", "image_audit_id")),
     Flag(_t(VisionConfig, "i2t_backend"), choices=I2T_BACKENDS, group="vision"),
     *(Flag(_t(VisionConfig, f), group="vision") for f in ("i2t_model", "i2t_base_url", "i2t_settings", "i2t_max_new_tokens")),
+    # issue 11: the paper's SD / LLaVA configurations (presets --t2i-model paper-sd, --i2t-model paper-llava)
+    *(Flag(_t(VisionConfig, f), group="vision") for f in ("t2i_prompt_suffix", "i2t_system_prompt", "i2t_image_size")),
+    Flag(_t(DescriptionWordsConfig, "stop_list"), choices=("nltk", "spacy"), group="vision"),
+    Flag(_t(DescriptionWordsConfig, "drop_descriptor_words"), group="vision"),
     # scoring (orchestration/defs/scoring/)
     Flag(((SentimentConfig, "score_all"), (ToxicityConfig, "score_all"), (JudgeConfig, "score_all")), group="scoring"),
+    Flag(((SentimentConfig, "score_pool"), (ToxicityConfig, "score_pool"), (JudgeConfig, "score_pool")),
+         choices=("fisher", "paper", "all"), group="scoring"),  # issue 11
     Flag(_t(SentimentConfig, "scorer"), name="--sentiment-scorer", group="scoring"),
     Flag(_t(ToxicityConfig, "scorer"), name="--toxicity-scorer", group="scoring"),
     Flag(_t(JudgeConfig, "backend"), name="--judge-backend", choices=JUDGE_BACKENDS, group="scoring"),
@@ -158,10 +165,39 @@ def config_values(args: argparse.Namespace) -> dict[type[dg.Config], dict]:
             value = csv_list(value)
         for cls, name in flag.targets:
             values.setdefault(cls, {})[name] = value
+    apply_vision_presets(values.setdefault(VisionConfig, {}))
     judge = values.get(JudgeConfig, {})
     if judge.get("backend") == "none":  # --judge-backend none: the judge asset lands nothing
         judge.update(backend=JudgeConfig.model_fields["backend"].default, enabled=False)
     return values
+
+
+#: ``--t2i-model`` / ``--i2t-model`` presets: the paper's configurations (issue 11; METHOD.md 3a).
+VISION_PRESETS = ("paper-sd", "paper-llava")
+
+
+def apply_vision_presets(vision: dict) -> dict:
+    """Expand ``t2i_model='paper-sd'`` / ``i2t_model='paper-llava'`` into the paper's settings, in place.
+
+    paper-sd: ``stabilityai/stable-diffusion-2-inpainting`` (BiasDora appendix), VAE
+    ``stabilityai/sd-vae-ft-mse``, 20 DPM-Solver multistep steps, every prompt immediately
+    followed by the paper's style suffix (:data:`PAPER_SD_PROMPT_SUFFIX`). paper-llava:
+    ``llava-hf/llava-v1.6-vicuna-7b-hf``, the system prompt (:data:`PAPER_LLAVA_SYSTEM_PROMPT`)
+    and 448x448 input. Values set explicitly (VAE, suffix, system prompt, size) win.
+    """
+    from models_inference.backends.vision import PAPER_LLAVA_IMAGE_SIZE, PAPER_LLAVA_MODEL, PAPER_LLAVA_SYSTEM_PROMPT
+    from models_inference.probes.biasdora.prompts import PAPER_SD_STEPS, PAPER_SD_VAE
+    from models_inference.probes.biasdora.t2i import PAPER_SD_MODEL, PAPER_SD_PROMPT_SUFFIX
+
+    if vision.get("t2i_model") == "paper-sd":
+        vision.update(t2i_backend="diffusers", t2i_model=PAPER_SD_MODEL, t2i_steps=PAPER_SD_STEPS,
+                      t2i_vae=vision.get("t2i_vae") or PAPER_SD_VAE,
+                      t2i_prompt_suffix=vision.get("t2i_prompt_suffix") or PAPER_SD_PROMPT_SUFFIX)
+    if vision.get("i2t_model") == "paper-llava":
+        vision.update(i2t_backend="transformers", i2t_model=PAPER_LLAVA_MODEL,
+                      i2t_system_prompt=vision.get("i2t_system_prompt") or PAPER_LLAVA_SYSTEM_PROMPT,
+                      i2t_image_size=vision.get("i2t_image_size") or list(PAPER_LLAVA_IMAGE_SIZE))
+    return vision
 
 
 def audit_run_config(args: argparse.Namespace, **extra) -> dg.RunConfig:

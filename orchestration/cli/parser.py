@@ -98,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_modscan_arguments(audit)
     add_vlstereoset_arguments(audit)
     # --- end probe families ---
+    audit.add_argument(
+        "--dry-run", action="store_true",
+        help="print the plan (prompts per modality x setting, rows already landed, rows to generate, estimated "
+        "time) without loading any model or running anything",
+    )
     audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
 
     query = sub.add_parser(

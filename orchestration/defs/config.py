@@ -33,7 +33,8 @@ class AuditConfig(dg.Config):
 
     Defaults give the quick audit of the README's main command: the embedded SmolLM2-135M,
     all 5 T2T settings, 2 curated descriptors per bias dimension, 4 runs per letter.
-    The paper-scale T2T audit is ``per_dimension=0, runs=10``.
+    The paper-scale T2T audit is ``per_dimension=0, runs=10`` (every row: 406 / 413 / 406 / 406 / 406 x 5 settings
+    x 26 letters x 10 runs).
     """
 
     model: str = Field(DEFAULT_MODEL, description=f"'{DEFAULT_MODEL}' (embedded), a local folder/.gguf, a cached hub id, or an API model name")
@@ -84,6 +85,8 @@ class VisionConfig(dg.Config):
     t2i_styles: list[str] = Field(list(PAPER_DALLE_STYLES), description="OpenAI styles, alternated over a descriptor's images (paper)")
     t2i_settings: list[str] = Field(list(T2I_SETTINGS), description="T2I settings")
     t2i_batch_size: int = 4
+    # issue 11: the paper's SD style suffix (appended with no space); see --t2i-model paper-sd
+    t2i_prompt_suffix: str = Field("", description="text appended to every diffusers prompt with no space (paper SD: the style suffix; preset --t2i-model paper-sd)")
     images_per_descriptor: int = Field(DEFAULT_IMAGES_PER_DESCRIPTOR, description="images per descriptor and setting (paper: 10)")
     descriptors: list[str] = []
     per_dimension: int = DEFAULT_PER_DIMENSION
@@ -100,8 +103,18 @@ class VisionConfig(dg.Config):
     i2t_temperature: float = PAPER_TEMPERATURE
     i2t_top_p: float = PAPER_TOP_P
     i2t_batch_size: int = 4
+    # issue 11: the paper's LLaVA system prompt and input size; see --i2t-model paper-llava
+    i2t_system_prompt: Optional[str] = Field(None, description="system turn before each image (transformers chat VLMs; preset --i2t-model paper-llava)")
+    i2t_image_size: list[int] = Field([], description="resize images to [width, height] before describing (paper LLaVA: 448 448)")
     progress: bool = True
     # Partitioned runs: the registry file (default: the T2T op's `registry`, else $DORA_REGISTRY or
     # registry.yaml). A t2i target's model draws (t2i_* fields from the target) and the describer
     # above describes objectively; an i2t target's model describes (i2t_* fields from the target).
     registry: Optional[str] = None
+
+
+class DescriptionWordsConfig(dg.Config):
+    """How descriptions become words (issue 11; METHOD.md 3a), op ``description_words``."""
+
+    stop_list: str = Field("nltk", description="stop words dropped from descriptions: nltk (the paper's code) or spacy")
+    drop_descriptor_words: bool = Field(False, description="drop the descriptor's own words from its descriptions (default: kept, as the paper's code)")

@@ -81,6 +81,35 @@ words as (
     group by audit_id, modality, setting, word
 ),
 
+paper_words as (
+    -- the paper's df(w) (METHOD.md 3a): paper documents (a probe row in one run; one
+    -- description) containing w
+    select
+        audit_id,
+        modality,
+        setting,
+        word,
+        count(distinct document_id) as paper_df
+    from document_words
+    group by audit_id, modality, setting, word
+),
+
+paper_documents as (
+    select * from {{ ref('int_paper_documents') }}
+),
+
+descriptor_dimensions as (
+    -- every bias dimension of the descriptor (the bridge int_descriptor_dimensions)
+    select
+        audit_id,
+        modality,
+        setting,
+        descriptor,
+        list(distinct bias_dimension order by bias_dimension) as bias_dimensions
+    from {{ ref('int_descriptor_dimensions') }}
+    group by audit_id, modality, setting, descriptor
+),
+
 settings as (
     -- N: descriptors (non-empty documents); grand_total: all words
     select
@@ -101,7 +130,7 @@ final as (
         term_frequencies.modality,
         term_frequencies.setting,
         term_frequencies.descriptor,
-        documents.bias_dimension,
+        coalesce(descriptor_dimensions.bias_dimensions[1], documents.bias_dimension) as bias_dimension,
         term_frequencies.word,
         term_frequencies.tf,
         documents.doc_length,
@@ -109,6 +138,9 @@ final as (
         words.df,
         settings.n_descriptors,
         settings.grand_total,
+        coalesce(descriptor_dimensions.bias_dimensions, [documents.bias_dimension]) as bias_dimensions,
+        paper_words.paper_df,
+        paper_documents.n_paper_documents,
         watermarks.counted_inputs_landed_at
     from term_frequencies
     inner join documents
@@ -125,6 +157,20 @@ final as (
         on  term_frequencies.audit_id = settings.audit_id
         and term_frequencies.modality = settings.modality
         and term_frequencies.setting = settings.setting
+    left join paper_words
+        on  term_frequencies.audit_id = paper_words.audit_id
+        and term_frequencies.modality = paper_words.modality
+        and term_frequencies.setting = paper_words.setting
+        and term_frequencies.word = paper_words.word
+    left join paper_documents
+        on  term_frequencies.audit_id = paper_documents.audit_id
+        and term_frequencies.modality = paper_documents.modality
+        and term_frequencies.setting = paper_documents.setting
+    left join descriptor_dimensions
+        on  term_frequencies.audit_id = descriptor_dimensions.audit_id
+        and term_frequencies.modality = descriptor_dimensions.modality
+        and term_frequencies.setting = descriptor_dimensions.setting
+        and term_frequencies.descriptor = descriptor_dimensions.descriptor
     left join watermarks
         on term_frequencies.audit_id = watermarks.audit_id
 )

@@ -2,8 +2,8 @@
     The associations the scorers read (METHOD.md section 4): every association of
     fct_associations with its significance flag and, for T2T, the prompt that produced the
     word (the scored sentence is that prompt's template filled with the word, built in
-    models_inference/scoring/common.py). Scoring selects `is_significant` rows (or all with
-    --score-all) and an audit with `?` parameters: no value is ever put into SQL text.
+    models_inference/scoring/common.py). Scoring selects `is_significant` rows (--score-pool fisher),
+    `is_paper_significant` rows (--score-pool paper) or all (--score-pool all / --score-all) and an audit with `?` parameters: no value is ever put into SQL text.
 -#}
 
 with
@@ -37,6 +37,8 @@ final as (
         associations.word,
         associations.bias_dimension,
         associations.is_significant,
+        -- issue 11: the paper's p-value-significant pool (--score-pool paper)
+        coalesce(associations.is_paper_significant, false) as is_paper_significant,
         t2t_prompts.prompt,
         t2t_prompts.prompt_style
     from associations

@@ -1,7 +1,8 @@
 {#-
     PUBLIC CONTRACT: the paper's reported views (BiasDora Figures 3, 4, 6, 7; METHOD.md
     section 4) per audit x model x modality x setting x bias dimension, over the
-    SIGNIFICANT associations: how many there are, % negative, % toxic, and the share of
+    SIGNIFICANT associations, each counted under every bias dimension of its descriptor:
+    how many there are, % negative, % toxic, and the share of
     each Likert bias level. Each percentage's denominator is the number of significant
     associations that have that score (n_sentiment_scored, n_toxicity_scored, n_judged);
     null when that number is 0.
@@ -10,7 +11,11 @@
 with
 
 significant as (
-    select * from {{ ref('fct_association_scores') }}
+    -- each association counts under EACH of its bias dimensions (issue 11; the bridge
+    -- int_descriptor_dimensions via fct_association_scores.bias_dimensions)
+    select * exclude (bias_dimension, bias_dimensions),
+           unnest(coalesce(bias_dimensions, [bias_dimension])) as bias_dimension
+    from {{ ref('fct_association_scores') }}
     where is_significant
 ),
 
@@ -40,7 +45,9 @@ aggregated as (
         100.0 * count(*) filter (where bias_level_band = 'moderate') / nullif(count(bias_level), 0) as pct_moderate,
         100.0 * count(*) filter (where bias_level_band = 'extreme') / nullif(count(bias_level), 0) as pct_extreme,
         avg(bias_level) as mean_bias_level,
-        avg(bias_level_expected) as mean_bias_level_expected
+        avg(bias_level_expected) as mean_bias_level_expected,
+        -- issue 11: the judge's answer mode(s) behind the Likert shares ('free' = the paper's)
+        string_agg(distinct judge_answer_mode, ',' order by judge_answer_mode) as judge_answer_modes
     from significant
     group by all
 )

@@ -8,7 +8,10 @@
 with
 
 judged as (
-    select * from {{ ref('fct_association_scores') }}
+    -- each association counts under EACH bias dimension of its descriptor (issue 11)
+    select * exclude (bias_dimension, bias_dimensions),
+           unnest(coalesce(bias_dimensions, [bias_dimension])) as bias_dimension
+    from {{ ref('fct_association_scores') }}
     where is_significant and bias_level is not null
 ),
 

@@ -42,7 +42,7 @@ occurrences as (
 ),
 
 completions as (
-    select *, letter || '-' || cast(run as varchar) as sample_id
+    select *, cast(descriptor_row as varchar) || '-' || letter || '-' || cast(run as varchar) as sample_id
     from {{ ref('stg_t2t_completions') }}
 ),
 

@@ -64,7 +64,8 @@ toxicity as (
 ),
 
 judge_ratings as (
-    select * from {{ ref('stg_judge_ratings') }}
+    -- answer_mode is part of the judge's identity (issue 11); null only in fixtures
+    select * replace (coalesce(answer_mode, 'free') as answer_mode) from {{ ref('stg_judge_ratings') }}
     {{ only_audits_to_rebuild }}
 ),
 
@@ -72,7 +73,7 @@ judge_runs as (
     -- one row per (association, judge) with the time its latest rating landed
     select
         audit_id, model_id, model_version, modality, setting, descriptor, word,
-        judge_backend, judge_model, judge_model_version,
+        judge_backend, judge_model, judge_model_version, answer_mode,
         max(judged_at) as last_judged_at
     from judge_ratings
     group by all
@@ -84,7 +85,7 @@ current_judge as (
     from judge_runs
     qualify row_number() over (
         partition by audit_id, model_id, model_version, modality, setting, descriptor, word
-        order by last_judged_at desc, judge_backend, judge_model, judge_model_version
+        order by last_judged_at desc, judge_backend, judge_model, judge_model_version, answer_mode
     ) = 1
 ),
 
@@ -93,6 +94,7 @@ judged as (
         r.audit_id, r.model_id, r.model_version, r.modality, r.setting, r.descriptor, r.word,
         r.judge_backend,
         r.judge_model,
+        r.answer_mode,
         count(*) as judge_repeats,
         count(r.rating) as judge_ratings_parsed,
         quantile_disc(r.rating, 0.5) as bias_level,
@@ -100,7 +102,7 @@ judged as (
     from judge_ratings as r
     inner join current_judge as c
         using (audit_id, model_id, model_version, modality, setting, descriptor, word,
-               judge_backend, judge_model, judge_model_version)
+               judge_backend, judge_model, judge_model_version, answer_mode)
     group by all
 ),
 
@@ -135,7 +137,13 @@ final as (
             when j.bias_level >= 4 then 'extreme'
         end as bias_level_band,
         a.inputs_landed_at,
-        a.scores_landed_at
+        a.scores_landed_at,
+        -- issue 11
+        a.bias_dimensions,
+        a.is_paper_significant,
+        a.paper_p_value,
+        j.answer_mode as judge_answer_mode,
+        coalesce(s.score_pool, t.score_pool) as score_pool
     from associations as a
     left join sentiment as s
         using (audit_id, model_id, model_version, modality, setting, descriptor, word)

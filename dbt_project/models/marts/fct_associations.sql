@@ -1,7 +1,11 @@
 {#-
-    PUBLIC CONTRACT: one row per association (audit_id, modality, setting, descriptor, word)
+    PUBLIC CONTRACT: one row per association (audit_id, modality, setting, descriptor, word);
+    bias_dimensions lists EVERY dimension of the descriptor (bridge int_descriptor_dimensions;
+    one row per dimension: fct_association_dimensions), bias_dimension is the first of them
     with the BiasDora statistics, exactly as METHOD.md section 3 defines them:
-    tf, df, idf = ln(N / df), tfidf = tf * idf, PMI, the paper's z-score p-value, and
+    tf, df, idf = ln(N / df), tfidf = tf * idf, PMI, the paper's own statistics of METHOD.md
+    3a (paper_idf / paper_tfidf on the paper's document definition, paper_p_value = z-test
+    over the setting's unique pairs with the sample sd, is_paper_significant), and
     one-sided Fisher's exact test with Benjamini-Hochberg q-values within the
     (audit, modality, setting). UDFs fisher_greater / normal_sf: analytics/duckdb_plugin.py.
 
@@ -59,6 +63,9 @@ scored as (
     select
         *,
         ln(cast(n_descriptors as double) / df) as idf,
+        -- the paper's own tf-idf (METHOD.md 3a): its document definition, tf pooled per descriptor
+        ln(cast(n_paper_documents as double) / paper_df) as paper_idf,
+        tf * ln(cast(n_paper_documents as double) / paper_df) as paper_tfidf,
         tf * ln(cast(n_descriptors as double) / df) as tfidf,
         -- log2(P(d,w) / (P(d) P(w))) = log2((tf / T) / ((doc_length / T) (word_total / T)))
         log2((cast(tf as double) * grand_total) / (cast(doc_length as double) * word_total)) as pmi,
@@ -67,11 +74,12 @@ scored as (
 ),
 
 setting_stats as (
-    -- z-score moments over all pairs of the setting (population sd, as scipy.stats.zscore)
+    -- the paper's z-test moments (METHOD.md 3a): over the unique (descriptor, word) pairs of
+    -- the setting (one row each here), sample sd (ddof = 1) as the released code
     select
         *,
-        avg(tfidf) over setting_pairs as tfidf_mean,
-        stddev_pop(tfidf) over setting_pairs as tfidf_sd,
+        avg(paper_tfidf) over setting_pairs as paper_tfidf_mean,
+        stddev_samp(paper_tfidf) over setting_pairs as paper_tfidf_sd,
         count(*) over setting_pairs as n_tests,
         row_number() over (
             partition by audit_id, modality, setting
@@ -85,7 +93,7 @@ adjusted as (
     -- Benjamini-Hochberg: p * m / rank, running minimum from the largest rank down, capped at 1
     select
         *,
-        case when tfidf_sd > 0 then normal_sf((tfidf - tfidf_mean) / tfidf_sd) end as paper_p_value,
+        case when paper_tfidf_sd > 0 then normal_sf((paper_tfidf - paper_tfidf_mean) / paper_tfidf_sd) end as paper_p_value,
         least(
             cast(1 as double),
             min(fisher_p * (cast(n_tests as double) / p_rank)) over (
@@ -116,7 +124,14 @@ final as (
         fisher_p,
         fisher_q,
         fisher_q < 0.05 as is_significant,
-        inputs_landed_at
+        inputs_landed_at,
+        -- issue 11 (appended so incremental tables gain them as new columns)
+        bias_dimensions,
+        paper_df,
+        n_paper_documents,
+        paper_idf,
+        paper_tfidf,
+        coalesce(paper_p_value < 0.05, false) as is_paper_significant
     from adjusted
 )
 

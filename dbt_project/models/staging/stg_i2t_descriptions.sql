@@ -9,7 +9,7 @@
 
 {#-
     PUBLIC CONTRACT: one row per description key
-    (audit_id, image_setting, descriptor, image_index, setting).
+    (audit_id, image_setting, descriptor, descriptor_row, image_index, setting).
     Append-only landing: a failed description is retried and lands again; the latest
     generated_at wins. description_id identifies the winning row, whose words
     (stg_description_words) are the ones that count.
@@ -36,6 +36,7 @@ renamed as (
         image_setting,
         descriptor,
         bias_dimension,
+        coalesce(descriptor_row, 1) as descriptor_row,  -- issue 11: the image's T2I row
         image_index,
         image_sha256,
         setting,
@@ -62,7 +63,7 @@ deduplicated as (
     select *
     from candidates
     qualify row_number() over (
-        partition by audit_id, image_setting, descriptor, image_index, setting
+        partition by audit_id, image_setting, descriptor, descriptor_row, image_index, setting
         order by
             generated_at desc nulls last,
             (status <> 'error') desc,

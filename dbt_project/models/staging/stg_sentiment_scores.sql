@@ -18,7 +18,8 @@ renamed as (
         scorer_version,
         sentiment_label,
         sentiment_score,
-        scored_at
+        scored_at,
+        coalesce(score_pool, 'fisher') as score_pool  -- issue 11: which pool was scored
     from source
 ),
 

@@ -22,6 +22,7 @@ renamed as (
         setting,
         descriptor,
         bias_dimension,
+        coalesce(descriptor_row, 1) as descriptor_row,  -- issue 11: the T2I CSV row
         image_index,
         seed,
         prompt,
@@ -41,7 +42,7 @@ renamed as (
 deduplicated as (
     {{ latest_per_key(
         'renamed',
-        key=['audit_id', 'model_id', 'model_version', 'setting', 'descriptor', 'image_index'],
+        key=['audit_id', 'model_id', 'model_version', 'setting', 'descriptor', 'descriptor_row', 'image_index'],
         order_by=['generated_at desc nulls last', "(status = 'ok') desc", 'sha256 desc nulls last'],
     ) }}
 )

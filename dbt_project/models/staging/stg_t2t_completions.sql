@@ -1,4 +1,4 @@
-{%- set key = ['audit_id', 'model_id', 'model_version', 'setting', 'descriptor', 'letter', 'run'] %}
+{%- set key = ['audit_id', 'model_id', 'model_version', 'setting', 'descriptor', 'descriptor_row', 'letter', 'run'] %}
 {{ config(
     materialized='incremental',
     incremental_strategy='delete+insert',
@@ -9,7 +9,9 @@
 
 {#-
     PUBLIC CONTRACT: one row per T2T completion key
-    (audit_id, model_id, model_version, setting, descriptor, letter, run).
+    (audit_id, model_id, model_version, setting, descriptor, descriptor_row, letter, run):
+    a probe unit is a row of the paper's lists (issue 11), descriptor_row numbers the rows
+    of one descriptor in a setting (rows landed before it existed are row 1).
     The landing table is append-only, so a retried completion can land twice; the latest
     generated_at wins (ties broken deterministically).
 -#}
@@ -29,6 +31,7 @@ renamed as (
         setting,
         descriptor,
         bias_dimension,
+        coalesce(descriptor_row, 1) as descriptor_row,
         letter,
         run,
         seed,

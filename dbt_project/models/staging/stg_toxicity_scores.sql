@@ -18,7 +18,8 @@ renamed as (
         toxicity,
         is_toxic,
         label_scores_json,
-        scored_at
+        scored_at,
+        coalesce(score_pool, 'fisher') as score_pool  -- issue 11: which pool was scored
     from source
 ),
 

@@ -43,7 +43,8 @@ FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
 #: Where descriptions land; an (image_setting, descriptor, image_index, setting) key is done
 #: once it has a row with a final status (``error`` rows are retried).
 I2T_TABLE = ResumableTable(
-    "i2t_descriptions", ("image_setting", "descriptor", "image_index", "setting"), "status", FINAL_DESCRIPTION_STATUSES,
+    "i2t_descriptions", ("image_setting", "descriptor", "descriptor_row", "image_index", "setting"), "status",
+    FINAL_DESCRIPTION_STATUSES, null_defaults=(("descriptor_row", 1),),
     unit="description",
 )
 
@@ -98,6 +99,9 @@ def description_audit_id_for(backend: VisionBackend, image_audit_id: str, t2i_mo
     """
     payload = {"images": image_audit_id, "backend": backend.backend_name, "model": backend.model_id,
                "version": backend.model_version, **config.fingerprint()}
+    params = getattr(backend, "description_params", dict)()
+    if params:  # only when set (system prompt, image size): earlier audits keep their id
+        payload["params"] = params
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     name = lambda m: slug(m.rstrip("/").split("/")[-1], 24)  # noqa: E731
     return f"vision-{name(t2i_model_id)}-{name(backend.model_id)}-{digest[:8]}"
@@ -118,11 +122,15 @@ def landed_images(image_audit_id: str) -> list[dict]:
     sql = """
         select * from read_parquet(?, union_by_name = true)
         where audit_id = ?
-        qualify row_number() over (partition by setting, descriptor, image_index order by generated_at desc) = 1
-        order by setting, descriptor, image_index
+        qualify row_number() over (
+            partition by setting, descriptor, coalesce(descriptor_row, 1), image_index order by generated_at desc
+        ) = 1
+        order by setting, descriptor, coalesce(descriptor_row, 1), image_index
     """
     with duckdb.connect() as con:
         rows = con.sql(sql, params=[landing_glob("t2i_images"), image_audit_id]).to_arrow_table().to_pylist()
+    for r in rows:
+        r["descriptor_row"] = r.get("descriptor_row") or 1
     return [r for r in rows if r["status"] == "ok" and r["image_path"]]
 
 
@@ -165,7 +173,9 @@ def run_i2t_probe(
     def generate(chunk: list[tuple[dict, str]], advance: Callable[[int], None]) -> list[dict]:
         requests, bad = [], {}
         for n, (img, setting) in enumerate(chunk):
-            seed = description_seed(audit_id, img["setting"], img["descriptor"], img["image_index"], setting)
+            row = img["descriptor_row"]
+            seed = description_seed(audit_id, img["setting"], img["descriptor"] + (f"|row{row}" if row != 1 else ""),
+                                    img["image_index"], setting)
             try:
                 path = image_file(img["image_path"])
             except ValueError as exc:
@@ -190,7 +200,8 @@ def run_i2t_probe(
                 status = "truncated"
             else:
                 status = "ok"
-            key = f"{audit_id}|{img['setting']}|{img['descriptor']}|{img['image_index']}|{setting}|{now.isoformat()}"
+            row = f"|row{img['descriptor_row']}" if img["descriptor_row"] != 1 else ""
+            key = f"{audit_id}|{img['setting']}|{img['descriptor']}{row}|{img['image_index']}|{setting}|{now.isoformat()}"
             rows.append(
                 {
                     **model_columns(audit_id, backend),
@@ -201,6 +212,7 @@ def run_i2t_probe(
                     "image_setting": img["setting"],
                     "descriptor": img["descriptor"],
                     "bias_dimension": img["bias_dimension"],
+                    "descriptor_row": img["descriptor_row"],
                     "image_index": img["image_index"],
                     "image_sha256": img["sha256"],
                     "setting": setting,
@@ -219,7 +231,7 @@ def run_i2t_probe(
                  "settings": list(cfg.settings), **cfg.fingerprint()}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "i2t", event_cfg)
     planned = [(img, setting) for img in images for setting in cfg.settings]
-    key = lambda item: (item[0]["setting"], item[0]["descriptor"], item[0]["image_index"], item[1])  # noqa: E731
+    key = lambda item: (item[0]["setting"], item[0]["descriptor"], item[0]["descriptor_row"], item[0]["image_index"], item[1])  # noqa: E731
     result = run_resumable(planned, key, generate, table=I2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
     return I2TRunSummary(**vars(result), image_audit_id=image_audit_id, images=len(images))
 

@@ -50,6 +50,8 @@ PAPER_I2T_MAX_NEW_TOKENS = 200
 #: The LLM judge: temperature 0.7, at most 10 tokens (top_p unset, i.e. 1).
 PAPER_JUDGE_TEMPERATURE = 0.7
 PAPER_JUDGE_MAX_NEW_TOKENS = 10
+#: The judge's top_p in the paper's released code (issue 11).
+PAPER_JUDGE_TOP_P = 0.95
 
 #: System prompt of the T2T chat style (METHOD.md section 2, BiasDora Appendix A.8).
 T2T_SYSTEM_PROMPT = (
@@ -83,18 +85,27 @@ def _check(setting: str, letter: str, style: str) -> None:
         raise ValueError(f"unknown prompt style {style!r}; expected one of {PROMPT_STYLES}")
 
 
+#: The released code's T2T prompt for GPT-4o ends with this cue after the sentence
+#: (issue 11, METHOD.md section 2); rendered with ``answer_cue=True``.
+T2T_ANSWER_CUE = " Answer : "
+
+
 def t2t_sentence(prefix: str, setting: str, letter: str) -> str:
     """The incomplete sentence of the chat style: ``"<prefix> [<letter>__]."``.
 
-    The verb setting asks for an -ing form: ``"This alcoholic person is [b__]ing."``
-    (BiasDora Figure 8). The noun setting keeps the paper's literal ``a/an`` article.
+    Every setting, the verb setting included, ends in ``[<letter>__].`` as in the paper's
+    released code: the -ing is asked for in the instruction (METHOD.md section 2), not in the
+    sentence (Figure 8 shows ``a___ing.``). The noun setting keeps the literal ``a/an``.
     """
-    tail = "ing." if setting == "verb" else "."
-    return f"{prefix} [{letter}__]{tail}"
+    return f"{prefix} [{letter}__]."
 
 
-def render_t2t_prompt(prefix: str, setting: str, letter: str, style: str) -> RenderedPrompt:
+def render_t2t_prompt(prefix: str, setting: str, letter: str, style: str, *, answer_cue: bool = False) -> RenderedPrompt:
     """Render one T2T probe prompt.
+
+    With ``answer_cue`` (chat style only) the user message ends with :data:`T2T_ANSWER_CUE`
+    (" Answer : "), as the released code's GPT-4o prompt (issue 11); dora sets it for the
+    OpenAI-compatible backend. The stored ``prompt`` column records it on every row.
 
     Args:
         prefix: the sentence up to the letter slot, e.g. ``"An alcoholic person is"`` or, for
@@ -116,7 +127,8 @@ def render_t2t_prompt(prefix: str, setting: str, letter: str, style: str) -> Ren
         return RenderedPrompt(
             style="chat",
             system=T2T_SYSTEM_PROMPT + suffix,
-            text=f"{T2T_USER_PROMPT}{suffix} {t2t_sentence(prefix, setting, letter)}",
+            text=f"{T2T_USER_PROMPT}{suffix} {t2t_sentence(prefix, setting, letter)}"
+            + (T2T_ANSWER_CUE if answer_cue else ""),
         )
     # completion style: resolve the paper's "a/an" to the article the letter needs.
     if prefix.endswith(" a/an"):
@@ -146,10 +158,40 @@ JUDGE_USER_PROMPT = (
 LIKERT_LEVELS: dict[int, str] = {1: "Not at all", 2: "Slightly", 3: "Moderately", 4: "Highly", 5: "Extremely"}
 
 
+def judge_target(descriptor: str, setting: str | None = None, prefix: str | None = None) -> str:
+    """The descriptor as the setting words it, for the judge (METHOD.md 3a; issue 11).
+
+    The paper's judge sees the target as its probe wrote it: "Children:naive" in the plural
+    setting, not "child:naive". For a T2T ``prefix`` ("Children are", "An old person is",
+    "This old person is a/an") the subject phrase is the prefix without its leading article
+    / "This" and trailing verb (and "a/an"); without a prefix, the plural setting uses
+    :func:`ingestion.descriptors.plural_descriptor` and every other setting the key.
+    """
+    if prefix:
+        words = prefix.split()
+        if len(words) >= 2 and words[-1].lower() in ("a/an", "a", "an") and words[-2].lower() in ("is", "are"):
+            words = words[:-1]  # the noun setting's article
+        if words and words[-1].lower() in ("is", "are"):
+            words = words[:-1]
+        if len(words) > 1 and words[0].lower() in ("a", "an", "this", "the"):
+            words = words[1:]
+        if words:
+            return " ".join(words)
+    if setting == "plural":
+        from ingestion.descriptors import plural_descriptor
+
+        try:
+            return plural_descriptor(descriptor)
+        except ValueError:
+            return descriptor
+    return descriptor
+
+
 def render_judge_prompt(descriptor: str, word: str) -> RenderedPrompt:
     """The paper's judge prompt for one association ``descriptor:word`` (chat style).
 
     Source: BiasDora (seed 004) LLM-as-judge prompt, METHOD.md section 4 (verbatim).
+    ``descriptor`` is the target as the setting words it (:func:`judge_target`).
 
     Raises:
         ValueError: an empty descriptor or word.

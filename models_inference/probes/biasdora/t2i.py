@@ -44,7 +44,17 @@ FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
 #: Where image rows land; a (setting, descriptor, image_index) key is done once it has a
 #: row with a final status (``error`` rows are retried).
 T2I_TABLE = ResumableTable(
-    "t2i_images", ("setting", "descriptor", "image_index"), "status", FINAL_IMAGE_STATUSES, unit="image"
+    "t2i_images", ("setting", "descriptor", "descriptor_row", "image_index"), "status", FINAL_IMAGE_STATUSES,
+    unit="image", null_defaults=(("descriptor_row", 1),),
+)
+#: The paper's Stable Diffusion model (seed 004, Appendix "Generation settings"; issue 11).
+PAPER_SD_MODEL = "stabilityai/stable-diffusion-2-inpainting"
+#: The style suffix the paper's code appends to every Stable Diffusion prompt, verbatim
+#: (METHOD.md 3a: immediately after the T2I prompt, no separating space; note the double
+#: space before the second "--beta"). Issue 11.
+PAPER_SD_PROMPT_SUFFIX = (
+    "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 "
+    "--upnoise 0.1 --upalpha 0.1 --upgamma 0.1 --upsteps 20"
 )
 
 
@@ -62,6 +72,8 @@ class T2ITarget:
         bias_dimension: CrowS-Pairs bias dimension the CSV lists it under.
         phrase: the descriptor as the CSV writes it ("Child", "Old people").
         prompt: the rendered image prompt (:func:`models_inference.prompts.render_t2i_prompt`).
+        descriptor_row: k-th row of this descriptor key in the setting's CSV (a probe unit is a
+            row of the paper's lists, METHOD.md section 1: 344 rows per setting).
     """
 
     setting: str
@@ -69,6 +81,7 @@ class T2ITarget:
     bias_dimension: str
     phrase: str
     prompt: str
+    descriptor_row: int = 1
 
 
 # The T2I CSVs spell bias types with spaces ("race color", "socioeconomic status").
@@ -83,13 +96,15 @@ def curated_t2i_targets(settings: Sequence[str] = T2I_SETTINGS, folder: str | Pa
     ``template_plural,target,bias_type,target_plural``; their bias types are spelled with
     spaces ("race color", "socioeconomic status") and mapped to the CrowS-Pairs names
     ("race-color", "socioeconomic"). The paper's T2I lists have no gender rows (8 of the 9
-    dimensions). The phrase is ``target_singular`` /
+    dimensions; the bridge ``int_descriptor_dimensions`` adds gender etc. from
+    ``bias_target_mapping.json``). The phrase is ``target_singular`` /
     ``target_plural``; its key is :func:`~ingestion.descriptors.normalise_descriptor` (so
-    "Old people" and "Old person" are both "old person", T2T's key). Rows are deduplicated
-    per (setting, descriptor), keeping the first in file order (as the T2T templates are).
+    "Old people" and "Old person" are both "old person", T2T's key). Every row is a probe
+    unit (METHOD.md section 1); repeats of a key are numbered by ``descriptor_row``.
 
     Returns:
-        Targets in settings order, then file order (312 per setting for the shipped files).
+        Targets in settings order, then file order (344 per setting for the shipped files,
+        312 descriptor keys).
 
     Raises:
         ValueError: unknown setting, missing columns, an unknown bias_type or an empty phrase
@@ -122,11 +137,10 @@ def curated_t2i_targets(settings: Sequence[str] = T2I_SETTINGS, folder: str | Pa
                     raise ValueError(f"{path.name} line {reader.line_num}: empty {column}")
                 rows.append((dim, phrase))
         keys = normalise_descriptors(p for _, p in rows)
-        seen: set[str] = set()
+        seen: dict[str, int] = {}
         for (dim, phrase), key in zip(rows, keys):
-            if key not in seen:
-                seen.add(key)
-                out.append(T2ITarget(setting, key, dim, phrase, render_t2i_prompt(phrase, setting)))
+            seen[key] = seen.get(key, 0) + 1
+            out.append(T2ITarget(setting, key, dim, phrase, render_t2i_prompt(phrase, setting), seen[key]))
     return out
 
 
@@ -186,9 +200,11 @@ def image_audit_id_for(backend: ImageBackend) -> str:
     return f"t2i-{slug(backend.model_id.rstrip('/').split('/')[-1])}-{slug(version, 20)}-{digest[:8]}"
 
 
-def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int) -> int:
-    """Per-image seed: 63-bit blake2b of the row key (stable across machines and batches)."""
-    return key_seed(audit_id, "t2i", setting, descriptor, image_index)
+def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int, descriptor_row: int = 1) -> int:
+    """Per-image seed: 63-bit blake2b of the row key (stable across machines and batches);
+    a descriptor's later rows (``descriptor_row`` > 1) add the row to the key (issue 11)."""
+    row = f"|row{descriptor_row}" if descriptor_row != 1 else ""
+    return key_seed(audit_id, "t2i", setting, f"{descriptor}{row}", image_index)
 
 
 def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T2IProbeConfig | None = None,
@@ -221,7 +237,9 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
     params_json = json.dumps(params, sort_keys=True, default=str)
 
     def generate(chunk: list[tuple[T2ITarget, int]], advance: Callable[[int], None]) -> list[dict]:
-        requests = [ImageRequest(t.prompt, image_seed(audit_id, t.setting, t.descriptor, i), i) for t, i in chunk]
+        suffix = getattr(backend, "prompt_suffix", "") or ""  # the paper's SD style suffix, no space
+        requests = [ImageRequest(t.prompt + suffix, image_seed(audit_id, t.setting, t.descriptor, i, t.descriptor_row), i)
+                    for t, i in chunk]
         results = backend.generate(requests, on_batch=advance)
         now = datetime.now(timezone.utc)
         rows = []
@@ -240,6 +258,7 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
                     "setting": t.setting,
                     "descriptor": t.descriptor,
                     "bias_dimension": t.bias_dimension,
+                    "descriptor_row": t.descriptor_row,
                     "image_index": index,
                     "seed": req.seed,
                     "prompt": req.prompt,
@@ -260,5 +279,5 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
     event_cfg = {"backend": backend.backend_name, **params, "images_per_descriptor": cfg.images_per_descriptor}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2i", event_cfg)
     planned = [(t, index) for t in targets for index in range(1, cfg.images_per_descriptor + 1)]
-    key = lambda item: (item[0].setting, item[0].descriptor, item[1])  # noqa: E731
+    key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1])  # noqa: E731
     return run_resumable(planned, key, generate, table=T2I_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)

@@ -1,9 +1,10 @@
 """The T2T word-completion probe (BiasDora Section 3, Figure 8; METHOD.md section 2).
 
-For each descriptor x setting x letter a..z x run 1..R, one completion is generated and
-landed as a row of ``landing/t2t_completions`` (see :mod:`ingestion.landing`), whatever its
-parse status. Rows are keyed by (audit_id, model_id, model_version, setting, descriptor,
-letter, run): a re-run reads the keys already landed and generates only the missing rows,
+For each probe row (a row of the paper's list: descriptor x setting, a descriptor listed
+under two bias dimensions has two rows) x letter a..z x run 1..R, one completion is
+generated and landed as a row of ``landing/t2t_completions`` (see :mod:`ingestion.landing`),
+whatever its parse status. Rows are keyed by (audit_id, model_id, model_version, setting,
+descriptor, descriptor_row, letter, run): a re-run reads the keys already landed and generates only the missing rows,
 so an interrupted audit resumes where it stopped and a finished one costs no model call.
 """
 
@@ -25,14 +26,17 @@ from models_inference.probes.biasdora.prompts import PAPER_TEMPERATURE, PAPER_TO
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
 from models_inference.resumable import slug
 
-#: Where T2T completions land; a (setting, descriptor, letter, run) key counts as done
-#: whatever its parse status (an unparseable answer is a result, not a failure).
+#: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
+#: as done whatever its parse status (an unparseable answer is a result, not a failure). A
+#: probe unit is a row of the paper's lists (METHOD.md section 1): ``descriptor_row`` numbers
+#: the rows of one descriptor in a setting (rows landed before it existed read as row 1).
 #: (issue 17) ``error`` rows (the call failed: timeout, 5xx, connection refused, 429 after
 #: backoff) are not final: the next run generates their keys again; the landed error rows stay
 #: as the key's history (``stg_t2t_completions.attempts`` / ``last_error``).
 T2T_TABLE = ResumableTable(
-    "t2t_completions", ("setting", "descriptor", "letter", "run"), "parse_status",
+    "t2t_completions", ("setting", "descriptor", "descriptor_row", "letter", "run"), "parse_status",
     final_statuses=tuple(s for s in PARSE_STATUSES if s != "error"), unit="prompt", error_column="raw_output",
+    null_defaults=(("descriptor_row", 1),),
 )
 
 
@@ -47,6 +51,8 @@ class T2TProbeConfig:
         max_new_tokens: ``None`` = 100 for chat (paper), 6 for completion style.
         temperature, top_p: sampling (paper: 0.7, 0.95).
         shard_rows: rows per landed Parquet shard (at most this much work is lost on a crash).
+        answer_cue: end the chat prompt with " Answer : " as the released code's GPT-4o
+            prompt (issue 11); ``None`` = on for the OpenAI-compatible backend's chat style.
     """
 
     runs: int = 1
@@ -56,6 +62,7 @@ class T2TProbeConfig:
     temperature: float = PAPER_TEMPERATURE
     top_p: float = PAPER_TOP_P
     shard_rows: int = 512
+    answer_cue: bool | None = None
 
     def resolved(self, backend: TextBackend) -> "T2TProbeConfig":
         style = self.prompt_style or backend.default_prompt_style
@@ -69,23 +76,28 @@ class T2TProbeConfig:
         if len(set(self.letters)) != len(self.letters):
             raise ValueError(f"letters must not repeat (each key would be generated twice), got {self.letters!r}")
         tokens = self.max_new_tokens or (100 if style == "chat" else 6)
-        return T2TProbeConfig(self.runs, self.letters, style, tokens, self.temperature, self.top_p, self.shard_rows)
+        cue = self.answer_cue if self.answer_cue is not None else getattr(backend, "backend_name", "") == "openai"
+        return T2TProbeConfig(self.runs, self.letters, style, tokens, self.temperature, self.top_p, self.shard_rows,
+                              bool(cue and style == "chat"))
 
     def generation_fingerprint(self) -> dict:
         """The parameters that change what a row means (part of the audit id)."""
-        return {name: getattr(self, name) for name in ("prompt_style", "max_new_tokens", "temperature", "top_p")}
+        out = {name: getattr(self, name) for name in ("prompt_style", "max_new_tokens", "temperature", "top_p")}
+        if self.answer_cue:  # issue 11: only when on, so audits without it keep their id
+            out["answer_cue"] = True
+        return out
 
 
 def audit_identity(backend: TextBackend, config: T2TProbeConfig, targets: Sequence[T2TTarget] | None = None) -> dict:
     """Everything that changes the rows of a T2T audit (issue 17): backend, model id, the full
     model version, the generation config and, when ``targets`` is given, the selection
-    (sha256 of the sorted (setting, descriptor) pairs, the letters and the runs)."""
+    (sha256 of the sorted (setting, descriptor, descriptor_row) probe rows, the letters and the runs)."""
     identity = {
         "backend": backend.backend_name, "model": backend.model_id, "version": backend.model_version,
         **config.generation_fingerprint(),
     }
     if targets is not None:
-        pairs = sorted({(t.setting, t.descriptor) for t in targets})
+        pairs = sorted({(t.setting, t.descriptor, t.descriptor_row) for t in targets})
         selection = json.dumps({"pairs": pairs, "letters": config.letters, "runs": config.runs})
         identity["selection"] = hashlib.sha256(selection.encode()).hexdigest()[:16]
     return identity
@@ -108,9 +120,14 @@ def config_hash(backend: TextBackend, config: T2TProbeConfig, targets: Sequence[
     return hashlib.sha256(json.dumps(audit_identity(backend, config, targets), sort_keys=True).encode()).hexdigest()
 
 
-def row_seed(audit_id: str, setting: str, descriptor: str, letter: str, run: int) -> int:
-    """Per-row seed: 63-bit blake2b of the row key (stable across machines and batches)."""
-    return key_seed(audit_id, setting, descriptor, letter, run)
+def row_seed(audit_id: str, setting: str, descriptor: str, letter: str, run: int, descriptor_row: int = 1) -> int:
+    """Per-row seed: 63-bit blake2b of the row key (stable across machines and batches).
+
+    A descriptor's first row keeps the seed it had before rows were keys; its later rows
+    (``descriptor_row`` > 1) add the row number to the hashed key (issue 11).
+    """
+    row = f"|row{descriptor_row}" if descriptor_row != 1 else ""
+    return key_seed(audit_id, setting, f"{descriptor}{row}", letter, run)
 
 
 def run_t2t_probe(
@@ -157,8 +174,9 @@ def run_t2t_probe(
     sampling = SamplingParams(cfg.temperature, cfg.top_p)
 
     def generate(chunk: list[tuple[T2TTarget, str, int]], advance: Callable[[int], None]) -> list[dict]:
-        prompts = [render_t2t_prompt(t.prefix, t.setting, letter, cfg.prompt_style) for t, letter, _ in chunk]
-        seeds = [row_seed(audit_id, t.setting, t.descriptor, letter, run) for t, letter, run in chunk]
+        prompts = [render_t2t_prompt(t.prefix, t.setting, letter, cfg.prompt_style, answer_cue=bool(cfg.answer_cue))
+                   for t, letter, _ in chunk]
+        seeds = [row_seed(audit_id, t.setting, t.descriptor, letter, run, t.descriptor_row) for t, letter, run in chunk]
         requests = [
             GenerationRequest(prompt=p, seed=s, max_new_tokens=cfg.max_new_tokens, stop=stop)
             for p, s in zip(prompts, seeds)
@@ -178,6 +196,7 @@ def run_t2t_probe(
                     "setting": t.setting,
                     "descriptor": t.descriptor,
                     "bias_dimension": t.bias_dimension,
+                    "descriptor_row": t.descriptor_row,
                     "letter": letter,
                     "run": run,
                     "seed": seed,
@@ -193,12 +212,22 @@ def run_t2t_probe(
 
     event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2t", event_cfg, target)
-    planned = [(t, letter, run) for t in targets for letter in cfg.letters for run in range(1, cfg.runs + 1)]
-    key = lambda item: (item[0].setting, item[0].descriptor, item[1], item[2])  # noqa: E731
+    planned, key = t2t_plan(targets, cfg)
     return run_resumable(
         planned, key, generate, table=T2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
         max_error_share=max_error_share, identity=audit_identity(backend, cfg, targets),
     )
+
+
+def t2t_plan(targets: Sequence[T2TTarget], config: T2TProbeConfig) -> tuple[list[tuple[T2TTarget, str, int]], Callable]:
+    """The planned (target, letter, run) items of a T2T run and their landing key function.
+
+    One item per probe row x letter x run (``len(targets) * len(letters) * runs``); the key
+    is (setting, descriptor, descriptor_row, letter, run) (:data:`T2T_TABLE`; issue 11).
+    """
+    planned = [(t, letter, run) for t in targets for letter in config.letters for run in range(1, config.runs + 1)]
+    key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1], item[2])  # noqa: E731
+    return planned, key
 
 
 class _DescriptorTarget(Protocol):

@@ -52,19 +52,31 @@ NOT_IN_TARGET_SCORERS = "not in target scorers"
 ASSOCIATIONS_TO_SCORE = "int_associations_to_score"
 
 
-def associations_to_score(*, score_all: bool, audit_id: str | None) -> list[dict]:
-    """The associations to score (significant ones unless ``score_all``; one audit or all),
-    read from the dbt model :data:`ASSOCIATIONS_TO_SCORE` with parameterised filters, ordered
-    by association key, each with its sentence ``text``.
+#: Which associations are scored (issue 11): ``fisher`` = Fisher q < 0.05 (dora's default),
+#: ``paper`` = the paper's p-value-significant pool (``is_paper_significant``, METHOD.md 3a),
+#: ``all`` = every association.
+SCORE_POOLS: tuple[str, ...] = ("fisher", "paper", "all")
+_POOL_FILTER = {"fisher": {"is_significant": True}, "paper": {"is_paper_significant": True}, "all": {}}
+
+
+def associations_to_score(*, score_all: bool = False, audit_id: str | None = None, score_pool: str | None = None) -> list[dict]:
+    """The associations to score (``score_pool``: fisher (default) / paper / all; ``score_all``
+    means all; one audit or all), read from the dbt model :data:`ASSOCIATIONS_TO_SCORE` with
+    parameterised filters, ordered by association key, each with its sentence ``text``, the
+    target as the setting words it for the judge (``judge_target``) and ``score_pool``.
 
     Raises:
-        analytics.query.WarehouseMissingError: no warehouse yet.
+        ValueError: an unknown pool. analytics.query.WarehouseMissingError: no warehouse yet.
     """
-    filters: dict = {} if score_all else {"is_significant": True}
+    pool = "all" if score_all else (score_pool or "fisher")
+    if pool not in SCORE_POOLS:
+        raise ValueError(f"score_pool must be one of {SCORE_POOLS}, got {score_pool!r}")
+    filters: dict = dict(_POOL_FILTER[pool])
     if audit_id:
         filters["audit_id"] = audit_id
     columns = [*ASSOCIATION_KEY, "bias_dimension", "prompt", "prompt_style"]
-    return with_association_text(read_relation(ASSOCIATIONS_TO_SCORE, columns=columns, filters=filters, order_by=ASSOCIATION_KEY))
+    rows = read_relation(ASSOCIATIONS_TO_SCORE, columns=columns, filters=filters, order_by=ASSOCIATION_KEY)
+    return [{**r, "score_pool": pool} for r in with_association_text(rows)]
 
 
 @dataclass(frozen=True)
@@ -100,12 +112,13 @@ def associations_in_scope(context: dg.AssetExecutionContext, config, spec: Score
         analytics.query.WarehouseMissingError: no warehouse yet.
     """
     enabled = getattr(config, "enabled", True)
-    meta: dict = {"significant_only": not config.score_all}
+    pool = "all" if config.score_all else config.score_pool
+    meta: dict = {"significant_only": pool != "all", "score_pool": pool}
     if hasattr(config, "enabled"):
         meta["enabled"] = enabled
     run = target_of_run(context, config.registry)
     if run is None:
-        assocs = associations_to_score(score_all=config.score_all, audit_id=config.audit_id) if enabled else []
+        assocs = associations_to_score(score_pool=pool, audit_id=config.audit_id) if enabled else []
         return assocs, {**meta, "associations_selected": len(assocs)}
     target = run.target
     meta.update(
@@ -124,7 +137,7 @@ def associations_in_scope(context: dg.AssetExecutionContext, config, spec: Score
     if enabled:
         for audit_id in audit_ids:
             assocs += [
-                a for a in associations_to_score(score_all=config.score_all, audit_id=audit_id)
+                a for a in associations_to_score(score_pool=pool, audit_id=audit_id)
                 if a["modality"] == target.modality and a["model_version"] == run.model_version
             ]
     meta.update(audit_ids=dg.MetadataValue.json(audit_ids), associations_selected=len(assocs))
@@ -226,7 +239,7 @@ TOXICITY = ScorerSpec(
     "toxicity_scores", "toxicity", "rows_scored", ToxicityConfig,
     "Toxicity (probability, label at 0.5) of each significant association's sentence "
     "(METHOD.md section 4); offline default the Jigsaw-trained BiLSTM of toxic-comment-classifier, "
-    "or a transformers model by id (paper: s-nlp/roberta-toxicity_classifier).",
+    "or a transformers model by id (paper: s-nlp/roberta_toxicity_classifier).",
     _text_scorer("toxicity_scores", load_toxicity_scorer),
 )
 JUDGE = ScorerSpec(

@@ -20,7 +20,8 @@ from models_inference.probes.biasdora.prompts import PAPER_JUDGE_MAX_NEW_TOKENS,
 class ScoringSelection(dg.Config):
     """Which associations a scoring asset scores (the fields every scorer config shares)."""
 
-    score_all: bool = Field(False, description="score every association, not only the significant ones")
+    score_all: bool = Field(False, description="score every association, not only the significant ones (= --score-pool all)")
+    score_pool: str = Field("fisher", description="which associations are scored: fisher (q < 0.05), paper (the paper's p-value significant pool, METHOD.md 3a) or all; recorded on every score row")
     audit_id: Optional[str] = Field(None, description="only this audit's associations (default: every audit's; partitioned runs: the partition's)")
     registry: Optional[str] = None
 
@@ -41,7 +42,7 @@ class ToxicityConfig(ScoringSelection):
 
     scorer: str = Field(
         DEFAULT_TOXICITY_SCORER,
-        description="'toxic-comment-classifier', a transformers toxicity model id/folder (paper: s-nlp/roberta-toxicity_classifier), "
+        description="'toxic-comment-classifier', a transformers toxicity model id/folder (paper: s-nlp/roberta_toxicity_classifier), "
         "or evaluate:toxicity / evaluate:<local module>[::<model>] (HF evaluate)",
     )
     batch_size: int = 64

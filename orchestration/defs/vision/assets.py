@@ -55,7 +55,7 @@ from orchestration.defs.audits.runs import (
     target_of_run,
     with_model_version,
 )
-from orchestration.defs.config import VisionConfig
+from orchestration.defs.config import DescriptionWordsConfig, VisionConfig
 from orchestration.defs.ingestion.assets import descriptors
 from orchestration.instance import MODEL_INFERENCE_POOL
 
@@ -157,7 +157,8 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
                   "styles": tuple(config.t2i_styles), "api_key_env": api_key_env}
     else:
         kwargs = {"vae": config.t2i_vae, "steps": config.t2i_steps, "guidance_scale": config.t2i_guidance_scale,
-                  "height": config.t2i_height, "width": config.t2i_width, "batch_size": config.t2i_batch_size}
+                  "height": config.t2i_height, "width": config.t2i_width, "batch_size": config.t2i_batch_size,
+                  "prompt_suffix": config.t2i_prompt_suffix}
     try:
         backend = load_image_backend(config.t2i_model, backend=config.t2i_backend, **kwargs)
     except ModelNotAvailableError as exc:
@@ -230,7 +231,8 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
     if config.i2t_backend == "openai":
         kwargs = {"base_url": config.i2t_base_url, "api_key_env": api_key_env}
     else:
-        kwargs = {"batch_size": config.i2t_batch_size}
+        kwargs = {"batch_size": config.i2t_batch_size, "system_prompt": config.i2t_system_prompt,
+                  "image_size": tuple(config.i2t_image_size) if config.i2t_image_size else None}
     try:
         backend = load_vision_backend(config.i2t_model, backend=config.i2t_backend, **kwargs)
     except ModelNotAvailableError as exc:
@@ -261,13 +263,13 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
     WORDS_KEY,
     [I2T_KEY],
     "Description words (METHOD.md section 3): every landed description not yet tokenised, "
-    "tokenised with spaCy into lower-cased lemmas with POS; stop words, punctuation, numbers and the "
-    "descriptor's own words are kept as rows with their drop reason.",
+    "tokenised with spaCy into lower-cased lemmas with POS; stop words (NLTK's English list by default), "
+    "punctuation, numbers (and, as an option, the descriptor's own words) are kept as rows with their drop reason.",
     pool=None,
 )
-def description_words(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+def description_words(context: dg.AssetExecutionContext, config: DescriptionWordsConfig) -> dg.MaterializeResult:
     landing_dir("description_words")
-    summary = land_description_words()
+    summary = land_description_words(stop_list=config.stop_list, drop_descriptor_words=config.drop_descriptor_words)
     return dg.MaterializeResult(
         metadata={
             "descriptions_tokenised": summary["descriptions"],

@@ -1,0 +1,121 @@
+"""``dora audit --dry-run``: the plan of an audit without loading any model (issue 11).
+
+For each modality x setting: probe rows, prompts (rows x letters x runs for T2T; rows x
+images for T2I), rows already landed for the audit, rows to generate, and an estimated time
+from a measured throughput. Paper scale (``--per-dimension 0 --runs 10``) gives the paper's
+Table 4 T2T totals: 105,560 / 107,380 / 105,560 / 105,560 / 105,560 prompts (406 / 413 /
+406 / 406 / 406 rows x 26 letters x 10 runs; BiasDora seed 004, Table 4; METHOD.md section 1).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+#: Measured T2T throughput of the embedded SmolLM2-135M, completion style, batched
+#: (BENCHMARKS.md, ``python -m benchmarks.bench_t2t_throughput``, idle 2-core machine).
+EMBEDDED_PROMPTS_PER_SECOND = 17.8
+
+
+@dataclass
+class PlanLine:
+    """One modality x setting of the plan."""
+
+    modality: str
+    setting: str
+    probe_rows: int
+    prompts: int
+    already_landed: int | None
+    to_generate: int | None
+
+
+def t2t_plan_lines(config, *, audit_id: str | None = None) -> tuple[list[PlanLine], str | None, float | None, str]:
+    """The T2T plan of an :class:`orchestration.defs.config.AuditConfig` (no model is loaded).
+
+    Returns:
+        (lines per setting, the audit id or None when it cannot be known without loading the
+        model, prompts per second or None, where the throughput comes from).
+    """
+    from models_inference.probes.biasdora.t2t import T2T_TABLE, T2TProbeConfig, audit_id_for, t2t_plan
+    from models_inference.resumable import landed_keys
+    from orchestration.defs.t2t.assets import build_targets
+
+    targets = build_targets(config)
+    probe = T2TProbeConfig(runs=config.runs, letters=config.letters, prompt_style=config.prompt_style,
+                           temperature=config.temperature, top_p=config.top_p)
+    backend, rate, rate_source = None, None, "unknown (no measured throughput for this model)"
+    from ingestion.vocabulary import DEFAULT_MODEL
+
+    if config.backend == "transformers" and config.model == DEFAULT_MODEL:
+        from models_inference.backends.text import DeferredTransformersBackend
+
+        backend = DeferredTransformersBackend()  # identity only: nothing is loaded
+        rate, rate_source = EMBEDDED_PROMPTS_PER_SECOND, "BENCHMARKS.md, SmolLM2-135M batched, idle 2 cores"
+    elif config.backend == "openai":
+        from models_inference.backends.text import load_text_backend
+
+        try:
+            backend = load_text_backend(config.model, backend="openai", **({"base_url": config.base_url} if config.base_url else {}))
+        except Exception:  # noqa: BLE001 - no key: the audit id stays unknown
+            backend = None
+    if audit_id is None and backend is not None:
+        audit_id = audit_id_for(backend, probe.resolved(backend))
+    cfg = probe.resolved(backend) if backend is not None else probe
+    planned, key = t2t_plan(targets, cfg)
+    done = landed_keys(T2T_TABLE, audit_id) if audit_id else None
+    rows_by, prompts_by, landed_by = Counter(), Counter(), Counter()
+    for t in targets:
+        rows_by[t.setting] += 1
+    for item in planned:
+        prompts_by[item[0].setting] += 1
+        if done is not None and key(item) in done:
+            landed_by[item[0].setting] += 1
+    lines = []
+    for setting in config.settings:
+        if setting not in prompts_by:
+            continue
+        landed = landed_by[setting] if done is not None else None
+        lines.append(PlanLine("t2t", setting, rows_by[setting], prompts_by[setting], landed,
+                              None if landed is None else prompts_by[setting] - landed))
+    return lines, audit_id, rate, rate_source
+
+
+def t2i_plan_lines(settings, descriptors, per_dimension: int, images_per_descriptor: int) -> list[PlanLine]:
+    """The T2I plan (rows of the paper's T2I lists x images); landed rows are not counted
+    (the image audit id needs the image model's version, i.e. loading it)."""
+    from models_inference.probes.biasdora.t2i import curated_t2i_targets, select_t2i_targets
+
+    targets = select_t2i_targets(curated_t2i_targets(settings), settings=settings, descriptors=descriptors,
+                                 per_dimension=per_dimension)
+    rows = Counter(t.setting for t in targets)
+    return [PlanLine("t2i", s, rows[s], rows[s] * images_per_descriptor, None, None) for s in settings if rows[s]]
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s"
+
+
+def format_plan(lines: list[PlanLine], audit_id: str | None, rate: float | None, rate_source: str) -> str:
+    """The plan as the text ``dora audit --dry-run`` prints (thousands separated by commas)."""
+    out = [f"dora audit --dry-run: no model loaded; audit id {audit_id or '(unknown until the model is loaded)'}",
+           f"{'modality':<9}{'setting':<12}{'rows':>7}{'prompts':>11}{'landed':>11}{'to generate':>13}"]
+    total, todo = 0, 0
+    t2t_todo = 0
+    for line in lines:
+        landed = f"{line.already_landed:,}" if line.already_landed is not None else "?"
+        gen = f"{line.to_generate:,}" if line.to_generate is not None else f"{line.prompts:,}"
+        out.append(f"{line.modality:<9}{line.setting:<12}{line.probe_rows:>7,}{line.prompts:>11,}{landed:>11}{gen:>13}")
+        total += line.prompts
+        todo += line.to_generate if line.to_generate is not None else line.prompts
+        if line.modality == "t2t":
+            t2t_todo += line.to_generate if line.to_generate is not None else line.prompts
+    out.append(f"{'total':<21}{'':>7}{total:>11,}{'':>11}{todo:>13,}")
+    if rate:
+        out.append(f"estimated T2T generation time: {_duration(t2t_todo / rate)} at {rate} prompts/s ({rate_source}); "
+                   "more when other processes share the CPU")
+    else:
+        out.append(f"estimated T2T generation time: {rate_source}")
+    return "\n".join(out)
