@@ -275,7 +275,8 @@ def test_bad_shard_is_quarantined_and_good_rows_stay(home, kind):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         keys = landed_keys(T2T_TABLE, "a1")
-    assert keys == {("singular", "child", "b", 1), ("singular", "child", "c", 1)}  # typed keys, nothing widened
+    # typed keys, nothing widened (the T2T key includes the probe row, descriptor_row = 1)
+    assert keys == {("singular", "child", 1, "b", 1), ("singular", "child", 1, "c", 1)}
     moved = home / "quarantine" / "t2t_completions" / "a1" / path.name
     assert moved.exists() and not path.exists()  # moved, never deleted
     assert any(str(path) in str(w.message) and "moved to" in str(w.message) for w in caught)

@@ -155,8 +155,9 @@ def test_a_t2t_association_page_lists_exactly_its_completions(report):
     href = association_href("t2t-fix", "t2t", "singular", "old person", "wise")
     page = (index.parent / href.split("#")[0]).read_text()
     section = _section(page, association_anchor("t2t", "singular", "old person", "wise"))
-    listed = re.findall(r"<tr class='sample'><td>([a-z]-\d+)</td>", section)
-    assert sorted(listed) == sorted(f"w-{run}" for run in range(1, 7))  # exactly the 6 landed completions: count = tf
+    # sample id = <descriptor_row>-<letter>-<run> (the probe row of the paper's lists, issue 11)
+    listed = re.findall(r"<tr class='sample'><td>(\d+-[a-z]-\d+)</td>", section)
+    assert sorted(listed) == sorted(f"1-w-{run}" for run in range(1, 7))  # exactly the 6 landed completions: count = tf
     assert "seed" in page and "1003" in section and "no_word" not in section and "???" not in section
     assert "data-tf='6' data-samples='6'" in section
     # the report's tables link to it, and the samples index lists every significant association
