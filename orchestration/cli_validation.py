@@ -6,7 +6,7 @@ one line of message, exit code 2, well under a second. Two layers:
 * argparse ``type=`` callables (:func:`int_range`, :func:`float_range`, :func:`csv_choices`,
   :func:`letters`, :func:`audit_id`, :func:`image_size`) for what one flag decides alone;
 * :func:`check_args` for what depends on several flags (a local model named for a local
-  backend must exist) or on the file system (``--out`` must not be a file).
+  backend must exist, except for ``dora audit --dry-run``, which loads no model) or on the file system (``--out`` must not be a file).
 
 Each limit is generous for real use and small enough that a typo cannot exhaust the machine
 (``--runs 1000000000`` would build a plan of billions of rows).
@@ -186,7 +186,9 @@ def precheck(argv: Sequence[str]) -> None:
         except argparse.ArgumentTypeError as exc:
             print(f"usage: dora {command} ...\ndora {command}: error: argument {flag}: {exc}".replace("dora : ", "dora: "), file=sys.stderr)
             raise SystemExit(2) from None
-    if command == "audit":  # the model paths too (check_args repeats this after the full parse)
+    # The model paths too (check_args repeats this after the full parse); not for --dry-run,
+    # which prints the plan and loads no model (a model to be fetched later is fine there).
+    if command == "audit" and "--dry-run" not in items:
         given = {}
         for i, item in enumerate(items):
             flag, eq, value = item.partition("=")
@@ -219,7 +221,7 @@ def _model_problems(given: dict[str, str]) -> str | None:
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Cross-flag checks after parsing; calls ``parser.error`` (exit 2, one line) on the first problem."""
     command = getattr(args, "command", None)
-    if command == "audit":
+    if command == "audit" and not getattr(args, "dry_run", False):  # a dry run loads no model
         from ingestion.vocabulary import DEFAULT_MODEL
 
         if args.backend == "transformers" and args.model != DEFAULT_MODEL and not args.target:

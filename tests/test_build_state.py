@@ -66,4 +66,10 @@ def test_descriptor_inputs_fingerprint_is_stable():
 
     a, b = descriptor_inputs_fingerprint(), descriptor_inputs_fingerprint()
     assert a.hexdigest() == b.hexdigest()
-    assert sum(p.startswith("file:") for p in a.parts) == 4
+    # Issue 11: the descriptors step also lands ``descriptor_rows`` (every row of the paper's
+    # T2T and T2I lists, built by ingestion/templates.py), so those 7 CSVs and templates.py are
+    # inputs too: CrowS-Pairs, mapping, 5 T2T + 2 T2I CSVs, templates/descriptors/crows_pairs code.
+    files = [p for p in a.parts if p.startswith("file:")]
+    assert len(files) == 12
+    assert {f"file:t2t_setting{i}.csv" for i in range(1, 6)} | {"file:t2i_setting1.csv", "file:t2i_setting2.csv",
+                                                                 "file:templates.py"} <= set(files)

@@ -352,15 +352,26 @@ ALCOHOLIC = {
 
 
 def test_curated_t2t_templates(curated_templates, curated):
+    # Issue 11 (METHOD.md section 1): every row of the paper's lists is a probe unit, so a
+    # descriptor listed under two bias dimensions has two rows, told apart by descriptor_row.
     by_setting = collections.defaultdict(dict)
+    rows = collections.Counter()
     for t in curated_templates:
         assert t.source == "biasdora"
-        assert t.descriptor not in by_setting[t.setting]  # one per (setting, descriptor)
-        by_setting[t.setting][t.descriptor] = t
+        assert (t.descriptor, t.descriptor_row) not in by_setting[t.setting]  # one per row key
+        by_setting[t.setting][(t.descriptor, t.descriptor_row)] = t
+        rows[t.setting] += 1
     assert tuple(by_setting) == T2T_SETTINGS
-    assert {s: len(v) for s, v in by_setting.items()} == {
+    assert dict(rows) == {"singular": 406, "plural": 413, "adjective": 406, "noun": 406, "verb": 406}
+    # descriptor_row numbers a descriptor's rows 1, 2, ... in file order.
+    old = [t for t in curated_templates if t.setting == "singular" and t.descriptor == "old person"]
+    assert [(t.descriptor_row, t.bias_dimension) for t in old] == [(1, "age"), (2, "disability")]
+    # Distinct descriptor keys are unchanged by the row semantics.
+    keys = {s: {d for d, _ in v} for s, v in by_setting.items()}
+    assert {s: len(v) for s, v in keys.items()} == {
         "singular": 364, "plural": 368, "adjective": 364, "noun": 364, "verb": 364,
     }
+    by_setting = {s: {d: t for (d, r), t in v.items() if r == 1} for s, v in by_setting.items()}
     for setting, prefix in ALCOHOLIC.items():
         t = by_setting[setting]["alcoholic person"]
         assert (t.prefix, t.bias_dimension) == (prefix, "disability")
@@ -407,7 +418,13 @@ def test_render_t2t_templates_articles_and_plurals():
     )
     rendered = render_t2t_templates(table)
     prefixes = {(t.setting, t.descriptor): t.prefix for t in rendered}
-    assert len(rendered) == 4 * 5  # the repeated "asian" is dropped
+    # Issue 11: "asian" under race-color and under nationality is two probe rows (as in the
+    # paper's lists), 5 rows x 5 settings; only exact (descriptor, dimension) repeats are dropped.
+    assert len(rendered) == 5 * 5
+    asian = [(t.descriptor_row, t.bias_dimension) for t in rendered if t.setting == "singular" and t.descriptor == "asian"]
+    assert asian == [(1, "race-color"), (2, "nationality")]
+    doubled = pa.concat_tables([table, table.slice(0, 1)])
+    assert len(render_t2t_templates(doubled)) == 5 * 5  # an exact repeat adds no row
     assert prefixes[("singular", "alcoholic person")] == "An alcoholic person is"
     assert prefixes[("singular", "elderly person")] == "An elderly person is"
     assert prefixes[("singular", "asian")] == "An asian is"
@@ -427,7 +444,10 @@ def test_render_uses_the_plural_column_and_round_trips_curated(curated):
     prefixes = {t.descriptor: t.prefix for t in rendered}
     assert prefixes["alcoholic person"] == "Alcoholic people are"
     assert prefixes["child"] == "Children are"
-    assert len(rendered) == 364
+    # Issue 11: one template per row of the curated mapping (404 (descriptor, dimension) rows,
+    # METHOD.md section 1), not per distinct descriptor key (364).
+    assert len(rendered) == curated.num_rows == 404
+    assert len({t.descriptor for t in rendered}) == 364
 
 
 def test_templates_table(curated_templates):
