@@ -44,7 +44,8 @@ def test_server_killed_mid_audit_fails_loudly_then_rerun_completes(tmp_path):
     with OpenAIStubServer() as server:
         port, base_url = server.port, server.base_url
     args = [
-        sys.executable, "-m", "orchestration.cli", "audit", "--backend", "openai", "--base-url", base_url,
+        # the BiasDora family only: the other families' default samples would call the same server
+        sys.executable, "-m", "orchestration.cli", "audit", "--probe", "biasdora", "--backend", "openai", "--base-url", base_url,
         "--model", "stub-model", "--prompt-style", "completion", "--descriptors", "child", "--settings", "singular",
         "--letters", LETTERS, "--runs", "2", "--judge-backend", "none", "--no-progress",
         "--api-concurrency", "1", "--api-max-retries", "1",

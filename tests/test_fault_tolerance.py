@@ -57,7 +57,7 @@ def _landed_t2t(home: Path, audit_id: str) -> list[tuple]:
     glob = str(home / "landing" / "t2t_completions" / "**" / "*.parquet")
     with duckdb.connect() as con:
         return con.sql(
-            "select setting, descriptor, letter, run from read_parquet(?, union_by_name=true) where audit_id = ?",
+            "select setting, descriptor, coalesce(descriptor_row, 1), letter, run from read_parquet(?, union_by_name=true) where audit_id = ?",
             params=[glob, audit_id],
         ).fetchall()
 
@@ -72,7 +72,8 @@ def _expected_keys(settings, letters, runs, per_dimension) -> set[tuple]:
     from models_inference.probes.biasdora.t2t import select_targets
 
     targets = select_targets(curated_t2t_templates(), settings=settings, per_dimension=per_dimension)
-    return {(t.setting, t.descriptor, c, r) for t in targets for c in letters for r in range(1, runs + 1)}
+    # one key per probe row of the paper's lists (descriptor_row, issue 11) x letter x run
+    return {(t.setting, t.descriptor, t.descriptor_row, c, r) for t in targets for c in letters for r in range(1, runs + 1)}
 
 
 def _prepare_dbt_manifest() -> None:
@@ -92,7 +93,7 @@ def test_sigkill_mid_generation_then_rerun_lands_every_row_exactly_once(tmp_path
     home = tmp_path / "home"
     settings, letters, runs = ["singular"], "abcdefghijklmnopqrstuvwxyz", 3
     args = _dora(
-        "audit", "--per-dimension", "1", "--settings", ",".join(settings), "--letters", letters,
+        "audit", "--probe", "biasdora", "--per-dimension", "1", "--settings", ",".join(settings), "--letters", letters,
         "--runs", str(runs), "--audit-id", "crash-test", "--no-progress",
     )
     expected = _expected_keys(settings, letters, runs, per_dimension=1)
@@ -126,11 +127,11 @@ def test_sigkill_mid_generation_then_rerun_lands_every_row_exactly_once(tmp_path
     assert len(landed) == len(expected) and set(landed) == expected
     count, unique = _warehouse(
         home,
-        "select count(*), count(distinct (setting, descriptor, letter, run)) from stg_t2t_completions where audit_id = ?",
+        "select count(*), count(distinct (setting, descriptor, descriptor_row, letter, run)) from stg_t2t_completions where audit_id = ?",
         ["crash-test"],
     )[0]
     assert count == unique == len(expected)
-    rows = {tuple(r) for r in _warehouse(home, "select setting, descriptor, letter, run from stg_t2t_completions where audit_id = 'crash-test'")}
+    rows = {tuple(r) for r in _warehouse(home, "select setting, descriptor, descriptor_row, letter, run from stg_t2t_completions where audit_id = 'crash-test'")}
     assert rows == expected
     assert _warehouse(home, "select status from dim_audits where audit_id = 'crash-test'") == [("finished",)]
 
@@ -202,7 +203,7 @@ def concurrent_partitions(tmp_path_factory):
 
         def args(target):
             return _dora(
-                "audit", "--target", target, "--registry", str(registry), "--no-progress", "--verbose",
+                "audit", "--probe", "biasdora", "--target", target, "--registry", str(registry), "--no-progress", "--verbose",
                 "--executor", "multiprocess",  # every step in its own process, as runs launched from the UI
             )
 
@@ -253,7 +254,7 @@ def test_partitions_audited_at_once_share_the_warehouse_and_survive_a_killed_wri
     expected = _expected_keys(PARTITION_SETTINGS, PARTITION_LETTERS, 1, per_dimension=1)
     rows = _warehouse(
         home,
-        "select model_id, count(*), count(distinct (setting, descriptor, letter, run)), count(distinct audit_id) "
+        "select model_id, count(*), count(distinct (setting, descriptor, descriptor_row, letter, run)), count(distinct audit_id) "
         "from stg_t2t_completions group by model_id order by model_id",
     )
     assert rows == [(t, len(expected), len(expected), 1) for t in TARGETS]
