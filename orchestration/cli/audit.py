@@ -108,7 +108,8 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
     os.dup2(sys.stdout.fileno(), 1)
     try:
         with execute_job(
-            reconstructable(audit_job_for_multiprocess), instance=instance, run_config=run_config, tags=tags,
+            # execute_job takes the run config as a mapping (execute_in_process also takes a RunConfig)
+            reconstructable(audit_job_for_multiprocess), instance=instance, run_config=run_config.to_config_dict(), tags=tags,
             raise_on_error=False, asset_selection=selection,
         ) as result:
             yield result
