@@ -363,8 +363,9 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
     assert audits == [("critic", "gpt-4o-mini", "c1", "i2t"), ("painter", "dall-e-3", "r1", "t2i")]
     assoc = _warehouse(dora_home, "select audit_id, modality, model_id, model_version, count(*) from fct_associations group by all order by 1, 2")
     assert sorted(assoc) == sorted([
-        (critic_descs["audit_id"], "i2t", "gpt-4o-mini", "c1", 5),  # playful innocent / elderly frail forgetful
-        (descs["audit_id"], "t2i", "dall-e-3", "r1", 10),  # yellow raincoat stand red bicycle / woman gray cardigan read book
+        # description words as the paper's code (issue 11): NLTK stop list, descriptor words kept
+        (critic_descs["audit_id"], "i2t", "gpt-4o-mini", "c1", 11),  # child often see playful innocent / elderly people often see frail forgetful
+        (descs["audit_id"], "t2i", "dall-e-3", "r1", 13),  # child yellow raincoat stand beside red bicycle / old woman gray cardigan read book
     ])
 
     # painter's partition scores its own T2I associations only (sentiment listed, toxicity not)
@@ -375,7 +376,7 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
     )
     assert scored.success
     smd = _metadata(scored)
-    assert smd[("landing", "sentiment_scores")]["rows_scored"] == 10
+    assert smd[("landing", "sentiment_scores")]["rows_scored"] == 13  # every T2I association of the partition (score_all)
     assert smd[("landing", "toxicity_scores")]["skipped"] == "not in target scorers"
     assert {(r["audit_id"], r["modality"], r["model_version"]) for r in read_landing("sentiment_scores").to_pylist()} == {
         (descs["audit_id"], "t2i", "r1")}

@@ -344,12 +344,13 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
         md = {tuple(e.materialization.asset_key.path): e.materialization for e in runs[0].get_asset_materialization_events()}
         t2t = md[("landing", "t2t_completions")]
         assert t2t.partition == "smol-tiny@v1"
-        assert t2t.metadata["rows_generated"].value == 2 * 3  # 2 descriptors x 1 setting x 3 letters x 1 run
+        # 3 probe rows (old person is listed under age and disability, rich person once) x 3 letters x 1 run
+        assert t2t.metadata["rows_generated"].value == 3 * 3
         assert t2t.metadata["model_version"].value == "v1" and t2t.metadata["target"].value == "smol-tiny"
         v1_id = t2t.metadata["audit_id"].value
         v1_rows = run_query(f"select * from stg_t2t_completions where audit_id = '{v1_id}' order by all").rows
         v1_assoc = run_query(f"select * from fct_associations where audit_id = '{v1_id}' order by all").rows
-        assert len(v1_rows) == 6
+        assert len(v1_rows) == 9  # 3 probe rows x 3 letters
 
         quiet, none = tick_and_run(first.cursor)  # same version: no run
         assert none == [] and quiet.run_requests == []
@@ -365,7 +366,7 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
             "select audit_id, model_version, status, audit_seq, previous_audit_id, completions "
             "from dim_audits where target = 'smol-tiny' order by audit_seq"
         ).rows
-        assert audits == [(v1_id, "v1", "finished", 1, None, 6), (v2_id, "v2", "finished", 2, v1_id, 6)]
+        assert audits == [(v1_id, "v1", "finished", 1, None, 9), (v2_id, "v2", "finished", 2, v1_id, 9)]
         assert run_query("select count(*) from dim_audits").rows == [(2,)]
         # v1's generations and associations are untouched by v2
         assert run_query(f"select * from stg_t2t_completions where audit_id = '{v1_id}' order by all").rows == v1_rows
@@ -382,10 +383,10 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
         assert again.success
         md2 = {tuple(e.materialization.asset_key.path): e.materialization for e in again.get_asset_materialization_events()}
         assert md2[("landing", "t2t_completions")].metadata["rows_generated"].value == 0
-        assert md2[("landing", "t2t_completions")].metadata["rows_already_landed"].value == 6
+        assert md2[("landing", "t2t_completions")].metadata["rows_already_landed"].value == 9
         from ingestion.landing import read_landing
 
-        assert read_landing("t2t_completions").num_rows == 12
+        assert read_landing("t2t_completions").num_rows == 18
         assert sorted(read_landing("audits").column("status").to_pylist()) == ["finished"] * 2 + ["started"] * 2
 
         # an old version cannot be generated again: the registry now points at v2
