@@ -8,8 +8,9 @@ from __future__ import annotations
 from analytics.query import format_result, run_query
 
 PAPER_SCALE_HINT = (
-    "paper-scale T2T audit (every curated descriptor: the paper's 406 rows = 364 distinct descriptors,\n"
-    "x 5 settings x 26 letters x 10 runs = 473,200 completions; resumable):\n"
+    "paper-scale T2T audit (every row of the paper's lists: 406 / 413 / 406 / 406 / 406 rows for the\n"
+    "5 settings x 26 letters x 10 runs = 529,620 completions, the paper's Table 4; resumable;\n"
+    "`dora audit --dry-run --per-dimension 0 --runs 10` prints the plan):\n"
     "  dora audit --per-dimension 0 --runs 10"
 )
 
