@@ -313,6 +313,45 @@ _T2I_DIMENSION_ALIASES = {"socioeconomic status": "socioeconomic"}
 T2I_LIST_SETTINGS: tuple[str, ...] = ("singular", "plural")
 
 
+def t2i_list_rows(setting: str, folder: str | Path | None = None) -> list[tuple[str, str, str, int]]:
+    """The rows of the paper's T2I list of one setting (``t2i_setting1.csv`` singular,
+    ``t2i_setting2.csv`` plural), in file order: ``(bias_dimension, phrase, descriptor key,
+    descriptor_row)``. The bias types are spelled with spaces in these files ("race color",
+    "socioeconomic status") and mapped to the CrowS-Pairs names; the key is
+    :func:`~ingestion.descriptors.normalise_descriptor` of the phrase, and repeats of a key are
+    numbered by ``descriptor_row`` (every row is a probe unit, METHOD.md section 1).
+
+    Raises:
+        FileNotFoundError: the CSV is missing. ValueError: missing columns, an unknown
+        bias_type or an empty phrase (the message names the file and line).
+    """
+    folder = Path(folder) if folder is not None else default_biasdora_dir()
+    path = folder / f"t2i_setting{T2I_LIST_SETTINGS.index(setting) + 1}.csv"
+    column = f"target_{setting}"
+    if not path.is_file():
+        raise FileNotFoundError(f"T2I template file not found: {path}")
+    rows: list[tuple[str, str]] = []
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        if not {"bias_type", column} <= set(reader.fieldnames or ()):
+            raise ValueError(f"{path.name} line 1: expected columns bias_type,{column}")
+        for row in reader:
+            raw = " ".join((row["bias_type"] or "").lower().split())
+            dim = _T2I_DIMENSION_ALIASES.get(raw, raw.replace(" ", "-"))
+            if dim not in BIAS_DIMENSIONS:
+                raise ValueError(f"{path.name} line {reader.line_num}: unknown bias_type {dim!r}")
+            phrase = " ".join((row[column] or "").split()).rstrip(".")
+            if not phrase:
+                raise ValueError(f"{path.name} line {reader.line_num}: empty {column}")
+            rows.append((dim, phrase))
+    seen: dict[str, int] = {}
+    out = []
+    for (dim, phrase), key in zip(rows, normalise_descriptors(p for _, p in rows)):
+        seen[key] = seen.get(key, 0) + 1
+        out.append((dim, phrase, key, seen[key]))
+    return out
+
+
 def curated_t2i_rows(folder: str | Path | None = None) -> list[dict]:
     """Every row of the paper's ``t2i_setting1|2.csv`` with its descriptor key and dimensions.
 
@@ -338,31 +377,10 @@ def curated_t2i_rows(folder: str | Path | None = None) -> list[dict]:
     for key, dim in zip(cur.column("descriptor").to_pylist(), cur.column("bias_dimension").to_pylist()):
         mapping.setdefault(key, set()).add(dim)
     out: list[dict] = []
-    for i, setting in enumerate(T2I_LIST_SETTINGS, 1):
-        path = folder / f"t2i_setting{i}.csv"
-        column = f"target_{setting}"
-        if not path.is_file():
-            raise FileNotFoundError(f"T2I template file not found: {path}")
-        rows: list[tuple[str, str]] = []
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            reader = csv.DictReader(fh)
-            if not {"bias_type", column} <= set(reader.fieldnames or ()):
-                raise ValueError(f"{path.name} line 1: expected columns bias_type,{column}")
-            for row in reader:
-                raw = " ".join((row["bias_type"] or "").lower().split())
-                dim = _T2I_DIMENSION_ALIASES.get(raw, raw.replace(" ", "-"))
-                if dim not in BIAS_DIMENSIONS:
-                    raise ValueError(f"{path.name} line {reader.line_num}: unknown bias_type {dim!r}")
-                phrase = " ".join((row[column] or "").split()).rstrip(".")
-                if not phrase:
-                    raise ValueError(f"{path.name} line {reader.line_num}: empty {column}")
-                rows.append((dim, phrase))
-        keys = normalise_descriptors(p for _, p in rows)
-        seen: dict[str, int] = {}
-        for n, ((dim, phrase), key) in enumerate(zip(rows, keys), 1):
-            seen[key] = seen.get(key, 0) + 1
+    for setting in T2I_LIST_SETTINGS:
+        for n, (dim, phrase, key, descriptor_row) in enumerate(t2i_list_rows(setting, folder), 1):
             extra = sorted(mapping.get(key, set()) - {dim})
-            out.append({"setting": setting, "row_number": n, "descriptor": key, "descriptor_row": seen[key],
+            out.append({"setting": setting, "row_number": n, "descriptor": key, "descriptor_row": descriptor_row,
                         "phrase": phrase, "bias_dimension": dim, "dimensions": [dim, *extra]})
     return out
 

@@ -15,7 +15,6 @@ resumes and failed calls are retried.
 
 from __future__ import annotations
 
-import csv
 import functools
 import hashlib
 import json
@@ -84,9 +83,6 @@ class T2ITarget:
     descriptor_row: int = 1
 
 
-# The T2I CSVs spell bias types with spaces ("race color", "socioeconomic status").
-_DIMENSION_ALIASES = {"socioeconomic status": "socioeconomic"}
-
 
 def curated_t2i_targets(settings: Sequence[str] = T2I_SETTINGS, folder: str | Path | None = None) -> list[T2ITarget]:
     """The T2I targets of the paper, from ``t2i_setting1.csv`` (singular) / ``t2i_setting2.csv`` (plural).
@@ -110,37 +106,15 @@ def curated_t2i_targets(settings: Sequence[str] = T2I_SETTINGS, folder: str | Pa
         ValueError: unknown setting, missing columns, an unknown bias_type or an empty phrase
             (the message names the file and line). FileNotFoundError: a CSV is missing.
     """
-    from ingestion.crows_pairs import BIAS_DIMENSIONS
-    from ingestion.descriptors import default_biasdora_dir, normalise_descriptors
+    from ingestion.templates import t2i_list_rows
 
     unknown = [s for s in settings if s not in T2I_SETTINGS]
     if unknown:
         raise ValueError(f"unknown T2I setting(s) {unknown}; expected some of {T2I_SETTINGS}")
-    folder = Path(folder) if folder is not None else default_biasdora_dir()
     out: list[T2ITarget] = []
     for setting in settings:
-        path = folder / f"t2i_setting{T2I_SETTINGS.index(setting) + 1}.csv"
-        column = f"target_{setting}"
-        if not path.is_file():
-            raise FileNotFoundError(f"T2I template file not found: {path}")
-        rows: list[tuple[str, str]] = []
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            reader = csv.DictReader(fh)
-            if not {"bias_type", column} <= set(reader.fieldnames or ()):
-                raise ValueError(f"{path.name} line 1: expected columns bias_type,{column}")
-            for row in reader:
-                dim = _DIMENSION_ALIASES.get(raw := " ".join((row["bias_type"] or "").lower().split()), raw.replace(" ", "-"))
-                if dim not in BIAS_DIMENSIONS:
-                    raise ValueError(f"{path.name} line {reader.line_num}: unknown bias_type {dim!r}")
-                phrase = " ".join((row[column] or "").split()).rstrip(".")
-                if not phrase:
-                    raise ValueError(f"{path.name} line {reader.line_num}: empty {column}")
-                rows.append((dim, phrase))
-        keys = normalise_descriptors(p for _, p in rows)
-        seen: dict[str, int] = {}
-        for (dim, phrase), key in zip(rows, keys):
-            seen[key] = seen.get(key, 0) + 1
-            out.append(T2ITarget(setting, key, dim, phrase, render_t2i_prompt(phrase, setting), seen[key]))
+        for dim, phrase, key, descriptor_row in t2i_list_rows(setting, folder):
+            out.append(T2ITarget(setting, key, dim, phrase, render_t2i_prompt(phrase, setting), descriptor_row))
     return out
 
 
