@@ -63,3 +63,64 @@ def test_shared_prefix_gives_the_plain_paths_tokens(smollm2):
     for r, out in zip(reqs, fast):
         n = len(smollm2.tokenizer(out.text, add_special_tokens=False)["input_ids"])
         assert n <= r.max_new_tokens + 1  # decode/re-encode may split one token
+
+
+def test_plan_batches_caps_distinct_prompts_and_rows():
+    # 4 prompts x 3 runs: at most 2 distinct prompts and 5 rows per batch
+    seqs = {(1, k): [3 * k, 3 * k + 1, 3 * k + 2] for k in range(4)}
+    batches = plan_batches(seqs, batch_size=2, max_rows=5)
+    assert [[rows for _, rows in b] for b in batches] == [[[0, 1, 2]], [[3, 4, 5]], [[6, 7, 8]], [[9, 10, 11]]]
+    batches = plan_batches(seqs, batch_size=2, max_rows=6)
+    assert [len(b) for b in batches] == [2, 2]
+    assert sorted(r for b in batches for _, rows in b for r in rows) == list(range(12))
+    with pytest.raises(ValueError):
+        plan_batches(seqs, batch_size=2, max_rows=0)
+
+
+def test_sample_rows_is_torch_multinomial_draw_for_draw():
+    import torch
+
+    from models_inference.backends.prefix_cache import sample_rows
+
+    vocab = 49152  # SmolLM2's vocabulary
+    torch.manual_seed(0)
+    probs = torch.softmax(torch.randn(3, vocab) * 3, dim=-1)
+    probs[1][probs[1] < probs[1].quantile(0.999)] = 0  # a top-p-like sparse row
+    probs[1] /= probs[1].sum()
+    states = [0, 1, 2, 1, 1, 0, 2, 2, 0, 1, 0, 2, 1, 0, 2, 1, 0]  # 17 rows: the threaded fill
+    ref = [torch.Generator().manual_seed(100 + k) for k in range(len(states))]
+    ours = [torch.Generator().manual_seed(100 + k) for k in range(len(states))]
+    for _ in range(4):  # several steps: each generator must end in the same state
+        expected = [int(torch.multinomial(probs[s], 1, generator=g)) for s, g in zip(states, ref)]
+        with torch.inference_mode():
+            assert sample_rows(probs, states, ours) == expected
+    assert sample_rows(probs, [], []) == []
+
+
+def test_top_p_filter_is_the_warper_bit_for_bit():
+    import torch
+    from transformers import TopPLogitsWarper
+
+    from models_inference.backends.prefix_cache import top_p_filter
+
+    warper = TopPLogitsWarper(0.95)
+    cases = []
+    for seed in range(40):
+        g = torch.Generator().manual_seed(seed)
+        scores = torch.randn(6, 49152, generator=g) * (1 + seed % 7)
+        if seed % 4 == 0:
+            scores = scores * 40  # peaked: a nucleus of a few tokens (the fast path)
+        if seed % 5 == 0:
+            scores[:, :3] = scores.max() + 2  # ties at the top
+        cases.append(scores / 0.7)
+    flat = torch.zeros(2, 49152)  # the whole vocabulary in the nucleus: falls back to the warper
+    tie = torch.full((1, 1000), -50.0)
+    tie[0, :20] = 5.0  # 20 tied tokens straddle the 0.95 boundary: falls back
+    cases += [flat, tie]
+    fast = 0
+    for scores in cases:
+        expected = warper(None, scores)
+        got = top_p_filter(scores, 0.95, warper)
+        assert torch.equal(got, expected)
+        fast += int((expected > -float("inf")).sum(-1).max() < 1024)
+    assert fast > 5  # the fast path itself was exercised, not only the fallback
