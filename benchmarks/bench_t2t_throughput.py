@@ -1,7 +1,7 @@
 """Generation throughput of the T2T probe: the shared-prefix path vs the plain path, same process.
 
-Usage: python -m benchmarks.bench_t2t_throughput [--templates 2] [--runs 4] [--reps 3]
-       [--batch-size 64] [--long-prompts 16] [--long-tokens 48] [--single 0] [--judge]
+Usage: python -m benchmarks.bench_t2t_throughput [--templates 2] [--runs 4,10] [--reps 3]
+       [--batch-size 64] [--long-prompts 64] [--long-tokens 32] [--single 0] [--judge]
 
 Builds the probe's own requests (curated descriptor x setting prefixes, letters a..z, ``runs``
 per letter, per-row seeds of :func:`models_inference.probes.biasdora.t2t.row_seed`, completion style, 6 new
@@ -32,11 +32,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--templates", type=int, default=2, help="descriptor x setting prefixes (26 letters x runs each)")
-    parser.add_argument("--runs", type=int, default=4, help="completions per prompt (registry default 4, paper 10)")
+    parser.add_argument("--runs", default="4,10", help="completions per prompt, comma-separated: one comparison each (registry default 4, paper 10)")
     parser.add_argument("--reps", type=int, default=3, help="alternating repetitions of both paths (medians quoted)")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--long-prompts", type=int, default=16, help="chat-style prompts of the long-generation run (0 = skip)")
-    parser.add_argument("--long-tokens", type=int, default=48)
+    parser.add_argument("--long-prompts", type=int, default=64, help="chat-style prompts of the long-generation run (0 = skip)")
+    parser.add_argument("--long-tokens", type=int, default=32)
     parser.add_argument("--single", type=int, default=0, help="prompts of the one-at-a-time baseline (0 = skip)")
     parser.add_argument("--judge", action="store_true", help="also time the LLM judge (unchanged by the prefix cache)")
     parser.add_argument("--judge-prompts", type=int, default=64)
@@ -61,13 +61,11 @@ def main(argv=None) -> None:
     templates = curated_t2t_templates()
     step = max(1, len(templates) // max(1, args.templates))
     chosen = templates[::step][: args.templates]
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    reqs, keys = [], []
-    for t in chosen:
-        for c in letters:
-            for run in range(1, args.runs + 1):
-                reqs.append(GenerationRequest(render_t2t_prompt(t.prefix, t.setting, c, "completion"), row_seed("bench", t.setting, t.descriptor, c, run), 6, "word"))
-                keys.append((t.setting, c))
+    lines = [
+        f"model: {backend.model_id} ({backend.model_version}), torch {torch.__version__}, threads {torch.get_num_threads()}, fp32",
+        f"load: {load_s:.1f} s, peak RSS after load {rss_gb:.2f} GB",
+    ]
+    loads = []
 
     def n_tokens(texts):
         return sum(len(backend.tokenizer(x, add_special_tokens=False)["input_ids"]) for x in texts)
@@ -78,32 +76,37 @@ def main(argv=None) -> None:
         out = backend.generate(requests, SamplingParams())
         return time.perf_counter() - start, out
 
-    run(reqs[:8], True), run(reqs[:8], False)  # warm-up
-    times: dict[bool, list[float]] = {True: [], False: []}
-    outs: dict[bool, list] = {}
-    loads = []
-    for rep in range(args.reps):
-        for fast in ((False, True) if rep % 2 == 0 else (True, False)):
-            dt, outs[fast] = run(reqs, fast)
-            times[fast].append(dt)
-        loads.append(os.getloadavg()[0])
-    ratios = [p / f for p, f in zip(times[False], times[True])]
-    same = sum(a == b for a, b in zip(outs[True], outs[False]))
-    status = {fast: Counter(parse_answer(o.text, c, s, "completion", finished=o.finished).status for o, (s, c) in zip(outs[fast], keys)) for fast in (False, True)}
-    tok = {fast: n_tokens(o.text for o in outs[fast]) for fast in (False, True)}
-    med = {fast: statistics.median(times[fast]) for fast in (False, True)}
-    n = len(reqs)
-    ok_plain, ok_fast = status[False]["ok"] / n, status[True]["ok"] / n
-    lines = [
-        f"model: {backend.model_id} ({backend.model_version}), torch {torch.__version__}, threads {torch.get_num_threads()}, fp32",
-        f"load: {load_s:.1f} s, peak RSS after load {rss_gb:.2f} GB",
-        f"requests: {len(chosen)} descriptor x setting prefixes x 26 letters x {args.runs} runs = {n} prompts, completion style, max 6 new tokens, stop at word end, temperature 0.7, top_p 0.95, per-row seeds; batch {args.batch_size}; {args.reps} alternating repetitions, medians",
-        f"plain path (`model.generate`, left-padded batches): {n / med[False]:.1f} prompts/s, {tok[False] / med[False]:.0f} new tokens/s (per rep: {', '.join(f'{n / x:.1f}' for x in times[False])})",
-        f"shared-prefix path (default): {n / med[True]:.1f} prompts/s, {tok[True] / med[True]:.0f} new tokens/s (per rep: {', '.join(f'{n / x:.1f}' for x in times[True])})",
-        f"**speed-up shared-prefix / plain: {statistics.median(ratios):.2f}x** (median of per-rep ratios {', '.join(f'{r:.2f}' for r in ratios)})",
-        f"identical outputs (text and finished flag, same seeds): {same} of {n}",
-        f"parse status plain {dict(status[False].most_common())}, shared-prefix {dict(status[True].most_common())}; ok rate {ok_plain:.3f} -> {ok_fast:.3f} ({'not worse' if ok_fast >= ok_plain else 'WORSE'})",
-    ]
+    for runs in [int(x) for x in str(args.runs).split(",") if x.strip()]:
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        reqs, keys = [], []
+        for t in chosen:
+            for c in letters:
+                for run_no in range(1, runs + 1):
+                    reqs.append(GenerationRequest(render_t2t_prompt(t.prefix, t.setting, c, "completion"), row_seed("bench", t.setting, t.descriptor, c, run_no), 6, "word"))
+                    keys.append((t.setting, c))
+        run(reqs[:8], True), run(reqs[:8], False)  # warm-up
+        times: dict[bool, list[float]] = {True: [], False: []}
+        outs: dict[bool, list] = {}
+        for rep in range(args.reps):
+            for fast in ((False, True) if rep % 2 == 0 else (True, False)):
+                dt, outs[fast] = run(reqs, fast)
+                times[fast].append(dt)
+            loads.append(os.getloadavg()[0])
+        ratios = [p / f for p, f in zip(times[False], times[True])]
+        same = sum(a == b for a, b in zip(outs[True], outs[False]))
+        status = {fast: Counter(parse_answer(o.text, c, s, "completion", finished=o.finished).status for o, (s, c) in zip(outs[fast], keys)) for fast in (False, True)}
+        tok = {fast: n_tokens(o.text for o in outs[fast]) for fast in (False, True)}
+        med = {fast: statistics.median(times[fast]) for fast in (False, True)}
+        n = len(reqs)
+        ok_plain, ok_fast = status[False]["ok"] / n, status[True]["ok"] / n
+        lines += [
+            f"**{runs} runs per prompt**: {len(chosen)} descriptor x setting prefixes x 26 letters x {runs} runs = {n} prompts, completion style, max 6 new tokens, stop at word end, temperature 0.7, top_p 0.95, per-row seeds; batch {args.batch_size} (plain: rows; shared-prefix: distinct prompts, up to {8 * args.batch_size} rows); {args.reps} alternating repetitions, medians",
+            f"  - plain path (`model.generate`, left-padded batches): {n / med[False]:.1f} prompts/s, {tok[False] / med[False]:.0f} new tokens/s (per rep: {', '.join(f'{n / x:.1f}' for x in times[False])})",
+            f"  - shared-prefix path (default): {n / med[True]:.1f} prompts/s, {tok[True] / med[True]:.0f} new tokens/s (per rep: {', '.join(f'{n / x:.1f}' for x in times[True])})",
+            f"  - **speed-up shared-prefix / plain: {statistics.median(ratios):.2f}x** (median of per-rep ratios {', '.join(f'{r:.2f}' for r in ratios)})",
+            f"  - identical outputs (text and finished flag, same seeds): {same} of {n}",
+            f"  - parse status plain {dict(status[False].most_common())}, shared-prefix {dict(status[True].most_common())}; ok rate {ok_plain:.3f} -> {ok_fast:.3f} ({'not worse' if ok_fast >= ok_plain else 'WORSE'})",
+        ]
     if args.long_prompts:
         lines += long_generation(backend, chosen, args.long_prompts, args.long_tokens, render_t2t_prompt, row_seed, GenerationRequest, SamplingParams)
     if args.single:
@@ -125,7 +128,7 @@ def main(argv=None) -> None:
         cmd = "python -m benchmarks.bench_t2t_throughput" + "".join(
             f" --{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v != parser.get_default(k) and not isinstance(v, bool)
         )
-        write_section("T2T generation throughput (completion)", "\n".join(f"- {ln}" for ln in lines) + f"\n\nCommand: `{cmd}`")
+        write_section("T2T generation throughput (completion)", "\n".join(ln if ln.startswith("  ") else f"- {ln}" for ln in lines) + f"\n\nCommand: `{cmd}`")
 
 
 def long_generation(backend, chosen, n_prompts, max_tokens, render, row_seed, Request, Sampling) -> list[str]:
@@ -168,7 +171,15 @@ def judge_throughput(backend, n_batched: int, n_single: int, batch_size: int) ->
     descriptors = sorted({t.descriptor for t in curated_t2t_templates()})
     words = ["brave", "lazy", "smart", "poor", "kind", "loud", "rich", "angry"]
     reqs = [JudgeRequest(d, w, seed=i) for i, (d, w) in enumerate((d, w) for d in descriptors for w in words)]
-    out = []
+    from models_inference.backends.prefix_cache import common_prefix_len
+
+    enc = [backend.tokenizer(backend._encode(r.prompt), add_special_tokens=False)["input_ids"] for r in reqs[:2]]
+    shared = common_prefix_len(enc[0], enc[1])
+    out = [
+        f"judge prompt (chat template applied): {len(enc[0])} tokens, of which the first {shared} ({shared / len(enc[0]):.0%}) are the same for every association "
+        f"(the paper's prompt names the association early, then repeats it): prefix sharing could save at most that share of its prefill, "
+        f"a ceiling of {len(enc[0]) / (len(enc[0]) - shared):.2f}x; the judge keeps the plain path (its prefill is compute-bound, one forward per judgement)"
+    ]
     for mode in ("constrained", "free"):
         backend.batch_size = batch_size
         judge = Judge(backend, answer_mode=mode)
