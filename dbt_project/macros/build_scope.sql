@@ -38,7 +38,12 @@
 
 
 {% macro dora_stamped_audits(database, schema) -%}
-    {#- SELECT of the audit_id of every row written by this invocation into a stamped model. -#}
+    {#-
+        SQL list of the audit_id of every row written by this invocation into a stamped model,
+        read once per test as literals, so the test's own scan is pruned by audit_id (DuckDB
+        zone maps) instead of probing a subquery row by row. The stamp filter itself is
+        pruned too: rows are appended build by build.
+    -#}
     {%- set parts = [] -%}
     {%- for name in var('build_stamped_models') -%}
         {%- set rel = adapter.get_relation(database=database, schema=schema, identifier=name) -%}
@@ -46,11 +51,14 @@
             {%- do parts.append('select audit_id from ' ~ rel ~ ' where _dbt_built_at >= ' ~ dora_build_stamp()) -%}
         {%- endif -%}
     {%- endfor -%}
+    {%- set audits = [] -%}
     {%- if parts -%}
-    {{ parts | join('\n    union\n    ') }}
-    {%- else -%}
-    select null::varchar as audit_id where false
+        {%- set result = run_query('select distinct audit_id from (' ~ (parts | join(' union all ')) ~ ') where audit_id is not null order by 1') -%}
+        {%- for row in result.rows -%}
+            {%- do audits.append("'" ~ (row[0] | replace("'", "''")) ~ "'") -%}
+        {%- endfor -%}
     {%- endif -%}
+    {{ audits | join(', ') if audits else 'null' }}
 {%- endmacro %}
 
 
