@@ -241,7 +241,7 @@ def synth_t2t(home: Path, n_descriptors: int, runs: int, shard_rows: int = 512, 
     for setting in SETTINGS:
         kind = "ing" if setting == "verb" else "any"
         # each descriptor's associated words per letter (indices into the letter's vocabulary)
-        for descriptor, dim in descriptors:
+        for row, (descriptor, dim) in enumerate(descriptors, start=1):
             prefix = _prefix(setting, descriptor)
             n = len(LETTERS) * runs
             letters = np.repeat(np.array(list(LETTERS)), runs)
@@ -282,6 +282,7 @@ def synth_t2t(home: Path, n_descriptors: int, runs: int, shard_rows: int = 512, 
             buffer["bias_dimension"] += [dim] * n
             buffer["letter"] += letters.tolist()
             buffer["run"] += run_ids.tolist()
+            buffer["descriptor_row"] += [row] * n  # its row of the paper's list (issue 11)
             buffer["seed"] += seeds.tolist()
             buffer["prompt_style"] += ["completion"] * n
             buffer["prompt"] += [f"{prefix} {c}" for c in letters]

@@ -64,6 +64,7 @@ __all__ = [
     "Registry",
     "RegistryError",
     "VersionSpec",
+    "base_url_list",
     "default_registry_path",
     "load_registry",
     "parse_registry",
@@ -75,6 +76,35 @@ __all__ = [
 DEFAULT_CRON = "0 3 * * 1"
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,59}$")
+_HTTP_URL = re.compile(r"^https?://[^\s/,]+\S*$")
+
+
+def base_url_list(value) -> list[str]:
+    """The server URLs a target's ``base_url`` names (issue 16: a fleet of servers, one target).
+
+    ``value`` is one URL, several separated by commas (``"http://a:8000/v1,http://b:8000/v1"``,
+    the CLI's and Dagster config's spelling) or a list of URLs (YAML). Returns ``[]`` for
+    ``None`` / empty (the default endpoint). Whitespace around each URL is dropped.
+
+    Raises:
+        ValueError: a URL that is not ``http(s)://host...`` (one line naming it), a repeated
+            URL, or a value that is neither a string nor a list of strings.
+    """
+    if not value:
+        return []
+    if isinstance(value, str):
+        parts = value.split(",")
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        parts = list(value)
+    else:
+        raise ValueError(f"must be an http(s) URL or a list of them, got {value!r}")
+    urls = [p.strip() for p in parts if p.strip()]
+    bad = [u for u in urls if not _HTTP_URL.match(u)]
+    if bad:
+        raise ValueError(f"must be an http(s) URL (or several, comma-separated), got {', '.join(map(repr, bad))}")
+    if len(set(urls)) != len(urls):
+        raise ValueError(f"a server URL is repeated in {', '.join(urls)}")
+    return urls
 _CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,\-?LW#]+$")
 
 
@@ -192,6 +222,8 @@ class AuditTarget(_Strict):
     modality: Literal["t2t", "t2i", "i2t"] = "t2t"
     backend: str = "transformers"
     model: str
+    # one URL, or several (a YAML list or comma-separated, issue 16): a fleet behind one target,
+    # stored as one comma-separated string
     base_url: Optional[str] = None
     api_key_env: str = "OPENAI_API_KEY"
     # (issue 17) client limits of an API backend: seconds per request, requests in flight
@@ -226,12 +258,15 @@ class AuditTarget(_Strict):
             raise ValueError("must not be empty")
         return value
 
-    @field_validator("base_url")
+    @field_validator("base_url", mode="before")
     @classmethod
-    def _http_url(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError(f"must be an http(s) URL, got {value!r}")
-        return value
+    def _http_urls(cls, value) -> Optional[str]:
+        if value is None:
+            return None
+        urls = base_url_list(value)
+        if not urls:
+            raise ValueError("must be an http(s) URL (or several), got an empty value")
+        return ",".join(urls)
 
     @field_validator("backend")
     @classmethod

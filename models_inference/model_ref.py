@@ -248,13 +248,15 @@ def _api_model_version(target: AuditTarget) -> str:
         return target.version.value
     import openai
 
-    from models_inference.backends.openai_api import api_error_text, openai_client
+    from models_inference.backends.openai_api import ServerFleet, api_error_text, fleet_urls, openai_client
 
     if not os.environ.get(target.api_key_env):
         raise VersionError(f"target {target.name!r}: set {target.api_key_env} to read the API model's version")
     from models_inference.api_retry import call_with_retries
 
-    client = openai_client(target.api_key_env, target.base_url, max_retries=2, timeout=20)
+    urls = fleet_urls(target.base_url)  # (issue 16) a fleet: the version of whichever server answers
+    client = (ServerFleet(urls, target.api_key_env, max_retries=2, timeout=20) if len(urls) > 1
+              else openai_client(target.api_key_env, target.base_url, max_retries=2, timeout=20))
     hint = f"set an explicit version in the registry (version: {{value: \"...\"}}) for target {target.name!r}"
     try:
         model = call_with_retries(lambda: client.models.retrieve(target.model), 2)

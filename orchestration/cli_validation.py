@@ -104,6 +104,25 @@ def image_size(text: str) -> str:
     return text
 
 
+def base_urls(text: str) -> str:
+    """argparse type of the ``--*-base-url`` flags: one http(s) URL, or several separated by
+    commas (issue 16: a fleet of servers behind one target); returned comma-joined."""
+    from ingestion.registry import base_url_list
+
+    try:
+        urls = base_url_list(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not urls:
+        raise argparse.ArgumentTypeError("no URL given; expected http(s)://host[:port]/v1 (or several, comma-separated)")
+    return ",".join(urls)
+
+
+#: The flags naming an OpenAI-compatible endpoint (each takes one URL or a comma-separated fleet).
+BASE_URL_FLAGS = ("--base-url", "--t2i-base-url", "--i2t-base-url", "--judge-base-url", "--modscan-base-url",
+                  "--modscan-vision-base-url", "--vlstereoset-vlm-base-url")
+
+
 def _looks_like_path(ref: str) -> bool:
     return ref.startswith((".", "/", "~")) or ref.endswith(".gguf") or os.sep in ref and ref.count("/") != 1
 
@@ -157,6 +176,7 @@ def checks() -> dict[str, Callable[[str], object]]:
         "--judge-repeats": int_range(1, MAX_REPEATS),
         "--top": int_range(1, MAX_TOP),
         "--port": int_range(1, 65535),
+        **{flag: base_urls for flag in BASE_URL_FLAGS},  # issue 16: one URL or a fleet
     }
 
 
@@ -250,5 +270,5 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
 
 __all__ = [
-    "audit_id", "check_args", "checks", "csv_choices", "precheck", "float_range", "image_size", "int_range", "letters", "local_model_problem",
+    "BASE_URL_FLAGS", "audit_id", "base_urls", "check_args", "checks", "csv_choices", "precheck", "float_range", "image_size", "int_range", "letters", "local_model_problem",
 ]

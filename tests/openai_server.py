@@ -8,6 +8,9 @@ included) so tests can check what was sent. Behaviour is scripted per test:
 * ``server.fail_next(status, times)``: answer the next ``times`` requests with an HTTP error
   (429, 500, 401, ...), to exercise the client's retries and our error rows;
 * ``server.delay_next(seconds, times)``: sleep before answering (timeouts);
+* ``server.latency = seconds``: sleep before answering every request (a slower server of a
+  fleet, issue 16); ``server.kill()`` stops it mid-test (new connections are refused, requests
+  already being answered still get their answer);
 * ``server.echo_key_in_errors = True``: scripted errors quote the request's API key, as some
   proxies do ("invalid api key sk-..."), to check that error rows never store it;
 * ``server.chat_reply = fn(request_json) -> str | dict``: the assistant text (or a full
@@ -64,6 +67,7 @@ class OpenAIStubServer:
         self._failures: list[int] = []
         self.echo_key_in_errors = False
         self._delays: list[float] = []
+        self.latency = 0.0
         self._lock = threading.Lock()
         server = self
 
@@ -99,8 +103,8 @@ class OpenAIStubServer:
                     status = server._failures.pop(0) if server._failures else None
                     delay = server._delays.pop(0) if server._delays else 0.0
                     malformed = server._malformed.pop(0) if server._malformed else None
-                if delay:
-                    time.sleep(delay)
+                if delay or server.latency:
+                    time.sleep(delay + server.latency)
                 if status:
                     message = f"scripted {status}"
                     if server.echo_key_in_errors:
@@ -159,6 +163,11 @@ class OpenAIStubServer:
         with self._lock:
             self._delays.extend([seconds] * times)
 
+    def kill(self) -> None:
+        """Stop serving: the listening socket is closed (new connections are refused)."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
     def malformed_next(self, kind: str, times: int = 1) -> None:
         with self._lock:
             self._malformed.extend([kind] * times)
@@ -204,5 +213,4 @@ class OpenAIStubServer:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self.kill()

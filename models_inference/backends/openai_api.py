@@ -10,16 +10,25 @@ dora's one policy (issue 17, :mod:`models_inference.api_retry`): the client buil
 :meth:`OpenAIEndpoint.each` sends every request through
 :func:`~models_inference.api_retry.call_with_retries` (connection errors, 429 and 5xx retried
 with backoff; a timed-out request never re-sent; a circuit breaker per batch).
+
+A fleet of servers behind one target (issue 16): an endpoint whose ``base_url`` names several
+URLs (a list, or URLs separated by commas; :func:`fleet_urls`) sends its requests through a
+:class:`ServerFleet` instead of one client (least outstanding requests, failover, a per-server
+report), so every OpenAI-compatible backend (chat and completion text, judge, vision, images)
+scales out the same way.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence, TypeVar
 
+from ingestion.registry import base_url_list
 from models_inference.model_ref import ModelNotAvailableError
 
 #: Key-shaped tokens: OpenAI-style ``sk-...`` keys (also partly masked ones, ``sk-abc***wxyz``)
@@ -104,6 +113,157 @@ def openai_client(
     )
 
 
+def fleet_urls(base_url: str | Sequence[str] | None) -> list[str]:
+    """The server URLs of a target's ``base_url``: a list, or one string with commas.
+
+    Returns an empty list for ``None`` / empty (the default endpoint); one URL gives a list
+    of one (a plain client, no fleet). Same parser as the registry's
+    (:func:`ingestion.registry.base_url_list`).
+
+    Raises:
+        ValueError: a URL that does not start with ``http://`` or ``https://`` (one line naming
+            it), or a repeated URL.
+    """
+    try:
+        return base_url_list(base_url)
+    except ValueError as exc:
+        raise ValueError(f"base_url: {exc}") from None
+
+
+def _server_side(exc: BaseException) -> bool:
+    """A failure another server may not have: connection, timeout, HTTP 5xx."""
+    import openai
+
+    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError)):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
+@dataclass
+class _Server:
+    url: str
+    client: object
+    outstanding: int = 0
+    served: int = 0
+    failures: int = 0
+    down_until: float = 0.0
+    last_error: str | None = None
+
+
+class _Path:
+    """``fleet.chat.completions`` etc.: the attribute path, dispatched when called."""
+
+    def __init__(self, fleet: "ServerFleet", path: tuple[str, ...]):
+        self._fleet, self._path = fleet, path
+
+    def __getattr__(self, name: str) -> "_Path":
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _Path(self._fleet, (*self._path, name))
+
+    def __call__(self, *args, **kwargs):
+        return self._fleet.call(self._path, *args, **kwargs)
+
+
+class ServerFleet:
+    """Least-outstanding-requests dispatch with failover over several OpenAI-compatible servers.
+
+    Used like an ``openai.OpenAI`` client (``fleet.chat.completions.create(...)``,
+    ``fleet.completions.create(...)``, ``fleet.images.generate(...)``,
+    ``fleet.models.retrieve(...)``); ``api_key`` is the key in use (for redaction only).
+
+    Each request goes to the server with the fewest requests in flight (ties: the one that
+    served fewer). A request that fails there for a server-side reason (connection refused or
+    reset, timeout, HTTP 5xx) is sent at once to another server not yet tried for it; the
+    failure is counted in :meth:`report` and that server is skipped for ``cooldown_s`` seconds
+    (while another one is up). A client error (4xx: bad request, bad key, content policy,
+    429) is the request's own and is raised as it is. When every server failed the request,
+    the last error is raised: dora's retry policy (:class:`RetryingClient`, wrapped around the
+    fleet by :meth:`OpenAIEndpoint.each`: backoff, circuit breaker) then retries the request
+    over the fleet again, so a dead server costs no backoff while another one answers.
+
+    The key is read from the environment by :func:`openai_client` for every server and never
+    stored by dora (only the clients hold it, as for one server).
+
+    Args:
+        urls: the servers' base URLs (>= 1).
+        api_key_env, max_retries, timeout: as :func:`openai_client`, for every server.
+        cooldown_s: how long a server that failed is skipped (while another one is up).
+
+    Raises:
+        ValueError: no URL. ModelNotAvailableError: the key variable is unset.
+    """
+
+    def __init__(self, urls: Sequence[str], api_key_env: str = "OPENAI_API_KEY", *, max_retries: int = 2,
+                 timeout: float = 60.0, cooldown_s: float = 30.0, purpose: str = "the OpenAI-compatible fleet"):
+        if not urls:
+            raise ValueError("a fleet needs at least one base_url")
+        self.servers = [_Server(u, openai_client(api_key_env, u, max_retries=max_retries, timeout=timeout, purpose=purpose)) for u in urls]
+        self.api_key = self.servers[0].client.api_key
+        self.cooldown_s = cooldown_s
+        self.failovers = 0
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> _Path:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _Path(self, (name,))
+
+    def _pick(self, tried: set[int]) -> _Server | None:
+        with self._lock:
+            now = time.monotonic()
+            candidates = [s for i, s in enumerate(self.servers) if i not in tried]
+            up = [s for s in candidates if s.down_until <= now] or candidates
+            if not up:
+                return None
+            server = min(up, key=lambda s: (s.outstanding, s.served))
+            server.outstanding += 1
+            return server
+
+    def call(self, path: tuple[str, ...], *args, **kwargs):
+        """Call ``client.<path>(*args, **kwargs)`` on the least busy server, failing over.
+
+        Raises:
+            The last server-side error when every server failed; a client error (4xx) at once.
+        """
+        tried: set[int] = set()
+        last: BaseException | None = None
+        while True:
+            server = self._pick(tried)
+            if server is None:
+                assert last is not None
+                raise last
+            tried.add(self.servers.index(server))
+            try:
+                target = server.client
+                for name in path:
+                    target = getattr(target, name)
+                result = target(*args, **kwargs)
+            except Exception as exc:
+                with self._lock:
+                    server.outstanding -= 1
+                    if not _server_side(exc):
+                        server.served += 1
+                        raise
+                    server.failures += 1
+                    server.down_until = time.monotonic() + self.cooldown_s
+                    server.last_error = api_error_text(exc, self.api_key)
+                    self.failovers += 1
+                last = exc
+                continue
+            with self._lock:
+                server.outstanding -= 1
+                server.served += 1
+            return result
+
+    def report(self) -> list[dict]:
+        """Per server, in ``urls`` order: ``base_url``, requests ``served`` (answered, including
+        client errors), ``failures`` (server-side, each one failed over) and the ``last_error``
+        text (redacted, :func:`api_error_text`; ``None`` if none)."""
+        with self._lock:
+            return [{"base_url": s.url, "served": s.served, "failures": s.failures, "last_error": s.last_error} for s in self.servers]
+
+
 class RetryingClient:
     """An ``openai.OpenAI`` client whose request methods (``create``, ``generate``, ``retrieve``)
     go through :func:`~models_inference.api_retry.call_with_retries` with one circuit breaker.
@@ -161,11 +321,18 @@ class OpenAIEndpoint:
 
     Attributes:
         model_id: the served model name (e.g. ``gpt-4o``, ``dall-e-3``).
-        base_url: endpoint root (default: ``$OPENAI_BASE_URL`` or the OpenAI API).
+        base_url: endpoint root (default: ``$OPENAI_BASE_URL`` or the OpenAI API); several
+            (a list, or URLs separated by commas; stored comma-separated) make the endpoint a
+            fleet (:class:`ServerFleet`, issue 16): every server must serve ``model_id``.
         api_key_env: the environment variable holding the key (read at call time, never stored).
         max_retries / timeout: the client's retries on 429/5xx/timeouts and its timeout (s).
         concurrency: requests in flight at once.
         model_version: default the served name (an API model's version; ``model_ref.model_version``).
+        fleet_cooldown_s: seconds a fleet server that failed is skipped (several URLs only).
+
+    Raises:
+        ValueError: ``concurrency < 1``, ``timeout <= 0``, or a ``base_url`` that is not
+            http(s) (:func:`fleet_urls`).
     """
 
     model_id: str
@@ -176,21 +343,48 @@ class OpenAIEndpoint:
     concurrency: int = 4
     model_version: str = ""
     backend_name: str = "openai"
+    fleet_cooldown_s: float = 30.0
+    _fleet: ServerFleet | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        urls = fleet_urls(self.base_url)
+        self.base_url = ",".join(urls) or None
         self.model_version = self.model_version or self.model_id
         if int(self.concurrency) < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
         if not self.timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
 
+    @property
+    def base_urls(self) -> list[str]:
+        """The servers of this endpoint (``[]``: the default endpoint; 2+: a fleet)."""
+        return fleet_urls(self.base_url)
+
+    @property
+    def fleet(self) -> ServerFleet | None:
+        """The endpoint's :class:`ServerFleet` once a request was sent through it (several
+        ``base_url`` s), else ``None``."""
+        return self._fleet
+
+    def fleet_report(self) -> list[dict]:
+        """:meth:`ServerFleet.report` of the endpoint's fleet (``[]``: one server, or nothing sent yet)."""
+        return self._fleet.report() if self._fleet is not None else []
+
     def client(self, purpose: str = "the OpenAI-compatible backend"):
-        """A configured ``openai.OpenAI`` client (:func:`openai_client`).
+        """A configured ``openai.OpenAI`` client (:func:`openai_client`), or for several
+        ``base_url`` s the endpoint's :class:`ServerFleet` (built on first use and kept for the
+        endpoint's life, so its per-server counts span every batch).
 
         Raises:
             ModelNotAvailableError: the API key variable is unset.
         """
-        return openai_client(self.api_key_env, self.base_url, max_retries=self.max_retries, timeout=self.timeout, purpose=purpose)
+        urls = self.base_urls
+        if len(urls) < 2:
+            return openai_client(self.api_key_env, self.base_url, max_retries=self.max_retries, timeout=self.timeout, purpose=purpose)
+        if self._fleet is None:
+            self._fleet = ServerFleet(urls, self.api_key_env, max_retries=self.max_retries, timeout=self.timeout,
+                                      cooldown_s=self.fleet_cooldown_s, purpose=purpose)
+        return self._fleet
 
     def each(
         self,
@@ -203,7 +397,9 @@ class OpenAIEndpoint:
 
         ``call`` turns its own API failures into a result (using :func:`api_error_text` with the
         ``key`` it is given); the client is built once per batch of requests and is a
-        :class:`RetryingClient` (dora's retry policy, one circuit breaker per batch).
+        :class:`RetryingClient` (dora's retry policy, one circuit breaker per batch) around
+        :meth:`client` (one server, or the endpoint's :class:`ServerFleet`: failover first,
+        then the retry policy over the fleet).
 
         Raises:
             ModelNotAvailableError: the API key variable is unset.
@@ -214,4 +410,4 @@ class OpenAIEndpoint:
         return map_concurrently(lambda req: call(client, key, req), requests, max(1, self.concurrency), on_done)
 
 
-__all__ = ["OpenAIEndpoint", "RetryingClient", "api_error_text", "map_concurrently", "openai_client", "redact"]
+__all__ = ["OpenAIEndpoint", "RetryingClient", "ServerFleet", "api_error_text", "fleet_urls", "map_concurrently", "openai_client", "redact"]

@@ -427,9 +427,9 @@ def load_text_backend(
 ) -> TextBackend:
     """Build a backend by name: ``transformers`` (local) or ``openai`` (OpenAI-compatible).
 
-    ``openai`` with several servers (``base_url`` a list or comma-separated URLs) gives a
-    :class:`~models_inference.backends.fleet.FleetChatBackend` (least outstanding requests,
-    failover).
+    ``openai`` with several servers (``base_url`` a list or comma-separated URLs) sends the
+    requests through the endpoint's fleet (issue 16; least outstanding requests, failover:
+    :class:`~models_inference.backends.openai_api.ServerFleet`).
 
     Args:
         defer: for the embedded default model, return a :class:`DeferredTransformersBackend`
@@ -443,11 +443,5 @@ def load_text_backend(
             return DeferredTransformersBackend(**kwargs)
         return TransformersBackend.load(model, **kwargs)
     if backend == "openai":
-        urls = kwargs.get("base_url")
-        if urls and (not isinstance(urls, str) or "," in urls):  # issue 16: several servers, one target
-            from models_inference.backends.fleet import FleetChatBackend, fleet_urls
-
-            kwargs["base_urls"] = tuple(fleet_urls(kwargs.pop("base_url")))
-            return FleetChatBackend(model_id=model, **kwargs)
         return OpenAIChatBackend(model_id=model, **kwargs)
     raise ValueError(f"unknown backend {backend!r}; expected {' or '.join(repr(b) for b in T2T_BACKENDS)}")

@@ -53,7 +53,7 @@ class AuditConfig(ErrorShareLimit):
 
     model: str = Field(DEFAULT_MODEL, description=f"'{DEFAULT_MODEL}' (embedded), a local folder/.gguf, a cached hub id, or an API model name")
     backend: str = Field("transformers", description="generation backend")
-    base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint (backend openai); key from $OPENAI_API_KEY")
+    base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint (backend openai); key from $OPENAI_API_KEY; several, comma-separated: a fleet (least busy server, failover)")
     settings: list[str] = Field(list(T2T_SETTINGS), description="T2T settings")
     runs: int = Field(DEFAULT_RUNS, description=f"completions per descriptor x setting x letter (paper: {PAPER_T2T_RUNS})")
     letters: str = Field("abcdefghijklmnopqrstuvwxyz", description="first letters to probe")
@@ -88,7 +88,7 @@ class VisionConfig(ErrorShareLimit):
 
     t2i_backend: str = Field("diffusers", description="text-to-image backend")
     t2i_model: Optional[str] = Field(None, description="diffusers folder or hub id (paper: Stable Diffusion), or an OpenAI Images model (dall-e-3)")
-    t2i_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint for --t2i-backend openai")
+    t2i_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint for --t2i-backend openai; several, comma-separated: a fleet (least busy server, failover)")
     t2i_vae: Optional[str] = Field(None, description=f"swap the pipeline's VAE (paper: {PAPER_SD_VAE})")
     t2i_steps: int = Field(PAPER_SD_STEPS, description="diffusion steps (DPM-Solver multistep; paper)")
     t2i_guidance_scale: float = 7.5
@@ -107,7 +107,7 @@ class VisionConfig(ErrorShareLimit):
     image_audit_id: Optional[str] = Field(None, description="describe the images of this earlier T2I audit instead of this run's")
     i2t_backend: str = Field("transformers", description="image-to-text backend")
     i2t_model: Optional[str] = Field(None, description="transformers image-text-to-text folder or hub id (paper: LLaVA), or an OpenAI vision model (gpt-4o)")
-    i2t_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint for --i2t-backend openai")
+    i2t_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint for --i2t-backend openai; several, comma-separated: a fleet (least busy server, failover)")
     i2t_settings: list[str] = Field(
         list(DEFAULT_I2T_SETTINGS),
         description="description prompts (objective: straightforward, moderate, comprehensive; subjective: subjective, "

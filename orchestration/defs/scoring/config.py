@@ -58,7 +58,7 @@ class JudgeConfig(ScoringSelection, ErrorShareLimit):
         description="judge model (default: smollm2-135m for transformers, gpt-4o for openai); several judges comma-separated "
         "(issue 15: each judges every association, their agreement is in agg_judge_agreement)",
     )
-    base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored)")
+    base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored); several, comma-separated: a fleet (least busy server, failover)")
     repeats: int = Field(1, description="judgements per association (k); every repeat is kept")
     answer_mode: Optional[str] = Field(
         None, description="free answer parsed (paper) or first token constrained to 1-5 (local models; their default)"
