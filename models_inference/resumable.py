@@ -256,17 +256,85 @@ def _short(value) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def failure_message(summary: "ResumableSummary", errors: Counter, total: int, untried: int = 0) -> str:
-    """``"412 of 468 calls failed: <most common error>. ..."`` (one line): the count, the cause,
-    and that the next run retries the failed rows."""
+def failure_message(summary: "ResumableSummary | None", errors: Counter, total: int, untried: int = 0, *,
+                    step: str | None = None, max_error_share: float | None = None) -> str:
+    """``"<step>: 412 of 468 calls failed (88% > --max-error-share 0.1): <most common error>. ..."``
+    (one line): the step, the count and share, the cause (redacted of key-shaped tokens,
+    :func:`models_inference.backends.openai_api.redact`), and that the next run retries the
+    failed rows. ``untried``: rows not tried because a whole batch failed."""
+    from models_inference.backends.openai_api import redact
+
     n = sum(errors.values())
     cause = errors.most_common(1)[0][0] if errors else "unknown error"
-    cause = " ".join(str(cause).split())[:300]
-    stopped = f"; stopped with {untried} more rows not tried" if untried else ""
+    cause = redact(" ".join(str(cause).split()))[:300]
+    if untried:
+        why = f"every call of a batch failed; stopped with {untried} more rows not tried"
+    elif max_error_share is not None and total:
+        why = f"{n / total:.0%} > --max-error-share {max_error_share:g}"
+    else:
+        why = f"{n / total:.0%}" if total else ""
+    head = f"{step}: " if step else ""
     return (
-        f"{n} of {total} calls failed: {cause}{stopped}. The failed rows landed as 'error' and the next "
+        f"{head}{n} of {total} calls failed ({why}): {cause}. The failed rows landed as 'error' and the next "
         "run retries them: fix the cause, then re-run the same command"
     )
+
+
+@dataclass
+class ErrorShare:
+    """The failed calls of one run of a step, against ``--max-error-share`` (issue 17).
+
+    Every loop that lands model calls (:func:`run_resumable`, the judge, the counterfactual
+    stereotype filter) counts its landed rows here, shard by shard, after landing them (so
+    nothing is lost), and raises :class:`~ingestion.errors.AuditFailedError` when more than
+    ``max_error_share`` of the rows of this run failed, or when every row of a shard of 8 or
+    more failed (the rest would too; not with a limit of 1). ``max_error_share=None`` or ``1``
+    never raises.
+
+    Attributes:
+        step: the step's name in the message (``"counterfactual text sets"``, ``"judge"``...).
+        max_error_share: the limit, a share in [0, 1]; ``None``: no limit.
+        total: rows counted so far. errors: their error texts, counted.
+    """
+
+    step: str
+    max_error_share: float | None
+    total: int = 0
+    errors: Counter = field(default_factory=Counter)
+
+    def add(self, rows: Sequence[Mapping], status_column: str, error_column: str | None = None, error_status: str = "error",
+            *, untried: int = 0) -> None:
+        """Count a landed shard's rows (those with ``status_column == error_status`` failed;
+        their text is ``error_column``); raise at once if every row of a shard of 8+ failed
+        (``untried``: rows of the run left after this shard, named in the message).
+
+        Raises:
+            AuditFailedError: the whole shard failed and a limit is set.
+        """
+        failed = [r for r in rows if r[status_column] == error_status]
+        self.total += len(rows)
+        self.errors.update(str((r.get(error_column) if error_column else None) or error_status) for r in failed)
+        if self.max_error_share is not None and self.max_error_share < 1 and len(rows) >= 8 and len(failed) == len(rows):
+            self._raise(untried=untried)
+
+    @property
+    def failed(self) -> int:
+        return sum(self.errors.values())
+
+    def check(self) -> None:
+        """Raise when more than ``max_error_share`` of the counted rows failed.
+
+        Raises:
+            AuditFailedError: the share is above the limit (names step, share and cause).
+        """
+        if self.max_error_share is not None and self.total and self.failed / self.total > self.max_error_share:
+            self._raise()
+
+    def _raise(self, untried: int = 0):
+        from ingestion.errors import AuditFailedError
+
+        raise AuditFailedError(failure_message(None, self.errors, self.total, untried, step=self.step,
+                                               max_error_share=self.max_error_share))
 
 
 def _audit_lock(audit_id: str):
@@ -291,6 +359,7 @@ def run_resumable(
     progress: bool = True,
     max_error_share: float | None = None,
     identity: Mapping | None = None,
+    step: str | None = None,
 ) -> ResumableSummary:
     """:func:`_run_resumable` under the audit's inter-process lock, after checking the
     audit's identity (:func:`check_audit_identity`).
@@ -299,10 +368,11 @@ def run_resumable(
         max_error_share: when more than this share of the rows generated by this run have
             ``table.error_status`` (calls that failed), the audit ends ``failed`` and
             :class:`~ingestion.errors.AuditFailedError` names the count and the most common
-            error (:func:`failure_message`); ``None`` never fails on errors. A shard whose
-            every row failed (8 rows or more) stops the run at once.
+            error (:func:`failure_message`); ``None`` (or 1) never fails on errors. A shard whose
+            every row failed (8 rows or more) stops the run at once (limit below 1).
         identity: what identifies the audit's rows besides model, version and modality
             (backend, generation config, selection); stored on every event.
+        step: the step named in the failure message (default: the audit's modality).
 
     Raises:
         AuditIdentityError: the audit id exists with another identity (nothing generated).
@@ -314,7 +384,7 @@ def run_resumable(
     check_audit_identity(audit, identity)
     with _audit_lock(audit.audit_id):  # a second identical audit waits, then finds the rows landed
         return _run_resumable(planned, key, generate_batch, table=table, audit=audit, shard_rows=shard_rows,
-                              progress=progress, max_error_share=max_error_share)
+                              progress=progress, max_error_share=max_error_share, step=step)
 
 
 def _run_resumable(
@@ -327,6 +397,7 @@ def _run_resumable(
     shard_rows: int,
     progress: bool = True,
     max_error_share: float | None = None,
+    step: str | None = None,
 ) -> ResumableSummary:
     """Generate and land, in shards, every planned row of ``audit`` that has not landed yet.
 
@@ -375,25 +446,19 @@ def _run_resumable(
             audit.land_event("finished", 0)
         return summary
     audit.land_event("started", 0)
-    errors: Counter = Counter()
-    from ingestion.errors import AuditFailedError
+    tally = ErrorShare(step or audit.modality, max_error_share)
     desc = f"{audit.modality.upper()} {audit.model_id}"
     bar = tqdm(total=len(todo), desc=desc, unit=table.unit, disable=not progress, file=sys.stderr)
     try:
         for start in range(0, len(todo), shard_rows):
             rows = generate_batch(todo[start : start + shard_rows], bar.update)
-            write_shard(table.name, rows, partition=audit.audit_id)
+            write_shard(table.name, rows, partition=audit.audit_id)  # landed before any failure is raised
             summary.generated += len(rows)
             summary.statuses.update(row[table.status_column] for row in rows)
-            failed = [r for r in rows if r[table.status_column] == table.error_status]
-            errors.update(str(r.get(table.error_column) if table.error_column else table.error_status) for r in failed)
-            if max_error_share is not None and len(rows) >= 8 and len(failed) == len(rows):
-                # every call of a whole shard failed: the rest would too; stop now
-                untried = len(todo) - summary.generated
-                raise AuditFailedError(failure_message(summary, errors, summary.generated, untried))
-        n_errors = sum(errors.values())
-        if max_error_share is not None and summary.generated and n_errors / summary.generated > max_error_share:
-            raise AuditFailedError(failure_message(summary, errors, summary.generated))
+            # every call of a whole shard failed: the rest would too; stop now
+            tally.add(rows, table.status_column, table.error_column, table.error_status,
+                      untried=len(todo) - min(len(todo), start + shard_rows))
+        tally.check()
     except BaseException:
         audit.land_event("failed", summary.generated)
         raise
@@ -403,7 +468,7 @@ def _run_resumable(
     return summary
 
 
-__all__ = ["CODE_VERSION", "AuditInfo", "ResumableSummary", "ResumableTable", "landed_keys", "model_columns", "plan_resumable", "record_audit_target", "run_resumable"]
+__all__ = ["CODE_VERSION", "AuditInfo", "ErrorShare", "ResumableSummary", "ResumableTable", "landed_keys", "model_columns", "plan_resumable", "record_audit_target", "run_resumable"]
 
 
 def record_audit_target(audit_id: str, target: str, model_id: str, model_version: str, modality: str) -> bool:

@@ -154,6 +154,11 @@ class OpenAIStubServer:
         with self._lock:
             self._failures.extend([status] * times)
 
+    def clear_failures(self) -> None:
+        """Drop the scripted failures not served yet."""
+        with self._lock:
+            self._failures.clear()
+
     def delay_next(self, seconds: float, times: int = 1) -> None:
         with self._lock:
             self._delays.extend([seconds] * times)

@@ -71,7 +71,7 @@ def test_dead_server_fails_the_audit_and_the_next_run_retries_every_error_row(do
         server.completion_reply = _continue
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url, max_retries=1, concurrency=2)
     # the server is gone: connection refused for every call
-    with pytest.raises(AuditFailedError, match=r"^12 of 12 calls failed: APIConnectionError: .*\(connection refused\) at http://127\.0\.0\.1:\d+/v1/completions\. .*re-run"):
+    with pytest.raises(AuditFailedError, match=r"^BiasDora T2T: 12 of 12 calls failed \(100% > --max-error-share 0\.1\): APIConnectionError: .*\(connection refused\) at http://127\.0\.0\.1:\d+/v1/completions\. .*re-run"):
         run_t2t_probe(TARGETS, backend, cfg, progress=False)
     assert {r["parse_status"] for r in _landed()} == {"error"}
     status = sorted(read_landing("audits").to_pylist(), key=lambda e: e["event_at"])[-1]["status"]

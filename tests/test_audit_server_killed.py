@@ -1,6 +1,6 @@
 """Issue 17, done-when: the local OpenAI-compatible server dies in the middle of a real
 ``dora audit`` (subprocess, Dagster + dbt): the audit exits non-zero with one line naming the
-cause ("N of M calls failed: ... connection refused at http://..."); after a restart at the same
+cause ("BiasDora T2T: N of M calls failed (...): ... connection refused at http://..."); after a restart at the same
 URL, re-running the same command completes every row exactly once, with no ``error`` row left
 in ``stg_t2t_completions`` (the failed calls' rows stay in landing as history: ``attempts``)."""
 
@@ -66,7 +66,7 @@ def test_server_killed_mid_audit_fails_loudly_then_rerun_completes(tmp_path):
     lines = [line for line in first.stderr.splitlines() if line.startswith("dora audit:")]
     assert len(lines) == 1, first.stderr[-3000:]
     assert re.match(
-        r"dora audit: \d+ of \d+ calls failed: APIConnectionError: .*\(connection refused\) at "
+        r"dora audit: BiasDora T2T: \d+ of \d+ calls failed \([^)]*\): APIConnectionError: .*\(connection refused\) at "
         rf"http://127\.0\.0\.1:{port}/v1/completions\. .*re-run the same command", lines[0]
     ), lines[0]
     assert "Traceback" not in first.stderr

@@ -32,7 +32,7 @@ from ingestion.landing import read_landing, write_shard
 from ingestion.vocabulary import ASSOCIATION_KEY, DEFAULT_MODEL
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
 from models_inference.backends.text import TextBackend, load_text_backend
-from models_inference.resumable import ResumableSummary, key_seed
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, ErrorShare, ResumableSummary, key_seed
 from models_inference.scoring.ratings import (
     JUDGE_PARSE_STATUSES,
     RATINGS,
@@ -242,6 +242,7 @@ def run_judge(
     sampling: JudgeSampling = JudgeSampling(),
     shard_rows: int = 256,
     progress: bool = True,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> JudgeRunSummary:
     """Judge every (association, repeat) not yet landed for this judge model version; land rows.
 
@@ -251,13 +252,19 @@ def run_judge(
         judge: a :class:`Judge` (:func:`load_judge`).
         repeats: k judgements per association (default 1); every one is kept.
         shard_rows: rows per landed Parquet shard (at most that much work is lost on a crash).
+        max_error_share: share of this run's calls that may fail (``error`` rows: the request
+            failed) before the step fails (issue 17); answers that do not parse are not
+            failures. ``None``: no limit.
 
     Returns:
         A :class:`JudgeRunSummary`. Unparseable answers and failed requests land as rows with
-        their status (:data:`JUDGE_PARSE_STATUSES`), never dropped.
+        their status (:data:`JUDGE_PARSE_STATUSES`), never dropped; the next run asks the
+        failed ones again.
 
     Raises:
         ValueError: ``repeats < 1``.
+        AuditFailedError: more than ``max_error_share`` of the calls failed, or every call of
+            a shard of 8+ (the rows landed first; names the judge model, share and cause).
     """
     from tqdm.auto import tqdm
 
@@ -277,6 +284,7 @@ def run_judge(
     if not todo:
         return summary
     bar = tqdm(total=len(todo), desc=f"judge {judge.model_id}", unit="rating", disable=not progress, file=sys.stderr)
+    tally = ErrorShare(f"judge {judge.model_id}", max_error_share)
     try:
         for start in range(0, len(todo), shard_rows):
             chunk = todo[start : start + shard_rows]
@@ -292,6 +300,8 @@ def run_judge(
                 summary.statuses[row["parse_status"]] += 1
                 if row["rating"] is not None:
                     summary.ratings[row["rating"]] += 1
+            tally.add(rows, "parse_status", "raw_output", untried=len(todo) - min(len(todo), start + shard_rows))
+        tally.check()
     finally:
         bar.close()
     return summary

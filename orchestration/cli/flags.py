@@ -102,7 +102,10 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((AuditConfig, "progress"), (VisionConfig, "progress"), (JudgeConfig, "progress"))),
     Flag(_t(AuditConfig, "registry")),
     # (issue 17) API client limits and the failed-call share that fails an audit
-    *(Flag(_t(AuditConfig, f)) for f in ("api_timeout", "api_concurrency", "api_max_retries", "max_error_share")),
+    *(Flag(_t(AuditConfig, f)) for f in ("api_timeout", "api_concurrency", "api_max_retries")),
+    # (issue 17) one limit for every step that calls models (ErrorShareLimit); the other
+    # families' configs read it in their config_from_args / run_config
+    Flag(((AuditConfig, "max_error_share"), (VisionConfig, "max_error_share"), (JudgeConfig, "max_error_share"))),
     # T2I / I2T probes (orchestration/defs/vision/)
     Flag(_t(VisionConfig, "t2i_backend"), choices=T2I_BACKENDS, group="vision"),
     *(Flag(_t(VisionConfig, f), group="vision") for f in (

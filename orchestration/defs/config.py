@@ -26,9 +26,23 @@ from models_inference.probes.biasdora.prompts import (
 )
 
 from orchestration.defaults import DEFAULT_IMAGES_PER_DESCRIPTOR, DEFAULT_PER_DIMENSION, DEFAULT_RUNS  # noqa: E402,F401
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE
 
 
-class AuditConfig(dg.Config):
+class ErrorShareLimit(dg.Config):
+    """(issue 17) The failed-call share above which a model-calling step fails: every Config
+    of a step that lands model calls (the probes of every family, the judge) inherits this one
+    field, set by the one ``dora audit --max-error-share`` flag (default
+    :data:`models_inference.resumable.DEFAULT_MAX_ERROR_SHARE`)."""
+
+    max_error_share: float = Field(
+        DEFAULT_MAX_ERROR_SHARE,
+        description="a step that calls models (every family's generation step, the judge) ends failed, and the audit "
+        "with it, when more than this share of its calls failed ('error' rows; they land and the next run retries them)",
+    )
+
+
+class AuditConfig(ErrorShareLimit):
     """What to audit and how (the T2T probe; ``dora audit --help`` shows each field).
 
     Defaults give the quick audit of the README's main command: the embedded SmolLM2-135M,
@@ -56,14 +70,14 @@ class AuditConfig(dg.Config):
     api_timeout: float = Field(60.0, description="seconds per API request (backend openai); a timed-out request is not re-sent")
     api_concurrency: int = Field(4, description="API requests in flight at once (backend openai)")
     api_max_retries: int = Field(4, description="retries per API request on connection errors, 429 and 5xx")
-    max_error_share: float = Field(0.1, description="the audit ends failed when more than this share of its calls failed")
+    # max_error_share: from ErrorShareLimit
     # Partitioned runs (one partition per registry target x model version, see
     # orchestration/defs/audits/): the registry file to read the target from; the target's
     # settings replace the fields above.
     registry: Optional[str] = Field(None, description="audit registry file (default: $DORA_REGISTRY or registry.yaml)")
 
 
-class VisionConfig(dg.Config):
+class VisionConfig(ErrorShareLimit):
     """Run config of the T2I / I2T assets (``orchestration/defs/vision/``; ``dora audit --help``).
 
     Nothing runs unless a model is named: ``t2i_model`` draws images; ``i2t_model`` describes

@@ -37,7 +37,7 @@ from models_inference.probes.biasdora.prompts import (
     render_i2t_prompt,
 )
 from models_inference.resumable import AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns
-from models_inference.resumable import run_resumable, slug
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, run_resumable, slug
 #: Description statuses that count as done (a re-run does not describe them again).
 FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
 #: Where descriptions land; an (image_setting, descriptor, image_index, setting) key is done
@@ -45,7 +45,7 @@ FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
 I2T_TABLE = ResumableTable(
     "i2t_descriptions", ("image_setting", "descriptor", "descriptor_row", "image_index", "setting"), "status",
     FINAL_DESCRIPTION_STATUSES, null_defaults=(("descriptor_row", 1),),
-    unit="description",
+    unit="description", error_column="error",
 )
 
 
@@ -141,6 +141,7 @@ def run_i2t_probe(
     *,
     audit_id: str | None = None,
     progress: bool = True,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> I2TRunSummary:
     """Describe every ``ok`` image of an image audit in each setting, landing missing rows.
 
@@ -150,6 +151,8 @@ def run_i2t_probe(
         config: :class:`I2TProbeConfig`.
         audit_id: override :func:`description_audit_id_for`.
         progress: tqdm bar on stderr.
+        max_error_share: share of this run's descriptions that may fail (``error`` rows) before
+            the audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
 
     Returns:
         An :class:`I2TRunSummary`; statuses: ``ok``, ``truncated`` (hit max_new_tokens; its
@@ -161,6 +164,7 @@ def run_i2t_probe(
         ValueError: invalid config (incl. ``shard_rows < 1``), or the image audit has no
             ``ok`` image.
         ModelNotAvailableError: the backend cannot run (e.g. API key unset).
+        AuditFailedError: more than ``max_error_share`` of the descriptions failed (rows landed first).
     """
     cfg = (config or I2TProbeConfig()).validate()
     images = landed_images(image_audit_id)
@@ -232,7 +236,8 @@ def run_i2t_probe(
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "i2t", event_cfg)
     planned = [(img, setting) for img in images for setting in cfg.settings]
     key = lambda item: (item[0]["setting"], item[0]["descriptor"], item[0]["descriptor_row"], item[0]["image_index"], item[1])  # noqa: E731
-    result = run_resumable(planned, key, generate, table=I2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    result = run_resumable(planned, key, generate, table=I2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
+                           max_error_share=max_error_share, step="BiasDora I2T")
     return I2TRunSummary(**vars(result), image_audit_id=image_audit_id, images=len(images))
 
 

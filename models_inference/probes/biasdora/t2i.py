@@ -29,6 +29,7 @@ from models_inference.image_store import store_png
 from models_inference.probes.biasdora.prompts import PAPER_IMAGES_PER_DESCRIPTOR, render_t2i_prompt
 from models_inference.probes.biasdora.t2t import select_targets
 from models_inference.resumable import (
+    DEFAULT_MAX_ERROR_SHARE,
     AuditInfo,
     ResumableSummary,
     ResumableTable,
@@ -44,7 +45,7 @@ FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
 #: row with a final status (``error`` rows are retried).
 T2I_TABLE = ResumableTable(
     "t2i_images", ("setting", "descriptor", "descriptor_row", "image_index"), "status", FINAL_IMAGE_STATUSES,
-    unit="image", null_defaults=(("descriptor_row", 1),),
+    unit="image", null_defaults=(("descriptor_row", 1),), error_column="error",
 )
 #: The paper's Stable Diffusion model (seed 004, Appendix "Generation settings"; issue 11).
 PAPER_SD_MODEL = "stabilityai/stable-diffusion-2-inpainting"
@@ -182,7 +183,8 @@ def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int, d
 
 
 def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T2IProbeConfig | None = None,
-                  *, audit_id: str | None = None, progress: bool = True) -> ResumableSummary:
+                  *, audit_id: str | None = None, progress: bool = True,
+                  max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE) -> ResumableSummary:
     """Generate, store and land every missing image for ``targets``.
 
     Args:
@@ -191,6 +193,8 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
         config: :class:`T2IProbeConfig` (default: 10 images per descriptor and setting).
         audit_id: override :func:`image_audit_id_for`.
         progress: tqdm bar on stderr.
+        max_error_share: share of this run's images that may fail (``error`` rows) before the
+            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
 
     Returns:
         A :class:`~models_inference.resumable.ResumableSummary` (statuses: image statuses). Rows land in shards of ``config.shard_rows``
@@ -201,6 +205,7 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
     Raises:
         ValueError: invalid config or a target with an unknown setting.
         ModelNotAvailableError: the backend cannot run (e.g. API key unset).
+        AuditFailedError: more than ``max_error_share`` of the images failed (rows landed first).
     """
     cfg = (config or T2IProbeConfig()).validate()
     audit_id = audit_id or image_audit_id_for(backend)
@@ -254,4 +259,5 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2i", event_cfg)
     planned = [(t, index) for t in targets for index in range(1, cfg.images_per_descriptor + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1])  # noqa: E731
-    return run_resumable(planned, key, generate, table=T2I_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    return run_resumable(planned, key, generate, table=T2I_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
+                         max_error_share=max_error_share, step="BiasDora T2I")

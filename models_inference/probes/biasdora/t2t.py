@@ -215,7 +215,7 @@ def run_t2t_probe(
     planned, key = t2t_plan(targets, cfg)
     return run_resumable(
         planned, key, generate, table=T2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
-        max_error_share=max_error_share, identity=audit_identity(backend, cfg, targets),
+        max_error_share=max_error_share, identity=audit_identity(backend, cfg, targets), step="BiasDora T2T",
     )
 
 

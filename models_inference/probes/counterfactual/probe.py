@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
-from models_inference.probes.counterfactual.parsing import REFUSAL_RULE, is_refusal, parse_filter_words, parse_numeric
+from models_inference.probes.counterfactual.parsing import FILTER_STATUSES, REFUSAL_RULE, is_refusal, parse_filter_words, parse_numeric
 from models_inference.probes.counterfactual.prompts import (
     FILTER_REPEATS,
     FILTER_SYSTEM_PROMPT,
@@ -46,7 +46,7 @@ from models_inference.probes.counterfactual.prompts import (
     text_set_prompt,
 )
 from models_inference.probes.counterfactual.sets import CounterfactualSet, Lexicon, Member
-from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ErrorShare, ResumableTable, model_columns, run_resumable
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
 
 #: Where responses land; ``error`` rows are generated again by the next run.
@@ -56,6 +56,7 @@ RESPONSES_TABLE = ResumableTable(
     "status",
     final_statuses=("ok", "truncated", "empty"),
     unit="response",
+    error_column="raw_output",  # an error row keeps the error text there
 )
 #: ``mitigation`` value of a row without a mitigation instruction (a key column: never null).
 NO_MITIGATION = "none"
@@ -240,6 +241,7 @@ def run_text_sets(
     audit_id: str | None = None,
     progress: bool = True,
     target: str | None = None,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> CounterfactualRunSummary:
     """Generate and land every missing text-set response (§5.1 prefix) on a text backend.
 
@@ -249,6 +251,8 @@ def run_text_sets(
             one chat user turn.
         config: probe parameters (default: the paper's, App. A.2).
         audit_id: override :func:`audit_id_for`.
+        max_error_share: share of this run's calls that may fail (``error`` rows) before the
+            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
 
     Returns:
         A :class:`CounterfactualRunSummary`; rows land in shards of ``config.shard_rows``
@@ -256,6 +260,7 @@ def run_text_sets(
 
     Raises:
         ValueError / KeyError: invalid config (unknown prompt or mitigation label, seeds < 1).
+        AuditFailedError: more than ``max_error_share`` of the calls failed (rows landed first).
     """
     cfg = (config or CounterfactualProbeConfig()).validate()
     if cfg.numeric_prompt_style is None:
@@ -286,7 +291,8 @@ def run_text_sets(
     event_cfg = {"backend": backend.backend_name, "variant": "text", **asdict(cfg)}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target)
     key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
-    res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
+                        max_error_share=max_error_share, step="counterfactual text sets")
     return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
 
 
@@ -353,6 +359,7 @@ def run_image_sets(
     audit_id: str | None = None,
     progress: bool = True,
     target: str | None = None,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> CounterfactualRunSummary:
     """Generate and land every missing image-set response: the member's image + the verbatim
     prompt (Tables 6, 7, 15; mitigation applied), through a vision backend
@@ -364,6 +371,8 @@ def run_image_sets(
     Raises:
         CounterfactualInputError: a member without an image (names the set and member).
         ValueError / KeyError: invalid config.
+        AuditFailedError: more than ``max_error_share`` of the calls failed (rows landed first;
+            see :func:`run_text_sets`).
     """
     from models_inference.backends.vision import DescriptionRequest
     from models_inference.probes.counterfactual.sets import CounterfactualInputError
@@ -405,7 +414,8 @@ def run_image_sets(
     event_cfg = {"backend": backend.backend_name, "variant": "image", **asdict(cfg)}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target)
     key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
-    res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
+                        max_error_share=max_error_share, step="counterfactual image sets")
     return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
 
 
@@ -497,7 +507,7 @@ class FilterSummary:
 
 def run_stereotype_filter(
     candidates: dict[tuple[str, str, str], list[str]], backend, *, repeats: int = FILTER_REPEATS,
-    max_new_tokens: int = 128, temperature: float = 0.0,
+    max_new_tokens: int = 128, temperature: float = 0.0, max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> FilterSummary:
     """The stereotype filter of App. D.2 on each group's PMI word list.
 
@@ -506,7 +516,8 @@ def run_stereotype_filter(
     are sent ``repeats`` times (paper: 3, "took the union"); each answer lands in
     ``landing/counterfactual_stereotype_flags`` with its raw text, parse status, the words
     kept (present in the list) and the hallucinated words dropped. Already-landed
-    (audit, subset, group, repeat, judge version, word list) answers are not asked again.
+    (audit, subset, group, repeat, judge version, word list) answers are not asked again,
+    except failed calls (``error`` rows), which the next run asks again (issue 17).
 
     Args:
         candidates: ``{(audit_id, subset, group_label): [words]}``.
@@ -514,6 +525,11 @@ def run_stereotype_filter(
             OpenAI-compatible endpoint).
         temperature: paper: 0 ("Despite specifying a temperature of 0"); the local backend
             samples, so 0 is run as 1e-4 (practically greedy) there.
+        max_error_share: share of the calls that may fail (``error`` rows) before the step
+            fails; ``None``: no limit. Unparsed answers (``no_list``, ``empty_list``) are not failures.
+
+    Raises:
+        AuditFailedError: more than ``max_error_share`` of the calls failed (the rows landed first).
     """
     from ingestion.landing import read_landing, write_shard
 
@@ -522,7 +538,8 @@ def run_stereotype_filter(
     if not items:
         return summary
     landed = read_landing(
-        "counterfactual_stereotype_flags", ["audit_id", "subset", "group_label", "repeat", "judge_model_version", "word_list_hash"]
+        "counterfactual_stereotype_flags", ["audit_id", "subset", "group_label", "repeat", "judge_model_version", "word_list_hash"],
+        filters={"parse_status": [st for st in FILTER_STATUSES if st != "error"]},  # (issue 17) a failed call is asked again
     ).to_pylist()
     done = {tuple(r.values()) for r in landed}
     temp = temperature if (temperature > 0 or backend.backend_name == "openai") else 1e-4
@@ -560,6 +577,9 @@ def run_stereotype_filter(
         summary.statuses[status] += 1
     write_shard("counterfactual_stereotype_flags", rows)
     summary.answers = len(rows)
+    tally = ErrorShare("counterfactual stereotype filter", max_error_share)
+    tally.add(rows, "parse_status", "raw_output")
+    tally.check()
     return summary
 
 

@@ -33,7 +33,7 @@ from models_inference.probes.modscan.parsing import parse_term, strip_echo
 from models_inference.probes.modscan.prompts import language_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PERSONA_TRAITS, PREFIXES, SCENARIOS, trait_key
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
-from models_inference.resumable import AuditInfo, ResumableSummary, landed_keys, model_columns, run_resumable
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, landed_keys, model_columns, run_resumable
 
 #: NOT FROM PAPER: the VLM yes/no stand-in for the paper's YOLOv8x person filter.
 PERSON_CHECK_PROMPT = "Is there a person in this image? Answer yes or no."
@@ -150,14 +150,20 @@ def run_language_probe(
     *,
     audit_id: str | None = None,
     progress: bool = True,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> tuple[str, ResumableSummary, dict]:
     """Draw the scenes, then ask ``vision`` every (scene, attribute, prefix) query not landed yet.
+
+    Args:
+        max_error_share: share of this run's calls that may fail (``error`` rows) before the
+            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
 
     Returns:
         (audit id, :class:`~models_inference.resumable.ResumableSummary`, scene counts).
 
     Raises:
         ValueError: invalid config.
+        AuditFailedError: more than ``max_error_share`` of the queries failed (rows landed first).
     """
     cfg = (config or LanguageProbeConfig()).validate()
     if audit_id is None:
@@ -211,7 +217,8 @@ def run_language_probe(
 
     audit = AuditInfo(audit_id, vision.model_id, vision.model_version, "modscan_language",
                       {"backend": vision.backend_name, **asdict(cfg), **counts, "t2i_model": image_backend.model_id})
-    result = run_resumable(planned, key, generate, table=MODSCAN_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress)
+    result = run_resumable(planned, key, generate, table=MODSCAN_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
+                           max_error_share=max_error_share, step="ModSCAN language modality")
     return audit_id, result, counts
 
 

@@ -37,7 +37,7 @@ from models_inference.backends.text import TextBackend
 from models_inference.probes.modscan.parsing import parse_side, parse_term, strip_echo
 from models_inference.probes.modscan.prompts import text_faces_prompt, text_persona_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
-from models_inference.resumable import AuditInfo, ResumableTable, ResumableSummary, model_columns, run_resumable
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableTable, ResumableSummary, model_columns, run_resumable
 
 #: Where ModSCAN queries land; a key whose rows are all ``error`` is generated again.
 MODSCAN_TABLE = ResumableTable(
@@ -46,6 +46,7 @@ MODSCAN_TABLE = ResumableTable(
     "status",
     final_statuses=("ok", "na_no_term", "na_multiple_terms", "na_box_filtered", "na_box_outside", "na_box_conflict"),
     unit="query",
+    error_column="error",
 )
 
 TEXT_PROBES: tuple[str, ...] = ("modscan_text_persona", "modscan_text_faces")
@@ -268,6 +269,7 @@ def run_text_probe(
     audit_id: str | None = None,
     target: str | None = None,
     progress: bool = True,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> TextRunSummary:
     """Generate and land every missing query of the text analogues (A.6) for ``backend``.
 
@@ -277,6 +279,8 @@ def run_text_probe(
         audit_id: override :func:`text_audit_id`.
         target: registry target recorded on the audit events (``None``: ad hoc).
         progress: tqdm bar on stderr.
+        max_error_share: share of this run's calls that may fail (``error`` rows) before the
+            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
 
     Returns:
         A :class:`TextRunSummary`; rows land in ``landing/modscan_responses`` in shards of
@@ -285,6 +289,7 @@ def run_text_probe(
 
     Raises:
         ValueError: invalid config. Whatever the backend raises (after a ``failed`` event).
+        AuditFailedError: more than ``max_error_share`` of the calls failed (rows landed first).
     """
     cfg = (config or TextProbeConfig()).validate()
     audit_id = audit_id or text_audit_id(backend, cfg)
@@ -305,7 +310,8 @@ def run_text_probe(
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "modscan_text", event_cfg, target)
     planned = plan_text_queries(cfg, audit_id)
     result = run_resumable(planned, TextQuery.key, generate, table=MODSCAN_TABLE, audit=audit,
-                           shard_rows=cfg.shard_rows, progress=progress)
+                           shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
+                           step="ModSCAN text analogues")
     return TextRunSummary(audit_id, result)
 
 

@@ -30,7 +30,7 @@ from models_inference.probes.modscan.parsing import parse_side, strip_echo
 from models_inference.probes.modscan.prompts import vision_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
-from models_inference.resumable import AuditInfo, ResumableSummary, model_columns, run_resumable
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, model_columns, run_resumable
 
 
 @dataclass
@@ -100,8 +100,13 @@ def run_vision_probe(
     *,
     audit_id: str | None = None,
     progress: bool = True,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> tuple[str, ResumableSummary]:
     """Ask ``backend`` about every (pair, instance, prefix) not landed yet; land the answers.
+
+    Args:
+        max_error_share: share of this run's calls that may fail (``error`` rows) before the
+            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
 
     Returns:
         (audit id, :class:`~models_inference.resumable.ResumableSummary`).
@@ -109,6 +114,7 @@ def run_vision_probe(
     Raises:
         ValueError: invalid config, or no face pair can be built from ``faces`` (the message
             carries :meth:`FaceSet.report`).
+        AuditFailedError: more than ``max_error_share`` of the queries failed (rows landed first).
     """
     cfg = (config or VisionProbeConfig()).validate()
     pairs = [p for a in cfg.attributes for p in build_pairs(faces.faces, a, per_group=cfg.per_group, seed=cfg.seed)]
@@ -168,7 +174,8 @@ def run_vision_probe(
                       {"backend": backend.backend_name, **asdict(cfg), "faces_kept": len(faces.faces),
                        "faces_invalid": len(faces.problems), "faces_filtered": dict(faces.filtered)})
     result = run_resumable(planned, _Query.key, generate, table=MODSCAN_TABLE, audit=audit,
-                           shard_rows=cfg.shard_rows, progress=progress)
+                           shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
+                           step="ModSCAN vision modality")
     return audit_id, result
 
 

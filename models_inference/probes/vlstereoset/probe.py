@@ -26,13 +26,14 @@ from ingestion.landing import write_shard
 from models_inference.probes.vlstereoset.dataset import ImageOutcome, VLStereoSetDataset, item_rows
 from models_inference.probes.vlstereoset.scorers import CONDITION_KINDS, CaptionScore, Unit, detail_json
 from models_inference.image_store import image_file, images_dir, store_png
-from models_inference.resumable import AuditInfo, ResumableTable, model_columns, run_resumable, slug
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableTable, model_columns, run_resumable, slug
 
 #: Final statuses: an (item, condition) with such a row is not scored again (``error`` and
 #: ``no_image`` are retried).
 FINAL_SCORE_STATUSES = ("ok", "na")
 VLSTEREOSET_SCORES = ResumableTable(
-    "vlstereoset_scores", ("dataset_id", "scorer", "item_id", "condition"), "status", FINAL_SCORE_STATUSES, unit="item"
+    "vlstereoset_scores", ("dataset_id", "scorer", "item_id", "condition"), "status", FINAL_SCORE_STATUSES, unit="item",
+    error_column="error",
 )
 
 
@@ -130,7 +131,7 @@ def vlstereoset_audit_id(dataset_id: str, scorer) -> str:
 
 def run_vlstereoset_probe(
     items: list[dict], scorer, *, audit_id: str | None = None, target: str | None = None, shard_rows: int = 32,
-    progress: bool = True,
+    progress: bool = True, max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> VLStereoSetRunSummary:
     """Score every planned unit of ``items`` not landed yet for this audit, in shards.
 
@@ -139,6 +140,8 @@ def run_vlstereoset_probe(
         scorer: a scorer of :mod:`.scorers` (``name``, ``variants``, ``conditions``, ``score``, ...).
         audit_id: override :func:`vlstereoset_audit_id`. target: registry target (or None).
         shard_rows: units per landed shard.
+        max_error_share: share of this run's score rows that may fail (``error``; ``no_image``
+            and ``na`` are not failures) before the audit ends ``failed``; ``None``: no limit.
 
     Returns:
         A :class:`VLStereoSetRunSummary` (rows by status: ok / na / no_image / error).
@@ -146,6 +149,7 @@ def run_vlstereoset_probe(
     Raises:
         ValueError: no item, items of several datasets, ``shard_rows < 1``.
         Whatever the scorer raises, after a ``failed`` audit event (landed shards are kept).
+        AuditFailedError: more than ``max_error_share`` of the rows failed (rows landed first).
     """
     if not items:
         raise ValueError("no VLStereoSet item to score")
@@ -183,7 +187,8 @@ def run_vlstereoset_probe(
     audit = AuditInfo(audit_id, scorer.model_id, scorer.model_version, "vlstereoset", config, target)
     units = plan_units(items, scorer)
     key = lambda u: (dataset_id, scorer.name, u.item_id, u.condition)  # noqa: E731
-    res = run_resumable(units, key, generate, table=VLSTEREOSET_SCORES, audit=audit, shard_rows=shard_rows, progress=progress)
+    res = run_resumable(units, key, generate, table=VLSTEREOSET_SCORES, audit=audit, shard_rows=shard_rows, progress=progress,
+                        max_error_share=max_error_share, step=f"VLStereoSet {scorer.name}")
     return VLStereoSetRunSummary(audit_id, scorer.name, res.planned, res.already_landed, res.generated, res.statuses)
 
 

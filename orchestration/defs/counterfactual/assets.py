@@ -92,7 +92,8 @@ def counterfactual_responses(context: dg.AssetExecutionContext, config: Counterf
     lexicon_rows = cf.land_lexicons(competence_lexicon(config.lexicon))
     sets = build_sets(config)
     backend = _text_backend(config)
-    summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress)
+    summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
+                               max_error_share=config.max_error_share)
     context.log.info(f"counterfactual audit {summary.audit_id}: generated {summary.generated} of {summary.planned} responses")
     yield dg.MaterializeResult(
         asset_key=RESPONSES,
@@ -187,7 +188,8 @@ def counterfactual_stereotype_filter(context: dg.AssetExecutionContext, config: 
         judge = _text_backend(config, config.judge_model or "gpt-4o", "openai", config.judge_base_url)
     else:
         judge = _text_backend(config, config.judge_model or (config.model if config.backend == "transformers" else DEFAULT_MODEL), "transformers")
-    summary = cf.run_stereotype_filter(candidates, judge, max_new_tokens=config.judge_max_new_tokens)
+    summary = cf.run_stereotype_filter(candidates, judge, max_new_tokens=config.judge_max_new_tokens,
+                                       max_error_share=config.max_error_share)
     yield dg.MaterializeResult(
         asset_key=FLAGS,
         metadata={"groups_with_candidates": summary.groups, "answers": summary.answers,

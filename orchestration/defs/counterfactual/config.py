@@ -14,6 +14,7 @@ from typing import Optional
 
 import dagster as dg
 
+from orchestration.defs.config import ErrorShareLimit
 from models_inference.probes.counterfactual.prompts import (
     ALL_PROMPTS,
     MAIN_PROMPTS,
@@ -34,7 +35,7 @@ DEFAULT_MAX_NEW_TOKENS = 32
 DEFAULT_NUMERIC_MAX_NEW_TOKENS = 8
 
 
-class CounterfactualConfig(dg.Config):
+class CounterfactualConfig(ErrorShareLimit):
     """What the counterfactual probe runs (``dora audit --help``, group "counterfactual").
 
     Text sets (section 5.1): ``subsets`` x ``occupations`` (empty = all) x ``sets_per_occupation``
@@ -122,6 +123,7 @@ def config_from_args(args, enabled: bool = True) -> dict:
         "judge_backend": args.cf_judge_backend,
         "judge_model": args.cf_judge_model,
         "lexicon": args.cf_lexicon,
+        "max_error_share": args.max_error_share,  # (issue 17) the shared --max-error-share
     }
 
 

@@ -63,7 +63,8 @@ def _text(config: ModscanConfig) -> dict:
         prefixes=config.prefixes, samples=config.samples, instances_per_scenario=config.instances_per_scenario,
         max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
     )
-    summary = run_text_probe(backend, probe, audit_id=config.audit_id, progress=config.progress)
+    summary = run_text_probe(backend, probe, audit_id=config.audit_id, progress=config.progress,
+                             max_error_share=config.max_error_share)
     result = summary.result
     ok = result.statuses.get("ok", 0)
     return {
@@ -93,7 +94,7 @@ def _vision(context: dg.AssetExecutionContext, config: ModscanConfig) -> dict:
         instances_per_scenario=config.vision_instances_per_scenario, per_group=config.pairs_per_group,
         seed=config.pair_seed, temperature=config.temperature, top_p=config.top_p,
     )
-    audit_id, result = run_vision_probe(backend, faces, probe, progress=config.progress)
+    audit_id, result = run_vision_probe(backend, faces, probe, progress=config.progress, max_error_share=config.max_error_share)
     return {
         "vision": f"audit {audit_id}: {result.generated} generated, {result.already_landed} already landed",
         "vision_audit_id": audit_id,
@@ -117,7 +118,8 @@ def _language(config: ModscanConfig) -> dict:
         images_per_trait=config.images_per_trait, person_check=config.person_check,
         temperature=config.temperature, top_p=config.top_p,
     )
-    audit_id, result, counts = run_language_probe(images, vision, probe, progress=config.progress)
+    audit_id, result, counts = run_language_probe(images, vision, probe, progress=config.progress,
+                                                  max_error_share=config.max_error_share)
     return {
         "language": f"audit {audit_id}: {result.generated} generated, {result.already_landed} already landed",
         "language_audit_id": audit_id,

@@ -12,6 +12,7 @@ from typing import Optional
 
 import dagster as dg
 
+from orchestration.defs.config import ErrorShareLimit
 from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
 from models_inference.probes.modscan.text import CONDITIONS, TEXT_PROBES
 
@@ -26,7 +27,7 @@ DEFAULT_INSTANCES = 5
 DEFAULT_MAX_NEW_TOKENS = 24
 
 
-class ModscanConfig(dg.Config):
+class ModscanConfig(ErrorShareLimit):
     """What the ModSCAN asset probes (``dora audit --help``, group "ModSCAN").
 
     The text-only analogues (PROBES.md A.6, NOT FROM PAPER: ``modscan_text_persona``,
@@ -140,6 +141,7 @@ def config_from_args(args: argparse.Namespace) -> dict:
         "t2i_model": args.modscan_t2i_model,
         "images_per_trait": args.modscan_images_per_trait,
         "person_check": not args.modscan_no_person_check,
+        "max_error_share": args.max_error_share,  # (issue 17) the shared --max-error-share
     }
 
 

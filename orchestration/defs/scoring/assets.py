@@ -205,7 +205,8 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     run = target_of_run(context, config.registry)
     for model in judge_models(config, run.target if run else None):
         judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
-        summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress)
+        summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress,
+                            max_error_share=config.max_error_share)
         context.log.info(f"judge {judge.model_id}: {summary.generated} ratings, parse rate {summary.parse_rate:.1%}")
         per_judge.append((judge, summary))
     judge, summary = per_judge[0]

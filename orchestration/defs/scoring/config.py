@@ -15,6 +15,7 @@ from pydantic import Field
 
 from ingestion.vocabulary import DEFAULT_SENTIMENT_SCORER, DEFAULT_TOXICITY_SCORER
 from models_inference.probes.biasdora.prompts import PAPER_JUDGE_MAX_NEW_TOKENS, PAPER_JUDGE_TEMPERATURE
+from orchestration.defs.config import ErrorShareLimit
 
 
 class ScoringSelection(dg.Config):
@@ -48,7 +49,7 @@ class ToxicityConfig(ScoringSelection):
     batch_size: int = 64
 
 
-class JudgeConfig(ScoringSelection):
+class JudgeConfig(ScoringSelection, ErrorShareLimit):
     """LLM judge (METHOD.md section 4; the paper's prompts, temperature 0.7, 10 tokens)."""
 
     backend: str = Field("transformers", description="LLM judge backend ('none' skips the judge)")

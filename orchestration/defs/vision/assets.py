@@ -168,7 +168,8 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
     if audited:
         backend = with_model_version(backend, run.model_version)
     summary = run_t2i_probe(
-        targets, backend, T2IProbeConfig(images_per_descriptor=config.images_per_descriptor), progress=config.progress
+        targets, backend, T2IProbeConfig(images_per_descriptor=config.images_per_descriptor), progress=config.progress,
+        max_error_share=config.max_error_share,
     )
     context.log.info(f"dora: T2I audit {summary.audit_id}: generated {summary.generated} of {summary.planned} images")
     return dg.MaterializeResult(
@@ -245,7 +246,7 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
         settings=tuple(config.i2t_settings), max_new_tokens=config.i2t_max_new_tokens,
         temperature=config.i2t_temperature, top_p=config.i2t_top_p,
     )
-    summary = run_i2t_probe(image_audit, backend, probe, progress=config.progress)
+    summary = run_i2t_probe(image_audit, backend, probe, progress=config.progress, max_error_share=config.max_error_share)
     context.log.info(f"dora: I2T audit {summary.audit_id}: generated {summary.generated} of {summary.planned} descriptions")
     if modality == "t2i":
         record_audit_target(summary.audit_id, run.target.name, images["model_id"], run.model_version, "t2i")

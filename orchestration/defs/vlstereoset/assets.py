@@ -89,7 +89,8 @@ def vlstereoset_probe(context: dg.AssetExecutionContext, config: VLStereoSetConf
     audits, rows = [], Counter()
     for scorer in build_scorers(config, names, run.model_version if run else None):
         summary = run_vlstereoset_probe(items, scorer, target=run.target.name if run else None,
-                                        shard_rows=config.shard_rows, progress=config.progress)
+                                        shard_rows=config.shard_rows, progress=config.progress,
+                                        max_error_share=config.max_error_share)
         context.log.info(f"vlstereoset {scorer.name}: audit {summary.audit_id}, {summary.generated} rows, {dict(summary.status)}")
         audits.append(summary.audit_id)
         rows.update(summary.status)

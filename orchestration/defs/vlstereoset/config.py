@@ -14,6 +14,7 @@ from typing import Optional
 
 import dagster as dg
 
+from orchestration.defs.config import ErrorShareLimit
 #: Probe family name (``dora audit --probe vlstereoset``) and its Dagster asset group.
 PROBE_NAME = "vlstereoset"
 ASSET_GROUP = "vlstereoset"
@@ -26,7 +27,7 @@ SCORERS = (TEXT_PRIOR, *REFERENCE_SCORERS, *IMAGE_SCORERS)
 DEFAULT_SCORERS = (TEXT_PRIOR, *REFERENCE_SCORERS)
 
 
-class VLStereoSetConfig(dg.Config):
+class VLStereoSetConfig(ErrorShareLimit):
     """What the VLStereoSet probe scores (``dora audit --help``, group "VLStereoSet probe").
 
     Attributes:
@@ -44,6 +45,7 @@ class VLStereoSetConfig(dg.Config):
         vlm_model / vlm_backend / vlm_base_url: generative VLM for ``loglik`` (transformers
             only) and ``mcq`` (transformers or an OpenAI-compatible vision endpoint).
         mcq_shuffles: orders per mcq question.
+        max_error_share: (inherited) share of a scorer's rows that may fail before the step fails.
     """
 
     enabled: bool = True
@@ -155,6 +157,7 @@ def run_config(args: argparse.Namespace) -> dict:
         "vlm_base_url": args.vlstereoset_vlm_base_url,
         "mcq_shuffles": args.vlstereoset_mcq_shuffles,
         "progress": getattr(args, "progress", True),  # dora audit --no-progress
+        "max_error_share": args.max_error_share,  # (issue 17) the shared --max-error-share
     }
 
 
