@@ -59,11 +59,13 @@ def test_dora_audit_probe_vlstereoset_end_to_end(dora_home, tmp_path, monkeypatc
     # a second version of the same model: CLIP with its logit scale (a new audit); the others are complete
     assert main([*base, "--vlstereoset-clip-logit-scale"]) == 0
     capsys.readouterr()
-    assert main(["diff", str(clip), "--probe", "vlstereoset", "--format", "csv"]) == 0
+    assert main(["diff", str(clip), "--family", "vlstereoset", "--format", "csv"]) == 0
     diff = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     # same argmax (the scale is a positive factor): vlrs and vlbs unchanged, per category and overall
     assert {d["category"] for d in diff} == {"all", "gender", "profession"}
-    assert all(float(d["vlrs_change"]) == 0 and float(d["vlbs_change"]) == 0 for d in diff if d["vlrs_change"])
+    assert {d["metric"] for d in diff} == {"vlrs", "vlbs"}
+    assert all(d["change_type"] == "unchanged" and d["is_significant_change"] == "False" for d in diff)
+    assert all(float(d["delta_value"]) == 0 and float(d["change_p"]) == 1.0 for d in diff if d["delta_value"])
 
     assert main(["report"]) == 0
     page = (dora_home / "reports" / "all" / "vlstereoset.html").read_text()
