@@ -113,7 +113,7 @@ class FamilyDiff:
             + f"; no detectable change {self.counts.get('unchanged', 0)}",
         ]
         if not self.rows.rows:
-            lines.append("  no row of the two audits could be compared (no common cell)")
+            lines.append("  no row of the two audits could be compared (no common cell: a different variant, probe or scorer variant?)")
             return "\n".join(lines)
         shown = self.rows.rows[: max(self.significant, top)]
         lines += ["", f"  changes by change q ({len(shown)} of {total}; --format csv|json for all):"]
@@ -183,7 +183,9 @@ def family_diff(family: str, target: str, from_ref: str | None = None, to_ref: s
 
     Args:
         family: counterfactual / modscan / vlstereoset (keys of :data:`FAMILY_CHANGE_TESTS`).
-        from_ref, to_ref: audit id or model version; defaults: the latest audit and the one before.
+        from_ref, to_ref: audit id or model version; defaults: the latest audit and the latest
+            earlier one that shares compared cells with it (same variant / probe / scorer
+            variant), else the one before.
 
     Returns:
         A :class:`FamilyDiff` whose rows are the family mart's rows of the pair, smallest change_q first.
@@ -212,7 +214,11 @@ def family_diff(family: str, target: str, from_ref: str | None = None, to_ref: s
         earlier = [a for a in audits if a.audit_seq < after.audit_seq]
         if not earlier:
             raise DiffError(f"{family} audit {after.audit_id} is the first of {target!r}: nothing to compare it with")
-        before = earlier[-1]
+        # the previous audit that shares cells with --to (e.g. the same scorer variant / probe),
+        # else the previous one
+        comparable = {r[0] for r in _read(
+            spec, f"select distinct from_audit_id from {spec.relation} where to_audit_id = ?", [after.audit_id]).rows}
+        before = ([a for a in earlier if a.audit_id in comparable] or earlier)[-1]
     if before.audit_seq >= after.audit_seq:
         raise DiffError(f"--from {before.audit_id} must be an earlier {family} audit than --to {after.audit_id}")
     params = [before.audit_id, after.audit_id]
