@@ -147,10 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=family_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         help="what changed between two audits of a registry target",
-        description="Compare two finished audits of a target (default: the latest vs the previous one) from "
-        "fct_association_changes: how many associations changed significantly (two-sided Fisher change test, "
-        "BH change q < 0.05), counts of new / gone / strengthened / weakened / unchanged, a line per bias "
-        "dimension and the top significant changes per bias dimension, ranked by change q.",
+        description="Compare two finished audits of a target (default: the latest vs the previous one) from\n"
+        "fct_association_changes: how many associations changed significantly (two-sided Fisher change test,\n"
+        "BH change q < 0.05), counts of new / gone / strengthened / weakened / unchanged, a line per bias\n"
+        "dimension and the top significant changes per bias dimension, ranked by change q. --family: another\n"
+        "probe family's change tests (below).",
     )
     diff.add_argument("target", help="registry target name (ad-hoc audits: the model id)")
     diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
