@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from analytics.diff import AuditRef, DiffError
 from analytics.query import QueryResult, format_result, run_query
 
-__all__ = ["FAMILY_CHANGE_TESTS", "FamilyChangeTest", "FamilyDiff", "family_diff", "family_help"]
+__all__ = ["FAMILY_CHANGE_TESTS", "FamilyChangeTest", "FamilyDiff", "family_diff", "family_help", "family_hint"]
 
 #: change types of the family change-test marts
 FAMILY_CHANGE_TYPES = ("increased", "decreased", "shifted", "unchanged")
@@ -157,6 +157,27 @@ def _family_of(audit_id: str, exclude: str) -> str | None:
         except duckdb.Error:  # that family was never built
             continue
     return None
+
+
+def family_hint(*refs: str | None) -> str:
+    """For a failed BiasDora ``dora diff``: ``"; 'x' is a modscan audit / model: use --family modscan"``
+    for the first of ``refs`` (target, --from, --to) found in a probe family's facts, else ``""``."""
+    import duckdb
+
+    for ref in refs:
+        if not ref:
+            continue
+        for spec in FAMILY_CHANGE_TESTS.values():
+            try:
+                found = run_query(
+                    f"select 1 from {spec.facts} where audit_id = ? or model_id = ? or ends_with(model_id, '/' || ?) limit 1",
+                    params=[ref, ref, ref],
+                ).rows
+            except duckdb.Error:  # that family was never built
+                continue
+            if found:
+                return f"; {ref!r} has {spec.family} audits: use --family {spec.family}"
+    return ""
 
 
 def _models_with_audits(spec: FamilyChangeTest) -> list[str]:

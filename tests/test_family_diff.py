@@ -218,6 +218,9 @@ def test_errors_name_the_family_and_the_audit(home, capsys):
     assert "neither an audit id nor a model version" in capsys.readouterr().err
     assert main(["diff", CF_MODEL, "--family", "counterfactual", "--from", "v2", "--to", "v1"]) == 2
     assert "must be an earlier counterfactual audit" in capsys.readouterr().err
+    assert main(["diff", MS_MODEL]) == 2  # default family biasdora: the model only has ModSCAN audits
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("; 'ms-model' has modscan audits: use --family modscan") and "\n" not in err
 
 
 def test_missing_marts_give_one_line(dora_home, capsys):

@@ -88,6 +88,8 @@ def cmd_models(args) -> int:
 
 def cmd_diff(args) -> int:
     prepare_environment()
+    import duckdb
+
     from analytics.diff import DiffError, audit_diff
     from analytics.query import WarehouseBusyError, WarehouseMissingError
 
@@ -102,7 +104,12 @@ def cmd_diff(args) -> int:
         return 0
     try:
         report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top)
-    except (DiffError, WarehouseBusyError, WarehouseMissingError) as exc:
+    except (DiffError, duckdb.CatalogException) as exc:  # CatalogException: no BiasDora marts built
+        from analytics.family_diff import family_hint  # an audit / model of another probe family?
+
+        print(f"dora diff: {str(exc).splitlines()[0]}{family_hint(args.target, args.from_ref, args.to_ref)}", file=sys.stderr)
+        return 2
+    except (WarehouseBusyError, WarehouseMissingError) as exc:
         print(f"dora diff: {exc}", file=sys.stderr)
         return 2
     print(report.text(args.format))
