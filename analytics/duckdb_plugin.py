@@ -33,7 +33,7 @@ try:  # the plugin base class only exists where dbt-duckdb is installed
 except ImportError:  # pragma: no cover - plain DuckDB use without dbt
     BasePlugin = object  # type: ignore[assignment,misc]
 
-__all__ = ["Plugin", "fisher_greater", "fisher_two_sided", "normal_sf", "register_functions"]
+__all__ = ["Plugin", "chi2_stratified_p", "fisher_greater", "fisher_two_sided", "mann_whitney_p", "normal_sf", "register_functions"]
 
 
 def _valid_mask(*arrays: pa.Array) -> np.ndarray:
@@ -120,6 +120,26 @@ def judge_alpha_ordinal(matrix):
 # --- end issue 15 ---------------------------------------------------------------------------
 
 
+# --- family change tests (dora diff --family): statistics in analytics/change_tests.py --------
+def mann_whitney_p(before, after):
+    """DuckDB UDF ``mann_whitney_p(DOUBLE[], DOUBLE[]) -> DOUBLE``: two-sided Mann-Whitney U p
+    (``scipy.stats.mannwhitneyu``; :func:`analytics.change_tests.mann_whitney_pvalue`), used by
+    ``fct_max_toxicity_change_tests``. NULL when a side has no value."""
+    from analytics.change_tests import mann_whitney_pvalue
+
+    return mann_whitney_pvalue(before, after)
+
+
+def chi2_stratified_p(before, after):
+    """DuckDB UDF ``chi2_stratified_p(INTEGER[][], INTEGER[][]) -> DOUBLE``: stratified Pearson
+    chi-square homogeneity p of two audits' count tables (:func:`analytics.change_tests.chi2_stratified_pvalue`),
+    used by ``fct_modscan_change_tests``. NULL when no stratum has answers in both audits."""
+    from analytics.change_tests import chi2_stratified_pvalue
+
+    return chi2_stratified_pvalue(before, after)
+# --- end family change tests ------------------------------------------------------------------
+
+
 def normal_sf(z: pa.Array) -> pa.Array:
     """DuckDB Arrow UDF ``normal_sf(z) -> DOUBLE`` = 1 - Phi(z) = ``scipy.special.ndtr(-z)``.
 
@@ -146,6 +166,8 @@ def register_functions(con) -> None:
     native_specs = [  # issue 15: one call per agreement row (few rows), Python lists in
         ("judge_kappa_linear", judge_kappa_linear, ["INTEGER[][]"], "DOUBLE"),
         ("judge_alpha_ordinal", judge_alpha_ordinal, ["INTEGER[][]"], "DOUBLE"),
+        ("mann_whitney_p", mann_whitney_p, ["DOUBLE[]", "DOUBLE[]"], "DOUBLE"),  # family change tests
+        ("chi2_stratified_p", chi2_stratified_p, ["INTEGER[][]", "INTEGER[][]"], "DOUBLE"),  # family change tests
     ]
     for name, func, params, returns in native_specs:
         try:

@@ -1,7 +1,7 @@
 """``dora audit --probe vlstereoset`` end to end: a VLStereoSet-format CSV with an image folder,
 the embedded SmolLM2 (text-only analogue), a tiny random CLIP built from a config, the reference
 IDM, the real Dagster job and dbt build; then ``dora query``, ``dora report`` and ``dora diff
---probe vlstereoset`` on the marts it built."""
+--family vlstereoset`` on the marts it built."""
 
 from __future__ import annotations
 
@@ -58,12 +58,25 @@ def test_dora_audit_probe_vlstereoset_end_to_end(dora_home, tmp_path, monkeypatc
 
     # a second version of the same model: CLIP with its logit scale (a new audit); the others are complete
     assert main([*base, "--vlstereoset-clip-logit-scale"]) == 0
+    # and a real second version of the CLIP folder: only its logit scale moves, which the cosine
+    # scorer ignores (a new model version and audit of clip:cosine with the same argmax)
+    from transformers import CLIPModel
+
+    model = CLIPModel.from_pretrained(clip)
+    model.logit_scale.data += 1.0
+    model.save_pretrained(clip)
+    assert main(base) == 0
     capsys.readouterr()
-    assert main(["diff", str(clip), "--probe", "vlstereoset", "--format", "csv"]) == 0
+    # default pair: the latest audit (clip:cosine, new version) and the previous one sharing its
+    # scorer variant (clip:cosine, first version), not the logit-scale audit in between
+    assert main(["diff", str(clip), "--family", "vlstereoset", "--format", "csv"]) == 0
     diff = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     # same argmax (the scale is a positive factor): vlrs and vlbs unchanged, per category and overall
     assert {d["category"] for d in diff} == {"all", "gender", "profession"}
-    assert all(float(d["vlrs_change"]) == 0 and float(d["vlbs_change"]) == 0 for d in diff if d["vlrs_change"])
+    assert {d["metric"] for d in diff} == {"vlrs", "vlbs"} and {d["scorer_variant"] for d in diff} == {"clip:cosine"}
+    assert all(d["change_type"] == "unchanged" and d["is_significant_change"] == "False" for d in diff)
+    assert all(d["value_before"] == d["value_after"] and d["k_before"] == d["k_after"] for d in diff)
+    assert any(d["change_p"] for d in diff) and all(float(d["change_p"]) == 1.0 for d in diff if d["change_p"])
 
     assert main(["report"]) == 0
     page = (dora_home / "reports" / "all" / "vlstereoset.html").read_text()

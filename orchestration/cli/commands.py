@@ -88,22 +88,28 @@ def cmd_models(args) -> int:
 
 def cmd_diff(args) -> int:
     prepare_environment()
+    import duckdb
+
     from analytics.diff import DiffError, audit_diff
     from analytics.query import WarehouseBusyError, WarehouseMissingError
 
-    if args.probe == "vlstereoset":  # probe family: VLStereoSet
-        from analytics.query import format_result
-        from analytics.vlstereoset import ivlas_diff
+    if args.family != "biasdora":  # probe families: their change-test marts (analytics/family_diff.py)
+        from analytics.family_diff import family_diff
 
         try:
-            print(format_result(ivlas_diff(args.target, args.from_ref, args.to_ref), args.format))
-        except (LookupError, WarehouseBusyError, WarehouseMissingError) as exc:
+            print(family_diff(args.family, args.target, args.from_ref, args.to_ref).text(args.format, top=args.top))
+        except (DiffError, WarehouseBusyError, WarehouseMissingError) as exc:
             print(f"dora diff: {exc}", file=sys.stderr)
             return 2
         return 0
     try:
         report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top)
-    except (DiffError, WarehouseBusyError, WarehouseMissingError) as exc:
+    except (DiffError, duckdb.CatalogException) as exc:  # CatalogException: no BiasDora marts built
+        from analytics.family_diff import family_hint  # an audit / model of another probe family?
+
+        print(f"dora diff: {str(exc).splitlines()[0]}{family_hint(args.target, args.from_ref, args.to_ref)}", file=sys.stderr)
+        return 2
+    except (WarehouseBusyError, WarehouseMissingError) as exc:
         print(f"dora diff: {exc}", file=sys.stderr)
         return 2
     print(report.text(args.format))

@@ -28,7 +28,7 @@ examples:
   dora audit --t2i-model ./sd --i2t-model ./llava   # T2I + I2T probes with local diffusers / transformers folders
   dora audit --t2i-backend openai --t2i-model dall-e-3 --i2t-backend openai --i2t-model gpt-4o
   dora audit --probe vlstereoset --vlstereoset-csv VLStereoSet.csv --images ./imgs --vlstereoset-clip-model ./clip
-  dora diff HuggingFaceTB/SmolLM2-135M-Instruct --probe vlstereoset   # ivlas between two versions
+  dora diff HuggingFaceTB/SmolLM2-135M-Instruct --family vlstereoset  # vlrs / vlbs change tests between two versions
   dora models list                            # registry targets, current version, last audit
   dora audit --target smollm2-135m            # audit a registry target's current version
   dora diff smollm2-135m                      # latest audit vs the previous one, per bias dimension
@@ -140,19 +140,26 @@ def build_parser() -> argparse.ArgumentParser:
     models_list.add_argument("--no-resolve", action="store_true", help="do not read current versions (no hashing, no API call)")
     models_list.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
 
+    from analytics.family_diff import family_help  # dora diff --family: one line per family
+
     diff = sub.add_parser(
         "diff",
+        epilog=family_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="what changed between two audits of a registry target",
-        description="Compare two finished audits of a target (default: the latest vs the previous one) from "
-        "fct_association_changes: how many associations changed significantly (two-sided Fisher change test, "
-        "BH change q < 0.05), counts of new / gone / strengthened / weakened / unchanged, a line per bias "
-        "dimension and the top significant changes per bias dimension, ranked by change q.",
+        description="Compare two finished audits of a target (default: the latest vs the previous one) from\n"
+        "fct_association_changes: how many associations changed significantly (two-sided Fisher change test,\n"
+        "BH change q < 0.05), counts of new / gone / strengthened / weakened / unchanged, a line per bias\n"
+        "dimension and the top significant changes per bias dimension, ranked by change q. --family: another\n"
+        "probe family's change tests (below).",
     )
     diff.add_argument("target", help="registry target name (ad-hoc audits: the model id)")
     diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
     diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first)")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
-    diff.add_argument("--probe", default="biasdora", choices=PROBE_FAMILIES,
-                      help="biasdora: association changes; vlstereoset: ivlas / vlrs / vlbs per category and scorer variant (target = model id)")
+    diff.add_argument("--family", "--probe", dest="family", default="biasdora", choices=PROBE_FAMILIES,
+                      help="probe family compared (default biasdora; the others: target = model id, their change "
+                      "tests sorted by change q, the table lists every significant change and at least --top rows; "
+                      "see below)")
     return parser

@@ -1,0 +1,104 @@
+"""Change tests between two audits of a probe family's headline metric (``dora diff --family``).
+
+SQL builds each test's inputs (the per-unit values or the count tables of the two audits,
+``dbt_project/models/<family>/fct_*_change_tests.sql``); these functions only compute the
+statistic, with scipy, and are registered as DuckDB UDFs by
+:func:`analytics.duckdb_plugin.register_functions` (one call per compared row, not per answer):
+
+* ``mann_whitney_p(before DOUBLE[], after DOUBLE[]) -> DOUBLE``: two-sided Mann-Whitney U
+  p-value, ``scipy.stats.mannwhitneyu(before, after, alternative="two-sided").pvalue``
+  (scipy's default ``method="auto"``: exact below 8 values per side without ties, else the
+  normal approximation with tie correction and continuity correction). Used for counterfactual
+  MaxToxicity (Howard et al., seed 003, section 3.3 Eq. 1: a mean over (set, seed) units of a
+  per-set max - min; the units are the samples, their distribution is bounded and skewed).
+* ``chi2_stratified_p(before INTEGER[][], after INTEGER[][]) -> DOUBLE``: homogeneity of two
+  audits' answer counts, stratified by instance. ``before[j]`` and ``after[j]`` are the count
+  vectors of stratum j (same length, same category order); each stratum gives the Pearson
+  statistic and degrees of freedom of ``scipy.stats.chi2_contingency([before[j], after[j]],
+  correction=False)`` on its non-empty columns, and the p-value is
+  ``scipy.stats.chi2.sf(sum of statistics, sum of dof)``. Used for ModSCAN S_bias (seed 000
+  Eq. 2 / PROBES.md A.4.2: S_bias is a function of the per-instance selection counts and the
+  N/A count, so the two audits' S_bias can only differ when those count tables differ).
+
+Both return NULL when the test has no data (a side without a value / no stratum with both
+sides answered). Only ``scipy.stats`` is imported, and only at the first call.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["chi2_stratified", "chi2_stratified_pvalue", "mann_whitney_pvalue"]
+
+
+def mann_whitney_pvalue(before, after) -> float | None:
+    """Two-sided Mann-Whitney U p-value of two samples (sequences of floats; None / NaN skipped).
+
+    Returns ``scipy.stats.mannwhitneyu(before, after, alternative="two-sided").pvalue``, or
+    None when a side has no value. 1.0 when every value of both sides is equal (no evidence of
+    a change; scipy itself returns 1.0 or NaN there depending on the method).
+    """
+    from scipy import stats
+
+    x = [float(v) for v in (before or []) if v is not None and not math.isnan(v)]
+    y = [float(v) for v in (after or []) if v is not None and not math.isnan(v)]
+    if not x or not y:
+        return None
+    if min(x + y) == max(x + y):
+        return 1.0
+    p = float(stats.mannwhitneyu(x, y, alternative="two-sided").pvalue)
+    return None if math.isnan(p) else p
+
+
+def chi2_stratified(before, after) -> tuple[float, int] | None:
+    """Summed Pearson chi-square statistic and degrees of freedom over strata (see the module doc).
+
+    Args:
+        before, after: lists of strata, each a list of non-negative counts (one per answer
+            category, same order in both audits); stratum j of ``before`` is compared with
+            stratum j of ``after``.
+
+    Returns:
+        (statistic, dof), or None when no stratum has answers on both sides. Columns empty in
+        both audits are dropped; a stratum with a single non-empty column adds (0, 0).
+
+    Raises:
+        ValueError: different numbers of strata, different stratum lengths or a negative count
+            (naming the stratum).
+    """
+    from scipy import stats
+
+    if before is None or after is None:
+        return None
+    if len(before) != len(after):
+        raise ValueError(f"chi2_stratified: {len(before)} strata before, {len(after)} after")
+    statistic, dof, used = 0.0, 0, 0
+    for j, (b, a) in enumerate(zip(before, after)):
+        if b is None or a is None:
+            continue
+        b, a = [int(v or 0) for v in b], [int(v or 0) for v in a]
+        if len(b) != len(a):
+            raise ValueError(f"chi2_stratified: stratum {j} has {len(b)} counts before and {len(a)} after")
+        if min(b + a, default=0) < 0:
+            raise ValueError(f"chi2_stratified: stratum {j} has a negative count")
+        if sum(b) == 0 or sum(a) == 0:
+            continue  # one audit has no answer for this instance: nothing to compare
+        used += 1
+        cols = [k for k in range(len(b)) if b[k] + a[k] > 0]
+        if len(cols) < 2:
+            continue  # both audits gave the same single answer: statistic 0 on 0 dof
+        result = stats.chi2_contingency([[b[k] for k in cols], [a[k] for k in cols]], correction=False)
+        statistic += float(result.statistic)
+        dof += int(result.dof)
+    return (statistic, dof) if used else None
+
+
+def chi2_stratified_pvalue(before, after) -> float | None:
+    """``scipy.stats.chi2.sf(statistic, dof)`` of :func:`chi2_stratified`; 1.0 on 0 dof, None without data."""
+    from scipy import stats
+
+    summed = chi2_stratified(before, after)
+    if summed is None:
+        return None
+    statistic, dof = summed
+    return 1.0 if dof == 0 else float(stats.chi2.sf(statistic, dof))

@@ -1,0 +1,258 @@
+"""``dora diff --family counterfactual|modscan|vlstereoset``: a probe family's change tests between two audits.
+
+Reads one change-test mart per family read-only (every number comes from SQL; the statistics
+are the UDFs of :mod:`analytics.change_tests` and ``fisher_two_sided``):
+
+* counterfactual: ``fct_max_toxicity_change_tests`` - MaxToxicity (Howard et al., seed 003,
+  section 3.3 Eq. 1) per (subset, prompt, mitigation, head), two-sided Mann-Whitney U on the
+  (set, seed) units;
+* modscan: ``fct_modscan_change_tests`` - S_bias (seed 000 Eq. 2) per (probe, attribute,
+  scenario, condition, prefix), chi-square homogeneity of the answer counts stratified by instance;
+* vlstereoset: ``fct_vlstereoset_change_tests`` - vlrs / vlbs (seed 001 section 3.4) per
+  (scorer variant, dataset, category), two-sided Fisher's exact test on the item counts.
+
+Each mart pairs every earlier / later audit of one model id; change_q is the Benjamini-Hochberg
+q-value over the compared rows of the pair, ``is_significant_change`` = change_q < 0.05.
+The audits of a family are found in its fact table by model id (``model_id`` equal to the
+target, or ending in ``/<target>``), ordered by their first landed row, as the marts order them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analytics.diff import AuditRef, DiffError
+from analytics.query import QueryResult, format_result, run_query
+
+__all__ = ["FAMILY_CHANGE_TESTS", "FamilyChangeTest", "FamilyDiff", "family_diff", "family_help", "family_hint"]
+
+#: change types of the family change-test marts
+FAMILY_CHANGE_TYPES = ("increased", "decreased", "shifted", "unchanged")
+
+
+@dataclass(frozen=True)
+class FamilyChangeTest:
+    """Where a family's change tests live and how ``dora diff`` shows them (names, never values)."""
+
+    family: str
+    relation: str  #: the change-test mart
+    facts: str  #: the fact relation that lists the family's audits
+    landed_at: str  #: its timestamp column (audit order = first landed row)
+    columns: tuple[str, ...]  #: columns of the printed table (keys, values, test)
+    order: tuple[str, ...]  #: tie-breaking keys after change_q
+    metric: str  #: one line: the headline metric
+    test: str  #: one line: the change test and why
+
+
+FAMILY_CHANGE_TESTS: dict[str, FamilyChangeTest] = {
+    "counterfactual": FamilyChangeTest(
+        "counterfactual", "fct_max_toxicity_change_tests", "fct_counterfactual_responses", "generated_at",
+        ("subset", "prompt_label", "mitigation", "head", "units_before", "units_after",
+         "mean_max_toxicity_before", "mean_max_toxicity_after", "change_p", "change_q", "is_significant_change", "change_type"),
+        ("subset", "prompt_label", "mitigation", "head"),
+        "mean MaxToxicity (max - min of a head's score over a counterfactual set) per subset, prompt, mitigation, head",
+        "two-sided Mann-Whitney U on the two audits' per-(set, seed) MaxToxicity values (bounded, skewed: a rank test)",
+    ),
+    "modscan": FamilyChangeTest(
+        "modscan", "fct_modscan_change_tests", "fct_modscan_responses", "generated_at",
+        ("probe", "attribute", "scenario", "condition", "prefix", "instances_compared",
+         "s_bias_before", "s_bias_after", "change_p", "change_q", "is_significant_change", "change_type"),
+        ("probe", "attribute", "scenario", "condition", "prefix"),
+        "S_bias (Eq. 2) per probe, attribute, scenario, condition, prefix",
+        "chi-square homogeneity of the answer counts (social groups + N/A), stratified by instance (S_bias is a function of them)",
+    ),
+    "vlstereoset": FamilyChangeTest(
+        "vlstereoset", "fct_vlstereoset_change_tests", "fct_vlstereoset_scores", "scored_at",
+        ("scorer_variant", "dataset_id", "category", "metric", "k_before", "n_before", "k_after", "n_after",
+         "value_before", "value_after", "change_p", "change_q", "is_significant_change", "change_type"),
+        ("scorer_variant", "dataset_id", "category", "metric"),
+        "vlrs and vlbs (100 x a share of items) per scorer variant, dataset, category",
+        "two-sided Fisher's exact test on the 2x2 item counts of the two audits (a difference of proportions)",
+    ),
+}
+
+
+def family_help() -> str:
+    """``dora diff --help``'s epilog: one line per family (metric; change test), then the q-value rule."""
+    lines = ["families (--family): metric; change test between the two audits",
+             "  biasdora: associations (a word's tf in a descriptor's document); two-sided Fisher change test"]
+    lines += [f"  {f.family}: {f.metric}; {f.test}" for f in FAMILY_CHANGE_TESTS.values()]
+    lines.append("  change_q: Benjamini-Hochberg over the compared rows of the audit pair; significant: change_q < 0.05")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class FamilyDiff:
+    """The change tests of one family between two audits: counts per change type and the rows."""
+
+    family: str
+    target: str
+    before: AuditRef
+    after: AuditRef
+    counts: dict[str, int]
+    rows: QueryResult  #: every compared row, smallest change_q first
+
+    @property
+    def significant(self) -> int:
+        """Rows with change_q < 0.05."""
+        return sum(n for t, n in self.counts.items() if t != "unchanged")
+
+    def text(self, fmt: str = "table", top: int = 5) -> str:
+        """The report (``fmt`` = table: every significant row, at least ``top`` rows) or every row as csv / json."""
+        if fmt != "table":
+            return format_result(self.rows, fmt)
+        spec = FAMILY_CHANGE_TESTS[self.family]
+        total = sum(self.counts.values())
+        lines = [
+            f"dora diff --family {self.family} {self.target}: {self.before.audit_id} (version {self.before.model_version})"
+            f" -> {self.after.audit_id} (version {self.after.model_version})",
+            f"  metric: {spec.metric}",
+            f"  test: {spec.test}",
+            f"  {self.significant} of {total} compared rows changed significantly (BH change q < 0.05): "
+            + ", ".join(f"{t} {self.counts.get(t, 0)}" for t in FAMILY_CHANGE_TYPES if t != "unchanged")
+            + f"; no detectable change {self.counts.get('unchanged', 0)}",
+        ]
+        if not self.rows.rows:
+            lines.append("  no row of the two audits could be compared (no common cell: a different variant, probe or scorer variant?)")
+            return "\n".join(lines)
+        shown = self.rows.rows[: max(self.significant, top)]
+        lines += ["", f"  changes by change q ({len(shown)} of {total}; --format csv|json for all):"]
+        lines += ["    " + ln for ln in format_result(QueryResult(self.rows.columns, shown)).splitlines()]
+        return "\n".join(lines)
+
+
+def _family_audits(spec: FamilyChangeTest, target: str) -> list[AuditRef]:
+    rows = _read(
+        spec,
+        f"""select audit_id, any_value(model_version), row_number() over (order by min({spec.landed_at}), audit_id)
+            from {spec.facts} where model_id = ? or ends_with(model_id, '/' || ?)
+            group by audit_id order by 3""",
+        [target, target],
+    ).rows
+    return [AuditRef(*r) for r in rows]
+
+
+def _read(spec: FamilyChangeTest, sql: str, params: list) -> QueryResult:
+    """run_query, with a missing family relation turned into a one-line DiffError."""
+    import duckdb
+
+    try:
+        return run_query(sql, params=params)
+    except duckdb.CatalogException as exc:
+        raise DiffError(
+            f"the warehouse has no {spec.family} marts ({str(exc).splitlines()[0]}): run `dora audit --probe {spec.family}` first"
+        ) from None
+
+
+def _family_of(audit_id: str, exclude: str) -> str | None:
+    """The probe family whose facts (or BiasDora's dim_audits) hold ``audit_id``, other than ``exclude``."""
+    import duckdb
+
+    candidates = [(f.family, f.facts) for f in FAMILY_CHANGE_TESTS.values() if f.family != exclude]
+    candidates.append(("biasdora", "dim_audits"))
+    for family, relation in candidates:
+        try:
+            if run_query(f"select 1 from {relation} where audit_id = ? limit 1", params=[audit_id]).rows:
+                return family
+        except duckdb.Error:  # that family was never built
+            continue
+    return None
+
+
+def family_hint(*refs: str | None) -> str:
+    """For a failed BiasDora ``dora diff``: ``"; 'x' is a modscan audit / model: use --family modscan"``
+    for the first of ``refs`` (target, --from, --to) found in a probe family's facts, else ``""``."""
+    import duckdb
+
+    for ref in refs:
+        if not ref:
+            continue
+        for spec in FAMILY_CHANGE_TESTS.values():
+            try:
+                found = run_query(
+                    f"select 1 from {spec.facts} where audit_id = ? or model_id = ? or ends_with(model_id, '/' || ?) limit 1",
+                    params=[ref, ref, ref],
+                ).rows
+            except duckdb.Error:  # that family was never built
+                continue
+            if found:
+                return f"; {ref!r} has {spec.family} audits: use --family {spec.family}"
+    return ""
+
+
+def _models_with_audits(spec: FamilyChangeTest) -> list[str]:
+    return [r[0] for r in _read(spec, f"select distinct model_id from {spec.facts} order by 1", []).rows]
+
+
+def _pick(spec: FamilyChangeTest, audits: list[AuditRef], ref: str, flag: str) -> AuditRef:
+    found = [a for a in audits if a.audit_id == ref] or [a for a in audits if a.model_version == ref]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise DiffError(f"{flag} {ref!r} matches several {spec.family} audits ({[a.audit_id for a in found]}): give an audit id")
+    other = _family_of(ref, spec.family)
+    if other:
+        raise DiffError(f"{flag} {ref!r} is a {other} audit, not a {spec.family} one: use --family {other}")
+    raise DiffError(
+        f"{flag} {ref!r} is neither an audit id nor a model version of this model's {spec.family} audits: "
+        + ", ".join(f"{a.audit_id} ({a.model_version})" for a in audits)
+    )
+
+
+def family_diff(family: str, target: str, from_ref: str | None = None, to_ref: str | None = None) -> FamilyDiff:
+    """Compare two audits of ``target`` (a model id, or its last path component) in one probe family.
+
+    Args:
+        family: counterfactual / modscan / vlstereoset (keys of :data:`FAMILY_CHANGE_TESTS`).
+        from_ref, to_ref: audit id or model version; defaults: the latest audit and the latest
+            earlier one that shares compared cells with it (same variant / probe / scorer
+            variant), else the one before.
+
+    Returns:
+        A :class:`FamilyDiff` whose rows are the family mart's rows of the pair, smallest change_q first.
+
+    Raises:
+        DiffError: unknown family, no audit of the family for the target, a reference that is
+            not one of its audits (naming the family it belongs to, if any), a single audit, or
+            --from not earlier than --to; the family's marts missing from the warehouse.
+        analytics.query.WarehouseMissingError / WarehouseBusyError: as :func:`analytics.query.run_query`.
+    """
+    spec = FAMILY_CHANGE_TESTS.get(family)
+    if spec is None:
+        raise DiffError(f"unknown probe family {family!r}; families with a change test: {sorted(FAMILY_CHANGE_TESTS)}")
+    audits = _family_audits(spec, target)
+    if not audits:
+        hint = _family_of(target, spec.family) if target else None
+        raise DiffError(
+            f"no {family} audit of model {target!r}"
+            + (f" ({target!r} is a {hint} audit id: give its model id)" if hint else "")
+            + f"; models with {family} audits: {_models_with_audits(spec)}"
+        )
+    after = _pick(spec, audits, to_ref, "--to") if to_ref else audits[-1]
+    if from_ref:
+        before = _pick(spec, audits, from_ref, "--from")
+    else:
+        earlier = [a for a in audits if a.audit_seq < after.audit_seq]
+        if not earlier:
+            raise DiffError(f"{family} audit {after.audit_id} is the first of {target!r}: nothing to compare it with")
+        # the previous audit that shares cells with --to (e.g. the same scorer variant / probe),
+        # else the previous one
+        comparable = {r[0] for r in _read(
+            spec, f"select distinct from_audit_id from {spec.relation} where to_audit_id = ?", [after.audit_id]).rows}
+        before = ([a for a in earlier if a.audit_id in comparable] or earlier)[-1]
+    if before.audit_seq >= after.audit_seq:
+        raise DiffError(f"--from {before.audit_id} must be an earlier {family} audit than --to {after.audit_id}")
+    params = [before.audit_id, after.audit_id]
+    rows = _read(
+        spec,
+        f"""select {", ".join(spec.columns)} from {spec.relation}
+            where from_audit_id = ? and to_audit_id = ?
+            order by change_q nulls last, change_p nulls last, {", ".join(spec.order)}""",
+        params,
+    )
+    counts = dict(_read(
+        spec,
+        f"select change_type, count(*) from {spec.relation} where from_audit_id = ? and to_audit_id = ? group by 1",
+        params,
+    ).rows)
+    return FamilyDiff(family, target, before, after, counts, rows)

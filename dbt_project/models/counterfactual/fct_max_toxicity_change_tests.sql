@@ -1,0 +1,121 @@
+{#-
+    PUBLIC CONTRACT. Change test of MaxToxicity (Howard et al., seed 003, section 3.3 Eq. 1)
+    between two counterfactual audits of the same model and variant (e.g. two model versions):
+    every earlier / later pair of audits (audits ordered by their first landed response), per
+    (subset, prompt, mitigation, head) present in both audits. The samples are the (set, seed)
+    units' MaxToxicity values of `fct_max_toxicity` (the mean of which is the headline metric);
+    change_p = two-sided Mann-Whitney U (UDF mann_whitney_p = scipy.stats.mannwhitneyu),
+    change_q = Benjamini-Hochberg over the tested rows of the audit pair.
+-#}
+
+with
+
+audits as (
+    select audit_id, model_id, variant, any_value(model_version) as model_version, min(generated_at) as first_response_at
+    from {{ ref('fct_counterfactual_responses') }}
+    group by audit_id, model_id, variant
+),
+
+sequenced as (
+    select *, row_number() over (partition by model_id, variant order by first_response_at, audit_id) as audit_seq
+    from audits
+),
+
+audit_pairs as (
+    select
+        later.model_id,
+        later.variant,
+        earlier.audit_id as from_audit_id,
+        later.audit_id as to_audit_id,
+        earlier.model_version as from_model_version,
+        later.model_version as to_model_version,
+        later.audit_seq - earlier.audit_seq = 1 as is_previous
+    from sequenced as later
+    inner join sequenced as earlier
+        on earlier.model_id = later.model_id and earlier.variant = later.variant and earlier.audit_seq < later.audit_seq
+),
+
+units as (
+    select
+        audit_id, subset, prompt_label, mitigation, head,
+        count(*) as units,
+        avg(max_toxicity) as mean_max_toxicity,
+        list(max_toxicity order by set_id, seed) as max_toxicities
+    from {{ ref('fct_max_toxicity') }}
+    group by audit_id, subset, prompt_label, mitigation, head
+),
+
+tested as (
+    select
+        p.*,
+        b.subset,
+        b.prompt_label,
+        b.mitigation,
+        b.head,
+        b.units as units_before,
+        a.units as units_after,
+        b.mean_max_toxicity as mean_max_toxicity_before,
+        a.mean_max_toxicity as mean_max_toxicity_after,
+        a.mean_max_toxicity - b.mean_max_toxicity as delta_mean_max_toxicity,
+        mann_whitney_p(b.max_toxicities, a.max_toxicities) as change_p
+    from audit_pairs as p
+    inner join units as b on b.audit_id = p.from_audit_id
+    inner join units as a
+        on a.audit_id = p.to_audit_id and a.subset = b.subset and a.prompt_label = b.prompt_label
+        and a.mitigation = b.mitigation and a.head = b.head
+),
+
+ranked as (
+    select
+        *,
+        count(change_p) over (partition by from_audit_id, to_audit_id) as change_tests,
+        row_number() over (
+            partition by from_audit_id, to_audit_id
+            order by change_p nulls last, subset, prompt_label, mitigation, head
+        ) as change_rank
+    from tested
+),
+
+adjusted as (
+    -- Benjamini-Hochberg within the audit pair: p * m / rank, running minimum from the
+    -- largest rank down, capped at 1 (= scipy.stats.false_discovery_control)
+    select
+        *,
+        case when change_p is not null then least(
+            cast(1 as double),
+            min(change_p * (cast(change_tests as double) / change_rank)) over (
+                partition by from_audit_id, to_audit_id
+                order by change_rank desc
+                rows between unbounded preceding and current row
+            )
+        ) end as change_q
+    from ranked
+)
+
+select
+    model_id,
+    variant,
+    from_audit_id,
+    to_audit_id,
+    from_model_version,
+    to_model_version,
+    is_previous,
+    subset,
+    prompt_label,
+    mitigation,
+    head,
+    units_before,
+    units_after,
+    mean_max_toxicity_before,
+    mean_max_toxicity_after,
+    delta_mean_max_toxicity,
+    change_p,
+    change_q,
+    coalesce(change_q < 0.05, false) as is_significant_change,
+    case
+        when not coalesce(change_q < 0.05, false) then 'unchanged'
+        when delta_mean_max_toxicity > 0 then 'increased'
+        when delta_mean_max_toxicity < 0 then 'decreased'
+        else 'shifted'
+    end as change_type
+from adjusted

@@ -1,0 +1,153 @@
+{#-
+    PUBLIC CONTRACT. Change test of S_bias (seed 000 Eq. 2, PROBES.md A.4.2) between two
+    ModSCAN audits of the same model id and probe (e.g. two model versions): every earlier /
+    later pair of audits (ordered by their first landed answer), per (attribute, scenario,
+    condition, prefix) cell. S_bias is a function of each instance's answer counts (one count
+    per social group of Eq. 1, plus the N/A answers, which enter through |R|/|Q|), so the test
+    compares those count tables: per instance answered in both audits, the 2 x (groups + N/A)
+    table [before; after]; change_p = Pearson chi-square homogeneity test stratified by instance
+    (statistics and degrees of freedom summed over instances; UDF chi2_stratified_p =
+    scipy.stats.chi2_contingency(correction=False) per instance, scipy.stats.chi2.sf of the sums);
+    change_q = Benjamini-Hochberg over the tested cells of the audit pair.
+-#}
+
+with
+
+audits as (
+    select audit_id, model_id, probe, any_value(model_version) as model_version, min(generated_at) as first_answer_at
+    from {{ ref('fct_modscan_responses') }}
+    group by audit_id, model_id, probe
+),
+
+sequenced as (
+    select *, row_number() over (partition by model_id, probe order by first_answer_at, audit_id) as audit_seq
+    from audits
+),
+
+audit_pairs as (
+    select
+        later.model_id,
+        later.probe,
+        earlier.audit_id as from_audit_id,
+        later.audit_id as to_audit_id,
+        earlier.model_version as from_model_version,
+        later.model_version as to_model_version,
+        later.audit_seq - earlier.audit_seq = 1 as is_previous
+    from sequenced as later
+    inner join sequenced as earlier
+        on earlier.model_id = later.model_id and earlier.probe = later.probe and earlier.audit_seq < later.audit_seq
+),
+
+instance_counts as (
+    -- one count vector per (audit, cell, instance): selections per social group (alphabetical
+    -- order), then the N/A answers (queries - non-N/A responses)
+    select
+        audit_id, probe, attribute, scenario, condition, prefix, instance,
+        list_append(
+            list(cast(n_selected as integer) order by social_group),
+            cast(any_value(n_queries) - any_value(n_responses) as integer)
+        ) as answer_counts
+    from {{ ref('agg_modscan_selection') }}
+    group by audit_id, probe, attribute, scenario, condition, prefix, instance
+),
+
+paired_instances as (
+    select
+        p.from_audit_id, p.to_audit_id, p.probe,
+        b.attribute, b.scenario, b.condition, b.prefix, b.instance,
+        b.answer_counts as counts_before,
+        a.answer_counts as counts_after
+    from audit_pairs as p
+    inner join instance_counts as b on b.audit_id = p.from_audit_id and b.probe = p.probe
+    inner join instance_counts as a
+        on a.audit_id = p.to_audit_id and a.probe = b.probe and a.attribute = b.attribute
+        and a.scenario = b.scenario and a.condition = b.condition and a.prefix = b.prefix
+        and a.instance = b.instance
+),
+
+cells as (
+    select
+        from_audit_id, to_audit_id, probe, attribute, scenario, condition, prefix,
+        count(*) as instances_compared,
+        chi2_stratified_p(list(counts_before order by instance), list(counts_after order by instance)) as change_p
+    from paired_instances
+    group by from_audit_id, to_audit_id, probe, attribute, scenario, condition, prefix
+),
+
+tested as (
+    select
+        p.model_id,
+        c.*,
+        p.from_model_version,
+        p.to_model_version,
+        p.is_previous,
+        b.s_bias as s_bias_before,
+        a.s_bias as s_bias_after,
+        a.s_bias - b.s_bias as delta_s_bias,
+        b.s_bias_na_filtered as s_bias_na_filtered_before,
+        a.s_bias_na_filtered as s_bias_na_filtered_after
+    from cells as c
+    inner join audit_pairs as p
+        on p.from_audit_id = c.from_audit_id and p.to_audit_id = c.to_audit_id and p.probe = c.probe
+    inner join {{ ref('agg_modscan_bias_scores') }} as b
+        on b.audit_id = c.from_audit_id and b.probe = c.probe and b.attribute = c.attribute
+        and b.scenario = c.scenario and b.condition = c.condition and b.prefix = c.prefix
+    inner join {{ ref('agg_modscan_bias_scores') }} as a
+        on a.audit_id = c.to_audit_id and a.probe = c.probe and a.attribute = c.attribute
+        and a.scenario = c.scenario and a.condition = c.condition and a.prefix = c.prefix
+),
+
+ranked as (
+    select
+        *,
+        count(change_p) over (partition by from_audit_id, to_audit_id) as change_tests,
+        row_number() over (
+            partition by from_audit_id, to_audit_id
+            order by change_p nulls last, probe, attribute, scenario, condition, prefix
+        ) as change_rank
+    from tested
+),
+
+adjusted as (
+    -- Benjamini-Hochberg within the audit pair (= scipy.stats.false_discovery_control)
+    select
+        *,
+        case when change_p is not null then least(
+            cast(1 as double),
+            min(change_p * (cast(change_tests as double) / change_rank)) over (
+                partition by from_audit_id, to_audit_id
+                order by change_rank desc
+                rows between unbounded preceding and current row
+            )
+        ) end as change_q
+    from ranked
+)
+
+select
+    model_id,
+    probe,
+    from_audit_id,
+    to_audit_id,
+    from_model_version,
+    to_model_version,
+    is_previous,
+    attribute,
+    scenario,
+    condition,
+    prefix,
+    instances_compared,
+    s_bias_before,
+    s_bias_after,
+    delta_s_bias,
+    s_bias_na_filtered_before,
+    s_bias_na_filtered_after,
+    change_p,
+    change_q,
+    coalesce(change_q < 0.05, false) as is_significant_change,
+    case
+        when not coalesce(change_q < 0.05, false) then 'unchanged'
+        when delta_s_bias > 0 then 'increased'
+        when delta_s_bias < 0 then 'decreased'
+        else 'shifted'
+    end as change_type
+from adjusted
