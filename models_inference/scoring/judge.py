@@ -259,10 +259,18 @@ def run_judge(
     Raises:
         ValueError: ``repeats < 1``.
     """
-    from tqdm.auto import tqdm
-
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
+    from models_inference.resumable import landing_lock, holding_lock
+
+    # (concurrency) two runs judging with one model take turns: the second lands only what is missing
+    with holding_lock(landing_lock(f"scoring--judge--{judge.model_id}"), f"judging with {judge.model_id}"):
+        return _run_judge(associations, judge, repeats, sampling, shard_rows, progress)
+
+
+def _run_judge(associations, judge, repeats, sampling, shard_rows, progress) -> "JudgeRunSummary":
+    from tqdm.auto import tqdm
+
     summary = JudgeRunSummary(judge_model=judge.model_id)
     done_repeats = _landed_repeats(judge) if associations else set()
     todo: list[tuple[dict, int]] = []
