@@ -27,7 +27,10 @@ A pool slot is freed when its step ends. A process killed with SIGKILL never fre
 run stays "started" forever, which would block every later warehouse write. So ``dora audit``
 tags its runs with its process identity (:func:`process_tags`) and, before and while it runs,
 :func:`reap_dead_runs` marks the runs of dead ``dora`` processes on this host as failed and
-frees their slots. Nothing here reads or stores a secret.
+frees their slots. :func:`open_instance` opens the instance under a file lock (Dagster's
+first-use storage creation is not safe when two ``dora`` commands start together) and turns
+a corrupt storage file into one line (:class:`DagsterStorageError`). Nothing here reads or
+stores a secret.
 """
 
 from __future__ import annotations
