@@ -59,6 +59,7 @@ MODEL_INFERENCE_POOL = "model_inference"
 #: are read (``ingestion.landing``, ``analytics.query``: the layers below cannot import this module).
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 DBT_TRACKING_ENV = "DBT_SEND_ANONYMOUS_USAGE_STATS"
+DBT_TEST_SCOPE_ENV = "DORA_DBT_TEST_SCOPE"
 #: What ``dora audit`` / ``dora ui`` set it to: as long as dbt's own connection retry waits.
 RUN_WAREHOUSE_WAIT_SECONDS = "300"
 
@@ -98,11 +99,18 @@ def dbt_executable() -> str:
 
 def dbt_environment() -> dict[str, str]:
     """The environment variables a dbt invocation needs: ``DORA_HOME`` (absolute, read by
-    ``profiles.yml`` and the sources) and dbt's usage tracking off (offline)."""
+    ``profiles.yml`` and the sources), dbt's usage tracking off (offline), and data tests
+    scoped to the audits of the build (``DORA_DBT_TEST_SCOPE``, issue 16)."""
     from ingestion.landing import dbt_home
 
     # (issue 17) an odd home ('[', '*', an apostrophe ...) reaches dbt as a plain-named alias
-    return {DORA_HOME_ENV: str(dbt_home()), DBT_TRACKING_ENV: os.environ.get(DBT_TRACKING_ENV, "false")}
+    return {
+        DORA_HOME_ENV: str(dbt_home()),
+        DBT_TRACKING_ENV: os.environ.get(DBT_TRACKING_ENV, "false"),
+        # issue 16: the data tests of a build read the audits it wrote, not the whole history
+        # (dbt_project/macros/build_scope.sql); a plain `dbt build` tests every row
+        DBT_TEST_SCOPE_ENV: "this_build",
+    }
 
 
 def prepare_dbt_run() -> None:

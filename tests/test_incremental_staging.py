@@ -27,7 +27,7 @@ from ingestion.landing import write_shard
 from tests.test_associations_sql import T0, random_rows
 
 RUN = ["run", "--select", "+fct_associations"]
-STAGED = "select * exclude (_landing_shard), replace(_landing_shard, ?, '') as shard from stg_t2t_completions order by all"
+STAGED = "select * exclude (_landing_shard, _dbt_built_at), replace(_landing_shard, ?, '') as shard from stg_t2t_completions order by all"
 MART = "select audit_id, modality, setting, descriptor, word, tf, df, tfidf, fisher_p, fisher_q from fct_associations order by all"
 
 
@@ -90,3 +90,25 @@ def test_incremental_staging_equals_a_full_refresh(tmp_path, monkeypatch):
     mart = rows_of(home, MART)
     assert [r for r in mart if r[0] != "audit-1"] == rows_of(fresh, MART)
     assert [r for r in mart if r[0] == "audit-1"] == [r for r in mart_before if r[0] == "audit-1"] != []
+
+
+def test_build_scoped_tests_read_only_the_audits_of_the_build(tmp_path, monkeypatch):
+    """``DORA_DBT_TEST_SCOPE=this_build`` (dora audit's builds, macros/build_scope.sql): a data
+    test reads the audits the build wrote, not the history; unset, every row is tested."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("DORA_HOME", str(home))
+    build = ["build", "--select", "stg_t2t_completions"]
+    write_shard("t2t_completions", audit("audit-1", 10, T0), partition="audit-1")
+    assert run_dbt(build, home).success
+    # history goes bad behind dbt's back: a duplicated key in audit-1's staged rows
+    with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+        con.execute("insert into stg_t2t_completions select * from stg_t2t_completions limit 1")
+    write_shard("t2t_completions", audit("audit-2", 20, T0 + timedelta(hours=1)), partition="audit-2")
+    monkeypatch.setenv("DORA_DBT_TEST_SCOPE", "this_build")
+    scoped = run_dbt(build, home)
+    assert scoped.success  # audit-2 is clean; audit-1 was tested when it was built
+    tested = [r for r in scoped.result.results if r.node.resource_type == "test"]
+    assert tested and all(r.status == "pass" for r in tested)
+    monkeypatch.setenv("DORA_DBT_TEST_SCOPE", "all")
+    with pytest.raises(RuntimeError, match="unique_combination_of_columns_stg_t2t_completions"):
+        run_dbt(["test", "--select", "stg_t2t_completions"], home)

@@ -175,4 +175,4 @@ final as (
         on term_frequencies.audit_id = watermarks.audit_id
 )
 
-select * from final
+{{ select_with_build_stamp('final', false) }}

@@ -107,4 +107,4 @@ deduplicated as (
     select * from latest_repeated_tokens
 )
 
-select * from deduplicated
+{{ select_with_build_stamp('deduplicated', landing_shards_staged('description_words') and has_columns(this, ['_dbt_built_at'])) }}

@@ -72,4 +72,4 @@ deduplicated as (
     ) = 1
 )
 
-select * from deduplicated
+{{ select_with_build_stamp('deduplicated', landing_shards_staged('i2t_descriptions') and has_columns(this, ['_dbt_built_at'])) }}

@@ -89,4 +89,4 @@ deduplicated as (
     ) }}
 )
 
-select * from deduplicated
+{{ select_with_build_stamp('deduplicated', landing_shards_staged('t2t_completions') and has_columns(this, ['_dbt_built_at'])) }}
