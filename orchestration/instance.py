@@ -27,11 +27,15 @@ A pool slot is freed when its step ends. A process killed with SIGKILL never fre
 run stays "started" forever, which would block every later warehouse write. So ``dora audit``
 tags its runs with its process identity (:func:`process_tags`) and, before and while it runs,
 :func:`reap_dead_runs` marks the runs of dead ``dora`` processes on this host as failed and
-frees their slots. Nothing here reads or stores a secret.
+frees their slots. :func:`open_instance` opens the instance under a file lock (Dagster's
+first-use storage creation is not safe when two ``dora`` commands start together) and turns
+a corrupt storage file into one line (:class:`DagsterStorageError`). Nothing here reads or
+stores a secret.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -40,6 +44,7 @@ import threading
 from pathlib import Path
 
 from analytics.query import WAIT_ENV as WAREHOUSE_WAIT_ENV
+from ingestion.errors import DoraError
 from ingestion.landing import DORA_HOME_ENV
 
 #: The Dagster job of a whole audit (every asset), run by ``dora audit``, the sensor and the schedule.
@@ -270,3 +275,104 @@ class DeadRunReaper:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+# --- concurrency: open the instance safely; corrupt Dagster storage is one line -------------
+class DagsterStorageError(DoraError):
+    """A file of the Dagster instance storage (``$DAGSTER_HOME/**/*.db``) is not a usable
+    SQLite database (truncated, overwritten, a disk error)."""
+
+
+#: Lock file (in ``$DAGSTER_HOME``) that serialises the first creation of the instance storage.
+INSTANCE_LOCK = ".dora-instance.lock"
+
+
+def dagster_storage_problem(dagster_home: Path) -> tuple[Path, str] | None:
+    """The first SQLite file of the Dagster storage under ``dagster_home`` that is unusable.
+
+    Runs ``pragma quick_check`` (read-only) on every ``*.db`` file under ``dagster_home``
+    (``history/runs.db``, ``history/runs/index.db``, ``schedules/schedules.db``, the per-run
+    event logs).
+
+    Returns:
+        ``(path, sqlite error)`` of the first bad file, or ``None`` if all are readable.
+    """
+    import sqlite3
+
+    for path in sorted(Path(dagster_home).rglob("*.db")):
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as con:
+                result = con.execute("pragma quick_check").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc).lower():  # busy, not broken
+                continue
+            return path, str(exc)
+        if result != "ok":
+            return path, str(result)
+    return None
+
+
+def storage_error_message(dagster_home: Path, error: BaseException) -> str:
+    """One line naming the bad Dagster storage file (or ``dagster_home``) and how to recover."""
+    found = dagster_storage_problem(dagster_home)
+    if found:
+        bad, reason = found
+        what, fix = f"the Dagster storage file {bad} is corrupt ({reason})", f"move it aside (mv '{bad}' '{bad}.corrupt')"
+    else:
+        cause = " ".join(str(getattr(error, "orig", None) or error).split())[:200]
+        what, fix = (f"the Dagster storage in {dagster_home} is unusable ({cause})",
+                     f"move the folder aside (mv '{dagster_home}' '{dagster_home}.corrupt')")
+    return (
+        f"{what}: {fix} and run the command again; Dagster recreates it empty (run history and sensor "
+        "cursors are lost; audits resume from what landed). The warehouse and the landing zone (the source "
+        "of truth) are untouched"
+    )
+
+
+def _is_storage_error(exc: BaseException) -> bool:
+    import sqlite3
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+            return True  # 'file is not a database', 'database disk image is malformed'
+        if type(exc).__name__ == "DatabaseError" and type(exc).__module__.startswith("sqlalchemy"):
+            return _is_storage_error(getattr(exc, "orig", None)) or "malformed" in str(exc) or "not a database" in str(exc)
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def open_instance():
+    """The Dagster instance of ``$DAGSTER_HOME`` (:func:`prepare_environment` first), opened
+    under a file lock and checked.
+
+    Dagster creates its SQLite storage (tables, indexes) on first use, and two processes doing
+    that at once on a fresh ``DAGSTER_HOME`` fail ("table ... already exists"): two ``dora
+    audit`` started together, or ``dora audit`` and ``dora ui``. The lock
+    (``$DAGSTER_HOME/.dora-instance.lock``, :mod:`filelock`) makes the second wait for the
+    first (under a second).
+
+    Returns:
+        A ``dagster.DagsterInstance`` (use it as a context manager to dispose of it).
+
+    Raises:
+        DagsterStorageError: a storage file is corrupt (:func:`storage_error_message`: names
+            the file and how to recover).
+    """
+    from dagster import DagsterInstance
+    from filelock import FileLock
+
+    home = Path(os.environ[DAGSTER_HOME_ENV])
+    home.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(home / INSTANCE_LOCK)):
+        try:
+            instance = DagsterInstance.get()
+            instance.get_runs(limit=1)  # touch the run, event-log and schedule storage
+            instance.event_log_storage.get_pool_limits()
+            if instance.schedule_storage is not None:
+                instance.schedule_storage.all_instigator_state()
+        except Exception as exc:
+            if _is_storage_error(exc):
+                raise DagsterStorageError(storage_error_message(home, exc)) from exc
+            raise
+    return instance

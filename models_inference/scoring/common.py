@@ -260,6 +260,14 @@ def run_scoring(
         A :class:`ScoringSummary`; nothing is landed (and nothing loaded) when there is
         nothing to score.
     """
+    from models_inference.resumable import landing_lock, holding_lock
+
+    # (concurrency) two runs of one scorer take turns: the second lands only what is missing
+    with holding_lock(landing_lock(f"scoring--{scorer.kind}--{scorer.name}"), f"{scorer.kind} scoring with {scorer.name}"):
+        return _run_scoring(scorer, associations, cache, batch_size, shard_rows)
+
+
+def _run_scoring(scorer, associations, cache, batch_size, shard_rows) -> ScoringSummary:
     kind = _kind_module(scorer.kind)
     summary = ScoringSummary(scorer=scorer.name, scorer_version=scorer.version, selected=len(associations))
     done = landed_association_keys(kind.TABLE, {"scorer": scorer.name, "scorer_version": scorer.version})

@@ -266,10 +266,18 @@ def run_judge(
         AuditFailedError: more than ``max_error_share`` of the calls failed, or every call of
             a shard of 8+ (the rows landed first; names the judge model, share and cause).
     """
-    from tqdm.auto import tqdm
-
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
+    from models_inference.resumable import landing_lock, holding_lock
+
+    # (concurrency) two runs judging with one model take turns: the second lands only what is missing
+    with holding_lock(landing_lock(f"scoring--judge--{judge.model_id}"), f"judging with {judge.model_id}"):
+        return _run_judge(associations, judge, repeats, sampling, shard_rows, progress, max_error_share)
+
+
+def _run_judge(associations, judge, repeats, sampling, shard_rows, progress, max_error_share) -> "JudgeRunSummary":
+    from tqdm.auto import tqdm
+
     summary = JudgeRunSummary(judge_model=judge.model_id)
     done_repeats = _landed_repeats(judge) if associations else set()
     todo: list[tuple[dict, int]] = []

@@ -119,6 +119,21 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
         os.close(saved_stdout)
 
 
+def _interrupted_steps(result) -> list[str]:
+    """The steps of a failed run that failed because the run was interrupted (Dagster raises
+    ``DagsterExecutionInterruptedError`` in a step on SIGINT / SIGTERM), in event order."""
+    steps = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data:
+            error = event.step_failure_data.error
+            while error is not None:
+                if error.cls_name in ("DagsterExecutionInterruptedError", "KeyboardInterrupt"):
+                    steps.append(event.step_key)
+                    break
+                error = error.cause or getattr(error, "context", None)
+    return steps
+
+
 def user_error_message(error) -> str | None:
     """The message of the first :class:`~ingestion.errors.DoraError` in a Dagster
     ``SerializableErrorInfo`` chain (the step's error, its causes and contexts), or ``None``."""
@@ -172,8 +187,9 @@ def cmd_audit(args) -> int:
     home = prepare_environment()
     if getattr(args, "dry_run", False):
         return cmd_dry_run(args)
-    from dagster import DagsterInstance
+    from orchestration.instance import open_instance
 
+    instance = open_instance()  # (concurrency) locked first creation; a corrupt storage file is one line
     from analytics.summary import audit_summary
     from orchestration.definitions import defs
 
@@ -184,7 +200,7 @@ def cmd_audit(args) -> int:
         from orchestration.defs.audits.runs import add_target_partition
 
         try:
-            partition, registry = add_target_partition(DagsterInstance.get(), args.target, args.registry)
+            partition, registry = add_target_partition(instance, args.target, args.registry)
         except (RegistryError, KeyError, VersionError) as exc:
             print(f"dora audit: {exc}", file=sys.stderr)
             return 2
@@ -220,7 +236,6 @@ def cmd_audit(args) -> int:
     with open(log_path, "w") as log, contextlib.redirect_stdout(sys.stderr if args.verbose else log):
         from orchestration.instance import DeadRunReaper, configure_instance, process_tags, reap_dead_runs
 
-        instance = DagsterInstance.get()
         configure_instance(instance)  # one DuckDB writer at a time (pool 'duckdb_writer' = 1 slot)
         prepare_run_readers()  # in-run readers wait for a writer
         reap_dead_runs(instance)  # free the slots of audits whose process was killed
@@ -228,6 +243,12 @@ def cmd_audit(args) -> int:
                                                    _probe_selection(defs, args.probe)) as result:
             pass
     if not result.success:
+        interrupted = _interrupted_steps(result)
+        if interrupted:  # (concurrency) Ctrl-C / SIGTERM: one line, the run is marked failed, exit 130
+            print(f"dora audit: interrupted (Ctrl-C or SIGTERM) during {', '.join(interrupted)}; the Dagster run "
+                  f"{result.run_id} is marked failed; every shard that landed is kept: run the same command again "
+                  "to generate only the missing rows", file=sys.stderr)
+            return 130
         for event in result.all_events:
             if event.is_step_failure and event.step_failure_data:  # (a RUN_FAILURE has no step data)
                 error = event.step_failure_data.error

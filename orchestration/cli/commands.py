@@ -28,11 +28,9 @@ def cmd_ui(args) -> int:
     prepare_environment()
     import subprocess
 
-    from dagster import DagsterInstance
+    from orchestration.instance import configure_instance, open_instance, reap_dead_runs
 
-    from orchestration.instance import configure_instance, reap_dead_runs
-
-    with DagsterInstance.get() as instance:
+    with open_instance() as instance:  # creates / checks the storage before dagster dev opens it
         configure_instance(instance)  # runs launched from the UI share the 1-slot 'duckdb_writer' pool
         reap_dead_runs(instance)
     prepare_run_readers()  # in-run readers wait for a writer
@@ -42,31 +40,79 @@ def cmd_ui(args) -> int:
     return _run_forwarding_signals(cmd)
 
 
-def _run_forwarding_signals(cmd: list[str]) -> int:
+#: Seconds ``dora ui`` waits for ``dagster dev`` to stop after a forwarded signal before it
+#: SIGKILLs the process group (``dagster dev`` itself needs ~10 s to stop its services).
+UI_STOP_GRACE_SECONDS = 60.0
+
+
+def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS, stop_wait: float = 5.0) -> int:
     """Run ``cmd`` in its own process group; SIGTERM / SIGINT / SIGHUP to this process are
-    forwarded to the whole group (``dagster dev`` and its webserver and daemon), so stopping
-    ``dora ui`` never orphans them (issue 17)."""
+    forwarded to the whole group (``dagster dev`` and its webserver, daemon and code servers),
+    so stopping ``dora ui`` never orphans them (issue 17).
+
+    If the group has not stopped ``grace`` s after the first forwarded signal it is SIGKILLed;
+    once ``cmd`` has exited, any process of its group still running is stopped too (SIGTERM,
+    then SIGKILL after ``stop_wait`` s).
+
+    Returns:
+        ``cmd``'s exit code (``dagster dev`` exits 0 when stopped by Ctrl-C / SIGTERM), or
+        128 + N if it was killed by signal N.
+    """
     import signal
     import subprocess
+    import time
 
     child = subprocess.Popen(cmd, start_new_session=True)
+    stopping: list[float] = []
 
-    def forward(signum, _frame):
+    def signal_group(signum: int) -> None:
         try:
             os.killpg(child.pid, signum)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):
             pass
+
+    def forward(signum, _frame):
+        stopping.append(time.monotonic())
+        signal_group(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         while True:
             try:
-                return child.wait()
+                code = child.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if stopping and time.monotonic() - stopping[0] > grace:
+                    signal_group(signal.SIGKILL)
             except KeyboardInterrupt:  # a handler race: forward and keep waiting
                 forward(signal.SIGINT, None)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    _stop_group(child.pid, stop_wait)
+    return code if code >= 0 else 128 - code
+
+
+def _stop_group(pgid: int, wait: float = 5.0) -> None:
+    """SIGTERM every process still in process group ``pgid``, SIGKILL what is left after ``wait`` s."""
+    import signal
+    import time
+
+    def alive() -> bool:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    if not alive():
+        return
+    os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive():
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def cmd_models(args) -> int:
