@@ -36,9 +36,7 @@ tests as (
 adjusted as (
     select
         *,
-        least(1.0, min(kruskal_p * (n_tests::double / p_rank)) over (
-            partition by audit_id order by p_rank desc rows between unbounded preceding and current row
-        )) as kruskal_q
+        {{ bh_q_value('kruskal_p', 'n_tests', 'p_rank', ['audit_id']) }} as kruskal_q
     from (
         select *,
                count(kruskal_p) over (partition by audit_id) as n_tests,

@@ -24,7 +24,5 @@ ranked as (
 
 select
     * exclude (p_rank),
-    case when kruskal_p is not null then least(1.0, min(kruskal_p * (n_tests::double / p_rank)) over (
-        partition by audit_id order by p_rank desc rows between unbounded preceding and current row
-    )) end as kruskal_q
+    {{ bh_q_value('kruskal_p', 'n_tests', 'p_rank', ['audit_id']) }} as kruskal_q
 from ranked

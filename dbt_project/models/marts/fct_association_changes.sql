@@ -153,14 +153,7 @@ adjusted as (
     -- from the largest rank down, capped at 1 (= scipy.stats.false_discovery_control)
     select
         *,
-        least(
-            cast(1 as double),
-            min(change_p * (cast(change_tests as double) / change_rank)) over (
-                partition by from_audit_id, to_audit_id, modality, setting
-                order by change_rank desc
-                rows between unbounded preceding and current row
-            )
-        ) as change_q
+        {{ bh_q_value('change_p', 'change_tests', 'change_rank', ['from_audit_id', 'to_audit_id', 'modality', 'setting']) }} as change_q
     from ranked
 ),
 

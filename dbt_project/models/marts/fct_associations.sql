@@ -94,14 +94,7 @@ adjusted as (
     select
         *,
         case when paper_tfidf_sd > 0 then normal_sf((paper_tfidf - paper_tfidf_mean) / paper_tfidf_sd) end as paper_p_value,
-        least(
-            cast(1 as double),
-            min(fisher_p * (cast(n_tests as double) / p_rank)) over (
-                partition by audit_id, modality, setting
-                order by p_rank desc
-                rows between unbounded preceding and current row
-            )
-        ) as fisher_q
+        {{ bh_q_value('fisher_p', 'n_tests', 'p_rank', ['audit_id', 'modality', 'setting']) }} as fisher_q
     from setting_stats
 ),
 

@@ -84,14 +84,7 @@ adjusted as (
     -- Benjamini-Hochberg within the audit pair (= scipy.stats.false_discovery_control)
     select
         *,
-        case when change_p is not null then least(
-            cast(1 as double),
-            min(change_p * (cast(change_tests as double) / change_rank)) over (
-                partition by from_audit_id, to_audit_id
-                order by change_rank desc
-                rows between unbounded preceding and current row
-            )
-        ) end as change_q
+        {{ bh_q_value('change_p', 'change_tests', 'change_rank', ['from_audit_id', 'to_audit_id']) }} as change_q
     from ranked
 )
 
