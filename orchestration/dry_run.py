@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-#: Measured T2T throughput of the embedded SmolLM2-135M, completion style, batched
-#: (BENCHMARKS.md, ``python -m benchmarks.bench_t2t_throughput``, idle 2-core machine).
-EMBEDDED_PROMPTS_PER_SECOND = 17.8
+#: Measured T2T throughput of the embedded SmolLM2-135M, completion style, shared-prefix decoding
+#: (the default audit on a fresh clone, 4 runs per prompt, 2 cores; ``benchmarks/bench_t2t_throughput.py``).
+EMBEDDED_PROMPTS_PER_SECOND = 170.0
 
 
 @dataclass
@@ -50,7 +50,7 @@ def t2t_plan_lines(config, *, audit_id: str | None = None) -> tuple[list[PlanLin
         from models_inference.backends.text import DeferredTransformersBackend
 
         backend = DeferredTransformersBackend()  # identity only: nothing is loaded
-        rate, rate_source = EMBEDDED_PROMPTS_PER_SECOND, "BENCHMARKS.md, SmolLM2-135M batched, idle 2 cores"
+        rate, rate_source = EMBEDDED_PROMPTS_PER_SECOND, "the default audit on 2 cores, shared-prefix decoding; the paper's 10 runs per prompt go faster (BENCHMARKS.md)"
     elif config.backend == "openai":
         from models_inference.backends.text import load_text_backend
 
