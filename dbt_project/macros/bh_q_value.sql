@@ -16,3 +16,52 @@
         )
     ) end
 {%- endmacro %}
+
+
+{% macro audit_pairs(audits, group_by, first_at) -%}
+    {#-
+        Every (earlier, later) pair of audits within each `group_by` group (e.g. one model id
+        and probe), audits ordered by `first_at` (their first landed row), then audit_id.
+        `audits`: a relation / CTE with audit_id, model_version, the `group_by` columns and
+        `first_at`. Columns: the `group_by` columns, from_audit_id, to_audit_id,
+        from_model_version, to_model_version, is_previous (the later audit directly follows).
+    -#}
+    with sequenced as (
+        select *, row_number() over (partition by {{ group_by | join(', ') }} order by {{ first_at }}, audit_id) as audit_seq
+        from {{ audits }}
+    )
+    select
+        {%- for column in group_by %}
+        later.{{ column }},
+        {%- endfor %}
+        earlier.audit_id as from_audit_id,
+        later.audit_id as to_audit_id,
+        earlier.model_version as from_model_version,
+        later.model_version as to_model_version,
+        later.audit_seq - earlier.audit_seq = 1 as is_previous
+    from sequenced as later
+    inner join sequenced as earlier
+        on {% for column in group_by %}earlier.{{ column }} = later.{{ column }} and {% endfor %}earlier.audit_seq < later.audit_seq
+{%- endmacro %}
+
+
+{% macro with_change_q(relation, tie_order) -%}
+    {#-
+        Every row of `relation` (one change test per row: from_audit_id, to_audit_id, change_p)
+        plus change_tests (m: non-null p-values of the audit pair), change_rank (by change_p,
+        nulls last, ties by `tie_order`) and change_q (Benjamini-Hochberg within the pair).
+    -#}
+    select
+        *,
+        {{ bh_q_value('change_p', 'change_tests', 'change_rank', ['from_audit_id', 'to_audit_id']) }} as change_q
+    from (
+        select
+            *,
+            count(change_p) over (partition by from_audit_id, to_audit_id) as change_tests,
+            row_number() over (
+                partition by from_audit_id, to_audit_id
+                order by change_p nulls last, {{ tie_order | join(', ') }}
+            ) as change_rank
+        from {{ relation }}
+    )
+{%- endmacro %}

@@ -16,23 +16,8 @@ audits as (
     group by audit_id, model_id, variant
 ),
 
-sequenced as (
-    select *, row_number() over (partition by model_id, variant order by first_response_at, audit_id) as audit_seq
-    from audits
-),
-
 audit_pairs as (
-    select
-        later.model_id,
-        later.variant,
-        earlier.audit_id as from_audit_id,
-        later.audit_id as to_audit_id,
-        earlier.model_version as from_model_version,
-        later.model_version as to_model_version,
-        later.audit_seq - earlier.audit_seq = 1 as is_previous
-    from sequenced as later
-    inner join sequenced as earlier
-        on earlier.model_id = later.model_id and earlier.variant = later.variant and earlier.audit_seq < later.audit_seq
+    {{ audit_pairs('audits', ['model_id', 'variant'], 'first_response_at') }}
 ),
 
 units as (
@@ -65,24 +50,9 @@ tested as (
         and a.mitigation = b.mitigation and a.head = b.head
 ),
 
-ranked as (
-    select
-        *,
-        count(change_p) over (partition by from_audit_id, to_audit_id) as change_tests,
-        row_number() over (
-            partition by from_audit_id, to_audit_id
-            order by change_p nulls last, subset, prompt_label, mitigation, head
-        ) as change_rank
-    from tested
-),
-
 adjusted as (
-    -- Benjamini-Hochberg within the audit pair: p * m / rank, running minimum from the
-    -- largest rank down, capped at 1 (= scipy.stats.false_discovery_control)
-    select
-        *,
-        {{ bh_q_value('change_p', 'change_tests', 'change_rank', ['from_audit_id', 'to_audit_id']) }} as change_q
-    from ranked
+    -- Benjamini-Hochberg within the audit pair (= scipy.stats.false_discovery_control)
+    {{ with_change_q('tested', ['subset', 'prompt_label', 'mitigation', 'head']) }}
 )
 
 select

@@ -18,22 +18,8 @@ audits as (
     group by audit_id, model_id
 ),
 
-sequenced as (
-    select *, row_number() over (partition by model_id order by first_scored_at, audit_id) as audit_seq
-    from audits
-),
-
 audit_pairs as (
-    select
-        later.model_id,
-        earlier.audit_id as from_audit_id,
-        later.audit_id as to_audit_id,
-        earlier.model_version as from_model_version,
-        later.model_version as to_model_version,
-        later.audit_seq - earlier.audit_seq = 1 as is_previous
-    from sequenced as later
-    inner join sequenced as earlier
-        on earlier.model_id = later.model_id and earlier.audit_seq < later.audit_seq
+    {{ audit_pairs('audits', ['model_id'], 'first_scored_at') }}
 ),
 
 metric_counts as (
@@ -69,23 +55,9 @@ tested as (
         and a.category = b.category and a.metric = b.metric
 ),
 
-ranked as (
-    select
-        *,
-        count(change_p) over (partition by from_audit_id, to_audit_id) as change_tests,
-        row_number() over (
-            partition by from_audit_id, to_audit_id
-            order by change_p nulls last, scorer_variant, dataset_id, category, metric
-        ) as change_rank
-    from tested
-),
-
 adjusted as (
     -- Benjamini-Hochberg within the audit pair (= scipy.stats.false_discovery_control)
-    select
-        *,
-        {{ bh_q_value('change_p', 'change_tests', 'change_rank', ['from_audit_id', 'to_audit_id']) }} as change_q
-    from ranked
+    {{ with_change_q('tested', ['scorer_variant', 'dataset_id', 'category', 'metric']) }}
 )
 
 select
