@@ -503,6 +503,44 @@ def _read_parquet_folder(home: Path, table: str):
     return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
 
 
+def image_target(descriptor: str, image_setting: str) -> str:
+    """The association target of an image description, as ``int_document_words`` names it
+    (issue 11: images of the singular and the plural setting are separate targets). The plural
+    target is the paper's plural T2I phrase when the descriptor lists are landed; this
+    benchmark lands none, so it is ``"<descriptor> (plural)"``, dora's fallback."""
+    return descriptor if image_setting != "plural" else f"{descriptor} (plural)"
+
+
+def paper_p_values(pairs, paper_df, n_paper_documents):
+    """The paper's z-test p-value (METHOD.md 3a, ``fct_associations.paper_p_value``) of each pair.
+
+    ``paper_tfidf = tf * ln(N / paper_df)`` on the paper's documents (a T2T document is one
+    probe row in one run with its 26 letter answers, N = documents x letters; a description is
+    one document), then ``z`` within each (modality, setting) with the sample standard
+    deviation, ``p = 1 - Phi(z)`` (``norm.sf``; none when the deviation is 0).
+
+    Args:
+        pairs: DataFrame with modality, setting, word, tf.
+        paper_df: Series indexed by (modality, setting, word): documents holding the word.
+        n_paper_documents: Series indexed by (modality, setting): N.
+
+    Returns:
+        numpy array of p-values aligned with ``pairs``.
+    """
+    import pandas as pd
+    from scipy.stats import norm
+
+    keys = pd.MultiIndex.from_frame(pairs[["modality", "setting", "word"]])
+    dfs = paper_df.reindex(keys).to_numpy(dtype=float)
+    ns = n_paper_documents.reindex(pd.MultiIndex.from_frame(pairs[["modality", "setting"]])).to_numpy(dtype=float)
+    paper_tfidf = pd.Series(pairs["tf"].to_numpy(dtype=float) * np.log(ns / dfs), index=pairs.index)
+    groups = [pairs["modality"], pairs["setting"]]
+    mean = paper_tfidf.groupby(groups).transform("mean")
+    sd = paper_tfidf.groupby(groups).transform("std")  # sample sd (ddof 1), as stddev_samp
+    z = (paper_tfidf - mean) / sd
+    return np.where(sd > 0, norm.sf(z), np.nan)
+
+
 def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed: int = 0):
     """The computation as the paper's released scripts do it (pandas + Python loops + scipy).
 
@@ -517,7 +555,7 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
     pairs, the measured Fisher seconds and (when subsampled) the extrapolated figure.
     """
     import pandas as pd
-    from scipy.stats import false_discovery_control, fisher_exact, norm
+    from scipy.stats import false_discovery_control, fisher_exact
 
     info: dict = {}
     t0 = time.perf_counter()
@@ -532,7 +570,13 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
     tf: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
     # T2T: keep the last landed row per completion key (the landing table is append-only)
     t2t = t2t.sort_values("generated_at").drop_duplicates(["setting", "descriptor", "letter", "run"], keep="last")
+    paper_docs: dict[tuple[str, str], set] = {}  # the paper's documents (METHOD.md 3a)
+    paper_letters: dict[tuple[str, str], set] = {}
+    word_docs: dict[tuple[str, str, str], set] = {}
     for row in t2t.itertuples(index=False):  # the reference scripts' loop over rows
+        document = (row.descriptor, row.descriptor_row, row.run)
+        paper_docs.setdefault(("t2t", row.setting), set()).add(document)
+        paper_letters.setdefault(("t2t", row.setting), set()).add(row.letter)
         if row.parse_status != "ok" or pd.isna(row.word):
             continue
         word = str(row.word).strip().lower()
@@ -540,6 +584,7 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
             continue
         doc = tf.setdefault(("t2t", row.setting), {}).setdefault(row.descriptor, {})
         doc[word] = doc.get(word, 0) + 1
+        word_docs.setdefault(("t2t", row.setting, word), set()).add(document)
     if with_i2t:
         descs = descs[descs["audit_id"] == I2T_AUDIT_ID]
         descs = descs.sort_values("generated_at").drop_duplicates(
@@ -549,7 +594,8 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
         for row in descs.itertuples(index=False):
             if row.status in ("ok", "truncated"):
                 modality = "t2i" if row.description_kind == "objective" else "i2t"
-                meta[row.description_id] = (modality, row.setting, row.descriptor)
+                meta[row.description_id] = (modality, row.setting, image_target(row.descriptor, row.image_setting))
+                paper_docs.setdefault((modality, row.setting), set()).add(row.description_id)
         words = words.drop_duplicates(["description_id", "token_index"], keep="last")
         for row in words.itertuples(index=False):
             key = meta.get(row.description_id)
@@ -560,6 +606,7 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
                 continue
             doc = tf.setdefault(key[:2], {}).setdefault(key[2], {})
             doc[word] = doc.get(word, 0) + 1
+            word_docs.setdefault((*key[:2], word), set()).add(row.description_id)
     pairs = []
     for (modality, setting), docs in tf.items():
         dfreq: dict[str, int] = {}
@@ -620,10 +667,13 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
     if "fisher_p" not in res:
         res["fisher_p"] = np.nan
     parts = []
+    res["paper_p_value"] = paper_p_values(
+        res,
+        pd.Series({k: len(v) for k, v in word_docs.items()}),
+        pd.Series({k: len(v) * max(1, len(paper_letters.get(k, ()))) for k, v in paper_docs.items()}),
+    )
     for _, g in res.groupby(["modality", "setting"]):
         g = g.copy()
-        z = (g["tfidf"] - g["tfidf"].mean()) / g["tfidf"].std(ddof=0)
-        g["paper_p_value"] = norm.sf(z)  # = 1 - Phi(z), without cancellation
         if not info["subsampled"]:
             g["fisher_q"] = false_discovery_control(g["fisher_p"].to_numpy(), method="bh")
         parts.append(g)
@@ -677,12 +727,12 @@ def vectorised_peer(home: Path, with_i2t: bool):
     Returns ``(result DataFrame, info dict)`` with phase times (read, documents, statistics).
     """
     import pandas as pd
-    from scipy.stats import false_discovery_control, hypergeom, norm
+    from scipy.stats import false_discovery_control, hypergeom
     from sklearn.feature_extraction.text import CountVectorizer
 
     info: dict = {}
     t0 = time.perf_counter()
-    cols = ["audit_id", "setting", "descriptor", "letter", "run", "word", "parse_status", "generated_at"]
+    cols = ["audit_id", "setting", "descriptor", "descriptor_row", "letter", "run", "word", "parse_status", "generated_at"]
     t2t = pd.read_parquet(home / "landing" / "t2t_completions", columns=cols)
     if with_i2t:
         descs = pd.read_parquet(home / "landing" / "i2t_descriptions", columns=[
@@ -694,21 +744,31 @@ def vectorised_peer(home: Path, with_i2t: bool):
     t1 = time.perf_counter()
     t2t = t2t[t2t["audit_id"] == AUDIT_ID]
     t2t = t2t.sort_values("generated_at", kind="stable").drop_duplicates(["setting", "descriptor", "letter", "run"], keep="last")
+    # the paper's documents (METHOD.md 3a): a probe row in one run x its letters; a description
+    t2t_docs = t2t.groupby("setting").agg(docs=("run", "size"), letters=("letter", "nunique"))
+    t2t_docs["docs"] = t2t.drop_duplicates(["setting", "descriptor", "descriptor_row", "run"]).groupby("setting").size()
+    n_paper = {("t2t", st): int(r.docs * r.letters) for st, r in t2t_docs.iterrows()}
     t2t = t2t[(t2t["parse_status"] == "ok") & t2t["word"].notna()]
     w = t2t["word"].str.strip().str.lower()
-    parts = [pd.DataFrame({"modality": "t2t", "setting": t2t["setting"].to_numpy(), "descriptor": t2t["descriptor"].to_numpy(), "word": w.to_numpy()})]
+    doc_ids = t2t["descriptor"] + "|" + t2t["descriptor_row"].astype(str) + "|" + t2t["run"].astype(str)
+    parts = [pd.DataFrame({"modality": "t2t", "setting": t2t["setting"].to_numpy(), "descriptor": t2t["descriptor"].to_numpy(),
+                           "word": w.to_numpy(), "doc": doc_ids.to_numpy()})]
     if with_i2t:
         descs = descs[descs["audit_id"] == I2T_AUDIT_ID].sort_values("generated_at", kind="stable")
         descs = descs.drop_duplicates(["audit_id", "image_setting", "descriptor", "image_index", "setting"], keep="last")
         descs = descs[descs["status"].isin(["ok", "truncated"])]
-        descs = descs.assign(modality=np.where(descs["description_kind"] == "objective", "t2i", "i2t"))
+        descs = descs.assign(modality=np.where(descs["description_kind"] == "objective", "t2i", "i2t"),
+                             descriptor=[image_target(d, s) for d, s in zip(descs["descriptor"], descs["image_setting"])])
         words = words.drop_duplicates(["description_id", "token_index"], keep="last")
         words = words[words["drop_reason"].isna() & words["word"].notna()]
+        n_paper.update({k: int(v) for k, v in descs.groupby(["modality", "setting"]).size().items()})
         joined = words.merge(descs[["description_id", "modality", "setting", "descriptor"]], on="description_id")
         parts.append(pd.DataFrame({"modality": joined["modality"].to_numpy(), "setting": joined["setting"].to_numpy(),
-                                   "descriptor": joined["descriptor"].to_numpy(), "word": joined["word"].str.strip().to_numpy()}))
+                                   "descriptor": joined["descriptor"].to_numpy(), "word": joined["word"].str.strip().to_numpy(),
+                                   "doc": joined["description_id"].to_numpy()}))
     doc_words = pd.concat(parts, ignore_index=True)
     doc_words = doc_words[doc_words["word"] != ""]
+    paper_df = doc_words.groupby(["modality", "setting", "word"])["doc"].nunique()
     documents = {
         key: group.groupby("descriptor", sort=True)["word"].agg(list)
         for key, group in doc_words.groupby(["modality", "setting"], sort=True)
@@ -731,15 +791,15 @@ def vectorised_peer(home: Path, with_i2t: bool):
         idf = np.log(len(docs) / dfreq)
         tfidf = tf * idf
         fisher_p = hypergeom.sf(tf - 1, grand, word_total, doc_len)
-        z = (tfidf - tfidf.mean()) / tfidf.std()
         out.append(pd.DataFrame({
             "modality": modality, "setting": setting, "descriptor": descriptors[matrix.row], "word": vocab[matrix.col],
             "tf": tf, "df": dfreq, "idf": idf, "tfidf": tfidf,
             "pmi": np.log2((tf * grand) / (doc_len * word_total)),
-            "paper_p_value": norm.sf(z), "fisher_p": fisher_p,
+            "fisher_p": fisher_p,
             "fisher_q": false_discovery_control(fisher_p, method="bh"),
         }))
     res = pd.concat(out, ignore_index=True)
+    res["paper_p_value"] = paper_p_values(res, paper_df, pd.Series(n_paper))
     info["stats_s"] = time.perf_counter() - t2
     info["pairs"] = len(res)
     info["total_s"] = info["read_s"] + info["documents_s"] + info["stats_s"]
