@@ -77,7 +77,7 @@ def main(argv=None) -> None:
         ) + f"; all nodes {sum(nodes[0].values()):.1f} -> {sum(nodes[-1].values()):.1f} s",
         f"same-run baseline, the whole history rebuilt (`--full-refresh`, what each build cost before issue 16): {full_s:.1f} s = {full_s / first:.1f}x the first build",
         f"warehouse: {warehouse_mb:.0f} MB DuckDB file after {n} audits",
-        f"machine load average (1 min) at start {load_start:.1f}, after each build {', '.join(f'{x:.1f}' for x in loads)}, on {os.cpu_count()} cores (other engineers' work shares the cores: wall times are upper bounds)",
+        f"machine load average (1 min) at start {load_start:.1f}, after each build {', '.join(f'{x:.1f}' for x in loads)}, on {os.cpu_count()} cores (other processes may share the cores: wall times are upper bounds)",
     ]
     print("\n".join(lines))
     if not args.no_write:

@@ -119,7 +119,7 @@ def main(argv=None) -> None:
         lines += judge_throughput(backend, args.judge_prompts, args.judge_single, args.batch_size)
     backend.prefix_cache = True
     lines.append(
-        f"machine load average (1 min) at start {load_start:.1f}, after each repetition {', '.join(f'{x:.1f}' for x in loads)}, at end {os.getloadavg()[0]:.1f}, on {os.cpu_count()} cores: other engineers' processes share the cores, so absolute rates are lower bounds; the ratio is measured in the same process, alternating"
+        f"machine load average (1 min) at start {load_start:.1f}, after each repetition {', '.join(f'{x:.1f}' for x in loads)}, at end {os.getloadavg()[0]:.1f}, on {os.cpu_count()} cores: other processes may share the cores, so absolute rates are lower bounds; the ratio is measured in the same process, alternating"
     )
     print("\n".join(lines))
     if not args.no_write:
