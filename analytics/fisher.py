@@ -166,6 +166,30 @@ def _tail_sum(x, first, K, n, N, bound, upward: bool) -> np.ndarray:
     return total
 
 
+def tables_to_test(a, b, c, d):
+    """The 2x2 tables ``[[a, b], [c, d]]`` of a vectorised Fisher test, sorted into those with a
+    p-value fixed by their shape and those left to compute (both one- and two-sided tests).
+
+    Args:
+        a, b, c, d: integer counts, broadcast to one shape.
+
+    Returns:
+        ``(out, idx, (A, B, C, D), shape)``: ``out`` the flat float64 p-values, NaN for a table
+        with a negative cell (scipy raises ``ValueError``) and 1.0 for a table with a zero row
+        or column sum (as scipy); ``idx`` the flat positions still to compute; ``A..D`` their
+        counts as float64; ``shape`` the broadcast shape to give the result back.
+    """
+    a, b, c, d = np.broadcast_arrays(*(np.asarray(v, dtype=np.int64) for v in (a, b, c, d)))
+    shape = a.shape
+    a, b, c, d = (v.ravel() for v in (a, b, c, d))
+    out = np.full(a.shape, np.nan, dtype=np.float64)
+    valid = (a >= 0) & (b >= 0) & (c >= 0) & (d >= 0)
+    degenerate = valid & (((a + b) == 0) | ((c + d) == 0) | ((a + c) == 0) | ((b + d) == 0))
+    out[degenerate] = 1.0
+    idx = np.nonzero(valid & ~degenerate)[0]
+    return out, idx, tuple(v[idx].astype(np.float64) for v in (a, b, c, d)), shape
+
+
 def fisher_greater_pvalues(a, b, c, d) -> np.ndarray:
     """One-sided ("greater") Fisher's exact p-values of tables ``[[a, b], [c, d]]``, elementwise.
 
@@ -179,17 +203,9 @@ def fisher_greater_pvalues(a, b, c, d) -> np.ndarray:
     Returns:
         float64 array of p-values, same shape.
     """
-    a, b, c, d = np.broadcast_arrays(*(np.asarray(v, dtype=np.int64) for v in (a, b, c, d)))
-    shape = a.shape
-    a, b, c, d = (v.ravel() for v in (a, b, c, d))
-    out = np.full(a.shape, np.nan, dtype=np.float64)
-    valid = (a >= 0) & (b >= 0) & (c >= 0) & (d >= 0)
-    degenerate = valid & (((a + b) == 0) | ((c + d) == 0) | ((a + c) == 0) | ((b + d) == 0))
-    out[degenerate] = 1.0
-    idx = np.nonzero(valid & ~degenerate)[0]
+    out, idx, (A, B, C, D), shape = tables_to_test(a, b, c, d)
     if idx.size == 0:
         return out.reshape(shape)
-    A, B, C, D = (v[idx].astype(np.float64) for v in (a, b, c, d))
     K, n, N = A + B, A + C, A + B + C + D
     lo, hi = np.maximum(0.0, n + K - N), np.minimum(K, n)
     res = np.empty(idx.size)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analytics.fisher import hypergeom_logpmf
+from analytics.fisher import hypergeom_logpmf, tables_to_test
 
 __all__ = ["fisher_two_sided_pvalues"]
 
@@ -77,17 +77,9 @@ def fisher_two_sided_pvalues(a, b, c, d) -> np.ndarray:
         float64 array of p-values in [0, 1], same shape: 1.0 when a row or column sum is zero
         (as scipy); NaN for a table with a negative cell (scipy raises ``ValueError``).
     """
-    a, b, c, d = np.broadcast_arrays(*(np.asarray(v, dtype=np.int64) for v in (a, b, c, d)))
-    shape = a.shape
-    a, b, c, d = (v.ravel() for v in (a, b, c, d))
-    out = np.full(a.shape, np.nan, dtype=np.float64)
-    valid = (a >= 0) & (b >= 0) & (c >= 0) & (d >= 0)
-    degenerate = valid & (((a + b) == 0) | ((c + d) == 0) | ((a + c) == 0) | ((b + d) == 0))
-    out[degenerate] = 1.0
-    idx = np.nonzero(valid & ~degenerate)[0]
+    out, idx, (A, B, C, D), shape = tables_to_test(a, b, c, d)
     if idx.size == 0:
         return out.reshape(shape)
-    A, B, C, D = (v[idx].astype(np.float64) for v in (a, b, c, d))
     size = np.minimum(A + B, A + C) - np.maximum(0.0, (A + C) + (A + B) - (A + B + C + D)) + 1
     res = np.empty(idx.size)
     # chunks of tables whose supports add up to at most _CHUNK_POINTS (one huge table = one chunk)
