@@ -745,9 +745,9 @@ def vectorised_peer(home: Path, with_i2t: bool):
     t2t = t2t[t2t["audit_id"] == AUDIT_ID]
     t2t = t2t.sort_values("generated_at", kind="stable").drop_duplicates(["setting", "descriptor", "letter", "run"], keep="last")
     # the paper's documents (METHOD.md 3a): a probe row in one run x its letters; a description
-    t2t_docs = t2t.groupby("setting").agg(docs=("run", "size"), letters=("letter", "nunique"))
-    t2t_docs["docs"] = t2t.drop_duplicates(["setting", "descriptor", "descriptor_row", "run"]).groupby("setting").size()
-    n_paper = {("t2t", st): int(r.docs * r.letters) for st, r in t2t_docs.iterrows()}
+    docs = t2t.drop_duplicates(["setting", "descriptor", "descriptor_row", "run"]).groupby("setting").size()
+    letters = t2t.groupby("setting")["letter"].nunique()
+    n_paper = {("t2t", st): int(docs[st] * letters[st]) for st in docs.index}
     t2t = t2t[(t2t["parse_status"] == "ok") & t2t["word"].notna()]
     w = t2t["word"].str.strip().str.lower()
     doc_ids = t2t["descriptor"] + "|" + t2t["descriptor_row"].astype(str) + "|" + t2t["run"].astype(str)
