@@ -362,7 +362,6 @@ def generate_shared_prefix(
                     position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1,
                 )
                 logits = out.logits[:, -1, :].to(dtype=torch.float32)
-            rows = list(gens)
         if on_batch:
-            on_batch(len(rows))
+            on_batch(len(gens))  # the batch's rows (requests)
     return results  # type: ignore[return-value]
