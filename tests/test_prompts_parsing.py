@@ -86,7 +86,11 @@ def test_render_rejects_bad_input(bad):
         ("[booze]", "b", "verb", "booze", "not_ing"),
         ("[b4ll]", "b", "singular", None, "no_word"),
         ("[well-known]", "w", "adjective", "well-known", "ok"),
-        ("\x00\x01\x02", "b", "singular", None, "no_brackets"),
+        ("\x00\x01\x02", "b", "singular", None, "empty"),  # control bytes only: nothing was answered
+        ("[Fiancé]", "f", "singular", "fiancé", "ok"),
+        ("[fiancÃ©]", "f", "singular", "fiancé", "ok"),
+        ("[fianc\u00e9e]", "f", "singular", "fiancée", "ok"),
+        ("[\u0430lcoholic]", "a", "singular", None, "no_word"),  # Cyrillic a is not a Latin letter
     ],
 )
 def test_parse_chat(raw, letter, setting, word, status):
@@ -102,7 +106,14 @@ def test_parse_chat(raw, letter, setting, word, status):
         ("izzy,", "d", "adjective", True, "dizzy", "ok"),
         ("ooz", "b", "singular", False, None, "truncated"),
         ("ooz", "b", "singular", True, "booz", "ok"),
-        (" compulsive", "a", "singular", True, None, "no_word"),
+        (" compulsive", "a", "singular", True, None, "new_word"),
+        # real outputs of the default audit: the accented word read whole, its mojibake repaired,
+        # and a new word after the prefilled letter not glued to it ("an i" + "Beam product")
+        ("iancé who", "f", "singular", True, "fiancé", "ok"),
+        ("iancÃ©", "f", "singular", True, "fiancé", "ok"),
+        ("iance\u0301e", "f", "singular", True, "fiancée", "ok"),  # combining accent -> NFC
+        ("Beam product", "i", "singular", True, None, "new_word"),
+        ("\u00e9b\u00e9", "b", "singular", True, "bébé", "ok"),
         (".", "i", "singular", True, None, "no_word"),
         ("", "b", "singular", True, None, "empty"),
         ("umbling around", "b", "verb", True, "bumbling", "ok"),

@@ -5,6 +5,12 @@ it contributes and why not. Rules follow METHOD.md section 2: in the chat style 
 the text inside the first ``[...]``, lower-cased; in the completion style the word is the
 prefilled letter plus the letters the model continued with.
 
+Before parsing, the raw text is repaired and normalised (:func:`normalise_output`): mojibake
+(UTF-8 read as Latin-1, ``fiancÃ©``) is undone with ``ftfy`` and the text is put in Unicode NFC,
+so an accented word (``fiancé``) is read whole instead of being cut at its first non-ASCII letter
+(``fianc``, which then counted as a word of its own). Words may contain any Latin-script letter;
+other scripts (a Cyrillic ``а`` that looks like ``a``) are not words.
+
 Parse statuses (also the accepted values of ``stg_t2t_completions.parse_status``):
 
 ============= ===============================================================
@@ -16,6 +22,9 @@ multi_word    chat style: more than one word inside the brackets
 wrong_letter  the word does not start with the requested letter
 not_ing       verb setting: the word does not end in -ing
 truncated     completion style: generation stopped inside the word (max tokens)
+new_word      completion style: the model did not continue the prefilled letter but started a
+              new word (a space or a capital letter right after it: "an i" + "Beam product" is
+              not the word "ibeam")
 error         the backend raised for this prompt (message kept in raw_output)
 ============= ===============================================================
 """
@@ -23,7 +32,10 @@ error         the backend raised for this prompt (message kept in raw_output)
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
+
+import ftfy
 
 PARSE_STATUSES: tuple[str, ...] = (
     "ok",
@@ -34,12 +46,16 @@ PARSE_STATUSES: tuple[str, ...] = (
     "wrong_letter",
     "not_ing",
     "truncated",
+    "new_word",
     "error",
 )
 
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
-_WORD = re.compile(r"^[a-z]+(?:['-][a-z]+)*$")
-_CONTINUATION = re.compile(r"^[A-Za-z]+(?:['-][A-Za-z]+)*")
+# Latin-script letters after NFC: ASCII, Latin-1 Supplement (without the signs x and /),
+# Latin Extended-A/B and Latin Extended Additional; other scripts are not English words.
+_LATIN = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff"
+_WORD = re.compile(rf"^[{_LATIN}]+(?:['-][{_LATIN}]+)*$")
+_CONTINUATION = re.compile(rf"^[{_LATIN}]+(?:['-][{_LATIN}]+)*")
 _MAX_WORD_LEN = 40
 
 
@@ -49,6 +65,19 @@ class ParsedAnswer:
 
     word: str | None
     status: str
+
+
+def normalise_output(raw: str | None) -> str:
+    """Repair and normalise one raw model output before it is parsed.
+
+    ``ftfy.fix_text`` undoes mojibake (``"iancÃ©"`` -> ``"iancé"``) and other encoding
+    accidents, then the text is put in Unicode NFC so that an accented letter is one code point
+    (``"e" + U+0301`` -> ``"é"``). ``None`` -> ``""``. The raw output itself is stored unchanged;
+    only the parsed word depends on this.
+    """
+    if not raw:
+        return ""
+    return unicodedata.normalize("NFC", ftfy.fix_text(raw))
 
 
 def _check_word(word: str, letter: str, setting: str) -> ParsedAnswer:
@@ -70,7 +99,7 @@ def parse_chat_answer(raw: str | None, letter: str, setting: str) -> ParsedAnswe
         letter: requested first letter (a-z).
         setting: T2T setting (``verb`` additionally requires -ing).
     """
-    text = (raw or "").strip()
+    text = normalise_output(raw).strip()
     if not text:
         return ParsedAnswer(None, "empty")
     match = _BRACKET.search(text)
@@ -96,9 +125,11 @@ def parse_completion_answer(
     """Parse a completion-style continuation of a prompt that ends in the prefilled letter.
 
     The word is ``letter`` + the leading letters of ``raw``: ``"rawler, and he"`` after
-    ``b`` -> ``brawler``/ok. A continuation that starts with a space or punctuation leaves
-    the bare letter -> no_word. If the backend stopped at its token limit while still inside
-    the word (``finished=False`` and no word boundary seen) -> truncated.
+    ``b`` -> ``brawler``/ok; ``"iancé who"`` (or its mojibake ``"iancÃ©"``) after ``f`` ->
+    ``fiancé``/ok. A continuation that starts with a space or a capital letter starts a new
+    word instead of continuing the letter (``"Beam product"`` after ``i``) -> new_word; one that
+    starts with punctuation leaves the bare letter -> no_word. If the backend stopped at its token
+    limit while still inside the word (``finished=False`` and no word boundary seen) -> truncated.
 
     Args:
         raw: the continuation text (``None`` is treated as empty).
@@ -106,9 +137,11 @@ def parse_completion_answer(
         setting: T2T setting (``verb`` additionally requires -ing).
         finished: ``False`` when generation stopped at max tokens rather than at a boundary.
     """
-    text = raw or ""
+    text = normalise_output(raw)
     if not text.strip():
         return ParsedAnswer(None, "empty")
+    if text[0].isspace() or text[0].isupper():
+        return ParsedAnswer(None, "new_word")
     match = _CONTINUATION.match(text)
     if match is None:
         return ParsedAnswer(None, "no_word")
