@@ -3,7 +3,10 @@
 The warehouse is opened with DuckDB's ``read_only=True`` and every statement is checked
 before it runs: only reading statements (SELECT / WITH / SHOW / DESCRIBE / EXPLAIN / SUMMARIZE
 and read-only PRAGMAs) are accepted, so ``insert``, ``drop``, ``attach``, ``copy``, ``set``
-and friends are refused with a clear message. While dbt holds DuckDB's writer lock the
+and friends are refused with a clear message. A statement's first keyword is not enough (DuckDB
+accepts ``with x as (copy (select ...) to 'file') select * from x``, a SELECT that writes a
+file): each reading statement's whole parse tree (DuckDB's own ``json_serialize_sql``) is walked
+and every query node in it must be on an allow-list of reading nodes. While dbt holds DuckDB's writer lock the
 connection is retried briefly, then :class:`WarehouseBusyError` says so.
 """
 
@@ -30,6 +33,9 @@ _READ_TYPES = {"SELECT", "EXPLAIN"}
 # writes f.csv): an EXPLAIN is accepted only when what it explains is itself a SELECT.
 _EXPLAIN_PREFIX = re.compile(r"^\s*explain\s*(\([^)]*\))?\s*(analy[sz]e\b)?", re.I)
 _READ_PRAGMAS = ("show", "table_info", "database_size", "show_tables", "storage_info")
+#: Query nodes that only read. Anything else in a statement's parse tree (COPY_QUERY_NODE: a
+#: COPY ... TO nested in a CTE, a subquery, DESCRIBE / SUMMARIZE or EXPLAIN) is refused.
+_READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
 
 
 class QueryRefusedError(DoraError, ValueError):
@@ -50,6 +56,37 @@ class QueryResult:
 
     columns: list[str]
     rows: list[tuple]
+
+
+def _query_nodes(tree) -> set[str]:
+    """Every query-node type (``"..._NODE"``) in a ``json_serialize_sql`` tree."""
+    found, todo = set(), [tree]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            kind = item.get("type")
+            if isinstance(kind, str) and kind.endswith("_NODE"):
+                found.add(kind)
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return found
+
+
+def _writing_nodes(select_sql: str) -> str | None:
+    """Why a SELECT statement is not a pure read (a node outside :data:`_READ_NODES`, or a tree
+    DuckDB cannot serialise), or ``None`` when every node of its parse tree only reads."""
+    con = duckdb.connect(":memory:")
+    try:
+        tree = json.loads(con.execute("select json_serialize_sql(?)", [select_sql]).fetchone()[0])
+    finally:
+        con.close()
+    if tree.get("error"):
+        return f"its parse tree cannot be checked ({tree.get('error_message', 'unknown error')})"
+    others = sorted(_query_nodes(tree) - _READ_NODES)
+    if others:
+        return "it contains " + ", ".join(n.removesuffix("_NODE").replace("_QUERY", "") for n in others)
+    return None
 
 
 def check_read_only(sql: str) -> list[str]:
@@ -73,12 +110,22 @@ def check_read_only(sql: str) -> list[str]:
         kind = st.type.name
         text = st.query.strip()
         if kind == "EXPLAIN":
-            inner = [s.type.name for s in duckdb.extract_statements(_EXPLAIN_PREFIX.sub("", text, count=1))]
+            explained = _EXPLAIN_PREFIX.sub("", text, count=1)
+            inner = [s.type.name for s in duckdb.extract_statements(explained)]
             if inner and set(inner) == {"SELECT"}:
-                continue
+                why = _writing_nodes(explained)
+                if why is None:
+                    continue
+                raise QueryRefusedError(f"dora query is read-only: refusing an EXPLAIN whose query writes: {why} ({text[:60]!r})")
             kind = f"EXPLAIN of a {inner[0] if inner else 'non-SELECT'}"
         elif kind in _READ_TYPES:
-            continue
+            why = _writing_nodes(text)
+            if why is None:
+                continue
+            raise QueryRefusedError(
+                f"dora query is read-only: refusing a SELECT that writes: {why} ({text[:60]!r}); "
+                "COPY ... TO is not allowed anywhere in a query, nested or not"
+            )
         if kind == "PRAGMA" and text.lower().removeprefix("pragma").strip().startswith(_READ_PRAGMAS):
             continue
         raise QueryRefusedError(

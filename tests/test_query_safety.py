@@ -73,11 +73,55 @@ def test_dora_query_refuses_statements_that_write(small_warehouse, capsys, sql, 
     assert sorted(p.name for p in home.iterdir() if p.name != "dagster") == [b for b in before if b != "dagster"]
 
 
+# A COPY ... TO nested inside a reading statement: DuckDB parses each of these as a SELECT (or an
+# EXPLAIN of one), so refusing by statement type alone let them write, including over a landed
+# shard in the landing zone (the one folder a read-only connection may read).
+NESTED_WRITES = [
+    ("cte", "with x as (copy (select 1 as a) to '{target}') select * from x"),
+    ("scalar_subquery", "select (with x as (copy (select 1 as a) to '{target}') select * from x)"),
+    ("cte_in_cte", "with y as (with x as (copy (select 1 as a) to '{target}') select * from x) select * from y"),
+    ("union", "select 1 union all (with x as (copy (select 1 as a) to '{target}') select * from x)"),
+    ("explain", "explain with x as (copy (select 1 as a) to '{target}') select * from x"),
+    ("explain_analyze", "explain analyze with x as (copy (select 1 as a) to '{target}') select * from x"),
+    ("summarize", "summarize (with x as (copy (select 1 as a) to '{target}') select * from x)"),
+    ("describe", "describe (with x as (copy (select 1 as a) to '{target}') select * from x)"),
+]
+
+
+@pytest.mark.parametrize("name,sql", NESTED_WRITES, ids=[n for n, _ in NESTED_WRITES])
+@pytest.mark.parametrize("where", ["new_file", "landed_shard"])
+def test_dora_query_refuses_a_write_nested_in_a_read(small_warehouse, capsys, name, sql, where):
+    from orchestration.cli import main
+
+    home = small_warehouse
+    shard_dir = home / "landing" / "t2t_completions"
+    shard_dir.mkdir(parents=True)
+    shard = shard_dir / "a1-0001.parquet"
+    with duckdb.connect() as con:  # a real landed shard: 3 rows
+        con.execute(f"copy (select range as i from range(3)) to '{shard}' (format parquet)")
+    before = shard.read_bytes()
+    target = shard if where == "landed_shard" else shard_dir / "forged.parquet"
+    code = main(["query", sql.format(target=target)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "read-only" in err and "COPY" in err
+    assert shard.read_bytes() == before  # the landed shard is untouched
+    assert sorted(p.name for p in shard_dir.iterdir()) == ["a1-0001.parquet"]  # nothing forged beside it
+    assert _warehouse(home, "select count(*) from fct_associations") == [(1,)]
+
+
 def test_dora_query_reads(small_warehouse, capsys):
     from orchestration.cli import main
 
     assert main(["query", "select descriptor, word, tf from fct_associations", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"descriptor": "child", "word": "brave", "tf": 3}]
+    # reads of every shape still run: CTEs, recursion, set operations, subqueries, DESCRIBE, SUMMARIZE
+    for sql in ("with r as (select 1 as n) select * from r", "select * from fct_associations union all select 'a', 'b', 2",
+                "with recursive r as (select 1 n union all select n + 1 from r where n < 3) select count(*) from r",
+                "select (select max(tf) from fct_associations)", "describe fct_associations", "summarize fct_associations",
+                "explain select * from fct_associations"):
+        assert main(["query", sql]) == 0, sql
+    capsys.readouterr()
 
 
 _WRITER = """
