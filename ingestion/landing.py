@@ -426,6 +426,20 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
     # --- end VLStereoSet ---------------------------------------------------------------------
+    # Rows of a user's input file that a family's loader could not read (ingestion/quarantine.py):
+    # the good rows are audited, each bad one lands here with its file, line and reason.
+    "input_quarantine": pa.schema(
+        [
+            ("family", pa.string()),  # the probe family that read the file
+            ("dataset_id", pa.string()),  # the input's id (e.g. vls-<sha256 prefix>)
+            ("source_file", pa.string()),
+            ("source_line", pa.int64()),  # 1-based line where the row starts
+            ("source_row", pa.int64()),  # 1-based data row (header excluded)
+            ("reason", pa.string()),
+            ("raw_text", pa.string()),  # the row as read (undecodable bytes as \xNN), cut to 2,000 chars
+            ("landed_at", pa.timestamp("us", tz="UTC")),
+        ]
+    ),
 }
 
 _SAFE = re.compile(r"[^A-Za-z0-9._=-]+")

@@ -56,11 +56,45 @@ def test_synthetic_file_is_in_the_released_format():
         ("gender,sister,My sister is BLANK.,a,b,c", "6 fields, expected 8"),
     ],
 )
-def test_a_malformed_row_names_file_row_line_and_field(tmp_path, row, expected):
-    path = write_csv(tmp_path, GOOD, row)
-    with pytest.raises(VLStereoSetFormatError) as err:
-        load_vlstereoset_csv(path)
-    assert str(path) in str(err.value) and "row 2 (line 3)" in str(err.value) and expected in str(err.value)
+def test_a_malformed_row_is_quarantined_with_its_row_line_and_field(tmp_path, row, expected):
+    path = write_csv(tmp_path, GOOD, row, GOOD)
+    ds = load_vlstereoset_csv(path)
+    assert [it.source_line for it in ds.items] == [2, 4]  # the good rows around it are audited
+    [q] = ds.quarantined
+    assert (q.source_file, q.row, q.line) == ("vls.csv", 2, 3) and expected in q.reason
+    # a file whose only row is bad yields no good row: one error naming the line and the reason
+    with pytest.raises(VLStereoSetFormatError, match=rf"{path}: none of its 1 data rows can be audited \(line 2: .*"):
+        load_vlstereoset_csv(write_csv(tmp_path, row))
+
+
+def test_a_messy_released_file_audits_every_good_row(tmp_path, dora_home):
+    """The released file's shape: a BOM (here two), an unnamed trailing column, one row with a
+    stray value in it (ignored with a warning, as in the released file's row 979), plus a short
+    row, a Latin-1 byte and a huge field (each quarantined with its line and reason)."""
+    from ingestion.landing import read_landing
+    from models_inference.probes.vlstereoset.probe import land_items
+
+    stray = GOOD[:-1] + ",stray"
+    short = "gender,sister,My sister is BLANK.,a,b,c"
+    huge = "gender,sister,My sister is BLANK.," + "x" * 200_000 + ",b,c,0,https://x.example/1.jpg,"
+    path = tmp_path / "vls.csv"
+    path.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbf" + "\r\n".join([HEADER, GOOD, stray, short, GOOD]).encode()
+                     + b"\r\ngender,s\xe9ur,x,a,b,c,0,https://x.example/1.jpg,\r\n" + huge.encode() + b"\r\n" + GOOD.encode())
+    ds = load_vlstereoset_csv(path)
+    assert [it.source_line for it in ds.items] == [2, 3, 5, 8]
+    assert ds.warnings == ("vls.csv: values in the unnamed trailing column ignored on 1 row(s), line(s) 3",)
+    assert [(q.line, q.row) for q in ds.quarantined] == [(4, 3), (6, 5), (7, 6)]
+    short_q, latin_q, huge_q = ds.quarantined
+    assert short_q.reason.startswith("6 fields, expected 8") and short_q.raw == short
+    assert latin_q.reason.startswith("not UTF-8 text: byte 0xe9") and "s\\xe9ur" in latin_q.raw
+    assert "byte offset" in latin_q.reason
+    assert huge_q.reason == "field stereotype: 200,000 characters, more than 10,000 (a broken row?)"
+    assert len(huge_q.raw) < 2100
+    land_items(ds, {})
+    land_items(ds, {})  # the same file again: nothing lands twice
+    landed = read_landing("input_quarantine").to_pylist()
+    assert sorted((r["family"], r["source_line"], r["dataset_id"]) for r in landed) == [
+        ("vlstereoset", 4, ds.dataset_id), ("vlstereoset", 6, ds.dataset_id), ("vlstereoset", 7, ds.dataset_id)]
 
 
 def test_header_encoding_and_empty_file_errors(tmp_path):
@@ -68,7 +102,8 @@ def test_header_encoding_and_empty_file_errors(tmp_path):
         load_vlstereoset_csv(write_csv(tmp_path, GOOD, header=HEADER.replace("Imaeg", "Image")))
     bad = tmp_path / "latin1.csv"
     bad.write_bytes(HEADER.encode() + b"\r\ngender,s\xe9ur,x,a,b,c,0,https://x.example/1.jpg,\r\n")
-    with pytest.raises(VLStereoSetFormatError, match="not UTF-8"):
+    offset = bad.read_bytes().index(b"\xe9")
+    with pytest.raises(VLStereoSetFormatError, match=f"line 2: not UTF-8 text: byte 0xe9; the file's first one is at byte offset {offset}"):
         load_vlstereoset_csv(bad)
     with pytest.raises(VLStereoSetFormatError, match="no data row"):
         load_vlstereoset_csv(write_csv(tmp_path, header=HEADER))

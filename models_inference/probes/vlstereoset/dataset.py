@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
+from ingestion.quarantine import QuarantinedRow, shown
 from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
 from models_inference.image_store import StoredImage, store_png
 
@@ -89,12 +90,16 @@ class VLStereoSetItem:
 
 @dataclass(frozen=True)
 class VLStereoSetDataset:
-    """A validated VLStereoSet file: ``dataset_id`` = ``vls-`` + first 12 hex of the file's sha256."""
+    """A VLStereoSet file read row by row: ``dataset_id`` = ``vls-`` + first 12 hex of the file's
+    sha256; ``items`` are its good rows, ``quarantined`` the rows set aside (with line and reason),
+    ``warnings`` what was read but ignored (values in unnamed trailing columns)."""
 
     dataset_id: str
     path: Path
     items: tuple[VLStereoSetItem, ...]
     is_synthetic: bool
+    quarantined: tuple[QuarantinedRow, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def _fill(context: str, value: str) -> tuple[str, str]:
@@ -103,66 +108,128 @@ def _fill(context: str, value: str) -> tuple[str, str]:
     return re.sub(r"BLANK", value, context, count=1), "filled_blank"
 
 
+#: Longest field accepted, in characters (captions and contexts are one sentence; a longer field
+#: is a broken row, e.g. an unclosed quote that swallowed the rest of the file).
+MAX_FIELD_CHARS = 10_000
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
+
+def _not_utf8(fields: list[str], raw: bytes) -> str | None:
+    """Why a row is not UTF-8 (the first bad byte and its offset in the file), or ``None``."""
+    for text in fields:
+        bad = _UNDECODABLE.search(text)
+        if bad:
+            byte = ord(bad.group()) - 0xDC00
+            try:
+                raw.decode("utf-8-sig")
+            except UnicodeDecodeError as exc:
+                first = f"; the file's first one is at byte offset {exc.start}"
+            else:  # pragma: no cover - a surrogate escape implies a decode error
+                first = ""
+            return f"not UTF-8 text: byte 0x{byte:02x}{first} (save the file as UTF-8)"
+    return None
+
+
+def _row_problem(rec: dict[str, str]) -> str | None:
+    """Why a row of the released format cannot be audited (field and value), or ``None``."""
+    category = rec["bias_type"].lower()
+    if category not in CATEGORIES:
+        return f"field bias_type: unknown bias type {rec['bias_type']!r}; expected one of {CATEGORIES}"
+    for name in ("target", "context", *CAPTION_KINDS):
+        if not rec[name]:
+            return f"field {name}: missing {'caption' if name in CAPTION_KINDS else 'field'}"
+    if rec["label"] not in LABEL_TO_Y:
+        return f"field label: {rec['label']!r} is not 0 (stereotypical image) or 1 (anti-stereotypical)"
+    url = rec["Imaeg URL"]
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc or re.search(r"\s", url):
+        return f"field Imaeg URL: {url[:80]!r} is not an http(s) URL"
+    long = [name for name, value in rec.items() if len(value) > MAX_FIELD_CHARS]
+    if long:
+        return f"field {long[0]}: {len(rec[long[0]]):,} characters, more than {MAX_FIELD_CHARS:,} (a broken row?)"
+    return None
+
+
 def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
-    """Read and validate a VLStereoSet CSV in the released format.
+    """Read a VLStereoSet CSV in the released format, row by row.
+
+    Every row that fits the format becomes an item; every other row is quarantined with its
+    data row number, file line and reason (:class:`~ingestion.quarantine.QuarantinedRow`), so
+    one odd row never blocks the rest (the released file has one: a stray value in the unnamed
+    trailing column of row 979). Values in unnamed trailing columns are ignored with a warning
+    (``VLStereoSetDataset.warnings``).
 
     Args:
-        path: the CSV (UTF-8, with or without BOM; the trailing empty column is optional).
+        path: the CSV (UTF-8, with or without one or more BOMs; the trailing empty column is
+            optional).
 
     Returns:
-        A :class:`VLStereoSetDataset` with one :class:`VLStereoSetItem` per data row, in file
-        order, neutral captions derived (:func:`.neutralise.neutralise`).
+        A :class:`VLStereoSetDataset`: one :class:`VLStereoSetItem` per good data row, in file
+        order, neutral captions derived (:func:`.neutralise.neutralise`); the quarantined rows.
 
     Raises:
-        FileNotFoundError: no such file.
-        VLStereoSetFormatError: not UTF-8, wrong header, or a row with a wrong number of
-            fields, an empty caption / target / context, an unknown bias type, a label other
-            than 0 / 1, or an image URL that is not http(s) with a host; the message names the
-            file, the data row, its line and the field. An empty file is an error too.
+        FileNotFoundError: no such file. IsADirectoryError: a folder.
+        VLStereoSetFormatError: an empty file, a header that is not the released one, or a file
+            with no good row (the message gives the count and the first rows' reasons; for a
+            file that is not UTF-8, the byte offset of its first bad byte).
     """
     path = Path(path)
     raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise VLStereoSetFormatError(f"{path}: not UTF-8 text ({exc})") from exc
+    text = raw.decode("utf-8", "surrogateescape").lstrip("\ufeff")  # one BOM or several
+    csv.field_size_limit(max(csv.field_size_limit(), 64 << 20))  # long fields are quarantined below, by name
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader)
     except StopIteration:
         raise VLStereoSetFormatError(f"{path}: empty file, expected the header {', '.join(CSV_COLUMNS)}") from None
-    names = [h.strip() for h in header]
+    names = [h.strip().lstrip("\ufeff") for h in header]
+    unnamed = 0
     while names and names[-1] == "":
         names.pop()
+        unnamed += 1
     if tuple(names) != CSV_COLUMNS:
+        why = _not_utf8(header, raw)
         raise VLStereoSetFormatError(
             f"{path}, line 1: header {names} is not the released VLStereoSet header {list(CSV_COLUMNS)} "
-            "(\"Imaeg URL\" is spelled so in the released file)"
+            "(\"Imaeg URL\" is spelled so in the released file)" + (f"; {why}" if why else "")
         )
     items: list[VLStereoSetItem] = []
-    for row_no, fields in enumerate(reader, start=1):
-        line = reader.line_num
-        where = f"{path}, row {row_no} (line {line})"
+    quarantined: list[QuarantinedRow] = []
+    ignored: list[int] = []
+    row_no, line = 0, 1
+    while True:
+        start = reader.line_num + 1
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a NUL byte: the row cannot be split into fields
+            row_no += 1
+            quarantined.append(QuarantinedRow(path.name, start, row_no, f"not a CSV row: {exc}", ""))
+            continue
+        line = start
         if not any(f.strip() for f in fields):
             continue  # a blank line (e.g. at the end of the file)
-        while len(fields) > len(CSV_COLUMNS) and fields[-1].strip() == "":
-            fields = fields[:-1]
-        if len(fields) != len(CSV_COLUMNS):
-            raise VLStereoSetFormatError(f"{where}: {len(fields)} fields, expected {len(CSV_COLUMNS)} ({', '.join(CSV_COLUMNS)})")
+        row_no += 1
+        rowtext = shown(",".join(fields))
+        why = _not_utf8(fields, raw)
+        if why is None and len(fields) > len(CSV_COLUMNS):
+            extra = fields[len(CSV_COLUMNS):]
+            if len(extra) <= unnamed:  # values under the header's unnamed trailing columns: ignored
+                if any(f.strip() for f in extra):
+                    ignored.append(line)
+                fields = fields[: len(CSV_COLUMNS)]
+            else:
+                while len(fields) > len(CSV_COLUMNS) and fields[-1].strip() == "":
+                    fields = fields[:-1]
+        if why is None and len(fields) != len(CSV_COLUMNS):
+            why = f"{len(fields)} fields, expected {len(CSV_COLUMNS)} ({', '.join(CSV_COLUMNS)})"
         rec = dict(zip(CSV_COLUMNS, (f.strip() for f in fields)))
+        why = why or _row_problem(rec)
+        if why:
+            quarantined.append(QuarantinedRow(path.name, line, row_no, why, rowtext))
+            continue
         category = rec["bias_type"].lower()
-        if category not in CATEGORIES:
-            raise VLStereoSetFormatError(f"{where}, field bias_type: unknown bias type {rec['bias_type']!r}; expected one of {CATEGORIES}")
-        for name in ("target", "context", *CAPTION_KINDS):
-            if not rec[name]:
-                what = "caption" if name in CAPTION_KINDS else "field"
-                raise VLStereoSetFormatError(f"{where}, field {name}: missing {what}")
-        if rec["label"] not in LABEL_TO_Y:
-            raise VLStereoSetFormatError(f"{where}, field label: {rec['label']!r} is not 0 (stereotypical image) or 1 (anti-stereotypical)")
-        url = rec["Imaeg URL"]
-        parsed = urlparse(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc or re.search(r"\s", url):
-            raise VLStereoSetFormatError(f"{where}, field Imaeg URL: {url!r} is not an http(s) URL")
         captions, sources = {}, set()
         for kind in CAPTION_KINDS:
             captions[kind], src = _fill(rec["context"], rec[kind])
@@ -172,16 +239,23 @@ def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
             VLStereoSetItem(
                 item_id=f"r{row_no:05d}", source_row=row_no, source_line=line, category=category, target=rec["target"],
                 context=rec["context"], captions=captions, caption_source="filled_blank" if "filled_blank" in sources else "as_given",
-                label=int(rec["label"]), y=LABEL_TO_Y[rec["label"]], image_url=url,
+                label=int(rec["label"]), y=LABEL_TO_Y[rec["label"]], image_url=rec["Imaeg URL"],
                 neutral_stereotype=neutral.stereotype, neutral_anti_stereotype=neutral.anti_stereotype,
                 neutral_rule=neutral.rule, neutral_status=neutral.status,
             )
         )
     if not items:
-        raise VLStereoSetFormatError(f"{path}: no data row after the header")
+        if not quarantined:
+            raise VLStereoSetFormatError(f"{path}: no data row after the header")
+        first = "; ".join(f"line {q.line}: {q.reason}" for q in quarantined[:3])
+        raise VLStereoSetFormatError(f"{path}: none of its {len(quarantined)} data rows can be audited ({first})")
+    warnings = ()
+    if ignored:
+        lines = ", ".join(map(str, ignored[:10])) + (" ..." if len(ignored) > 10 else "")
+        warnings = (f"{path.name}: values in the unnamed trailing column ignored on {len(ignored)} row(s), line(s) {lines}",)
     digest = hashlib.sha256(raw).hexdigest()
     synthetic = path.resolve() == synthetic_csv_path().resolve()
-    return VLStereoSetDataset(f"vls-{digest[:12]}", path, tuple(items), synthetic)
+    return VLStereoSetDataset(f"vls-{digest[:12]}", path, tuple(items), synthetic, tuple(quarantined), warnings)
 
 
 # ----------------------------------------------------------------------------- images

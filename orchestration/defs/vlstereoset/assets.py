@@ -80,10 +80,14 @@ def vlstereoset_probe(context: dg.AssetExecutionContext, config: VLStereoSetConf
     images = resolve_images(dataset.items, config.images, download=config.download_images,
                             fetch=any(n in IMAGE_SCORERS for n in names))
     n_items, new = land_items(dataset, images)
+    for warning in dataset.warnings:
+        context.log.warning(warning)
+    for q in dataset.quarantined[:20]:
+        context.log.warning(f"{q.source_file}, line {q.line} (row {q.row}) quarantined: {q.reason}")
     statuses = Counter(o.status for o in images.values())
     yield dg.MaterializeResult(asset_key=ITEMS_KEY, metadata={
         "dataset_id": dataset.dataset_id, "csv": str(dataset.path), "is_synthetic": dataset.is_synthetic, "items": n_items,
-        "new_snapshot": new, **{f"images_{k}": v for k, v in sorted(statuses.items())},
+        "rows_quarantined": len(dataset.quarantined), "new_snapshot": new, **{f"images_{k}": v for k, v in sorted(statuses.items())},
     })
     items = landed_items(dataset.dataset_id)
     audits, rows = [], Counter()
