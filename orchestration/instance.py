@@ -130,10 +130,17 @@ def prepare_environment() -> Path:
 
     Returns:
         The dora home folder.
+
+    Raises:
+        ingestion.errors.DoraError: the home's path holds ``?`` (see :func:`ingestion.landing.warehouse_path`).
     """
-    from ingestion.landing import dora_home
+    from ingestion.landing import dora_home, warehouse_path
 
     home = dora_home()
+    # a home whose path holds '?' cannot keep the warehouse (DuckDB) nor Dagster's SQLite
+    # storage (SQLAlchemy reads '?' as a URL query: "no such table: event_logs"): one clear
+    # error here, before either is opened
+    warehouse_path()
     os.environ[DORA_HOME_ENV] = str(home)
     os.environ.setdefault(DAGSTER_HOME_ENV, str(home / "dagster"))
     os.environ.setdefault(DBT_TRACKING_ENV, "false")

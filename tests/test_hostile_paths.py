@@ -59,3 +59,17 @@ def test_question_mark_home_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("DORA_HOME", str(tmp_path / HOSTILE))
     with pytest.raises(DoraError, match=r"contains '\?': DuckDB cannot keep a database"):
         warehouse_path()
+
+
+@pytest.mark.parametrize("command", [["audit", "--probe", "modscan"], ["ui"], ["models", "list", "--no-resolve"], ["query", "select 1"]])
+def test_question_mark_home_is_one_line_before_dagster_opens_its_storage(tmp_path, monkeypatch, capsys, command):
+    """Dagster's SQLite storage under such a home failed with 'no such table: event_logs'."""
+    from orchestration.cli import main
+
+    home = tmp_path / HOSTILE
+    monkeypatch.setenv("DORA_HOME", str(home))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    assert main(command) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "contains '?'" in err[0] and "choose a folder without '?'" in err[0]
+    assert not (home / "dagster").exists()  # no storage was created
