@@ -149,7 +149,7 @@ def test_ui_signal_forwarding_leaves_no_process_of_the_group(tmp_path, child_ign
     started = time.monotonic()
     code = _run_forwarding_signals([sys.executable, str(script), str(pid_file)], grace=1.0, stop_wait=1.0)
     assert time.monotonic() - started < 20
-    assert code == (128 + signal.SIGKILL if child_ignores_term else 128 + signal.SIGTERM)
+    assert code == 0  # stopped by SIGTERM: a clean stop, whether or not the group had to be killed
     grandchild = int(pid_file.read_text())
     time.sleep(0.2)
     assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
@@ -163,7 +163,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_sigterm_to_dora_ui_stops_dagster_and_every_child(tmp_path):
+def test_ctrl_c_to_dora_ui_stops_dagster_and_every_child_within_5_s(tmp_path):
     home, port = tmp_path / "home", _free_port()
     log = open(tmp_path / "ui.log", "w")
     proc = subprocess.Popen(_dora("ui", "--port", str(port)), env=_env(home), stdout=log, stderr=subprocess.STDOUT)
@@ -179,9 +179,17 @@ def test_sigterm_to_dora_ui_stops_dagster_and_every_child(tmp_path):
         children = psutil.Process(proc.pid).children(recursive=True)
         names = " ".join(" ".join(c.cmdline()) for c in children)
         assert "dagster_webserver" in names and "dagster._daemon" in names, names
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=90) == 0  # dagster dev stops cleanly on SIGTERM
-        time.sleep(1)
+        log.flush()
+        start = (tmp_path / "ui.log").stat().st_size
+        stop_sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        assert proc.wait(timeout=30) == 130
+        assert time.monotonic() - stop_sent < 5
+        log.flush()
+        with open(tmp_path / "ui.log") as fh:
+            fh.seek(start)
+            assert "dora ui: stopped (Ctrl-C)" in fh.read()
+        time.sleep(0.5)
         alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
         assert alive == [], [c.cmdline() for c in alive]
     finally:

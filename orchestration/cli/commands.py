@@ -40,30 +40,32 @@ def cmd_ui(args) -> int:
     return _run_forwarding_signals(cmd)
 
 
-#: Seconds ``dora ui`` waits for ``dagster dev`` to stop after a forwarded signal before it
-#: SIGKILLs the process group (``dagster dev`` itself needs ~10 s to stop its services).
-UI_STOP_GRACE_SECONDS = 60.0
+#: Seconds ``dora ui`` gives ``dagster dev`` to stop after Ctrl-C / SIGTERM before it SIGKILLs the
+#: process group. ``dagster dev`` itself takes ~10 s to wind down its webserver, daemon and code
+#: servers; a user who pressed Ctrl-C wants the prompt back, and the instance's SQLite storage is
+#: transactional, so the group is cut short (every run state is in storage already).
+UI_STOP_GRACE_SECONDS = 2.0
 
 
-def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS, stop_wait: float = 5.0) -> int:
+def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS, stop_wait: float = 1.0) -> int:
     """Run ``cmd`` in its own process group; SIGTERM / SIGINT / SIGHUP to this process are
     forwarded to the whole group (``dagster dev`` and its webserver, daemon and code servers),
-    so stopping ``dora ui`` never orphans them (issue 17).
+    so stopping ``dora ui`` never orphans them.
 
     If the group has not stopped ``grace`` s after the first forwarded signal it is SIGKILLed;
     once ``cmd`` has exited, any process of its group still running is stopped too (SIGTERM,
-    then SIGKILL after ``stop_wait`` s).
+    then SIGKILL after ``stop_wait`` s). A stop prints one line.
 
     Returns:
-        ``cmd``'s exit code (``dagster dev`` exits 0 when stopped by Ctrl-C / SIGTERM), or
-        128 + N if it was killed by signal N.
+        130 when stopped by Ctrl-C (SIGINT), 0 when stopped by SIGTERM / SIGHUP, else ``cmd``'s
+        exit code (128 + N if it was killed by signal N).
     """
     import signal
     import subprocess
     import time
 
     child = subprocess.Popen(cmd, start_new_session=True)
-    stopping: list[float] = []
+    stopping: list[tuple[float, int]] = []
 
     def signal_group(signum: int) -> None:
         try:
@@ -72,24 +74,29 @@ def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS
             pass
 
     def forward(signum, _frame):
-        stopping.append(time.monotonic())
-        signal_group(signum)
+        stopping.append((time.monotonic(), signum))
+        signal_group(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         while True:
             try:
-                code = child.wait(timeout=0.5)
+                code = child.wait(timeout=0.1)
                 break
             except subprocess.TimeoutExpired:
-                if stopping and time.monotonic() - stopping[0] > grace:
+                if stopping and time.monotonic() - stopping[0][0] > grace:
                     signal_group(signal.SIGKILL)
             except KeyboardInterrupt:  # a handler race: forward and keep waiting
                 forward(signal.SIGINT, None)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    _stop_group(child.pid, stop_wait)
+    # asked to stop: what is left of the group goes now; else stragglers get SIGTERM, then SIGKILL
+    _stop_group(child.pid, 0.0 if stopping else stop_wait)
+    if stopping:
+        how = "Ctrl-C" if stopping[0][1] == signal.SIGINT else signal.Signals(stopping[0][1]).name
+        print(f"dora ui: stopped ({how}); the Dagster UI and its processes have exited", file=sys.stderr)
+        return 130 if stopping[0][1] == signal.SIGINT else 0
     return code if code >= 0 else 128 - code
 
 
