@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 import duckdb
 
-from ingestion.errors import DoraError
+from ingestion.errors import QueryRefusedError, WarehouseBusyError, WarehouseMissingError
 from ingestion.landing import check_warehouse, dbt_home, dora_home, select_sql, warehouse_path
 
 _READ_TYPES = {"SELECT", "EXPLAIN"}
@@ -30,18 +30,6 @@ _READ_TYPES = {"SELECT", "EXPLAIN"}
 # writes f.csv): an EXPLAIN is accepted only when what it explains is itself a SELECT.
 _EXPLAIN_PREFIX = re.compile(r"^\s*explain\s*(\([^)]*\))?\s*(analy[sz]e\b)?", re.I)
 _READ_PRAGMAS = ("show", "table_info", "database_size", "show_tables", "storage_info")
-
-
-class QueryRefusedError(DoraError, ValueError):
-    """The SQL would modify the warehouse or its connection; nothing was run."""
-
-
-class WarehouseBusyError(DoraError, RuntimeError):
-    """Another process holds the warehouse's write lock (an audit is building)."""
-
-
-class WarehouseMissingError(DoraError, FileNotFoundError):
-    """No warehouse yet: run ``dora audit`` first."""
 
 
 @dataclass(frozen=True)

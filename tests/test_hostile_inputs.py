@@ -353,7 +353,8 @@ def test_malformed_reply_lands_with_the_rest_of_the_chunk(dora_home, monkeypatch
 
 def test_completion_style_on_chat_only_server(dora_home, monkeypatch):
     from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
-    from models_inference.backends.text import CompletionsUnsupportedError, OpenAIChatBackend
+    from ingestion.errors import CompletionsUnsupportedError
+    from models_inference.backends.text import OpenAIChatBackend
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:

@@ -183,7 +183,7 @@ def test_repeats_are_all_kept_and_a_rerun_adds_only_missing_ones(dora_home, monk
 
 
 def test_key_handling(monkeypatch):
-    from models_inference.model_ref import ModelNotAvailableError
+    from ingestion.errors import ModelNotAvailableError
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ModelNotAvailableError, match="OPENAI_API_KEY"):

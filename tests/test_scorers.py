@@ -151,7 +151,7 @@ def test_transformers_toxicity_backend_on_a_tiny_model(tmp_path):
 
 
 def test_non_sentiment_model_and_missing_model_are_clear_errors(tmp_path):
-    from models_inference.model_ref import ModelNotAvailableError
+    from ingestion.errors import ModelNotAvailableError
 
     _tiny_classifier(tmp_path, ["sports", "politics"])
     with pytest.raises(ValueError, match="cannot map sentiment label"):

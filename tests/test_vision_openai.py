@@ -26,7 +26,7 @@ from models_inference.probes.biasdora.t2i import (
     run_t2i_probe,
     select_t2i_targets,
 )
-from models_inference.model_ref import ModelNotAvailableError
+from ingestion.errors import ModelNotAvailableError
 from tests.openai_server import OpenAIStubServer, tiny_png
 
 DBT_SELECTION = "+fct_associations +stg_t2i_images +stg_description_words"

@@ -23,7 +23,7 @@ from typing import Iterable, Mapping, Protocol, Sequence
 
 from ingestion.landing import read_landing, write_shard
 from ingestion.vocabulary import ASSOCIATION_KEY
-from models_inference.model_ref import ModelNotAvailableError
+from ingestion.errors import ModelNotAvailableError
 from models_inference.probes.biasdora.prompts import T2T_SETTING_SUFFIX, T2T_USER_PROMPT
 from models_inference.resumable import ResumableSummary
 from models_inference.scoring.cache import CachedScorer, ScoreCache

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Sequence
 
 from ingestion.vocabulary import DEFAULT_TOXICITY_SCORER
-from models_inference.model_ref import ModelNotAvailableError, file_sha256
+from ingestion.errors import ModelNotAvailableError
+from models_inference.model_ref import file_sha256
 from models_inference.scoring.common import TextScorer, TransformersClassifierScorer
 
 #: Landing table of toxicity scores.

@@ -29,7 +29,8 @@ from models_inference.backends.base import RenderedPrompt
 PromptStyle = Literal["chat", "completion"]
 
 # --- The paper's generation settings (BiasDora Section 4, Appendix A; METHOD.md sections 2 and 4),
-# --- stated once: the probes, the backends' defaults, the Dagster configs and the CLI read them here.
+# --- stated once: the probes pass them to the backends (whose own defaults are neutral), and the
+# --- Dagster configs and the CLI read them here.
 
 #: Sampling of every probe (T2T completions, I2T descriptions): temperature 0.7, top_p 0.95.
 PAPER_TEMPERATURE = 0.7
@@ -47,6 +48,16 @@ PAPER_DALLE_QUALITY = "standard"
 PAPER_DALLE_STYLES: tuple[str, ...] = ("vivid", "natural")
 #: Token budget of an I2T description.
 PAPER_I2T_MAX_NEW_TOKENS = 200
+#: The paper's LLaVA (BiasDora released code; METHOD.md 3a).
+PAPER_LLAVA_MODEL = "llava-hf/llava-v1.6-vicuna-7b-hf"
+#: The system prompt of the paper's LLaVA runs. ASSUMPTION (the released code's exact text is
+#: not in this repository's sources): LLaVA's own vicuna_v1 conversation system prompt.
+PAPER_LLAVA_SYSTEM_PROMPT = (
+    "A chat between a curious human and an artificial intelligence assistant. The assistant gives "
+    "helpful, detailed, and polite answers to the human's questions."
+)
+#: The paper's LLaVA input size (width, height).
+PAPER_LLAVA_IMAGE_SIZE = (448, 448)
 #: The LLM judge: temperature 0.7, at most 10 tokens (top_p unset, i.e. 1).
 PAPER_JUDGE_TEMPERATURE = 0.7
 PAPER_JUDGE_MAX_NEW_TOKENS = 10
