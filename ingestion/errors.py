@@ -24,6 +24,11 @@ class WarehouseCorruptError(DoraError):
     """``$DORA_HOME/warehouse.duckdb`` exists but is not a DuckDB database file."""
 
 
+class DagsterStorageError(DoraError):
+    """A file of the Dagster instance storage (``$DAGSTER_HOME/**/*.db``) is not a usable
+    SQLite database (truncated, overwritten, a disk error)."""
+
+
 class WarehouseBusyError(DoraError, RuntimeError):
     """Another process holds the warehouse's write lock (an audit is building)."""
 
@@ -96,6 +101,7 @@ __all__ = [
     "AuditIdentityError",
     "CircuitOpenError",
     "CompletionsUnsupportedError",
+    "DagsterStorageError",
     "DoraError",
     "ModelNotAvailableError",
     "QueryRefusedError",

@@ -370,7 +370,7 @@ JUDGE_CASES = [
 
 @pytest.mark.parametrize("name,script,reply,statuses", JUDGE_CASES, ids=[c[0] for c in JUDGE_CASES])
 def test_judge_api_bad_answers_and_errors_are_rating_rows(dora_home, monkeypatch, name, script, reply, statuses):
-    judge_mod = pytest.importorskip("models_inference.scoring.judge")
+    judge_mod = pytest.importorskip("models_inference.probes.biasdora.judge")
     from ingestion.landing import read_landing
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-dora-judge-key-never-stored")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from models_inference.scoring.judge import JudgeSampling, judge_rows
+from models_inference.probes.biasdora.judge import JudgeSampling, judge_rows
 from models_inference.probes.biasdora.prompts import (
     T2T_USER_PROMPT,
     judge_target,
@@ -59,7 +59,7 @@ def test_judge_sees_the_plural_wording():
 
 def test_judge_rows_and_scoring_selection_use_the_setting_wording():
     from models_inference.scoring.common import t2t_prefix_from_prompt
-    from models_inference.scoring.judge import JudgeAnswer
+    from models_inference.probes.biasdora.judge import JudgeAnswer
 
     class J:
         backend_name, model_id, model_version, answer_mode = "openai", "gpt-4o", "v", "free"
@@ -178,7 +178,7 @@ def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart
 
     from analytics.dbt_runner import run_dbt
     from ingestion.landing import SCHEMAS, landing_dir
-    from models_inference.scoring.judge import JudgeAnswer, run_judge
+    from models_inference.probes.biasdora.judge import JudgeAnswer, run_judge
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     for table in SCHEMAS:

@@ -308,14 +308,14 @@ JUDGE_CASES = [
 
 @pytest.mark.parametrize("name,raw,rating,status", JUDGE_CASES, ids=[c[0] for c in JUDGE_CASES])
 def test_junk_judge_answer(name, raw, rating, status):
-    from models_inference.scoring.ratings import parse_rating
+    from models_inference.probes.biasdora.ratings import parse_rating
 
     assert parse_rating(raw) == (rating, status) or (parse_rating(raw).rating, parse_rating(raw).status) == (rating, status)
 
 
 def test_judge_distribution_skips_the_echoed_scale(dora_home, monkeypatch):
     from models_inference.backends.text import OpenAIChatBackend
-    from models_inference.scoring.judge import Judge, JudgeRequest, JudgeSampling
+    from models_inference.probes.biasdora.judge import Judge, JudgeRequest, JudgeSampling
 
     def tok(t, alts):
         return {"token": t, "logprob": math.log(dict(alts).get(t, 0.2)), "bytes": list(t.encode()),

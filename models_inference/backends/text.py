@@ -7,7 +7,7 @@
   server) through the one client helper (:mod:`models_inference.backends.openai_api`).
 * :class:`DeferredTransformersBackend`: the embedded default, identified without loading it.
 
-Capabilities the LLM judge uses (:mod:`models_inference.scoring.judge`), on the same backends:
+Capabilities the LLM judge uses (:mod:`models_inference.probes.biasdora.judge`), on the same backends:
 
 * **log-probabilities of answer tokens**: a :class:`GenerationRequest` with ``choices``
   (e.g. ``("1", ..., "5")``) gets, in its :class:`GenerationResult`, ``choice_logprobs``: at

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from ingestion.vocabulary import I2T_BACKENDS, JUDGE_BACKENDS, PROMPT_STYLES, T2I_BACKENDS, T2T_BACKENDS
-from models_inference.scoring.judge import ANSWER_MODES
+from models_inference.probes.biasdora.judge import ANSWER_MODES
 from orchestration.defs.config import AuditConfig, DescriptionWordsConfig, VisionConfig
 from orchestration.defs.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
 
