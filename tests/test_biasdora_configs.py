@@ -58,8 +58,8 @@ def test_judge_sees_the_plural_wording():
 
 
 def test_judge_rows_and_scoring_selection_use_the_setting_wording():
-    from models_inference.scoring.common import t2t_prefix_from_prompt
     from models_inference.probes.biasdora.judge import JudgeAnswer
+    from models_inference.probes.biasdora.prompts import t2t_sentence_prefix
 
     class J:
         backend_name, model_id, model_version, answer_mode = "openai", "gpt-4o", "v", "free"
@@ -69,10 +69,8 @@ def test_judge_rows_and_scoring_selection_use_the_setting_wording():
     (row,) = judge_rows([assoc], [1], J(), [JudgeAnswer("3")])
     assert "Children:naive" in row["prompt"] and "child:naive" not in row["prompt"]
     assert row["answer_mode"] == "free"
-    # the prefix is recovered from a stored plural prompt, then worded for the judge
-    prompt = render_t2t_prompt("Children are", "plural", "n", "chat").as_text()
-    prefix = t2t_prefix_from_prompt(prompt, "chat", "plural", "n")
-    assert judge_target("child", "plural", prefix) == "Children"
+    # the prefix the T2T probe lands with a plural completion, worded for the judge
+    assert judge_target("child", "plural", t2t_sentence_prefix("Children are", "n")) == "Children"
 
 
 def test_judge_top_p_is_the_papers():
@@ -214,11 +212,11 @@ def test_score_pool_selects_and_is_recorded(tmp_path, monkeypatch):
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
         con.execute("""create table int_associations_to_score as select * from (values
-            ('a', 'm', 'v', 't2t', 'singular', 'child', 'happy', 'age', true, false, 'A child is h', 'completion'),
-            ('a', 'm', 'v', 't2t', 'plural', 'child', 'naive', 'age', false, true, 'Children are n', 'completion'),
-            ('a', 'm', 'v', 't2t', 'singular', 'child', 'tall', 'age', false, false, 'A child is t', 'completion')
+            ('a', 'm', 'v', 't2t', 'singular', 'child', 'happy', 'age', true, false, 'A child', 'A child is', 'A child is happy'),
+            ('a', 'm', 'v', 't2t', 'plural', 'child', 'naive', 'age', false, true, 'Children', 'Children are', 'Children are naive'),
+            ('a', 'm', 'v', 't2t', 'singular', 'child', 'tall', 'age', false, false, 'A child', 'A child is', 'A child is tall')
         ) as t(audit_id, model_id, model_version, modality, setting, descriptor, word, bias_dimension,
-               is_significant, is_paper_significant, prompt, prompt_style)""")
+               is_significant, is_paper_significant, subject, prefix, association_text)""")
     pick = lambda **kw: sorted((r["word"], r["score_pool"]) for r in associations_to_score(**kw))  # noqa: E731
     assert pick() == [("happy", "fisher")]
     assert pick(score_pool="paper") == [("naive", "paper")]
