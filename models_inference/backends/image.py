@@ -10,7 +10,8 @@
 
 The backends' defaults are neutral (the libraries' and the API's own, :data:`DEFAULT_SD_STEPS`
 aside); a family's paper settings (BiasDora's steps, VAE, size, quality, styles) are stated
-once next to its prompts (:mod:`models_inference.probes.biasdora.prompts`) and passed in. Model versions: :func:`models_inference.model_ref.model_version`.
+once next to its prompts (:mod:`models_inference.probes.biasdora.prompts`) and passed in.
+Model versions: :func:`models_inference.model_ref.model_version`.
 """
 
 from __future__ import annotations
