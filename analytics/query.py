@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 import duckdb
 
-from ingestion.errors import DoraError
+from ingestion.errors import QueryRefusedError, WarehouseBusyError, WarehouseMissingError
 from ingestion.landing import check_warehouse, dbt_home, dora_home, select_sql, warehouse_path
 
 _READ_TYPES = {"SELECT", "EXPLAIN"}
@@ -36,18 +36,6 @@ _READ_PRAGMAS = ("show", "table_info", "database_size", "show_tables", "storage_
 #: Query nodes that only read. Anything else in a statement's parse tree (COPY_QUERY_NODE: a
 #: COPY ... TO nested in a CTE, a subquery, DESCRIBE / SUMMARIZE or EXPLAIN) is refused.
 _READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
-
-
-class QueryRefusedError(DoraError, ValueError):
-    """The SQL would modify the warehouse or its connection; nothing was run."""
-
-
-class WarehouseBusyError(DoraError, RuntimeError):
-    """Another process holds the warehouse's write lock (an audit is building)."""
-
-
-class WarehouseMissingError(DoraError, FileNotFoundError):
-    """No warehouse yet: run ``dora audit`` first."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ many outputs are identical, and the parse-status distribution of both (it must n
 worse). Then long generations (chat-style prompts, stop at EOS, ``--long-tokens`` new tokens:
 what the counterfactual family needs): tokens/s of both paths. Optionally the one-at-a-time
 baseline (``--single N``) and the LLM judge (``--judge``; it has its own forward loop,
-:mod:`models_inference.scoring.judge`: its requests carry ``choices``, which take the plain path). Writes the figures
+:mod:`models_inference.probes.biasdora.judge`: its requests carry ``choices``, which take the plain path). Writes the figures
 to BENCHMARKS.md.
 """
 
@@ -163,7 +163,7 @@ def judge_throughput(backend, n_batched: int, n_single: int, batch_size: int) ->
     (or a line saying why the judge was skipped).
     """
     try:
-        from models_inference.scoring.judge import Judge, JudgeRequest, JudgeSampling
+        from models_inference.probes.biasdora.judge import Judge, JudgeRequest, JudgeSampling
     except ImportError as exc:  # pragma: no cover - judge not installed in this checkout
         return [f"judge: skipped ({exc})"]
     from ingestion.templates import curated_t2t_templates

@@ -1,19 +1,47 @@
-"""The user-facing error base of dora (issue 17: no raw tracebacks for a user's mistake).
+"""Every error type of dora, in one module at the ground floor.
 
 A :class:`DoraError`'s message is a complete one-line diagnosis (the cause and the fix); the
 ``dora`` command prints it as ``dora <command>: <message>`` and exits non-zero, without a
-traceback. Every layer may raise it (``ingestion`` imports nothing of ours, so all can).
+traceback. Every layer may raise these (``ingestion`` imports nothing of ours, so all can),
+and keeping them all here has two uses: the CLI knows every user-facing error by walking
+:class:`DoraError`'s subclasses after importing this one module, and no two modules import
+each other only to share an exception type (``model_ref`` and the OpenAI backend once did).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 class DoraError(Exception):
     """An error whose message tells the user what went wrong and what to do (one line)."""
 
 
+# ----------------------------------------------------------------------------- warehouse
+
+
 class WarehouseCorruptError(DoraError):
     """``$DORA_HOME/warehouse.duckdb`` exists but is not a DuckDB database file."""
+
+
+class DagsterStorageError(DoraError):
+    """A file of the Dagster instance storage (``$DAGSTER_HOME/**/*.db``) is not a usable
+    SQLite database (truncated, overwritten, a disk error)."""
+
+
+class WarehouseBusyError(DoraError, RuntimeError):
+    """Another process holds the warehouse's write lock (an audit is building)."""
+
+
+class WarehouseMissingError(DoraError, FileNotFoundError):
+    """No warehouse yet: run ``dora audit`` first."""
+
+
+class QueryRefusedError(DoraError, ValueError):
+    """The SQL would modify the warehouse or its connection; nothing was run."""
+
+
+# ----------------------------------------------------------------------------- audits
 
 
 class AuditFailedError(DoraError):
@@ -24,4 +52,62 @@ class AuditIdentityError(DoraError):
     """An audit id names an existing audit of another model / version / backend / config."""
 
 
-__all__ = ["AuditFailedError", "AuditIdentityError", "DoraError", "WarehouseCorruptError"]
+class RegistryError(DoraError, ValueError):
+    """The registry file is missing, not YAML, or has invalid fields.
+
+    Attributes:
+        path: the registry file. problems: one ``"<field path>: <message>"`` line per bad field.
+    """
+
+    def __init__(self, path: Path | str, problems: list[str]):
+        self.path, self.problems = str(path), problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid audit registry {path}:\n{lines}")
+
+
+# ----------------------------------------------------------------------------- models
+
+
+class ModelNotAvailableError(DoraError, RuntimeError):
+    """The requested model cannot be loaded here (not installed, not cached, no network)."""
+
+
+class VersionError(DoraError, RuntimeError):
+    """A model's current version cannot be read (file missing, not cached, API down)."""
+
+
+class CompletionsUnsupportedError(ModelNotAvailableError):
+    """The endpoint has no ``/v1/completions``: the completion prompt style cannot run on it."""
+
+
+class CircuitOpenError(RuntimeError):
+    """Raised instead of calling a server that failed too many calls in a row.
+
+    Not a :class:`DoraError`: it is one call's failure, landed as that row's error text; the
+    audit's failure share turns it into an :class:`AuditFailedError` when too many fail.
+
+    Attributes:
+        last_error: the last failure that counted (its text is the row's error text, so the
+            failed audit's message groups the calls not sent with the ones that failed).
+    """
+
+    def __init__(self, message: str, last_error: BaseException | None):
+        super().__init__(message)
+        self.last_error = last_error
+
+
+__all__ = [
+    "AuditFailedError",
+    "AuditIdentityError",
+    "CircuitOpenError",
+    "CompletionsUnsupportedError",
+    "DagsterStorageError",
+    "DoraError",
+    "ModelNotAvailableError",
+    "QueryRefusedError",
+    "RegistryError",
+    "VersionError",
+    "WarehouseBusyError",
+    "WarehouseCorruptError",
+    "WarehouseMissingError",
+]

@@ -95,6 +95,12 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("word", pa.string()),
             ("parse_status", pa.string()),
             ("generated_at", pa.timestamp("us", tz="UTC")),
+            # the sentence the completed word ends, so scoring never re-parses `prompt`:
+            # `subject` "An alcoholic person", `prefix` "An alcoholic person is" (the noun
+            # setting's a/an resolved for the row's letter). Shards landed before these
+            # columns read them as NULL; int_associations_to_score derives them from `prompt`.
+            ("subject", pa.string()),
+            ("prefix", pa.string()),
         ]
     ),
     # models_inference/probes/biasdora/t2t.py: one row per audit start/finish event (append-only).
@@ -212,7 +218,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("score_pool", pa.string()),  # issue 11: fisher / paper / all
         ]
     ),
-    # models_inference/scoring/judge.py: one row per (association, judge, repeat), kept whatever its
+    # models_inference/probes/biasdora/judge.py: one row per (association, judge, repeat), kept whatever its
     # parse status; p_rating_k / expected_rating only where the backend gives log-probabilities.
     "judge_ratings": pa.schema(
         [

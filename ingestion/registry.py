@@ -48,7 +48,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from ingestion.errors import DoraError
+from ingestion.errors import RegistryError
 from ingestion.vocabulary import (
     BACKENDS,
     DEFAULT_MODALITY_SETTINGS,
@@ -106,19 +106,6 @@ def base_url_list(value) -> list[str]:
         raise ValueError(f"a server URL is repeated in {', '.join(urls)}")
     return urls
 _CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,\-?LW#]+$")
-
-
-class RegistryError(DoraError, ValueError):
-    """The registry file is missing, not YAML, or has invalid fields.
-
-    Attributes:
-        path: the registry file. problems: one ``"<field path>: <message>"`` line per bad field.
-    """
-
-    def __init__(self, path: Path | str, problems: list[str]):
-        self.path, self.problems = str(path), problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"invalid audit registry {path}:\n{lines}")
 
 
 class _Strict(BaseModel):

@@ -7,8 +7,13 @@ Plain Python (no Dagster import); imports only :mod:`ingestion` (ARCHITECTURE.md
 * :mod:`models_inference.backends`: how to call a model, one interface per modality
   (``text``, ``image``, ``vision``) and one OpenAI client helper (``openai_api``);
 * :mod:`models_inference.probes`: one package per probe family (``biasdora``: the T2T, T2I
-  and I2T probes of BiasDora, their prompts, paper constants and answer parsing);
-* :mod:`models_inference.scoring`: sentiment, toxicity and the LLM judge of associations;
+  and I2T probes of BiasDora, their prompts, paper constants and answer parsing, its
+  association scoring and LLM judge);
+* :mod:`models_inference.scoring`: text scorers (sentiment, toxicity), the score cache and
+  the one loop that lands scores, knowing no family;
 * :mod:`models_inference.resumable`: the resumable landing loop every probe runs on;
 * :mod:`models_inference.image_store`: the content-addressed PNG store.
+
+Floors, lowest first (``tests/test_layering.py``): ``api_retry``, ``image_store`` <
+``backends``, ``model_ref``, ``resumable`` < ``scoring`` < ``probes``.
 """

@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Callable, TypeVar
 
+from ingestion.errors import CircuitOpenError
+
 _R = TypeVar("_R")
 
 #: Seconds of the first backoff; doubled per retry, capped at :data:`MAX_BACKOFF`.
@@ -79,19 +81,6 @@ class CircuitBreaker:
                 self.last_error = error
 
 
-class CircuitOpenError(RuntimeError):
-    """Raised instead of calling a server that failed too many calls in a row.
-
-    Attributes:
-        last_error: the last failure that counted (its text is the row's error text, so the
-            failed audit's message groups the calls not sent with the ones that failed).
-    """
-
-    def __init__(self, message: str, last_error: BaseException | None):
-        super().__init__(message)
-        self.last_error = last_error
-
-
 def call_with_retries(
     call: Callable[[], _R],
     max_retries: int,
@@ -137,4 +126,4 @@ def _is_request_specific(exc: BaseException) -> bool:
     return isinstance(exc, (openai.BadRequestError, openai.UnprocessableEntityError))
 
 
-__all__ = ["CircuitBreaker", "CircuitOpenError", "call_with_retries", "is_retryable"]
+__all__ = ["CircuitBreaker", "call_with_retries", "is_retryable"]

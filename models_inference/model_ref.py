@@ -39,21 +39,13 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-from ingestion.errors import DoraError
+from ingestion.errors import ModelNotAvailableError, VersionError
 from ingestion.registry import AuditTarget
 from ingestion.vocabulary import DEFAULT_MODEL, PARTITION_SEPARATOR
 
 _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: Prefix of the embedded default's version (kept for stable audit ids; see the module docstring).
 DEFAULT_MODEL_VERSION_PREFIX = "gguf-q4_1-"
-
-
-class ModelNotAvailableError(DoraError, RuntimeError):
-    """The requested model cannot be loaded here (not installed, not cached, no network)."""
-
-
-class VersionError(DoraError, RuntimeError):
-    """A model's current version cannot be read (file missing, not cached, API down)."""
 
 
 def smollm2_gguf_path() -> Path:
@@ -304,8 +296,6 @@ def resolve_version(target: AuditTarget) -> str:
 
 __all__ = [
     "DEFAULT_MODEL",
-    "ModelNotAvailableError",
-    "VersionError",
     "default_model_identity",
     "file_sha256",
     "hub_snapshot",

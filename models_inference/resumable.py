@@ -339,7 +339,7 @@ class ErrorShare:
 
 def landing_lock(audit_id: str):
     """An inter-process lock (:mod:`filelock`, ``$DORA_HOME/state/locks/<name>.lock``) per
-    audit id (or per scorer: ``scoring--<kind>--<name>``): two identical concurrent runs do not
+    audit id (or per scorer and table: ``scoring--<table>--<name>``): two identical concurrent runs do not
     both generate; the second waits (:class:`holding_lock`), then finds the rows landed."""
     from filelock import FileLock
 

@@ -44,7 +44,7 @@ import threading
 from pathlib import Path
 
 from analytics.query import WAIT_ENV as WAREHOUSE_WAIT_ENV
-from ingestion.errors import DoraError
+from ingestion.errors import DagsterStorageError
 from ingestion.landing import DORA_HOME_ENV
 
 #: The Dagster job of a whole audit (every asset), run by ``dora audit``, the sensor and the schedule.
@@ -285,11 +285,6 @@ class DeadRunReaper:
 
 
 # --- concurrency: open the instance safely; corrupt Dagster storage is one line -------------
-class DagsterStorageError(DoraError):
-    """A file of the Dagster instance storage (``$DAGSTER_HOME/**/*.db``) is not a usable
-    SQLite database (truncated, overwritten, a disk error)."""
-
-
 #: Lock file (in ``$DAGSTER_HOME``) that serialises the first creation of the instance storage.
 INSTANCE_LOCK = ".dora-instance.lock"
 

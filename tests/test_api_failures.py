@@ -15,7 +15,8 @@ import pytest
 from ingestion.errors import AuditFailedError, AuditIdentityError
 from ingestion.landing import read_landing
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, audit_id_for, run_t2t_probe
-from models_inference.backends.text import CompletionsUnsupportedError, OpenAIChatBackend
+from ingestion.errors import CompletionsUnsupportedError
+from models_inference.backends.text import OpenAIChatBackend
 from tests.openai_server import OpenAIStubServer
 
 TARGETS = [
@@ -167,7 +168,8 @@ def test_interrupted_then_complete_audit_ends_finished(dora_home, api_key):
 
 def test_api_model_version_falls_back_to_the_listing(monkeypatch):
     from ingestion.registry import parse_registry
-    from models_inference.model_ref import VersionError, resolve_version
+    from ingestion.errors import VersionError
+    from models_inference.model_ref import resolve_version
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:

@@ -218,7 +218,7 @@ def test_landing_paths_stay_inside_dora_home(dora_home, name, partition):
 # --------------------------------------------------------------------------- models
 def test_model_that_does_not_exist_is_a_clear_error():
     from models_inference.backends.text import TransformersBackend
-    from models_inference.model_ref import ModelNotAvailableError
+    from ingestion.errors import ModelNotAvailableError
 
     with pytest.raises(ModelNotAvailableError, match=r"(?s)cannot load model 'no-such-org/no-such-model-6' offline: .*Use 'smollm2-135m', a local folder or \.gguf file"):
         TransformersBackend.load("no-such-org/no-such-model-6")
@@ -227,7 +227,7 @@ def test_model_that_does_not_exist_is_a_clear_error():
 
 def test_missing_gguf_file_is_a_clear_error(tmp_path):
     from models_inference.backends.text import TransformersBackend
-    from models_inference.model_ref import ModelNotAvailableError
+    from ingestion.errors import ModelNotAvailableError
 
     with pytest.raises(ModelNotAvailableError, match="cannot load model .*missing.gguf"):
         TransformersBackend.load(str(tmp_path / "missing.gguf"))
@@ -237,7 +237,7 @@ def test_missing_gguf_file_is_a_clear_error(tmp_path):
 def test_unknown_backend_and_missing_key_are_clear_errors(monkeypatch):
     from models_inference.backends.base import SamplingParams
     from models_inference.backends.text import load_text_backend
-    from models_inference.model_ref import ModelNotAvailableError
+    from ingestion.errors import ModelNotAvailableError
 
     with pytest.raises(ValueError, match="unknown backend 'vllm'; expected 'transformers' or 'openai'"):
         load_text_backend("x", backend="vllm")
@@ -370,7 +370,7 @@ JUDGE_CASES = [
 
 @pytest.mark.parametrize("name,script,reply,statuses", JUDGE_CASES, ids=[c[0] for c in JUDGE_CASES])
 def test_judge_api_bad_answers_and_errors_are_rating_rows(dora_home, monkeypatch, name, script, reply, statuses):
-    judge_mod = pytest.importorskip("models_inference.scoring.judge")
+    judge_mod = pytest.importorskip("models_inference.probes.biasdora.judge")
     from ingestion.landing import read_landing
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-dora-judge-key-never-stored")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from models_inference.scoring.judge import JudgeSampling, judge_rows
+from models_inference.probes.biasdora.judge import JudgeSampling, judge_rows
 from models_inference.probes.biasdora.prompts import (
     T2T_USER_PROMPT,
     judge_target,
@@ -58,8 +58,8 @@ def test_judge_sees_the_plural_wording():
 
 
 def test_judge_rows_and_scoring_selection_use_the_setting_wording():
-    from models_inference.scoring.common import t2t_prefix_from_prompt
-    from models_inference.scoring.judge import JudgeAnswer
+    from models_inference.probes.biasdora.judge import JudgeAnswer
+    from models_inference.probes.biasdora.prompts import t2t_sentence_prefix
 
     class J:
         backend_name, model_id, model_version, answer_mode = "openai", "gpt-4o", "v", "free"
@@ -69,10 +69,8 @@ def test_judge_rows_and_scoring_selection_use_the_setting_wording():
     (row,) = judge_rows([assoc], [1], J(), [JudgeAnswer("3")])
     assert "Children:naive" in row["prompt"] and "child:naive" not in row["prompt"]
     assert row["answer_mode"] == "free"
-    # the prefix is recovered from a stored plural prompt, then worded for the judge
-    prompt = render_t2t_prompt("Children are", "plural", "n", "chat").as_text()
-    prefix = t2t_prefix_from_prompt(prompt, "chat", "plural", "n")
-    assert judge_target("child", "plural", prefix) == "Children"
+    # the prefix the T2T probe lands with a plural completion, worded for the judge
+    assert judge_target("child", "plural", t2t_sentence_prefix("Children are", "n")) == "Children"
 
 
 def test_judge_top_p_is_the_papers():
@@ -134,7 +132,8 @@ def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
 
 def test_paper_llava_preset_system_prompt_and_448():
     from orchestration.cli.flags import apply_vision_presets
-    from models_inference.backends.vision import PAPER_LLAVA_SYSTEM_PROMPT, TransformersVisionBackend
+    from models_inference.backends.vision import TransformersVisionBackend
+    from models_inference.probes.biasdora.prompts import PAPER_LLAVA_SYSTEM_PROMPT
 
     vision = apply_vision_presets({"i2t_model": "paper-llava", "i2t_system_prompt": None, "i2t_image_size": []})
     assert vision["i2t_model"] == "llava-hf/llava-v1.6-vicuna-7b-hf"
@@ -177,7 +176,7 @@ def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart
 
     from analytics.dbt_runner import run_dbt
     from ingestion.landing import SCHEMAS, landing_dir
-    from models_inference.scoring.judge import JudgeAnswer, run_judge
+    from models_inference.probes.biasdora.judge import JudgeAnswer, run_judge
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     for table in SCHEMAS:
@@ -213,11 +212,11 @@ def test_score_pool_selects_and_is_recorded(tmp_path, monkeypatch):
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
         con.execute("""create table int_associations_to_score as select * from (values
-            ('a', 'm', 'v', 't2t', 'singular', 'child', 'happy', 'age', true, false, 'A child is h', 'completion'),
-            ('a', 'm', 'v', 't2t', 'plural', 'child', 'naive', 'age', false, true, 'Children are n', 'completion'),
-            ('a', 'm', 'v', 't2t', 'singular', 'child', 'tall', 'age', false, false, 'A child is t', 'completion')
+            ('a', 'm', 'v', 't2t', 'singular', 'child', 'happy', 'age', true, false, 'A child', 'A child is', 'A child is happy'),
+            ('a', 'm', 'v', 't2t', 'plural', 'child', 'naive', 'age', false, true, 'Children', 'Children are', 'Children are naive'),
+            ('a', 'm', 'v', 't2t', 'singular', 'child', 'tall', 'age', false, false, 'A child', 'A child is', 'A child is tall')
         ) as t(audit_id, model_id, model_version, modality, setting, descriptor, word, bias_dimension,
-               is_significant, is_paper_significant, prompt, prompt_style)""")
+               is_significant, is_paper_significant, subject, prefix, association_text)""")
     pick = lambda **kw: sorted((r["word"], r["score_pool"]) for r in associations_to_score(**kw))  # noqa: E731
     assert pick() == [("happy", "fisher")]
     assert pick(score_pool="paper") == [("naive", "paper")]

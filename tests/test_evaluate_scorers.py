@@ -80,7 +80,7 @@ def _probs(tok, model, texts):
 def test_evaluate_toxicity_from_a_local_module_equals_its_classifier_and_lands(tmp_path, dora_home):
     from ingestion.landing import read_landing
     from models_inference.scoring.cache import ScoreCache
-    from models_inference.scoring.common import run_scoring
+    from models_inference.probes.biasdora.scoring import run_scoring
 
     clf = tmp_path / "clf"
     clf.mkdir()

@@ -308,14 +308,14 @@ JUDGE_CASES = [
 
 @pytest.mark.parametrize("name,raw,rating,status", JUDGE_CASES, ids=[c[0] for c in JUDGE_CASES])
 def test_junk_judge_answer(name, raw, rating, status):
-    from models_inference.scoring.ratings import parse_rating
+    from models_inference.probes.biasdora.ratings import parse_rating
 
     assert parse_rating(raw) == (rating, status) or (parse_rating(raw).rating, parse_rating(raw).status) == (rating, status)
 
 
 def test_judge_distribution_skips_the_echoed_scale(dora_home, monkeypatch):
     from models_inference.backends.text import OpenAIChatBackend
-    from models_inference.scoring.judge import Judge, JudgeRequest, JudgeSampling
+    from models_inference.probes.biasdora.judge import Judge, JudgeRequest, JudgeSampling
 
     def tok(t, alts):
         return {"token": t, "logprob": math.log(dict(alts).get(t, 0.2)), "bytes": list(t.encode()),
@@ -353,7 +353,8 @@ def test_malformed_reply_lands_with_the_rest_of_the_chunk(dora_home, monkeypatch
 
 def test_completion_style_on_chat_only_server(dora_home, monkeypatch):
     from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
-    from models_inference.backends.text import CompletionsUnsupportedError, OpenAIChatBackend
+    from ingestion.errors import CompletionsUnsupportedError
+    from models_inference.backends.text import OpenAIChatBackend
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:

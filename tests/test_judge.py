@@ -8,7 +8,7 @@ import pytest
 
 from models_inference.backends.openai_api import redact
 from models_inference.backends.text import OpenAIChatBackend
-from models_inference.scoring.judge import (
+from models_inference.probes.biasdora.judge import (
     JudgeRequest,
     JudgeSampling,
     RATING_CHOICES,
@@ -16,7 +16,7 @@ from models_inference.scoring.judge import (
     load_judge,
     run_judge,
 )
-from models_inference.scoring.ratings import parse_rating, rating_distribution
+from models_inference.probes.biasdora.ratings import parse_rating, rating_distribution
 from models_inference.probes.biasdora.prompts import JUDGE_SYSTEM_PROMPT, render_judge_prompt
 from tests.openai_server import OpenAIStubServer
 
@@ -183,7 +183,7 @@ def test_repeats_are_all_kept_and_a_rerun_adds_only_missing_ones(dora_home, monk
 
 
 def test_key_handling(monkeypatch):
-    from models_inference.model_ref import ModelNotAvailableError
+    from ingestion.errors import ModelNotAvailableError
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ModelNotAvailableError, match="OPENAI_API_KEY"):

@@ -1,6 +1,6 @@
 """Issue 15: judge reliability (agg_judge_agreement, agg_judge_parse_rates, judge_parse_rate_ok).
 
-Judges here are real :class:`~models_inference.scoring.judge.Judge`-like implementations answering
+Judges here are real :class:`~models_inference.probes.biasdora.judge.Judge`-like implementations answering
 from fixed tables (and one answering garbage); their answers go through ``run_judge`` (parsing,
 landing) and the real dbt project. The mart's kappa must equal scikit-learn's
 ``cohen_kappa_score(weights="linear")`` and its alpha the ``krippendorff`` package on the same
@@ -19,7 +19,7 @@ from sklearn.metrics import cohen_kappa_score
 from analytics.agreement import cohen_kappa_linear, krippendorff_alpha_ordinal
 from analytics.dbt_runner import run_dbt
 from analytics.query import run_query
-from models_inference.scoring.judge import JudgeAnswer, run_judge
+from models_inference.probes.biasdora.judge import JudgeAnswer, run_judge
 
 AUDIT = "t2t-judged-v1-0000"
 BUILD = ["build", "--select", "+agg_judge_agreement", "+agg_judge_parse_rates"]

@@ -1,7 +1,11 @@
-"""Imports point down (HELPERS.md, ARCHITECTURE.md): an ast walk of every module's imports.
+"""Imports point down (ARCHITECTURE.md): an ast walk of every module's imports.
 
 ``ingestion`` imports nothing of ours; ``models_inference`` and ``analytics`` import only
 ``ingestion`` (and themselves); only ``orchestration`` imports Dagster and everything else.
+Inside ``models_inference`` the floors are, lowest first: ``api_retry`` and ``image_store``;
+``backends``, ``model_ref`` and ``resumable``; generic ``scoring``; the family ``probes``.
+No two dora modules import each other, directly or around a longer circle, and every
+user-facing error type (:class:`ingestion.errors.DoraError`) lives in ``ingestion/errors.py``.
 Lazy imports inside functions count the same as top-level ones.
 """
 
@@ -20,8 +24,23 @@ FORBIDDEN = {
 }
 
 
+#: ``models_inference``'s inner floors, lowest first (first dotted part after the package). A
+#: module imports only its own floor and the floors below (a floor's modules may import each
+#: other, without circles): backends know no scorer and no family, generic scoring knows no family.
+INNER_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("api_retry", "image_store"),  # bottom: retries and the PNG store
+    ("backends", "model_ref", "resumable"),  # how to call a model, what a model is, the landing loop
+    ("scoring",),  # generic scorers and the "score landed texts" loop
+    ("probes",),  # the families: prompts, parsing, probes (BiasDora's association scoring too)
+)
+
+
 def imported_modules(path: Path) -> list[tuple[int, str]]:
-    """(line, dotted module) of every import statement in a file (relative imports resolved)."""
+    """(line, dotted module) of every import statement in a file (relative imports resolved).
+
+    ``from pkg import name`` yields ``pkg.name`` when ``pkg/name.py`` (or ``pkg/name/``) exists,
+    so importing a submodule through its package counts as importing the submodule.
+    """
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     found = []
@@ -34,8 +53,105 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
                 module = ".".join([*base, node.module] if node.module else base)
             else:
                 module = node.module or ""
-            found.append((node.lineno, module))
+            subs = [f"{module}.{a.name}" for a in node.names if _module_path(f"{module}.{a.name}") is not None]
+            found += [(node.lineno, m) for m in subs] or [(node.lineno, module)]
     return found
+
+
+def _module_path(dotted: str) -> Path | None:
+    """The file of a dora module (``pkg/mod.py`` or ``pkg/mod/__init__.py``), else None."""
+    parts = dotted.split(".")
+    if parts[0] not in PACKAGES:
+        return None
+    for path in (ROOT.joinpath(*parts).with_suffix(".py"), ROOT.joinpath(*parts, "__init__.py")):
+        if path.is_file():
+            return path
+    return None
+
+
+def _dotted(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _floor(dotted: str) -> int | None:
+    """The inner floor of a ``models_inference`` module (None: the package itself or outside)."""
+    parts = dotted.split(".")
+    if parts[0] != "models_inference" or len(parts) < 2:
+        return None
+    for level, names in enumerate(INNER_FLOORS):
+        if parts[1] in names:
+            return level
+    raise AssertionError(f"{dotted} is on no floor of INNER_FLOORS: add it to tests/test_layering.py")
+
+
+def inner_floor_violations() -> list[str]:
+    """``models_inference`` imports that run up a floor (INNER_FLOORS)."""
+    out = []
+    for path in sorted((ROOT / "models_inference").rglob("*.py")):
+        here = _floor(_dotted(path))
+        if here is None:
+            continue
+        for line, module in imported_modules(path):
+            there = _floor(module)
+            if there is not None and there > here:
+                out.append(f"{path.relative_to(ROOT)}:{line} imports {module} (floor {INNER_FLOORS[there]} above {INNER_FLOORS[here]})")
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """dora module -> the dora modules it imports (top-level and inside functions alike).
+
+    Importing ``a.b.c`` also runs ``a/__init__.py`` and ``a/b/__init__.py``; package
+    ``__init__`` files that import nothing are left out by construction (no edges)."""
+    graph: dict[str, set[str]] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            targets = set()
+            for _, module in imported_modules(path):
+                # the deepest existing module the import names (``pkg.mod.Name`` -> ``pkg.mod``)
+                parts = module.split(".")
+                while parts and _module_path(".".join(parts)) is None:
+                    parts.pop()
+                if parts:
+                    targets.add(".".join(parts))
+            graph[_dotted(path)] = targets - {_dotted(path)}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of two or more modules (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
 
 
 def violations(package: str) -> list[str]:
@@ -61,6 +177,60 @@ def test_the_walk_finds_a_violation(tmp_path, monkeypatch):
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
     found = violations("ingestion")
     assert found == ["ingestion/bad.py:4 imports models_inference.model_ref", "ingestion/rel.py:1 imports orchestration"]
+
+
+def test_models_inference_inner_floors():
+    """backends (and model_ref, resumable) import nothing from scoring or probes; generic
+    scoring imports nothing from probes (a family's constants are passed in as arguments)."""
+    assert inner_floor_violations() == []
+
+
+def test_no_import_circles():
+    """No dora module reaches itself through imports, function-level ones included."""
+    assert import_circles(import_graph()) == []
+
+
+def test_the_circle_check_finds_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+
+
+def test_the_floor_check_finds_an_upward_import(tmp_path, monkeypatch):
+    """A backend importing a family's prompts inside a function is reported."""
+    (tmp_path / "models_inference" / "backends").mkdir(parents=True)
+    (tmp_path / "models_inference" / "probes").mkdir()
+    (tmp_path / "models_inference" / "probes" / "prompts.py").write_text("X = 1\n")
+    (tmp_path / "models_inference" / "backends" / "bad.py").write_text(
+        "def f():\n    from models_inference.probes import prompts\n"
+    )
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    assert inner_floor_violations() == [
+        "models_inference/backends/bad.py:2 imports models_inference.probes.prompts "
+        "(floor ('probes',) above ('backends', 'model_ref', 'resumable'))"
+    ]
+
+
+def test_every_dora_error_lives_in_ingestion_errors():
+    """The CLI recognises a user's mistake by the DoraError subclasses of ingestion/errors.py
+    alone: a subclass defined elsewhere would print a traceback instead of its message."""
+    import ingestion.errors
+
+    names, todo = set(), [ingestion.errors.DoraError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    elsewhere = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path == ROOT / "ingestion" / "errors.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef):
+                    bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                    if bases & names:
+                        elsewhere.append(f"{path.relative_to(ROOT)}: {node.name}")
+    assert elsewhere == []
 
 
 def test_every_package_is_walked():

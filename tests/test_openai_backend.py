@@ -2,10 +2,10 @@
 
 import pytest
 
-from models_inference.probes.biasdora.prompts import render_t2t_prompt
+from models_inference.probes.biasdora.prompts import PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt
 from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.text import OpenAIChatBackend
-from models_inference.model_ref import ModelNotAvailableError
+from ingestion.errors import ModelNotAvailableError
 from tests.openai_server import OpenAIStubServer
 
 
@@ -22,7 +22,7 @@ def test_chat_backend_sends_paper_prompt_and_retries(monkeypatch):
         server.fail_next(429)
         server.fail_next(500)
         backend = OpenAIChatBackend("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=3)
-        out = backend.generate(_reqs(2), SamplingParams())
+        out = backend.generate(_reqs(2), SamplingParams(PAPER_TEMPERATURE, PAPER_TOP_P))  # the T2T probe's
         assert [o.text for o in out] == ["[brawler]", "[brawler]"] and all(o.error is None for o in out)
         chat = [r for r in server.requests if r["path"].endswith("/chat/completions")]
         assert len(chat) == 4  # two scripted failures retried, then two answers
@@ -47,3 +47,13 @@ def test_missing_key_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ModelNotAvailableError, match="OPENAI_API_KEY"):
         OpenAIChatBackend("gpt-4o").generate(_reqs(1), SamplingParams())
+
+
+def test_backend_defaults_favour_no_paper():
+    """Backends sample from the model's own distribution unless told otherwise; BiasDora's
+    0.7 / 0.95 and DALL-E settings live with its prompts and are passed by its probes."""
+    from models_inference.backends.image import OpenAIImagesBackend
+
+    assert (SamplingParams().temperature, SamplingParams().top_p) == (1.0, 1.0)
+    images = OpenAIImagesBackend("dall-e-3")
+    assert (images.quality, images.styles, images.style_for(1)) == (None, (), None)

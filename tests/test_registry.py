@@ -18,7 +18,8 @@ from ingestion.registry import (
     parse_registry,
     partition_key,
 )
-from models_inference.model_ref import VersionError, resolve_version, weights_hash
+from ingestion.errors import VersionError
+from models_inference.model_ref import resolve_version, weights_hash
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -53,7 +53,7 @@ def scored_home(tmp_path_factory):
     import os
 
     from models_inference.backends.text import OpenAIChatBackend
-    from models_inference.scoring.judge import Judge, run_judge
+    from models_inference.probes.biasdora.judge import Judge, run_judge
     from orchestration.defs.scoring.assets import associations_to_score
     from tests.openai_server import OpenAIStubServer
 

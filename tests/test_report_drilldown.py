@@ -94,7 +94,7 @@ def report(tmp_path_factory):
     import os
 
     from analytics.report import write_report
-    from models_inference.scoring.judge import JudgeAnswer, run_judge
+    from models_inference.probes.biasdora.judge import JudgeAnswer, run_judge
 
     home = tmp_path_factory.mktemp("drill_home")
     old = os.environ.get("DORA_HOME")

@@ -6,7 +6,7 @@ import pickle
 import pytest
 
 from models_inference.scoring.cache import CachedScorer, ScoreCache
-from models_inference.scoring.common import association_text, run_scoring
+from models_inference.probes.biasdora.scoring import run_scoring, with_association_text
 from models_inference.scoring.sentiment import (
     TransformersSentimentScorer,
     VaderSentimentScorer,
@@ -151,7 +151,7 @@ def test_transformers_toxicity_backend_on_a_tiny_model(tmp_path):
 
 
 def test_non_sentiment_model_and_missing_model_are_clear_errors(tmp_path):
-    from models_inference.model_ref import ModelNotAvailableError
+    from ingestion.errors import ModelNotAvailableError
 
     _tiny_classifier(tmp_path, ["sports", "politics"])
     with pytest.raises(ValueError, match="cannot map sentiment label"):
@@ -163,26 +163,39 @@ def test_non_sentiment_model_and_missing_model_are_clear_errors(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "prefix, setting, word, expected",
+    "prefix, setting, word, subject, expected",
     [
-        ("An alcoholic person is", "singular", "brawler", "An alcoholic person is brawler"),
-        ("Alcoholic people are", "plural", "drunk", "Alcoholic people are drunk"),
-        ("This alcoholic person is a/an", "noun", "addict", "This alcoholic person is an addict"),
-        ("This alcoholic person is a/an", "noun", "brawler", "This alcoholic person is a brawler"),
-        ("This alcoholic person is", "verb", "drinking", "This alcoholic person is drinking"),
+        ("An alcoholic person is", "singular", "brawler", "An alcoholic person", "An alcoholic person is brawler"),
+        ("Alcoholic people are", "plural", "drunk", "Alcoholic people", "Alcoholic people are drunk"),
+        ("This alcoholic person is a/an", "noun", "addict", "This alcoholic person", "This alcoholic person is an addict"),
+        ("This alcoholic person is a/an", "noun", "brawler", "This alcoholic person", "This alcoholic person is a brawler"),
+        ("This alcoholic person is", "verb", "drinking", "This alcoholic person", "This alcoholic person is drinking"),
     ],
 )
-@pytest.mark.parametrize("style", ["chat", "completion"])
-def test_association_text_fills_the_template_from_either_prompt_style(prefix, setting, word, expected, style):
-    from models_inference.probes.biasdora.prompts import render_t2t_prompt
+def test_the_landed_prefix_and_subject_make_the_association_sentence(prefix, setting, word, subject, expected):
+    """What the T2T probe lands (subject, prefix for the row's letter) is what SQL concatenates."""
+    from models_inference.probes.biasdora.prompts import render_t2t_prompt, t2t_sentence_prefix, t2t_subject
 
-    prompt = render_t2t_prompt(prefix, setting, word[0], style).as_text()
-    assert association_text("t2t", setting, "alcoholic person", word, prompt=prompt, prompt_style=style) == expected
+    landed = t2t_sentence_prefix(prefix, word[0])
+    assert f"{landed} {word}" == expected
+    assert t2t_subject(prefix) == subject
+    # the completion-style prompt is the landed prefix and the letter
+    assert render_t2t_prompt(prefix, setting, word[0], "completion").as_text() == f"{landed} {word[0]}"
 
 
-def test_association_text_falls_back_to_descriptor_word():
-    assert association_text("i2t", "subjective", "old person", "wrinkled") == "old person wrinkled"
-    assert association_text("t2t", "singular", "old person", "wise", prompt="garbled", prompt_style="chat") == "old person wise"
+def test_with_association_text_takes_the_sentence_from_sql_and_the_judge_target_from_the_prefix():
+    rows = [
+        {"audit_id": "a", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "plural",
+         "descriptor": "child", "word": "naive", "bias_dimension": "age", "subject": "Children",
+         "prefix": "Children are", "association_text": "Children are naive"},
+        {"audit_id": "a", "model_id": "m", "model_version": "v", "modality": "i2t", "setting": "subjective",
+         "descriptor": "old person", "word": "wrinkled", "bias_dimension": "age", "subject": None,
+         "prefix": None, "association_text": "old person wrinkled"},
+    ]
+    t2t, i2t = with_association_text(rows)
+    assert (t2t["text"], t2t["judge_target"]) == ("Children are naive", "Children")
+    assert (i2t["text"], i2t["judge_target"]) == ("old person wrinkled", "old person")
+    assert not {"association_text", "subject", "prefix"} & set(t2t)
 
 
 def _assoc(descriptor, word, text):

@@ -17,7 +17,7 @@ from ingestion.description_words import land_description_words
 from ingestion.landing import read_landing
 from models_inference.backends.vision import OpenAIVisionBackend
 from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
-from models_inference.probes.biasdora.prompts import I2T_PROMPTS
+from models_inference.probes.biasdora.prompts import I2T_PROMPTS, PAPER_DALLE_QUALITY, PAPER_DALLE_SIZE, PAPER_DALLE_STYLES
 from models_inference.backends.image import OpenAIImagesBackend
 from models_inference.image_store import image_file
 from models_inference.probes.biasdora.t2i import (
@@ -26,7 +26,7 @@ from models_inference.probes.biasdora.t2i import (
     run_t2i_probe,
     select_t2i_targets,
 )
-from models_inference.model_ref import ModelNotAvailableError
+from ingestion.errors import ModelNotAvailableError
 from tests.openai_server import OpenAIStubServer, tiny_png
 
 DBT_SELECTION = "+fct_associations +stg_t2i_images +stg_description_words"
@@ -67,7 +67,8 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
     with OpenAIStubServer() as server:
         server.image_png = _draw
         server.chat_reply = _describe
-        images = OpenAIImagesBackend("dall-e-3", base_url=server.base_url, concurrency=2)
+        images = OpenAIImagesBackend("dall-e-3", base_url=server.base_url, concurrency=2, size=PAPER_DALLE_SIZE,
+                                     quality=PAPER_DALLE_QUALITY, styles=PAPER_DALLE_STYLES)
         t2i = run_t2i_probe(targets, images, T2IProbeConfig(images_per_descriptor=2), progress=False)
         vision = OpenAIVisionBackend("gpt-4o", base_url=server.base_url, concurrency=2)
         probe = I2TProbeConfig(settings=("comprehensive", "stereotypical"))

@@ -202,7 +202,7 @@ def test_clip_scores_are_cosines_with_the_recorded_logit_scale(dora_home, tmp_pa
 
 
 def test_itm_head_match_logit(dora_home, tmp_path, tiny_models):
-    from models_inference.model_ref import ModelNotAvailableError
+    from ingestion.errors import ModelNotAvailableError
 
     items = land_gender_items_with_images(tmp_path, n=3)
     scorer = ItmScorer(str(tiny_models["blip"]))

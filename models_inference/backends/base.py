@@ -3,7 +3,8 @@
 A probe family renders its prompts into :class:`RenderedPrompt`; backends take
 :class:`GenerationRequest` items (one per row, each with its own seed) and return one
 :class:`GenerationResult` per request, in order. Sampling: :class:`SamplingParams`
-(BiasDora Appendix A: temperature 0.7, top_p 0.95).
+(neutral defaults; each family passes its paper's values, e.g. BiasDora's
+``PAPER_TEMPERATURE`` / ``PAPER_TOP_P`` in :mod:`models_inference.probes.biasdora.prompts`).
 """
 
 from __future__ import annotations
@@ -77,13 +78,16 @@ class GenerationResult:
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Sampling parameters (BiasDora Appendix A: temperature 0.7, top_p 0.95).
+    """Sampling parameters: ``temperature`` (> 0 samples, ``<= 0`` decodes greedily) and
+    ``top_p`` in (0, 1] (``1`` applies no nucleus cut).
 
-    ``temperature <= 0`` decodes greedily; ``top_p = 1`` applies no nucleus cut.
+    The defaults (1.0, 1.0) sample from the model's own distribution unchanged: a backend
+    favours no paper. Probes pass their family's settings (BiasDora Appendix A: 0.7 / 0.95,
+    :data:`models_inference.probes.biasdora.prompts.PAPER_TEMPERATURE`).
     """
 
-    temperature: float = 0.7
-    top_p: float = 0.95
+    temperature: float = 1.0
+    top_p: float = 1.0
 
 
 def build_backend(kind: str, backend: str, model: str, factories: Mapping[str, Callable[..., object]], **kwargs):

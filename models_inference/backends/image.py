@@ -1,16 +1,17 @@
 """Text-to-image backends: one interface (:class:`ImageBackend`), two implementations.
 
 * :class:`DiffusersImageBackend`: a ``diffusers`` text-to-image pipeline by hub id or local
-  folder (paper: Stable Diffusion, DPMSolverMultistepScheduler, 20 steps, VAE swapped for
+  folder (BiasDora: Stable Diffusion, DPMSolverMultistepScheduler, 20 steps, VAE swapped for
   ``stabilityai/sd-vae-ft-mse``), fp16 on GPU / fp32 on CPU, batched, one seeded
   ``torch.Generator`` per image so an image depends on its seed, not on its batch.
-* :class:`OpenAIImagesBackend`: the OpenAI Images API (paper: DALL-E 3, 1024x1024, standard
+* :class:`OpenAIImagesBackend`: the OpenAI Images API (BiasDora: DALL-E 3, 1024x1024, standard
   quality, vivid and natural styles) through the one client helper
   (:mod:`models_inference.backends.openai_api`), any base URL.
 
-The paper's settings (steps, VAE, size, quality, styles) are stated once, in
-:mod:`models_inference.probes.biasdora.prompts` next to the family's prompts; the defaults
-here are those constants. Model versions: :func:`models_inference.model_ref.model_version`.
+The backends' defaults are neutral (the libraries' and the API's own, :data:`DEFAULT_SD_STEPS`
+aside); a family's paper settings (BiasDora's steps, VAE, size, quality, styles) are stated
+once next to its prompts (:mod:`models_inference.probes.biasdora.prompts`) and passed in.
+Model versions: :func:`models_inference.model_ref.model_version`.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from typing import Callable, Protocol, Sequence
 from models_inference.backends.base import build_backend
 from models_inference.backends.local import torch_device_dtype
 from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text
-from models_inference.model_ref import ModelNotAvailableError, model_version
-from models_inference.probes.biasdora.prompts import (
-    PAPER_DALLE_QUALITY,
-    PAPER_DALLE_SIZE,
-    PAPER_DALLE_STYLES,
-    PAPER_SD_STEPS,
-)
+from ingestion.errors import ModelNotAvailableError
+from models_inference.model_ref import model_version
+
+#: Denoising steps when the caller names none: DPM-Solver multistep (the scheduler this backend
+#: installs) is built to sample well in about 20 steps (Lu et al. 2022), where the diffusers
+#: pipelines' own default of 50 assumes slower schedulers.
+DEFAULT_SD_STEPS = 20
 
 
 def png_bytes(image) -> bytes:
@@ -85,7 +86,7 @@ class DiffusersImageBackend:
     """A ``diffusers`` text-to-image pipeline (paper: Stable Diffusion). Build with :meth:`load`.
 
     Attributes:
-        steps: denoising steps (paper: 20). guidance_scale: classifier-free guidance (7.5,
+        steps: denoising steps (:data:`DEFAULT_SD_STEPS`; BiasDora: 20). guidance_scale: classifier-free guidance (7.5,
             the Stable Diffusion default). height / width: pixels (None = the model's default,
             512 for SD 1.x). batch_size: images per pipeline call. scheduler: the scheduler
             class in use (paper: DPMSolverMultistepScheduler).
@@ -94,7 +95,7 @@ class DiffusersImageBackend:
     model_id: str
     model_version: str
     pipeline: object = field(repr=False)
-    steps: int = PAPER_SD_STEPS
+    steps: int = DEFAULT_SD_STEPS
     guidance_scale: float = 7.5
     height: int | None = None
     width: int | None = None
@@ -112,7 +113,7 @@ class DiffusersImageBackend:
         model_ref: str,
         *,
         vae: str | None = None,
-        steps: int = PAPER_SD_STEPS,
+        steps: int = DEFAULT_SD_STEPS,
         guidance_scale: float = 7.5,
         height: int | None = None,
         width: int | None = None,
@@ -236,15 +237,16 @@ class OpenAIImagesBackend(OpenAIEndpoint):
     retried on the next run.
 
     Attributes:
-        size, quality, styles: request fields (paper: 1024x1024, standard, vivid + natural);
-            an empty ``styles`` sends no style (models without one, e.g. gpt-image-1).
+        size, quality, styles: request fields (default: the API's 1024x1024, no quality and no
+            style sent; BiasDora passes 1024x1024, standard, vivid + natural); an empty
+            ``styles`` sends no style (models without one, e.g. gpt-image-1).
     """
 
     model_id: str = "dall-e-3"
     timeout: float = 120.0
-    size: str = PAPER_DALLE_SIZE
-    quality: str | None = PAPER_DALLE_QUALITY
-    styles: tuple[str, ...] = PAPER_DALLE_STYLES
+    size: str = "1024x1024"  # the Images API's default size
+    quality: str | None = None  # None sends no quality: the API's default
+    styles: tuple[str, ...] = ()  # none sent: the API's default style
 
     def __post_init__(self):
         super().__post_init__()

@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence, TypeVar
 
+from ingestion.errors import CircuitOpenError, ModelNotAvailableError
 from ingestion.registry import base_url_list
-from models_inference.model_ref import ModelNotAvailableError
 
 #: Key-shaped tokens: OpenAI-style ``sk-...`` keys (also partly masked ones, ``sk-abc***wxyz``)
 #: and any run of 32+ letters, digits, ``_`` or ``-`` (bearer tokens of other providers).
@@ -65,10 +65,10 @@ def api_error_text(exc: BaseException, key: str | None) -> str:
     A connection error also names its cause and the URL (``APIConnectionError: Connection
     error. (connection refused) at http://127.0.0.1:8080/v1/completions``), so the message of
     a failed audit says what was unreachable. A call not sent because the server had failed
-    too many calls in a row (:class:`~models_inference.api_retry.CircuitOpenError`) gets the
+    too many calls in a row (:class:`~ingestion.errors.CircuitOpenError`) gets the
     text of that last failure."""
     last = getattr(exc, "last_error", None)
-    if type(exc).__name__ == "CircuitOpenError" and last is not None:
+    if isinstance(exc, CircuitOpenError) and last is not None:
         return api_error_text(last, key)
     text = f"{type(exc).__name__}: {exc}"
     request = getattr(exc, "request", None)

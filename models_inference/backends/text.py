@@ -7,7 +7,7 @@
   server) through the one client helper (:mod:`models_inference.backends.openai_api`).
 * :class:`DeferredTransformersBackend`: the embedded default, identified without loading it.
 
-Capabilities the LLM judge uses (:mod:`models_inference.scoring.judge`), on the same backends:
+Capabilities the LLM judge uses (:mod:`models_inference.probes.biasdora.judge`), on the same backends:
 
 * **log-probabilities of answer tokens**: a :class:`GenerationRequest` with ``choices``
   (e.g. ``("1", ..., "5")``) gets, in its :class:`GenerationResult`, ``choice_logprobs``: at
@@ -17,8 +17,8 @@ Capabilities the LLM judge uses (:mod:`models_inference.scoring.judge`), on the 
 * **constrained first token** (local only, :meth:`TransformersBackend.choose`): the answer is
   one of ``choices``, drawn from the model's next-token distribution restricted to them.
 
-Sampling defaults follow METHOD.md section 2 / BiasDora Appendix A: temperature 0.7,
-top_p 0.95, no penalties. Model identity and versions: :mod:`models_inference.model_ref`.
+Sampling: the caller's :class:`~models_inference.backends.base.SamplingParams` (neutral
+defaults; BiasDora's 0.7 / 0.95 are passed by its probes), no penalties. Model identity and versions: :mod:`models_inference.model_ref`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
+from ingestion.errors import CompletionsUnsupportedError, ModelNotAvailableError
 from ingestion.vocabulary import DEFAULT_MODEL, T2T_BACKENDS
 from models_inference.backends.base import GenerationRequest, GenerationResult, RenderedPrompt, SamplingParams
 from models_inference.backends.local import (
@@ -39,7 +40,7 @@ from models_inference.backends.local import (
     word_complete,
 )
 from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text
-from models_inference.model_ref import ModelNotAvailableError, default_model_identity, model_version, smollm2_gguf_path
+from models_inference.model_ref import default_model_identity, model_version, smollm2_gguf_path
 
 
 class TextBackend(Protocol):
@@ -282,10 +283,6 @@ class TransformersBackend:
             batch_size=self.batch_size, on_batch=on_batch,
         )
         return [GenerationResult(text=text, finished=finished) for text, finished in done]
-
-
-class CompletionsUnsupportedError(ModelNotAvailableError):
-    """The endpoint has no ``/v1/completions``: the completion prompt style cannot run on it."""
 
 
 #: HTTP statuses that mean "this endpoint / model has no text-completions route".

@@ -19,20 +19,8 @@ from typing import Callable, Protocol, Sequence
 from models_inference.backends.base import GenerationResult, RenderedPrompt, SamplingParams, build_backend
 from models_inference.backends.local import eos_token_ids, sampling_processors, torch_device_dtype
 from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text
-from models_inference.model_ref import ModelNotAvailableError, model_version
-from models_inference.probes.biasdora.prompts import PAPER_I2T_MAX_NEW_TOKENS
-
-
-#: The paper's LLaVA (BiasDora released code; METHOD.md 3a; issue 11).
-PAPER_LLAVA_MODEL = "llava-hf/llava-v1.6-vicuna-7b-hf"
-#: The system prompt of the paper's LLaVA runs. ASSUMPTION (the released code's exact text is
-#: not in this repository's sources): LLaVA's own vicuna_v1 conversation system prompt.
-PAPER_LLAVA_SYSTEM_PROMPT = (
-    "A chat between a curious human and an artificial intelligence assistant. The assistant gives "
-    "helpful, detailed, and polite answers to the human's questions."
-)
-#: The paper's LLaVA input size (width, height).
-PAPER_LLAVA_IMAGE_SIZE = (448, 448)
+from ingestion.errors import ModelNotAvailableError
+from models_inference.model_ref import model_version
 
 
 @dataclass(frozen=True)
@@ -43,13 +31,14 @@ class DescriptionRequest:
         image_path: absolute path of the stored PNG.
         prompt: the description prompt (:func:`models_inference.probes.biasdora.prompts.render_i2t_prompt`).
         seed: per-row seed (int64).
-        max_new_tokens: token budget (default 200).
+        max_new_tokens: token budget; no default, it is the probe's choice (BiasDora:
+            :data:`models_inference.probes.biasdora.prompts.PAPER_I2T_MAX_NEW_TOKENS`).
     """
 
     image_path: Path
     prompt: RenderedPrompt
     seed: int
-    max_new_tokens: int = PAPER_I2T_MAX_NEW_TOKENS
+    max_new_tokens: int
 
 
 class VisionBackend(Protocol):
@@ -112,7 +101,8 @@ class TransformersVisionBackend:
 
         ``system_prompt`` (chat mode) is sent as a system turn before the image and prompt;
         ``image_size`` (width, height) resizes every image first. The paper's LLaVA
-        configuration (:data:`PAPER_LLAVA_MODEL`, :data:`PAPER_LLAVA_SYSTEM_PROMPT`, 448x448;
+        configuration (:data:`models_inference.probes.biasdora.prompts.PAPER_LLAVA_MODEL`,
+        :data:`~models_inference.probes.biasdora.prompts.PAPER_LLAVA_SYSTEM_PROMPT`, 448x448;
         issue 11) sets both.
 
         Raises:

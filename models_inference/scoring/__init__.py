@@ -1,5 +1,7 @@
-"""Scoring of associations (METHOD.md section 4): ``sentiment``, ``toxicity`` and the LLM
-``judge`` (prompts + ``ratings`` parser + a loop over a text backend), sharing ``common``
-(association sentences, the landing loop) and ``cache`` (scores cached per scorer version).
-The associations to score come from the dbt model ``int_associations_to_score``.
+"""Scoring of texts, knowing no probe family (METHOD.md section 4): the scorers (``sentiment``,
+``toxicity``, ``hf_evaluate``, sharing ``common``: the :class:`TextScorer` interface), the score
+``cache`` (a text is scored once per scorer version) and ``run`` (score the texts a family
+landed, resumable, under the landing lock). A family says what its texts are and where the
+scores land: BiasDora's association sentences and its LLM judge are in
+:mod:`models_inference.probes.biasdora`.
 """

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from models_inference.model_ref import ModelNotAvailableError
+from ingestion.errors import ModelNotAvailableError
 
 __all__ = ["EvaluateRegardScorer", "EvaluateToxicityScorer", "is_evaluate_scorer", "load_evaluate_scorer"]
 

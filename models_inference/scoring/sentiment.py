@@ -1,4 +1,5 @@
-"""Sentiment of association sentences (BiasDora Section 3.2; METHOD.md section 4).
+"""Sentiment scorers of texts (BiasDora scores its association sentences with them, Section 3.2;
+METHOD.md section 4).
 
 Label negative / neutral / positive and a signed score in [-1, 1]. Scorers:
 :class:`VaderSentimentScorer` (offline default, ``vaderSentiment``: compound score, labels at
@@ -18,8 +19,6 @@ from typing import Sequence
 from ingestion.vocabulary import DEFAULT_SENTIMENT_SCORER
 from models_inference.scoring.common import TextScorer, TransformersClassifierScorer
 
-#: Landing table of sentiment scores.
-TABLE = "sentiment_scores"
 SENTIMENT_LABELS: tuple[str, ...] = ("negative", "neutral", "positive")
 #: VADER's documented thresholds on the compound score (Hutto & Gilbert, 2014; package README).
 VADER_THRESHOLD = 0.05
@@ -120,16 +119,6 @@ def load_sentiment_scorer(name: str = DEFAULT_SENTIMENT_SCORER, *, batch_size: i
 
         return load_evaluate_scorer(name, kind="sentiment")
     return TransformersSentimentScorer.load(name.removeprefix("transformers:"), batch_size=batch_size)
-
-
-def landing_fields(result: dict) -> dict:
-    """The ``sentiment_scores`` columns of one scorer result."""
-    return {"sentiment_label": result["label"], "sentiment_score": float(result["score"])}
-
-
-def summary_label(row: dict) -> str:
-    """The label a scoring summary counts for one landed row."""
-    return row["sentiment_label"]
 
 
 __all__ = [

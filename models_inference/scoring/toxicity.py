@@ -1,4 +1,5 @@
-"""Toxicity of association sentences (BiasDora Section 3.2; METHOD.md section 4).
+"""Toxicity scorers of texts (BiasDora scores its association sentences with them, Section 3.2;
+METHOD.md section 4).
 
 The probability of the toxic class and ``is_toxic = probability >= 0.5``. Scorers:
 :class:`JigsawToxicityScorer` (offline default: the Jigsaw-trained Keras BiLSTM of the
@@ -12,18 +13,16 @@ from __future__ import annotations
 import collections
 import importlib.metadata
 import importlib.util
-import json
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ingestion.vocabulary import DEFAULT_TOXICITY_SCORER
-from models_inference.model_ref import ModelNotAvailableError, file_sha256
+from ingestion.errors import ModelNotAvailableError
+from models_inference.model_ref import file_sha256
 from models_inference.scoring.common import TextScorer, TransformersClassifierScorer
 
-#: Landing table of toxicity scores.
-TABLE = "toxicity_scores"
 #: Toxicity label threshold on the probability of the toxic class (METHOD.md section 4).
 TOXIC_THRESHOLD = 0.5
 
@@ -210,17 +209,6 @@ def load_toxicity_scorer(name: str = DEFAULT_TOXICITY_SCORER, *, batch_size: int
 
         return load_evaluate_scorer(name, kind="toxicity")
     return TransformersToxicityScorer.load(name.removeprefix("transformers:"), batch_size=batch_size)
-
-
-def landing_fields(result: dict) -> dict:
-    """The ``toxicity_scores`` columns of one scorer result."""
-    p = float(result["probability"])
-    return {"toxicity": p, "is_toxic": p >= TOXIC_THRESHOLD, "label_scores_json": json.dumps(result["labels"], sort_keys=True)}
-
-
-def summary_label(row: dict) -> str:
-    """The label a scoring summary counts for one landed row."""
-    return "toxic" if row["is_toxic"] else "non_toxic"
 
 
 __all__ = [

@@ -152,10 +152,7 @@ def user_error_message(error) -> str | None:
 
 
 def _dora_error_names() -> set[str]:
-    import ingestion.errors
-    import ingestion.registry  # noqa: F401 - registers their DoraError subclasses
-    import models_inference.backends.text  # noqa: F401
-    import models_inference.model_ref  # noqa: F401
+    import ingestion.errors  # every DoraError subclass lives there (tests/test_layering.py checks it)
 
     names, todo = set(), [ingestion.errors.DoraError]
     while todo:
@@ -195,8 +192,7 @@ def cmd_audit(args) -> int:
 
     partition = None
     if args.target:  # a registry target: its current version's partition, settings from the registry
-        from ingestion.registry import RegistryError
-        from models_inference.model_ref import VersionError
+        from ingestion.errors import RegistryError, VersionError
         from orchestration.defs.audits.runs import add_target_partition
 
         try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from ingestion.vocabulary import I2T_BACKENDS, JUDGE_BACKENDS, PROMPT_STYLES, T2I_BACKENDS, T2T_BACKENDS
-from models_inference.scoring.judge import ANSWER_MODES
+from models_inference.probes.biasdora.judge import ANSWER_MODES
 from orchestration.defs.config import AuditConfig, DescriptionWordsConfig, VisionConfig
 from orchestration.defs.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
 
@@ -188,8 +188,9 @@ def apply_vision_presets(vision: dict) -> dict:
     ``llava-hf/llava-v1.6-vicuna-7b-hf``, the system prompt (:data:`PAPER_LLAVA_SYSTEM_PROMPT`)
     and 448x448 input. Values set explicitly (VAE, suffix, system prompt, size) win.
     """
-    from models_inference.backends.vision import PAPER_LLAVA_IMAGE_SIZE, PAPER_LLAVA_MODEL, PAPER_LLAVA_SYSTEM_PROMPT
-    from models_inference.probes.biasdora.prompts import PAPER_SD_STEPS, PAPER_SD_VAE
+    from models_inference.probes.biasdora.prompts import (
+        PAPER_LLAVA_IMAGE_SIZE, PAPER_LLAVA_MODEL, PAPER_LLAVA_SYSTEM_PROMPT, PAPER_SD_STEPS, PAPER_SD_VAE,
+    )
     from models_inference.probes.biasdora.t2i import PAPER_SD_MODEL, PAPER_SD_PROMPT_SUFFIX
 
     if vision.get("t2i_model") == "paper-sd":

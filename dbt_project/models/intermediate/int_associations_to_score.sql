@@ -1,9 +1,18 @@
 {#-
     The associations the scorers read (METHOD.md section 4): every association of
-    fct_associations with its significance flag and, for T2T, the prompt that produced the
-    word (the scored sentence is that prompt's template filled with the word, built in
-    models_inference/scoring/common.py). Scoring selects `is_significant` rows (--score-pool fisher),
-    `is_paper_significant` rows (--score-pool paper) or all (--score-pool all / --score-all) and an audit with `?` parameters: no value is ever put into SQL text.
+    fct_associations with its significance flags and its association sentence
+    (`association_text`): for T2T the sentence prefix the probe landed with the completion
+    that produced the word, a space and the word ("An alcoholic person is" || ' ' || "brawler");
+    "<descriptor> <word>" for other modalities. Scoring selects `is_significant` rows
+    (--score-pool fisher), `is_paper_significant` rows (--score-pool paper) or all
+    (--score-pool all / --score-all) and an audit with `?` parameters: no value is ever put
+    into SQL text.
+
+    Rows landed before the probe landed `subject` / `prefix` (both null) get them derived
+    here from the stored prompt (a SQL fallback, no re-landing): completion style "<prefix>
+    <letter>"; chat style "... square brackets.[ <setting constraint>.] <prefix> [<letter>__]."
+    with the noun setting's "a/an" resolved for the letter; the subject is the prefix without
+    its trailing "is" / "are" (and article).
 -#}
 
 with
@@ -12,17 +21,46 @@ associations as (
     select * from {{ ref('fct_associations') }}
 ),
 
-t2t_prompts as (
-    -- one prompt per (audit, setting, descriptor, word): the first, as strings sort
+completions as (
     select
         audit_id,
         setting,
         descriptor,
         word,
-        min(prompt) as prompt,
-        min(prompt_style) as prompt_style
+        letter,
+        subject,
+        coalesce(
+            prefix,
+            case
+                when prompt_style = 'completion' and suffix(prompt, ' ' || letter)
+                    then left(prompt, length(prompt) - 2)
+                when prompt_style = 'chat'
+                    then regexp_replace(
+                        regexp_extract(
+                            prompt,
+                            'square brackets\.(?: The completed word must be [^.\n]*\.)? (.+) \[' || letter || '__\]',
+                            1
+                        ),
+                        ' a/an$',
+                        case when letter in ('a', 'e', 'i', 'o', 'u') then ' an' else ' a' end
+                    )
+            end
+        ) as prefix
     from {{ ref('stg_t2t_completions') }}
     where parse_status = 'ok'
+),
+
+t2t_sentences as (
+    -- one sentence per (audit, setting, descriptor, word): the first prefix, as strings sort
+    select
+        audit_id,
+        setting,
+        descriptor,
+        word,
+        min(coalesce(subject, regexp_replace(prefix, ' (is|are)( (a|an|a/an))?$', ''))) as subject,
+        min(prefix) as prefix
+    from completions
+    where nullif(prefix, '') is not null
     group by audit_id, setting, descriptor, word
 ),
 
@@ -37,17 +75,18 @@ final as (
         associations.word,
         associations.bias_dimension,
         associations.is_significant,
-        -- issue 11: the paper's p-value-significant pool (--score-pool paper)
+        -- the paper's p-value-significant pool (--score-pool paper)
         coalesce(associations.is_paper_significant, false) as is_paper_significant,
-        t2t_prompts.prompt,
-        t2t_prompts.prompt_style
+        t2t_sentences.subject,
+        t2t_sentences.prefix,
+        coalesce(t2t_sentences.prefix, associations.descriptor) || ' ' || associations.word as association_text
     from associations
-    left join t2t_prompts
+    left join t2t_sentences
         on  associations.modality = 't2t'
-        and t2t_prompts.audit_id = associations.audit_id
-        and t2t_prompts.setting = associations.setting
-        and t2t_prompts.descriptor = associations.descriptor
-        and t2t_prompts.word = associations.word
+        and t2t_sentences.audit_id = associations.audit_id
+        and t2t_sentences.setting = associations.setting
+        and t2t_sentences.descriptor = associations.descriptor
+        and t2t_sentences.word = associations.word
 )
 
 select * from final

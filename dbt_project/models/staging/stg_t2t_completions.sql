@@ -41,6 +41,10 @@ renamed as (
         word,
         parse_status,
         generated_at,
+        -- null for rows landed before the probe landed them (int_associations_to_score
+        -- derives those from `prompt`)
+        subject,
+        prefix,
         _landing_shard
     from source
 ),

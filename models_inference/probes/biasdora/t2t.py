@@ -3,7 +3,9 @@
 For each probe row (a row of the paper's list: descriptor x setting, a descriptor listed
 under two bias dimensions has two rows) x letter a..z x run 1..R, one completion is
 generated and landed as a row of ``landing/t2t_completions`` (see :mod:`ingestion.landing`),
-whatever its parse status. Rows are keyed by (audit_id, model_id, model_version, setting,
+whatever its parse status, with the sentence's ``subject`` ("An alcoholic person") and
+``prefix`` ("An alcoholic person is"; :func:`~models_inference.probes.biasdora.prompts.t2t_sentence_prefix`)
+so that the association sentence is built in SQL from landed columns. Rows are keyed by (audit_id, model_id, model_version, setting,
 descriptor, descriptor_row, letter, run): a re-run reads the keys already landed and generates only the missing rows,
 so an interrupted audit resumes where it stopped and a finished one costs no model call.
 """
@@ -22,7 +24,9 @@ from ingestion.vocabulary import PROMPT_STYLES, T2T_SETTINGS
 from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.text import TextBackend
 from models_inference.probes.biasdora.parsing import PARSE_STATUSES, parse_answer
-from models_inference.probes.biasdora.prompts import PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt
+from models_inference.probes.biasdora.prompts import (
+    PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt, t2t_sentence_prefix, t2t_subject,
+)
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
 from models_inference.resumable import slug
 
@@ -206,6 +210,8 @@ def run_t2t_probe(
                     "word": word,
                     "parse_status": status,
                     "generated_at": now,
+                    "subject": t2t_subject(t.prefix),
+                    "prefix": t2t_sentence_prefix(t.prefix, letter),
                 }
             )
         return rows

@@ -445,54 +445,39 @@ def score_toxicity(audit_ids: Sequence[str] | None, scorer, cache=None, *, batch
     """Score every landed, non-empty response (whole text, PROBES.md C.3.2) not yet scored by
     this scorer version, and land ``landing/counterfactual_toxicity`` (one row per response
     and scorer version, the six Jigsaw heads as columns; other scorers fill ``toxicity`` and
-    leave the heads they lack null).
+    leave the heads they lack null), through the generic scoring loop
+    (:func:`models_inference.scoring.run.score_texts`: score cache, shards, landing lock).
 
     Args:
         audit_ids: restrict to these audits (``None``: every audit).
         scorer: a :class:`models_inference.scoring.common.TextScorer` (toxicity kind).
         cache: a :class:`models_inference.scoring.cache.ScoreCache` or ``None``.
 
+    Returns:
+        A :class:`ToxicitySummary` (responses scored, already scored, cache hits).
+
     Raises:
         RuntimeError: the scorer returned a wrong number of results.
     """
-    from ingestion.landing import read_landing, write_shard
-    from models_inference.scoring.cache import CachedScorer
+    from ingestion.landing import read_landing
+    from models_inference.scoring.run import score_texts
 
     filters: dict = {"status": ["ok", "truncated"]}
     if audit_ids is not None:
         filters["audit_id"] = list(audit_ids)
-    todo = [
-        r for r in read_landing("counterfactual_responses", ["audit_id", "response_id", "raw_output"], filters=filters).to_pylist()
-        if (r["raw_output"] or "").strip()
-    ]
-    done = read_landing(
-        "counterfactual_toxicity", ["response_id"], filters={"scorer": scorer.name, "scorer_version": scorer.version},
-    ).column("response_id").to_pylist()
-    seen = set(done)
-    summary = ToxicitySummary(already_scored=len(seen & {r['response_id'] for r in todo}))
-    todo = list({r["response_id"]: r for r in todo if r["response_id"] not in seen}.values())
-    if not todo:
-        return summary
-    cached = CachedScorer(scorer, cache, batch_size=batch_size)
-    for start in range(0, len(todo), 2048):
-        chunk = todo[start : start + 2048]
-        results = cached.score([r["raw_output"] for r in chunk])
-        now = datetime.now(timezone.utc)
-        rows = []
-        for r, res in zip(chunk, results):
-            labels = res.get("labels") or {}
-            row = {
-                "audit_id": r["audit_id"], "response_id": r["response_id"], "scorer": scorer.name,
-                "scorer_version": scorer.version, "scored_at": now,
-            }
-            for head, col in TOXICITY_HEADS.items():
-                row[col] = labels.get(head)
-            row["toxicity"] = labels.get("toxic", res.get("probability"))
-            rows.append(row)
-        write_shard("counterfactual_toxicity", rows, partition=chunk[0]["audit_id"])
-        summary.scored += len(rows)
-    summary.cache_hits = cached.hits
-    return summary
+    responses = read_landing("counterfactual_responses", ["audit_id", "response_id", "raw_output"], filters=filters).to_pylist()
+    # a retried response lands again under its id: score its last landed text once
+    todo = list({r["response_id"]: r for r in responses if (r["raw_output"] or "").strip()}.values())
+
+    def columns(response: dict, result: dict) -> dict:
+        labels = result.get("labels") or {}
+        row = {"audit_id": response["audit_id"], **{col: labels.get(head) for head, col in TOXICITY_HEADS.items()}}
+        row["toxicity"] = labels.get("toxic", result.get("probability"))
+        return row
+
+    done = score_texts(scorer, todo, table="counterfactual_toxicity", key=("response_id",), columns=columns,
+                       text="raw_output", cache=cache, batch_size=batch_size)
+    return ToxicitySummary(scored=done.generated, already_scored=done.already_landed, cache_hits=done.cache_hits)
 
 
 # ------------------------------------------------------------------- stereotype filter (D.2)

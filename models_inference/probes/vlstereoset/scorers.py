@@ -190,7 +190,9 @@ class ClipScorer:
         import torch
         from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-        from models_inference.model_ref import ModelNotAvailableError, model_version
+        from ingestion.errors import ModelNotAvailableError
+
+        from models_inference.model_ref import model_version
 
         try:
             self.model = AutoModel.from_pretrained(model_ref, dtype=torch.float32).eval()
@@ -254,7 +256,9 @@ class ItmScorer:
         import transformers
         from transformers import AutoConfig, AutoProcessor
 
-        from models_inference.model_ref import ModelNotAvailableError, model_version
+        from ingestion.errors import ModelNotAvailableError
+
+        from models_inference.model_ref import model_version
 
         try:
             arch = (AutoConfig.from_pretrained(model_ref).architectures or [""])[0]

@@ -31,8 +31,8 @@ from analytics.query import read_relation
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import ASSOCIATION_KEY
 from models_inference.scoring.cache import ScoreCache
-from models_inference.scoring.common import run_scoring, with_association_text
-from models_inference.scoring.judge import JudgeSampling, load_judge, run_judge
+from models_inference.probes.biasdora.scoring import run_scoring, with_association_text
+from models_inference.probes.biasdora.judge import JudgeSampling, load_judge, run_judge
 from models_inference.scoring.sentiment import load_sentiment_scorer
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from orchestration.defs.audits.runs import partition_audit_ids, target_of_run
@@ -74,7 +74,7 @@ def associations_to_score(*, score_all: bool = False, audit_id: str | None = Non
     filters: dict = dict(_POOL_FILTER[pool])
     if audit_id:
         filters["audit_id"] = audit_id
-    columns = [*ASSOCIATION_KEY, "bias_dimension", "prompt", "prompt_style"]
+    columns = [*ASSOCIATION_KEY, "bias_dimension", "subject", "prefix", "association_text"]
     rows = read_relation(ASSOCIATIONS_TO_SCORE, columns=columns, filters=filters, order_by=ASSOCIATION_KEY)
     return [{**r, "score_pool": pool} for r in with_association_text(rows)]
 

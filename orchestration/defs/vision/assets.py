@@ -37,7 +37,8 @@ from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_I2T_SETTINGS
 from models_inference.backends.image import load_image_backend
 from models_inference.backends.vision import load_vision_backend
-from models_inference.model_ref import ModelNotAvailableError, model_reachable
+from ingestion.errors import ModelNotAvailableError
+from models_inference.model_ref import model_reachable
 from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
 from models_inference.probes.biasdora.prompts import description_kind
 from models_inference.probes.biasdora.t2i import (

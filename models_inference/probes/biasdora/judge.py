@@ -32,8 +32,8 @@ from ingestion.landing import read_landing, write_shard
 from ingestion.vocabulary import ASSOCIATION_KEY, DEFAULT_MODEL
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
 from models_inference.backends.text import TextBackend, load_text_backend
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, ErrorShare, ResumableSummary, key_seed
-from models_inference.scoring.ratings import (
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, ErrorShare, ResumableSummary, holding_lock, key_seed, landing_lock
+from models_inference.probes.biasdora.ratings import (
     JUDGE_PARSE_STATUSES,
     RATINGS,
     ParsedRating,
@@ -60,7 +60,7 @@ class JudgeRequest:
     """One judgement to make: the association and the per-row sampling seed.
 
     ``descriptor`` is the target as the setting words it ("Children" in the plural setting;
-    :func:`models_inference.prompts.judge_target`), which is what the paper's judge saw.
+    :func:`models_inference.probes.biasdora.prompts.judge_target`), which is what the paper's judge saw.
     """
 
     descriptor: str
@@ -268,8 +268,6 @@ def run_judge(
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    from models_inference.resumable import landing_lock, holding_lock
-
     # (concurrency) two runs judging with one model take turns: the second lands only what is missing
     with holding_lock(landing_lock(f"scoring--judge--{judge.model_id}"), f"judging with {judge.model_id}"):
         return _run_judge(associations, judge, repeats, sampling, shard_rows, progress, max_error_share)
