@@ -9,7 +9,7 @@
     Issue 15: every listed association gets a change test, a two-sided Fisher's exact test on
     [[tf_before, doc_length_before - tf_before], [tf_after, doc_length_after - tf_after]]
     (UDF fisher_two_sided, analytics/fisher_two_sided.py), `change_p`, with BH `change_q`
-    within (from, to, modality, setting); change_type follows change_q < 0.05.
+    within (from, to, modality, setting); change_type follows change_q < var('significance_level') (0.05).
 
     Bias level before / after: the LLM judge's Likert level (1-5, METHOD.md section 4) from
     `fct_association_scores`, null where the association was not judged. Tagged `scores`, so
@@ -162,9 +162,9 @@ classified as (
     -- changed; the significance flags and the direction of the word's share say how
     select
         *,
-        change_q < 0.05 as is_significant_change,
+        change_q < {{ var('significance_level') }} as is_significant_change,
         case
-            when not (change_q < 0.05) then 'unchanged'
+            when not (change_q < {{ var('significance_level') }}) then 'unchanged'
             when significant_after and not significant_before then 'new'
             when significant_before and not significant_after then 'gone'
             when cast(coalesce(tf_after, 0) as double) * doc_length_before

@@ -118,7 +118,7 @@ final as (
         paper_p_value,
         fisher_p,
         fisher_q,
-        fisher_q < 0.05 as is_significant,
+        fisher_q < {{ var('significance_level') }} as is_significant,
         inputs_landed_at,
         -- issue 11 (appended so incremental tables gain them as new columns)
         bias_dimensions,
@@ -126,7 +126,7 @@ final as (
         n_paper_documents,
         paper_idf,
         paper_tfidf,
-        coalesce(paper_p_value < 0.05, false) as is_paper_significant
+        coalesce(paper_p_value < {{ var('significance_level') }}, false) as is_paper_significant
     from adjusted
 )
 

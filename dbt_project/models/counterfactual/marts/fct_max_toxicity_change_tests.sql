@@ -74,11 +74,5 @@ select
     delta_mean_max_toxicity,
     change_p,
     change_q,
-    coalesce(change_q < 0.05, false) as is_significant_change,
-    case
-        when not coalesce(change_q < 0.05, false) then 'unchanged'
-        when delta_mean_max_toxicity > 0 then 'increased'
-        when delta_mean_max_toxicity < 0 then 'decreased'
-        else 'shifted'
-    end as change_type
+    {{ change_significance('delta_mean_max_toxicity') }}
 from adjusted

@@ -107,11 +107,5 @@ select
     s_bias_na_filtered_after,
     change_p,
     change_q,
-    coalesce(change_q < 0.05, false) as is_significant_change,
-    case
-        when not coalesce(change_q < 0.05, false) then 'unchanged'
-        when delta_s_bias > 0 then 'increased'
-        when delta_s_bias < 0 then 'decreased'
-        else 'shifted'
-    end as change_type
+    {{ change_significance('delta_s_bias') }}
 from adjusted

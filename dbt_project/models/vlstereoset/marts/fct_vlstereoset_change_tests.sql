@@ -82,11 +82,5 @@ select
     ivlas_after,
     change_p,
     change_q,
-    coalesce(change_q < 0.05, false) as is_significant_change,
-    case
-        when not coalesce(change_q < 0.05, false) then 'unchanged'
-        when delta_value > 0 then 'increased'
-        when delta_value < 0 then 'decreased'
-        else 'shifted'
-    end as change_type
+    {{ change_significance('delta_value') }}
 from adjusted
