@@ -19,7 +19,7 @@ significant as (
     where is_significant
 ),
 
-aggregated as (
+final as (
     select
         audit_id,
         model_id,
@@ -52,4 +52,4 @@ aggregated as (
     group by all
 )
 
-select * from aggregated
+select * from final

@@ -40,17 +40,21 @@ scored as (
     join subset_totals as t using (audit_id, subset)
     join word_totals as w using (audit_id, subset, word)
     where c.freq_group >= {{ var('counterfactual_pmi_min_freq', 10) }}
+),
+
+final as (
+    select
+        *,
+        log2((freq_group * n_total)::double / (freq_total * n_group)) as pmi_group,
+        case when freq_other > 0 then log2((freq_other * n_total)::double / (freq_total * n_other)) end as pmi_other,
+        case
+            when freq_other > 0 then log2((freq_group * n_other)::double / (freq_other * n_group))
+            else 'infinity'::double
+        end as s_w,
+        {{ var('counterfactual_pmi_min_freq', 10) }} as min_freq,
+        (freq_other = 0 or log2((freq_group * n_other)::double / (freq_other * n_group)) >= {{ var('counterfactual_pmi_threshold', 1) }})
+            as is_candidate
+    from scored
 )
 
-select
-    *,
-    log2((freq_group * n_total)::double / (freq_total * n_group)) as pmi_group,
-    case when freq_other > 0 then log2((freq_other * n_total)::double / (freq_total * n_other)) end as pmi_other,
-    case
-        when freq_other > 0 then log2((freq_group * n_other)::double / (freq_other * n_group))
-        else 'infinity'::double
-    end as s_w,
-    {{ var('counterfactual_pmi_min_freq', 10) }} as min_freq,
-    (freq_other = 0 or log2((freq_group * n_other)::double / (freq_other * n_group)) >= {{ var('counterfactual_pmi_threshold', 1) }})
-        as is_candidate
-from scored
+select * from final

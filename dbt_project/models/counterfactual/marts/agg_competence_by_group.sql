@@ -44,24 +44,28 @@ occupation_sets as (
     select audit_id, subset, occupation, count(distinct set_id) as occupation_sets
     from responses
     group by all
+),
+
+final as (
+    select
+        p.audit_id,
+        any_value(p.model_id) as model_id,
+        any_value(p.model_version) as model_version,
+        any_value(p.variant) as variant,
+        p.subset,
+        p.occupation,
+        p.group_label,
+        count(*) as responses,
+        avg(case when p.content_words > 0 then p.competence_count / p.content_words end) as competence_norm,
+        avg(case when p.content_words > 0 then p.incompetence_count / p.content_words end) as incompetence_norm,
+        avg(case when p.content_words > 0 then p.warmth_count / p.content_words end) as warmth_norm,
+        avg(case when p.content_words > 0 then p.coldness_count / p.content_words end) as coldness_norm,
+        avg(p.competence_count) as competence_count_mean,
+        any_value(o.occupation_sets) as occupation_sets,
+        any_value(o.occupation_sets) >= {{ var('counterfactual_min_sets', 35) }} as meets_min_sets
+    from per_response as p
+    join occupation_sets as o using (audit_id, subset, occupation)
+    group by p.audit_id, p.subset, p.occupation, p.group_label
 )
 
-select
-    p.audit_id,
-    any_value(p.model_id) as model_id,
-    any_value(p.model_version) as model_version,
-    any_value(p.variant) as variant,
-    p.subset,
-    p.occupation,
-    p.group_label,
-    count(*) as responses,
-    avg(case when p.content_words > 0 then p.competence_count / p.content_words end) as competence_norm,
-    avg(case when p.content_words > 0 then p.incompetence_count / p.content_words end) as incompetence_norm,
-    avg(case when p.content_words > 0 then p.warmth_count / p.content_words end) as warmth_norm,
-    avg(case when p.content_words > 0 then p.coldness_count / p.content_words end) as coldness_norm,
-    avg(p.competence_count) as competence_count_mean,
-    any_value(o.occupation_sets) as occupation_sets,
-    any_value(o.occupation_sets) >= {{ var('counterfactual_min_sets', 35) }} as meets_min_sets
-from per_response as p
-join occupation_sets as o using (audit_id, subset, occupation)
-group by p.audit_id, p.subset, p.occupation, p.group_label
+select * from final

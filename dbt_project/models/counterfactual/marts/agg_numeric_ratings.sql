@@ -51,25 +51,29 @@ stats as (
            stddev_samp(group_mean) over w as sigma
     from groups
     window w as (partition by audit_id, subset, prompt_label, mitigation)
+),
+
+final as (
+    select
+        s.audit_id, s.model_id, s.model_version, s.variant, s.subset, s.prompt_label, s.mitigation, s.group_label,
+        a.answers,
+        a.valid_answers,
+        s.group_mean,
+        s.group_sd,
+        1.96 * s.group_sd / sqrt(a.valid_answers) as ci95_half_width,
+        s.mu,
+        s.sigma,
+        case
+            when s.sigma is null then 'none'
+            when s.group_mean < s.mu - s.sigma then 'low'
+            when s.group_mean > s.mu + s.sigma then 'high'
+            else 'none'
+        end as sd_flag,
+        t.kruskal_p,
+        case when t.kruskal_p is not null then t.kruskal_q end as kruskal_q
+    from stats as s
+    join answers as a using (audit_id, subset, prompt_label, mitigation, group_label)
+    left join adjusted as t using (audit_id, subset, prompt_label, mitigation)
 )
 
-select
-    s.audit_id, s.model_id, s.model_version, s.variant, s.subset, s.prompt_label, s.mitigation, s.group_label,
-    a.answers,
-    a.valid_answers,
-    s.group_mean,
-    s.group_sd,
-    1.96 * s.group_sd / sqrt(a.valid_answers) as ci95_half_width,
-    s.mu,
-    s.sigma,
-    case
-        when s.sigma is null then 'none'
-        when s.group_mean < s.mu - s.sigma then 'low'
-        when s.group_mean > s.mu + s.sigma then 'high'
-        else 'none'
-    end as sd_flag,
-    t.kruskal_p,
-    case when t.kruskal_p is not null then t.kruskal_q end as kruskal_q
-from stats as s
-join answers as a using (audit_id, subset, prompt_label, mitigation, group_label)
-left join adjusted as t using (audit_id, subset, prompt_label, mitigation)
+select * from final

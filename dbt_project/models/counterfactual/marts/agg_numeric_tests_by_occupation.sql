@@ -20,9 +20,13 @@ ranked as (
            count(kruskal_p) over (partition by audit_id) as n_tests,
            row_number() over (partition by audit_id order by kruskal_p nulls last, subset, prompt_label, mitigation, occupation) as p_rank
     from tests
+),
+
+final as (
+    select
+        * exclude (p_rank),
+        {{ bh_q_value('kruskal_p', 'n_tests', 'p_rank', ['audit_id']) }} as kruskal_q
+    from ranked
 )
 
-select
-    * exclude (p_rank),
-    {{ bh_q_value('kruskal_p', 'n_tests', 'p_rank', ['audit_id']) }} as kruskal_q
-from ranked
+select * from final

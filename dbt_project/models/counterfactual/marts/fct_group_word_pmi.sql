@@ -12,30 +12,34 @@ with judged as (
     where parse_status <> 'error'
     group by audit_id, subset, group_label, judge_model, judge_model_version, word_list_hash
     qualify row_number() over (partition by audit_id, subset, group_label order by max(judged_at) desc) = 1
+),
+
+final as (
+    select
+        p.audit_id,
+        p.model_id,
+        p.model_version,
+        p.variant,
+        p.subset,
+        p.group_label,
+        p.word,
+        p.freq_group,
+        p.freq_other,
+        p.n_group,
+        p.n_other,
+        p.pmi_group,
+        p.pmi_other,
+        p.s_w,
+        p.min_freq,
+        p.is_candidate,
+        case when p.is_candidate then
+            row_number() over (partition by p.audit_id, p.subset, p.group_label, p.is_candidate order by p.s_w desc, p.freq_group desc, p.word)
+        end as candidate_rank,
+        case when p.is_candidate and j.audit_id is not null then list_contains(j.flagged, p.word) end as judge_flag,
+        j.judge_model,
+        j.judge_answers
+    from {{ ref('int_counterfactual_word_pmi') }} as p
+    left join judged as j using (audit_id, subset, group_label)
 )
 
-select
-    p.audit_id,
-    p.model_id,
-    p.model_version,
-    p.variant,
-    p.subset,
-    p.group_label,
-    p.word,
-    p.freq_group,
-    p.freq_other,
-    p.n_group,
-    p.n_other,
-    p.pmi_group,
-    p.pmi_other,
-    p.s_w,
-    p.min_freq,
-    p.is_candidate,
-    case when p.is_candidate then
-        row_number() over (partition by p.audit_id, p.subset, p.group_label, p.is_candidate order by p.s_w desc, p.freq_group desc, p.word)
-    end as candidate_rank,
-    case when p.is_candidate and j.audit_id is not null then list_contains(j.flagged, p.word) end as judge_flag,
-    j.judge_model,
-    j.judge_answers
-from {{ ref('int_counterfactual_word_pmi') }} as p
-left join judged as j using (audit_id, subset, group_label)
+select * from final

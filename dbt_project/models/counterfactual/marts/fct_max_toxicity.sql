@@ -37,9 +37,13 @@ units as (
         arg_min(group_label, score) as min_group
     from long
     group by all
+),
+
+final as (
+    select u.*, m.set_members
+    from units as u
+    join members as m using (audit_id, set_id)
+    where u.members_scored = m.set_members
 )
 
-select u.*, m.set_members
-from units as u
-join members as m using (audit_id, set_id)
-where u.members_scored = m.set_members
+select * from final

@@ -53,26 +53,30 @@ tested as (
 adjusted as (
     -- Benjamini-Hochberg within the audit pair (= scipy.stats.false_discovery_control)
     {{ with_change_q('tested', ['subset', 'prompt_label', 'mitigation', 'head']) }}
+),
+
+final as (
+    select
+        model_id,
+        variant,
+        from_audit_id,
+        to_audit_id,
+        from_model_version,
+        to_model_version,
+        is_previous,
+        subset,
+        prompt_label,
+        mitigation,
+        head,
+        units_before,
+        units_after,
+        mean_max_toxicity_before,
+        mean_max_toxicity_after,
+        delta_mean_max_toxicity,
+        change_p,
+        change_q,
+        {{ change_significance('delta_mean_max_toxicity') }}
+    from adjusted
 )
 
-select
-    model_id,
-    variant,
-    from_audit_id,
-    to_audit_id,
-    from_model_version,
-    to_model_version,
-    is_previous,
-    subset,
-    prompt_label,
-    mitigation,
-    head,
-    units_before,
-    units_after,
-    mean_max_toxicity_before,
-    mean_max_toxicity_after,
-    delta_mean_max_toxicity,
-    change_p,
-    change_q,
-    {{ change_significance('delta_mean_max_toxicity') }}
-from adjusted
+select * from final

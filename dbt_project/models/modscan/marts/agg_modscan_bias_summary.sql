@@ -4,14 +4,20 @@
     of `agg_modscan_bias_scores`, with the cell count.
 -#}
 
-select
-    audit_id,
-    model_id,
-    model_version,
-    condition,
-    prefix,
-    count(*) as n_cells,
-    avg(s_bias) as avg_s_bias,
-    avg(s_bias_na_filtered) as avg_s_bias_na_filtered
-from {{ ref('agg_modscan_bias_scores') }}
-group by all
+with
+
+final as (
+    select
+        audit_id,
+        model_id,
+        model_version,
+        condition,
+        prefix,
+        count(*) as n_cells,
+        avg(s_bias) as avg_s_bias,
+        avg(s_bias_na_filtered) as avg_s_bias_na_filtered
+    from {{ ref('agg_modscan_bias_scores') }}
+    group by all
+)
+
+select * from final

@@ -22,15 +22,19 @@ ordered as (
     select audit_id, model_id, model_version, probe, modality, scenario, condition, prefix, instance,
         right_group as race_1, left_group as race_2, status, chosen_group
     from answered
+),
+
+final as (
+    select
+        audit_id, model_id, model_version, probe, modality, scenario, condition, prefix, instance, race_1, race_2,
+        count(*) as n_queries,
+        count(*) filter (where status = 'ok') as n_responses,
+        count(*) filter (where chosen_group = race_1) as n_race_1_selected,
+        case when count(*) filter (where status = 'ok') > 0
+            then (count(*) filter (where chosen_group = race_1))::double / count(*) filter (where status = 'ok')
+        end as p_race_1_selected
+    from ordered
+    group by all
 )
 
-select
-    audit_id, model_id, model_version, probe, modality, scenario, condition, prefix, instance, race_1, race_2,
-    count(*) as n_queries,
-    count(*) filter (where status = 'ok') as n_responses,
-    count(*) filter (where chosen_group = race_1) as n_race_1_selected,
-    case when count(*) filter (where status = 'ok') > 0
-        then (count(*) filter (where chosen_group = race_1))::double / count(*) filter (where status = 'ok')
-    end as p_race_1_selected
-from ordered
-group by all
+select * from final

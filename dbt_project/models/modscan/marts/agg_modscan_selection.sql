@@ -43,29 +43,33 @@ chosen as (
 group_counts as (
     select count(*) over (partition by attribute) as n_groups, attribute, social_group
     from social_groups
+),
+
+final as (
+    select
+        i.audit_id,
+        i.model_id,
+        i.model_version,
+        i.probe,
+        i.modality,
+        i.attribute,
+        i.scenario,
+        i.condition,
+        i.prefix,
+        i.instance,
+        g.social_group,
+        g.n_groups,
+        i.n_queries,
+        i.n_responses,
+        coalesce(c.n_selected, 0) as n_selected,
+        case when i.n_responses > 0 then coalesce(c.n_selected, 0)::double / i.n_responses end as p_selected,
+        1.0 / g.n_groups as p_unbiased
+    from instances as i
+    inner join group_counts as g on g.attribute = i.attribute
+    left join chosen as c
+        on c.audit_id = i.audit_id and c.probe = i.probe and c.attribute = i.attribute and c.scenario = i.scenario
+        and c.condition = i.condition and c.prefix = i.prefix and c.instance = i.instance
+        and c.social_group = g.social_group
 )
 
-select
-    i.audit_id,
-    i.model_id,
-    i.model_version,
-    i.probe,
-    i.modality,
-    i.attribute,
-    i.scenario,
-    i.condition,
-    i.prefix,
-    i.instance,
-    g.social_group,
-    g.n_groups,
-    i.n_queries,
-    i.n_responses,
-    coalesce(c.n_selected, 0) as n_selected,
-    case when i.n_responses > 0 then coalesce(c.n_selected, 0)::double / i.n_responses end as p_selected,
-    1.0 / g.n_groups as p_unbiased
-from instances as i
-inner join group_counts as g on g.attribute = i.attribute
-left join chosen as c
-    on c.audit_id = i.audit_id and c.probe = i.probe and c.attribute = i.attribute and c.scenario = i.scenario
-    and c.condition = i.condition and c.prefix = i.prefix and c.instance = i.instance
-    and c.social_group = g.social_group
+select * from final

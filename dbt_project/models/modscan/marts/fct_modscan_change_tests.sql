@@ -85,27 +85,31 @@ tested as (
 adjusted as (
     -- Benjamini-Hochberg within the audit pair (= scipy.stats.false_discovery_control)
     {{ with_change_q('tested', ['probe', 'attribute', 'scenario', 'condition', 'prefix']) }}
+),
+
+final as (
+    select
+        model_id,
+        probe,
+        from_audit_id,
+        to_audit_id,
+        from_model_version,
+        to_model_version,
+        is_previous,
+        attribute,
+        scenario,
+        condition,
+        prefix,
+        instances_compared,
+        s_bias_before,
+        s_bias_after,
+        delta_s_bias,
+        s_bias_na_filtered_before,
+        s_bias_na_filtered_after,
+        change_p,
+        change_q,
+        {{ change_significance('delta_s_bias') }}
+    from adjusted
 )
 
-select
-    model_id,
-    probe,
-    from_audit_id,
-    to_audit_id,
-    from_model_version,
-    to_model_version,
-    is_previous,
-    attribute,
-    scenario,
-    condition,
-    prefix,
-    instances_compared,
-    s_bias_before,
-    s_bias_after,
-    delta_s_bias,
-    s_bias_na_filtered_before,
-    s_bias_na_filtered_after,
-    change_p,
-    change_q,
-    {{ change_significance('delta_s_bias') }}
-from adjusted
+select * from final

@@ -4,40 +4,46 @@
     N/A (no term, several terms, box filtered / outside / conflicting: the reason is `status`).
 -#}
 
-select
-    audit_id,
-    model_id,
-    model_version,
-    backend,
-    probe,
-    modality,
-    attribute,
-    scenario,
-    instance,
-    condition,
-    prefix,
-    query_unit,
-    sample,
-    seed,
-    term_order,
-    left_group,
-    right_group,
-    pair_id,
-    left_face_id,
-    right_face_id,
-    image_sha256,
-    prompt_style,
-    prompt,
-    raw_output,
-    answer,
-    parse_method,
-    parsed_choice,
-    chosen_group,
-    status,
-    status <> 'error' as is_answered,
-    status not in ('ok', 'error') as is_na,
-    error,
-    generation_params,
-    deviation,
-    generated_at
-from {{ ref('stg_modscan_responses') }}
+with
+
+final as (
+    select
+        audit_id,
+        model_id,
+        model_version,
+        backend,
+        probe,
+        modality,
+        attribute,
+        scenario,
+        instance,
+        condition,
+        prefix,
+        query_unit,
+        sample,
+        seed,
+        term_order,
+        left_group,
+        right_group,
+        pair_id,
+        left_face_id,
+        right_face_id,
+        image_sha256,
+        prompt_style,
+        prompt,
+        raw_output,
+        answer,
+        parse_method,
+        parsed_choice,
+        chosen_group,
+        status,
+        status <> 'error' as is_answered,
+        status not in ('ok', 'error') as is_na,
+        error,
+        generation_params,
+        deviation,
+        generated_at
+    from {{ ref('stg_modscan_responses') }}
+)
+
+select * from final

@@ -31,21 +31,25 @@ pivoted as (
         max(probability) filter (where caption_kind = 'unrelated') as p_unrelated
     from original
     group by all
+),
+
+final as (
+    select
+        *,
+        greatest(p_stereotype, p_anti_stereotype) > p_unrelated as is_relevant,
+        p_stereotype > p_anti_stereotype and p_stereotype > p_unrelated as picks_stereotype,
+        (
+            (p_stereotype = greatest(p_stereotype, p_anti_stereotype, p_unrelated))::int
+            + (p_anti_stereotype = greatest(p_stereotype, p_anti_stereotype, p_unrelated))::int
+            + (p_unrelated = greatest(p_stereotype, p_anti_stereotype, p_unrelated))::int
+        ) > 1 as is_tie,
+        case
+            when p_stereotype > p_anti_stereotype and p_stereotype > p_unrelated then 'stereotype'
+            when p_anti_stereotype > p_stereotype and p_anti_stereotype > p_unrelated then 'anti-stereotype'
+            when p_unrelated > p_stereotype and p_unrelated > p_anti_stereotype then 'unrelated'
+        end as selected_caption
+    from pivoted
+    where p_stereotype is not null and p_anti_stereotype is not null and p_unrelated is not null
 )
 
-select
-    *,
-    greatest(p_stereotype, p_anti_stereotype) > p_unrelated as is_relevant,
-    p_stereotype > p_anti_stereotype and p_stereotype > p_unrelated as picks_stereotype,
-    (
-        (p_stereotype = greatest(p_stereotype, p_anti_stereotype, p_unrelated))::int
-        + (p_anti_stereotype = greatest(p_stereotype, p_anti_stereotype, p_unrelated))::int
-        + (p_unrelated = greatest(p_stereotype, p_anti_stereotype, p_unrelated))::int
-    ) > 1 as is_tie,
-    case
-        when p_stereotype > p_anti_stereotype and p_stereotype > p_unrelated then 'stereotype'
-        when p_anti_stereotype > p_stereotype and p_anti_stereotype > p_unrelated then 'anti-stereotype'
-        when p_unrelated > p_stereotype and p_unrelated > p_anti_stereotype then 'unrelated'
-    end as selected_caption
-from pivoted
-where p_stereotype is not null and p_anti_stereotype is not null and p_unrelated is not null
+select * from final

@@ -67,25 +67,29 @@ metrics as (
     left join unscored as u
         on u.audit_id = c.audit_id and u.scorer_variant = c.scorer_variant and u.dataset_id = c.dataset_id
         and u.category = c.category
+),
+
+final as (
+    select
+        audit_id,
+        model_id,
+        model_version,
+        scorer,
+        scorer_variant,
+        from_paper,
+        dataset_id,
+        is_synthetic,
+        category,
+        n_items,
+        n_relevant,
+        n_anti_stereotypical,
+        n_stereotype_picks,
+        n_ties,
+        n_unscored,
+        vlrs,
+        vlbs,
+        {{ vlstereoset_ivlas('vlrs', 'vlbs') }} as ivlas
+    from metrics
 )
 
-select
-    audit_id,
-    model_id,
-    model_version,
-    scorer,
-    scorer_variant,
-    from_paper,
-    dataset_id,
-    is_synthetic,
-    category,
-    n_items,
-    n_relevant,
-    n_anti_stereotypical,
-    n_stereotype_picks,
-    n_ties,
-    n_unscored,
-    vlrs,
-    vlbs,
-    {{ vlstereoset_ivlas('vlrs', 'vlbs') }} as ivlas
-from metrics
+select * from final

@@ -5,21 +5,27 @@
     the stereotypical caption"; vlss > 0: "more bias given the original image").
 -#}
 
-select
-    audit_id,
-    any_value(model_id) as model_id,
-    any_value(model_version) as model_version,
-    any_value(scorer) as scorer,
-    scorer_variant,
-    dataset_id,
-    count(*) as n_items,
-    count(lmss) as n_lmss,
-    avg(lmss) as lmss_mean,
-    median(lmss) as lmss_median,
-    100.0 * count(*) filter (where lmss > 0) / nullif(count(lmss), 0) as pct_lmss_positive,
-    count(vlss) as n_vlss,
-    avg(vlss) as vlss_mean,
-    median(vlss) as vlss_median,
-    100.0 * count(*) filter (where vlss > 0) / nullif(count(vlss), 0) as pct_vlss_positive
-from {{ ref('fct_vlstereoset_shifts') }}
-group by audit_id, scorer_variant, dataset_id
+with
+
+final as (
+    select
+        audit_id,
+        any_value(model_id) as model_id,
+        any_value(model_version) as model_version,
+        any_value(scorer) as scorer,
+        scorer_variant,
+        dataset_id,
+        count(*) as n_items,
+        count(lmss) as n_lmss,
+        avg(lmss) as lmss_mean,
+        median(lmss) as lmss_median,
+        100.0 * count(*) filter (where lmss > 0) / nullif(count(lmss), 0) as pct_lmss_positive,
+        count(vlss) as n_vlss,
+        avg(vlss) as vlss_mean,
+        median(vlss) as vlss_median,
+        100.0 * count(*) filter (where vlss > 0) / nullif(count(vlss), 0) as pct_vlss_positive
+    from {{ ref('fct_vlstereoset_shifts') }}
+    group by audit_id, scorer_variant, dataset_id
+)
+
+select * from final

@@ -58,29 +58,33 @@ tested as (
 adjusted as (
     -- Benjamini-Hochberg within the audit pair (= scipy.stats.false_discovery_control)
     {{ with_change_q('tested', ['scorer_variant', 'dataset_id', 'category', 'metric']) }}
+),
+
+final as (
+    select
+        model_id,
+        from_audit_id,
+        to_audit_id,
+        from_model_version,
+        to_model_version,
+        is_previous,
+        scorer_variant,
+        dataset_id,
+        category,
+        metric,
+        k_before,
+        n_before,
+        k_after,
+        n_after,
+        value_before,
+        value_after,
+        delta_value,
+        ivlas_before,
+        ivlas_after,
+        change_p,
+        change_q,
+        {{ change_significance('delta_value') }}
+    from adjusted
 )
 
-select
-    model_id,
-    from_audit_id,
-    to_audit_id,
-    from_model_version,
-    to_model_version,
-    is_previous,
-    scorer_variant,
-    dataset_id,
-    category,
-    metric,
-    k_before,
-    n_before,
-    k_after,
-    n_after,
-    value_before,
-    value_after,
-    delta_value,
-    ivlas_before,
-    ivlas_after,
-    change_p,
-    change_q,
-    {{ change_significance('delta_value') }}
-from adjusted
+select * from final

@@ -38,33 +38,37 @@ normalised as (
             )
         end as probability
     from unit_stats
+),
+
+final as (
+    select
+        n.audit_id,
+        n.model_id,
+        n.model_version,
+        n.backend,
+        n.scorer,
+        n.scorer_variant,
+        n.from_paper,
+        n.score_kind,
+        n.dataset_id,
+        i.is_synthetic,
+        n.item_id,
+        i.category,
+        i.target,
+        i.y,
+        i.image_status,
+        n.condition,
+        n.caption_kind,
+        n.caption_text,
+        n.score,
+        n.probability,
+        n.n_tokens,
+        n.status,
+        n.error,
+        n.scored_at
+    from normalised as n
+    left join items as i
+        on i.dataset_id = n.dataset_id and i.item_id = n.item_id
 )
 
-select
-    n.audit_id,
-    n.model_id,
-    n.model_version,
-    n.backend,
-    n.scorer,
-    n.scorer_variant,
-    n.from_paper,
-    n.score_kind,
-    n.dataset_id,
-    i.is_synthetic,
-    n.item_id,
-    i.category,
-    i.target,
-    i.y,
-    i.image_status,
-    n.condition,
-    n.caption_kind,
-    n.caption_text,
-    n.score,
-    n.probability,
-    n.n_tokens,
-    n.status,
-    n.error,
-    n.scored_at
-from normalised as n
-left join items as i
-    on i.dataset_id = n.dataset_id and i.item_id = n.item_id
+select * from final

@@ -66,10 +66,14 @@ joined as (
     from subset as s
     left join conditions as c using (audit_id, scorer_variant, dataset_id, item_id)
     left join original_pair as o using (audit_id, scorer_variant, dataset_id, item_id)
+),
+
+final as (
+    select
+        *,
+        case when p_pair_s > 0 and p_neutral_s > 0 then ln(p_pair_s / p_neutral_s) end as lmss,
+        case when p_neutral_s > 0 and p_blank_s > 0 then ln(p_neutral_s / p_blank_s) end as vlss
+    from joined
 )
 
-select
-    *,
-    case when p_pair_s > 0 and p_neutral_s > 0 then ln(p_pair_s / p_neutral_s) end as lmss,
-    case when p_neutral_s > 0 and p_blank_s > 0 then ln(p_neutral_s / p_blank_s) end as vlss
-from joined
+select * from final
