@@ -43,7 +43,7 @@ renamed as (
     from source
 ),
 
-deduplicated as (
+final as (
     select *
     from renamed
     qualify row_number() over (
@@ -53,4 +53,4 @@ deduplicated as (
     ) = 1
 )
 
-select * from deduplicated
+select * from final

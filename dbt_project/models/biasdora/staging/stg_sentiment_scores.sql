@@ -23,7 +23,7 @@ renamed as (
     from source
 ),
 
-deduplicated as (
+final as (
     {{ latest_per_key(
         'renamed',
         key=association_key() + ['scorer', 'scorer_version'],
@@ -31,4 +31,4 @@ deduplicated as (
     ) }}
 )
 
-select * from deduplicated
+select * from final

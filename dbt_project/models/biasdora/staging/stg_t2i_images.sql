@@ -41,7 +41,7 @@ renamed as (
     from source
 ),
 
-deduplicated as (
+final as (
     {{ latest_per_key(
         'renamed',
         key=['audit_id', 'model_id', 'model_version', 'setting', 'descriptor', 'descriptor_row', 'image_index'],
@@ -49,4 +49,4 @@ deduplicated as (
     ) }}
 )
 
-select * from deduplicated
+select * from final

@@ -10,7 +10,7 @@ source as (
     select * from {{ source('landing', 'modscan_responses') }}
 ),
 
-deduplicated as (
+final as (
     {{ latest_per_key(
         'source',
         key=['audit_id', 'model_id', 'model_version', 'probe', 'attribute', 'scenario', 'instance', 'condition', 'prefix', 'query_unit'],
@@ -18,4 +18,4 @@ deduplicated as (
     ) }}
 )
 
-select * from deduplicated
+select * from final

@@ -12,26 +12,30 @@ source as (
 latest as (
     {{ latest_per_key('source', ['audit_id', 'scorer_variant', 'dataset_id', 'item_id', 'condition', 'caption_kind'],
                       ['scored_at desc nulls last', 'status']) }}
+),
+
+final as (
+    select
+        audit_id,
+        model_id,
+        model_version,
+        backend,
+        scorer,
+        scorer_variant,
+        from_paper,
+        score_kind,
+        dataset_id,
+        item_id,
+        condition,
+        caption_kind,
+        caption_text,
+        score,
+        n_tokens,
+        status,
+        error,
+        detail_json,
+        scored_at
+    from latest
 )
 
-select
-    audit_id,
-    model_id,
-    model_version,
-    backend,
-    scorer,
-    scorer_variant,
-    from_paper,
-    score_kind,
-    dataset_id,
-    item_id,
-    condition,
-    caption_kind,
-    caption_text,
-    score,
-    n_tokens,
-    status,
-    error,
-    detail_json,
-    scored_at
-from latest
+select * from final
