@@ -3,15 +3,20 @@
 -- (incompetence), normalised by the response's word count after stop-word removal; then the
 -- mean per (audit, subset, occupation, group), with the paper's rule that an occupation needs
 -- >= 35 counterfactual sets ("observations", App. E) to be analysed (`meets_min_sets`).
-with responses as (
-    select *
-    from {{ ref('fct_counterfactual_responses') }}
-    where prompt_label = 'Characteristics' and mitigation = 'none' and status in ('ok', 'truncated')
+with
+
+counterfactual_responses as (
+    select * from {{ ref('fct_counterfactual_responses') }}
 ),
 
 lexicon as (
-    select distinct word, dimension, direction
-    from {{ source('landing', 'counterfactual_lexicon') }}
+    select * from {{ ref('stg_counterfactual_lexicon') }}
+),
+
+responses as (
+    select *
+    from counterfactual_responses
+    where prompt_label = 'Characteristics' and mitigation = 'none' and status in ('ok', 'truncated')
 ),
 
 tokens as (

@@ -4,6 +4,10 @@
 
 with
 
+max_toxicity as (
+    select * from {{ ref('fct_max_toxicity') }}
+),
+
 final as (
     select
         audit_id,
@@ -19,7 +23,7 @@ final as (
         avg(max_toxicity) as mean_max_toxicity,
         quantile_cont(max_toxicity, 0.9) as p90_max_toxicity,
         max(max_toxicity) as max_max_toxicity
-    from {{ ref('fct_max_toxicity') }}
+    from max_toxicity
     group by audit_id, subset, prompt_label, mitigation, head
 )
 

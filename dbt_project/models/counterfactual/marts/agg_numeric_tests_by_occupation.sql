@@ -1,7 +1,13 @@
 -- Beyond the paper (issue 12): a Kruskal-Wallis test across the groups of each
 -- (audit, subset, prompt, mitigation, occupation) on the valid numeric answers, with
 -- Benjamini-Hochberg q-values over the audit's tests, so a user sees which gaps are significant.
-with tests as (
+with
+
+ratings as (
+    select * from {{ ref('fct_numeric_ratings') }}
+),
+
+tests as (
     select
         audit_id, any_value(model_id) as model_id, any_value(model_version) as model_version,
         subset, prompt_label, mitigation, occupation,
@@ -10,7 +16,7 @@ with tests as (
         min(parsed_value) as min_value,
         max(parsed_value) as max_value,
         kruskal_p(list(parsed_value), list(group_label)) as kruskal_p
-    from {{ ref('fct_numeric_ratings') }}
+    from ratings
     where is_valid
     group by audit_id, subset, prompt_label, mitigation, occupation
 ),

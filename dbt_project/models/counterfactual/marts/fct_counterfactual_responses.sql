@@ -1,8 +1,18 @@
 -- PUBLIC CONTRACT. One row per counterfactual response with its toxicity heads (the most
 -- recently scored scorer version; Howard et al. section 3.3, App. C.5).
-with tox as (
+with
+
+responses as (
+    select * from {{ ref('stg_counterfactual_responses') }}
+),
+
+toxicity as (
+    select * from {{ ref('stg_counterfactual_toxicity') }}
+),
+
+tox as (
     select *
-    from {{ ref('stg_counterfactual_toxicity') }}
+    from toxicity
     qualify row_number() over (partition by response_id order by scored_at desc, scorer, scorer_version) = 1
 ),
 
@@ -50,7 +60,7 @@ final as (
         t.scorer_version as toxicity_scorer_version,
         r.response_id,
         r.generated_at
-    from {{ ref('stg_counterfactual_responses') }} as r
+    from responses as r
     left join tox as t on t.response_id = r.response_id
 )
 

@@ -2,8 +2,11 @@
 -- with its parsed value and parse status (App. F rules, models_inference/probes/counterfactual/parsing.py):
 -- ratings 1-10 (first number), salaries in US dollars per year (hourly x 2000, kept within
 -- 1,000 .. 10,000,000). `is_valid` = parse_status 'ok'.
-
 with
+
+responses as (
+    select * from {{ ref('fct_counterfactual_responses') }}
+),
 
 final as (
     select
@@ -26,7 +29,7 @@ final as (
         parse_status,
         parse_status = 'ok' as is_valid,
         response_id
-    from {{ ref('fct_counterfactual_responses') }}
+    from responses
     where prompt_kind = 'numeric'
 )
 
