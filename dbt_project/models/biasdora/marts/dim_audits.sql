@@ -1,8 +1,10 @@
 {#-
     One row per audit (one run of all probes against one model version): its lifecycle from
-    the append-only events (latest event wins), its registry target, the counts the collapse
-    checks compare (parse rate, significant associations), and the previous finished audit
-    of the same target (orchestration/defs/audits/checks.py, fct_association_changes).
+    the append-only events (latest event wins), its registry target, its probe family, the
+    counts the collapse checks compare (parse rate, significant associations), and the
+    previous finished audit of the same target, family and modality
+    (orchestration/defs/audits/checks.py, fct_association_changes): an audit of another
+    family is not a predecessor, its counts measure something else.
 -#}
 
 with
@@ -31,6 +33,7 @@ lifecycle as (
         arg_max(model_id, event_at) as model_id,
         arg_max(model_version, event_at) as model_version,
         arg_max(modality, event_at) as modality,
+        {{ audit_family('arg_max(modality, event_at)') }} as family,
         arg_max(config_hash, event_at) as config_hash,
         arg_max(code_version, event_at) as code_version,
         coalesce(min(event_at) filter (where status = 'started'), min(event_at)) as started_at,
@@ -63,16 +66,19 @@ counted as (
 ),
 
 finished_sequence as (
-    -- the finished audits of each target in start order
+    -- the finished audits of each target in start order (audit_seq); the previous one of the
+    -- same family and modality is the audit each one is compared with
     select
         audit_id,
         row_number() over target_audits as audit_seq,
-        lag(audit_id) over target_audits as previous_audit_id,
-        lag(parse_rate) over target_audits as previous_parse_rate,
-        lag(significant_associations) over target_audits as previous_significant_associations
+        lag(audit_id) over kind_audits as previous_audit_id,
+        lag(parse_rate) over kind_audits as previous_parse_rate,
+        lag(significant_associations) over kind_audits as previous_significant_associations
     from counted
     where status = 'finished'
-    window target_audits as (partition by target order by started_at, audit_id)
+    window
+        target_audits as (partition by target order by started_at, audit_id),
+        kind_audits as (partition by target, family, modality order by started_at, audit_id)
 ),
 
 final as (
@@ -82,6 +88,7 @@ final as (
         counted.model_id,
         counted.model_version,
         counted.modality,
+        counted.family,
         counted.config_hash,
         counted.code_version,
         counted.started_at,

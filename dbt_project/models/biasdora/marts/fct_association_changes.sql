@@ -21,7 +21,12 @@
 with
 
 audits as (
-    select * from {{ ref('dim_audits') }}
+    -- kind_seq: the audit's position among the finished audits of its target, family and
+    -- modality; only audits of one kind are compared (a T2T audit is not a VLStereoSet one)
+    select
+        *,
+        row_number() over (partition by target, family, modality order by audit_seq) as kind_seq
+    from {{ ref('dim_audits') }}
     where status = 'finished' and audit_seq is not null
 ),
 
@@ -45,18 +50,20 @@ scores as (
 ),
 
 audit_pairs as (
-    -- every earlier finished audit of the same target
+    -- every earlier finished audit of the same target, family and modality
     select
         later.target,
         earlier.audit_id as from_audit_id,
         later.audit_id as to_audit_id,
         earlier.model_version as from_model_version,
         later.model_version as to_model_version,
-        later.audit_seq - earlier.audit_seq = 1 as is_previous
+        later.kind_seq - earlier.kind_seq = 1 as is_previous
     from audits as later
     inner join audits as earlier
         on  earlier.target = later.target
-        and earlier.audit_seq < later.audit_seq
+        and earlier.family = later.family
+        and earlier.modality = later.modality
+        and earlier.kind_seq < later.kind_seq
 ),
 
 before as (
