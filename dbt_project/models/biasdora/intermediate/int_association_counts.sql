@@ -1,8 +1,7 @@
 {%- set watermark_columns = ['counted_inputs_landed_at'] %}
 {%- set rebuild_by_audit = is_incremental() and has_columns(this, watermark_columns) %}
 {%- set watermarks_sql = "select audit_id, inputs_landed_at as counted_inputs_landed_at from (" ~ association_input_watermarks() ~ ") as w" %}
-{#- Incremental, not the intermediate view: counted per audit, a build recounts only the audits
-    whose inputs landed since (macros/incremental_audits.sql). -#}
+{#- Incremental, not the intermediate view: recounts only audits with new inputs (macros/incremental_audits.sql). -#}
 {{ config(
     materialized='incremental',
     incremental_strategy='delete+insert',

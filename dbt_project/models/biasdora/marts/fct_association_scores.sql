@@ -13,8 +13,7 @@
 {%- set rebuild_by_audit = is_incremental() and has_columns(this, model.columns.keys() | list) %}
 {%- set only_audits_to_rebuild = 'where audit_id in (select audit_id from audits_to_rebuild)' if rebuild_by_audit else '' %}
 
-{#- Incremental, not a full mart table: rebuilt per audit, only for the audits whose inputs
-    landed since, and archived audits keep their rows (macros/incremental_audits.sql). -#}
+{#- Incremental, not a mart table: rebuilds only audits with new inputs, keeps archived ones (macros/incremental_audits.sql). -#}
 {{ config(
     materialized='incremental',
     incremental_strategy='delete+insert',

@@ -18,8 +18,7 @@
 {%- set watermark_columns = ['inputs_landed_at'] %}
 {%- set rebuild_by_audit = is_incremental() and has_columns(this, model.columns.keys() | list) %}
 
-{#- Incremental, not a full mart table: rebuilt per audit, only for the audits whose inputs
-    landed since, and archived audits keep their rows (macros/incremental_audits.sql). -#}
+{#- Incremental, not a mart table: rebuilds only audits with new inputs, keeps archived ones (macros/incremental_audits.sql). -#}
 {{ config(
     materialized='incremental',
     incremental_strategy='delete+insert',

@@ -1,6 +1,5 @@
 {%- set key = ['description_id', 'token_index'] %}
-{#- Incremental, not the staging view: a build reads only the landing shards not yet staged
-    (macros/landing_shards.sql), so one new audit does not rescan the whole history. -#}
+{#- Incremental, not the staging view: reads only the landing shards not yet staged (macros/landing_shards.sql). -#}
 {{ config(
     materialized='incremental',
     incremental_strategy='delete+insert',
