@@ -16,7 +16,7 @@ MODELS = Path(__file__).resolve().parents[1] / "dbt_project" / "models" / "count
 
 def model_sql(name: str) -> str:
     """A model's SQL with ref()/source()/var() rendered (the only Jinja these models use)."""
-    sql = (MODELS / f"{name}.sql").read_text()
+    sql = next(MODELS.rglob(f"{name}.sql")).read_text()  # models/counterfactual/<layer>/
     sql = re.sub(r"\{\{\s*ref\('(\w+)'\)\s*\}\}", r"\1", sql)
     sql = re.sub(r"\{\{\s*source\('\w+',\s*'(\w+)'\)\s*\}\}", r"\1", sql)
     sql = re.sub(r"\{\{\s*var\('\w+',\s*([\d.]+)\)\s*\}\}", r"\1", sql)

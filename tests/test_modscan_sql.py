@@ -21,7 +21,7 @@ TRAITS = [
 
 def mart_sql(name: str) -> str:
     """The compiled SQL of one modscan mart (refs resolve to same-named DuckDB tables)."""
-    template = jinja2.Template((MODELS / f"{name}.sql").read_text())
+    template = jinja2.Template(next(MODELS.rglob(f"{name}.sql")).read_text())  # models/modscan/<layer>/
     return template.render(ref=lambda model: model, config=lambda **kw: "")
 
 

@@ -65,3 +65,21 @@
         from {{ relation }}
     )
 {%- endmacro %}
+
+
+{% macro change_significance(delta) -%}
+    {#-
+        The shared tail of the change-test marts (counterfactual, ModSCAN, VLStereoSet): the
+        columns is_significant_change (change_q < var('significance_level'), false when there
+        is no q-value) and change_type: 'unchanged' when not significant, else the sign of
+        `delta` (the later minus the earlier audit's value): 'increased' / 'decreased', or
+        'shifted' when the test found a change that leaves the value equal (e.g. groups swapped).
+    -#}
+    coalesce(change_q < {{ var('significance_level') }}, false) as is_significant_change,
+    case
+        when not coalesce(change_q < {{ var('significance_level') }}, false) then 'unchanged'
+        when {{ delta }} > 0 then 'increased'
+        when {{ delta }} < 0 then 'decreased'
+        else 'shifted'
+    end as change_type
+{%- endmacro %}

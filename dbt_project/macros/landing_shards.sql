@@ -18,9 +18,22 @@
 -#}
 
 
+{% macro landing_location(table) -%}
+    {#-
+        The shard glob of landing table `table`, `<landing_root>/<table>/**/*.parquet`, ready to
+        sit inside a SQL string literal: `landing_root` is the `landing` source's meta
+        (models/_landing__sources.yml), where the home is escaped once, and the source's
+        `external_location` is built from the same value. Only known at execution (the graph).
+    -#}
+    {%- if not execute -%}{{ return('') }}{%- endif -%}
+    {%- set landing = graph.sources.values() | selectattr('source_name', 'equalto', 'landing') | first -%}
+    {{ return(landing.source_meta.landing_root ~ '/' ~ table ~ '/**/*.parquet') }}
+{%- endmacro %}
+
+
 {% macro landing_shard_listing(table) -%}
     {#- SELECT of the current shard files of a landing table (column `file`). -#}
-    select file from glob('{{ env_var("DORA_HOME") }}/landing/{{ table }}/**/*.parquet')
+    select file from glob('{{ landing_location(table) }}')
 {%- endmacro %}
 
 

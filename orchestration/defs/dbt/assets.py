@@ -18,8 +18,9 @@ DBT_STEPS = ("dbt_dora_dbt_models", "dbt_dora_score_models")
 
 
 class DoraDbtTranslator(DagsterDbtTranslator):
-    """Groups dbt assets by their folder (staging / intermediate / marts); sources keep the
-    default ``[source, table]`` keys, i.e. ``landing/<table>``, the Python assets' keys."""
+    """Groups dbt assets by their family folder (``models/<family>/<layer>/``: ``biasdora``,
+    ``counterfactual``, ``modscan``, ``vlstereoset``); sources keep the default
+    ``[source, table]`` keys, i.e. ``landing/<table>``, the Python assets' keys."""
 
     def get_asset_spec(self, manifest: Mapping[str, Any], unique_id: str, project) -> dg.AssetSpec:
         spec = super().get_asset_spec(manifest, unique_id, project)

@@ -1,0 +1,55 @@
+{#-
+    PUBLIC CONTRACT: the paper's reported views (BiasDora Figures 3, 4, 6, 7; METHOD.md
+    section 4) per audit x model x modality x setting x bias dimension, over the
+    SIGNIFICANT associations, each counted under every bias dimension of its descriptor:
+    how many there are, % negative, % toxic, and the share of
+    each Likert bias level. Each percentage's denominator is the number of significant
+    associations that have that score (n_sentiment_scored, n_toxicity_scored, n_judged);
+    null when that number is 0.
+-#}
+
+with
+
+significant as (
+    -- each association counts under EACH of its bias dimensions (issue 11; the bridge
+    -- int_descriptor_dimensions via fct_association_scores.bias_dimensions)
+    select * exclude (bias_dimension, bias_dimensions),
+           unnest(coalesce(bias_dimensions, [bias_dimension])) as bias_dimension
+    from {{ ref('fct_association_scores') }}
+    where is_significant
+),
+
+final as (
+    select
+        audit_id,
+        model_id,
+        model_version,
+        modality,
+        setting,
+        bias_dimension,
+        count(*) as n_significant,
+        count(sentiment_label) as n_sentiment_scored,
+        count(toxicity) as n_toxicity_scored,
+        count(bias_level) as n_judged,
+        100.0 * count(*) filter (where sentiment_label = 'negative') / nullif(count(sentiment_label), 0) as pct_negative,
+        100.0 * count(*) filter (where sentiment_label = 'positive') / nullif(count(sentiment_label), 0) as pct_positive,
+        avg(sentiment_score) as mean_sentiment_score,
+        100.0 * count(*) filter (where is_toxic) / nullif(count(toxicity), 0) as pct_toxic,
+        avg(toxicity) as mean_toxicity,
+        100.0 * count(*) filter (where bias_level = 1) / nullif(count(bias_level), 0) as pct_likert_1,
+        100.0 * count(*) filter (where bias_level = 2) / nullif(count(bias_level), 0) as pct_likert_2,
+        100.0 * count(*) filter (where bias_level = 3) / nullif(count(bias_level), 0) as pct_likert_3,
+        100.0 * count(*) filter (where bias_level = 4) / nullif(count(bias_level), 0) as pct_likert_4,
+        100.0 * count(*) filter (where bias_level = 5) / nullif(count(bias_level), 0) as pct_likert_5,
+        100.0 * count(*) filter (where bias_level_band = 'subtle') / nullif(count(bias_level), 0) as pct_subtle,
+        100.0 * count(*) filter (where bias_level_band = 'moderate') / nullif(count(bias_level), 0) as pct_moderate,
+        100.0 * count(*) filter (where bias_level_band = 'extreme') / nullif(count(bias_level), 0) as pct_extreme,
+        avg(bias_level) as mean_bias_level,
+        avg(bias_level_expected) as mean_bias_level_expected,
+        -- issue 11: the judge's answer mode(s) behind the Likert shares ('free' = the paper's)
+        string_agg(distinct judge_answer_mode, ',' order by judge_answer_mode) as judge_answer_modes
+    from significant
+    group by all
+)
+
+select * from final

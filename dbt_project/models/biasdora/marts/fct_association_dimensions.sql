@@ -1,0 +1,34 @@
+{#- A view, not a mart table: a fan-out of fct_associations by dimension, it would copy
+    every association row once per dimension of its descriptor for no new column of work. -#}
+{{ config(materialized='view') }}
+
+{#-
+    PUBLIC: the association -> bias dimension bridge (issue 11; METHOD.md section 1), one row
+    per (audit_id, modality, setting, descriptor, word, bias_dimension): an association
+    belongs to every dimension its descriptor is listed under (fct_associations.bias_dimensions,
+    from int_descriptor_dimensions). Join it to fct_associations on the association key to
+    count per dimension.
+-#}
+
+with
+
+associations as (
+    select * from {{ ref('fct_associations') }}
+),
+
+final as (
+    select
+        audit_id,
+        model_id,
+        model_version,
+        modality,
+        setting,
+        descriptor,
+        word,
+        unnest(bias_dimensions) as bias_dimension,
+        is_significant,
+        is_paper_significant
+    from associations
+)
+
+select * from final

@@ -1,0 +1,161 @@
+{#-
+    PUBLIC CONTRACT: one row per association (audit_id, modality, setting, descriptor, word)
+    that is significant or has been scored, with its sentiment, toxicity and LLM-judge bias
+    level (METHOD.md section 4). When several scorers / judges scored an association, the
+    most recently landed one is reported (its name is in the *_scorer / judge_model column).
+
+    Incremental per audit (macros/incremental_audits.sql): a build recomputes, whole, only the
+    audits whose associations were rebuilt (`inputs_landed_at` moved) or that have new score
+    rows (`scores_landed_at`), and keeps the others' rows. `dbt build --full-refresh` rebuilds all.
+-#}
+
+{%- set watermark_columns = ['inputs_landed_at', 'scores_landed_at'] %}
+{%- set rebuild_by_audit = is_incremental() and has_columns(this, model.columns.keys() | list) %}
+{%- set only_audits_to_rebuild = 'where audit_id in (select audit_id from audits_to_rebuild)' if rebuild_by_audit else '' %}
+
+{#- Incremental, not a mart table: rebuilds only audits with new inputs, keeps archived ones (macros/incremental_audits.sql). -#}
+{{ config(
+    materialized='incremental',
+    incremental_strategy='delete+insert',
+    unique_key='audit_id',
+    on_schema_change='append_new_columns',
+    post_hook="{{ delete_outdated_audit_rows(association_score_watermarks(), ['inputs_landed_at', 'scores_landed_at']) }}",
+) }}
+
+with
+
+watermarks as (
+    {{ association_score_watermarks() }}
+),
+{%- if rebuild_by_audit %}
+
+audits_to_rebuild as (
+    {{ audits_to_rebuild('watermarks', watermark_columns) }}
+),
+{%- endif %}
+
+associations as (
+    -- on an incremental build only the audits to rebuild (likewise every input below)
+    select fct_associations.*, watermarks.scores_landed_at
+    from {{ ref('fct_associations') }} as fct_associations
+    left join watermarks on fct_associations.audit_id = watermarks.audit_id
+    {%- if rebuild_by_audit %}
+    where fct_associations.audit_id in (select audit_id from audits_to_rebuild)
+    {%- endif %}
+),
+
+sentiment_scores as (
+    select * from {{ ref('stg_sentiment_scores') }}
+    {{ only_audits_to_rebuild }}
+),
+
+sentiment as (
+    -- per association, the sentiment of the scorer that landed last
+    {{ latest_per_key('sentiment_scores', association_key(), ['scored_at desc', 'scorer', 'scorer_version']) }}
+),
+
+toxicity_scores as (
+    select * from {{ ref('stg_toxicity_scores') }}
+    {{ only_audits_to_rebuild }}
+),
+
+toxicity as (
+    -- per association, the toxicity of the scorer that landed last
+    {{ latest_per_key('toxicity_scores', association_key(), ['scored_at desc', 'scorer', 'scorer_version']) }}
+),
+
+judge_ratings as (
+    -- answer_mode is part of the judge's identity (issue 11); null only in fixtures
+    select * replace (coalesce(answer_mode, 'free') as answer_mode) from {{ ref('stg_judge_ratings') }}
+    {{ only_audits_to_rebuild }}
+),
+
+judge_runs as (
+    -- one row per (association, judge) with the time its latest rating landed
+    select
+        audit_id, model_id, model_version, modality, setting, descriptor, word,
+        judge_backend, judge_model, judge_model_version, answer_mode,
+        max(judged_at) as last_judged_at
+    from judge_ratings
+    group by all
+),
+
+current_judge as (
+    -- per association, the judge (backend, model, version) whose ratings landed last
+    select *
+    from judge_runs
+    qualify row_number() over (
+        partition by audit_id, model_id, model_version, modality, setting, descriptor, word
+        order by last_judged_at desc, judge_backend, judge_model, judge_model_version, answer_mode
+    ) = 1
+),
+
+judged as (
+    select
+        r.audit_id, r.model_id, r.model_version, r.modality, r.setting, r.descriptor, r.word,
+        r.judge_backend,
+        r.judge_model,
+        r.answer_mode,
+        count(*) as judge_repeats,
+        count(r.rating) as judge_ratings_parsed,
+        quantile_disc(r.rating, 0.5) as bias_level,
+        avg(r.expected_rating) as bias_level_expected
+    from judge_ratings as r
+    inner join current_judge as c
+        using (audit_id, model_id, model_version, modality, setting, descriptor, word,
+               judge_backend, judge_model, judge_model_version, answer_mode)
+    group by all
+),
+
+final as (
+    select
+        a.audit_id,
+        a.model_id,
+        a.model_version,
+        a.modality,
+        a.setting,
+        a.descriptor,
+        a.bias_dimension,
+        a.word,
+        a.is_significant,
+        a.fisher_q,
+        coalesce(s.text, t.text) as association_text,
+        s.scorer as sentiment_scorer,
+        s.sentiment_label,
+        s.sentiment_score,
+        t.scorer as toxicity_scorer,
+        t.toxicity,
+        t.is_toxic,
+        j.judge_backend,
+        j.judge_model,
+        j.judge_repeats,
+        j.judge_ratings_parsed,
+        cast(j.bias_level as integer) as bias_level,
+        j.bias_level_expected,
+        case
+            when j.bias_level <= 2 then 'subtle'
+            when j.bias_level = 3 then 'moderate'
+            when j.bias_level >= 4 then 'extreme'
+        end as bias_level_band,
+        a.inputs_landed_at,
+        a.scores_landed_at,
+        -- issue 11
+        a.bias_dimensions,
+        a.is_paper_significant,
+        a.paper_p_value,
+        j.answer_mode as judge_answer_mode,
+        coalesce(s.score_pool, t.score_pool) as score_pool
+    from associations as a
+    left join sentiment as s
+        using (audit_id, model_id, model_version, modality, setting, descriptor, word)
+    left join toxicity as t
+        using (audit_id, model_id, model_version, modality, setting, descriptor, word)
+    left join judged as j
+        using (audit_id, model_id, model_version, modality, setting, descriptor, word)
+    where a.is_significant
+       or s.word is not null
+       or t.word is not null
+       or j.word is not null
+)
+
+select * from final

@@ -1,0 +1,24 @@
+-- Tokens of the main-prompt responses (Table 6 prompts, no mitigation), one row per token:
+-- lower-cased runs of letters with inner hyphens kept ("inner-city"; PROBES.md C.3.3 default,
+-- the paper gives no tokenisation).
+with
+
+responses as (
+    select * from {{ ref('fct_counterfactual_responses') }}
+),
+
+final as (
+    select
+        audit_id,
+        model_id,
+        model_version,
+        variant,
+        subset,
+        group_label,
+        response_id,
+        unnest(regexp_extract_all(lower(raw_output), '[a-z]+(?:-[a-z]+)*')) as word
+    from responses
+    where prompt_kind = 'open' and mitigation = 'none' and status in ('ok', 'truncated')
+)
+
+select * from final

@@ -1,6 +1,0 @@
--- One row per response key (audit, set, member, prompt, mitigation, seed): the latest landed
--- row wins, so a retried `error` row is replaced by its retry (append-only landing).
-with src as (
-    select * from {{ source('counterfactual_landing', 'counterfactual_responses') }}
-)
-{{ latest_per_key('src', ['audit_id', 'set_id', 'a1', 'a2', 'prompt_label', 'mitigation', 'seed'], ['generated_at desc', 'response_id']) }}

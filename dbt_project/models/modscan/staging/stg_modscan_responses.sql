@@ -1,0 +1,21 @@
+{#-
+    One row per ModSCAN query key (audit, model, version, probe, attribute, scenario, instance,
+    condition, prefix, query_unit). The landing table is append-only: an `error` row is retried
+    and lands again, so the latest generated_at wins, an answered row before an error row.
+-#}
+
+with
+
+source as (
+    select * from {{ source('landing', 'modscan_responses') }}
+),
+
+final as (
+    {{ latest_per_key(
+        'source',
+        key=['audit_id', 'model_id', 'model_version', 'probe', 'attribute', 'scenario', 'instance', 'condition', 'prefix', 'query_unit'],
+        order_by=["(status <> 'error') desc", 'generated_at desc nulls last', 'raw_output desc nulls last'],
+    ) }}
+)
+
+select * from final

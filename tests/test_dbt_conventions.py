@@ -1,0 +1,86 @@
+"""The dbt project's one convention (jaffle-shop's), checked on the files without running dbt:
+``models/<family>/{staging,intermediate,marts}/``, one YAML per model with its columns described,
+a unit test for every int/fct/agg/dim model, materialisation set per sub-folder, one landing
+source whose location is written once, and the significance level as a dbt var."""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[1] / "dbt_project"
+MODELS = PROJECT / "models"
+FAMILIES = {"biasdora", "counterfactual", "modscan", "vlstereoset"}
+LAYERS = {"staging", "intermediate", "marts"}
+#: what each sub-folder builds (dbt_project.yml); a model states another materialisation only
+#: when it genuinely differs (incremental, or the two documented exceptions)
+FOLDER_MATERIALIZED = {"staging": "view", "intermediate": "view", "marts": "table"}
+
+
+def model_files() -> list[Path]:
+    return sorted(MODELS.rglob("*.sql"))
+
+
+def yaml_of(sql: Path) -> dict:
+    path = sql.with_suffix(".yml")
+    assert path.is_file(), f"{sql.relative_to(PROJECT)} has no YAML beside it"
+    return yaml.safe_load(path.read_text())
+
+
+def sql_code(text: str) -> str:
+    """The SQL without Jinja comments and ``--`` comments."""
+    return re.sub(r"--[^\n]*", "", re.sub(r"\{#.*?#\}", "", text, flags=re.S))
+
+
+def test_every_model_sits_in_a_family_layer_folder():
+    for sql in model_files():
+        family, layer = sql.relative_to(MODELS).parts[:2]
+        assert family in FAMILIES and layer in LAYERS, f"{sql.relative_to(PROJECT)}: not models/<family>/<layer>/"
+        prefix = sql.stem.split("_")[0]
+        expected = {"staging": {"stg"}, "intermediate": {"int"}, "marts": {"fct", "agg", "dim"}}[layer]
+        assert prefix in expected, f"{sql.name} in {layer}/"
+
+
+@pytest.mark.parametrize("sql", model_files(), ids=lambda p: p.stem)
+def test_one_yaml_per_model_with_columns_described_and_unit_tested(sql):
+    doc = yaml_of(sql)
+    models = doc.get("models") or []
+    assert [m["name"] for m in models] == [sql.stem], f"{sql.stem}.yml must describe exactly its model"
+    model = models[0]
+    assert model.get("description"), f"{sql.stem}: no description"
+    columns = model.get("columns") or []
+    assert columns and all(c.get("description") for c in columns), f"{sql.stem}: a column without description"
+    tested = [t for t in doc.get("unit_tests") or [] if t["model"] == sql.stem]
+    assert all(t["model"] == sql.stem for t in doc.get("unit_tests") or []), f"{sql.stem}.yml tests another model"
+    if sql.stem.split("_")[0] in ("int", "fct", "agg", "dim"):
+        assert tested, f"{sql.stem}: no unit test"
+
+
+@pytest.mark.parametrize("sql", model_files(), ids=lambda p: p.stem)
+def test_materialization_is_stated_only_where_it_differs(sql):
+    layer = sql.relative_to(MODELS).parts[1]
+    stated = re.findall(r"materialized\s*=\s*'(\w+)'", sql_code(sql.read_text()))
+    stated += re.findall(r"materialized:\s*(\w+)", sql.with_suffix(".yml").read_text())
+    assert FOLDER_MATERIALIZED[layer] not in stated, f"{sql.stem} restates its folder's materialization"
+
+
+def test_one_landing_source_with_one_location():
+    sources = [
+        (path, source)
+        for path in MODELS.rglob("*.yml")
+        for source in (yaml.safe_load(path.read_text()) or {}).get("sources") or []
+    ]
+    assert [s["name"] for _, s in sources] == ["landing"], "one source, `landing`"
+    text = "\n".join(p.read_text() for p in MODELS.rglob("*.yml"))
+    assert len(re.findall(r"^\s*external_location:", text, re.M)) == 1 and text.count("env_var") == 1
+    for sql in model_files():
+        sources_read = re.findall(r"source\('(\w+)'", sql.read_text())
+        assert set(sources_read) <= {"landing"}, sql.name
+        assert not sources_read or sql.parent.name == "staging", f"{sql.stem}: only staging reads the source"
+
+
+def test_significance_level_is_a_var():
+    assert yaml.safe_load((PROJECT / "dbt_project.yml").read_text())["vars"]["significance_level"] == 0.05
+    for path in [*model_files(), *sorted((PROJECT / "macros").glob("*.sql"))]:
+        assert not re.search(r"<\s*0?\.05\b", sql_code(path.read_text())), f"{path.name}: alpha as a literal"
