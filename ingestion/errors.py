@@ -24,4 +24,18 @@ class AuditIdentityError(DoraError):
     """An audit id names an existing audit of another model / version / backend / config."""
 
 
-__all__ = ["AuditFailedError", "AuditIdentityError", "DoraError", "WarehouseCorruptError"]
+# ----------------------------------------------------------------------------- input files
+
+
+class InputFileError(DoraError, ValueError):
+    """A user's input file (or folder) that yields nothing to audit: missing, not the expected
+    format, not UTF-8 at its header (the byte offset is named), or with no good row. A file with
+    some good rows is not an error: its bad rows are quarantined (``ingestion/quarantine.py``)."""
+
+
+class PlanTooLargeError(DoraError, ValueError):
+    """The counts asked for (samples, instances, seeds, sets) plan more rows than one run may
+    hold; raised while planning, before any model loads. The message names the count and the limit."""
+
+
+__all__ = ["AuditFailedError", "AuditIdentityError", "DoraError", "InputFileError", "PlanTooLargeError", "WarehouseCorruptError"]
