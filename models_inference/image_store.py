@@ -54,7 +54,8 @@ def _guarded():
 
 
 def image_problem(path: str | Path) -> str | None:
-    """Why the image file at ``path`` cannot be used, in one line, or ``None`` when it decodes.
+    """Why the image file at ``path`` cannot be used, in one line without the file's name (the
+    caller names it), or ``None`` when it decodes.
 
     The header is read first and an image over Pillow's pixel limit (a decompression bomb)
     is refused before its pixels are; otherwise the image is fully decoded,
@@ -65,20 +66,20 @@ def image_problem(path: str | Path) -> str | None:
 
     path = Path(path)
     if not path.exists():
-        return f"image {path.name}: no such file"
+        return "no such file"
     if not path.is_file():
-        return f"image {path.name}: not a regular file"
+        return "not a regular file"
     try:
         with _guarded(), Image.open(path) as img:
             img.load()
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        return f"image {path.name}: {_bomb(exc)}"
+        return _bomb(exc)
     except OSError as exc:
         if exc.errno is not None:  # the file itself (permissions, I/O), not its content
-            return f"image {path.name}: cannot be read ({exc.strerror or exc})"
-        return f"image {path.name}: not a decodable image ({type(exc).__name__}: {exc})"
+            return f"cannot be read ({exc.strerror or exc})"
+        return f"not a decodable image ({type(exc).__name__}: {exc})"
     except Exception as exc:  # noqa: BLE001 - Pillow raises many types on a malformed file; each is "not decodable"
-        return f"image {path.name}: not a decodable image ({type(exc).__name__}: {exc})"
+        return f"not a decodable image ({type(exc).__name__}: {exc})"
     return None
 
 

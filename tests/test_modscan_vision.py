@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 from PIL import Image
 
+from ingestion.errors import InputFileError
 from ingestion.landing import read_landing
 from models_inference.probes.modscan.faces import build_pairs, read_faces, splice, store_pair
 from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
@@ -87,9 +88,9 @@ def test_manifest_rows_are_validated(faces_folder, tmp_path):
     assert [f.face_id for f in faces.faces] == ["f1"]
     assert [p.source for p in faces.problems] == ["faces.csv line 3", "faces.csv line 4", "faces.csv line 5"]
     (tmp_path / "bad.csv").write_text("id,path\n")
-    with pytest.raises(ValueError, match="missing column"):
+    with pytest.raises(InputFileError, match="missing column"):  # a whole file that cannot be read: one line
         read_faces(tmp_path / "bad.csv")
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(InputFileError, match="does not exist"):
         read_faces(tmp_path / "nowhere")
 
 

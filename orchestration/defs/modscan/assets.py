@@ -100,6 +100,7 @@ def _vision(context: dg.AssetExecutionContext, config: ModscanConfig) -> dict:
         "vision_audit_id": audit_id,
         "faces_kept": len(faces.faces),
         "faces_invalid": len(faces.problems),
+        "rows_quarantined": len(faces.problems),  # landed in landing/input_quarantine by the probe
         "faces_filtered": dg.MetadataValue.json(dict(faces.filtered)),
         "vision_status_counts": dg.MetadataValue.json(dict(result.statuses)),
     }
