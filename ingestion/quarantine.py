@@ -163,7 +163,9 @@ class CsvRecord:
     raw: str
 
 
-def read_csv_records(path: str | Path, columns: Sequence[str], what: str) -> tuple[list[CsvRecord], list[QuarantinedRow], bytes]:
+def read_csv_records(
+    path: str | Path, columns: Sequence[str], what: str, *, any_of: Sequence[str] = ()
+) -> tuple[list[CsvRecord], list[QuarantinedRow], bytes]:
     """A user's CSV file read row by row: the rows that split into the header's fields, and
     the ones that do not, quarantined with their line and reason.
 
@@ -174,7 +176,8 @@ def read_csv_records(path: str | Path, columns: Sequence[str], what: str) -> tup
 
     Args:
         path: the file. columns: columns the header must hold (any order; other columns are
-            kept in ``values``). what: the file's role, for messages.
+            kept in ``values``). what: the file's role, for messages. any_of: the header must
+            also hold at least one of these (e.g. the key columns of an image manifest).
 
     Returns:
         (records, quarantined rows, the file's bytes: hash them for a dataset id).
@@ -198,11 +201,13 @@ def read_csv_records(path: str | Path, columns: Sequence[str], what: str) -> tup
     while names and names[-1] == "":
         names.pop()
     missing = [c for c in columns if c not in names]
+    if any_of and not set(any_of) & set(names):
+        missing.append(" or ".join(any_of))
     if missing:
         why = not_utf8(header, raw)
         raise InputFileError(
             f"{what} {path}, line 1: missing column(s) {missing} in the header {names}; expected {list(columns)}"
-            + (f"; {why}" if why else "")
+            + (f" and one of {list(any_of)}" if any_of else "") + (f"; {why}" if why else "")
         )
     records: list[CsvRecord] = []
     quarantined: list[QuarantinedRow] = []
