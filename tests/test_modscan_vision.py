@@ -149,6 +149,10 @@ def test_asset_runs_the_vision_modality_when_faces_and_a_vlm_are_named(faces_fol
     (mat,) = result.asset_materializations_for_node("modscan_responses")
     md = {k: v.value for k, v in mat.metadata.items()}
     assert md["faces_invalid"] == 2 and md["faces_filtered"] == {"age": 1, "race": 1}
+    assert md["rows_quarantined"] == 2  # the two invalid files, landed with their names and reasons
+    quarantined = read_landing("input_quarantine").to_pylist()
+    assert {(q["family"], q["source_file"]) for q in quarantined} == {
+        ("modscan", "holiday_photo.jpg"), ("modscan", "25_0_1_20170110000003.jpg")}
     assert md["vision_status_counts"] == {"ok": len(AGES) * 2 * 6}
     rows = read_landing("modscan_responses").to_pylist()
     assert {r["parse_method"] for r in rows} == {"box_cogvlm"} and {r["instance"] for r in rows} == {"attractive person"}
