@@ -5,6 +5,13 @@ A released data file with one odd row must not block its good rows. Each family'
 module as :class:`QuarantinedRow` s; :func:`land_quarantine` lands them in
 ``landing/input_quarantine`` (one snapshot shard per input file and content, so re-reading the
 same file writes nothing), where ``dora query`` and the summary count them. Nothing is dropped.
+
+The families share the reading: :func:`read_input_bytes` (a missing file, a folder or a FIFO is
+one :class:`~ingestion.errors.InputFileError` line, never a hang), :func:`decode_text` (UTF-8
+with or without BOMs; UTF-16/32 refused by name; other bytes kept so that only the rows
+holding them are quarantined, with the file's first bad byte offset, :func:`not_utf8`) and
+:func:`read_csv_records` (rows that do not split into the header's fields are quarantined);
+each loader then checks its own values. A file with no good row is :func:`no_good_row_error`.
 """
 
 from __future__ import annotations
