@@ -156,7 +156,7 @@ def not_utf8(texts: Sequence[str], raw: bytes) -> str | None:
         if bad:
             byte = ord(bad.group()) - 0xDC00
             offset = first_bad_byte(raw)
-            return f"not UTF-8 text: byte 0x{byte:02x} (the file's first one is at byte offset {offset}; save the file as UTF-8)"
+            return f"not UTF-8 text: byte 0x{byte:02x}; the file's first one is at byte offset {offset} (save the file as UTF-8)"
     return None
 
 

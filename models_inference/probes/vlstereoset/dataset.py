@@ -29,7 +29,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ingestion.errors import InputFileError
-from ingestion.quarantine import QuarantinedRow, no_good_row_error, read_csv_records, shown
+from ingestion.quarantine import QuarantinedRow, no_good_row_error, not_utf8, read_csv_records, shown
 from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
 from models_inference.image_store import StoredImage, store_png
 
@@ -112,23 +112,6 @@ def _fill(context: str, value: str) -> tuple[str, str]:
 #: Longest field accepted, in characters (captions and contexts are one sentence; a longer field
 #: is a broken row, e.g. an unclosed quote that swallowed the rest of the file).
 MAX_FIELD_CHARS = 10_000
-_UNDECODABLE = re.compile("[\udc80-\udcff]")
-
-
-def _not_utf8(fields: list[str], raw: bytes) -> str | None:
-    """Why a row is not UTF-8 (the first bad byte and its offset in the file), or ``None``."""
-    for text in fields:
-        bad = _UNDECODABLE.search(text)
-        if bad:
-            byte = ord(bad.group()) - 0xDC00
-            try:
-                raw.decode("utf-8-sig")
-            except UnicodeDecodeError as exc:
-                first = f"; the file's first one is at byte offset {exc.start}"
-            else:  # pragma: no cover - a surrogate escape implies a decode error
-                first = ""
-            return f"not UTF-8 text: byte 0x{byte:02x}{first} (save the file as UTF-8)"
-    return None
 
 
 def _row_problem(rec: dict[str, str]) -> str | None:
@@ -189,7 +172,7 @@ def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
         names.pop()
         unnamed += 1
     if tuple(names) != CSV_COLUMNS:
-        why = _not_utf8(header, raw)
+        why = not_utf8(header, raw)
         raise VLStereoSetFormatError(
             f"{path}, line 1: header {names} is not the released VLStereoSet header {list(CSV_COLUMNS)} "
             "(\"Imaeg URL\" is spelled so in the released file)" + (f"; {why}" if why else "")
@@ -213,7 +196,7 @@ def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
             continue  # a blank line (e.g. at the end of the file)
         row_no += 1
         rowtext = shown(",".join(fields))
-        why = _not_utf8(fields, raw)
+        why = not_utf8(fields, raw)
         if why is None and len(fields) > len(CSV_COLUMNS):
             extra = fields[len(CSV_COLUMNS):]
             if len(extra) <= unnamed:  # values under the header's unnamed trailing columns: ignored
