@@ -33,9 +33,23 @@ class InputFileError(DoraError, ValueError):
     some good rows is not an error: its bad rows are quarantined (``ingestion/quarantine.py``)."""
 
 
+class VLStereoSetFormatError(InputFileError):
+    """A VLStereoSet CSV (or image manifest or image folder) that does not fit the format; the
+    message names the file, the row (data row number and file line) and the field."""
+
+
+class CounterfactualInputError(InputFileError):
+    """Invalid counterfactual input (a manifest or lexicon with nothing usable, an attribute
+    value, an occupation); the message names the file, row and field. A file with some good
+    rows is not an error: its bad rows are quarantined."""
+
+
 class PlanTooLargeError(DoraError, ValueError):
     """The counts asked for (samples, instances, seeds, sets) plan more rows than one run may
     hold; raised while planning, before any model loads. The message names the count and the limit."""
 
 
-__all__ = ["AuditFailedError", "AuditIdentityError", "DoraError", "InputFileError", "PlanTooLargeError", "WarehouseCorruptError"]
+__all__ = [
+    "AuditFailedError", "AuditIdentityError", "CounterfactualInputError", "DoraError", "InputFileError", "PlanTooLargeError",
+    "VLStereoSetFormatError", "WarehouseCorruptError",
+]

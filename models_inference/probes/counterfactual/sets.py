@@ -21,7 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
-from ingestion.errors import InputFileError
+# the family's error type lives with every DoraError (the CLI finds them there); re-exported here
+from ingestion.errors import CounterfactualInputError, InputFileError
 from ingestion.quarantine import QuarantinedRow, decode_text, no_good_row_error, not_utf8, read_csv_records, read_input_bytes, shown
 from models_inference.image_store import image_problem
 from models_inference.probes.counterfactual.prompts import ATTRIBUTE_VALUES, SUBSETS
@@ -30,12 +31,6 @@ from models_inference.probes.counterfactual.prompts import ATTRIBUTE_VALUES, SUB
 DATA_DIR = Path(__file__).resolve().parents[3] / "ingestion" / "data" / "counterfactuals"
 #: The four caption prefixes of the dataset (PROBES.md C.1.2).
 CAPTION_PREFIXES: tuple[str, ...] = ("A photo of ", "A picture of ", "An image of ", "")
-
-
-class CounterfactualInputError(InputFileError):
-    """Invalid counterfactual input (a manifest or lexicon with nothing usable, an attribute
-    value, an occupation); the message names the file, row and field. A file with some good
-    rows is not an error: its bad rows are quarantined (:class:`SetFile`, :class:`Lexicon`)."""
 
 
 @dataclass(frozen=True)

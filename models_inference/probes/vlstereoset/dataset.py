@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ingestion.errors import InputFileError
+# the family's error type lives with every DoraError (the CLI finds them there); re-exported here
+from ingestion.errors import InputFileError, VLStereoSetFormatError
 from ingestion.quarantine import QuarantinedRow, no_good_row_error, not_utf8, read_csv_records, shown
 from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
 from models_inference.image_store import StoredImage, store_png
@@ -45,11 +46,6 @@ CAPTION_KINDS = ("stereotype", "anti-stereotype", "unrelated")
 IMAGE_STATUSES = ("ok", "missing", "download_failed", "bad_image", "not_fetched")
 _IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
 _DATA = Path(__file__).resolve().parents[3] / "ingestion" / "data" / "vlstereoset_synthetic"
-
-
-class VLStereoSetFormatError(InputFileError):
-    """A VLStereoSet CSV (or image manifest) that does not fit the format; the message names
-    the file, the row (data row number and file line) and the field."""
 
 
 def synthetic_csv_path() -> Path:
