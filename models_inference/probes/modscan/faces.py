@@ -140,7 +140,10 @@ def read_faces_folder(folder: str | Path, *, check_images: bool = True) -> FaceS
         raise InputFileError(f"faces folder {root} does not exist or is not a folder")
     out = FaceSet()
     listing = hashlib.sha256()
-    entries = sorted(p for p in root.iterdir() if not p.name.startswith(".") and not p.is_dir())
+    try:
+        entries = sorted(p for p in root.iterdir() if not p.name.startswith(".") and not p.is_dir())
+    except OSError as exc:  # e.g. a folder without read permission
+        raise InputFileError(f"faces folder {root}: cannot be listed ({exc.strerror or exc})") from None
     for path in entries:
         listing.update(path.name.encode("utf-8", "surrogateescape") + b"\0")
         if not path.is_file():  # a FIFO or device named like an image would block the reader
@@ -164,8 +167,7 @@ def read_faces_folder(folder: str | Path, *, check_images: bool = True) -> FaceS
     if _nothing_usable(out):
         if not out.problems:
             raise InputFileError(f"faces folder {root}: no image file in it (expected [age]_[gender]_[race]_[datetime].jpg)")
-        quarantined = out.quarantined()
-        raise no_good_row_error(root, "faces folder", quarantined, unit="files")
+        raise no_good_row_error(root, "faces folder", out.quarantined(), unit="files")
     return out
 
 
