@@ -96,16 +96,45 @@ class CircuitOpenError(RuntimeError):
         self.last_error = last_error
 
 
+# ----------------------------------------------------------------------------- input files
+
+
+class InputFileError(DoraError, ValueError):
+    """A user's input file (or folder) that yields nothing to audit: missing, not the expected
+    format, not UTF-8 at its header (the byte offset is named), or with no good row. A file with
+    some good rows is not an error: its bad rows are quarantined (``ingestion/quarantine.py``)."""
+
+
+class VLStereoSetFormatError(InputFileError):
+    """A VLStereoSet CSV (or image manifest or image folder) that does not fit the format; the
+    message names the file, the row (data row number and file line) and the field."""
+
+
+class CounterfactualInputError(InputFileError):
+    """Invalid counterfactual input (a manifest or lexicon with nothing usable, an attribute
+    value, an occupation); the message names the file, row and field. A file with some good
+    rows is not an error: its bad rows are quarantined."""
+
+
+class PlanTooLargeError(DoraError, ValueError):
+    """The counts asked for (samples, instances, seeds, sets) plan more rows than one run may
+    hold; raised while planning, before any model loads. The message names the count and the limit."""
+
+
 __all__ = [
     "AuditFailedError",
     "AuditIdentityError",
     "CircuitOpenError",
     "CompletionsUnsupportedError",
+    "CounterfactualInputError",
     "DagsterStorageError",
     "DoraError",
+    "InputFileError",
     "ModelNotAvailableError",
+    "PlanTooLargeError",
     "QueryRefusedError",
     "RegistryError",
+    "VLStereoSetFormatError",
     "VersionError",
     "WarehouseBusyError",
     "WarehouseCorruptError",

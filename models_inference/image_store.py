@@ -9,10 +9,12 @@ absolute path and refuses any path outside the store.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +38,51 @@ class StoredImage:
     height: int
 
 
+def _bomb(exc: Exception) -> str:
+    return f"decompression bomb refused: {exc} (Pillow's limit, checked from the header before any pixel is decoded)"
+
+
+@contextlib.contextmanager
+def _guarded():
+    """Pillow's decompression-bomb warning as an error: an image over ~89.5 megapixels (a 50 kB
+    PNG can declare 20000 x 20000, 1.2 GB decoded) is refused from its header, never decoded."""
+    from PIL import Image
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        yield
+
+
+def image_problem(path: str | Path) -> str | None:
+    """Why the image file at ``path`` cannot be used, in one line without the file's name (the
+    caller names it), or ``None`` when it decodes.
+
+    The header is read first and an image over Pillow's pixel limit (a decompression bomb)
+    is refused before its pixels are; otherwise the image is fully decoded,
+    so a truncated file is caught here. Never raises for a bad file: a missing, unreadable,
+    non-image or corrupt file is a reason, for the caller to quarantine.
+    """
+    from PIL import Image
+
+    path = Path(path)
+    if not path.exists():
+        return "no such file"
+    if not path.is_file():
+        return "not a regular file"
+    try:
+        with _guarded(), Image.open(path) as img:
+            img.load()
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        return _bomb(exc)
+    except OSError as exc:
+        if exc.errno is not None:  # the file itself (permissions, I/O), not its content
+            return f"cannot be read ({exc.strerror or exc})"
+        return f"not a decodable image ({type(exc).__name__}: {exc})"
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many types on a malformed file; each is "not decodable"
+        return f"not a decodable image ({type(exc).__name__}: {exc})"
+    return None
+
+
 def store_png(data: bytes) -> StoredImage:
     """Store image bytes content-addressed as PNG: ``images/<sha[:2]>/<sha256>.png``.
 
@@ -48,20 +95,23 @@ def store_png(data: bytes) -> StoredImage:
         A :class:`StoredImage` (path relative to ``$DORA_HOME``, sha256 hex, size in pixels).
 
     Raises:
-        ValueError: the bytes are not a decodable image.
+        ValueError: the bytes are not a decodable image, or declare more than
+            Pillow's pixel limit (a decompression bomb: refused from its header).
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with _guarded(), Image.open(io.BytesIO(data)) as img:
             img.load()
             fmt, size = img.format, img.size
             if fmt != "PNG":
                 buf = io.BytesIO()
                 img.save(buf, format="PNG")
                 data = buf.getvalue()
-    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
-        raise ValueError(f"not a decodable image ({len(data)} bytes): {exc}") from exc
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise ValueError(_bomb(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many types on a malformed file; each is "not decodable"
+        raise ValueError(f"not a decodable image ({len(data)} bytes): {type(exc).__name__}: {exc}") from exc
     digest = hashlib.sha256(data).hexdigest()
     folder = images_dir() / digest[:2]
     folder.mkdir(parents=True, exist_ok=True)
@@ -89,4 +139,4 @@ def image_file(relative_path: str) -> Path:
     return path
 
 
-__all__ = ["StoredImage", "image_file", "images_dir", "store_png"]
+__all__ = ["StoredImage", "image_file", "image_problem", "images_dir", "store_png"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
+from ingestion.errors import PlanTooLargeError
 from ingestion.landing import SCHEMAS, read_landing, write_shard
 
 #: Version of the probe code, stored on every audit event (``landing/audits.code_version``).
@@ -523,7 +524,7 @@ def _run_resumable(
     return summary
 
 
-__all__ = ["CODE_VERSION", "AuditInfo", "ErrorShare", "ResumableSummary", "ResumableTable", "holding_lock", "landed_keys", "landing_lock", "model_columns", "plan_resumable", "record_audit_target", "run_resumable"]
+__all__ = ["CODE_VERSION", "MAX_PLANNED_ROWS", "AuditInfo", "ErrorShare", "ResumableSummary", "ResumableTable", "check_plan_size", "holding_lock", "landed_keys", "landing_lock", "model_columns", "plan_resumable", "record_audit_target", "run_resumable"]
 
 
 def record_audit_target(audit_id: str, target: str, model_id: str, model_version: str, modality: str) -> bool:
@@ -547,3 +548,30 @@ def record_audit_target(audit_id: str, target: str, model_id: str, model_version
         return False
     write_shard("audits", [{**latest, **tag, "event_at": datetime.now(timezone.utc)}], partition=audit_id)
     return True
+
+
+# --- bounded work: counts a user can pass must not plan more than one run can hold ----------
+
+#: Most rows one probe run may plan. The plan and its keys are held in memory (about 0.5 kB a
+#: row: a million rows is ~0.5 GB) and a million generations is days of model time on a local
+#: model; larger audits are split into runs (more seeds or samples in a later run extend the
+#: same audit, whose id does not depend on them).
+MAX_PLANNED_ROWS = 1_000_000
+
+
+def check_plan_size(rows: int, step: str, counts: str) -> None:
+    """Refuse a plan of more than :data:`MAX_PLANNED_ROWS` rows, before any is built.
+
+    Args:
+        rows: the plan's row count, computed from the counts (not by building it).
+        step: the probe, for the message. counts: the product that gave ``rows``, in words
+            (``"12 members x 10 prompts x 1000000 seeds"``), so the user sees which count to lower.
+
+    Raises:
+        PlanTooLargeError: ``rows`` is over the limit (one line: the count, the product, the limit).
+    """
+    if rows > MAX_PLANNED_ROWS:
+        raise PlanTooLargeError(
+            f"{step}: {counts} plans {rows:,} rows, more than the {MAX_PLANNED_ROWS:,} one run may hold; "
+            "lower the counts (a later run with more seeds or samples extends the same audit)"
+        )

@@ -139,12 +139,18 @@ def test_custom_sets_and_lexicon(tmp_path):
     assert len(competence_lexicon().entries) == 861
     lex = tmp_path / "lex.csv"
     lex.write_text("word,dimension,direction\nsmart,competence,1\nlazy,competence,-1\nwarm,warmth,2\n")
-    with pytest.raises(CounterfactualInputError, match="line 4"):
+    lexicon = competence_lexicon(lex)  # one bad line is quarantined, the others are used
+    assert lexicon.entries == (("smart", "competence", 1), ("lazy", "competence", -1))
+    assert [(q.line, q.raw) for q in lexicon.quarantined] == [(4, "warm,warmth,2")]
+    lex.write_text("word,dimension,direction\nwarm,warmth,2\n")
+    with pytest.raises(CounterfactualInputError, match="line 2"):  # no usable word: one error naming the line
         competence_lexicon(lex)
 
 
 def _manifest(tmp_path, rows):
-    (tmp_path / "img.png").write_bytes(b"\x89PNG")
+    from tests.openai_server import tiny_png
+
+    (tmp_path / "img.png").write_bytes(tiny_png((10, 20, 30), size=(8, 8)))
     path = tmp_path / "manifest.csv"
     path.write_text("set_id,subset,occupation,a1,a2,image_path\n" + "\n".join(rows) + "\n")
     return path
@@ -154,11 +160,12 @@ def test_manifest_errors_name_the_row(tmp_path):
     ok = _manifest(tmp_path, ["s1,race_gender,nurse,White,male,img.png", "s1,race_gender,nurse,Black,male,img.png"])
     sets = load_manifest(ok)
     assert len(sets) == 1 and len(sets[0].members) == 2 and sets[0].members[0].image_path.endswith("img.png")
+    # a missing image leaves its set one member: no set can be audited, one error naming both lines
     missing = _manifest(tmp_path, ["s1,race_gender,nurse,White,male,img.png", "s1,race_gender,nurse,Black,male,nope.png"])
-    with pytest.raises(CounterfactualInputError, match=r"row 2: field 'image_path' = 'nope.png': no such file"):
+    with pytest.raises(CounterfactualInputError, match=r"line 3: field 'image_path' = 'nope.png': no such file"):
         load_manifest(missing)
     unknown = _manifest(tmp_path, ["s1,race_gender,nurse,Purple,male,img.png"])
-    with pytest.raises(CounterfactualInputError, match=r"row 1: field 'a1' = 'Purple' is not a race value"):
+    with pytest.raises(CounterfactualInputError, match=r"line 2: field 'a1' = 'Purple' is not a race value"):
         load_manifest(unknown)
     with pytest.raises(CounterfactualInputError, match="missing column"):
         bad = tmp_path / "bad.csv"

@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 from PIL import Image
 
+from ingestion.errors import InputFileError
 from ingestion.landing import read_landing
 from models_inference.probes.modscan.faces import build_pairs, read_faces, splice, store_pair
 from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
@@ -87,9 +88,9 @@ def test_manifest_rows_are_validated(faces_folder, tmp_path):
     assert [f.face_id for f in faces.faces] == ["f1"]
     assert [p.source for p in faces.problems] == ["faces.csv line 3", "faces.csv line 4", "faces.csv line 5"]
     (tmp_path / "bad.csv").write_text("id,path\n")
-    with pytest.raises(ValueError, match="missing column"):
+    with pytest.raises(InputFileError, match="missing column"):  # a whole file that cannot be read: one line
         read_faces(tmp_path / "bad.csv")
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(InputFileError, match="does not exist"):
         read_faces(tmp_path / "nowhere")
 
 
@@ -148,6 +149,10 @@ def test_asset_runs_the_vision_modality_when_faces_and_a_vlm_are_named(faces_fol
     (mat,) = result.asset_materializations_for_node("modscan_responses")
     md = {k: v.value for k, v in mat.metadata.items()}
     assert md["faces_invalid"] == 2 and md["faces_filtered"] == {"age": 1, "race": 1}
+    assert md["rows_quarantined"] == 2  # the two invalid files, landed with their names and reasons
+    quarantined = read_landing("input_quarantine").to_pylist()
+    assert {(q["family"], q["source_file"]) for q in quarantined} == {
+        ("modscan", "holiday_photo.jpg"), ("modscan", "25_0_1_20170110000003.jpg")}
     assert md["vision_status_counts"] == {"ok": len(AGES) * 2 * 6}
     rows = read_landing("modscan_responses").to_pylist()
     assert {r["parse_method"] for r in rows} == {"box_cogvlm"} and {r["instance"] for r in rows} == {"attractive person"}

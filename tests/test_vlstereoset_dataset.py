@@ -185,13 +185,13 @@ def test_images_from_folder_manifest_and_urls_each_get_a_status(dora_home, tmp_p
     finally:
         server.shutdown()
         server.server_close()
-    with pytest.raises(VLStereoSetFormatError, match=r"manifest.csv, line 1: a manifest needs a 'file' column"):
+    with pytest.raises(VLStereoSetFormatError, match=r"manifest.csv, line 1: missing column\(s\) \['file', 'row or item_id or url'\]"):
         (folder / "manifest.csv").write_text("name\nx.png\n")
         resolve_images(ds.items, folder)
-    with pytest.raises(VLStereoSetFormatError, match=r"line 2, field file: '../x.png'"):
+    with pytest.raises(VLStereoSetFormatError, match=r"line 2: field file: '../x.png'"):  # its only row is bad
         (folder / "manifest.csv").write_text("row,file\n1,../x.png\n")
         resolve_images(ds.items, folder)
-    with pytest.raises(NotADirectoryError):
+    with pytest.raises(VLStereoSetFormatError, match="no such folder"):  # a DoraError: one line in the CLI
         resolve_images(ds.items, tmp_path / "nope")
 
 

@@ -45,8 +45,10 @@ from models_inference.probes.counterfactual.prompts import (
     prompt_kind,
     text_set_prompt,
 )
-from models_inference.probes.counterfactual.sets import CounterfactualSet, Lexicon, Member
+from ingestion.quarantine import land_quarantine
+from models_inference.probes.counterfactual.sets import CounterfactualSet, Lexicon, Member, SetFile
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ErrorShare, ResumableTable, model_columns, run_resumable
+from models_inference.resumable import check_plan_size
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
 
 #: Where responses land; ``error`` rows are generated again by the next run.
@@ -164,8 +166,29 @@ def response_id(audit_id: str, set_id: str, a1: str, a2: str, label: str, mitiga
 Item = tuple[CounterfactualSet, Member, str, str, int]
 
 
+def check_plan(sets: Sequence[CounterfactualSet], config: CounterfactualProbeConfig) -> int:
+    """The number of rows :func:`plan` would build, counted without building them.
+
+    Raises:
+        PlanTooLargeError: more than :data:`~models_inference.resumable.MAX_PLANNED_ROWS` (a
+            huge ``seeds`` fails here in microseconds, before any model loads).
+    """
+    members = sum(len(s.members) for s in sets)
+    numeric = sum(prompt_kind(label) == "numeric" for label in config.prompts)
+    per_member = ((len(config.prompts) - numeric) * config.seeds + numeric * config.numeric_seeds) * len(config.mitigations)
+    counts = (f"{members} members x ({len(config.prompts) - numeric} prompts x {config.seeds} seeds + {numeric} numeric "
+              f"prompts x {config.numeric_seeds} seeds) x {len(config.mitigations)} mitigation variants")
+    check_plan_size(members * per_member, "counterfactual probe", counts)
+    return members * per_member
+
+
 def plan(sets: Sequence[CounterfactualSet], config: CounterfactualProbeConfig) -> list[Item]:
-    """Every (set, member, prompt label, mitigation, seed) to generate, in generation order."""
+    """Every (set, member, prompt label, mitigation, seed) to generate, in generation order.
+
+    Raises:
+        PlanTooLargeError: the plan would exceed :data:`~models_inference.resumable.MAX_PLANNED_ROWS` (:func:`check_plan`).
+    """
+    check_plan(sets, config)
     items: list[Item] = []
     for s in sets:
         for label in config.prompts:
@@ -260,9 +283,11 @@ def run_text_sets(
 
     Raises:
         ValueError / KeyError: invalid config (unknown prompt or mitigation label, seeds < 1).
+        PlanTooLargeError: the counts plan too many rows (:func:`check_plan`), before any model loads.
         AuditFailedError: more than ``max_error_share`` of the calls failed (rows landed first).
     """
     cfg = (config or CounterfactualProbeConfig()).validate()
+    check_plan(sets, cfg)  # before the audit id, which may ask the backend for its version
     if cfg.numeric_prompt_style is None:
         cfg.numeric_prompt_style = getattr(backend, "default_prompt_style", "chat")
     if cfg.numeric_prompt_style not in ("chat", "completion"):
@@ -379,6 +404,9 @@ def run_image_sets(
     from models_inference.image_store import image_file, store_png
 
     cfg = (config or CounterfactualProbeConfig()).validate()
+    check_plan(sets, cfg)
+    if isinstance(sets, SetFile):  # the manifest's rows that were not read, with line and reason
+        land_quarantine("counterfactual", sets.dataset_id, list(sets.quarantined))
     cfg.numeric_prompt_style = "chat"
     audit_id = audit_id or audit_id_for("image", backend, cfg)
     sampling = SamplingParams(cfg.temperature, cfg.top_p)
@@ -583,6 +611,7 @@ def land_lexicons(lexicon: Lexicon) -> int:
 
     from ingestion.landing import landing_dir, write_shard
 
+    land_quarantine("counterfactual", lexicon.dataset_id, list(lexicon.quarantined))  # a user file's unread lines
     rows = [{"lexicon": lexicon.name, "word": w, "dimension": d, "direction": v} for w, d, v in lexicon.entries]
     stops = [{"lexicon": "spacy_en_stop_words", "word": w, "dimension": "stopword", "direction": 0} for w in sorted(STOP_WORDS)]
     for name, table in (("lexicon-competence", rows), ("lexicon-spacy_en_stop_words", stops)):

@@ -12,23 +12,25 @@ is the caption without its prefix, article and attributes (the authors' own rule
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
+# the family's error type lives with every DoraError (the CLI finds them there); re-exported here
+from ingestion.errors import CounterfactualInputError, InputFileError
+from ingestion.quarantine import QuarantinedRow, decode_text, no_good_row_error, not_utf8, read_csv_records, read_input_bytes, shown
+from models_inference.image_store import image_problem
 from models_inference.probes.counterfactual.prompts import ATTRIBUTE_VALUES, SUBSETS
 
 #: Folder of the shipped SocialCounterfactuals metadata, lexicon and licence.
 DATA_DIR = Path(__file__).resolve().parents[3] / "ingestion" / "data" / "counterfactuals"
 #: The four caption prefixes of the dataset (PROBES.md C.1.2).
 CAPTION_PREFIXES: tuple[str, ...] = ("A photo of ", "A picture of ", "An image of ", "")
-
-
-class CounterfactualInputError(ValueError):
-    """Invalid counterfactual input (manifest, attribute value, occupation); the message
-    names the file, row and field."""
 
 
 @dataclass(frozen=True)
@@ -237,78 +239,146 @@ def custom_sets(
 
 #: Columns of an image-set manifest (CSV or Parquet).
 MANIFEST_COLUMNS: tuple[str, ...] = ("set_id", "subset", "occupation", "a1", "a2", "image_path")
+#: Fewest usable members of a set: a counterfactual comparison needs two members that differ.
+MIN_SET_MEMBERS = 2
 
 
-def load_manifest(path: str | Path) -> list[CounterfactualSet]:
-    """Image sets from a manifest (CSV/Parquet) with columns :data:`MANIFEST_COLUMNS`
-    (e.g. SocialCounterfactuals exported from its dataset). Relative image paths are read
-    relative to the manifest's folder.
+@dataclass(frozen=True)
+class SetFile(SequenceABC):
+    """The sets of one manifest file, read row by row; it is a sequence of its good sets.
 
-    Raises:
-        CounterfactualInputError: missing file or column, an unknown subset or attribute
-            value, a missing image file, a set whose members disagree on subset / occupation
-            or repeat an attribute pair; every message names the file, the row (1-based data
-            row) and the field.
+    Attributes:
+        path: the manifest. dataset_id: ``cfsets-`` + 12 hex of the file's sha256 (the
+            partition its quarantined rows land under in ``landing/input_quarantine``).
+        sets: the sets with at least :data:`MIN_SET_MEMBERS` good members, in file order.
+        quarantined: every row that was not used, with its line and reason.
     """
-    import pyarrow.csv as pcsv
+
+    path: Path
+    dataset_id: str
+    sets: tuple[CounterfactualSet, ...]
+    quarantined: tuple[QuarantinedRow, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.sets)
+
+    def __getitem__(self, index):
+        return self.sets[index]
+
+
+def _manifest_records(path: Path) -> tuple[list[tuple[int, int, dict, str]], list[QuarantinedRow], bytes]:
+    """(line, data row, values, raw text) of every structurally sound row, the quarantined
+    ones, and the file's bytes; Parquet rows have their data row number as line."""
+    try:
+        if path.suffix.lower() != ".parquet":
+            records, bad, raw = read_csv_records(path, MANIFEST_COLUMNS, "counterfactual manifest")
+            return [(r.line, r.row, r.values, r.raw) for r in records], bad, raw
+        raw = read_input_bytes(path, "counterfactual manifest")
+    except InputFileError as exc:  # the family's own type, so callers catch one error for its inputs
+        raise CounterfactualInputError(str(exc)) from None
     import pyarrow.parquet as pq
 
-    path = Path(path)
-    if not path.is_file():
-        raise CounterfactualInputError(f"manifest {path}: no such file")
-    table = pq.read_table(path) if path.suffix == ".parquet" else pcsv.read_csv(path)
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a file that is not Parquet
+        raise CounterfactualInputError(f"counterfactual manifest {path}: not a readable Parquet file ({exc})") from None
     missing = [c for c in MANIFEST_COLUMNS if c not in table.column_names]
     if missing:
-        raise CounterfactualInputError(f"manifest {path}: missing column(s) {missing}; expected {list(MANIFEST_COLUMNS)}")
+        raise CounterfactualInputError(
+            f"counterfactual manifest {path}: missing column(s) {missing}; expected {list(MANIFEST_COLUMNS)}"
+        )
     rows = table.select(list(MANIFEST_COLUMNS)).to_pylist()
-    grouped: dict[str, list[tuple[int, dict]]] = {}
-    for i, row in enumerate(rows, start=1):
-        where = f"manifest {path} row {i}"
-        for col in MANIFEST_COLUMNS:
-            if row[col] is None or not str(row[col]).strip():
-                raise CounterfactualInputError(f"{where}: field {col!r} is empty")
-        subset = str(row["subset"])
-        if subset not in SUBSETS:
-            raise CounterfactualInputError(f"{where}: field 'subset' = {subset!r} is not one of {list(SUBSETS)}")
-        for col, kind in zip(("a1", "a2"), SUBSETS[subset]):
-            if str(row[col]) not in ATTRIBUTE_VALUES[kind]:
-                raise CounterfactualInputError(
-                    f"{where}: field {col!r} = {row[col]!r} is not a {kind} value of {list(ATTRIBUTE_VALUES[kind])}"
-                )
-        image = Path(str(row["image_path"]))
-        if not image.is_absolute():
-            image = path.parent / image
-        if not image.is_file():
-            raise CounterfactualInputError(f"{where}: field 'image_path' = {row['image_path']!r}: no such file ({image})")
-        row["image_path"] = str(image)
-        grouped.setdefault(str(row["set_id"]), []).append((i, row))
-    out = []
+    out = [(i, i, {k: "" if v is None else str(v).strip() for k, v in row.items()}, json.dumps(row, default=str))
+           for i, row in enumerate(rows, start=1)]
+    return out, [], raw
+
+
+def _row_problem(values: dict, folder: Path) -> str | None:
+    """Why one manifest row cannot be a set member (field and value), or ``None``."""
+    for col in MANIFEST_COLUMNS:
+        if not values[col]:
+            return f"field {col!r} is empty"
+    subset = values["subset"]
+    if subset not in SUBSETS:
+        return f"field 'subset' = {subset!r} is not one of {list(SUBSETS)}"
+    for col, kind in zip(("a1", "a2"), SUBSETS[subset]):
+        if values[col] not in ATTRIBUTE_VALUES[kind]:
+            return f"field {col!r} = {values[col]!r} is not a {kind} value of {list(ATTRIBUTE_VALUES[kind])}"
+    image = Path(values["image_path"])
+    image = image if image.is_absolute() else folder / image
+    why = image_problem(image)
+    if why:
+        return f"field 'image_path' = {values['image_path']!r}: {why} ({image})"
+    values["image_path"] = str(image)
+    return None
+
+
+def load_manifest(path: str | Path) -> SetFile:
+    """Image sets from a manifest (CSV/Parquet) with columns :data:`MANIFEST_COLUMNS`
+    (e.g. SocialCounterfactuals exported from its dataset), read row by row. Relative image
+    paths are read relative to the manifest's folder.
+
+    A row is quarantined with its line and reason when it cannot be split into the header's
+    fields, is not UTF-8, has an empty field, an unknown subset or attribute value, or an
+    image that is missing, not decodable or a decompression bomb; when its subset or
+    occupation differs from its set's first good row; or when it repeats a member. A set left
+    with fewer than :data:`MIN_SET_MEMBERS` good members has its rows quarantined too.
+
+    Returns:
+        A :class:`SetFile` (a sequence of the good sets, with the quarantined rows).
+
+    Raises:
+        CounterfactualInputError: missing file, a file that is not a manifest (missing column,
+            not Parquet, UTF-16), or one with no usable set; the message names the file and
+            the first rows' reasons.
+    """
+    path = Path(path)
+    records, quarantined, raw = _manifest_records(path)
+    where = path.name
+    grouped: dict[str, list[tuple[int, int, dict, str]]] = {}
+    for line, row, values, text in records:
+        why = _row_problem(values, path.parent)
+        if why is None:
+            group = grouped.setdefault(values["set_id"], [])
+            first = group[0][2] if group else values
+            diff = next((c for c in ("subset", "occupation") if values[c] != first[c]), None)
+            if diff:
+                why = f"field {diff!r} = {values[diff]!r} differs from {first[diff]!r} of set {values['set_id']!r} (line {group[0][0]})"
+            elif any((v["a1"], v["a2"]) == (values["a1"], values["a2"]) for _, _, v, _ in group):
+                why = f"set {values['set_id']!r} repeats member {(values['a1'], values['a2'])}"
+        if why:
+            quarantined.append(QuarantinedRow(where, line, row, why, shown(text)))
+            continue
+        grouped[values["set_id"]].append((line, row, values, text))
+    sets = []
     for set_id, items in grouped.items():
-        first = items[0][1]
-        seen = set()
-        members = []
-        for i, row in items:
-            for col in ("subset", "occupation"):
-                if row[col] != first[col]:
-                    raise CounterfactualInputError(
-                        f"manifest {path} row {i}: field {col!r} = {row[col]!r} differs from {first[col]!r} of set {set_id!r}"
-                    )
-            pair = (str(row["a1"]), str(row["a2"]))
-            if pair in seen:
-                raise CounterfactualInputError(f"manifest {path} row {i}: set {set_id!r} repeats member {pair}")
-            seen.add(pair)
-            members.append(Member(pair[0], pair[1], image_path=row["image_path"]))
-        occ = str(first["occupation"]).strip()
-        out.append(CounterfactualSet(set_id, str(first["subset"]), normalise_occupation(occ), occ, tuple(members)))
-    return out
+        if len(items) < MIN_SET_MEMBERS:
+            why = (f"set {set_id!r} has {len(items)} usable member(s); a counterfactual set needs at least "
+                   f"{MIN_SET_MEMBERS} to compare")
+            quarantined += [QuarantinedRow(where, line, row, why, shown(text)) for line, row, _, text in items]
+            continue
+        first = items[0][2]
+        members = tuple(Member(v["a1"], v["a2"], image_path=v["image_path"]) for _, _, v, _ in items)
+        occ = first["occupation"]
+        sets.append(CounterfactualSet(set_id, first["subset"], normalise_occupation(occ), occ, members))
+    quarantined.sort(key=lambda q: (q.line or 0))
+    if not sets:
+        exc = no_good_row_error(path, "counterfactual manifest", quarantined)
+        raise CounterfactualInputError(f"{exc} (no usable set)")
+    return SetFile(path, f"cfsets-{hashlib.sha256(raw).hexdigest()[:12]}", tuple(sets), tuple(quarantined))
 
 
 @dataclass(frozen=True)
 class Lexicon:
-    """A word lexicon with directions (App. E.1): ``word -> (dimension, direction)``."""
+    """A word lexicon with directions (App. E.1): ``word -> (dimension, direction)``.
+
+    ``quarantined``: the lines of a user's file that were not read (line and reason);
+    ``dataset_id``: ``cflex-`` + 12 hex of the file's sha256, their landing partition."""
 
     name: str
     entries: tuple[tuple[str, str, int], ...] = field(default_factory=tuple)
+    quarantined: tuple[QuarantinedRow, ...] = ()
+    dataset_id: str = ""
 
 
 def competence_lexicon(path: str | Path | None = None) -> Lexicon:
@@ -317,27 +387,37 @@ def competence_lexicon(path: str | Path | None = None) -> Lexicon:
 
     A user file may be a one-word-per-line list (all +1 competence) or a CSV with columns
     ``word,dimension,direction`` (Nicolas et al. 2021 style: dimensions competence / warmth,
-    directions +1 / -1).
+    directions +1 / -1). Read line by line: a line with a bad dimension or direction, or bytes
+    that are not UTF-8, is quarantined (``Lexicon.quarantined``) and the others are used.
 
     Raises:
-        CounterfactualInputError: unreadable file, bad direction / dimension (names the line).
+        CounterfactualInputError: missing or unreadable file, a UTF-16 file, or a file with no
+            usable word (the message names the first bad lines).
     """
     p = Path(path) if path else DATA_DIR / "competency_words.txt"
-    if not p.is_file():
-        raise CounterfactualInputError(f"lexicon {p}: no such file")
-    entries = []
-    lines = p.read_text(encoding="utf-8").splitlines()
+    try:
+        raw = read_input_bytes(p, "lexicon")
+        lines = decode_text(raw, p, "lexicon").splitlines()
+    except InputFileError as exc:
+        raise CounterfactualInputError(str(exc)) from None
+    entries, quarantined = [], []
     is_csv = bool(lines) and lines[0].strip().lower().replace(" ", "") == "word,dimension,direction"
     for n, line in enumerate(lines[1:] if is_csv else lines, start=2 if is_csv else 1):
         if not line.strip():
             continue
-        if is_csv:
-            parts = [x.strip() for x in line.split(",")]
-            if len(parts) != 3 or parts[1] not in ("competence", "warmth") or parts[2] not in ("1", "-1", "+1"):
-                raise CounterfactualInputError(
-                    f"lexicon {p} line {n}: expected word,dimension(competence|warmth),direction(1|-1), got {line!r}"
-                )
+        why = not_utf8([line], raw)
+        parts = [x.strip() for x in line.split(",")]
+        if why is None and is_csv and (len(parts) != 3 or not parts[0] or parts[1] not in ("competence", "warmth")
+                                       or parts[2] not in ("1", "-1", "+1")):
+            why = "expected word,dimension(competence|warmth),direction(1|-1)"
+        if why:
+            quarantined.append(QuarantinedRow(p.name, n, n - 1 if is_csv else n, why, shown(line)))
+        elif is_csv:
             entries.append((parts[0].lower(), parts[1], int(parts[2])))
         else:
             entries.append((line.strip().lower(), "competence", 1))
-    return Lexicon(p.name, tuple(dict.fromkeys(entries)))
+    if not entries and not quarantined:
+        raise CounterfactualInputError(f"lexicon {p}: no word in it")
+    if not entries:
+        raise CounterfactualInputError(f"{no_good_row_error(p, 'lexicon', quarantined, unit='lines')} (no usable word)")
+    return Lexicon(p.name, tuple(dict.fromkeys(entries)), tuple(quarantined), f"cflex-{hashlib.sha256(raw).hexdigest()[:12]}")

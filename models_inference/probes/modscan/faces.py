@@ -20,7 +20,7 @@ CSV manifest with the columns ``face_id, path, age, gender, race``.
 
 from __future__ import annotations
 
-import csv
+import hashlib
 import itertools
 import random
 import re
@@ -29,9 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from ingestion.errors import InputFileError
+from ingestion.quarantine import QuarantinedRow, no_good_row_error, read_csv_records, shown
 from models_inference.probes.modscan.tables import GROUPS
 from models_inference.backends.image import png_bytes
-from models_inference.image_store import StoredImage, store_png
+from models_inference.image_store import StoredImage, image_problem, store_png
 
 UTK_GENDERS = {"0": "male", "1": "female"}
 UTK_RACES = {"0": "White", "1": "Black", "2": "Asian", "3": "Indian", "4": "Others"}
@@ -55,10 +57,25 @@ class Face:
 
 @dataclass(frozen=True)
 class FaceProblem:
-    """A file or manifest row that could not be used, and why (``source`` names it)."""
+    """A file or manifest row that could not be used, and why.
+
+    Attributes:
+        source: names it: the file name (folder) or ``<manifest> line <n>``.
+        problem: the reason, one line.
+        file: the folder entry's or the manifest's file name. line, row: the manifest row's file
+            line and data row (``None`` for a folder entry). raw: the row's text as read.
+    """
 
     source: str
     problem: str
+    file: str = ""
+    line: int | None = None
+    row: int | None = None
+    raw: str = ""
+
+
+#: Columns of a faces manifest.
+MANIFEST_COLUMNS = ("face_id", "path", "age", "gender", "race")
 
 
 @dataclass
@@ -67,13 +84,17 @@ class FaceSet:
 
     Attributes:
         faces: faces that passed validation and the paper's filters.
-        problems: every invalid file / row (bad name, unreadable image, bad field).
+        problems: every invalid file / row (bad name, unreadable image or decompression bomb,
+            bad field, short row, bytes that are not UTF-8), quarantined, never dropped.
         filtered: faces removed by the paper's filters, by reason (``age`` / ``race``).
+        dataset_id: ``faces-`` + 12 hex of the manifest's sha256 (or of the folder's file names
+            and sizes): the partition its quarantined rows land under.
     """
 
     faces: list[Face] = field(default_factory=list)
     problems: list[FaceProblem] = field(default_factory=list)
     filtered: Counter = field(default_factory=Counter)
+    dataset_id: str = "faces-unknown"
 
     def report(self) -> str:
         """One line of counts, then one line per problem."""
@@ -81,16 +102,14 @@ class FaceSet:
         lines += [f"  {p.source}: {p.problem}" for p in self.problems]
         return "\n".join(lines)
 
+    def quarantined(self) -> list[QuarantinedRow]:
+        """The problems as quarantined input rows (``landing/input_quarantine``): file, line, reason."""
+        return [QuarantinedRow(p.file or p.source, p.line, p.row, p.problem, shown(p.raw)) for p in self.problems]
+
 
 def _readable(path: Path) -> str | None:
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as img:
-            img.load()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        return f"unreadable image: {exc}"
-    return None
+    why = image_problem(path)
+    return f"unreadable image: {why}" if why else None
 
 
 def _keep(face: Face, out: FaceSet) -> None:
@@ -102,76 +121,104 @@ def _keep(face: Face, out: FaceSet) -> None:
         out.faces.append(face)
 
 
+def _nothing_usable(out: FaceSet) -> bool:
+    return not out.faces and not out.filtered
+
+
 def read_faces_folder(folder: str | Path, *, check_images: bool = True) -> FaceSet:
-    """Validate a UTKFace-format folder (files directly inside it; hidden files ignored).
+    """Validate a UTKFace-format folder (files directly inside it; hidden files and sub-folders
+    ignored). Every other entry that cannot be used (a name not in UTKFace's format, an image
+    that does not decode, a decompression bomb, a FIFO or device) is a :class:`FaceProblem`
+    named by its file name; the good faces are kept.
 
     Raises:
-        FileNotFoundError: ``folder`` is not a folder.
+        InputFileError: ``folder`` is not a folder, or none of its entries is a usable face
+            (the message gives the count and the first reasons).
     """
     root = Path(folder).expanduser()
     if not root.is_dir():
-        raise FileNotFoundError(f"faces folder {root} does not exist or is not a folder")
+        raise InputFileError(f"faces folder {root} does not exist or is not a folder")
     out = FaceSet()
-    for path in sorted(p for p in root.iterdir() if p.is_file() and not p.name.startswith(".")):
+    listing = hashlib.sha256()
+    try:
+        entries = sorted(p for p in root.iterdir() if not p.name.startswith(".") and not p.is_dir())
+    except OSError as exc:  # e.g. a folder without read permission
+        raise InputFileError(f"faces folder {root}: cannot be listed ({exc.strerror or exc})") from None
+    for path in entries:
+        listing.update(path.name.encode("utf-8", "surrogateescape") + b"\0")
+        if not path.is_file():  # a FIFO or device named like an image would block the reader
+            out.problems.append(FaceProblem(path.name, "not a regular file", path.name))
+            continue
+        listing.update(str(path.stat().st_size).encode() + b"\0")
         if path.suffix.lower() not in IMAGE_SUFFIXES:
-            out.problems.append(FaceProblem(path.name, f"not an image file name (expected one of {IMAGE_SUFFIXES})"))
+            out.problems.append(FaceProblem(path.name, f"not an image file name (expected one of {IMAGE_SUFFIXES})", path.name))
             continue
         m = _UTK_NAME.match(path.name)
         if not m:
-            out.problems.append(FaceProblem(path.name, "file name is not [age]_[gender 0|1]_[race 0-4]_[datetime].jpg"))
+            out.problems.append(FaceProblem(path.name, "file name is not [age]_[gender 0|1]_[race 0-4]_[datetime].jpg", path.name))
             continue
         problem = _readable(path) if check_images else None
         if problem:
-            out.problems.append(FaceProblem(path.name, problem))
+            out.problems.append(FaceProblem(path.name, problem, path.name))
             continue
         age, gender, race, _ = m.groups()
         _keep(Face(path.name.split(".")[0], path.resolve(), int(age), UTK_GENDERS[gender], UTK_RACES[race]), out)
+    out.dataset_id = f"faces-{listing.hexdigest()[:12]}"
+    if _nothing_usable(out):
+        if not out.problems:
+            raise InputFileError(f"faces folder {root}: no image file in it (expected [age]_[gender]_[race]_[datetime].jpg)")
+        raise no_good_row_error(root, "faces folder", out.quarantined(), unit="files")
     return out
 
 
 def read_faces_manifest(manifest: str | Path, *, check_images: bool = True) -> FaceSet:
     """Validate a CSV manifest (``face_id, path, age, gender, race``; gender male/female or
-    0/1, race a name or 0-4; relative paths are relative to the manifest's folder).
+    0/1, race a name or 0-4; relative paths are relative to the manifest's folder), row by row.
+
+    Every row that cannot be used (too few or too many fields, bytes that are not UTF-8, a bad
+    value, a repeated id, a missing or unreadable image, a decompression bomb) is a
+    :class:`FaceProblem` with its line and reason; the good rows are kept.
 
     Raises:
-        FileNotFoundError: no such file. ValueError: a missing column (the header is named).
+        InputFileError: no such file (or not a file), an empty file, a header without a
+            required column (named), a UTF-16 file, or a manifest with no usable row.
     """
     path = Path(manifest).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"faces manifest {path} does not exist")
-    out = FaceSet()
+    records, bad, raw = read_csv_records(path, MANIFEST_COLUMNS, "faces manifest")
+    out = FaceSet(dataset_id=f"faces-{hashlib.sha256(raw).hexdigest()[:12]}")
+    out.problems += [FaceProblem(f"{path.name} line {q.line}", q.reason, path.name, q.line, q.row, q.raw) for q in bad]
     names = {v.lower(): v for v in (*UTK_RACES.values(),)}
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        missing = {"face_id", "path", "age", "gender", "race"} - set(reader.fieldnames or [])
-        if missing:
-            raise ValueError(f"{path}: missing column(s) {sorted(missing)} in header {reader.fieldnames}")
-        seen: set[str] = set()
-        for line, row in enumerate(reader, start=2):
-            where = f"{path.name} line {line}"
-            face_id = (row["face_id"] or "").strip()
-            gender = UTK_GENDERS.get(row["gender"].strip(), row["gender"].strip().lower())
-            race = UTK_RACES.get(row["race"].strip()) or names.get(row["race"].strip().lower())
-            image = Path(row["path"].strip()).expanduser()
+    seen: set[str] = set()
+    for rec in records:
+        row = rec.values
+        face_id = row["face_id"]
+        gender = UTK_GENDERS.get(row["gender"], row["gender"].lower())
+        race = UTK_RACES.get(row["race"]) or names.get(row["race"].lower())
+        problem = image = None
+        if not face_id or face_id in seen:
+            problem = f"face_id {face_id!r} is empty or repeated"
+        elif not row["age"].isdigit() or not row["age"].isascii():
+            problem = f"age {row['age']!r} is not a whole number"
+        elif gender not in GROUPS["gender"]:
+            problem = f"gender {row['gender']!r} is not male/female or 0/1"
+        elif race is None:
+            problem = f"race {row['race']!r} is not one of {list(UTK_RACES.values())} or 0-4"
+        elif not row["path"]:
+            problem = "path is empty"
+        else:
+            image = Path(row["path"]).expanduser()
             image = image if image.is_absolute() else path.parent / image
-            problem = None
-            if not face_id or face_id in seen:
-                problem = f"face_id {face_id!r} is empty or repeated"
-            elif not row["age"].strip().isdigit():
-                problem = f"age {row['age']!r} is not a whole number"
-            elif gender not in GROUPS["gender"]:
-                problem = f"gender {row['gender']!r} is not male/female or 0/1"
-            elif race is None:
-                problem = f"race {row['race']!r} is not one of {list(UTK_RACES.values())} or 0-4"
-            elif not image.is_file():
-                problem = f"image {image} does not exist"
+            if not image.is_file():
+                problem = f"image {image} does not exist" if not image.exists() else f"image {image} is not a regular file"
             elif check_images:
                 problem = _readable(image)
-            if problem:
-                out.problems.append(FaceProblem(where, problem))
-                continue
-            seen.add(face_id)
-            _keep(Face(face_id, image.resolve(), int(row["age"]), gender, race), out)
+        if problem:
+            out.problems.append(FaceProblem(f"{path.name} line {rec.line}", problem, path.name, rec.line, rec.row, rec.raw))
+            continue
+        seen.add(face_id)
+        _keep(Face(face_id, image.resolve(), int(row["age"]), gender, race), out)
+    if _nothing_usable(out):
+        raise no_good_row_error(path, "faces manifest", out.quarantined())
     return out
 
 
@@ -260,6 +307,6 @@ def store_pair(pair: FacePair, size: int = FACE_SIZE) -> StoredImage:
 
 
 __all__ = [
-    "Face", "FacePair", "FaceProblem", "FaceSet", "build_pairs", "read_faces", "read_faces_folder",
+    "MANIFEST_COLUMNS", "Face", "FacePair", "FaceProblem", "FaceSet", "build_pairs", "read_faces", "read_faces_folder",
     "read_faces_manifest", "splice", "store_pair",
 ]

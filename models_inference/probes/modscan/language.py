@@ -34,6 +34,7 @@ from models_inference.probes.modscan.prompts import language_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PERSONA_TRAITS, PREFIXES, SCENARIOS, trait_key
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, landed_keys, model_columns, run_resumable
+from models_inference.resumable import check_plan_size
 
 #: NOT FROM PAPER: the VLM yes/no stand-in for the paper's YOLOv8x person filter.
 PERSON_CHECK_PROMPT = "Is there a person in this image? Answer yes or no."
@@ -70,6 +71,11 @@ class LanguageProbeConfig:
                 raise ValueError(f"modscan language {name}: {list(values)!r} must be a non-empty subset of {list(allowed)}")
         if self.images_per_trait < 1:
             raise ValueError(f"modscan language images_per_trait must be >= 1, got {self.images_per_trait}")
+        traits = len(spread(SCENARIOS["persona"], self.instances_per_scenario))
+        queries = traits * self.images_per_trait * (1 + self.blank) * len(self.attributes) * len(self.prefixes)
+        check_plan_size(queries, "modscan language modality",
+                        f"{traits} traits x {self.images_per_trait} images per trait x {1 + self.blank} conditions "
+                        f"x {len(self.attributes)} attributes x {len(self.prefixes)} prefixes")
         return self
 
 

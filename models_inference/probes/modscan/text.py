@@ -38,6 +38,7 @@ from models_inference.probes.modscan.parsing import parse_side, parse_term, stri
 from models_inference.probes.modscan.prompts import text_faces_prompt, text_persona_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableTable, ResumableSummary, model_columns, run_resumable
+from models_inference.resumable import check_plan_size
 
 #: Where ModSCAN queries land; a key whose rows are all ``error`` is generated again.
 MODSCAN_TABLE = ResumableTable(
@@ -96,7 +97,8 @@ class TextProbeConfig:
     shard_rows: int = 256
 
     def validate(self) -> "TextProbeConfig":
-        """Raises ValueError naming the first bad field."""
+        """Raises ValueError naming the first bad field; PlanTooLargeError when the counts
+        (samples x instances x ...) plan more than :data:`~models_inference.resumable.MAX_PLANNED_ROWS` queries."""
         checks = [
             ("probes", self.probes, TEXT_PROBES), ("attributes", self.attributes, ATTRIBUTES),
             ("scenarios", self.scenarios, tuple(SCENARIOS)), ("conditions", self.conditions, CONDITIONS),
@@ -112,7 +114,20 @@ class TextProbeConfig:
             raise ValueError(f"modscan instances_per_scenario must be >= 0, got {self.instances_per_scenario}")
         if self.prompt_style != "chat":
             raise ValueError(f"modscan prompt_style must be 'chat', got {self.prompt_style!r}")
+        rows = self.planned_rows()
+        check_plan_size(rows, "modscan text analogues",
+                        f"{rows // self.samples:,} (probe, attribute, scenario instance, condition, prefix) cells x {self.samples} samples")
         return self
+
+    def planned_rows(self) -> int:
+        """The number of queries :func:`plan_text_queries` builds, counted without building them."""
+        cells = 0
+        for probe in self.probes:
+            scenarios = ("persona",) if probe == "modscan_text_persona" else tuple(self.scenarios)
+            conditions = len(self.conditions) if probe == "modscan_text_persona" else 1
+            instances = sum(len(spread(SCENARIOS[s], self.instances_per_scenario)) for s in scenarios)
+            cells += len(self.attributes) * instances * conditions * len(self.prefixes)
+        return cells * self.samples
 
     def generation_params(self) -> dict:
         """What changes the meaning of a row (part of the audit id and of every row)."""

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
+from ingestion.errors import InputFileError
+from ingestion.quarantine import land_quarantine
 from models_inference.backends.base import RenderedPrompt, SamplingParams
 from models_inference.backends.vision import DescriptionRequest, VisionBackend
 from models_inference.image_store import image_file
@@ -112,14 +114,20 @@ def run_vision_probe(
         (audit id, :class:`~models_inference.resumable.ResumableSummary`).
 
     Raises:
-        ValueError: invalid config, or no face pair can be built from ``faces`` (the message
-            carries :meth:`FaceSet.report`).
+        ValueError: invalid config. InputFileError: no face pair can be built from ``faces``
+            (one line with the counts; the invalid faces are in ``landing/input_quarantine``).
         AuditFailedError: more than ``max_error_share`` of the queries failed (rows landed first).
     """
     cfg = (config or VisionProbeConfig()).validate()
+    # the faces that could not be read land first, so they are visible even if no pair can be built
+    land_quarantine("modscan", faces.dataset_id, faces.quarantined())
     pairs = [p for a in cfg.attributes for p in build_pairs(faces.faces, a, per_group=cfg.per_group, seed=cfg.seed)]
     if not pairs:
-        raise ValueError(f"no face pair could be built for {list(cfg.attributes)}:\n{faces.report()}")
+        raise InputFileError(
+            f"no face pair could be built for {list(cfg.attributes)} from {len(faces.faces)} usable faces "
+            f"({len(faces.problems)} invalid, filtered out: {dict(faces.filtered) or 0}): a gender pair needs a male and a "
+            "female face of one age and race, a race pair two races of one age and gender"
+        )
     audit_id = audit_id or vision_audit_id(backend, cfg, faces)
     params = {"max_new_tokens": cfg.max_new_tokens, "temperature": cfg.temperature, "top_p": cfg.top_p,
               "prompt_style": "chat", "per_group": cfg.per_group, "pair_seed": cfg.seed}

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ingestion.quarantine import QuarantinedRow, shown
+# the family's error type lives with every DoraError (the CLI finds them there); re-exported here
+from ingestion.errors import InputFileError, VLStereoSetFormatError
+from ingestion.quarantine import QuarantinedRow, no_good_row_error, not_utf8, read_csv_records, shown
 from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
 from models_inference.image_store import StoredImage, store_png
 
@@ -44,11 +46,6 @@ CAPTION_KINDS = ("stereotype", "anti-stereotype", "unrelated")
 IMAGE_STATUSES = ("ok", "missing", "download_failed", "bad_image", "not_fetched")
 _IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
 _DATA = Path(__file__).resolve().parents[3] / "ingestion" / "data" / "vlstereoset_synthetic"
-
-
-class VLStereoSetFormatError(ValueError):
-    """A VLStereoSet CSV (or image manifest) that does not fit the format; the message names
-    the file, the row (data row number and file line) and the field."""
 
 
 def synthetic_csv_path() -> Path:
@@ -111,23 +108,6 @@ def _fill(context: str, value: str) -> tuple[str, str]:
 #: Longest field accepted, in characters (captions and contexts are one sentence; a longer field
 #: is a broken row, e.g. an unclosed quote that swallowed the rest of the file).
 MAX_FIELD_CHARS = 10_000
-_UNDECODABLE = re.compile("[\udc80-\udcff]")
-
-
-def _not_utf8(fields: list[str], raw: bytes) -> str | None:
-    """Why a row is not UTF-8 (the first bad byte and its offset in the file), or ``None``."""
-    for text in fields:
-        bad = _UNDECODABLE.search(text)
-        if bad:
-            byte = ord(bad.group()) - 0xDC00
-            try:
-                raw.decode("utf-8-sig")
-            except UnicodeDecodeError as exc:
-                first = f"; the file's first one is at byte offset {exc.start}"
-            else:  # pragma: no cover - a surrogate escape implies a decode error
-                first = ""
-            return f"not UTF-8 text: byte 0x{byte:02x}{first} (save the file as UTF-8)"
-    return None
 
 
 def _row_problem(rec: dict[str, str]) -> str | None:
@@ -188,7 +168,7 @@ def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
         names.pop()
         unnamed += 1
     if tuple(names) != CSV_COLUMNS:
-        why = _not_utf8(header, raw)
+        why = not_utf8(header, raw)
         raise VLStereoSetFormatError(
             f"{path}, line 1: header {names} is not the released VLStereoSet header {list(CSV_COLUMNS)} "
             "(\"Imaeg URL\" is spelled so in the released file)" + (f"; {why}" if why else "")
@@ -212,7 +192,7 @@ def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
             continue  # a blank line (e.g. at the end of the file)
         row_no += 1
         rowtext = shown(",".join(fields))
-        why = _not_utf8(fields, raw)
+        why = not_utf8(fields, raw)
         if why is None and len(fields) > len(CSV_COLUMNS):
             extra = fields[len(CSV_COLUMNS):]
             if len(extra) <= unnamed:  # values under the header's unnamed trailing columns: ignored
@@ -272,34 +252,59 @@ class ImageOutcome:
     error: str | None = None
 
 
-def read_manifest(images_dir: Path) -> dict[str, str]:
-    """``images_dir/manifest.csv`` as a map from ``row:<n>`` / ``item:<id>`` / ``url:<url>`` to a file name.
+class ResolvedImages(dict):
+    """item_id -> :class:`ImageOutcome` (a dict), with ``quarantined``: the rows of the image
+    folder's ``manifest.csv`` that were not read (line and reason), landed by ``land_items``."""
+
+    def __init__(self, outcomes=(), quarantined: tuple[QuarantinedRow, ...] = ()):
+        super().__init__(outcomes)
+        self.quarantined = tuple(quarantined)
+
+
+#: Key columns of an image manifest (a row names its item by one of them).
+MANIFEST_KEYS = ("row", "item_id", "url")
+
+
+def read_manifest(images_dir: Path) -> tuple[dict[str, str], tuple[QuarantinedRow, ...]]:
+    """``images_dir/manifest.csv`` as a map from ``row:<n>`` / ``item:<id>`` / ``url:<url>`` to a
+    file name, read row by row, and its rows that were set aside.
 
     Columns: ``file`` and at least one of ``row`` (data row number), ``item_id``, ``url``.
     Missing manifest: an empty map (files are then found as ``<row>.<ext>`` or ``<item_id>.<ext>``).
+    A row with a file name that is empty or leaves the folder, a ``row`` that is not a whole
+    number, no key at all, too few or too many fields, or bytes that are not UTF-8 is
+    quarantined with its line and reason; the other rows are used.
 
     Raises:
-        VLStereoSetFormatError: a manifest without a ``file`` column or a key column, a row
-            with an empty file name, or a file name leaving the folder (names the line).
+        VLStereoSetFormatError: a manifest without a ``file`` column or a key column, a UTF-16
+            file, or one whose rows are all bad (names the first lines and reasons).
     """
     path = images_dir / "manifest.csv"
     if not path.exists():
-        return {}
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        cols = set(reader.fieldnames or [])
-        if "file" not in cols or not cols & {"row", "item_id", "url"}:
-            raise VLStereoSetFormatError(f"{path}, line 1: a manifest needs a 'file' column and one of 'row', 'item_id', 'url'")
-        out: dict[str, str] = {}
-        for rec in reader:
-            name = (rec.get("file") or "").strip()
-            if not name or Path(name).name != name:
-                raise VLStereoSetFormatError(f"{path}, line {reader.line_num}, field file: {name!r} is not a file name in {images_dir}")
-            for key in ("row", "item_id", "url"):
-                if (rec.get(key) or "").strip():
-                    value = rec[key].strip()
-                    out[f"{key}:{int(value) if key == 'row' else value}"] = name
-        return out
+        return {}, ()
+    try:
+        records, quarantined, _ = read_csv_records(path, ("file",), "image manifest", any_of=MANIFEST_KEYS)
+    except InputFileError as exc:  # the family's own type, so callers catch one error for its inputs
+        raise VLStereoSetFormatError(str(exc)) from None
+    out: dict[str, str] = {}
+    for rec in records:
+        name = rec.values.get("file", "")
+        keys = {k: rec.values[k] for k in MANIFEST_KEYS if rec.values.get(k)}
+        why = None
+        if not name or Path(name).name != name or name in (".", ".."):
+            why = f"field file: {name!r} is not a file name in {images_dir}"
+        elif not keys:
+            why = f"no key: one of {', '.join(MANIFEST_KEYS)} must be given"
+        elif "row" in keys and not (keys["row"].isascii() and keys["row"].isdigit()):
+            why = f"field row: {keys['row']!r} is not a data row number (a whole number)"
+        if why:
+            quarantined.append(QuarantinedRow(path.name, rec.line, rec.row, why, rec.raw))
+            continue
+        for key, value in keys.items():
+            out[f"{key}:{int(value) if key == 'row' else value}"] = name
+    if not out:
+        raise VLStereoSetFormatError(str(no_good_row_error(path, "image manifest", quarantined)))
+    return out, tuple(sorted(quarantined, key=lambda q: q.line or 0))
 
 
 def _local_file(item: VLStereoSetItem, images_dir: Path, manifest: dict[str, str]) -> Path | None:
@@ -343,29 +348,36 @@ def resolve_images(
         fetch: ``False``: every item is ``not_fetched`` (no image scorer asked for images).
 
     Returns:
-        item_id -> :class:`ImageOutcome`; ok images are stored in the image store (PNG).
+        A :class:`ResolvedImages`: item_id -> :class:`ImageOutcome` (ok images are stored in the
+        image store as PNG; a corrupt image or decompression bomb is ``bad_image`` with its
+        reason, never an exception), with the manifest's quarantined rows.
 
     Raises:
-        NotADirectoryError: ``images_dir`` is given but is not a folder.
-        VLStereoSetFormatError: a malformed manifest (:func:`read_manifest`).
+        VLStereoSetFormatError: ``images_dir`` is given but is not a folder; a manifest with
+            no usable row or without its columns (:func:`read_manifest`).
     """
     folder = Path(images_dir) if images_dir else None
     if folder is not None and not folder.is_dir():
-        raise NotADirectoryError(f"--images {folder}: not a folder")
-    manifest = read_manifest(folder) if folder else {}
-    out: dict[str, ImageOutcome] = {}
+        raise VLStereoSetFormatError(f"--images {folder}: {'no such folder' if not folder.exists() else 'not a folder'}")
+    manifest, quarantined = read_manifest(folder) if folder else ({}, ())
+    out = ResolvedImages(quarantined=quarantined)
     for item in items:
         if not fetch:
             out[item.item_id] = ImageOutcome("not_fetched", "none", error="no image scorer selected")
             continue
         local = _local_file(item, folder, manifest) if folder else None
         if local is not None:
-            try:
-                out[item.item_id] = ImageOutcome("ok", "folder", store_png(local.read_bytes()))
-            except FileNotFoundError:
+            if not local.exists():
                 out[item.item_id] = ImageOutcome("missing", "folder", error=f"{local.name} named in the manifest does not exist")
-            except ValueError as exc:
-                out[item.item_id] = ImageOutcome("bad_image", "folder", error=f"{local.name}: {exc}")
+            elif not local.is_file():  # a FIFO or device: reading it could block forever
+                out[item.item_id] = ImageOutcome("bad_image", "folder", error=f"{local.name}: not a regular file")
+            else:
+                try:
+                    out[item.item_id] = ImageOutcome("ok", "folder", store_png(local.read_bytes()))
+                except OSError as exc:  # permissions, I/O: the file, not its content
+                    out[item.item_id] = ImageOutcome("bad_image", "folder", error=f"{local.name}: cannot be read ({exc.strerror or exc})")
+                except ValueError as exc:  # not decodable, or a decompression bomb (store_png)
+                    out[item.item_id] = ImageOutcome("bad_image", "folder", error=f"{local.name}: {exc}")
             continue
         if not download:
             why = f"not in {folder}" if folder else "no image folder given and downloads are off"
@@ -409,7 +421,8 @@ def item_rows(dataset: VLStereoSetDataset, images: dict[str, ImageOutcome], land
 
 
 __all__ = [
-    "CAPTION_KINDS", "CATEGORIES", "CSV_COLUMNS", "IMAGE_STATUSES", "ImageOutcome", "LABEL_TO_Y", "VLStereoSetDataset",
+    "CAPTION_KINDS", "CATEGORIES", "CSV_COLUMNS", "IMAGE_STATUSES", "ImageOutcome", "LABEL_TO_Y", "MANIFEST_KEYS",
+    "ResolvedImages", "VLStereoSetDataset",
     "VLStereoSetFormatError", "VLStereoSetItem", "download_image", "item_rows", "load_vlstereoset_csv", "read_manifest",
     "resolve_images", "synthetic_csv_path",
 ]

@@ -24,7 +24,7 @@ from typing import Callable
 from ingestion.landing import landing_dir, landing_glob
 from ingestion.landing import write_shard
 from ingestion.quarantine import land_quarantine
-from models_inference.probes.vlstereoset.dataset import ImageOutcome, VLStereoSetDataset, item_rows
+from models_inference.probes.vlstereoset.dataset import ImageOutcome, ResolvedImages, VLStereoSetDataset, item_rows
 from models_inference.probes.vlstereoset.scorers import CONDITION_KINDS, CaptionScore, Unit, detail_json
 from models_inference.image_store import image_file, images_dir, store_png
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableTable, model_columns, run_resumable, slug
@@ -56,12 +56,14 @@ def land_items(dataset: VLStereoSetDataset, images: dict[str, ImageOutcome]) -> 
     """Land the dataset's item rows (with image outcomes) as one snapshot shard of
     ``landing/vlstereoset_items``, named by the dataset and a hash of the rows' content: landing
     the same content again writes nothing (its first ``landed_at`` is kept). The file's
-    quarantined rows land in ``landing/input_quarantine`` (:func:`ingestion.quarantine.land_quarantine`).
+    quarantined rows, and those of the image manifest (``images`` from
+    :func:`.dataset.resolve_images`), land in ``landing/input_quarantine`` (:func:`ingestion.quarantine.land_quarantine`).
 
     Returns:
         (rows, whether a new shard was written).
     """
-    land_quarantine("vlstereoset", dataset.dataset_id, list(dataset.quarantined))  # the rows that were not read
+    # the rows that were not read: the CSV's and the image folder's manifest's
+    land_quarantine("vlstereoset", dataset.dataset_id, [*dataset.quarantined, *(images.quarantined if isinstance(images, ResolvedImages) else ())])
     rows = item_rows(dataset, images, datetime.now(timezone.utc))
     content = json.dumps([{k: v for k, v in r.items() if k != "landed_at"} for r in rows], sort_keys=True, default=str)
     name = f"{dataset.dataset_id}-{hashlib.sha256(content.encode()).hexdigest()[:12]}"

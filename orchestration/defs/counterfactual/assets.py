@@ -89,7 +89,8 @@ def counterfactual_responses(context: dg.AssetExecutionContext, config: Counterf
         yield dg.MaterializeResult(asset_key=RESPONSES, metadata={"skipped": reason, "rows_generated": 0})
         yield dg.MaterializeResult(asset_key=LEXICON, metadata={"skipped": reason})
         return
-    lexicon_rows = cf.land_lexicons(competence_lexicon(config.lexicon))
+    lexicon = competence_lexicon(config.lexicon)
+    lexicon_rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
     sets = build_sets(config)
     backend = _text_backend(config)
     summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
@@ -108,6 +109,7 @@ def counterfactual_responses(context: dg.AssetExecutionContext, config: Counterf
             "rows_generated": summary.generated,
             "status": dg.MetadataValue.json(dict(summary.statuses)),
             "max_new_tokens": config.max_new_tokens,
+            "rows_quarantined": len(lexicon.quarantined),
         },
     )
     yield dg.MaterializeResult(asset_key=LEXICON, metadata={"rows": lexicon_rows})

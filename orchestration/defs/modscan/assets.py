@@ -100,6 +100,7 @@ def _vision(context: dg.AssetExecutionContext, config: ModscanConfig) -> dict:
         "vision_audit_id": audit_id,
         "faces_kept": len(faces.faces),
         "faces_invalid": len(faces.problems),
+        "rows_quarantined": len(faces.problems),  # landed in landing/input_quarantine by the probe
         "faces_filtered": dg.MetadataValue.json(dict(faces.filtered)),
         "vision_status_counts": dg.MetadataValue.json(dict(result.statuses)),
     }
@@ -109,15 +110,16 @@ def _language(config: ModscanConfig) -> dict:
     """Run the language modality when a T2I model and a VLM are named; metadata either way."""
     if not (config.t2i_model and config.vision_model):
         return {"language": "skipped: name a T2I model (--modscan-t2i-model) and a VLM (--modscan-vision-model)"}
-    extra = {"base_url": config.t2i_base_url} if config.t2i_backend == "openai" and config.t2i_base_url else {}
-    images = load_image_backend(config.t2i_model, backend=config.t2i_backend, **extra)
-    extra = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
-    vision = load_vision_backend(config.vision_model, backend=config.vision_backend, **extra)
+    # validated first: counts that plan too many queries fail here, before either model loads
     probe = LanguageProbeConfig(
         attributes=config.attributes, prefixes=config.prefixes, instances_per_scenario=config.vision_instances_per_scenario,
         images_per_trait=config.images_per_trait, person_check=config.person_check,
         temperature=config.temperature, top_p=config.top_p,
-    )
+    ).validate()
+    extra = {"base_url": config.t2i_base_url} if config.t2i_backend == "openai" and config.t2i_base_url else {}
+    images = load_image_backend(config.t2i_model, backend=config.t2i_backend, **extra)
+    extra = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
+    vision = load_vision_backend(config.vision_model, backend=config.vision_backend, **extra)
     audit_id, result, counts = run_language_probe(images, vision, probe, progress=config.progress,
                                                   max_error_share=config.max_error_share)
     return {

@@ -82,12 +82,13 @@ def vlstereoset_probe(context: dg.AssetExecutionContext, config: VLStereoSetConf
     n_items, new = land_items(dataset, images)
     for warning in dataset.warnings:
         context.log.warning(warning)
-    for q in dataset.quarantined[:20]:
+    quarantined = [*dataset.quarantined, *images.quarantined]
+    for q in quarantined[:20]:
         context.log.warning(f"{q.source_file}, line {q.line} (row {q.row}) quarantined: {q.reason}")
     statuses = Counter(o.status for o in images.values())
     yield dg.MaterializeResult(asset_key=ITEMS_KEY, metadata={
         "dataset_id": dataset.dataset_id, "csv": str(dataset.path), "is_synthetic": dataset.is_synthetic, "items": n_items,
-        "rows_quarantined": len(dataset.quarantined), "new_snapshot": new, **{f"images_{k}": v for k, v in sorted(statuses.items())},
+        "rows_quarantined": len(quarantined), "new_snapshot": new, **{f"images_{k}": v for k, v in sorted(statuses.items())},
     })
     items = landed_items(dataset.dataset_id)
     audits, rows = [], Counter()
