@@ -143,7 +143,7 @@ def test_paper_llava_preset_system_prompt_and_448():
     # the flags reach the Config classes: dora audit --t2i-model paper-sd --i2t-model paper-llava
     from orchestration.cli.flags import config_values
     from orchestration.cli.parser import build_parser
-    from orchestration.defs.config import VisionConfig
+    from orchestration.defs.biasdora.config import VisionConfig
 
     args = build_parser().parse_args(["audit", "--t2i-model", "paper-sd", "--i2t-model", "paper-llava"])
     cfg = VisionConfig(**config_values(args)[VisionConfig])
@@ -208,7 +208,7 @@ def test_score_pool_selects_and_is_recorded(tmp_path, monkeypatch):
     """--score-pool fisher | paper | all picks the associations and lands on every score row."""
     import duckdb
 
-    from orchestration.defs.scoring.assets import associations_to_score
+    from orchestration.defs.biasdora.scoring.assets import associations_to_score
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:

@@ -3,7 +3,7 @@
 * :mod:`orchestration.cli.parser`: commands, flags and their defaults;
 * :mod:`orchestration.cli.audit`: ``dora audit`` (the Dagster job ``dora_audit``, in-process
   against the instance in ``$DORA_HOME/dagster``, so every run shows up in ``dora ui``);
-* :mod:`orchestration.cli.commands`: ``query``, ``ui``, ``models``, ``diff``, ``report``.
+* :mod:`orchestration.cli.commands`: ``query``, ``ui``, ``models``, ``diff``, ``report``, ``families``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         "ui": commands.cmd_ui,
         "models": commands.cmd_models,
         "diff": commands.cmd_diff,
+        "families": commands.cmd_families,
     }[args.command]
     return run_reporting_errors(handler, args)
 

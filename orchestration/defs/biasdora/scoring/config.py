@@ -15,7 +15,8 @@ from pydantic import Field
 
 from ingestion.vocabulary import DEFAULT_SENTIMENT_SCORER, DEFAULT_TOXICITY_SCORER
 from models_inference.probes.biasdora.prompts import PAPER_JUDGE_MAX_NEW_TOKENS, PAPER_JUDGE_TEMPERATURE
-from orchestration.defs.config import ErrorShareLimit
+from orchestration.defaults import MAX_REPEATS
+from orchestration.defs.common import ErrorShareLimit
 
 
 class ScoringSelection(dg.Config):
@@ -59,7 +60,7 @@ class JudgeConfig(ScoringSelection, ErrorShareLimit):
         "(issue 15: each judges every association, their agreement is in agg_judge_agreement)",
     )
     base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored); several, comma-separated: a fleet (least busy server, failover)")
-    repeats: int = Field(1, description="judgements per association (k); every repeat is kept")
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS, description="judgements per association (k); every repeat is kept")
     answer_mode: Optional[str] = Field(
         None, description="free answer parsed (paper) or first token constrained to 1-5 (local models; their default)"
     )
