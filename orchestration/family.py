@@ -44,6 +44,7 @@ class Flag:
         convert: parsed value -> field value (``0`` -> ``None``), after list splitting.
         repeat: the flag may be given several times (``action="append"``) for a list field.
         dest: the ``argparse`` attribute (default: from the flag's name).
+        what: what one item is called in error messages (default: from the field's name).
     """
 
     targets: tuple[tuple[type, str], ...]
@@ -55,6 +56,7 @@ class Flag:
     convert: Callable[[Any], Any] | None = None
     repeat: bool = False
     dest: str | None = None
+    what: str | None = None
 
     @classmethod
     def of(cls, config: type, *fields: str, **kw) -> tuple[Flag, ...]:

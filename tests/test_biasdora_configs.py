@@ -88,7 +88,7 @@ def test_toxicity_model_id_has_the_underscore():
 
 def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
     from models_inference.probes.biasdora.t2i import PAPER_SD_PROMPT_SUFFIX, T2IProbeConfig, T2ITarget, run_t2i_probe
-    from orchestration.cli.flags import apply_vision_presets
+    from orchestration.defs.biasdora.config import apply_vision_presets
 
     assert PAPER_SD_PROMPT_SUFFIX == (
         "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 "
@@ -133,7 +133,7 @@ def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
 
 
 def test_paper_llava_preset_system_prompt_and_448():
-    from orchestration.cli.flags import apply_vision_presets
+    from orchestration.defs.biasdora.config import apply_vision_presets
     from models_inference.backends.vision import PAPER_LLAVA_SYSTEM_PROMPT, TransformersVisionBackend
 
     vision = apply_vision_presets({"i2t_model": "paper-llava", "i2t_system_prompt": None, "i2t_image_size": []})

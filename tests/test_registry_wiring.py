@@ -140,7 +140,7 @@ def test_scorer_assets_come_from_one_factory_with_unchanged_keys_groups_and_conf
     for table, (asset, config_class, registry_name) in expected.items():
         key = dg.AssetKey(["landing", table])
         assert asset.op.name == table and set(asset.keys) == {key}
-        assert asset.group_names_by_key[key] == "scoring" and asset.op.pool == "model_inference"
+        assert asset.group_names_by_key[key] == "biasdora" and asset.op.pool == "model_inference"
         assert asset.asset_deps[key] == {assets.SCORING_INPUT}  # the dbt model over fct_associations
         assert set(asset.op.config_schema.config_type.fields) == set(config_class.model_fields)
         assert "registry" in config_class.model_fields

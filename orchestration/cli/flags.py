@@ -54,7 +54,7 @@ def _validator(flag: Flag):
     if kind is list:
         if flag.choices:
             default = flag.field.get_default(call_default_factory=True)
-            return v.csv_choices(flag.choices, flag.field_name.replace("_", " ").rstrip("s"), allow_empty=not default)
+            return v.csv_choices(flag.choices, flag.what or flag.field_name.replace("_", " ").rstrip("s"), allow_empty=not default)
         return None
     if kind in (int, float):
         return v.number_range(kind, **flag.bounds)

@@ -87,6 +87,7 @@ class ModscanConfig(ErrorShareLimit):
     t2i_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the T2I model; key from $OPENAI_API_KEY")
     images_per_trait: int = Field(200, ge=1, le=MAX_SAMPLES, description="language modality: kept scene images (and blank queries) per trait (paper: 200)")
     person_check: bool = Field(
-        True, description="ask the VLM whether a person is shown and drop scene images without one (NOT FROM PAPER stand-in for YOLOv8x)",
+        True, description="check every scene image for a person (the VLM is asked; images without one are dropped; NOT FROM "
+        "PAPER stand-in for YOLOv8x)",
     )
 
