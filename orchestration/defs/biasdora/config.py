@@ -12,7 +12,15 @@ from typing import Optional
 import dagster as dg
 from pydantic import Field
 
-from ingestion.vocabulary import DEFAULT_I2T_SETTINGS, DEFAULT_MODEL, T2I_SETTINGS, T2T_SETTINGS
+from ingestion.vocabulary import (
+    DEFAULT_I2T_SETTINGS,
+    DEFAULT_MODEL,
+    I2T_BACKENDS,
+    T2I_BACKENDS,
+    T2I_SETTINGS,
+    T2T_BACKENDS,
+    T2T_SETTINGS,
+)
 from models_inference.probes.biasdora.prompts import (
     PAPER_DALLE_QUALITY,
     PAPER_DALLE_SIZE,
@@ -49,7 +57,7 @@ class AuditConfig(ErrorShareLimit):
     """
 
     model: str = Field(DEFAULT_MODEL, description=f"'{DEFAULT_MODEL}' (embedded), a local folder/.gguf, a cached hub id, or an API model name")
-    backend: str = Field("transformers", description="generation backend")
+    backend: str = Field(T2T_BACKENDS[0], description="generation backend")
     base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint (backend openai); key from $OPENAI_API_KEY; several, comma-separated: a fleet (least busy server, failover)")
     settings: list[str] = Field(list(T2T_SETTINGS), description="T2T settings")
     runs: int = Field(DEFAULT_RUNS, ge=1, le=MAX_RUNS, description=f"completions per descriptor x setting x letter (paper: {PAPER_T2T_RUNS})")
@@ -63,7 +71,7 @@ class AuditConfig(ErrorShareLimit):
     progress: bool = Field(True, description="show the progress bars")
     temperature: float = Field(PAPER_TEMPERATURE, description="sampling temperature (paper)")
     top_p: float = Field(PAPER_TOP_P, description="nucleus sampling (paper)")
-    # (issue 17) API client limits and the failed-call share above which the audit ends failed
+    # API client limits (the failed-call share above which the audit ends failed: ErrorShareLimit)
     api_timeout: float = Field(60.0, gt=0, le=3600, description="seconds per API request (backend openai); a timed-out request is not re-sent")
     api_concurrency: int = Field(4, ge=1, le=MAX_API_CONCURRENCY, description="API requests in flight at once (backend openai)")
     api_max_retries: int = Field(4, ge=0, le=20, description="retries per API request on connection errors, 429 and 5xx")
@@ -83,7 +91,7 @@ class VisionConfig(ErrorShareLimit):
     natural) + GPT-4o; 10 images per descriptor and setting.
     """
 
-    t2i_backend: str = Field("diffusers", description="text-to-image backend")
+    t2i_backend: str = Field(T2I_BACKENDS[0], description="text-to-image backend")
     t2i_model: Optional[str] = Field(None, description="diffusers folder or hub id (paper: Stable Diffusion), or an OpenAI Images model (dall-e-3)")
     t2i_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint for --t2i-backend openai; several, comma-separated: a fleet (least busy server, failover)")
     t2i_vae: Optional[str] = Field(None, description=f"swap the pipeline's VAE (paper: {PAPER_SD_VAE})")
@@ -96,13 +104,13 @@ class VisionConfig(ErrorShareLimit):
     t2i_styles: list[str] = Field(list(PAPER_DALLE_STYLES), description="OpenAI styles, alternated over a descriptor's images (paper)")
     t2i_settings: list[str] = Field(list(T2I_SETTINGS), description="T2I settings")
     t2i_batch_size: int = 4
-    # issue 11: the paper's SD style suffix (appended with no space); see --t2i-model paper-sd
+    # the paper's SD style suffix (appended with no space); see --t2i-model paper-sd
     t2i_prompt_suffix: str = Field("", description="text appended to every diffusers prompt with no space (paper SD: the style suffix; preset --t2i-model paper-sd)")
     images_per_descriptor: int = Field(DEFAULT_IMAGES_PER_DESCRIPTOR, ge=1, le=MAX_IMAGES, description="images per descriptor and setting (paper: 10)")
     descriptors: list[str] = []
     per_dimension: int = DEFAULT_PER_DIMENSION
     image_audit_id: Optional[str] = Field(None, description="describe the images of this earlier T2I audit instead of this run's")
-    i2t_backend: str = Field("transformers", description="image-to-text backend")
+    i2t_backend: str = Field(I2T_BACKENDS[0], description="image-to-text backend")
     i2t_model: Optional[str] = Field(None, description="transformers image-text-to-text folder or hub id (paper: LLaVA), or an OpenAI vision model (gpt-4o)")
     i2t_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint for --i2t-backend openai; several, comma-separated: a fleet (least busy server, failover)")
     i2t_settings: list[str] = Field(
@@ -114,7 +122,7 @@ class VisionConfig(ErrorShareLimit):
     i2t_temperature: float = PAPER_TEMPERATURE
     i2t_top_p: float = PAPER_TOP_P
     i2t_batch_size: int = 4
-    # issue 11: the paper's LLaVA system prompt and input size; see --i2t-model paper-llava
+    # the paper's LLaVA system prompt and input size; see --i2t-model paper-llava
     i2t_system_prompt: Optional[str] = Field(None, description="system turn before each image (transformers chat VLMs; preset --i2t-model paper-llava)")
     i2t_image_size: list[int] = Field([], description="resize images to [width, height] before describing (paper LLaVA: 448 448)")
     progress: bool = True
