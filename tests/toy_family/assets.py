@@ -1,7 +1,5 @@
 """The toy family's one asset: ``landing/toy_rows``, landed through the resumable loop."""
 
-from __future__ import annotations
-
 import dagster as dg
 import pyarrow as pa
 
@@ -17,8 +15,8 @@ def toy_audit_id(config: ToyConfig) -> str:
     return f"toy-{config.model}-{config.word}"
 
 
-@dg.asset(key=["landing", TABLE], group_name="toy")
-def toy_rows(context: dg.AssetExecutionContext, config: ToyConfig) -> dg.MaterializeResult:
+@dg.multi_asset(name=TABLE, specs=[dg.AssetSpec(["landing", TABLE], group_name="toy")])
+def toy_rows(context: dg.AssetExecutionContext, config: ToyConfig):
     if not config.enabled:
         return dg.MaterializeResult(metadata={"status": "skipped"})
     audit = AuditInfo(toy_audit_id(config), config.model, "v1", "toy", {"rows": config.rows})
