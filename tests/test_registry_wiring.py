@@ -227,7 +227,7 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
         assert md[key]["associations_selected"] == 0
     assert md[("landing", "toxicity_scores")]["rows_scored"] == 0 and md[("landing", "judge_ratings")]["rows_judged"] == 0
     assert read_landing("toxicity_scores").num_rows == 0 and read_landing("judge_ratings").num_rows == 0
-    from orchestration.cli.audit import _scoring_report
+    from orchestration.defs.biasdora.summary import scoring_report as _scoring_report
 
     report = _scoring_report(alpha)
     assert f"sentiment_scores: {alpha_assoc} new rows (vader)" in report
