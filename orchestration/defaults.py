@@ -1,6 +1,6 @@
-"""Defaults of the audit run config, without importing Dagster: the ``dora`` parser reads them
-and must answer a bad flag in well under a second (issue 17). ``orchestration/defs/biasdora/config.py``
-re-exports them."""
+"""Defaults and limits of the audit run config, in a module that imports nothing: the Config
+classes state them on their fields (``orchestration/defs/<family>/config.py``), from which the
+``dora audit`` flags and their range checks are derived."""
 
 #: Descriptors per bias dimension in the default (quick) audit; 0 means all of them.
 DEFAULT_PER_DIMENSION = 2
