@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from typing import Callable, Sequence
 
-from orchestration.defaults import MAX_BATCH, MAX_IMAGES, MAX_PER_DIMENSION, MAX_REPEATS, MAX_RUNS, MAX_TOKENS, MAX_TOP  # noqa: F401
+from orchestration.defaults import MAX_TOP  # the count flags of the commands (the others: on the Config fields)
 
 
 def int_range(lo: int, hi: int, what: str = "") -> Callable[[str], int]:

@@ -19,6 +19,7 @@ This module imports no Dagster and no family, so the family modules can import i
 
 from __future__ import annotations
 
+import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -78,7 +79,7 @@ class Flag:
         """``bool``, ``int``, ``float``, ``str`` or ``list`` (``Optional`` unwrapped)."""
         ann = self.field.annotation
         args = [a for a in typing.get_args(ann) if a is not type(None)]
-        if typing.get_origin(ann) in (typing.Union, getattr(__import__("types"), "UnionType", None)) and len(args) == 1:
+        if typing.get_origin(ann) in (typing.Union, types.UnionType) and len(args) == 1:
             ann = args[0]
         if typing.get_origin(ann) is typing.Literal:
             return type(typing.get_args(ann)[0])

@@ -196,8 +196,8 @@ def cmd_families(args) -> int:
     from orchestration import families as fam
 
     columns = ["family", "group", "flags", "landing_tables", "marts", "title"]
-    rows = [(f.name, ",".join(f.groups), f.flag_prefix + "*", ",".join(f.landing_tables), ",".join(f.marts), f.title)
-            for f in fam.FAMILIES]
+    rows = [(f.name, ",".join(f.groups), f.flag_prefix + "*" if f.flag_prefix != "--" else "unprefixed",
+             ",".join(f.landing_tables), ",".join(f.marts), f.title) for f in fam.FAMILIES]
     if args.format != "table":
         print(format_result(QueryResult(columns, rows), args.format))
         return 0

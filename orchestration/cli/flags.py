@@ -71,7 +71,7 @@ def _help(flag: Flag, default) -> str:
     return text.replace("%", "%%")
 
 
-def add_family_flags(target, family: ProbeFamily | None, flags: tuple[Flag, ...], seen: set[str]) -> None:
+def add_family_flags(target, flags: tuple[Flag, ...], seen: set[str]) -> None:
     """Add ``flags`` to ``target`` (a parser or argument group), skipping names in ``seen``
     (a flag another family declared: its value is shared)."""
     for flag in flags:
@@ -107,7 +107,7 @@ def add_family_flags(target, family: ProbeFamily | None, flags: tuple[Flag, ...]
 def add_common_flags(parser: argparse.ArgumentParser) -> set[str]:
     """Add the common flags to ``parser``; returns the names added."""
     seen: set[str] = set()
-    add_family_flags(parser, None, common_flags(), seen)
+    add_family_flags(parser, common_flags(), seen)
     return seen
 
 
@@ -122,7 +122,7 @@ def add_all_family_flags(parser: argparse.ArgumentParser, seen: set[str], shown:
         visible = shown == "*" or shown == family.name
         group = parser.add_argument_group(family_group_title(family), family.description) if visible else parser
         before = len(parser._actions)
-        add_family_flags(group, family, family.flags, seen)
+        add_family_flags(group, family.flags, seen)
         if not visible:
             for action in parser._actions[before:]:
                 action.help = argparse.SUPPRESS

@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("target", help="registry target name (ad-hoc audits: the model id)")
     diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
-    diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first)")
+    diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first; default: 5)")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
     diff.add_argument("--family", "--probe", dest="family", default=fam.FAMILIES[0].name, choices=fam.family_names(),
                       help="probe family compared (default biasdora; the others: target = model id, their change "

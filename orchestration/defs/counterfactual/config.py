@@ -17,9 +17,7 @@ from ingestion.vocabulary import DEFAULT_MODEL, DEFAULT_TOXICITY_SCORER, JUDGE_B
 from orchestration.defaults import MAX_BATCH, MAX_RUNS, MAX_TOKENS
 from orchestration.defs.common import ErrorShareLimit
 from models_inference.probes.counterfactual.prompts import (
-    ALL_PROMPTS,
     MAIN_PROMPTS,
-    MITIGATIONS,
     NUMERIC_PROMPTS,
     PAPER_TEMPERATURE,
     PAPER_TOP_P,

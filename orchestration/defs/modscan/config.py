@@ -14,7 +14,7 @@ from pydantic import Field
 from ingestion.vocabulary import DEFAULT_MODEL, I2T_BACKENDS, T2I_BACKENDS, T2T_BACKENDS
 from orchestration.defaults import MAX_BATCH, MAX_SAMPLES, MAX_TOKENS
 from orchestration.defs.common import ErrorShareLimit
-from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
+from models_inference.probes.modscan.tables import ATTRIBUTES, SCENARIOS
 from models_inference.probes.modscan.text import CONDITIONS, TEXT_PROBES
 
 #: The family's name for ``dora audit --probe``.
