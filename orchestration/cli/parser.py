@@ -31,6 +31,8 @@ examples:
   dora audit --t2i-backend openai --t2i-model dall-e-3 --i2t-backend openai --i2t-model gpt-4o
   dora audit --probe vlstereoset --vlstereoset-csv VLStereoSet.csv --images ./imgs --vlstereoset-clip-model ./clip
   dora diff HuggingFaceTB/SmolLM2-135M-Instruct --family vlstereoset  # vlrs / vlbs change tests between two versions
+  dora families                               # the probe families: group, flags, landing tables, marts
+  dora audit --help-family modscan            # one family's flags
   dora models list                            # registry targets, current version, last audit
   dora audit --target smollm2-135m            # audit a registry target's current version
   dora diff smollm2-135m                      # latest audit vs the previous one, per bias dimension
