@@ -1,15 +1,11 @@
-"""``dora diff --family counterfactual|modscan|vlstereoset``: a probe family's change tests between two audits.
+"""``dora diff --family NAME``: a probe family's change tests between two audits.
 
 Reads one change-test mart per family read-only (every number comes from SQL; the statistics
-are the UDFs of :mod:`analytics.change_tests` and ``fisher_two_sided``):
-
-* counterfactual: ``fct_max_toxicity_change_tests`` - MaxToxicity (Howard et al., seed 003,
-  section 3.3 Eq. 1) per (subset, prompt, mitigation, head), two-sided Mann-Whitney U on the
-  (set, seed) units;
-* modscan: ``fct_modscan_change_tests`` - S_bias (seed 000 Eq. 2) per (probe, attribute,
-  scenario, condition, prefix), chi-square homogeneity of the answer counts stratified by instance;
-* vlstereoset: ``fct_vlstereoset_change_tests`` - vlrs / vlbs (seed 001 section 3.4) per
-  (scorer variant, dataset, category), two-sided Fisher's exact test on the item counts.
+are the UDFs of :mod:`analytics.change_tests` and ``fisher_two_sided``). Each family declares
+its mart as a :class:`FamilyChangeTest` (names only) in its Dagster home and passes it here;
+this module knows no family: e.g. counterfactual's ``fct_max_toxicity_change_tests``
+(MaxToxicity, Mann-Whitney U), ModSCAN's ``fct_modscan_change_tests`` (S_bias, stratified
+chi-square), VLStereoSet's ``fct_vlstereoset_change_tests`` (vlrs / vlbs, Fisher's exact test).
 
 Each mart pairs every earlier / later audit of one model id; change_q is the Benjamini-Hochberg
 q-value over the compared rows of the pair, ``is_significant_change`` = change_q < 0.05.
@@ -19,12 +15,13 @@ target, or ending in ``/<target>``), ordered by their first landed row, as the m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analytics.diff import AuditRef, DiffError
 from analytics.query import QueryResult, format_result, run_query
 
-__all__ = ["FAMILY_CHANGE_TESTS", "FamilyChangeTest", "FamilyDiff", "family_diff", "family_help", "family_hint"]
+__all__ = ["FamilyChangeTest", "FamilyDiff", "family_diff", "family_help", "family_hint"]
 
 #: change types of the family change-test marts
 FAMILY_CHANGE_TYPES = ("increased", "decreased", "shifted", "unchanged")
@@ -44,39 +41,11 @@ class FamilyChangeTest:
     test: str  #: one line: the change test and why
 
 
-FAMILY_CHANGE_TESTS: dict[str, FamilyChangeTest] = {
-    "counterfactual": FamilyChangeTest(
-        "counterfactual", "fct_max_toxicity_change_tests", "fct_counterfactual_responses", "generated_at",
-        ("subset", "prompt_label", "mitigation", "head", "units_before", "units_after",
-         "mean_max_toxicity_before", "mean_max_toxicity_after", "change_p", "change_q", "is_significant_change", "change_type"),
-        ("subset", "prompt_label", "mitigation", "head"),
-        "mean MaxToxicity (max - min of a head's score over a counterfactual set) per subset, prompt, mitigation, head",
-        "two-sided Mann-Whitney U on the two audits' per-(set, seed) MaxToxicity values (bounded, skewed: a rank test)",
-    ),
-    "modscan": FamilyChangeTest(
-        "modscan", "fct_modscan_change_tests", "fct_modscan_responses", "generated_at",
-        ("probe", "attribute", "scenario", "condition", "prefix", "instances_compared",
-         "s_bias_before", "s_bias_after", "change_p", "change_q", "is_significant_change", "change_type"),
-        ("probe", "attribute", "scenario", "condition", "prefix"),
-        "S_bias (Eq. 2) per probe, attribute, scenario, condition, prefix",
-        "chi-square homogeneity of the answer counts (social groups + N/A), stratified by instance (S_bias is a function of them)",
-    ),
-    "vlstereoset": FamilyChangeTest(
-        "vlstereoset", "fct_vlstereoset_change_tests", "fct_vlstereoset_scores", "scored_at",
-        ("scorer_variant", "dataset_id", "category", "metric", "k_before", "n_before", "k_after", "n_after",
-         "value_before", "value_after", "change_p", "change_q", "is_significant_change", "change_type"),
-        ("scorer_variant", "dataset_id", "category", "metric"),
-        "vlrs and vlbs (100 x a share of items) per scorer variant, dataset, category",
-        "two-sided Fisher's exact test on the 2x2 item counts of the two audits (a difference of proportions)",
-    ),
-}
-
-
-def family_help() -> str:
-    """``dora diff --help``'s epilog: one line per family (metric; change test), then the q-value rule."""
+def family_help(specs: Sequence[FamilyChangeTest]) -> str:
+    """``dora diff --help``'s epilog: one line per family of ``specs`` (metric; change test), then the q-value rule."""
     lines = ["families (--family): metric; change test between the two audits",
              "  biasdora: associations (a word's tf in a descriptor's document); two-sided Fisher change test"]
-    lines += [f"  {f.family}: {f.metric}; {f.test}" for f in FAMILY_CHANGE_TESTS.values()]
+    lines += [f"  {f.family}: {f.metric}; {f.test}" for f in specs]
     lines.append("  change_q: Benjamini-Hochberg over the compared rows of the audit pair; significant: change_q < 0.05")
     return "\n".join(lines)
 
@@ -85,12 +54,16 @@ def family_help() -> str:
 class FamilyDiff:
     """The change tests of one family between two audits: counts per change type and the rows."""
 
-    family: str
+    spec: FamilyChangeTest
     target: str
     before: AuditRef
     after: AuditRef
     counts: dict[str, int]
     rows: QueryResult  #: every compared row, smallest change_q first
+
+    @property
+    def family(self) -> str:
+        return self.spec.family
 
     @property
     def significant(self) -> int:
@@ -101,7 +74,7 @@ class FamilyDiff:
         """The report (``fmt`` = table: every significant row, at least ``top`` rows) or every row as csv / json."""
         if fmt != "table":
             return format_result(self.rows, fmt)
-        spec = FAMILY_CHANGE_TESTS[self.family]
+        spec = self.spec
         total = sum(self.counts.values())
         lines = [
             f"dora diff --family {self.family} {self.target}: {self.before.audit_id} (version {self.before.model_version})"
@@ -144,11 +117,11 @@ def _read(spec: FamilyChangeTest, sql: str, params: list) -> QueryResult:
         ) from None
 
 
-def _family_of(audit_id: str, exclude: str) -> str | None:
-    """The probe family whose facts (or BiasDora's dim_audits) hold ``audit_id``, other than ``exclude``."""
+def _family_of(audit_id: str, exclude: str, others: Sequence[FamilyChangeTest]) -> str | None:
+    """The probe family whose facts (those of ``others``, or BiasDora's dim_audits) hold ``audit_id``, other than ``exclude``."""
     import duckdb
 
-    candidates = [(f.family, f.facts) for f in FAMILY_CHANGE_TESTS.values() if f.family != exclude]
+    candidates = [(f.family, f.facts) for f in others if f.family != exclude]
     candidates.append(("biasdora", "dim_audits"))
     for family, relation in candidates:
         try:
@@ -159,7 +132,7 @@ def _family_of(audit_id: str, exclude: str) -> str | None:
     return None
 
 
-def family_hint(*refs: str | None) -> str:
+def family_hint(specs: Sequence[FamilyChangeTest], *refs: str | None) -> str:
     """For a failed BiasDora ``dora diff``: ``"; 'x' is a modscan audit / model: use --family modscan"``
     for the first of ``refs`` (target, --from, --to) found in a probe family's facts, else ``""``."""
     import duckdb
@@ -167,7 +140,7 @@ def family_hint(*refs: str | None) -> str:
     for ref in refs:
         if not ref:
             continue
-        for spec in FAMILY_CHANGE_TESTS.values():
+        for spec in specs:
             try:
                 found = run_query(
                     f"select 1 from {spec.facts} where audit_id = ? or model_id = ? or ends_with(model_id, '/' || ?) limit 1",
@@ -184,13 +157,13 @@ def _models_with_audits(spec: FamilyChangeTest) -> list[str]:
     return [r[0] for r in _read(spec, f"select distinct model_id from {spec.facts} order by 1", []).rows]
 
 
-def _pick(spec: FamilyChangeTest, audits: list[AuditRef], ref: str, flag: str) -> AuditRef:
+def _pick(spec: FamilyChangeTest, audits: list[AuditRef], ref: str, flag: str, others: Sequence[FamilyChangeTest]) -> AuditRef:
     found = [a for a in audits if a.audit_id == ref] or [a for a in audits if a.model_version == ref]
     if len(found) == 1:
         return found[0]
     if found:
         raise DiffError(f"{flag} {ref!r} matches several {spec.family} audits ({[a.audit_id for a in found]}): give an audit id")
-    other = _family_of(ref, spec.family)
+    other = _family_of(ref, spec.family, others)
     if other:
         raise DiffError(f"{flag} {ref!r} is a {other} audit, not a {spec.family} one: use --family {other}")
     raise DiffError(
@@ -199,11 +172,15 @@ def _pick(spec: FamilyChangeTest, audits: list[AuditRef], ref: str, flag: str) -
     )
 
 
-def family_diff(family: str, target: str, from_ref: str | None = None, to_ref: str | None = None) -> FamilyDiff:
+def family_diff(
+    spec: FamilyChangeTest, target: str, from_ref: str | None = None, to_ref: str | None = None,
+    others: Sequence[FamilyChangeTest] = (),
+) -> FamilyDiff:
     """Compare two audits of ``target`` (a model id, or its last path component) in one probe family.
 
     Args:
-        family: counterfactual / modscan / vlstereoset (keys of :data:`FAMILY_CHANGE_TESTS`).
+        spec: the family's change-test mart and how to show it (each family declares its own).
+        others: the other families' change tests, to name the family a wrong reference belongs to.
         from_ref, to_ref: audit id or model version; defaults: the latest audit and the latest
             earlier one that shares compared cells with it (same variant / probe / scorer
             variant), else the one before.
@@ -212,25 +189,23 @@ def family_diff(family: str, target: str, from_ref: str | None = None, to_ref: s
         A :class:`FamilyDiff` whose rows are the family mart's rows of the pair, smallest change_q first.
 
     Raises:
-        DiffError: unknown family, no audit of the family for the target, a reference that is
+        DiffError: no audit of the family for the target, a reference that is
             not one of its audits (naming the family it belongs to, if any), a single audit, or
             --from not earlier than --to; the family's marts missing from the warehouse.
         analytics.query.WarehouseMissingError / WarehouseBusyError: as :func:`analytics.query.run_query`.
     """
-    spec = FAMILY_CHANGE_TESTS.get(family)
-    if spec is None:
-        raise DiffError(f"unknown probe family {family!r}; families with a change test: {sorted(FAMILY_CHANGE_TESTS)}")
+    family = spec.family
     audits = _family_audits(spec, target)
     if not audits:
-        hint = _family_of(target, spec.family) if target else None
+        hint = _family_of(target, spec.family, others) if target else None
         raise DiffError(
             f"no {family} audit of model {target!r}"
             + (f" ({target!r} is a {hint} audit id: give its model id)" if hint else "")
             + f"; models with {family} audits: {_models_with_audits(spec)}"
         )
-    after = _pick(spec, audits, to_ref, "--to") if to_ref else audits[-1]
+    after = _pick(spec, audits, to_ref, "--to", others) if to_ref else audits[-1]
     if from_ref:
-        before = _pick(spec, audits, from_ref, "--from")
+        before = _pick(spec, audits, from_ref, "--from", others)
     else:
         earlier = [a for a in audits if a.audit_seq < after.audit_seq]
         if not earlier:
@@ -255,4 +230,4 @@ def family_diff(family: str, target: str, from_ref: str | None = None, to_ref: s
         f"select change_type, count(*) from {spec.relation} where from_audit_id = ? and to_audit_id = ? group by 1",
         params,
     ).rows)
-    return FamilyDiff(family, target, before, after, counts, rows)
+    return FamilyDiff(spec, target, before, after, counts, rows)

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from analytics.modscan import report_section as modscan_section  # ModSCAN family (issue 13)
 from analytics.query import QueryResult, read_relation, run_query
 from ingestion.landing import dora_home
 
@@ -241,13 +241,18 @@ th { background: #f3f3f3; } img { max-width: 100%; } .note, .empty { color: #666
 """
 
 
-def write_report(out_dir: str | Path | None = None, *, audit_id: str | None = None, top: int = 15) -> Path:
+def write_report(
+    out_dir: str | Path | None = None, *, audit_id: str | None = None, top: int = 15,
+    sections: Sequence[Callable[[str | None, Path], str]] = (),
+) -> Path:
     """Write ``index.html`` and its PNGs into ``out_dir``.
 
     Args:
         out_dir: output folder (default ``$DORA_HOME/reports/<audit id or 'all'>``), created.
         audit_id: only this audit (default: every audit).
         top: rows of the most toxic / highest-rated tables.
+        sections: the other probe families' HTML sections, ``(audit_id, out_dir) -> html``,
+            appended in order (the caller passes them: this module knows no other family).
 
     Returns:
         Path of ``index.html``. With no significant association the report says so and
@@ -256,7 +261,6 @@ def write_report(out_dir: str | Path | None = None, *, audit_id: str | None = No
     Raises:
         LookupError: the score marts are not built yet. WarehouseMissingError: no warehouse.
     """
-    from analytics.counterfactual_report import counterfactual_section  # issue 12
     from ingestion.landing import safe_path_component
 
     out = Path(out_dir) if out_dir else dora_home() / "reports" / (safe_path_component(audit_id) if audit_id else "all")
@@ -314,8 +318,7 @@ judge: {html.escape(str(scorers.get('judge_model') or '–'))}, answer mode {htm
 {_html_table(data["rated"], top_cols)}
 <h2>By setting and bias dimension (agg_bias_by_dimension)</h2>
 {_html_table(data["agg"], agg_cols)}
-{counterfactual_section(audit_id)}
-{modscan_section(audit_id, out)}
+{"".join(section(audit_id, out) for section in sections)}
 </body></html>
 """
     index = out / "index.html"

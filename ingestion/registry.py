@@ -139,7 +139,7 @@ class VersionSpec(_Strict):
 
 
 class ProbeSettings(_Strict):
-    """Probe parameters of a target (the fields of ``orchestration.defs.config.AuditConfig``).
+    """Probe parameters of a target (the fields of ``orchestration.defs.biasdora.config.AuditConfig``).
 
     Defaults are the quick audit: all 5 T2T settings, 2 curated descriptors per bias
     dimension, 4 runs per letter, sampling as the paper (temperature 0.7, top_p 0.95).

@@ -10,10 +10,6 @@ The prompt texts of each setting live with their probe family
 
 from __future__ import annotations
 
-#: The probe families of the platform (``dora audit --probe NAME``): BiasDora (seed 004, the
-#: descriptor associations), counterfactual sets (seed 003), ModSCAN (seed 000), VLStereoSet (seed 001).
-PROBE_FAMILIES: tuple[str, ...] = ("biasdora", "counterfactual", "modscan", "vlstereoset")
-
 #: The three probe modalities of BiasDora (Section 2): text-to-text, text-to-image, image-to-text.
 MODALITIES: tuple[str, ...] = ("t2t", "t2i", "i2t")
 

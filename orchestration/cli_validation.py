@@ -1,15 +1,20 @@
-"""Flag validation of the ``dora`` command, at argparse level (issue 17).
+"""Flag validation of the ``dora`` command, at argparse level: one mechanism for every family.
 
-Every bad flag is refused by argparse itself, before Dagster (or torch, or dbt) is imported:
-one line of message, exit code 2, well under a second. Two layers:
+Every bad flag is refused by argparse itself, before Dagster runs anything (and before torch
+or dbt is imported): one line of message, exit code 2, about a second. Two layers:
 
-* argparse ``type=`` callables (:func:`int_range`, :func:`float_range`, :func:`csv_choices`,
-  :func:`letters`, :func:`audit_id`, :func:`image_size`) for what one flag decides alone;
+* argparse ``type=`` callables for what one flag decides alone: :func:`number_range` and
+  :func:`csv_choices`, which ``orchestration/cli/flags.py`` derives from each Config field's
+  pydantic constraints and choices (every family's flags), and :func:`letters`,
+  :func:`audit_id`, :func:`image_size`, :func:`base_urls`, which a family's flag table names
+  for values a range cannot describe;
 * :func:`check_args` for what depends on several flags (a local model named for a local
-  backend must exist, except for ``dora audit --dry-run``, which loads no model) or on the file system (``--out`` must not be a file).
+  backend must exist, except for ``dora audit --dry-run``, which loads no model) or on the
+  file system (``--out`` must not be a file).
 
-Each limit is generous for real use and small enough that a typo cannot exhaust the machine
-(``--runs 1000000000`` would build a plan of billions of rows).
+The limits are stated on the Config fields (``le=`` with the ``MAX_*`` of
+:mod:`orchestration.defaults`): generous for real use, small enough that a typo cannot exhaust
+the machine (``--runs 1000000000`` would build a plan of billions of rows).
 """
 
 from __future__ import annotations
@@ -20,14 +25,7 @@ import re
 from pathlib import Path
 from typing import Callable, Sequence
 
-#: Upper limits of the count flags (the paper uses 10 runs, 10 images, 364 descriptors).
-MAX_RUNS = 1000
-MAX_PER_DIMENSION = 10_000
-MAX_BATCH = 4096
-MAX_IMAGES = 1000
-MAX_TOKENS = 8192
-MAX_REPEATS = 100
-MAX_TOP = 100_000
+from orchestration.defaults import MAX_TOP  # the count flags of the commands (the others: on the Config fields)
 
 
 def int_range(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
@@ -60,13 +58,39 @@ def float_range(lo: float, hi: float, *, lo_open: bool = False) -> Callable[[str
     return parse
 
 
-def csv_choices(choices: Sequence[str], what: str) -> Callable[[str], str]:
-    """argparse type: a non-empty comma-separated subset of ``choices`` without repeats
-    (returned as given, the callers split it)."""
+def number_range(kind: type, *, ge=None, gt=None, le=None, lt=None) -> Callable[[str], float]:
+    """argparse type of an ``int`` / ``float`` Config field: a finite number within the field's
+    pydantic constraints (``ge`` / ``gt`` / ``le`` / ``lt``; none: any finite number)."""
+    import math
+
+    what = "an integer" if kind is int else "a number"
+    lo = f"[{ge:g}" if ge is not None else (f"({gt:g}" if gt is not None else "(-inf")
+    hi = f"{le:g}]" if le is not None else (f"{lt:g})" if lt is not None else "inf)")
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if (ge is not None and value < ge) or (gt is not None and value <= gt) or (le is not None and value > le) or (
+                lt is not None and value >= lt):
+            if kind is int and ge is not None and le is not None:
+                raise argparse.ArgumentTypeError(f"{value} is out of range: expected {ge}..{le}")
+            raise argparse.ArgumentTypeError(f"{value:g} is out of range: expected {lo}, {hi}")
+        return value
+
+    return parse
+
+
+def csv_choices(choices: Sequence[str], what: str, *, allow_empty: bool = False) -> Callable[[str], str]:
+    """argparse type: a comma-separated subset of ``choices`` without repeats, non-empty unless
+    ``allow_empty`` (returned as given, the callers split it)."""
 
     def parse(text: str) -> str:
         items = [p.strip() for p in text.split(",") if p.strip()]
-        if not items:
+        if not items and not allow_empty:
             raise argparse.ArgumentTypeError(f"no {what} given; expected some of {','.join(choices)}")
         unknown = [p for p in items if p not in choices]
         if unknown:
@@ -118,11 +142,6 @@ def base_urls(text: str) -> str:
     return ",".join(urls)
 
 
-#: The flags naming an OpenAI-compatible endpoint (each takes one URL or a comma-separated fleet).
-BASE_URL_FLAGS = ("--base-url", "--t2i-base-url", "--i2t-base-url", "--judge-base-url", "--modscan-base-url",
-                  "--modscan-vision-base-url", "--vlstereoset-vlm-base-url")
-
-
 def _looks_like_path(ref: str) -> bool:
     return ref.startswith((".", "/", "~")) or ref.endswith(".gguf") or os.sep in ref and ref.count("/") != 1
 
@@ -151,73 +170,26 @@ def local_model_problem(ref: str, flag: str) -> str | None:
     )
 
 
-def checks() -> dict[str, Callable[[str], object]]:
-    """Flag -> its argparse ``type`` check (used by the parser and by :func:`precheck`)."""
-    from ingestion.vocabulary import I2T_SETTINGS, T2I_SETTINGS, T2T_SETTINGS
-
-    return {
-        "--settings": csv_choices(T2T_SETTINGS, "T2T setting"),
-        "--runs": int_range(1, MAX_RUNS),
-        "--letters": letters,
-        "--per-dimension": int_range(0, MAX_PER_DIMENSION, " (0 = all)"),
-        "--batch-size": int_range(1, MAX_BATCH),
-        "--audit-id": audit_id,
-        "--api-timeout": float_range(0, 3600, lo_open=True),
-        "--api-concurrency": int_range(1, 256),
-        "--api-max-retries": int_range(0, 20),
-        "--max-error-share": float_range(0, 1),
-        "--t2i-steps": int_range(1, 1000),
-        "--t2i-size": image_size,
-        "--t2i-settings": csv_choices(T2I_SETTINGS, "T2I setting"),
-        "--images-per-descriptor": int_range(1, MAX_IMAGES),
-        "--image-audit-id": audit_id,
-        "--i2t-settings": csv_choices(I2T_SETTINGS, "I2T setting"),
-        "--i2t-max-new-tokens": int_range(1, MAX_TOKENS),
-        "--judge-repeats": int_range(1, MAX_REPEATS),
-        "--top": int_range(1, MAX_TOP),
-        "--port": int_range(1, 65535),
-        **{flag: base_urls for flag in BASE_URL_FLAGS},  # issue 16: one URL or a fleet
-    }
-
-
 def precheck(argv: Sequence[str]) -> None:
-    """Check the values of :func:`checks`' flags in ``argv`` before the full parser is built
-    (building it imports Dagster, ~1-2 s): a bad value exits 2 with argparse's one line.
-    Everything else is left to the parser."""
+    """Check the local models named in ``dora audit``'s ``argv`` before the full parser is
+    built (building it imports Dagster, ~1 s): a path that does not exist exits 2 with one
+    line. Flag values are checked by the parser itself (types derived from the Config fields,
+    ``orchestration/cli/flags.py``). Not for ``--dry-run``, which loads no model (a model to be
+    fetched later is fine there)."""
     import sys
 
-    if not argv:
-        return
-    command = argv[0] if not argv[0].startswith("-") else ""
-    table = checks()
-    if command == "audit":  # `dora audit --top 0` shows no associations: allowed there
-        table["--top"] = int_range(0, MAX_TOP)
     items = list(argv)
+    if not items or items[0] != "audit" or "--dry-run" in items:
+        return
+    given = {}
     for i, item in enumerate(items):
         flag, eq, value = item.partition("=")
-        if flag not in table:
-            continue
-        if not eq:
-            if i + 1 >= len(items):
-                continue  # argparse reports the missing value
-            value = items[i + 1]
-        try:
-            table[flag](value)
-        except argparse.ArgumentTypeError as exc:
-            print(f"usage: dora {command} ...\ndora {command}: error: argument {flag}: {exc}".replace("dora : ", "dora: "), file=sys.stderr)
-            raise SystemExit(2) from None
-    # The model paths too (check_args repeats this after the full parse); not for --dry-run,
-    # which prints the plan and loads no model (a model to be fetched later is fine there).
-    if command == "audit" and "--dry-run" not in items:
-        given = {}
-        for i, item in enumerate(items):
-            flag, eq, value = item.partition("=")
-            if flag.startswith("--"):
-                given[flag] = value if eq else (items[i + 1] if i + 1 < len(items) else "")
-        problem = _model_problems(given)
-        if problem:
-            print(f"usage: dora audit ...\ndora audit: error: {problem}", file=sys.stderr)
-            raise SystemExit(2)
+        if flag.startswith("--"):
+            given[flag] = value if eq else (items[i + 1] if i + 1 < len(items) else "")
+    problem = _model_problems(given)
+    if problem:
+        print(f"usage: dora audit ...\ndora audit: error: {problem}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def _model_problems(given: dict[str, str]) -> str | None:
@@ -270,5 +242,6 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
 
 __all__ = [
-    "BASE_URL_FLAGS", "audit_id", "base_urls", "check_args", "checks", "csv_choices", "precheck", "float_range", "image_size", "int_range", "letters", "local_model_problem",
+    "audit_id", "base_urls", "check_args", "csv_choices", "float_range", "image_size", "int_range", "letters",
+    "local_model_problem", "number_range", "precheck",
 ]

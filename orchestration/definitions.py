@@ -1,7 +1,8 @@
 """Dagster definitions for dora (``dagster dev -m orchestration.definitions``).
 
-Only assembles: each area under ``orchestration/defs/<area>/`` exports its assets (and checks,
-sensors, schedules); adding a probe family is one line per list below. Importing this module
+Only assembles: every probe family of :data:`orchestration.families.FAMILIES` gives its assets
+and checks; the shared areas (``defs/dbt``, ``defs/audits``) add the dbt models, the audit
+checks, sensors and schedules. Adding a probe family touches nothing here. Importing this module
 sets no environment variable and creates no folder (the dbt manifest is parsed when stale).
 
 Lineage: landing/crows_pairs -> landing/descriptors -> landing/t2t_completions ->
@@ -13,50 +14,41 @@ from __future__ import annotations
 
 import dagster as dg
 
+from orchestration import families as fam
 from orchestration.defs.audits.checks import audit_checks
 from orchestration.defs.audits.schedules import build_reaudit_schedule
 from orchestration.defs.audits.sensors import audit_version_sensor
-from orchestration.defs.counterfactual.assets import counterfactual_assets  # issue 12
 from orchestration.defs.dbt.assets import dora_dbt_models
 from orchestration.defs.dbt.resources import dbt_resource
-from orchestration.defs.ingestion.assets import ingestion_assets
-from orchestration.defs.modscan.assets import modscan_assets  # ModSCAN family (issue 13)
-from orchestration.defs.scoring.assets import scoring_assets
-from orchestration.defs.scoring.checks import judge_checks  # issue 15: judge parse rate
-from orchestration.defs.t2t.assets import t2t_assets
-from orchestration.defs.vision.assets import vision_assets
-from orchestration.defs.vlstereoset.assets import vlstereoset_assets  # probe family: VLStereoSet (issue 14)
 from orchestration.instance import AUDIT_JOB
 
-#: Every asset, per area (a new probe family adds its ``orchestration/defs/<family>/`` list here).
-ASSETS = [
-    *ingestion_assets,
-    *t2t_assets,
-    *vision_assets,
-    dora_dbt_models,
-    *scoring_assets,
-    *counterfactual_assets,  # issue 12
-    *modscan_assets,  # ModSCAN family (issue 13)
-    *vlstereoset_assets,  # probe family: VLStereoSet (issue 14)
-]
-ASSET_CHECKS = [*audit_checks, *judge_checks]  # issue 15: judge parse rate
 SENSORS = [audit_version_sensor]
 
-audit_job = dg.define_asset_job(
-    AUDIT_JOB,
-    selection=dg.AssetSelection.all(),
-    description="Full audit: ingest CrowS-Pairs, extract descriptors, run the probes, build the association and score marts.",
-)
 
-defs = dg.Definitions(
-    assets=ASSETS,
-    jobs=[audit_job],
-    resources={"dbt": dbt_resource()},
-    # versioned audits: new-version sensor, re-audit schedule, collapse checks (defs/audits/)
-    asset_checks=ASSET_CHECKS,
-    sensors=SENSORS,
-    schedules=[build_reaudit_schedule()],
-)
+def build_definitions() -> dg.Definitions:
+    """dora's Dagster definitions from the families of :data:`orchestration.families.FAMILIES`
+    (read at call time): each family's assets and checks, the dbt models of every family
+    (their Dagster group is their dbt folder, i.e. the family's group), the audit checks
+    (versioned audits: collapse), the new-version sensor and the re-audit schedule."""
+    assets = [*(a for family in fam.FAMILIES for a in family.assets()), dora_dbt_models]
+    checks = [*audit_checks, *(c for family in fam.FAMILIES for c in family.checks())]
+    audit_job = dg.define_asset_job(
+        AUDIT_JOB,
+        selection=dg.AssetSelection.all(),
+        description="Full audit: every probe family's probes and marts (BiasDora: CrowS-Pairs descriptors, probes, "
+        "association and score marts).",
+    )
+    return dg.Definitions(
+        assets=assets,
+        jobs=[audit_job],
+        resources={"dbt": dbt_resource()},
+        asset_checks=checks,
+        sensors=SENSORS,
+        schedules=[build_reaudit_schedule()],
+    )
+
+
+defs = build_definitions()
 
 
 def audit_job_for_multiprocess() -> dg.JobDefinition:

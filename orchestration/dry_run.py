@@ -30,7 +30,7 @@ class PlanLine:
 
 
 def t2t_plan_lines(config, *, audit_id: str | None = None) -> tuple[list[PlanLine], str | None, float | None, str]:
-    """The T2T plan of an :class:`orchestration.defs.config.AuditConfig` (no model is loaded).
+    """The T2T plan of an :class:`orchestration.defs.biasdora.config.AuditConfig` (no model is loaded).
 
     Returns:
         (lines per setting, the audit id or None when it cannot be known without loading the
@@ -38,7 +38,7 @@ def t2t_plan_lines(config, *, audit_id: str | None = None) -> tuple[list[PlanLin
     """
     from models_inference.probes.biasdora.t2t import T2T_TABLE, T2TProbeConfig, audit_id_for, t2t_plan
     from models_inference.resumable import landed_keys
-    from orchestration.defs.t2t.assets import build_targets
+    from orchestration.defs.biasdora.t2t.assets import build_targets
 
     targets = build_targets(config)
     probe = T2TProbeConfig(runs=config.runs, letters=config.letters, prompt_style=config.prompt_style,

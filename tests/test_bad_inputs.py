@@ -107,8 +107,8 @@ def test_bad_descriptors_flag_is_a_clear_error(name, descriptors, message):
     """``dora audit --descriptors ...``: parsed by the CLI, resolved by the T2T asset's targets."""
     from orchestration.cli.flags import csv_list
     from orchestration.cli.parser import build_parser
-    from orchestration.defs.config import AuditConfig
-    from orchestration.defs.t2t.assets import build_targets
+    from orchestration.defs.biasdora.config import AuditConfig
+    from orchestration.defs.biasdora.t2t.assets import build_targets
 
     args = build_parser().parse_args(["audit", "--descriptors", descriptors])
     with pytest.raises(ValueError, match=message):

@@ -86,7 +86,7 @@ def test_toxicity_model_id_has_the_underscore():
 
 def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
     from models_inference.probes.biasdora.t2i import PAPER_SD_PROMPT_SUFFIX, T2IProbeConfig, T2ITarget, run_t2i_probe
-    from orchestration.cli.flags import apply_vision_presets
+    from orchestration.defs.biasdora.config import apply_vision_presets
 
     assert PAPER_SD_PROMPT_SUFFIX == (
         "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 "
@@ -131,7 +131,7 @@ def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
 
 
 def test_paper_llava_preset_system_prompt_and_448():
-    from orchestration.cli.flags import apply_vision_presets
+    from orchestration.defs.biasdora.config import apply_vision_presets
     from models_inference.backends.vision import TransformersVisionBackend
     from models_inference.probes.biasdora.prompts import PAPER_LLAVA_SYSTEM_PROMPT
 
@@ -142,7 +142,7 @@ def test_paper_llava_preset_system_prompt_and_448():
     # the flags reach the Config classes: dora audit --t2i-model paper-sd --i2t-model paper-llava
     from orchestration.cli.flags import config_values
     from orchestration.cli.parser import build_parser
-    from orchestration.defs.config import VisionConfig
+    from orchestration.defs.biasdora.config import VisionConfig
 
     args = build_parser().parse_args(["audit", "--t2i-model", "paper-sd", "--i2t-model", "paper-llava"])
     cfg = VisionConfig(**config_values(args)[VisionConfig])
@@ -207,7 +207,7 @@ def test_score_pool_selects_and_is_recorded(tmp_path, monkeypatch):
     """--score-pool fisher | paper | all picks the associations and lands on every score row."""
     import duckdb
 
-    from orchestration.defs.scoring.assets import associations_to_score
+    from orchestration.defs.biasdora.scoring.assets import associations_to_score
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:

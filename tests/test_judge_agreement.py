@@ -58,7 +58,7 @@ def _associations(n: int) -> list[dict]:
 
 def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fails_the_check(dora_home, monkeypatch):
     """One dbt build: judges A (3 repeats) and B agree to a measurable degree; judge C answers garbage."""
-    from orchestration.defs.scoring.checks import judge_parse_rate_ok
+    from orchestration.defs.biasdora.scoring.checks import judge_parse_rate_ok
 
     rng = np.random.default_rng(7)
     assocs = _associations(30)
@@ -177,8 +177,8 @@ def test_agreement_functions_on_fixed_ratings():
 
 def test_several_judges_come_from_the_registry_or_the_comma_separated_flag(tmp_path):
     from ingestion.registry import RegistryError, load_registry
-    from orchestration.defs.scoring.assets import judge_models
-    from orchestration.defs.scoring.config import JudgeConfig
+    from orchestration.defs.biasdora.scoring.assets import judge_models
+    from orchestration.defs.biasdora.scoring.config import JudgeConfig
 
     path = tmp_path / "registry.yaml"
     path.write_text(

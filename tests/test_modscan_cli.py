@@ -2,12 +2,13 @@
 
 import pytest
 
+from orchestration.cli.flags import op_run_configs
 from orchestration.cli.parser import build_parser as _build_parser
-from orchestration.defs.modscan.config import ModscanConfig, config_from_args
+from orchestration.defs.modscan.config import ModscanConfig
 
 
 def _config(*flags: str) -> dict:
-    return config_from_args(_build_parser().parse_args(["audit", *flags]))
+    return op_run_configs(_build_parser().parse_args(["audit", *flags]))["modscan_responses"].model_dump()
 
 
 def test_default_audit_runs_the_small_text_analogue_sample():

@@ -88,8 +88,8 @@ def test_registry_accepts_the_vision_backends_and_names_what_does_not_fit():
     assert llava.probe_settings() == ["subjective", "stereotypical", "implicit", "lexical"]
     assert gpt4o.probe_settings() == ["comprehensive", "implicit"]
     assert sd.scorers == []  # default: no scorer (listed explicitly per target)
-    # what a partition of each vision target runs (orchestration/defs/vision/assets.py)
-    from orchestration.defs.config import VisionConfig
+    # what a partition of each vision target runs (orchestration/defs/biasdora/vision/assets.py)
+    from orchestration.defs.biasdora.config import VisionConfig
     from orchestration.defs.audits.runs import config_for_target
 
     drawn = config_for_target(VisionConfig(i2t_model="describer"), dalle)
@@ -129,8 +129,8 @@ def test_registry_accepts_the_vision_backends_and_names_what_does_not_fit():
 
 
 def test_scorer_assets_come_from_one_factory_with_unchanged_keys_groups_and_configs():
-    from orchestration.defs.scoring import assets
-    from orchestration.defs.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
+    from orchestration.defs.biasdora.scoring import assets
+    from orchestration.defs.biasdora.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
 
     expected = {
         "sentiment_scores": (assets.sentiment_scores, SentimentConfig, "sentiment"),
@@ -140,7 +140,7 @@ def test_scorer_assets_come_from_one_factory_with_unchanged_keys_groups_and_conf
     for table, (asset, config_class, registry_name) in expected.items():
         key = dg.AssetKey(["landing", table])
         assert asset.op.name == table and set(asset.keys) == {key}
-        assert asset.group_names_by_key[key] == "scoring" and asset.op.pool == "model_inference"
+        assert asset.group_names_by_key[key] == "biasdora" and asset.op.pool == "model_inference"
         assert asset.asset_deps[key] == {assets.SCORING_INPUT}  # the dbt model over fct_associations
         assert set(asset.op.config_schema.config_type.fields) == set(config_class.model_fields)
         assert "registry" in config_class.model_fields
@@ -168,7 +168,7 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
     from orchestration.definitions import AUDIT_JOB, defs
     from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
     from orchestration.defs.audits.runs import partition_audit_ids
-    from orchestration.defs.scoring.assets import NOT_IN_TARGET_SCORERS, sentiment_scores
+    from orchestration.defs.biasdora.scoring.assets import NOT_IN_TARGET_SCORERS, sentiment_scores
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.delenv("DORA_REGISTRY", raising=False)  # the registry comes from the run config only
@@ -227,7 +227,7 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
         assert md[key]["associations_selected"] == 0
     assert md[("landing", "toxicity_scores")]["rows_scored"] == 0 and md[("landing", "judge_ratings")]["rows_judged"] == 0
     assert read_landing("toxicity_scores").num_rows == 0 and read_landing("judge_ratings").num_rows == 0
-    from orchestration.cli.audit import _scoring_report
+    from orchestration.defs.biasdora.summary import scoring_report as _scoring_report
 
     report = _scoring_report(alpha)
     assert f"sentiment_scores: {alpha_assoc} new rows (vader)" in report

@@ -54,7 +54,7 @@ def scored_home(tmp_path_factory):
 
     from models_inference.backends.text import OpenAIChatBackend
     from models_inference.probes.biasdora.judge import Judge, run_judge
-    from orchestration.defs.scoring.assets import associations_to_score
+    from orchestration.defs.biasdora.scoring.assets import associations_to_score
     from tests.openai_server import OpenAIStubServer
 
     home = tmp_path_factory.mktemp("report_home")

@@ -365,7 +365,7 @@ def test_store_png_converts_and_rejects(dora_home):
 def test_cli_flags_become_the_vision_run_config():
     from orchestration.cli.flags import OP_CONFIGS, audit_run_config
     from orchestration.cli.parser import build_parser
-    from orchestration.defs.config import VisionConfig
+    from orchestration.defs.biasdora.config import VisionConfig
     from orchestration.definitions import AUDIT_JOB, defs
 
     args = build_parser().parse_args(

@@ -174,7 +174,7 @@ def test_vision_assets_skip_cleanly_then_run_when_models_are_named(dora_home, mo
     """Dagster: images -> descriptions -> words; nothing configured = a clear skip, not a failure."""
     import dagster as dg
 
-    from orchestration.defs.vision.assets import vision_assets
+    from orchestration.defs.biasdora.vision.assets import vision_assets
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with dg.DagsterInstance.ephemeral() as instance:

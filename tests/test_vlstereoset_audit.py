@@ -88,7 +88,11 @@ def test_cli_flags_config_and_registry_targets():
     import pytest
 
     from orchestration.cli.parser import build_parser as _build_parser
-    from orchestration.defs.vlstereoset.config import VLStereoSetConfig, config_for_target, run_config, selected_scorers
+    from orchestration.cli.flags import op_run_configs
+    from orchestration.defs.vlstereoset.config import VLStereoSetConfig, config_for_target, selected_scorers
+
+    def run_config(args):
+        return op_run_configs(args)["vlstereoset_probe"].model_dump()
 
     args = _build_parser().parse_args(["audit", "--probe", "biasdora", "--images", "/x", "--vlstereoset-vlm-model", "m",
                                        "--vlstereoset-vlm-backend", "openai"])

@@ -3,7 +3,7 @@
 * :mod:`orchestration.cli.parser`: commands, flags and their defaults;
 * :mod:`orchestration.cli.audit`: ``dora audit`` (the Dagster job ``dora_audit``, in-process
   against the instance in ``$DORA_HOME/dagster``, so every run shows up in ``dora ui``);
-* :mod:`orchestration.cli.commands`: ``query``, ``ui``, ``models``, ``diff``, ``report``.
+* :mod:`orchestration.cli.commands`: ``query``, ``ui``, ``models``, ``diff``, ``report``, ``families``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dora`` console script; returns the exit code.
 
-    Flags are validated at argparse level (:mod:`orchestration.cli_validation`; the values
-    before Dagster is even imported): one line, exit 2, well under a second. Errors with a
-    known cause are one line (``dora <command>: <cause and fix>``), never a traceback (issue
-    17): a :class:`~ingestion.errors.DoraError` (exit 2), an unusable ``DORA_HOME`` or output
+    Flags are validated at argparse level (:mod:`orchestration.cli_validation`; types and ranges
+    derived from every family's Config fields): a bad value is one line, exit 2, before any
+    Dagster run, model or dbt build starts. Errors with a known cause are one line
+    (``dora <command>: <cause and fix>``), never a traceback: a
+    :class:`~ingestion.errors.DoraError` (exit 2), an unusable ``DORA_HOME`` or output
     path (exit 2), Ctrl-C (exit 130: what landed is kept, a re-run resumes), a closed pipe
     (``dora query ... | head``: exit 0 quietly).
     """
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         "ui": commands.cmd_ui,
         "models": commands.cmd_models,
         "diff": commands.cmd_diff,
+        "families": commands.cmd_families,
     }[args.command]
     return run_reporting_errors(handler, args)
 

@@ -14,65 +14,16 @@ import dagster as dg
 from orchestration.cli.flags import audit_run_config
 from orchestration.instance import AUDIT_JOB, prepare_environment, prepare_run_readers
 
-def _vision_report(result) -> str:
-    """One line per vision probe of a finished audit run: what ran, or why it was skipped."""
-    lines = []
-    names = {"t2i_images": "T2I", "i2t_descriptions": "I2T"}
-    for mat in result.get_asset_materialization_events():
-        key = mat.materialization.asset_key.path
-        if len(key) != 2 or key[0] != "landing" or key[1] not in names:
-            continue
-        md = {k: v.value for k, v in mat.materialization.metadata.items()}
-        if md.get("status") == "skipped":
-            lines.append(f"dora: {names[key[1]]} probe skipped: {md.get('reason')}; {md.get('how_to_enable')}")
-        else:
-            lines.append(
-                f"dora: {names[key[1]]} audit {md.get('audit_id')}: {md.get('rows_generated')} generated, "
-                f"{md.get('rows_already_landed')} already landed"
-            )
-            if key[1] == "i2t_descriptions":
-                lines.append(
-                    f"  dora query \"select modality, setting, descriptor, word, tfidf, fisher_q from fct_associations "
-                    f"where audit_id = '{md.get('audit_id')}' and is_significant order by fisher_q limit 20\""
-                )
-    return "\n".join(lines)
-
-
-def _scoring_report(result) -> str:
-    """One line per scoring asset of a finished audit run, and where the report is."""
-    lines = []
-    for mat in result.get_asset_materialization_events():
-        key = mat.materialization.asset_key.path
-        if len(key) != 2 or key[0] != "landing" or key[1] not in ("sentiment_scores", "toxicity_scores", "judge_ratings"):
-            continue
-        md = {k: v.value for k, v in mat.materialization.metadata.items()}
-        if md.get("skipped"):  # a registry target that does not list this scorer
-            lines.append(f"  {key[1]}: skipped ({md['skipped']} {md.get('target_scorers')} of target {md.get('target')})")
-            continue
-        done = md.get("rows_scored", md.get("rows_judged", 0))
-        who = md.get("scorer") or md.get("judge_model") or "-"
-        extra = f", parse rate {md['parse_rate']:.1%}" if "parse_rate" in md and done else ""
-        lines.append(f"  {key[1]}: {done} new rows ({who}), {md.get('associations_selected', 0)} associations selected{extra}")
-    if lines:
-        lines = ["scores (dora report writes the HTML report; dora query \"select * from agg_bias_by_dimension\"):", *lines]
-    return "\n".join(lines)
-
-
 def _probe_selection(defs, probes: list[str] | None):
-    """Asset keys of the chosen probe families (``--probe``), or None (every asset) when not given."""
+    """Asset keys of the chosen probe families (``--probe``: their Dagster groups), or None
+    (every asset) when not given."""
     if not probes:
         return None
-    from orchestration.cli.parser import FAMILY_GROUPS
+    from orchestration import families as fam
 
     graph = defs.resolve_asset_graph()
-    family = {f: dg.AssetSelection.groups(g).resolve(graph) for f, g in FAMILY_GROUPS.items()}
-    keys: set = set()
-    for probe in probes:
-        if probe == "biasdora":
-            keys |= set(graph.get_all_asset_keys()) - set().union(*family.values())
-        else:
-            keys |= family[probe]
-    return sorted(keys)
+    groups = [g for name in probes for g in fam.get_family(name).groups]
+    return sorted(dg.AssetSelection.groups(*groups).resolve(graph))
 
 
 @contextlib.contextmanager
@@ -161,22 +112,17 @@ def _dora_error_names() -> set[str]:
         todo.extend(cls.__subclasses__())
     return names
 def cmd_dry_run(args) -> int:
-    """``dora audit --dry-run``: the plan, no model loaded, no Dagster run (issue 11)."""
-    from orchestration.cli.flags import config_values
-    from orchestration.defs.config import AuditConfig, VisionConfig
-    from orchestration.dry_run import format_plan, t2i_plan_lines, t2t_plan_lines
+    """``dora audit --dry-run``: every selected family's plan, no model loaded, no Dagster run."""
+    from orchestration import families as fam
+    from orchestration.cli.flags import op_run_configs, selected
 
-    values = config_values(args)
     try:
-        lines, audit_id, rate, source = t2t_plan_lines(AuditConfig(**values.get(AuditConfig, {})), audit_id=args.audit_id)
-        vision = VisionConfig(**values.get(VisionConfig, {}))
-        if vision.t2i_model:  # T2I rows x images (landed images need the model's version: not counted)
-            lines += t2i_plan_lines(vision.t2i_settings, vision.descriptors, vision.per_dimension,
-                                    vision.images_per_descriptor)
+        ops = op_run_configs(args)
+        plans = [f.plan(ops) for f in fam.FAMILIES if f.plan is not None and selected(args, f)]
     except ValueError as exc:
         print(f"dora audit: {exc}", file=sys.stderr)
         return 2
-    print(format_plan(lines, audit_id, rate, source))
+    print("\n\n".join(p for p in plans if p))
     return 0
 
 
@@ -187,7 +133,6 @@ def cmd_audit(args) -> int:
     from orchestration.instance import open_instance
 
     instance = open_instance()  # (concurrency) locked first creation; a corrupt storage file is one line
-    from analytics.summary import audit_summary
     from orchestration.definitions import defs
 
     partition = None
@@ -202,7 +147,7 @@ def cmd_audit(args) -> int:
             return 2
         print(f"dora: auditing registry target {args.target} (partition {partition}); DORA_HOME={home}", file=sys.stderr)
     elif args.probe and "biasdora" not in args.probe:
-        print(f"dora: running probe families {', '.join(args.probe)}; DORA_HOME={home}", file=sys.stderr)
+        print(f"dora: running probe families {', '.join(dict.fromkeys(args.probe))}; DORA_HOME={home}", file=sys.stderr)
     else:
         print(f"dora: auditing {args.model} ({args.backend}); DORA_HOME={home}", file=sys.stderr)
     if args.rebuild:
@@ -218,12 +163,6 @@ def cmd_audit(args) -> int:
         for step in ("crows_pairs", "descriptors", *DBT_STEPS):
             forget(step)
     run_config = audit_run_config(args, **({"registry": registry} if args.target else {}))
-    from orchestration.defs.vlstereoset.config import OP_NAME, VLStereoSetConfig, run_config as vlstereoset_run_config
-
-    run_config.ops[OP_NAME] = VLStereoSetConfig(**vlstereoset_run_config(args))  # probe family: VLStereoSet
-    from orchestration.defs.modscan.config import audit_report as modscan_report, run_config as modscan_config
-
-    run_config.ops["modscan_responses"] = modscan_config(args)  # probe family: ModSCAN
     job = defs.resolve_job_def(AUDIT_JOB)
     log_dir = home / "logs"
     log_dir.mkdir(exist_ok=True)
@@ -255,27 +194,12 @@ def cmd_audit(args) -> int:
                     print(f"dora: step {event.step_key} failed:\n{error.to_string()}", file=sys.stderr)
         print(f"dora: audit failed (Dagster run {result.run_id}); dbt log: {log_path}; run logs: `dora ui`", file=sys.stderr)
         return 1
-    audit_id = None
-    for mat in result.get_asset_materialization_events():
-        md = mat.materialization.metadata
-        if "audit_id" in md and mat.materialization.asset_key.path[-1] == "t2t_completions":
-            audit_id = md["audit_id"].value
-    if not args.probe or "biasdora" in args.probe:
-        print(audit_summary(audit_id, top=args.top, run_id=result.run_id))
-        print(_scoring_report(result))
-    if not args.probe or "counterfactual" in args.probe:  # probe family: counterfactual sets
-        from orchestration.defs.counterfactual.config import audit_report as counterfactual_report
+    from orchestration import families as fam
+    from orchestration.cli.flags import selected
 
-        print(counterfactual_report(result))
-    if not args.probe or "modscan" in args.probe:  # probe family: ModSCAN
-        print(modscan_report(result))
-    if not args.probe or "vlstereoset" in args.probe:  # probe family: VLStereoSet
-        from analytics.vlstereoset import vlstereoset_summary
-        from orchestration.defs.vlstereoset.config import audit_ids_of_run
-
-        if audit_ids_of_run(result):
-            print(vlstereoset_summary(audit_ids_of_run(result)))
-    vision = _vision_report(result)
-    if vision:
-        print(vision, file=sys.stderr)
+    for family in fam.FAMILIES:
+        if family.summary is not None and selected(args, family):
+            text = family.summary(result, args)
+            if text:
+                print(text)
     return 0

@@ -140,59 +140,75 @@ def cmd_models(args) -> int:
 
 
 def cmd_diff(args) -> int:
+    """``dora diff``: the family's own diff (BiasDora), else its change-test mart (analytics/family_diff.py)."""
     prepare_environment()
-    import duckdb
+    from orchestration import families as fam
 
-    from analytics.diff import DiffError, audit_diff
+    family = fam.get_family(args.family)
+    if family.diff is not None:
+        return family.diff(args)
+    from analytics.diff import DiffError
+    from analytics.family_diff import family_diff
     from analytics.query import WarehouseBusyError, WarehouseMissingError
 
-    if args.family != "biasdora":  # probe families: their change-test marts (analytics/family_diff.py)
-        from analytics.family_diff import family_diff
-
-        try:
-            print(family_diff(args.family, args.target, args.from_ref, args.to_ref).text(args.format, top=args.top))
-        except (DiffError, WarehouseBusyError, WarehouseMissingError) as exc:
-            print(f"dora diff: {exc}", file=sys.stderr)
-            return 2
-        return 0
-    try:
-        report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top)
-    except (DiffError, duckdb.CatalogException) as exc:  # CatalogException: no BiasDora marts built
-        from analytics.family_diff import family_hint  # an audit / model of another probe family?
-
-        print(f"dora diff: {str(exc).splitlines()[0]}{family_hint(args.target, args.from_ref, args.to_ref)}", file=sys.stderr)
+    if family.change_test is None:
+        print(f"dora diff: the {family.name} family has no change test", file=sys.stderr)
         return 2
-    except (WarehouseBusyError, WarehouseMissingError) as exc:
+    try:
+        report = family_diff(family.change_test, args.target, args.from_ref, args.to_ref, others=fam.change_tests())
+        print(report.text(args.format, top=args.top))
+    except (DiffError, WarehouseBusyError, WarehouseMissingError) as exc:
         print(f"dora diff: {exc}", file=sys.stderr)
         return 2
-    print(report.text(args.format))
     return 0
 
 
 def cmd_report(args) -> int:
+    """``dora report``: every family's page (BiasDora's index.html holds the other families'
+    sections), into one folder."""
     home = prepare_environment()
-    from analytics.query import WarehouseBusyError, WarehouseMissingError
-    from analytics.report import write_report
-
-    from analytics.vlstereoset import write_vlstereoset_report  # probe family: VLStereoSet
-
-    try:
-        path = write_report(args.out, audit_id=args.audit_id, top=args.top)
-    except LookupError as exc:  # no BiasDora score marts: the VLStereoSet page may still exist
-        path, missing = None, exc
-    except (WarehouseMissingError, WarehouseBusyError) as exc:
-        print(f"dora report: {exc}", file=sys.stderr)
-        return 2
     from pathlib import Path
 
+    from analytics.query import WarehouseBusyError, WarehouseMissingError
     from ingestion.landing import safe_path_component
+    from orchestration import families as fam
 
     out = Path(args.out) if args.out else home / "reports" / (safe_path_component(args.audit_id) if args.audit_id else "all")
-    vls = write_vlstereoset_report(out, args.audit_id)
-    if path is None and vls is None:
-        print(f"dora report: {missing}", file=sys.stderr)
+    sections = [f.report_section for f in fam.FAMILIES if f.report_section is not None]
+    written, missing = [], None
+    for family in fam.FAMILIES:
+        if family.report_page is None:
+            continue
+        try:
+            page = family.report_page(out, args.audit_id, top=args.top, sections=sections)
+        except LookupError as exc:  # that family's marts are not built: the other pages may exist
+            missing = missing or exc
+            continue
+        except (WarehouseMissingError, WarehouseBusyError) as exc:
+            print(f"dora report: {exc}", file=sys.stderr)
+            return 2
+        if page is not None:
+            written.append(page)
+    if not written:
+        print(f"dora report: {missing or 'nothing to report: no family has built its marts'}", file=sys.stderr)
         return 2
-    for written in (path, vls):
-        if written is not None:
-            print(f"dora: report written to {written} (DORA_HOME={home})")
+    for page in written:
+        print(f"dora: report written to {page} (DORA_HOME={home})")
+    return 0
+
+
+def cmd_families(args) -> int:
+    """``dora families``: each family's Dagster group, flag prefix, landing tables and marts."""
+    from analytics.query import QueryResult, format_result
+    from orchestration import families as fam
+
+    columns = ["family", "group", "flags", "landing_tables", "marts", "title"]
+    rows = [(f.name, ",".join(f.groups), f.flag_prefix + "*" if f.flag_prefix != "--" else "unprefixed",
+             ",".join(f.landing_tables), ",".join(f.marts), f.title) for f in fam.FAMILIES]
+    if args.format != "table":
+        print(format_result(QueryResult(columns, rows), args.format))
+        return 0
+    for name, group, flags, landing, marts, title in rows:
+        print(f"{name}: {title}\n  Dagster group: {group}\n  flags: {flags} (dora audit --help-family {name})"
+              f"\n  landing tables: {landing.replace(',', ', ')}\n  marts: {marts.replace(',', ', ')}")
     return 0

@@ -1,15 +1,17 @@
 """The ``dora`` argument parser: every command, flag and default of the CLI.
 
-Probe and scoring defaults come from the Dagster Config classes (``orchestration/defs/``) and
-the paper constants next to the family's prompts, never restated here.
+Probe and scoring flags come from the families (:data:`orchestration.families.FAMILIES`):
+their defaults from the Dagster Config classes and the paper constants next to each
+family's prompts, never restated here. ``dora audit --help`` shows the common flags and the
+family list; ``dora audit --help-family NAME`` one family's flags (every flag parses either way).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from ingestion.vocabulary import PROBE_FAMILIES
-from orchestration.cli.flags import add_flags
+from orchestration import families as fam
+from orchestration.cli.flags import add_all_family_flags, add_common_flags
 
 EPILOG = """\
 environment:
@@ -29,14 +31,13 @@ examples:
   dora audit --t2i-backend openai --t2i-model dall-e-3 --i2t-backend openai --i2t-model gpt-4o
   dora audit --probe vlstereoset --vlstereoset-csv VLStereoSet.csv --images ./imgs --vlstereoset-clip-model ./clip
   dora diff HuggingFaceTB/SmolLM2-135M-Instruct --family vlstereoset  # vlrs / vlbs change tests between two versions
+  dora families                               # the probe families: group, flags, landing tables, marts
+  dora audit --help-family modscan            # one family's flags
   dora models list                            # registry targets, current version, last audit
   dora audit --target smollm2-135m            # audit a registry target's current version
   dora diff smollm2-135m                      # latest audit vs the previous one, per bias dimension
 """
 
-
-#: Probe families of ``dora audit --probe`` -> their Dagster asset group (biasdora: every other asset).
-FAMILY_GROUPS = {"counterfactual": "counterfactual", "modscan": "modscan", "vlstereoset": "vlstereoset"}
 
 MODELS_LIST_DESCRIPTION = (
     "List the audit registry's targets (registry.yaml or $DORA_REGISTRY): modality, backend, "
@@ -56,54 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    audit = sub.add_parser(
-        "audit",
-        help="run a full audit: descriptors -> T2T probe -> association marts",
-        description="Run the whole audit chain as the Dagster job 'dora_audit' and print a summary. "
-        "Re-running the same audit generates only rows that have not landed yet.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    add_flags(audit, "probe")  # T2T probe (orchestration/defs/config.py: AuditConfig)
-    audit.add_argument("--top", type=v.int_range(0, v.MAX_TOP), default=3, help="top associations shown per bias dimension")
-    audit.add_argument("--verbose", "-v", action="store_true", help="show dbt's output (default: $DORA_HOME/logs/last_audit_dbt.log)")
-    audit.add_argument(
-        "--rebuild", action="store_true",
-        help="re-extract descriptors and re-run the dbt builds even when nothing new landed (default: skipped then)",
-    )
-    audit.add_argument(
-        "--executor", default="in_process", choices=["in_process", "multiprocess"],
-        help="in_process (default): every step in this process; multiprocess: each step in its own "
-        "process (Dagster's multiprocess executor), as runs launched from the UI",
-    )
-    add_flags(
-        audit, "vision", "T2I / I2T probes",
-        "Skipped unless a reachable model is named (local folder, hub id in the Hugging Face cache, or an "
-        "API model with OPENAI_API_KEY set). --descriptors / --per-dimension select their descriptors too.",
-    )
-    add_flags(
-        audit, "scoring", "scoring (METHOD.md section 4)",
-        "Sentiment, toxicity and LLM-judge bias level of every significant association (offline defaults: "
-        "VADER, the Jigsaw BiLSTM of toxic-comment-classifier, the embedded SmolLM2-135M as judge).",
-    )
-    # --- probe families: one shared --probe flag, then each family's own argument group ---
-    audit.add_argument(
-        "--probe", action="append", default=None, choices=PROBE_FAMILIES, metavar="NAME",
-        help=f"probe family to run, repeatable: {', '.join(PROBE_FAMILIES)} (default: every family)",
-    )
-    from orchestration.defs.counterfactual.config import add_arguments as add_counterfactual_arguments
-    from orchestration.defs.modscan.config import add_arguments as add_modscan_arguments
-    from orchestration.defs.vlstereoset.config import add_arguments as add_vlstereoset_arguments
-
-    add_counterfactual_arguments(audit)
-    add_modscan_arguments(audit)
-    add_vlstereoset_arguments(audit)
-    # --- end probe families ---
-    audit.add_argument(
-        "--dry-run", action="store_true",
-        help="print the plan (prompts per modality x setting, rows already landed, rows to generate, estimated "
-        "time) without loading any model or running anything",
-    )
-    audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
+    add_audit_parser(sub)
 
     query = sub.add_parser(
         "query",
@@ -115,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
 
     ui = sub.add_parser("ui", help="start the Dagster UI (dagster dev) on this DORA_HOME")
-    ui.add_argument("--port", type=v.int_range(1, 65535), default=3000)
-    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--port", type=v.int_range(1, 65535), default=3000, help="(default: 3000)")
+    ui.add_argument("--host", default="127.0.0.1", help="(default: 127.0.0.1)")
 
     report = sub.add_parser(
         "report",
@@ -125,11 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         "agg_bias_by_dimension and fct_association_scores: heatmaps of % negative and % toxic by setting x "
         "bias dimension per model, the Likert distribution per bias dimension, and the most toxic / "
         "highest-rated associations.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     report.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the warehouse)")
     report.add_argument("--out", default=None, help="output folder (default: $DORA_HOME/reports/<audit or 'all'>)")
-    report.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=15, help="rows of the most toxic / highest-rated tables")
+    report.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=15, help="rows of the most toxic / highest-rated tables (default: 15)")
 
     models = sub.add_parser("models", help="the audit registry: registered targets and their last audit")
     models_list = models.add_subparsers(dest="models_command", required=True).add_parser(
@@ -144,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     diff = sub.add_parser(
         "diff",
-        epilog=family_help(),
+        epilog=family_help(fam.change_tests()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         help="what changed between two audits of a registry target",
         description="Compare two finished audits of a target (default: the latest vs the previous one) from\n"
@@ -156,10 +109,86 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("target", help="registry target name (ad-hoc audits: the model id)")
     diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
-    diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first)")
+    diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first; default: 5)")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
-    diff.add_argument("--family", "--probe", dest="family", default="biasdora", choices=PROBE_FAMILIES,
+    diff.add_argument("--family", "--probe", dest="family", default=fam.FAMILIES[0].name, choices=fam.family_names(),
                       help="probe family compared (default biasdora; the others: target = model id, their change "
                       "tests sorted by change q, the table lists every significant change and at least --top rows; "
                       "see below)")
+
+    families = sub.add_parser(
+        "families", help="list the probe families: Dagster group, flags, landing tables, marts",
+        description="List every probe family dora hosts (orchestration/families.py): its Dagster asset group, its "
+        "dora audit flag prefix, the landing tables it writes and the marts dbt builds from them.",
+    )
+    families.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
     return parser
+
+
+AUDIT_DESCRIPTION = (
+    "Run the whole audit chain as the Dagster job 'dora_audit' and print a summary. Re-running the same audit "
+    "generates only rows that have not landed yet."
+)
+
+
+def _family_list() -> str:
+    lines = ["probe families (dora audit --help-family NAME shows a family's flags):"]
+    lines += [f"  {f.name:<15}{f.title}" for f in fam.FAMILIES]
+    return "\n".join(lines)
+
+
+class _HelpFamily(argparse.Action):
+    """``--help-family NAME``: print ``dora audit``'s help with that family's flags, exit 0."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        helper = argparse.ArgumentParser(prog=parser.prog, description=AUDIT_DESCRIPTION,
+                                         formatter_class=argparse.RawDescriptionHelpFormatter)
+        add_audit_arguments(helper, shown=values)
+        helper.print_help()
+        parser.exit()
+
+
+def add_audit_parser(sub) -> argparse.ArgumentParser:
+    """The ``dora audit`` subparser: the common flags, ``--probe``, and every family's flags
+    (shown by ``--help-family NAME`` only)."""
+    audit = sub.add_parser(
+        "audit",
+        help="run a full audit: every probe family (or those of --probe) -> their marts",
+        description=AUDIT_DESCRIPTION,
+        epilog=_family_list(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_audit_arguments(audit, shown=None)
+    return audit
+
+
+def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> None:
+    """Every ``dora audit`` argument; only family ``shown``'s flags appear in the help."""
+    from orchestration import cli_validation as v
+
+    names = fam.family_names()
+    audit.add_argument(
+        "--probe", action="append", default=None, choices=names, metavar="NAME",
+        help=f"probe family to run, repeatable: {', '.join(names)} (default: every family)",
+    )
+    audit.add_argument("--help-family", action=_HelpFamily, choices=names, metavar="NAME",
+                       help="show the flags of one probe family and exit")
+    seen = add_common_flags(audit)
+    audit.add_argument("--top", type=v.int_range(0, v.MAX_TOP), default=3, help="top associations shown per bias dimension (default: 3)")
+    audit.add_argument("--verbose", "-v", action="store_true", help="show dbt's output (default: $DORA_HOME/logs/last_audit_dbt.log)")
+    audit.add_argument(
+        "--rebuild", action="store_true",
+        help="re-extract descriptors and re-run the dbt builds even when nothing new landed (default: skipped then)",
+    )
+    audit.add_argument(
+        "--executor", default="in_process", choices=["in_process", "multiprocess"],
+        help="in_process (default): every step in this process; multiprocess: each step in its own "
+        "process (Dagster's multiprocess executor), as runs launched from the UI",
+    )
+    audit.add_argument(
+        "--dry-run", action="store_true",
+        help="print every family's plan (prompts / queries / items, rows already landed where known, estimated time) "
+        "without loading any model or running anything",
+    )
+    audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
+    add_all_family_flags(audit, seen, shown=shown)

@@ -17,7 +17,7 @@ import dagster as dg
 from ingestion.registry import AuditTarget, default_registry_path, load_registry, parse_partition_key
 from ingestion.errors import VersionError
 from models_inference.model_ref import resolve_version
-from orchestration.defs.config import AuditConfig, VisionConfig
+from orchestration.defs.biasdora.config import AuditConfig, VisionConfig
 
 #: Op name of the T2T probe asset, whose config the run requests fill.
 T2T_OP = "t2t_completions"

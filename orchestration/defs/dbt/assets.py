@@ -105,7 +105,7 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
     record_success(step, fingerprint, {"run_id": context.run.run_id, "selected": len(selection), "checks": checks})
 
 
-@dbt_assets(manifest=dbt_project().manifest_path, project=dbt_project(), dagster_dbt_translator=TRANSLATOR, pool=DUCKDB_WRITER_POOL, exclude="tag:scores")  # score marts: orchestration/defs/scoring/
+@dbt_assets(manifest=dbt_project().manifest_path, project=dbt_project(), dagster_dbt_translator=TRANSLATOR, pool=DUCKDB_WRITER_POOL, exclude="tag:scores")  # score marts: orchestration/defs/biasdora/scoring/
 def dora_dbt_models(context: dg.AssetExecutionContext, dbt: DbtCliResource):
     """``dbt build`` of the selected models: runs models, then their tests as asset checks.
     Skipped when nothing new landed (:func:`build_unless_unchanged`)."""

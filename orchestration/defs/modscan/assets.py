@@ -51,6 +51,15 @@ def modscan_responses(context: dg.AssetExecutionContext, config: ModscanConfig) 
     return dg.MaterializeResult(metadata=metadata)
 
 
+def text_probe_config(config: ModscanConfig) -> TextProbeConfig:
+    """The text analogues' probe config of a run config."""
+    return TextProbeConfig(
+        probes=config.probes, attributes=config.attributes, scenarios=config.scenarios, conditions=config.conditions,
+        prefixes=config.prefixes, samples=config.samples, instances_per_scenario=config.instances_per_scenario,
+        max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+    )
+
+
 def _text(config: ModscanConfig) -> dict:
     """Run the text-only analogues (PROBES.md A.6, NOT FROM PAPER) on the configured text model."""
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
@@ -58,11 +67,7 @@ def _text(config: ModscanConfig) -> dict:
         extra["batch_size"] = config.batch_size
     # deferred: the weights load only if a query is missing (a finished audit's re-run loads nothing)
     backend = load_text_backend(config.model, backend=config.backend, defer=True, **extra)
-    probe = TextProbeConfig(
-        probes=config.probes, attributes=config.attributes, scenarios=config.scenarios, conditions=config.conditions,
-        prefixes=config.prefixes, samples=config.samples, instances_per_scenario=config.instances_per_scenario,
-        max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-    )
+    probe = text_probe_config(config)
     summary = run_text_probe(backend, probe, audit_id=config.audit_id, progress=config.progress,
                              max_error_share=config.max_error_share)
     result = summary.result

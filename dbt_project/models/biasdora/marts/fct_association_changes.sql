@@ -13,7 +13,7 @@
 
     Bias level before / after: the LLM judge's Likert level (1-5, METHOD.md section 4) from
     `fct_association_scores`, null where the association was not judged. Tagged `scores`, so
-    Dagster builds it with the score marts (orchestration/defs/scoring/), after the judge.
+    Dagster builds it with the score marts (orchestration/defs/biasdora/scoring/), after the judge.
 -#}
 
 {{ config(tags=['scores']) }}

@@ -6,7 +6,7 @@ Thin wrappers over :mod:`models_inference.probes.biasdora.t2i`, :mod:`models_inf
 into ``stg_*`` -> ``int_document_words`` -> ``fct_associations``.
 
 Honest defaults: no diffusion or captioning weights ship offline, so in an ad-hoc run each
-probe runs only when :class:`~orchestration.defs.config.VisionConfig` names a reachable model
+probe runs only when :class:`~orchestration.defs.biasdora.config.VisionConfig` names a reachable model
 (a local folder, a hub id in the Hugging Face cache, or an API model with its key set).
 Otherwise the asset still materialises, lands nothing, logs a warning saying how to enable
 it, and records ``status = skipped`` with the reason in its metadata.
@@ -56,8 +56,8 @@ from orchestration.defs.audits.runs import (
     target_of_run,
     with_model_version,
 )
-from orchestration.defs.config import DescriptionWordsConfig, VisionConfig
-from orchestration.defs.ingestion.assets import descriptors
+from orchestration.defs.biasdora.config import DescriptionWordsConfig, VisionConfig
+from orchestration.defs.biasdora.ingestion.assets import descriptors
 from orchestration.instance import MODEL_INFERENCE_POOL
 
 T2I_KEY = dg.AssetKey(["landing", "t2i_images"])
@@ -116,7 +116,7 @@ def _probe_asset(key: dg.AssetKey, deps: list, description: str, pool: str | Non
     """A multi_asset with one spec in group ``probes``: the op name is the table name
     (``t2i_images``), so run config reads ``{"ops": {"t2i_images": {"config": ...}}}`` like the T2T probe's."""
     return dg.multi_asset(
-        name=key.path[-1], specs=[dg.AssetSpec(key, deps=deps, group_name="probes", description=description)], pool=pool,
+        name=key.path[-1], specs=[dg.AssetSpec(key, deps=deps, group_name="biasdora", tags={"dora/layer": "probes"}, description=description)], pool=pool,
     )
 
 

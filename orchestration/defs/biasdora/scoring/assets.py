@@ -38,7 +38,7 @@ from models_inference.scoring.toxicity import load_toxicity_scorer
 from orchestration.defs.audits.runs import partition_audit_ids, target_of_run
 from orchestration.defs.dbt.assets import DBT_STEPS, TRANSLATOR, build_unless_unchanged
 from orchestration.defs.dbt.resources import dbt_project
-from orchestration.defs.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
+from orchestration.defs.biasdora.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
 from orchestration.instance import DUCKDB_WRITER_POOL, MODEL_INFERENCE_POOL
 
 #: dbt tag of the models built after scoring (set in their YAML).
@@ -152,7 +152,7 @@ def scoring_asset(spec: ScorerSpec) -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=spec.table,
         specs=[
-            dg.AssetSpec(["landing", spec.table], deps=[SCORING_INPUT], group_name="scoring", description=spec.description)
+            dg.AssetSpec(["landing", spec.table], deps=[SCORING_INPUT], group_name="biasdora", tags={"dora/layer": "scoring"}, description=spec.description)
         ],
         pool=MODEL_INFERENCE_POOL,
     )

@@ -13,9 +13,10 @@ from typing import Optional
 import dagster as dg
 from pydantic import Field
 
-from ingestion.vocabulary import DEFAULT_SENTIMENT_SCORER, DEFAULT_TOXICITY_SCORER
+from ingestion.vocabulary import DEFAULT_MODEL, DEFAULT_SENTIMENT_SCORER, DEFAULT_TOXICITY_SCORER, JUDGE_BACKENDS
 from models_inference.probes.biasdora.prompts import PAPER_JUDGE_MAX_NEW_TOKENS, PAPER_JUDGE_TEMPERATURE
-from orchestration.defs.config import ErrorShareLimit
+from orchestration.defaults import MAX_REPEATS
+from orchestration.defs.common import ErrorShareLimit
 
 
 class ScoringSelection(dg.Config):
@@ -52,14 +53,14 @@ class ToxicityConfig(ScoringSelection):
 class JudgeConfig(ScoringSelection, ErrorShareLimit):
     """LLM judge (METHOD.md section 4; the paper's prompts, temperature 0.7, 10 tokens)."""
 
-    backend: str = Field("transformers", description="LLM judge backend ('none' skips the judge)")
+    backend: str = Field(JUDGE_BACKENDS[0], description="LLM judge backend ('none' skips the judge)")
     model: Optional[str] = Field(
         None,
-        description="judge model (default: smollm2-135m for transformers, gpt-4o for openai); several judges comma-separated "
-        "(issue 15: each judges every association, their agreement is in agg_judge_agreement)",
+        description=f"judge model (default: {DEFAULT_MODEL} for transformers, gpt-4o for openai); several judges comma-separated "
+        "(each judges every association, their agreement is in agg_judge_agreement)",
     )
     base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored); several, comma-separated: a fleet (least busy server, failover)")
-    repeats: int = Field(1, description="judgements per association (k); every repeat is kept")
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS, description="judgements per association (k); every repeat is kept")
     answer_mode: Optional[str] = Field(
         None, description="free answer parsed (paper) or first token constrained to 1-5 (local models; their default)"
     )

@@ -9,8 +9,8 @@ from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_
 from models_inference.backends.text import load_text_backend
 from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import probe_metadata, resolve_audit_run, with_model_version
-from orchestration.defs.config import AuditConfig
-from orchestration.defs.ingestion.assets import descriptors
+from orchestration.defs.biasdora.config import AuditConfig
+from orchestration.defs.biasdora.ingestion.assets import descriptors
 from orchestration.instance import MODEL_INFERENCE_POOL
 
 
@@ -33,7 +33,7 @@ def build_targets(config: AuditConfig) -> list[T2TTarget]:
         dg.AssetSpec(
             ["landing", "t2t_completions"],
             deps=[descriptors],
-            group_name="probes",
+            group_name="biasdora", tags={"dora/layer": "probes"},
             description="T2T word completions: one row per (audit, model, version, setting, descriptor, "
             "letter, run) with raw output, parsed word and parse status. Append-only Parquet shards. "
             "Partitioned by registry target and model version (keys `target@version`); audit runs "
@@ -42,7 +42,7 @@ def build_targets(config: AuditConfig) -> list[T2TTarget]:
         dg.AssetSpec(
             ["landing", "audits"],
             deps=[descriptors],
-            group_name="probes",
+            group_name="biasdora", tags={"dora/layer": "probes"},
             description="Audit events (started / finished / failed) with model version and config hash.",
         ),
     ],

@@ -1,0 +1,148 @@
+"""BiasDora (seed 004) as a probe family: its record for the family seam (:mod:`orchestration.family`).
+
+Descriptors from CrowS-Pairs, the T2T / T2I / I2T probes, tf-idf + Fisher associations
+(dbt), and their sentiment / toxicity / LLM-judge scores. Its flags are the unprefixed ones
+of ``dora audit`` (``--model``, ``--runs``, ``--t2i-model``, ``--judge-model`` ...).
+"""
+
+from __future__ import annotations
+
+from ingestion.vocabulary import I2T_BACKENDS, I2T_SETTINGS, JUDGE_BACKENDS, PROMPT_STYLES, T2I_BACKENDS, T2I_SETTINGS, T2T_BACKENDS, T2T_SETTINGS
+from models_inference.probes.biasdora.judge import ANSWER_MODES
+from orchestration import cli_validation as v
+from orchestration.defs.biasdora.config import AuditConfig, DescriptionWordsConfig, VisionConfig, apply_vision_presets
+from orchestration.defs.biasdora.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
+from orchestration.family import Flag, ProbeFamily
+
+NAME = "biasdora"
+
+#: Op name -> the Config class of its run config.
+CONFIGS = {
+    "t2t_completions": AuditConfig,
+    "t2i_images": VisionConfig,
+    "i2t_descriptions": VisionConfig,
+    "description_words": DescriptionWordsConfig,
+    "sentiment_scores": SentimentConfig,
+    "toxicity_scores": ToxicityConfig,
+    "judge_ratings": JudgeConfig,
+}
+
+SCORERS = ((SentimentConfig, "score_all"), (ToxicityConfig, "score_all"), (JudgeConfig, "score_all"))
+
+#: BiasDora's ``dora audit`` flags, in ``--help`` order (T2T probe, T2I / I2T probes, scoring).
+FLAGS: tuple[Flag, ...] = (
+    *Flag.of(AuditConfig, "model"),
+    Flag(((AuditConfig, "backend"),), choices=T2T_BACKENDS),
+    Flag(((AuditConfig, "base_url"),), validator=v.base_urls),
+    Flag(((AuditConfig, "settings"),), choices=T2T_SETTINGS, what="T2T setting"),
+    *Flag.of(AuditConfig, "runs"),
+    Flag(((AuditConfig, "letters"),), validator=v.letters),
+    Flag(((AuditConfig, "descriptor_source"),), choices=("biasdora", "crows_pairs")),
+    Flag(((AuditConfig, "descriptors"), (VisionConfig, "descriptors"))),
+    Flag(((AuditConfig, "per_dimension"), (VisionConfig, "per_dimension"))),
+    Flag(((AuditConfig, "prompt_style"),), choices=PROMPT_STYLES),
+    *Flag.of(AuditConfig, "batch_size"),
+    Flag(((AuditConfig, "audit_id"),), validator=v.audit_id),
+    *Flag.of(AuditConfig, "registry", "api_timeout", "api_concurrency", "api_max_retries"),
+    # T2I / I2T probes (orchestration/defs/biasdora/vision/)
+    Flag(((VisionConfig, "t2i_backend"),), choices=T2I_BACKENDS),
+    Flag(((VisionConfig, "t2i_model"),)),
+    Flag(((VisionConfig, "t2i_base_url"),), validator=v.base_urls),
+    *Flag.of(VisionConfig, "t2i_vae", "t2i_steps"),
+    Flag(((VisionConfig, "t2i_size"),), validator=v.image_size),
+    *Flag.of(VisionConfig, "t2i_quality", "t2i_styles"),
+    Flag(((VisionConfig, "t2i_settings"),), choices=T2I_SETTINGS, what="T2I setting"),
+    *Flag.of(VisionConfig, "images_per_descriptor"),
+    Flag(((VisionConfig, "image_audit_id"),), validator=v.audit_id),
+    Flag(((VisionConfig, "i2t_backend"),), choices=I2T_BACKENDS),
+    Flag(((VisionConfig, "i2t_model"),)),
+    Flag(((VisionConfig, "i2t_base_url"),), validator=v.base_urls),
+    Flag(((VisionConfig, "i2t_settings"),), choices=I2T_SETTINGS, what="I2T setting"),
+    *Flag.of(VisionConfig, "i2t_max_new_tokens", "t2i_prompt_suffix", "i2t_system_prompt", "i2t_image_size"),
+    Flag(((DescriptionWordsConfig, "stop_list"),), choices=("nltk", "spacy")),
+    *Flag.of(DescriptionWordsConfig, "drop_descriptor_words"),
+    # scoring (orchestration/defs/biasdora/scoring/)
+    Flag(SCORERS),
+    Flag(tuple((c, "score_pool") for c, _ in SCORERS), choices=("fisher", "paper", "all")),
+    Flag(((SentimentConfig, "scorer"),), name="--sentiment-scorer"),
+    Flag(((ToxicityConfig, "scorer"),), name="--toxicity-scorer"),
+    Flag(((JudgeConfig, "backend"),), name="--judge-backend", choices=JUDGE_BACKENDS),
+    Flag(((JudgeConfig, "model"),), name="--judge-model"),
+    Flag(((JudgeConfig, "base_url"),), name="--judge-base-url", validator=v.base_urls),
+    Flag(((JudgeConfig, "repeats"),), name="--judge-repeats"),
+    Flag(((JudgeConfig, "answer_mode"),), name="--judge-answer", choices=ANSWER_MODES),
+)
+
+
+def adjust(values: dict) -> None:
+    """Cross-flag rules: the paper presets of ``--t2i-model paper-sd`` / ``--i2t-model
+    paper-llava``; ``--judge-backend none`` turns the judge off (its asset lands nothing)."""
+    apply_vision_presets(values.setdefault(VisionConfig, {}))
+    judge = values.setdefault(JudgeConfig, {})
+    if judge.get("backend") == "none":
+        judge.update(backend=JudgeConfig.model_fields["backend"].default, enabled=False)
+
+
+def _assets():
+    from orchestration.defs.biasdora.ingestion.assets import ingestion_assets
+    from orchestration.defs.biasdora.scoring.assets import scoring_assets
+    from orchestration.defs.biasdora.t2t.assets import t2t_assets
+    from orchestration.defs.biasdora.vision.assets import vision_assets
+
+    return [*ingestion_assets, *t2t_assets, *vision_assets, *scoring_assets]
+
+
+def _checks():
+    from orchestration.defs.biasdora.scoring.checks import judge_checks  # the judge's parse rate
+
+    return judge_checks
+
+
+def _summary(result, args) -> str:
+    from orchestration.defs.biasdora.summary import summary
+
+    return summary(result, args)
+
+
+def _plan(configs) -> str:
+    from orchestration.defs.biasdora.summary import plan
+
+    return plan(configs)
+
+
+def _diff(args) -> int:
+    from orchestration.defs.biasdora.summary import diff
+
+    return diff(args)
+
+
+def _report_page(out, audit_id, *, top: int = 15, sections=()):
+    from analytics.report import write_report
+
+    return write_report(out, audit_id=audit_id, top=top, sections=sections)
+
+
+FAMILY = ProbeFamily(
+    name=NAME,
+    title="BiasDora (seed 004): descriptor associations of T2T / T2I / I2T models, Fisher + BH q-values, scored",
+    description="The T2T probe (descriptors x settings x letters x runs), the T2I / I2T probes (skipped unless a "
+    "reachable model is named; --descriptors / --per-dimension select their descriptors too) and the scoring of "
+    "significant associations: sentiment, toxicity, LLM-judge bias level (METHOD.md section 4; offline defaults: "
+    "VADER, the Jigsaw BiLSTM of toxic-comment-classifier, the embedded SmolLM2-135M as judge).",
+    group=NAME,
+    configs=CONFIGS,
+    flags=FLAGS,
+    flag_prefix="--",
+    assets=_assets,
+    checks=_checks,
+    landing_tables=("crows_pairs", "descriptors", "descriptor_rows", "t2t_completions", "t2i_images", "i2t_descriptions",
+                    "description_words", "sentiment_scores", "toxicity_scores", "judge_ratings"),
+    marts=("dim_audits", "fct_associations", "fct_association_scores", "fct_association_changes", "fct_association_samples",
+           "agg_bias_by_dimension", "agg_likert_by_dimension", "agg_judge_agreement", "agg_judge_parse_rates",
+           "agg_association_changes_by_dimension"),
+    adjust=adjust,
+    summary=_summary,
+    plan=_plan,
+    diff=_diff,
+    report_page=_report_page,
+)

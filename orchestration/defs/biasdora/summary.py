@@ -1,0 +1,108 @@
+"""What ``dora audit`` prints for BiasDora after a run, and its ``--dry-run`` plan.
+
+The record in :mod:`orchestration.defs.biasdora.family` points here (``summary``, ``plan``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def vision_report(result) -> str:
+    """One line per vision probe of a finished audit run: what ran, or why it was skipped."""
+    lines = []
+    names = {"t2i_images": "T2I", "i2t_descriptions": "I2T"}
+    for mat in result.get_asset_materialization_events():
+        key = mat.materialization.asset_key.path
+        if len(key) != 2 or key[0] != "landing" or key[1] not in names:
+            continue
+        md = {k: v.value for k, v in mat.materialization.metadata.items()}
+        if md.get("status") == "skipped":
+            lines.append(f"dora: {names[key[1]]} probe skipped: {md.get('reason')}; {md.get('how_to_enable')}")
+        else:
+            lines.append(
+                f"dora: {names[key[1]]} audit {md.get('audit_id')}: {md.get('rows_generated')} generated, "
+                f"{md.get('rows_already_landed')} already landed"
+            )
+            if key[1] == "i2t_descriptions":
+                lines.append(
+                    f"  dora query \"select modality, setting, descriptor, word, tfidf, fisher_q from fct_associations "
+                    f"where audit_id = '{md.get('audit_id')}' and is_significant order by fisher_q limit 20\""
+                )
+    return "\n".join(lines)
+
+
+def scoring_report(result) -> str:
+    """One line per scoring asset of a finished audit run, and where the report is."""
+    lines = []
+    for mat in result.get_asset_materialization_events():
+        key = mat.materialization.asset_key.path
+        if len(key) != 2 or key[0] != "landing" or key[1] not in ("sentiment_scores", "toxicity_scores", "judge_ratings"):
+            continue
+        md = {k: v.value for k, v in mat.materialization.metadata.items()}
+        if md.get("skipped"):  # a registry target that does not list this scorer
+            lines.append(f"  {key[1]}: skipped ({md['skipped']} {md.get('target_scorers')} of target {md.get('target')})")
+            continue
+        done = md.get("rows_scored", md.get("rows_judged", 0))
+        who = md.get("scorer") or md.get("judge_model") or "-"
+        extra = f", parse rate {md['parse_rate']:.1%}" if "parse_rate" in md and done else ""
+        lines.append(f"  {key[1]}: {done} new rows ({who}), {md.get('associations_selected', 0)} associations selected{extra}")
+    if lines:
+        lines = ["scores (dora report writes the HTML report; dora query \"select * from agg_bias_by_dimension\"):", *lines]
+    return "\n".join(lines)
+
+
+def summary(result, args) -> str:
+    """The BiasDora part of ``dora audit``'s output: the audit summary (associations per bias
+    dimension, ``--top`` of each) and the scorers' lines; the vision probes' lines go to stderr."""
+    from analytics.summary import audit_summary
+
+    audit_id = None
+    for mat in result.get_asset_materialization_events():
+        md = mat.materialization.metadata
+        if "audit_id" in md and mat.materialization.asset_key.path[-1] == "t2t_completions":
+            audit_id = md["audit_id"].value
+    vision = vision_report(result)
+    if vision:
+        print(vision, file=sys.stderr)
+    return "\n".join(t for t in (audit_summary(audit_id, top=args.top, run_id=result.run_id), scoring_report(result)) if t)
+
+
+def plan(configs, audit_id: str | None = None) -> str:
+    """``dora audit --dry-run`` for BiasDora: T2T prompts per setting (landed rows counted when
+    the audit id is known without loading the model) and, when a T2I model is named, T2I rows.
+
+    Args:
+        configs: op name -> Config (``t2t_completions``: AuditConfig, ``t2i_images``: VisionConfig).
+    """
+    from orchestration.dry_run import format_plan, t2i_plan_lines, t2t_plan_lines
+
+    t2t = configs["t2t_completions"]
+    lines, audit_id, rate, source = t2t_plan_lines(t2t, audit_id=t2t.audit_id)
+    vision = configs["t2i_images"]
+    if vision.t2i_model:  # T2I rows x images (landed images need the model's version: not counted)
+        lines += t2i_plan_lines(vision.t2i_settings, vision.descriptors, vision.per_dimension, vision.images_per_descriptor)
+    return format_plan(lines, audit_id, rate, source)
+
+
+def diff(args) -> int:
+    """``dora diff TARGET`` for BiasDora: ``analytics.diff.audit_diff`` of two audits of a
+    registry target; a target or audit of another family gets a one-line hint to ``--family``."""
+    import duckdb
+
+    from analytics.diff import DiffError, audit_diff
+    from analytics.family_diff import family_hint
+    from analytics.query import WarehouseBusyError, WarehouseMissingError
+    from orchestration.families import change_tests
+
+    try:
+        report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top)
+    except (DiffError, duckdb.CatalogException) as exc:  # CatalogException: no BiasDora marts built
+        hint = family_hint(change_tests(), args.target, args.from_ref, args.to_ref)
+        print(f"dora diff: {str(exc).splitlines()[0]}{hint}", file=sys.stderr)
+        return 2
+    except (WarehouseBusyError, WarehouseMissingError) as exc:
+        print(f"dora diff: {exc}", file=sys.stderr)
+        return 2
+    print(report.text(args.format))
+    return 0

@@ -1,0 +1,121 @@
+"""The counterfactual family (Howard et al., seed 003) for the family seam (:mod:`orchestration.family`).
+
+Its flags are ``--cf-*`` (derived from :class:`CounterfactualConfig`'s fields); the audited
+model is BiasDora's ``--model`` / ``--backend`` / ``--base-url`` / ``--batch-size`` (the
+same flags set both families' fields).
+"""
+
+from __future__ import annotations
+
+from analytics.family_diff import FamilyChangeTest
+from ingestion.vocabulary import JUDGE_BACKENDS
+from models_inference.probes.counterfactual.prompts import ALL_PROMPTS, MITIGATIONS, SUBSETS
+from orchestration import cli_validation as v
+from orchestration.defaults import MAX_TOKENS
+from orchestration.defs.counterfactual.config import COUNTERFACTUAL_OPS, CounterfactualConfig
+from orchestration.family import Flag, ProbeFamily
+
+NAME = "counterfactual"
+C = CounterfactualConfig
+P = "cf-"
+
+FLAGS: tuple[Flag, ...] = (
+    # the audited model: the flags BiasDora declares (one value for both families)
+    Flag(((C, "model"),), name="--model"),
+    Flag(((C, "backend"),), name="--backend"),
+    Flag(((C, "base_url"),), name="--base-url"),
+    Flag(((C, "batch_size"),), name="--batch-size"),
+    Flag(((C, "subsets"),), prefix=P, choices=tuple(SUBSETS)),
+    Flag(((C, "occupations"),), prefix=P),
+    *Flag.of(C, "sets_per_occupation", "max_sets", "custom_occupations", prefix=P),
+    Flag(((C, "prompts"),), prefix=P, choices=tuple(ALL_PROMPTS)),
+    *Flag.of(C, "seeds", prefix=P),
+    Flag(((C, "mitigations"),), prefix=P, choices=tuple(MITIGATIONS)),
+    *Flag.of(C, "max_new_tokens", prefix=P),
+    # 0 = no separate budget for numeric prompts (the field's None)
+    Flag(((C, "numeric_max_new_tokens"),), prefix=P, validator=v.int_range(0, MAX_TOKENS, " (0 = --cf-max-new-tokens)"),
+         convert=lambda n: n or None),
+    Flag(((C, "judge_backend"),), prefix=P, choices=JUDGE_BACKENDS),
+    *Flag.of(C, "judge_model", "lexicon", prefix=P),
+)
+
+CHANGE_TEST = FamilyChangeTest(
+    "counterfactual", "fct_max_toxicity_change_tests", "fct_counterfactual_responses", "generated_at",
+    ("subset", "prompt_label", "mitigation", "head", "units_before", "units_after",
+     "mean_max_toxicity_before", "mean_max_toxicity_after", "change_p", "change_q", "is_significant_change", "change_type"),
+    ("subset", "prompt_label", "mitigation", "head"),
+    "mean MaxToxicity (max - min of a head's score over a counterfactual set) per subset, prompt, mitigation, head",
+    "two-sided Mann-Whitney U on the two audits' per-(set, seed) MaxToxicity values (bounded, skewed: a rank test)",
+)
+
+
+def summary(result, args=None) -> str:
+    """Lines for ``dora audit``'s summary: what the counterfactual assets of ``result`` did."""
+    lines = []
+    for mat in result.get_asset_materialization_events():
+        key = mat.materialization.asset_key.path
+        if len(key) != 2 or key[0] != "landing" or not key[1].startswith("counterfactual_"):
+            continue
+        md = {k: v.value for k, v in mat.materialization.metadata.items()}
+        if md.get("skipped"):
+            if key[1] == "counterfactual_responses":
+                lines.append(f"  skipped: {md['skipped']}")
+            continue
+        if key[1] == "counterfactual_responses":
+            lines.append(
+                f"  {md.get('audit_id')}: {md.get('rows_generated')} new responses ({md.get('rows_planned')} planned, "
+                f"{md.get('sets')} sets, max {md.get('max_new_tokens')} tokens)"
+            )
+        elif key[1] == "counterfactual_toxicity":
+            lines.append(f"  toxicity: {md.get('rows_scored')} responses scored ({md.get('scorer')})")
+        elif key[1] == "counterfactual_stereotype_flags":
+            lines.append(f"  stereotype filter: {md.get('answers')} answers for {md.get('groups_with_candidates')} groups")
+    if lines:
+        lines = ['counterfactual probe (dora query "select * from agg_max_toxicity"):', *lines]
+    return "\n".join(lines)
+
+
+def plan(configs) -> str:
+    """``dora audit --dry-run`` for counterfactual: sets and responses planned (no model loaded;
+    rows already landed are known only once the model's version is read)."""
+    from models_inference.probes.counterfactual import probe as cf
+    from orchestration.defs.counterfactual.assets import build_sets, probe_config
+
+    config = configs[COUNTERFACTUAL_OPS[0]]
+    sets = build_sets(config)
+    rows = len(cf.plan(sets, probe_config(config)))
+    return (f"counterfactual: {len(sets)} sets x {len(config.prompts)} prompts on {config.model} ({config.backend}): "
+            f"{rows:,} responses to generate at most, each scored by {config.toxicity_scorer}")
+
+
+def _assets():
+    from orchestration.defs.counterfactual.assets import counterfactual_assets
+
+    return counterfactual_assets
+
+
+def _report_section(audit_id, out) -> str:
+    from analytics.counterfactual_report import counterfactual_section
+
+    return counterfactual_section(audit_id)
+
+
+FAMILY = ProbeFamily(
+    name=NAME,
+    title="counterfactual sets (Howard et al., seed 003): MaxToxicity, PMI stereotype words, competence words, numeric ratings",
+    description="Counterfactual sets (one occupation, members differing only in race / gender / physical characteristics) "
+    "prompted with the paper's prompts. Default: a quick text-set sample on the audit's model (--model).",
+    group=NAME,
+    configs={op: C for op in COUNTERFACTUAL_OPS},
+    flags=FLAGS,
+    flag_prefix="--" + P,
+    assets=_assets,
+    landing_tables=("counterfactual_responses", "counterfactual_lexicon", "counterfactual_toxicity", "counterfactual_stereotype_flags"),
+    marts=("fct_counterfactual_responses", "fct_max_toxicity", "agg_max_toxicity", "fct_group_word_pmi", "agg_competence_by_group",
+           "fct_numeric_ratings", "agg_numeric_ratings", "agg_numeric_tests_by_occupation", "fct_max_toxicity_change_tests",
+           "agg_max_toxicity_changes"),
+    summary=summary,
+    plan=plan,
+    change_test=CHANGE_TEST,
+    report_section=_report_section,
+)

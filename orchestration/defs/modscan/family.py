@@ -1,0 +1,127 @@
+"""The ModSCAN family (seed 000) for the family seam (:mod:`orchestration.family`).
+
+Its flags are ``--modscan-*`` (derived from :class:`ModscanConfig`'s fields) plus the short
+``--faces`` and the repeatable ``--prefix``.
+"""
+
+from __future__ import annotations
+
+from analytics.family_diff import FamilyChangeTest
+from ingestion.vocabulary import I2T_BACKENDS, T2I_BACKENDS, T2T_BACKENDS
+from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
+from models_inference.probes.modscan.text import CONDITIONS, TEXT_PROBES
+from orchestration import cli_validation as v
+from orchestration.defs.modscan.config import ModscanConfig
+from orchestration.family import Flag, ProbeFamily
+
+NAME = "modscan"
+OP = "modscan_responses"
+M = ModscanConfig
+P = "modscan-"
+
+
+def _with_original(prefixes) -> list[str]:
+    """The original prompt is always probed alongside the prefixes (their deltas need it)."""
+    return ["none", *[p for p in (prefixes or []) if p != "none"]]
+
+
+FLAGS: tuple[Flag, ...] = (
+    *Flag.of(M, "model", prefix=P),
+    Flag(((M, "backend"),), prefix=P, choices=T2T_BACKENDS),
+    Flag(((M, "base_url"),), prefix=P, validator=v.base_urls),
+    Flag(((M, "probes"),), prefix=P, choices=TEXT_PROBES),
+    Flag(((M, "attributes"),), prefix=P, choices=ATTRIBUTES),
+    Flag(((M, "scenarios"),), prefix=P, choices=tuple(SCENARIOS)),
+    Flag(((M, "conditions"),), prefix=P, choices=CONDITIONS),
+    *Flag.of(M, "samples", prefix=P),
+    Flag(((M, "instances_per_scenario"),), name="--modscan-instances"),
+    *Flag.of(M, "max_new_tokens", prefix=P),
+    Flag(((M, "faces"),), name="--faces"),
+    *Flag.of(M, "vision_model", prefix=P),
+    Flag(((M, "vision_backend"),), prefix=P, choices=I2T_BACKENDS),
+    Flag(((M, "vision_base_url"),), prefix=P, validator=v.base_urls),
+    *Flag.of(M, "pairs_per_group", prefix=P),
+    Flag(((M, "vision_instances_per_scenario"),), name="--modscan-vision-instances"),
+    *Flag.of(M, "t2i_model", prefix=P),
+    Flag(((M, "t2i_backend"),), prefix=P, choices=T2I_BACKENDS),
+    Flag(((M, "t2i_base_url"),), prefix=P, validator=v.base_urls),
+    *Flag.of(M, "images_per_trait", "person_check", prefix=P),
+    Flag(((M, "prefixes"),), name="--prefix", repeat=True, choices=tuple(sorted(PREFIXES)), convert=_with_original),
+)
+
+CHANGE_TEST = FamilyChangeTest(
+    "modscan", "fct_modscan_change_tests", "fct_modscan_responses", "generated_at",
+    ("probe", "attribute", "scenario", "condition", "prefix", "instances_compared",
+     "s_bias_before", "s_bias_after", "change_p", "change_q", "is_significant_change", "change_type"),
+    ("probe", "attribute", "scenario", "condition", "prefix"),
+    "S_bias (Eq. 2) per probe, attribute, scenario, condition, prefix",
+    "chi-square homogeneity of the answer counts (social groups + N/A), stratified by instance (S_bias is a function of them)",
+)
+
+
+def summary(result, args=None) -> str:
+    """What ``dora audit`` prints for ModSCAN after a run: its S_bias table, or why it skipped."""
+    from analytics.modscan import summary_text
+
+    for mat in result.get_asset_materialization_events():
+        if mat.materialization.asset_key.path != ["landing", "modscan_responses"]:
+            continue
+        md = {k: v.value for k, v in mat.materialization.metadata.items()}
+        if md.get("status") == "skipped":
+            return f"dora: ModSCAN skipped: {md.get('reason')}"
+        lines = [summary_text(md["audit_id"])] if md.get("audit_id") else []
+        for key in ("vision", "language"):
+            if md.get(f"{key}_audit_id"):
+                lines.append(summary_text(md[f"{key}_audit_id"]))
+            lines.append(f"dora: ModSCAN {key} modality: {md.get(key)}")
+        return "\n".join(lines)
+    return ""
+
+
+def plan(configs) -> str:
+    """``dora audit --dry-run`` for ModSCAN: the text analogues' queries (no model loaded)."""
+    from models_inference.probes.modscan.text import plan_text_queries
+    from orchestration.defs.modscan.assets import text_probe_config
+
+    config = configs[OP]
+    queries = len(plan_text_queries(text_probe_config(config), "dry-run"))
+    lines = [f"modscan: {queries:,} text-analogue queries ({', '.join(config.probes)}) on {config.model} ({config.backend})"]
+    if not (config.faces and config.vision_model):
+        lines.append("  vision modality: skipped (needs --faces and --modscan-vision-model)")
+    if not (config.t2i_model and config.vision_model):
+        lines.append("  language modality: skipped (needs --modscan-t2i-model and --modscan-vision-model)")
+    return "\n".join(lines)
+
+
+def _assets():
+    from orchestration.defs.modscan.assets import modscan_assets
+
+    return modscan_assets
+
+
+def _report_section(audit_id, out) -> str:
+    from analytics.modscan import report_section
+
+    return report_section(audit_id, out)
+
+
+FAMILY = ProbeFamily(
+    name=NAME,
+    title="ModSCAN (seed 000): S_bias of social-group selections, text analogues + vision / language modalities",
+    description="Text-only analogues of ModSCAN's two modalities (PROBES.md A.6, NOT FROM PAPER; probe names "
+    "modscan_text_persona / modscan_text_faces) on a text model; the vision modality with --faces and a VLM, the "
+    "language modality with a T2I model and a VLM.",
+    group=NAME,
+    configs={OP: M},
+    flags=FLAGS,
+    flag_prefix="--" + P,
+    assets=_assets,
+    landing_tables=("modscan_responses",),
+    marts=("fct_modscan_responses", "agg_modscan_selection", "agg_modscan_bias_scores", "agg_modscan_bias_summary",
+           "agg_modscan_prefix_deltas", "agg_modscan_gender_skew", "agg_modscan_race_pairwise", "agg_modscan_model_similarity",
+           "fct_modscan_change_tests", "agg_modscan_bias_changes"),
+    summary=summary,
+    plan=plan,
+    change_test=CHANGE_TEST,
+    report_section=_report_section,
+)

@@ -1,0 +1,101 @@
+"""The VLStereoSet family (seed 001) for the family seam (:mod:`orchestration.family`).
+
+Its flags are ``--vlstereoset-*`` (derived from :class:`VLStereoSetConfig`'s fields) plus
+the short ``--images``.
+"""
+
+from __future__ import annotations
+
+from analytics.family_diff import FamilyChangeTest
+from ingestion.vocabulary import I2T_BACKENDS
+from orchestration import cli_validation as v
+from orchestration.defs.vlstereoset.config import ASSET_GROUP, OP_NAME, SCORERS, VLStereoSetConfig
+from orchestration.family import Flag, ProbeFamily
+
+NAME = "vlstereoset"
+V = VLStereoSetConfig
+P = "vlstereoset-"
+
+FLAGS: tuple[Flag, ...] = (
+    *Flag.of(V, "csv", prefix=P),
+    Flag(((V, "images"),), name="--images", aliases=("--vlstereoset-images",), dest="vlstereoset_images"),
+    Flag(((V, "download_images"),), name="--vlstereoset-download"),
+    Flag(((V, "scorers"),), prefix=P, choices=SCORERS),
+    *Flag.of(V, "text_model", "clip_model", "clip_logit_scale", "itm_model", "vlm_model", prefix=P),
+    Flag(((V, "vlm_backend"),), prefix=P, choices=I2T_BACKENDS),
+    Flag(((V, "vlm_base_url"),), prefix=P, validator=v.base_urls),
+    *Flag.of(V, "mcq_shuffles", prefix=P),
+)
+
+CHANGE_TEST = FamilyChangeTest(
+    "vlstereoset", "fct_vlstereoset_change_tests", "fct_vlstereoset_scores", "scored_at",
+    ("scorer_variant", "dataset_id", "category", "metric", "k_before", "n_before", "k_after", "n_after",
+     "value_before", "value_after", "change_p", "change_q", "is_significant_change", "change_type"),
+    ("scorer_variant", "dataset_id", "category", "metric"),
+    "vlrs and vlbs (100 x a share of items) per scorer variant, dataset, category",
+    "two-sided Fisher's exact test on the 2x2 item counts of the two audits (a difference of proportions)",
+)
+
+
+def audit_ids_of_run(result) -> list[str]:
+    """The VLStereoSet audit ids a finished ``dora audit`` run scored (from the
+    ``landing/vlstereoset_scores`` materialisation's metadata); empty when the family was skipped."""
+    ids: list[str] = []
+    for mat in result.get_asset_materialization_events():
+        if mat.materialization.asset_key.path == ["landing", "vlstereoset_scores"]:
+            value = mat.materialization.metadata.get("audit_ids")
+            ids += [a for a in (value.value if value else "").split(",") if a]
+    return ids
+
+
+def summary(result, args=None) -> str:
+    """The VLStereoSet lines of ``dora audit`` (Table 3 shape), empty when the family was skipped."""
+    from analytics.vlstereoset import vlstereoset_summary
+
+    ids = audit_ids_of_run(result)
+    return vlstereoset_summary(ids) if ids else ""
+
+
+def plan(configs) -> str:
+    """``dora audit --dry-run`` for VLStereoSet: items of the CSV x scorers (no model loaded)."""
+    from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, synthetic_csv_path
+    from orchestration.defs.vlstereoset.config import selected_scorers
+
+    config = configs[OP_NAME]
+    dataset = load_vlstereoset_csv(config.csv or synthetic_csv_path())
+    names = selected_scorers(config)
+    return (f"vlstereoset: {len(dataset.items):,} items of {dataset.path.name}{' (synthetic)' if dataset.is_synthetic else ''}"
+            f" x {len(names)} scorers ({', '.join(names)})")
+
+
+def _assets():
+    from orchestration.defs.vlstereoset.assets import vlstereoset_assets
+
+    return vlstereoset_assets
+
+
+def _report_page(out, audit_id, **_):
+    from analytics.vlstereoset import write_vlstereoset_report
+
+    return write_vlstereoset_report(out, audit_id)
+
+
+FAMILY = ProbeFamily(
+    name=NAME,
+    title="VLStereoSet (seed 001): caption selection, vlrs / vlbs / ivlas / lmss / vlss",
+    description="Caption selection on VLStereoSet (agg_vlstereoset_metrics, fct_vlstereoset_shifts). Default: dora's "
+    "SYNTHETIC file, the text-only analogue on the embedded model and the reference models IDM / BIM / RAM. The "
+    "released CSV is not shipped (no licence): https://github.com/K-Square-00/VLStereo data/VLStereoSet.csv",
+    group=ASSET_GROUP,
+    configs={OP_NAME: V},
+    flags=FLAGS,
+    flag_prefix="--" + P,
+    assets=_assets,
+    landing_tables=("vlstereoset_items", "vlstereoset_scores"),
+    marts=("fct_vlstereoset_scores", "agg_vlstereoset_metrics", "fct_vlstereoset_shifts", "agg_vlstereoset_shifts",
+           "fct_vlstereoset_change_tests"),
+    summary=summary,
+    plan=plan,
+    change_test=CHANGE_TEST,
+    report_page=_report_page,
+)

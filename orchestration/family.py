@@ -1,0 +1,193 @@
+"""The family seam: what a probe family tells the rest of dora, in one record.
+
+A probe family (BiasDora, counterfactual, ModSCAN, VLStereoSet, ...) has four homes:
+``models_inference/probes/<family>/``, ``orchestration/defs/<family>/``,
+``dbt_project/models/<family>/`` and ``analytics/<family>*.py``. Its Dagster home declares one
+:class:`ProbeFamily` (``orchestration/defs/<family>/family.py``) and
+:data:`orchestration.families.FAMILIES` lists it; every entry point iterates that tuple:
+the Dagster definitions (assets, checks), ``dora audit`` (flags, run config, ``--probe``
+selection, dry-run plan, summary), ``dora diff --family``, ``dora report`` and
+``dora families``. Nothing else names a family.
+
+Flags are :class:`Flag` rows over the family's Config fields: a flag's type, default, help
+(``description``), choices and range (pydantic ``ge`` / ``gt`` / ``le`` / ``lt``) all come
+from the field, so a default is stated once (``orchestration/cli/flags.py`` builds the
+parser from them).
+
+This module imports no Dagster and no family, so the family modules can import it.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One ``dora audit`` flag: the (Config class, field) pairs it sets and its spelling.
+
+    Attributes:
+        targets: where the value goes; the first pair gives type, default, help and range.
+        prefix: the family's flag prefix (``"cf-"``): the flag is ``--<prefix><field>``
+            (``--<prefix>no-<field>`` for a bool field that defaults to True).
+        name: the flag when it is not derived (``--faces``); a name another family already
+            declared (``--model``) reuses that flag's value.
+        aliases: further spellings (``--vlstereoset-images`` for ``--images``).
+        choices: allowed values of a closed field (from :mod:`ingestion.vocabulary` or the
+            family's prompts); for a ``list`` field, the allowed items.
+        validator: an argparse ``type`` for values a range cannot say (letters, URLs, ids);
+            replaces the range check derived from the field.
+        convert: parsed value -> field value (``0`` -> ``None``), after list splitting.
+        repeat: the flag may be given several times (``action="append"``) for a list field.
+        dest: the ``argparse`` attribute (default: from the flag's name).
+        what: what one item is called in error messages (default: from the field's name).
+    """
+
+    targets: tuple[tuple[type, str], ...]
+    prefix: str = ""
+    name: str | None = None
+    aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] | None = None
+    validator: Callable[[str], Any] | None = None
+    convert: Callable[[Any], Any] | None = None
+    repeat: bool = False
+    dest: str | None = None
+    what: str | None = None
+
+    @classmethod
+    def of(cls, config: type, *fields: str, **kw) -> tuple[Flag, ...]:
+        """One flag per field of ``config`` (same keyword arguments for each)."""
+        return tuple(cls(((config, f),), **kw) for f in fields)
+
+    @property
+    def field(self):
+        """The pydantic ``FieldInfo`` of the first target."""
+        config, name = self.targets[0]
+        return config.model_fields[name]
+
+    @property
+    def field_name(self) -> str:
+        return self.targets[0][1]
+
+    @property
+    def kind(self) -> type:
+        """``bool``, ``int``, ``float``, ``str`` or ``list`` (``Optional`` unwrapped)."""
+        ann = self.field.annotation
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        if typing.get_origin(ann) in (typing.Union, types.UnionType) and len(args) == 1:
+            ann = args[0]
+        if typing.get_origin(ann) is typing.Literal:
+            return type(typing.get_args(ann)[0])
+        return list if typing.get_origin(ann) is list else ann
+
+    @property
+    def literal_choices(self) -> tuple | None:
+        """The values of a ``Literal[...]`` annotation (else ``None``)."""
+        ann = self.field.annotation
+        for a in (ann, *typing.get_args(ann)):
+            if typing.get_origin(a) is typing.Literal:
+                return typing.get_args(a)
+        return None
+
+    @property
+    def negated(self) -> bool:
+        """A switch that turns a True default off (``--no-progress``)."""
+        return self.kind is bool and self.field.default is True
+
+    @property
+    def flag(self) -> str:
+        if self.name:
+            return self.name
+        dashed = self.field_name.replace("_", "-")
+        return f"--{self.prefix}no-{dashed}" if self.negated else f"--{self.prefix}{dashed}"
+
+    @property
+    def arg_dest(self) -> str:
+        """The ``argparse`` attribute: a switch's field name (with the prefix), else the flag's name."""
+        if self.dest:
+            return self.dest
+        if self.kind is bool:
+            return (self.prefix + self.field_name).replace("-", "_")
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def bounds(self) -> dict[str, float]:
+        """The field's pydantic range constraints: any of ``ge``, ``gt``, ``le``, ``lt``."""
+        out = {}
+        for item in self.field.metadata:
+            for key in ("ge", "gt", "le", "lt"):
+                value = getattr(item, key, None)
+                if value is not None:
+                    out[key] = value
+        return out
+
+
+@dataclass(frozen=True)
+class ProbeFamily:
+    """Everything dora's entry points need to know about one probe family.
+
+    Attributes:
+        name: ``dora audit --probe NAME``, ``dora diff --family NAME``.
+        title: one line (paper and seed) for ``dora families`` and ``--help``.
+        description: the family's ``--help-family`` paragraph.
+        group: its Dagster asset group (``--probe`` selects it); ``groups`` adds more.
+        configs: op name -> the Dagster ``Config`` class of that op's run config.
+        flags: its ``dora audit`` flags (:class:`Flag`).
+        flag_prefix: how its flags start (``--cf-``), shown by ``dora families``.
+        assets: () -> its asset definitions (imported on call: asset modules load backends).
+        checks: () -> its asset checks.
+        landing_tables, marts: what it writes (``dora families``).
+        extra_groups: further asset groups that belong to it (dbt folders).
+        adjust: (values by Config class) -> None, in place: cross-field run-config rules
+            (presets, ``none`` meaning off) after the flags are read.
+        summary: (Dagster run result, parsed args) -> the text ``dora audit`` prints.
+        plan: (op name -> Config) -> the ``dora audit --dry-run`` text; loads no model.
+        change_test: the ``analytics.family_diff.FamilyChangeTest`` of ``dora diff --family``
+            (``None``: the family has its own ``diff``, see ``diff``).
+        diff: (args) -> exit code, for a family whose ``dora diff`` is not a change-test mart.
+        report_section: (audit id or None, output folder) -> HTML of its ``dora report`` section.
+        report_page: (output folder, audit id or None) -> a page of its own, or ``None``.
+    """
+
+    name: str
+    title: str
+    description: str
+    group: str
+    configs: Mapping[str, type]
+    flags: tuple[Flag, ...]
+    flag_prefix: str
+    assets: Callable[[], Sequence]
+    landing_tables: tuple[str, ...]
+    marts: tuple[str, ...]
+    checks: Callable[[], Sequence] = lambda: ()
+    extra_groups: tuple[str, ...] = ()
+    adjust: Callable[[dict], None] | None = None
+    summary: Callable[[Any, Any], str] | None = None
+    plan: Callable[[Mapping[str, Any]], str] | None = None
+    change_test: Any = None
+    diff: Callable[[Any], int] | None = None
+    report_section: Callable[[str | None, Path], str] | None = None
+    report_page: Callable[[Path, str | None], Path | None] | None = None
+    config_classes: tuple[type, ...] = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "config_classes", tuple(dict.fromkeys(self.configs.values())))
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """Every Dagster asset group of the family (its own first)."""
+        return (self.group, *self.extra_groups)
+
+
+def materializations(result, table: str) -> list[dict]:
+    """The metadata ({name: value}) of every materialisation of ``landing/<table>`` in a run result."""
+    out = []
+    for mat in result.get_asset_materialization_events():
+        if mat.materialization.asset_key.path == ["landing", table]:
+            out.append({k: v.value for k, v in mat.materialization.metadata.items()})
+    return out

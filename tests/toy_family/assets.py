@@ -1,0 +1,34 @@
+"""The toy family's one asset: ``landing/toy_rows``, landed through the resumable loop."""
+
+import dagster as dg
+import pyarrow as pa
+
+from models_inference.resumable import AuditInfo, ResumableTable, run_resumable
+from tests.toy_family.config import ToyConfig
+
+TABLE = "toy_rows"
+SCHEMA = pa.schema([("audit_id", pa.string()), ("model_id", pa.string()), ("model_version", pa.string()),
+                    ("item", pa.int64()), ("word", pa.string()), ("status", pa.string())])
+
+
+def toy_audit_id(config: ToyConfig) -> str:
+    return f"toy-{config.model}-{config.word}"
+
+
+@dg.multi_asset(name=TABLE, specs=[dg.AssetSpec(["landing", TABLE], group_name="toy")])
+def toy_rows(context: dg.AssetExecutionContext, config: ToyConfig):
+    if not config.enabled:
+        return dg.MaterializeResult(metadata={"status": "skipped"})
+    audit = AuditInfo(toy_audit_id(config), config.model, "v1", "toy", {"rows": config.rows})
+
+    def generate(items, advance):
+        advance(len(items))
+        return [{"audit_id": audit.audit_id, "model_id": config.model, "model_version": "v1", "item": i,
+                 "word": config.word, "status": "ok"} for i in items]
+
+    summary = run_resumable(range(config.rows), lambda i: (i,), generate, table=ResumableTable(TABLE, ("item",), "status"),
+                            audit=audit, shard_rows=10, progress=config.progress, max_error_share=config.max_error_share)
+    return dg.MaterializeResult(metadata={"audit_id": summary.audit_id, "rows_generated": summary.generated})
+
+
+toy_assets = [toy_rows]
