@@ -149,7 +149,8 @@ class ProbeFamily:
         plan: (op name -> Config) -> the ``dora audit --dry-run`` text; loads no model.
         change_test: the ``analytics.family_diff.FamilyChangeTest`` of ``dora diff --family``
             (``None``: the family has its own ``diff``, see ``diff``).
-        diff: (args) -> exit code, for a family whose ``dora diff`` is not a change-test mart.
+        diff: (args, change tests of every family) -> exit code, for a family whose ``dora diff`` is
+            not a change-test mart (the change tests name the family of an audit given to the wrong one).
         report_section: (audit id or None, output folder) -> HTML of its ``dora report`` section.
         report_page: (output folder, audit id or None) -> a page of its own, or ``None``.
     """
@@ -170,7 +171,7 @@ class ProbeFamily:
     summary: Callable[[Any, Any], str] | None = None
     plan: Callable[[Mapping[str, Any]], str] | None = None
     change_test: Any = None
-    diff: Callable[[Any], int] | None = None
+    diff: Callable[[Any, list], int] | None = None
     report_section: Callable[[str | None, Path], str] | None = None
     report_page: Callable[[Path, str | None], Path | None] | None = None
     config_classes: tuple[type, ...] = field(init=False)

@@ -146,7 +146,7 @@ def cmd_diff(args) -> int:
 
     family = fam.get_family(args.family)
     if family.diff is not None:
-        return family.diff(args)
+        return family.diff(args, fam.change_tests())
     from analytics.diff import DiffError
     from analytics.family_diff import family_diff
     from analytics.query import WarehouseBusyError, WarehouseMissingError

@@ -110,10 +110,10 @@ def _plan(configs) -> str:
     return plan(configs)
 
 
-def _diff(args) -> int:
+def _diff(args, change_tests: list) -> int:
     from orchestration.defs.biasdora.summary import diff
 
-    return diff(args)
+    return diff(args, change_tests)
 
 
 def _report_page(out, audit_id, *, top: int = 15, sections=()):

@@ -85,20 +85,20 @@ def plan(configs, audit_id: str | None = None) -> str:
     return format_plan(lines, audit_id, rate, source)
 
 
-def diff(args) -> int:
+def diff(args, change_tests: list) -> int:
     """``dora diff TARGET`` for BiasDora: ``analytics.diff.audit_diff`` of two audits of a
-    registry target; a target or audit of another family gets a one-line hint to ``--family``."""
+    registry target; a target or audit of another family gets a one-line hint to ``--family``
+    (found through ``change_tests``, the other families' ``FamilyChangeTest`` s)."""
     import duckdb
 
     from analytics.diff import DiffError, audit_diff
     from analytics.family_diff import family_hint
     from analytics.query import WarehouseBusyError, WarehouseMissingError
-    from orchestration.families import change_tests
 
     try:
         report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top)
     except (DiffError, duckdb.CatalogException) as exc:  # CatalogException: no BiasDora marts built
-        hint = family_hint(change_tests(), args.target, args.from_ref, args.to_ref)
+        hint = family_hint(change_tests, args.target, args.from_ref, args.to_ref)
         print(f"dora diff: {str(exc).splitlines()[0]}{hint}", file=sys.stderr)
         return 2
     except (WarehouseBusyError, WarehouseMissingError) as exc:
