@@ -526,12 +526,14 @@ def warehouse_problem(path: Path | None = None) -> str | None:
             head = fh.read(12)
     except OSError as exc:
         return f"cannot read it ({exc.strerror})"
-    if head[8:12] != _DUCKDB_MAGIC:
-        return "it is not a valid DuckDB database file" if head else "it is empty (0 bytes)"
     try:
         con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
-        return None if _duckdb_in_use(exc) else f"DuckDB cannot open it ({_first_line(exc)})"
+        if _duckdb_in_use(exc):  # e.g. a concurrent audit's dbt creating it: its header may not be written yet
+            return None
+        if head[8:12] != _DUCKDB_MAGIC:
+            return "it is not a valid DuckDB database file" if head else "it is empty (0 bytes)"
+        return f"DuckDB cannot open it ({_first_line(exc)})"
     try:
         con.execute("select count(*) from duckdb_tables()").fetchall()
         block_size, blocks = con.execute(
