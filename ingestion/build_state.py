@@ -180,7 +180,7 @@ def recover_warehouse(warehouse_steps: Sequence[str], *, rebuild: bool = False) 
     problem = warehouse_problem(path)
     if problem:
         aside = set_aside_corrupt_warehouse(path, problem)
-        notices.append(f"the warehouse {path} was corrupt ({problem}): moved to {aside}; rebuilding it from the landing zone")
+        notices.append(f"the warehouse {path} was corrupt: {problem}; moved to {aside}, rebuilding it from the landing zone")
     elif not path.exists() and any(load_state(step) for step in warehouse_steps):
         notices.append(f"the warehouse {path} is missing: rebuilding it from the landing zone (the source of truth)")
     if notices:

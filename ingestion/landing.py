@@ -726,7 +726,8 @@ class LandingSchemaWarning(UserWarning):
     to quarantine."""
 
 
-#: Shards already checked in this process, per table: relative path -> (size, mtime in ns).
+#: Shards already checked in this process, per landing folder (a home and a table): relative
+#: path -> (size, mtime in ns).
 #: Shards are immutable, so a shard is read once; a shard rewritten in place (a snapshot of
 #: the same name) has another size or mtime and is checked again.
 _CHECKED: dict[str, dict[str, tuple[int, int]]] = {}
@@ -743,7 +744,8 @@ def _verified_log(table: str) -> Path:
 def _load_verified(table: str) -> dict[str, tuple[int, int]]:
     import json
 
-    checked = _CHECKED.get(table)
+    folder = str(dora_home() / "landing" / table)
+    checked = _CHECKED.get(folder)
     if checked is not None:
         return checked
     checked = {}
@@ -757,7 +759,7 @@ def _load_verified(table: str) -> dict[str, tuple[int, int]]:
             checked[str(rel)] = (int(size), int(mtime))
         except (ValueError, TypeError):  # a line torn by a crash mid-append: that shard is checked again
             continue
-    _CHECKED[table] = checked
+    _CHECKED[folder] = checked
     return checked
 
 

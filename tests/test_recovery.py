@@ -291,18 +291,30 @@ def test_a_name_quarantined_twice_keeps_both_files(dora_home):
 # --------------------------------------------------------------------------- end to end: the dbt assets in Dagster
 
 
-def _materialize(selection: str = "fct_associations"):
+def _materialize():
+    """Both dbt steps of an audit, as its job runs them: the association models (those of
+    ``fct_associations``), then a score model (the judge parse rates, with their staging)."""
     import dagster as dg
 
     from orchestration.defs.dbt.assets import dora_dbt_models
     from orchestration.defs.dbt.resources import dbt_resource
+    from orchestration.defs.scoring.assets import dora_score_models
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LandingSchemaWarning)
-        return dg.materialize(
-            [dora_dbt_models], selection=dg.AssetSelection.assets(selection).upstream(),
+        first = dg.materialize(
+            [dora_dbt_models], selection=dg.AssetSelection.assets("fct_associations").upstream(),
             resources={"dbt": dbt_resource()},
         )
+        second = dg.materialize(
+            [dora_score_models], selection=dg.AssetSelection.assets("agg_judge_parse_rates").upstream(), resources={"dbt": dbt_resource()},
+        )
+    return first.success and second.success
+
+
+def _relations(home: Path) -> set[str]:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        return {name for (name,) in con.execute("select table_name from information_schema.tables").fetchall()}
 
 
 def _associations(home: Path, audit_id: str) -> set[tuple]:
@@ -324,7 +336,7 @@ def test_the_warehouse_is_rebuilt_from_landing_whatever_happened_to_it(dora_home
                                                         --rebuild must fix; asserted so that this
                                                         test shows what the full refresh changes)
     3. --rebuild's request, build                    -> the mart counts them
-    4. warehouse deleted, plain build                -> rebuilt, the same rows
+    4. warehouse deleted, plain build                -> both steps rebuild it, the same rows
     5. warehouse cut short, a corrupt shard and a    -> moved aside / quarantined, rebuilt from
        FIFO in landing, plain build                     the good shards, within a minute's wait
     """
@@ -335,25 +347,26 @@ def test_the_warehouse_is_rebuilt_from_landing_whatever_happened_to_it(dora_home
     for r in rows:
         r["generated_at"] = T0 + timedelta(days=1)
     write_shard("t2t_completions", rows, partition="a1")
-    assert _materialize().success
+    assert _materialize()
     assert _associations(dora_home, "a1") == _reference(rows)
 
     late = [completion("a1", f"descriptor {k}", "zzlate", letter="z", run=9, generated_at=T0) for k in range(3)]
     write_shard("t2t_completions", late, partition="a1")
-    assert _materialize().success
+    assert _materialize()
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("select count(*) from stg_t2t_completions where word = 'zzlate'").fetchone()[0] == 3
     assert _associations(dora_home, "a1") == _reference(rows)  # stale: older than the mart's watermark
 
     recover(DBT_STEPS, rebuild=True)  # what `dora audit --rebuild` does before its run
-    assert _materialize().success
+    assert _materialize()
     expected = _reference(rows + late)
     assert expected != _reference(rows) and _associations(dora_home, "a1") == expected
     assert not full_refresh_requested(DBT_STEPS[0])
 
     (dora_home / "warehouse.duckdb").unlink()
-    assert _materialize().success  # no CatalogException: the asset itself sees the warehouse is gone
+    assert _materialize()  # the asset itself sees the warehouse is gone: neither step is skipped
     assert _associations(dora_home, "a1") == expected
+    assert "agg_judge_parse_rates" in _relations(dora_home)  # (was skipped: a CatalogException in its check)
 
     path = dora_home / "warehouse.duckdb"
     _truncate(path, path.stat().st_size // 2)
@@ -373,7 +386,7 @@ def test_the_warehouse_is_rebuilt_from_landing_whatever_happened_to_it(dora_home
     finally:
         finished.set()
     assert not blocked, "the build blocked on a FIFO in the landing zone"
-    assert result.success
+    assert result
     assert list(dora_home.glob("warehouse.duckdb.corrupt-*"))
     assert (dora_home / "quarantine" / "t2t_completions" / "a1" / bad.name).exists()
     assert (dora_home / "quarantine" / "t2t_completions" / "a1" / "fifo.parquet").is_fifo()
