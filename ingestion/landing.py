@@ -793,7 +793,7 @@ def _not_a_regular_file(path: Path) -> str | None:
     return f"not a regular file but {kind}, so it was not opened"
 
 
-def shard_problem(path: Path, schema: pa.Schema, *, data: bool = True) -> str | None:
+def shard_problem(path: Path, schema: pa.Schema, *, data: bool = True, con=None) -> str | None:
     """Why the landing shard at ``path`` does not fit ``schema``, or ``None`` if it does.
 
     A shard fits when it is a regular file, its footer can be read, each of its columns is a
@@ -823,23 +823,30 @@ def shard_problem(path: Path, schema: pa.Schema, *, data: bool = True) -> str | 
             bad.append(f"column {f.name!r} is {f.type}, expected {wanted[f.name]}")
     if bad:
         return "; ".join(bad)
-    return _data_pages_problem(path) if data else None
+    return _data_pages_problem(path, con) if data else None
 
 
-def _data_pages_problem(path: Path) -> str | None:
-    """Why DuckDB cannot decode every data page of the Parquet file ``path``, or ``None``."""
+def _data_pages_problem(path: Path, con=None) -> str | None:
+    """Why DuckDB cannot decode every data page of the Parquet file ``path``, or ``None``.
+
+    ``con``: an in-memory DuckDB connection to use (one per batch of shards: opening one per
+    shard costs more than decoding a shard of a few hundred rows)."""
     import duckdb
 
     transient = (duckdb.OutOfMemoryException, duckdb.InterruptException)  # not the file's fault: raised
+    own = con is None
+    con = duckdb.connect() if own else con
     try:
-        with duckdb.connect() as con:
-            reader = con.sql("select * from read_parquet(?)", params=[glob_escape(path)]).to_arrow_reader(65536)
-            for _ in reader:  # streamed: every page of every column is decoded, none is kept
-                pass
+        reader = con.sql("select * from read_parquet(?)", params=[glob_escape(path)]).to_arrow_reader(65536)
+        for _ in reader:  # streamed: every page of every column is decoded, none is kept
+            pass
     except transient:
         raise
     except duckdb.Error as exc:
         return f"corrupt data pages ({type(exc).__name__}: {_first_line(exc)})"
+    finally:
+        if own:
+            con.close()
     return None
 
 
@@ -882,30 +889,39 @@ def quarantine_bad_shards(table: str) -> list[Path]:
     checked = _load_verified(table)
     verified: dict[str, tuple[int, int]] = {}
     moved = []
-    for path in sorted(folder.rglob("*.parquet")):
-        if path.name.startswith("."):
-            continue  # a temp file being written
-        rel = path.relative_to(folder).as_posix()
-        try:
-            st = os.stat(path)
-            tag = (st.st_size, st.st_mtime_ns)
-        except FileNotFoundError:
-            if not os.path.islink(path):
-                continue  # quarantined or archived meanwhile
-            tag = None  # a broken symbolic link: DuckDB's glob would list it and fail
-        except OSError:
-            tag = None
-        if tag is not None and stat.S_ISREG(st.st_mode) and checked.get(rel) == tag:
-            continue
-        problem = shard_problem(path, schema)
-        if problem is None:
-            if tag is not None:
-                checked[rel] = verified[rel] = tag
-            continue
-        if not os.path.lexists(path):
-            continue  # moved by a concurrent check meanwhile
-        moved.append(_quarantine(table, folder, path, problem))
-    _record_verified(table, verified)
+    con = None  # one in-memory DuckDB connection decodes every new shard of this call
+    try:
+        for path in sorted(folder.rglob("*.parquet")):
+            if path.name.startswith("."):
+                continue  # a temp file being written
+            rel = path.relative_to(folder).as_posix()
+            try:
+                st = os.stat(path)
+                tag = (st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+            except FileNotFoundError:
+                if not os.path.islink(path):
+                    continue  # quarantined or archived meanwhile
+                tag = None  # a broken symbolic link: DuckDB's glob would list it and fail
+            except OSError:
+                tag = None
+            if tag is not None and checked.get(rel) == tag:
+                continue
+            if tag is not None and con is None:
+                import duckdb
+
+                con = duckdb.connect()
+            problem = shard_problem(path, schema, con=con)
+            if problem is None:
+                if tag is not None:
+                    checked[rel] = verified[rel] = tag
+                continue
+            if not os.path.lexists(path):
+                continue  # moved by a concurrent check meanwhile
+            moved.append(_quarantine(table, folder, path, problem))
+    finally:
+        if con is not None:
+            con.close()
+        _record_verified(table, verified)
     return moved
 
 

@@ -261,7 +261,7 @@ def test_data_pages_are_decoded_once_across_processes(dora_home, monkeypatch):
     quarantine_bad_shards("t2t_completions")
     calls = []
     real = landing._data_pages_problem
-    monkeypatch.setattr(landing, "_data_pages_problem", lambda p: calls.append(p.name) or real(p))
+    monkeypatch.setattr(landing, "_data_pages_problem", lambda p, con=None: calls.append(p.name) or real(p, con))
     landing._CHECKED.clear()  # as a new process: only the record in state/ is left
     quarantine_bad_shards("t2t_completions")
     assert calls == []
