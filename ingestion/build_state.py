@@ -19,12 +19,12 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ingestion.landing import dora_home
+from ingestion.landing import dora_home, set_aside_corrupt_warehouse, warehouse_path, warehouse_problem
 
 
 @dataclass
@@ -128,3 +128,65 @@ def record_success(step: str, fingerprint: Fingerprint | str, metadata: Mapping 
 def forget(step: str) -> None:
     """Drop the recorded state of ``step`` (its next run is never skipped)."""
     _state_path(step).unlink(missing_ok=True)
+
+
+def request_full_refresh(step: str) -> Path:
+    """Make the next run of ``step`` rebuild everything from landing (``dbt build
+    --full-refresh``) instead of skipping or building incrementally.
+
+    The request is the step's state itself (no fingerprint, so the step cannot be skipped):
+    it stays until a run of the step succeeds and records its new state, so a rebuild
+    interrupted halfway is completed by the next run, whichever command starts it.
+    """
+    path = _state_path(step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"fingerprint": None, "full_refresh": True,
+               "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(payload, sort_keys=True))
+    os.replace(tmp, path)
+    return path
+
+
+def full_refresh_requested(step: str) -> bool:
+    """True when :func:`request_full_refresh` asked for ``step``'s next run to rebuild everything."""
+    return bool((load_state(step) or {}).get("full_refresh"))
+
+
+def recover_warehouse(warehouse_steps: Sequence[str], *, rebuild: bool = False) -> list[str]:
+    """Make the next build of the warehouse rebuild what is gone; returns one-line notices.
+
+    The landing zone is the source of truth, so the warehouse may be lost at any time:
+
+    - a corrupt warehouse (:func:`ingestion.landing.warehouse_problem`: not DuckDB, cut short,
+      unreadable catalog) is moved aside (never deleted) and the steps that build it forget
+      their state, so they build a new one;
+    - a missing warehouse after an earlier build (deleted by hand: the README says that is
+      safe) makes those steps forget their state too: their fingerprints describe the
+      landing zone, not a warehouse that no longer exists;
+    - ``rebuild`` (``dora audit --rebuild``) asks each step for a full refresh
+      (:func:`request_full_refresh`): every incremental model is recomputed from landing,
+      also rows whose timestamps are older than a mart's watermark.
+
+    Args:
+        warehouse_steps: the build-state step names of the builds that write the warehouse,
+            in build order.
+
+    Returns:
+        What was recovered, one line each (empty when the warehouse was fine).
+    """
+    notices = []
+    path = warehouse_path()
+    problem = warehouse_problem(path)
+    if problem:
+        aside = set_aside_corrupt_warehouse(path, problem)
+        notices.append(f"the warehouse {path} was corrupt: {problem}; moved to {aside}, rebuilding it from the landing zone")
+    elif not path.exists() and any(load_state(step) for step in warehouse_steps):
+        notices.append(f"the warehouse {path} is missing: rebuilding it from the landing zone (the source of truth)")
+    if notices:
+        for step in warehouse_steps:
+            forget(step)
+    if rebuild:
+        for step in warehouse_steps:
+            request_full_refresh(step)
+    return notices

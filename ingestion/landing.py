@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import stat
 import uuid
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -488,27 +489,75 @@ def warehouse_path() -> Path:
 
 #: Bytes 8..11 of every DuckDB database file.
 _DUCKDB_MAGIC = b"DUCK"
+#: Bytes before a DuckDB file's first block: its main header and two database headers.
+_DUCKDB_HEADERS = 3 * 4096
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _duckdb_in_use(exc: BaseException) -> bool:
+    """True when DuckDB refused to open a database because it is in use, not because it is
+    broken: another process holds its write lock, or this process has it open with another
+    configuration (dbt-duckdb's cached read-write handle)."""
+    import duckdb
+
+    return isinstance(exc, duckdb.ConnectionException) or "lock" in str(exc).lower()
 
 
 def warehouse_problem(path: Path | None = None) -> str | None:
     """Why the warehouse file at ``path`` (default :func:`warehouse_path`) is not usable as a
-    DuckDB database, or ``None`` (also when it does not exist yet: dbt creates it)."""
+    DuckDB database, or ``None`` (also when it does not exist yet: dbt creates it, and when
+    another process holds it open for writing: busy is not broken).
+
+    Beyond the header's magic bytes, DuckDB opens it read-only and reads its catalog, and the
+    file must be as long as the blocks its header counts: a warehouse cut short after a valid
+    header opens fine and fails only when a query reaches a missing block.
+    """
+    import duckdb
+
     path = path or warehouse_path()
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(12)
+        st = os.stat(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
         return f"cannot read it ({exc.strerror})"
-    if head[8:12] != _DUCKDB_MAGIC:
-        return "it is not a valid DuckDB database file" if head else "it is empty (0 bytes)"
+    if not stat.S_ISREG(st.st_mode):  # opening a FIFO would block until someone writes to it
+        return "it is not a regular file"
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror})"
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        if _duckdb_in_use(exc):  # e.g. a concurrent audit's dbt creating it: its header may not be written yet
+            return None
+        if head[8:12] != _DUCKDB_MAGIC:
+            return "it is not a valid DuckDB database file" if head else "it is empty (0 bytes)"
+        return f"DuckDB cannot open it ({_first_line(exc)})"
+    try:
+        con.execute("select count(*) from duckdb_tables()").fetchall()
+        block_size, blocks = con.execute(
+            "select block_size, total_blocks from pragma_database_size() where database_name = current_database()"
+        ).fetchone()
+    except duckdb.Error as exc:
+        return f"DuckDB cannot read its catalog ({_first_line(exc)})"
+    finally:
+        con.close()
+    expected = _DUCKDB_HEADERS + int(block_size) * int(blocks)
+    if blocks and st.st_size < expected:
+        return f"it is truncated ({st.st_size} bytes where its header counts {blocks} blocks, {expected} bytes)"
     return None
 
 
 def check_warehouse(path: Path | None = None) -> None:
     """Raise :class:`~ingestion.errors.WarehouseCorruptError` (with the recovery) when the
-    warehouse file exists but is not a DuckDB database (:func:`warehouse_problem`)."""
+    warehouse file exists but is not a usable DuckDB database (:func:`warehouse_problem`)."""
     from ingestion.errors import WarehouseCorruptError
 
     path = path or warehouse_path()
@@ -516,20 +565,21 @@ def check_warehouse(path: Path | None = None) -> None:
     if problem:
         raise WarehouseCorruptError(
             f"the warehouse {path} is corrupt: {problem}. Nothing is lost (the landing zone is the source "
-            "of truth): run `dora audit --rebuild` to move it aside and rebuild it from landing"
+            "of truth): run `dora audit` (or `dora audit --rebuild`) to move it aside and rebuild it from landing"
         )
 
 
-def set_aside_corrupt_warehouse(path: Path | None = None) -> Path | None:
-    """Rename a corrupt warehouse (:func:`warehouse_problem`) to ``warehouse.duckdb.corrupt-<UTC time>``
-    (with its ``.wal``), so the next dbt build recreates it from landing; returns the new path
-    or ``None`` when the warehouse is fine or missing."""
+def set_aside_corrupt_warehouse(path: Path | None = None, problem: str | None = None) -> Path | None:
+    """Rename a corrupt warehouse (:func:`warehouse_problem`, or ``problem`` when the caller
+    already found one) to ``warehouse.duckdb.corrupt-<UTC time>`` (with its ``.wal``), so the
+    next dbt build recreates it from landing; returns the new path or ``None`` when the
+    warehouse is fine or missing. Nothing is deleted."""
     from datetime import datetime, timezone
 
     path = path or warehouse_path()
-    if not warehouse_problem(path):
+    if not (problem or warehouse_problem(path)):
         return None
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     aside = path.with_name(f"{path.name}.corrupt-{stamp}")
     os.replace(path, aside)
     wal = path.with_name(path.name + ".wal")
@@ -566,6 +616,15 @@ def landing_dir(table: str) -> Path:
     folder = dora_home() / "landing" / table
     folder.mkdir(parents=True, exist_ok=True)
     marker = folder / "_schema.parquet"
+    if os.path.lexists(marker):
+        problem = _not_a_regular_file(marker)
+        if problem is None:
+            try:
+                pq.read_schema(marker)
+            except Exception as exc:  # noqa: BLE001 - any unreadable marker is rewritten below
+                problem = f"unreadable Parquet ({type(exc).__name__}: {_first_line(exc)})"
+        if problem:  # a FIFO, a folder or garbage in the marker's place: set aside, never opened again
+            _quarantine(table, folder, marker, problem)
     if not marker.exists() or not pq.read_schema(marker).equals(schema, check_metadata=False):
         # (re)written when the contract gained a column, so dbt's glob always sees every column
         _atomic_write(schema.empty_table(), marker)
@@ -669,26 +728,98 @@ def dbt_home() -> Path:
 
 
 class LandingSchemaWarning(UserWarning):
-    """A landing shard broke its table's column contract and was moved to quarantine."""
+    """A landing shard broke its table's column contract, or could not be read, and was moved
+    to quarantine."""
 
 
-#: Shards already checked in this process (shards are immutable: a path is checked once).
-_CHECKED: set[tuple[str, int]] = set()
+#: Shards already checked in this process, per landing folder (a home and a table): relative
+#: path -> (size, mtime in ns).
+#: Shards are immutable, so a shard is read once; a shard rewritten in place (a snapshot of
+#: the same name) has another size or mtime and is checked again.
+_CHECKED: dict[str, dict[str, tuple[int, int]]] = {}
 
 
-def shard_problem(path: Path, schema: pa.Schema) -> str | None:
-    """Why the Parquet shard at ``path`` does not fit ``schema``, or ``None`` if it does.
+def _verified_log(table: str) -> Path:
+    """``$DORA_HOME/state/verified_shards/<table>.jsonl``: one ``[relative path, size, mtime_ns]``
+    line per shard whose every data page DuckDB decoded, so later processes do not decode it
+    again (at paper scale the landing zone holds hundreds of MB). Append-only: concurrent
+    audits each append whole lines; deleting the file only makes the next read check again."""
+    return dora_home() / "state" / "verified_shards" / f"{table}.jsonl"
 
-    A shard fits when it can be read and each of its columns is a column of ``schema`` with
-    the same Arrow type; a column it lacks (a shard landed before the contract gained
-    it) reads as NULL. Anything else would widen the column under ``union_by_name`` (e.g.
-    ``run`` as a string turns every key into a string and makes every landed key look
-    missing), so it is reported.
+
+def _load_verified(table: str) -> dict[str, tuple[int, int]]:
+    import json
+
+    folder = str(dora_home() / "landing" / table)
+    checked = _CHECKED.get(folder)
+    if checked is not None:
+        return checked
+    checked = {}
+    try:
+        lines = _verified_log(table).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            rel, size, mtime = json.loads(line)
+            checked[str(rel)] = (int(size), int(mtime))
+        except (ValueError, TypeError):  # a line torn by a crash mid-append: that shard is checked again
+            continue
+    _CHECKED[folder] = checked
+    return checked
+
+
+def _record_verified(table: str, entries: dict[str, tuple[int, int]]) -> None:
+    import json
+
+    if not entries:
+        return
+    log = _verified_log(table)
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write("".join(json.dumps([rel, *st]) + "\n" for rel, st in entries.items()))
+    except OSError:  # a read-only state folder: the shards are simply checked again next time
+        pass
+
+
+def _not_a_regular_file(path: Path) -> str | None:
+    """Why ``path`` is not a regular file (read through symbolic links), without opening it."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(path) else "it vanished while being checked"
+    except OSError as exc:
+        return f"cannot stat it ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "of an unknown kind")
+    return f"not a regular file but {kind}, so it was not opened"
+
+
+def shard_problem(path: Path, schema: pa.Schema, *, data: bool = True, con=None) -> str | None:
+    """Why the landing shard at ``path`` does not fit ``schema``, or ``None`` if it does.
+
+    A shard fits when it is a regular file, its footer can be read, each of its columns is a
+    column of ``schema`` with the same Arrow type (a column it lacks, from a shard landed
+    before the contract gained it, reads as NULL; anything else would widen the column under
+    ``union_by_name``, e.g. ``run`` as a string turns every key into a string and makes every
+    landed key look missing) and, with ``data``, DuckDB (the reader of the probes and of dbt)
+    decodes every data page: a shard with a good footer and corrupt pages would fail every
+    later read. A FIFO, socket, device or folder named ``*.parquet`` is never opened (opening
+    a FIFO blocks until something writes to it, and nothing ever does).
     """
+    if not os.path.lexists(path):
+        return None  # quarantined or archived meanwhile
+    problem = _not_a_regular_file(path)
+    if problem:
+        return problem
     try:
         found = pq.read_schema(path)
     except Exception as exc:  # noqa: BLE001 - a corrupt or truncated file is a problem to report
-        return f"unreadable Parquet ({type(exc).__name__}: {exc})"
+        return f"unreadable Parquet ({type(exc).__name__}: {_first_line(exc)})"
     wanted = {f.name: f.type for f in schema}
     bad = []
     for f in found:
@@ -696,49 +827,107 @@ def shard_problem(path: Path, schema: pa.Schema) -> str | None:
             bad.append(f"unexpected column {f.name!r}")
         elif not f.type.equals(wanted[f.name]):
             bad.append(f"column {f.name!r} is {f.type}, expected {wanted[f.name]}")
-    return "; ".join(bad) or None
+    if bad:
+        return "; ".join(bad)
+    return _data_pages_problem(path, con) if data else None
+
+
+def _data_pages_problem(path: Path, con=None) -> str | None:
+    """Why DuckDB cannot decode every data page of the Parquet file ``path``, or ``None``.
+
+    ``con``: an in-memory DuckDB connection to use (one per batch of shards: opening one per
+    shard costs more than decoding a shard of a few hundred rows)."""
+    import duckdb
+
+    transient = (duckdb.OutOfMemoryException, duckdb.InterruptException)  # not the file's fault: raised
+    own = con is None
+    con = duckdb.connect() if own else con
+    try:
+        reader = con.sql("select * from read_parquet(?)", params=[glob_escape(path)]).to_arrow_reader(65536)
+        for _ in reader:  # streamed: every page of every column is decoded, none is kept
+            pass
+    except transient:
+        raise
+    except duckdb.Error as exc:
+        return f"corrupt data pages ({type(exc).__name__}: {_first_line(exc)})"
+    finally:
+        if own:
+            con.close()
+    return None
+
+
+def _quarantine(table: str, folder: Path, path: Path, problem: str) -> Path:
+    """Move ``path`` (under ``folder``, the table's landing folder) to ``quarantine/<table>/``
+    with a ``.reason.txt``, never over an earlier quarantined file, and warn with both paths."""
+    import warnings
+
+    target = dora_home() / "quarantine" / table / path.relative_to(folder)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while os.path.lexists(target):  # the same name quarantined before: keep both
+        target = target.with_name(f"{path.name}.{n}")
+        n += 1
+    os.replace(path, target)  # a rename: a FIFO or folder moves without being opened
+    target.with_name(target.name + ".reason.txt").write_text(problem + "\n", encoding="utf-8")
+    warnings.warn(
+        f"landing shard {path} is unusable as part of {table!r} ({problem}): moved to {target}. "
+        "Its rows are not read; fix and move it back to re-include them.",
+        LandingSchemaWarning,
+        stacklevel=3,
+    )
+    return target
 
 
 def quarantine_bad_shards(table: str) -> list[Path]:
-    """Move the shards of ``table`` that break :data:`SCHEMAS` to ``$DORA_HOME/quarantine/``.
+    """Move the shards of ``table`` that break :data:`SCHEMAS` or cannot be read
+    (:func:`shard_problem`) to ``$DORA_HOME/quarantine/``.
 
     Each moved shard keeps its relative path under ``quarantine/<table>/`` and gets a
     ``.reason.txt`` next to it; a :class:`LandingSchemaWarning` names the file and the
-    problem (and how to put it back). Nothing is deleted.
+    problem (and how to put it back). Nothing is deleted. A shard's data pages are decoded
+    once: shards that passed are recorded (:func:`_verified_log`) with their size and mtime.
 
     Returns:
         The new paths of the shards moved by this call (usually empty).
     """
-    import warnings
-
     schema = SCHEMAS[table]
     folder = landing_dir(table)
+    checked = _load_verified(table)
+    verified: dict[str, tuple[int, int]] = {}
     moved = []
-    for path in sorted(folder.rglob("*.parquet")):
-        if path.name.startswith("."):
-            continue  # a temp file being written
-        try:
-            stat = path.stat()
-        except FileNotFoundError:  # quarantined or archived meanwhile
-            continue
-        tag = (str(path), stat.st_mtime_ns)
-        if tag in _CHECKED:
-            continue
-        problem = shard_problem(path, schema)
-        if problem is None:
-            _CHECKED.add(tag)
-            continue
-        target = dora_home() / "quarantine" / table / path.relative_to(folder)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
-        target.with_name(target.name + ".reason.txt").write_text(problem + "\n", encoding="utf-8")
-        warnings.warn(
-            f"landing shard {path} does not match the {table!r} contract ({problem}): moved to {target}. "
-            "Its rows are not read; fix and move it back to re-include them.",
-            LandingSchemaWarning,
-            stacklevel=2,
-        )
-        moved.append(target)
+    con = None  # one in-memory DuckDB connection decodes every new shard of this call
+    try:
+        for path in sorted(folder.rglob("*.parquet")):
+            if path.name.startswith("."):
+                continue  # a temp file being written
+            rel = path.relative_to(folder).as_posix()
+            try:
+                st = os.stat(path)
+                tag = (st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+            except FileNotFoundError:
+                if not os.path.islink(path):
+                    continue  # quarantined or archived meanwhile
+                tag = None  # a broken symbolic link: DuckDB's glob would list it and fail
+            except OSError:
+                tag = None
+            if tag is not None and checked.get(rel) == tag:
+                continue
+            if tag is not None and con is None:
+                import duckdb
+
+                con = duckdb.connect()
+            problem = shard_problem(path, schema, con=con)
+            if problem is None:
+                if tag is not None:
+                    checked[rel] = verified[rel] = tag
+                continue
+            if not os.path.lexists(path):
+                continue  # moved by a concurrent check meanwhile
+            moved.append(_quarantine(table, folder, path, problem))
+    finally:
+        if con is not None:
+            con.close()
+        _record_verified(table, verified)
     return moved
 
 

@@ -50,6 +50,7 @@ def run_reporting_errors(handler, args) -> int:
     import sys
 
     name = f"dora {args.command}"
+    _landing_warnings_on_one_line()
     try:
         return handler(args)
     except KeyboardInterrupt:
@@ -89,3 +90,19 @@ def one_line_error(exc: BaseException) -> str | None:
     if isinstance(exc, duckdb.Error) and "lock" in str(exc).lower():
         return f"the warehouse is busy (another process is writing it): try again in a few seconds ({str(exc).splitlines()[0]})"
     return None
+
+
+def _landing_warnings_on_one_line() -> None:
+    """Print a quarantined shard's warning as ``dora: <message>``, one line: the message names
+    the shard, the reason and where it was moved; Python's default adds the source line of the
+    ``warnings.warn`` call. Matched by name, so ``ingestion`` (pyarrow) is not imported here."""
+    import warnings
+
+    default = warnings.formatwarning
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        if category.__name__ == "LandingSchemaWarning":
+            return f"dora: {message}\n"
+        return default(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatwarning

@@ -150,17 +150,15 @@ def cmd_audit(args) -> int:
         print(f"dora: running probe families {', '.join(dict.fromkeys(args.probe))}; DORA_HOME={home}", file=sys.stderr)
     else:
         print(f"dora: auditing {args.model} ({args.backend}); DORA_HOME={home}", file=sys.stderr)
+    from ingestion.build_state import forget, recover_warehouse
+    from orchestration.defs.dbt.assets import DBT_STEPS
+
+    # the landing zone is the source of truth: a corrupt warehouse is moved aside, a deleted one
+    # rebuilt, --rebuild recomputes every model (dbt --full-refresh); one line each
+    for notice in recover_warehouse(DBT_STEPS, rebuild=args.rebuild):
+        print(f"dora: {notice}", file=sys.stderr)
     if args.rebuild:
-        from ingestion.build_state import forget
-        from ingestion.landing import set_aside_corrupt_warehouse, warehouse_problem
-        from orchestration.defs.dbt.assets import DBT_STEPS
-
-        problem = warehouse_problem()
-        aside = set_aside_corrupt_warehouse()
-        if aside:  # the landing zone is the source of truth: the build below recreates it
-            print(f"dora: the warehouse was corrupt ({problem}): moved to {aside}; rebuilding it from landing", file=sys.stderr)
-
-        for step in ("crows_pairs", "descriptors", *DBT_STEPS):
+        for step in ("crows_pairs", "descriptors"):
             forget(step)
     run_config = audit_run_config(args, **({"registry": registry} if args.target else {}))
     job = defs.resolve_job_def(AUDIT_JOB)

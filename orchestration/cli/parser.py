@@ -178,7 +178,8 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
     audit.add_argument("--verbose", "-v", action="store_true", help="show dbt's output (default: $DORA_HOME/logs/last_audit_dbt.log)")
     audit.add_argument(
         "--rebuild", action="store_true",
-        help="re-extract descriptors and re-run the dbt builds even when nothing new landed (default: skipped then)",
+        help="re-extract descriptors and recompute every dbt model from the landing zone (dbt --full-refresh; "
+        "audits whose shards were archived leave the marts) even when nothing new landed (default: skipped then)",
     )
     audit.add_argument(
         "--executor", default="in_process", choices=["in_process", "multiprocess"],

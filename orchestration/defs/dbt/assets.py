@@ -8,8 +8,15 @@ from typing import Any
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets
 
-from ingestion.build_state import Fingerprint, is_unchanged, load_state, record_success
-from ingestion.landing import check_warehouse, dora_home, quarantine_bad_shards, warehouse_path
+from ingestion.build_state import (
+    Fingerprint,
+    full_refresh_requested,
+    is_unchanged,
+    load_state,
+    record_success,
+    recover_warehouse,
+)
+from ingestion.landing import dora_home, quarantine_bad_shards, warehouse_path
 from orchestration.defs.dbt.resources import dbt_project, dbt_project_files
 from orchestration.instance import DBT_PROJECT_DIR, DUCKDB_WRITER_POOL, prepare_dbt_run
 
@@ -49,13 +56,46 @@ def dbt_inputs_fingerprint(step: str, selection: list[str], landing_tables: list
     return fp
 
 
+def missing_relations(context: dg.AssetExecutionContext) -> list[str]:
+    """The selected dbt models (tables, views, incremental models) that the warehouse lacks.
+
+    A recorded fingerprint says what the last build read, not that its output still exists:
+    the warehouse may have been deleted or replaced since (the landing zone is the source of
+    truth), or built by a run that selected other models.
+    """
+    from analytics.query import WarehouseMissingError, connect_read_only
+
+    wanted = {}
+    for key in context.selected_asset_keys:
+        spec = context.assets_def.specs_by_key.get(key)
+        metadata = spec.metadata if spec is not None else {}
+        table_name = metadata.get("dagster/table_name")
+        if table_name and metadata.get("dagster-dbt/materialization_type") != "ephemeral":
+            wanted[tuple(str(table_name).lower().split(".")[-2:])] = key.to_user_string()
+    if not wanted:
+        return []
+    try:
+        con = connect_read_only()
+    except WarehouseMissingError:
+        return sorted(wanted.values())
+    try:
+        present = {(schema.lower(), name.lower()) for schema, name in
+                   con.execute("select table_schema, table_name from information_schema.tables").fetchall()}
+    finally:
+        con.close()
+    return sorted(name for relation, name in wanted.items() if relation not in present)
+
+
 def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResource, step: str):
     """``dbt build`` of the selected models, skipped when nothing it reads has changed.
 
     A re-run of a finished audit lands no shard, so its warehouse is already what a build
     would make: the selected assets are then reported materialised with a ``skipped`` note
-    (their tests ran on the same data last time) and dbt is not started. ``dora audit
-    --rebuild`` (or deleting ``$DORA_HOME/state/``) forces the build.
+    (their tests ran on the same data last time) and dbt is not started. The build runs when
+    a selected model is missing from the warehouse (:func:`missing_relations`); a corrupt
+    warehouse is moved aside and rebuilt (:func:`ingestion.build_state.recover_warehouse`);
+    ``dora audit --rebuild`` makes it a full refresh of every selected model (kept until one
+    succeeds); deleting ``$DORA_HOME/state/`` forces the build.
 
     Yields:
         dagster-dbt events of the build, or one ``MaterializeResult`` per selected asset.
@@ -64,13 +104,20 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
     selection = [key.to_user_string() for key in context.selected_asset_keys]
     upstream = {dep for key in context.selected_asset_keys for dep in context.assets_def.asset_deps.get(key, ())}
     landing_tables = [dep.path[1] for dep in upstream if len(dep.path) == 2 and dep.path[0] == "landing"]
-    # issue 17: a corrupt warehouse is an error with its recovery (not 13 min of lock retries), and
-    # shards that break their contract are quarantined before dbt's glob can union them in
-    check_warehouse()
+    # a corrupt or deleted warehouse is rebuilt from landing (runs not started by `dora audit`, which
+    # recovers it before the run and prints the notice, e.g. from the UI); unusable shards are
+    # quarantined before dbt's glob can union them in (or block on a FIFO)
+    for notice in recover_warehouse(DBT_STEPS):
+        context.log.warning(notice)
     for table in landing_tables:
         quarantine_bad_shards(table)
     fingerprint = dbt_inputs_fingerprint(step, selection, landing_tables)
-    state = is_unchanged(step, fingerprint, outputs=[warehouse_path()])
+    full_refresh = full_refresh_requested(step)
+    state = None if full_refresh else is_unchanged(step, fingerprint, outputs=[warehouse_path()])
+    missing = missing_relations(context) if state else []
+    if missing:
+        context.log.info(f"dbt build runs: {len(missing)} selected model(s) missing from the warehouse, e.g. {missing[0]}")
+        state = None
     if state:
         note = f"nothing landed and no dbt model changed since the build of {state.get('recorded_at')}"
         context.log.info(f"dbt build skipped: {note}")
@@ -91,7 +138,9 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
                 )
         return
     checks = []
-    for event in dbt.cli(["build"], context=context).stream():
+    if full_refresh:  # `dora audit --rebuild`: every incremental model recomputed from the landing zone
+        context.log.info("dbt build --full-refresh: a rebuild was requested")
+    for event in dbt.cli(["build", "--full-refresh"] if full_refresh else ["build"], context=context).stream():
         if isinstance(event, dg.AssetCheckResult):
             checks.append(
                 {
