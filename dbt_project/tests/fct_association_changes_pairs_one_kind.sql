@@ -2,8 +2,12 @@
     fct_association_changes compares two audits of one kind only: the same target, probe
     family and modality (dim_audits). A pair across families (a BiasDora T2T audit against a
     VLStereoSet audit of the same model) would list every association as gone or new.
-    Returns the offending pairs.
+    Returns the offending pairs. It reads two models: Dagster runs it as a check of
+    fct_association_changes (meta dagster.ref), in the score build after that model, not in
+    the first build where only dim_audits exists.
 -#}
+
+{{ config(tags=['scores'], meta={'dagster': {'ref': {'name': 'fct_association_changes'}}}) }}
 
 with
 
