@@ -26,11 +26,13 @@ class DiffError(ValueError):
 
 @dataclass(frozen=True)
 class AuditRef:
-    """One finished audit of a target: id, model version and its position (audit_seq)."""
+    """One finished audit of a target: id, model version, its position (audit_seq) and its
+    modality (audits are compared only with audits of the same modality)."""
 
     audit_id: str
     model_version: str
     audit_seq: int
+    modality: str = "t2t"
 
 
 @dataclass(frozen=True)
@@ -75,15 +77,20 @@ class AuditDiff:
         return "\n".join(lines)
 
 
-def finished_audits(target: str) -> list[AuditRef]:
-    """The finished audits of ``target`` in order (``dim_audits.audit_seq``).
+def finished_audits(target: str, family: str = "biasdora") -> list[AuditRef]:
+    """The finished audits of ``target`` by probe ``family`` in order (``dim_audits.audit_seq``).
+
+    Only one family's audits are listed: a VLStereoSet or ModSCAN audit of the same model
+    measures something else, and comparing it with a T2T audit would report every association
+    as gone.
 
     Raises:
-        DiffError: the target has no finished audit (the message lists the known targets).
+        DiffError: the target has no finished audit of the family (the message lists the known targets).
     """
     rows = run_query(
-        "select audit_id, model_version, audit_seq from dim_audits where target = ? and status = 'finished' order by audit_seq",
-        params=[target],
+        "select audit_id, model_version, audit_seq, modality from dim_audits "
+        "where target = ? and family = ? and status = 'finished' order by audit_seq",
+        params=[target, family],
     ).rows
     if not rows:
         known = [r[0] for r in run_query("select distinct target from dim_audits order by 1").rows]
@@ -117,12 +124,15 @@ def resolve_pair(target: str, from_ref: str | None = None, to_ref: str | None = 
     if from_ref:
         before = _pick(audits, from_ref, "--from")
     else:
-        earlier = [a for a in audits if a.audit_seq < after.audit_seq]
+        earlier = [a for a in audits if a.audit_seq < after.audit_seq and a.modality == after.modality]
         if not earlier:
             raise DiffError(f"audit {after.audit_id} is the first audit of {target!r}: nothing to compare it with")
         before = earlier[-1]
     if before.audit_seq >= after.audit_seq:
         raise DiffError(f"--from {before.audit_id} must be an earlier audit than --to {after.audit_id}")
+    if before.modality != after.modality:
+        raise DiffError(f"--from {before.audit_id} is a {before.modality} audit and --to {after.audit_id} a "
+                        f"{after.modality} one: audits are compared only within one modality")
     return before, after
 
 
