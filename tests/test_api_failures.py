@@ -16,7 +16,7 @@ from ingestion.errors import AuditFailedError, AuditIdentityError
 from ingestion.landing import read_landing
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, audit_id_for, run_t2t_probe
 from models_inference.backends.text import CompletionsUnsupportedError, OpenAIChatBackend
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 TARGETS = [
     T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),

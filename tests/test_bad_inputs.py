@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 TALLY = {"inputs": 0, "clear": 0, "rows_planned": 0, "rows_landed": 0}
 

@@ -46,7 +46,7 @@ def test_assets_materialise_through_dagster(dora_home, monkeypatch):
     from ingestion.landing import read_landing
     from orchestration.defs.counterfactual.assets import counterfactual_assets
     from orchestration.defs.counterfactual.config import CounterfactualConfig
-    from tests.openai_server import OpenAIStubServer
+    from tests.helpers.openai_server import OpenAIStubServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:

@@ -14,7 +14,7 @@ from models_inference.probes.counterfactual import probe as cf
 from models_inference.probes.counterfactual.sets import competence_lexicon, sample_sets
 from models_inference.backends.text import OpenAIChatBackend
 from models_inference.scoring.toxicity import load_toxicity_scorer
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 
 def _build(home):

@@ -24,7 +24,7 @@ import pytest
 
 from analytics.dbt_runner import run_dbt
 from ingestion.landing import write_shard
-from tests.test_associations_sql import T0, random_rows
+from tests.helpers.landing_rows import T0, random_rows
 
 RUN = ["run", "--select", "+fct_associations"]
 STAGED = "select * exclude (_landing_shard, _dbt_built_at), replace(_landing_shard, ?, '') as shard from stg_t2t_completions order by all"

@@ -6,7 +6,7 @@ from models_inference.probes.biasdora.prompts import render_t2t_prompt
 from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.text import OpenAIChatBackend
 from models_inference.model_ref import ModelNotAvailableError
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 
 def _reqs(n=3):

@@ -55,7 +55,7 @@ def scored_home(tmp_path_factory):
     from models_inference.backends.text import OpenAIChatBackend
     from models_inference.scoring.judge import Judge, run_judge
     from orchestration.defs.scoring.assets import associations_to_score
-    from tests.openai_server import OpenAIStubServer
+    from tests.helpers.openai_server import OpenAIStubServer
 
     home = tmp_path_factory.mktemp("report_home")
     old = {k: os.environ.get(k) for k in ("DORA_HOME", "OPENAI_API_KEY")}

@@ -14,8 +14,8 @@ from pathlib import Path
 import duckdb
 
 from models_inference.probes.vlstereoset.dataset import synthetic_csv_path
-from tests.openai_server import tiny_png
-from tests.test_vlstereoset_scorers import build_tiny_clip
+from tests.helpers.openai_server import tiny_png
+from tests.helpers.tiny_models import build_tiny_clip
 
 
 def mini_csv(tmp_path: Path, rows: int = 8) -> Path:

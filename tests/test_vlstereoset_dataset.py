@@ -17,7 +17,7 @@ from models_inference.probes.vlstereoset.dataset import (
     synthetic_csv_path,
 )
 from models_inference.probes.vlstereoset.neutralise import neutralise
-from tests.openai_server import tiny_png
+from tests.helpers.openai_server import tiny_png
 
 HEADER = ",".join(CSV_COLUMNS) + ","
 GOOD = "gender,sister,My sister is BLANK.,My sister is caring.,My sister is rude.,My sister is hi.,1,https://x.example/1.jpg,"
