@@ -4,12 +4,11 @@ session's finished audit home; and the check that keeps the fast tier fast.
 Tiers: ``bash scripts/test.sh`` runs everything, ``bash scripts/test.sh --fast`` runs
 ``-m "not slow"``. A test that loads the real model or runs Dagster end to end is marked
 ``@pytest.mark.slow``; a test whose call phase takes longer than ``DORA_SLOW_TEST_SECONDS``
-(default 5) without that mark fails, so the fast tier cannot silently grow slow. A loaded
+(default 5) without that mark fails (tests/helpers/slow_marker.py), so the fast tier cannot silently grow slow. A loaded
 machine can loosen the threshold (``DORA_SLOW_TEST_SECONDS=30``) or switch it off (``0``).
 """
 
 import os
-import shutil
 
 import pytest
 
@@ -17,45 +16,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 
-#: Seconds an unmarked test's call phase may take; 0 switches the check off.
-SLOW_ENV = "DORA_SLOW_TEST_SECONDS"
+pytest_plugins = ("tests.helpers.slow_marker",)  # the slow-marker check (see above)
+
+#: Fixtures that load the real model or run the audit job: a test using one is slow by definition.
+REAL_MODEL_FIXTURES = frozenset({"smollm2", "finished_audit"})
 
 
-def _slow_threshold() -> float:
-    raw = os.environ.get(SLOW_ENV, "5")
-    try:
-        return float(raw)
-    except ValueError:
-        raise pytest.UsageError(f"{SLOW_ENV}={raw!r}: expected a number of seconds (0 switches the check off)") from None
-
-
-def pytest_configure(config):
-    config.stash[_THRESHOLD] = _slow_threshold()
-
-
-_THRESHOLD = pytest.StashKey[float]()
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    limit = item.config.stash[_THRESHOLD]
-    if (
-        limit > 0
-        and report.when == "call"
-        and report.passed
-        and report.duration > limit
-        and item.get_closest_marker("slow") is None
-    ):
-        # a failure of this test (not a warning): the fast tier's budget is only kept if an
-        # unmarked slow test is as visible as a broken one
-        report.outcome = "failed"
-        report.longrepr = (
-            f"{item.nodeid} took {report.duration:.1f} s, over {limit:g} s, without @pytest.mark.slow: "
-            f"mark it slow (it then leaves the fast tier) or make it faster; "
-            f"{SLOW_ENV}=<seconds> loosens the check on a loaded machine, {SLOW_ENV}=0 switches it off"
-        )
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+            # under pytest-xdist --dist loadgroup these tests share one worker, so the model
+            # and the finished audit (session fixtures, built per worker) are built once
+            item.add_marker(pytest.mark.xdist_group("real_model"))
 
 
 @pytest.fixture
@@ -73,3 +46,16 @@ def smollm2():
     from models_inference.backends.text import TransformersBackend
 
     return TransformersBackend.load("smollm2-135m", batch_size=32)
+
+
+@pytest.fixture(scope="session")
+def finished_audit(tmp_path_factory):
+    """One finished run of the audit job (every family, small, real SmolLM2), shared read-only by
+    the tests of the session (per pytest-xdist worker); see tests/helpers/homes.py. A test that
+    changes the home copies it first (``copy_home``); writing into it fails the session."""
+    from tests.helpers.homes import build_finished_audit, tree_digest
+
+    audit = build_finished_audit(tmp_path_factory.mktemp("finished_audit"))
+    yield audit
+    changed = sorted(set(tree_digest(audit.home).items()) ^ set(audit.digest.items()))
+    assert not changed, f"a test wrote into the shared finished audit home (copy it first): {changed[:5]}"
