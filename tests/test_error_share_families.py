@@ -209,6 +209,7 @@ def test_t2i_fails_loudly(dora_home, api_key):
     assert [r["status"] for r in _rows("t2i_images")] == ["error"] * 2
 
 
+@pytest.mark.slow
 def test_dora_audit_probe_counterfactual_fails_with_one_line(tmp_path):
     """Through ``dora audit`` (subprocess, Dagster): exit 1, one line naming the family and cause."""
     home = tmp_path / "home"

@@ -132,6 +132,7 @@ def test_vision_probe_through_a_tiny_random_llava(faces_folder, dora_home, tmp_p
     assert again.generated == 0 and again.already_landed == len(AGES) * 4  # resumable
 
 
+@pytest.mark.slow
 def test_asset_runs_the_vision_modality_when_faces_and_a_vlm_are_named(faces_folder, dora_home, monkeypatch):
     import dagster as dg
 

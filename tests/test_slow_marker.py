@@ -1,5 +1,5 @@
 """The fast tier's guard (tests/helpers/slow_marker.py), run on a throw-away test file through
-pytest's own ``pytester``: an unmarked test over the threshold fails with a message naming the
+pytest's own ``pytester``: an unmarked test over the threshold (setup included) fails with a message naming the
 mark and the variable; a marked one, a quick one and a switched-off check pass."""
 
 import pytest
@@ -19,6 +19,13 @@ def test_marked_sleeper():
 
 def test_quick():
     pass
+
+@pytest.fixture
+def sleepy_fixture():
+    time.sleep(0.6)
+
+def test_quick_call_slow_setup(sleepy_fixture):
+    pass
 """
 
 
@@ -32,13 +39,16 @@ def sleepy(pytester):
 def test_unmarked_test_over_the_threshold_fails(sleepy, monkeypatch):
     monkeypatch.setenv("DORA_SLOW_TEST_SECONDS", "0.3")
     result = sleepy.runpytest("-p", "tests.helpers.slow_marker")
-    result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*test_unmarked_sleeper took *s, over 0.3 s, without @pytest.mark.slow*DORA_SLOW_TEST_SECONDS*"])
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines([
+        "*test_unmarked_sleeper took *s (setup *, call *), over 0.3 s, without @pytest.mark.slow*DORA_SLOW_TEST_SECONDS*",
+    ])
+    result.stdout.fnmatch_lines(["*test_quick_call_slow_setup took *s (setup *"])
 
 
 def test_threshold_zero_switches_the_check_off(sleepy, monkeypatch):
     monkeypatch.setenv("DORA_SLOW_TEST_SECONDS", "0")
-    sleepy.runpytest("-p", "tests.helpers.slow_marker").assert_outcomes(passed=3)
+    sleepy.runpytest("-p", "tests.helpers.slow_marker").assert_outcomes(passed=4)
 
 
 def test_a_bad_threshold_is_a_usage_error(sleepy, monkeypatch):

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from models_inference.probes.vlstereoset.dataset import synthetic_csv_path
 from tests.helpers.openai_server import tiny_png
@@ -26,6 +27,7 @@ def mini_csv(tmp_path: Path, rows: int = 8) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_dora_audit_probe_vlstereoset_end_to_end(dora_home, tmp_path, monkeypatch, capsys):
     from orchestration.cli import main
 

@@ -1,9 +1,13 @@
-"""A pytest plugin: an unmarked test whose call phase takes over ``DORA_SLOW_TEST_SECONDS``
+"""A pytest plugin: an unmarked test whose setup and call take over ``DORA_SLOW_TEST_SECONDS``
 (default 5 s) fails, so ``-m "not slow"`` (the fast tier) stays fast as tests are added.
 
-The call phase only: a module fixture that builds a warehouse once for many tests is paid in
-setup, once, and is not any single test's cost. ``DORA_SLOW_TEST_SECONDS=0`` switches the check
-off; a loaded machine can loosen it (CI runs alone on its machine and keeps the default)."""
+Setup counts: a module fixture that builds a warehouse is paid by the first test using it,
+and by the fast tier all the same (mark every test of that fixture slow, or make it cheaper).
+``DORA_SLOW_TEST_SECONDS=0`` switches the check off; a loaded machine can loosen it (CI runs
+alone on its machine and keeps the default).
+
+``DORA_TEST_TIMES=<file>`` appends one line per test phase as it ends (node id, phase,
+seconds, slow or not, tab-separated): the suite's costs while it still runs, to choose marks."""
 
 import os
 
@@ -22,6 +26,7 @@ def _slow_threshold() -> float:
 
 
 _THRESHOLD = pytest.StashKey[float]()
+_SETUP = pytest.StashKey[float]()
 
 
 def pytest_configure(config):
@@ -32,19 +37,28 @@ def pytest_configure(config):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    times = os.environ.get("DORA_TEST_TIMES")
+    if times:
+        slow = "slow" if item.get_closest_marker("slow") else "-"
+        with open(times, "a") as fh:
+            fh.write(f"{item.nodeid}\t{report.when}\t{report.duration:.2f}\t{slow}\n")
+    if report.when == "setup":
+        item.stash[_SETUP] = report.duration
     limit = item.config.stash[_THRESHOLD]
+    spent = report.duration + item.stash.get(_SETUP, 0.0)
     if (
         limit > 0
         and report.when == "call"
         and report.passed
-        and report.duration > limit
+        and spent > limit
         and item.get_closest_marker("slow") is None
     ):
         # a failure of this test (not a warning): the fast tier's budget is only kept if an
         # unmarked slow test is as visible as a broken one
         report.outcome = "failed"
         report.longrepr = (
-            f"{item.nodeid} took {report.duration:.1f} s, over {limit:g} s, without @pytest.mark.slow: "
-            f"mark it slow (it then leaves the fast tier) or make it faster; "
+            f"{item.nodeid} took {spent:.1f} s (setup {spent - report.duration:.1f} s, call {report.duration:.1f} s), "
+            f"over {limit:g} s, without @pytest.mark.slow: mark it slow (it then leaves the fast tier; a slow "
+            f"module fixture: every test using it) or make it faster; "
             f"{SLOW_ENV}=<seconds> loosens the check on a loaded machine, {SLOW_ENV}=0 switches it off"
         )
