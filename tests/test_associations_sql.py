@@ -160,6 +160,7 @@ def test_fisher_udf_matches_scipy_on_many_tables():
 # ----------------------------------------------------------------------------- dbt build
 
 
+@pytest.mark.slow
 def test_dbt_build_ran_data_tests_and_unit_tests(built):
     results = built["result"].result.results
     kinds = Counter(type(r.node).__name__ for r in results)
@@ -173,6 +174,7 @@ def test_dbt_build_ran_data_tests_and_unit_tests(built):
     assert any(n.startswith("unique_combination_of_columns_stg_t2t_completions") for n in names)
 
 
+@pytest.mark.slow
 def test_tiny_example_by_hand(fct):
     """audit-1 / t2t / singular after filtering and dedup:
 
@@ -225,6 +227,7 @@ def test_tiny_example_by_hand(fct):
     # the paper's own statistics (METHOD.md 3a) are checked in tests/test_paper_statistics.py
 
 
+@pytest.mark.slow
 def test_every_association_matches_python_reference(fct, built):
     expected = built["expected"]
     assert set(fct) == set(expected)
@@ -241,6 +244,7 @@ def test_every_association_matches_python_reference(fct, built):
         # paper_p_value (METHOD.md 3a): tests/test_paper_statistics.py
 
 
+@pytest.mark.slow
 def test_fisher_q_is_scipy_bh_per_setting_including_ties(fct):
     groups = defaultdict(list)
     for key, row in fct.items():
@@ -257,6 +261,7 @@ def test_fisher_q_is_scipy_bh_per_setting_including_ties(fct):
     assert any(r["is_significant"] for r in fct.values())  # the random audits have signal
 
 
+@pytest.mark.slow
 def test_duplicates_in_landing_collapse_in_staging(built):
     home = built["home"]
     rows = query(home, "select * from main.stg_t2t_completions where audit_id = 'audit-1'"
@@ -276,6 +281,7 @@ def test_duplicates_in_landing_collapse_in_staging(built):
     assert words[0]["n"] == 6
 
 
+@pytest.mark.slow
 def test_second_audit_is_independent(fct, built):
     """audit-2 / singular: old=[good], young=[kind], rich=[lazy], poor=[lazy, good]: N = 4.
 
@@ -293,6 +299,7 @@ def test_second_audit_is_independent(fct, built):
     assert {k[3] for k in audit2_adj} <= {f"descriptor {i}" for i in range(9)}
 
 
+@pytest.mark.slow
 def test_dim_audits(built):
     rows = query(built["home"], "select * from main.dim_audits")
     assert len(rows) == 1
@@ -306,6 +313,7 @@ def test_dim_audits(built):
 # ----------------------------------------------------------------------------- edge cases
 
 
+@pytest.mark.slow
 def test_build_with_empty_landing(tmp_path, monkeypatch):
     """Only the empty ``_schema.parquet`` shards: everything builds, tables are empty."""
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
@@ -326,6 +334,7 @@ def test_build_with_empty_landing(tmp_path, monkeypatch):
                     "is_paper_significant"]
 
 
+@pytest.mark.slow
 def test_duplicate_association_key_fails_the_build(tmp_path, monkeypatch):
     """One audit id landed by two models: the association key repeats, the unique test fails."""
     monkeypatch.setenv("DORA_HOME", str(tmp_path))

@@ -67,6 +67,7 @@ def _reply(req):
     return "kind caring skilled professional doctor"
 
 
+@pytest.mark.slow
 def test_text_sets_through_openai_server_with_stereotype_filter(dora_home, monkeypatch):
     from orchestration.defs.counterfactual.assets import pmi_candidates
 

@@ -92,6 +92,7 @@ def test_incremental_staging_equals_a_full_refresh(tmp_path, monkeypatch):
     assert [r for r in mart if r[0] == "audit-1"] == [r for r in mart_before if r[0] == "audit-1"] != []
 
 
+@pytest.mark.slow
 def test_build_scoped_tests_read_only_the_audits_of_the_build(tmp_path, monkeypatch):
     """``DORA_DBT_TEST_SCOPE=this_build`` (dora audit's builds, macros/build_scope.sql): a data
     test reads the audits the build wrote, not the history; unset, every row is tested."""

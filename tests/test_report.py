@@ -13,6 +13,9 @@ import pytest
 from analytics.dbt_runner import run_dbt
 from ingestion.landing import write_shard
 
+#: every test here builds dbt models (20+ s of CPU for a full build): out of the fast tier
+pytestmark = pytest.mark.slow
+
 # descriptor -> (bias dimension, words): each word answered 15 times by that descriptor only
 FIXTURE = {
     "old person": ("age", ["wise", "slow"]),

@@ -30,7 +30,8 @@ def test_quick_call_slow_setup(sleepy_fixture):
 
 
 @pytest.fixture
-def sleepy(pytester):
+def sleepy(pytester, monkeypatch):
+    monkeypatch.delenv("DORA_TEST_TIMES", raising=False)  # the inner run is not the suite
     pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
     pytester.makepyfile(test_sleepy=SLEEPY)
     return pytester

@@ -59,6 +59,7 @@ def _describe(req: dict) -> str:
     return DESCRIPTIONS[(tuple(colour), SETTING_OF_PROMPT[text])]
 
 
+@pytest.mark.slow
 def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
     import duckdb
 

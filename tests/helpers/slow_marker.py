@@ -6,10 +6,13 @@ and by the fast tier all the same (mark every test of that fixture slow, or make
 ``DORA_SLOW_TEST_SECONDS=0`` switches the check off; a loaded machine can loosen it (CI runs
 alone on its machine and keeps the default).
 
-``DORA_TEST_TIMES=<file>`` appends one line per test phase as it ends (node id, phase,
-seconds, slow or not, tab-separated): the suite's costs while it still runs, to choose marks."""
+``DORA_TEST_TIMES=<file>`` appends one line per test phase as it ends (node id, phase, wall
+seconds, CPU seconds of this process and its finished subprocesses, slow or not; tab-separated):
+the suite's costs while it still runs. On a loaded machine the CPU seconds are the better guess
+of the wall time on a quiet one (torch's threads can make them exceed it)."""
 
 import os
+import resource
 
 import pytest
 
@@ -27,6 +30,30 @@ def _slow_threshold() -> float:
 
 _THRESHOLD = pytest.StashKey[float]()
 _SETUP = pytest.StashKey[float]()
+_CPU = pytest.StashKey[float]()
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    item.stash[_CPU] = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    item.stash[_CPU] = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    item.stash[_CPU] = _cpu_seconds()
+    yield
 
 
 def pytest_configure(config):
@@ -40,8 +67,9 @@ def pytest_runtest_makereport(item, call):
     times = os.environ.get("DORA_TEST_TIMES")
     if times:
         slow = "slow" if item.get_closest_marker("slow") else "-"
+        cpu = _cpu_seconds() - item.stash.get(_CPU, _cpu_seconds())
         with open(times, "a") as fh:
-            fh.write(f"{item.nodeid}\t{report.when}\t{report.duration:.2f}\t{slow}\n")
+            fh.write(f"{item.nodeid}\t{report.when}\t{report.duration:.2f}\t{cpu:.2f}\t{slow}\n")
     if report.when == "setup":
         item.stash[_SETUP] = report.duration
     limit = item.config.stash[_THRESHOLD]
