@@ -26,9 +26,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-            # under pytest-xdist --dist loadgroup these tests share one worker, so the model
-            # and the finished audit (session fixtures, built per worker) are built once
-            item.add_marker(pytest.mark.xdist_group("real_model"))
 
 
 @pytest.fixture
