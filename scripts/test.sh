@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: set up (idempotent) and run the whole suite offline, with line
-# coverage of the four packages (dora subprocesses included) printed at the end.
+# coverage of the four packages (in-process code) printed at the end.
 #
 #   bash scripts/test.sh                 everything (CI runs this)
 #   bash scripts/test.sh --fast          the fast tier: -m "not slow" (unit and SQL tests)
@@ -31,8 +31,7 @@ if [ "$cov" = 0 ]; then
   exec python -m pytest -q "${args[@]}"
 fi
 
-# Coverage data of this run only (the subprocesses write .coverage.<host>.<pid>... files that
-# pytest-cov combines); the summary below reads the combined .coverage.
+# Coverage data of this run only; the summary below reads the .coverage pytest-cov writes.
 rm -f .coverage .coverage.*
 status=0
 python -m pytest -q --cov --cov-report= "${args[@]}" || status=$?
