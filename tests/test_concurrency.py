@@ -38,6 +38,7 @@ LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 # --------------------------------------------------------------------------- fresh home
+@pytest.mark.slow
 def test_fresh_dagster_home_opened_by_three_processes_at_once(tmp_path):
     """Without the instance lock, Dagster's first-use schema creation races ("table
     secondary_indexes already exists") when two ``dora`` commands start together."""

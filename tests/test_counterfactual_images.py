@@ -56,6 +56,7 @@ def test_image_sets_through_openai_vision_server(dora_home, tmp_path, monkeypatc
     assert any(c.get("type") == "image_url" and c["image_url"]["url"].startswith("data:image/png;base64,") for c in content)
 
 
+@pytest.mark.slow
 def test_generated_image_sets_share_one_seed_per_set(dora_home, tmp_path):
     from models_inference.backends.image import DiffusersImageBackend
     from tests.helpers.tiny_models import build_tiny_sd

@@ -154,6 +154,7 @@ def test_asset_runs_the_vision_modality_when_faces_and_a_vlm_are_named(faces_fol
     assert {r["parse_method"] for r in rows} == {"box_cogvlm"} and {r["instance"] for r in rows} == {"attractive person"}
 
 
+@pytest.mark.slow
 def test_language_modality_scene_images_person_check_and_blank_control(dora_home, tmp_path, monkeypatch):
     """Scene images from a tiny random diffusers pipeline, the VLM (local OpenAI-compatible
     server) checks each for a person and answers Table 3's sentence; the blank white image is
