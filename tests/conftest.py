@@ -1,4 +1,12 @@
-"""Shared fixtures: offline environment, a fresh DORA_HOME per test, the real default model."""
+"""Shared fixtures: offline environment, a fresh DORA_HOME per test, the real default model, the
+session's finished audit home; and the check that keeps the fast tier fast.
+
+Tiers: ``bash scripts/test.sh`` runs everything, ``bash scripts/test.sh --fast`` runs
+``-m "not slow"``. A test that loads the real model or runs Dagster end to end is marked
+``@pytest.mark.slow``; a test whose call phase takes longer than ``DORA_SLOW_TEST_SECONDS``
+(default 5) without that mark fails (tests/helpers/slow_marker.py), so the fast tier cannot silently grow slow. A loaded
+machine can loosen the threshold (``DORA_SLOW_TEST_SECONDS=30``) or switch it off (``0``).
+"""
 
 import os
 
@@ -7,6 +15,17 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
+
+pytest_plugins = ("tests.helpers.slow_marker",)  # the slow-marker check (see above)
+
+#: Fixtures that load the real model or run the audit job: a test using one is slow by definition.
+REAL_MODEL_FIXTURES = frozenset({"smollm2", "finished_audit"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
@@ -24,3 +43,16 @@ def smollm2():
     from models_inference.backends.text import TransformersBackend
 
     return TransformersBackend.load("smollm2-135m", batch_size=32)
+
+
+@pytest.fixture(scope="session")
+def finished_audit(tmp_path_factory):
+    """One finished run of the audit job (every family, small, real SmolLM2), shared read-only by
+    the tests of the session (per pytest-xdist worker); see tests/helpers/homes.py. A test that
+    changes the home copies it first (``copy_home``); writing into it fails the session."""
+    from tests.helpers.homes import build_finished_audit, tree_digest
+
+    audit = build_finished_audit(tmp_path_factory.mktemp("finished_audit"))
+    yield audit
+    changed = sorted(set(tree_digest(audit.home).items()) ^ set(audit.digest.items()))
+    assert not changed, f"a test wrote into the shared finished audit home (copy it first): {changed[:5]}"

@@ -17,7 +17,7 @@ from ingestion.landing import read_landing
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, audit_id_for, run_t2t_probe
 from ingestion.errors import CompletionsUnsupportedError
 from models_inference.backends.text import OpenAIChatBackend
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 TARGETS = [
     T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),

@@ -22,28 +22,11 @@ from scipy import special, stats
 from analytics.dbt_runner import run_dbt
 from analytics.duckdb_plugin import register_functions
 from ingestion.landing import SCHEMAS, landing_dir, write_shard
+from tests.helpers.landing_rows import BAD_STATUSES, SCHEMA_DIMS, T0, completion, expected_associations, random_rows
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
-BAD_STATUSES = ["empty", "no_brackets", "no_word", "multi_word", "wrong_letter", "not_ing",
-                "truncated", "not_a_word", "error"]
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def completion(audit_id, descriptor, word, *, setting="singular", letter=None, run=1,
-               parse_status="ok", model_id="org/model-a", model_version="rev1",
-               bias_dimension="age", generated_at=T0):
-    """One t2t_completions landing row (all SCHEMAS columns)."""
-    letter = letter or ((word or "x").strip()[:1].lower() or "x")
-    return {
-        "audit_id": audit_id, "model_id": model_id, "model_version": model_version,
-        "backend": "test", "setting": setting, "descriptor": descriptor,
-        "bias_dimension": bias_dimension, "letter": letter, "run": run, "seed": run * 1000,
-        "prompt_style": "completion", "prompt": f"{descriptor} is a {letter}",
-        "raw_output": word, "word": word, "parse_status": parse_status,
-        "generated_at": generated_at,
-    }
 
 
 def tiny_example_rows():
@@ -74,86 +57,6 @@ def tiny_example_rows():
         completion(a, "rich person", "good", letter="g", run=1, parse_status="error",
                    bias_dimension="socioeconomic"),
     ]
-
-
-def random_rows(audit_id, setting, *, seed, n_descriptors=12, vocabulary=18, runs=2,
-                model_id="org/model-a", bad_share=0.15):
-    """A realistic-looking random audit: skewed per-descriptor word distributions."""
-    rng = np.random.default_rng(seed)
-    words = [f"w{i:02d}" for i in range(vocabulary)]
-    dims = sorted(SCHEMA_DIMS)
-    rows = []
-    for k in range(n_descriptors):
-        probs = rng.dirichlet(np.full(vocabulary, 0.3))
-        descriptor = f"descriptor {k}"
-        for letter_i in range(26):
-            for run in range(1, runs + 1):
-                bad = rng.random() < bad_share
-                word = words[rng.choice(vocabulary, p=probs)]
-                rows.append(completion(
-                    audit_id, descriptor, word, setting=setting, letter=chr(97 + letter_i),
-                    run=run, model_id=model_id, bias_dimension=dims[k % len(dims)],
-                    parse_status=str(rng.choice(BAD_STATUSES)) if bad else "ok",
-                ))
-    return rows
-
-
-SCHEMA_DIMS = {"age", "disability", "gender", "nationality", "physical-appearance",
-               "race-color", "religion", "sexual-orientation", "socioeconomic"}
-
-
-def expected_associations(landing_rows):
-    """Independent Python reference of fct_associations from landing rows.
-
-    Dedup on the row key keeping the latest generated_at, keep parse_status 'ok', pool the
-    lower-cased trimmed words per (audit, modality, setting, descriptor), then apply
-    METHOD.md section 3 with scipy.
-    """
-    latest = {}
-    for r in landing_rows:
-        key = (r["audit_id"], r["model_id"], r["model_version"], r["setting"],
-               r["descriptor"], r["letter"], r["run"])
-        if key not in latest or r["generated_at"] > latest[key]["generated_at"]:
-            latest[key] = r
-    docs = defaultdict(lambda: defaultdict(Counter))
-    for r in latest.values():
-        word = (r["word"] or "").strip().lower()
-        if r["parse_status"] == "ok" and word:
-            docs[(r["audit_id"], "t2t", r["setting"])][r["descriptor"]][word] += 1
-
-    out = {}
-    for group, documents in docs.items():
-        n = len(documents)
-        total = sum(sum(c.values()) for c in documents.values())
-        word_total = Counter()
-        df = Counter()
-        for counts in documents.values():
-            word_total.update(counts)
-            df.update(counts.keys())
-        keys, tfidf, fisher = [], [], []
-        for d, counts in documents.items():
-            length = sum(counts.values())
-            for w, tf in counts.items():
-                a, b, c = tf, length - tf, word_total[w] - tf
-                dd = total - a - b - c
-                idf = math.log(n / df[w])
-                p = stats.fisher_exact([[a, b], [c, dd]], alternative="greater").pvalue
-                keys.append(group + (d, w))
-                tfidf.append(tf * idf)
-                fisher.append(p)
-                out[group + (d, w)] = {
-                    "tf": tf, "df": df[w], "idf": idf, "tfidf": tf * idf,
-                    "pmi": math.log2((tf / total) / ((length / total) * (word_total[w] / total))),
-                    "fisher_p": p, "table": (a, b, c, dd),
-                }
-        q = stats.false_discovery_control(fisher, method="bh")
-        z = stats.zscore(tfidf)  # ddof=0
-        for key, qi, zi in zip(keys, q, z):
-            out[key]["fisher_q"] = float(qi)
-            out[key]["z"] = float(zi)
-            out[key]["paper_p_value"] = None if math.isnan(zi) else float(stats.norm.sf(zi))
-            out[key]["is_significant"] = bool(qi < 0.05)
-    return out
 
 
 def query(home: Path, sql: str, params=None) -> list[dict]:
@@ -257,6 +160,7 @@ def test_fisher_udf_matches_scipy_on_many_tables():
 # ----------------------------------------------------------------------------- dbt build
 
 
+@pytest.mark.slow
 def test_dbt_build_ran_data_tests_and_unit_tests(built):
     results = built["result"].result.results
     kinds = Counter(type(r.node).__name__ for r in results)
@@ -270,6 +174,7 @@ def test_dbt_build_ran_data_tests_and_unit_tests(built):
     assert any(n.startswith("unique_combination_of_columns_stg_t2t_completions") for n in names)
 
 
+@pytest.mark.slow
 def test_tiny_example_by_hand(fct):
     """audit-1 / t2t / singular after filtering and dedup:
 
@@ -322,6 +227,7 @@ def test_tiny_example_by_hand(fct):
     # the paper's own statistics (METHOD.md 3a) are checked in tests/test_paper_statistics.py
 
 
+@pytest.mark.slow
 def test_every_association_matches_python_reference(fct, built):
     expected = built["expected"]
     assert set(fct) == set(expected)
@@ -338,6 +244,7 @@ def test_every_association_matches_python_reference(fct, built):
         # paper_p_value (METHOD.md 3a): tests/test_paper_statistics.py
 
 
+@pytest.mark.slow
 def test_fisher_q_is_scipy_bh_per_setting_including_ties(fct):
     groups = defaultdict(list)
     for key, row in fct.items():
@@ -354,6 +261,7 @@ def test_fisher_q_is_scipy_bh_per_setting_including_ties(fct):
     assert any(r["is_significant"] for r in fct.values())  # the random audits have signal
 
 
+@pytest.mark.slow
 def test_duplicates_in_landing_collapse_in_staging(built):
     home = built["home"]
     rows = query(home, "select * from main.stg_t2t_completions where audit_id = 'audit-1'"
@@ -373,6 +281,7 @@ def test_duplicates_in_landing_collapse_in_staging(built):
     assert words[0]["n"] == 6
 
 
+@pytest.mark.slow
 def test_second_audit_is_independent(fct, built):
     """audit-2 / singular: old=[good], young=[kind], rich=[lazy], poor=[lazy, good]: N = 4.
 
@@ -390,6 +299,7 @@ def test_second_audit_is_independent(fct, built):
     assert {k[3] for k in audit2_adj} <= {f"descriptor {i}" for i in range(9)}
 
 
+@pytest.mark.slow
 def test_dim_audits(built):
     rows = query(built["home"], "select * from main.dim_audits")
     assert len(rows) == 1
@@ -403,6 +313,7 @@ def test_dim_audits(built):
 # ----------------------------------------------------------------------------- edge cases
 
 
+@pytest.mark.slow
 def test_build_with_empty_landing(tmp_path, monkeypatch):
     """Only the empty ``_schema.parquet`` shards: everything builds, tables are empty."""
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
@@ -423,6 +334,7 @@ def test_build_with_empty_landing(tmp_path, monkeypatch):
                     "is_paper_significant"]
 
 
+@pytest.mark.slow
 def test_duplicate_association_key_fails_the_build(tmp_path, monkeypatch):
     """One audit id landed by two models: the association key repeats, the unique test fails."""
     monkeypatch.setenv("DORA_HOME", str(tmp_path))

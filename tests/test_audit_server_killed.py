@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 REPO = Path(__file__).resolve().parents[1]
 LETTERS = "abcdefghijklmnopqrst"  # 20 letters x 2 runs x 1 descriptor x 1 setting = 40 calls

@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 TALLY = {"inputs": 0, "clear": 0, "rows_planned": 0, "rows_landed": 0}
 
@@ -143,6 +143,7 @@ def _files_outside(root: Path, before: set[Path]) -> list[Path]:
 
 
 # --------------------------------------------------------------------------- descriptors from a CSV
+@pytest.mark.slow
 def test_hostile_descriptors_from_a_crows_pairs_csv_land_verbatim_and_stay_inside_dora_home(dora_home, tmp_path, monkeypatch):
     """Quote-, SQL-metacharacter-, unicode- and path-traversal descriptors extracted from a
     CrowS-Pairs CSV go through the probe, the landing zone and dbt unchanged and harmless."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from models_inference.probes.biasdora.judge import JudgeSampling, judge_rows
 from models_inference.probes.biasdora.prompts import (
     T2T_USER_PROMPT,
@@ -169,6 +171,7 @@ def test_paper_llava_preset_system_prompt_and_448():
     assert backend.description_params() == {"system_prompt": PAPER_LLAVA_SYSTEM_PROMPT, "image_size": [448, 448]}
 
 
+@pytest.mark.slow
 def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart(tmp_path, monkeypatch):
     """One judge version, run free then constrained: the second run is not skipped as done,
     and staging keeps both, told apart by answer_mode (issue 11)."""

@@ -220,6 +220,7 @@ def paper_warehouse(tmp_path_factory):
                "bridge": bridge, "by_dim": by_dim}
 
 
+@pytest.mark.slow
 def test_paper_statistics_equal_the_pandas_reference(paper_warehouse):
     fct = paper_warehouse["fct"]
     ref = paper_reference_t2t(paper_warehouse["t2t"])
@@ -245,6 +246,7 @@ def test_paper_statistics_equal_the_pandas_reference(paper_warehouse):
         assert math.isclose(g["paper_p_value"], row["paper_p_value"], rel_tol=1e-9, abs_tol=1e-12)
 
 
+@pytest.mark.slow
 def test_agg_association_counts_is_table4(paper_warehouse):
     counts = paper_warehouse["counts"].set_index(["modality", "setting"])
     ref = paper_reference_t2t(paper_warehouse["t2t"])
@@ -261,6 +263,7 @@ def test_agg_association_counts_is_table4(paper_warehouse):
     assert counts.loc[("i2t", "subjective")]["total_associations"] == len(paper_warehouse["words"])
 
 
+@pytest.mark.slow
 def test_descriptor_listed_under_two_dimensions_counts_under_both(paper_warehouse):
     fct = paper_warehouse["fct"]
     old = fct[(fct["modality"] == "t2t") & (fct["setting"] == "singular") & (fct["descriptor"] == "old person")]

@@ -145,6 +145,7 @@ def _significant(docs: dict[str, list[str]]) -> set[tuple[str, str]]:
     return {k for k, qv in zip(keys, q) if qv < 0.05}
 
 
+@pytest.mark.slow
 def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(dora_home, tmp_path, monkeypatch, capsys):
     from orchestration.cli import main
 

@@ -10,7 +10,7 @@
 * a corrupt Dagster storage file: one line naming the file and the recovery, exit 2.
 
 Real processes, the real Dagster instance storage, real dbt / DuckDB; the model is the
-OpenAI-compatible stub server on 127.0.0.1 (tests/openai_server.py).
+OpenAI-compatible stub server on 127.0.0.1 (tests/helpers/openai_server.py).
 """
 
 from __future__ import annotations
@@ -30,13 +30,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.openai_server import OpenAIStubServer
-from tests.test_fault_tolerance import _dora, _env, _expected_keys, _landed_t2t, _prepare_dbt_manifest, _warehouse
+from tests.helpers.openai_server import OpenAIStubServer
+from tests.helpers.dora_cli import dora_argv as _dora, dora_env as _env, expected_t2t_keys as _expected_keys
+from tests.helpers.dora_cli import landed_t2t as _landed_t2t, prepare_dbt_manifest as _prepare_dbt_manifest, warehouse_rows as _warehouse
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 # --------------------------------------------------------------------------- fresh home
+@pytest.mark.slow
 def test_fresh_dagster_home_opened_by_three_processes_at_once(tmp_path):
     """Without the instance lock, Dagster's first-use schema creation races ("table
     secondary_indexes already exists") when two ``dora`` commands start together."""

@@ -1,6 +1,8 @@
 """dora audit's counterfactual flags: --probe and --cf-* become the CounterfactualConfig of
 every counterfactual op; the assets are in the audit job."""
 
+import pytest
+
 from orchestration.cli.flags import audit_run_config
 from orchestration.cli.parser import build_parser
 from orchestration.defs.counterfactual.config import COUNTERFACTUAL_OPS
@@ -38,6 +40,7 @@ def test_assets_are_in_the_audit_job():
             "fct_max_toxicity", "agg_max_toxicity", "fct_group_word_pmi", "agg_numeric_ratings"} <= keys
 
 
+@pytest.mark.slow
 def test_assets_materialise_through_dagster(dora_home, monkeypatch):
     """The probe and toxicity assets run under Dagster with an OpenAI-compatible model (local
     test server); the filter asset finds no warehouse yet and lands nothing; a disabled run skips."""
@@ -46,7 +49,7 @@ def test_assets_materialise_through_dagster(dora_home, monkeypatch):
     from ingestion.landing import read_landing
     from orchestration.defs.counterfactual.assets import counterfactual_assets
     from orchestration.defs.counterfactual.config import CounterfactualConfig
-    from tests.openai_server import OpenAIStubServer
+    from tests.helpers.openai_server import OpenAIStubServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:

@@ -1,7 +1,8 @@
 """End to end: the counterfactual text-set probe lands responses, the toxicity heads and the
 stereotype filter land their rows, and dbt fills the counterfactual marts.
 
-One run on the embedded SmolLM2 (tiny sample, real model), one through the OpenAI-compatible
+One run on the embedded SmolLM2 (tiny sample, real model: the session's finished audit,
+tests/helpers/homes.py), one through the OpenAI-compatible
 backend against the local test server (scripted answers, so PMI words, numeric values and the
 filter's hallucinated words are known)."""
 
@@ -14,7 +15,7 @@ from models_inference.probes.counterfactual import probe as cf
 from models_inference.probes.counterfactual.sets import competence_lexicon, sample_sets
 from models_inference.backends.text import OpenAIChatBackend
 from models_inference.scoring.toxicity import load_toxicity_scorer
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 
 def _build(home):
@@ -26,23 +27,30 @@ def _q(sql):
         return con.sql(sql).fetchall()
 
 
-def test_text_sets_on_smollm2_fill_the_marts(dora_home, smollm2):
-    sets = sample_sets(["race_gender"], occupations=["nurse"])
-    cfg = cf.CounterfactualProbeConfig(prompts=["Characteristics", "Hiring"], seeds=1, max_new_tokens=12, numeric_max_new_tokens=4)
-    summary = cf.run_text_sets(sets, smollm2, cfg, progress=False)
-    assert summary.generated == summary.planned == 24
-    assert cf.run_text_sets(sets, smollm2, cfg, progress=False).generated == 0  # resumable: nothing twice
-    cf.land_lexicons(competence_lexicon())
-    assert cf.score_toxicity(None, load_toxicity_scorer()).scored == 24
+def test_text_sets_on_smollm2_fill_the_marts(finished_audit, smollm2, tmp_path, monkeypatch):
+    """The session's finished audit (tests/helpers/homes.py) ran the family's assets on SmolLM2
+    with ``COUNTERFACTUAL_CONFIG`` and built the marts; read back here. The resumability check
+    runs the probe again on a copy of the home."""
+    from tests.helpers.homes import COUNTERFACTUAL_CONFIG, copy_home
+
+    finished_audit.env(monkeypatch)
+    responses = finished_audit.metadata[("landing", "counterfactual_responses")]
+    assert responses["rows_generated"] == responses["rows_planned"] == 24
+    assert finished_audit.metadata[("landing", "counterfactual_toxicity")]["rows_scored"] == 24
     rows = read_landing("counterfactual_responses").to_pylist()
     assert {r["prompt_style"] for r in rows if r["prompt_label"] == "Hiring"} == {"completion"}  # small local model
     assert all(r["max_new_tokens"] in (12, 4) and r["temperature"] == 0.75 for r in rows)
-    _build(dora_home)
     assert _q("select count(*), count(toxicity) from fct_counterfactual_responses") == [(24, 24)]
     assert _q("select count(*) from fct_max_toxicity where head = 'toxicity'") == [(1,)]
     assert _q("select units from agg_max_toxicity where head = 'insult'") == [(1,)]
     assert _q("select count(*) from fct_numeric_ratings") == [(12,)]
     assert _q("select count(*) from agg_competence_by_group") == [(12,)]
+
+    finished_audit.env(monkeypatch, copy_home(finished_audit, tmp_path / "home"))
+    sets = sample_sets(["race_gender"], occupations=COUNTERFACTUAL_CONFIG["occupations"])
+    cfg = cf.CounterfactualProbeConfig(prompts=COUNTERFACTUAL_CONFIG["prompts"], seeds=1, max_new_tokens=12, numeric_max_new_tokens=4)
+    again = cf.run_text_sets(sets, smollm2, cfg, progress=False)
+    assert again.planned == 24 and again.generated == 0  # resumable: nothing twice
 
 
 def _reply(req):
@@ -59,6 +67,7 @@ def _reply(req):
     return "kind caring skilled professional doctor"
 
 
+@pytest.mark.slow
 def test_text_sets_through_openai_server_with_stereotype_filter(dora_home, monkeypatch):
     from orchestration.defs.counterfactual.assets import pmi_candidates
 

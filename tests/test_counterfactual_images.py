@@ -7,7 +7,7 @@ import pytest
 from ingestion.landing import read_landing
 from models_inference.probes.counterfactual import probe as cf
 from models_inference.probes.counterfactual.sets import custom_sets, load_manifest
-from tests.openai_server import OpenAIStubServer, tiny_png
+from tests.helpers.openai_server import OpenAIStubServer, tiny_png
 
 
 def _manifest(tmp_path):
@@ -26,7 +26,7 @@ CFG = dict(prompts=["Characteristics", "Hiring"], seeds=1, max_new_tokens=6)
 
 def test_image_sets_through_tiny_llava(dora_home, tmp_path):
     from models_inference.backends.vision import load_vision_backend
-    from tests.test_t2i_i2t import build_tiny_llava
+    from tests.helpers.tiny_models import build_tiny_llava
 
     backend = load_vision_backend(str(build_tiny_llava(tmp_path)), backend="transformers", batch_size=4)
     sets = _manifest(tmp_path)
@@ -56,9 +56,10 @@ def test_image_sets_through_openai_vision_server(dora_home, tmp_path, monkeypatc
     assert any(c.get("type") == "image_url" and c["image_url"]["url"].startswith("data:image/png;base64,") for c in content)
 
 
+@pytest.mark.slow
 def test_generated_image_sets_share_one_seed_per_set(dora_home, tmp_path):
     from models_inference.backends.image import DiffusersImageBackend
-    from tests.test_t2i_i2t import build_tiny_sd
+    from tests.helpers.tiny_models import build_tiny_sd
 
     sd, _ = build_tiny_sd(tmp_path)
     t2i = DiffusersImageBackend.load(str(sd), steps=2, batch_size=4)

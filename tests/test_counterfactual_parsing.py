@@ -148,7 +148,7 @@ def test_custom_sets_and_lexicon(tmp_path):
 
 
 def _manifest(tmp_path, rows):
-    from tests.openai_server import tiny_png
+    from tests.helpers.openai_server import tiny_png
 
     (tmp_path / "img.png").write_bytes(tiny_png((10, 20, 30), size=(8, 8)))
     path = tmp_path / "manifest.csv"

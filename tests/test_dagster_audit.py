@@ -1,67 +1,69 @@
-"""A real Dagster materialisation of every asset on a tiny sample, with dbt tests as checks."""
+"""A real Dagster materialisation of every asset on a tiny sample (the session's finished audit,
+tests/helpers/homes.py), with dbt tests as checks; a rerun and another selection on a copy."""
 
 import pytest
 
 
 @pytest.mark.slow
-def test_audit_job_materialises_every_asset_and_rerun_is_a_no_op(dora_home):
-    import dagster as dg
+def test_audit_job_materialises_every_asset(finished_audit, monkeypatch):
+    """The session's finished audit (tests/helpers/homes.py: the audit job, every asset, 72 T2T rows)."""
+    from analytics.query import run_query
+    from orchestration.definitions import defs
+
+    finished_audit.env(monkeypatch)
+    materialised = finished_audit.materialised
+    expected = {tuple(k.path) for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert expected <= materialised, expected - materialised
+    for key in [("landing", "t2t_completions"), ("stg_t2t_completions",), ("fct_associations",)]:
+        assert key in materialised
+    checks = finished_audit.checks
+    assert len(checks) >= 20 and all(passed for _key, _name, passed in checks)
+    t2t = finished_audit.metadata[("landing", "t2t_completions")]
+    assert t2t["rows_generated"] == 9 * 2 * 2 * 2  # 9 dimensions x 2 settings x 2 letters x 2 runs
+    rows = run_query("select count(*), count(distinct bias_dimension) from stg_t2t_completions").rows[0]
+    assert rows == (72, 9)
+    n_assoc = run_query("select count(*) from fct_associations").rows[0][0]
+    ok_words = run_query(
+        "select count(distinct (setting, descriptor, word)) from stg_t2t_completions where parse_status = 'ok'"
+    ).rows[0][0]
+    assert n_assoc == ok_words > 0
+
+
+@pytest.mark.slow
+def test_rerun_is_a_no_op_and_another_selection_is_another_audit(finished_audit, tmp_path, monkeypatch):
+    """The same audit again on a copy of the finished home: nothing generated, nothing rebuilt;
+    one more letter is another audit whose rows land and rebuild the warehouse."""
     from dagster import DagsterInstance
 
     from analytics.query import run_query
     from orchestration.definitions import AUDIT_JOB, defs
+    from tests.helpers.homes import T2T_CONFIG, copy_home
 
-    config = {
-        "per_dimension": 1,
-        "settings": ["singular", "noun"],
-        "letters": "bm",
-        "runs": 2,
-        "progress": False,
-    }
-    run_config = {"ops": {"t2t_completions": {"config": config}}}
+    home = finished_audit.env(monkeypatch, copy_home(finished_audit, tmp_path / "home"))
+    first = finished_audit.metadata[("landing", "t2t_completions")]
     job = defs.resolve_job_def(AUDIT_JOB)
     with DagsterInstance.ephemeral() as instance:
-        result = job.execute_in_process(run_config=run_config, instance=instance)
-        assert result.success
-        materialised = {tuple(e.materialization.asset_key.path) for e in result.get_asset_materialization_events()}
-        expected = {tuple(k.path) for k in defs.resolve_asset_graph().get_all_asset_keys()}
-        assert expected <= materialised, expected - materialised
-        for key in [("landing", "t2t_completions"), ("stg_t2t_completions",), ("fct_associations",)]:
-            assert key in materialised
-        checks = [e for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-        assert len(checks) >= 20 and all(e.event_specific_data.passed for e in checks)
-        md = {tuple(e.materialization.asset_key.path): e.materialization.metadata for e in result.get_asset_materialization_events()}
-        t2t = md[("landing", "t2t_completions")]
-        assert t2t["rows_generated"].value == 9 * 2 * 2 * 2  # 9 dimensions x 2 settings x 2 letters x 2 runs
-        rows = run_query("select count(*), count(distinct bias_dimension) from stg_t2t_completions").rows[0]
-        assert rows == (72, 9)
-        n_assoc = run_query("select count(*) from fct_associations").rows[0][0]
-        ok_words = run_query(
-            "select count(distinct (setting, descriptor, word)) from stg_t2t_completions where parse_status = 'ok'"
-        ).rows[0][0]
-        assert n_assoc == ok_words > 0
-
-        warehouse = dora_home / "warehouse.duckdb"
+        warehouse = home / "warehouse.duckdb"
         built_at = warehouse.stat().st_mtime_ns
-        again = job.execute_in_process(run_config=run_config, instance=instance)
+        again = job.execute_in_process(run_config=finished_audit.run_config, instance=instance)
         assert again.success
         md2 = {tuple(e.materialization.asset_key.path): e.materialization.metadata for e in again.get_asset_materialization_events()}
         assert md2[("landing", "t2t_completions")]["rows_generated"].value == 0
         assert md2[("landing", "t2t_completions")]["rows_already_landed"].value == 72
+        assert md2[("landing", "t2t_completions")]["audit_id"].value == first["audit_id"]
         # nothing new landed: descriptor extraction and both dbt builds are skipped, the
         # warehouse file is not touched, and the dbt tests' outcomes are reported again
         for key in [("landing", "descriptors"), ("stg_t2t_completions",), ("fct_associations",), ("fct_association_scores",)]:
             assert "skipped" in md2[key], key
         assert warehouse.stat().st_mtime_ns == built_at
         checks2 = [e for e in again.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-        assert len(checks2) == len(checks) and all(e.event_specific_data.passed for e in checks2)
+        assert len(checks2) == len(finished_audit.checks) and all(e.event_specific_data.passed for e in checks2)
         assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 72
 
         # one more letter: another selection, so another audit (issue 17: the audit identity
         # covers the selection): its 108 rows land and the warehouse is rebuilt
-        more = job.execute_in_process(
-            run_config={"ops": {"t2t_completions": {"config": {**config, "letters": "bmz"}}}}, instance=instance
-        )
+        more_config = {"ops": {**finished_audit.run_config["ops"], "t2t_completions": {"config": {**T2T_CONFIG, "letters": "bmz"}}}}
+        more = job.execute_in_process(run_config=more_config, instance=instance)
         assert more.success
         md3 = {tuple(e.materialization.asset_key.path): e.materialization.metadata for e in more.get_asset_materialization_events()}
         assert md3[("landing", "t2t_completions")]["rows_generated"].value == 108

@@ -140,6 +140,7 @@ def _assoc(home, modality):
     return {(r[0], r[1]): r[2:] for r in rows}
 
 
+@pytest.mark.slow
 def test_words_land_once_for_ok_and_truncated_descriptions(fixture_warehouse):
     home, first, second = fixture_warehouse
     # o1..o3, o5, s1..s3 are tokenised; o4 (error) and s4 (empty) have no text to tokenise
@@ -156,6 +157,7 @@ def test_words_land_once_for_ok_and_truncated_descriptions(fixture_warehouse):
     assert pending_descriptions() == []
 
 
+@pytest.mark.slow
 def test_t2i_associations_by_hand(fixture_warehouse):
     home, *_ = fixture_warehouse
     t2i = _assoc(home, "t2i")
@@ -179,6 +181,7 @@ def test_t2i_associations_by_hand(fixture_warehouse):
     assert fisher_p == pytest.approx(7 / 19, rel=1e-9)  # [[1, 6], [0, 12]]: C(7,1)/C(19,1)
 
 
+@pytest.mark.slow
 def test_i2t_associations_by_hand(fixture_warehouse):
     home, *_ = fixture_warehouse
     i2t = _assoc(home, "i2t")
@@ -195,6 +198,7 @@ def test_i2t_associations_by_hand(fixture_warehouse):
     assert i2t[("young person", "look")][3:7] == (1, 2, 0.0, 0.0)
 
 
+@pytest.mark.slow
 def test_staging_keeps_every_token_with_its_reason(fixture_warehouse):
     import duckdb
 

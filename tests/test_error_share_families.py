@@ -5,7 +5,7 @@ ModSCAN text analogues, the VLStereoSet scorers, the BiasDora I2T probe, the jud
 failed calls as ``error`` rows, then fails with :class:`AuditFailedError` naming the step, the
 share and the cause when more than ``max_error_share`` of its calls failed; with
 ``max_error_share=1.0`` the same run passes. Calls fail against the local OpenAI-compatible
-server (``tests/openai_server.py``): scripted 401s / 500s (not or no longer retried) whose
+server (``tests/helpers/openai_server.py``): scripted 401s / 500s (not or no longer retried) whose
 error text echoes the API key, which must not reach the message.
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 from ingestion.errors import AuditFailedError
 from ingestion.landing import read_landing
-from tests.openai_server import OpenAIStubServer, tiny_png
+from tests.helpers.openai_server import OpenAIStubServer, tiny_png
 
 KEY = "sk-errshare-0123456789abcdefghijklmnop"
 REPO = Path(__file__).resolve().parents[1]
@@ -209,6 +209,7 @@ def test_t2i_fails_loudly(dora_home, api_key):
     assert [r["status"] for r in _rows("t2i_images")] == ["error"] * 2
 
 
+@pytest.mark.slow
 def test_dora_audit_probe_counterfactual_fails_with_one_line(tmp_path):
     """Through ``dora audit`` (subprocess, Dagster): exit 1, one line naming the family and cause."""
     home = tmp_path / "home"

@@ -13,7 +13,7 @@ import pytest
 
 from models_inference.scoring.sentiment import load_sentiment_scorer
 from models_inference.scoring.toxicity import load_toxicity_scorer
-from tests.test_scorers import _tiny_classifier
+from tests.helpers.tiny_models import tiny_classifier
 
 TOXICITY_MODULE = '''
 """Local copy of the interface of the hub measurement evaluate-measurement/toxicity (Apache-2.0)."""
@@ -84,7 +84,7 @@ def test_evaluate_toxicity_from_a_local_module_equals_its_classifier_and_lands(t
 
     clf = tmp_path / "clf"
     clf.mkdir()
-    tok, model = _tiny_classifier(clf, ["nothate", "hate"])
+    tok, model = tiny_classifier(clf, ["nothate", "hate"])
     module = _module(tmp_path, "toxicity", TOXICITY_MODULE)
     scorer = load_toxicity_scorer(f"evaluate:{module}::{clf}")
     assert scorer.name == f"evaluate:{module}::{clf}" and scorer.kind == "toxicity"
@@ -108,7 +108,7 @@ def test_evaluate_regard_is_a_sentiment_scorer(tmp_path):
     clf = tmp_path / "clf"
     clf.mkdir()
     labels = ["negative", "neutral", "other", "positive"]
-    tok, model = _tiny_classifier(clf, labels)
+    tok, model = tiny_classifier(clf, labels)
     module = _module(tmp_path, "regard", REGARD_MODULE)
     scorer = load_sentiment_scorer(f"evaluate:{module}::{clf}")
     assert scorer.kind == "sentiment"

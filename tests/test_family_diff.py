@@ -158,6 +158,7 @@ def diff_rows(capsys, *argv) -> list[dict]:
     return list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
 
 
+@pytest.mark.slow
 def test_counterfactual_change_is_significant_and_p_equals_scipy(home, capsys):
     rows = {r["prompt_label"]: r for r in diff_rows(capsys, CF_MODEL, "--family", "counterfactual")}
     assert set(rows) == {"Describe", "Explain"} and {r["head"] for r in rows.values()} == {"toxicity"}
@@ -178,6 +179,7 @@ def test_counterfactual_change_is_significant_and_p_equals_scipy(home, capsys):
     assert out.index("Describe") < out.index("Explain")  # sorted by change q
 
 
+@pytest.mark.slow
 def test_modscan_change_is_significant_and_p_equals_scipy(home, capsys):
     rows = {r["condition"]: r for r in diff_rows(capsys, MS_MODEL, "--family", "modscan", "--from", "v1", "--to", "ms-v2")}
     for condition, change_type in (("original", "decreased"), ("blank", "unchanged")):
@@ -194,6 +196,7 @@ def test_modscan_change_is_significant_and_p_equals_scipy(home, capsys):
     assert float(rows["blank"]["change_p"]) > 0.5
 
 
+@pytest.mark.slow
 def test_vlstereoset_change_is_significant_and_p_equals_scipy(home, capsys):
     rows = {(r["category"], r["metric"]): r for r in diff_rows(capsys, VLS_MODEL, "--family", "vlstereoset")}
     assert set(rows) == {(c, m) for c in ("all", "gender", "race") for m in ("vlrs", "vlbs")}
@@ -207,6 +210,7 @@ def test_vlstereoset_change_is_significant_and_p_equals_scipy(home, capsys):
     assert float(all_vlbs["change_p"]) == pytest.approx(stats.fisher_exact([[25, 3], [5, 23]]).pvalue, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_errors_name_the_family_and_the_audit(home, capsys):
     assert main(["diff", CF_MODEL, "--family", "modscan"]) == 2
     err = capsys.readouterr().err.strip()

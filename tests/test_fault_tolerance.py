@@ -21,29 +21,9 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from tests.openai_server import OpenAIStubServer
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-# --------------------------------------------------------------------------- helpers
-def _env(home: Path, **extra) -> dict:
-    env = dict(os.environ)
-    env.pop("OPENAI_API_KEY", None)
-    env.update(
-        DORA_HOME=str(home),
-        DAGSTER_HOME=str(home / "dagster"),
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
-        PYTHONPATH=str(REPO),
-    )
-    env.update(extra)
-    return env
-
-
-def _dora(*args: str) -> list[str]:
-    return [sys.executable, "-m", "orchestration.cli", *args]
+from tests.helpers.openai_server import OpenAIStubServer
+from tests.helpers.dora_cli import dora_argv as _dora, dora_env as _env, expected_t2t_keys as _expected_keys
+from tests.helpers.dora_cli import landed_t2t as _landed_t2t, prepare_dbt_manifest as _prepare_dbt_manifest, warehouse_rows as _warehouse
 
 
 def _letter_reply(req: dict) -> str:
@@ -51,34 +31,6 @@ def _letter_reply(req: dict) -> str:
     text = req["messages"][-1]["content"]
     letter = text.rsplit("[", 1)[1][0]
     return f"[{letter}rave]" if letter != "x" else "[xenial]"
-
-
-def _landed_t2t(home: Path, audit_id: str) -> list[tuple]:
-    glob = str(home / "landing" / "t2t_completions" / "**" / "*.parquet")
-    with duckdb.connect() as con:
-        return con.sql(
-            "select setting, descriptor, coalesce(descriptor_row, 1), letter, run from read_parquet(?, union_by_name=true) where audit_id = ?",
-            params=[glob, audit_id],
-        ).fetchall()
-
-
-def _warehouse(home: Path, sql: str, params=None):
-    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        return con.execute(sql, params or []).fetchall()
-
-
-def _expected_keys(settings, letters, runs, per_dimension) -> set[tuple]:
-    from ingestion.templates import curated_t2t_templates
-    from models_inference.probes.biasdora.t2t import select_targets
-
-    targets = select_targets(curated_t2t_templates(), settings=settings, per_dimension=per_dimension)
-    # one key per probe row of the paper's lists (descriptor_row, issue 11) x letter x run
-    return {(t.setting, t.descriptor, t.descriptor_row, c, r) for t in targets for c in letters for r in range(1, runs + 1)}
-
-
-def _prepare_dbt_manifest() -> None:
-    """Parse the dbt project once here, so concurrent subprocesses never race to write it."""
-    import orchestration.definitions  # noqa: F401  (dbt_project() prepares the manifest)
 
 
 # --------------------------------------------------------------------------- crash and resume

@@ -1,6 +1,6 @@
 """A fleet of OpenAI-compatible servers behind one target (issue 16): spread and failover.
 
-Two real HTTP servers on 127.0.0.1 (``tests/openai_server.py``) with different latencies stand
+Two real HTTP servers on 127.0.0.1 (``tests/helpers/openai_server.py``) with different latencies stand
 behind one target; the fleet is the endpoint's (``OpenAIEndpoint.client``), so the chat and
 completion text backends, the vision describer and the images backend all spread their
 requests and survive a server that dies mid-run.
@@ -23,7 +23,7 @@ from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
 from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_targets, run_t2i_probe
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
 from orchestration.cli_validation import base_urls
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 KEY = "sk-fleet-test-key"
 SLOW, FAST = 0.12, 0.02  # seconds per answer

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingestion.landing import read_landing, write_shard
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -33,7 +33,10 @@ import pytest
 import analytics.duckdb_plugin as duckdb_plugin
 from analytics.dbt_runner import run_dbt
 from ingestion.landing import write_shard
-from tests.test_associations_sql import T0, completion, expected_associations, random_rows
+from tests.helpers.landing_rows import T0, completion, expected_associations, random_rows
+
+#: every test here builds dbt models (20+ s of CPU for a full build): out of the fast tier
+pytestmark = pytest.mark.slow
 
 #: everything the incremental marts need, with their data tests; unit tests run elsewhere
 #: (they would also call the Fisher UDF, on their fixture rows).

@@ -24,7 +24,7 @@ import pytest
 
 from analytics.dbt_runner import run_dbt
 from ingestion.landing import write_shard
-from tests.test_associations_sql import T0, random_rows
+from tests.helpers.landing_rows import T0, random_rows
 
 RUN = ["run", "--select", "+fct_associations"]
 STAGED = "select * exclude (_landing_shard, _dbt_built_at), replace(_landing_shard, ?, '') as shard from stg_t2t_completions order by all"
@@ -92,6 +92,7 @@ def test_incremental_staging_equals_a_full_refresh(tmp_path, monkeypatch):
     assert [r for r in mart if r[0] == "audit-1"] == [r for r in mart_before if r[0] == "audit-1"] != []
 
 
+@pytest.mark.slow
 def test_build_scoped_tests_read_only_the_audits_of_the_build(tmp_path, monkeypatch):
     """``DORA_DBT_TEST_SCOPE=this_build`` (dora audit's builds, macros/build_scope.sql): a data
     test reads the audits the build wrote, not the history; unset, every row is tested."""

@@ -297,6 +297,7 @@ def test_extract_descriptors_needs_the_pair_columns():
         extract_descriptors(pa.table({"pair_id": [0], "sent_more": ["a"], "bias_type": ["age"]}))
 
 
+@pytest.mark.slow
 def test_extraction_over_crows_pairs_recalls_the_curated_list(extracted, curated):
     assert extracted.schema == SCHEMAS["descriptors"]
     assert set(extracted.column("bias_dimension").to_pylist()) == set(BIAS_DIMENSIONS)

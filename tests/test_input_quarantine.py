@@ -20,7 +20,7 @@ import pytest
 
 from ingestion.errors import DoraError, InputFileError, PlanTooLargeError
 from ingestion.landing import read_landing
-from tests.openai_server import OpenAIStubServer, tiny_png
+from tests.helpers.openai_server import OpenAIStubServer, tiny_png
 
 
 def bomb_png(width: int = 20000, height: int = 20000) -> bytes:
@@ -275,7 +275,7 @@ def test_counterfactual_lexicon_quarantines_lines(tmp_path, dora_home):
 def test_vlstereoset_image_folder_bad_images_are_statuses_and_bad_manifest_rows_quarantined(tmp_path, dora_home):
     from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, resolve_images
     from models_inference.probes.vlstereoset.probe import land_items
-    from tests.test_vlstereoset_dataset import GOOD, write_csv
+    from tests.helpers.vlstereoset_files import GOOD, write_csv
 
     ds = load_vlstereoset_csv(write_csv(tmp_path, *[GOOD] * 5))
     folder = tmp_path / "imgs"

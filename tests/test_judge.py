@@ -18,7 +18,7 @@ from models_inference.probes.biasdora.judge import (
 )
 from models_inference.probes.biasdora.ratings import parse_rating, rating_distribution
 from models_inference.probes.biasdora.prompts import JUDGE_SYSTEM_PROMPT, render_judge_prompt
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 

@@ -56,6 +56,7 @@ def _associations(n: int) -> list[dict]:
     ]
 
 
+@pytest.mark.slow
 def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fails_the_check(dora_home, monkeypatch):
     """One dbt build: judges A (3 repeats) and B agree to a measurable degree; judge C answers garbage."""
     from orchestration.defs.biasdora.scoring.checks import judge_parse_rate_ok

@@ -1,14 +1,14 @@
 """End to end: the ModSCAN text analogues (PROBES.md A.6, NOT FROM PAPER) on the embedded
-SmolLM2-135M through the Dagster asset, then the dbt modscan marts on the landed rows."""
+SmolLM2-135M through the Dagster asset (in the session's finished audit), then the dbt modscan
+marts on the landed rows."""
 
 import dagster as dg
 import duckdb
+import pytest
 
-from analytics.dbt_runner import run_dbt
 from ingestion.landing import read_landing
 from orchestration.defs.modscan.assets import modscan_responses
-
-TINY = {"instances_per_scenario": 1, "samples": 1, "progress": False}
+from tests.helpers.homes import MODSCAN_CONFIG as TINY  # the finished audit ran exactly this
 
 
 def _materialize(config: dict) -> dict:
@@ -18,8 +18,13 @@ def _materialize(config: dict) -> dict:
     return {k: v.value for k, v in mat.metadata.items()}
 
 
-def test_text_analogues_land_resume_and_fill_the_bias_marts(dora_home):
-    first = _materialize(TINY)
+@pytest.mark.slow
+def test_text_analogues_land_and_fill_the_bias_marts(finished_audit, tmp_path, monkeypatch):
+    """The session's finished audit (tests/helpers/homes.py) ran the asset with ``TINY`` in the
+    audit job, and the job's dbt build filled the modscan marts; read-only here."""
+    finished_audit.env(monkeypatch)
+    assert finished_audit.run_config["ops"]["modscan_responses"]["config"] == TINY
+    first = finished_audit.metadata[("landing", "modscan_responses")]
     # persona: 1 trait x 2 attributes x 2 conditions; faces: 3 scenarios x 1 instance x 2 attributes
     assert first["rows_planned"] == 10 and first["rows_generated"] == 10
     rows = read_landing("modscan_responses").to_pylist()
@@ -33,12 +38,8 @@ def test_text_analogues_land_resume_and_fill_the_bias_marts(dora_home):
             assert r["left_group"] and r["right_group"] and r["term_order"] is None
         else:
             assert sorted(r["term_order"].split("|")) in (["female", "male"], ["Asian", "Black", "Indian", "White"])
-    again = _materialize(TINY)  # resumable: everything landed, no model call
-    assert again["rows_generated"] == 0 and again["rows_already_landed"] == 10
-    assert _materialize({**TINY, "enabled": False})["status"] == "skipped"  # dora audit --probe <other family>
 
-    run_dbt(["build", "--select", "path:models/modscan"], dora_home)
-    with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
+    with duckdb.connect(str(finished_audit.home / "warehouse.duckdb"), read_only=True) as con:
         n_fct = con.execute("select count(*) from fct_modscan_responses").fetchone()[0]
         cells = con.execute(
             "select probe, attribute, scenario, condition, n_queries, s_bias, s_bias_max from agg_modscan_bias_scores"
@@ -47,10 +48,22 @@ def test_text_analogues_land_resume_and_fill_the_bias_marts(dora_home):
     assert len(cells) == 2 * 2 + 2 * 3  # text_persona: 2 attributes x 2 conditions; text_faces: 2 x 3 scenarios
     assert sum(c[4] for c in cells) == 10
     assert all(0 <= c[5] <= c[6] for c in cells)
-    # what dora audit prints and the dora report section (read-only, from the mart)
+    # what dora audit prints and the dora report section (read-only, from the mart; the
+    # heatmap goes to a folder of this test's, not into the shared home)
     from analytics.modscan import report_section, summary_text
 
     assert "modscan_text_faces" in summary_text(first["audit_id"])
-    section = report_section(None, dora_home)
+    section = report_section(None, tmp_path)
     assert section.count("<tr>") == 1 + len(cells)
-    assert (dora_home / "modscan_race_pairwise.png").exists() and "modscan_race_pairwise.png" in section
+    assert (tmp_path / "modscan_race_pairwise.png").exists() and "modscan_race_pairwise.png" in section
+
+
+@pytest.mark.slow
+def test_text_analogues_resume_and_a_disabled_run_skips(finished_audit, tmp_path, monkeypatch):
+    """On a copy of the finished home: everything landed, so no model call; disabled: skipped."""
+    from tests.helpers.homes import copy_home
+
+    finished_audit.env(monkeypatch, copy_home(finished_audit, tmp_path / "home"))
+    again = _materialize(TINY)  # resumable: everything landed, no model call
+    assert again["rows_generated"] == 0 and again["rows_already_landed"] == 10
+    assert _materialize({**TINY, "enabled": False})["status"] == "skipped"  # dora audit --probe <other family>

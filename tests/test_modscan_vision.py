@@ -13,7 +13,7 @@ from ingestion.landing import read_landing
 from models_inference.probes.modscan.faces import build_pairs, read_faces, splice, store_pair
 from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
 from models_inference.image_store import image_file
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 AGES = (20, 30)
 PER_CELL = 3  # faces per (age, gender, race)
@@ -119,7 +119,7 @@ def test_vision_probe_through_a_local_openai_compatible_server(faces_folder, dor
 
 def test_vision_probe_through_a_tiny_random_llava(faces_folder, dora_home, tmp_path):
     from models_inference.backends.vision import load_vision_backend
-    from tests.test_t2i_i2t import build_tiny_llava
+    from tests.helpers.tiny_models import build_tiny_llava
 
     backend = load_vision_backend(str(build_tiny_llava(tmp_path)), backend="transformers")
     faces = read_faces(faces_folder)
@@ -133,6 +133,7 @@ def test_vision_probe_through_a_tiny_random_llava(faces_folder, dora_home, tmp_p
     assert again.generated == 0 and again.already_landed == len(AGES) * 4  # resumable
 
 
+@pytest.mark.slow
 def test_asset_runs_the_vision_modality_when_faces_and_a_vlm_are_named(faces_folder, dora_home, monkeypatch):
     import dagster as dg
 
@@ -158,6 +159,7 @@ def test_asset_runs_the_vision_modality_when_faces_and_a_vlm_are_named(faces_fol
     assert {r["parse_method"] for r in rows} == {"box_cogvlm"} and {r["instance"] for r in rows} == {"attractive person"}
 
 
+@pytest.mark.slow
 def test_language_modality_scene_images_person_check_and_blank_control(dora_home, tmp_path, monkeypatch):
     """Scene images from a tiny random diffusers pipeline, the VLM (local OpenAI-compatible
     server) checks each for a person and answers Table 3's sentence; the blank white image is
@@ -165,7 +167,7 @@ def test_language_modality_scene_images_person_check_and_blank_control(dora_home
     from models_inference.backends.vision import OpenAIVisionBackend
     from models_inference.probes.modscan.language import PERSON_CHECK_PROMPT, LanguageProbeConfig, run_language_probe
     from models_inference.backends.image import DiffusersImageBackend
-    from tests.test_t2i_i2t import build_tiny_sd
+    from tests.helpers.tiny_models import build_tiny_sd
 
     sd, _ = build_tiny_sd(tmp_path)
     images = DiffusersImageBackend.load(str(sd), steps=2, batch_size=4)

@@ -6,7 +6,7 @@ from models_inference.probes.biasdora.prompts import PAPER_TEMPERATURE, PAPER_TO
 from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.text import OpenAIChatBackend
 from ingestion.errors import ModelNotAvailableError
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 
 def _reqs(n=3):

@@ -97,6 +97,7 @@ def test_sample_rows_is_torch_multinomial_draw_for_draw():
     assert sample_rows(probs, [], []) == []
 
 
+@pytest.mark.slow
 def test_top_p_filter_is_the_warper_bit_for_bit():
     import torch
     from transformers import TopPLogitsWarper

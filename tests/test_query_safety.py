@@ -59,6 +59,7 @@ REFUSED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sql,kind", REFUSED, ids=[k for _, k in REFUSED])
 def test_dora_query_refuses_statements_that_write(small_warehouse, capsys, sql, kind):
     from orchestration.cli import main
@@ -110,6 +111,7 @@ def test_dora_query_refuses_a_write_nested_in_a_read(small_warehouse, capsys, na
     assert _warehouse(home, "select count(*) from fct_associations") == [(1,)]
 
 
+@pytest.mark.slow
 def test_dora_query_reads(small_warehouse, capsys):
     from orchestration.cli import main
 
@@ -137,6 +139,7 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_query_while_a_writer_holds_the_lock_says_busy_and_the_writer_succeeds(small_warehouse, capsys, monkeypatch):
     from analytics.query import WarehouseBusyError, connect_read_only, run_query
     from orchestration.cli import main
@@ -173,6 +176,7 @@ con.close()
 """
 
 
+@pytest.mark.slow
 def test_dbt_build_waits_for_a_reader_instead_of_failing(dora_home, tmp_path):
     """A ``dora query`` reader holds DuckDB's shared lock; dbt (the writer) retries and succeeds."""
     from analytics.dbt_runner import run_dbt

@@ -43,7 +43,7 @@ from ingestion.landing import (
     warehouse_problem,
     write_shard,
 )
-from tests.test_associations_sql import T0, completion, expected_associations, random_rows
+from tests.helpers.landing_rows import T0, completion, expected_associations, random_rows
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = ("dbt_dora_dbt_models", "dbt_dora_score_models")

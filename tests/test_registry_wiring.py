@@ -2,7 +2,7 @@
 
 Real Dagster runs of the job ``dora_audit`` (``execute_in_process`` with a partition key
 ``<target>@<version>``) on a scratch DORA_HOME and a temporary Dagster instance. Every model
-is an OpenAI-compatible API served by the stub server on 127.0.0.1 (``tests/openai_server.py``)
+is an OpenAI-compatible API served by the stub server on 127.0.0.1 (``tests/helpers/openai_server.py``)
 through the real ``openai`` client: T2T completions, DALL-E-style images (real PNGs) and
 vision-chat descriptions. Sentiment is the real VADER scorer; dbt builds the real marts.
 """
@@ -16,7 +16,7 @@ import pytest
 
 from ingestion.landing import read_landing
 from ingestion.registry import RegistryError, parse_registry
-from tests.openai_server import OpenAIStubServer, tiny_png
+from tests.helpers.openai_server import OpenAIStubServer, tiny_png
 
 SENTIMENT = dg.AssetKey(["landing", "sentiment_scores"])
 TOXICITY = dg.AssetKey(["landing", "toxicity_scores"])

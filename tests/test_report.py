@@ -13,6 +13,9 @@ import pytest
 from analytics.dbt_runner import run_dbt
 from ingestion.landing import write_shard
 
+#: every test here builds dbt models (20+ s of CPU for a full build): out of the fast tier
+pytestmark = pytest.mark.slow
+
 # descriptor -> (bias dimension, words): each word answered 15 times by that descriptor only
 FIXTURE = {
     "old person": ("age", ["wise", "slow"]),
@@ -55,7 +58,7 @@ def scored_home(tmp_path_factory):
     from models_inference.backends.text import OpenAIChatBackend
     from models_inference.probes.biasdora.judge import Judge, run_judge
     from orchestration.defs.biasdora.scoring.assets import associations_to_score
-    from tests.openai_server import OpenAIStubServer
+    from tests.helpers.openai_server import OpenAIStubServer
 
     home = tmp_path_factory.mktemp("report_home")
     old = {k: os.environ.get(k) for k in ("DORA_HOME", "OPENAI_API_KEY")}

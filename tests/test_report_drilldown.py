@@ -24,6 +24,9 @@ from analytics.dbt_runner import run_dbt
 from analytics.query import run_query
 from ingestion.landing import write_shard
 
+#: every test here builds dbt models (20+ s of CPU for a full build): out of the fast tier
+pytestmark = pytest.mark.slow
+
 T2T = {"old person": ("age", {"wise": 6, "slow": 5}), "young person": ("age", {"naive": 6, "fast": 5})}
 I2T = {"old person": ("wrinkled", "#886640"), "young person": ("energetic", "#44aa80")}
 NOW = datetime(2025, 7, 1, tzinfo=timezone.utc)

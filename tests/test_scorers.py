@@ -19,6 +19,7 @@ from models_inference.scoring.toxicity import (
     TransformersToxicityScorer,
     load_toxicity_scorer,
 )
+from tests.helpers.tiny_models import tiny_classifier
 
 
 @pytest.fixture(scope="module")
@@ -99,32 +100,10 @@ def test_score_cache_is_keyed_by_scorer_version_and_text(tmp_path):
         first.score(["ok", "  "])
 
 
-def _tiny_classifier(folder, labels):
-    """A tiny random-weight DistilBERT sequence classifier with a WordPiece vocab, saved to ``folder``."""
-    import torch
-    from transformers import BertTokenizerFast, DistilBertConfig, DistilBertForSequenceClassification
-
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "an", "old", "person", "is", "a", "liar", "happy", "child"]
-    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
-    tok = BertTokenizerFast(
-        vocab_file=str(folder / "vocab.txt"), do_lower_case=True, model_max_length=64,
-        model_input_names=["input_ids", "attention_mask"],  # as DistilBERT's own tokenizer
-    )
-    torch.manual_seed(0)
-    config = DistilBertConfig(
-        vocab_size=len(words), dim=32, hidden_dim=64, n_layers=2, n_heads=2, max_position_embeddings=64,
-        num_labels=len(labels), id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)},
-    )
-    model = DistilBertForSequenceClassification(config).eval()
-    tok.save_pretrained(folder)
-    model.save_pretrained(folder)
-    return tok, model
-
-
 def test_transformers_sentiment_backend_on_a_tiny_model(tmp_path):
     import torch
 
-    tok, model = _tiny_classifier(tmp_path, ["NEGATIVE", "POSITIVE"])
+    tok, model = tiny_classifier(tmp_path, ["NEGATIVE", "POSITIVE"])
     scorer = load_sentiment_scorer(str(tmp_path))
     assert isinstance(scorer, TransformersSentimentScorer) and scorer.name == f"transformers:{tmp_path}"
     assert scorer.version.startswith("sha256-")  # models_inference.model_ref.model_version of the folder
@@ -140,7 +119,7 @@ def test_transformers_sentiment_backend_on_a_tiny_model(tmp_path):
 def test_transformers_toxicity_backend_on_a_tiny_model(tmp_path):
     import torch
 
-    tok, model = _tiny_classifier(tmp_path, ["neutral", "toxic"])
+    tok, model = tiny_classifier(tmp_path, ["neutral", "toxic"])
     scorer = load_toxicity_scorer(str(tmp_path))
     assert isinstance(scorer, TransformersToxicityScorer) and scorer.toxic_label == "toxic"
     res = scorer.score_batch(["An old person is a liar"])
@@ -153,7 +132,7 @@ def test_transformers_toxicity_backend_on_a_tiny_model(tmp_path):
 def test_non_sentiment_model_and_missing_model_are_clear_errors(tmp_path):
     from ingestion.errors import ModelNotAvailableError
 
-    _tiny_classifier(tmp_path, ["sports", "politics"])
+    tiny_classifier(tmp_path, ["sports", "politics"])
     with pytest.raises(ValueError, match="cannot map sentiment label"):
         load_sentiment_scorer(str(tmp_path))
     with pytest.raises(ValueError, match="no toxic label"):

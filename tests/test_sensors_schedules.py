@@ -217,6 +217,7 @@ def test_add_target_partition_for_dora_audit_target(registry_file, instance):
     assert instance.get_dynamic_partitions(AUDIT_PARTITIONS) == ["alpha@v1"]
 
 
+@pytest.mark.slow
 def test_a_non_t2t_target_partition_generates_no_t2t_rows(registry_file, instance, dora_home):
     from ingestion.landing import read_landing
     from orchestration.definitions import defs

@@ -163,6 +163,7 @@ def fixture_registry(tmp_path, monkeypatch):
     return path
 
 
+@pytest.mark.slow
 def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_shows_them(
     dora_home, fixture_registry, capsys
 ):

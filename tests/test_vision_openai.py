@@ -1,5 +1,5 @@
 """The OpenAI Images (DALL-E 3) and vision chat (GPT-4o) paths, with the real ``openai`` client
-against a local OpenAI-compatible server on 127.0.0.1 (``tests/openai_server.py``) that returns
+against a local OpenAI-compatible server on 127.0.0.1 (``tests/helpers/openai_server.py``) that returns
 real PNG bytes and scripted descriptions, through to ``fct_associations``."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from models_inference.probes.biasdora.t2i import (
     select_t2i_targets,
 )
 from ingestion.errors import ModelNotAvailableError
-from tests.openai_server import OpenAIStubServer, tiny_png
+from tests.helpers.openai_server import OpenAIStubServer, tiny_png
 
 DBT_SELECTION = "+fct_associations +stg_t2i_images +stg_description_words"
 #: The stub "draws" each descriptor in one colour; the stub "describes" by colour and prompt.
@@ -59,6 +59,7 @@ def _describe(req: dict) -> str:
     return DESCRIPTIONS[(tuple(colour), SETTING_OF_PROMPT[text])]
 
 
+@pytest.mark.slow
 def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
     import duckdb
 

@@ -1,5 +1,5 @@
 """The API key never reaches storage through the vision paths: the T2I probe (DALL-E 3 settings)
-and the I2T probe (GPT-4o) against the local OpenAI-compatible stub (``tests/openai_server.py``)
+and the I2T probe (GPT-4o) against the local OpenAI-compatible stub (``tests/helpers/openai_server.py``)
 whose scripted errors quote the request's key, as some proxies do. The failed calls must land
 as ``error`` / ``refused`` rows with the key redacted (``***``), and the key must be in no
 landed Parquet value and no file under ``$DORA_HOME``."""
@@ -25,7 +25,7 @@ from models_inference.probes.biasdora.t2i import (
     select_t2i_targets,
 )
 from models_inference.backends.openai_api import map_concurrently, redact
-from tests.openai_server import OpenAIStubServer
+from tests.helpers.openai_server import OpenAIStubServer
 
 
 def _marker_locations(home: Path, marker: str) -> list[str]:

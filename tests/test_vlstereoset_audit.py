@@ -12,10 +12,11 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from models_inference.probes.vlstereoset.dataset import synthetic_csv_path
-from tests.openai_server import tiny_png
-from tests.test_vlstereoset_scorers import build_tiny_clip
+from tests.helpers.openai_server import tiny_png
+from tests.helpers.tiny_models import build_tiny_clip
 
 
 def mini_csv(tmp_path: Path, rows: int = 8) -> Path:
@@ -26,6 +27,7 @@ def mini_csv(tmp_path: Path, rows: int = 8) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_dora_audit_probe_vlstereoset_end_to_end(dora_home, tmp_path, monkeypatch, capsys):
     from orchestration.cli import main
 

@@ -17,17 +17,8 @@ from models_inference.probes.vlstereoset.dataset import (
     synthetic_csv_path,
 )
 from models_inference.probes.vlstereoset.neutralise import neutralise
-from tests.openai_server import tiny_png
-
-HEADER = ",".join(CSV_COLUMNS) + ","
-GOOD = "gender,sister,My sister is BLANK.,My sister is caring.,My sister is rude.,My sister is hi.,1,https://x.example/1.jpg,"
-
-
-def write_csv(tmp_path: Path, *rows: str, header: str = HEADER, bom: bool = True) -> Path:
-    path = tmp_path / "vls.csv"
-    path.write_bytes(("\ufeff" if bom else "").encode() + ("\r\n".join([header, *rows]) + "\r\n").encode())
-    return path
-
+from tests.helpers.openai_server import tiny_png
+from tests.helpers.vlstereoset_files import GOOD, HEADER, write_csv
 
 def test_synthetic_file_is_in_the_released_format():
     raw = synthetic_csv_path().read_bytes()

@@ -137,6 +137,7 @@ def score_rows(audit_id: str, model: str, items: list[dict], picked: dict[str, s
     ]
 
 
+@pytest.mark.slow
 def test_marts_reproduce_table4_cells_and_table3_aggregates(dora_home):
     from models_inference.probes.vlstereoset.probe import run_vlstereoset_probe
     from models_inference.probes.vlstereoset.scorers import ReferenceScorer

@@ -25,107 +25,13 @@ from models_inference.probes.vlstereoset.scorers import (
     mcq_orders,
     parse_choice,
 )
-from tests.openai_server import OpenAIStubServer, tiny_png
-
-WORDS = "the a my is was are he she his her sister mother man woman person sibling caring rude hi describe image".split()
-
-
-def word_tokenizer(**extra):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["<unk>", "<pad>", "<s>", "</s>", "<image>"]
-    vocab = {t: i for i, t in enumerate(specials + WORDS + [".", ",", ":", "A", "B", "C"])}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Whitespace()
-    core.decoder = decoders.WordPiece(prefix="##")
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>",
-                                  model_input_names=["input_ids", "attention_mask"], **extra)
-    return tok, vocab
-
-
-def build_tiny_clip(folder: Path) -> Path:
-    import torch
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
-
-    tok, vocab = word_tokenizer()
-    config = CLIPConfig(
-        text_config={"vocab_size": len(vocab), "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
-                     "num_attention_heads": 2, "max_position_embeddings": 32, "bos_token_id": 2, "eos_token_id": 3, "pad_token_id": 1},
-        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                       "image_size": 16, "patch_size": 8},
-        projection_dim=8,
-    )
-    torch.manual_seed(3)
-    out = folder / "tiny-clip"
-    CLIPModel(config).save_pretrained(out)
-    tok.save_pretrained(out)
-    CLIPImageProcessor(size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16}).save_pretrained(out)
-    return out
-
-
-def build_tiny_blip(folder: Path) -> Path:
-    """A tiny BLIP retrieval model (ITM head) with a BERT word-piece tokenizer, saved."""
-    import torch
-    from transformers import BertTokenizerFast, BlipConfig, BlipForImageTextRetrieval, BlipImageProcessor, BlipProcessor
-
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"my the is was sister sibling mother parent caring rude hi . ,".split()]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
-    tok = BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=True)
-    config = BlipConfig(
-        text_config={"vocab_size": len(words), "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
-                     "num_attention_heads": 2, "max_position_embeddings": 64, "encoder_hidden_size": 16},
-        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                       "image_size": 16, "patch_size": 8},
-        projection_dim=8, image_text_hidden_size=16,
-    )
-    torch.manual_seed(4)
-    out = folder / "tiny-blip"
-    BlipForImageTextRetrieval(config).save_pretrained(out)
-    BlipProcessor(image_processor=BlipImageProcessor(size={"height": 16, "width": 16}), tokenizer=tok).save_pretrained(out)
-    return out
-
-
-LLAVA_TEMPLATE = (
-    "{% for message in messages %}{% if message['role'] == 'user' %}USER: {% for c in message['content'] %}"
-    "{% if c['type'] == 'image' %}<image>\n{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %}"
-    "{% endif %}{% endfor %}{% if add_generation_prompt %} ASSISTANT:{% endif %}"
-)
-
-
-def build_tiny_llava(folder: Path) -> Path:
-    import torch
-    from transformers import CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
-
-    tok, vocab = word_tokenizer(extra_special_tokens={"image_token": "<image>"})
-    processor = LlavaProcessor(
-        image_processor=CLIPImageProcessor(size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16}),
-        tokenizer=tok, patch_size=8, vision_feature_select_strategy="default", chat_template=LLAVA_TEMPLATE,
-        image_token="<image>", num_additional_image_tokens=1,
-    )
-    config = LlavaConfig(
-        vision_config=CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                       image_size=16, patch_size=8, projection_dim=16),
-        text_config=LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                                bos_token_id=2, eos_token_id=3, pad_token_id=1),
-        image_token_index=vocab["<image>"], vision_feature_select_strategy="default", vision_feature_layer=-1,
-        projector_hidden_act="gelu", pad_token_id=1,
-    )
-    torch.manual_seed(1)
-    model = LlavaForConditionalGeneration(config)
-    model.generation_config.eos_token_id = 3
-    out = folder / "tiny-llava"
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
-    return out
-
+from tests.helpers.openai_server import OpenAIStubServer, tiny_png
+from tests.helpers.tiny_models import VLSTEREOSET_TOKENS, build_tiny_blip, build_tiny_clip, build_tiny_llava
 
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("vls_models")
-    return {"clip": build_tiny_clip(folder), "llava": build_tiny_llava(folder), "blip": build_tiny_blip(folder / "blip")}
+    return {"clip": build_tiny_clip(folder), "llava": build_tiny_llava(folder, VLSTEREOSET_TOKENS), "blip": build_tiny_blip(folder / "blip")}
 
 
 def land_gender_items_with_images(tmp_path: Path, n: int = 4) -> list[dict]:

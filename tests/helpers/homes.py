@@ -1,0 +1,100 @@
+"""The session's finished audit: one real Dagster run of the audit job (every asset, every probe
+family, small samples, the real SmolLM2) into a scratch DORA_HOME, built once per test session
+(once per pytest-xdist worker) by the ``finished_audit`` fixture in tests/conftest.py.
+
+Tests that only read an audit's results share it: the run's materialisations, check outcomes
+and metadata are kept here (``FinishedAudit``), its landing and warehouse stay in ``home``.
+A test that must change the home (a rerun, another audit, a report written into it) takes a
+copy (``copy_home``). ``tree_digest`` is checked again when the session ends, so a test that
+writes into the shared home fails the session instead of silently leaking into the next test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+#: The audit job's T2T sample: 9 dimensions x 2 settings x 2 letters x 2 runs = 72 rows.
+T2T_CONFIG = {"per_dimension": 1, "settings": ["singular", "noun"], "letters": "bm", "runs": 2, "progress": False}
+#: ModSCAN's smallest text sample: persona 1 trait x 2 attributes x 2 conditions + faces
+#: 3 scenarios x 1 instance x 2 attributes = 10 rows.
+MODSCAN_CONFIG = {"instances_per_scenario": 1, "samples": 1, "progress": False}
+#: Counterfactual text sets on SmolLM2: race_gender x nurse, 2 prompts (12 members x 2 = 24
+#: responses, 12 of them numeric); the same config for each of the family's three ops.
+COUNTERFACTUAL_CONFIG = {"occupations": ["nurse"], "prompts": ["Characteristics", "Hiring"], "seeds": 1,
+                         "max_new_tokens": 12, "numeric_max_new_tokens": 4, "progress": False}
+COUNTERFACTUAL_OPS = ("counterfactual_responses", "counterfactual_toxicity", "counterfactual_stereotype_filter")
+#: The other families run their `dora audit` defaults (a quick sample each).
+RUN_CONFIG = {"ops": {"t2t_completions": {"config": T2T_CONFIG}, "modscan_responses": {"config": MODSCAN_CONFIG},
+                      **{op: {"config": COUNTERFACTUAL_CONFIG} for op in COUNTERFACTUAL_OPS}}}
+
+
+@dataclass(frozen=True)
+class FinishedAudit:
+    """What one run of the audit job left: its home and what its events said."""
+
+    home: Path
+    run_config: dict
+    #: asset key path -> materialisation metadata (raw values)
+    metadata: dict[tuple, dict] = field(repr=False)
+    #: one (asset key path, check name, passed) per check evaluation of the run
+    checks: tuple[tuple, ...] = field(repr=False)
+    digest: dict[str, tuple] = field(repr=False)
+
+    @property
+    def materialised(self) -> set[tuple]:
+        return set(self.metadata)
+
+    def env(self, monkeypatch: pytest.MonkeyPatch, home: Path | None = None) -> Path:
+        """Point DORA_HOME / DAGSTER_HOME at the shared home (read-only use) or at a copy of it."""
+        home = home or self.home
+        monkeypatch.setenv("DORA_HOME", str(home))
+        monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+        return home
+
+
+def tree_digest(root: Path) -> dict[str, tuple]:
+    """(size, mtime_ns) of every file under ``root``: what a read-only test must leave as it was."""
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            st = path.stat()
+            out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def build_finished_audit(root: Path) -> FinishedAudit:
+    """Run the audit job once into ``root / 'home'`` (an ephemeral Dagster instance)."""
+    import dagster as dg
+
+    from orchestration.definitions import AUDIT_JOB, defs
+
+    home = root / "home"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DORA_HOME", str(home))
+        mp.setenv("DAGSTER_HOME", str(home / "dagster"))
+        job = defs.resolve_job_def(AUDIT_JOB)
+        with dg.DagsterInstance.ephemeral() as instance:
+            result = job.execute_in_process(run_config=RUN_CONFIG, instance=instance)
+        assert result.success, "the session's finished audit failed (see the log above)"
+        metadata = {
+            tuple(e.materialization.asset_key.path): {k: v.value for k, v in e.materialization.metadata.items()}
+            for e in result.get_asset_materialization_events()
+        }
+        checks = tuple(
+            (tuple(e.event_specific_data.asset_key.path), e.event_specific_data.check_name, e.event_specific_data.passed)
+            for e in result.all_events
+            if e.event_type_value == "ASSET_CHECK_EVALUATION"
+        )
+    return FinishedAudit(home=home, run_config=RUN_CONFIG, metadata=metadata, checks=checks, digest=tree_digest(home))
+
+
+def copy_home(audit: FinishedAudit, dest: Path) -> Path:
+    """A private copy of the finished audit's home (timestamps kept), for a test that changes it."""
+    shutil.copytree(audit.home, dest, symlinks=True)
+    return dest

@@ -1,0 +1,92 @@
+"""A pytest plugin: an unmarked test whose setup and call take over ``DORA_SLOW_TEST_SECONDS``
+(default 5 s) fails, so ``-m "not slow"`` (the fast tier) stays fast as tests are added.
+
+Setup counts: a module fixture that builds a warehouse is paid by the first test using it,
+and by the fast tier all the same (mark every test of that fixture slow, or make it cheaper).
+``DORA_SLOW_TEST_SECONDS=0`` switches the check off; a loaded machine can loosen it (CI runs
+alone on its machine and keeps the default).
+
+``DORA_TEST_TIMES=<file>`` appends one line per test phase as it ends (node id, phase, wall
+seconds, CPU seconds of this process and its finished subprocesses, slow or not; tab-separated):
+the suite's costs while it still runs. On a loaded machine the CPU seconds are the better guess
+of the wall time on a quiet one (torch's threads can make them exceed it)."""
+
+import os
+import resource
+
+import pytest
+
+#: Seconds an unmarked test's call phase may take; 0 switches the check off.
+SLOW_ENV = "DORA_SLOW_TEST_SECONDS"
+
+
+def _slow_threshold() -> float:
+    raw = os.environ.get(SLOW_ENV, "5")
+    try:
+        return float(raw)
+    except ValueError:
+        raise pytest.UsageError(f"{SLOW_ENV}={raw!r}: expected a number of seconds (0 switches the check off)") from None
+
+
+_THRESHOLD = pytest.StashKey[float]()
+_SETUP = pytest.StashKey[float]()
+_CPU = pytest.StashKey[float]()
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    item.stash[_CPU] = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    item.stash[_CPU] = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    item.stash[_CPU] = _cpu_seconds()
+    yield
+
+
+def pytest_configure(config):
+    config.stash[_THRESHOLD] = _slow_threshold()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    times = os.environ.get("DORA_TEST_TIMES")
+    if times:
+        slow = "slow" if item.get_closest_marker("slow") else "-"
+        cpu = _cpu_seconds() - item.stash.get(_CPU, _cpu_seconds())
+        with open(times, "a") as fh:
+            fh.write(f"{item.nodeid}\t{report.when}\t{report.duration:.2f}\t{cpu:.2f}\t{slow}\n")
+    if report.when == "setup":
+        item.stash[_SETUP] = report.duration
+    limit = item.config.stash[_THRESHOLD]
+    spent = report.duration + item.stash.get(_SETUP, 0.0)
+    if (
+        limit > 0
+        and report.when == "call"
+        and report.passed
+        and spent > limit
+        and item.get_closest_marker("slow") is None
+    ):
+        # a failure of this test (not a warning): the fast tier's budget is only kept if an
+        # unmarked slow test is as visible as a broken one
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} took {spent:.1f} s (setup {spent - report.duration:.1f} s, call {report.duration:.1f} s), "
+            f"over {limit:g} s, without @pytest.mark.slow: mark it slow (it then leaves the fast tier; a slow "
+            f"module fixture: every test using it) or make it faster; "
+            f"{SLOW_ENV}=<seconds> loosens the check on a loaded machine, {SLOW_ENV}=0 switches it off"
+        )

@@ -1,0 +1,59 @@
+"""The fast tier's guard (tests/helpers/slow_marker.py), run on a throw-away test file through
+pytest's own ``pytester``: an unmarked test over the threshold (setup included) fails with a message naming the
+mark and the variable; a marked one, a quick one and a switched-off check pass."""
+
+import pytest
+
+pytest_plugins = ("pytester",)
+
+SLEEPY = """
+import time
+import pytest
+
+def test_unmarked_sleeper():
+    time.sleep(0.6)
+
+@pytest.mark.slow
+def test_marked_sleeper():
+    time.sleep(0.6)
+
+def test_quick():
+    pass
+
+@pytest.fixture
+def sleepy_fixture():
+    time.sleep(0.6)
+
+def test_quick_call_slow_setup(sleepy_fixture):
+    pass
+"""
+
+
+@pytest.fixture
+def sleepy(pytester, monkeypatch):
+    monkeypatch.delenv("DORA_TEST_TIMES", raising=False)  # the inner run is not the suite
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
+    pytester.makepyfile(test_sleepy=SLEEPY)
+    return pytester
+
+
+def test_unmarked_test_over_the_threshold_fails(sleepy, monkeypatch):
+    monkeypatch.setenv("DORA_SLOW_TEST_SECONDS", "0.3")
+    result = sleepy.runpytest("-p", "tests.helpers.slow_marker")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines([
+        "*test_unmarked_sleeper took *s (setup *, call *), over 0.3 s, without @pytest.mark.slow*DORA_SLOW_TEST_SECONDS*",
+    ])
+    result.stdout.fnmatch_lines(["*test_quick_call_slow_setup took *s (setup *"])
+
+
+def test_threshold_zero_switches_the_check_off(sleepy, monkeypatch):
+    monkeypatch.setenv("DORA_SLOW_TEST_SECONDS", "0")
+    sleepy.runpytest("-p", "tests.helpers.slow_marker").assert_outcomes(passed=4)
+
+
+def test_a_bad_threshold_is_a_usage_error(sleepy, monkeypatch):
+    monkeypatch.setenv("DORA_SLOW_TEST_SECONDS", "five")
+    result = sleepy.runpytest("-p", "tests.helpers.slow_marker")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*DORA_SLOW_TEST_SECONDS='five': expected a number of seconds*"])
