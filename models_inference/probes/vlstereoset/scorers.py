@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from models_inference.probes.vlstereoset.loglik import LOGLIK_INSTRUCTION, text_logliks, text_prefix, vision_logliks
+from models_inference.probes.vlstereoset.loglik import LOGLIK_INSTRUCTION, text_logliks, text_logliks_shared, text_prefix, vision_logliks
 
 #: Conditions (see module docstring) and the caption kinds each scores.
 CONDITION_KINDS = {
@@ -135,6 +135,17 @@ class TextPriorScorer:
     Args:
         backend: a text backend exposing ``model`` and ``tokenizer`` (the transformers backend,
             also the deferred embedded default); the OpenAI chat API gives no prompt log-probs.
+        batch_size: captions per forward pass of the plain loop (``shared=False``).
+        shared: ``True`` (default): :func:`~.loglik.text_logliks_shared` (each distinct token
+            prefix computed once, every caption scored once per scorer: the scorer keeps a
+            caption -> score map across its calls, so the chunks of a resumable run share it);
+            ``False``: the plain padded loop :func:`~.loglik.text_logliks` (the reference the
+            benchmark ``benchmarks/bench_vlstereoset_text_prior.py`` compares against). Both
+            give the same scores up to float rounding (BENCHMARKS.md).
+        row_tokens: tree nodes per forward pass of the shared path.
+
+    Raises:
+        ValueError: a backend that is not ``transformers``.
     """
 
     name = "vlstereo_text_caption_prior"
@@ -144,18 +155,24 @@ class TextPriorScorer:
     conditions = ("original", "neutral")
     variants = (f"{name}:sum", f"{name}:mean")
 
-    def __init__(self, backend, batch_size: int = 32):
+    def __init__(self, backend, batch_size: int = 32, *, shared: bool = True, row_tokens: int = 256):
         if getattr(backend, "backend_name", None) != "transformers":
             raise ValueError("vlstereo_text_caption_prior needs token log-probabilities of given text: use the transformers backend")
-        self.backend, self.batch_size = backend, batch_size
+        self.backend, self.batch_size, self.shared, self.row_tokens = backend, batch_size, shared, row_tokens
         self.model_id, self.model_version, self.backend_name = backend.model_id, backend.model_version, backend.backend_name
+        self._scores: dict[str, tuple[float, int]] = {}  # caption -> (loglik sum, n tokens), shared path only
 
     def config(self) -> dict:
+        # the two paths give the same numbers (float rounding), so neither enters the audit's config
         return {"prefix": "tokenizer BOS (else EOS)", "log": "natural"}
 
     def score(self, units):
         texts = [(u, k) for u in units for k in CONDITION_KINDS[u.condition]]
-        lls = text_logliks(self.backend.model, self.backend.tokenizer, [u.captions[k] for u, k in texts], batch_size=self.batch_size)
+        captions = [u.captions[k] for u, k in texts]
+        if self.shared:
+            lls = text_logliks_shared(self.backend.model, self.backend.tokenizer, captions, row_tokens=self.row_tokens, cache=self._scores)
+        else:
+            lls = text_logliks(self.backend.model, self.backend.tokenizer, captions, batch_size=self.batch_size)
         prefix = text_prefix(self.backend.tokenizer)
         by_unit: dict[int, list[CaptionScore]] = {}
         for (u, k), (total, n) in zip(texts, lls):
