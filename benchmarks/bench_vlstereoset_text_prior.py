@@ -14,9 +14,11 @@ and alternating which goes first, ``TextPriorScorer(shared=False)`` (the plain l
 padded forward pass) and ``TextPriorScorer(shared=True)`` (a new scorer per repetition, so its
 caption map starts empty), both called per ``--shard-rows`` units as the resumable probe calls
 them. Prints log-likelihoods/s of both (median over ``--reps``), the ratio of the medians, the
-max |difference| of the log-likelihood sums and means, whether the token counts agree, and
-the projected time of the released file (1,958 items, 9,758 caption log-likelihoods) at the
-shared path's median rate.
+max |difference| of the log-likelihood sums and means, whether the token counts agree, the
+CPU seconds of both, and the projected time of the released file (1,958 items, 9,758 caption
+log-likelihoods) at the median wall rates and from the CPU time spread over the machine's
+cores (what the run would take with the cores to itself: on shared cores the wall time
+depends on the other processes, the load average is printed).
 """
 
 from __future__ import annotations
@@ -55,12 +57,13 @@ def plan(csv_path: str | None, n_items: int | None):
     return ds, plan_units(items, SimpleNamespace(conditions=TextPriorScorer.conditions, needs_image=TextPriorScorer.needs_image))
 
 
-def run(scorer, units, shard_rows: int) -> tuple[float, list]:
-    start = time.perf_counter()
+def run(scorer, units, shard_rows: int) -> tuple[float, float, list]:
+    """Wall seconds, CPU seconds (all threads of this process) and the scores of one pass."""
+    start, cpu = time.perf_counter(), time.process_time()
     scores = []
     for i in range(0, len(units), shard_rows):
         scores.extend(scorer.score(units[i : i + shard_rows]))
-    return time.perf_counter() - start, scores
+    return time.perf_counter() - start, time.process_time() - cpu, scores
 
 
 def main(argv=None) -> None:
@@ -97,15 +100,18 @@ def main(argv=None) -> None:
           f"({sum(lengths.values())} distinct-caption tokens)")
 
     times = {"plain": [], "shared": []}
+    cpus = {"plain": [], "shared": []}
     results = {}
     for rep in range(args.reps):
         order = ("plain", "shared") if rep % 2 == 0 else ("shared", "plain")
         for name in order:
             scorer = TextPriorScorer(backend, args.batch_size, shared=name == "shared", row_tokens=args.row_tokens)
-            dt, scores = run(scorer, units, args.shard_rows)
+            dt, cpu, scores = run(scorer, units, args.shard_rows)
             times[name].append(dt)
+            cpus[name].append(cpu)
             results[name] = scores
-            print(f"  rep {rep + 1} {name:6s}: {dt:7.1f} s = {n / dt:7.2f} log-likelihoods/s (load average {os.getloadavg()[0]:.1f})",
+            print(f"  rep {rep + 1} {name:6s}: {dt:7.1f} s = {n / dt:7.2f} log-likelihoods/s, CPU {cpu:7.1f} s "
+                  f"(load average {os.getloadavg()[0]:.1f})",
                   flush=True)
 
     def flat(scores, variant_index):
@@ -119,14 +125,19 @@ def main(argv=None) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     rate = {k: n / v for k, v in med.items()}
     ratio = med["plain"] / med["shared"]
+    cpu_med = {k: statistics.median(v) for k, v in cpus.items()}
     per_rep = [p / s for p, s in zip(times["plain"], times["shared"])]
     print(f"plain loop  : median {med['plain']:.1f} s = {rate['plain']:.2f} log-likelihoods/s")
     print(f"shared path : median {med['shared']:.1f} s = {rate['shared']:.2f} log-likelihoods/s")
     print(f"ratio of medians: {ratio:.1f}x (per repetition: {', '.join(f'{r:.1f}x' for r in per_rep)})")
     print(f"max |difference|: log-likelihood sums {diffs['sum']:.2e}, per-token means {diffs['mean']:.2e} (nats); "
           f"token counts {'identical' if same_n else 'DIFFER'}")
-    print(f"projected, released file ({RELEASED_ITEMS:,} items, {RELEASED_LOGLIKS:,} log-likelihoods) at these rates: "
-          f"plain {RELEASED_LOGLIKS / rate['plain'] / 60:.1f} min, shared {RELEASED_LOGLIKS / rate['shared'] / 60:.1f} min")
+    print(f"CPU seconds (median): plain {cpu_med['plain']:.1f}, shared {cpu_med['shared']:.1f}, ratio {cpu_med['plain'] / cpu_med['shared']:.1f}x")
+    print(f"projected, released file ({RELEASED_ITEMS:,} items, {RELEASED_LOGLIKS:,} log-likelihoods): at the measured wall rates "
+          f"plain {RELEASED_LOGLIKS / rate['plain'] / 60:.1f} min, shared {RELEASED_LOGLIKS / rate['shared'] / 60:.1f} min; "
+          f"its CPU time, spread over {os.cpu_count()} otherwise idle cores: plain "
+          f"{RELEASED_LOGLIKS / n * cpu_med['plain'] / os.cpu_count() / 60:.1f} min, shared "
+          f"{RELEASED_LOGLIKS / n * cpu_med['shared'] / os.cpu_count() / 60:.1f} min")
     print(f"load average (1 min) at start {load_start:.1f}, at end {os.getloadavg()[0]:.1f}, on {os.cpu_count()} cores")
 
 
