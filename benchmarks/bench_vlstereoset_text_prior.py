@@ -2,7 +2,7 @@
 padded loop vs the shared-prefix path, alternating in one process on the same units.
 
 Usage: python -m benchmarks.bench_vlstereoset_text_prior [--csv PATH] [--items N] [--reps 3]
-       [--shard-rows 32] [--batch-size 32] [--row-tokens 256]
+       [--shard-rows 32] [--batch-size 32] [--row-tokens 256] [--threads 1] [--ablation]
 
 Reads a VLStereoSet CSV in the released format (default: the shipped SYNTHETIC file; the
 released file is not shipped, pass its path with ``--csv``), takes its first ``--items`` items
@@ -11,8 +11,9 @@ rows of one caption set with different images do, so repeats are duplicates the 
 scores once), plans the probe's units (``original`` + ``neutral``) and times, in each repetition
 and alternating which goes first, ``TextPriorScorer(shared=False)`` (the plain loop:
 :func:`models_inference.probes.vlstereoset.loglik.text_logliks`, ``--batch-size`` captions per
-padded forward pass) and ``TextPriorScorer(shared=True)`` (a new scorer per repetition, so its
-caption map starts empty), both called per ``--shard-rows`` units as the resumable probe calls
+padded forward pass, torch's thread setting: the current code) and
+``TextPriorScorer(shared=True, threads=--threads)`` (a new scorer per repetition, so its
+caption map starts empty; ``--ablation`` adds the two other combinations), all called per ``--shard-rows`` units as the resumable probe calls
 them. Prints log-likelihoods/s of both (median over ``--reps``), the ratio of the medians, the
 max |difference| of the log-likelihood sums and means, whether the token counts agree, the
 CPU seconds of both, and the projected time of the released file (1,958 items, 9,758 caption
@@ -74,6 +75,9 @@ def main(argv=None) -> None:
     parser.add_argument("--shard-rows", type=int, default=32, help="units per scorer call (the probe's shard_rows default)")
     parser.add_argument("--batch-size", type=int, default=32, help="captions per forward pass of the plain loop (its default)")
     parser.add_argument("--row-tokens", type=int, default=256, help="tree nodes per forward pass of the shared path (its default)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the shared path (the plain loop keeps torch's setting)")
+    parser.add_argument("--ablation", action="store_true",
+                        help="also time the plain loop at --threads and the shared path at torch's setting (what each change gives)")
     args = parser.parse_args(argv)
     if args.reps < 1:
         parser.error("--reps must be >= 1")
@@ -99,40 +103,55 @@ def main(argv=None) -> None:
           f"{len(set(captions))} distinct captions, {sum(lengths[c] for c in captions)} tokens with the prefix "
           f"({sum(lengths.values())} distinct-caption tokens)")
 
-    times = {"plain": [], "shared": []}
-    cpus = {"plain": [], "shared": []}
+    default_threads = torch.get_num_threads()
+    # name -> (shared path?, threads while scoring: None = torch's setting, the current code's)
+    configs = {"plain": (False, None), "shared": (True, args.threads)}
+    if args.ablation:
+        configs.update({f"plain, {args.threads} thread(s)": (False, args.threads), f"shared, {default_threads} threads": (True, None)})
+    for shared, threads in configs.values():  # warm-up, untimed: the first forward passes of a process are slow
+        TextPriorScorer(backend, args.batch_size, shared=shared, row_tokens=args.row_tokens, threads=threads).score(units[:2])
+    times = {k: [] for k in configs}
+    cpus = {k: [] for k in configs}
     results = {}
     for rep in range(args.reps):
-        order = ("plain", "shared") if rep % 2 == 0 else ("shared", "plain")
-        for name in order:
-            scorer = TextPriorScorer(backend, args.batch_size, shared=name == "shared", row_tokens=args.row_tokens)
+        names = list(configs) if rep % 2 == 0 else list(reversed(configs))
+        for name in names:
+            shared, threads = configs[name]
+            scorer = TextPriorScorer(backend, args.batch_size, shared=shared, row_tokens=args.row_tokens, threads=threads)
             dt, cpu, scores = run(scorer, units, args.shard_rows)
             times[name].append(dt)
             cpus[name].append(cpu)
             results[name] = scores
-            print(f"  rep {rep + 1} {name:6s}: {dt:7.1f} s = {n / dt:7.2f} log-likelihoods/s, CPU {cpu:7.1f} s "
-                  f"(load average {os.getloadavg()[0]:.1f})",
-                  flush=True)
+            print(f"  rep {rep + 1} {name:22s}: {dt:7.1f} s = {n / dt:7.2f} log-likelihoods/s, CPU {cpu:7.1f} s "
+                  f"(load average {os.getloadavg()[0]:.1f})", flush=True)
 
     def flat(scores, variant_index):
         return [(s.score, s.n_tokens) for unit in scores for s in unit[variant_index::2]]
 
-    diffs = {}
-    for i, v in enumerate(("sum", "mean")):
-        a, b = flat(results["plain"], i), flat(results["shared"], i)
-        diffs[v] = max(abs(x[0] - y[0]) for x, y in zip(a, b))
-        same_n = all(x[1] == y[1] for x, y in zip(a, b))
     med = {k: statistics.median(v) for k, v in times.items()}
-    rate = {k: n / v for k, v in med.items()}
-    ratio = med["plain"] / med["shared"]
     cpu_med = {k: statistics.median(v) for k, v in cpus.items()}
+    rate = {k: n / v for k, v in med.items()}
+    print(f"threads: plain at torch's setting ({default_threads}), shared at {args.threads}")
+    for name in configs:
+        print(f"{name:22s}: median {med[name]:7.1f} s = {rate[name]:7.2f} log-likelihoods/s, CPU {cpu_med[name]:7.1f} s")
     per_rep = [p / s for p, s in zip(times["plain"], times["shared"])]
-    print(f"plain loop  : median {med['plain']:.1f} s = {rate['plain']:.2f} log-likelihoods/s")
-    print(f"shared path : median {med['shared']:.1f} s = {rate['shared']:.2f} log-likelihoods/s")
-    print(f"ratio of medians: {ratio:.1f}x (per repetition: {', '.join(f'{r:.1f}x' for r in per_rep)})")
-    print(f"max |difference|: log-likelihood sums {diffs['sum']:.2e}, per-token means {diffs['mean']:.2e} (nats); "
-          f"token counts {'identical' if same_n else 'DIFFER'}")
-    print(f"CPU seconds (median): plain {cpu_med['plain']:.1f}, shared {cpu_med['shared']:.1f}, ratio {cpu_med['plain'] / cpu_med['shared']:.1f}x")
+    print(f"ratio of medians, plain / shared: {med['plain'] / med['shared']:.1f}x wall (per repetition: "
+          f"{', '.join(f'{r:.1f}x' for r in per_rep)}), {cpu_med['plain'] / cpu_med['shared']:.1f}x CPU")
+    if args.ablation:
+        p1, s2 = f"plain, {args.threads} thread(s)", f"shared, {default_threads} threads"
+        print(f"  the prefix tree alone (same threads): {med['plain'] / med[s2]:.1f}x wall at {default_threads} threads, "
+              f"{med[p1] / med['shared']:.1f}x wall at {args.threads}; the thread setting alone: {med['plain'] / med[p1]:.1f}x wall "
+              f"(plain), {med[s2] / med['shared']:.1f}x (shared)")
+    for name in configs:
+        if name == "plain":
+            continue
+        diffs = {}
+        for i, v in enumerate(("sum", "mean")):
+            a, b = flat(results["plain"], i), flat(results[name], i)
+            diffs[v] = max(abs(x[0] - y[0]) for x, y in zip(a, b))
+            same_n = all(x[1] == y[1] for x, y in zip(a, b))
+        print(f"max |difference| vs plain, {name}: log-likelihood sums {diffs['sum']:.2e}, per-token means {diffs['mean']:.2e} "
+              f"(nats); token counts {'identical' if same_n else 'DIFFER'}")
     print(f"projected, released file ({RELEASED_ITEMS:,} items, {RELEASED_LOGLIKS:,} log-likelihoods): at the measured wall rates "
           f"plain {RELEASED_LOGLIKS / rate['plain'] / 60:.1f} min, shared {RELEASED_LOGLIKS / rate['shared'] / 60:.1f} min; "
           f"its CPU time, spread over {os.cpu_count()} otherwise idle cores: plain "

@@ -148,6 +148,7 @@ def text_logliks_shared(
     """
     import inspect
 
+    import numpy as np
     import torch
 
     if row_tokens < 1:
@@ -176,36 +177,39 @@ def text_logliks_shared(
         param = next(model.parameters())
         for row in _packed_rows(fed, row_tokens):
             n = 1 + max(max(path) for _, path in row)
-            ids = torch.zeros(n, dtype=torch.long)
-            depth = torch.zeros(n, dtype=torch.long)
-            parent = [-1] * n
+            ids, depth, parent = [0] * n, [0] * n, [-1] * n
             for idx, path in row:
                 for d, pos in enumerate(path):
                     ids[pos], depth[pos], parent[pos] = fed[idx][d], d, path[d - 1] if d else -1
-            allowed = torch.eye(n, dtype=torch.bool)
+            allowed = np.eye(n, dtype=bool)
             for pos in range(n):  # parents come before children, so a node inherits its ancestors
                 if parent[pos] >= 0:
                     allowed[pos] |= allowed[parent[pos]]
-            mask = torch.zeros((n, n), dtype=param.dtype).masked_fill_(~allowed, torch.finfo(param.dtype).min)
+            mask = torch.zeros((n, n), dtype=param.dtype).masked_fill_(torch.from_numpy(~allowed), torch.finfo(param.dtype).min)
             # logits where a next token is scored: every fed node at depth >= first - 1 (each is
             # followed by a scored token of some text); the prefix's own nodes need none
-            keep = (depth >= first - 1).nonzero().squeeze(1)
-            kwargs = {"logits_to_keep": keep.to(param.device)} if takes_keep else {}
+            keep = [pos for pos in range(n) if depth[pos] >= first - 1]
+            keep_t = torch.tensor(keep, dtype=torch.long, device=param.device)
+            kwargs = {"logits_to_keep": keep_t} if takes_keep else {}
             with torch.inference_mode():
-                logits = model(input_ids=ids[None].to(param.device), attention_mask=mask[None, None].to(param.device),
-                               position_ids=depth[None].to(param.device), use_cache=False, **kwargs).logits[0]
+                logits = model(input_ids=torch.tensor([ids], device=param.device), attention_mask=mask[None, None].to(param.device),
+                               position_ids=torch.tensor([depth], device=param.device), use_cache=False, **kwargs).logits[0]
                 if not takes_keep:
-                    logits = logits[keep.to(param.device)]
+                    logits = logits[keep_t]
                 logp = torch.log_softmax(logits.float(), dim=-1).cpu()
-            at = torch.full((n,), -1, dtype=torch.long)
-            at[keep] = torch.arange(len(keep))
+            at = {pos: i for i, pos in enumerate(keep)}
+            # every scored (node, next token) of the row, gathered in one indexing: per text, its
+            # tokens' log-probabilities in order, then summed in float32 as text_logliks does
+            spans, rows_at, targets = [], [], []
             for idx, path in row:
-                rows_at = at[torch.tensor(path[first - 1 :], dtype=torch.long)]
                 for text in by_fed[fed[idx]]:
                     seq = full[text]
-                    targets = torch.tensor(seq[first:], dtype=torch.long)
-                    lp = logp[rows_at].gather(1, targets.unsqueeze(1)).squeeze(1)
-                    cache[text] = (float(lp.sum()), len(seq) - first)
+                    spans.append((text, len(rows_at), len(seq) - first))
+                    rows_at.extend(at[pos] for pos in path[first - 1 :])
+                    targets.extend(seq[first:])
+            picked = logp[torch.tensor(rows_at, dtype=torch.long), torch.tensor(targets, dtype=torch.long)]
+            for text, start, count in spans:
+                cache[text] = (float(picked[start : start + count].sum()), count)
     return [cache[t] for t in texts]
 
 

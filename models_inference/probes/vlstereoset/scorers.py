@@ -143,9 +143,14 @@ class TextPriorScorer:
             benchmark ``benchmarks/bench_vlstereoset_text_prior.py`` compares against). Both
             give the same scores up to float rounding (BENCHMARKS.md).
         row_tokens: tree nodes per forward pass of the shared path.
+        threads: torch intra-op threads while scoring (restored after each call); ``None``
+            leaves torch's setting. On cores shared with other busy processes, 1 thread is several
+            times faster than 2 (measured in BENCHMARKS.md): each of the forward pass's many small
+            operations waits at a barrier for every worker thread, and a worker the OS has
+            descheduled stalls it, while the CPU time spent spinning there is wasted.
 
     Raises:
-        ValueError: a backend that is not ``transformers``.
+        ValueError: a backend that is not ``transformers``, or ``threads < 1``.
     """
 
     name = "vlstereo_text_caption_prior"
@@ -155,10 +160,12 @@ class TextPriorScorer:
     conditions = ("original", "neutral")
     variants = (f"{name}:sum", f"{name}:mean")
 
-    def __init__(self, backend, batch_size: int = 32, *, shared: bool = True, row_tokens: int = 256):
+    def __init__(self, backend, batch_size: int = 32, *, shared: bool = True, row_tokens: int = 256, threads: int | None = None):
         if getattr(backend, "backend_name", None) != "transformers":
             raise ValueError("vlstereo_text_caption_prior needs token log-probabilities of given text: use the transformers backend")
-        self.backend, self.batch_size, self.shared, self.row_tokens = backend, batch_size, shared, row_tokens
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.backend, self.batch_size, self.shared, self.row_tokens, self.threads = backend, batch_size, shared, row_tokens, threads
         self.model_id, self.model_version, self.backend_name = backend.model_id, backend.model_version, backend.backend_name
         self._scores: dict[str, tuple[float, int]] = {}  # caption -> (loglik sum, n tokens), shared path only
 
@@ -167,12 +174,20 @@ class TextPriorScorer:
         return {"prefix": "tokenizer BOS (else EOS)", "log": "natural"}
 
     def score(self, units):
+        import torch
+
         texts = [(u, k) for u in units for k in CONDITION_KINDS[u.condition]]
         captions = [u.captions[k] for u, k in texts]
-        if self.shared:
-            lls = text_logliks_shared(self.backend.model, self.backend.tokenizer, captions, row_tokens=self.row_tokens, cache=self._scores)
-        else:
-            lls = text_logliks(self.backend.model, self.backend.tokenizer, captions, batch_size=self.batch_size)
+        before = torch.get_num_threads()
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+        try:
+            if self.shared:
+                lls = text_logliks_shared(self.backend.model, self.backend.tokenizer, captions, row_tokens=self.row_tokens, cache=self._scores)
+            else:
+                lls = text_logliks(self.backend.model, self.backend.tokenizer, captions, batch_size=self.batch_size)
+        finally:
+            torch.set_num_threads(before)
         prefix = text_prefix(self.backend.tokenizer)
         by_unit: dict[int, list[CaptionScore]] = {}
         for (u, k), (total, n) in zip(texts, lls):
