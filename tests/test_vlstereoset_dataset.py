@@ -126,6 +126,18 @@ def test_neutralisation_rules():
     # the attribute is never neutralised, only the context's words
     n = neutralise("gender", "sister", "My sister is BLANK.", "My sister is a woman.", "My sister is a man.")
     assert n.stereotype == "My sibling is a woman."
+    # possessives and plurals: the context's only gendered word is "mother's" / "wives" / "ladies'"
+    n = neutralise("gender", "mother", "My mother's cooking is BLANK.", "My mother's cooking is tasty.", "My mother's cooking is bland.")
+    assert (n.stereotype, n.anti_stereotype, n.status) == ("My parent's cooking is tasty.", "My parent's cooking is bland.", "ok")
+    n = neutralise("gender", "wife", "Their wives were BLANK.", "Their wives were quiet.", "Their wives were loud.")
+    assert n.stereotype == "Their spouses were quiet."
+    n = neutralise("gender", "ladies", "The ladies' room was BLANK.", "The ladies' room was clean.", "The ladies' room was dirty.")
+    assert n.anti_stereotype == "The people's room was dirty."
+    n = neutralise("gender", "sisters", "My sisters' BLANK room.", "My sisters' pink room.", "My sisters' black room.")
+    assert n.stereotype == "My siblings' pink room."
+    # a pronoun's apostrophe is a contraction, not a possessive: no rule, and nothing else to map
+    n = neutralise("gender", "she", "Everyone says she's BLANK.", "Everyone says she's emotional.", "Everyone says she's calm.")
+    assert n.status == "target_not_found"
     n = neutralise("profession", "nurse", "The nurse was BLANK.", "The nurse was a woman.", "The nurse was a man.")
     assert (n.stereotype, n.rule) == ("The person was a woman.", "replaced_noun")
     n = neutralise("race", "Hispanic", "The Hispanic man was BLANK.", "The Hispanic man was a gardener.", "The Hispanic man was a lawyer.")
