@@ -16,7 +16,7 @@ from models_inference.probes.vlstereoset.dataset import (
     resolve_images,
     synthetic_csv_path,
 )
-from models_inference.probes.vlstereoset.neutralise import neutralise
+from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
 from tests.openai_server import tiny_png
 
 HEADER = ",".join(CSV_COLUMNS) + ","
@@ -218,7 +218,7 @@ def test_landing_the_same_items_twice_is_idempotent(dora_home):
     assert read_landing("vlstereoset_items").num_rows == 22
     items = landed_items(ds.dataset_id)
     assert [it["item_id"] for it in items] == [f"r{i:05d}" for i in range(1, 23)]
-    assert all(it["image_status"] == "not_fetched" and it["neutral_method"] == "dora-target-map-v1" for it in items)
+    assert all(it["image_status"] == "not_fetched" and it["neutral_method"] == NEUTRALISATION_METHOD == "dora-target-map-v2" for it in items)
 
 
 # the released file's label counts per category (PROBES.md B.1.4): the unbalanced pool
