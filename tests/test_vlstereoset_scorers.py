@@ -229,9 +229,15 @@ def test_text_prior_shared_and_plain_scorers_agree(smollm2):
              Unit("r1", "neutral", {"stereotype": "My sibling is caring.", "anti-stereotype": "My sibling is rude."}, None, "s", "gender"),
              Unit("r2", "original", {"stereotype": "My sister is caring.", "anti-stereotype": "My sister is rude.",
                                      "unrelated": "My sister is hi."}, None, "a", "gender")]
+    import torch
+
     plain = TextPriorScorer(smollm2, shared=False).score(units)
-    shared_scorer = TextPriorScorer(smollm2)
+    before = torch.get_num_threads()
+    shared_scorer = TextPriorScorer(smollm2, threads=1)
     shared = shared_scorer.score(units[:2]) + shared_scorer.score(units[2:])  # two calls, as two shards
+    assert torch.get_num_threads() == before  # the thread count is the scorer's only while it scores
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        TextPriorScorer(smollm2, threads=0)
     assert [[(s.caption_kind, s.variant, s.n_tokens) for s in u] for u in shared] == [
         [(s.caption_kind, s.variant, s.n_tokens) for s in u] for u in plain]
     assert max(abs(a.score - b.score) for u, v in zip(shared, plain) for a, b in zip(u, v)) < 1e-4
