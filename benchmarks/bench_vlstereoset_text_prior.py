@@ -76,7 +76,7 @@ def main(argv=None) -> None:
     parser.add_argument("--shard-rows", type=int, default=32, help="units per scorer call (the probe's shard_rows default)")
     parser.add_argument("--batch-size", type=int, default=32, help="captions per forward pass of the plain loop (its default)")
     parser.add_argument("--row-tokens", type=int, default=256, help="tree nodes per forward pass of the shared path (its default)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of the shared path (the plain loop keeps torch's setting)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the shared path (the scorer's default; the plain loop keeps torch's setting)")
     parser.add_argument("--ablation", action="store_true",
                         help="also time the plain loop at --threads and the shared path at torch's setting (what each change gives)")
     args = parser.parse_args(argv)

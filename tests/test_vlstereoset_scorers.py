@@ -233,9 +233,16 @@ def test_text_prior_shared_and_plain_scorers_agree(smollm2):
 
     plain = TextPriorScorer(smollm2, shared=False).score(units)
     before = torch.get_num_threads()
-    shared_scorer = TextPriorScorer(smollm2, threads=1)
-    shared = shared_scorer.score(units[:2]) + shared_scorer.score(units[2:])  # two calls, as two shards
-    assert torch.get_num_threads() == before  # the thread count is the scorer's only while it scores
+    torch.set_num_threads(2)
+    shared_scorer = TextPriorScorer(smollm2)  # 1 thread while it scores
+    seen: list[int] = []
+    hook = smollm2.model.register_forward_pre_hook(lambda *a: seen.append(torch.get_num_threads()))
+    try:
+        shared = shared_scorer.score(units[:2]) + shared_scorer.score(units[2:])  # two calls, as two shards
+    finally:
+        hook.remove()
+    assert seen and set(seen) == {1} and torch.get_num_threads() == 2  # the scorer's thread count, only while it scores
+    torch.set_num_threads(before)
     with pytest.raises(ValueError, match="threads must be >= 1"):
         TextPriorScorer(smollm2, threads=0)
     assert [[(s.caption_kind, s.variant, s.n_tokens) for s in u] for u in shared] == [

@@ -144,10 +144,11 @@ class TextPriorScorer:
             give the same scores up to float rounding (BENCHMARKS.md).
         row_tokens: tree nodes per forward pass of the shared path.
         threads: torch intra-op threads while scoring (restored after each call); ``None``
-            leaves torch's setting. On cores shared with other busy processes, 1 thread is several
-            times faster than 2 (measured in BENCHMARKS.md): each of the forward pass's many small
-            operations waits at a barrier for every worker thread, and a worker the OS has
-            descheduled stalls it, while the CPU time spent spinning there is wasted.
+            leaves torch's setting. Default 1: on cores shared with other busy processes, 1 thread
+            is 5-7x faster than 2 (BENCHMARKS.md, "VLStereoSet text prior"): each of the forward
+            pass's many small operations waits at a barrier for every worker thread, a worker the
+            OS has descheduled stalls it, and the CPU time spent spinning there is wasted; on free
+            cores one thread still scores the released file in about 1.5 minutes.
 
     Raises:
         ValueError: a backend that is not ``transformers``, or ``threads < 1``.
@@ -160,7 +161,7 @@ class TextPriorScorer:
     conditions = ("original", "neutral")
     variants = (f"{name}:sum", f"{name}:mean")
 
-    def __init__(self, backend, batch_size: int = 32, *, shared: bool = True, row_tokens: int = 256, threads: int | None = None):
+    def __init__(self, backend, batch_size: int = 32, *, shared: bool = True, row_tokens: int = 256, threads: int | None = 1):
         if getattr(backend, "backend_name", None) != "transformers":
             raise ValueError("vlstereo_text_caption_prior needs token log-probabilities of given text: use the transformers backend")
         if threads is not None and threads < 1:
