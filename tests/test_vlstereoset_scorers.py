@@ -77,6 +77,86 @@ def test_text_caption_prior_on_the_embedded_model(dora_home, smollm2):
     assert again.generated == 0 and again.already_landed == again.planned
 
 
+class _NoPrefixTokenizer:
+    """A tokenizer without BOS / EOS token: no text prefix, so a caption's first token is unscored."""
+
+    bos_token = eos_token = None
+
+    def __init__(self, tok):
+        self.tok, self.pad_token_id = tok, tok.pad_token_id
+
+    def __call__(self, *args, **kwargs):
+        return self.tok(*args, **kwargs)
+
+
+def test_shared_prefix_logliks_equal_the_plain_loop(smollm2):
+    from models_inference.probes.vlstereoset.loglik import text_logliks, text_logliks_shared
+
+    model, tok = smollm2.model, smollm2.tokenizer
+    texts = [
+        "My sister is caring.", "My sister is rude.", "My sister is hi.", "My sibling is caring.",
+        "My sister is caring.",  # a repeat: computed once, same value
+        "My sister", "My sister is caring and kind to everyone she meets.", "Yes",
+    ]
+    plain = text_logliks(model, tok, texts, batch_size=3)
+    # one row for all, and rows of 4 tree nodes (many rows; the long text alone exceeds one)
+    for row_tokens in (256, 4):
+        cache: dict = {}
+        shared = text_logliks_shared(model, tok, texts, row_tokens=row_tokens, cache=cache)
+        assert [n for _, n in shared] == [n for _, n in plain]
+        # a node seeing anything but its ancestors (siblings, the wrong depth) moves these by whole nats
+        assert max(abs(a - b) for (a, _), (b, _) in zip(shared, plain)) < 1e-4
+        assert shared[0] == shared[4] and set(cache) == set(texts)
+    # a second call with the filled cache runs no forward pass
+    calls = []
+    handle = model.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        assert text_logliks_shared(model, tok, texts[:3], cache=cache) == shared[:3]
+    finally:
+        handle.remove()
+    assert calls == []
+    # no prefix: the first token of a caption is not scored, a one-token caption scores nothing
+    bare = _NoPrefixTokenizer(tok)
+    short = ["My sister is caring.", "My sister is rude.", "Yes"]
+    got, want = text_logliks_shared(model, bare, short), text_logliks(model, bare, short)
+    assert [n for _, n in got] == [n for _, n in want] and got[2] == (0.0, 0)
+    assert max(abs(a - b) for (a, _), (b, _) in zip(got, want)) < 1e-4
+    with pytest.raises(ValueError, match="has no token"):
+        text_logliks_shared(model, tok, ["fine", ""])
+    with pytest.raises(ValueError, match="row_tokens"):
+        text_logliks_shared(model, tok, texts, row_tokens=0)
+
+
+def test_text_prior_shared_and_plain_scorers_agree(smollm2):
+    from models_inference.probes.vlstereoset.scorers import Unit
+
+    units = [Unit("r1", "original", {"stereotype": "My sister is caring.", "anti-stereotype": "My sister is rude.",
+                                     "unrelated": "My sister is hi."}, None, "s", "gender"),
+             Unit("r1", "neutral", {"stereotype": "My sibling is caring.", "anti-stereotype": "My sibling is rude."}, None, "s", "gender"),
+             Unit("r2", "original", {"stereotype": "My sister is caring.", "anti-stereotype": "My sister is rude.",
+                                     "unrelated": "My sister is hi."}, None, "a", "gender")]
+    import torch
+
+    plain = TextPriorScorer(smollm2, shared=False).score(units)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    shared_scorer = TextPriorScorer(smollm2)  # 1 thread while it scores
+    seen: list[int] = []
+    hook = smollm2.model.register_forward_pre_hook(lambda *a: seen.append(torch.get_num_threads()))
+    try:
+        shared = shared_scorer.score(units[:2]) + shared_scorer.score(units[2:])  # two calls, as two shards
+    finally:
+        hook.remove()
+    assert seen and set(seen) == {1} and torch.get_num_threads() == 2  # the scorer's thread count, only while it scores
+    torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        TextPriorScorer(smollm2, threads=0)
+    assert [[(s.caption_kind, s.variant, s.n_tokens) for s in u] for u in shared] == [
+        [(s.caption_kind, s.variant, s.n_tokens) for s in u] for u in plain]
+    assert max(abs(a.score - b.score) for u, v in zip(shared, plain) for a, b in zip(u, v)) < 1e-4
+    assert [s.score for s in shared[2]] == [s.score for s in shared[0]]  # the second shard's repeats come from the map
+
+
 def test_clip_scores_are_cosines_with_the_recorded_logit_scale(dora_home, tmp_path, tiny_models):
     items = land_gender_items_with_images(tmp_path)
     raw = ClipScorer(str(tiny_models["clip"]))

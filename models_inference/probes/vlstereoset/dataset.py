@@ -238,6 +238,84 @@ def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
     return VLStereoSetDataset(f"vls-{digest[:12]}", path, tuple(items), synthetic, tuple(quarantined), warnings)
 
 
+# ----------------------------------------------------------------------------- the paper's item set
+
+#: The paper's item set per (category, y) (VLStereoSet §3.2: "dataset balancing through down
+#: sampling to ensure that there are equal numbers of stereotypical and anti-stereotypical
+#: images in each of the four categories"; Table 1, 1,028 images, with its category labels
+#: corrected as PROBES.md B.1.4 derives from Table 4's denominators: gender 206, profession 322,
+#: race 486, religion 14). The released file is the pool before balancing (gender 103 s / 220 a,
+#: profession 470 / 161, race 717 / 243, religion 37 / 7): each cell is its category's smaller side.
+PAPER_ITEM_COUNTS = {
+    ("gender", "s"): 103, ("gender", "a"): 103,
+    ("profession", "s"): 161, ("profession", "a"): 161,
+    ("race", "s"): 243, ("race", "a"): 243,
+    ("religion", "s"): 7, ("religion", "a"): 7,
+}
+
+
+class ItemPoolTooSmallError(ValueError):
+    """A pool with fewer items than the paper's item set in some (category, y) cell; the message
+    names every short cell with its pool count and the paper's count."""
+
+
+def _field(item, name: str):
+    return item[name] if isinstance(item, dict) else getattr(item, name)
+
+
+def paper_item_ids(items, seed: int = 0, counts: dict | None = None) -> list[str]:
+    """The item ids of a seeded down-sample of a pool to the paper's per-category counts.
+
+    VLStereoSet §3.2 balances each category to equal numbers of stereotypical and
+    anti-stereotypical images (Table 1: 1,028 images; per cell :data:`PAPER_ITEM_COUNTS`). The
+    released file is the unbalanced pool (PROBES.md B.1.6), and which of its rows the paper kept is
+    not published, so this reproduces the paper's counts, not its exact items: every (category,
+    y) cell keeps a uniform random sample of its count, without replacement. Pure: no I/O.
+
+    Args:
+        items: the pool: :class:`VLStereoSetItem` s or mappings with ``item_id``, ``category``
+            and ``y`` (e.g. :func:`models_inference.probes.vlstereoset.probe.landed_items`); item
+            ids are unique.
+        seed: the sample's seed. Each cell draws from its own generator, seeded by (seed,
+            category, y), over its ids sorted, so the sample depends neither on the pool's order
+            nor on the other cells' items.
+        counts: (category, y) -> items to keep (default :data:`PAPER_ITEM_COUNTS`); items of a
+            cell not named here are left out.
+
+    Returns:
+        The sampled item ids, in pool order; ``sum(counts.values())`` of them (1,028 by default).
+
+    Raises:
+        ItemPoolTooSmallError: some cell has fewer pool items than its count (every short cell
+            is named, e.g. a pool of the released file's rows after some were quarantined).
+        ValueError: an item id that occurs twice.
+    """
+    import random
+
+    counts = PAPER_ITEM_COUNTS if counts is None else counts
+    cells: dict[tuple[str, str], list[str]] = {cell: [] for cell in counts}
+    order: dict[str, int] = {}
+    for item in items:
+        item_id = _field(item, "item_id")
+        if item_id in order:
+            raise ValueError(f"item id {item_id!r} occurs twice in the pool")
+        order[item_id] = len(order)
+        cell = (_field(item, "category"), _field(item, "y"))
+        if cell in cells:
+            cells[cell].append(item_id)
+    short = [f"{c} y={y}: {len(cells[(c, y)])} in the pool, {k} in the paper's item set"
+             for (c, y), k in counts.items() if len(cells[(c, y)]) < k]
+    if short:
+        raise ItemPoolTooSmallError(
+            f"the pool ({len(order)} items) is too small for the paper's item set in {len(short)} cell(s): " + "; ".join(short)
+        )
+    picked: list[str] = []
+    for (category, y), k in counts.items():
+        digest = hashlib.blake2b(f"vlstereoset-paper-items|{seed}|{category}|{y}".encode(), digest_size=8).digest()
+        picked.extend(random.Random(int.from_bytes(digest, "big")).sample(sorted(cells[(category, y)]), k))
+    return sorted(picked, key=order.__getitem__)
+
+
 # ----------------------------------------------------------------------------- images
 
 
@@ -421,8 +499,24 @@ def item_rows(dataset: VLStereoSetDataset, images: dict[str, ImageOutcome], land
 
 
 __all__ = [
-    "CAPTION_KINDS", "CATEGORIES", "CSV_COLUMNS", "IMAGE_STATUSES", "ImageOutcome", "LABEL_TO_Y", "MANIFEST_KEYS",
-    "ResolvedImages", "VLStereoSetDataset",
-    "VLStereoSetFormatError", "VLStereoSetItem", "download_image", "item_rows", "load_vlstereoset_csv", "read_manifest",
-    "resolve_images", "synthetic_csv_path",
+    "CAPTION_KINDS",
+    "CATEGORIES",
+    "CSV_COLUMNS",
+    "IMAGE_STATUSES",
+    "ImageOutcome",
+    "ItemPoolTooSmallError",
+    "LABEL_TO_Y",
+    "MANIFEST_KEYS",
+    "PAPER_ITEM_COUNTS",
+    "ResolvedImages",
+    "VLStereoSetDataset",
+    "VLStereoSetFormatError",
+    "VLStereoSetItem",
+    "download_image",
+    "item_rows",
+    "load_vlstereoset_csv",
+    "paper_item_ids",
+    "read_manifest",
+    "resolve_images",
+    "synthetic_csv_path",
 ]

@@ -10,7 +10,17 @@ generative adaptations need log p(caption tokens | context):
   assistant's answer to a fixed neutral instruction with the image (``score=loglik``).
 
 Both return, per text, the sum of the caption tokens' natural-log probabilities and the
-number of caption tokens (the per-token mean is sum / n). They work on the backends' own
+number of caption tokens (the per-token mean is sum / n).
+
+:func:`text_logliks_shared` computes :func:`text_logliks`'s numbers with far less work (issue 25:
+the plain loop ran at ~5 log-likelihoods/s on 2 cores). The captions of one VLStereoSet item
+are one context with a different word in the blank, the released file repeats a caption row
+for each of its images, and a causal LM's output at a token depends only on the tokens before
+it. So the distinct token sequences are merged into a prefix tree, each tree node (a token
+after a given prefix) is computed once, in packed rows whose attention mask lets a node see
+only its ancestors (position id = depth), and the output projection runs only where a next
+token is scored. The numbers are the plain loop's up to float rounding (different matrix
+shapes); BENCHMARKS.md gives the measured difference. They work on the backends' own
 model objects (:class:`models_inference.backends.text.TransformersBackend`,
 :class:`models_inference.backends.vision.TransformersVisionBackend`) and change neither.
 """
@@ -75,6 +85,135 @@ def text_logliks(model, tokenizer, texts: Sequence[str], *, batch_size: int = 32
     return out
 
 
+def _packed_rows(seqs: Sequence[tuple[int, ...]], row_tokens: int) -> list[list[tuple[int, list[int]]]]:
+    """Split sequences (sorted) into rows; per row, ``(sequence index, row position of each token)``.
+
+    A row stores each distinct prefix once: sorted sequences share their longest common prefix
+    with their predecessor, which is the longest they share with any earlier one of the row.
+    A row takes sequences while its node count stays within ``row_tokens`` (a longer sequence
+    gets a row of its own).
+    """
+    rows: list[list[tuple[int, list[int]]]] = []
+    prev: tuple[int, ...] = ()
+    prev_path: list[int] = []
+    used = 0
+    for idx, seq in enumerate(seqs):
+        lcp = 0
+        if rows:
+            n = min(len(prev), len(seq))
+            while lcp < n and prev[lcp] == seq[lcp]:
+                lcp += 1
+        if not rows or used + len(seq) - lcp > row_tokens:
+            rows.append([])
+            lcp, used, prev_path = 0, 0, []
+        path = prev_path[:lcp] + list(range(used, used + len(seq) - lcp))
+        used += len(seq) - lcp
+        rows[-1].append((idx, path))
+        prev, prev_path = seq, path
+    return rows
+
+
+def text_logliks_shared(
+    model, tokenizer, texts: Sequence[str], *, row_tokens: int = 256, cache: dict | None = None
+) -> list[tuple[float, int]]:
+    """:func:`text_logliks`'s ``(sum of log p, number of tokens)`` per text, each distinct prefix computed once.
+
+    The distinct token sequences (prefix + caption) are sorted and packed into rows of at
+    most ``row_tokens`` tree nodes (:func:`_packed_rows`); a row is one forward pass with a 4-D
+    attention mask (node i sees node j iff j is i or an ancestor of i) and position ids = depth,
+    so every node's hidden state is the one it has in its own unpadded sequence. A caption's
+    last token is not fed at all unless another sequence continues it (nothing reads its
+    output), and logits are computed (``logits_to_keep``) only at nodes whose next token is
+    scored. Each node's log-probability is then summed along each text's path, in token order,
+    in float32 as in :func:`text_logliks`.
+
+    Args:
+        model, tokenizer: as :func:`text_logliks` (a ``transformers`` causal LM whose forward
+            takes ``position_ids`` and a 4-D additive ``attention_mask``; ``logits_to_keep`` is
+            used when the forward has it).
+        texts: the captions, in any order; repeats are computed once.
+        row_tokens: tree nodes per forward pass (attention costs O(row_tokens^2) per row;
+            256 keeps it a few percent of the matrix products of a 135M model).
+        cache: optional text -> ``(loglik_sum, n_tokens)`` map, read and filled (a scorer
+            passes the same map for all its calls, so a caption repeated across chunks is
+            computed once).
+
+    Returns:
+        One ``(loglik_sum, n_tokens)`` per text, in order; natural log; the token counts of
+        :func:`text_logliks` and its sums up to float rounding (max |difference| below 1e-4
+        nats on the shipped synthetic file and an excerpt of the released one; figures in
+        BENCHMARKS.md, "VLStereoSet text prior").
+
+    Raises:
+        ValueError: a text that tokenises to no token, or ``row_tokens < 1``.
+    """
+    import inspect
+
+    import numpy as np
+    import torch
+
+    if row_tokens < 1:
+        raise ValueError(f"row_tokens must be >= 1, got {row_tokens}")
+    cache = {} if cache is None else cache
+    todo = sorted({t for t in texts if t not in cache})
+    if todo:
+        prefix = text_prefix(tokenizer)
+        prefix_ids = tuple(tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else ()
+        encoded = tokenizer(todo, add_special_tokens=False)["input_ids"]
+        for text, ids in zip(todo, encoded):
+            if not ids:
+                raise ValueError(f"caption {text!r} has no token")
+        # the scored tokens of a text: from the first caption token, or the second with no prefix
+        # (nothing predicts a first token; :func:`text_logliks` drops it the same way)
+        first = max(len(prefix_ids), 1)
+        full = {text: prefix_ids + tuple(ids) for text, ids in zip(todo, encoded)}
+        by_fed: dict[tuple[int, ...], list[str]] = {}  # a sequence's last token is never input: feed the rest
+        for text, seq in full.items():
+            if len(seq) <= first:  # one token and no prefix: nothing scored, as in text_logliks
+                cache[text] = (0.0, 0)
+            else:
+                by_fed.setdefault(seq[:-1], []).append(text)
+        fed = sorted(by_fed)
+        takes_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
+        param = next(model.parameters())
+        for row in _packed_rows(fed, row_tokens):
+            n = 1 + max(max(path) for _, path in row)
+            ids, depth, parent = [0] * n, [0] * n, [-1] * n
+            for idx, path in row:
+                for d, pos in enumerate(path):
+                    ids[pos], depth[pos], parent[pos] = fed[idx][d], d, path[d - 1] if d else -1
+            allowed = np.eye(n, dtype=bool)
+            for pos in range(n):  # parents come before children, so a node inherits its ancestors
+                if parent[pos] >= 0:
+                    allowed[pos] |= allowed[parent[pos]]
+            mask = torch.zeros((n, n), dtype=param.dtype).masked_fill_(torch.from_numpy(~allowed), torch.finfo(param.dtype).min)
+            # logits where a next token is scored: every fed node at depth >= first - 1 (each is
+            # followed by a scored token of some text); the prefix's own nodes need none
+            keep = [pos for pos in range(n) if depth[pos] >= first - 1]
+            keep_t = torch.tensor(keep, dtype=torch.long, device=param.device)
+            kwargs = {"logits_to_keep": keep_t} if takes_keep else {}
+            with torch.inference_mode():
+                logits = model(input_ids=torch.tensor([ids], device=param.device), attention_mask=mask[None, None].to(param.device),
+                               position_ids=torch.tensor([depth], device=param.device), use_cache=False, **kwargs).logits[0]
+                if not takes_keep:
+                    logits = logits[keep_t]
+                logp = torch.log_softmax(logits.float(), dim=-1).cpu()
+            at = {pos: i for i, pos in enumerate(keep)}
+            # every scored (node, next token) of the row, gathered in one indexing: per text, its
+            # tokens' log-probabilities in order, then summed in float32 as text_logliks does
+            spans, rows_at, targets = [], [], []
+            for idx, path in row:
+                for text in by_fed[fed[idx]]:
+                    seq = full[text]
+                    spans.append((text, len(rows_at), len(seq) - first))
+                    rows_at.extend(at[pos] for pos in path[first - 1 :])
+                    targets.extend(seq[first:])
+            picked = logp[torch.tensor(rows_at, dtype=torch.long), torch.tensor(targets, dtype=torch.long)]
+            for text, start, count in spans:
+                cache[text] = (float(picked[start : start + count].sum()), count)
+    return [cache[t] for t in texts]
+
+
 def vision_logliks(backend, image, captions: Sequence[str], instruction: str = LOGLIK_INSTRUCTION) -> list[tuple[float, int]]:
     """(sum of log p, n tokens) of each caption as the answer to ``instruction`` about ``image``.
 
@@ -117,4 +256,4 @@ def vision_logliks(backend, image, captions: Sequence[str], instruction: str = L
     return results
 
 
-__all__ = ["LOGLIK_INSTRUCTION", "text_logliks", "text_prefix", "vision_logliks"]
+__all__ = ["LOGLIK_INSTRUCTION", "text_logliks", "text_logliks_shared", "text_prefix", "vision_logliks"]

@@ -12,7 +12,8 @@ Rules, applied to the words that belong to the item's context (never to the fill
 attribute, so "The nurse was a *woman*" keeps its attribute):
 
 * gender: every word of :data:`GENDER_NEUTRAL` (the target and the other gendered words of
-  the context: *He taught himself* -> *They taught themself*) is replaced by its neutral term;
+  the context: *He taught himself* -> *They taught themself*) is replaced by its neutral term,
+  possessives included (*My mother's cooking* -> *My parent's cooking*, *the ladies' room*);
   rule ``gender_map``.
 * profession, race, religion: the target phrase is **removed** when the next word is a noun
   (spaCy POS NOUN/PROPN, the pipeline of :func:`ingestion.descriptors.load_spacy`), i.e. it modifies it
@@ -31,7 +32,9 @@ import re
 from dataclasses import dataclass
 
 #: Recorded on every item (``neutral_method``): which rule set produced the neutral captions.
-NEUTRALISATION_METHOD = "dora-target-map-v1"
+#: v2: gender possessives ("mother's") and more plurals ("wives") are neutralised; v1 left an
+#: item whose only gendered word was one of them without neutral captions.
+NEUTRALISATION_METHOD = "dora-target-map-v2"
 
 #: Gendered word -> gender-neutral term (Figure 2: sister -> sibling). Lower-case keys.
 GENDER_NEUTRAL: dict[str, str] = {
@@ -52,7 +55,16 @@ GENDER_NEUTRAL: dict[str, str] = {
     "king": "monarch", "queen": "monarch", "prince": "royal", "princess": "royal",
     "he": "they", "she": "they", "him": "them", "his": "their", "her": "their", "hers": "theirs",
     "himself": "themself", "herself": "themself",
+    "moms": "parents", "dads": "parents", "stepmothers": "step-parents", "stepfathers": "step-parents",
+    "husbands": "spouses", "wives": "spouses", "brides": "spouses", "grooms": "spouses",
+    "boyfriends": "partners", "girlfriends": "partners", "grandfathers": "grandparents", "grandmothers": "grandparents",
+    "uncles": "relatives", "aunts": "relatives", "nephews": "relatives", "nieces": "relatives",
+    "kings": "monarchs", "queens": "monarchs", "princes": "royals", "princesses": "royals",
 }
+#: Possessive endings split off a gendered noun before the look-up ("mother's", "ladies'").
+_POSSESSIVE = re.compile(r"^(.+?)('s|')$", re.IGNORECASE)
+#: Pronouns are never split at an apostrophe ("he's" is "he is", not a possessive).
+_PRONOUNS = {"he", "she", "him", "her", "his", "hers", "himself", "herself"}
 
 #: Neutral noun phrase replacing a target used as a noun, per category (NOT FROM PAPER).
 NEUTRAL_NOUN: dict[str, str] = {"profession": "the person", "race": "this country", "religion": "this faith"}
@@ -82,8 +94,16 @@ def _cap_like(original: str, replacement: str, at_start: bool) -> str:
     return replacement
 
 
+def _base(word: str) -> tuple[str, str]:
+    """A word as (gendered key, ending): ``("mother", "'s")`` for *mother's*, else ``(word, "")``."""
+    m = _POSSESSIVE.match(word)
+    if m and m.group(1).lower() in GENDER_NEUTRAL and m.group(1).lower() not in _PRONOUNS:
+        return m.group(1), m.group(2)
+    return word, ""
+
+
 def _context_words(context: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(re.sub(r"BLANK", " ", context, flags=re.IGNORECASE))}
+    return {_base(w)[0].lower() for w in _WORD.findall(re.sub(r"BLANK", " ", context, flags=re.IGNORECASE))}
 
 
 def _gender(caption: str, context_words: set[str]) -> tuple[str, int]:
@@ -91,12 +111,14 @@ def _gender(caption: str, context_words: set[str]) -> tuple[str, int]:
 
     def repl(m: re.Match) -> str:
         nonlocal count
-        word = m.group(0)
+        word, ending = _base(m.group(0))
         neutral = GENDER_NEUTRAL.get(word.lower())
         if neutral is None or word.lower() not in context_words:
-            return word
+            return m.group(0)
         count += 1
-        return _cap_like(word, neutral, m.start() == 0)
+        if ending == "'" and not neutral.endswith("s"):  # "ladies'" -> "people's", "sisters'" -> "siblings'"
+            ending = "'s"
+        return _cap_like(word, neutral, m.start() == 0) + ending
 
     return _WORD.sub(repl, caption), count
 

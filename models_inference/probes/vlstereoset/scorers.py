@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from models_inference.probes.vlstereoset.loglik import LOGLIK_INSTRUCTION, text_logliks, text_prefix, vision_logliks
+from models_inference.probes.vlstereoset.loglik import LOGLIK_INSTRUCTION, text_logliks, text_logliks_shared, text_prefix, vision_logliks
 
 #: Conditions (see module docstring) and the caption kinds each scores.
 CONDITION_KINDS = {
@@ -135,6 +135,23 @@ class TextPriorScorer:
     Args:
         backend: a text backend exposing ``model`` and ``tokenizer`` (the transformers backend,
             also the deferred embedded default); the OpenAI chat API gives no prompt log-probs.
+        batch_size: captions per forward pass of the plain loop (``shared=False``).
+        shared: ``True`` (default): :func:`~.loglik.text_logliks_shared` (each distinct token
+            prefix computed once, every caption scored once per scorer: the scorer keeps a
+            caption -> score map across its calls, so the chunks of a resumable run share it);
+            ``False``: the plain padded loop :func:`~.loglik.text_logliks` (the reference the
+            benchmark ``benchmarks/bench_vlstereoset_text_prior.py`` compares against). Both
+            give the same scores up to float rounding (BENCHMARKS.md).
+        row_tokens: tree nodes per forward pass of the shared path.
+        threads: torch intra-op threads while scoring (restored after each call); ``None``
+            leaves torch's setting. Default 1: on cores shared with other busy processes, 1 thread
+            is 5-7x faster than 2 (BENCHMARKS.md, "VLStereoSet text prior"): each of the forward
+            pass's many small operations waits at a barrier for every worker thread, a worker the
+            OS has descheduled stalls it, and the CPU time spent spinning there is wasted; on free
+            cores one thread still scores the released file in about 1.5 minutes.
+
+    Raises:
+        ValueError: a backend that is not ``transformers``, or ``threads < 1``.
     """
 
     name = "vlstereo_text_caption_prior"
@@ -144,18 +161,34 @@ class TextPriorScorer:
     conditions = ("original", "neutral")
     variants = (f"{name}:sum", f"{name}:mean")
 
-    def __init__(self, backend, batch_size: int = 32):
+    def __init__(self, backend, batch_size: int = 32, *, shared: bool = True, row_tokens: int = 256, threads: int | None = 1):
         if getattr(backend, "backend_name", None) != "transformers":
             raise ValueError("vlstereo_text_caption_prior needs token log-probabilities of given text: use the transformers backend")
-        self.backend, self.batch_size = backend, batch_size
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.backend, self.batch_size, self.shared, self.row_tokens, self.threads = backend, batch_size, shared, row_tokens, threads
         self.model_id, self.model_version, self.backend_name = backend.model_id, backend.model_version, backend.backend_name
+        self._scores: dict[str, tuple[float, int]] = {}  # caption -> (loglik sum, n tokens), shared path only
 
     def config(self) -> dict:
+        # the two paths give the same numbers (float rounding), so neither enters the audit's config
         return {"prefix": "tokenizer BOS (else EOS)", "log": "natural"}
 
     def score(self, units):
+        import torch
+
         texts = [(u, k) for u in units for k in CONDITION_KINDS[u.condition]]
-        lls = text_logliks(self.backend.model, self.backend.tokenizer, [u.captions[k] for u, k in texts], batch_size=self.batch_size)
+        captions = [u.captions[k] for u, k in texts]
+        before = torch.get_num_threads()
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+        try:
+            if self.shared:
+                lls = text_logliks_shared(self.backend.model, self.backend.tokenizer, captions, row_tokens=self.row_tokens, cache=self._scores)
+            else:
+                lls = text_logliks(self.backend.model, self.backend.tokenizer, captions, batch_size=self.batch_size)
+        finally:
+            torch.set_num_threads(before)
         prefix = text_prefix(self.backend.tokenizer)
         by_unit: dict[int, list[CaptionScore]] = {}
         for (u, k), (total, n) in zip(texts, lls):
