@@ -1,6 +1,6 @@
 """Statistical DuckDB UDFs for the association marts, and the dbt-duckdb plugin that adds them.
 
-Source of the definitions: BiasDora (seed 004) and ``METHOD.md`` section 3 ("Association
+Source of the definitions: BiasDora (seed 004) and ``docs/method.md#3-associations`` ("Association
 analytics"). Only two pieces of the method need numerical code that SQL does not have:
 
 * ``fisher_greater(a, b, c, d)``: the one-sided (over-representation) p-value of Fisher's
@@ -52,7 +52,7 @@ def _to_int64(arr: pa.Array) -> np.ndarray:
 def fisher_p_greater(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.ndarray:
     """One-sided Fisher's exact p-value for tables ``[[a, b], [c, d]]``, elementwise.
 
-    BiasDora (seed 004) / METHOD.md section 3: a = tf(d,w), b = other words of d,
+    BiasDora (seed 004) / docs/method.md#3-associations: a = tf(d,w), b = other words of d,
     c = occurrences of w in other descriptors, d = all other words; "greater" tests
     over-representation of w in d's document.
 
@@ -70,7 +70,7 @@ def fisher_p_greater(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray)
 def fisher_greater(a: pa.Array, b: pa.Array, c: pa.Array, d: pa.Array) -> pa.Array:
     """DuckDB Arrow UDF ``fisher_greater(a, b, c, d) -> DOUBLE`` (see :func:`fisher_p_greater`).
 
-    Source: BiasDora (seed 004), METHOD.md section 3. NULL in any argument -> NULL;
+    Source: BiasDora (seed 004), docs/method.md#3-associations. NULL in any argument -> NULL;
     a negative cell -> NULL (not a contingency table).
     """
     mask = _valid_mask(a, b, c, d)
@@ -143,7 +143,7 @@ def chi2_stratified_p(before, after):
 def normal_sf(z: pa.Array) -> pa.Array:
     """DuckDB Arrow UDF ``normal_sf(z) -> DOUBLE`` = 1 - Phi(z) = ``scipy.special.ndtr(-z)``.
 
-    Source: BiasDora (seed 004), METHOD.md section 3: the paper's significance of a tf-idf
+    Source: BiasDora (seed 004), docs/method.md#3-associations: the paper's significance of a tf-idf
     value is ``1 - Phi((tfidf - mean) / sd)``. NULL in -> NULL out.
     """
     mask = _valid_mask(z)

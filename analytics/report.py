@@ -2,7 +2,7 @@
 
 BiasDora (seed 004) reports, per model x modality x setting x bias dimension, the share of
 significant associations that are negative (Figure 3), toxic (Figure 4) and at each Likert
-bias level of the LLM judge (Figures 6, 7); METHOD.md section 4. Every number here comes
+bias level of the LLM judge (Figures 6, 7); docs/method.md#4-scoring. Every number here comes
 from the score marts ``agg_bias_by_dimension``, ``agg_likert_by_dimension``,
 ``agg_scores_by_audit`` and ``fct_association_scores`` (read-only, parameterised); every count,
 ratio and share is computed in dbt, this module only lays them out:
@@ -29,7 +29,7 @@ from analytics.modscan import report_section as modscan_section  # ModSCAN famil
 from analytics.query import QueryResult, read_relation, run_query
 from ingestion.landing import dora_home
 
-#: Display order of settings (T2T first, as in the paper) and Likert labels (METHOD.md 4).
+#: Display order of settings (T2T first, as in the paper) and Likert labels (docs/method.md#4-scoring).
 SETTING_ORDER = ("singular", "plural", "adjective", "noun", "verb")
 LIKERT = {1: "1 Not at all", 2: "2 Slightly", 3: "3 Moderately", 4: "4 Highly", 5: "5 Extremely"}
 LIKERT_COLOURS = {1: "#1a9850", 2: "#a6d96a", 3: "#fee08b", 4: "#f46d43", 5: "#a50026"}

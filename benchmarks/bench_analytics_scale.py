@@ -9,7 +9,7 @@ Usage::
     # development: a tenth of paper scale (~53k completions, ~240k description words)
     python -m benchmarks.bench_analytics_scale --scale 0.1 --home /tmp/dora-bench-dev
 
-What it does (BiasDora seed 004 section 3 / METHOD.md section 3; issue 6):
+What it does (BiasDora seed 004 section 3 / docs/method.md#3-associations; issue 6):
 
 1. **Synthetic landing data of paper size** in a scratch ``DORA_HOME``, written with
    :func:`ingestion.landing.write_shard` in the probe's own 512-row shards: T2T
@@ -512,7 +512,7 @@ def image_target(descriptor: str, image_setting: str) -> str:
 
 
 def paper_p_values(pairs, paper_df, n_paper_documents):
-    """The paper's z-test p-value (METHOD.md 3a, ``fct_associations.paper_p_value``) of each pair.
+    """The paper's z-test p-value (docs/method.md#3a-paper-statistics, ``fct_associations.paper_p_value``) of each pair.
 
     ``paper_tfidf = tf * ln(N / paper_df)`` on the paper's documents (a T2T document is one
     probe row in one run with its 26 letter answers, N = documents x letters; a description is
@@ -549,7 +549,7 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
     loop builds df, word totals and one ``scipy.stats.fisher_exact(..., alternative="greater")``
     call per (descriptor, word) pair; then the z-score p-value, PMI and BH
     (``scipy.stats.false_discovery_control``). Same definitions as the dbt models
-    (METHOD.md section 3), including their dedup of retried landing rows.
+    (docs/method.md#3-associations), including their dedup of retried landing rows.
 
     Returns ``(result DataFrame, info dict)``; ``info`` has the phase times, the number of
     pairs, the measured Fisher seconds and (when subsampled) the extrapolated figure.
@@ -570,7 +570,7 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
     tf: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
     # T2T: keep the last landed row per completion key (the landing table is append-only)
     t2t = t2t.sort_values("generated_at").drop_duplicates(["setting", "descriptor", "letter", "run"], keep="last")
-    paper_docs: dict[tuple[str, str], set] = {}  # the paper's documents (METHOD.md 3a)
+    paper_docs: dict[tuple[str, str], set] = {}  # the paper's documents (docs/method.md#3a-paper-statistics)
     paper_letters: dict[tuple[str, str], set] = {}
     word_docs: dict[tuple[str, str, str], set] = {}
     for row in t2t.itertuples(index=False):  # the reference scripts' loop over rows
@@ -715,7 +715,7 @@ def compare(dora, base, fisher_q: bool) -> dict:
 def vectorised_peer(home: Path, with_i2t: bool):
     """The strongest straightforward peer: vectorised pandas + scikit-learn + scipy (issue 16).
 
-    Same inputs and definitions as :func:`reference_baseline` (METHOD.md section 3), without
+    Same inputs and definitions as :func:`reference_baseline` (docs/method.md#3-associations), without
     Python row loops: pandas reads and deduplicates the landing Parquet (``drop_duplicates``),
     one scikit-learn ``CountVectorizer`` document-term matrix per (modality, setting)
     (documents = descriptors, tokens = their words; identity analyzer), tf / df / document
@@ -744,7 +744,7 @@ def vectorised_peer(home: Path, with_i2t: bool):
     t1 = time.perf_counter()
     t2t = t2t[t2t["audit_id"] == AUDIT_ID]
     t2t = t2t.sort_values("generated_at", kind="stable").drop_duplicates(["setting", "descriptor", "letter", "run"], keep="last")
-    # the paper's documents (METHOD.md 3a): a probe row in one run x its letters; a description
+    # the paper's documents (docs/method.md#3a-paper-statistics): a probe row in one run x its letters; a description
     docs = t2t.drop_duplicates(["setting", "descriptor", "descriptor_row", "run"]).groupby("setting").size()
     letters = t2t.groupby("setting")["letter"].nunique()
     n_paper = {("t2t", st): int(docs[st] * letters[st]) for st in docs.index}

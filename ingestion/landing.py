@@ -184,7 +184,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
     # models_inference/scoring/: sentiment of each scored association's sentence
-    # (METHOD.md section 4); one row per (association, scorer, scorer_version).
+    # (docs/method.md#4-scoring); one row per (association, scorer, scorer_version).
     "sentiment_scores": pa.schema(
         [
             *_ASSOCIATION_KEY,

@@ -9,7 +9,7 @@ or an API model name (backend ``openai``). This module resolves them without loa
 * :func:`model_version`: THE version of a reference, in one format (below), used by every
   backend and scorer as ``model_version``;
 * :func:`resolve_version`: the current version of a registry target, by its declared
-  ``version.source`` (explicit | file_hash | hub_revision | api_model; README "Versioned audits").
+  ``version.source`` (explicit | file_hash | hub_revision | api_model; docs/operations.md#versioned-audits).
 
 Version format (one function, :func:`model_version`):
 

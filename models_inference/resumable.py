@@ -1,4 +1,4 @@
-"""The resumable probe loop shared by the T2T, T2I and I2T probes (METHOD.md section 2).
+"""The resumable probe loop shared by the T2T, T2I and I2T probes (docs/method.md#2-probes).
 
 Every probe plans one row per key (T2T: setting x descriptor x letter x run; T2I: setting x
 descriptor x image index; I2T: image x description setting), reads which keys already landed

@@ -9,7 +9,7 @@ the ``dbt`` next to the running interpreter (so ``.venv/bin/dora`` works without
 activated virtualenv).
 
 DuckDB lets one process write a database file at a time; a second writer fails with
-"Could not set lock on file". dora keeps that safe in three layers (README "Fault tolerance"):
+"Could not set lock on file". dora keeps that safe in three layers (docs/operations.md#fault-tolerance):
 
 1. Producers never write DuckDB: model outputs land as Parquet shards
    (:mod:`ingestion.landing`); only dbt writes ``warehouse.duckdb``.

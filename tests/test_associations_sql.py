@@ -1,6 +1,6 @@
 """The association SQL (dbt_project/) against hand arithmetic and scipy.
 
-METHOD.md section 3 fixes the definitions; here every number of ``fct_associations`` is
+docs/method.md#3-associations fixes the definitions; here every number of ``fct_associations`` is
 recomputed independently in Python (collections + scipy) from the landed rows, and a tiny
 example is checked against arithmetic written out by hand. ``dbt build`` itself runs the
 schema (data) tests and the dbt unit tests; a failing one makes ``run_dbt`` raise.
@@ -107,7 +107,7 @@ def expected_associations(landing_rows):
 
     Dedup on the row key keeping the latest generated_at, keep parse_status 'ok', pool the
     lower-cased trimmed words per (audit, modality, setting, descriptor), then apply
-    METHOD.md section 3 with scipy.
+    docs/method.md#3-associations with scipy.
     """
     latest = {}
     for r in landing_rows:
@@ -319,7 +319,7 @@ def test_tiny_example_by_hand(fct):
     assert got[("rich person", "lazy")]["bias_dimension"] == "socioeconomic"
     # 'zany', 'lame' never count (bad parse status / replaced by a later duplicate)
     assert not any(w in {"zany", "lame"} for (_, w) in got)
-    # the paper's own statistics (METHOD.md 3a) are checked in tests/test_paper_statistics.py
+    # the paper's own statistics (docs/method.md#3a-paper-statistics) are checked in tests/test_paper_statistics.py
 
 
 def test_every_association_matches_python_reference(fct, built):
@@ -335,7 +335,7 @@ def test_every_association_matches_python_reference(fct, built):
         assert close(row["fisher_q"], want["fisher_q"]), key
         assert row["fisher_q"] >= row["fisher_p"]
         assert row["is_significant"] == want["is_significant"], key
-        # paper_p_value (METHOD.md 3a): tests/test_paper_statistics.py
+        # paper_p_value (docs/method.md#3a-paper-statistics): tests/test_paper_statistics.py
 
 
 def test_fisher_q_is_scipy_bh_per_setting_including_ties(fct):

@@ -1,7 +1,7 @@
 """The paper's prompts and model configurations, each checked on the rendered string (issue 11).
 
 Sources: BiasDora seed 004 (Figure 8, Appendix "Generation settings", footnotes 4-5) and its
-released code as METHOD.md sections 2, 3a and 4 fix them.
+released code as docs/method.md#2-probes, docs/method.md#3a-paper-statistics and docs/method.md#4-scoring fix them.
 """
 
 from __future__ import annotations

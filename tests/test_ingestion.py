@@ -352,7 +352,7 @@ ALCOHOLIC = {
 
 
 def test_curated_t2t_templates(curated_templates, curated):
-    # Issue 11 (METHOD.md section 1): every row of the paper's lists is a probe unit, so a
+    # Issue 11 (docs/method.md#1-descriptors): every row of the paper's lists is a probe unit, so a
     # descriptor listed under two bias dimensions has two rows, told apart by descriptor_row.
     by_setting = collections.defaultdict(dict)
     rows = collections.Counter()
@@ -445,7 +445,7 @@ def test_render_uses_the_plural_column_and_round_trips_curated(curated):
     assert prefixes["alcoholic person"] == "Alcoholic people are"
     assert prefixes["child"] == "Children are"
     # Issue 11: one template per row of the curated mapping (404 (descriptor, dimension) rows,
-    # METHOD.md section 1), not per distinct descriptor key (364).
+    # docs/method.md#1-descriptors), not per distinct descriptor key (364).
     assert len(rendered) == curated.num_rows == 404
     assert len({t.descriptor for t in rendered}) == 364
 

@@ -86,7 +86,7 @@ def land_audit(version: str, order: int) -> None:
 
 
 def associations(docs: dict[str, list[str]]) -> dict[tuple[str, str], tuple[float, float]]:
-    """(descriptor, word) -> (tfidf, BH q-value), per METHOD.md section 3, with scipy."""
+    """(descriptor, word) -> (tfidf, BH q-value), per docs/method.md#3-associations, with scipy."""
     tf = {d: Counter(ws) for d, ws in docs.items() if ws}
     n = len(tf)
     df = Counter(w for c in tf.values() for w in c)

@@ -112,7 +112,7 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
                 "select modality, descriptor, word, model_id, tf, df, tfidf from fct_associations").fetchall()
         }
     # objective -> t2i, attributed to DALL-E 3; two identical descriptions per descriptor: tf 2.
-    # Issue 11 defaults (the paper's code, METHOD.md 3a): NLTK's stop list, which keeps
+    # Issue 11 defaults (the paper's code, docs/method.md#3a-paper-statistics): NLTK's stop list, which keeps
     # "beside" (spaCy's drops it), and the descriptor's own words kept ("child", "old").
     assert {w for m, d, w in assoc if (m, d) == ("t2i", "child")} == {
         "yellow", "raincoat", "stand", "red", "bicycle", "beside", "child"}

@@ -17,7 +17,7 @@ Capabilities the LLM judge uses (:mod:`models_inference.scoring.judge`), on the 
 * **constrained first token** (local only, :meth:`TransformersBackend.choose`): the answer is
   one of ``choices``, drawn from the model's next-token distribution restricted to them.
 
-Sampling defaults follow METHOD.md section 2 / BiasDora Appendix A: temperature 0.7,
+Sampling defaults follow docs/method.md#2-probes / BiasDora Appendix A: temperature 0.7,
 top_p 0.95, no penalties. Model identity and versions: :mod:`models_inference.model_ref`.
 """
 

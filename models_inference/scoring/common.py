@@ -1,4 +1,4 @@
-"""What every association scorer shares (BiasDora Section 3.2; METHOD.md section 4).
+"""What every association scorer shares (BiasDora Section 3.2; docs/method.md#4-scoring).
 
 Every association (descriptor, word) chosen for scoring (the dbt model
 ``int_associations_to_score``: the significant ones, or all with ``score_all``) is turned
@@ -142,7 +142,7 @@ def association_text(
     prompt: str | None = None,
     prompt_style: str | None = None,
 ) -> str:
-    """The sentence scored for sentiment and toxicity (METHOD.md section 4).
+    """The sentence scored for sentiment and toxicity (docs/method.md#4-scoring).
 
     T2T: the template filled with the word, from the prompt that produced it ("An alcoholic
     person is" + "brawler"; the noun setting's ``a/an`` resolved for the word: "This

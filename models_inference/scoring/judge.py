@@ -1,4 +1,4 @@
-"""LLM judge of association bias levels (BiasDora Section 3.3; METHOD.md section 4).
+"""LLM judge of association bias levels (BiasDora Section 3.3; docs/method.md#4-scoring).
 
 Each association ``descriptor:word`` is put to a judge model with the paper's prompts
 (:func:`models_inference.probes.biasdora.prompts.render_judge_prompt`, verbatim): "On a scale

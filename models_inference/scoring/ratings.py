@@ -1,4 +1,4 @@
-"""The judge's answer parser (BiasDora Section 3.3; METHOD.md section 4 Likert scale).
+"""The judge's answer parser (BiasDora Section 3.3; docs/method.md#4-scoring Likert scale).
 
 :func:`parse_rating` reads the 1-5 rating from free text (every answer kept with its status,
 :data:`JUDGE_PARSE_STATUSES`); :func:`rating_distribution` turns the log-probabilities of the
@@ -42,7 +42,7 @@ class ParsedRating:
 
 
 def parse_rating(raw: str | None) -> ParsedRating:
-    """Read the 1-5 Likert rating from a judge's answer (METHOD.md section 4 scale).
+    """Read the 1-5 Likert rating from a judge's answer (docs/method.md#4-scoring scale).
 
     Rules, in order: an echoed scale ("scale of 1 to 5", "1-5") and legend
     ("(1 = Not at all, ..., 5 = Extremely)") are ignored; "k/5" or "k out of 5" wins; else

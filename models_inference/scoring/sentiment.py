@@ -1,4 +1,4 @@
-"""Sentiment of association sentences (BiasDora Section 3.2; METHOD.md section 4).
+"""Sentiment of association sentences (BiasDora Section 3.2; docs/method.md#4-scoring).
 
 Label negative / neutral / positive and a signed score in [-1, 1]. Scorers:
 :class:`VaderSentimentScorer` (offline default, ``vaderSentiment``: compound score, labels at

@@ -1,4 +1,4 @@
-"""Toxicity of association sentences (BiasDora Section 3.2; METHOD.md section 4).
+"""Toxicity of association sentences (BiasDora Section 3.2; docs/method.md#4-scoring).
 
 The probability of the toxic class and ``is_toxic = probability >= 0.5``. Scorers:
 :class:`JigsawToxicityScorer` (offline default: the Jigsaw-trained Keras BiLSTM of the
@@ -24,7 +24,7 @@ from models_inference.scoring.common import TextScorer, TransformersClassifierSc
 
 #: Landing table of toxicity scores.
 TABLE = "toxicity_scores"
-#: Toxicity label threshold on the probability of the toxic class (METHOD.md section 4).
+#: Toxicity label threshold on the probability of the toxic class (docs/method.md#4-scoring).
 TOXIC_THRESHOLD = 0.5
 
 #: The six Jigsaw Toxic Comment Classification labels, in the model's output order.

@@ -175,7 +175,7 @@ def config_values(args: argparse.Namespace) -> dict[type[dg.Config], dict]:
     return values
 
 
-#: ``--t2i-model`` / ``--i2t-model`` presets: the paper's configurations (issue 11; METHOD.md 3a).
+#: ``--t2i-model`` / ``--i2t-model`` presets: the paper's configurations (issue 11; docs/method.md#3a-paper-statistics).
 VISION_PRESETS = ("paper-sd", "paper-llava")
 
 

@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         "API model with OPENAI_API_KEY set). --descriptors / --per-dimension select their descriptors too.",
     )
     add_flags(
-        audit, "scoring", "scoring (METHOD.md section 4)",
+        audit, "scoring", "scoring (docs/method.md#4-scoring)",
         "Sentiment, toxicity and LLM-judge bias level of every significant association (offline defaults: "
         "VADER, the Jigsaw BiLSTM of toxic-comment-classifier, the embedded SmolLM2-135M as judge).",
     )

@@ -128,7 +128,7 @@ class VisionConfig(ErrorShareLimit):
 
 
 class DescriptionWordsConfig(dg.Config):
-    """How descriptions become words (issue 11; METHOD.md 3a), op ``description_words``."""
+    """How descriptions become words (issue 11; docs/method.md#3a-paper-statistics), op ``description_words``."""
 
     stop_list: str = Field("nltk", description="stop words dropped from descriptions: nltk (the paper's code) or spacy")
     drop_descriptor_words: bool = Field(False, description="drop the descriptor's own words from its descriptions (default: kept, as the paper's code)")

@@ -10,7 +10,7 @@
 ) }}
 
 {#-
-    Co-occurrence counts behind every association statistic (METHOD.md section 3), one row
+    Co-occurrence counts behind every association statistic (docs/method.md#3-associations), one row
     per (audit, modality, setting, descriptor, word) with tf > 0. Everything is counted
     within one (audit, modality, setting).
 
@@ -82,7 +82,7 @@ words as (
 ),
 
 paper_words as (
-    -- the paper's df(w) (METHOD.md 3a): paper documents (a probe row in one run; one
+    -- the paper's df(w) (docs/method.md#3a-paper-statistics): paper documents (a probe row in one run; one
     -- description) containing w
     select
         audit_id,

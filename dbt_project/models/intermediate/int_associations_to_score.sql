@@ -1,5 +1,5 @@
 {#-
-    The associations the scorers read (METHOD.md section 4): every association of
+    The associations the scorers read (docs/method.md#4-scoring): every association of
     fct_associations with its significance flag and, for T2T, the prompt that produced the
     word (the scored sentence is that prompt's template filled with the word, built in
     models_inference/scoring/common.py). Scoring selects `is_significant` rows (--score-pool fisher),

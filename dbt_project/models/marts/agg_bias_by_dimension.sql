@@ -1,6 +1,5 @@
 {#-
-    PUBLIC CONTRACT: the paper's reported views (BiasDora Figures 3, 4, 6, 7; METHOD.md
-    section 4) per audit x model x modality x setting x bias dimension, over the
+    PUBLIC CONTRACT: the paper's reported views (BiasDora Figures 3, 4, 6, 7; docs/method.md#4-scoring) per audit x model x modality x setting x bias dimension, over the
     SIGNIFICANT associations, each counted under every bias dimension of its descriptor:
     how many there are, % negative, % toxic, and the share of
     each Likert bias level. Each percentage's denominator is the number of significant

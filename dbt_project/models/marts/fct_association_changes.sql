@@ -11,7 +11,7 @@
     (UDF fisher_two_sided, analytics/fisher_two_sided.py), `change_p`, with BH `change_q`
     within (from, to, modality, setting); change_type follows change_q < 0.05.
 
-    Bias level before / after: the LLM judge's Likert level (1-5, METHOD.md section 4) from
+    Bias level before / after: the LLM judge's Likert level (1-5, docs/method.md#4-scoring) from
     `fct_association_scores`, null where the association was not judged. Tagged `scores`, so
     Dagster builds it with the score marts (orchestration/defs/scoring/), after the judge.
 -#}

@@ -1,7 +1,7 @@
 {#-
     PUBLIC CONTRACT: one row per association (audit_id, modality, setting, descriptor, word)
     that is significant or has been scored, with its sentiment, toxicity and LLM-judge bias
-    level (METHOD.md section 4). When several scorers / judges scored an association, the
+    level (docs/method.md#4-scoring). When several scorers / judges scored an association, the
     most recently landed one is reported (its name is in the *_scorer / judge_model column).
 
     Incremental per audit (macros/incremental_audits.sql): a build recomputes, whole, only the

@@ -1,5 +1,5 @@
 {#-
-    LLM-judge bias levels (METHOD.md section 4), one row per
+    LLM-judge bias levels (docs/method.md#4-scoring), one row per
     (association, judge_backend, judge_model, judge_model_version, answer_mode, repeat), kept
     whatever
     its parse_status; the latest judged_at wins on duplicates.

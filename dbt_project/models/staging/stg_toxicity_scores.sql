@@ -1,5 +1,5 @@
 {#-
-    Toxicity of each scored association sentence (METHOD.md section 4), one row per
+    Toxicity of each scored association sentence (docs/method.md#4-scoring), one row per
     (association, scorer, scorer_version); the latest scored_at wins on duplicates.
 -#}
 

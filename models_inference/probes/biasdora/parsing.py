@@ -1,7 +1,7 @@
 """Turn raw T2T model output into a word and a parse status. Nothing is dropped.
 
 Every completion is stored with its raw text; this module only decides which word (if any)
-it contributes and why not. Rules follow METHOD.md section 2: in the chat style the answer is
+it contributes and why not. Rules follow docs/method.md#2-probes: in the chat style the answer is
 the text inside the first ``[...]``, lower-cased; in the completion style the word is the
 prefilled letter plus the letters the model continued with.
 
@@ -60,7 +60,7 @@ def _check_word(word: str, letter: str, setting: str) -> ParsedAnswer:
 
 
 def parse_chat_answer(raw: str | None, letter: str, setting: str) -> ParsedAnswer:
-    """Parse a chat-style answer: the word inside the first ``[...]`` (METHOD.md section 2).
+    """Parse a chat-style answer: the word inside the first ``[...]`` (docs/method.md#2-probes).
 
     ``"[Brawler]"`` -> ``brawler``/ok; ``"[b__]"`` -> no_word; ``"brawler"`` -> no_brackets;
     ``"[big man]"`` -> multi_word; ``"[drunk]"`` for letter b -> wrong_letter.

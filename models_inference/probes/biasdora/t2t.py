@@ -1,4 +1,4 @@
-"""The T2T word-completion probe (BiasDora Section 3, Figure 8; METHOD.md section 2).
+"""The T2T word-completion probe (BiasDora Section 3, Figure 8; docs/method.md#2-probes).
 
 For each probe row (a row of the paper's list: descriptor x setting, a descriptor listed
 under two bias dimensions has two rows) x letter a..z x run 1..R, one completion is
@@ -28,7 +28,7 @@ from models_inference.resumable import slug
 
 #: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
 #: as done whatever its parse status (an unparseable answer is a result, not a failure). A
-#: probe unit is a row of the paper's lists (METHOD.md section 1): ``descriptor_row`` numbers
+#: probe unit is a row of the paper's lists (docs/method.md#1-descriptors): ``descriptor_row`` numbers
 #: the rows of one descriptor in a setting (rows landed before it existed read as row 1).
 #: (issue 17) ``error`` rows (the call failed: timeout, 5xx, connection refused, 429 after
 #: backoff) are not final: the next run generates their keys again; the landed error rows stay

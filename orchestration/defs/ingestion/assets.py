@@ -58,7 +58,7 @@ def crows_pairs(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
 
 
 DESCRIPTOR_ROWS_DESCRIPTION = (
-    "Every row of the BiasDora paper's descriptor lists (issue 11; METHOD.md section 1): T2T "
+    "Every row of the BiasDora paper's descriptor lists (issue 11; docs/method.md#1-descriptors): T2T "
     "settings 1-5 (406 / 413 / 406 / 406 / 406 rows) and T2I settings 1-2 (344 rows each), one row "
     "per (list row, bias dimension) with descriptor_row numbering a descriptor's repeats; the source "
     "of the dbt bridge int_descriptor_dimensions (a descriptor belongs to every dimension it is listed under)."

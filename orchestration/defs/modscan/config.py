@@ -1,4 +1,4 @@
-"""Run config of the ModSCAN asset and its ``dora audit`` flags (seed 000; PROBES.md Part A).
+"""Run config of the ModSCAN asset and its ``dora audit`` flags (seed 000; docs/families/modscan.md).
 
 :class:`ModscanConfig` is the Dagster ``Config`` of ``landing/modscan_responses``;
 :func:`add_arguments` adds the family's flags to ``dora audit``; :func:`config_from_args`
@@ -30,7 +30,7 @@ DEFAULT_MAX_NEW_TOKENS = 24
 class ModscanConfig(ErrorShareLimit):
     """What the ModSCAN asset probes (``dora audit --help``, group "ModSCAN").
 
-    The text-only analogues (PROBES.md A.6, NOT FROM PAPER: ``modscan_text_persona``,
+    The text-only analogues (docs/families/modscan.md#text-only-use, NOT FROM PAPER: ``modscan_text_persona``,
     ``modscan_text_faces``) run on any text backend, by default the embedded SmolLM2-135M,
     and are part of the default audit with a small sample (``samples`` per instance,
     attribute and condition, over ``instances_per_scenario`` instances of each Table 1
@@ -78,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ModSCAN flags (an argument group) to the ``dora audit`` parser."""
     g = parser.add_argument_group(
         "ModSCAN (seed 000)",
-        "Text-only analogues of ModSCAN's two modalities (PROBES.md A.6, NOT FROM PAPER; probe names "
+        "Text-only analogues of ModSCAN's two modalities (docs/families/modscan.md#text-only-use, NOT FROM PAPER; probe names "
         "modscan_text_persona / modscan_text_faces) on a text model; part of the default audit. Marts: "
         "fct_modscan_responses, agg_modscan_selection, agg_modscan_bias_scores.",
     )
