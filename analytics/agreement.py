@@ -1,4 +1,4 @@
-"""Judge agreement statistics (issue 15), computed by the maintained libraries, for the dbt UDFs.
+"""Judge agreement statistics, computed by the maintained libraries, for the dbt UDFs.
 
 The LLM judge rates an association's bias level on the 5-point Likert scale of BiasDora
 (seed 004, Section 3.3; docs/method.md#4-scoring). How far its ratings can be trusted is measured

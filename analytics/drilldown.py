@@ -1,4 +1,4 @@
-"""Drill-down pages of ``dora report`` (issue 15): every significant association -> its samples.
+"""Drill-down pages of ``dora report``: every significant association -> its samples.
 
 For each (audit, modality, setting) with significant associations (``fct_associations``,
 Fisher BH q < 0.05; docs/method.md#3-associations) one offline HTML page

@@ -1,6 +1,6 @@
 """Vectorised two-sided Fisher's exact test: did an association's strength change between two audits?
 
-Issue 15 (change significance between model versions). For one association (descriptor d,
+(change significance between model versions). For one association (descriptor d,
 word w) of one (modality, setting) compared between an earlier audit (before) and a later one
 (after), the 2x2 table is::
 

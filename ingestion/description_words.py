@@ -42,7 +42,7 @@ from ingestion.landing import landing_dir, write_shard
 TOKENISED_STATUSES = ("ok", "truncated")
 #: spaCy components not needed for lemmas and POS (skipped for speed).
 _UNUSED_PIPES = ("parser", "ner")
-#: Stop lists (issue 11): ``nltk`` (default, the paper's code) or ``spacy``.
+#: Stop lists: ``nltk`` (default, the paper's code) or ``spacy``.
 STOP_LISTS = ("nltk", "spacy")
 
 

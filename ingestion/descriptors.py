@@ -786,7 +786,7 @@ def descriptor_inputs_fingerprint():
     fp = Fingerprint()
     fp.add_file(crows_pairs.default_crows_pairs_path())
     fp.add_file(default_biasdora_dir() / "bias_target_mapping.json")
-    for name in sorted(p.name for p in default_biasdora_dir().glob("t2*_setting*.csv")):  # issue 11: descriptor_rows
+    for name in sorted(p.name for p in default_biasdora_dir().glob("t2*_setting*.csv")):  # descriptor_rows
         fp.add_file(default_biasdora_dir() / name)
     fp.add_file(Path(__file__).with_name("templates.py"))
     fp.add_file(Path(__file__))

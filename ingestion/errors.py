@@ -1,4 +1,4 @@
-"""The user-facing error base of dora (issue 17: no raw tracebacks for a user's mistake).
+"""The user-facing error base of dora (no raw tracebacks for a user's mistake).
 
 A :class:`DoraError`'s message is a complete one-line diagnosis (the cause and the fix); the
 ``dora`` command prints it as ``dora <command>: <message>`` and exits non-zero, without a

@@ -304,7 +304,7 @@ def templates_table(templates: Iterable[T2TTemplate]) -> pa.Table:
     return pa.Table.from_pylist([asdict(t) for t in templates], schema=TEMPLATES_SCHEMA)
 
 
-# --------------------------------------------------------------------------- issue 11: list rows
+# --------------------------------------------------------------------------- list rows
 #: Arrow schema of :func:`descriptor_rows_table` (landing table ``descriptor_rows``).
 DESCRIPTOR_ROWS_SCHEMA = SCHEMAS["descriptor_rows"]
 
@@ -388,7 +388,7 @@ def curated_t2i_rows(folder: str | Path | None = None) -> list[dict]:
 def descriptor_rows_table(folder: str | Path | None = None) -> pa.Table:
     """Every row of the paper's T2T and T2I lists with each bias dimension it belongs to.
 
-    The source of the dbt bridge ``int_descriptor_dimensions`` (issue 11; docs/method.md#1-descriptors):
+    The source of the dbt bridge ``int_descriptor_dimensions`` (docs/method.md#1-descriptors):
     a descriptor belongs to every dimension it is listed under. T2T: one row per CSV row
     (``membership_source`` 'row'; settings 1-5 = 406 / 413 / 406 / 406 / 406 rows). T2I: one
     row per (CSV row, dimension): the row's ``bias_type`` ('row') and each further dimension of

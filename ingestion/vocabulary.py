@@ -64,7 +64,7 @@ SCORERS: tuple[str, ...] = ("sentiment", "toxicity", "bias_level")
 #: Offline default sentiment and toxicity scorers (``models_inference.scoring``).
 DEFAULT_SENTIMENT_SCORER = "vader"
 DEFAULT_TOXICITY_SCORER = "toxic-comment-classifier"
-#: The paper's toxicity model (BiasDora footnote 5; docs/method.md#4-scoring): Jigsaw RoBERTa, underscore (issue 11).
+#: The paper's toxicity model (BiasDora footnote 5; docs/method.md#4-scoring): Jigsaw RoBERTa, underscore.
 PAPER_TOXICITY_MODEL = "s-nlp/roberta_toxicity_classifier"
 
 #: Separator of a Dagster partition key ``<target>@<model version>`` (and of an API model's

@@ -1,4 +1,4 @@
-"""Flag validation of the ``dora`` command, at argparse level (issue 17).
+"""Flag validation of the ``dora`` command, at argparse level.
 
 Every bad flag is refused by argparse itself, before Dagster (or torch, or dbt) is imported:
 one line of message, exit code 2, well under a second. Two layers:
@@ -106,7 +106,7 @@ def image_size(text: str) -> str:
 
 def base_urls(text: str) -> str:
     """argparse type of the ``--*-base-url`` flags: one http(s) URL, or several separated by
-    commas (issue 16: a fleet of servers behind one target); returned comma-joined."""
+    commas (a fleet of servers behind one target); returned comma-joined."""
     from ingestion.registry import base_url_list
 
     try:
@@ -176,7 +176,7 @@ def checks() -> dict[str, Callable[[str], object]]:
         "--judge-repeats": int_range(1, MAX_REPEATS),
         "--top": int_range(1, MAX_TOP),
         "--port": int_range(1, 65535),
-        **{flag: base_urls for flag in BASE_URL_FLAGS},  # issue 16: one URL or a fleet
+        **{flag: base_urls for flag in BASE_URL_FLAGS},  # one URL or a fleet
     }
 
 

@@ -1,5 +1,5 @@
 """Defaults of the audit run config, without importing Dagster: the ``dora`` parser reads them
-and must answer a bad flag in well under a second (issue 17). ``orchestration/defs/config.py``
+and must answer a bad flag in well under a second. ``orchestration/defs/config.py``
 re-exports them."""
 
 #: Descriptors per bias dimension in the default (quick) audit; 0 means all of them.

@@ -16,16 +16,16 @@ import dagster as dg
 from orchestration.defs.audits.checks import audit_checks
 from orchestration.defs.audits.schedules import build_reaudit_schedule
 from orchestration.defs.audits.sensors import audit_version_sensor
-from orchestration.defs.counterfactual.assets import counterfactual_assets  # issue 12
+from orchestration.defs.counterfactual.assets import counterfactual_assets
 from orchestration.defs.dbt.assets import dora_dbt_models
 from orchestration.defs.dbt.resources import dbt_resource
 from orchestration.defs.ingestion.assets import ingestion_assets
-from orchestration.defs.modscan.assets import modscan_assets  # ModSCAN family (issue 13)
+from orchestration.defs.modscan.assets import modscan_assets  # ModSCAN family
 from orchestration.defs.scoring.assets import scoring_assets
-from orchestration.defs.scoring.checks import judge_checks  # issue 15: judge parse rate
+from orchestration.defs.scoring.checks import judge_checks  # judge parse rate
 from orchestration.defs.t2t.assets import t2t_assets
 from orchestration.defs.vision.assets import vision_assets
-from orchestration.defs.vlstereoset.assets import vlstereoset_assets  # probe family: VLStereoSet (issue 14)
+from orchestration.defs.vlstereoset.assets import vlstereoset_assets  # probe family: VLStereoSet
 from orchestration.instance import AUDIT_JOB
 
 #: Every asset, per area (a new probe family adds its ``orchestration/defs/<family>/`` list here).
@@ -35,11 +35,11 @@ ASSETS = [
     *vision_assets,
     dora_dbt_models,
     *scoring_assets,
-    *counterfactual_assets,  # issue 12
-    *modscan_assets,  # ModSCAN family (issue 13)
-    *vlstereoset_assets,  # probe family: VLStereoSet (issue 14)
+    *counterfactual_assets,
+    *modscan_assets,  # ModSCAN family
+    *vlstereoset_assets,  # probe family: VLStereoSet
 ]
-ASSET_CHECKS = [*audit_checks, *judge_checks]  # issue 15: judge parse rate
+ASSET_CHECKS = [*audit_checks, *judge_checks]  # judge parse rate
 SENSORS = [audit_version_sensor]
 
 audit_job = dg.define_asset_job(

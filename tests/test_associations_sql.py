@@ -418,7 +418,7 @@ def test_build_with_empty_landing(tmp_path, monkeypatch):
     assert cols == ["audit_id", "model_id", "model_version", "modality", "setting", "descriptor",
                     "bias_dimension", "word", "tf", "df", "idf", "tfidf", "pmi", "paper_p_value",
                     "fisher_p", "fisher_q", "is_significant", "inputs_landed_at",
-                    # issue 11, appended
+                    # appended
                     "bias_dimensions", "paper_df", "n_paper_documents", "paper_idf", "paper_tfidf",
                     "is_paper_significant"]
 

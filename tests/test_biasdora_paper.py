@@ -1,4 +1,4 @@
-"""BiasDora as published (issue 11): probe rows, the dimension bridge, the paper's statistics.
+"""BiasDora as published: probe rows, the dimension bridge, the paper's statistics.
 
 * probe units are the rows of the paper's lists (docs/method.md#1-descriptors) and ``dora audit
   --dry-run --per-dimension 0 --runs 10`` prints the Table 4 T2T totals;

@@ -1,4 +1,4 @@
-"""Issue 15: change significance between model versions (fct_association_changes.change_p / change_q).
+"""Change significance between model versions (fct_association_changes.change_p / change_q).
 
 - the DuckDB UDF ``fisher_two_sided`` equals ``scipy.stats.fisher_exact(alternative="two-sided")``
   on thousands of tables (random, symmetric, tied, large, degenerate);

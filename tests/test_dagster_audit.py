@@ -57,7 +57,7 @@ def test_audit_job_materialises_every_asset_and_rerun_is_a_no_op(dora_home):
         assert len(checks2) == len(checks) and all(e.event_specific_data.passed for e in checks2)
         assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 72
 
-        # one more letter: another selection, so another audit (issue 17: the audit identity
+        # one more letter: another selection, so another audit (the audit identity
         # covers the selection): its 108 rows land and the warehouse is rebuilt
         more = job.execute_in_process(
             run_config={"ops": {"t2t_completions": {"config": {**config, "letters": "bmz"}}}}, instance=instance

@@ -1,4 +1,4 @@
-"""Fault tolerance (issue 6): crash and resume, safe concurrency, secrets.
+"""Fault tolerance: crash and resume, safe concurrency, secrets.
 
 Every test runs real processes on a scratch DORA_HOME: ``dora audit`` as a subprocess (real
 SmolLM2 for the crash test, the OpenAI-compatible stub server on 127.0.0.1 elsewhere), real
@@ -72,7 +72,7 @@ def _expected_keys(settings, letters, runs, per_dimension) -> set[tuple]:
     from models_inference.probes.biasdora.t2t import select_targets
 
     targets = select_targets(curated_t2t_templates(), settings=settings, per_dimension=per_dimension)
-    # one key per probe row of the paper's lists (descriptor_row, issue 11) x letter x run
+    # one key per probe row of the paper's lists (descriptor_row) x letter x run
     return {(t.setting, t.descriptor, t.descriptor_row, c, r) for t in targets for c in letters for r in range(1, runs + 1)}
 
 

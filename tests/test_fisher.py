@@ -87,7 +87,7 @@ def test_log_gamma_differences_and_log_pmf():
 
 
 def test_tails_across_block_boundaries_and_support_ends():
-    """Tails summed 8 terms per vectorised step (analytics/fisher.py, issue 6): tails of 1 to
+    """Tails summed 8 terms per vectorised step (analytics/fisher.py): tails of 1 to
     ~200 terms, ending exactly at a block edge or inside one, and both support ends (the
     upper bound min(K, n) and the lower bound max(0, n + K - N)) reached mid-block."""
     tables = []

@@ -23,7 +23,7 @@ from models_inference.model_ref import ModelNotAvailableError, model_version
 from models_inference.probes.biasdora.prompts import PAPER_I2T_MAX_NEW_TOKENS
 
 
-#: The paper's LLaVA (BiasDora released code; docs/method.md#3a-paper-statistics; issue 11).
+#: The paper's LLaVA (BiasDora released code; docs/method.md#3a-paper-statistics).
 PAPER_LLAVA_MODEL = "llava-hf/llava-v1.6-vicuna-7b-hf"
 #: The system prompt of the paper's LLaVA runs. ASSUMPTION (the released code's exact text is
 #: not in this repository's sources): LLaVA's own vicuna_v1 conversation system prompt.
@@ -112,8 +112,7 @@ class TransformersVisionBackend:
 
         ``system_prompt`` (chat mode) is sent as a system turn before the image and prompt;
         ``image_size`` (width, height) resizes every image first. The paper's LLaVA
-        configuration (:data:`PAPER_LLAVA_MODEL`, :data:`PAPER_LLAVA_SYSTEM_PROMPT`, 448x448;
-        issue 11) sets both.
+        configuration (:data:`PAPER_LLAVA_MODEL`, :data:`PAPER_LLAVA_SYSTEM_PROMPT`, 448x448) sets both.
 
         Raises:
             ModelNotAvailableError: the model or its processor cannot be loaded here.

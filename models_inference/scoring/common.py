@@ -113,7 +113,7 @@ def t2t_prefix_from_prompt(prompt: str, prompt_style: str, setting: str, letter:
 
     Completion style: the prompt is ``"<prefix> <letter>"`` (``a/an`` already resolved).
     Chat style: the user turn is the instruction (``T2T_USER_PROMPT`` + setting suffix), a
-    space, then ``"<prefix> [<letter>__]."`` (``...]ing.`` for verbs landed before issue 11;
+    space, then ``"<prefix> [<letter>__]."`` (``...]ing.`` for verbs landed before the verb setting took the released code's sentence;
     `` Answer : `` may follow). Returns ``None`` when
     the prompt does not have that shape.
     """
@@ -184,7 +184,7 @@ def with_association_text(rows: Iterable[Mapping]) -> list[dict]:
         row["text"] = association_text(
             row["modality"], row["setting"], row["descriptor"], row["word"], prompt=prompt, prompt_style=style,
         )
-        # the target as the setting words it, for the judge ("Children:naive"; issue 11)
+        # the target as the setting words it, for the judge ("Children:naive")
         prefix = (t2t_prefix_from_prompt(prompt, style, row["setting"], row["word"][0])
                   if row["modality"] == "t2t" and prompt and style and row["word"] else None)
         row["judge_target"] = judge_target(row["descriptor"], row["setting"] if row["modality"] == "t2t" else None, prefix)
@@ -234,7 +234,7 @@ def score_rows(associations: Sequence[dict], scorer: TextScorer, cached: CachedS
     for assoc, res in zip(associations, results):
         row = {k: assoc[k] for k in ASSOCIATION_KEY}
         row.update(text=assoc["text"], scorer=scorer.name, scorer_version=scorer.version, scored_at=now,
-                   score_pool=assoc.get("score_pool", "fisher"))  # issue 11
+                   score_pool=assoc.get("score_pool", "fisher"))
         row.update(kind.landing_fields(res))
         rows.append(row)
     return rows

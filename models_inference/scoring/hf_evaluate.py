@@ -1,4 +1,4 @@
-"""Hugging Face ``evaluate`` measurements as dora scorers (issue 15): toxicity and regard.
+"""Hugging Face ``evaluate`` measurements as dora scorers: toxicity and regard.
 
 An addition to the paper (BiasDora, seed 004, Section 3.3 scores sentiment with an SST-2
 DistilBERT and toxicity with ``s-nlp/roberta_toxicity_classifier``; docs/method.md#4-scoring):

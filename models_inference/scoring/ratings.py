@@ -24,7 +24,7 @@ RATINGS: tuple[int, ...] = (1, 2, 3, 4, 5)
 # the scale and its legend echoed back ("on a scale of 1 to 5", "(1 = Not at all, ..., 5 = Extremely)")
 _LEGEND = re.compile(r"\(?\s*1\s*[=:\-]\s*not at all.*?5\s*[=:\-]\s*extremely\s*\)?", re.I | re.S)
 _SCALE = re.compile(r"(?:\bscale\s+(?:of|from)\s+)?\b1\s*(?:-|–|to)\s*5\b", re.I)
-#: (issue 17) an echoed scale cut short ("on a scale of 1 to", "between 1 and"): no rating in it
+#: an echoed scale cut short ("on a scale of 1 to", "between 1 and"): no rating in it
 _SCALE_CUT = re.compile(r"\b(?:scale\s+(?:of|from)|between|from)\s+1\b(?:\s*(?:-|–|to|and)\b)?|\b1\s*(?:-|–|to)\s*$", re.I)
 _OUT_OF = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:/|out\s+of)\s*5\b", re.I)
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w]|\.\d)")

@@ -14,8 +14,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Flags are validated at argparse level (:mod:`orchestration.cli_validation`; the values
     before Dagster is even imported): one line, exit 2, well under a second. Errors with a
-    known cause are one line (``dora <command>: <cause and fix>``), never a traceback (issue
-    17): a :class:`~ingestion.errors.DoraError` (exit 2), an unusable ``DORA_HOME`` or output
+    known cause are one line (``dora <command>: <cause and fix>``), never a traceback: a :class:`~ingestion.errors.DoraError` (exit 2), an unusable ``DORA_HOME`` or output
     path (exit 2), Ctrl-C (exit 130: what landed is kept, a re-run resumes), a closed pipe
     (``dora query ... | head``: exit 0 quietly).
     """

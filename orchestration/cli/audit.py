@@ -164,7 +164,7 @@ def _dora_error_names() -> set[str]:
         todo.extend(cls.__subclasses__())
     return names
 def cmd_dry_run(args) -> int:
-    """``dora audit --dry-run``: the plan, no model loaded, no Dagster run (issue 11)."""
+    """``dora audit --dry-run``: the plan, no model loaded, no Dagster run."""
     from orchestration.cli.flags import config_values
     from orchestration.defs.config import AuditConfig, VisionConfig
     from orchestration.dry_run import format_plan, t2i_plan_lines, t2t_plan_lines
@@ -252,7 +252,7 @@ def cmd_audit(args) -> int:
         for event in result.all_events:
             if event.is_step_failure and event.step_failure_data:  # (a RUN_FAILURE has no step data)
                 error = event.step_failure_data.error
-                known = user_error_message(error)  # a DoraError: its one line, no traceback (issue 17)
+                known = user_error_message(error)  # a DoraError: its one line, no traceback
                 if known:
                     print(f"dora audit: {known}", file=sys.stderr)
                 else:

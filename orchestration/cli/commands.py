@@ -48,7 +48,7 @@ UI_STOP_GRACE_SECONDS = 60.0
 def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS, stop_wait: float = 5.0) -> int:
     """Run ``cmd`` in its own process group; SIGTERM / SIGINT / SIGHUP to this process are
     forwarded to the whole group (``dagster dev`` and its webserver, daemon and code servers),
-    so stopping ``dora ui`` never orphans them (issue 17).
+    so stopping ``dora ui`` never orphans them.
 
     If the group has not stopped ``grace`` s after the first forwarded signal it is SIGKILLed;
     once ``cmd`` has exited, any process of its group still running is stopped too (SIGTERM,

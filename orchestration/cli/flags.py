@@ -30,7 +30,7 @@ OP_CONFIGS: dict[str, type[dg.Config]] = {
     "sentiment_scores": SentimentConfig,
     "toxicity_scores": ToxicityConfig,
     "judge_ratings": JudgeConfig,
-    "description_words": DescriptionWordsConfig,  # issue 11
+    "description_words": DescriptionWordsConfig,
 }
 
 
@@ -101,9 +101,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag(_t(AuditConfig, "audit_id")),
     Flag(((AuditConfig, "progress"), (VisionConfig, "progress"), (JudgeConfig, "progress"))),
     Flag(_t(AuditConfig, "registry")),
-    # (issue 17) API client limits and the failed-call share that fails an audit
+    # API client limits and the failed-call share that fails an audit
     *(Flag(_t(AuditConfig, f)) for f in ("api_timeout", "api_concurrency", "api_max_retries")),
-    # (issue 17) one limit for every step that calls models (ErrorShareLimit); the other
+    # one limit for every step that calls models (ErrorShareLimit); the other
     # families' configs read it in their config_from_args / run_config
     Flag(((AuditConfig, "max_error_share"), (VisionConfig, "max_error_share"), (JudgeConfig, "max_error_share"))),
     # T2I / I2T probes (orchestration/defs/vision/)
@@ -113,14 +113,14 @@ FLAGS: tuple[Flag, ...] = (
         "images_per_descriptor", "image_audit_id")),
     Flag(_t(VisionConfig, "i2t_backend"), choices=I2T_BACKENDS, group="vision"),
     *(Flag(_t(VisionConfig, f), group="vision") for f in ("i2t_model", "i2t_base_url", "i2t_settings", "i2t_max_new_tokens")),
-    # issue 11: the paper's SD / LLaVA configurations (presets --t2i-model paper-sd, --i2t-model paper-llava)
+    # the paper's SD / LLaVA configurations (presets --t2i-model paper-sd, --i2t-model paper-llava)
     *(Flag(_t(VisionConfig, f), group="vision") for f in ("t2i_prompt_suffix", "i2t_system_prompt", "i2t_image_size")),
     Flag(_t(DescriptionWordsConfig, "stop_list"), choices=("nltk", "spacy"), group="vision"),
     Flag(_t(DescriptionWordsConfig, "drop_descriptor_words"), group="vision"),
     # scoring (orchestration/defs/scoring/)
     Flag(((SentimentConfig, "score_all"), (ToxicityConfig, "score_all"), (JudgeConfig, "score_all")), group="scoring"),
     Flag(((SentimentConfig, "score_pool"), (ToxicityConfig, "score_pool"), (JudgeConfig, "score_pool")),
-         choices=("fisher", "paper", "all"), group="scoring"),  # issue 11
+         choices=("fisher", "paper", "all"), group="scoring"),
     Flag(_t(SentimentConfig, "scorer"), name="--sentiment-scorer", group="scoring"),
     Flag(_t(ToxicityConfig, "scorer"), name="--toxicity-scorer", group="scoring"),
     Flag(_t(JudgeConfig, "backend"), name="--judge-backend", choices=JUDGE_BACKENDS, group="scoring"),
@@ -135,7 +135,7 @@ def add_flags(parser: argparse.ArgumentParser, group: str, title: str | None = N
     """Add the :data:`FLAGS` of ``group`` to ``parser`` (in an argument group when ``title`` is given)."""
     from orchestration.cli_validation import checks
 
-    validators = checks()  # (issue 17) every bad value is an argparse error
+    validators = checks()  # every bad value is an argparse error
     target = parser.add_argument_group(title, description) if title else parser
     for flag in (f for f in FLAGS if f.group == group):
         field, kind = flag.field, flag.kind
@@ -175,7 +175,7 @@ def config_values(args: argparse.Namespace) -> dict[type[dg.Config], dict]:
     return values
 
 
-#: ``--t2i-model`` / ``--i2t-model`` presets: the paper's configurations (issue 11; docs/method.md#3a-paper-statistics).
+#: ``--t2i-model`` / ``--i2t-model`` presets: the paper's configurations (docs/method.md#3a-paper-statistics).
 VISION_PRESETS = ("paper-sd", "paper-llava")
 
 
@@ -211,11 +211,11 @@ def audit_run_config(args: argparse.Namespace, **extra) -> dg.RunConfig:
     """
     values = config_values(args)
     values[AuditConfig] = {**values.get(AuditConfig, {}), **extra}
-    from orchestration.defs.counterfactual.config import run_config_ops as counterfactual_ops  # issue 12
+    from orchestration.defs.counterfactual.config import run_config_ops as counterfactual_ops
 
     return dg.RunConfig(
         ops={**{op: cls(**values.get(cls, {})) for op, cls in OP_CONFIGS.items()}, **counterfactual_ops(args)},
-        # (issue 17) step failures are summarised by `dora audit` in one line each; Dagster's own
+        # step failures are summarised by `dora audit` in one line each; Dagster's own
         # console copy of every traceback only with --verbose
         loggers={"console": {"config": {"log_level": "WARNING" if getattr(args, "verbose", False) else "CRITICAL"}}},
     )

@@ -30,7 +30,7 @@ from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE
 
 
 class ErrorShareLimit(dg.Config):
-    """(issue 17) The failed-call share above which a model-calling step fails: every Config
+    """The failed-call share above which a model-calling step fails: every Config
     of a step that lands model calls (the probes of every family, the judge) inherits this one
     field, set by the one ``dora audit --max-error-share`` flag (default
     :data:`models_inference.resumable.DEFAULT_MAX_ERROR_SHARE`)."""
@@ -66,7 +66,7 @@ class AuditConfig(ErrorShareLimit):
     progress: bool = Field(True, description="show the progress bars")
     temperature: float = Field(PAPER_TEMPERATURE, description="sampling temperature (paper)")
     top_p: float = Field(PAPER_TOP_P, description="nucleus sampling (paper)")
-    # (issue 17) API client limits and the failed-call share above which the audit ends failed
+    # API client limits and the failed-call share above which the audit ends failed
     api_timeout: float = Field(60.0, description="seconds per API request (backend openai); a timed-out request is not re-sent")
     api_concurrency: int = Field(4, description="API requests in flight at once (backend openai)")
     api_max_retries: int = Field(4, description="retries per API request on connection errors, 429 and 5xx")
@@ -99,7 +99,7 @@ class VisionConfig(ErrorShareLimit):
     t2i_styles: list[str] = Field(list(PAPER_DALLE_STYLES), description="OpenAI styles, alternated over a descriptor's images (paper)")
     t2i_settings: list[str] = Field(list(T2I_SETTINGS), description="T2I settings")
     t2i_batch_size: int = 4
-    # issue 11: the paper's SD style suffix (appended with no space); see --t2i-model paper-sd
+    # the paper's SD style suffix (appended with no space); see --t2i-model paper-sd
     t2i_prompt_suffix: str = Field("", description="text appended to every diffusers prompt with no space (paper SD: the style suffix; preset --t2i-model paper-sd)")
     images_per_descriptor: int = Field(DEFAULT_IMAGES_PER_DESCRIPTOR, description="images per descriptor and setting (paper: 10)")
     descriptors: list[str] = []
@@ -117,7 +117,7 @@ class VisionConfig(ErrorShareLimit):
     i2t_temperature: float = PAPER_TEMPERATURE
     i2t_top_p: float = PAPER_TOP_P
     i2t_batch_size: int = 4
-    # issue 11: the paper's LLaVA system prompt and input size; see --i2t-model paper-llava
+    # the paper's LLaVA system prompt and input size; see --i2t-model paper-llava
     i2t_system_prompt: Optional[str] = Field(None, description="system turn before each image (transformers chat VLMs; preset --i2t-model paper-llava)")
     i2t_image_size: list[int] = Field([], description="resize images to [width, height] before describing (paper LLaVA: 448 448)")
     progress: bool = True
@@ -128,7 +128,7 @@ class VisionConfig(ErrorShareLimit):
 
 
 class DescriptionWordsConfig(dg.Config):
-    """How descriptions become words (issue 11; docs/method.md#3a-paper-statistics), op ``description_words``."""
+    """How descriptions become words (docs/method.md#3a-paper-statistics), op ``description_words``."""
 
     stop_list: str = Field("nltk", description="stop words dropped from descriptions: nltk (the paper's code) or spacy")
     drop_descriptor_words: bool = Field(False, description="drop the descriptor's own words from its descriptions (default: kept, as the paper's code)")

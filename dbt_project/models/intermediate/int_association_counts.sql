@@ -14,7 +14,7 @@
     per (audit, modality, setting, descriptor, word) with tf > 0. Everything is counted
     within one (audit, modality, setting).
 
-    Incremental per audit (issue 16; macros/incremental_audits.sql), like the marts: a build
+    Incremental per audit (macros/incremental_audits.sql), like the marts: a build
     counts only the audits whose staged inputs changed since they were counted here
     (watermark `counted_inputs_landed_at`), so a new audit costs its own rows, not the history.
 -#}
@@ -56,7 +56,7 @@ term_frequencies as (
 
 documents as (
     -- one row per non-empty document: its length and bias dimension
-    -- (from the tf rows, not the ~2.8M word rows again: sum of tf = count of words; issue 6)
+    -- (from the tf rows, not the ~2.8M word rows again: sum of tf = count of words)
     select
         audit_id,
         modality,

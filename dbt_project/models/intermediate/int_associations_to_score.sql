@@ -37,7 +37,7 @@ final as (
         associations.word,
         associations.bias_dimension,
         associations.is_significant,
-        -- issue 11: the paper's p-value-significant pool (--score-pool paper)
+        -- the paper's p-value-significant pool (--score-pool paper)
         coalesce(associations.is_paper_significant, false) as is_paper_significant,
         t2t_prompts.prompt,
         t2t_prompts.prompt_style

@@ -24,7 +24,7 @@ t2t_words as (
         -- the paper's document (docs/method.md#3a-paper-statistics): one probe row in one run
         descriptor || '|' || cast(descriptor_row as varchar) || '|' || cast(run as varchar) as document_id,
         lower(trim(word)) as word,
-        -- issue 15 (drill-down, fct_association_samples): the completion the word came from
+        -- (drill-down, fct_association_samples): the completion the word came from
         cast(descriptor_row as varchar) || '-' || letter || '-' || cast(run as varchar) as sample_id
     from t2t_completions
     where parse_status = 'ok'
@@ -87,7 +87,7 @@ description_document_words as (
         i2t_descriptions.description_id as document_id,
         description_words.word,
         i2t_descriptions.image_audit_id,
-        i2t_descriptions.description_id as sample_id  -- issue 15 (drill-down)
+        i2t_descriptions.description_id as sample_id  -- (drill-down)
     from description_words
     inner join i2t_descriptions
         on description_words.description_id = i2t_descriptions.description_id
@@ -99,7 +99,7 @@ description_document_words as (
 ),
 
 kept_description_words as (
-    -- dbt var exclude_objective_pairs (default false; issue 11): drop from the subjective
+    -- dbt var exclude_objective_pairs (default false): drop from the subjective
     -- (I2T) documents the (target, word) pairs the objective descriptions of the same images
     -- already contain, so I2T keeps only what the describer added
     select audit_id, model_id, model_version, modality, setting, descriptor, descriptor_key, bias_dimension,

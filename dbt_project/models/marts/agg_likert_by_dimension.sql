@@ -8,7 +8,7 @@
 with
 
 judged as (
-    -- each association counts under EACH bias dimension of its descriptor (issue 11)
+    -- each association counts under EACH bias dimension of its descriptor
     select * exclude (bias_dimension, bias_dimensions),
            unnest(coalesce(bias_dimensions, [bias_dimension])) as bias_dimension
     from {{ ref('fct_association_scores') }}

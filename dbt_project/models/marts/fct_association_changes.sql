@@ -6,7 +6,7 @@
     associations significant (Fisher BH q < 0.05) in at least one of the two audits are
     listed; change types are defined in the doc block `change_type`.
 
-    Issue 15: every listed association gets a change test, a two-sided Fisher's exact test on
+    Every listed association gets a change test, a two-sided Fisher's exact test on
     [[tf_before, doc_length_before - tf_before], [tf_after, doc_length_after - tf_after]]
     (UDF fisher_two_sided, analytics/fisher_two_sided.py), `change_p`, with BH `change_q`
     within (from, to, modality, setting); change_type follows change_q < 0.05.
@@ -32,7 +32,7 @@ associations as (
 ),
 
 documents as (
-    -- issue 15: length of each descriptor's document = the sum of its words' tf
+    -- length of each descriptor's document = the sum of its words' tf
     -- (fct_associations has a row for every word with tf > 0, so this is exact)
     select audit_id, modality, setting, descriptor, cast(sum(tf) as bigint) as doc_length
     from associations
@@ -122,7 +122,7 @@ listed as (
 ),
 
 tested as (
-    -- issue 15: two-sided Fisher's exact test of the 2x2 table
+    -- two-sided Fisher's exact test of the 2x2 table
     -- [[tf_before, doc_length_before - tf_before], [tf_after, doc_length_after - tf_after]]
     -- (UDF fisher_two_sided = scipy.stats.fisher_exact(..., alternative="two-sided"))
     select

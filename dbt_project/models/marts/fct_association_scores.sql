@@ -64,7 +64,7 @@ toxicity as (
 ),
 
 judge_ratings as (
-    -- answer_mode is part of the judge's identity (issue 11); null only in fixtures
+    -- answer_mode is part of the judge's identity; null only in fixtures
     select * replace (coalesce(answer_mode, 'free') as answer_mode) from {{ ref('stg_judge_ratings') }}
     {{ only_audits_to_rebuild }}
 ),
@@ -138,7 +138,7 @@ final as (
         end as bias_level_band,
         a.inputs_landed_at,
         a.scores_landed_at,
-        -- issue 11
+
         a.bias_dimensions,
         a.is_paper_significant,
         a.paper_p_value,

@@ -117,7 +117,7 @@ final as (
         fisher_q,
         fisher_q < 0.05 as is_significant,
         inputs_landed_at,
-        -- issue 11 (appended so incremental tables gain them as new columns)
+        -- (appended so incremental tables gain them as new columns)
         bias_dimensions,
         paper_df,
         n_paper_documents,

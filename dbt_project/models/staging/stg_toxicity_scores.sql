@@ -19,7 +19,7 @@ renamed as (
         is_toxic,
         label_scores_json,
         scored_at,
-        coalesce(score_pool, 'fisher') as score_pool  -- issue 11: which pool was scored
+        coalesce(score_pool, 'fisher') as score_pool  -- which pool was scored
     from source
 ),
 

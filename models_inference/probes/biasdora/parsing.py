@@ -77,7 +77,7 @@ def parse_chat_answer(raw: str | None, letter: str, setting: str) -> ParsedAnswe
     if match is None:
         return ParsedAnswer(None, "no_brackets")
     inner = match.group(1).strip().strip(".,;:!?\"'`*_ ").lower()
-    # (issue 17) an echoed slot ("[h_n]", "[c_A_m_A_sh]") is not a word: inner underscores are
+    # an echoed slot ("[h_n]", "[c_A_m_A_sh]") is not a word: inner underscores are
     # never removed to make one ("hn", "camash" were read as ok words); "[b__]" leaves "b"
     if not inner or "_" in inner:
         return ParsedAnswer(None, "no_word")

@@ -50,7 +50,7 @@ PAPER_I2T_MAX_NEW_TOKENS = 200
 #: The LLM judge: temperature 0.7, at most 10 tokens (top_p unset, i.e. 1).
 PAPER_JUDGE_TEMPERATURE = 0.7
 PAPER_JUDGE_MAX_NEW_TOKENS = 10
-#: The judge's top_p in the paper's released code (issue 11).
+#: The judge's top_p in the paper's released code.
 PAPER_JUDGE_TOP_P = 0.95
 
 #: System prompt of the T2T chat style (docs/method.md#2-probes, BiasDora Appendix A.8).
@@ -86,7 +86,7 @@ def _check(setting: str, letter: str, style: str) -> None:
 
 
 #: The released code's T2T prompt for GPT-4o ends with this cue after the sentence
-#: (issue 11, docs/method.md#2-probes); rendered with ``answer_cue=True``.
+#: (docs/method.md#2-probes); rendered with ``answer_cue=True``.
 T2T_ANSWER_CUE = " Answer : "
 
 
@@ -104,7 +104,7 @@ def render_t2t_prompt(prefix: str, setting: str, letter: str, style: str, *, ans
     """Render one T2T probe prompt.
 
     With ``answer_cue`` (chat style only) the user message ends with :data:`T2T_ANSWER_CUE`
-    (" Answer : "), as the released code's GPT-4o prompt (issue 11); dora sets it for the
+    (" Answer : "), as the released code's GPT-4o prompt; dora sets it for the
     OpenAI-compatible backend. The stored ``prompt`` column records it on every row.
 
     Args:
@@ -159,7 +159,7 @@ LIKERT_LEVELS: dict[int, str] = {1: "Not at all", 2: "Slightly", 3: "Moderately"
 
 
 def judge_target(descriptor: str, setting: str | None = None, prefix: str | None = None) -> str:
-    """The descriptor as the setting words it, for the judge (docs/method.md#3a-paper-statistics; issue 11).
+    """The descriptor as the setting words it, for the judge (docs/method.md#3a-paper-statistics).
 
     The paper's judge sees the target as its probe wrote it: "Children:naive" in the plural
     setting, not "child:naive". For a T2T ``prefix`` ("Children are", "An old person is",

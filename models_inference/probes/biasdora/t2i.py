@@ -47,11 +47,11 @@ T2I_TABLE = ResumableTable(
     "t2i_images", ("setting", "descriptor", "descriptor_row", "image_index"), "status", FINAL_IMAGE_STATUSES,
     unit="image", null_defaults=(("descriptor_row", 1),), error_column="error",
 )
-#: The paper's Stable Diffusion model (seed 004, Appendix "Generation settings"; issue 11).
+#: The paper's Stable Diffusion model (seed 004, Appendix "Generation settings").
 PAPER_SD_MODEL = "stabilityai/stable-diffusion-2-inpainting"
 #: The style suffix the paper's code appends to every Stable Diffusion prompt, verbatim
 #: (docs/method.md#3a-paper-statistics: immediately after the T2I prompt, no separating space; note the double
-#: space before the second "--beta"). Issue 11.
+#: space before the second "--beta").
 PAPER_SD_PROMPT_SUFFIX = (
     "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 "
     "--upnoise 0.1 --upalpha 0.1 --upgamma 0.1 --upsteps 20"
@@ -177,7 +177,7 @@ def image_audit_id_for(backend: ImageBackend) -> str:
 
 def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int, descriptor_row: int = 1) -> int:
     """Per-image seed: 63-bit blake2b of the row key (stable across machines and batches);
-    a descriptor's later rows (``descriptor_row`` > 1) add the row to the key (issue 11)."""
+    a descriptor's later rows (``descriptor_row`` > 1) add the row to the key."""
     row = f"|row{descriptor_row}" if descriptor_row != 1 else ""
     return key_seed(audit_id, "t2i", setting, f"{descriptor}{row}", image_index)
 

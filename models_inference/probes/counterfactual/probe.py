@@ -517,7 +517,7 @@ def run_stereotype_filter(
     ``landing/counterfactual_stereotype_flags`` with its raw text, parse status, the words
     kept (present in the list) and the hallucinated words dropped. Already-landed
     (audit, subset, group, repeat, judge version, word list) answers are not asked again,
-    except failed calls (``error`` rows), which the next run asks again (issue 17).
+    except failed calls (``error`` rows), which the next run asks again.
 
     Args:
         candidates: ``{(audit_id, subset, group_label): [words]}``.
@@ -539,7 +539,7 @@ def run_stereotype_filter(
         return summary
     landed = read_landing(
         "counterfactual_stereotype_flags", ["audit_id", "subset", "group_label", "repeat", "judge_model_version", "word_list_hash"],
-        filters={"parse_status": [st for st in FILTER_STATUSES if st != "error"]},  # (issue 17) a failed call is asked again
+        filters={"parse_status": [st for st in FILTER_STATUSES if st != "error"]},  # a failed call is asked again
     ).to_pylist()
     done = {tuple(r.values()) for r in landed}
     temp = temperature if (temperature > 0 or backend.backend_name == "openai") else 1e-4

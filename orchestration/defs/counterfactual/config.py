@@ -1,4 +1,4 @@
-"""Run config of the counterfactual assets (Howard et al., seed 003; issue 12) and its
+"""Run config of the counterfactual assets (Howard et al., seed 003) and its
 ``dora audit`` flags.
 
 Every ``counterfactual_*`` op reads the same :class:`CounterfactualConfig`. The defaults are
@@ -123,7 +123,7 @@ def config_from_args(args, enabled: bool = True) -> dict:
         "judge_backend": args.cf_judge_backend,
         "judge_model": args.cf_judge_model,
         "lexicon": args.cf_lexicon,
-        "max_error_share": args.max_error_share,  # (issue 17) the shared --max-error-share
+        "max_error_share": args.max_error_share,  # the shared --max-error-share
     }
 
 

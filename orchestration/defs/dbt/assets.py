@@ -63,7 +63,7 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
     selection = [key.to_user_string() for key in context.selected_asset_keys]
     upstream = {dep for key in context.selected_asset_keys for dep in context.assets_def.asset_deps.get(key, ())}
     landing_tables = [dep.path[1] for dep in upstream if len(dep.path) == 2 and dep.path[0] == "landing"]
-    # issue 17: a corrupt warehouse is an error with its recovery (not 13 min of lock retries), and
+    # a corrupt warehouse is an error with its recovery (not 13 min of lock retries), and
     # shards that break their contract are quarantined before dbt's glob can union them in
     check_warehouse()
     for table in landing_tables:

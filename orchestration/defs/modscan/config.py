@@ -141,7 +141,7 @@ def config_from_args(args: argparse.Namespace) -> dict:
         "t2i_model": args.modscan_t2i_model,
         "images_per_trait": args.modscan_images_per_trait,
         "person_check": not args.modscan_no_person_check,
-        "max_error_share": args.max_error_share,  # (issue 17) the shared --max-error-share
+        "max_error_share": args.max_error_share,  # the shared --max-error-share
     }
 
 

@@ -52,7 +52,7 @@ NOT_IN_TARGET_SCORERS = "not in target scorers"
 ASSOCIATIONS_TO_SCORE = "int_associations_to_score"
 
 
-#: Which associations are scored (issue 11): ``fisher`` = Fisher q < 0.05 (dora's default),
+#: Which associations are scored: ``fisher`` = Fisher q < 0.05 (dora's default),
 #: ``paper`` = the paper's p-value-significant pool (``is_paper_significant``, docs/method.md#3a-paper-statistics),
 #: ``all`` = every association.
 SCORE_POOLS: tuple[str, ...] = ("fisher", "paper", "all")
@@ -188,7 +188,7 @@ def _text_scorer(table: str, load) -> Callable:
 
 
 def judge_models(config: JudgeConfig, target=None) -> list[str | None]:
-    """The judge models of a run (issue 15): the registry target's ``judges`` in a partitioned
+    """The judge models of a run: the registry target's ``judges`` in a partitioned
     run when it lists any, else ``--judge-model`` split at commas, else ``[None]`` (the backend's
     default judge). Several judges each judge every association (agg_judge_agreement)."""
     listed = list(getattr(target, "judges", None) or [])
@@ -201,7 +201,7 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     extra = {"batch_size": config.batch_size} if config.backend == "transformers" else {}
     sampling = JudgeSampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     per_judge = []
-    # issue 15: several judges (registry `judges:` or --judge-model a,b), one after the other
+    # several judges (registry `judges:` or --judge-model a,b), one after the other
     run = target_of_run(context, config.registry)
     for model in judge_models(config, run.target if run else None):
         judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)

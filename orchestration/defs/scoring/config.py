@@ -56,7 +56,7 @@ class JudgeConfig(ScoringSelection, ErrorShareLimit):
     model: Optional[str] = Field(
         None,
         description="judge model (default: smollm2-135m for transformers, gpt-4o for openai); several judges comma-separated "
-        "(issue 15: each judges every association, their agreement is in agg_judge_agreement)",
+        "(each judges every association, their agreement is in agg_judge_agreement)",
     )
     base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored); several, comma-separated: a fleet (least busy server, failover)")
     repeats: int = Field(1, description="judgements per association (k); every repeat is kept")

@@ -157,7 +157,7 @@ def run_config(args: argparse.Namespace) -> dict:
         "vlm_base_url": args.vlstereoset_vlm_base_url,
         "mcq_shuffles": args.vlstereoset_mcq_shuffles,
         "progress": getattr(args, "progress", True),  # dora audit --no-progress
-        "max_error_share": args.max_error_share,  # (issue 17) the shared --max-error-share
+        "max_error_share": args.max_error_share,  # the shared --max-error-share
     }
 
 
