@@ -1,7 +1,7 @@
-"""Judge agreement statistics (issue 15), computed by the maintained libraries, for the dbt UDFs.
+"""Judge agreement statistics, computed by the maintained libraries, for the dbt UDFs.
 
 The LLM judge rates an association's bias level on the 5-point Likert scale of BiasDora
-(seed 004, Section 3.3; METHOD.md section 4). How far its ratings can be trusted is measured
+(seed 004, Section 3.3; docs/method.md#4-scoring). How far its ratings can be trusted is measured
 by how often raters agree: the k repeats of one judge (``--judge-repeats k``) or several
 judges (``--judge-model a,b``: comma-separated). The mart ``agg_judge_agreement`` lays the
 ratings out as a reliability matrix (raters x associations, NULL = no parsed rating) and
@@ -29,7 +29,7 @@ from typing import Sequence
 
 __all__ = ["LIKERT_DOMAIN", "cohen_kappa_linear", "krippendorff_alpha_ordinal"]
 
-#: the judge's Likert levels (METHOD.md section 4)
+#: the judge's Likert levels (docs/method.md#4-scoring)
 LIKERT_DOMAIN = (1, 2, 3, 4, 5)
 
 

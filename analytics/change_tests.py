@@ -17,7 +17,7 @@ statistic, with scipy, and are registered as DuckDB UDFs by
   statistic and degrees of freedom of ``scipy.stats.chi2_contingency([before[j], after[j]],
   correction=False)`` on its non-empty columns, and the p-value is
   ``scipy.stats.chi2.sf(sum of statistics, sum of dof)``. Used for ModSCAN S_bias (seed 000
-  Eq. 2 / PROBES.md A.4.2: S_bias is a function of the per-instance selection counts and the
+  Eq. 2 / docs/families/modscan.md#s_bias: S_bias is a function of the per-instance selection counts and the
   N/A count, so the two audits' S_bias can only differ when those count tables differ).
 
 Both return NULL when the test has no data (a side without a value / no stratum with both

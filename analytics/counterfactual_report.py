@@ -1,4 +1,4 @@
-"""The counterfactual section of ``dora report`` (Howard et al., seed 003; issue 12).
+"""The counterfactual section of ``dora report`` (Howard et al., seed 003).
 
 Three views, all read from the public marts (read-only, ``?`` parameters):
 

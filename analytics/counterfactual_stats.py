@@ -1,7 +1,7 @@
 """DuckDB UDF of the counterfactual marts: the Kruskal-Wallis test across groups, and the
 dbt-duckdb plugin that registers it.
 
-Beyond Howard et al. (seed 003, section 4.4 reports group means only): issue 12 asks for a
+Beyond Howard et al. (seed 003, section 4.4 reports group means only): dora adds a
 Kruskal-Wallis H test across the intersectional groups of each (prompt, occupation), so a
 user sees which gaps in the numeric ratings are significant. SQL has no rank test, so
 ``kruskal_p(values DOUBLE[], groups VARCHAR[]) -> DOUBLE`` calls ``scipy.stats.kruskal`` on

@@ -78,7 +78,7 @@ def run_dbt(args: list[str], dora_home: Path) -> dbtRunnerResult:
     os.environ["DBT_SEND_ANONYMOUS_USAGE_STATS"] = "false"
     for table in SCHEMAS:
         landing_dir(table)  # reads DORA_HOME, set just above
-    os.environ["DORA_HOME"] = str(dbt_home())  # (issue 17) a plain-named alias of an odd home
+    os.environ["DORA_HOME"] = str(dbt_home())  # a plain-named alias of an odd home
     project = dbt_project_dir()
     result = dbtRunner().invoke(
         [*args, "--project-dir", str(project), "--profiles-dir", str(project)]

@@ -3,7 +3,7 @@
 Reads the marts ``dim_audits`` (finished audits per target, in order),
 ``fct_association_changes`` (every earlier/later pair of audits of a target; per association
 a two-sided Fisher change test, its BH q-value ``change_q`` and the change type, doc block
-``change_type``) and ``agg_association_changes_by_dimension`` (issue 15) read-only, and
+``change_type``) and ``agg_association_changes_by_dimension`` read-only, and
 reports how many listed associations changed significantly (change_q < 0.05), the count of
 each change type, a line per bias dimension, and the top significant changes per bias
 dimension ranked by ``change_q`` (then by ``|tfidf_change|``). Every number comes from SQL.
@@ -16,7 +16,7 @@ from typing import Callable
 
 from analytics.query import QueryResult, format_result, run_query
 
-#: change types of fct_association_changes (issue 15: `gone` was `dropped`)
+#: change types of fct_association_changes (`gone` was `dropped`)
 CHANGE_TYPES = ("new", "gone", "strengthened", "weakened", "unchanged")
 
 

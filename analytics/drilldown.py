@@ -1,7 +1,7 @@
-"""Drill-down pages of ``dora report`` (issue 15): every significant association -> its samples.
+"""Drill-down pages of ``dora report``: every significant association -> its samples.
 
 For each (audit, modality, setting) with significant associations (``fct_associations``,
-Fisher BH q < 0.05; METHOD.md section 3) one offline HTML page
+Fisher BH q < 0.05; docs/method.md#3-associations) one offline HTML page
 ``samples/<audit>/<modality>-<setting>.html`` lists, per association (a section whose id is
 :func:`association_anchor`), the samples that produced it, read from the mart
 ``fct_association_samples``: T2T completions (prompt, raw output, parsed word, parse status,

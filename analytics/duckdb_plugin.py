@@ -1,6 +1,6 @@
 """Statistical DuckDB UDFs for the association marts, and the dbt-duckdb plugin that adds them.
 
-Source of the definitions: BiasDora (seed 004) and ``METHOD.md`` section 3 ("Association
+Source of the definitions: BiasDora (seed 004) and ``docs/method.md#3-associations`` ("Association
 analytics"). Only two pieces of the method need numerical code that SQL does not have:
 
 * ``fisher_greater(a, b, c, d)``: the one-sided (over-representation) p-value of Fisher's
@@ -52,7 +52,7 @@ def _to_int64(arr: pa.Array) -> np.ndarray:
 def fisher_p_greater(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.ndarray:
     """One-sided Fisher's exact p-value for tables ``[[a, b], [c, d]]``, elementwise.
 
-    BiasDora (seed 004) / METHOD.md section 3: a = tf(d,w), b = other words of d,
+    BiasDora (seed 004) / docs/method.md#3-associations: a = tf(d,w), b = other words of d,
     c = occurrences of w in other descriptors, d = all other words; "greater" tests
     over-representation of w in d's document.
 
@@ -62,7 +62,7 @@ def fisher_p_greater(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray)
     log-gamma differences + exact term ratios, 8 terms per vectorised step) instead of one
     Boost ``hypergeom.cdf`` per table. 1.0 when a row or column sum is zero, capped at 1.0.
     Tables with a negative cell give NaN (scipy raises). That function handles the
-    degenerate and invalid tables itself, so this is a plain call (issue 6: no second pass).
+    degenerate and invalid tables itself, so this is a plain call (no second pass).
     """
     return fisher_greater_pvalues(a, b, c, d)
 
@@ -70,7 +70,7 @@ def fisher_p_greater(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray)
 def fisher_greater(a: pa.Array, b: pa.Array, c: pa.Array, d: pa.Array) -> pa.Array:
     """DuckDB Arrow UDF ``fisher_greater(a, b, c, d) -> DOUBLE`` (see :func:`fisher_p_greater`).
 
-    Source: BiasDora (seed 004), METHOD.md section 3. NULL in any argument -> NULL;
+    Source: BiasDora (seed 004), docs/method.md#3-associations. NULL in any argument -> NULL;
     a negative cell -> NULL (not a contingency table).
     """
     mask = _valid_mask(a, b, c, d)
@@ -79,13 +79,13 @@ def fisher_greater(a: pa.Array, b: pa.Array, c: pa.Array, d: pa.Array) -> pa.Arr
     return pa.array(p, type=pa.float64(), mask=~mask)
 
 
-# --- issue 15: change significance between audits (two-sided Fisher) ---------------------
+# --- change significance between audits (two-sided Fisher) ---------------------
 def fisher_two_sided(a: pa.Array, b: pa.Array, c: pa.Array, d: pa.Array) -> pa.Array:
     """DuckDB Arrow UDF ``fisher_two_sided(a, b, c, d) -> DOUBLE``: two-sided Fisher's exact p.
 
     Equals ``scipy.stats.fisher_exact([[a, b], [c, d]], alternative="two-sided").pvalue`` to
     ~1e-10 relative (:func:`analytics.fisher_two_sided.fisher_two_sided_pvalues`); used by
-    ``fct_association_changes`` on [[tf_before, rest_before], [tf_after, rest_after]] (issue 15).
+    ``fct_association_changes`` on [[tf_before, rest_before], [tf_after, rest_after]].
     NULL in any argument or a negative cell -> NULL; a zero row or column sum -> 1.0.
     """
     from analytics.fisher_two_sided import fisher_two_sided_pvalues
@@ -97,7 +97,7 @@ def fisher_two_sided(a: pa.Array, b: pa.Array, c: pa.Array, d: pa.Array) -> pa.A
 
 
 def judge_kappa_linear(matrix):
-    """DuckDB UDF ``judge_kappa_linear(INTEGER[][]) -> DOUBLE`` (issue 15, agg_judge_agreement).
+    """DuckDB UDF ``judge_kappa_linear(INTEGER[][]) -> DOUBLE`` (agg_judge_agreement).
 
     Linearly weighted Cohen's kappa of a 2-rater reliability matrix (NULL = no rating), by
     ``sklearn.metrics.cohen_kappa_score(weights="linear")``
@@ -109,7 +109,7 @@ def judge_kappa_linear(matrix):
 
 
 def judge_alpha_ordinal(matrix):
-    """DuckDB UDF ``judge_alpha_ordinal(INTEGER[][]) -> DOUBLE`` (issue 15, agg_judge_agreement).
+    """DuckDB UDF ``judge_alpha_ordinal(INTEGER[][]) -> DOUBLE`` (agg_judge_agreement).
 
     Krippendorff's alpha (ordinal, Likert 1-5) of a reliability matrix (raters x items, NULL =
     missing), by the ``krippendorff`` package (:func:`analytics.agreement.krippendorff_alpha_ordinal`).
@@ -117,7 +117,7 @@ def judge_alpha_ordinal(matrix):
     from analytics.agreement import krippendorff_alpha_ordinal
 
     return krippendorff_alpha_ordinal(matrix)
-# --- end issue 15 ---------------------------------------------------------------------------
+# --- end of the section --------------------------------------------------------------------
 
 
 # --- family change tests (dora diff --family): statistics in analytics/change_tests.py --------
@@ -143,7 +143,7 @@ def chi2_stratified_p(before, after):
 def normal_sf(z: pa.Array) -> pa.Array:
     """DuckDB Arrow UDF ``normal_sf(z) -> DOUBLE`` = 1 - Phi(z) = ``scipy.special.ndtr(-z)``.
 
-    Source: BiasDora (seed 004), METHOD.md section 3: the paper's significance of a tf-idf
+    Source: BiasDora (seed 004), docs/method.md#3-associations: the paper's significance of a tf-idf
     value is ``1 - Phi((tfidf - mean) / sd)``. NULL in -> NULL out.
     """
     mask = _valid_mask(z)
@@ -161,9 +161,9 @@ def register_functions(con) -> None:
     specs = [
         ("fisher_greater", fisher_greater, ["BIGINT", "BIGINT", "BIGINT", "BIGINT"], "DOUBLE"),
         ("normal_sf", normal_sf, ["DOUBLE"], "DOUBLE"),
-        ("fisher_two_sided", fisher_two_sided, ["BIGINT", "BIGINT", "BIGINT", "BIGINT"], "DOUBLE"),  # issue 15
+        ("fisher_two_sided", fisher_two_sided, ["BIGINT", "BIGINT", "BIGINT", "BIGINT"], "DOUBLE"),
     ]
-    native_specs = [  # issue 15: one call per agreement row (few rows), Python lists in
+    native_specs = [  # one call per agreement row (few rows), Python lists in
         ("judge_kappa_linear", judge_kappa_linear, ["INTEGER[][]"], "DOUBLE"),
         ("judge_alpha_ordinal", judge_alpha_ordinal, ["INTEGER[][]"], "DOUBLE"),
         ("mann_whitney_p", mann_whitney_p, ["DOUBLE[]", "DOUBLE[]"], "DOUBLE"),  # family change tests

@@ -1,6 +1,6 @@
 """Vectorised one-sided Fisher's exact test: fast at paper scale, equal to scipy's to ~1e-10.
 
-BiasDora (seed 004, Section 3 and Appendix A.4) / METHOD.md section 3: for a descriptor d and a
+BiasDora (seed 004, Section 3 and Appendix A.4) / docs/method.md#3-associations: for a descriptor d and a
 word w of one (audit, modality, setting), the 2x2 table is ``[[a, b], [c, d]]`` with
 a = tf(d, w), b = other words of d's document, c = occurrences of w in other documents,
 d = all other words; the p-value is the one-sided (over-representation) Fisher's exact test,
@@ -34,7 +34,7 @@ takes ~0.5 s to import, paid by every dbt process that loads the UDF plugin othe
 Tables of at most 170 words in all use scipy as is (Boost's exact factorial tables: cheap and
 bit-identical). Tables where the log-gamma differences are too large for the accuracy above
 (documents of over ~10^5 words in a tiny corpus) fall back to scipy for their first term. ``tests/test_fisher.py``
-checks equality with ``scipy.stats.fisher_exact`` to 1e-9 relative (METHOD.md) on thousands of
+checks equality with ``scipy.stats.fisher_exact`` to 1e-9 relative (docs/method.md) on thousands of
 tables in every regime, and accuracy to 1e-11 against exact arithmetic.
 """
 

@@ -1,6 +1,6 @@
 """Vectorised two-sided Fisher's exact test: did an association's strength change between two audits?
 
-Issue 15 (change significance between model versions). For one association (descriptor d,
+(change significance between model versions). For one association (descriptor d,
 word w) of one (modality, setting) compared between an earlier audit (before) and a later one
 (after), the 2x2 table is::
 
@@ -8,7 +8,7 @@ word w) of one (modality, setting) compared between an earlier audit (before) an
      [tf_after,  doc_length_after  - tf_after ]]
 
 (rows: the two audits; columns: occurrences of w in d's document vs the rest of that document;
-METHOD.md section 3 defines tf and the document). The two-sided p-value is
+docs/method.md#3-associations defines tf and the document). The two-sided p-value is
 ``scipy.stats.fisher_exact(table, alternative="two-sided").pvalue``: the probability, under
 independence with fixed margins (X ~ Hypergeometric(N = a+b+c+d, K = a+b, n = a+c)), of every
 table at most as probable as the observed one:

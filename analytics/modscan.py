@@ -1,4 +1,4 @@
-"""ModSCAN views for ``dora audit`` and ``dora report`` (seed 000; PROBES.md A.4).
+"""ModSCAN views for ``dora audit`` and ``dora report`` (seed 000; docs/families/modscan.md#statistics).
 
 Reads the public mart ``agg_modscan_bias_scores`` (S_bias raw and N/A filtered per audit,
 probe, attribute, scenario, condition, prefix) read-only; every number is the mart's.

@@ -164,7 +164,7 @@ def connect_read_only(path: Path | None = None, *, wait_seconds: float | None = 
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, landing: Path) -> None:
-    """Confine a read-only warehouse connection to the warehouse (issue 17).
+    """Confine a read-only warehouse connection to the warehouse.
 
     External access is disabled except for the landing folder (the staging views read its
     Parquet shards), extensions are neither auto-installed nor auto-loaded, and the
@@ -254,7 +254,7 @@ def read_relation(
 
 def format_result(result: QueryResult, fmt: str = "table") -> str:
     """Render a :class:`QueryResult` as ``table`` (tabulate), ``csv`` or ``json`` (records)."""
-    if fmt == "json":  # NaN / Infinity are not JSON: they become null (issue 17)
+    if fmt == "json":  # NaN / Infinity are not JSON: they become null
         rows = [dict(zip(result.columns, map(_json_value, r))) for r in result.rows]
         return json.dumps(rows, default=str, indent=1, allow_nan=False)
     if fmt == "csv":

@@ -2,7 +2,7 @@
 
 BiasDora (seed 004) reports, per model x modality x setting x bias dimension, the share of
 significant associations that are negative (Figure 3), toxic (Figure 4) and at each Likert
-bias level of the LLM judge (Figures 6, 7); METHOD.md section 4. Every number here comes
+bias level of the LLM judge (Figures 6, 7); docs/method.md#4-scoring. Every number here comes
 from the score marts ``agg_bias_by_dimension``, ``agg_likert_by_dimension``,
 ``agg_scores_by_audit`` and ``fct_association_scores`` (read-only, parameterised); every count,
 ratio and share is computed in dbt, this module only lays them out:
@@ -13,7 +13,7 @@ ratio and share is computed in dbt, this module only lays them out:
   (significant associations pooled over settings), one panel per audit;
 * tables of the most toxic and the highest-rated associations (in ``index.html``).
 
-Issue 15: the judge's reliability (agreement, parse rates) next to the Likert bars, and a
+The judge's reliability (agreement, parse rates) next to the Likert bars, and a
 drill-down page per (audit, modality, setting) listing the samples behind every significant
 association, linked from the tables (:mod:`analytics.drilldown`).
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 from analytics.query import QueryResult, read_relation, run_query
 from ingestion.landing import dora_home
 
-#: Display order of settings (T2T first, as in the paper) and Likert labels (METHOD.md 4).
+#: Display order of settings (T2T first, as in the paper) and Likert labels (docs/method.md#4-scoring).
 SETTING_ORDER = ("singular", "plural", "adjective", "noun", "verb")
 LIKERT = {1: "1 Not at all", 2: "2 Slightly", 3: "3 Moderately", 4: "4 Highly", 5: "5 Extremely"}
 LIKERT_COLOURS = {1: "#1a9850", 2: "#a6d96a", 3: "#fee08b", 4: "#f46d43", 5: "#a50026"}
@@ -83,7 +83,7 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
     except duckdb.CatalogException as exc:
         raise LookupError(f"the score marts are not built yet ({exc}); run `dora audit` first") from None
     if audit_id is not None and not agg and not _audit_known(audit_id):
-        # (issue 17) an unknown audit id wrote an empty report with exit 0
+        # an unknown audit id wrote an empty report with exit 0
         raise LookupError(
             f"no audit {audit_id!r} in the warehouse; list them with: dora query \"select audit_id from dim_audits\""
         )
@@ -205,7 +205,7 @@ def likert_png(likert: list[dict], path: Path) -> Path | None:
 
 
 class _Html(str):
-    """A table cell that is already HTML (a drill-down link; issue 15)."""
+    """A table cell that is already HTML (a drill-down link)."""
 
 
 def _fmt(value) -> str:
@@ -271,7 +271,7 @@ def write_report(
         heatmap_png(data["agg"], "pct_toxic", "% toxic significant associations (setting x bias dimension)", out / "pct_toxic.png", "Purples"),
     ]
     figs_html = "".join(f"<p><img src='{p.name}' alt='{p.stem}'></p>" for p in figures if p is not None)
-    # --- issue 15: judge reliability next to the Likert bars; drill-down links -----------------
+    # --- judge reliability next to the Likert bars; drill-down links -----------------
     from analytics.drilldown import judge_reliability_html, write_drilldown
 
     likert_path = likert_png(data["likert"], out / "likert_by_dimension.png")
@@ -282,7 +282,7 @@ def write_report(
     for row in data["toxic"] + data["rated"]:
         href = links.get((row["audit_id"], row["modality"], row["setting"], row["descriptor"], row["word"]))
         row["samples"] = _Html(f"<a class='samples' href='{html.escape(href)}'>samples</a>") if href else None
-    # --- end issue 15 -------------------------------------------------------------------------
+    # --- end of the section ------------------------------------------------------------------
     scorers = data["overview"][0] if data["overview"] else {}
     agg_cols = ["audit_id", "modality", "setting", "bias_dimension", "n_significant", "pct_negative", "pct_toxic",
                 "pct_likert_1", "pct_likert_2", "pct_likert_3", "pct_likert_4", "pct_likert_5", "mean_bias_level"]

@@ -9,7 +9,7 @@ Usage::
     # development: a tenth of paper scale (~53k completions, ~240k description words)
     python -m benchmarks.bench_analytics_scale --scale 0.1 --home /tmp/dora-bench-dev
 
-What it does (BiasDora seed 004 section 3 / METHOD.md section 3; issue 6):
+What it does (BiasDora seed 004 section 3 / docs/method.md#3-associations):
 
 1. **Synthetic landing data of paper size** in a scratch ``DORA_HOME``, written with
    :func:`ingestion.landing.write_shard` in the probe's own 512-row shards: T2T
@@ -21,7 +21,7 @@ What it does (BiasDora seed 004 section 3 / METHOD.md section 3; issue 6):
    the mix a small local model gives (ok ~74%, no_word 8%, wrong_letter 7%, truncated 4%,
    empty 2%, not_ing 5% in the verb setting). ``raw_output`` and ``prompt`` are realistic
    strings, so the Parquet volume is realistic too.
-   Vision part (issue 4's landing tables, when its dbt models are in ``int_document_words``):
+   Vision part (the landing tables, when its dbt models are in ``int_document_words``):
    344 descriptors x 2 image settings x 10 images x 5 description settings = 34,400 image
    descriptions with ~4.4M landed tokens, ~2.4M of them kept description words
    (:func:`synth_description_words`).
@@ -40,7 +40,7 @@ What it does (BiasDora seed 004 section 3 / METHOD.md section 3; issue 6):
    ``scipy.stats.false_discovery_control``. If the full baseline is estimated to take longer
    than ``--baseline-budget`` seconds, Fisher's test runs on a random subsample of pairs and
    its time is extrapolated to all pairs (both figures are printed).
-4. **Vectorised peer** (issue 16; :func:`vectorised_peer`): the same statistics the strongest
+4. **Vectorised peer** (:func:`vectorised_peer`): the same statistics the strongest
    straightforward way - pandas, a scikit-learn ``CountVectorizer`` document-term matrix per
    (modality, setting), scipy's vectorised hypergeometric tail for every pair at once, BH -
    and dora's models alone (``dbt run --full-refresh``, no tests) against it and the baseline.
@@ -282,7 +282,7 @@ def synth_t2t(home: Path, n_descriptors: int, runs: int, shard_rows: int = 512, 
             buffer["bias_dimension"] += [dim] * n
             buffer["letter"] += letters.tolist()
             buffer["run"] += run_ids.tolist()
-            buffer["descriptor_row"] += [row] * n  # its row of the paper's list (issue 11)
+            buffer["descriptor_row"] += [row] * n  # its row of the paper's list
             buffer["seed"] += seeds.tolist()
             buffer["prompt_style"] += ["completion"] * n
             buffer["prompt"] += [f"{prefix} {c}" for c in letters]
@@ -296,7 +296,7 @@ def synth_t2t(home: Path, n_descriptors: int, runs: int, shard_rows: int = 512, 
 
 
 def description_words_available() -> bool:
-    """True when issue 4's description-word landing table AND its dbt path into the marts exist."""
+    """True when the description-word landing table AND its dbt path into the marts exist."""
     from ingestion.landing import SCHEMAS
 
     doc_words = Path(__file__).resolve().parents[1] / "dbt_project" / "models" / "intermediate" / "int_document_words.sql"
@@ -316,7 +316,7 @@ def synth_description_words(
     home: Path, n_descriptors: int = 344, images: int = 10, kept_per_description: float = 70.0,
     dropped_per_description: float = 60.0, shard_descriptions: int = 512, seed: int = 7,
 ) -> tuple[int, int, int]:
-    """Land synthetic image descriptions and their tokens (issue 4's I2T / T2I landing tables).
+    """Land synthetic image descriptions and their tokens (the I2T / T2I landing tables).
 
     Shape of the paper's vision audit: ``n_descriptors`` (344 T2I prompts) x 2 image settings x
     ``images`` (10) x the default description settings (comprehensive + 4 subjective) = 34,400
@@ -505,14 +505,14 @@ def _read_parquet_folder(home: Path, table: str):
 
 def image_target(descriptor: str, image_setting: str) -> str:
     """The association target of an image description, as ``int_document_words`` names it
-    (issue 11: images of the singular and the plural setting are separate targets). The plural
+    (images of the singular and the plural setting are separate targets). The plural
     target is the paper's plural T2I phrase when the descriptor lists are landed; this
     benchmark lands none, so it is ``"<descriptor> (plural)"``, dora's fallback."""
     return descriptor if image_setting != "plural" else f"{descriptor} (plural)"
 
 
 def paper_p_values(pairs, paper_df, n_paper_documents):
-    """The paper's z-test p-value (METHOD.md 3a, ``fct_associations.paper_p_value``) of each pair.
+    """The paper's z-test p-value (docs/method.md#3a-paper-statistics, ``fct_associations.paper_p_value``) of each pair.
 
     ``paper_tfidf = tf * ln(N / paper_df)`` on the paper's documents (a T2T document is one
     probe row in one run with its 26 letter answers, N = documents x letters; a description is
@@ -549,7 +549,7 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
     loop builds df, word totals and one ``scipy.stats.fisher_exact(..., alternative="greater")``
     call per (descriptor, word) pair; then the z-score p-value, PMI and BH
     (``scipy.stats.false_discovery_control``). Same definitions as the dbt models
-    (METHOD.md section 3), including their dedup of retried landing rows.
+    (docs/method.md#3-associations), including their dedup of retried landing rows.
 
     Returns ``(result DataFrame, info dict)``; ``info`` has the phase times, the number of
     pairs, the measured Fisher seconds and (when subsampled) the extrapolated figure.
@@ -570,7 +570,7 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
     tf: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
     # T2T: keep the last landed row per completion key (the landing table is append-only)
     t2t = t2t.sort_values("generated_at").drop_duplicates(["setting", "descriptor", "letter", "run"], keep="last")
-    paper_docs: dict[tuple[str, str], set] = {}  # the paper's documents (METHOD.md 3a)
+    paper_docs: dict[tuple[str, str], set] = {}  # the paper's documents (docs/method.md#3a-paper-statistics)
     paper_letters: dict[tuple[str, str], set] = {}
     word_docs: dict[tuple[str, str, str], set] = {}
     for row in t2t.itertuples(index=False):  # the reference scripts' loop over rows
@@ -713,9 +713,9 @@ def compare(dora, base, fisher_q: bool) -> dict:
 
 # --------------------------------------------------------------------------- vectorised peer
 def vectorised_peer(home: Path, with_i2t: bool):
-    """The strongest straightforward peer: vectorised pandas + scikit-learn + scipy (issue 16).
+    """The strongest straightforward peer: vectorised pandas + scikit-learn + scipy.
 
-    Same inputs and definitions as :func:`reference_baseline` (METHOD.md section 3), without
+    Same inputs and definitions as :func:`reference_baseline` (docs/method.md#3-associations), without
     Python row loops: pandas reads and deduplicates the landing Parquet (``drop_duplicates``),
     one scikit-learn ``CountVectorizer`` document-term matrix per (modality, setting)
     (documents = descriptors, tokens = their words; identity analyzer), tf / df / document
@@ -744,7 +744,7 @@ def vectorised_peer(home: Path, with_i2t: bool):
     t1 = time.perf_counter()
     t2t = t2t[t2t["audit_id"] == AUDIT_ID]
     t2t = t2t.sort_values("generated_at", kind="stable").drop_duplicates(["setting", "descriptor", "letter", "run"], keep="last")
-    # the paper's documents (METHOD.md 3a): a probe row in one run x its letters; a description
+    # the paper's documents (docs/method.md#3a-paper-statistics): a probe row in one run x its letters; a description
     docs = t2t.drop_duplicates(["setting", "descriptor", "descriptor_row", "run"]).groupby("setting").size()
     letters = t2t.groupby("setting")["letter"].nunique()
     n_paper = {("t2t", st): int(docs[st] * letters[st]) for st in docs.index}
@@ -883,10 +883,10 @@ def main(argv=None) -> int:
         data_lines.append(
             f"I2T/T2I: {i2t[0]:,} synthetic image descriptions ({args.i2t_descriptors} descriptors x 2 image settings x 10 "
             f"images x 5 description settings) with {i2t[1]:,} landed tokens, of which **{i2t[2]:,} kept description words**, "
-            f"{wshards} shards, {wsize:.0f} MB Parquet (issue 4's `i2t_descriptions` / `description_words` tables)"
+            f"{wshards} shards, {wsize:.0f} MB Parquet (the `i2t_descriptions` / `description_words` tables)"
         )
     else:
-        data_lines.append("I2T/T2I description words: not benchmarked (issue 4's tables / dbt models not present)")
+        data_lines.append("I2T/T2I description words: not benchmarked (the tables / dbt models not present)")
     for ln in data_lines:
         print(ln, flush=True)
     if gen.wall_s:

@@ -1,4 +1,4 @@
-"""A new audit's build cost against the warehouse's history (issue 16), one process.
+"""A new audit's build cost against the warehouse's history, one process.
 
 Usage: python -m benchmarks.bench_history [--audits 10] [--descriptors 60] [--runs 4]
        [--home /tmp/dora-bench-history] [--no-write]
@@ -12,7 +12,7 @@ Staging reads only the new audit's shards and the intermediate counts and marts 
 the new audit (``dbt_project/macros/landing_shards.sql``, ``incremental_audits.sql``). Prints the
 build time of the first and the last audit and their ratio (goal <= 1.5x), every build's time,
 the warehouse size, and, as the same-run baseline, one ``--full-refresh`` build of the whole
-history (what every build cost before issue 16: every shard re-read, every audit recounted).
+history (what every build cost before builds were incremental: every shard re-read, every audit recounted).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def main(argv=None) -> None:
         "where the growth is (dbt node execution time, audit 1 -> audit " + str(n) + "): " + ", ".join(
             f"{name} {nodes[0].get(name, 0):.2f} -> {t:.2f} s" for name, t in sorted(nodes[-1].items(), key=lambda kv: -(kv[1] - nodes[0].get(kv[0], 0)))[:6]
         ) + f"; all nodes {sum(nodes[0].values()):.1f} -> {sum(nodes[-1].values()):.1f} s",
-        f"same-run baseline, the whole history rebuilt (`--full-refresh`, what each build cost before issue 16): {full_s:.1f} s = {full_s / first:.1f}x the first build",
+        f"same-run baseline, the whole history rebuilt (`--full-refresh`, what each build cost before builds were incremental): {full_s:.1f} s = {full_s / first:.1f}x the first build",
         f"warehouse: {warehouse_mb:.0f} MB DuckDB file after {n} audits",
         f"machine load average (1 min) at start {load_start:.1f}, after each build {', '.join(f'{x:.1f}' for x in loads)}, on {os.cpu_count()} cores (other processes may share the cores: wall times are upper bounds)",
     ]

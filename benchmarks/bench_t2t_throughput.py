@@ -7,7 +7,7 @@ Builds the probe's own requests (curated descriptor x setting prefixes, letters 
 per letter, per-row seeds of :func:`models_inference.probes.biasdora.t2t.row_seed`, completion style, 6 new
 tokens max, stop at word end) and times, alternating in each repetition, the plain path
 (``model.generate`` on left-padded batches, ``TransformersBackend(prefix_cache=False)``) and
-the shared-prefix path (issue 16, :mod:`models_inference.backends.prefix_cache`, the default).
+the shared-prefix path (:mod:`models_inference.backends.prefix_cache`, the default).
 Prints prompts/s and new tokens/s of both (median over ``--reps``), the median ratio, how
 many outputs are identical, and the parse-status distribution of both (it must not get
 worse). Then long generations (chat-style prompts, stop at EOS, ``--long-tokens`` new tokens:

@@ -3,7 +3,7 @@
 Two steps of an audit cost seconds even when nothing has changed: descriptor extraction
 (spaCy over every CrowS-Pairs pair) and the ``dbt build`` of the warehouse. Each records,
 after it succeeds, a fingerprint of everything it read; the next run compares and skips the
-step when the fingerprint is the same (issue 6: "a re-run of a finished audit makes no model
+step when the fingerprint is the same ("a re-run of a finished audit makes no model
 calls and finishes in seconds").
 
 A fingerprint is a SHA-256 over named parts: file contents (small inputs such as the
@@ -85,7 +85,7 @@ def load_state(step: str) -> dict | None:
         state = json.loads(_state_path(step).read_text())
     except (OSError, ValueError):
         return None
-    return state if isinstance(state, dict) else None  # (issue 17) e.g. a file holding [1]
+    return state if isinstance(state, dict) else None  # e.g. a file holding [1]
 
 
 def is_unchanged(step: str, fingerprint: Fingerprint | str, *, outputs: Iterable[str | Path] = ()) -> dict | None:

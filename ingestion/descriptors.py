@@ -1,7 +1,7 @@
 """Descriptors: the demographic phrases whose associations a BiasDora audit measures.
 
 A *descriptor* is the demographic phrase that differs between the two sentences of a
-CrowS-Pairs pair ("black kids" / "white kids"; METHOD.md section 1, BiasDora seed 004,
+CrowS-Pairs pair ("black kids" / "white kids"; docs/method.md#1-descriptors, BiasDora seed 004,
 section 3). dora keys every association by a normalised *descriptor key*
 (:func:`normalise_descriptor`), so "Black kids", "black kid" and "the black kids" are one
 descriptor, and the curated BiasDora list and the descriptors extracted here from CrowS-Pairs
@@ -287,7 +287,7 @@ def normalise_descriptor(phrase: str) -> str:
     """The descriptor key of a phrase: the form dora joins and groups descriptors on.
 
     Rules (dora's, made so that the BiasDora curated list, its template CSVs and the phrases
-    extracted from CrowS-Pairs share keys; METHOD.md section 1):
+    extracted from CrowS-Pairs share keys; docs/method.md#1-descriptors):
 
     1. whitespace collapsed, punctuation stripped from both ends, lower-cased;
     2. leading determiners and quantifiers removed (:data:`DETERMINERS`: "the poor" -> "poor",
@@ -591,7 +591,7 @@ def extract_descriptors(pairs: pa.Table, batch_size: int = 256) -> pa.Table:
     """Extract the descriptors of CrowS-Pairs pairs: the phrases in which the two sentences differ.
 
     Method (BiasDora seed 004, section 3: descriptors are the demographic phrases that differ
-    between ``sent_more`` and ``sent_less``; METHOD.md section 1). Both sentences are parsed
+    between ``sent_more`` and ``sent_less``; docs/method.md#1-descriptors). Both sentences are parsed
     with spaCy (``nlp.pipe``, in batches) and their tokens, lower-cased and without
     punctuation, are diffed with :class:`difflib.SequenceMatcher`. Every differing span, of
     ``sent_more`` (the stereotyped group) and of ``sent_less`` (the contrasted group), yields
@@ -692,8 +692,7 @@ def default_biasdora_dir() -> Path:
 def curated_descriptors(path: str | Path | None = None) -> pa.Table:
     """The BiasDora curated descriptor list as a ``descriptors`` table.
 
-    Source: ``bias_target_mapping.json`` published with BiasDora (seed 004; METHOD.md
-    section 1): bias dimension -> 404 phrases. ``surface`` is the phrase as written,
+    Source: ``bias_target_mapping.json`` published with BiasDora (seed 004; docs/method.md#1-descriptors): bias dimension -> 404 phrases. ``surface`` is the phrase as written,
     ``descriptor`` its key (:func:`normalise_descriptor`), ``plural`` the key's plural
     (:func:`plural_descriptor`), ``pair_id`` null, ``source`` 'biasdora'. Deduplicated per
     (descriptor, bias_dimension), keeping the first phrase in file order ("old person" and
@@ -787,7 +786,7 @@ def descriptor_inputs_fingerprint():
     fp = Fingerprint()
     fp.add_file(crows_pairs.default_crows_pairs_path())
     fp.add_file(default_biasdora_dir() / "bias_target_mapping.json")
-    for name in sorted(p.name for p in default_biasdora_dir().glob("t2*_setting*.csv")):  # issue 11: descriptor_rows
+    for name in sorted(p.name for p in default_biasdora_dir().glob("t2*_setting*.csv")):  # descriptor_rows
         fp.add_file(default_biasdora_dir() / name)
     fp.add_file(Path(__file__).with_name("templates.py"))
     fp.add_file(Path(__file__))

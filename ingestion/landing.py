@@ -59,7 +59,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("pair_id", pa.int64()),  # CrowS-Pairs pair it was extracted from (null if curated)
         ]
     ),
-    # issue 11 (ingestion/templates.py descriptor_rows_table): every row of the paper's T2T and
+    # (ingestion/templates.py descriptor_rows_table): every row of the paper's T2T and
     # T2I lists with each bias dimension it belongs to; source of the bridge
     # int_descriptor_dimensions.
     "descriptor_rows": pa.schema(
@@ -86,7 +86,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("bias_dimension", pa.string()),
             ("letter", pa.string()),
             ("run", pa.int32()),
-            # issue 11: which row of the paper's list (1 = the descriptor's first row in the
+            # which row of the paper's list (1 = the descriptor's first row in the
             # setting's file; a descriptor listed under two dimensions has rows 1 and 2).
             ("descriptor_row", pa.int32()),
             ("seed", pa.int64()),
@@ -131,7 +131,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("setting", pa.string()),  # singular / plural
             ("descriptor", pa.string()),
             ("bias_dimension", pa.string()),
-            ("descriptor_row", pa.int32()),  # issue 11: k-th row of the descriptor in the T2I CSV
+            ("descriptor_row", pa.int32()),  # k-th row of the descriptor in the T2I CSV
             ("image_index", pa.int32()),  # 1..images per descriptor
             ("seed", pa.int64()),
             ("prompt", pa.string()),
@@ -161,7 +161,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("image_setting", pa.string()),  # singular / plural
             ("descriptor", pa.string()),
             ("bias_dimension", pa.string()),
-            ("descriptor_row", pa.int32()),  # issue 11: the image's T2I row (see t2i_images)
+            ("descriptor_row", pa.int32()),  # the image's T2I row (see t2i_images)
             ("image_index", pa.int32()),
             ("image_sha256", pa.string()),
             ("setting", pa.string()),  # straightforward / moderate / comprehensive / subjective / ...
@@ -191,7 +191,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
     # models_inference/scoring/: sentiment of each scored association's sentence
-    # (METHOD.md section 4); one row per (association, scorer, scorer_version).
+    # (docs/method.md#4-scoring); one row per (association, scorer, scorer_version).
     "sentiment_scores": pa.schema(
         [
             *_ASSOCIATION_KEY,
@@ -201,7 +201,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("sentiment_label", pa.string()),  # negative / neutral / positive
             ("sentiment_score", pa.float64()),  # signed, in [-1, 1]
             ("scored_at", pa.timestamp("us", tz="UTC")),
-            ("score_pool", pa.string()),  # issue 11: fisher / paper / all (which associations were scored)
+            ("score_pool", pa.string()),  # fisher / paper / all (which associations were scored)
         ]
     ),
     # models_inference/scoring/: toxicity of the same sentence; one row per (association,
@@ -216,7 +216,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("is_toxic", pa.bool_()),  # toxicity >= 0.5
             ("label_scores_json", pa.string()),  # every label's probability (JSON object)
             ("scored_at", pa.timestamp("us", tz="UTC")),
-            ("score_pool", pa.string()),  # issue 11: fisher / paper / all
+            ("score_pool", pa.string()),  # fisher / paper / all
         ]
     ),
     # models_inference/probes/biasdora/judge.py: one row per (association, judge, repeat), kept whatever its
@@ -241,10 +241,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("p_rating_5", pa.float64()),
             ("expected_rating", pa.float64()),
             ("judged_at", pa.timestamp("us", tz="UTC")),
-            ("score_pool", pa.string()),  # issue 11: fisher / paper / all
+            ("score_pool", pa.string()),  # fisher / paper / all
         ]
     ),
-    # >>> counterfactual probe family (issue 12; models_inference/probes/counterfactual/) >>>
+    # >>> counterfactual probe family (models_inference/probes/counterfactual/) >>>
     # one row per response (set x member x prompt x mitigation x seed), kept whatever its status.
     "counterfactual_responses": pa.schema(
         [
@@ -330,7 +330,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
     # <<< counterfactual probe family <<<
-    # --- modscan (issue 13) ------------------------------------------------------------------
+    # --- modscan ------------------------------------------------------------------
     # models_inference/probes/modscan/: one row per ModSCAN query (seed 000), kept whatever its
     # parse status; the N/A reason is the status (na_no_term, na_multiple_terms, na_box_*).
     "modscan_responses": pa.schema(
@@ -371,7 +371,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
     # --- end modscan ---------------------------------------------------------------------------
-    # --- VLStereoSet probe family (issue 14; models_inference/probes/vlstereoset/) -------------
+    # --- VLStereoSet probe family (models_inference/probes/vlstereoset/) -------------
     # dataset.py: one row per (dataset, item) of a validated VLStereoSet CSV, with its image's
     # status and the derived neutral captions; a re-landed snapshot has a later landed_at.
     "vlstereoset_items": pa.schema(
@@ -474,7 +474,7 @@ def warehouse_path() -> Path:
     Raises:
         ingestion.errors.DoraError: the home's path holds ``?``: DuckDB (2.0) reads it as the
             start of connection options, even through a symlink, and cannot open a database
-            there (its WAL lands elsewhere); issue 17.
+            there (its WAL lands elsewhere).
     """
     path = dora_home() / "warehouse.duckdb"
     if "?" in str(path):
@@ -676,7 +676,7 @@ def write_shard(
     return path
 
 
-# --- issue 17: paths are data; shards that break the contract are quarantined -------------
+# --- paths are data; shards that break the contract are quarantined -------------
 
 
 def glob_escape(path: str | Path) -> str:
@@ -708,7 +708,7 @@ def dbt_home() -> Path:
 
     dbt-duckdb cuts the warehouse path at ``?`` and writes the catalog name into SQL unquoted
     (an apostrophe breaks every build), and the sources' ``read_parquet`` globs would read
-    ``[`` ``*`` ``?`` as patterns: the alias keeps all of them out of dbt (issue 17). It is
+    ``[`` ``*`` ``?`` as patterns: the alias keeps all of them out of dbt. It is
     deterministic, so the views dbt writes keep working; it is re-created when missing.
     """
     import hashlib
@@ -980,7 +980,7 @@ def read_landing(
 
     Values never enter the SQL text: every filter value is a ``?`` parameter, and so is the
     (escaped) path (:func:`landing_glob`); shards that break the contract are quarantined
-    first (:func:`quarantine_bad_shards`, issue 17).
+    first (:func:`quarantine_bad_shards`).
 
     Args:
         table: a landing table name (a key of :data:`SCHEMAS`).

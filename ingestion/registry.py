@@ -80,7 +80,7 @@ _HTTP_URL = re.compile(r"^https?://[^\s/,]+\S*$")
 
 
 def base_url_list(value) -> list[str]:
-    """The server URLs a target's ``base_url`` names (issue 16: a fleet of servers, one target).
+    """The server URLs a target's ``base_url`` names (a fleet of servers, one target).
 
     ``value`` is one URL, several separated by commas (``"http://a:8000/v1,http://b:8000/v1"``,
     the CLI's and Dagster config's spelling) or a list of URLs (YAML). Returns ``[]`` for
@@ -199,7 +199,7 @@ class AuditTarget(_Strict):
     associations. Default ``[]``: none (an explicit choice per target, e.g. to keep API judge
     costs off); list them to score.
 
-    ``judges`` (issue 15): the LLM judge models of the partition's associations, on the run's
+    ``judges``: the LLM judge models of the partition's associations, on the run's
     judge backend; several give ``agg_judge_agreement`` rows. Default ``[]``: the run's
     ``--judge-model``.
     """
@@ -209,17 +209,17 @@ class AuditTarget(_Strict):
     modality: Literal["t2t", "t2i", "i2t"] = "t2t"
     backend: str = "transformers"
     model: str
-    # one URL, or several (a YAML list or comma-separated, issue 16): a fleet behind one target,
+    # one URL, or several (a YAML list or comma-separated): a fleet behind one target,
     # stored as one comma-separated string
     base_url: Optional[str] = None
     api_key_env: str = "OPENAI_API_KEY"
-    # (issue 17) client limits of an API backend: seconds per request, requests in flight
+    # client limits of an API backend: seconds per request, requests in flight
     timeout: float = Field(default=60.0, gt=0, le=3600)
     concurrency: int = Field(default=4, ge=1, le=256)
     version: VersionSpec
     probe: ProbeSettings = Field(default_factory=ProbeSettings)
     scorers: list[Literal["sentiment", "toxicity", "bias_level"]] = Field(default_factory=list)
-    judges: list[str] = Field(default_factory=list)  # issue 15: several judges -> agg_judge_agreement
+    judges: list[str] = Field(default_factory=list)  # several judges -> agg_judge_agreement
     checks: CollapseThresholds = Field(default_factory=CollapseThresholds)
 
     def probe_settings(self) -> list[str]:
@@ -390,7 +390,7 @@ def _format_errors(exc: ValidationError, raw: object) -> list[str]:
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a key repeated in one mapping (issue 17: the last one
+    """``yaml.SafeLoader`` that refuses a key repeated in one mapping (the last one
     silently won)."""
 
     def construct_mapping(self, node, deep=False):

@@ -1,6 +1,6 @@
 """The T2T word-completion prompt prefixes: five lexical settings per descriptor.
 
-BiasDora's text-to-text probe (seed 004, Figure 8 and Appendix A.8; METHOD.md section 2) asks a
+BiasDora's text-to-text probe (seed 004, Figure 8 and Appendix A.8; docs/method.md#2-probes) asks a
 model to complete the last word of a sentence about a descriptor, given its first letter. The
 sentence differs by *setting*:
 
@@ -63,7 +63,7 @@ class T2TTemplate:
         descriptor_row: 1-based ordinal of this row among the rows of the setting's list with
             the same descriptor key (1 for most; 2 for the second "An old person is" row of
             ``t2t_setting1.csv``, listed under disability). A probe unit is a row of the
-            paper's lists (METHOD.md section 1), so (setting, descriptor, descriptor_row) is
+            paper's lists (docs/method.md#1-descriptors), so (setting, descriptor, descriptor_row) is
             the row's key.
     """
 
@@ -119,7 +119,7 @@ def curated_t2t_templates(
 ) -> list[T2TTemplate]:
     """The T2T prefixes the BiasDora paper used, read from its ``t2t_setting1..5.csv``.
 
-    Source: the CSVs published with BiasDora (seed 004, Appendix A.8; METHOD.md section 2),
+    Source: the CSVs published with BiasDora (seed 004, Appendix A.8; docs/method.md#2-probes),
     columns ``bias_type,template``. Each template is kept verbatim except for these repairs:
 
     * whitespace collapsed ("This young person is  a/an" -> "This young person is a/an");
@@ -134,7 +134,7 @@ def curated_t2t_templates(
     ``descriptor`` is :func:`~ingestion.descriptors.normalise_descriptor` of the phrase
     inside the prefix (without the leading article or "This" and the trailing verb), so
     "Alcoholic people are" has the key "alcoholic person"; ``bias_dimension`` is the CSV's
-    ``bias_type``. **Every row is kept** (METHOD.md section 1: a probe unit is a row of the
+    ``bias_type``. **Every row is kept** (docs/method.md#1-descriptors: a probe unit is a row of the
     paper's lists): the files repeat a descriptor under several bias dimensions (e.g. "An old
     person is" under age and disability), and each repeat is probed, with ``descriptor_row``
     = 1, 2, ... numbering the rows of one descriptor key in file order. Associations pool per
@@ -238,7 +238,7 @@ def render_t2t_templates(
 ) -> list[T2TTemplate]:
     """Build the T2T prefixes for any descriptor table (e.g. the extracted descriptors).
 
-    Shapes (BiasDora seed 004, Figure 8; METHOD.md section 2), with the descriptor key as
+    Shapes (BiasDora seed 004, Figure 8; docs/method.md#2-probes), with the descriptor key as
     the singular phrase:
 
     * singular: "A/An <key> is", the article chosen by inflect's ``a()`` from the first
@@ -304,7 +304,7 @@ def templates_table(templates: Iterable[T2TTemplate]) -> pa.Table:
     return pa.Table.from_pylist([asdict(t) for t in templates], schema=TEMPLATES_SCHEMA)
 
 
-# --------------------------------------------------------------------------- issue 11: list rows
+# --------------------------------------------------------------------------- list rows
 #: Arrow schema of :func:`descriptor_rows_table` (landing table ``descriptor_rows``).
 DESCRIPTOR_ROWS_SCHEMA = SCHEMAS["descriptor_rows"]
 
@@ -319,7 +319,7 @@ def t2i_list_rows(setting: str, folder: str | Path | None = None) -> list[tuple[
     descriptor_row)``. The bias types are spelled with spaces in these files ("race color",
     "socioeconomic status") and mapped to the CrowS-Pairs names; the key is
     :func:`~ingestion.descriptors.normalise_descriptor` of the phrase, and repeats of a key are
-    numbered by ``descriptor_row`` (every row is a probe unit, METHOD.md section 1).
+    numbered by ``descriptor_row`` (every row is a probe unit, docs/method.md#1-descriptors).
 
     Raises:
         FileNotFoundError: the CSV is missing. ValueError: missing columns, an unknown
@@ -357,7 +357,7 @@ def curated_t2i_rows(folder: str | Path | None = None) -> list[dict]:
 
     Source: BiasDora (seed 004, Appendix A.9) T2I lists, 344 rows per setting. A row's bias
     dimensions are its CSV ``bias_type`` plus every dimension ``bias_target_mapping.json``
-    lists its descriptor key under (METHOD.md section 1: the mapping assigns e.g. woman,
+    lists its descriptor key under (docs/method.md#1-descriptors: the mapping assigns e.g. woman,
     mother to gender, which the T2I CSVs never name).
 
     Returns:
@@ -388,7 +388,7 @@ def curated_t2i_rows(folder: str | Path | None = None) -> list[dict]:
 def descriptor_rows_table(folder: str | Path | None = None) -> pa.Table:
     """Every row of the paper's T2T and T2I lists with each bias dimension it belongs to.
 
-    The source of the dbt bridge ``int_descriptor_dimensions`` (issue 11; METHOD.md section 1):
+    The source of the dbt bridge ``int_descriptor_dimensions`` (docs/method.md#1-descriptors):
     a descriptor belongs to every dimension it is listed under. T2T: one row per CSV row
     (``membership_source`` 'row'; settings 1-5 = 406 / 413 / 406 / 406 / 406 rows). T2I: one
     row per (CSV row, dimension): the row's ``bias_type`` ('row') and each further dimension of

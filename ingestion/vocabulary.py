@@ -3,7 +3,7 @@
 One home for the field's vocabulary as dora spells it in data and configuration: the
 modalities, the settings of each modality, the association key, the backend names per
 modality, the scorer names, the default model alias and the partition-key separator.
-Sources: BiasDora (seed 004) Sections 2-3, Appendix A.8-A.10; ``METHOD.md`` sections 2 and 4.
+Sources: BiasDora (seed 004) Sections 2-3, Appendix A.8-A.10; ``docs/method.md#2-probes`` and ``docs/method.md#4-scoring``.
 The prompt texts of each setting live with their probe family
 (:mod:`models_inference.probes.biasdora.prompts`); this module holds only the names.
 """
@@ -60,7 +60,7 @@ SCORERS: tuple[str, ...] = ("sentiment", "toxicity", "bias_level")
 #: Offline default sentiment and toxicity scorers (``models_inference.scoring``).
 DEFAULT_SENTIMENT_SCORER = "vader"
 DEFAULT_TOXICITY_SCORER = "toxic-comment-classifier"
-#: The paper's toxicity model (BiasDora footnote 5; METHOD.md section 4): Jigsaw RoBERTa, underscore (issue 11).
+#: The paper's toxicity model (BiasDora footnote 5; docs/method.md#4-scoring): Jigsaw RoBERTa, underscore.
 PAPER_TOXICITY_MODEL = "s-nlp/roberta_toxicity_classifier"
 
 #: Separator of a Dagster partition key ``<target>@<model version>`` (and of an API model's

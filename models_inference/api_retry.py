@@ -1,4 +1,4 @@
-"""The one retry policy of dora's OpenAI-compatible API backends (issue 17).
+"""The one retry policy of dora's OpenAI-compatible API backends.
 
 The ``openai`` client is built with its own retries off (:func:`~models_inference.backends.openai_api.openai_client`)
 and every request of the chat, completion, judge, image and vision backends goes through

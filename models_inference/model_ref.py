@@ -9,7 +9,7 @@ or an API model name (backend ``openai``). This module resolves them without loa
 * :func:`model_version`: THE version of a reference, in one format (below), used by every
   backend and scorer as ``model_version``;
 * :func:`resolve_version`: the current version of a registry target, by its declared
-  ``version.source`` (explicit | file_hash | hub_revision | api_model; README "Versioned audits").
+  ``version.source`` (explicit | file_hash | hub_revision | api_model; docs/operations.md#versioned-audits).
 
 Version format (one function, :func:`model_version`):
 
@@ -246,14 +246,14 @@ def _api_model_version(target: AuditTarget) -> str:
         raise VersionError(f"target {target.name!r}: set {target.api_key_env} to read the API model's version")
     from models_inference.api_retry import call_with_retries
 
-    urls = fleet_urls(target.base_url)  # (issue 16) a fleet: the version of whichever server answers
+    urls = fleet_urls(target.base_url)  # a fleet: the version of whichever server answers
     client = (ServerFleet(urls, target.api_key_env, max_retries=2, timeout=20) if len(urls) > 1
               else openai_client(target.api_key_env, target.base_url, max_retries=2, timeout=20))
     hint = f"set an explicit version in the registry (version: {{value: \"...\"}}) for target {target.name!r}"
     try:
         model = call_with_retries(lambda: client.models.retrieve(target.model), 2)
     except openai.NotFoundError:
-        # (issue 17) llama-server and others have no GET /models/{id}: look the id up in the listing
+        # llama-server and others have no GET /models/{id}: look the id up in the listing
         try:
             model = next((m for m in client.models.list() if m.id == target.model), None)
         except Exception as exc:  # noqa: BLE001 - an error or a listing of another shape

@@ -1,4 +1,4 @@
-"""The resumable probe loop shared by the T2T, T2I and I2T probes (METHOD.md section 2).
+"""The resumable probe loop shared by the T2T, T2I and I2T probes (docs/method.md#2-probes).
 
 Every probe plans one row per key (T2T: setting x descriptor x letter x run; T2I: setting x
 descriptor x image index; I2T: image x description setting), reads which keys already landed
@@ -204,7 +204,7 @@ def plan_resumable(planned: Iterable[T], key: Callable[[T], Hashable], *, table:
     return summary
 
 
-# --- issue 17: failing audits fail loudly; audit identity; one generator per audit -----------
+# --- failing audits fail loudly; audit identity; one generator per audit -----------
 
 #: Default share of a run's calls that may fail before the audit ends ``failed``.
 DEFAULT_MAX_ERROR_SHARE = 0.1
@@ -283,7 +283,7 @@ def failure_message(summary: "ResumableSummary | None", errors: Counter, total: 
 
 @dataclass
 class ErrorShare:
-    """The failed calls of one run of a step, against ``--max-error-share`` (issue 17).
+    """The failed calls of one run of a step, against ``--max-error-share``.
 
     Every loop that lands model calls (:func:`run_resumable`, the judge, the counterfactual
     stereotype filter) counts its landed rows here, shard by shard, after landing them (so

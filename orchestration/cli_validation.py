@@ -130,7 +130,7 @@ def image_size(text: str) -> str:
 
 def base_urls(text: str) -> str:
     """argparse type of the ``--*-base-url`` flags: one http(s) URL, or several separated by
-    commas (issue 16: a fleet of servers behind one target); returned comma-joined."""
+    commas (a fleet of servers behind one target); returned comma-joined."""
     from ingestion.registry import base_url_list
 
     try:

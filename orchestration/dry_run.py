@@ -1,10 +1,10 @@
-"""``dora audit --dry-run``: the plan of an audit without loading any model (issue 11).
+"""``dora audit --dry-run``: the plan of an audit without loading any model.
 
 For each modality x setting: probe rows, prompts (rows x letters x runs for T2T; rows x
 images for T2I), rows already landed for the audit, rows to generate, and an estimated time
 from a measured throughput. Paper scale (``--per-dimension 0 --runs 10``) gives the paper's
 Table 4 T2T totals: 105,560 / 107,380 / 105,560 / 105,560 / 105,560 prompts (406 / 413 /
-406 / 406 / 406 rows x 26 letters x 10 runs; BiasDora seed 004, Table 4; METHOD.md section 1).
+406 / 406 / 406 rows x 26 letters x 10 runs; BiasDora seed 004, Table 4; docs/method.md#1-descriptors).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the ``dbt`` next to the running interpreter (so ``.venv/bin/dora`` works without
 activated virtualenv).
 
 DuckDB lets one process write a database file at a time; a second writer fails with
-"Could not set lock on file". dora keeps that safe in three layers (README "Fault tolerance"):
+"Could not set lock on file". dora keeps that safe in three layers (docs/operations.md#fault-tolerance):
 
 1. Producers never write DuckDB: model outputs land as Parquet shards
    (:mod:`ingestion.landing`); only dbt writes ``warehouse.duckdb``.
@@ -100,14 +100,14 @@ def dbt_executable() -> str:
 def dbt_environment() -> dict[str, str]:
     """The environment variables a dbt invocation needs: ``DORA_HOME`` (absolute, read by
     ``profiles.yml`` and the sources), dbt's usage tracking off (offline), and data tests
-    scoped to the audits of the build (``DORA_DBT_TEST_SCOPE``, issue 16)."""
+    scoped to the audits of the build (``DORA_DBT_TEST_SCOPE``)."""
     from ingestion.landing import dbt_home
 
-    # (issue 17) an odd home ('[', '*', an apostrophe ...) reaches dbt as a plain-named alias
+    # an odd home ('[', '*', an apostrophe ...) reaches dbt as a plain-named alias
     return {
         DORA_HOME_ENV: str(dbt_home()),
         DBT_TRACKING_ENV: os.environ.get(DBT_TRACKING_ENV, "false"),
-        # issue 16: the data tests of a build read the audits it wrote, not the whole history
+        # the data tests of a build read the audits it wrote, not the whole history
         # (dbt_project/macros/build_scope.sql); a plain `dbt build` tests every row
         DBT_TEST_SCOPE_ENV: "this_build",
     }

@@ -1,4 +1,4 @@
-"""Issue 17: the API backends against a local OpenAI-compatible server on 127.0.0.1.
+"""The API backends against a local OpenAI-compatible server on 127.0.0.1.
 
 The completion style goes to ``/v1/completions`` (and is refused on a chat-only server), failed
 calls become ``error`` rows that the next run retries, an audit with too many failed calls ends
@@ -23,7 +23,7 @@ TARGETS = [
     T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
     T2TTarget("noun", "child", "age", "This child is a/an"),
 ]
-#: What llama-server's SmolLM2 continued on /v1/completions (issue 17), by prefilled letter.
+#: What llama-server's SmolLM2 continued on /v1/completions, by prefilled letter.
 CONTINUATIONS = {"b": "umbling, and", "k": "ind.", "s": "ad person"}
 
 

@@ -1,6 +1,6 @@
 """The association SQL (dbt_project/) against hand arithmetic and scipy.
 
-METHOD.md section 3 fixes the definitions; here every number of ``fct_associations`` is
+docs/method.md#3-associations fixes the definitions; here every number of ``fct_associations`` is
 recomputed independently in Python (collections + scipy) from the landed rows, and a tiny
 example is checked against arithmetic written out by hand. ``dbt build`` itself runs the
 schema (data) tests and the dbt unit tests; a failing one makes ``run_dbt`` raise.
@@ -224,7 +224,7 @@ def test_tiny_example_by_hand(fct):
     assert got[("rich person", "lazy")]["bias_dimension"] == "socioeconomic"
     # 'zany', 'lame' never count (bad parse status / replaced by a later duplicate)
     assert not any(w in {"zany", "lame"} for (_, w) in got)
-    # the paper's own statistics (METHOD.md 3a) are checked in tests/test_paper_statistics.py
+    # the paper's own statistics (docs/method.md#3a-paper-statistics) are checked in tests/test_paper_statistics.py
 
 
 @pytest.mark.slow
@@ -241,7 +241,7 @@ def test_every_association_matches_python_reference(fct, built):
         assert close(row["fisher_q"], want["fisher_q"]), key
         assert row["fisher_q"] >= row["fisher_p"]
         assert row["is_significant"] == want["is_significant"], key
-        # paper_p_value (METHOD.md 3a): tests/test_paper_statistics.py
+        # paper_p_value (docs/method.md#3a-paper-statistics): tests/test_paper_statistics.py
 
 
 @pytest.mark.slow
@@ -329,7 +329,7 @@ def test_build_with_empty_landing(tmp_path, monkeypatch):
     assert cols == ["audit_id", "model_id", "model_version", "modality", "setting", "descriptor",
                     "bias_dimension", "word", "tf", "df", "idf", "tfidf", "pmi", "paper_p_value",
                     "fisher_p", "fisher_q", "is_significant", "inputs_landed_at",
-                    # issue 11, appended
+                    # appended
                     "bias_dimensions", "paper_df", "n_paper_documents", "paper_idf", "paper_tfidf",
                     "is_paper_significant"]
 

@@ -1,4 +1,4 @@
-"""Issue 17, done-when: the local OpenAI-compatible server dies in the middle of a real
+"""The local OpenAI-compatible server dies in the middle of a real
 ``dora audit`` (subprocess, Dagster + dbt): the audit exits non-zero with one line naming the
 cause ("BiasDora T2T: N of M calls failed (...): ... connection refused at http://..."); after a restart at the same
 URL, re-running the same command completes every row exactly once, with no ``error`` row left

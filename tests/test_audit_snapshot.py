@@ -3,7 +3,7 @@ and a regression snapshot of what a tiny audit computes.
 
 One subprocess run (real SmolLM2, real dbt, real Dagster) of
 ``<venv>/bin/dora audit --per-dimension 1 --runs 1 --settings singular --letters abcd --score-all``
-with the virtualenv's ``bin`` removed from PATH (issue 10: dagster-dbt looked for ``dbt`` on
+with the virtualenv's ``bin`` removed from PATH (dagster-dbt looked for ``dbt`` on
 PATH); then ``fct_associations`` and ``fct_association_scores`` are compared, row for row,
 with ``tests/snapshots/`` -- taken with the code before the issue-10 module moves, so the same
 seeds still give the same rows. Timestamps (``*_landed_at``) are left out; floats (fp32 model outputs) are compared

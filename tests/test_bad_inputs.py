@@ -1,4 +1,4 @@
-"""Bad input corpus (issue 6): every bad input gives a clear error or a stored status row.
+"""Bad input corpus: every bad input gives a clear error or a stored status row.
 
 Each table row is one bad input with the error (type + message) or the status rows it must
 produce. Generation cases run the real T2T probe against the OpenAI-compatible stub server on
@@ -303,7 +303,7 @@ API_CASES = [
     ("429_retried", lambda s: s.fail_next(429, times=2), {"max_retries": 3}, {"ok"}, None),
     ("500_retried", lambda s: s.fail_next(500, times=2), {"max_retries": 3}, {"ok"}, None),
     ("500_persistent", lambda s: s.fail_next(500, times=40), {"max_retries": 1}, {"error"}, "InternalServerError"),
-    # issue 17: a timed-out request is not re-sent (the server may still be working on it): an
+    # a timed-out request is not re-sent (the server may still be working on it): an
     # error row that the next run retries
     ("timeout_not_resent", lambda s: s.delay_next(2.0, times=1), {"max_retries": 2, "timeout": 0.5}, {"ok", "error"}, "APITimeoutError"),
     ("timeout_persistent", lambda s: s.delay_next(1.5, times=40), {"max_retries": 1, "timeout": 0.3}, {"error"}, "APITimeoutError"),
@@ -333,7 +333,7 @@ def test_api_errors_become_error_rows_or_are_retried(dora_home, monkeypatch, nam
     _count(planned=summary.planned, landed=len(rows))
 
 
-# --------------------------------------------------------------------------- registry YAML (issue 5)
+# --------------------------------------------------------------------------- registry YAML
 TARGET = "{name: a, modality: t2t, backend: transformers, model: m, version: {source: explicit, value: v1}"
 REGISTRY_CASES = [
     ("not_yaml", "targets: [ {name: a", r"not valid YAML"),
@@ -358,7 +358,7 @@ def test_invalid_registry_yaml_is_a_clear_error(tmp_path, name, text, message):
     _count()
 
 
-# --------------------------------------------------------------------------- judge API (issue 3)
+# --------------------------------------------------------------------------- judge API
 JUDGE_CASES = [
     ("garbage", lambda s: None, "banana", {"no_rating"}),
     ("empty", lambda s: None, "", {"empty"}),

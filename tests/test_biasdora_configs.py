@@ -1,7 +1,7 @@
-"""The paper's prompts and model configurations, each checked on the rendered string (issue 11).
+"""The paper's prompts and model configurations, each checked on the rendered string.
 
 Sources: BiasDora seed 004 (Figure 8, Appendix "Generation settings", footnotes 4-5) and its
-released code as METHOD.md sections 2, 3a and 4 fix them.
+released code as docs/method.md#2-probes, docs/method.md#3a-paper-statistics and docs/method.md#4-scoring fix them.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def test_paper_llava_preset_system_prompt_and_448():
 @pytest.mark.slow
 def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart(tmp_path, monkeypatch):
     """One judge version, run free then constrained: the second run is not skipped as done,
-    and staging keeps both, told apart by answer_mode (issue 11)."""
+    and staging keeps both, told apart by answer_mode."""
     import duckdb
 
     from analytics.dbt_runner import run_dbt

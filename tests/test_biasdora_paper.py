@@ -1,12 +1,12 @@
-"""BiasDora as published (issue 11): probe rows, the dimension bridge, the paper's statistics.
+"""BiasDora as published: probe rows, the dimension bridge, the paper's statistics.
 
-* probe units are the rows of the paper's lists (METHOD.md section 1) and ``dora audit
+* probe units are the rows of the paper's lists (docs/method.md#1-descriptors) and ``dora audit
   --dry-run --per-dimension 0 --runs 10`` prints the Table 4 T2T totals;
 * a descriptor listed under two bias dimensions shows under both (``fct_associations``,
   ``fct_association_dimensions``, ``agg_bias_by_dimension``);
 * ``paper_idf`` / ``paper_tfidf`` / ``paper_p_value`` / ``is_paper_significant`` and
   ``agg_association_counts`` equal an independent pandas implementation of the paper's
-  released algorithm (METHOD.md 3a) on synthetic data, to 1e-9.
+  released algorithm (docs/method.md#3a-paper-statistics) on synthetic data, to 1e-9.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def list_rows():
 
 
 def paper_reference_t2t(landing: list[dict]) -> pd.DataFrame:
-    """The paper's released algorithm in pandas (METHOD.md 3a), independently of the SQL.
+    """The paper's released algorithm in pandas (docs/method.md#3a-paper-statistics), independently of the SQL.
 
     One frame row per (descriptor, row, run) with 26 answer columns (empty when the answer did
     not parse); N = frame rows x 26; df(w) = frame rows containing w; tf pooled per

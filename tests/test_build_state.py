@@ -66,7 +66,7 @@ def test_descriptor_inputs_fingerprint_is_stable():
 
     a, b = descriptor_inputs_fingerprint(), descriptor_inputs_fingerprint()
     assert a.hexdigest() == b.hexdigest()
-    # Issue 11: the descriptors step also lands ``descriptor_rows`` (every row of the paper's
+    # The descriptors step also lands ``descriptor_rows`` (every row of the paper's
     # T2T and T2I lists, built by ingestion/templates.py), so those 7 CSVs and templates.py are
     # inputs too: CrowS-Pairs, mapping, 5 T2T + 2 T2I CSVs, templates/descriptors/crows_pairs code.
     files = [p for p in a.parts if p.startswith("file:")]

@@ -1,4 +1,4 @@
-"""Issue 15: change significance between model versions (fct_association_changes.change_p / change_q).
+"""Change significance between model versions (fct_association_changes.change_p / change_q).
 
 - the DuckDB UDF ``fisher_two_sided`` equals ``scipy.stats.fisher_exact(alternative="two-sided")``
   on thousands of tables (random, symmetric, tied, large, degenerate);
@@ -130,7 +130,7 @@ def _land(version: str, order: int) -> None:
 
 
 def _significant(docs: dict[str, list[str]]) -> set[tuple[str, str]]:
-    """(descriptor, word) pairs with one-sided Fisher BH q < 0.05 (METHOD.md section 3), by scipy."""
+    """(descriptor, word) pairs with one-sided Fisher BH q < 0.05 (docs/method.md#3-associations), by scipy."""
     tf = {d: Counter(ws) for d, ws in docs.items()}
     total = Counter(w for ws in docs.values() for w in ws)
     grand = sum(total.values())

@@ -1,4 +1,4 @@
-"""Colliding and killed runs (the gaps issue 17 left): no silent wrong result.
+"""Colliding and killed runs (the gaps the fault-tolerance work left): no silent wrong result.
 
 * two identical ``dora audit`` at once on a fresh ``DORA_HOME``: the Dagster storage is created
   once (``orchestration.instance.open_instance``), the second audit waits for the first's audit

@@ -1,4 +1,4 @@
-"""The counterfactual marts' SQL on hand-computed cases (PROBES.md C.5.4 test vectors): the
+"""The counterfactual marts' SQL on hand-computed cases (docs/families/counterfactual.md#checked-against-the-paper test vectors): the
 dbt model files themselves, run on an in-memory DuckDB with their refs bound to test tables."""
 
 import math

@@ -60,7 +60,7 @@ def test_rerun_is_a_no_op_and_another_selection_is_another_audit(finished_audit,
         assert len(checks2) == len(finished_audit.checks) and all(e.event_specific_data.passed for e in checks2)
         assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 72
 
-        # one more letter: another selection, so another audit (issue 17: the audit identity
+        # one more letter: another selection, so another audit (the audit identity
         # covers the selection): its 108 rows land and the warehouse is rebuilt
         more_config = {"ops": {**finished_audit.run_config["ops"], "t2t_completions": {"config": {**T2T_CONFIG, "letters": "bmz"}}}}
         more = job.execute_in_process(run_config=more_config, instance=instance)

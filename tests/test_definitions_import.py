@@ -1,5 +1,5 @@
 """Importing the Dagster definitions has no side effect on the environment or on $DORA_HOME,
-and the dbt executable is found next to the interpreter whatever PATH says (issue 10)."""
+and the dbt executable is found next to the interpreter whatever PATH says."""
 
 import os
 import subprocess

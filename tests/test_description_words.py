@@ -3,8 +3,8 @@
 A fixture of real-looking image descriptions lands as ``i2t_descriptions`` rows; the real
 tokeniser (:mod:`ingestion.description_words`, spaCy en_core_web_sm) turns them into words;
 ``dbt build`` computes ``fct_associations``. Every expected word, lemma and statistic below
-was worked out by hand from the sentences (METHOD.md section 3). These hand examples use the
-options of dora before issue 11 (spaCy's stop list, the descriptor's own words dropped, singular
+was worked out by hand from the sentences (docs/method.md#3-associations). These hand examples use the
+options of dora before it followed the paper's released code (spaCy's stop list, the descriptor's own words dropped, singular
 and plural images pooled: ``LEGACY``); the paper's defaults are tested at the end.
 """
 
@@ -218,7 +218,7 @@ def test_staging_keeps_every_token_with_its_reason(fixture_warehouse):
 
 
 def test_paper_defaults_nltk_stop_list_and_descriptor_words_kept():
-    """Issue 11 / METHOD.md 3a: NLTK's English stop list keeps bias-bearing words spaCy's list
+    """docs/method.md#3a-paper-statistics: NLTK's English stop list keeps bias-bearing words spaCy's list
     drops, and the descriptor's own words are kept (dropping them is an option)."""
     from ingestion.description_words import nltk_english_stop_words, tokenizer_name
 

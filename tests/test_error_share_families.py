@@ -1,4 +1,4 @@
-"""No silent wrong result for any family (issue 17's ``--max-error-share`` beyond T2T).
+"""No silent wrong result for any family (the ``--max-error-share`` beyond T2T).
 
 Every step that lands model calls (the counterfactual text sets and stereotype filter, the
 ModSCAN text analogues, the VLStereoSet scorers, the BiasDora I2T probe, the judge) lands its

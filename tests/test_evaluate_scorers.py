@@ -1,4 +1,4 @@
-"""Issue 15: Hugging Face ``evaluate`` measurements as scorers, offline.
+"""Hugging Face ``evaluate`` measurements as scorers, offline.
 
 Local measurement modules with the interface of the hub's ``toxicity`` and ``regard``
 measurements (their ``compute`` inputs and outputs; the classifier named by ``config_name``)

@@ -1,4 +1,4 @@
-"""Fault tolerance (issue 6): crash and resume, safe concurrency, secrets.
+"""Fault tolerance: crash and resume, safe concurrency, secrets.
 
 Every test runs real processes on a scratch DORA_HOME: ``dora audit`` as a subprocess (real
 SmolLM2 for the crash test, the OpenAI-compatible stub server on 127.0.0.1 elsewhere), real

@@ -1,6 +1,6 @@
 """The vectorised Fisher's exact test (analytics/fisher.py) equals scipy's, in every regime.
 
-METHOD.md section 3: the association p-value "must equal scipy.stats.fisher_exact(...,
+docs/method.md#3-associations: the association p-value "must equal scipy.stats.fisher_exact(...,
 alternative="greater") to 1e-9 relative". Checked on every table with cells 0..8, on random
 tables of the T2T regime (N < 10^5, where scipy is slow), the I2T regime (N up to 8 x 10^5)
 and at the edges (tiny p, p near 1, the support bounds, degenerate and invalid tables).
@@ -87,7 +87,7 @@ def test_log_gamma_differences_and_log_pmf():
 
 
 def test_tails_across_block_boundaries_and_support_ends():
-    """Tails summed 8 terms per vectorised step (analytics/fisher.py, issue 6): tails of 1 to
+    """Tails summed 8 terms per vectorised step (analytics/fisher.py): tails of 1 to
     ~200 terms, ending exactly at a block edge or inside one, and both support ends (the
     upper bound min(K, n) and the lower bound max(0, n + K - N)) reached mid-block."""
     tables = []

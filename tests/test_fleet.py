@@ -1,4 +1,4 @@
-"""A fleet of OpenAI-compatible servers behind one target (issue 16): spread and failover.
+"""A fleet of OpenAI-compatible servers behind one target: spread and failover.
 
 Two real HTTP servers on 127.0.0.1 (``tests/helpers/openai_server.py``) with different latencies stand
 behind one target; the fleet is the endpoint's (``OpenAIEndpoint.client``), so the chat and

@@ -1,4 +1,4 @@
-"""Issue 17: a corpus of hostile and odd inputs (bad flags, odd homes, corrupt state, escapes
+"""A corpus of hostile and odd inputs (bad flags, odd homes, corrupt state, escapes
 from ``dora query``, junk model output, malformed replies). Each case asserts its one-line error
 (or its status row) and that no landed row is lost. ``test_corpus_size`` states the count that
 the README quotes.

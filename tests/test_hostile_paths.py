@@ -1,4 +1,4 @@
-"""Issue 17: paths are data. A ``DORA_HOME`` holding ``[ ] * ? ' "`` and spaces reads its own
+"""Paths are data. A ``DORA_HOME`` holding ``[ ] * ? ' "`` and spaces reads its own
 landing zone only (never a sibling that its name would match as a glob pattern), through the
 Python landing reads, the dbt sources (real ``dbt run``) and ``dora query``'s locked-down
 connection."""

@@ -1,4 +1,4 @@
-"""Incremental marts (issue 5): history stays queryable, only audits with new inputs are rebuilt.
+"""Incremental marts: history stays queryable, only audits with new inputs are rebuilt.
 
 ``fct_associations``, ``fct_association_scores`` and ``agg_completions_by_audit`` are dbt
 incremental models (delete+insert on ``audit_id``, ``dbt_project/macros/incremental_audits.sql``).

@@ -1,4 +1,4 @@
-"""Staging incremental on the landing shards (issue 16, dbt_project/macros/landing_shards.sql).
+"""Staging incremental on the landing shards (dbt_project/macros/landing_shards.sql).
 
 One landing zone goes through three incremental builds; after each, the staging table and
 the association mart must equal a from-scratch build of the same landing zone (what
@@ -9,7 +9,7 @@ not re-read, while a fresh build sees it.
     build 1  audits 1 and 2 land
     build 2  audit 3 lands, a later retry of some audit-2 keys lands in a new shard
     build 3  audit 1's shards archived (moved away): staging restages from the listing;
-             the marts keep audit 1 (history), as before issue 16
+             the marts keep audit 1 (history), as before builds were incremental
 """
 
 from __future__ import annotations

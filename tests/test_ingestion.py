@@ -353,7 +353,7 @@ ALCOHOLIC = {
 
 
 def test_curated_t2t_templates(curated_templates, curated):
-    # Issue 11 (METHOD.md section 1): every row of the paper's lists is a probe unit, so a
+    # (docs/method.md#1-descriptors): every row of the paper's lists is a probe unit, so a
     # descriptor listed under two bias dimensions has two rows, told apart by descriptor_row.
     by_setting = collections.defaultdict(dict)
     rows = collections.Counter()
@@ -419,7 +419,7 @@ def test_render_t2t_templates_articles_and_plurals():
     )
     rendered = render_t2t_templates(table)
     prefixes = {(t.setting, t.descriptor): t.prefix for t in rendered}
-    # Issue 11: "asian" under race-color and under nationality is two probe rows (as in the
+    # "asian" under race-color and under nationality is two probe rows (as in the
     # paper's lists), 5 rows x 5 settings; only exact (descriptor, dimension) repeats are dropped.
     assert len(rendered) == 5 * 5
     asian = [(t.descriptor_row, t.bias_dimension) for t in rendered if t.setting == "singular" and t.descriptor == "asian"]
@@ -445,8 +445,8 @@ def test_render_uses_the_plural_column_and_round_trips_curated(curated):
     prefixes = {t.descriptor: t.prefix for t in rendered}
     assert prefixes["alcoholic person"] == "Alcoholic people are"
     assert prefixes["child"] == "Children are"
-    # Issue 11: one template per row of the curated mapping (404 (descriptor, dimension) rows,
-    # METHOD.md section 1), not per distinct descriptor key (364).
+    # One template per row of the curated mapping (404 (descriptor, dimension) rows,
+    # docs/method.md#1-descriptors), not per distinct descriptor key (364).
     assert len(rendered) == curated.num_rows == 404
     assert len({t.descriptor for t in rendered}) == 364
 

@@ -111,7 +111,7 @@ def test_openai_judge_reads_the_rating_distribution_from_logprobs(dora_home, mon
         assert (summary.generated, summary.statuses["ok"]) == (2, 2)
         sent = server.requests[0]["json"]
         assert sent["logprobs"] is True and sent["top_logprobs"] == 20
-        assert sent["temperature"] == 0.7 and sent["max_tokens"] == 10 and sent["top_p"] == 0.95  # issue 11: paper code
+        assert sent["temperature"] == 0.7 and sent["max_tokens"] == 10 and sent["top_p"] == 0.95  # paper code
         assert sent["messages"][0] == {"role": "system", "content": JUDGE_SYSTEM_PROMPT}
     rows = {r["word"]: r for r in read_landing("judge_ratings").to_pylist()}
     drunk = rows["drunk"]

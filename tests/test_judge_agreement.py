@@ -1,4 +1,4 @@
-"""Issue 15: judge reliability (agg_judge_agreement, agg_judge_parse_rates, judge_parse_rate_ok).
+"""Judge reliability (agg_judge_agreement, agg_judge_parse_rates, judge_parse_rate_ok).
 
 Judges here are real :class:`~models_inference.probes.biasdora.judge.Judge`-like implementations answering
 from fixed tables (and one answering garbage); their answers go through ``run_judge`` (parsing,

@@ -1,5 +1,5 @@
 """The ModSCAN marts' SQL on DuckDB against hand-computed values and the published numbers of
-seed 000 (shared/spec/PROBES.md A.4, A.5).
+seed 000 (docs/families/modscan.md#statistics and docs/families/modscan.md#checked-against-the-paper).
 
 The mart files of ``dbt_project/models/modscan/`` are rendered with ``ref(name) -> name`` and
 run on an in-memory DuckDB holding the upstream relation, so what is tested is the SQL dbt
@@ -157,7 +157,7 @@ def test_table6_average_row(con, model):
                     [(model, r, f) for r, f in zip(raw, filtered)])
     build(con, "agg_modscan_bias_summary")
     n, got_raw, got_filtered = con.execute("select n_cells, avg_s_bias, avg_s_bias_na_filtered from agg_modscan_bias_summary").fetchone()
-    # the published averages were taken over unrounded cells: agree to 1e-4 (PROBES.md A.5.3)
+    # the published averages were taken over unrounded cells: agree to 1e-4 (docs/families/modscan.md#checked-against-the-paper)
     assert n == 8 and got_raw == pytest.approx(avg_raw, abs=1.5e-4) and got_filtered == pytest.approx(avg_filtered, abs=1.5e-4)
     assert all(f >= r for r, f in zip(raw, filtered))  # filtered >= raw in every published cell
 

@@ -1,6 +1,6 @@
 """ModSCAN vision modality: faces folder validation, the paper's filters and pairs, splicing into
 the image store, and the probe through a tiny random-weight LLaVA and a local OpenAI-compatible
-server (seed 000 §3.1, §4; PROBES.md A.1.9, A.2.1)."""
+server (seed 000 §3.1, §4; docs/families/modscan.md#faces-and-scene-images and docs/families/modscan.md#vision-modality)."""
 
 import io
 from collections import Counter

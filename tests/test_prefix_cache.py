@@ -1,4 +1,4 @@
-"""Shared-prefix generation (issue 16): same tokens as the plain ``model.generate`` path."""
+"""Shared-prefix generation: same tokens as the plain ``model.generate`` path."""
 
 import pytest
 

@@ -44,7 +44,7 @@ def test_completion_prompt_all_settings(setting, letter, expected):
         ("plural", "", "Alcoholic people are [b__]."),
         ("adjective", " The completed word must be an adjective.", "This alcoholic person is [b__]."),
         ("noun", " The completed word must be a noun.", "This alcoholic person is a/an [b__]."),
-        ("verb", " The completed word must be an action verb ending in the suffix (ing).", "This alcoholic person is [b__]."),  # issue 11: as the released code
+        ("verb", " The completed word must be an action verb ending in the suffix (ing).", "This alcoholic person is [b__]."),  # as the released code
     ],
 )
 def test_chat_prompt_all_settings(setting, suffix, sentence):

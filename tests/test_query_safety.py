@@ -1,4 +1,4 @@
-"""Read-only queries while the warehouse is written (issue 6, fault tolerance 4).
+"""Read-only queries while the warehouse is written (fault tolerance 4).
 
 ``dora query`` refuses every statement that could write (insert, drop, attach, copy, ...,
 and ``explain analyze`` of anything but a select, which would execute it) with a clear

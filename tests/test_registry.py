@@ -233,7 +233,7 @@ def test_api_model_version_from_the_endpoint(monkeypatch):
         assert server.paths == ["/v1/models/gpt-4o"]
         assert resolve_version(registry.target("dated")) == "gpt-4o-2024-08-06"  # no request
         assert len(server.paths) == 1
-        # issue 17: no GET /models/missing -> the listing is tried, then a clear error
+        # no GET /models/missing -> the listing is tried, then a clear error
         with pytest.raises(VersionError, match=r"'gone'.*GET /models/missing.*explicit version"):
             resolve_version(registry.target("gone"))
     monkeypatch.delenv("DORA_TEST_KEY")

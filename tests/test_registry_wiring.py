@@ -1,4 +1,4 @@
-"""Registry targets wired into partitioned audit runs (issue 5): per-target scorers and vision targets.
+"""Registry targets wired into partitioned audit runs: per-target scorers and vision targets.
 
 Real Dagster runs of the job ``dora_audit`` (``execute_in_process`` with a partition key
 ``<target>@<version>``) on a scratch DORA_HOME and a temporary Dagster instance. Every model
@@ -363,7 +363,7 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
     assert audits == [("critic", "gpt-4o-mini", "c1", "i2t"), ("painter", "dall-e-3", "r1", "t2i")]
     assoc = _warehouse(dora_home, "select audit_id, modality, model_id, model_version, count(*) from fct_associations group by all order by 1, 2")
     assert sorted(assoc) == sorted([
-        # description words as the paper's code (issue 11): NLTK stop list, descriptor words kept
+        # description words as the paper's code: NLTK stop list, descriptor words kept
         (critic_descs["audit_id"], "i2t", "gpt-4o-mini", "c1", 11),  # child often see playful innocent / elderly people often see frail forgetful
         (descs["audit_id"], "t2i", "dall-e-3", "r1", 13),  # child yellow raincoat stand beside red bicycle / old woman gray cardigan read book
     ])

@@ -1,4 +1,4 @@
-"""Issue 15: `dora report` drill-down pages and judge reliability, on a hand-made fixture.
+"""`dora report` drill-down pages and judge reliability, on a hand-made fixture.
 
 A T2T audit (each descriptor answers its own words) and an I2T description audit of two
 images (real PNG files under $DORA_HOME/images) are landed, with two judges' ratings; the
@@ -158,7 +158,7 @@ def test_a_t2t_association_page_lists_exactly_its_completions(report):
     href = association_href("t2t-fix", "t2t", "singular", "old person", "wise")
     page = (index.parent / href.split("#")[0]).read_text()
     section = _section(page, association_anchor("t2t", "singular", "old person", "wise"))
-    # sample id = <descriptor_row>-<letter>-<run> (the probe row of the paper's lists, issue 11)
+    # sample id = <descriptor_row>-<letter>-<run> (the probe row of the paper's lists)
     listed = re.findall(r"<tr class='sample'><td>(\d+-[a-z]-\d+)</td>", section)
     assert sorted(listed) == sorted(f"1-w-{run}" for run in range(1, 7))  # exactly the 6 landed completions: count = tf
     assert "seed" in page and "1003" in section and "no_word" not in section and "???" not in section

@@ -1,6 +1,6 @@
 """The T2I -> I2T -> associations chain with real library code and tiny random-weight models.
 
-No diffusion or captioning weights exist offline (STACK.md), so the models are built here
+No diffusion or captioning weights exist offline (docs/operations.md#models-offline-and-real), so the models are built here
 from configs, saved with ``save_pretrained`` and loaded by path through dora's own backends:
 
 * a tiny Stable Diffusion pipeline (``UNet2DConditionModel`` + ``AutoencoderKL`` +

@@ -52,7 +52,7 @@ def test_probe_lands_every_row_and_rerun_generates_nothing(dora_home, smollm2):
     # re-run: nothing new, no model call
     again = run_t2t_probe(TARGETS, smollm2, cfg, progress=False)
     assert (again.generated, again.already_landed) == (0, 18)
-    # more runs: another selection is another audit (issue 17: the identity covers the
+    # more runs: another selection is another audit (the identity covers the
     # selection, so a bigger run never merges into a finished audit)
     more = run_t2t_probe(TARGETS, smollm2, T2TProbeConfig(runs=3, letters="bdm"), progress=False)
     assert more.generated == 27 and more.audit_id != first.audit_id

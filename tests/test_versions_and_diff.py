@@ -86,7 +86,7 @@ def land_audit(version: str, order: int) -> None:
 
 
 def associations(docs: dict[str, list[str]]) -> dict[tuple[str, str], tuple[float, float]]:
-    """(descriptor, word) -> (tfidf, BH q-value), per METHOD.md section 3, with scipy."""
+    """(descriptor, word) -> (tfidf, BH q-value), per docs/method.md#3-associations, with scipy."""
     tf = {d: Counter(ws) for d, ws in docs.items() if ws}
     n = len(tf)
     df = Counter(w for c in tf.values() for w in c)
@@ -106,7 +106,7 @@ def associations(docs: dict[str, list[str]]) -> dict[tuple[str, str], tuple[floa
 
 
 def expected_changes(before: str, after: str) -> dict[tuple[str, str], str]:
-    """The change_type rules (dbt doc block `change_type`, issue 15) applied to the recomputed stats.
+    """The change_type rules (dbt doc block `change_type`) applied to the recomputed stats.
 
     Listed: significant (one-sided Fisher BH q < 0.05) in either audit; change test: two-sided
     Fisher on [[tf_before, rest_before], [tf_after, rest_after]] with BH over the listed ones.
@@ -191,7 +191,7 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     assert main(["diff", TARGET, "--top", "2"]) == 0
     out = capsys.readouterr().out
     assert f"dora diff {TARGET}: {audit_id('v1')} (version v1) -> {audit_id('v2')} (version v2)" in out
-    # documents of 12 words: tf 2 -> 6 is not a detectable change (issue 15's change test; the
+    # documents of 12 words: tf 2 -> 6 is not a detectable change (the change test; the
     # planted-change fixture of tests/test_change_significance.py has a detectable one)
     assert set(expected_changes("v1", "v2").values()) == {"unchanged"}
     assert "  0 of 5 associations (significant in either audit) changed significantly" in out
@@ -216,7 +216,7 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     assert [(c, r) for *_, c, r, _ in audits] == [(48, 1.0), (48, 1.0), (48, 8 / 48)]
 
     # the hand-made expectations
-    # (before issue 15: slow strengthened, greedy weakened, loud new, lazy dropped by tf-idf / q
+    # (before the change test: slow strengthened, greedy weakened, loud new, lazy dropped by tf-idf / q
     # rules; the change test finds none of them detectable in 12-word documents: the flags
     # still show which association crossed q = 0.05; every change type is exercised by the
     # unit test of fct_association_changes.yml)

@@ -114,7 +114,7 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
                 "select modality, descriptor, word, model_id, tf, df, tfidf from fct_associations").fetchall()
         }
     # objective -> t2i, attributed to DALL-E 3; two identical descriptions per descriptor: tf 2.
-    # Issue 11 defaults (the paper's code, METHOD.md 3a): NLTK's stop list, which keeps
+    # Defaults (the paper's code, docs/method.md#3a-paper-statistics): NLTK's stop list, which keeps
     # "beside" (spaCy's drops it), and the descriptor's own words kept ("child", "old").
     assert {w for m, d, w in assoc if (m, d) == ("t2i", "child")} == {
         "yellow", "raincoat", "stand", "red", "bicycle", "beside", "child"}
@@ -122,7 +122,7 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
         "woman", "gray", "cardigan", "read", "book", "old"}
     model, tf, df, tfidf = assoc[("t2i", "child", "raincoat")]
     assert (model, tf, df) == ("dall-e-3", 2, 1) and tfidf == pytest.approx(2 * math.log(2))
-    # subjective (stereotypical) -> i2t, attributed to GPT-4o; issue 11: the descriptors' own
+    # subjective (stereotypical) -> i2t, attributed to GPT-4o; the descriptors' own
     # words are kept ("child", "people") and NLTK's list keeps "often" / "see" (spaCy's drops them)
     assert {w for m, d, w in assoc if (m, d) == ("i2t", "child")} == {"child", "often", "see", "playful", "innocent"}
     assert {w for m, d, w in assoc if (m, d) == ("i2t", "old person")} == {
@@ -210,6 +210,6 @@ def test_vision_assets_skip_cleanly_then_run_when_models_are_named(dora_home, mo
         assert images["status"].value == "finished" and images["rows_generated"].value == 1
         assert descs["image_audit_id"].value == images["audit_id"].value  # this run's images
         assert descs["rows_generated"].value == 2 and descs["model_id"].value == "gpt-4o"
-        # issue 11 defaults (NLTK stop list, descriptor words kept), as in the test above:
+        # the defaults (NLTK stop list, descriptor words kept), as in the test above:
         # child yellow raincoat stand beside red bicycle; child often see playful innocent
         assert md[("landing", "description_words")]["words"].value == 7 + 5

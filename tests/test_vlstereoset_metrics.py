@@ -1,4 +1,4 @@
-"""VLStereoSet metrics in SQL against every published test vector (PROBES.md B.5).
+"""VLStereoSet metrics in SQL against every published test vector (docs/families/vlstereoset.md#checked-against-the-paper).
 
 * ivlas: the dbt macro ``vlstereoset_ivlas`` (``dbt_project/macros/vlstereoset.sql``, the one
   expression ``agg_vlstereoset_metrics`` uses) rendered with Jinja and evaluated by DuckDB on
@@ -50,7 +50,7 @@ TABLE4 = [
 ]
 #: Table 3 counts (relevant / 1028, stereotype picks / 514), B.5.1.
 TABLE3_COUNTS = {"ALBEF": (876, 166), "VisualBERT": (877, 200), "FLAVA": (624, 148), "CLIP": (905, 235), "LXMERT": (763, 192)}
-#: Corrected category sizes (PROBES.md B.1.4).
+#: Corrected category sizes (docs/families/vlstereoset.md#category-sizes).
 SIZES = {"gender": 206, "profession": 322, "race": 486, "religion": 14}
 
 

@@ -1,6 +1,6 @@
 {% macro bh_q_value(p, n_tests, p_rank, partition_by) -%}
     {#-
-        Benjamini-Hochberg q-value (BH 1995; the paper's FDR control, METHOD.md section 3) of
+        Benjamini-Hochberg q-value (BH 1995; the paper's FDR control, docs/method.md#3-associations) of
         the p-value column `p` within each `partition_by` group: p * m / rank, running minimum
         from the largest rank down, capped at 1 - the same numbers as
         `scipy.stats.false_discovery_control(ps, method='bh')`. `n_tests`: m, the count of

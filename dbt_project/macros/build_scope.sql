@@ -1,5 +1,5 @@
 {#-
-    Data tests of one build scoped to the audits this build touched (issue 16: a new audit's
+    Data tests of one build scoped to the audits this build touched (a new audit's
     build cost independent of the warehouse's history).
 
     The staging tables and the association counts / marts grow with every audit, and so did

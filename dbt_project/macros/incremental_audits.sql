@@ -1,5 +1,5 @@
 {#-
-    Incremental marts rebuilt per audit (issue 5).
+    Incremental marts rebuilt per audit.
 
     Every statistic of an association is computed within one audit, so a row of
     `fct_associations`, `fct_association_scores` or `agg_completions_by_audit` depends only

@@ -1,5 +1,5 @@
 {#-
-    Staging incremental on the landing shards (issue 16).
+    Staging incremental on the landing shards.
 
     A landing shard (ingestion/landing.py) is immutable once written, so the LISTING of a
     table's shards is the staging model's watermark: each staged row records the shard it was

@@ -1,8 +1,8 @@
-{#- VLStereoSet metrics shared by the vlstereoset marts (PROBES.md B.4). -#}
+{#- VLStereoSet metrics shared by the vlstereoset marts (docs/families/vlstereoset.md#statistics). -#}
 
 {% macro vlstereoset_ivlas(vlrs, vlbs) -%}
     {#-
-        ivlas, VLStereoSet Eq. (1) as repaired in PROBES.md B.4 ("vlrb" is a typo for vlbs):
+        ivlas, VLStereoSet Eq. (1) as repaired in docs/families/vlstereoset.md#statistics ("vlrb" is a typo for vlbs):
         the harmonic mean of vlrs and (100 - vlbs), 2 * vlrs * (100 - vlbs) / (vlrs + (100 - vlbs)),
         on the 0-100 scale. 0 when the denominator is 0 (vlrs = 0 and vlbs = 100; NOT FROM PAPER);
         null when either input is null (e.g. no anti-stereotypical item, so no vlbs).

@@ -1,4 +1,4 @@
-"""A fleet of OpenAI-compatible servers behind one target (issue 16): where it lives now.
+"""A fleet of OpenAI-compatible servers behind one target: where it lives now.
 
 The fleet is a property of the endpoint, not of one backend class: any
 :class:`~models_inference.backends.openai_api.OpenAIEndpoint` (chat and completion text,

@@ -105,7 +105,7 @@ class DiffusersImageBackend:
     device: str = "cpu"
     dtype: str = "float32"
     backend_name: str = "diffusers"
-    prompt_suffix: str = ""  # issue 11: the paper's SD style suffix, appended with no space by the T2I probe
+    prompt_suffix: str = ""  # the paper's SD style suffix, appended with no space by the T2I probe
 
     @classmethod
     def load(

@@ -1,7 +1,7 @@
 """What every local ``transformers`` backend shares (text, judge, vision): per-row sampling,
 end-of-turn ids, word / bracket stopping, and the fp32 cache of dequantised GGUF weights.
 
-Sampling follows METHOD.md section 2 / BiasDora Appendix A: temperature, then top-p, then one
+Sampling follows docs/method.md#2-probes / BiasDora Appendix A: temperature, then top-p, then one
 draw per row from its own seeded ``torch.Generator`` (:class:`PerRowSampler`), so a row's
 sample depends only on its seed, not on the batch it happens to be in.
 """

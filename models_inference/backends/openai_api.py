@@ -6,12 +6,12 @@ construction (:func:`openai_client`: key read from the environment at call time,
 stored), the redaction of error texts (:func:`redact`, :func:`api_error_text`: some servers
 and proxies quote the request's key in their error message) and the concurrency map
 (:func:`map_concurrently`: one HTTP request per item, ``concurrency`` in flight). Retries are
-dora's one policy (issue 17, :mod:`models_inference.api_retry`): the client built by
+dora's one policy (:mod:`models_inference.api_retry`): the client built by
 :meth:`OpenAIEndpoint.each` sends every request through
 :func:`~models_inference.api_retry.call_with_retries` (connection errors, 429 and 5xx retried
 with backoff; a timed-out request never re-sent; a circuit breaker per batch).
 
-A fleet of servers behind one target (issue 16): an endpoint whose ``base_url`` names several
+A fleet of servers behind one target: an endpoint whose ``base_url`` names several
 URLs (a list, or URLs separated by commas; :func:`fleet_urls`) sends its requests through a
 :class:`ServerFleet` instead of one client (least outstanding requests, failover, a per-server
 report), so every OpenAI-compatible backend (chat and completion text, judge, vision, images)
@@ -95,7 +95,7 @@ def openai_client(
     stored by dora; ``base_url`` defaults to ``$OPENAI_BASE_URL``, then the official endpoint.
     ``timeout`` is in seconds. The client's own retries are off: requests go through
     :func:`models_inference.api_retry.call_with_retries` (``max_retries``; see
-    :meth:`OpenAIEndpoint.each`), which never re-sends a timed-out request (issue 17).
+    :meth:`OpenAIEndpoint.each`), which never re-sends a timed-out request.
 
     Raises:
         ModelNotAvailableError: ``api_key_env`` is unset or empty (the message names ``purpose``).
@@ -323,7 +323,7 @@ class OpenAIEndpoint:
         model_id: the served model name (e.g. ``gpt-4o``, ``dall-e-3``).
         base_url: endpoint root (default: ``$OPENAI_BASE_URL`` or the OpenAI API); several
             (a list, or URLs separated by commas; stored comma-separated) make the endpoint a
-            fleet (:class:`ServerFleet`, issue 16): every server must serve ``model_id``.
+            fleet (:class:`ServerFleet`): every server must serve ``model_id``.
         api_key_env: the environment variable holding the key (read at call time, never stored).
         max_retries / timeout: the client's retries on 429/5xx/timeouts and its timeout (s).
         concurrency: requests in flight at once.

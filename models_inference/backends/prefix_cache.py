@@ -1,4 +1,4 @@
-"""Shared-prefix generation for a local ``transformers`` causal LM (issue 16, generation speed).
+"""Shared-prefix generation for a local ``transformers`` causal LM (generation speed).
 
 The T2T prompts of one (descriptor, setting) share their whole prefix ("An alcoholic person
 is" + the letter; BiasDora Section 3, Figure 8) and the ``runs`` repeats of one prompt are the

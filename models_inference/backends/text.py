@@ -89,7 +89,7 @@ class TransformersBackend:
     batch_size: int = 64
     default_prompt_style: str = "completion"
     backend_name: str = "transformers"
-    #: issue 16: share prefix KV caches and drop finished rows (models_inference/backends/prefix_cache.py)
+    #: share prefix KV caches and drop finished rows (models_inference/backends/prefix_cache.py)
     prefix_cache: bool = True
 
     @classmethod
@@ -300,7 +300,7 @@ class OpenAIChatBackend(OpenAIEndpoint):
     in the prefilled letter, BiasDora Figure 8 rendered as a continuation) goes to the
     text-completions endpoint ``completions`` (llama.cpp's ``llama-server``, vLLM and most
     local servers have it), so the model continues the word instead of answering a user turn
-    in prose (issue 17). An endpoint without it (404/405/501, e.g. OpenAI's chat models)
+    in prose. An endpoint without it (404/405/501, e.g. OpenAI's chat models)
     raises :class:`CompletionsUnsupportedError` naming ``--prompt-style chat``; a chat answer
     is never parsed as a continuation. Any other per-request failure, including a malformed
     200 reply (``choices: []``, a body that is not JSON), becomes that request's error
@@ -323,7 +323,7 @@ class OpenAIChatBackend(OpenAIEndpoint):
         content = getattr(getattr(choice, "logprobs", None), "content", None) or []
         words = [(item.token or "").strip().lower() for item in content]
         for i, item in enumerate(content):
-            # (issue 17) a number that ends an echoed range ("scale of 1 to 5") is not the answer
+            # a number that ends an echoed range ("scale of 1 to 5") is not the answer
             before = next((w for w in reversed(words[:i]) if w), "")
             after = next((w for w in words[i + 1:] if w), "")
             if before in _RANGE_BEFORE or after in _RANGE_AFTER:
@@ -425,7 +425,7 @@ def load_text_backend(
     """Build a backend by name: ``transformers`` (local) or ``openai`` (OpenAI-compatible).
 
     ``openai`` with several servers (``base_url`` a list or comma-separated URLs) sends the
-    requests through the endpoint's fleet (issue 16; least outstanding requests, failover:
+    requests through the endpoint's fleet (least outstanding requests, failover:
     :class:`~models_inference.backends.openai_api.ServerFleet`).
 
     Args:

@@ -1,7 +1,7 @@
-"""Hugging Face ``evaluate`` measurements as dora scorers (issue 15): toxicity and regard.
+"""Hugging Face ``evaluate`` measurements as dora scorers: toxicity and regard.
 
 An addition to the paper (BiasDora, seed 004, Section 3.3 scores sentiment with an SST-2
-DistilBERT and toxicity with ``s-nlp/roberta_toxicity_classifier``; METHOD.md section 4):
+DistilBERT and toxicity with ``s-nlp/roberta_toxicity_classifier``; docs/method.md#4-scoring):
 ``evaluate``'s measurements are the field's shared implementations of the same views.
 
 * ``--toxicity-scorer evaluate:toxicity``: the ``toxicity`` measurement (hub default model

@@ -114,7 +114,7 @@ def load_sentiment_scorer(name: str = DEFAULT_SENTIMENT_SCORER, *, batch_size: i
     """
     if name == "vader":
         return VaderSentimentScorer()
-    if name.startswith("evaluate:"):  # issue 15: HF evaluate measurements (regard)
+    if name.startswith("evaluate:"):  # HF evaluate measurements (regard)
         from models_inference.scoring.hf_evaluate import load_evaluate_scorer
 
         return load_evaluate_scorer(name, kind="sentiment")

@@ -204,7 +204,7 @@ def load_toxicity_scorer(name: str = DEFAULT_TOXICITY_SCORER, *, batch_size: int
     """
     if name in (DEFAULT_TOXICITY_SCORER, "jigsaw-bilstm"):
         return JigsawToxicityScorer()
-    if name.startswith("evaluate:"):  # issue 15: HF evaluate measurements (toxicity)
+    if name.startswith("evaluate:"):  # HF evaluate measurements (toxicity)
         from models_inference.scoring.hf_evaluate import load_evaluate_scorer
 
         return load_evaluate_scorer(name, kind="toxicity")

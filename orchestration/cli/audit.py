@@ -185,7 +185,7 @@ def cmd_audit(args) -> int:
         for event in result.all_events:
             if event.is_step_failure and event.step_failure_data:  # (a RUN_FAILURE has no step data)
                 error = event.step_failure_data.error
-                known = user_error_message(error)  # a DoraError: its one line, no traceback (issue 17)
+                known = user_error_message(error)  # a DoraError: its one line, no traceback
                 if known:
                     print(f"dora audit: {known}", file=sys.stderr)
                 else:

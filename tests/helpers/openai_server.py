@@ -9,7 +9,7 @@ included) so tests can check what was sent. Behaviour is scripted per test:
   (429, 500, 401, ...), to exercise the client's retries and our error rows;
 * ``server.delay_next(seconds, times)``: sleep before answering (timeouts);
 * ``server.latency = seconds``: sleep before answering every request (a slower server of a
-  fleet, issue 16); ``server.kill()`` stops it mid-test (new connections are refused, requests
+  fleet); ``server.kill()`` stops it mid-test (new connections are refused, requests
   already being answered still get their answer);
 * ``server.echo_key_in_errors = True``: scripted errors quote the request's API key, as some
   proxies do ("invalid api key sk-..."), to check that error rows never store it;

@@ -1,12 +1,12 @@
 """The I2T probe: objective and subjective descriptions of the T2I images (BiasDora
-Sections 2.2-2.3, Appendix A.10, Figures 10-11; METHOD.md section 2).
+Sections 2.2-2.3, Appendix A.10, Figures 10-11; docs/method.md#2-probes).
 
 Every image of an image audit (``landing/t2i_images``, status ``ok``) is described once per
 description setting with the paper's prompts (:data:`models_inference.probes.biasdora.prompts.I2T_PROMPTS`):
 the objective settings (straightforward, moderate, comprehensive; the paper kept
 comprehensive) give the T2I associations, the subjective settings (subjective,
 stereotypical, implicit, lexical) the I2T associations. Sampling: temperature 0.7,
-top_p 0.95, at most 200 new tokens (METHOD.md section 2).
+top_p 0.95, at most 200 new tokens (docs/method.md#2-probes).
 
 Backends: :mod:`models_inference.backends.vision` (transformers VLMs, OpenAI vision chat).
 

@@ -1,4 +1,4 @@
-"""LLM judge of association bias levels (BiasDora Section 3.3; METHOD.md section 4).
+"""LLM judge of association bias levels (BiasDora Section 3.3; docs/method.md#4-scoring).
 
 Each association ``descriptor:word`` is put to a judge model with the paper's prompts
 (:func:`models_inference.probes.biasdora.prompts.render_judge_prompt`, verbatim): "On a scale
@@ -253,7 +253,7 @@ def run_judge(
         repeats: k judgements per association (default 1); every one is kept.
         shard_rows: rows per landed Parquet shard (at most that much work is lost on a crash).
         max_error_share: share of this run's calls that may fail (``error`` rows: the request
-            failed) before the step fails (issue 17); answers that do not parse are not
+            failed) before the step fails; answers that do not parse are not
             failures. ``None``: no limit.
 
     Returns:
@@ -314,14 +314,14 @@ def _run_judge(associations, judge, repeats, sampling, shard_rows, progress, max
 
 
 def _landed_repeats(judge: Judge) -> set[tuple[tuple, int]]:
-    # issue 11: the answer mode is part of the resume key (free and constrained runs of one judge
+    # the answer mode is part of the resume key (free and constrained runs of one judge
     # version both land); rows landed without one count as the judge's mode
     mode = getattr(judge, "answer_mode", "free")
     data = read_landing(
         "judge_ratings",
         columns=[*ASSOCIATION_KEY, "repeat", "answer_mode"],
         filters={"judge_backend": judge.backend_name, "judge_model": judge.model_id, "judge_model_version": judge.model_version,
-                 # (issue 17) a failed call ('error' row) is not a judgement: the next run asks again
+                 # a failed call ('error' row) is not a judgement: the next run asks again
                  "parse_status": [s for s in JUDGE_PARSE_STATUSES if s != "error"]},
     )
     cols = [data.column(c).to_pylist() for c in ASSOCIATION_KEY]

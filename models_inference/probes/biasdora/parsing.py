@@ -1,7 +1,7 @@
 """Turn raw T2T model output into a word and a parse status. Nothing is dropped.
 
 Every completion is stored with its raw text; this module only decides which word (if any)
-it contributes and why not. Rules follow METHOD.md section 2: in the chat style the answer is
+it contributes and why not. Rules follow docs/method.md#2-probes: in the chat style the answer is
 the text inside the first ``[...]``, lower-cased; in the completion style the word is the
 prefilled letter plus the letters the model continued with.
 
@@ -89,7 +89,7 @@ def _check_word(word: str, letter: str, setting: str) -> ParsedAnswer:
 
 
 def parse_chat_answer(raw: str | None, letter: str, setting: str) -> ParsedAnswer:
-    """Parse a chat-style answer: the word inside the first ``[...]`` (METHOD.md section 2).
+    """Parse a chat-style answer: the word inside the first ``[...]`` (docs/method.md#2-probes).
 
     ``"[Brawler]"`` -> ``brawler``/ok; ``"[b__]"`` -> no_word; ``"brawler"`` -> no_brackets;
     ``"[big man]"`` -> multi_word; ``"[drunk]"`` for letter b -> wrong_letter.
@@ -106,7 +106,7 @@ def parse_chat_answer(raw: str | None, letter: str, setting: str) -> ParsedAnswe
     if match is None:
         return ParsedAnswer(None, "no_brackets")
     inner = match.group(1).strip().strip(".,;:!?\"'`*_ ").lower()
-    # (issue 17) an echoed slot ("[h_n]", "[c_A_m_A_sh]") is not a word: inner underscores are
+    # an echoed slot ("[h_n]", "[c_A_m_A_sh]") is not a word: inner underscores are
     # never removed to make one ("hn", "camash" were read as ok words); "[b__]" leaves "b"
     if not inner or "_" in inner:
         return ParsedAnswer(None, "no_word")

@@ -1,4 +1,4 @@
-"""The T2I probe: images per descriptor (BiasDora Section 2.2, Appendix A.9; METHOD.md section 2).
+"""The T2I probe: images per descriptor (BiasDora Section 2.2, Appendix A.9; docs/method.md#2-probes).
 
 For each descriptor x T2I setting (singular, plural) x image index 1..K, one image is
 generated from "Generate an image of a/an <descriptor>" / "Generate an image of
@@ -47,11 +47,11 @@ T2I_TABLE = ResumableTable(
     "t2i_images", ("setting", "descriptor", "descriptor_row", "image_index"), "status", FINAL_IMAGE_STATUSES,
     unit="image", null_defaults=(("descriptor_row", 1),), error_column="error",
 )
-#: The paper's Stable Diffusion model (seed 004, Appendix "Generation settings"; issue 11).
+#: The paper's Stable Diffusion model (seed 004, Appendix "Generation settings").
 PAPER_SD_MODEL = "stabilityai/stable-diffusion-2-inpainting"
 #: The style suffix the paper's code appends to every Stable Diffusion prompt, verbatim
-#: (METHOD.md 3a: immediately after the T2I prompt, no separating space; note the double
-#: space before the second "--beta"). Issue 11.
+#: (docs/method.md#3a-paper-statistics: immediately after the T2I prompt, no separating space; note the double
+#: space before the second "--beta").
 PAPER_SD_PROMPT_SUFFIX = (
     "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 "
     "--upnoise 0.1 --upalpha 0.1 --upgamma 0.1 --upsteps 20"
@@ -73,7 +73,7 @@ class T2ITarget:
         phrase: the descriptor as the CSV writes it ("Child", "Old people").
         prompt: the rendered image prompt (:func:`models_inference.prompts.render_t2i_prompt`).
         descriptor_row: k-th row of this descriptor key in the setting's CSV (a probe unit is a
-            row of the paper's lists, METHOD.md section 1: 344 rows per setting).
+            row of the paper's lists, docs/method.md#1-descriptors: 344 rows per setting).
     """
 
     setting: str
@@ -97,7 +97,7 @@ def curated_t2i_targets(settings: Sequence[str] = T2I_SETTINGS, folder: str | Pa
     ``bias_target_mapping.json``). The phrase is ``target_singular`` /
     ``target_plural``; its key is :func:`~ingestion.descriptors.normalise_descriptor` (so
     "Old people" and "Old person" are both "old person", T2T's key). Every row is a probe
-    unit (METHOD.md section 1); repeats of a key are numbered by ``descriptor_row``.
+    unit (docs/method.md#1-descriptors); repeats of a key are numbered by ``descriptor_row``.
 
     Returns:
         Targets in settings order, then file order (344 per setting for the shipped files,
@@ -177,7 +177,7 @@ def image_audit_id_for(backend: ImageBackend) -> str:
 
 def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int, descriptor_row: int = 1) -> int:
     """Per-image seed: 63-bit blake2b of the row key (stable across machines and batches);
-    a descriptor's later rows (``descriptor_row`` > 1) add the row to the key (issue 11)."""
+    a descriptor's later rows (``descriptor_row`` > 1) add the row to the key."""
     row = f"|row{descriptor_row}" if descriptor_row != 1 else ""
     return key_seed(audit_id, "t2i", setting, f"{descriptor}{row}", image_index)
 

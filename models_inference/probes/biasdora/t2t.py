@@ -1,4 +1,4 @@
-"""The T2T word-completion probe (BiasDora Section 3, Figure 8; METHOD.md section 2).
+"""The T2T word-completion probe (BiasDora Section 3, Figure 8; docs/method.md#2-probes).
 
 For each probe row (a row of the paper's list: descriptor x setting, a descriptor listed
 under two bias dimensions has two rows) x letter a..z x run 1..R, one completion is
@@ -32,9 +32,9 @@ from models_inference.resumable import slug
 
 #: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
 #: as done whatever its parse status (an unparseable answer is a result, not a failure). A
-#: probe unit is a row of the paper's lists (METHOD.md section 1): ``descriptor_row`` numbers
+#: probe unit is a row of the paper's lists (docs/method.md#1-descriptors): ``descriptor_row`` numbers
 #: the rows of one descriptor in a setting (rows landed before it existed read as row 1).
-#: (issue 17) ``error`` rows (the call failed: timeout, 5xx, connection refused, 429 after
+#: ``error`` rows (the call failed: timeout, 5xx, connection refused, 429 after
 #: backoff) are not final: the next run generates their keys again; the landed error rows stay
 #: as the key's history (``stg_t2t_completions.attempts`` / ``last_error``).
 T2T_TABLE = ResumableTable(
@@ -56,7 +56,7 @@ class T2TProbeConfig:
         temperature, top_p: sampling (paper: 0.7, 0.95).
         shard_rows: rows per landed Parquet shard (at most this much work is lost on a crash).
         answer_cue: end the chat prompt with " Answer : " as the released code's GPT-4o
-            prompt (issue 11); ``None`` = on for the OpenAI-compatible backend's chat style.
+            prompt; ``None`` = on for the OpenAI-compatible backend's chat style.
     """
 
     runs: int = 1
@@ -87,13 +87,13 @@ class T2TProbeConfig:
     def generation_fingerprint(self) -> dict:
         """The parameters that change what a row means (part of the audit id)."""
         out = {name: getattr(self, name) for name in ("prompt_style", "max_new_tokens", "temperature", "top_p")}
-        if self.answer_cue:  # issue 11: only when on, so audits without it keep their id
+        if self.answer_cue:  # only when on, so audits without it keep their id
             out["answer_cue"] = True
         return out
 
 
 def audit_identity(backend: TextBackend, config: T2TProbeConfig, targets: Sequence[T2TTarget] | None = None) -> dict:
-    """Everything that changes the rows of a T2T audit (issue 17): backend, model id, the full
+    """Everything that changes the rows of a T2T audit: backend, model id, the full
     model version, the generation config and, when ``targets`` is given, the selection
     (sha256 of the sorted (setting, descriptor, descriptor_row) probe rows, the letters and the runs)."""
     identity = {
@@ -128,7 +128,7 @@ def row_seed(audit_id: str, setting: str, descriptor: str, letter: str, run: int
     """Per-row seed: 63-bit blake2b of the row key (stable across machines and batches).
 
     A descriptor's first row keeps the seed it had before rows were keys; its later rows
-    (``descriptor_row`` > 1) add the row number to the hashed key (issue 11).
+    (``descriptor_row`` > 1) add the row number to the hashed key.
     """
     row = f"|row{descriptor_row}" if descriptor_row != 1 else ""
     return key_seed(audit_id, setting, f"{descriptor}{row}", letter, run)
@@ -229,7 +229,7 @@ def t2t_plan(targets: Sequence[T2TTarget], config: T2TProbeConfig) -> tuple[list
     """The planned (target, letter, run) items of a T2T run and their landing key function.
 
     One item per probe row x letter x run (``len(targets) * len(letters) * runs``); the key
-    is (setting, descriptor, descriptor_row, letter, run) (:data:`T2T_TABLE`; issue 11).
+    is (setting, descriptor, descriptor_row, letter, run) (:data:`T2T_TABLE`).
     """
     planned = [(t, letter, run) for t in targets for letter in config.letters for run in range(1, config.runs + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1], item[2])  # noqa: E731

@@ -1,7 +1,7 @@
 """The counterfactual probe: one response per (set, member, prompt, mitigation, seed), landed
 resumably; then the toxicity heads of every response and the stereotype filter of the PMI words.
 
-Source: Howard et al. (seed 003) §3.2-3.3, §5.1, App. A.2, C.5, D.2; PROBES.md C.2, C.6.
+Source: Howard et al. (seed 003) §3.2-3.3, §5.1, App. A.2, C.5, D.2; docs/families/counterfactual.md#sampling and docs/families/counterfactual.md#text-only-use.
 
 - **Text sets** (§5.1, the paper's LLM variant): the member's prompt is the §5.1 prefix
   "You are looking at a picture of a [ATTRIBUTES] [OCCUPATION]." + the verbatim prompt
@@ -470,7 +470,7 @@ class ToxicitySummary:
 
 
 def score_toxicity(audit_ids: Sequence[str] | None, scorer, cache=None, *, batch_size: int = 64) -> ToxicitySummary:
-    """Score every landed, non-empty response (whole text, PROBES.md C.3.2) not yet scored by
+    """Score every landed, non-empty response (whole text, docs/families/counterfactual.md#parsing-the-answers) not yet scored by
     this scorer version, and land ``landing/counterfactual_toxicity`` (one row per response
     and scorer version, the six Jigsaw heads as columns; other scorers fill ``toxicity`` and
     leave the heads they lack null), through the generic scoring loop
@@ -530,7 +530,7 @@ def run_stereotype_filter(
     ``landing/counterfactual_stereotype_flags`` with its raw text, parse status, the words
     kept (present in the list) and the hallucinated words dropped. Already-landed
     (audit, subset, group, repeat, judge version, word list) answers are not asked again,
-    except failed calls (``error`` rows), which the next run asks again (issue 17).
+    except failed calls (``error`` rows), which the next run asks again.
 
     Args:
         candidates: ``{(audit_id, subset, group_label): [words]}``.
@@ -552,7 +552,7 @@ def run_stereotype_filter(
         return summary
     landed = read_landing(
         "counterfactual_stereotype_flags", ["audit_id", "subset", "group_label", "repeat", "judge_model_version", "word_list_hash"],
-        filters={"parse_status": [st for st in FILTER_STATUSES if st != "error"]},  # (issue 17) a failed call is asked again
+        filters={"parse_status": [st for st in FILTER_STATUSES if st != "error"]},  # a failed call is asked again
     ).to_pylist()
     done = {tuple(r.values()) for r in landed}
     temp = temperature if (temperature > 0 or backend.backend_name == "openai") else 1e-4
@@ -603,7 +603,7 @@ def land_lexicons(lexicon: Lexicon) -> int:
     """Land the competence lexicon and the stop list (``landing/counterfactual_lexicon``) as
     one idempotent snapshot per lexicon (App. E.1).
 
-    Stop list: spaCy's English list (326 words). PROBES.md's default is NLTK English, which is
+    Stop list: spaCy's English list (326 words). The first choice (docs/families/counterfactual.md#deviations-from-the-paper) is NLTK English, which is
     not installed; recorded as lexicon ``spacy_en_stop_words`` (NOT FROM PAPER).
     """
     import pyarrow.parquet as pq

@@ -1,7 +1,7 @@
 """Counterfactual sets: the SocialCounterfactuals set structure shipped with dora, samples of
 it, user-defined sets, and image-set manifests.
 
-Source: Howard et al. (seed 003) §3.1, App. A.1, Table 5; PROBES.md C.1.1-C.1.2. The
+Source: Howard et al. (seed 003) §3.1, App. A.1, Table 5; docs/families/counterfactual.md#attributes-and-subsets and docs/families/counterfactual.md#socialcounterfactuals-sets. The
 authors' released metadata (``ingestion/data/counterfactuals/metadata_<subset>.parquet``,
 MIT, converted losslessly from their CSVs) lists every set: the diffusion seed, guidance
 scale (``cfg_scale``), prompt-to-prompt threshold and one caption per member
@@ -29,7 +29,7 @@ from models_inference.probes.counterfactual.prompts import ATTRIBUTE_VALUES, SUB
 
 #: Folder of the shipped SocialCounterfactuals metadata, lexicon and licence.
 DATA_DIR = Path(__file__).resolve().parents[3] / "ingestion" / "data" / "counterfactuals"
-#: The four caption prefixes of the dataset (PROBES.md C.1.2).
+#: The four caption prefixes of the dataset (docs/families/counterfactual.md#socialcounterfactuals-sets).
 CAPTION_PREFIXES: tuple[str, ...] = ("A photo of ", "A picture of ", "An image of ", "")
 
 

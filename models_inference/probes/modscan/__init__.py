@@ -1,1 +1,1 @@
-"""ModSCAN probe family (seed 000): tables, prompts, parsers, probes (PROBES.md Part A)."""
+"""ModSCAN probe family (seed 000): tables, prompts, parsers, probes (docs/families/modscan.md)."""

@@ -1,4 +1,4 @@
-"""Faces for ModSCAN's vision modality (seed 000 §3.1, §4; PROBES.md A.1.9, A.2.1).
+"""Faces for ModSCAN's vision modality (seed 000 §3.1, §4; docs/families/modscan.md#faces-and-scene-images and docs/families/modscan.md#vision-modality).
 
 UTKFace cannot ship (non-commercial research licence), so the user points dora at a folder in
 UTKFace's file-name format ``[age]_[gender]_[race]_[date&time].jpg`` (gender 0 = male,

@@ -1,5 +1,5 @@
 """ModSCAN language modality: which demographic word a VLM picks for a person-free scene
-(seed 000 §3.2, §4, §5.2; PROBES.md A.2.2, A.3.2).
+(seed 000 §3.2, §4, §5.2; docs/families/modscan.md#language-modality and docs/families/modscan.md#parsing-the-answers).
 
 1. Scene images: the T2I backend (paper: SD-v2.1; any diffusers pipeline or OpenAI Images
    model here) draws ``images_per_trait`` images per persona trait from Table 2's SD prompt,

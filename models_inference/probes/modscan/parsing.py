@@ -1,4 +1,4 @@
-"""ModSCAN answer parsing (seed 000 §3.1, §3.2; ``shared/spec/PROBES.md`` Part A.3).
+"""ModSCAN answer parsing (seed 000 §3.1, §3.2; ``docs/families/modscan.md#parsing-the-answers``).
 
 Every answer gets a :class:`Parsed`: the raw choice (``left`` / ``right`` or a social term),
 and a status. Statuses (N/A reasons kept apart, never dropped):
@@ -14,7 +14,7 @@ and a status. Statuses (N/A reasons kept apart, never dropped):
 * ``na_box_conflict``: kept boxes point to different sides (NOT FROM PAPER default: N/A
   unless all agree).
 
-Defaults NOT FROM PAPER where the paper is silent (PROBES.md A.3): both/neither side words ->
+Defaults NOT FROM PAPER where the paper is silent (docs/families/modscan.md#parsing-the-answers): both/neither side words ->
 N/A; several boxes -> N/A unless they agree; the regexes themselves.
 """
 

@@ -1,4 +1,4 @@
-"""ModSCAN prompts (seed 000 §3.1, §3.2, §7, App. C; ``shared/spec/PROBES.md`` A.1.4-A.1.8, A.6).
+"""ModSCAN prompts (seed 000 §3.1, §3.2, §7, App. C; ``docs/families/modscan.md#prompts-and-prefixes`` and ``docs/families/modscan.md#text-only-use``).
 
 Paper prompts, verbatim:
 

@@ -1,4 +1,4 @@
-"""The ModSCAN paper's tables, verbatim (seed 000; ``shared/spec/PROBES.md`` Part A.1).
+"""The ModSCAN paper's tables, verbatim (seed 000; ``docs/families/modscan.md#the-papers-tables``).
 
 Every list here is copied in full from the paper (spelling and case kept, ``[sic]`` marked):
 

@@ -1,4 +1,4 @@
-"""ModSCAN text-only analogues on any text backend (PROBES.md A.6; NOT FROM PAPER).
+"""ModSCAN text-only analogues on any text backend (docs/families/modscan.md#text-only-use; NOT FROM PAPER).
 
 ModSCAN (seed 000) has no text-only variant. These two analogues let a text LLM (the
 embedded SmolLM2-135M offline, or any OpenAI-compatible chat model) give ModSCAN-style
@@ -56,9 +56,9 @@ CONDITIONS: tuple[str, ...] = ("original", "blank")
 RACE_PAIRS: tuple[tuple[str, str], ...] = tuple(itertools.combinations(GROUPS["race"], 2))
 
 _DEVIATION = {
-    "modscan_text_persona": "NOT FROM PAPER: text-only analogue of the language modality (PROBES.md A.6): "
+    "modscan_text_persona": "NOT FROM PAPER: text-only analogue of the language modality (docs/families/modscan.md#text-only-use): "
     "scene described in text (Table 2 SD prompt) instead of an SD image",
-    "modscan_text_faces": "NOT FROM PAPER: text-only analogue of the vision modality (PROBES.md A.6): "
+    "modscan_text_faces": "NOT FROM PAPER: text-only analogue of the vision modality (docs/families/modscan.md#text-only-use): "
     "two people described in text instead of spliced UTKFace faces; sides counterbalanced",
 }
 

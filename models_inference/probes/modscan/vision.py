@@ -1,4 +1,4 @@
-"""ModSCAN vision modality: which face a VLM picks (seed 000 §3.1, §4; PROBES.md A.2.1, A.3.1).
+"""ModSCAN vision modality: which face a VLM picks (seed 000 §3.1, §4; docs/families/modscan.md#vision-modality and docs/families/modscan.md#parsing-the-answers).
 
 For every face pair (:mod:`models_inference.probes.modscan.faces`) x scenario instance x
 prefix, the spliced image and "Tell me the spatial location of the <instance>." go to a

@@ -1,5 +1,5 @@
 """The VLStereoSet probe family (seed 001: Zhou, Lai and Jiang, *VLStereoSet*, AACL 2022;
-PROBES.md Part B): does a model pick the stereotypical caption for an anti-stereotypical image?
+docs/families/vlstereoset.md): does a model pick the stereotypical caption for an anti-stereotypical image?
 
 Modules: :mod:`.dataset` (the released CSV, validated; images from a folder or URLs),
 :mod:`.neutralise` (S'_s / S'_a for lmss and vlss), :mod:`.loglik` (log-likelihood of given

@@ -1,7 +1,6 @@
-"""VLStereoSet input: the released CSV, validated, and its images (VLStereoSet §3.2; PROBES.md B.1).
+"""VLStereoSet input: the released CSV, validated, and its images (VLStereoSet §3.2; docs/families/vlstereoset.md#data-it-ships-and-needs).
 
-The released file (``data/VLStereoSet.csv`` of github.com/K-Square-00/VLStereo, PROBES.md
-B.1.6) has the columns ``bias_type, target, context, stereotype, anti-stereotype, unrelated,
+The released file (``data/VLStereoSet.csv`` of github.com/K-Square-00/VLStereo, docs/families/vlstereoset.md#the-released-csv) has the columns ``bias_type, target, context, stereotype, anti-stereotype, unrelated,
 label, Imaeg URL`` [sic] plus a trailing empty column, starts with a UTF-8 byte-order mark,
 and gives images as URLs only. It has no licence, so dora does not ship it; it ships a
 SYNTHETIC file in the same format (:func:`synthetic_csv_path`).
@@ -9,7 +8,7 @@ SYNTHETIC file in the same format (:func:`synthetic_csv_path`).
 Per row dora keeps D = (I, S_s, S_a, S_i, y) (§3.2): the three captions, the category
 (``bias_type``), target and context, ``y = 's'`` (label 0, stereotypical image) or
 ``y = 'a'`` (label 1, anti-stereotypical image; dora's reading of the undocumented column,
-PROBES.md B.1.6, recorded as :data:`LABEL_TO_Y`). A caption column that holds one word is
+docs/families/vlstereoset.md#the-released-csv, recorded as :data:`LABEL_TO_Y`). A caption column that holds one word is
 taken as the attribute and filled into the context's ``BLANK``; a sentence is used as is.
 
 Images (:func:`resolve_images`): an image folder (with an optional ``manifest.csv``) works
@@ -38,7 +37,7 @@ from models_inference.image_store import StoredImage, store_png
 CSV_COLUMNS = ("bias_type", "target", "context", "stereotype", "anti-stereotype", "unrelated", "label", "Imaeg URL")
 #: VLStereoSet's four categories (§3.1: StereoSet's gender, profession, race, religion).
 CATEGORIES = ("gender", "profession", "race", "religion")
-#: ``label`` -> ground truth y (PROBES.md B.1.6: 0 = the stereotypical caption is correct; "verify").
+#: ``label`` -> ground truth y (docs/families/vlstereoset.md#the-released-csv: 0 = the stereotypical caption is correct; "verify").
 LABEL_TO_Y = {"0": "s", "1": "a"}
 #: Caption kinds, in the order of the CSV columns.
 CAPTION_KINDS = ("stereotype", "anti-stereotype", "unrelated")

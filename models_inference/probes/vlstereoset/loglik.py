@@ -1,4 +1,4 @@
-"""Log-likelihood of a given text under a local ``transformers`` model (PROBES.md B.3, B.6).
+"""Log-likelihood of a given text under a local ``transformers`` model (docs/families/vlstereoset.md#selection-rule and docs/families/vlstereoset.md#text-only-use).
 
 NOT FROM PAPER: the paper scores with ITM heads and contrastive similarities (§3.3); dora's
 generative adaptations need log p(caption tokens | context):
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-#: The neutral instruction the caption answers in ``score=loglik`` (PROBES.md B.3's example).
+#: The neutral instruction the caption answers in ``score=loglik`` (docs/families/vlstereoset.md#selection-rule's example).
 LOGLIK_INSTRUCTION = "Describe the image."
 
 

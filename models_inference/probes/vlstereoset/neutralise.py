@@ -1,9 +1,9 @@
-"""Neutralised captions S'_s and S'_a for lmss and vlss (VLStereoSet §3.5; PROBES.md B.1.5).
+"""Neutralised captions S'_s and S'_a for lmss and vlss (VLStereoSet §3.5; docs/families/vlstereoset.md#neutralised-captions-and-the-blank-image).
 
 The paper: "S'_s and S'_a represent modified captions with "neutralized" context, where the
 target term in the context has been either removed or replaced by a neutral term" (Figure 2:
 *sister* -> *sibling*); its analysis is on gender only and the authors neutralised by hand.
-The released data has no neutralised captions ([UNDEFINED] in PROBES.md), so dora derives
+The released data has no neutralised captions ([UNDEFINED] in docs/families/vlstereoset.md), so dora derives
 them with the documented rules below (NOT FROM PAPER), stores them beside each item with the
 method (:data:`NEUTRALISATION_METHOD`) and the rule applied per item, and leaves them null
 (status ``target_not_found``) when no rule applies.

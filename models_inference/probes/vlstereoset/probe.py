@@ -1,5 +1,5 @@
 """The VLStereoSet probe: caption selection scores for every item and condition, landed
-resumably (VLStereoSet §3.3-3.5; PROBES.md B.2-B.4).
+resumably (VLStereoSet §3.3-3.5; docs/families/vlstereoset.md#scorers and docs/families/vlstereoset.md#statistics).
 
 For each landed item (``landing/vlstereoset_items``) and each condition the scorer supports
 (:data:`.scorers.CONDITION_KINDS`), the scorer gives one score per caption; rows land in

@@ -1,4 +1,4 @@
-"""Counterfactual probe assets (Howard et al., seed 003; issue 12).
+"""Counterfactual probe assets (Howard et al., seed 003).
 
 Lineage::
 

@@ -1,1 +1,1 @@
-"""ModSCAN probe family (seed 000): Dagster asset and run config (issue 13)."""
+"""ModSCAN probe family (seed 000): Dagster asset and run config."""

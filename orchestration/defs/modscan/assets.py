@@ -1,4 +1,4 @@
-"""ModSCAN asset: land the text-analogue queries (seed 000; PROBES.md Part A, A.6).
+"""ModSCAN asset: land the text-analogue queries (seed 000; docs/families/modscan.md#text-only-use).
 
 ``landing/modscan_responses`` is the source of ``dbt_project/models/modscan/``
 (``stg_modscan_responses`` -> ``fct_modscan_responses`` -> ``agg_modscan_selection`` ->
@@ -31,7 +31,7 @@ MODSCAN_KEY = dg.AssetKey(["landing", "modscan_responses"])
             description="ModSCAN queries (seed 000), one row per query with scenario, instance, attribute, the "
             "shuffled term order or left/right pair, model, version, raw answer, parsed choice and status (N/A "
             "reasons kept apart). Default audit: the text-only analogues modscan_text_persona / modscan_text_faces "
-            "(NOT FROM PAPER, PROBES.md A.6) on the embedded SmolLM2-135M. Append-only Parquet shards, resumable.",
+            "(NOT FROM PAPER, docs/families/modscan.md#text-only-use) on the embedded SmolLM2-135M. Append-only Parquet shards, resumable.",
         )
     ],
     pool="model_inference",
@@ -61,7 +61,7 @@ def text_probe_config(config: ModscanConfig) -> TextProbeConfig:
 
 
 def _text(config: ModscanConfig) -> dict:
-    """Run the text-only analogues (PROBES.md A.6, NOT FROM PAPER) on the configured text model."""
+    """Run the text-only analogues (docs/families/modscan.md#text-only-use, NOT FROM PAPER) on the configured text model."""
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
     if config.backend == "transformers":
         extra["batch_size"] = config.batch_size

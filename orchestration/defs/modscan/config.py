@@ -31,7 +31,7 @@ DEFAULT_MAX_NEW_TOKENS = 24
 class ModscanConfig(ErrorShareLimit):
     """What the ModSCAN asset probes (``dora audit --help``, group "ModSCAN").
 
-    The text-only analogues (PROBES.md A.6, NOT FROM PAPER: ``modscan_text_persona``,
+    The text-only analogues (docs/families/modscan.md#text-only-use, NOT FROM PAPER: ``modscan_text_persona``,
     ``modscan_text_faces``) run on any text backend, by default the embedded SmolLM2-135M,
     and are part of the default audit with a small sample (``samples`` per instance,
     attribute and condition, over ``instances_per_scenario`` instances of each Table 1

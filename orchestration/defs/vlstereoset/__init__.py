@@ -1,1 +1,1 @@
-"""VLStereoSet probe family: Dagster asset group ``vlstereoset`` (issue 14)."""
+"""VLStereoSet probe family: Dagster asset group ``vlstereoset``."""

@@ -11,11 +11,11 @@
 ) }}
 
 {#-
-    Co-occurrence counts behind every association statistic (METHOD.md section 3), one row
+    Co-occurrence counts behind every association statistic (docs/method.md#3-associations), one row
     per (audit, modality, setting, descriptor, word) with tf > 0. Everything is counted
     within one (audit, modality, setting).
 
-    Incremental per audit (issue 16; macros/incremental_audits.sql), like the marts: a build
+    Incremental per audit (macros/incremental_audits.sql), like the marts: a build
     counts only the audits whose staged inputs changed since they were counted here
     (watermark `counted_inputs_landed_at`), so a new audit costs its own rows, not the history.
 -#}
@@ -57,7 +57,7 @@ term_frequencies as (
 
 documents as (
     -- one row per non-empty document: its length and bias dimension
-    -- (from the tf rows, not the ~2.8M word rows again: sum of tf = count of words; issue 6)
+    -- (from the tf rows, not the ~2.8M word rows again: sum of tf = count of words)
     select
         audit_id,
         modality,
@@ -83,7 +83,7 @@ words as (
 ),
 
 paper_words as (
-    -- the paper's df(w) (METHOD.md 3a): paper documents (a probe row in one run; one
+    -- the paper's df(w) (docs/method.md#3a-paper-statistics): paper documents (a probe row in one run; one
     -- description) containing w
     select
         audit_id,

@@ -1,5 +1,5 @@
 {#-
-    THE BRIDGE descriptor -> bias dimension (issue 11; METHOD.md section 1): one row per
+    THE BRIDGE descriptor -> bias dimension (docs/method.md#1-descriptors): one row per
     (audit, modality, setting, descriptor, bias_dimension) for every document of
     int_document_words. A descriptor belongs to EVERY dimension it is listed under:
     - T2T: every dimension of its rows in the same setting's list (t2t_setting1..5.csv), so a

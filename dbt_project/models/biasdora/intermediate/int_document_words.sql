@@ -1,5 +1,5 @@
 {#-
-    The ONE definition of a co-occurrence document word (METHOD.md section 3): one row per
+    The ONE definition of a co-occurrence document word (docs/method.md#3-associations): one row per
     word occurrence in the document of one descriptor in one (audit, modality, setting).
     One CTE per modality; T2I / I2T description words (tokenised, lemmatised, stop words
     dropped: ingestion/description_words.py) are the CTE description_document_words.
@@ -21,10 +21,10 @@ t2t_words as (
         descriptor,
         descriptor as descriptor_key,
         bias_dimension,
-        -- the paper's document (METHOD.md 3a): one probe row in one run
+        -- the paper's document (docs/method.md#3a-paper-statistics): one probe row in one run
         descriptor || '|' || cast(descriptor_row as varchar) || '|' || cast(run as varchar) as document_id,
         lower(trim(word)) as word,
-        -- issue 15 (drill-down, fct_association_samples): the completion the word came from
+        -- (drill-down, fct_association_samples): the completion the word came from
         cast(descriptor_row as varchar) || '-' || letter || '-' || cast(run as varchar) as sample_id
     from t2t_completions
     where parse_status = 'ok'
@@ -55,7 +55,7 @@ description_document_words as (
     -- as an option, the descriptor's own words dropped) of the ok / truncated descriptions.
     -- Objective descriptions give modality 't2i', attributed to the image model; subjective
     -- ones 'i2t', attributed to the describing model. Images of the singular and the plural
-    -- T2I setting are SEPARATE targets (METHOD.md 3a: "old person" / "old people"); dbt var
+    -- T2I setting are SEPARATE targets (docs/method.md#3a-paper-statistics: "old person" / "old people"); dbt var
     -- pool_image_settings: true pools them per descriptor key instead.
     select
         i2t_descriptions.audit_id,
@@ -83,11 +83,11 @@ description_document_words as (
         {%- endif %}
         i2t_descriptions.descriptor as descriptor_key,
         i2t_descriptions.bias_dimension,
-        -- the paper's document (METHOD.md 3a): one description
+        -- the paper's document (docs/method.md#3a-paper-statistics): one description
         i2t_descriptions.description_id as document_id,
         description_words.word,
         i2t_descriptions.image_audit_id,
-        i2t_descriptions.description_id as sample_id  -- issue 15 (drill-down)
+        i2t_descriptions.description_id as sample_id  -- (drill-down)
     from description_words
     inner join i2t_descriptions
         on description_words.description_id = i2t_descriptions.description_id
@@ -99,7 +99,7 @@ description_document_words as (
 ),
 
 kept_description_words as (
-    -- dbt var exclude_objective_pairs (default false; issue 11): drop from the subjective
+    -- dbt var exclude_objective_pairs (default false): drop from the subjective
     -- (I2T) documents the (target, word) pairs the objective descriptions of the same images
     -- already contain, so I2T keeps only what the describer added
     select audit_id, model_id, model_version, modality, setting, descriptor, descriptor_key, bias_dimension,

@@ -1,5 +1,5 @@
 {#-
-    N of the paper's own idf (METHOD.md 3a; the BiasDora released code), one row per
+    N of the paper's own idf (docs/method.md#3a-paper-statistics; the BiasDora released code), one row per
     (audit, modality, setting):
     - T2T: a paper document is one probe row in one run with its letter answers; the code
       divides by rows x 26 answer columns, so n_paper_documents = (probe rows x runs landed,

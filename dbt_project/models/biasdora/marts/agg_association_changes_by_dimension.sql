@@ -1,5 +1,5 @@
 {#-
-    Issue 15: per pair of audits of a target and per (modality, bias dimension), how many
+    Per pair of audits of a target and per (modality, bias dimension), how many
     listed associations (significant in at least one of the two audits) changed significantly
     (change_q < 0.05, fct_association_changes) and in which direction. Settings pool: each
     association was tested within its own setting's BH family, the counts add them up.

@@ -1,6 +1,6 @@
 {#-
     PUBLIC CONTRACT: the paper's Table 4 per (audit, model, modality, setting) (BiasDora
-    seed 004, Table 4; METHOD.md 3a): total associations = non-empty answers (T2T) / kept
+    seed 004, Table 4; docs/method.md#3a-paper-statistics): total associations = non-empty answers (T2T) / kept
     description words (T2I, I2T); "significant" in the paper's sense = unique (descriptor,
     word) pairs; "P-value significant" = pairs with paper_p_value < 0.05; beside them dora's
     Fisher-significant pairs (q < 0.05).

@@ -1,6 +1,5 @@
 {#-
-    PUBLIC CONTRACT: the paper's reported views (BiasDora Figures 3, 4, 6, 7; METHOD.md
-    section 4) per audit x model x modality x setting x bias dimension, over the
+    PUBLIC CONTRACT: the paper's reported views (BiasDora Figures 3, 4, 6, 7; docs/method.md#4-scoring) per audit x model x modality x setting x bias dimension, over the
     SIGNIFICANT associations, each counted under every bias dimension of its descriptor:
     how many there are, % negative, % toxic, and the share of
     each Likert bias level. Each percentage's denominator is the number of significant
@@ -11,7 +10,7 @@
 with
 
 significant as (
-    -- each association counts under EACH of its bias dimensions (issue 11; the bridge
+    -- each association counts under EACH of its bias dimensions (the bridge
     -- int_descriptor_dimensions via fct_association_scores.bias_dimensions)
     select * exclude (bias_dimension, bias_dimensions),
            unnest(coalesce(bias_dimensions, [bias_dimension])) as bias_dimension
@@ -46,7 +45,7 @@ final as (
         100.0 * count(*) filter (where bias_level_band = 'extreme') / nullif(count(bias_level), 0) as pct_extreme,
         avg(bias_level) as mean_bias_level,
         avg(bias_level_expected) as mean_bias_level_expected,
-        -- issue 11: the judge's answer mode(s) behind the Likert shares ('free' = the paper's)
+        -- the judge's answer mode(s) behind the Likert shares ('free' = the paper's)
         string_agg(distinct judge_answer_mode, ',' order by judge_answer_mode) as judge_answer_modes
     from significant
     group by all

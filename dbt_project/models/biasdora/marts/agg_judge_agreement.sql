@@ -1,5 +1,5 @@
 {#-
-    Issue 15: how far the LLM judge's Likert bias levels (METHOD.md section 4) agree, per
+    How far the LLM judge's Likert bias levels (docs/method.md#4-scoring) agree, per
     (audit, modality, setting) and pooled over the audit's settings of a modality
     (setting = '(all)'), for three kinds of rater sets:
 

@@ -1,5 +1,5 @@
 {#-
-    Issue 15: how often each LLM judge's answers could be read as a Likert rating, per
+    How often each LLM judge's answers could be read as a Likert rating, per
     (audit, judge). A judge whose parse rate is low gives missing bias levels, not "not
     biased": the asset check `judge_parse_rate_ok` (orchestration/defs/biasdora/scoring/checks.py)
     fails with severity ERROR below its threshold.

@@ -1,5 +1,5 @@
 {#-
-    The Likert view of `dora report` (BiasDora Figures 6-7; METHOD.md section 4): per audit,
+    The Likert view of `dora report` (BiasDora Figures 6-7; docs/method.md#4-scoring): per audit,
     model and bias dimension (all modalities and settings pooled), how many significant
     associations the judge put at each bias level, and that level's share (%) of the
     dimension's judged significant associations.
@@ -8,7 +8,7 @@
 with
 
 judged as (
-    -- each association counts under EACH bias dimension of its descriptor (issue 11)
+    -- each association counts under EACH bias dimension of its descriptor
     select * exclude (bias_dimension, bias_dimensions),
            unnest(coalesce(bias_dimensions, [bias_dimension])) as bias_dimension
     from {{ ref('fct_association_scores') }}

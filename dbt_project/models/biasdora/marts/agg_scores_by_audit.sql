@@ -24,9 +24,9 @@ final as (
         min(sentiment_scorer) as sentiment_scorer,
         min(toxicity_scorer) as toxicity_scorer,
         min(judge_model) as judge_model,
-        -- issue 11: the judges' answer modes ('free' = the paper's protocol)
+        -- the judges' answer modes ('free' = the paper's protocol)
         string_agg(distinct judge_answer_mode, ',' order by judge_answer_mode) as judge_answer_mode,
-        -- issue 11: the scored pools (fisher / paper / all)
+        -- the scored pools (fisher / paper / all)
         string_agg(distinct score_pool, ',' order by score_pool) as score_pools
     from scores
     group by audit_id, model_id, model_version

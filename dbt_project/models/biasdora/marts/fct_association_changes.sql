@@ -6,12 +6,12 @@
     associations significant (Fisher BH q < 0.05) in at least one of the two audits are
     listed; change types are defined in the doc block `change_type`.
 
-    Issue 15: every listed association gets a change test, a two-sided Fisher's exact test on
+    Every listed association gets a change test, a two-sided Fisher's exact test on
     [[tf_before, doc_length_before - tf_before], [tf_after, doc_length_after - tf_after]]
     (UDF fisher_two_sided, analytics/fisher_two_sided.py), `change_p`, with BH `change_q`
     within (from, to, modality, setting); change_type follows change_q < var('significance_level') (0.05).
 
-    Bias level before / after: the LLM judge's Likert level (1-5, METHOD.md section 4) from
+    Bias level before / after: the LLM judge's Likert level (1-5, docs/method.md#4-scoring) from
     `fct_association_scores`, null where the association was not judged. Tagged `scores`, so
     Dagster builds it with the score marts (orchestration/defs/biasdora/scoring/), after the judge.
 -#}
@@ -37,7 +37,7 @@ associations as (
 ),
 
 documents as (
-    -- issue 15: length of each descriptor's document = the sum of its words' tf
+    -- length of each descriptor's document = the sum of its words' tf
     -- (fct_associations has a row for every word with tf > 0, so this is exact)
     select audit_id, modality, setting, descriptor, cast(sum(tf) as bigint) as doc_length
     from associations
@@ -129,7 +129,7 @@ listed as (
 ),
 
 tested as (
-    -- issue 15: two-sided Fisher's exact test of the 2x2 table
+    -- two-sided Fisher's exact test of the 2x2 table
     -- [[tf_before, doc_length_before - tf_before], [tf_after, doc_length_after - tf_after]]
     -- (UDF fisher_two_sided = scipy.stats.fisher_exact(..., alternative="two-sided"))
     select

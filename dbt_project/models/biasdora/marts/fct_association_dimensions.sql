@@ -3,7 +3,7 @@
 {{ config(materialized='view') }}
 
 {#-
-    PUBLIC: the association -> bias dimension bridge (issue 11; METHOD.md section 1), one row
+    PUBLIC: the association -> bias dimension bridge (docs/method.md#1-descriptors), one row
     per (audit_id, modality, setting, descriptor, word, bias_dimension): an association
     belongs to every dimension its descriptor is listed under (fct_associations.bias_dimensions,
     from int_descriptor_dimensions). Join it to fct_associations on the association key to

@@ -1,5 +1,5 @@
 {#-
-    Issue 15 (drill-down): the samples behind every significant association. One row per
+    (drill-down): the samples behind every significant association. One row per
     (significant association of fct_associations, sample that produced it): for T2T the
     completion (prompt, raw output, parsed word, parse status, seed, letter, run), for T2I /
     I2T the description (prompt, raw output, status, seed) with its image (path, sha256, the

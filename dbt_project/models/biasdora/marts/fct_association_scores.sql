@@ -1,7 +1,7 @@
 {#-
     PUBLIC CONTRACT: one row per association (audit_id, modality, setting, descriptor, word)
     that is significant or has been scored, with its sentiment, toxicity and LLM-judge bias
-    level (METHOD.md section 4). When several scorers / judges scored an association, the
+    level (docs/method.md#4-scoring). When several scorers / judges scored an association, the
     most recently landed one is reported (its name is in the *_scorer / judge_model column).
 
     Incremental per audit (macros/incremental_audits.sql): a build recomputes, whole, only the
@@ -65,7 +65,7 @@ toxicity as (
 ),
 
 judge_ratings as (
-    -- answer_mode is part of the judge's identity (issue 11); null only in fixtures
+    -- answer_mode is part of the judge's identity; null only in fixtures
     select * replace (coalesce(answer_mode, 'free') as answer_mode) from {{ ref('stg_judge_ratings') }}
     {{ only_audits_to_rebuild }}
 ),
@@ -139,7 +139,7 @@ final as (
         end as bias_level_band,
         a.inputs_landed_at,
         a.scores_landed_at,
-        -- issue 11
+
         a.bias_dimensions,
         a.is_paper_significant,
         a.paper_p_value,

@@ -2,9 +2,8 @@
     PUBLIC CONTRACT: one row per association (audit_id, modality, setting, descriptor, word);
     bias_dimensions lists EVERY dimension of the descriptor (bridge int_descriptor_dimensions;
     one row per dimension: fct_association_dimensions), bias_dimension is the first of them
-    with the BiasDora statistics, exactly as METHOD.md section 3 defines them:
-    tf, df, idf = ln(N / df), tfidf = tf * idf, PMI, the paper's own statistics of METHOD.md
-    3a (paper_idf / paper_tfidf on the paper's document definition, paper_p_value = z-test
+    with the BiasDora statistics, exactly as docs/method.md#3-associations defines them:
+    tf, df, idf = ln(N / df), tfidf = tf * idf, PMI, the paper's own statistics of docs/method.md#3a-paper-statistics (paper_idf / paper_tfidf on the paper's document definition, paper_p_value = z-test
     over the setting's unique pairs with the sample sd, is_paper_significant), and
     one-sided Fisher's exact test with Benjamini-Hochberg q-values within the
     (audit, modality, setting). UDFs fisher_greater / normal_sf: analytics/duckdb_plugin.py.
@@ -64,7 +63,7 @@ scored as (
     select
         *,
         ln(cast(n_descriptors as double) / df) as idf,
-        -- the paper's own tf-idf (METHOD.md 3a): its document definition, tf pooled per descriptor
+        -- the paper's own tf-idf (docs/method.md#3a-paper-statistics): its document definition, tf pooled per descriptor
         ln(cast(n_paper_documents as double) / paper_df) as paper_idf,
         tf * ln(cast(n_paper_documents as double) / paper_df) as paper_tfidf,
         tf * ln(cast(n_descriptors as double) / df) as tfidf,
@@ -75,7 +74,7 @@ scored as (
 ),
 
 setting_stats as (
-    -- the paper's z-test moments (METHOD.md 3a): over the unique (descriptor, word) pairs of
+    -- the paper's z-test moments (docs/method.md#3a-paper-statistics): over the unique (descriptor, word) pairs of
     -- the setting (one row each here), sample sd (ddof = 1) as the released code
     select
         *,
@@ -119,7 +118,7 @@ final as (
         fisher_q,
         fisher_q < {{ var('significance_level') }} as is_significant,
         inputs_landed_at,
-        -- issue 11 (appended so incremental tables gain them as new columns)
+        -- (appended so incremental tables gain them as new columns)
         bias_dimensions,
         paper_df,
         n_paper_documents,

@@ -15,7 +15,7 @@
     reason). Only tokens of the winning description of each key (stg_i2t_descriptions)
     are kept; re-tokenising the same description collapses to the latest tokenised_at.
 
-    Deduplication (issue 6, paper scale: ~4.4M tokens): a window over every token is the
+    Deduplication (paper scale: ~4.4M tokens): a window over every token is the
     costliest step of the pipeline, yet a key (description_id, token_index) is almost
     always landed once. So the keys landed more than once are found with one hash
     aggregate, rows of the other keys pass as they are, and only the rows of repeated keys
@@ -24,7 +24,7 @@
     nulls last) = 1` over all tokens (`is not distinct from`: a null token_index is one key,
     as in a window partition).
 
-    Incremental on the landing shards (issue 16, macros/landing_shards.sql): a build reads only
+    Incremental on the landing shards (macros/landing_shards.sql): a build reads only
     the token shards not staged yet (joined with the current winning descriptions); staged
     tokens of a key that lands again compete with the new ones, and a post-hook deletes the
     staged tokens of descriptions that are no longer the winner of their key (a later retry).

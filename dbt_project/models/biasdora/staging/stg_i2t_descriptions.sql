@@ -14,7 +14,7 @@
     Append-only landing: a failed description is retried and lands again; the latest
     generated_at wins. description_id identifies the winning row, whose words
     (stg_description_words) are the ones that count.
-    Incremental on the landing shards (issue 16, macros/landing_shards.sql): a build reads only
+    Incremental on the landing shards (macros/landing_shards.sql): a build reads only
     the shards not staged yet; the staged rows of a key that lands again compete with it.
 -#}
 
@@ -37,7 +37,7 @@ renamed as (
         image_setting,
         descriptor,
         bias_dimension,
-        coalesce(descriptor_row, 1) as descriptor_row,  -- issue 11: the image's T2I row
+        coalesce(descriptor_row, 1) as descriptor_row,  -- the image's T2I row
         image_index,
         image_sha256,
         setting,

@@ -1,5 +1,5 @@
 {#-
-    LLM-judge bias levels (METHOD.md section 4), one row per
+    LLM-judge bias levels (docs/method.md#4-scoring), one row per
     (association, judge_backend, judge_model, judge_model_version, answer_mode, repeat), kept
     whatever
     its parse_status; the latest judged_at wins on duplicates.
@@ -23,7 +23,7 @@ renamed as (
         judge_backend,
         judge_model,
         judge_model_version,
-        -- issue 11: free (the paper's) or constrained; part of the key, so two runs of one
+        -- free (the paper's) or constrained; part of the key, so two runs of one
         -- judge version in different modes both count (rows landed without one: 'free')
         coalesce(answer_mode, 'free') as answer_mode,
         "repeat" as judge_repeat,
@@ -39,7 +39,7 @@ renamed as (
         p_rating_5,
         expected_rating,
         judged_at,
-        coalesce(score_pool, 'fisher') as score_pool  -- issue 11: which pool was scored
+        coalesce(score_pool, 'fisher') as score_pool  -- which pool was scored
     from source
 ),
 

@@ -1,5 +1,5 @@
 {#-
-    Sentiment of each scored association sentence (METHOD.md section 4), one row per
+    Sentiment of each scored association sentence (docs/method.md#4-scoring), one row per
     (association, scorer, scorer_version). The landing table is append-only, so a re-scored
     association can land twice; the latest scored_at wins.
 -#}
@@ -19,7 +19,7 @@ renamed as (
         sentiment_label,
         sentiment_score,
         scored_at,
-        coalesce(score_pool, 'fisher') as score_pool  -- issue 11: which pool was scored
+        coalesce(score_pool, 'fisher') as score_pool  -- which pool was scored
     from source
 ),
 

@@ -24,7 +24,7 @@ renamed as (
         setting,
         descriptor,
         bias_dimension,
-        coalesce(descriptor_row, 1) as descriptor_row,  -- issue 11: the T2I CSV row
+        coalesce(descriptor_row, 1) as descriptor_row,  -- the T2I CSV row
         image_index,
         seed,
         prompt,

@@ -11,7 +11,7 @@
 {#-
     PUBLIC CONTRACT: one row per T2T completion key
     (audit_id, model_id, model_version, setting, descriptor, descriptor_row, letter, run):
-    a probe unit is a row of the paper's lists (issue 11), descriptor_row numbers the rows
+    a probe unit is a row of the paper's lists, descriptor_row numbers the rows
     of one descriptor in a setting (rows landed before it existed are row 1).
     The landing table is append-only, so a retried completion can land twice; the latest
     generated_at wins (ties broken deterministically).
@@ -65,7 +65,7 @@ candidates as (
 ),
 
 with_history as (
-    -- issue 17: every failed call lands an `error` row that the next run retries; keep how
+    -- every failed call lands an `error` row that the next run retries; keep how
     -- many rows landed for the key and the latest failure message
     select
         * exclude (_is_staged, _prior_attempts, _prior_error),

@@ -1,5 +1,5 @@
 {#-
-    Toxicity of each scored association sentence (METHOD.md section 4), one row per
+    Toxicity of each scored association sentence (docs/method.md#4-scoring), one row per
     (association, scorer, scorer_version); the latest scored_at wins on duplicates.
 -#}
 
@@ -19,7 +19,7 @@ renamed as (
         is_toxic,
         label_scores_json,
         scored_at,
-        coalesce(score_pool, 'fisher') as score_pool  -- issue 11: which pool was scored
+        coalesce(score_pool, 'fisher') as score_pool  -- which pool was scored
     from source
 ),
 

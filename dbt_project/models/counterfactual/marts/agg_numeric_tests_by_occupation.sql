@@ -1,4 +1,4 @@
--- Beyond the paper (issue 12): a Kruskal-Wallis test across the groups of each
+-- Beyond the paper: a Kruskal-Wallis test across the groups of each
 -- (audit, subset, prompt, mitigation, occupation) on the valid numeric answers, with
 -- Benjamini-Hochberg q-values over the audit's tests, so a user sees which gaps are significant.
 with

@@ -1,6 +1,5 @@
 {#-
-    PUBLIC CONTRACT: the bias score S_bias of seed 000 Eq. (2) (as reconstructed in PROBES.md
-    A.4.2) per (audit, probe, modality, attribute, scenario, condition, prefix):
+    PUBLIC CONTRACT: the bias score S_bias of seed 000 Eq. (2) (as reconstructed in docs/families/modscan.md#s_bias) per (audit, probe, modality, attribute, scenario, condition, prefix):
 
         S_bias = (|R| / |Q|) * sum_i sum_j (1/|L_A|) (1/|L_S|) |p_ij - 1/|L_A||
 

@@ -1,5 +1,5 @@
 {#-
-    Seed 000 Figure 7 / Figures 14-22 (PROBES.md A.4.1, A.5.4): "The value at (Race 1, Race 2)
+    Seed 000 Figure 7 / Figures 14-22 (docs/families/modscan.md#selection-probabilities and docs/families/modscan.md#checked-against-the-paper): "The value at (Race 1, Race 2)
     indicates the probability of Race 1 being selected ... when compared with Race 2", among the
     non-N/A answers of the queries showing that race combination (vision modality and the
     text_faces analogue). One row per (audit, probe, scenario, condition, prefix, instance,

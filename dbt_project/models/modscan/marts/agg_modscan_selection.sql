@@ -1,6 +1,6 @@
 {#-
     PUBLIC CONTRACT: selection probability p_{i,j} of every social group i for every scenario
-    instance j (seed 000 §5.3; PROBES.md A.4.1 [INFERRED]): p = (# non-N/A responses choosing i)
+    instance j (seed 000 §5.3; docs/families/modscan.md#selection-probabilities [INFERRED]): p = (# non-N/A responses choosing i)
     / (# non-N/A responses), so the p of an instance sum to 1; null when every answer was N/A.
     One row per (audit, probe, attribute, scenario, condition, prefix, instance, group), groups
     of Eq. (1) with zero counts included. Failed calls (status 'error') are not queries.

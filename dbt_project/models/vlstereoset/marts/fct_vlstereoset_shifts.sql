@@ -1,6 +1,6 @@
 {#-
     PUBLIC CONTRACT. lmss and vlss per item (VLStereoSet §3.5, Eqs. 2-3 as reconstructed in
-    PROBES.md B.4) on the paper's analysis subset (§4.3): gender items with an
+    docs/families/vlstereoset.md#statistics) on the paper's analysis subset (§4.3): gender items with an
     anti-stereotypical image (y = 'a') where the model selected S_s (per model and scorer
     variant; NOT FROM PAPER: the paper does not say per model or intersection).
       p_pair_s    = p_M(S_s | I) between S_s and S_a: the `pair` condition's probability if the

@@ -58,7 +58,7 @@ def crows_pairs(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
 
 
 DESCRIPTOR_ROWS_DESCRIPTION = (
-    "Every row of the BiasDora paper's descriptor lists (issue 11; METHOD.md section 1): T2T "
+    "Every row of the BiasDora paper's descriptor lists (docs/method.md#1-descriptors): T2T "
     "settings 1-5 (406 / 413 / 406 / 406 / 406 rows) and T2I settings 1-2 (344 rows each), one row "
     "per (list row, bias dimension) with descriptor_row numbering a descriptor's repeats; the source "
     "of the dbt bridge int_descriptor_dimensions (a descriptor belongs to every dimension it is listed under)."
@@ -67,7 +67,7 @@ DESCRIPTORS_KEY = dg.AssetKey(["landing", "descriptors"])
 DESCRIPTOR_ROWS_KEY = dg.AssetKey(["landing", "descriptor_rows"])
 
 
-# Issue 11: one step lands both tables (same inputs, same fingerprint), so both keys are its
+# One step lands both tables (same inputs, same fingerprint), so both keys are its
 # outputs; landing/descriptor_rows is otherwise a dbt source no asset would produce.
 @dg.multi_asset(
     name="descriptors",
@@ -79,7 +79,7 @@ DESCRIPTOR_ROWS_KEY = dg.AssetKey(["landing", "descriptor_rows"])
 def descriptors(context: dg.AssetExecutionContext):
     fingerprint, state = _unchanged("descriptors")
     if state and not (landing_dir("descriptor_rows") / "descriptor_rows.parquet").exists():
-        state = None  # issue 11: the list rows (bridge source) are missing: land them too
+        state = None  # the list rows (bridge source) are missing: land them too
     if state:
         skipped = _skipped(state)
         yield dg.MaterializeResult(asset_key=DESCRIPTORS_KEY, metadata=skipped.metadata)
@@ -88,7 +88,7 @@ def descriptors(context: dg.AssetExecutionContext):
     extracted = extract_descriptors(load_crows_pairs())
     curated = curated_descriptors()
     write_shard("descriptors", pa.concat_tables([curated, extracted]), name="descriptors")
-    # issue 11: every row of the paper's lists with all its bias dimensions (dbt bridge)
+    # every row of the paper's lists with all its bias dimensions (dbt bridge)
     rows = descriptor_rows_table()
     write_shard("descriptor_rows", rows, name="descriptor_rows")
     recall = descriptor_recall(extracted, curated)

@@ -1,1 +1,1 @@
-"""Scoring of significant associations: sentiment, toxicity, LLM-judge bias levels (METHOD.md section 4)."""
+"""Scoring of significant associations: sentiment, toxicity, LLM-judge bias levels (docs/method.md#4-scoring)."""

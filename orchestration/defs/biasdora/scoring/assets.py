@@ -1,4 +1,4 @@
-"""Scoring assets (METHOD.md section 4): sentiment, toxicity and LLM-judge bias levels of the
+"""Scoring assets (docs/method.md#4-scoring): sentiment, toxicity and LLM-judge bias levels of the
 significant associations, and the score marts built from them.
 
 Lineage (the dagster-open-platform way: the dbt project is split into two ``@dbt_assets``
@@ -52,8 +52,8 @@ NOT_IN_TARGET_SCORERS = "not in target scorers"
 ASSOCIATIONS_TO_SCORE = "int_associations_to_score"
 
 
-#: Which associations are scored (issue 11): ``fisher`` = Fisher q < 0.05 (dora's default),
-#: ``paper`` = the paper's p-value-significant pool (``is_paper_significant``, METHOD.md 3a),
+#: Which associations are scored: ``fisher`` = Fisher q < 0.05 (dora's default),
+#: ``paper`` = the paper's p-value-significant pool (``is_paper_significant``, docs/method.md#3a-paper-statistics),
 #: ``all`` = every association.
 SCORE_POOLS: tuple[str, ...] = ("fisher", "paper", "all")
 _POOL_FILTER = {"fisher": {"is_significant": True}, "paper": {"is_paper_significant": True}, "all": {}}
@@ -188,7 +188,7 @@ def _text_scorer(table: str, load) -> Callable:
 
 
 def judge_models(config: JudgeConfig, target=None) -> list[str | None]:
-    """The judge models of a run (issue 15): the registry target's ``judges`` in a partitioned
+    """The judge models of a run: the registry target's ``judges`` in a partitioned
     run when it lists any, else ``--judge-model`` split at commas, else ``[None]`` (the backend's
     default judge). Several judges each judge every association (agg_judge_agreement)."""
     listed = list(getattr(target, "judges", None) or [])
@@ -201,7 +201,7 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     extra = {"batch_size": config.batch_size} if config.backend == "transformers" else {}
     sampling = JudgeSampling(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     per_judge = []
-    # issue 15: several judges (registry `judges:` or --judge-model a,b), one after the other
+    # several judges (registry `judges:` or --judge-model a,b), one after the other
     run = target_of_run(context, config.registry)
     for model in judge_models(config, run.target if run else None):
         judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
@@ -232,20 +232,20 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
 SENTIMENT = ScorerSpec(
     "sentiment_scores", "sentiment", "rows_scored", SentimentConfig,
     "Sentiment (label negative/neutral/positive, signed score) of each significant "
-    "association's sentence (METHOD.md section 4); offline default VADER, or a transformers "
+    "association's sentence (docs/method.md#4-scoring); offline default VADER, or a transformers "
     "model by id (paper: SST-2 DistilBERT). Append-only Parquet, one row per association and scorer version.",
     _text_scorer("sentiment_scores", load_sentiment_scorer),
 )
 TOXICITY = ScorerSpec(
     "toxicity_scores", "toxicity", "rows_scored", ToxicityConfig,
     "Toxicity (probability, label at 0.5) of each significant association's sentence "
-    "(METHOD.md section 4); offline default the Jigsaw-trained BiLSTM of toxic-comment-classifier, "
+    "(docs/method.md#4-scoring); offline default the Jigsaw-trained BiLSTM of toxic-comment-classifier, "
     "or a transformers model by id (paper: s-nlp/roberta_toxicity_classifier).",
     _text_scorer("toxicity_scores", load_toxicity_scorer),
 )
 JUDGE = ScorerSpec(
     "judge_ratings", "bias_level", "rows_judged", JudgeConfig,
-    "LLM-judge bias levels (5-point Likert, the paper's prompts; METHOD.md section 4) of "
+    "LLM-judge bias levels (5-point Likert, the paper's prompts; docs/method.md#4-scoring) of "
     "each significant association: k repeats, each kept with raw answer and parse status, and the "
     "probability of each rating where the backend gives log-probabilities. Default judge: the "
     "embedded SmolLM2-135M-Instruct; any OpenAI-compatible endpoint (paper: GPT-4o).",

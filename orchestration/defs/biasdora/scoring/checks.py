@@ -1,4 +1,4 @@
-"""Judge reliability check (issue 15): a judge that cannot be parsed fails loudly.
+"""Judge reliability check: a judge that cannot be parsed fails loudly.
 
 ``agg_judge_parse_rates`` (dbt, tag ``scores``) counts, per (audit, judge), the answers that
 parsed as a 1-5 Likert rating. For every judge, its most recently judged audit is checked;

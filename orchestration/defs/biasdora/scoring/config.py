@@ -23,13 +23,13 @@ class ScoringSelection(dg.Config):
     """Which associations a scoring asset scores (the fields every scorer config shares)."""
 
     score_all: bool = Field(False, description="score every association, not only the significant ones (= --score-pool all)")
-    score_pool: str = Field("fisher", description="which associations are scored: fisher (q < 0.05), paper (the paper's p-value significant pool, METHOD.md 3a) or all; recorded on every score row")
+    score_pool: str = Field("fisher", description="which associations are scored: fisher (q < 0.05), paper (the paper's p-value significant pool, docs/method.md#3a-paper-statistics) or all; recorded on every score row")
     audit_id: Optional[str] = Field(None, description="only this audit's associations (default: every audit's; partitioned runs: the partition's)")
     registry: Optional[str] = None
 
 
 class SentimentConfig(ScoringSelection):
-    """Sentiment scoring (METHOD.md section 4)."""
+    """Sentiment scoring (docs/method.md#4-scoring)."""
 
     scorer: str = Field(
         DEFAULT_SENTIMENT_SCORER,
@@ -40,7 +40,7 @@ class SentimentConfig(ScoringSelection):
 
 
 class ToxicityConfig(ScoringSelection):
-    """Toxicity scoring (METHOD.md section 4)."""
+    """Toxicity scoring (docs/method.md#4-scoring)."""
 
     scorer: str = Field(
         DEFAULT_TOXICITY_SCORER,
@@ -51,7 +51,7 @@ class ToxicityConfig(ScoringSelection):
 
 
 class JudgeConfig(ScoringSelection, ErrorShareLimit):
-    """LLM judge (METHOD.md section 4; the paper's prompts, temperature 0.7, 10 tokens)."""
+    """LLM judge (docs/method.md#4-scoring; the paper's prompts, temperature 0.7, 10 tokens)."""
 
     backend: str = Field(JUDGE_BACKENDS[0], description="LLM judge backend ('none' skips the judge)")
     model: Optional[str] = Field(

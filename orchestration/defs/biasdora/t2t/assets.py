@@ -1,4 +1,4 @@
-"""T2T probe asset: generate word completions and land them (METHOD.md section 2)."""
+"""T2T probe asset: generate word completions and land them (docs/method.md#2-probes)."""
 
 
 import dagster as dg

@@ -1,4 +1,4 @@
-"""T2I / I2T assets: images -> descriptions -> description words (METHOD.md section 2).
+"""T2I / I2T assets: images -> descriptions -> description words (docs/method.md#2-probes).
 
 Thin wrappers over :mod:`models_inference.probes.biasdora.t2i`, :mod:`models_inference.probes.biasdora.i2t` and
 :mod:`ingestion.description_words`. Their keys are the dbt sources ``landing/t2i_images``,
@@ -264,7 +264,7 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
 @_probe_asset(
     WORDS_KEY,
     [I2T_KEY],
-    "Description words (METHOD.md section 3): every landed description not yet tokenised, "
+    "Description words (docs/method.md#3-associations): every landed description not yet tokenised, "
     "tokenised with spaCy into lower-cased lemmas with POS; stop words (NLTK's English list by default), "
     "punctuation, numbers (and, as an option, the descriptor's own words) are kept as rows with their drop reason.",
     pool=None,
