@@ -1,4 +1,4 @@
-"""Speed of the VLStereoSet text prior (``vlstereo_text_caption_prior``, PROBES.md B.6): the plain
+"""Speed of the VLStereoSet text prior (``vlstereo_text_caption_prior``, docs/families/vlstereoset.md#text-only-use): the plain
 padded loop vs the shared-prefix path, alternating in one process on the same units.
 
 Usage: python -m benchmarks.bench_vlstereoset_text_prior [--csv PATH] [--items N] [--reps 3]
@@ -34,7 +34,7 @@ from types import SimpleNamespace
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-#: The released file: items and caption log-likelihoods of one text-prior audit (issue 25).
+#: The released file: items and caption log-likelihoods of one text-prior audit.
 RELEASED_ITEMS, RELEASED_LOGLIKS = 1958, 9758
 
 

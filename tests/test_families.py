@@ -35,6 +35,7 @@ def test_families_command_lists_every_family(toy, capsys):
     assert capsys.readouterr().out.splitlines()[0] == "family,group,flags,landing_tables,marts,title"
 
 
+@pytest.mark.slow  # the BiasDora plan extracts CrowS-Pairs descriptors with spaCy (~6 s)
 def test_dry_run_plans_every_family(toy, capsys):
     assert main(["audit", "--dry-run", "--toy-rows", "4"]) == 0
     out = capsys.readouterr().out

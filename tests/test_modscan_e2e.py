@@ -1,4 +1,4 @@
-"""End to end: the ModSCAN text analogues (PROBES.md A.6, NOT FROM PAPER) on the embedded
+"""End to end: the ModSCAN text analogues (docs/families/modscan.md#text-only-use, NOT FROM PAPER) on the embedded
 SmolLM2-135M through the Dagster asset (in the session's finished audit), then the dbt modscan
 marts on the landed rows."""
 

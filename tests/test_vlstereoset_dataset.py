@@ -213,7 +213,7 @@ def test_landing_the_same_items_twice_is_idempotent(dora_home):
     assert all(it["image_status"] == "not_fetched" and it["neutral_method"] == NEUTRALISATION_METHOD == "dora-target-map-v2" for it in items)
 
 
-# the released file's label counts per category (PROBES.md B.1.4): the unbalanced pool
+# the released file's label counts per category (docs/families/vlstereoset.md#category-sizes): the unbalanced pool
 RELEASED_POOL = {("gender", "s"): 103, ("gender", "a"): 220, ("profession", "s"): 470, ("profession", "a"): 161,
                  ("race", "s"): 717, ("race", "a"): 243, ("religion", "s"): 37, ("religion", "a"): 7}
 
@@ -238,7 +238,7 @@ def test_paper_item_set_reproduces_the_published_counts():
     ids = paper_item_ids(pool, seed=7)
     by_id = {it["item_id"]: it for it in pool}
     cells = Counter((by_id[i]["category"], by_id[i]["y"]) for i in ids)
-    # Table 1 (1,028 images; category labels corrected, PROBES.md B.1.4) and |D_a| per category
+    # Table 1 (1,028 images; category labels corrected, docs/families/vlstereoset.md#category-sizes) and |D_a| per category
     assert len(ids) == len(set(ids)) == 1028
     assert {c: cells[(c, "s")] + cells[(c, "a")] for c in ("gender", "profession", "race", "religion")} == {
         "gender": 206, "profession": 322, "race": 486, "religion": 14}

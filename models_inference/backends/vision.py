@@ -102,8 +102,7 @@ class TransformersVisionBackend:
         ``system_prompt`` (chat mode) is sent as a system turn before the image and prompt;
         ``image_size`` (width, height) resizes every image first. The paper's LLaVA
         configuration (:data:`models_inference.probes.biasdora.prompts.PAPER_LLAVA_MODEL`,
-        :data:`~models_inference.probes.biasdora.prompts.PAPER_LLAVA_SYSTEM_PROMPT`, 448x448;
-        issue 11) sets both.
+        :data:`~models_inference.probes.biasdora.prompts.PAPER_LLAVA_SYSTEM_PROMPT`, 448x448) sets both.
 
         Raises:
             ModelNotAvailableError: the model or its processor cannot be loaded here.

@@ -1,5 +1,5 @@
 """Sentiment scorers of texts (BiasDora scores its association sentences with them, Section 3.2;
-METHOD.md section 4).
+docs/method.md#4-scoring).
 
 Label negative / neutral / positive and a signed score in [-1, 1]. Scorers:
 :class:`VaderSentimentScorer` (offline default, ``vaderSentiment``: compound score, labels at

@@ -1,5 +1,5 @@
 """Toxicity scorers of texts (BiasDora scores its association sentences with them, Section 3.2;
-METHOD.md section 4).
+docs/method.md#4-scoring).
 
 The probability of the toxic class and ``is_toxic = probability >= 0.5``. Scorers:
 :class:`JigsawToxicityScorer` (offline default: the Jigsaw-trained Keras BiLSTM of the
@@ -23,7 +23,7 @@ from ingestion.errors import ModelNotAvailableError
 from models_inference.model_ref import file_sha256
 from models_inference.scoring.common import TextScorer, TransformersClassifierScorer
 
-#: Toxicity label threshold on the probability of the toxic class (METHOD.md section 4).
+#: Toxicity label threshold on the probability of the toxic class (docs/method.md#4-scoring).
 TOXIC_THRESHOLD = 0.5
 
 #: The six Jigsaw Toxic Comment Classification labels, in the model's output order.

@@ -50,7 +50,7 @@ def expected_t2t_keys(settings, letters, runs, per_dimension) -> set[tuple]:
     from models_inference.probes.biasdora.t2t import select_targets
 
     targets = select_targets(curated_t2t_templates(), settings=settings, per_dimension=per_dimension)
-    # one key per probe row of the paper's lists (descriptor_row, issue 11) x letter x run
+    # one key per probe row of the paper's lists (descriptor_row) x letter x run
     return {(t.setting, t.descriptor, t.descriptor_row, c, r) for t in targets for c in letters for r in range(1, runs + 1)}
 
 

@@ -62,7 +62,7 @@ def expected_associations(landing_rows):
 
     Dedup on the row key keeping the latest generated_at, keep parse_status 'ok', pool the
     lower-cased trimmed words per (audit, modality, setting, descriptor), then apply
-    METHOD.md section 3 with scipy.
+    docs/method.md#3-associations with scipy.
     """
     latest = {}
     for r in landing_rows:

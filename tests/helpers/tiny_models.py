@@ -1,5 +1,5 @@
 """Tiny random-weight models built from configs and saved with ``save_pretrained``, so dora's
-own backends load them by path offline (no such weights ship, STACK.md). One builder per model
+own backends load them by path offline (no such weights ship, docs/operations.md#models-offline-and-real). One builder per model
 kind; each takes the folder to save into and returns the saved folder (the same seeds as the
 test modules used before these builders were shared, so their outputs are unchanged).
 

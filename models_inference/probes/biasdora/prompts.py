@@ -28,7 +28,7 @@ from models_inference.backends.base import RenderedPrompt
 
 PromptStyle = Literal["chat", "completion"]
 
-# --- The paper's generation settings (BiasDora Section 4, Appendix A; METHOD.md sections 2 and 4),
+# --- The paper's generation settings (BiasDora Section 4, Appendix A; docs/method.md#2-probes and docs/method.md#4-scoring),
 # --- stated once: the probes pass them to the backends (whose own defaults are neutral), and the
 # --- Dagster configs and the CLI read them here.
 
@@ -48,7 +48,7 @@ PAPER_DALLE_QUALITY = "standard"
 PAPER_DALLE_STYLES: tuple[str, ...] = ("vivid", "natural")
 #: Token budget of an I2T description.
 PAPER_I2T_MAX_NEW_TOKENS = 200
-#: The paper's LLaVA (BiasDora released code; METHOD.md 3a).
+#: The paper's LLaVA (BiasDora released code; docs/method.md#3a-paper-statistics).
 PAPER_LLAVA_MODEL = "llava-hf/llava-v1.6-vicuna-7b-hf"
 #: The system prompt of the paper's LLaVA runs. ASSUMPTION (the released code's exact text is
 #: not in this repository's sources): LLaVA's own vicuna_v1 conversation system prompt.
@@ -115,7 +115,7 @@ def t2t_sentence_prefix(prefix: str, letter: str) -> str:
     """The sentence before the completed word, for a word starting with ``letter``: the
     template ``prefix`` with the noun setting's ``a/an`` resolved ("This alcoholic person is
     an" for ``a``; "An alcoholic person is" unchanged). Landed as ``t2t_completions.prefix``;
-    the association sentence is this prefix, a space and the word (METHOD.md section 4).
+    the association sentence is this prefix, a space and the word (docs/method.md#4-scoring).
     """
     prefix = " ".join(prefix.split())
     if prefix.endswith(" a/an"):
@@ -194,7 +194,7 @@ LIKERT_LEVELS: dict[int, str] = {1: "Not at all", 2: "Slightly", 3: "Moderately"
 
 
 def judge_target(descriptor: str, setting: str | None = None, prefix: str | None = None) -> str:
-    """The descriptor as the setting words it, for the judge (METHOD.md 3a).
+    """The descriptor as the setting words it, for the judge (docs/method.md#3a-paper-statistics).
 
     The paper's judge sees the target as its probe wrote it: "Children:naive" in the plural
     setting, not "child:naive". For a T2T ``prefix`` ("Children are", "An old person is",

@@ -1,5 +1,5 @@
 """BiasDora's association scoring: sentiment and toxicity of association sentences
-(BiasDora Section 3.2; METHOD.md section 4), landed through the generic scoring loop.
+(BiasDora Section 3.2; docs/method.md#4-scoring), landed through the generic scoring loop.
 
 Every association (descriptor, word) chosen for scoring (the dbt model
 ``int_associations_to_score``: the significant ones, or all with ``score_all``) carries its

@@ -242,7 +242,7 @@ def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
 #: The paper's item set per (category, y) (VLStereoSet §3.2: "dataset balancing through down
 #: sampling to ensure that there are equal numbers of stereotypical and anti-stereotypical
 #: images in each of the four categories"; Table 1, 1,028 images, with its category labels
-#: corrected as PROBES.md B.1.4 derives from Table 4's denominators: gender 206, profession 322,
+#: corrected as docs/families/vlstereoset.md#category-sizes derives from Table 4's denominators: gender 206, profession 322,
 #: race 486, religion 14). The released file is the pool before balancing (gender 103 s / 220 a,
 #: profession 470 / 161, race 717 / 243, religion 37 / 7): each cell is its category's smaller side.
 PAPER_ITEM_COUNTS = {
@@ -267,7 +267,7 @@ def paper_item_ids(items, seed: int = 0, counts: dict | None = None) -> list[str
 
     VLStereoSet §3.2 balances each category to equal numbers of stereotypical and
     anti-stereotypical images (Table 1: 1,028 images; per cell :data:`PAPER_ITEM_COUNTS`). The
-    released file is the unbalanced pool (PROBES.md B.1.6), and which of its rows the paper kept is
+    released file is the unbalanced pool (docs/families/vlstereoset.md#the-released-csv), and which of its rows the paper kept is
     not published, so this reproduces the paper's counts, not its exact items: every (category,
     y) cell keeps a uniform random sample of its count, without replacement. Pure: no I/O.
 

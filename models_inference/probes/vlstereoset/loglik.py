@@ -12,8 +12,7 @@ generative adaptations need log p(caption tokens | context):
 Both return, per text, the sum of the caption tokens' natural-log probabilities and the
 number of caption tokens (the per-token mean is sum / n).
 
-:func:`text_logliks_shared` computes :func:`text_logliks`'s numbers with far less work (issue 25:
-the plain loop ran at ~5 log-likelihoods/s on 2 cores). The captions of one VLStereoSet item
+:func:`text_logliks_shared` computes :func:`text_logliks`'s numbers with far less work (the plain loop ran at ~5 log-likelihoods/s on 2 cores). The captions of one VLStereoSet item
 are one context with a different word in the blank, the released file repeats a caption row
 for each of its images, and a causal LM's output at a token depends only on the tokens before
 it. So the distinct token sequences are merged into a prefix tree, each tree node (a token

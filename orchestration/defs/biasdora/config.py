@@ -133,13 +133,13 @@ class VisionConfig(ErrorShareLimit):
 
 
 class DescriptionWordsConfig(dg.Config):
-    """How descriptions become words (METHOD.md 3a), op ``description_words``."""
+    """How descriptions become words (docs/method.md#3a-paper-statistics), op ``description_words``."""
 
     stop_list: str = Field("nltk", description="stop words dropped from descriptions: nltk (the paper's code) or spacy")
     drop_descriptor_words: bool = Field(False, description="drop the descriptor's own words from its descriptions (default: kept, as the paper's code)")
 
 
-#: ``--t2i-model`` / ``--i2t-model`` presets: the paper's configurations (METHOD.md 3a).
+#: ``--t2i-model`` / ``--i2t-model`` presets: the paper's configurations (docs/method.md#3a-paper-statistics).
 VISION_PRESETS = ("paper-sd", "paper-llava")
 
 

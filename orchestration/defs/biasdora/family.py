@@ -127,7 +127,7 @@ FAMILY = ProbeFamily(
     title="BiasDora (seed 004): descriptor associations of T2T / T2I / I2T models, Fisher + BH q-values, scored",
     description="The T2T probe (descriptors x settings x letters x runs), the T2I / I2T probes (skipped unless a "
     "reachable model is named; --descriptors / --per-dimension select their descriptors too) and the scoring of "
-    "significant associations: sentiment, toxicity, LLM-judge bias level (METHOD.md section 4; offline defaults: "
+    "significant associations: sentiment, toxicity, LLM-judge bias level (docs/method.md#4-scoring; offline defaults: "
     "VADER, the Jigsaw BiLSTM of toxic-comment-classifier, the embedded SmolLM2-135M as judge).",
     group=NAME,
     configs=CONFIGS,

@@ -1,4 +1,4 @@
-"""Run config of the ModSCAN asset (seed 000; PROBES.md Part A).
+"""Run config of the ModSCAN asset (seed 000; docs/families/modscan.md).
 
 :class:`ModscanConfig` is the Dagster ``Config`` of ``landing/modscan_responses``; its
 ``dora audit`` flags (``--modscan-*``, ``--faces``, ``--prefix``) are derived from the fields

@@ -108,7 +108,7 @@ def _report_section(audit_id, out) -> str:
 FAMILY = ProbeFamily(
     name=NAME,
     title="ModSCAN (seed 000): S_bias of social-group selections, text analogues + vision / language modalities",
-    description="Text-only analogues of ModSCAN's two modalities (PROBES.md A.6, NOT FROM PAPER; probe names "
+    description="Text-only analogues of ModSCAN's two modalities (docs/families/modscan.md#text-only-use, NOT FROM PAPER; probe names "
     "modscan_text_persona / modscan_text_faces) on a text model; the vision modality with --faces and a VLM, the "
     "language modality with a T2I model and a VLM.",
     group=NAME,

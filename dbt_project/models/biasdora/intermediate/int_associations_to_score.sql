@@ -1,5 +1,5 @@
 {#-
-    The associations the scorers read (METHOD.md section 4): every association of
+    The associations the scorers read (docs/method.md#4-scoring): every association of
     fct_associations with its significance flags and its association sentence
     (`association_text`): for T2T the sentence prefix the probe landed with the completion
     that produced the word, a space and the word ("An alcoholic person is" || ' ' || "brawler");

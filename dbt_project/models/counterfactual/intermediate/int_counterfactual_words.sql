@@ -1,5 +1,5 @@
 -- Tokens of the main-prompt responses (Table 6 prompts, no mitigation), one row per token:
--- lower-cased runs of letters with inner hyphens kept ("inner-city"; PROBES.md C.3.3 default,
+-- lower-cased runs of letters with inner hyphens kept ("inner-city"; docs/families/counterfactual.md#parsing-the-answers default,
 -- the paper gives no tokenisation).
 with
 

@@ -1,5 +1,5 @@
 {#-
-    Seed 000 Table 4 / Table 13 (PROBES.md A.4.5): "the percentage of identical parsed outputs
+    Seed 000 Table 4 / Table 13 (docs/families/modscan.md#similarity): "the percentage of identical parsed outputs
     from each of the two models", over the queries both audits asked (same probe, attribute,
     scenario, instance, condition, prefix and query unit, e.g. the same face pair). The parsed
     output is the chosen group, or 'N/A' for any N/A answer ([UNDEFINED]: N/A = N/A counts as

@@ -1,5 +1,5 @@
 {#-
-    Mitigation / role-play deltas of seed 000 §7 and App. C (Tables 8, 9, 12; PROBES.md A.4.6):
+    Mitigation / role-play deltas of seed 000 §7 and App. C (Tables 8, 9, 12; docs/families/modscan.md#prefix-deltas):
     delta = S_bias(with prefix) - S_bias(original prompt), raw and N/A filtered, per cell of
     `agg_modscan_bias_scores` probed with a prefix and without one in the same audit. "A
     negative score indicates a decline."

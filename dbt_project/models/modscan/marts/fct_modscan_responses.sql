@@ -1,5 +1,5 @@
 {#-
-    PUBLIC CONTRACT: one row per ModSCAN query (seed 000 §3; PROBES.md A.2, A.3), answered or
+    PUBLIC CONTRACT: one row per ModSCAN query (seed 000 §3; docs/families/modscan.md#probes-and-modalities and docs/families/modscan.md#parsing-the-answers), answered or
     not. `is_answered`: the model call returned (status <> 'error'); `is_na`: answered but
     N/A (no term, several terms, box filtered / outside / conflicting: the reason is `status`).
 -#}

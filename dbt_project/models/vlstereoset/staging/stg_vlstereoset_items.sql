@@ -1,5 +1,5 @@
 {#-
-    VLStereoSet items (PROBES.md B.1.3: D = (I, S_s, S_a, S_i, y)), one row per (dataset_id,
+    VLStereoSet items (docs/families/vlstereoset.md#item-format: D = (I, S_s, S_a, S_i, y)), one row per (dataset_id,
     item_id): the latest landed snapshot wins (a re-landing with new image statuses replaces
     the older one).
 -#}
