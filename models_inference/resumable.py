@@ -158,6 +158,27 @@ def slug(text: str, limit: int = 40) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "-" for c in text.lower()).strip("-")[:limit] or "model"
 
 
+def readable_audit_id(kind: str, names: Sequence[tuple[str, int]], payload: Mapping | str) -> str:
+    """The one recipe of dora's deterministic audit ids: ``<kind>-<name>-...-<hash8>``.
+
+    Args:
+        kind: the probe's prefix (``t2t``, ``modscan-text``, ``cfsets``, ``vlstereoset-clip``...).
+        names: readable parts (model, version...), each as ``(text, limit)``: slugged with
+            :func:`slug` and cut to ``limit`` characters.
+        payload: everything that changes the audit's rows (JSON, keys sorted), or an already
+            computed hex digest; its SHA-256 decides the id, so the same identity always resumes
+            the same audit and two identities never share one.
+
+    Returns:
+        The id, e.g. ``modscan-text-smollm2-135m-instruct.q4_1.gguf-sha256-3f2a-1a2b3c4d``.
+    """
+    if isinstance(payload, str):
+        digest = payload
+    else:
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+    return "-".join([kind, *(slug(text, limit) for text, limit in names), digest[:8]])
+
+
 def model_columns(audit_id: str, backend) -> dict:
     """The columns every probe row starts with: ``audit_id``, ``model_id``, ``model_version``
     and ``backend`` (the backend's name), from any backend with ``backend_name``, ``model_id``

@@ -18,7 +18,6 @@ interrupted audit resumes and failed calls are retried.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,7 +36,7 @@ from models_inference.probes.biasdora.prompts import (
     render_i2t_prompt,
 )
 from models_inference.resumable import AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, run_resumable, slug
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, readable_audit_id, run_resumable
 #: Description statuses that count as done (a re-run does not describe them again).
 FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
 #: Where descriptions land; an (image_setting, descriptor, image_index, setting) key is done
@@ -102,9 +101,8 @@ def description_audit_id_for(backend: VisionBackend, image_audit_id: str, t2i_mo
     params = getattr(backend, "description_params", dict)()
     if params:  # only when set (system prompt, image size): earlier audits keep their id
         payload["params"] = params
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-    name = lambda m: slug(m.rstrip("/").split("/")[-1], 24)  # noqa: E731
-    return f"vision-{name(t2i_model_id)}-{name(backend.model_id)}-{digest[:8]}"
+    names = [(m.rstrip("/").split("/")[-1], 24) for m in (t2i_model_id, backend.model_id)]
+    return readable_audit_id("vision", names, payload)
 
 
 def description_seed(audit_id: str, image_setting: str, descriptor: str, image_index: int, setting: str) -> int:

@@ -16,7 +16,6 @@ resumes and failed calls are retried.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -35,8 +34,8 @@ from models_inference.resumable import (
     ResumableTable,
     key_seed,
     model_columns,
+    readable_audit_id,
     run_resumable,
-    slug,
 )
 
 #: Image statuses that count as done (a re-run does not regenerate them).
@@ -170,9 +169,8 @@ def image_audit_id_for(backend: ImageBackend) -> str:
     """
     payload = {"backend": backend.backend_name, "model": backend.model_id, "version": backend.model_version,
                **backend.generation_params()}
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
     version = backend.model_version.split("+")[0]  # the hash covers the VAE part
-    return f"t2i-{slug(backend.model_id.rstrip('/').split('/')[-1])}-{slug(version, 20)}-{digest[:8]}"
+    return readable_audit_id("t2i", [(backend.model_id.rstrip("/").split("/")[-1], 40), (version, 20)], payload)
 
 
 def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int, descriptor_row: int = 1) -> int:

@@ -28,7 +28,7 @@ from models_inference.probes.biasdora.prompts import (
     PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt, t2t_sentence_prefix, t2t_subject,
 )
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
-from models_inference.resumable import slug
+from models_inference.resumable import readable_audit_id
 
 #: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
 #: as done whatever its parse status (an unparseable answer is a result, not a failure). A
@@ -116,7 +116,7 @@ def audit_id_for(backend: TextBackend, config: T2TProbeConfig, targets: Sequence
     id, so re-running resumes the same audit.
     """
     digest = config_hash(backend, config, targets)
-    return f"t2t-{slug(backend.model_id.split('/')[-1], 60)}-{slug(backend.model_version, 20)}-{digest[:8]}"
+    return readable_audit_id("t2t", [(backend.model_id.split("/")[-1], 60), (backend.model_version, 20)], digest)
 
 
 def config_hash(backend: TextBackend, config: T2TProbeConfig, targets: Sequence[T2TTarget] | None = None) -> str:

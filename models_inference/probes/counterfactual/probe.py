@@ -22,7 +22,6 @@ what has not landed (``error`` rows are retried).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -48,7 +47,7 @@ from models_inference.probes.counterfactual.prompts import (
 from ingestion.quarantine import land_quarantine
 from models_inference.probes.counterfactual.sets import CounterfactualSet, Lexicon, Member, SetFile
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ErrorShare, ResumableTable, model_columns, run_resumable
-from models_inference.resumable import check_plan_size
+from models_inference.resumable import check_plan_size, readable_audit_id
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
 
 #: Where responses land; ``error`` rows are generated again by the next run.
@@ -139,16 +138,11 @@ class CounterfactualRunSummary:
     statuses: Counter = field(default_factory=Counter)
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "-" for c in text.lower()).strip("-")[:40]
-
-
 def audit_id_for(variant: str, backend, config: CounterfactualProbeConfig) -> str:
     """``cf<variant>-<model>-<version>-<hash of backend, model and generation parameters>``:
     the same model version probed the same way extends the same audit."""
     payload = {"variant": variant, "backend": backend.backend_name, "model": backend.model_id, **config.fingerprint()}
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:8]
-    return f"cf{variant}-{_slug(backend.model_id.split('/')[-1])}-{_slug(backend.model_version)[:20]}-{digest}"
+    return readable_audit_id(f"cf{variant}", [(backend.model_id.split("/")[-1], 40), (backend.model_version, 20)], payload)
 
 
 def generation_seed(audit_id: str, set_id: str, label: str, mitigation: str, seed: int) -> int:

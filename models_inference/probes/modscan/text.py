@@ -38,7 +38,7 @@ from models_inference.probes.modscan.parsing import parse_side, parse_term, stri
 from models_inference.probes.modscan.prompts import text_faces_prompt, text_persona_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableTable, ResumableSummary, model_columns, run_resumable
-from models_inference.resumable import check_plan_size
+from models_inference.resumable import check_plan_size, readable_audit_id
 
 #: Where ModSCAN queries land; a key whose rows are all ``error`` is generated again.
 MODSCAN_TABLE = ResumableTable(
@@ -215,12 +215,7 @@ def text_audit_id(backend: TextBackend, config: TextProbeConfig) -> str:
     """``modscan-text-<model>-<version>-<hash>``: the same model version probed with the same
     generation parameters extends one audit (more samples, prefixes or instances add rows)."""
     payload = {"backend": backend.backend_name, "model": backend.model_id, **config.generation_params()}
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:8]
-
-    def slug(text: str) -> str:
-        return "".join(c if c.isalnum() or c in "._-" else "-" for c in text.lower()).strip("-")[:40]
-
-    return f"modscan-text-{slug(backend.model_id.split('/')[-1])}-{slug(backend.model_version)[:20]}-{digest}"
+    return readable_audit_id("modscan-text", [(backend.model_id.split("/")[-1], 40), (backend.model_version, 20)], payload)
 
 
 def _row(query: TextQuery, prompt: str, raw: str | None, error: str | None, backend, audit_id, params, now) -> dict:

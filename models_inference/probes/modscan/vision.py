@@ -32,7 +32,7 @@ from models_inference.probes.modscan.parsing import parse_side, strip_echo
 from models_inference.probes.modscan.prompts import vision_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, model_columns, run_resumable
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, model_columns, readable_audit_id, run_resumable
 
 
 @dataclass
@@ -79,9 +79,7 @@ def vision_audit_id(backend: VisionBackend, config: VisionProbeConfig, faces: Fa
         "max_new_tokens": config.max_new_tokens, "temperature": config.temperature, "top_p": config.top_p,
         "faces": hashlib.sha256("|".join(sorted(f.face_id for f in faces.faces)).encode()).hexdigest(),
     }
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:8]
-    clean = lambda t: "".join(c if c.isalnum() or c in "._-" else "-" for c in t.lower()).strip("-")  # noqa: E731
-    return f"modscan-vision-{clean(backend.model_id.split('/')[-1])[:40]}-{clean(backend.model_version)[:20]}-{digest}"
+    return readable_audit_id("modscan-vision", [(backend.model_id.split("/")[-1], 40), (backend.model_version, 20)], payload)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from ingestion.quarantine import land_quarantine
 from models_inference.probes.vlstereoset.dataset import ImageOutcome, ResolvedImages, VLStereoSetDataset, item_rows
 from models_inference.probes.vlstereoset.scorers import CONDITION_KINDS, CaptionScore, Unit, detail_json
 from models_inference.image_store import image_file, images_dir, store_png
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableTable, model_columns, run_resumable, slug
+from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableTable, model_columns, readable_audit_id, run_resumable
 
 #: Final statuses: an (item, condition) with such a row is not scored again (``error`` and
 #: ``no_image`` are retried).
@@ -129,9 +129,8 @@ def vlstereoset_audit_id(dataset_id: str, scorer) -> str:
     """``vlstereoset-<scorer>-<model>-<hash8>``; the hash covers dataset, scorer, backend, model, version, config."""
     payload = {"dataset": dataset_id, "scorer": scorer.name, "backend": scorer.backend_name, "model": scorer.model_id,
                "version": scorer.model_version, "config": scorer.config()}
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
     short = {"vlstereo_text_caption_prior": "textprior"}.get(scorer.name, scorer.name)
-    return f"vlstereoset-{short}-{slug(str(scorer.model_id).rstrip('/').split('/')[-1], 24)}-{digest[:8]}"
+    return readable_audit_id(f"vlstereoset-{short}", [(str(scorer.model_id).rstrip("/").split("/")[-1], 24)], payload)
 
 
 def run_vlstereoset_probe(
