@@ -116,6 +116,12 @@ class CounterfactualInputError(InputFileError):
     rows is not an error: its bad rows are quarantined."""
 
 
+class ItemPoolTooSmallError(InputFileError):
+    """A VLStereoSet pool with fewer items than the paper's item set in some (category, y) cell
+    (``--vlstereoset-items paper``); the message names every short cell with its pool count and
+    the paper's count."""
+
+
 class PlanTooLargeError(DoraError, ValueError):
     """The counts asked for (samples, instances, seeds, sets) plan more rows than one run may
     hold; raised while planning, before any model loads. The message names the count and the limit."""
@@ -130,6 +136,7 @@ __all__ = [
     "DagsterStorageError",
     "DoraError",
     "InputFileError",
+    "ItemPoolTooSmallError",
     "ModelNotAvailableError",
     "PlanTooLargeError",
     "QueryRefusedError",

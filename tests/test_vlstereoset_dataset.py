@@ -273,3 +273,30 @@ def test_paper_item_set_names_every_cell_the_pool_is_short_in():
         paper_item_ids(load_vlstereoset_csv(synthetic_csv_path()).items)
     with pytest.raises(ValueError, match="occurs twice"):
         paper_item_ids(pool_of(RELEASED_POOL) + [{"item_id": "r00001", "category": "race", "y": "a"}])
+
+
+def test_the_paper_item_set_is_its_own_audit_and_says_so(dora_home):
+    """``--vlstereoset-items paper``: the sub-sample is part of the audit id (a whole-file audit
+    keeps its id) and its config records the item set; a pool too small for the paper's counts
+    (the shipped synthetic file) is a one-line input error."""
+    from ingestion.errors import InputFileError
+    from models_inference.probes.vlstereoset.dataset import paper_item_ids
+    from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe, vlstereoset_audit_id
+    from models_inference.probes.vlstereoset.scorers import ReferenceScorer
+    from models_inference.resumable import audit_events
+
+    ds = load_vlstereoset_csv(synthetic_csv_path())
+    land_items(ds, {})
+    items = landed_items(ds.dataset_id)
+    scorer = ReferenceScorer("idm")
+    whole, paper = vlstereoset_audit_id(ds.dataset_id, scorer), vlstereoset_audit_id(ds.dataset_id, scorer, "paper:0")
+    assert whole != paper and whole == vlstereoset_audit_id(ds.dataset_id, scorer, None)
+    counts = {("gender", "s"): 2, ("gender", "a"): 2}
+    keep = set(paper_item_ids(items, seed=0, counts=counts))
+    sample = [it for it in items if it["item_id"] in keep]
+    summary = run_vlstereoset_probe(sample, scorer, item_set="paper:0", progress=False)
+    assert summary.audit_id == paper
+    [config] = {e["config_json"] for e in audit_events(paper) if e["status"] == "finished"}
+    assert '"item_set": "paper:0"' in config and '"items": 4' in config
+    with pytest.raises(InputFileError, match="gender"):
+        paper_item_ids(items, seed=0)

@@ -28,7 +28,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 # the family's error type lives with every DoraError (the CLI finds them there); re-exported here
-from ingestion.errors import InputFileError, VLStereoSetFormatError
+from ingestion.errors import InputFileError, ItemPoolTooSmallError, VLStereoSetFormatError
 from ingestion.quarantine import QuarantinedRow, no_good_row_error, not_utf8, read_csv_records, shown
 from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
 from models_inference.image_store import StoredImage, store_png
@@ -251,11 +251,6 @@ PAPER_ITEM_COUNTS = {
     ("race", "s"): 243, ("race", "a"): 243,
     ("religion", "s"): 7, ("religion", "a"): 7,
 }
-
-
-class ItemPoolTooSmallError(ValueError):
-    """A pool with fewer items than the paper's item set in some (category, y) cell; the message
-    names every short cell with its pool count and the paper's count."""
 
 
 def _field(item, name: str):

@@ -125,17 +125,21 @@ class VLStereoSetRunSummary:
     status: Counter = field(default_factory=Counter)
 
 
-def vlstereoset_audit_id(dataset_id: str, scorer) -> str:
-    """``vlstereoset-<scorer>-<model>-<hash8>``; the hash covers dataset, scorer, backend, model, version, config."""
+def vlstereoset_audit_id(dataset_id: str, scorer, item_set: str | None = None) -> str:
+    """``vlstereoset-<scorer>-<model>-<hash8>``; the hash covers dataset, scorer, backend, model,
+    version, config and, for a sub-sample, the item set (``paper:<seed>``): the paper's item set
+    is another audit than the whole file (ids of whole-file audits are unchanged)."""
     payload = {"dataset": dataset_id, "scorer": scorer.name, "backend": scorer.backend_name, "model": scorer.model_id,
                "version": scorer.model_version, "config": scorer.config()}
+    if item_set is not None:
+        payload["item_set"] = item_set
     short = {"vlstereo_text_caption_prior": "textprior"}.get(scorer.name, scorer.name)
     return readable_audit_id(f"vlstereoset-{short}", [(str(scorer.model_id).rstrip("/").split("/")[-1], 24)], payload)
 
 
 def run_vlstereoset_probe(
     items: list[dict], scorer, *, audit_id: str | None = None, target: str | None = None, shard_rows: int = 32,
-    progress: bool = True, max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
+    progress: bool = True, max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE, item_set: str | None = None,
 ) -> VLStereoSetRunSummary:
     """Score every planned unit of ``items`` not landed yet for this audit, in shards.
 
@@ -144,6 +148,8 @@ def run_vlstereoset_probe(
         scorer: a scorer of :mod:`.scorers` (``name``, ``variants``, ``conditions``, ``score``, ...).
         audit_id: override :func:`vlstereoset_audit_id`. target: registry target (or None).
         shard_rows: units per landed shard.
+        item_set: ``None`` for every item of the file, else the sub-sample's name (``paper:<seed>``,
+            :func:`.dataset.paper_item_ids`): part of the audit id and recorded in its config.
         max_error_share: share of this run's score rows that may fail (``error``; ``no_image``
             and ``na`` are not failures) before the audit ends ``failed``; ``None``: no limit.
 
@@ -161,7 +167,7 @@ def run_vlstereoset_probe(
     if len(datasets) != 1:
         raise ValueError(f"items of several datasets given: {sorted(datasets)}")
     dataset_id = datasets.pop()
-    audit_id = audit_id or vlstereoset_audit_id(dataset_id, scorer)
+    audit_id = audit_id or vlstereoset_audit_id(dataset_id, scorer, item_set)
 
     def generate(chunk: list[Unit], advance: Callable[[int], None]) -> list[dict]:
         ready = [u for u in chunk if not (scorer.needs_image and u.image_path is None)]
@@ -187,7 +193,7 @@ def run_vlstereoset_probe(
         return rows
 
     config = {"dataset_id": dataset_id, "scorer": scorer.name, "variants": list(scorer.variants), "from_paper": scorer.from_paper,
-              "backend": scorer.backend_name, **scorer.config()}
+              "backend": scorer.backend_name, **scorer.config(), "item_set": item_set or "all", "items": len(items)}
     audit = AuditInfo(audit_id, scorer.model_id, scorer.model_version, "vlstereoset", config, target)
     units = plan_units(items, scorer)
     key = lambda u: (dataset_id, scorer.name, u.item_id, u.condition)  # noqa: E731

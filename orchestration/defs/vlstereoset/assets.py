@@ -21,7 +21,7 @@ import dagster as dg
 
 from models_inference.backends.text import load_text_backend
 from models_inference.backends.vision import load_vision_backend
-from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, resolve_images, synthetic_csv_path
+from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, paper_item_ids, resolve_images, synthetic_csv_path
 from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe
 from models_inference.probes.vlstereoset.scorers import ClipScorer, ItmScorer, McqScorer, ReferenceScorer, TextPriorScorer, VisionLoglikScorer
 from orchestration.defs.audits.runs import target_of_run
@@ -91,16 +91,22 @@ def vlstereoset_probe(context: dg.AssetExecutionContext, config: VLStereoSetConf
         "rows_quarantined": len(quarantined), "new_snapshot": new, **{f"images_{k}": v for k, v in sorted(statuses.items())},
     })
     items = landed_items(dataset.dataset_id)
+    item_set = None
+    if config.items == "paper":  # the paper's per-category counts, a seeded sample of the pool
+        keep = set(paper_item_ids(items, seed=config.item_seed))
+        items = [it for it in items if it["item_id"] in keep]
+        item_set = f"paper:{config.item_seed}"
+        context.log.info(f"vlstereoset: the paper's item set, {len(items)} items (seed {config.item_seed})")
     audits, rows = [], Counter()
     for scorer in build_scorers(config, names, run.model_version if run else None):
         summary = run_vlstereoset_probe(items, scorer, target=run.target.name if run else None,
                                         shard_rows=config.shard_rows, progress=config.progress,
-                                        max_error_share=config.max_error_share)
+                                        max_error_share=config.max_error_share, item_set=item_set)
         context.log.info(f"vlstereoset {scorer.name}: audit {summary.audit_id}, {summary.generated} rows, {dict(summary.status)}")
         audits.append(summary.audit_id)
         rows.update(summary.status)
     yield dg.MaterializeResult(asset_key=SCORES_KEY, metadata={
-        "dataset_id": dataset.dataset_id, "scorers": ",".join(names), "audit_ids": ",".join(audits),
+        "dataset_id": dataset.dataset_id, "item_set": item_set or "all", "items_scored": len(items), "scorers": ",".join(names), "audit_ids": ",".join(audits),
         "rows_generated": sum(rows.values()), **{f"rows_{k}": v for k, v in sorted(rows.items())},
     })
 

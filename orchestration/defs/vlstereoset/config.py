@@ -9,7 +9,7 @@ reference models IDM / BIM / RAM, offline.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import Field
 
@@ -66,6 +66,11 @@ class VLStereoSetConfig(ErrorShareLimit):
     vlm_backend: str = Field(I2T_BACKENDS[0], description="VLM backend")
     vlm_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the VLM; key from $OPENAI_API_KEY")
     mcq_shuffles: int = Field(3, ge=1, le=100, description="answer orders per mcq question")
+    items: Literal["all", "paper"] = Field(
+        "all", description="every good row of the file, or 'paper': a seeded down-sample to the paper's per-category "
+        "counts (Table 1: 1,028 items; the released file is the unbalanced pool of 1,958)",
+    )
+    item_seed: int = Field(0, ge=0, le=2**31 - 1, description="seed of the 'paper' item sample")
     shard_rows: int = Field(32, ge=1, le=100_000)
     progress: bool = True
     # Partitioned runs (dora audit --target, sensor, schedule): the registry file (default

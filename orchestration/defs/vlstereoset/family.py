@@ -24,7 +24,7 @@ FLAGS: tuple[Flag, ...] = (
     *Flag.of(V, "text_model", "clip_model", "clip_logit_scale", "itm_model", "vlm_model", prefix=P),
     Flag(((V, "vlm_backend"),), prefix=P, choices=I2T_BACKENDS),
     Flag(((V, "vlm_base_url"),), prefix=P, validator=v.base_urls),
-    *Flag.of(V, "mcq_shuffles", prefix=P),
+    *Flag.of(V, "mcq_shuffles", "items", "item_seed", prefix=P),
 )
 
 CHANGE_TEST = FamilyChangeTest(
