@@ -47,7 +47,9 @@ def _same(a: str, b: str) -> bool:
     if a == b:
         return True
     try:
-        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-9)  # fp32 model outputs
+        # fp32 model outputs: the judge's expected level sums fp32 probabilities whose last digits
+        # depend on the batch's padding (1.4e-6 relative seen when the batches changed)
+        return math.isclose(float(a), float(b), rel_tol=1e-5, abs_tol=1e-9)
     except ValueError:
         return False
 

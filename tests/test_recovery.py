@@ -298,7 +298,7 @@ def _materialize():
 
     from orchestration.defs.dbt.assets import dora_dbt_models
     from orchestration.defs.dbt.resources import dbt_resource
-    from orchestration.defs.scoring.assets import dora_score_models
+    from orchestration.defs.biasdora.scoring.assets import dora_score_models
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LandingSchemaWarning)

@@ -112,7 +112,7 @@ def test_asset_graph_shows_the_t2t_asset_and_fct_associations(dagster_ui, tmp_pa
             if skip.count():
                 skip.click()
             # the graph starts with groups collapsed: right-click the canvas -> Expand all groups
-            expect(page.get_by_text("probes", exact=True).first).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("biasdora", exact=True).first).to_be_visible(timeout=60_000)
             expand = page.get_by_role("menuitem", name="Expand all groups")
             for x, y in ((1000, 300), (1500, 900), (300, 900), (1500, 150)):
                 # a right-click on empty canvas (not on a group box) opens the graph menu
