@@ -26,8 +26,6 @@ def cmd_query(args) -> int:
 
 def cmd_ui(args) -> int:
     prepare_environment()
-    import subprocess
-
     from orchestration.instance import configure_instance, open_instance, reap_dead_runs
 
     with open_instance() as instance:  # creates / checks the storage before dagster dev opens it
