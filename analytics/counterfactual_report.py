@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import html
 
+from analytics.query import format_q
+
 
 def _query(con, sql: str, params: list) -> list[dict]:
     rel = con.execute(sql, params)
@@ -21,9 +23,18 @@ def _query(con, sql: str, params: list) -> list[dict]:
     return [dict(zip(cols, r)) for r in rel.fetchall()]
 
 
+def _text(value, column: str) -> str:
+    """A table cell's text: ``n/a`` where there is no value, q-values in scientific notation."""
+    if column.endswith("_q"):
+        return format_q(value)
+    if value is None:
+        return "n/a"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
 def _cell(value, vmax: float = 1.0) -> str:
     if value is None:
-        return "<td>–</td>"
+        return "<td>n/a</td>"
     shade = max(0.0, min(1.0, float(value) / vmax)) if vmax else 0.0
     colour = f"rgba(165, 0, 38, {0.1 + 0.8 * shade:.2f})"
     return f"<td style='background:{colour}'>{float(value):.2f}</td>"
@@ -85,7 +96,7 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
                   f"stereotype filter)</th></tr></thead><tbody>{word_rows}</tbody></table>") if words else \
         "<p class='empty'>no word reaches s(w) &ge; 1 with the minimum frequency (10) yet: more sets or seeds</p>"
     num_rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape('–' if r[c] is None else (f'{r[c]:.3g}' if isinstance(r[c], float) else str(r[c])))}</td>"
+        "<tr>" + "".join(f"<td>{html.escape(_text(r[c], c))}</td>"
                          for c in ("subset", "prompt_label", "group_label", "valid_answers", "group_mean", "sd_flag", "kruskal_q"))
         + "</tr>" for r in numeric
     )

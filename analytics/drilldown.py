@@ -7,7 +7,8 @@ Fisher BH q < 0.05; docs/method.md#3-associations) one offline HTML page
 ``fct_association_samples``: T2T completions (prompt, raw output, parsed word, parse status,
 seed, letter, run) or T2I / I2T descriptions (prompt, description, status, seed) with a
 thumbnail of the described image (copied next to the pages, so the report folder is
-self-contained). ``samples/index.html`` lists every significant association with its link.
+self-contained), and the LLM judge's answers to the association (raw text, parsed rating, parse
+status; ``stg_judge_ratings``), so a bias level can be checked against what the judge wrote. ``samples/index.html`` lists every significant association with its link.
 The report's tables link to these sections (:func:`association_href`). Every row comes from
 SQL; this module only lays it out. Judge reliability tables (``agg_judge_agreement``,
 ``agg_judge_parse_rates``) for the report are rendered here too (:func:`judge_reliability_html`).
@@ -20,7 +21,7 @@ import html
 from collections import defaultdict
 from pathlib import Path
 
-from analytics.query import run_query
+from analytics.query import format_q, run_query
 from ingestion.landing import dora_home
 
 __all__ = ["association_anchor", "association_href", "judge_reliability_html", "write_drilldown"]
@@ -53,6 +54,36 @@ def association_href(audit_id: str, modality: str, setting: str, descriptor: str
 def _rows(sql: str, params: list | None = None) -> list[dict]:
     result = run_query(sql, params=params)
     return [dict(zip(result.columns, r)) for r in result.rows]
+
+
+def _judge_answers(audit_id: str | None) -> list[dict]:
+    """Every landed judge answer of a significant association (``stg_judge_ratings``; none when
+    the judge did not run or the model is not built)."""
+    import duckdb
+
+    try:
+        return _rows(
+            """select audit_id, modality, setting, descriptor, word, judge_model, answer_mode, judge_repeat,
+                      raw_output, rating, parse_status
+               from stg_judge_ratings where (? is null or audit_id = ?)
+               order by audit_id, modality, setting, descriptor, word, judge_model, answer_mode, judge_repeat""",
+            [audit_id, audit_id],
+        )
+    except duckdb.CatalogException:
+        return []
+
+
+def _judge_table(answers: list[dict]) -> str:
+    """The judge's raw answers to one association, with the rating read from each."""
+    if not answers:
+        return "<p class='note'>not judged</p>"
+    head = "".join(f"<th>{h}</th>" for h in ("judge", "answer mode", "repeat", "judge's raw answer", "rating", "parse status"))
+    body = "".join(
+        f"<tr class='judge'><td>{_cell(j['judge_model'])}</td><td>{_cell(j['answer_mode'])}</td><td>{_cell(j['judge_repeat'])}</td>"
+        f"<td class='raw'>{_cell(j['raw_output'])}</td><td>{_cell(j['rating'])}</td><td>{_cell(j['parse_status'])}</td></tr>"
+        for j in answers
+    )
+    return f"<h3>LLM judge</h3><table class='judge-answers'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _cell(value) -> str:
@@ -111,7 +142,9 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
     out = Path(out_dir)
     only = [audit_id, audit_id]  # (? is null or audit_id = ?): values never in SQL text
     associations = _rows(
-        """select audit_id, model_id, modality, setting, descriptor, bias_dimension, word, tf, fisher_q
+        # one row is one association: all its descriptor's dimensions, joined
+        """select audit_id, model_id, modality, setting, descriptor,
+                  array_to_string(bias_dimensions, ', ') as bias_dimensions, word, tf, fisher_q
            from fct_associations where is_significant and (? is null or audit_id = ?)
            order by audit_id, modality, setting, fisher_q, descriptor, word""",
         only,
@@ -127,6 +160,9 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
     by_association: dict[tuple, list[dict]] = defaultdict(list)
     for s in samples:
         by_association[(s["audit_id"], s["modality"], s["setting"], s["descriptor"], s["word"])].append(s)
+    judged: dict[tuple, list[dict]] = defaultdict(list)
+    for j in _judge_answers(audit_id):
+        judged[(j.pop("audit_id"), j.pop("modality"), j.pop("setting"), j.pop("descriptor"), j.pop("word"))].append(j)
     pages: dict[tuple, list[dict]] = defaultdict(list)
     for a in associations:
         pages[(a["audit_id"], a["modality"], a["setting"])].append(a)
@@ -172,9 +208,10 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
             sections.append(
                 f"<section id='{anchor}' data-tf='{a['tf']}' data-samples='{len(rows)}'>"
                 f"<h2>{html.escape(a['descriptor'])} : {html.escape(a['word'])}</h2>"
-                f"<p>bias dimension {_cell(a['bias_dimension'])}; tf {a['tf']} (occurrences listed: {listed}); "
-                f"Fisher BH q {_cell(a['fisher_q'])}; {len(rows)} sample(s)</p>{missing}"
+                f"<p>bias dimensions {_cell(a['bias_dimensions'])}; tf {a['tf']} (occurrences listed: {listed}); "
+                f"Fisher BH q {format_q(a['fisher_q'])}; {len(rows)} sample(s)</p>{missing}"
                 f"<table><thead><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+                f"{_judge_table(judged.get(key, []))}"
                 "</section>"
             )
         title = f"{aid} | {modality} | {setting}"
@@ -193,15 +230,15 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
 
     index_rows = "".join(
         f"<tr><td>{_cell(a['audit_id'])}</td><td>{_cell(a['modality'])}</td><td>{_cell(a['setting'])}</td>"
-        f"<td>{_cell(a['bias_dimension'])}</td><td><a href='{html.escape(links[(a['audit_id'], a['modality'], a['setting'], a['descriptor'], a['word'])][len('samples/'):])}'>"
-        f"{html.escape(a['descriptor'])} : {html.escape(a['word'])}</a></td><td>{a['tf']}</td><td>{_cell(a['fisher_q'])}</td></tr>"
+        f"<td>{_cell(a['bias_dimensions'])}</td><td><a href='{html.escape(links[(a['audit_id'], a['modality'], a['setting'], a['descriptor'], a['word'])][len('samples/'):])}'>"
+        f"{html.escape(a['descriptor'])} : {html.escape(a['word'])}</a></td><td>{a['tf']}</td><td>{format_q(a['fisher_q'])}</td></tr>"
         for a in associations
     )
     (out / "samples").mkdir(parents=True, exist_ok=True)
     (out / "samples" / "index.html").write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>significant associations</title><style>{_CSS}</style>"
         f"</head><body><p><a href='../index.html'>report</a></p><h1>Significant associations and their samples</h1>"
-        f"<table><thead><tr><th>audit</th><th>modality</th><th>setting</th><th>bias dimension</th><th>association</th>"
+        f"<table><thead><tr><th>audit</th><th>modality</th><th>setting</th><th>bias dimensions</th><th>association</th>"
         f"<th>tf</th><th>Fisher q</th></tr></thead><tbody>{index_rows}</tbody></table></body></html>",
         encoding="utf-8",
     )

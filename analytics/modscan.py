@@ -21,7 +21,8 @@ COLUMNS = [
 
 
 def bias_scores(audit_id: str | None = None) -> QueryResult:
-    """Rows of ``agg_modscan_bias_scores`` (all audits, or one), S_bias rounded to 4 d.p.
+    """Rows of ``agg_modscan_bias_scores`` (all audits, or one), S_bias rounded to 4 d.p.; the
+    S_bias of a row with 0 responses is ``None`` (no data, not 0).
 
     Returns:
         A :class:`~analytics.query.QueryResult` with :data:`COLUMNS`; no rows when the mart
@@ -30,7 +31,12 @@ def bias_scores(audit_id: str | None = None) -> QueryResult:
     Raises:
         analytics.query.WarehouseMissingError / WarehouseBusyError.
     """
-    cols = ", ".join(f"round({c}, 4) as {c}" if c.startswith("s_bias") else c for c in COLUMNS)
+    # a row with no response has no S_bias: the mart's 0 there (response rate 0 x deviations)
+    # would read as "unbiased", so it is shown as n/a (null)
+    cols = ", ".join(
+        (f"round({c}, 4) as {c}" if c == "s_bias_max" else f"case when n_responses > 0 then round({c}, 4) end as {c}")
+        if c.startswith("s_bias") else c for c in COLUMNS
+    )
     sql = f"select {cols} from agg_modscan_bias_scores where ? is null or audit_id = ? order by all"
     con = connect_read_only()
     try:
@@ -124,7 +130,7 @@ def report_section(audit_id: str | None = None, out_dir: Path | None = None) -> 
     if not result.rows:
         return head + "<p class='empty'>no ModSCAN audit in the warehouse</p>\n" + figure
     cells = "".join(
-        "<tr>" + "".join(f"<td>{html.escape('' if v is None else str(v))}</td>" for v in row) + "</tr>\n"
+        "<tr>" + "".join(f"<td>{html.escape('n/a' if v is None else str(v))}</td>" for v in row) + "</tr>\n"
         for row in result.rows
     )
     header = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)

@@ -252,6 +252,15 @@ def read_relation(
         con.close()
 
 
+def format_q(value) -> str:
+    """A q- or p-value for display: scientific notation, 3 significant digits (0.0498 ->
+    ``4.98e-02``), because a fixed-point rounding shows 0.0498 as 0.05, on the wrong side of
+    the 0.05 cut-off. ``None`` / NaN (no test) -> ``"n/a"``."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "n/a"
+    return f"{float(value):.2e}"
+
+
 def format_result(result: QueryResult, fmt: str = "table") -> str:
     """Render a :class:`QueryResult` as ``table`` (tabulate), ``csv`` or ``json`` (records)."""
     if fmt == "json":  # NaN / Infinity are not JSON: they become null

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from analytics.query import QueryResult, read_relation, run_query
+from analytics.query import QueryResult, format_q, read_relation, run_query
 from ingestion.landing import dora_home
 
 #: Display order of settings (T2T first, as in the paper) and Likert labels (docs/method.md#4-scoring).
@@ -50,7 +50,10 @@ def _audit_known(audit_id: str) -> bool:
 
 
 #: Columns of the most-toxic / highest-rated tables (rounded for display).
-_TOP_COLUMNS = """audit_id, model_id, modality, setting, bias_dimension, descriptor, word, association_text,
+#: One row is one association: its descriptor's dimensions are listed (``bias_dimensions``,
+#: joined), never one of them picked, so a descriptor filed under two dimensions shows both.
+_TOP_COLUMNS = """audit_id, model_id, modality, setting, array_to_string(bias_dimensions, ', ') as bias_dimensions,
+    descriptor, word, association_text,
     sentiment_label, round(sentiment_score, 3) as sentiment_score, round(toxicity, 3) as toxicity,
     bias_level, round(bias_level_expected, 2) as bias_level_expected, fisher_q"""
 
@@ -90,8 +93,32 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
     likert = read_relation("agg_likert_by_dimension", filters=filters, order_by=["audit_id", "bias_dimension", "bias_level"])
     overview = read_relation("agg_scores_by_audit", filters=filters, order_by=["audit_id"])
     toxic = _top(audit_id, "toxicity", "toxicity desc, fisher_q, descriptor, word", top)
-    rated = _top(audit_id, "bias_level", "bias_level desc, bias_level_expected desc nulls last, toxicity desc nulls last, descriptor, word", top)
-    return {"agg": agg, "likert": likert, "overview": overview, "toxic": toxic, "rated": rated}
+    # ranked by the expected bias level (the mean over the judge's sampled ratings), not by one
+    # sampled rating: a single draw of 5 from a judge that mostly says 2 is not "highest-rated"
+    rated = _top(audit_id, "bias_level", "bias_level_expected desc nulls last, bias_level desc, toxicity desc nulls last, descriptor, word", top)
+    return {"agg": agg, "likert": likert, "overview": overview, "toxic": toxic, "rated": rated,
+            "dimensions": audited_dimensions(audit_id)}
+
+
+def audited_dimensions(audit_id: str | None = None) -> dict[str, list[str]]:
+    """Every bias dimension each audit probed, from the per-dimension bridge ``fct_association_dimensions``.
+
+    A dimension whose associations were all non-significant has no row in the aggregates over
+    significant associations; the report still shows it (an empty, n=0 column) so that "no
+    bias found" is not confused with "not audited".
+
+    Returns:
+        ``{audit_id: sorted dimensions}`` (an audit with no association is absent).
+    """
+    rows = run_query(
+        "select distinct audit_id, bias_dimension from fct_association_dimensions "
+        "where (? is null or audit_id = ?) order by 1, 2",
+        params=[audit_id, audit_id],
+    ).rows
+    out: dict[str, list[str]] = {}
+    for aid, dim in rows:
+        out.setdefault(aid, []).append(dim or "(none)")
+    return out
 
 
 def _panel_label(audit_id: str, model_id: str) -> str:
@@ -103,15 +130,22 @@ def _settings(rows: list[dict]) -> list[str]:
     return [s for s in SETTING_ORDER if s in found] + sorted(found - set(SETTING_ORDER))
 
 
-def _dimensions(rows: list[dict]) -> list[str]:
-    return sorted({r["bias_dimension"] or "(none)" for r in rows})
+def _dimensions(rows: list[dict], audited: dict[str, list[str]] | None = None) -> list[str]:
+    """The columns of a panel: every dimension with a row, plus every audited one (empty columns)."""
+    found = {r["bias_dimension"] or "(none)" for r in rows}
+    for dims in (audited or {}).values():
+        found.update(dims)
+    return sorted(found)
 
 
-def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str = "Reds") -> Path | None:
+def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str = "Reds",
+                audited: dict[str, list[str]] | None = None) -> Path | None:
     """Heatmap of ``column`` (a percentage) over setting x bias dimension, one panel per audit.
 
     Cells without scored associations are grey and marked "n/a"; each cell shows the
-    percentage and, below it, the number of significant associations.
+    percentage and, below it, the number of significant associations (``n=0`` in an audited
+    dimension without any: every dimension of ``audited``, ``{audit_id: dimensions}``, gets a
+    column).
 
     Returns:
         ``path``, or ``None`` when ``agg`` is empty (nothing is drawn).
@@ -125,7 +159,7 @@ def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str 
     if not agg:
         return None
     audits = sorted({(r["audit_id"], r["model_id"]) for r in agg})
-    dims = _dimensions(agg)
+    dims = _dimensions(agg, audited)
     n = len(audits)
     fig, axes = plt.subplots(
         n, 1, figsize=(1.1 * len(dims) + 3.0, 0.75 * len(_settings(agg)) * n + 1.6 * n), squeeze=False, layout="constrained"
@@ -150,8 +184,7 @@ def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str 
             for j in range(len(dims)):
                 value = grid[i, j]
                 text = "n/a" if math.isnan(value) else f"{value:.0f}%"
-                if counts[i, j]:
-                    text += f"\nn={counts[i, j]}"
+                text += f"\nn={counts[i, j]}"
                 dark = not math.isnan(value) and value > 60
                 ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
     fig.suptitle(title, fontsize=11)
@@ -161,8 +194,11 @@ def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str 
     return path
 
 
-def likert_png(likert: list[dict], path: Path) -> Path | None:
+def likert_png(likert: list[dict], path: Path, audited: dict[str, list[str]] | None = None) -> Path | None:
     """Stacked horizontal bars: share (%) of each Likert level per bias dimension, one panel per audit.
+
+    Every dimension of ``audited`` (``{audit_id: dimensions}``) has a bar, empty with ``n=0``
+    when none of its significant associations was judged.
 
     Returns:
         ``path``, or ``None`` when no significant association has a bias level.
@@ -175,7 +211,7 @@ def likert_png(likert: list[dict], path: Path) -> Path | None:
     if not likert:
         return None
     audits = sorted({(r["audit_id"], r["model_id"]) for r in likert})
-    dims = _dimensions(likert)
+    dims = _dimensions(likert, audited)
     fig, axes = plt.subplots(
         len(audits), 1, figsize=(9, 0.45 * len(dims) * len(audits) + 1.8 * len(audits)), squeeze=False, layout="constrained"
     )
@@ -208,11 +244,20 @@ class _Html(str):
     """A table cell that is already HTML (a drill-down link)."""
 
 
-def _fmt(value) -> str:
+def is_q_column(name: str) -> bool:
+    """Whether a column holds a q- or p-value (shown by :func:`analytics.query.format_q`)."""
+    return name in ("q", "p", "fisher_q", "change_q", "min_change_q", "p_value") or name.endswith(("_q", "_p", "_p_value")) \
+        or name.startswith(("q_", "p_value"))
+
+
+def _fmt(value, column: str = "") -> str:
+    """One table cell: ``n/a`` where there is no value (never a 0), q-values in scientific notation."""
     if isinstance(value, _Html):
         return value
+    if column and is_q_column(column):
+        return format_q(value)
     if value is None:
-        return "–"
+        return "n/a"
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) < 1e-3 and value != 0 else f"{value:.3f}".rstrip("0").rstrip(".")
     return str(value)
@@ -225,7 +270,7 @@ def _html_table(rows: list[dict], columns: list[str] | None = None) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
         "<tr>" + "".join(
-            f"<td>{r.get(c) if isinstance(r.get(c), _Html) else html.escape(_fmt(r.get(c)))}</td>" for c in columns
+            f"<td>{r.get(c) if isinstance(r.get(c), _Html) else html.escape(_fmt(r.get(c), c))}</td>" for c in columns
         ) + "</tr>"
         for r in rows
     )
@@ -267,14 +312,16 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     data = load_report_data(audit_id, top=top)
     figures = [
-        heatmap_png(data["agg"], "pct_negative", "% negative sentiment of significant associations (setting x bias dimension)", out / "pct_negative.png", "Reds"),
-        heatmap_png(data["agg"], "pct_toxic", "% toxic significant associations (setting x bias dimension)", out / "pct_toxic.png", "Purples"),
+        heatmap_png(data["agg"], "pct_negative", "% negative sentiment of significant associations (setting x bias dimension)",
+                    out / "pct_negative.png", "Reds", data["dimensions"]),
+        heatmap_png(data["agg"], "pct_toxic", "% toxic significant associations (setting x bias dimension)",
+                    out / "pct_toxic.png", "Purples", data["dimensions"]),
     ]
     figs_html = "".join(f"<p><img src='{p.name}' alt='{p.stem}'></p>" for p in figures if p is not None)
     # --- judge reliability next to the Likert bars; drill-down links -----------------
     from analytics.drilldown import judge_reliability_html, write_drilldown
 
-    likert_path = likert_png(data["likert"], out / "likert_by_dimension.png")
+    likert_path = likert_png(data["likert"], out / "likert_by_dimension.png", data["dimensions"])
     if likert_path is not None:
         figs_html += f"<p><img src='{likert_path.name}' alt='{likert_path.stem}'></p>"
         figs_html += "<h3>Judge reliability</h3>" + judge_reliability_html(audit_id)

@@ -103,7 +103,7 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     if not rows:
         return "<p class='empty'>nothing to show</p>"
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape('–' if r.get(c) is None else str(r.get(c)))}</td>" for c in cols) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape('n/a' if r.get(c) is None else str(r.get(c)))}</td>" for c in cols) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -127,7 +127,7 @@ def write_vlstereoset_report(out_dir: Path, audit_id: str | None = None) -> Path
         for c in CATEGORIES:
             cell = next((x for x in all_rows if x["audit_id"] == r["audit_id"] and x["scorer_variant"] == r["scorer_variant"]
                          and x["category"] == c), None)
-            row[c] = "–" if cell is None else f"{cell['vlrs']} / {cell['vlbs']} / {cell['ivlas']}"
+            row[c] = "n/a" if cell is None else " / ".join("n/a" if cell[m] is None else str(cell[m]) for m in ("vlrs", "vlbs", "ivlas"))
         table4.append(row)
     params = [audit_id] if audit_id else []
     shifts = _rows(_query("select model_id, scorer_variant, item_id, lmss, vlss from fct_vlstereoset_shifts"
