@@ -3,9 +3,10 @@
 Reads the marts ``dim_audits`` (finished audits per target, in order),
 ``fct_association_changes`` (every earlier/later pair of audits of a target; per association
 a two-sided Fisher change test, its BH q-value ``change_q`` and the change type, doc block
-``change_type``) and ``agg_association_changes_by_dimension`` read-only, and
+``change_type``) and the per-dimension bridge ``fct_association_dimensions`` read-only, and
 reports how many listed associations changed significantly (change_q < 0.05), the count of
-each change type, a line per bias dimension, and the top significant changes per bias
+each change type, a line per audited bias dimension (an association counts under every
+dimension of its descriptor, as in ``dora report``), and the top significant changes per bias
 dimension ranked by ``change_q`` (then by ``|tfidf_change|``). Every number comes from SQL.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from analytics.query import QueryResult, format_result, run_query
+from analytics.query import QueryResult, format_q, format_result, run_query
 
 #: change types of fct_association_changes (`gone` was `dropped`)
 CHANGE_TYPES = ("new", "gone", "strengthened", "weakened", "unchanged")
@@ -44,7 +45,9 @@ class AuditDiff:
     after: AuditRef
     counts: dict[str, int]
     top: QueryResult
-    #: agg_association_changes_by_dimension rows: (modality, bias_dimension, compared, significant, direction, min q)
+    #: one row per (modality, bias dimension) either audit probed: (modality, bias_dimension,
+    #: associations compared, significant changes, direction, min change q, significant
+    #: associations before, after); an association counts under every dimension of its descriptor
     by_dimension: tuple = ()
 
     def text(self, fmt: str = "table") -> str:
@@ -61,9 +64,9 @@ class AuditDiff:
             + ", ".join(f"{t} {self.counts.get(t, 0)}" for t in CHANGE_TYPES if t != "unchanged")
             + f"; no detectable change {self.counts.get('unchanged', 0)}",
         ]
-        for modality, dim, compared, n_sig, direction, min_q in self.by_dimension:
-            q = f"{min_q:.3g}" if min_q is not None else "-"
-            lines.append(f"    {modality} {dim}: {n_sig} of {compared} changed significantly: {direction} (min change q {q})")
+        for modality, dim, compared, n_sig, direction, min_q, sig_before, sig_after in self.by_dimension:
+            lines.append(f"    {modality} {dim}: {n_sig} of {compared} changed significantly: {direction} "
+                         f"(min change q {format_q(min_q)}); significant associations {sig_before} -> {sig_after}")
         if not self.top.rows:
             lines.append("  no significant change between these audits")
             return "\n".join(lines)
@@ -136,6 +139,18 @@ def resolve_pair(target: str, from_ref: str | None = None, to_ref: str | None = 
     return before, after
 
 
+#: The descriptor -> bias dimensions of the compared pair (parameters: from audit, to audit, to
+#: audit again), from the per-dimension bridge ``fct_association_dimensions``: the later audit's
+#: dimensions of a descriptor, else the earlier one's (a descriptor gone from the later audit).
+#: Every dimension either audit probed gets a row, even with no change.
+_DIMENSIONS_CTE = """dimensions as (
+    select distinct modality, setting, descriptor, coalesce(bias_dimension, '(none)') as bias_dimension
+    from (select distinct audit_id, modality, setting, descriptor, bias_dimension
+          from fct_association_dimensions where audit_id in (?, ?))
+    qualify dense_rank() over (partition by modality, setting, descriptor order by (audit_id = ?) desc) = 1
+)"""
+
+
 def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = None, *, top: int = 5) -> AuditDiff:
     """Compare two finished audits of ``target`` (see :func:`resolve_pair`).
 
@@ -153,25 +168,46 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     counts = dict(
         run_query(f"select change_type, count(*) from fct_association_changes where {pair} group by 1", params=params).rows
     )
+    # fct_association_changes has one row per association; its descriptor's dimensions come from
+    # the per-dimension bridge, so a descriptor filed under two dimensions counts in both
+    dims_params = [before.audit_id, after.audit_id, after.audit_id]
     top_rows = run_query(
-        f"""select bias_dimension, change_type, setting, descriptor, word,
-                   tf_before, doc_length_before, tf_after, doc_length_after,
-                   change_q, fisher_q_before as q_before, fisher_q_after as q_after,
-                   bias_level_before, bias_level_after
-            from fct_association_changes
-            where {pair} and is_significant_change
+        f"""with {_DIMENSIONS_CTE},
+            changes as (select * from fct_association_changes where {pair} and is_significant_change)
+            select d.bias_dimension, c.change_type, c.setting, c.descriptor, c.word,
+                   c.tf_before, c.doc_length_before, c.tf_after, c.doc_length_after,
+                   c.change_q, c.fisher_q_before as q_before, c.fisher_q_after as q_after,
+                   c.bias_level_before, c.bias_level_after
+            from changes as c
+            inner join dimensions as d on d.modality = c.modality and d.setting = c.setting and d.descriptor = c.descriptor
             qualify row_number() over (
-                partition by bias_dimension
-                order by change_q, abs(tfidf_change) desc, setting, descriptor, word
+                partition by d.bias_dimension
+                order by c.change_q, abs(c.tfidf_change) desc, c.setting, c.descriptor, c.word
             ) <= ?
-            order by bias_dimension, change_q, abs(tfidf_change) desc, setting, descriptor, word""",
-        params=[*params, int(top)],
+            order by d.bias_dimension, c.change_q, abs(c.tfidf_change) desc, c.setting, c.descriptor, c.word""",
+        params=[*dims_params, *params, int(top)],
     )
     by_dimension = tuple(
         run_query(
-            f"""select modality, bias_dimension, associations_compared, significant_changes, direction, min_change_q
-                from agg_association_changes_by_dimension where {pair} order by modality, bias_dimension""",
-            params=params,
+            f"""with {_DIMENSIONS_CTE},
+                changes as (select * from fct_association_changes where {pair})
+                select d.modality, d.bias_dimension,
+                       count(c.word) as associations_compared,
+                       count(*) filter (where c.is_significant_change) as significant_changes,
+                       case
+                           when count(*) filter (where c.is_significant_change) = 0 then 'no detectable change'
+                           when count(*) filter (where c.change_type in ('gone', 'weakened')) = 0 then 'stronger'
+                           when count(*) filter (where c.change_type in ('new', 'strengthened')) = 0 then 'weaker'
+                           else 'mixed'
+                       end as direction,
+                       min(c.change_q) as min_change_q,
+                       count(*) filter (where c.significant_before) as significant_before,
+                       count(*) filter (where c.significant_after) as significant_after
+                from dimensions as d
+                left join changes as c on c.modality = d.modality and c.setting = d.setting and c.descriptor = d.descriptor
+                group by d.modality, d.bias_dimension
+                order by d.modality, d.bias_dimension""",
+            params=[*dims_params, *params],
         ).rows
     )
     return AuditDiff(target, before, after, counts, top_rows, by_dimension)

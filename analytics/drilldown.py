@@ -56,9 +56,10 @@ def _rows(sql: str, params: list | None = None) -> list[dict]:
     return [dict(zip(result.columns, r)) for r in result.rows]
 
 
-def _judge_answers(audit_id: str | None) -> list[dict]:
-    """Every landed judge answer of a significant association (``stg_judge_ratings``; none when
-    the judge did not run or the model is not built)."""
+def _judge_answers(audit_id: str | None) -> tuple[list[dict], str]:
+    """Every landed judge answer (``stg_judge_ratings``) and, when they cannot be read, why: the
+    model is not built (no judge ran yet) or its view reads a landing folder the home no longer
+    has (a moved or copied home)."""
     import duckdb
 
     try:
@@ -68,15 +69,17 @@ def _judge_answers(audit_id: str | None) -> list[dict]:
                from stg_judge_ratings where (? is null or audit_id = ?)
                order by audit_id, modality, setting, descriptor, word, judge_model, answer_mode, judge_repeat""",
             [audit_id, audit_id],
-        )
+        ), ""
     except duckdb.CatalogException:
-        return []
+        return [], "no judge answer landed yet"
+    except duckdb.PermissionException:
+        return [], "the judge's answers are not readable here (stg_judge_ratings reads another home's landing folder)"
 
 
-def _judge_table(answers: list[dict]) -> str:
+def _judge_table(answers: list[dict], unread: str = "") -> str:
     """The judge's raw answers to one association, with the rating read from each."""
     if not answers:
-        return "<p class='note'>not judged</p>"
+        return f"<p class='note'>LLM judge: {html.escape(unread or 'not judged')}</p>"
     head = "".join(f"<th>{h}</th>" for h in ("judge", "answer mode", "repeat", "judge's raw answer", "rating", "parse status"))
     body = "".join(
         f"<tr class='judge'><td>{_cell(j['judge_model'])}</td><td>{_cell(j['answer_mode'])}</td><td>{_cell(j['judge_repeat'])}</td>"
@@ -161,7 +164,8 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
     for s in samples:
         by_association[(s["audit_id"], s["modality"], s["setting"], s["descriptor"], s["word"])].append(s)
     judged: dict[tuple, list[dict]] = defaultdict(list)
-    for j in _judge_answers(audit_id):
+    answers, unread = _judge_answers(audit_id)
+    for j in answers:
         judged[(j.pop("audit_id"), j.pop("modality"), j.pop("setting"), j.pop("descriptor"), j.pop("word"))].append(j)
     pages: dict[tuple, list[dict]] = defaultdict(list)
     for a in associations:
@@ -211,7 +215,7 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
                 f"<p>bias dimensions {_cell(a['bias_dimensions'])}; tf {a['tf']} (occurrences listed: {listed}); "
                 f"Fisher BH q {format_q(a['fisher_q'])}; {len(rows)} sample(s)</p>{missing}"
                 f"<table><thead><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-                f"{_judge_table(judged.get(key, []))}"
+                f"{_judge_table(judged.get(key, []), unread)}"
                 "</section>"
             )
         title = f"{aid} | {modality} | {setting}"

@@ -240,6 +240,29 @@ def likert_png(likert: list[dict], path: Path, audited: dict[str, list[str]] | N
     return path
 
 
+#: Where :func:`link_pages` adds the links to the other families' pages in ``index.html``.
+_PAGES_MARK = "<!-- dora:other-pages -->"
+
+
+def link_pages(index: Path, pages: Sequence[Path]) -> Path:
+    """Link every other page of the report folder from ``index.html``.
+
+    The families write their pages one after the other (``dora report``), so BiasDora's
+    ``index.html`` cannot know them when it is written; the caller passes what was written and
+    each page gets a link (relative to ``index``) in the "Pages of this report" line.
+
+    Returns:
+        ``index``. Raises: OSError when ``index`` cannot be read or written.
+    """
+    text = index.read_text(encoding="utf-8")
+    links = "".join(
+        f' | <a href="{html.escape(Path(p).relative_to(index.parent).as_posix())}">{html.escape(Path(p).stem)}</a>'
+        for p in pages if Path(p) != index
+    )
+    index.write_text(text.replace(_PAGES_MARK, links + _PAGES_MARK, 1), encoding="utf-8")
+    return index
+
+
 class _Html(str):
     """A table cell that is already HTML (a drill-down link)."""
 
@@ -345,6 +368,7 @@ def write_report(
 <html><head><meta charset="utf-8"><title>dora report{' - ' + html.escape(audit_id) if audit_id else ''}</title>
 <style>{_CSS}</style></head><body>
 <h1>dora: sentiment, toxicity and bias levels of significant associations</h1>
+<p class="pages">Pages of this report: <a href="samples/index.html">significant associations and their samples</a>{_PAGES_MARK}</p>
 <p class="note">Generated {now} from {html.escape(str(dora_home() / 'warehouse.duckdb'))}
 (relations agg_bias_by_dimension, fct_association_scores). Significant: Fisher's exact test,
 Benjamini-Hochberg q &lt; 0.05. Sentiment scorer: {html.escape(str(scorers.get('sentiment_scorer') or '–'))};

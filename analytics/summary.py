@@ -1,6 +1,7 @@
 """The short report ``dora audit`` prints: rows, parse rate, significant associations, top
 associations per bias dimension, and where to look next. All numbers come from the
-warehouse's public relations (``stg_t2t_completions``, ``fct_associations``).
+warehouse's public relations (``stg_t2t_completions``, ``fct_associations``,
+``fct_association_dimensions``).
 """
 
 from __future__ import annotations
@@ -32,15 +33,23 @@ def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = No
             from fct_associations where {audit}""",
         params=params,
     ).rows[0]
+    # per dimension through the bridge fct_association_dimensions: an association is listed
+    # under every dimension of its descriptor, as the report and `dora diff` count it
     tops = run_query(
-        f"""select bias_dimension, setting, descriptor, word, tf, round(tfidf, 3) as tfidf,
-                   fisher_q
-            from fct_associations
-            where is_significant and {audit}
-            qualify row_number() over (partition by bias_dimension order by fisher_q, tfidf desc) <= ?
-            order by bias_dimension, fisher_q, tfidf desc""",
+        f"""select d.bias_dimension, a.setting, a.descriptor, a.word, a.tf, round(a.tfidf, 3) as tfidf,
+                   a.fisher_q
+            from fct_association_dimensions as d
+            inner join fct_associations as a using (audit_id, modality, setting, descriptor, word)
+            where d.is_significant and (? is null or d.audit_id = ?)
+            qualify row_number() over (partition by d.bias_dimension order by a.fisher_q, a.tfidf desc) <= ?
+            order by d.bias_dimension, a.fisher_q, a.tfidf desc""",
         params=[*params, int(top)],
     )
+    per_dimension = run_query(
+        f"""select bias_dimension, count(*) filter (where is_significant) as significant
+            from fct_association_dimensions where {audit} group by 1 order by 1""",
+        params=params,
+    ).rows
     lines = [
         "",
         f"dora audit {audit_id or '(all audits)'}" + (f"  [Dagster run {run_id}]" if run_id else ""),
@@ -48,6 +57,9 @@ def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = No
         f"  associations: {assoc[0]}; significant (Fisher, BH q < 0.05): {assoc[1]}; "
         f"paper z-test p < 0.05: {assoc[2]}",
     ]
+    if per_dimension:
+        lines.append("  significant per bias dimension (a descriptor counts in each of its dimensions): "
+                     + ", ".join(f"{dim} {n}" for dim, n in per_dimension))
     if tops.rows:
         lines += [f"  top significant associations per bias dimension (up to {top}):", ""]
         lines += ["    " + ln for ln in format_result(tops).splitlines()]

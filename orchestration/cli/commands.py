@@ -190,6 +190,11 @@ def cmd_report(args) -> int:
     if not written:
         print(f"dora report: {missing or 'nothing to report: no family has built its marts'}", file=sys.stderr)
         return 2
+    index = out / "index.html"
+    if index in written:  # the index links every page written beside it
+        from analytics.report import link_pages
+
+        link_pages(index, [p for p in written if p != index])
     for page in written:
         print(f"dora: report written to {page} (DORA_HOME={home})")
     return 0
