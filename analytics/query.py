@@ -252,6 +252,42 @@ def read_relation(
         con.close()
 
 
+_LITERAL = re.compile(r"'((?:[^']|'')*)'")
+#: Key columns stored lower-case (docs/method.md#1-descriptors normalises descriptors; words are
+#: lower-cased when parsed) and the public relation that holds every value of them.
+CASE_FOLDED_KEYS = ("descriptor", "word", "bias_dimension")
+
+
+def case_hint(sql: str, path: Path | None = None) -> str | None:
+    """Why a query may have matched no row: a string literal with capitals that equals a stored
+    descriptor / word / bias dimension when compared case-insensitively (they are stored
+    lower-case, so ``descriptor = 'Old person'`` matches nothing).
+
+    Returns:
+        One line naming the literal and the stored value, or ``None`` (no such literal, or
+        ``fct_association_dimensions`` is not built). Values go in as ``?`` parameters.
+    """
+    literals = sorted({m.group(1).replace("''", "'") for m in _LITERAL.finditer(sql)} - {""})
+    literals = [lit for lit in literals if lit != lit.lower()]
+    if not literals:
+        return None
+    checks = " union all ".join(
+        f"(select '{col}' as col, {col} as stored, ? as literal from fct_association_dimensions "
+        f"where lower({col}) = lower(?) limit 1)"
+        for _lit in literals for col in CASE_FOLDED_KEYS
+    )
+    params = [v for lit in literals for _col in CASE_FOLDED_KEYS for v in (lit, lit)]
+    try:
+        found = run_query(checks, path, params=params).rows
+    except duckdb.Error:
+        return None
+    if not found:
+        return None
+    col, stored, literal = found[0]
+    return (f"hint: no row matched, and {literal!r} is {col} {stored!r} compared case-insensitively: "
+            f"descriptors, words and bias dimensions are stored lower-case (write {stored!r}, or lower({col}) = lower(...))")
+
+
 def format_q(value) -> str:
     """A q- or p-value for display: scientific notation, 3 significant digits (0.0498 ->
     ``4.98e-02``), because a fixed-point rounding shows 0.0498 as 0.05, on the wrong side of

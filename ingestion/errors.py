@@ -44,6 +44,14 @@ class QueryRefusedError(DoraError, ValueError):
 # ----------------------------------------------------------------------------- audits
 
 
+class UnknownRelationError(DoraError, LookupError):
+    """``dora tables NAME``: no dbt model of that name is documented (the message suggests close names)."""
+
+
+class ReparseError(DoraError, ValueError):
+    """``dora reparse``: nothing to re-parse for the given family / audit (the message says why)."""
+
+
 class AuditFailedError(DoraError):
     """An audit finished with too many failed calls (or was refused); it is marked ``failed``."""
 

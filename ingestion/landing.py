@@ -102,6 +102,12 @@ SCHEMAS: dict[str, pa.Schema] = {
             # columns read them as NULL; int_associations_to_score derives them from `prompt`.
             ("subject", pa.string()),
             ("prefix", pa.string()),
+            # which parser read `word` / `parse_status` (parsing.PARSER_VERSION: a hash of
+            # models_inference/probes/biasdora/parsing.py; null for rows landed before it), and when
+            # `dora reparse` re-read a landed raw output (null: the row of the model call
+            # itself). A re-parsed row keeps its key and `generated_at`; staging prefers it.
+            ("parse_version", pa.string()),
+            ("reparsed_at", pa.timestamp("us", tz="UTC")),
         ]
     ),
     # models_inference/probes/biasdora/t2t.py: one row per audit start/finish event (append-only).

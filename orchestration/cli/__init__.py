@@ -3,7 +3,7 @@
 * :mod:`orchestration.cli.parser`: commands, flags and their defaults;
 * :mod:`orchestration.cli.audit`: ``dora audit`` (the Dagster job ``dora_audit``, in-process
   against the instance in ``$DORA_HOME/dagster``, so every run shows up in ``dora ui``);
-* :mod:`orchestration.cli.commands`: ``query``, ``ui``, ``models``, ``diff``, ``report``, ``families``.
+* :mod:`orchestration.cli.commands`: ``query``, ``tables``, ``reparse``, ``ui``, ``models``, ``diff``, ``report``, ``families``.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         "audit": audit.cmd_audit,
         "report": commands.cmd_report,
         "query": commands.cmd_query,
+        "tables": commands.cmd_tables,
+        "reparse": commands.cmd_reparse,
         "ui": commands.cmd_ui,
         "models": commands.cmd_models,
         "diff": commands.cmd_diff,

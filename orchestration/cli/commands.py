@@ -1,4 +1,4 @@
-"""The ``dora`` commands other than ``audit``: ``query``, ``ui``, ``models``, ``diff``, ``report``."""
+"""The ``dora`` commands other than ``audit``: ``query``, ``tables``, ``reparse``, ``ui``, ``models``, ``diff``, ``report``."""
 
 from __future__ import annotations
 
@@ -9,18 +9,67 @@ from orchestration.instance import prepare_environment, prepare_run_readers
 
 def cmd_query(args) -> int:
     prepare_environment()
-    from analytics.query import QueryRefusedError, WarehouseBusyError, format_result, run_query
+    from analytics.query import QueryRefusedError, WarehouseBusyError, case_hint, format_result, run_query
 
     import duckdb
 
     try:
-        print(format_result(run_query(args.sql), args.format))
+        result = run_query(args.sql)
     except (QueryRefusedError, WarehouseBusyError, FileNotFoundError) as exc:
         print(f"dora query: {exc}", file=sys.stderr)
         return 2
     except duckdb.Error as exc:
-        print(f"dora query: SQL error: {str(exc).splitlines()[0]}", file=sys.stderr)  # one line
+        # DuckDB's whole message: the position line and its "Did you mean ..." candidates are the fix
+        print(f"dora query: SQL error: {str(exc).rstrip()}", file=sys.stderr)
         return 2
+    print(format_result(result, args.format))
+    if not result.rows and result.columns:
+        hint = case_hint(args.sql)
+        if hint:
+            print(f"dora query: {hint}", file=sys.stderr)
+    return 0
+
+
+def cmd_tables(args) -> int:
+    """``dora tables [NAME]``: the public relations by family, or NAME's columns (analytics/catalog.py)."""
+    prepare_environment()
+    from analytics.catalog import columns_text, relation, tables_text
+
+    if not args.name:
+        print(tables_text(include_all=args.all))
+        return 0
+    rel = relation(args.name)  # UnknownRelationError: one line, exit 2
+    from analytics.query import WarehouseMissingError, run_query
+
+    try:  # the DuckDB types, when the relation is built
+        types = dict(run_query("select column_name, data_type from information_schema.columns where table_name = ? "
+                               "order by ordinal_position", params=[rel.name]).rows)
+    except WarehouseMissingError:
+        types = {}
+    print(columns_text(rel.name, types))
+    return 0
+
+
+def cmd_reparse(args) -> int:
+    """``dora reparse``: models_inference/probes/biasdora/reparse.py, then optionally the dbt build."""
+    home = prepare_environment()
+    from models_inference.probes.biasdora.reparse import reparse_t2t
+
+    summary = reparse_t2t(args.audit_id)  # ReparseError: one line, exit 2
+    print(summary.text())
+    if not args.build:
+        if summary.landed:
+            print("next: dora reparse --build (or the next dora audit) rebuilds the marts with the re-parsed words")
+        return 0
+    from analytics.dbt_runner import run_dbt
+
+    try:
+        run_dbt(["build", "--select", "stg_t2t_completions+"], home)
+    except RuntimeError as exc:  # dbt's failing nodes: the re-parsed rows stay landed for the next build
+        print(f"dora reparse: the dbt build failed (the re-parsed rows are landed; the next build uses them): {exc}",
+              file=sys.stderr)
+        return 1
+    print("dora reparse: stg_t2t_completions and its downstream models rebuilt")
     return 0
 
 

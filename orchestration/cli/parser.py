@@ -63,10 +63,42 @@ def build_parser() -> argparse.ArgumentParser:
         "query",
         help="run read-only SQL on the warehouse",
         description="Run read-only SQL (SELECT/WITH/SHOW/DESCRIBE/EXPLAIN) on $DORA_HOME/warehouse.duckdb. "
-        "Public relations: stg_t2t_completions, fct_associations.",
+        "What is there: `dora tables` lists the public relations per family with one line each, "
+        "`dora tables NAME` their columns with descriptions; in SQL, SHOW TABLES lists every relation and "
+        "DESCRIBE <table> its columns and types. Descriptors, words and bias dimensions are stored lower-case; "
+        "per-dimension counts come from fct_association_dimensions (a descriptor counts in each of its dimensions).",
+        epilog='examples:\n  dora tables\n  dora tables fct_association_dimensions\n  dora query "SHOW TABLES"\n'
+        '  dora query "DESCRIBE fct_associations"\n'
+        '  dora query "select bias_dimension, count(*) filter (where is_significant) from fct_association_dimensions group by 1"',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     query.add_argument("sql", help="the SQL to run")
     query.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+
+    tables = sub.add_parser(
+        "tables",
+        help="list the public relations (per family, one line each) or one relation's columns",
+        description="List the warehouse's public relations (the dbt marts: fct_*, agg_*, dim_*) grouped by probe "
+        "family, with the first sentence of each one's dbt description (dbt_project/models/**/*.yml); with NAME, "
+        "NAME's columns, their DuckDB types (when built) and descriptions.",
+    )
+    tables.add_argument("name", nargs="?", default=None, help="a relation: list its columns")
+    tables.add_argument("--all", action="store_true", help="also the staging and intermediate models (not public: may change)")
+
+    reparse = sub.add_parser(
+        "reparse",
+        help="re-read landed raw model outputs with the current parser (no model call)",
+        description="Re-parse the landed T2T completions (raw outputs) with the current parser "
+        "(models_inference/probes/biasdora/parsing.py) without calling any model, and land a corrected row for every "
+        "completion that now parses differently (append-only: the next dbt build keeps the re-parsed row). "
+        "--build runs that dbt build now. Error rows (failed calls) are not re-parsed; I2T description words are "
+        "split in dbt, so any build re-reads them.",
+    )
+    reparse.add_argument("--family", "--probe", dest="family", default="biasdora", choices=["biasdora"],
+                         help="probe family whose landed outputs are re-parsed (default and only one with a re-parser: biasdora)")
+    reparse.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the landing zone)")
+    reparse.add_argument("--build", action="store_true",
+                         help="then rebuild stg_t2t_completions and every model downstream of it (dbt build)")
 
     ui = sub.add_parser("ui", help="start the Dagster UI (dagster dev) on this DORA_HOME")
     ui.add_argument("--port", type=v.int_range(1, 65535), default=3000, help="(default: 3000)")

@@ -50,6 +50,18 @@ PARSE_STATUSES: tuple[str, ...] = (
     "error",
 )
 
+def _parser_version() -> str:
+    """The first 12 hex digits of the SHA-256 of this module's source: any change to the rules
+    is a new version, without anyone having to remember to bump a number."""
+    import hashlib
+    from pathlib import Path
+
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+
+
+#: Version of these parsing rules, landed with every parsed row (``t2t_completions.parse_version``).
+PARSER_VERSION: str = _parser_version()
+
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
 # Latin-script letters after NFC: ASCII, Latin-1 Supplement (without the signs x and /),
 # Latin Extended-A/B and Latin Extended Additional; other scripts are not English words.

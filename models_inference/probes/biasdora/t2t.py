@@ -23,7 +23,7 @@ from ingestion.templates import T2TTemplate as T2TTarget  # one descriptor x set
 from ingestion.vocabulary import PROMPT_STYLES, T2T_SETTINGS
 from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.text import TextBackend
-from models_inference.probes.biasdora.parsing import PARSE_STATUSES, parse_answer
+from models_inference.probes.biasdora.parsing import PARSE_STATUSES, PARSER_VERSION, parse_answer
 from models_inference.probes.biasdora.prompts import (
     PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt, t2t_sentence_prefix, t2t_subject,
 )
@@ -212,6 +212,8 @@ def run_t2t_probe(
                     "generated_at": now,
                     "subject": t2t_subject(t.prefix),
                     "prefix": t2t_sentence_prefix(t.prefix, letter),
+                    "parse_version": None if res.error else PARSER_VERSION,
+                    "reparsed_at": None,
                 }
             )
         return rows

@@ -14,7 +14,8 @@
     a probe unit is a row of the paper's lists, descriptor_row numbers the rows
     of one descriptor in a setting (rows landed before it existed are row 1).
     The landing table is append-only, so a retried completion can land twice; the latest
-    generated_at wins (ties broken deterministically).
+    generated_at wins, then the latest re-parse of that call's raw output (`dora reparse` lands
+    it with the call's generated_at and a reparsed_at), ties broken deterministically.
 -#}
 
 with
@@ -46,13 +47,20 @@ renamed as (
         -- derives those from `prompt`)
         subject,
         prefix,
+        -- the parser that read word / parse_status, and when `dora reparse` re-read the row
+        -- (null: the model call's own row; both null for rows landed before they existed)
+        parse_version,
+        reparsed_at,
         _landing_shard
     from source
 ),
 
 candidates as (
     -- new rows count one attempt each; a key already staged brings its attempts and last error
-    select *, false as _is_staged, 1 as _prior_attempts, null::varchar as _prior_error from renamed
+    -- a re-parsed row is not a model call: it adds no attempt
+    select *, false as _is_staged, case when reparsed_at is null then 1 else 0 end as _prior_attempts,
+           null::varchar as _prior_error
+    from renamed
     {%- if landing_shards_staged('t2t_completions') %}
     union all by name
     select
@@ -85,6 +93,7 @@ deduplicated as (
         order_by=[
             "(parse_status = 'error') asc",
             'generated_at desc nulls last',
+            'reparsed_at desc nulls last',
             'seed desc nulls last',
             'raw_output desc nulls last',
             'word desc nulls last',
