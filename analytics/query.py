@@ -261,7 +261,8 @@ CASE_FOLDED_KEYS = ("descriptor", "word", "bias_dimension")
 def case_hint(sql: str, path: Path | None = None) -> str | None:
     """Why a query may have matched no row: a string literal with capitals that equals a stored
     descriptor / word / bias dimension when compared case-insensitively (they are stored
-    lower-case, so ``descriptor = 'Old person'`` matches nothing).
+    lower-case, so ``descriptor = 'Old person'`` matches nothing). Only the key columns the SQL
+    names are checked.
 
     Returns:
         One line naming the literal and the stored value, or ``None`` (no such literal, or
@@ -269,14 +270,16 @@ def case_hint(sql: str, path: Path | None = None) -> str | None:
     """
     literals = sorted({m.group(1).replace("''", "'") for m in _LITERAL.finditer(sql)} - {""})
     literals = [lit for lit in literals if lit != lit.lower()]
-    if not literals:
+    # only the keys the query names: 'White' in a ModSCAN query is not BiasDora's descriptor 'white'
+    keys = [col for col in CASE_FOLDED_KEYS if re.search(rf"\b{col}\b", sql, re.I)]
+    if not literals or not keys:
         return None
     checks = " union all ".join(
         f"(select '{col}' as col, {col} as stored, ? as literal from fct_association_dimensions "
         f"where lower({col}) = lower(?) limit 1)"
-        for _lit in literals for col in CASE_FOLDED_KEYS
+        for _lit in literals for col in keys
     )
-    params = [v for lit in literals for _col in CASE_FOLDED_KEYS for v in (lit, lit)]
+    params = [v for lit in literals for _col in keys for v in (lit, lit)]
     try:
         found = run_query(checks, path, params=params).rows
     except duckdb.Error:
@@ -286,6 +289,13 @@ def case_hint(sql: str, path: Path | None = None) -> str | None:
     col, stored, literal = found[0]
     return (f"hint: no row matched, and {literal!r} is {col} {stored!r} compared case-insensitively: "
             f"descriptors, words and bias dimensions are stored lower-case (write {stored!r}, or lower({col}) = lower(...))")
+
+
+def matched_nothing(result: QueryResult) -> bool:
+    """No row, or one row of zeros / nulls (``select count(*) ... where descriptor = 'X'``)."""
+    if not result.columns:
+        return False
+    return not result.rows or (len(result.rows) == 1 and all(v in (0, None) for v in result.rows[0]))
 
 
 def format_q(value) -> str:

@@ -163,6 +163,10 @@ def test_a_t2t_association_page_lists_exactly_its_completions(report):
     assert sorted(listed) == sorted(f"1-w-{run}" for run in range(1, 7))  # exactly the 6 landed completions: count = tf
     assert "seed" in page and "1003" in section and "no_word" not in section and "???" not in section
     assert "data-tf='6' data-samples='6'" in section
+    # the judge's raw answers, each with the rating read from it (judge-a: 1 + len % 5 twice, judge-b: 1 + len % 4)
+    judged = re.findall(r"<tr class='judge'><td>([^<]+)</td><td>free</td><td>(\d+)</td><td class='raw'>([^<]*)</td><td>(\d+)</td>", section)
+    assert judged == [("judge-a", "1", "5", "5"), ("judge-a", "2", "5", "5"), ("judge-b", "1", "1", "1")]
+    assert re.search(r"Fisher BH q \d\.\d\de-\d\d;", section)  # scientific notation, never rounded to 0.05
     # the report's tables link to it, and the samples index lists every significant association
     html = index.read_text()
     assert f"href='{href}'" in html

@@ -9,7 +9,7 @@ from orchestration.instance import prepare_environment, prepare_run_readers
 
 def cmd_query(args) -> int:
     prepare_environment()
-    from analytics.query import QueryRefusedError, WarehouseBusyError, case_hint, format_result, run_query
+    from analytics.query import QueryRefusedError, WarehouseBusyError, case_hint, format_result, matched_nothing, run_query
 
     import duckdb
 
@@ -23,7 +23,7 @@ def cmd_query(args) -> int:
         print(f"dora query: SQL error: {str(exc).rstrip()}", file=sys.stderr)
         return 2
     print(format_result(result, args.format))
-    if not result.rows and result.columns:
+    if matched_nothing(result):
         hint = case_hint(args.sql)
         if hint:
             print(f"dora query: {hint}", file=sys.stderr)
