@@ -71,7 +71,9 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
     Returns:
         ``{"agg": agg_bias_by_dimension rows, "likert": (audit, model, bias_dimension,
         bias_level, n) counts, "overview": one row per audit, "toxic": top ``top`` by
-        toxicity, "rated": top ``top`` by bias level}``.
+        toxicity, "rated": top ``top`` by expected bias level (then the median level),
+        "dimensions": every audited dimension per audit (:func:`audited_dimensions`)}``; a row
+        of "toxic" / "rated" is one association, with its ``bias_dimensions`` joined by ", ".
 
     Raises:
         LookupError: the score marts are not in the warehouse (run ``dora audit`` first).
