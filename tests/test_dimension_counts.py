@@ -9,6 +9,7 @@ is n/a, ``dora tables`` lists what dbt documents, ``dora query`` shows DuckDB's 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -62,10 +63,11 @@ def test_modscan_rows_without_responses_show_no_score(finished_audit, monkeypatc
         assert "<td>n/a</td>" in report_section()
 
 
-def test_query_shows_duckdb_s_whole_error_and_a_case_hint(finished_audit, monkeypatch, capsys):
+def test_query_shows_duckdb_s_whole_error_and_a_case_hint(finished_audit, monkeypatch, capsys, tmp_path):
     from orchestration.cli import main
 
     finished_audit.env(monkeypatch)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))  # main() writes dagster.yaml there, not in the shared home
     assert main(["query", "select descripter from fct_associations"]) == 2
     err = capsys.readouterr().err
     assert err.startswith('dora query: SQL error: Binder Error: Referenced column "descripter" not found')
@@ -191,6 +193,7 @@ def test_index_links_every_page_the_report_writes(finished_audit, monkeypatch, t
     from orchestration.cli import main
 
     finished_audit.env(monkeypatch)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))  # main() writes dagster.yaml there, not in the shared home
     out = tmp_path / "report"
     assert main(["report", "--out", str(out)]) == 0
     written = capsys.readouterr().out
@@ -204,8 +207,7 @@ def test_index_links_every_page_the_report_writes(finished_audit, monkeypatch, t
         reached.add(page)
         text = (out / page).read_text(encoding="utf-8")
         base = Path(page).parent
-        for href in re.findall(r"href=['\"]([^'\"#]+)", text):
-            todo.append((base / href).as_posix() if not href.startswith("../") else str(Path(base, href).resolve().relative_to(out.resolve())))
-        shown |= {(base / src).as_posix() for src in re.findall(r"<img src=['\"]([^'\"]+)", text) if not src.startswith("../")}
+        todo += [os.path.normpath(base / href) for href in re.findall(r"href=['\"]([^'\"#]+)", text)]
+        shown |= {os.path.normpath(base / src) for src in re.findall(r"<img src=['\"]([^'\"]+)", text)}
     assert pages <= reached, f"pages no link leads to: {sorted(pages - reached)}"
     assert {p.relative_to(out).as_posix() for p in out.glob("*.png")} <= shown
