@@ -298,6 +298,13 @@ def matched_nothing(result: QueryResult) -> bool:
     return not result.rows or (len(result.rows) == 1 and all(v in (0, None) for v in result.rows[0]))
 
 
+def is_q_column(name: str) -> bool:
+    """Whether a column holds a q- or p-value (``fisher_q``, ``change_q``, ``q_before``,
+    ``paper_p_value``, ...), shown by :func:`format_q`."""
+    name = name.lower()
+    return name in ("q", "p") or name.endswith(("_q", "_p", "p_value")) or name.startswith(("q_", "p_"))
+
+
 def format_q(value) -> str:
     """A q- or p-value for display: scientific notation, 3 significant digits (0.0498 ->
     ``4.98e-02``), because a fixed-point rounding shows 0.0498 as 0.05, on the wrong side of
@@ -321,5 +328,10 @@ def format_result(result: QueryResult, fmt: str = "table") -> str:
     if fmt == "table":
         from tabulate import tabulate
 
-        return tabulate(result.rows, headers=result.columns, tablefmt="simple", floatfmt=".4g")
+        # q- / p-values in scientific notation: ".4g" would print 0.049996 as 0.05
+        qs = [i for i, c in enumerate(result.columns) if is_q_column(c)]
+        rows = result.rows if not qs else [
+            tuple(format_q(v) if i in qs and isinstance(v, (float, int)) else v for i, v in enumerate(r)) for r in result.rows
+        ]
+        return tabulate(rows, headers=result.columns, tablefmt="simple", floatfmt=".4g", disable_numparse=qs or False)
     raise ValueError(f"unknown format {fmt!r}; expected table, csv or json")

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from analytics.query import QueryResult, format_q, read_relation, run_query
+from analytics.query import QueryResult, format_q, is_q_column, read_relation, run_query
 from ingestion.landing import dora_home
 
 #: Display order of settings (T2T first, as in the paper) and Likert labels (docs/method.md#4-scoring).
@@ -267,12 +267,6 @@ def link_pages(index: Path, pages: Sequence[Path]) -> Path:
 
 class _Html(str):
     """A table cell that is already HTML (a drill-down link)."""
-
-
-def is_q_column(name: str) -> bool:
-    """Whether a column holds a q- or p-value (shown by :func:`analytics.query.format_q`)."""
-    return name in ("q", "p", "fisher_q", "change_q", "min_change_q", "p_value") or name.endswith(("_q", "_p", "_p_value")) \
-        or name.startswith(("q_", "p_value"))
 
 
 def _fmt(value, column: str = "") -> str:
