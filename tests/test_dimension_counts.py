@@ -152,6 +152,10 @@ def test_diff_counts_a_descriptor_in_each_of_its_dimensions(two_audits):
 def test_q_values_are_never_rounded_across_the_cut_off():
     assert format_q(0.0498) == "4.98e-02" and format_q(0.05) == "5.00e-02" and format_q(3.2e-7) == "3.20e-07"
     assert format_q(None) == "n/a" and format_q(float("nan")) == "n/a"
+    from analytics.query import QueryResult, format_result
+
+    table = format_result(QueryResult(["word", "tfidf", "fisher_q"], [("slow", 5.78767, 0.049996)]))
+    assert table.splitlines()[-1].split() == ["slow", "5.788", "5.00e-02"]  # .4g alone would print 0.05
 
 
 def test_dora_tables_lists_every_documented_mart_by_family(capsys):
