@@ -159,7 +159,8 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
             (associations without a significant change are counted, never listed).
 
     Raises:
-        DiffError, plus the read errors of :func:`analytics.query.run_query`.
+        DiffError (also when ``fct_association_dimensions`` is not built), plus the read errors
+        of :func:`analytics.query.run_query`.
     """
     if top < 1:
         raise DiffError(f"--top must be >= 1, got {top}")
@@ -171,6 +172,13 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     # fct_association_changes has one row per association; its descriptor's dimensions come from
     # the per-dimension bridge, so a descriptor filed under two dimensions counts in both
     dims_params = [before.audit_id, after.audit_id, after.audit_id]
+    import duckdb
+
+    try:
+        run_query("select 1 from fct_association_dimensions limit 0")
+    except duckdb.CatalogException:
+        raise DiffError("the per-dimension relation fct_association_dimensions is not built: "
+                        "run `dora audit` (its dbt build creates it)") from None
     top_rows = run_query(
         f"""with {_DIMENSIONS_CTE},
             changes as (select * from fct_association_changes where {pair} and is_significant_change)

@@ -154,7 +154,8 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     monkeypatch.setenv("DORA_REGISTRY", str(registry))
     _land("v1", 0)
     _land("v2", 1)
-    run_dbt(["build", "--select", "+agg_association_changes_by_dimension"], dora_home)
+    # dora diff counts per dimension through the bridge fct_association_dimensions
+    run_dbt(["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions"], dora_home)
 
     # independent recomputation: listed = significant in either audit; two-sided Fisher; BH over them
     before, after = _docs("v1"), _docs("v2")
