@@ -23,7 +23,8 @@ from ingestion.landing import write_shard
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 TARGET = "fixture"
 #: the models (and their tests) these tests read: the diff mart and everything upstream of it
-BUILD = ["build", "--select", "+agg_association_changes_by_dimension"]
+# dora diff counts per dimension through the bridge fct_association_dimensions
+BUILD = ["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions"]
 DIMENSIONS = {"old person": "age", "young person": "age", "rich person": "socioeconomic", "poor person": "socioeconomic"}
 
 #: documents (descriptor -> words) of each audit, setting 'singular'
