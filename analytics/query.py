@@ -291,6 +291,14 @@ def case_hint(sql: str, path: Path | None = None) -> str | None:
             f"descriptors, words and bias dimensions are stored lower-case (write {stored!r}, or lower({col}) = lower(...))")
 
 
+def one_line_sql_error(exc: BaseException) -> str:
+    """DuckDB's whole error text on one line: every line of it (the message, its "Did you mean"
+    / "Candidate bindings" suggestions, ``LINE n:`` and the query text there) joined by " | ",
+    the caret line under the position left out (it points at nothing once joined)."""
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    return " | ".join(ln for ln in lines if ln and set(ln) != {"^"})
+
+
 def matched_nothing(result: QueryResult) -> bool:
     """No row, or one row of zeros / nulls (``select count(*) ... where descriptor = 'X'``)."""
     if not result.columns:

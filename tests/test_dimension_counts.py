@@ -71,7 +71,8 @@ def test_query_shows_duckdb_s_whole_error_and_a_case_hint(finished_audit, monkey
     assert main(["query", "select descripter from fct_associations"]) == 2
     err = capsys.readouterr().err
     assert err.startswith('dora query: SQL error: Binder Error: Referenced column "descripter" not found')
-    assert 'Candidate bindings: "descriptor"' in err and "LINE 1: select descripter" in err
+    assert len(err.strip().splitlines()) == 1  # one line: the whole text, folded
+    assert ' | Candidate bindings: "descriptor"' in err and " | LINE 1: select descripter from fct_associations" in err
     (descriptor,) = run_query("select descriptor from fct_association_dimensions order by 1 limit 1").rows[0]
     shouted = descriptor.title()
     assert main(["query", "select count(*) from fct_association_dimensions where descriptor = ?".replace("?", f"'{shouted}'")]) == 0

@@ -9,7 +9,8 @@ from orchestration.instance import prepare_environment, prepare_run_readers
 
 def cmd_query(args) -> int:
     prepare_environment()
-    from analytics.query import QueryRefusedError, WarehouseBusyError, case_hint, format_result, matched_nothing, run_query
+    from analytics.query import (QueryRefusedError, WarehouseBusyError, case_hint, format_result, matched_nothing,
+                                one_line_sql_error, run_query)
 
     import duckdb
 
@@ -19,8 +20,9 @@ def cmd_query(args) -> int:
         print(f"dora query: {exc}", file=sys.stderr)
         return 2
     except duckdb.Error as exc:
-        # DuckDB's whole message: the position line and its "Did you mean ..." candidates are the fix
-        print(f"dora query: SQL error: {str(exc).rstrip()}", file=sys.stderr)
+        # DuckDB's whole message on one line: its "Did you mean ..." / candidate bindings and the
+        # LINE n: position are the fix (the caret line under the position says nothing on one line)
+        print(f"dora query: SQL error: {one_line_sql_error(exc)}", file=sys.stderr)
         return 2
     print(format_result(result, args.format))
     if matched_nothing(result):
