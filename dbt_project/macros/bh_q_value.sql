@@ -83,3 +83,28 @@
         else 'shifted'
     end as change_type
 {%- endmacro %}
+
+
+{% macro audit_pair_columns() -%}
+    {#-
+        The columns audit_pairs() gives each pair beside its group: from_audit_id, to_audit_id,
+        from_model_version, to_model_version, is_previous. They lead every change-test mart.
+    -#}
+    {{ return(['from_audit_id', 'to_audit_id', 'from_model_version', 'to_model_version', 'is_previous']) }}
+{%- endmacro %}
+
+
+{% macro audit_pairs_of(relation, group_by, landed_at) -%}
+    {#-
+        audit_pairs() over the audits found in `relation` (a ref with audit_id, model_version,
+        the `group_by` columns and a landing timestamp `landed_at`): each audit once per group,
+        ordered by its first landed row. The head of every family's change-test mart.
+    -#}
+    {%- set audits -%}
+    (select audit_id, {{ group_by | join(', ') }}, any_value(model_version) as model_version,
+            min({{ landed_at }}) as first_landed_at
+     from {{ relation }}
+     group by audit_id, {{ group_by | join(', ') }})
+    {%- endset -%}
+    {{ audit_pairs(audits, group_by, 'first_landed_at') }}
+{%- endmacro %}

@@ -18,7 +18,17 @@
         audit_id, model_id, model_version, modality, setting (model_id / model_version are
         functionally dependent on the audit). The association key adds descriptor and word.
     -#}
-    {{ return(['audit_id', 'model_id', 'model_version', 'modality', 'setting']) }}
+    {{ return(audit_columns() + ['modality', 'setting']) }}
+{%- endmacro %}
+
+
+{% macro audit_columns() -%}
+    {#-
+        Who was audited, the columns every family's rows lead with: audit_id, model_id,
+        model_version (ingestion/landing.py SCHEMAS; the version is the one model_ref.py
+        computes, so two audits of one model id compare across versions).
+    -#}
+    {{ return(['audit_id', 'model_id', 'model_version']) }}
 {%- endmacro %}
 
 
@@ -108,4 +118,22 @@
     )
 
     select * from final
+{%- endmacro %}
+
+
+{% macro probe_row_columns() -%}
+    {#-
+        The leading columns of a BiasDora probe's landed row (T2T completions, T2I images;
+        ingestion/landing.py SCHEMAS): who answered (audit_id, model_id, model_version,
+        backend) and which row of the paper's lists it answers (setting, descriptor,
+        bias_dimension, descriptor_row; rows landed before descriptor_row existed are row 1).
+    -#}
+    audit_id,
+    model_id,
+    model_version,
+    backend,
+    setting,
+    descriptor,
+    bias_dimension,
+    coalesce(descriptor_row, 1) as descriptor_row
 {%- endmacro %}

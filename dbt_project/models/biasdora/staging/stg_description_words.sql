@@ -1,13 +1,6 @@
 {%- set key = ['description_id', 'token_index'] %}
 {#- Incremental, not the staging view: reads only the landing shards not yet staged (macros/landing_shards.sql). -#}
-{{ config(
-    materialized='incremental',
-    incremental_strategy='delete+insert',
-    unique_key=key,
-    on_schema_change='append_new_columns',
-    pre_hook=["{{ restage_if_landing_shards_gone('description_words') }}", "{{ set_new_landing_shards('description_words') }}"],
-    post_hook="{{ delete_superseded_description_words() }}",
-) }}
+{{ config_staged_from_landing('description_words', key, post_hook=["{{ delete_superseded_description_words() }}"]) }}
 
 {#-
     PUBLIC CONTRACT: one row per token (description_id, token_index) of a description,

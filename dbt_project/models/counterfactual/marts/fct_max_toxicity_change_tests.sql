@@ -10,14 +10,8 @@
 
 with
 
-audits as (
-    select audit_id, model_id, variant, any_value(model_version) as model_version, min(generated_at) as first_response_at
-    from {{ ref('fct_counterfactual_responses') }}
-    group by audit_id, model_id, variant
-),
-
 audit_pairs as (
-    {{ audit_pairs('audits', ['model_id', 'variant'], 'first_response_at') }}
+    {{ audit_pairs_of(ref('fct_counterfactual_responses'), ['model_id', 'variant'], 'generated_at') }}
 ),
 
 units as (
@@ -59,11 +53,7 @@ final as (
     select
         model_id,
         variant,
-        from_audit_id,
-        to_audit_id,
-        from_model_version,
-        to_model_version,
-        is_previous,
+        {{ audit_pair_columns() | join(', ') }},
         subset,
         prompt_label,
         mitigation,

@@ -13,14 +13,8 @@
 
 with
 
-audits as (
-    select audit_id, model_id, probe, any_value(model_version) as model_version, min(generated_at) as first_answer_at
-    from {{ ref('fct_modscan_responses') }}
-    group by audit_id, model_id, probe
-),
-
 audit_pairs as (
-    {{ audit_pairs('audits', ['model_id', 'probe'], 'first_answer_at') }}
+    {{ audit_pairs_of(ref('fct_modscan_responses'), ['model_id', 'probe'], 'generated_at') }}
 ),
 
 instance_counts as (
@@ -91,11 +85,7 @@ final as (
     select
         model_id,
         probe,
-        from_audit_id,
-        to_audit_id,
-        from_model_version,
-        to_model_version,
-        is_previous,
+        {{ audit_pair_columns() | join(', ') }},
         attribute,
         scenario,
         condition,

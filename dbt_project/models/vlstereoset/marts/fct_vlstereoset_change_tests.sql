@@ -12,14 +12,8 @@
 
 with
 
-audits as (
-    select audit_id, model_id, any_value(model_version) as model_version, min(scored_at) as first_scored_at
-    from {{ ref('fct_vlstereoset_scores') }}
-    group by audit_id, model_id
-),
-
 audit_pairs as (
-    {{ audit_pairs('audits', ['model_id'], 'first_scored_at') }}
+    {{ audit_pairs_of(ref('fct_vlstereoset_scores'), ['model_id'], 'scored_at') }}
 ),
 
 metric_counts as (
@@ -63,11 +57,7 @@ adjusted as (
 final as (
     select
         model_id,
-        from_audit_id,
-        to_audit_id,
-        from_model_version,
-        to_model_version,
-        is_previous,
+        {{ audit_pair_columns() | join(', ') }},
         scorer_variant,
         dataset_id,
         category,
