@@ -24,6 +24,7 @@ from models_inference.backends.text import load_text_backend
 from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from orchestration.defs.counterfactual.config import CounterfactualConfig
+from orchestration.instance import MODEL_INFERENCE_POOL
 
 RESPONSES = dg.AssetKey(["landing", "counterfactual_responses"])
 LEXICON = dg.AssetKey(["landing", "counterfactual_lexicon"])
@@ -39,6 +40,29 @@ def _skip_reason(context: dg.AssetExecutionContext, config: CounterfactualConfig
     if context.run.tags.get("dagster/partition"):
         return "registry-target runs audit their target's own probes only"
     return None
+
+
+def _op(name: str, *specs: tuple):
+    """The multi-asset of one counterfactual op: ``specs`` are (key, description, deps) of its
+    assets, all in the family's group; it calls models, so it runs in the model pool."""
+    return dg.multi_asset(
+        name=name,
+        specs=[dg.AssetSpec(key, deps=list(deps), group_name=GROUP, description=text) for key, text, deps in specs],
+        pool=MODEL_INFERENCE_POOL,
+    )
+
+
+def _skipped(context: dg.AssetExecutionContext, config: CounterfactualConfig, table: str,
+             empty: dict, reason: str | None = None) -> list[dg.MaterializeResult]:
+    """Start an op: its landing table's folder exists (dbt reads it); when the op does not run
+    (:func:`_skip_reason`, else ``reason``), one result per asset of ``empty`` (asset key ->
+    its zero counts) saying why; an empty list when it runs."""
+    landing_dir(table)
+    reason = _skip_reason(context, config) or reason
+    if not reason:
+        return []
+    context.log.info(f"{table} skipped: {reason}")
+    return [dg.MaterializeResult(asset_key=key, metadata={"skipped": reason, **zeros}) for key, zeros in empty.items()]
 
 
 def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None):
@@ -68,26 +92,17 @@ def probe_config(config: CounterfactualConfig) -> cf.CounterfactualProbeConfig:
     )
 
 
-@dg.multi_asset(
-    name="counterfactual_responses",
-    specs=[
-        dg.AssetSpec(
-            RESPONSES, group_name=GROUP,
-            description="Counterfactual responses (Howard et al., seed 003): one row per (set, member, prompt, "
-            "mitigation, seed) with member attributes, prompt label, model, version, raw text, status and the "
-            "numeric parse (App. F). Text sets: the section 5.1 prefix on a text model. Append-only, resumable.",
-        ),
-        dg.AssetSpec(LEXICON, group_name=GROUP, description="Competence lexicon (App. E.1) and stop list snapshots."),
-    ],
-    pool="model_inference",
+@_op(
+    "counterfactual_responses",
+    (RESPONSES, "Counterfactual responses (Howard et al., seed 003): one row per (set, member, prompt, "
+     "mitigation, seed) with member attributes, prompt label, model, version, raw text, status and the "
+     "numeric parse (App. F). Text sets: the section 5.1 prefix on a text model. Append-only, resumable.", ()),
+    (LEXICON, "Competence lexicon (App. E.1) and stop list snapshots.", ()),
 )
 def counterfactual_responses(context: dg.AssetExecutionContext, config: CounterfactualConfig):
-    landing_dir("counterfactual_responses")
-    reason = _skip_reason(context, config)
-    if reason:
-        context.log.info(f"counterfactual probe skipped: {reason}")
-        yield dg.MaterializeResult(asset_key=RESPONSES, metadata={"skipped": reason, "rows_generated": 0})
-        yield dg.MaterializeResult(asset_key=LEXICON, metadata={"skipped": reason})
+    skipped = _skipped(context, config, "counterfactual_responses", {RESPONSES: {"rows_generated": 0}, LEXICON: {}})
+    if skipped:
+        yield from skipped
         return
     lexicon = competence_lexicon(config.lexicon)
     lexicon_rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
@@ -115,23 +130,16 @@ def counterfactual_responses(context: dg.AssetExecutionContext, config: Counterf
     yield dg.MaterializeResult(asset_key=LEXICON, metadata={"rows": lexicon_rows})
 
 
-@dg.multi_asset(
-    name="counterfactual_toxicity",
-    specs=[
-        dg.AssetSpec(
-            TOXICITY, deps=[RESPONSES], group_name=GROUP,
-            description="Toxicity heads of every counterfactual response (offline: the Jigsaw BiLSTM of "
-            "toxic-comment-classifier; toxic, severe_toxic, obscene, threat, insult, identity_hate). "
-            "Stands in for the paper's Perspective API (absolute values not comparable).",
-        )
-    ],
-    pool="model_inference",
+@_op(
+    "counterfactual_toxicity",
+    (TOXICITY, "Toxicity heads of every counterfactual response (offline: the Jigsaw BiLSTM of "
+     "toxic-comment-classifier; toxic, severe_toxic, obscene, threat, insult, identity_hate). "
+     "Stands in for the paper's Perspective API (absolute values not comparable).", [RESPONSES]),
 )
 def counterfactual_toxicity(context: dg.AssetExecutionContext, config: CounterfactualConfig):
-    landing_dir("counterfactual_toxicity")
-    reason = _skip_reason(context, config)
-    if reason:
-        yield dg.MaterializeResult(asset_key=TOXICITY, metadata={"skipped": reason, "rows_scored": 0})
+    skipped = _skipped(context, config, "counterfactual_toxicity", {TOXICITY: {"rows_scored": 0}})
+    if skipped:
+        yield from skipped
         return
     scorer = load_toxicity_scorer(config.toxicity_scorer)
     summary = cf.score_toxicity(None, scorer, ScoreCache())
@@ -167,23 +175,17 @@ def pmi_candidates(audit_id=None, top: int = 50) -> dict:
     return {(a, s, g): list(ws)[:top] for a, s, g, ws in rows}
 
 
-@dg.multi_asset(
-    name="counterfactual_stereotype_filter",
-    specs=[
-        dg.AssetSpec(
-            FLAGS, deps=[PMI], group_name=GROUP,
-            description="Stereotype filter (App. D.2, prompts verbatim, 3 answers per group, union, "
-            "hallucinated words dropped) of each group's PMI word list, through the judge model "
-            "(default: the embedded SmolLM2; the paper: GPT-4-turbo / GPT-4o).",
-        )
-    ],
-    pool="model_inference",
+@_op(
+    "counterfactual_stereotype_filter",
+    (FLAGS, "Stereotype filter (App. D.2, prompts verbatim, 3 answers per group, union, "
+     "hallucinated words dropped) of each group's PMI word list, through the judge model "
+     "(default: the embedded SmolLM2; the paper: GPT-4-turbo / GPT-4o).", [PMI]),
 )
 def counterfactual_stereotype_filter(context: dg.AssetExecutionContext, config: CounterfactualConfig):
-    landing_dir("counterfactual_stereotype_flags")
-    reason = _skip_reason(context, config) or ("judge backend none" if config.judge_backend == "none" else None)
-    if reason:
-        yield dg.MaterializeResult(asset_key=FLAGS, metadata={"skipped": reason, "answers": 0})
+    skipped = _skipped(context, config, "counterfactual_stereotype_flags", {FLAGS: {"answers": 0}},
+                       "judge backend none" if config.judge_backend == "none" else None)
+    if skipped:
+        yield from skipped
         return
     candidates = pmi_candidates()
     if config.judge_backend == "openai":
