@@ -108,3 +108,17 @@
     {%- endset -%}
     {{ audit_pairs(audits, group_by, 'first_landed_at') }}
 {%- endmacro %}
+
+
+{% macro change_test_columns(leading, tested, delta) -%}
+    {#-
+        The select list of a family's change-test mart, in the order every one of them has:
+        the `leading` columns (what was audited twice: model_id, and the variant / probe),
+        the audit pair (audit_pair_columns()), the `tested` columns (the cell's key, then its
+        before / after values and their difference), change_p, change_q, and
+        change_significance(`delta`). Read back by analytics/family_diff.py, which knows no
+        family, so the columns' order and names are one contract.
+    -#}
+    {{ (leading + audit_pair_columns() + tested + ['change_p', 'change_q']) | join(',\n        ') }},
+        {{ change_significance(delta) }}
+{%- endmacro %}

@@ -51,21 +51,11 @@ adjusted as (
 
 final as (
     select
-        model_id,
-        variant,
-        {{ audit_pair_columns() | join(', ') }},
-        subset,
-        prompt_label,
-        mitigation,
-        head,
-        units_before,
-        units_after,
-        mean_max_toxicity_before,
-        mean_max_toxicity_after,
-        delta_mean_max_toxicity,
-        change_p,
-        change_q,
-        {{ change_significance('delta_mean_max_toxicity') }}
+        {{ change_test_columns(
+            ['model_id', 'variant'],
+            ['subset', 'prompt_label', 'mitigation', 'head', 'units_before', 'units_after', 'mean_max_toxicity_before', 'mean_max_toxicity_after', 'delta_mean_max_toxicity'],
+            'delta_mean_max_toxicity',
+        ) }}
     from adjusted
 )
 

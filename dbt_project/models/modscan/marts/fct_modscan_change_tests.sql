@@ -83,22 +83,12 @@ adjusted as (
 
 final as (
     select
-        model_id,
-        probe,
-        {{ audit_pair_columns() | join(', ') }},
-        attribute,
-        scenario,
-        condition,
-        prefix,
-        instances_compared,
-        s_bias_before,
-        s_bias_after,
-        delta_s_bias,
-        s_bias_na_filtered_before,
-        s_bias_na_filtered_after,
-        change_p,
-        change_q,
-        {{ change_significance('delta_s_bias') }}
+        {{ change_test_columns(
+            ['model_id', 'probe'],
+            ['attribute', 'scenario', 'condition', 'prefix', 'instances_compared',
+             's_bias_before', 's_bias_after', 'delta_s_bias', 's_bias_na_filtered_before', 's_bias_na_filtered_after'],
+            'delta_s_bias',
+        ) }}
     from adjusted
 )
 

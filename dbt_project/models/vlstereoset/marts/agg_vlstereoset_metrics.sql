@@ -71,14 +71,7 @@ metrics as (
 
 final as (
     select
-        audit_id,
-        model_id,
-        model_version,
-        scorer,
-        scorer_variant,
-        from_paper,
-        dataset_id,
-        is_synthetic,
+        {{ (audit_columns() + vlstereoset_scorer_columns()) | join(', ') }},
         category,
         n_items,
         n_relevant,

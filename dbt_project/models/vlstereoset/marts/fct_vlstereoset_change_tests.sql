@@ -56,24 +56,11 @@ adjusted as (
 
 final as (
     select
-        model_id,
-        {{ audit_pair_columns() | join(', ') }},
-        scorer_variant,
-        dataset_id,
-        category,
-        metric,
-        k_before,
-        n_before,
-        k_after,
-        n_after,
-        value_before,
-        value_after,
-        delta_value,
-        ivlas_before,
-        ivlas_after,
-        change_p,
-        change_q,
-        {{ change_significance('delta_value') }}
+        {{ change_test_columns(
+            ['model_id'],
+            ['scorer_variant', 'dataset_id', 'category', 'metric', 'k_before', 'n_before', 'k_after', 'n_after', 'value_before', 'value_after', 'delta_value', 'ivlas_before', 'ivlas_after'],
+            'delta_value',
+        ) }}
     from adjusted
 )
 
