@@ -122,3 +122,15 @@
     {{ (leading + audit_pair_columns() + tested + ['change_p', 'change_q']) | join(',\n        ') }},
         {{ change_significance(delta) }}
 {%- endmacro %}
+
+
+{% macro before_after(cells, cell_key) -%}
+    {#-
+        FROM clause pairing each audit pair (the CTE `audit_pairs`, alias p) with its cells:
+        `b` the earlier audit's rows of `cells` (one row per audit and `cell_key`), `a` the
+        later audit's row of the same cell. Only cells present in both audits are tested.
+    -#}
+    from audit_pairs as p
+    inner join {{ cells }} as b on b.audit_id = p.from_audit_id
+    inner join {{ cells }} as a on a.audit_id = p.to_audit_id and {{ join_on('a', 'b', cell_key) }}
+{%- endmacro %}

@@ -8,6 +8,8 @@
     change_q = Benjamini-Hochberg over the tested rows of the audit pair.
 -#}
 
+{%- set cell_key = ['subset', 'prompt_label', 'mitigation', 'head'] %}
+
 with
 
 audit_pairs as (
@@ -16,44 +18,38 @@ audit_pairs as (
 
 units as (
     select
-        audit_id, subset, prompt_label, mitigation, head,
+        audit_id, {{ cell_key | join(', ') }},
         count(*) as units,
         avg(max_toxicity) as mean_max_toxicity,
         list(max_toxicity order by set_id, seed) as max_toxicities
     from {{ ref('fct_max_toxicity') }}
-    group by audit_id, subset, prompt_label, mitigation, head
+    group by audit_id, {{ cell_key | join(', ') }}
 ),
 
 tested as (
     select
         p.*,
-        b.subset,
-        b.prompt_label,
-        b.mitigation,
-        b.head,
+        {{ qualified('b', cell_key) }},
         b.units as units_before,
         a.units as units_after,
         b.mean_max_toxicity as mean_max_toxicity_before,
         a.mean_max_toxicity as mean_max_toxicity_after,
         a.mean_max_toxicity - b.mean_max_toxicity as delta_mean_max_toxicity,
         mann_whitney_p(b.max_toxicities, a.max_toxicities) as change_p
-    from audit_pairs as p
-    inner join units as b on b.audit_id = p.from_audit_id
-    inner join units as a
-        on a.audit_id = p.to_audit_id and a.subset = b.subset and a.prompt_label = b.prompt_label
-        and a.mitigation = b.mitigation and a.head = b.head
+    {{ before_after('units', cell_key) }}
 ),
 
 adjusted as (
     -- Benjamini-Hochberg within the audit pair (= scipy.stats.false_discovery_control)
-    {{ with_change_q('tested', ['subset', 'prompt_label', 'mitigation', 'head']) }}
+    {{ with_change_q('tested', cell_key) }}
 ),
 
 final as (
     select
         {{ change_test_columns(
             ['model_id', 'variant'],
-            ['subset', 'prompt_label', 'mitigation', 'head', 'units_before', 'units_after', 'mean_max_toxicity_before', 'mean_max_toxicity_after', 'delta_mean_max_toxicity'],
+            cell_key + ['units_before', 'units_after', 'mean_max_toxicity_before', 'mean_max_toxicity_after',
+                        'delta_mean_max_toxicity'],
             'delta_mean_max_toxicity',
         ) }}
     from adjusted
