@@ -134,3 +134,15 @@
     inner join {{ cells }} as b on b.audit_id = p.from_audit_id
     inner join {{ cells }} as a on a.audit_id = p.to_audit_id and {{ join_on('a', 'b', cell_key) }}
 {%- endmacro %}
+
+
+{% macro previous_current_delta(measure, previous, current) -%}
+    {#-
+        The three columns a *_changes mart gives each `measure` of a cell: the previous audit's
+        value (previous_<measure>, from alias `previous`), the current one's (<measure>, alias
+        `current`) and their difference (delta_<measure> = current - previous).
+    -#}
+    {{ previous }}.{{ measure }} as previous_{{ measure }},
+        {{ current }}.{{ measure }},
+        {{ current }}.{{ measure }} - {{ previous }}.{{ measure }} as delta_{{ measure }}
+{%- endmacro %}

@@ -189,3 +189,9 @@
     select audit_id, inputs_landed_at as counted_inputs_landed_at
     from ({{ association_input_watermarks() }}) as w
 {%- endmacro %}
+
+
+{% macro only_audits_to_rebuild(rebuild_by_audit, column='audit_id') -%}
+    {#- On an incremental build (`rebuild_by_audit`), a WHERE keeping the audits_to_rebuild rows; else nothing. -#}
+    {%- if rebuild_by_audit %}where {{ column }} in (select audit_id from audits_to_rebuild){% endif -%}
+{%- endmacro %}

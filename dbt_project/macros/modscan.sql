@@ -13,3 +13,13 @@
         ('race', 'White'), ('race', 'Black'), ('race', 'Asian'), ('race', 'Indian')
     ) as g(attribute, social_group)
 {%- endmacro %}
+
+
+{% macro modscan_cell(with_modality=false) -%}
+    {#-
+        The cell S_bias (seed 000 Eq. 2) is computed in, as column names: probe, attribute,
+        scenario, condition, prefix (`with_modality`: modality after probe, which it follows
+        from). Audits are compared cell by cell.
+    -#}
+    {{ return(['probe'] + (['modality'] if with_modality else []) + ['attribute', 'scenario', 'condition', 'prefix']) }}
+{%- endmacro %}

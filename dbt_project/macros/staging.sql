@@ -137,3 +137,12 @@
     bias_dimension,
     coalesce(descriptor_row, 1) as descriptor_row
 {%- endmacro %}
+
+
+{% macro any_values(columns) -%}
+    {#-
+        `any_value(c) as c` for each column of `columns`: columns that depend functionally on
+        a GROUP BY's key (e.g. model_id on audit_id), carried through without grouping by them.
+    -#}
+    {%- for column in columns %}any_value({{ column }}) as {{ column }}{{ ', ' if not loop.last }}{% endfor -%}
+{%- endmacro %}

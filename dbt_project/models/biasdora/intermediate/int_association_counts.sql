@@ -22,9 +22,7 @@ with
 
 document_words as (
     select * from {{ ref('int_document_words') }}
-    {%- if rebuild_by_audit %}
-    where audit_id in (select audit_id from audits_to_rebuild)
-    {%- endif %}
+    {{ only_audits_to_rebuild(rebuild_by_audit) }}
 ),
 
 term_frequencies as (

@@ -40,9 +40,7 @@ audits_to_rebuild as (
 final as (
     select *
     from counted
-    {%- if rebuild_by_audit %}
-    where audit_id in (select audit_id from audits_to_rebuild)
-    {%- endif %}
+    {{ only_audits_to_rebuild(rebuild_by_audit) }}
 )
 
 select * from final

@@ -13,7 +13,6 @@
 {#- a judge's identity: answer_mode is part of it (free, the paper's, or constrained) -#}
 {%- set judge_identity = ['judge_backend', 'judge_model', 'judge_model_version', 'answer_mode'] %}
 {%- set rebuild_by_audit = is_incremental() and has_columns(this, model.columns.keys() | list) %}
-{%- set only_audits_to_rebuild = 'where audit_id in (select audit_id from audits_to_rebuild)' if rebuild_by_audit else '' %}
 
 {#- Incremental, not a mart table: rebuilds only audits with new inputs, keeps archived ones (macros/incremental_audits.sql). -#}
 {{ config_incremental_by_audit('association_score_watermarks()', watermark_columns) }}
@@ -27,14 +26,12 @@ associations as (
     select fct_associations.*, watermarks.scores_landed_at
     from {{ ref('fct_associations') }} as fct_associations
     left join watermarks on fct_associations.audit_id = watermarks.audit_id
-    {%- if rebuild_by_audit %}
-    where fct_associations.audit_id in (select audit_id from audits_to_rebuild)
-    {%- endif %}
+    {{ only_audits_to_rebuild(rebuild_by_audit, 'fct_associations.audit_id') }}
 ),
 
 sentiment_scores as (
     select * from {{ ref('stg_sentiment_scores') }}
-    {{ only_audits_to_rebuild }}
+    {{ only_audits_to_rebuild(rebuild_by_audit) }}
 ),
 
 sentiment as (
@@ -44,7 +41,7 @@ sentiment as (
 
 toxicity_scores as (
     select * from {{ ref('stg_toxicity_scores') }}
-    {{ only_audits_to_rebuild }}
+    {{ only_audits_to_rebuild(rebuild_by_audit) }}
 ),
 
 toxicity as (
@@ -55,7 +52,7 @@ toxicity as (
 judge_ratings as (
     -- answer_mode is part of the judge's identity; null only in fixtures
     select * replace (coalesce(answer_mode, 'free') as answer_mode) from {{ ref('stg_judge_ratings') }}
-    {{ only_audits_to_rebuild }}
+    {{ only_audits_to_rebuild(rebuild_by_audit) }}
 ),
 
 judge_runs as (

@@ -29,9 +29,7 @@ association_counts as (
     select association_counts.* exclude (counted_inputs_landed_at), watermarks.inputs_landed_at
     from {{ ref('int_association_counts') }} as association_counts
     left join watermarks on association_counts.audit_id = watermarks.audit_id
-    {%- if rebuild_by_audit %}
-    where association_counts.audit_id in (select audit_id from audits_to_rebuild)
-    {%- endif %}
+    {{ only_audits_to_rebuild(rebuild_by_audit, 'association_counts.audit_id') }}
 ),
 
 contingency as (

@@ -108,12 +108,7 @@ cells as (
 
 final as (
     select
-        c.probe,
-        c.modality,
-        c.attribute,
-        c.scenario,
-        c.condition,
-        c.prefix,
+        {{ qualified('c', modscan_cell(with_modality=true)) }},
         c.n_models,
         c.member_audit_ids,
         c.n_queries,
@@ -123,9 +118,7 @@ final as (
         case when s.n_instances > 0 then s.sum_abs_deviation / (s.n_groups * s.n_instances) end as s_bias,
         2.0 * (g.n_groups - 1) / (g.n_groups * g.n_groups) as s_bias_max
     from cells as c
-    left join scores as s
-        on s.probe = c.probe and s.modality = c.modality and s.attribute = c.attribute and s.scenario = c.scenario
-        and s.condition = c.condition and s.prefix = c.prefix
+    left join scores as s on {{ join_on('s', 'c', modscan_cell(with_modality=true)) }}
     inner join (select distinct attribute, n_groups from social_groups) as g on g.attribute = c.attribute
 )
 
