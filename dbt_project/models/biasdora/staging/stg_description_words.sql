@@ -23,6 +23,11 @@
     staged tokens of descriptions that are no longer the winner of their key (a later retry).
 -#}
 
+{#- the token key; `is not distinct from`: a null token_index is one key, as in a window partition -#}
+{%- set same_token -%}
+tokens.description_id = repeated_keys.description_id and tokens.token_index is not distinct from repeated_keys.token_index
+{%- endset %}
+
 with
 
 source as not materialized (
@@ -78,17 +83,13 @@ repeated_keys as (
 single_tokens as (
     select tokens.*
     from tokens
-    anti join repeated_keys
-        on  tokens.description_id = repeated_keys.description_id
-        and tokens.token_index is not distinct from repeated_keys.token_index
+    anti join repeated_keys on {{ same_token }}
 ),
 
 latest_repeated_tokens as (
     select tokens.*
     from tokens
-    semi join repeated_keys
-        on  tokens.description_id = repeated_keys.description_id
-        and tokens.token_index is not distinct from repeated_keys.token_index
+    semi join repeated_keys on {{ same_token }}
     qualify row_number() over (
         partition by description_id, token_index
         order by tokenised_at desc nulls last, tokenizer desc nulls last, _landing_shard desc
