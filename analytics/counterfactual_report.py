@@ -4,7 +4,7 @@ Three views, all read from the public marts (read-only, ``?`` parameters):
 
 * the Table 1 heat-table: mean / P90 MaxToxicity per (audit, subset) x prompt
   (``agg_max_toxicity``, head ``toxicity``, no mitigation), cells shaded by value;
-* the PMI stereotype words per group (``fct_group_word_pmi``: candidates s(w) >= 1 by rank,
+* the PMI stereotype words per group (``fct_group_word_pmi``: candidates s(w) > 1 by rank,
   the stereotype filter's flag marked), as Table 2;
 * the numeric-ratings table (``agg_numeric_ratings``: group means with the +-1 SD flags of
   Tables 29-31 and the Kruskal-Wallis q-value per prompt).

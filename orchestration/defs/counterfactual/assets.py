@@ -143,7 +143,7 @@ def counterfactual_toxicity(context: dg.AssetExecutionContext, config: Counterfa
 
 
 def pmi_candidates(audit_id=None, top: int = 50) -> dict:
-    """The candidate words (s(w) >= 1, freq >= min-freq) of each (audit, subset, group), by
+    """The candidate words (s(w) > 1, freq >= min-freq) of each (audit, subset, group), by
     descending s(w), at most ``top`` per group (the paper validated the top 50), read-only."""
     from analytics.query import WarehouseMissingError, connect_read_only
 
