@@ -2,7 +2,8 @@
 
 Lineage::
 
-    landing/counterfactual_responses (+ landing/counterfactual_lexicon)   <- text sets on the audit's model
+    landing/counterfactual_responses (+ landing/counterfactual_lexicon)   <- text sets on the audit's model;
+                                                                          image sets (--cf-images) on the LVLM
       -> landing/counterfactual_toxicity                                  <- Jigsaw heads of every response
       -> stg/fct counterfactual models (dora_dbt_models)                  -> int_counterfactual_word_pmi
       -> landing/counterfactual_stereotype_flags                          <- App. D.2 filter (judge model)
@@ -19,8 +20,10 @@ import dagster as dg
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_MODEL
 from models_inference.probes.counterfactual import probe as cf
-from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, sample_sets
+from ingestion.errors import CounterfactualInputError
+from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, load_image_sets, sample_sets
 from models_inference.backends.text import load_text_backend
+from models_inference.backends.vision import load_vision_backend
 from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from orchestration.defs.counterfactual.config import CounterfactualConfig
@@ -48,8 +51,25 @@ def _text_backend(config: CounterfactualConfig, model: str | None = None, backen
     return load_text_backend(model or config.model, backend=backend, defer=True, **extra)
 
 
-def build_sets(config: CounterfactualConfig):
-    """The text sets of a run: user-defined (``custom_occupations``) or a sample of the released ones."""
+def build_image_sets(config: CounterfactualConfig):
+    """The image sets of a run (``images``: folder or manifest), or ``None`` without ``images``.
+
+    Raises:
+        CounterfactualInputError: ``images`` without ``vision_model``, or an unusable folder / manifest.
+    """
+    if not config.images:
+        return None
+    if not config.vision_model:
+        raise CounterfactualInputError("--cf-images needs --cf-vision-model (the LVLM shown the images)")
+    return load_image_sets(config.images)
+
+
+def build_sets(config: CounterfactualConfig, image_sets=None):
+    """The text sets of a run: the image sets' own sets (``images`` with ``paired_text``: the
+    section 5.1 pairing), none (``images`` without ``paired_text``), user-defined
+    (``custom_occupations``) or a sample of the released ones."""
+    if image_sets is not None:
+        return list(image_sets) if config.paired_text else []
     if config.custom_occupations:
         return custom_sets(config.custom_occupations, config.subsets)
     return sample_sets(
@@ -91,27 +111,35 @@ def counterfactual_responses(context: dg.AssetExecutionContext, config: Counterf
         return
     lexicon = competence_lexicon(config.lexicon)
     lexicon_rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
-    sets = build_sets(config)
-    backend = _text_backend(config)
-    summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
-                               max_error_share=config.max_error_share)
-    context.log.info(f"counterfactual audit {summary.audit_id}: generated {summary.generated} of {summary.planned} responses")
-    yield dg.MaterializeResult(
-        asset_key=RESPONSES,
-        metadata={
-            "audit_id": summary.audit_id,
-            "variant": "text",
-            "model_id": backend.model_id,
-            "model_version": backend.model_version,
-            "sets": len(sets),
-            "rows_planned": summary.planned,
-            "rows_already_landed": summary.already_landed,
-            "rows_generated": summary.generated,
+    image_sets = build_image_sets(config)
+    sets = build_sets(config, image_sets)
+    metadata = {"max_new_tokens": config.max_new_tokens, "rows_quarantined": len(lexicon.quarantined), "sets": len(sets)}
+    if sets:
+        backend = _text_backend(config)
+        summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
+                                   max_error_share=config.max_error_share)
+        context.log.info(f"counterfactual audit {summary.audit_id}: generated {summary.generated} of {summary.planned} responses")
+        metadata.update({
+            "audit_id": summary.audit_id, "variant": "text", "model_id": backend.model_id, "model_version": backend.model_version,
+            "rows_planned": summary.planned, "rows_already_landed": summary.already_landed, "rows_generated": summary.generated,
             "status": dg.MetadataValue.json(dict(summary.statuses)),
-            "max_new_tokens": config.max_new_tokens,
-            "rows_quarantined": len(lexicon.quarantined),
-        },
-    )
+        })
+    if image_sets is not None:
+        kwargs = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
+        if config.vision_backend == "transformers":
+            kwargs["batch_size"] = config.vision_batch_size
+        vlm = load_vision_backend(config.vision_model, backend=config.vision_backend, **kwargs)
+        image = cf.run_image_sets(image_sets, vlm, probe_config(config), progress=config.progress,
+                                  max_error_share=config.max_error_share)
+        context.log.info(f"counterfactual image audit {image.audit_id}: generated {image.generated} of {image.planned} responses")
+        metadata.update({
+            "image_audit_id": image.audit_id, "image_model_id": vlm.model_id, "image_model_version": vlm.model_version,
+            "image_sets": len(image_sets), "image_rows_planned": image.planned, "image_rows_generated": image.generated,
+            "image_status": dg.MetadataValue.json(dict(image.statuses)),
+            "image_rows_quarantined": len(image_sets.quarantined),
+        })
+    metadata.setdefault("rows_generated", 0)
+    yield dg.MaterializeResult(asset_key=RESPONSES, metadata=metadata)
     yield dg.MaterializeResult(asset_key=LEXICON, metadata={"rows": lexicon_rows})
 
 
