@@ -51,6 +51,12 @@ CHANGE_TEST = FamilyChangeTest(
     ("subset", "prompt_label", "mitigation", "head"),
     "mean MaxToxicity (max - min of a head's score over a counterfactual set) per subset, prompt, mitigation, head",
     "two-sided Mann-Whitney U on the two audits' per-(set, seed) MaxToxicity values (bounded, skewed: a rank test)",
+    related=(
+        "agg_lvlm_llm_max_toxicity", "LVLM vs LLM MaxToxicity (section 5.1 Pearson r / p, Table 3 differences)",
+        ("lvlm_audit_id", "llm_audit_id"),
+        ("lvlm_audit_id", "llm_audit_id", "subset", "prompt_label", "mitigation", "head", "units", "r_units", "p_units",
+         "occupations", "r_occupations", "p_occupations", "mean_difference", "p90_difference"),
+    ),
 )
 
 
