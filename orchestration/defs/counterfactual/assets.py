@@ -9,9 +9,11 @@ Lineage::
       -> landing/counterfactual_stereotype_flags                          <- App. D.2 filter (judge model)
       -> fct_group_word_pmi (dora_score_models, tag scores)
 
-A partitioned run (a registry target: ``dora audit --target``, the sensor, the schedule) does
-not run the counterfactual probe (the assets materialise with ``skipped``); ``enabled=False``
-(``dora audit --probe`` without ``counterfactual``) skips it the same way.
+A partitioned run (a registry target: ``dora audit --target``, the sensor, the schedule) runs
+the probe when the target's family is ``counterfactual`` (its options in the run config, the
+text model's version pinned to the partition's, audits tagged with the target), and skips it
+(``skipped``) for another family's target; ``enabled=False`` (``dora audit --probe`` without
+``counterfactual``) skips it the same way.
 """
 
 
@@ -26,6 +28,7 @@ from models_inference.backends.text import load_text_backend
 from models_inference.backends.vision import load_vision_backend
 from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
+from orchestration.defs.audits.runs import family_skip_reason, target_of_run, with_model_version
 from orchestration.defs.counterfactual.config import CounterfactualConfig
 
 RESPONSES = dg.AssetKey(["landing", "counterfactual_responses"])
@@ -39,9 +42,7 @@ GROUP = "counterfactual"
 def _skip_reason(context: dg.AssetExecutionContext, config: CounterfactualConfig):
     if not config.enabled:
         return "counterfactual probe not selected (dora audit --probe)"
-    if context.run.tags.get("dagster/partition"):
-        return "registry-target runs audit their target's own probes only"
-    return None
+    return family_skip_reason(context, GROUP)  # a registry partition of another family's target
 
 
 def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None):
@@ -114,10 +115,13 @@ def counterfactual_responses(context: dg.AssetExecutionContext, config: Counterf
     image_sets = build_image_sets(config)
     sets = build_sets(config, image_sets)
     metadata = {"max_new_tokens": config.max_new_tokens, "rows_quarantined": len(lexicon.quarantined), "sets": len(sets)}
+    run = target_of_run(context, require_current=True)  # a registry partition of a counterfactual target
     if sets:
         backend = _text_backend(config)
+        if run is not None:
+            backend = with_model_version(backend, run.model_version)
         summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
-                                   max_error_share=config.max_error_share)
+                                   max_error_share=config.max_error_share, target=run and run.target.name)
         context.log.info(f"counterfactual audit {summary.audit_id}: generated {summary.generated} of {summary.planned} responses")
         metadata.update({
             "audit_id": summary.audit_id, "variant": "text", "model_id": backend.model_id, "model_version": backend.model_version,
@@ -130,7 +134,7 @@ def counterfactual_responses(context: dg.AssetExecutionContext, config: Counterf
             kwargs["batch_size"] = config.vision_batch_size
         vlm = load_vision_backend(config.vision_model, backend=config.vision_backend, **kwargs)
         image = cf.run_image_sets(image_sets, vlm, probe_config(config), progress=config.progress,
-                                  max_error_share=config.max_error_share)
+                                  max_error_share=config.max_error_share, target=run and run.target.name)
         context.log.info(f"counterfactual image audit {image.audit_id}: generated {image.generated} of {image.planned} responses")
         metadata.update({
             "image_audit_id": image.audit_id, "image_model_id": vlm.model_id, "image_model_version": vlm.model_version,

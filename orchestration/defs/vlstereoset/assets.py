@@ -68,9 +68,12 @@ def vlstereoset_probe(context: dg.AssetExecutionContext, config: VLStereoSetConf
     """Land the VLStereoSet items, then score them with every selected scorer (one audit each)."""
     run = target_of_run(context, config.registry)
     reason = None if config.enabled else "--probe does not include vlstereoset"
-    if run is not None and reason is None:
+    if run is not None and reason is None and run.target.family != "vlstereoset":  # its own targets: options as given
         t = run.target
-        config, reason = config_for_target(config, t.modality, t.backend, t.model, t.base_url)
+        if t.family == "biasdora":  # a BiasDora target's model, scored by the family's scorer for its modality
+            config, reason = config_for_target(config, t.modality, t.backend, t.model, t.base_url)
+        else:
+            reason = f"partition {run.partition_key} audits registry target {t.name!r} of family {t.family!r}"
     if reason:
         for key in (ITEMS_KEY, SCORES_KEY):
             yield dg.MaterializeResult(asset_key=key, metadata={"status": "skipped", "reason": reason})
