@@ -10,6 +10,7 @@ import pytest
 from ingestion.registry import RegistryError, parse_registry
 from orchestration.defs.audits.runs import family_op_configs, run_config_for_target
 from orchestration.defs.audits.sensors import audit_version_sensor
+from orchestration.families import FAMILIES
 
 REGISTRY = """
 targets:
@@ -47,26 +48,26 @@ def test_each_family_target_gets_a_valid_run_config(registry_file):
     job = defs.resolve_job_def(AUDIT_JOB)
     registry = parse_registry(registry_file.read_text())
     for target in registry.targets:
-        config = run_config_for_target(target, str(registry_file))
+        config = run_config_for_target(target, FAMILIES, str(registry_file))
         dg.validate_run_config(job, config.to_config_dict())  # the job's config schema
-    cf = run_config_for_target(registry.target("cf")).ops
+    cf = run_config_for_target(registry.target("cf"), FAMILIES).ops
     assert cf["counterfactual_responses"].occupations == ["nurse"] and cf["counterfactual_toxicity"].seeds == 2
     assert cf["counterfactual_responses"].enabled and cf["counterfactual_responses"].model == "smollm2-135m"
     assert not cf["modscan_responses"].enabled and not cf["vlstereoset_probe"].enabled
-    ms = run_config_for_target(registry.target("ms")).ops
+    ms = run_config_for_target(registry.target("ms"), FAMILIES).ops
     assert ms["modscan_responses"].enabled and ms["modscan_responses"].samples == 2 and not ms["counterfactual_responses"].enabled
-    vl = run_config_for_target(registry.target("vl")).ops
+    vl = run_config_for_target(registry.target("vl"), FAMILIES).ops
     assert vl["vlstereoset_probe"].items == "paper" and vl["vlstereoset_probe"].scorers == ["idm"]
-    assert set(run_config_for_target(registry.target("bd")).ops) == {"t2t_completions"}
+    assert set(run_config_for_target(registry.target("bd"), FAMILIES).ops) == {"t2t_completions"}
 
 
 def test_bad_family_options_are_one_line_errors(registry_file):
     target = parse_registry(REGISTRY % {"v": "v1"}).target("cf").model_copy(update={"options": {"sedes": 3}})
     with pytest.raises(ValueError, match=r"target 'cf': options \['sedes'\] are not fields of counterfactual's run config"):
-        family_op_configs(target)
+        family_op_configs(target, FAMILIES)
     target = target.model_copy(update={"options": {"seeds": 0}})
     with pytest.raises(ValueError, match="target 'cf': option seeds: Input should be greater than or equal to 1"):
-        family_op_configs(target)
+        family_op_configs(target, FAMILIES)
     with pytest.raises(RegistryError, match="options: a biasdora target takes 'probe' settings"):
         parse_registry("targets:\n  - {name: x, model: m, version: {source: explicit, value: v}, options: {seeds: 1}}\n")
 

@@ -9,6 +9,7 @@ is an ad-hoc audit configured entirely by its run config.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,11 +132,15 @@ def with_model_version(backend, model_version: str):
 TARGET_MODEL_FLAGS: dict[str, str] = {"--model": "model", "--backend": "backend", "--base-url": "base_url"}
 
 
-def family_op_configs(target: AuditTarget) -> dict:
+def family_op_configs(target: AuditTarget, families: Sequence) -> dict:
     """Op name -> Config of the target's probe family (not BiasDora's: :func:`config_for_target`
     configures that one in the run): ``options`` (the family's Config fields), the target's
     model / backend / base_url on the fields the family's ``--model`` / ``--backend`` /
     ``--base-url`` flags set, ``enabled`` and no progress bar; every other family's ops disabled.
+
+    Args:
+        families: every :class:`~orchestration.family.ProbeFamily` (``orchestration.families.FAMILIES``,
+            passed in: the family records import this module through their assets).
 
     Raises:
         KeyError: an unknown family. ValueError: an option that is not a field of the family's
@@ -143,11 +148,11 @@ def family_op_configs(target: AuditTarget) -> dict:
     """
     from pydantic import ValidationError
 
-    from orchestration import families as fam
-
-    own = fam.get_family(target.family)
+    own = next((f for f in families if f.name == target.family), None)
+    if own is None:
+        raise KeyError(f"target {target.name!r}: unknown probe family {target.family!r}; families: {[f.name for f in families]}")
     ops: dict = {}
-    for family in fam.FAMILIES:
+    for family in families:
         for op, cls in family.configs.items():
             if family.name == "biasdora" or op in ops:
                 continue
@@ -171,7 +176,7 @@ def family_op_configs(target: AuditTarget) -> dict:
     return ops
 
 
-def run_config_for_target(target: AuditTarget, registry: str | None = None) -> dg.RunConfig:
+def run_config_for_target(target: AuditTarget, families: Sequence, registry: str | None = None) -> dg.RunConfig:
     """The run config of one registry target's partition run: the registry path on the T2T
     op (every asset finds the target through it) and, for a target of another family, that
     family's ops (:func:`family_op_configs`).
@@ -182,19 +187,19 @@ def run_config_for_target(target: AuditTarget, registry: str | None = None) -> d
     registry = registry or str(default_registry_path())
     ops = {T2T_OP: AuditConfig(registry=registry, progress=False)}
     if target.family != "biasdora":
-        ops.update(family_op_configs(target))
+        ops.update(family_op_configs(target, families))
     return dg.RunConfig(ops=ops)
 
 
-def audit_run_request(key: str, target: AuditTarget, version: str, *, trigger: str, run_key: str | None = None,
-                      registry: str | None = None) -> dg.RunRequest:
+def audit_run_request(key: str, target: AuditTarget, version: str, *, trigger: str, families: Sequence,
+                      run_key: str | None = None, registry: str | None = None) -> dg.RunRequest:
     """The run request of one partition: the whole audit job, configured for the target's
     family (:func:`run_config_for_target`); its audits extend the same family's earlier audits
     of the model (the change-test marts pair them by model, ordered by time)."""
     return dg.RunRequest(
         run_key=run_key or key,
         partition_key=key,
-        run_config=run_config_for_target(target, registry),
+        run_config=run_config_for_target(target, families, registry),
         tags={"dora/target": target.name, "dora/model_version": version[:60], "dora/trigger": trigger,
               "dora/family": target.family},
     )
