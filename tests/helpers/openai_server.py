@@ -168,7 +168,8 @@ class OpenAIStubServer:
                 default_handle_error(request, client_address)
 
         self._httpd.handle_error = handle_error
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # a short poll: shutdown() waits up to one poll interval (0.5 s by default, per test)
+        self._thread = threading.Thread(target=lambda: self._httpd.serve_forever(poll_interval=0.05), daemon=True)
 
     @property
     def base_url(self) -> str:
