@@ -36,13 +36,33 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((C, "numeric_max_new_tokens"),), prefix=P, validator=v.int_range(0, MAX_TOKENS, " (0 = --cf-max-new-tokens)"),
          convert=lambda n: n or None),
     Flag(((C, "judge_backend"),), prefix=P, choices=JUDGE_BACKENDS),
-    *Flag.of(C, "judge_model", "lexicon", prefix=P),
+    Flag(((C, "judge_model"),), prefix=P, local_model="cf_judge_backend"),
+    Flag(((C, "lexicon"),), prefix=P, path="file"),
     # image sets (the LVLM) and their paired text sets (section 5.1)
-    *Flag.of(C, "images", "vision_model", prefix=P),
+    Flag(((C, "images"),), prefix=P, path="file_or_folder"),
+    Flag(((C, "vision_model"),), prefix=P, local_model="cf_vision_backend"),
     Flag(((C, "vision_backend"),), prefix=P, choices=I2T_BACKENDS),
     Flag(((C, "vision_base_url"),), prefix=P, validator=v.base_urls),
     *Flag.of(C, "vision_batch_size", "paired_text", prefix=P),
 )
+
+
+def check(configs) -> str | None:
+    """``dora audit``'s check of the counterfactual settings before Dagster starts: a lexicon
+    file (``--cf-lexicon``) must hold a usable word, user-defined sets (``--cf-custom-occupations``)
+    must be buildable (cheap: neither loads the released sets nor a model)."""
+    from ingestion.errors import CounterfactualInputError
+    from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets
+
+    config = configs[COUNTERFACTUAL_OPS[0]]
+    try:
+        if config.lexicon:
+            competence_lexicon(config.lexicon)
+        if config.custom_occupations:
+            custom_sets(config.custom_occupations, config.subsets)
+    except CounterfactualInputError as exc:
+        return f"--cf-lexicon / --cf-custom-occupations: {exc}"
+    return None
 
 CHANGE_TEST = FamilyChangeTest(
     "counterfactual", "fct_max_toxicity_change_tests", "fct_counterfactual_responses", "generated_at",
@@ -142,4 +162,5 @@ FAMILY = ProbeFamily(
     plan=plan,
     change_test=CHANGE_TEST,
     report_section=_report_section,
+    check=check,
 )
