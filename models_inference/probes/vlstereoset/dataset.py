@@ -29,7 +29,9 @@ from urllib.parse import urlparse
 
 # the family's error type lives with every DoraError (the CLI finds them there); re-exported here
 from ingestion.errors import InputFileError, ItemPoolTooSmallError, VLStereoSetFormatError
-from ingestion.quarantine import QuarantinedRow, no_good_row_error, not_utf8, read_csv_records, shown
+from ingestion.quarantine import (
+    QuarantinedRow, decode_text, no_good_row_error, not_utf8, read_csv_records, read_input_bytes, shown,
+)
 from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
 from models_inference.image_store import StoredImage, store_png
 
@@ -147,14 +149,17 @@ def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
         order, neutral captions derived (:func:`.neutralise.neutralise`); the quarantined rows.
 
     Raises:
-        FileNotFoundError: no such file. IsADirectoryError: a folder.
-        VLStereoSetFormatError: an empty file, a header that is not the released one, or a file
+        VLStereoSetFormatError: no such file, a folder, a FIFO or device, a UTF-16 / UTF-32 file
+            (its byte-order mark), an empty file, a header that is not the released one, or a file
             with no good row (the message gives the count and the first rows' reasons; for a
             file that is not UTF-8, the byte offset of its first bad byte).
     """
     path = Path(path)
-    raw = path.read_bytes()
-    text = raw.decode("utf-8", "surrogateescape").lstrip("\ufeff")  # one BOM or several
+    try:  # a missing file, a folder, a FIFO (never opened), UTF-16/32: one line each
+        raw = read_input_bytes(path, "VLStereoSet CSV")
+        text = decode_text(raw, path, "VLStereoSet CSV")  # one BOM or several stripped
+    except InputFileError as exc:  # the family's own type, so callers catch one error for its inputs
+        raise VLStereoSetFormatError(str(exc)) from None
     csv.field_size_limit(max(csv.field_size_limit(), 64 << 20))  # long fields are quarantined below, by name
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
