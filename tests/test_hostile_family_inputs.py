@@ -225,3 +225,112 @@ def test_a_fifo_named_like_a_face_is_quarantined_and_the_good_face_kept(tmp_path
     faces = read_faces(tmp_path)
     assert [f.face_id for f in faces.faces] == ["30_0_0_20170101"]
     assert [(q.source_file, q.reason) for q in faces.quarantined()] == [("31_1_1_20170101.jpg", "not a regular file")]
+
+
+# ----------------------------------------------------------------------------- servers and interrupts
+
+
+def _chat(server, **kw):
+    from models_inference.backends.text import OpenAIChatBackend
+
+    return OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=1, **kw)
+
+
+def _landed(table: str) -> list[dict]:
+    from ingestion.landing import read_landing
+
+    return read_landing(table).to_pylist()
+
+
+def _modscan_config(shard_rows: int = 1000):
+    from models_inference.probes.modscan.text import TextProbeConfig
+
+    return TextProbeConfig(probes=("modscan_text_persona",), samples=3, instances_per_scenario=1, conditions=("original",),
+                           shard_rows=shard_rows)
+
+
+def _cf_sets():
+    from models_inference.probes.counterfactual.probe import CounterfactualProbeConfig
+    from models_inference.probes.counterfactual.sets import custom_sets
+
+    # user-defined sets (no released data read): 2 races x 2 genders = 4 members
+    sets = custom_sets(["nurse"], ["race_gender"], {"race": ["White", "Black"], "gender": ["male", "female"]})
+    return sets, CounterfactualProbeConfig(prompts=["Describe"], seeds=1, max_new_tokens=8)
+
+
+def test_counterfactual_transient_503_is_retried_and_every_row_lands_ok(dora_home, monkeypatch):
+    from models_inference.probes.counterfactual.probe import run_text_sets
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    sets, cfg = _cf_sets()
+    with OpenAIStubServer() as server:
+        server.chat_reply = lambda req: "A nurse at work."
+        server.fail_next(503, times=1)
+        summary = run_text_sets(sets, _chat(server, max_retries=3), cfg, progress=False)
+    rows = _landed("counterfactual_responses")
+    assert (summary.planned, dict(summary.statuses)) == (4, {"ok": 4}) and len(rows) == 4
+    assert {r["status"] for r in rows} == {"ok"}
+
+
+def test_counterfactual_malformed_200_is_an_error_row_and_the_chunk_lands(dora_home, monkeypatch):
+    from models_inference.probes.counterfactual.probe import run_text_sets
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    sets, cfg = _cf_sets()
+    with OpenAIStubServer() as server:
+        server.malformed_next("not_json", times=1)
+        summary = run_text_sets(sets, _chat(server, max_retries=0), cfg, progress=False, max_error_share=1.0)
+    assert Counter(r["status"] for r in _landed("counterfactual_responses")) == Counter(summary.statuses)
+    assert summary.statuses["error"] == 1 and sum(summary.statuses.values()) == 4
+
+
+def test_modscan_unreachable_server_is_one_line_and_every_row_lands_as_error(dora_home, monkeypatch):
+    import socket
+
+    from ingestion.errors import AuditFailedError
+    from models_inference.probes.modscan.text import run_text_probe
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with OpenAIStubServer() as server:
+        backend = _chat(server, max_retries=0)
+    with socket.socket() as s:  # the server is gone: nothing listens on its port any more
+        assert s.connect_ex(("127.0.0.1", server.port)) != 0
+    with pytest.raises(AuditFailedError) as err:
+        run_text_probe(backend, _modscan_config(), progress=False)
+    rows = _landed("modscan_responses")
+    assert "\n" not in str(err.value) and "connection refused" in str(err.value)
+    assert len(rows) == 6 and {r["status"] for r in rows} == {"error"}
+
+
+def test_modscan_interrupted_mid_run_keeps_its_shards_and_the_rerun_lands_only_the_rest(dora_home, monkeypatch):
+    from models_inference.probes.modscan.text import run_text_probe
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with OpenAIStubServer() as server:
+        server.chat_reply = lambda req: "The man."
+        backend = _chat(server, max_retries=0)
+        calls = {"n": 0}
+        real = backend.generate
+
+        def interrupted(requests, *args, **kw):  # Ctrl-C while the second shard is generated
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise KeyboardInterrupt
+            return real(requests, *args, **kw)
+
+        monkeypatch.setattr(backend, "generate", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run_text_probe(backend, _modscan_config(shard_rows=2), progress=False)
+        first = len(_landed("modscan_responses"))
+        monkeypatch.setattr(backend, "generate", real)
+        summary = run_text_probe(backend, _modscan_config(shard_rows=2), progress=False)
+    keys = [(r["probe"], r["instance"], r["attribute"], r["sample"]) for r in _landed("modscan_responses")]
+    assert first == 2 and summary.result.generated == 4 and summary.result.already_landed == 2
+    assert len(keys) == len(set(keys)) == 6  # every key exactly once
+
+
+def test_corpus_size():
+    """The counts docs/operations.md quotes (fault tolerance): inputs per family in this file."""
+    cases = Counter(c[0] for c in ERRORS) + Counter(c[0] for c in QUARANTINES)
+    cases.update({"modscan": 3, "counterfactual": 2})  # the FIFO face, the server and interrupt cases
+    assert dict(cases) == {"vlstereoset": 27, "counterfactual": 18, "modscan": 12}, dict(cases)
