@@ -95,3 +95,22 @@ def test_a_failing_step_is_one_error_line_and_a_log_path(tmp_path, case):
     log = re.search(r"stack traces: (\S+\.log)$", err[-1])
     assert log and (home / "logs").resolve() == type(home)(log.group(1)).resolve().parent, err[-1]
     assert "Stack Trace" in type(home)(log.group(1)).read_text()
+
+
+def test_summary_names_rows_quarantined_per_family_when_not_zero():
+    """The summary line of each family whose landing assets set input rows aside (a real run of
+    assets keyed like the families' landing tables, with their ``rows_quarantined`` metadata)."""
+    from orchestration import families as fam
+    from orchestration.cli.audit import quarantine_lines
+
+    def landing(table, n):
+        @dg.asset(key=["landing", table])
+        def _asset():
+            return dg.MaterializeResult(metadata={"rows_quarantined": n})
+        return _asset
+
+    result = dg.materialize([landing("vlstereoset_items", 3), landing("counterfactual_responses", 0),
+                             landing("modscan_responses", 1200)], instance=dg.DagsterInstance.ephemeral())
+    lines = quarantine_lines(result, fam.FAMILIES)
+    assert [line.split(" (")[0] for line in lines] == ["modscan: rows_quarantined 1,200", "vlstereoset: rows_quarantined 3"]
+    assert all("landing/input_quarantine" in line for line in lines)

@@ -279,4 +279,21 @@ def cmd_audit(args) -> int:
             text = family.summary(result, args)
             if text:
                 print(text)
+    for line in quarantine_lines(result, [f for f in fam.FAMILIES if selected(args, f)]):
+        print(line)
     return 0
+
+
+def quarantine_lines(result, families) -> list[str]:
+    """One summary line per family whose assets set input rows aside in this run (the
+    ``rows_quarantined`` metadata of its landing assets, summed), none when it is zero."""
+    from orchestration.family import materializations
+
+    lines = []
+    for family in families:
+        n = sum(int(md.get("rows_quarantined") or 0) for table in family.landing_tables
+                for md in materializations(result, table))
+        if n:
+            lines.append(f"{family.name}: rows_quarantined {n:,} (input rows not audited, each with its file, line and "
+                         "reason in $DORA_HOME/landing/input_quarantine)")
+    return lines
