@@ -69,13 +69,17 @@ CASES = {
     # 12 members x 8 seeds = 96 responses, in shards of 64
     "counterfactual": (["--backend", "openai", "--model", "stub", "--cf-prompts", "Describe", "--cf-seeds", "8",
                         "--cf-judge-backend", "none"], "counterfactual_responses", 96),
-    # 20 persona queries x 25 samples = 500, in shards of 256
+    # 20 persona queries x 14 samples = 280, in shards of 256
     "modscan": (["--modscan-backend", "openai", "--modscan-model", "stub", "--modscan-probes", "modscan_text_persona",
-                 "--modscan-samples", "25"], "modscan_responses", 500),
+                 "--modscan-samples", "14"], "modscan_responses", 280),
     # the mcq scorer over the synthetic items (with images), through an OpenAI vision endpoint, shards of 32 units
     "vlstereoset": (["--vlstereoset-scorers", "idm", "--vlstereoset-vlm-backend", "openai", "--vlstereoset-vlm-model", "stub",
                      "--images", "{images}"], "vlstereoset_scores", None),
 }
+
+
+#: Calls answered quickly (about one shard's worth); the later ones take 0.5 s each.
+FIRST_SHARD = {"counterfactual": 64, "modscan": 256, "vlstereoset": 32}
 
 
 def _argv(family: str, base_url: str, tmp_path) -> list[str]:
@@ -93,13 +97,18 @@ def test_sigkill_mid_probe_then_rerun_lands_every_key_exactly_once(tmp_path, fam
     _images(tmp_path / "images")
     _, table, expected = CASES[family]
     env = dora_env(home, OPENAI_API_KEY="sk-test")
+    slow = {"after": FIRST_SHARD[family]}
     with OpenAIStubServer() as server:
-        server.latency = 0.15  # every call takes a while: the kill lands with calls in flight
-        server.chat_reply = lambda req: "A"
+        def reply(req):  # quick until the first shard's calls are answered, then slow: the kill lands mid-probe
+            if len(server.requests) > slow["after"]:
+                time.sleep(0.5)
+            return "A"
+
+        server.chat_reply = reply
         argv = _argv(family, server.base_url, tmp_path)
         _kill_after_first_shard(argv, env, home, table, tmp_path / "first.log")
         partial, partial_keys = _landed(home, table)
-        server.latency = 0
+        slow["after"] = float("inf")
         rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     rows, keys = _landed(home, table)
