@@ -11,8 +11,9 @@ or dbt is imported): one line of message, exit code 2, about a second. Two layer
 * :func:`check_args` for what depends on several flags (a local model named for a local
   backend must exist, except for ``dora audit --dry-run``, which loads no model) or on the
   file system (``--out`` must not be a file; every family flag declared with ``path=`` must
-  name an existing file or folder of the right kind, :func:`path_problem`), and each selected
-  family's own ``check`` of its settings taken together (:func:`family_problem`).
+  name an existing file or folder of the right kind, :func:`path_problem`); each selected
+  family's own ``check`` of its settings taken together runs next
+  (``orchestration/cli/flags.py: family_problem``, which knows the families).
 
 The limits are stated on the Config fields (``le=`` with the ``MAX_*`` of
 :mod:`orchestration.defaults`): generous for real use, small enough that a typo cannot exhaust
@@ -247,44 +248,7 @@ def path_problem(value: str, kind: str, flag: str) -> str | None:
     return None
 
 
-def family_problem(args: argparse.Namespace) -> str | None:
-    """The first problem of ``dora audit``'s family flags, before Dagster starts (one line), or ``None``.
-
-    Checks, for every family: each flag declared with ``path=`` (:func:`path_problem`), each
-    flag declared with ``local_model=`` that runs on a local backend (:func:`local_model_problem`;
-    not for ``--dry-run``, which loads no model); then each selected family's ``check`` of its
-    op configs (``orchestration/family.py``).
-    """
-    from ingestion.vocabulary import DEFAULT_MODEL
-    from orchestration import families as fam
-    from orchestration.cli.flags import op_run_configs, selected
-
-    dry_run = getattr(args, "dry_run", False)
-    for family in fam.FAMILIES:
-        for flag in family.flags:
-            value = getattr(args, flag.arg_dest, None)
-            if not isinstance(value, str) or not value:
-                continue
-            if flag.path:
-                problem = path_problem(value, flag.path, flag.flag)
-                if problem:
-                    return problem
-            if flag.local_model and not dry_run and value != DEFAULT_MODEL:
-                backend = "transformers" if flag.local_model == "always" else getattr(args, flag.local_model, None)
-                problem = local_model_problem(value, flag.flag) if backend in LOCAL_BACKENDS else None
-                if problem:
-                    return problem
-    checks = [f for f in fam.FAMILIES if f.check is not None and selected(args, f)]
-    if checks:
-        ops = op_run_configs(args)
-        for family in checks:
-            problem = family.check(ops)
-            if problem:
-                return problem
-    return None
-
-
-def _command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
+def command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
     """The sub-parser of ``command`` (its ``prog`` is ``dora <command>``), else ``parser``."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
@@ -296,7 +260,7 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     """Cross-flag checks after parsing; calls ``parser.error`` (exit 2, one line) on the first
     problem, through the command's own parser so the line reads ``dora <command>: error: ...``."""
     command = getattr(args, "command", None)
-    parser = _command_parser(parser, command)
+    parser = command_parser(parser, command)
     if command == "audit" and not getattr(args, "dry_run", False):  # a dry run loads no model
         from ingestion.vocabulary import DEFAULT_MODEL
 
@@ -316,10 +280,6 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
             problem = local_model_problem(args.judge_model, "--judge-model")
             if problem:
                 parser.error(problem)
-    if command == "audit":
-        problem = family_problem(args)
-        if problem:
-            parser.error(problem)
     if command == "report" and args.out:
         out = Path(args.out).expanduser()
         if out.exists() and not out.is_dir():
@@ -330,6 +290,6 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
 
 __all__ = [
-    "LOCAL_BACKENDS", "audit_id", "base_urls", "check_args", "csv_choices", "family_problem", "float_range", "image_size",
+    "LOCAL_BACKENDS", "audit_id", "base_urls", "check_args", "command_parser", "csv_choices", "float_range", "image_size",
     "int_range", "letters", "local_model_problem", "number_range", "path_problem", "precheck",
 ]

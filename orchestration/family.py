@@ -47,8 +47,9 @@ class Flag:
         dest: the ``argparse`` attribute (default: from the flag's name).
         what: what one item is called in error messages (default: from the field's name).
         path: the value names an input on disk that must exist before Dagster starts:
-            ``"file"``, ``"folder"`` or ``"file_or_folder"`` (``orchestration/cli_validation.py:
-            check_args`` refuses a missing path, a folder for a file, a file for a folder, a FIFO).
+            ``"file"``, ``"folder"`` or ``"file_or_folder"`` (``family_problem`` in
+            ``orchestration/cli/flags.py`` refuses a missing path, a folder for a file, a file
+            for a folder, a FIFO).
         local_model: the value names a model that may be local; checked like ``--model``
             (``local_model_problem``) when it runs on a local backend: the ``argparse`` attribute of
             its backend flag (checked when that backend is ``transformers`` / ``diffusers``), or

@@ -33,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_args(parser, args)
+    if args.command == "audit":  # every family's input paths, local models and settings, before Dagster
+        from orchestration.cli.flags import family_problem
+        from orchestration.cli_validation import command_parser
+
+        problem = family_problem(args)
+        if problem:
+            command_parser(parser, "audit").error(problem)
     handler = {
         "audit": audit.cmd_audit,
         "report": commands.cmd_report,
