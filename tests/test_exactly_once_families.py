@@ -132,16 +132,17 @@ def test_two_families_audited_at_once_on_one_home_both_finish_with_their_own_row
     with OpenAIStubServer() as server:
         server.latency = 0.02
         server.chat_reply = lambda req: "A"
-        cf = dora_argv("audit", "--probe", "counterfactual", "--backend", "openai", "--model", "stub", "--base-url",
-                       server.base_url, "--cf-prompts", "Describe", "--cf-judge-backend", "none", "--no-progress")
+        # VLStereoSet's reference scorer IDM calls no model: the two audits differ in what they land and build
+        vls = dora_argv("audit", "--probe", "vlstereoset", "--vlstereoset-scorers", "idm", "--no-progress")
         ms = dora_argv("audit", "--probe", "modscan", "--modscan-backend", "openai", "--modscan-model", "stub",
                        "--modscan-base-url", server.base_url, "--modscan-probes", "modscan_text_persona", "--no-progress")
-        procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for argv in (cf, ms)]
+        procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for argv in (vls, ms)]
         outs = [p.communicate(timeout=900) for p in procs]
     for proc, (_, err) in zip(procs, outs):
         assert proc.returncode == 0, err[-3000:]
-    assert _landed(home, "counterfactual_responses") == (12, 12)  # 12 members x 1 prompt x 1 seed
+    scores, keys = _landed(home, "vlstereoset_scores")
+    assert scores == keys > 0
     assert _landed(home, "modscan_responses") == (20, 20)  # 20 persona queries x 1 sample
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        assert con.execute("select count(*) from fct_counterfactual_responses").fetchone()[0] == 12
         assert con.execute("select count(*) from fct_modscan_responses").fetchone()[0] == 20
+        assert con.execute("select count(distinct item_id) from fct_vlstereoset_scores where scorer = 'idm'").fetchone()[0] >= 20
