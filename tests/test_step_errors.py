@@ -103,14 +103,19 @@ def test_summary_names_rows_quarantined_per_family_when_not_zero():
     from orchestration import families as fam
     from orchestration.cli.audit import quarantine_lines
 
-    def landing(table, n):
+    def landing(table, n, **more):
         @dg.asset(key=["landing", table])
         def _asset():
-            return dg.MaterializeResult(metadata={"rows_quarantined": n})
+            return dg.MaterializeResult(metadata={"rows_quarantined": n, **more})
         return _asset
 
     result = dg.materialize([landing("vlstereoset_items", 3), landing("counterfactual_responses", 0),
-                             landing("modscan_responses", 1200)], instance=dg.DagsterInstance.ephemeral())
+                             landing("modscan_responses", 1200), landing("t2t_completions", 0)],
+                            instance=dg.DagsterInstance.ephemeral())
     lines = quarantine_lines(result, fam.FAMILIES)
     assert [line.split(" (")[0] for line in lines] == ["modscan: rows_quarantined 1,200", "vlstereoset: rows_quarantined 3"]
     assert all("landing/input_quarantine" in line for line in lines)
+    # the counterfactual lexicon's and image sets' counts add up
+    result = dg.materialize([landing("counterfactual_responses", 2, image_rows_quarantined=5)],
+                            instance=dg.DagsterInstance.ephemeral())
+    assert [line.split(" (")[0] for line in quarantine_lines(result, fam.FAMILIES)] == ["counterfactual: rows_quarantined 7"]

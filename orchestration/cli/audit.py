@@ -286,13 +286,14 @@ def cmd_audit(args) -> int:
 
 def quarantine_lines(result, families) -> list[str]:
     """One summary line per family whose assets set input rows aside in this run (the
-    ``rows_quarantined`` metadata of its landing assets, summed), none when it is zero."""
+    ``rows_quarantined`` / ``<input>_rows_quarantined`` metadata of its landing assets, summed),
+    none when it is zero."""
     from orchestration.family import materializations
 
     lines = []
     for family in families:
-        n = sum(int(md.get("rows_quarantined") or 0) for table in family.landing_tables
-                for md in materializations(result, table))
+        n = sum(int(value or 0) for table in family.landing_tables for md in materializations(result, table)
+                for key, value in md.items() if key == "rows_quarantined" or key.endswith("_rows_quarantined"))
         if n:
             lines.append(f"{family.name}: rows_quarantined {n:,} (input rows not audited, each with its file, line and "
                          "reason in $DORA_HOME/landing/input_quarantine)")
