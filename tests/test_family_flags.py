@@ -142,6 +142,8 @@ BAD_FAMILY_FLAGS = [
     ("counterfactual", ["--cf-lexicon", "{empty}"], "lexicon {empty}: no word in it"),
     ("counterfactual", ["--cf-judge-model", "./no-such-judge"], "--cf-judge-model ./no-such-judge: no such file or folder"),
     ("counterfactual", ["--base-url", "ftp://127.0.0.1/v1"], "must be an http(s) URL"),
+    ("counterfactual", ["--cf-images", "{missing}"], "--cf-images {missing}: no such file or folder"),
+    ("counterfactual", ["--cf-images", "{dir}"], "--cf-images needs --cf-vision-model"),
     ("modscan", ["--modscan-samples", "0"], "argument --modscan-samples: 0 is out of range"),
     ("modscan", ["--modscan-backend", "llama"], "argument --modscan-backend: invalid choice: 'llama'"),
     ("modscan", ["--modscan-base-url", "localhost:8000"], "must be an http(s) URL"),

@@ -48,13 +48,16 @@ FLAGS: tuple[Flag, ...] = (
 
 
 def check(configs) -> str | None:
-    """``dora audit``'s check of the counterfactual settings before Dagster starts: a lexicon
-    file (``--cf-lexicon``) must hold a usable word, user-defined sets (``--cf-custom-occupations``)
+    """``dora audit``'s check of the counterfactual settings before Dagster starts: image sets
+    need their LVLM (``--cf-images`` with ``--cf-vision-model``), a lexicon file
+    (``--cf-lexicon``) must hold a usable word, user-defined sets (``--cf-custom-occupations``)
     must be buildable (cheap: neither loads the released sets nor a model)."""
     from ingestion.errors import CounterfactualInputError
     from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets
 
     config = configs[COUNTERFACTUAL_OPS[0]]
+    if config.images and not config.vision_model:
+        return "--cf-images needs --cf-vision-model (the LVLM shown the images, section 5.1)"
     try:
         if config.lexicon:
             competence_lexicon(config.lexicon)
