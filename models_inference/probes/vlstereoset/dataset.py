@@ -158,7 +158,8 @@ def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
     count, encoding and field length per row), then each good row's values are checked here.
 
     Raises:
-        VLStereoSetFormatError: no such file, or a folder; an empty file; a header without one of
+        VLStereoSetFormatError: no such file, a folder, a FIFO or device, a UTF-16 / UTF-32 file
+            (its byte-order mark); an empty file; a header without one of
             the released columns (:data:`CSV_COLUMNS`, "Imaeg URL" spelled so; other columns
             are ignored); a file with no good row (the message gives the count and the first
             rows' reasons; for a file that is not UTF-8, the byte offset of its first bad byte).
