@@ -38,9 +38,9 @@ def _bytes_row(row: str, bad: bytes) -> str:  # a row holding bytes that are not
 
 # (family, loader, case id, file content: bytes, or "DIR" / "FIFO" / "MISSING")
 ERRORS = [
-    ("vlstereoset", "vls_csv", "empty", b"", "empty file, expected the header"),
-    ("vlstereoset", "vls_csv", "header-only", _vls_csv(), "no data row after the header"),
-    ("vlstereoset", "vls_csv", "wrong-columns", b"a,b,c\n1,2,3\n", "is not the released VLStereoSet header"),
+    ("vlstereoset", "vls_csv", "empty", b"", "empty file, expected a header with bias_type"),
+    ("vlstereoset", "vls_csv", "header-only", _vls_csv(), "no data rows after the header"),
+    ("vlstereoset", "vls_csv", "wrong-columns", b"a,b,c\n1,2,3\n", "line 1: missing column(s) ['bias_type', 'target'"),
     ("vlstereoset", "vls_csv", "utf-16", _vls_csv(GOOD).decode("utf-8-sig").encode("utf-16"), "the file is UTF-16"),
     ("vlstereoset", "vls_csv", "utf-32", _vls_csv(GOOD).decode("utf-8-sig").encode("utf-32"), "the file is UTF-32"),
     ("vlstereoset", "vls_csv", "a-folder", "DIR", "a folder; expected a file"),
