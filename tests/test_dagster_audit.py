@@ -72,6 +72,31 @@ def test_rerun_is_a_no_op_and_another_selection_is_another_audit(finished_audit,
         assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 72 + 108
 
 
+@pytest.mark.slow
+def test_yaml_descriptions_reach_the_warehouse_as_comments(finished_audit):
+    """persist_docs (dbt_project.yml): a model's YAML description and its columns' are the
+    DuckDB comments of the relation, a table (fct_associations) and a view (the bridge) alike;
+    row-per-association marts carry the list of dimensions, not a first-of-list column."""
+    import duckdb
+
+    con = duckdb.connect(str(finished_audit.home / "warehouse.duckdb"), read_only=True)
+    try:
+        comments = dict(con.execute(
+            "select table_name || '.' || column_name, comment from duckdb_columns() "
+            "where table_name in ('fct_associations', 'fct_association_dimensions')").fetchall())
+        relations = dict(con.execute(
+            "select table_name, comment from duckdb_tables() where table_name = 'fct_associations' "
+            "union all select view_name, comment from duckdb_views() where view_name = 'fct_association_dimensions'").fetchall())
+    finally:
+        con.close()
+    assert comments["fct_associations.tf"].startswith("Term frequency tf(d,w)")
+    assert comments["fct_association_dimensions.bias_dimension"].startswith("One CrowS-Pairs bias type")
+    assert [c for c, text in comments.items() if not text] == []
+    assert relations["fct_associations"].startswith("PUBLIC CONTRACT")
+    assert relations["fct_association_dimensions"].startswith("PUBLIC")
+    assert "fct_associations.bias_dimensions" in comments and "fct_associations.bias_dimension" not in comments
+
+
 def test_definitions_load_and_lineage():
     from orchestration.definitions import defs
 

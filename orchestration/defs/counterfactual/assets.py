@@ -2,15 +2,18 @@
 
 Lineage::
 
-    landing/counterfactual_responses (+ landing/counterfactual_lexicon)   <- text sets on the audit's model
+    landing/counterfactual_responses (+ landing/counterfactual_lexicon)   <- text sets on the audit's model;
+                                                                          image sets (--cf-images) on the LVLM
       -> landing/counterfactual_toxicity                                  <- Jigsaw heads of every response
       -> stg/fct counterfactual models (dora_dbt_models)                  -> int_counterfactual_word_pmi
       -> landing/counterfactual_stereotype_flags                          <- App. D.2 filter (judge model)
       -> fct_group_word_pmi (dora_score_models, tag scores)
 
-A partitioned run (a registry target: ``dora audit --target``, the sensor, the schedule) does
-not run the counterfactual probe (the assets materialise with ``skipped``); ``enabled=False``
-(``dora audit --probe`` without ``counterfactual``) skips it the same way.
+A partitioned run (a registry target: ``dora audit --target``, the sensor, the schedule) runs
+the probe when the target's family is ``counterfactual`` (its options in the run config, the
+text model's version pinned to the partition's, audits tagged with the target), and skips it
+(``skipped``) for another family's target; ``enabled=False`` (``dora audit --probe`` without
+``counterfactual``) skips it the same way.
 """
 
 
@@ -19,11 +22,15 @@ import dagster as dg
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_MODEL
 from models_inference.probes.counterfactual import probe as cf
-from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, sample_sets
+from ingestion.errors import CounterfactualInputError
+from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, load_image_sets, sample_sets
 from models_inference.backends.text import load_text_backend
+from models_inference.backends.vision import load_vision_backend
 from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
+from orchestration.defs.audits.runs import family_skip_reason, target_of_run, with_model_version
 from orchestration.defs.counterfactual.config import CounterfactualConfig
+from orchestration.instance import MODEL_INFERENCE_POOL
 
 RESPONSES = dg.AssetKey(["landing", "counterfactual_responses"])
 LEXICON = dg.AssetKey(["landing", "counterfactual_lexicon"])
@@ -36,9 +43,30 @@ GROUP = "counterfactual"
 def _skip_reason(context: dg.AssetExecutionContext, config: CounterfactualConfig):
     if not config.enabled:
         return "counterfactual probe not selected (dora audit --probe)"
-    if context.run.tags.get("dagster/partition"):
-        return "registry-target runs audit their target's own probes only"
-    return None
+    return family_skip_reason(context, GROUP)  # a registry partition of another family's target
+
+
+def _op(name: str, *specs: tuple):
+    """The multi-asset of one counterfactual op: ``specs`` are (key, description, deps) of its
+    assets, all in the family's group; it calls models, so it runs in the model pool."""
+    return dg.multi_asset(
+        name=name,
+        specs=[dg.AssetSpec(key, deps=list(deps), group_name=GROUP, description=text) for key, text, deps in specs],
+        pool=MODEL_INFERENCE_POOL,
+    )
+
+
+def _skipped(context: dg.AssetExecutionContext, config: CounterfactualConfig, table: str,
+             empty: dict, reason: str | None = None) -> list[dg.MaterializeResult]:
+    """Start an op: its landing table's folder exists (dbt reads it); when the op does not run
+    (:func:`_skip_reason`, else ``reason``), one result per asset of ``empty`` (asset key ->
+    its zero counts) saying why; an empty list when it runs."""
+    landing_dir(table)
+    reason = _skip_reason(context, config) or reason
+    if not reason:
+        return []
+    context.log.info(f"{table} skipped: {reason}")
+    return [dg.MaterializeResult(asset_key=key, metadata={"skipped": reason, **zeros}) for key, zeros in empty.items()]
 
 
 def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None):
@@ -48,8 +76,25 @@ def _text_backend(config: CounterfactualConfig, model: str | None = None, backen
     return load_text_backend(model or config.model, backend=backend, defer=True, **extra)
 
 
-def build_sets(config: CounterfactualConfig):
-    """The text sets of a run: user-defined (``custom_occupations``) or a sample of the released ones."""
+def build_image_sets(config: CounterfactualConfig):
+    """The image sets of a run (``images``: folder or manifest), or ``None`` without ``images``.
+
+    Raises:
+        CounterfactualInputError: ``images`` without ``vision_model``, or an unusable folder / manifest.
+    """
+    if not config.images:
+        return None
+    if not config.vision_model:
+        raise CounterfactualInputError("--cf-images needs --cf-vision-model (the LVLM shown the images)")
+    return load_image_sets(config.images)
+
+
+def build_sets(config: CounterfactualConfig, image_sets=None):
+    """The text sets of a run: the image sets' own sets (``images`` with ``paired_text``: the
+    section 5.1 pairing), none (``images`` without ``paired_text``), user-defined
+    (``custom_occupations``) or a sample of the released ones."""
+    if image_sets is not None:
+        return list(image_sets) if config.paired_text else []
     if config.custom_occupations:
         return custom_sets(config.custom_occupations, config.subsets)
     return sample_sets(
@@ -68,70 +113,65 @@ def probe_config(config: CounterfactualConfig) -> cf.CounterfactualProbeConfig:
     )
 
 
-@dg.multi_asset(
-    name="counterfactual_responses",
-    specs=[
-        dg.AssetSpec(
-            RESPONSES, group_name=GROUP,
-            description="Counterfactual responses (Howard et al., seed 003): one row per (set, member, prompt, "
-            "mitigation, seed) with member attributes, prompt label, model, version, raw text, status and the "
-            "numeric parse (App. F). Text sets: the section 5.1 prefix on a text model. Append-only, resumable.",
-        ),
-        dg.AssetSpec(LEXICON, group_name=GROUP, description="Competence lexicon (App. E.1) and stop list snapshots."),
-    ],
-    pool="model_inference",
+@_op(
+    "counterfactual_responses",
+    (RESPONSES, "Counterfactual responses (Howard et al., seed 003): one row per (set, member, prompt, "
+     "mitigation, seed) with member attributes, prompt label, model, version, raw text, status and the "
+     "numeric parse (App. F). Text sets: the section 5.1 prefix on a text model. Append-only, resumable.", ()),
+    (LEXICON, "Competence lexicon (App. E.1) and stop list snapshots.", ()),
 )
 def counterfactual_responses(context: dg.AssetExecutionContext, config: CounterfactualConfig):
-    landing_dir("counterfactual_responses")
-    reason = _skip_reason(context, config)
-    if reason:
-        context.log.info(f"counterfactual probe skipped: {reason}")
-        yield dg.MaterializeResult(asset_key=RESPONSES, metadata={"skipped": reason, "rows_generated": 0})
-        yield dg.MaterializeResult(asset_key=LEXICON, metadata={"skipped": reason})
+    skipped = _skipped(context, config, "counterfactual_responses", {RESPONSES: {"rows_generated": 0}, LEXICON: {}})
+    if skipped:
+        yield from skipped
         return
     lexicon = competence_lexicon(config.lexicon)
     lexicon_rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
-    sets = build_sets(config)
-    backend = _text_backend(config)
-    summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
-                               max_error_share=config.max_error_share)
-    context.log.info(f"counterfactual audit {summary.audit_id}: generated {summary.generated} of {summary.planned} responses")
-    yield dg.MaterializeResult(
-        asset_key=RESPONSES,
-        metadata={
-            "audit_id": summary.audit_id,
-            "variant": "text",
-            "model_id": backend.model_id,
-            "model_version": backend.model_version,
-            "sets": len(sets),
-            "rows_planned": summary.planned,
-            "rows_already_landed": summary.already_landed,
-            "rows_generated": summary.generated,
+    image_sets = build_image_sets(config)
+    sets = build_sets(config, image_sets)
+    metadata = {"max_new_tokens": config.max_new_tokens, "rows_quarantined": len(lexicon.quarantined), "sets": len(sets)}
+    run = target_of_run(context, require_current=True)  # a registry partition of a counterfactual target
+    if sets:
+        backend = _text_backend(config)
+        if run is not None:
+            backend = with_model_version(backend, run.model_version)
+        summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
+                                   max_error_share=config.max_error_share, target=run and run.target.name)
+        context.log.info(f"counterfactual audit {summary.audit_id}: generated {summary.generated} of {summary.planned} responses")
+        metadata.update({
+            "audit_id": summary.audit_id, "variant": "text", "model_id": backend.model_id, "model_version": backend.model_version,
+            "rows_planned": summary.planned, "rows_already_landed": summary.already_landed, "rows_generated": summary.generated,
             "status": dg.MetadataValue.json(dict(summary.statuses)),
-            "max_new_tokens": config.max_new_tokens,
-            "rows_quarantined": len(lexicon.quarantined),
-        },
-    )
+        })
+    if image_sets is not None:
+        kwargs = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
+        if config.vision_backend == "transformers":
+            kwargs["batch_size"] = config.vision_batch_size
+        vlm = load_vision_backend(config.vision_model, backend=config.vision_backend, **kwargs)
+        image = cf.run_image_sets(image_sets, vlm, probe_config(config), progress=config.progress,
+                                  max_error_share=config.max_error_share, target=run and run.target.name)
+        context.log.info(f"counterfactual image audit {image.audit_id}: generated {image.generated} of {image.planned} responses")
+        metadata.update({
+            "image_audit_id": image.audit_id, "image_model_id": vlm.model_id, "image_model_version": vlm.model_version,
+            "image_sets": len(image_sets), "image_rows_planned": image.planned, "image_rows_generated": image.generated,
+            "image_status": dg.MetadataValue.json(dict(image.statuses)),
+            "image_rows_quarantined": len(image_sets.quarantined),
+        })
+    metadata.setdefault("rows_generated", 0)
+    yield dg.MaterializeResult(asset_key=RESPONSES, metadata=metadata)
     yield dg.MaterializeResult(asset_key=LEXICON, metadata={"rows": lexicon_rows})
 
 
-@dg.multi_asset(
-    name="counterfactual_toxicity",
-    specs=[
-        dg.AssetSpec(
-            TOXICITY, deps=[RESPONSES], group_name=GROUP,
-            description="Toxicity heads of every counterfactual response (offline: the Jigsaw BiLSTM of "
-            "toxic-comment-classifier; toxic, severe_toxic, obscene, threat, insult, identity_hate). "
-            "Stands in for the paper's Perspective API (absolute values not comparable).",
-        )
-    ],
-    pool="model_inference",
+@_op(
+    "counterfactual_toxicity",
+    (TOXICITY, "Toxicity heads of every counterfactual response (offline: the Jigsaw BiLSTM of "
+     "toxic-comment-classifier; toxic, severe_toxic, obscene, threat, insult, identity_hate). "
+     "Stands in for the paper's Perspective API (absolute values not comparable).", [RESPONSES]),
 )
 def counterfactual_toxicity(context: dg.AssetExecutionContext, config: CounterfactualConfig):
-    landing_dir("counterfactual_toxicity")
-    reason = _skip_reason(context, config)
-    if reason:
-        yield dg.MaterializeResult(asset_key=TOXICITY, metadata={"skipped": reason, "rows_scored": 0})
+    skipped = _skipped(context, config, "counterfactual_toxicity", {TOXICITY: {"rows_scored": 0}})
+    if skipped:
+        yield from skipped
         return
     scorer = load_toxicity_scorer(config.toxicity_scorer)
     summary = cf.score_toxicity(None, scorer, ScoreCache())
@@ -143,7 +183,7 @@ def counterfactual_toxicity(context: dg.AssetExecutionContext, config: Counterfa
 
 
 def pmi_candidates(audit_id=None, top: int = 50) -> dict:
-    """The candidate words (s(w) >= 1, freq >= min-freq) of each (audit, subset, group), by
+    """The candidate words (s(w) > 1, freq >= min-freq) of each (audit, subset, group), by
     descending s(w), at most ``top`` per group (the paper validated the top 50), read-only."""
     from analytics.query import WarehouseMissingError, connect_read_only
 
@@ -167,23 +207,17 @@ def pmi_candidates(audit_id=None, top: int = 50) -> dict:
     return {(a, s, g): list(ws)[:top] for a, s, g, ws in rows}
 
 
-@dg.multi_asset(
-    name="counterfactual_stereotype_filter",
-    specs=[
-        dg.AssetSpec(
-            FLAGS, deps=[PMI], group_name=GROUP,
-            description="Stereotype filter (App. D.2, prompts verbatim, 3 answers per group, union, "
-            "hallucinated words dropped) of each group's PMI word list, through the judge model "
-            "(default: the embedded SmolLM2; the paper: GPT-4-turbo / GPT-4o).",
-        )
-    ],
-    pool="model_inference",
+@_op(
+    "counterfactual_stereotype_filter",
+    (FLAGS, "Stereotype filter (App. D.2, prompts verbatim, 3 answers per group, union, "
+     "hallucinated words dropped) of each group's PMI word list, through the judge model "
+     "(default: the embedded SmolLM2; the paper: GPT-4-turbo / GPT-4o).", [PMI]),
 )
 def counterfactual_stereotype_filter(context: dg.AssetExecutionContext, config: CounterfactualConfig):
-    landing_dir("counterfactual_stereotype_flags")
-    reason = _skip_reason(context, config) or ("judge backend none" if config.judge_backend == "none" else None)
-    if reason:
-        yield dg.MaterializeResult(asset_key=FLAGS, metadata={"skipped": reason, "answers": 0})
+    skipped = _skipped(context, config, "counterfactual_stereotype_flags", {FLAGS: {"answers": 0}},
+                       "judge backend none" if config.judge_backend == "none" else None)
+    if skipped:
+        yield from skipped
         return
     candidates = pmi_candidates()
     if config.judge_backend == "openai":

@@ -7,7 +7,7 @@ the short ``--images``.
 from __future__ import annotations
 
 from analytics.family_diff import FamilyChangeTest
-from ingestion.vocabulary import I2T_BACKENDS
+from ingestion.vocabulary import I2T_BACKENDS, T2T_BACKENDS
 from orchestration import cli_validation as v
 from orchestration.defs.vlstereoset.config import ASSET_GROUP, OP_NAME, SCORERS, VLStereoSetConfig
 from orchestration.family import Flag, ProbeFamily
@@ -17,15 +17,33 @@ V = VLStereoSetConfig
 P = "vlstereoset-"
 
 FLAGS: tuple[Flag, ...] = (
-    *Flag.of(V, "csv", prefix=P),
-    Flag(((V, "images"),), name="--images", aliases=("--vlstereoset-images",), dest="vlstereoset_images"),
+    Flag(((V, "csv"),), prefix=P, path="file"),
+    Flag(((V, "images"),), name="--images", aliases=("--vlstereoset-images",), dest="vlstereoset_images", path="folder"),
     Flag(((V, "download_images"),), name="--vlstereoset-download"),
     Flag(((V, "scorers"),), prefix=P, choices=SCORERS),
-    *Flag.of(V, "text_model", "clip_model", "clip_logit_scale", "itm_model", "vlm_model", prefix=P),
+    Flag(((V, "text_model"),), prefix=P, local_model="vlstereoset_text_backend"),
+    Flag(((V, "clip_model"),), prefix=P, local_model="always"),
+    *Flag.of(V, "clip_logit_scale", prefix=P),
+    Flag(((V, "itm_model"),), prefix=P, local_model="always"),
+    Flag(((V, "vlm_model"),), prefix=P, local_model="vlstereoset_vlm_backend"),
+    Flag(((V, "text_backend"),), prefix=P, choices=T2T_BACKENDS),
+    Flag(((V, "text_base_url"),), prefix=P, validator=v.base_urls),
     Flag(((V, "vlm_backend"),), prefix=P, choices=I2T_BACKENDS),
     Flag(((V, "vlm_base_url"),), prefix=P, validator=v.base_urls),
     *Flag.of(V, "mcq_shuffles", "items", "item_seed", prefix=P),
 )
+
+def check(configs) -> str | None:
+    """``dora audit``'s check of the VLStereoSet settings before Dagster starts: every scorer
+    asked for has its model (``selected_scorers``)."""
+    from orchestration.defs.vlstereoset.config import selected_scorers
+
+    try:
+        selected_scorers(configs[OP_NAME])
+    except ValueError as exc:
+        return f"--vlstereoset-scorers: {exc}"
+    return None
+
 
 CHANGE_TEST = FamilyChangeTest(
     "vlstereoset", "fct_vlstereoset_change_tests", "fct_vlstereoset_scores", "scored_at",
@@ -98,4 +116,5 @@ FAMILY = ProbeFamily(
     plan=plan,
     change_test=CHANGE_TEST,
     report_page=_report_page,
+    check=check,
 )

@@ -53,8 +53,8 @@ def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
     # a partition <target>@<version> audits that registry target (settings from the registry)
     run = resolve_audit_run(context, config)
     config = run.config
-    if run.modality != "t2t":
-        context.log.warning(f"target {run.target!r} is {run.modality}: the T2T probe has nothing to generate")
+    if run.modality != "t2t" or run.family != "biasdora":
+        context.log.warning(f"target {run.target!r} is {run.modality} of family {run.family}: the T2T probe has nothing to generate")
         skipped = {"target": run.target, "modality": run.modality, "rows_generated": 0}
         yield dg.MaterializeResult(asset_key=["landing", "t2t_completions"], metadata=skipped)
         yield dg.MaterializeResult(asset_key=["landing", "audits"], metadata=skipped)
