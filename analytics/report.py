@@ -174,7 +174,7 @@ def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str 
         counts = np.zeros((len(settings), len(dims)), dtype=int)
         for r in rows:
             i, j = settings.index(r["setting"]), dims.index(r["bias_dimension"] or "(none)")
-            counts[i, j] = r["n_significant"]
+            counts[i, j] = r["n_significant"] or 0
             if r[column] is not None:
                 grid[i, j] = r[column]
         cmap_obj = matplotlib.colormaps[cmap].with_extremes(bad="#dddddd")
@@ -219,11 +219,12 @@ def likert_png(likert: list[dict], path: Path, audited: dict[str, list[str]] | N
     )
     for ax, (audit_id, model_id) in zip(axes[:, 0], audits):
         rows = [r for r in likert if r["audit_id"] == audit_id]
-        totals = {d: sum(r["n_associations"] for r in rows if (r["bias_dimension"] or "(none)") == d) for d in dims}
+        # a dimension with no judged association has a row with no level and no share: an empty bar
+        totals = {d: sum(r["n_associations"] or 0 for r in rows if (r["bias_dimension"] or "(none)") == d) for d in dims}
         left = [0.0] * len(dims)
         for level in LIKERT:  # shares from agg_likert_by_dimension (computed in dbt)
             pct = {(r["bias_dimension"] or "(none)"): r["pct_of_dimension"] for r in rows if r["bias_level"] == level}
-            share = [pct.get(d, 0.0) for d in dims]
+            share = [pct.get(d) or 0.0 for d in dims]
             ax.barh(dims, share, left=left, color=LIKERT_COLOURS[level], label=LIKERT[level], edgecolor="white")
             for k, (x0, w) in enumerate(zip(left, share)):
                 if w >= 8:
