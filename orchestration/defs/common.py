@@ -29,3 +29,32 @@ class CommonFlags(ErrorShareLimit):
     """The source of the common flags' defaults and help (no op reads this class)."""
 
     progress: bool = Field(True, description="show the progress bars")
+
+
+# --- work that can be spread: a probe step as blocks of its keys (mapped Dagster steps) -----
+#: Mapping keys of the block steps are ``<what>_<start>_<stop>`` (Dagster allows [A-Za-z0-9_]).
+def block_outputs(what: str, units: int, block_size: int):
+    """One ``dagster.DynamicOutput`` per block of ``units`` planned units (T2T targets,
+    counterfactual sets...) of at most ``block_size``
+    (:func:`models_inference.resumable.block_bounds`): value ``{"start", "stop"}``, mapping key
+    ``<what>_<start>_<stop>``. Each becomes one step of the family's graph-backed asset: the
+    steps run apart (another process, a Celery worker on another machine), and one that fails
+    is re-executed alone (its landed shards are kept; nothing lands twice)."""
+    from models_inference.resumable import block_bounds
+
+    for start, stop in block_bounds(units, block_size):
+        yield dg.DynamicOutput({"start": start, "stop": stop}, mapping_key=f"{what}_{start}_{stop}")
+
+
+def same_config(config_class: type[dg.Config], *ops: str) -> dg.ConfigMapping:
+    """The config of a graph-backed asset (schema: ``config_class``) passed as is to each of
+    its ``ops``, so the run config keeps the shape of a single-op asset (``ops: {<asset>:
+    {config: {...}}}``) and the CLI's flags, the sensor and the schedule do not know the asset
+    is a graph."""
+
+    def config_fn(config):
+        return {op: {"config": config} for op in ops}
+
+    # Dagster reads the schema from the annotation (a Config class), as on an op
+    config_fn.__annotations__ = {"config": config_class}
+    return dg.ConfigMapping(config_fn=config_fn)
