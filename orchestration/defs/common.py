@@ -33,7 +33,7 @@ class CommonFlags(ErrorShareLimit):
 
 # --- work that can be spread: a probe step as blocks of its keys (mapped Dagster steps) -----
 #: Mapping keys of the block steps are ``<what>_<start>_<stop>`` (Dagster allows [A-Za-z0-9_]).
-def block_outputs(what: str, units: int, block_size: int):
+def block_outputs(what: str, units: int, block_size: int, output_name: str = "result"):
     """One ``dagster.DynamicOutput`` per block of ``units`` planned units (T2T targets,
     counterfactual sets...) of at most ``block_size``
     (:func:`models_inference.resumable.block_bounds`): value ``{"start", "stop"}``, mapping key
@@ -43,7 +43,7 @@ def block_outputs(what: str, units: int, block_size: int):
     from models_inference.resumable import block_bounds
 
     for start, stop in block_bounds(units, block_size):
-        yield dg.DynamicOutput({"start": start, "stop": stop}, mapping_key=f"{what}_{start}_{stop}")
+        yield dg.DynamicOutput({"start": start, "stop": stop}, mapping_key=f"{what}_{start}_{stop}", output_name=output_name)
 
 
 def same_config(config_class: type[dg.Config], *ops: str) -> dg.ConfigMapping:

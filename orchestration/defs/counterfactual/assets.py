@@ -14,6 +14,8 @@ not run the counterfactual probe (the assets materialise with ``skipped``); ``en
 """
 
 
+from collections import Counter
+
 import dagster as dg
 
 from ingestion.landing import landing_dir
@@ -23,6 +25,8 @@ from models_inference.probes.counterfactual.sets import competence_lexicon, cust
 from models_inference.backends.text import load_text_backend
 from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
+from models_inference.resumable import finish_blocks
+from orchestration.defs.common import block_outputs, same_config
 from orchestration.defs.counterfactual.config import CounterfactualConfig
 
 RESPONSES = dg.AssetKey(["landing", "counterfactual_responses"])
@@ -68,51 +72,96 @@ def probe_config(config: CounterfactualConfig) -> cf.CounterfactualProbeConfig:
     )
 
 
-@dg.multi_asset(
-    name="counterfactual_responses",
-    specs=[
-        dg.AssetSpec(
-            RESPONSES, group_name=GROUP,
-            description="Counterfactual responses (Howard et al., seed 003): one row per (set, member, prompt, "
-            "mitigation, seed) with member attributes, prompt label, model, version, raw text, status and the "
-            "numeric parse (App. F). Text sets: the section 5.1 prefix on a text model. Append-only, resumable.",
-        ),
-        dg.AssetSpec(LEXICON, group_name=GROUP, description="Competence lexicon (App. E.1) and stop list snapshots."),
-    ],
-    pool="model_inference",
-)
-def counterfactual_responses(context: dg.AssetExecutionContext, config: CounterfactualConfig):
+RESPONSE_OPS = ("counterfactual_sets", "counterfactual_block", "counterfactual_finish")
+
+
+@dg.op(out={"blocks": dg.DynamicOut(dict), "lexicon_rows": dg.Out(int)},
+       description="Land the lexicons; split the text sets into blocks of --cf-block-sets.")
+def counterfactual_sets(context: dg.OpExecutionContext, config: CounterfactualConfig):
     landing_dir("counterfactual_responses")
+    reason = _skip_reason(context, config)
+    if reason:  # one empty block: the fan-in step reports the skip
+        yield from block_outputs("sets", 0, 1, output_name="blocks")
+        yield dg.Output(0, "lexicon_rows")
+        return
+    lexicon = competence_lexicon(config.lexicon)
+    rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
+    yield from block_outputs("sets", len(build_sets(config)), config.block_sets, output_name="blocks")
+    yield dg.Output(rows, "lexicon_rows")
+
+
+@dg.op(pool="model_inference", description="Generate and land the missing responses of one block of text sets.")
+def counterfactual_block(context: dg.OpExecutionContext, config: CounterfactualConfig, block: dict) -> dict:
+    if block["stop"] == block["start"]:
+        return {"generated": 0}
+    sets = build_sets(config)[block["start"]:block["stop"]]
+    backend = _text_backend(config)
+    summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
+                               max_error_share=config.max_error_share, block=f"sets-{block['start']}-{block['stop']}")
+    context.log.info(f"counterfactual audit {summary.audit_id}, sets {block['start']}-{block['stop']}: generated "
+                     f"{summary.generated} of {summary.planned} responses")
+    return {"audit_id": summary.audit_id, "planned": summary.planned, "already_landed": summary.already_landed,
+            "generated": summary.generated, "statuses": dict(summary.statuses), "sets": len(sets),
+            "model_id": backend.model_id, "model_version": backend.model_version}
+
+
+@dg.op(out={"responses": dg.Out(dg.Nothing), "lexicon": dg.Out(dg.Nothing)},
+       description="Once every block has landed: the audit's finished event and the asset metadata.")
+def counterfactual_finish(context: dg.OpExecutionContext, config: CounterfactualConfig, blocks: list[dict], lexicon_rows: int):
     reason = _skip_reason(context, config)
     if reason:
         context.log.info(f"counterfactual probe skipped: {reason}")
-        yield dg.MaterializeResult(asset_key=RESPONSES, metadata={"skipped": reason, "rows_generated": 0})
-        yield dg.MaterializeResult(asset_key=LEXICON, metadata={"skipped": reason})
+        yield dg.Output(None, "responses", metadata={"skipped": reason, "rows_generated": 0})
+        yield dg.Output(None, "lexicon", metadata={"skipped": reason})
         return
     lexicon = competence_lexicon(config.lexicon)
-    lexicon_rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
-    sets = build_sets(config)
-    backend = _text_backend(config)
-    summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
-                               max_error_share=config.max_error_share)
-    context.log.info(f"counterfactual audit {summary.audit_id}: generated {summary.generated} of {summary.planned} responses")
-    yield dg.MaterializeResult(
-        asset_key=RESPONSES,
+    done = [b for b in blocks if "audit_id" in b]
+    total = {k: sum(b[k] for b in done) for k in ("planned", "already_landed", "generated", "sets")}
+    statuses: Counter = Counter()
+    for b in done:
+        statuses.update(b["statuses"])
+    first = done[0] if done else {}
+    if done:
+        finish_blocks(first["audit_id"], total["generated"])
+    context.log.info(f"counterfactual audit {first.get('audit_id')}: generated {total['generated']} of {total['planned']} "
+                     f"responses in {len(done)} block(s)")
+    yield dg.Output(
+        None, "responses",
         metadata={
-            "audit_id": summary.audit_id,
+            "audit_id": first.get("audit_id", ""),
             "variant": "text",
-            "model_id": backend.model_id,
-            "model_version": backend.model_version,
-            "sets": len(sets),
-            "rows_planned": summary.planned,
-            "rows_already_landed": summary.already_landed,
-            "rows_generated": summary.generated,
-            "status": dg.MetadataValue.json(dict(summary.statuses)),
+            "model_id": first.get("model_id", config.model),
+            "model_version": first.get("model_version", ""),
+            "sets": total["sets"],
+            "blocks": len(done),
+            "rows_planned": total["planned"],
+            "rows_already_landed": total["already_landed"],
+            "rows_generated": total["generated"],
+            "status": dg.MetadataValue.json(dict(statuses)),
             "max_new_tokens": config.max_new_tokens,
             "rows_quarantined": len(lexicon.quarantined),
         },
     )
-    yield dg.MaterializeResult(asset_key=LEXICON, metadata={"rows": lexicon_rows})
+    yield dg.Output(None, "lexicon", metadata={"rows": lexicon_rows})
+
+
+@dg.graph_multi_asset(
+    name="counterfactual_responses",
+    outs={
+        "responses": dg.AssetOut(
+            key=RESPONSES, group_name=GROUP,
+            description="Counterfactual responses (Howard et al., seed 003): one row per (set, member, prompt, "
+            "mitigation, seed) with member attributes, prompt label, model, version, raw text, status and the "
+            "numeric parse (App. F). Text sets: the section 5.1 prefix on a text model. Append-only, resumable; "
+            "generated in blocks of sets (one step each).",
+        ),
+        "lexicon": dg.AssetOut(key=LEXICON, group_name=GROUP, description="Competence lexicon (App. E.1) and stop list snapshots."),
+    },
+    config=same_config(CounterfactualConfig, *RESPONSE_OPS),
+)
+def counterfactual_responses():
+    blocks, lexicon_rows = counterfactual_sets()
+    return counterfactual_finish(blocks.map(counterfactual_block).collect(), lexicon_rows)
 
 
 @dg.multi_asset(

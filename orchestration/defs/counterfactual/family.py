@@ -27,7 +27,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((C, "batch_size"),), name="--batch-size"),
     Flag(((C, "subsets"),), prefix=P, choices=tuple(SUBSETS)),
     Flag(((C, "occupations"),), prefix=P),
-    *Flag.of(C, "sets_per_occupation", "max_sets", "custom_occupations", prefix=P),
+    *Flag.of(C, "sets_per_occupation", "max_sets", "block_sets", "custom_occupations", prefix=P),
     Flag(((C, "prompts"),), prefix=P, choices=tuple(ALL_PROMPTS)),
     *Flag.of(C, "seeds", prefix=P),
     Flag(((C, "mitigations"),), prefix=P, choices=tuple(MITIGATIONS)),
