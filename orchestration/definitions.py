@@ -15,6 +15,7 @@ from __future__ import annotations
 import dagster as dg
 
 from orchestration import families as fam
+from orchestration.cluster import dora_executor
 from orchestration.defs.audits.checks import audit_checks
 from orchestration.defs.audits.schedules import build_reaudit_schedule
 from orchestration.defs.audits.sensors import audit_version_sensor
@@ -35,6 +36,7 @@ def build_definitions() -> dg.Definitions:
     audit_job = dg.define_asset_job(
         AUDIT_JOB,
         selection=dg.AssetSelection.all(),
+        executor_def=dora_executor,  # in_process / multiprocess (default) / celery (orchestration/cluster.py)
         description="Full audit: every probe family's probes and marts (BiasDora: CrowS-Pairs descriptors, probes, "
         "association and score marts).",
     )
@@ -53,5 +55,6 @@ defs = build_definitions()
 
 def audit_job_for_multiprocess() -> dg.JobDefinition:
     """The resolved audit job, for ``dagster.reconstructable`` (``dora audit --executor
-    multiprocess``): each step process re-imports this module and calls this function."""
+    multiprocess`` or ``celery``): each step process (or Celery worker) re-imports this module
+    and calls this function."""
     return defs.resolve_job_def(AUDIT_JOB)

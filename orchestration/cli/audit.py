@@ -1,5 +1,5 @@
-"""``dora audit``: run the audit job (every asset) in this process or under Dagster's
-multiprocess executor, against the Dagster instance in ``$DAGSTER_HOME`` (default
+"""``dora audit``: run the audit job (every asset) in this process, under Dagster's
+multiprocess executor or on Celery workers (``orchestration/cluster.py``), against the Dagster instance in ``$DAGSTER_HOME`` (default
 ``$DORA_HOME/dagster``), so every run shows up in ``dora ui``; then print the summary.
 """
 
@@ -27,8 +27,10 @@ def _probe_selection(defs, probes: list[str] | None):
 
 
 @contextlib.contextmanager
-def _execute(executor: str, job, run_config, instance, partition: str | None, tags: dict, selection=None):
-    """Run the audit job in this process, or under Dagster's multiprocess executor.
+def _execute(executor: str, job, run_config, instance, partition: str | None, tags: dict, selection=None,
+             broker: str | None = None):
+    """Run the audit job in this process, under Dagster's multiprocess executor, or on Celery
+    workers (``broker``: the Celery broker URL, :func:`orchestration.cluster.broker_url`).
 
     Yields:
         The run's result (``ExecuteInProcessResult`` or ``ExecuteJobResult``): both give
@@ -42,17 +44,15 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
         return
     from dagster import execute_job, reconstructable
 
+    from orchestration.cluster import execution_config
     from orchestration.definitions import audit_job_for_multiprocess
 
     if partition:
         tags = {**tags, "dagster/partition": partition}
-    # forkserver with dora's definitions preloaded: each step process is forked from one that has
-    # already imported Dagster, dbt and dora (~4 s of imports saved per step)
-    start = {"forkserver": {"preload_modules": ["orchestration.definitions"]}}
-    run_config = dg.RunConfig(
-        ops=run_config.ops, loggers=run_config.loggers,
-        execution={"config": {"multiprocess": {"max_concurrent": 2, "start_method": start}}},
-    )
+    # multiprocess: each step in a process forked from one that has imported dora; celery: each
+    # step on a worker that listens on the broker (orchestration/cluster.py)
+    run_config = dg.RunConfig(ops=run_config.ops, loggers=run_config.loggers,
+                              execution=execution_config(executor, broker))
     # step processes write to file descriptor 1, not to the redirected sys.stdout: point it there too
     sys.stdout.flush()
     saved_stdout = os.dup(1)
@@ -130,6 +130,13 @@ def cmd_audit(args) -> int:
     home = prepare_environment()
     if getattr(args, "dry_run", False):
         return cmd_dry_run(args)
+    if args.executor == "celery":
+        from orchestration.cluster import celery_available
+
+        if not celery_available():
+            print("dora audit: --executor celery needs dagster-celery: pip install -e '.[cluster]' "
+                  "(docs/operations.md#running-on-a-cluster)", file=sys.stderr)
+            return 2
     from orchestration.instance import open_instance
 
     instance = open_instance()  # (concurrency) locked first creation; a corrupt storage file is one line
@@ -173,7 +180,8 @@ def cmd_audit(args) -> int:
         prepare_run_readers()  # in-run readers wait for a writer
         reap_dead_runs(instance)  # free the slots of audits whose process was killed
         with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, process_tags(),
-                                                   _probe_selection(defs, args.probe)) as result:
+                                                   _probe_selection(defs, args.probe),
+                                                   getattr(args, "celery_broker", None)) as result:
             pass
     if not result.success:
         interrupted = _interrupted_steps(result)

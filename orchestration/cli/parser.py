@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from orchestration import families as fam
+from orchestration.cluster import BROKER_ENV, DEFAULT_BROKER, EXECUTORS
 from orchestration.cli.flags import add_all_family_flags, add_common_flags
 
 EPILOG = """\
@@ -182,9 +183,14 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         "audits whose shards were archived leave the marts) even when nothing new landed (default: skipped then)",
     )
     audit.add_argument(
-        "--executor", default="in_process", choices=["in_process", "multiprocess"],
+        "--executor", default="in_process", choices=list(EXECUTORS),
         help="in_process (default): every step in this process; multiprocess: each step in its own "
-        "process (Dagster's multiprocess executor), as runs launched from the UI",
+        "process (Dagster's multiprocess executor), as runs launched from the UI; celery: each step on a "
+        "Celery worker (`dagster-celery worker start`, docs/operations.md#running-on-a-cluster)",
+    )
+    audit.add_argument(
+        "--celery-broker", default=None, metavar="URL",
+        help=f"Celery broker and result backend of --executor celery (default: ${BROKER_ENV}, else {DEFAULT_BROKER})",
     )
     audit.add_argument(
         "--dry-run", action="store_true",

@@ -127,12 +127,18 @@ def with_model_version(backend, model_version: str):
 
 
 def audit_run_request(key: str, target: AuditTarget, version: str, *, trigger: str, run_key: str | None = None) -> dg.RunRequest:
-    """The run request of one partition: the whole audit job, registry path in the run config."""
+    """The run request of one partition: the whole audit job, registry path in the run config,
+    on the executor of ``$DORA_EXECUTOR`` when set (:func:`orchestration.cluster.scheduled_execution_config`:
+    ``celery`` runs scheduled re-audits on the cluster's workers)."""
+    from orchestration.cluster import scheduled_execution_config
+
     registry = str(default_registry_path())
+    execution = scheduled_execution_config()
     return dg.RunRequest(
         run_key=run_key or key,
         partition_key=key,
-        run_config=dg.RunConfig(ops={T2T_OP: AuditConfig(registry=registry, progress=False)}),
+        run_config=dg.RunConfig(ops={T2T_OP: AuditConfig(registry=registry, progress=False)},
+                                **({"execution": execution} if execution else {})),
         tags={"dora/target": target.name, "dora/model_version": version[:60], "dora/trigger": trigger},
     )
 

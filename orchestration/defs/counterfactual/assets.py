@@ -146,16 +146,17 @@ def counterfactual_finish(context: dg.OpExecutionContext, config: Counterfactual
 
 
 @dg.graph_multi_asset(
+    group_name=GROUP,
     name="counterfactual_responses",
     outs={
         "responses": dg.AssetOut(
-            key=RESPONSES, group_name=GROUP,
+            key=RESPONSES,
             description="Counterfactual responses (Howard et al., seed 003): one row per (set, member, prompt, "
             "mitigation, seed) with member attributes, prompt label, model, version, raw text, status and the "
             "numeric parse (App. F). Text sets: the section 5.1 prefix on a text model. Append-only, resumable; "
             "generated in blocks of sets (one step each).",
         ),
-        "lexicon": dg.AssetOut(key=LEXICON, group_name=GROUP, description="Competence lexicon (App. E.1) and stop list snapshots."),
+        "lexicon": dg.AssetOut(key=LEXICON, description="Competence lexicon (App. E.1) and stop list snapshots."),
     },
     config=same_config(CounterfactualConfig, *RESPONSE_OPS),
 )

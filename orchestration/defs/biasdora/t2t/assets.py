@@ -113,11 +113,12 @@ def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list
 
 
 @dg.graph_multi_asset(
+    group_name="biasdora",
     name="t2t_completions",
     outs={
         "t2t_completions": dg.AssetOut(
             key=["landing", "t2t_completions"],
-            group_name="biasdora", tags={"dora/layer": "probes"},
+            tags={"dora/layer": "probes"},
             description="T2T word completions: one row per (audit, model, version, setting, descriptor, "
             "letter, run) with raw output, parsed word and parse status. Append-only Parquet shards. "
             "Partitioned by registry target and model version (keys `target@version`); audit runs "
@@ -125,7 +126,7 @@ def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list
         ),
         "audits": dg.AssetOut(
             key=["landing", "audits"],
-            group_name="biasdora", tags={"dora/layer": "probes"},
+            tags={"dora/layer": "probes"},
             description="Audit events (started / finished / failed) with model version and config hash.",
         ),
     },
