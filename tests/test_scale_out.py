@@ -1,0 +1,188 @@
+"""Work that can be spread: a probe's keys in blocks (one Dagster step each), the executor choice
+(in_process / multiprocess / celery), and a Celery audit whose warehouse equals the in-process one.
+
+The blocks run against the local OpenAI stub server (``tests/helpers/openai_server.py``); the
+Celery test starts ``redis-server`` and two ``dagster-celery`` workers on free local ports
+(``tests/helpers/cluster.py``; skipped with the reason when either is missing).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import dagster as dg
+import pytest
+
+from ingestion.errors import AuditFailedError
+from ingestion.landing import read_landing
+from models_inference.backends.text import OpenAIChatBackend
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
+from models_inference.resumable import block_bounds, finish_blocks
+from orchestration.cluster import DEFAULT_BROKER, execution_config, scheduled_execution_config
+from tests.helpers.openai_server import OpenAIStubServer
+
+TARGETS = [
+    T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
+    T2TTarget("noun", "child", "age", "This child is a/an"),
+    T2TTarget("noun", "veteran", "profession", "This veteran is a/an"),
+]
+CFG = T2TProbeConfig(runs=2, letters="bk", prompt_style="completion")
+
+
+@pytest.fixture
+def api_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+
+def _events():
+    return [(e["status"], e["rows_generated"]) for e in sorted(read_landing("audits").to_pylist(), key=lambda e: e["event_at"])]
+
+
+def _keys():
+    rows = read_landing("t2t_completions").to_pylist()
+    return [(r["setting"], r["descriptor"], r["letter"], r["run"]) for r in rows if r["parse_status"] != "error"]
+
+
+def test_block_bounds_cover_every_unit_once():
+    assert block_bounds(7, 3) == [(0, 3), (3, 6), (6, 7)]
+    assert block_bounds(6, 3) == [(0, 3), (3, 6)]
+    assert block_bounds(2, 128) == [(0, 2)]
+    assert block_bounds(0, 5) == [(0, 0)]  # one empty block: the fan-in step still runs
+    with pytest.raises(ValueError, match="block size must be >= 1"):
+        block_bounds(5, 0)
+
+
+def test_blocks_land_the_rows_of_one_run_and_a_failed_block_is_redone_alone(dora_home, api_key):
+    with OpenAIStubServer() as server:
+        server.completion_reply = lambda req: "rave, and"
+        port = server.port
+        backend = OpenAIChatBackend("stub-model", base_url=server.base_url, max_retries=0, concurrency=1)
+        first = run_t2t_probe(TARGETS, backend, CFG, progress=False, block=(0, 2))
+        assert (first.planned, first.generated) == (8, 8)  # 2 targets x 2 letters x 2 runs
+    # the server is gone: the second block fails alone, its error rows land, the first block's stay
+    with pytest.raises(AuditFailedError, match=r"^BiasDora T2T: 4 of 4 calls failed"):
+        run_t2t_probe(TARGETS, backend, CFG, progress=False, block=(2, 3))
+    assert _events() == [("started", 0), ("started", 0), ("failed", 4)]
+    with OpenAIStubServer(port=port) as server:
+        server.completion_reply = lambda req: "rave, and"
+        again = [run_t2t_probe(TARGETS, backend, CFG, progress=False, block=b) for b in [(0, 2), (2, 3)]]
+        calls = len(server.requests)
+    assert [(s.already_landed, s.generated) for s in again] == [(8, 0), (0, 4)] and calls == 4
+    assert first.audit_id == again[1].audit_id  # the id covers every target, whichever block runs
+    assert finish_blocks(first.audit_id, 4) is True
+    assert _events()[-1] == ("finished", 4)
+    assert finish_blocks(first.audit_id, 0) is False  # already finished, nothing new
+    keys = _keys()
+    assert len(keys) == len(set(keys)) == 12  # each key answered once over the blocks
+
+
+@pytest.mark.slow  # imports every asset and runs Dagster (~15 s)
+def test_t2t_asset_runs_one_step_per_block(dora_home, api_key):
+    from orchestration.defs.biasdora.t2t.assets import t2t_completions
+
+    with OpenAIStubServer() as server:
+        server.completion_reply = lambda req: "rave, and"
+        config = {"model": "stub", "backend": "openai", "base_url": server.base_url, "per_dimension": 1, "runs": 1,
+                  "letters": "b", "settings": ["noun"], "t2t_block_targets": 3, "progress": False,
+                  "prompt_style": "completion"}
+        result = dg.materialize([t2t_completions], run_config={"ops": {"t2t_completions": {"config": config}}},
+                                instance=dg.DagsterInstance.ephemeral())
+    blocks = sorted({e.step_key for e in result.all_events if e.step_key and "t2t_block[" in e.step_key})
+    meta = {m.asset_key.path[-1]: m.materialization.metadata for m in result.get_asset_materialization_events()}
+    planned = meta["t2t_completions"]["rows_planned"].value  # one noun row per bias dimension
+    assert blocks == [f"t2t_completions.t2t_block[targets_{a}_{b}]" for a, b in sorted(block_bounds(planned, 3))]
+    assert meta["t2t_completions"]["blocks"].value == len(blocks) >= 2
+    assert len(_keys()) == len(set(_keys())) == planned == meta["t2t_completions"]["rows_generated"].value
+    assert [s for s, _ in _events()] == ["started"] * len(blocks) + ["finished"]
+
+
+def test_executor_choices_give_their_run_config(monkeypatch):
+    assert execution_config("in_process") == {"config": {"in_process": {}}}
+    assert execution_config("multiprocess")["config"]["multiprocess"]["max_concurrent"] == 2
+    monkeypatch.delenv("DORA_CELERY_BROKER", raising=False)
+    assert execution_config("celery") == {"config": {"celery": {"broker": DEFAULT_BROKER, "backend": DEFAULT_BROKER}}}
+    monkeypatch.setenv("DORA_CELERY_BROKER", "redis://queue:6379/1")
+    assert execution_config("celery")["config"]["celery"]["broker"] == "redis://queue:6379/1"
+    assert execution_config("celery", "redis://flag:1/0")["config"]["celery"]["backend"] == "redis://flag:1/0"
+    monkeypatch.delenv("DORA_EXECUTOR", raising=False)
+    assert scheduled_execution_config() is None
+    monkeypatch.setenv("DORA_EXECUTOR", "celery")
+    assert scheduled_execution_config()["config"]["celery"]["broker"] == "redis://queue:6379/1"
+    with pytest.raises(ValueError, match="executor must be one of"):
+        execution_config("k8s")
+
+
+def test_the_dora_executor_offers_the_three_choices():
+    from orchestration.cluster import dora_executor
+
+    assert dora_executor.name == "dora"
+    assert set(dora_executor.config_schema.config_type.fields) == {"in_process", "multiprocess", "celery"}
+    assert dora_executor.get_requirements({"in_process": {}}) == []
+    assert dora_executor.get_requirements({"celery": {}}) == dora_executor.get_requirements({"multiprocess": {}}) != []
+
+
+# ----------------------------------------------------------------------------- Celery, end to end
+AUDIT = (
+    "audit", "--probe", "biasdora", "--probe", "counterfactual", "--backend", "openai", "--model", "stub-model",
+    "--prompt-style", "completion", "--per-dimension", "1", "--settings", "singular,noun", "--letters", "abc",
+    "--runs", "1", "--judge-backend", "none", "--cf-judge-backend", "none", "--no-progress",
+    "--t2t-block-targets", "4", "--cf-block-sets", "1", "--cf-sets-per-occupation", "2",
+)
+
+
+def warehouse_contents(home) -> dict:
+    """Every table of the warehouse: its row count, and the keys of the probe marts."""
+    import duckdb
+
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        tables = [r[0] for r in con.execute(
+            "select table_name from information_schema.tables where table_schema = 'main' order by 1").fetchall()]
+        out = {t: con.execute(f'select count(*) from "{t}"').fetchall()[0][0] for t in tables}
+        out["t2t keys"] = sorted(con.execute(
+            "select audit_id, setting, descriptor, letter, run from stg_t2t_completions").fetchall())
+        out["cf keys"] = sorted(con.execute(
+            "select audit_id, set_id, a1, a2, prompt_label, mitigation, seed from fct_counterfactual_responses").fetchall())
+    return out
+
+
+def block_pids(home) -> dict[str, set[int]]:
+    """The processes that ran the block steps of the latest run of ``home``'s Dagster instance."""
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        run = instance.get_runs(limit=1)[0]
+        pids: dict[str, set[int]] = {}
+        for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS):
+            op = entry.step_key.split(".")[-1].split("[")[0]
+            if op.endswith("_block"):
+                pids.setdefault(op, set()).add(entry.dagster_event.pid)
+    return pids
+
+
+@pytest.mark.slow
+def test_celery_audit_holds_the_rows_of_an_in_process_audit(tmp_path):
+    """A small BiasDora + counterfactual audit (T2T in blocks of 4 targets, counterfactual in
+    blocks of 1 set) on two Celery workers and, at the same time, in one process: the two
+    warehouses hold the same tables, counts and keys."""
+    from tests.helpers.cluster import celery_workers, redis_server
+    from tests.helpers.dora_cli import dora_argv, dora_env, prepare_dbt_manifest
+
+    prepare_dbt_manifest()
+    local, cluster = tmp_path / "local", tmp_path / "cluster"
+    with redis_server(tmp_path / "redis") as broker, celery_workers(cluster, broker, 2, OPENAI_API_KEY="sk-test"), \
+            OpenAIStubServer() as server:
+        server.completion_reply = lambda req: "rave, and"
+        server.chat_reply = lambda req: "They are a capable worker. 7"
+        args = [*AUDIT, "--base-url", server.base_url]
+        runs = [
+            subprocess.Popen(dora_argv(*args), env=dora_env(local, OPENAI_API_KEY="sk-test"), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True),
+            subprocess.Popen(dora_argv(*args, "--executor", "celery", "--celery-broker", broker),
+                             env=dora_env(cluster, OPENAI_API_KEY="sk-test"), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True),
+        ]
+        outputs = [p.communicate(timeout=1500)[0] for p in runs]
+    assert [p.returncode for p in runs] == [0, 0], [o[-3000:] for o in outputs]
+    assert sorted(block_pids(cluster)) == ["counterfactual_block", "t2t_block"]
+    assert all(len(pids) == 2 and runs[1].pid not in pids for pids in block_pids(cluster).values())  # both workers
+    local_rows, cluster_rows = warehouse_contents(local), warehouse_contents(cluster)
+    assert local_rows["stg_t2t_completions"] == 54 and local_rows["fct_counterfactual_responses"] == 240
+    assert cluster_rows == local_rows
