@@ -15,7 +15,6 @@ import pytest
 
 from ingestion.errors import AuditFailedError
 from ingestion.landing import read_landing
-from models_inference.backends.text import OpenAIChatBackend
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
 from models_inference.resumable import block_bounds, finish_blocks
 from orchestration.cluster import DEFAULT_BROKER, execution_config, scheduled_execution_config
@@ -52,22 +51,38 @@ def test_block_bounds_cover_every_unit_once():
         block_bounds(5, 0)
 
 
-def test_blocks_land_the_rows_of_one_run_and_a_failed_block_is_redone_alone(dora_home, api_key):
-    with OpenAIStubServer() as server:
-        server.completion_reply = lambda req: "rave, and"
-        port = server.port
-        backend = OpenAIChatBackend("stub-model", base_url=server.base_url, max_retries=0, concurrency=1)
-        first = run_t2t_probe(TARGETS, backend, CFG, progress=False, block=(0, 2))
-        assert (first.planned, first.generated) == (8, 8)  # 2 targets x 2 letters x 2 runs
-    # the server is gone: the second block fails alone, its error rows land, the first block's stay
+class ScriptedBackend:
+    """A text backend answering every completion with ``reply`` (or failing every call while
+    ``down``), counting its calls: the probe's real loop, without a model or a socket."""
+
+    backend_name, model_id, model_version, default_prompt_style = "openai", "stub-model", "stub-model", "completion"
+
+    def __init__(self, reply: str = "rave, and"):
+        self.reply, self.down, self.calls = reply, False, 0
+
+    def generate(self, requests, sampling, on_batch=None):
+        from models_inference.backends.base import GenerationResult
+
+        self.calls += len(requests)
+        if on_batch:
+            on_batch(len(requests))
+        if self.down:
+            return [GenerationResult("", False, error="APIConnectionError: connection refused") for _ in requests]
+        return [GenerationResult(self.reply, True) for _ in requests]
+
+
+def test_blocks_land_the_rows_of_one_run_and_a_failed_block_is_redone_alone(dora_home):
+    backend = ScriptedBackend()
+    first = run_t2t_probe(TARGETS, backend, CFG, progress=False, block=(0, 2))
+    assert (first.planned, first.generated) == (8, 8)  # 2 targets x 2 letters x 2 runs
+    # the server is down: the second block fails alone, its error rows land, the first block's stay
+    backend.down = True
     with pytest.raises(AuditFailedError, match=r"^BiasDora T2T: 4 of 4 calls failed"):
         run_t2t_probe(TARGETS, backend, CFG, progress=False, block=(2, 3))
     assert _events() == [("started", 0), ("started", 0), ("failed", 4)]
-    with OpenAIStubServer(port=port) as server:
-        server.completion_reply = lambda req: "rave, and"
-        again = [run_t2t_probe(TARGETS, backend, CFG, progress=False, block=b) for b in [(0, 2), (2, 3)]]
-        calls = len(server.requests)
-    assert [(s.already_landed, s.generated) for s in again] == [(8, 0), (0, 4)] and calls == 4
+    backend.down, backend.calls = False, 0
+    again = [run_t2t_probe(TARGETS, backend, CFG, progress=False, block=b) for b in [(0, 2), (2, 3)]]
+    assert [(s.already_landed, s.generated) for s in again] == [(8, 0), (0, 4)] and backend.calls == 4
     assert first.audit_id == again[1].audit_id  # the id covers every target, whichever block runs
     assert finish_blocks(first.audit_id, 4) is True
     assert _events()[-1] == ("finished", 4)
@@ -186,3 +201,77 @@ def test_celery_audit_holds_the_rows_of_an_in_process_audit(tmp_path):
     local_rows, cluster_rows = warehouse_contents(local), warehouse_contents(cluster)
     assert local_rows["stg_t2t_completions"] == 54 and local_rows["fct_counterfactual_responses"] == 240
     assert cluster_rows == local_rows
+
+
+# ----------------------------------------------------------------------------- object storage landing
+@pytest.fixture(scope="module")
+def s3_env(tmp_path_factory):
+    from tests.helpers.cluster import moto_s3
+
+    with moto_s3(tmp_path_factory.mktemp("moto")) as env:
+        yield env
+
+
+@pytest.fixture
+def s3_landing(s3_env, dora_home, monkeypatch, request):
+    """``DORA_LANDING_URL`` on a new bucket of the moto server; yields the s3fs filesystem."""
+    import s3fs
+
+    for name, value in s3_env.items():
+        monkeypatch.setenv(name, value)
+    bucket = f"dora-{request.node.name.replace('_', '-')[:40].lower()}"
+    fs = s3fs.S3FileSystem()
+    fs.mkdir(bucket)
+    monkeypatch.setenv("DORA_LANDING_URL", f"s3://{bucket}/landing/")
+    return fs, bucket
+
+
+@pytest.mark.slow  # starts moto's S3 server (~3 s)
+def test_shards_land_on_object_storage_and_read_back(s3_landing, dora_home):
+    from ingestion.build_state import Fingerprint
+    from ingestion.landing import landing_root, write_shard
+
+    fs, bucket = s3_landing
+    rows = [{"audit_id": "a1", "event_at": None, "status": "started", "rows_generated": 0},
+            {"audit_id": "a1", "event_at": None, "status": "finished", "rows_generated": 3}]
+    before = Fingerprint().add_tree(landing_root() / "audits").hexdigest()
+    shard = write_shard("audits", rows, partition="a1")
+    assert str(shard).startswith(f"s3://{bucket}/landing/audits/a1/") and str(shard).endswith(".parquet")
+    keys = sorted(k.split("/landing/")[1] for k in fs.find(f"{bucket}/landing"))
+    assert keys == ["audits/_schema.parquet", f"audits/a1/{shard.name}"]  # no temporary key left
+    assert read_landing("audits", columns=["status", "rows_generated"], filters={"audit_id": "a1"},
+                        order_by=["rows_generated"]).to_pylist() == [
+        {"status": "started", "rows_generated": 0}, {"status": "finished", "rows_generated": 3}]
+    assert Fingerprint().add_tree(landing_root() / "audits").hexdigest() != before  # dbt sees the new shard
+    assert not (dora_home / "landing" / "audits").exists()  # nothing landed locally
+
+
+def test_a_landing_url_without_protocol_is_one_clear_line(monkeypatch, dora_home):
+    from ingestion.errors import LandingLocationError
+    from ingestion.landing import landing_url
+
+    monkeypatch.setenv("DORA_LANDING_URL", "bucket/landing")
+    with pytest.raises(LandingLocationError, match=r"^\$DORA_LANDING_URL='bucket/landing' is not an object-storage URL"):
+        landing_url()
+    monkeypatch.setenv("DORA_LANDING_URL", "")
+    assert landing_url() is None
+
+
+@pytest.mark.slow  # moto's S3 server and a dbt build
+def test_dbt_stages_the_shards_a_probe_landed_on_object_storage(s3_landing, dora_home):
+    """The T2T probe lands on S3 (moto) and dbt-duckdb stages every row from there: its
+    DuckDB connection reads the shards through the registered fsspec filesystem."""
+    import duckdb
+
+    from analytics.dbt_runner import run_dbt
+
+    fs, bucket = s3_landing
+    summary = run_t2t_probe(TARGETS, ScriptedBackend(), CFG, progress=False)
+    assert summary.generated == 12 and fs.find(f"{bucket}/landing/t2t_completions/{summary.audit_id}")
+    run_dbt(["build", "--select", "stg_t2t_completions", "stg_audits"], dora_home)
+    with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
+        staged = con.execute("select count(*), count(distinct (setting, descriptor, letter, run)) from stg_t2t_completions "
+                             "where audit_id = ?", [summary.audit_id]).fetchall()[0]
+        status = con.execute("select status from stg_audits order by event_at desc limit 1").fetchall()[0][0]
+    assert staged == (12, 12) and status == "finished"
+    assert not (dora_home / "landing" / "t2t_completions").exists()

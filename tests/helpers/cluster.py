@@ -130,3 +130,22 @@ def _wait_for_workers(broker: str, count: int, procs, timeout: float = 120.0) ->
             return
         time.sleep(0.5)
     raise RuntimeError(f"{count} Celery workers did not answer within {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def moto_s3(folder: Path):
+    """moto's S3 server (``moto[server]``) on a free 127.0.0.1 port; yields the environment a
+    client needs (``AWS_ENDPOINT_URL`` and throwaway credentials): dora's code reads nothing
+    else, as against real S3."""
+    pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[cluster]')")
+    pytest.importorskip("s3fs", reason="s3fs is not installed (pip install -e '.[cluster]')")
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=open(folder / "moto.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_port(port, proc, "moto server")
+        yield {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
+               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    finally:
+        stop(proc)

@@ -16,7 +16,7 @@ from ingestion.build_state import (
     record_success,
     recover_warehouse,
 )
-from ingestion.landing import dora_home, quarantine_bad_shards, warehouse_path
+from ingestion.landing import landing_root, quarantine_bad_shards, warehouse_path
 from orchestration.defs.dbt.resources import dbt_project, dbt_project_files
 from orchestration.instance import DBT_PROJECT_DIR, DUCKDB_WRITER_POOL, prepare_dbt_run
 
@@ -47,7 +47,7 @@ def dbt_inputs_fingerprint(step: str, selection: list[str], landing_tables: list
     models, the last recorded state of the association models' build (they read its marts)."""
     fp = Fingerprint()
     for table in sorted(landing_tables):
-        fp.add_tree(dora_home() / "landing" / table)  # labelled with the table's folder name
+        fp.add_tree(landing_root() / table)  # labelled with the table's folder name (local or object storage)
     for path in dbt_project_files():
         fp.add_file(path, label=f"dbt/{path.relative_to(DBT_PROJECT_DIR).as_posix()}")
     fp.add_value("selection", sorted(selection))
