@@ -261,17 +261,16 @@ def test_a_landing_url_without_protocol_is_one_clear_line(monkeypatch, dora_home
 def test_dbt_stages_the_shards_a_probe_landed_on_object_storage(s3_landing, dora_home):
     """The T2T probe lands on S3 (moto) and dbt-duckdb stages every row from there: its
     DuckDB connection reads the shards through the registered fsspec filesystem."""
-    import duckdb
-
     from analytics.dbt_runner import run_dbt
+    from analytics.query import run_query
 
     fs, bucket = s3_landing
     summary = run_t2t_probe(TARGETS, ScriptedBackend(), CFG, progress=False)
     assert summary.generated == 12 and fs.find(f"{bucket}/landing/t2t_completions/{summary.audit_id}")
     run_dbt(["build", "--select", "stg_t2t_completions", "stg_audits"], dora_home)
-    with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
-        staged = con.execute("select count(*), count(distinct (setting, descriptor, letter, run)) from stg_t2t_completions "
-                             "where audit_id = ?", [summary.audit_id]).fetchall()[0]
-        status = con.execute("select status from stg_audits order by event_at desc limit 1").fetchall()[0][0]
-    assert staged == (12, 12) and status == "finished"
+    # `dora query`'s locked-down connection reads the staging views over S3 (and nothing else)
+    staged = run_query("select count(*), count(distinct (setting, descriptor, letter, run)) from stg_t2t_completions "
+                       "where audit_id = ?", params=[summary.audit_id]).rows
+    status = run_query("select status from stg_audits order by event_at desc limit 1").rows
+    assert staged == [(12, 12)] and status == [("finished",)]
     assert not (dora_home / "landing" / "t2t_completions").exists()
