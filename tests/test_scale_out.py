@@ -274,3 +274,44 @@ def test_dbt_stages_the_shards_a_probe_landed_on_object_storage(s3_landing, dora
     status = run_query("select status from stg_audits order by event_at desc limit 1").rows
     assert staged == [(12, 12)] and status == [("finished",)]
     assert not (dora_home / "landing" / "t2t_completions").exists()
+
+
+# ----------------------------------------------------------------------------- the instance on PostgreSQL
+@pytest.mark.slow
+def test_an_audit_on_a_postgres_instance_records_its_run_there(tmp_path):
+    """docs/cluster/dagster.yaml as ``$DAGSTER_HOME/dagster.yaml`` (run and event storage on a
+    throwaway PostgreSQL): a small counterfactual audit succeeds, its run and its block steps
+    are in PostgreSQL, and dora leaves the user's dagster.yaml as it is."""
+    import shutil
+
+    from tests.helpers.cluster import postgres_server
+    from tests.helpers.dora_cli import REPO, dora_argv, dora_env, prepare_dbt_manifest
+
+    prepare_dbt_manifest()
+    home = tmp_path / "home"
+    (home / "dagster").mkdir(parents=True)
+    shutil.copy(REPO / "docs" / "cluster" / "dagster.yaml", home / "dagster" / "dagster.yaml")
+    with postgres_server() as pg, OpenAIStubServer() as server:
+        server.chat_reply = lambda req: "They are a capable worker. 7"
+        args = dora_argv("audit", "--probe", "counterfactual", "--backend", "openai", "--model", "stub-model",
+                         "--base-url", server.base_url, "--cf-judge-backend", "none", "--cf-prompts", "Characteristics",
+                         "--no-progress")
+        done = subprocess.run(args, env=dora_env(home, OPENAI_API_KEY="sk-test", **pg), capture_output=True, text=True,
+                              timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        import os
+
+        os.environ.update(pg)  # (restored below) the yaml reads the connection from the environment
+        try:
+            with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+                assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+                assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+                runs = instance.get_runs()
+                steps = {e.step_key for e in instance.all_logs(runs[0].run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)}
+        finally:
+            for name in pg:
+                os.environ.pop(name, None)
+    assert len(runs) == 1 and runs[0].status == dg.DagsterRunStatus.SUCCESS
+    assert "counterfactual_responses.counterfactual_block[sets_0_1]" in steps
+    assert not list((home / "dagster").rglob("*.db"))  # no SQLite storage beside it
+    assert (home / "dagster" / "dagster.yaml").read_text() == (REPO / "docs" / "cluster" / "dagster.yaml").read_text()

@@ -149,3 +149,41 @@ def moto_s3(folder: Path):
                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
     finally:
         stop(proc)
+
+
+@contextlib.contextmanager
+def postgres_server():
+    """A throwaway PostgreSQL 15 (Debian's binaries) in a new data folder on a free 127.0.0.1
+    port, run as the ``postgres`` user (``initdb`` refuses root); yields the ``DAGSTER_PG_URL``
+    environment of ``docs/cluster/dagster.yaml``. The data folder is removed afterwards."""
+    import tempfile
+
+    if not (POSTGRES_BIN / "initdb").exists() or shutil.which("runuser") is None:
+        pytest.skip(f"PostgreSQL binaries not found in {POSTGRES_BIN} (Debian: apt-get install -y postgresql-15)")
+    import pwd
+
+    try:
+        user = pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.skip("no 'postgres' user to run PostgreSQL as")
+    folder = Path(tempfile.mkdtemp(prefix="dora-pg-"))
+    os.chown(folder, user.pw_uid, user.pw_gid)
+    data, port = folder / "data", free_port()
+    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    proc = None
+    try:
+        subprocess.run([*as_postgres, str(POSTGRES_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+                       check=True, capture_output=True)
+        proc = subprocess.Popen(
+            [*as_postgres, str(POSTGRES_BIN / "postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1",
+             "-k", str(folder)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        wait_for_port(port, proc, "postgres")
+        subprocess.run([str(POSTGRES_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "dagster"],
+                       check=True, capture_output=True)
+        yield {"DAGSTER_PG_URL": f"postgresql+psycopg2://postgres:unused@127.0.0.1:{port}/dagster"}
+    finally:
+        if proc is not None:
+            stop(proc)
+        shutil.rmtree(folder, ignore_errors=True)
