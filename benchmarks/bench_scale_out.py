@@ -43,7 +43,7 @@ def run_once(home: Path, config: dict, broker: str | None) -> tuple[float, int, 
     import dagster as dg
 
     from ingestion.landing import read_landing
-    from orchestration.cluster import execution_config
+    from orchestration.cluster import execution_config, quiet_celery_warnings
     from orchestration.definitions import audit_job_for_multiprocess, defs
     from orchestration.instance import AUDIT_JOB, configure_instance, write_dagster_yaml
 
@@ -59,6 +59,7 @@ def run_once(home: Path, config: dict, broker: str | None) -> tuple[float, int, 
                 run_config=run_config, instance=instance, asset_selection=selection)
             success, events = result.success, result.all_events
         else:
+            quiet_celery_warnings()
             with dg.execute_job(dg.reconstructable(audit_job_for_multiprocess), instance=instance,
                                 run_config={**run_config, "execution": execution_config("celery", broker)},
                                 asset_selection=selection) as result:

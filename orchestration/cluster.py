@@ -74,6 +74,15 @@ def scheduled_execution_config() -> dict | None:
     return execution_config(choice) if choice else None
 
 
+def quiet_celery_warnings() -> None:
+    """Silence the warning dagster-celery triggers at every step it queues (it registers its
+    ``execute_plan`` task again each time; the first registration is the one used): noise in
+    the terminal of ``dora audit --executor celery``, not a fault."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"Task name 'execute_plan' is already registered")
+
+
 def celery_available() -> bool:
     """Whether ``dagster-celery`` is installed (``pip install -e '.[cluster]'``)."""
     import importlib.util

@@ -44,8 +44,11 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
         return
     from dagster import execute_job, reconstructable
 
-    from orchestration.cluster import execution_config
+    from orchestration.cluster import execution_config, quiet_celery_warnings
     from orchestration.definitions import audit_job_for_multiprocess
+
+    if executor == "celery":
+        quiet_celery_warnings()
 
     if partition:
         tags = {**tags, "dagster/partition": partition}
