@@ -9,7 +9,7 @@ the figure is completions landed per second of the run's wall time, and the rati
 of the same blocks (both one request at a time). Needs ``redis-server`` and the ``cluster``
 extra; writes the section "Scale-out on Celery workers" of BENCHMARKS.md.
 
-    python -m benchmarks.bench_scale_out [--latency 0.1] [--letters abcdefgh] [--no-write]
+    python -m benchmarks.bench_scale_out [--latency 0.2] [--letters abcdefgh] [--no-write]
 """
 
 from __future__ import annotations
@@ -73,10 +73,10 @@ def run_once(home: Path, config: dict, broker: str | None) -> tuple[float, int, 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--latency", type=float, default=0.1, help="seconds the stub server waits before each answer")
+    parser.add_argument("--latency", type=float, default=0.2, help="seconds the stub server waits before each answer")
     parser.add_argument("--letters", default="abcdefgh", help="first letters probed (rows = targets x letters)")
     parser.add_argument("--per-dimension", type=int, default=2, help="descriptors per bias dimension")
-    parser.add_argument("--block-targets", type=int, default=2, help="targets per block (one step each)")
+    parser.add_argument("--block-targets", type=int, default=3, help="targets per block (one step each)")
     parser.add_argument("--workers", default="1,2,4", help="Celery worker counts to measure")
     parser.add_argument("--no-write", action="store_true", help="do not write BENCHMARKS.md")
     args = parser.parse_args(argv)
@@ -97,7 +97,7 @@ def main(argv=None) -> None:
         for n in [int(x) for x in args.workers.split(",")]:
             home = root / f"celery-{n}"
             _use_home(home)
-            with celery_workers(home, broker, n):
+            with celery_workers(home, broker, n, OPENAI_API_KEY=os.environ["OPENAI_API_KEY"]):
                 rows[f"celery x{n}"] = run_once(home, config, broker)
             print(f"celery x{n}: {rows[f'celery x{n}']}", flush=True)
     one = next(v for k, v in rows.items() if k.startswith("celery x1"))
