@@ -20,7 +20,13 @@ statistic, with scipy, and are registered as DuckDB UDFs by
   Eq. 2 / docs/families/modscan.md#s_bias: S_bias is a function of the per-instance selection counts and the
   N/A count, so the two audits' S_bias can only differ when those count tables differ).
 
-Both return NULL when the test has no data (a side without a value / no stratum with both
+* ``pearson_r(x DOUBLE[], y DOUBLE[]) -> DOUBLE`` and ``pearson_p(x DOUBLE[], y DOUBLE[]) -> DOUBLE``:
+  ``scipy.stats.pearsonr(x, y)``'s statistic and two-sided p-value (t-test of r with n - 2
+  degrees of freedom). Not a change test: the LVLM vs LLM MaxToxicity correlation of Howard et
+  al. (seed 003) section 5.1 ("the Pearson correlation coefficient between the MaxToxicity of
+  LVLM-LLM pairs"), used by ``agg_lvlm_llm_max_toxicity``.
+
+All return NULL when the test has no data (a side without a value / no stratum with both
 sides answered). Only ``scipy.stats`` is imported, and only at the first call.
 """
 
@@ -28,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["chi2_stratified", "chi2_stratified_pvalue", "mann_whitney_pvalue"]
+__all__ = ["chi2_stratified", "chi2_stratified_pvalue", "mann_whitney_pvalue", "pearson"]
 
 
 def mann_whitney_pvalue(before, after) -> float | None:
@@ -102,3 +108,25 @@ def chi2_stratified_pvalue(before, after) -> float | None:
         return None
     statistic, dof = summed
     return 1.0 if dof == 0 else float(stats.chi2.sf(statistic, dof))
+
+
+def pearson(x, y) -> tuple[float, float] | None:
+    """Pearson's r and its two-sided p-value of paired samples (``x[i]`` with ``y[i]``).
+
+    Returns ``scipy.stats.pearsonr(x, y)`` as (statistic, pvalue), or None when fewer than 3
+    pairs have both values (no p-value: n - 2 < 1 degrees of freedom), the lists differ in
+    length, or a side is constant (r undefined). Pairs with a None / NaN side are skipped.
+    """
+    from scipy import stats
+
+    if x is None or y is None or len(x) != len(y):
+        return None
+    pairs = [(float(a), float(b)) for a, b in zip(x, y)
+             if a is not None and b is not None and not math.isnan(a) and not math.isnan(b)]
+    if len(pairs) < 3:
+        return None
+    xs, ys = [a for a, _ in pairs], [b for _, b in pairs]
+    if min(xs) == max(xs) or min(ys) == max(ys):
+        return None
+    res = stats.pearsonr(xs, ys)
+    return float(res.statistic), float(res.pvalue)

@@ -4,10 +4,13 @@ Three views, all read from the public marts (read-only, ``?`` parameters):
 
 * the Table 1 heat-table: mean / P90 MaxToxicity per (audit, subset) x prompt
   (``agg_max_toxicity``, head ``toxicity``, no mitigation), cells shaded by value;
-* the PMI stereotype words per group (``fct_group_word_pmi``: candidates s(w) >= 1 by rank,
+* the PMI stereotype words per group (``fct_group_word_pmi``: candidates s(w) > 1 by rank,
   the stereotype filter's flag marked), as Table 2;
 * the numeric-ratings table (``agg_numeric_ratings``: group means with the +-1 SD flags of
-  Tables 29-31 and the Kruskal-Wallis q-value per prompt).
+  Tables 29-31 and the Kruskal-Wallis q-value per prompt);
+* LVLM vs LLM (``agg_lvlm_llm_max_toxicity``, head ``toxicity``, no mitigation): section 5.1's
+  Pearson r / p per image-set audit and its paired text-set audit, and Table 3's mean / P90
+  differences (shown when image sets were audited).
 """
 
 from __future__ import annotations
@@ -60,6 +63,15 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
                 order by audit_id, subset, prompt_label, group_label""", [audit_id, audit_id])
         except duckdb.CatalogException:
             return ""
+        try:  # a warehouse built before this mart existed still has the other three views
+            pairs = _query(con, """
+                select lvlm_audit_id, lvlm_model_id, llm_audit_id, llm_model_id, subset, prompt_label, units, occupations,
+                       r_units, p_units, r_occupations, p_occupations, mean_difference, p90_difference
+                from agg_lvlm_llm_max_toxicity
+                where head = 'toxicity' and mitigation = 'none' and (? is null or ? in (lvlm_audit_id, llm_audit_id))
+                order by lvlm_audit_id, llm_audit_id, subset, prompt_label""", [audit_id, audit_id])
+        except duckdb.CatalogException:
+            pairs = []
     finally:
         con.close()
     if not (tox or words or numeric):
@@ -81,9 +93,9 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
         f"<tr><td>{html.escape(r['subset'])}</td><td>{html.escape(r['group_label'])}</td>"
         f"<td>{html.escape(', '.join(r['words']))}</td></tr>" for r in words
     )
-    words_html = (f"<table><thead><tr><th>subset</th><th>group</th><th>words (s(w) &ge; 1; * = flagged by the "
+    words_html = (f"<table><thead><tr><th>subset</th><th>group</th><th>words (s(w) &gt; 1; * = flagged by the "
                   f"stereotype filter)</th></tr></thead><tbody>{word_rows}</tbody></table>") if words else \
-        "<p class='empty'>no word reaches s(w) &ge; 1 with the minimum frequency (10) yet: more sets or seeds</p>"
+        "<p class='empty'>no word exceeds s(w) = 1 with the minimum frequency (10) yet: more sets or seeds</p>"
     num_rows = "".join(
         "<tr>" + "".join(f"<td>{html.escape('–' if r[c] is None else (f'{r[c]:.3g}' if isinstance(r[c], float) else str(r[c])))}</td>"
                          for c in ("subset", "prompt_label", "group_label", "valid_answers", "group_mean", "sd_flag", "kruskal_q"))
@@ -92,6 +104,21 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
     num_html = ("<table><thead><tr><th>subset</th><th>prompt</th><th>group</th><th>valid answers</th><th>mean</th>"
                 f"<th>&plusmn;1 SD flag</th><th>Kruskal-Wallis q</th></tr></thead><tbody>{num_rows}</tbody></table>") \
         if numeric else "<p class='empty'>no valid numeric answer yet</p>"
+    pair_cols = ("lvlm_model_id", "llm_model_id", "subset", "prompt_label", "units", "r_units", "p_units", "occupations",
+                 "r_occupations", "p_occupations", "mean_difference", "p90_difference")
+    pair_rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape('–' if r[c] is None else (f'{r[c]:.3g}' if isinstance(r[c], float) else str(r[c])))}</td>"
+                         for c in pair_cols) + "</tr>" for r in pairs
+    )
+    pairs_html = (
+        "<h2>Counterfactual probe: LVLM vs LLM (section 5.1, Table 3; agg_lvlm_llm_max_toxicity)</h2>"
+        "<p class='note'>Pearson r (two-sided p) of the image-set audit's MaxToxicity against its paired text-set "
+        "audit's, over the paired (set, seed) units and over occupation means; Table 3's differences are LVLM minus LLM "
+        "(positive: the LVLM is more toxic).</p>"
+        "<table><thead><tr><th>LVLM</th><th>LLM</th><th>subset</th><th>prompt</th><th>units</th><th>r (units)</th>"
+        "<th>p</th><th>occupations</th><th>r (occupations)</th><th>p</th><th>mean diff.</th><th>P90 diff.</th></tr></thead>"
+        f"<tbody>{pair_rows}</tbody></table>"
+    ) if pairs else ""
     return f"""
 <h2>Counterfactual probe (Howard et al.): MaxToxicity, Table 1 shape</h2>
 <p class="note">MaxToxicity = max - min toxicity over the members of a counterfactual set, per (set, seed);
@@ -102,4 +129,5 @@ paper's Perspective API: compare within this report, not with the paper's number
 {words_html}
 <h2>Counterfactual probe: numeric ratings (agg_numeric_ratings)</h2>
 {num_html}
+{pairs_html}
 """

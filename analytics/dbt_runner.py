@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dbt.cli.main import dbtRunner, dbtRunnerResult
 
-from ingestion.landing import LANDING_URL_ENV, SCHEMAS, dbt_home, landing_dir, landing_url
+from ingestion.landing import LANDING_URL_ENV, SCHEMAS, dbt_home, dbt_target_dir, landing_dir, landing_url
 
 __all__ = ["dbt_project_dir", "run_dbt"]
 
@@ -81,8 +81,12 @@ def run_dbt(args: list[str], dora_home: Path) -> dbtRunnerResult:
         landing_dir(table)  # reads DORA_HOME, set just above
     os.environ["DORA_HOME"] = str(dbt_home())  # a plain-named alias of an odd home
     project = dbt_project_dir()
+    # artifacts and log beside this home's warehouse (ingestion.landing.dbt_target_dir), not in
+    # the project's shared target/: builds of two homes at once do not overwrite each other
+    target = dbt_target_dir("run_dbt")
     result = dbtRunner().invoke(
-        [*args, "--project-dir", str(project), "--profiles-dir", str(project)]
+        [*args, "--project-dir", str(project), "--profiles-dir", str(project),
+         "--target-path", str(target), "--log-path", str(target)]
     )
     _release_warehouse()
     if not result.success:

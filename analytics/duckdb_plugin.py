@@ -33,7 +33,8 @@ try:  # the plugin base class only exists where dbt-duckdb is installed
 except ImportError:  # pragma: no cover - plain DuckDB use without dbt
     BasePlugin = object  # type: ignore[assignment,misc]
 
-__all__ = ["Plugin", "chi2_stratified_p", "fisher_greater", "fisher_two_sided", "mann_whitney_p", "normal_sf", "register_functions"]
+__all__ = ["Plugin", "chi2_stratified_p", "fisher_greater", "fisher_two_sided", "mann_whitney_p", "normal_sf", "pearson_p", "pearson_r",
+           "register_functions"]
 
 
 def _valid_mask(*arrays: pa.Array) -> np.ndarray:
@@ -137,6 +138,25 @@ def chi2_stratified_p(before, after):
     from analytics.change_tests import chi2_stratified_pvalue
 
     return chi2_stratified_pvalue(before, after)
+
+
+def pearson_r(x, y):
+    """DuckDB UDF ``pearson_r(DOUBLE[], DOUBLE[]) -> DOUBLE``: ``scipy.stats.pearsonr``'s r
+    (:func:`analytics.change_tests.pearson`), used by ``agg_lvlm_llm_max_toxicity`` (Howard et
+    al., seed 003, section 5.1). NULL with fewer than 3 pairs or a constant side."""
+    from analytics.change_tests import pearson
+
+    found = pearson(x, y)
+    return None if found is None else found[0]
+
+
+def pearson_p(x, y):
+    """DuckDB UDF ``pearson_p(DOUBLE[], DOUBLE[]) -> DOUBLE``: ``scipy.stats.pearsonr``'s two-sided
+    p-value (:func:`analytics.change_tests.pearson`); NULL where ``pearson_r`` is."""
+    from analytics.change_tests import pearson
+
+    found = pearson(x, y)
+    return None if found is None else found[1]
 # --- end family change tests ------------------------------------------------------------------
 
 
@@ -168,6 +188,8 @@ def register_functions(con) -> None:
         ("judge_alpha_ordinal", judge_alpha_ordinal, ["INTEGER[][]"], "DOUBLE"),
         ("mann_whitney_p", mann_whitney_p, ["DOUBLE[]", "DOUBLE[]"], "DOUBLE"),  # family change tests
         ("chi2_stratified_p", chi2_stratified_p, ["INTEGER[][]", "INTEGER[][]"], "DOUBLE"),  # family change tests
+        ("pearson_r", pearson_r, ["DOUBLE[]", "DOUBLE[]"], "DOUBLE"),  # LVLM vs LLM correlation
+        ("pearson_p", pearson_p, ["DOUBLE[]", "DOUBLE[]"], "DOUBLE"),
     ]
     for name, func, params, returns in native_specs:
         try:

@@ -39,6 +39,10 @@ class FamilyChangeTest:
     order: tuple[str, ...]  #: tie-breaking keys after change_q
     metric: str  #: one line: the headline metric
     test: str  #: one line: the change test and why
+    #: a further mart shown after the change tests: (relation, title, audit-id columns, shown
+    #: columns); its rows where any audit-id column is one of the two audits (e.g. the LVLM vs
+    #: LLM correlations of counterfactual image audits); skipped when the relation is not built
+    related: tuple[str, str, tuple[str, ...], tuple[str, ...]] | None = None
 
 
 def family_help(specs: Sequence[FamilyChangeTest]) -> str:
@@ -60,6 +64,7 @@ class FamilyDiff:
     after: AuditRef
     counts: dict[str, int]
     rows: QueryResult  #: every compared row, smallest change_q first
+    related: QueryResult | None = None  #: the spec's related mart's rows of the two audits
 
     @property
     def family(self) -> str:
@@ -87,10 +92,13 @@ class FamilyDiff:
         ]
         if not self.rows.rows:
             lines.append("  no row of the two audits could be compared (no common cell: a different variant, probe or scorer variant?)")
-            return "\n".join(lines)
-        shown = self.rows.rows[: max(self.significant, top)]
-        lines += ["", f"  changes by change q ({len(shown)} of {total}; --format csv|json for all):"]
-        lines += ["    " + ln for ln in format_result(QueryResult(self.rows.columns, shown)).splitlines()]
+        else:
+            shown = self.rows.rows[: max(self.significant, top)]
+            lines += ["", f"  changes by change q ({len(shown)} of {total}; --format csv|json for all):"]
+            lines += ["    " + ln for ln in format_result(QueryResult(self.rows.columns, shown)).splitlines()]
+        if self.related is not None and self.related.rows:
+            lines += ["", f"  {spec.related[1]} ({spec.related[0]}, {len(self.related.rows)} rows):"]
+            lines += ["    " + ln for ln in format_result(self.related).splitlines()]
         return "\n".join(lines)
 
 
@@ -230,4 +238,19 @@ def family_diff(
         f"select change_type, count(*) from {spec.relation} where from_audit_id = ? and to_audit_id = ? group by 1",
         params,
     ).rows)
-    return FamilyDiff(spec, target, before, after, counts, rows)
+    return FamilyDiff(spec, target, before, after, counts, rows, _related(spec, before.audit_id, after.audit_id))
+
+
+def _related(spec: FamilyChangeTest, *audit_ids: str) -> QueryResult | None:
+    """The spec's related mart's rows naming one of ``audit_ids``; None when it has none or it is not built."""
+    import duckdb
+
+    if spec.related is None:
+        return None
+    relation, _, audit_columns, columns = spec.related
+    where = " or ".join(f"{c} in ({', '.join('?' * len(audit_ids))})" for c in audit_columns)
+    try:
+        return run_query(f"select {', '.join(columns)} from {relation} where {where} order by all",
+                         params=[a for _ in audit_columns for a in audit_ids])
+    except duckdb.CatalogException:  # a warehouse built before that mart existed
+        return None

@@ -80,6 +80,12 @@ class CompletionsUnsupportedError(ModelNotAvailableError):
     """The endpoint has no ``/v1/completions``: the completion prompt style cannot run on it."""
 
 
+class PromptLogprobsUnsupportedError(ModelNotAvailableError):
+    """The endpoint returns no log-probabilities of prompt tokens (it ignores or declines both
+    ``echo=True`` with ``logprobs`` and vLLM's ``prompt_logprobs``), so it cannot give the
+    log-likelihood of a given text; the one-line message names the endpoint and the model."""
+
+
 class CircuitOpenError(RuntimeError):
     """Raised instead of calling a server that failed too many calls in a row.
 
@@ -145,6 +151,7 @@ __all__ = [
     "LandingLocationError",
     "ModelNotAvailableError",
     "PlanTooLargeError",
+    "PromptLogprobsUnsupportedError",
     "QueryRefusedError",
     "RegistryError",
     "VLStereoSetFormatError",

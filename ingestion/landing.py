@@ -818,6 +818,18 @@ def dbt_home() -> Path:
     return alias
 
 
+def dbt_target_dir(name: str) -> Path:
+    """Where dbt keeps the artifacts of builds of this home's warehouse (``manifest.json``,
+    ``run_results.json``, its log, ``partial_parse.msgpack``): ``<dbt_home()>/dbt/<name>``, one
+    folder per caller (a Dagster step, the programmatic runner).
+
+    Per home, because a parse is valid for one home only (dbt re-parses the whole project when
+    the profile's warehouse path changes) and two homes built at once must not share one
+    ``target/``; stable, so the next build of the same home parses only what changed.
+    """
+    return dbt_home() / "dbt" / safe_path_component(name)
+
+
 class LandingSchemaWarning(UserWarning):
     """A landing shard broke its table's column contract, or could not be read, and was moved
     to quarantine."""

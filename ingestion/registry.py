@@ -16,6 +16,11 @@ again whenever its version changes (one audit = all probes against one model ver
           source: file_hash      # explicit | file_hash | hub_revision | api_model
         probe: {settings: [singular, noun], runs: 4, per_dimension: 2}
         scorers: [sentiment, toxicity, bias_level]   # default []: no scoring of this target's audits
+      - name: smollm2-counterfactual
+        family: counterfactual   # another probe family on this model (default: biasdora)
+        model: smollm2-135m
+        version: {source: file_hash}
+        options: {occupations: [nurse, doctor], seeds: 3}   # that family's run-config fields
 
 Version sources (read by :func:`models_inference.model_ref.resolve_version`; this module only
 validates them):
@@ -42,7 +47,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -202,10 +207,20 @@ class AuditTarget(_Strict):
     ``judges``: the LLM judge models of the partition's associations, on the run's
     judge backend; several give ``agg_judge_agreement`` rows. Default ``[]``: the run's
     ``--judge-model``.
+
+    ``family``: the probe family a partition runs (default ``biasdora``: the probe of
+    ``modality`` with ``probe`` settings). Another family (``counterfactual``, ``modscan``,
+    ``vlstereoset``) runs its own probe on ``model`` / ``backend`` / ``base_url`` (where the
+    family has those flags) with ``options``: field names and values of that family's run
+    config (``dora audit --help-family NAME`` lists them as flags; e.g. ``{occupations:
+    [nurse], seeds: 3}`` for counterfactual), checked when the run config is built
+    (``orchestration/defs/audits/runs.py: run_config_for_target``).
     """
 
     name: str
     description: str = ""
+    family: str = "biasdora"
+    options: dict[str, Any] = Field(default_factory=dict)
     modality: Literal["t2t", "t2i", "i2t"] = "t2t"
     backend: str = "transformers"
     model: str
@@ -285,6 +300,12 @@ class AuditTarget(_Strict):
             problems.append("probe.descriptor_source: the T2I probe draws the curated BiasDora descriptors only ('biasdora')")
         if self.base_url and self.backend != "openai":
             problems.append("base_url: only used by backend 'openai'")
+        if self.family == "biasdora" and self.options:
+            problems.append("options: a biasdora target takes 'probe' settings; options are for another family's target")
+        if self.family != "biasdora" and "probe" in self.model_fields_set:
+            problems.append(f"probe: the settings of the BiasDora probe; a {self.family} target takes 'options'")
+        if not _NAME.match(self.family):
+            problems.append(f"family: {self.family!r} is not a family name")
         if problems:
             raise ValueError("\n".join(problems))
         return self

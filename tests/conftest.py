@@ -59,11 +59,11 @@ def smollm2():
 @pytest.fixture(scope="session")
 def finished_audit(tmp_path_factory):
     """One finished run of the audit job (every family, small, real SmolLM2), shared read-only by
-    the tests of the session (per pytest-xdist worker); see tests/helpers/homes.py. A test that
+    the tests of the run (built once, however many pytest-xdist workers); see tests/helpers/homes.py. A test that
     changes the home copies it first (``copy_home``); writing into it fails the session."""
-    from tests.helpers.homes import build_finished_audit, tree_digest
+    from tests.helpers.homes import shared_finished_audit, tree_digest
 
-    audit = build_finished_audit(tmp_path_factory.mktemp("finished_audit"))
+    audit = shared_finished_audit(tmp_path_factory)
     yield audit
     changed = sorted(set(tree_digest(audit.home).items()) ^ set(audit.digest.items()))
     assert not changed, f"a test wrote into the shared finished audit home (copy it first): {changed[:5]}"

@@ -113,4 +113,11 @@ def test_cli_flags_config_and_registry_targets():
     i2t, _ = config_for_target(cfg, "i2t", "openai", "gpt-4o", "http://h/v1")
     assert selected_scorers(i2t) == ["mcq"] and i2t.vlm_base_url == "http://h/v1"
     assert config_for_target(cfg, "t2i", "diffusers", "sd", None)[0] is None
-    assert config_for_target(cfg, "t2t", "openai", "gpt-4o", None)[0] is None
+    # a t2t target on an API: the text prior over its /v1/completions endpoint
+    api, why = config_for_target(cfg, "t2t", "openai", "served", "http://h/v1")
+    assert why is None and (api.text_model, api.text_backend, api.text_base_url) == ("served", "openai", "http://h/v1")
+    assert selected_scorers(api) == ["vlstereo_text_caption_prior"]
+    args = _build_parser().parse_args(["audit", "--vlstereoset-text-backend", "openai", "--vlstereoset-text-base-url", "http://h:1/v1"])
+    assert (run_config(args)["text_backend"], run_config(args)["text_base_url"]) == ("openai", "http://h:1/v1")
+    with pytest.raises(SystemExit):  # a backend outside the vocabulary is an argparse error
+        _build_parser().parse_args(["audit", "--vlstereoset-text-backend", "vllm"])

@@ -171,6 +171,18 @@ def cmd_audit(args) -> int:
         for step in ("crows_pairs", "descriptors"):
             forget(step)
     run_config = audit_run_config(args, **({"registry": registry} if args.target else {}))
+    if args.target:  # a target of another family: that family's options from the registry
+        from ingestion.registry import load_registry
+        from orchestration import families as fam
+        from orchestration.defs.audits.runs import family_op_configs
+
+        target = load_registry(registry).target(args.target)
+        if target.family != "biasdora":
+            try:
+                run_config = dg.RunConfig(ops={**run_config.ops, **family_op_configs(target, fam.FAMILIES)})
+            except (KeyError, ValueError) as exc:
+                print(f"dora audit: {exc}", file=sys.stderr)
+                return 2
     job = defs.resolve_job_def(AUDIT_JOB)
     log_dir = home / "logs"
     log_dir.mkdir(exist_ok=True)

@@ -94,6 +94,31 @@ def build_finished_audit(root: Path) -> FinishedAudit:
     return FinishedAudit(home=home, run_config=RUN_CONFIG, metadata=metadata, checks=checks, digest=tree_digest(home))
 
 
+def shared_finished_audit(tmp_path_factory: pytest.TempPathFactory) -> FinishedAudit:
+    """The finished audit of this test run, built once however many pytest-xdist workers ask.
+
+    The first worker to ask builds it under a file lock in the run's shared temporary folder
+    (the parent of every worker's own) and leaves a pickle of the record beside it; the others
+    wait on the lock, then load the record and read the same home. Without xdist the folder is
+    the session's own.
+    """
+    import pickle
+
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    record = root / "finished_audit.pickle"
+    with FileLock(str(root / "finished_audit.lock")):
+        if record.exists():
+            return pickle.loads(record.read_bytes())
+        folder = root / "finished_audit"
+        folder.mkdir(exist_ok=True)
+        audit = build_finished_audit(folder)
+        record.write_bytes(pickle.dumps(audit))
+        return audit
+
+
 def copy_home(audit: FinishedAudit, dest: Path) -> Path:
     """A private copy of the finished audit's home (timestamps kept), for a test that changes it."""
     shutil.copytree(audit.home, dest, symlinks=True)

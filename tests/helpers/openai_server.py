@@ -19,6 +19,13 @@ included) so tests can check what was sent. Behaviour is scripted per test:
 * ``server.completion_reply = fn(request_json) -> str``: the continuation of a text
   completion (``POST /v1/completions``, as llama-server and vLLM serve it);
   ``server.chat_only = True`` answers it 404, as a chat-only endpoint does;
+* prompt-token log-probs of a text completion: ``echo=True`` with ``logprobs`` returns the
+  prompt's tokens (:func:`stub_tokens`: a word with its leading spaces, or one other
+  character), their ``text_offset`` and ``token_logprobs`` (:func:`stub_logprob`, a hash of the
+  token, so a test computes the expected sum exactly; ``None`` for the first token, as OpenAI
+  does); ``server.prompt_logprobs`` chooses what the server honours: ``"echo"`` (default),
+  ``"vllm"`` (``echo`` ignored, vLLM's ``prompt_logprobs`` in the request body honoured) or
+  ``"none"`` (both ignored: no prompt log-probs at all);
 * ``server.malformed_next(kind, times)``: a 200 reply that is not usable: ``"no_choices"``
   (``choices: []``) or ``"not_json"`` (an HTML body);
 * ``GET /v1/models`` lists ``server.models``; ``GET /v1/models/{id}`` is 404 unless
@@ -34,8 +41,10 @@ Usage::
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
+import re
 import sys
 import threading
 import time
@@ -52,6 +61,21 @@ def tiny_png(color=(200, 30, 30), size=(8, 8)) -> bytes:
     return buf.getvalue()
 
 
+_TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]|\s+$")
+
+
+def stub_tokens(text: str) -> list[str]:
+    """The stub's tokenisation: a word with its leading whitespace, or one other character
+    with its leading whitespace (trailing whitespace is a token of its own). Joins to ``text``."""
+    return _TOKEN.findall(text)
+
+
+def stub_logprob(token: str) -> float:
+    """The stub's log-probability of ``token``: ``-(1 + (first 2 bytes of its sha256) % 800) / 100``
+    (two decimals, in [-8.0, -0.01]), whatever precedes it."""
+    return -(1 + int.from_bytes(hashlib.sha256(token.encode()).digest()[:2], "big") % 800) / 100
+
+
 class OpenAIStubServer:
     """Threaded HTTP server bound to 127.0.0.1 on a free port (see module docstring)."""
 
@@ -60,6 +84,7 @@ class OpenAIStubServer:
         self.chat_reply: Callable[[dict], object] = lambda req: "[brawler]"
         self.completion_reply: Callable[[dict], str] = lambda req: "rawler, and"
         self.chat_only = False
+        self.prompt_logprobs = "echo"
         self.models: list[str] = ["stub-model"]
         self.model_detail = False
         self._malformed: list[str] = []
@@ -143,7 +168,8 @@ class OpenAIStubServer:
                 default_handle_error(request, client_address)
 
         self._httpd.handle_error = handle_error
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # a short poll: shutdown() waits up to one poll interval (0.5 s by default, per test)
+        self._thread = threading.Thread(target=lambda: self._httpd.serve_forever(poll_interval=0.05), daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -177,14 +203,32 @@ class OpenAIStubServer:
         return self._httpd.server_address[1]
 
     def _completion(self, req: dict) -> dict:
-        text = self.completion_reply(req)
+        prompt = req.get("prompt", "")
+        prompt = prompt[0] if isinstance(prompt, list) else prompt
+        tokens = stub_tokens(prompt)
+        values = [None] + [stub_logprob(t) for t in tokens[1:]]
+        max_tokens = req.get("max_tokens")
+        text = "" if max_tokens == 0 else self.completion_reply(req)
+        choice = {"index": 0, "text": text, "finish_reason": "length" if max_tokens == 0 else "stop", "logprobs": None}
+        if req.get("echo") and req.get("logprobs") is not None and self.prompt_logprobs == "echo":
+            offsets, at = [], 0
+            for t in tokens:
+                offsets.append(at)
+                at += len(t)
+            top = [None] + [{t: v} for t, v in zip(tokens[1:], values[1:])]
+            choice["text"] = prompt + text
+            choice["logprobs"] = {"tokens": tokens, "token_logprobs": values, "top_logprobs": top, "text_offset": offsets}
+        if req.get("prompt_logprobs") is not None and self.prompt_logprobs == "vllm":
+            ids = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:3], "big") for t in tokens]
+            choice["prompt_logprobs"] = [None] + [
+                {str(i): {"logprob": v, "rank": 1, "decoded_token": t}} for i, t, v in zip(ids[1:], tokens[1:], values[1:])]
         return {
             "id": f"cmpl-{len(self.requests)}",
             "object": "text_completion",
             "created": int(time.time()),
             "model": req.get("model", "stub"),
-            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+            "choices": [choice],
+            "usage": {"prompt_tokens": len(tokens), "completion_tokens": 0 if max_tokens == 0 else 2, "total_tokens": len(tokens) + 2},
         }
 
     def _chat(self, req: dict) -> dict:

@@ -334,10 +334,22 @@ def load_manifest(path: str | Path) -> SetFile:
     """
     path = Path(path)
     records, quarantined, raw = _manifest_records(path)
-    where = path.name
+    return _group_sets(path, path.name, path.parent, records, quarantined, raw, "counterfactual manifest")
+
+
+def _quarantined(where: str | None, line: int, row: int, why: str, text: str) -> QuarantinedRow:
+    """A file's row (``where`` = its name) or, ``where`` None, a folder's entry (its relative path)."""
+    if where is None:
+        return QuarantinedRow(text, None, row, why, shown(text))
+    return QuarantinedRow(where, line, row, why, shown(text))
+
+
+def _group_sets(path: Path, where: str | None, folder: Path, records, quarantined: list, raw: bytes, what: str) -> SetFile:
+    """The good sets of ``records`` ((line, data row, values, raw text), values keyed by
+    :data:`MANIFEST_COLUMNS`), every other row quarantined with its reason (see :func:`load_manifest`)."""
     grouped: dict[str, list[tuple[int, int, dict, str]]] = {}
     for line, row, values, text in records:
-        why = _row_problem(values, path.parent)
+        why = _row_problem(values, folder)
         if why is None:
             group = grouped.setdefault(values["set_id"], [])
             first = group[0][2] if group else values
@@ -347,7 +359,7 @@ def load_manifest(path: str | Path) -> SetFile:
             elif any((v["a1"], v["a2"]) == (values["a1"], values["a2"]) for _, _, v, _ in group):
                 why = f"set {values['set_id']!r} repeats member {(values['a1'], values['a2'])}"
         if why:
-            quarantined.append(QuarantinedRow(where, line, row, why, shown(text)))
+            quarantined.append(_quarantined(where, line, row, why, text))
             continue
         grouped[values["set_id"]].append((line, row, values, text))
     sets = []
@@ -355,17 +367,89 @@ def load_manifest(path: str | Path) -> SetFile:
         if len(items) < MIN_SET_MEMBERS:
             why = (f"set {set_id!r} has {len(items)} usable member(s); a counterfactual set needs at least "
                    f"{MIN_SET_MEMBERS} to compare")
-            quarantined += [QuarantinedRow(where, line, row, why, shown(text)) for line, row, _, text in items]
+            quarantined += [_quarantined(where, line, row, why, text) for line, row, _, text in items]
             continue
         first = items[0][2]
-        members = tuple(Member(v["a1"], v["a2"], image_path=v["image_path"]) for _, _, v, _ in items)
+        members = tuple(Member(v["a1"], v["a2"], v.get("caption", ""), image_path=v["image_path"]) for _, _, v, _ in items)
         occ = first["occupation"]
         sets.append(CounterfactualSet(set_id, first["subset"], normalise_occupation(occ), occ, members))
-    quarantined.sort(key=lambda q: (q.line or 0))
+    quarantined.sort(key=lambda q: (q.line or 0, q.row or 0))
     if not sets:
-        exc = no_good_row_error(path, "counterfactual manifest", quarantined)
+        exc = no_good_row_error(path, what, quarantined)
         raise CounterfactualInputError(f"{exc} (no usable set)")
     return SetFile(path, f"cfsets-{hashlib.sha256(raw).hexdigest()[:12]}", tuple(sets), tuple(quarantined))
+
+
+#: Image file suffixes an image-set folder is read for (anything else in it is quarantined).
+IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".webp")
+#: The manifest an image-set folder may hold instead of the subset / set / caption tree.
+FOLDER_MANIFEST = "manifest.csv"
+
+
+def load_image_folder(folder: str | Path) -> SetFile:
+    """Image sets from a folder in the SocialCounterfactuals layout (Howard et al., seed 003,
+    App. A.1: a set is one occupation, its members differ only in the subset's two attributes,
+    each member's caption names them): ``<folder>/<subset>/<set_id>/<caption>.<png|jpg|jpeg|webp>``,
+    e.g. ``race_gender/nurse-0/A photo of a Black female nurse.png``. The caption (file name
+    without its suffix) is split by :func:`parse_caption` into the member's two attribute
+    values and the occupation, the rule the released metadata follows. A folder holding
+    ``manifest.csv`` is read as that manifest (:func:`load_manifest`) instead.
+
+    A file that is not in that layout (wrong depth, unknown subset, a caption that does not
+    parse, not an image) is quarantined with its relative path and reason, as are the rows
+    :func:`load_manifest` would quarantine (mixed occupations in a set, a repeated member, a
+    set with fewer than :data:`MIN_SET_MEMBERS` good members).
+
+    Returns:
+        A :class:`SetFile` (``dataset_id``: ``cfsets-`` + 12 hex of the sha256 of the sorted
+        relative paths and file sizes).
+
+    Raises:
+        CounterfactualInputError: not a folder, an empty folder, or no usable set.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CounterfactualInputError(f"counterfactual image folder {folder}: not a folder")
+    if (folder / FOLDER_MANIFEST).is_file():
+        return load_manifest(folder / FOLDER_MANIFEST)
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    if not files:
+        raise CounterfactualInputError(f"counterfactual image folder {folder}: no file in it")
+    records, quarantined, listing = [], [], []
+    for n, p in enumerate(files, start=1):
+        rel = p.relative_to(folder)
+        listing.append(f"{rel.as_posix()}\t{p.stat().st_size}")
+        why = None
+        if len(rel.parts) != 3:
+            why = f"not <subset>/<set_id>/<caption>.<image suffix> ({len(rel.parts)} path parts)"
+        elif p.suffix.lower() not in IMAGE_SUFFIXES:
+            why = f"suffix {p.suffix!r} is not one of {list(IMAGE_SUFFIXES)}"
+        elif rel.parts[0] not in SUBSETS:
+            why = f"subset folder {rel.parts[0]!r} is not one of {list(SUBSETS)}"
+        else:
+            try:
+                _, a1, a2, occ = parse_caption(p.stem, rel.parts[0])
+            except CounterfactualInputError as exc:
+                why = str(exc)
+        if why:
+            quarantined.append(_quarantined(None, n, n, why, rel.as_posix()))
+            continue
+        values = {"set_id": rel.parts[1], "subset": rel.parts[0], "occupation": occ, "a1": a1, "a2": a2,
+                  "image_path": str(p), "caption": p.stem}
+        records.append((n, n, values, rel.as_posix()))
+    raw = "\n".join(listing).encode()
+    return _group_sets(folder, None, folder, records, quarantined, raw, "counterfactual image folder")
+
+
+def load_image_sets(source: str | Path) -> SetFile:
+    """The image sets of ``source``: a folder (:func:`load_image_folder`) or a manifest file
+    (CSV / Parquet, :func:`load_manifest`).
+
+    Raises:
+        CounterfactualInputError: as those two functions.
+    """
+    source = Path(source).expanduser()
+    return load_image_folder(source) if source.is_dir() else load_manifest(source)
 
 
 @dataclass(frozen=True)

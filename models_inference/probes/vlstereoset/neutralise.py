@@ -15,7 +15,9 @@ attribute, so "The nurse was a *woman*" keeps its attribute):
   the context: *He taught himself* -> *They taught themself*) is replaced by its neutral term,
   possessives included (*My mother's cooking* -> *My parent's cooking*, *the ladies' room*);
   rule ``gender_map``.
-* profession, race, religion: the target phrase is **removed** when the next word is a noun
+* profession, race, religion: the target phrase, or a form derived from it (a plural, or a
+  demonym made with ``-n`` / ``-an`` / ``-ian``: the item *Syria* whose context says "The young
+  *Syrian* man"), is **removed** when the next word is a noun
   (spaCy POS NOUN/PROPN, the pipeline of :func:`ingestion.descriptors.load_spacy`), i.e. it modifies it
   (*The Hispanic man* -> *The man*, *Japanese people* -> *People*), rule ``removed_modifier``;
   otherwise it is **replaced** by the category's neutral noun phrase
@@ -24,6 +26,12 @@ attribute, so "The nurse was a *woman*" keeps its attribute):
 
 Case: a replacement at the start of the sentence is capitalised; matching is
 case-insensitive on whole words.
+
+An item none of whose rules changes both captions keeps null neutral captions with status
+``target_not_found`` (recorded on its ``landing/vlstereoset_items`` row; its ``neutral`` and
+``blank_neutral`` conditions are not scored). In the released file this is one item, 3 rows:
+the race item *Arab* whose captions name *Saudi Arabia*, a country, not the target term, so
+there is no target term in its context to remove or replace (§3.5's definition).
 """
 
 from __future__ import annotations
@@ -34,7 +42,9 @@ from dataclasses import dataclass
 #: Recorded on every item (``neutral_method``): which rule set produced the neutral captions.
 #: v2: gender possessives ("mother's") and more plurals ("wives") are neutralised; v1 left an
 #: item whose only gendered word was one of them without neutral captions.
-NEUTRALISATION_METHOD = "dora-target-map-v2"
+#: v3: a race / profession / religion target also matches its demonym ("Syrian" for Syria),
+#: and the released file's misspelling "gentlement" is a gendered word.
+NEUTRALISATION_METHOD = "dora-target-map-v3"
 
 #: Gendered word -> gender-neutral term (Figure 2: sister -> sibling). Lower-case keys.
 GENDER_NEUTRAL: dict[str, str] = {
@@ -60,6 +70,8 @@ GENDER_NEUTRAL: dict[str, str] = {
     "boyfriends": "partners", "girlfriends": "partners", "grandfathers": "grandparents", "grandmothers": "grandparents",
     "uncles": "relatives", "aunts": "relatives", "nephews": "relatives", "nieces": "relatives",
     "kings": "monarchs", "queens": "monarchs", "princes": "royals", "princesses": "royals",
+    # the released file's spelling of "gentlemen" in its item "There  gentlement in Congress"
+    "gentlement": "people",
 }
 #: Possessive endings split off a gendered noun before the look-up ("mother's", "ladies'").
 _POSSESSIVE = re.compile(r"^(.+?)('s|')$", re.IGNORECASE)
@@ -133,8 +145,13 @@ def _modifies_next_word(caption: str, end: int) -> bool:
     return bool(nxt) and nxt[0].pos_ in ("NOUN", "PROPN") and not nxt[0].is_punct
 
 
+#: Endings of the forms derived from a target that count as the target: plurals and demonyms
+#: ("Syria" -> "Syrian(s)", "Crimean" -> "Crimeans"). Longest first, so "Syrians" is one match.
+_DERIVED = r"(?:ians|ian|ans|an|ns|n|s)?"
+
+
 def _target(caption: str, target: str, category: str) -> tuple[str, str | None]:
-    pattern = re.compile(r"(?<![A-Za-z])" + re.escape(target.strip()) + r"s?(?![A-Za-z])", re.IGNORECASE)
+    pattern = re.compile(r"(?<![A-Za-z])" + re.escape(target.strip()) + _DERIVED + r"(?![A-Za-z])", re.IGNORECASE)
     m = pattern.search(caption)
     if not m:
         return caption, None

@@ -132,9 +132,21 @@ class TextPriorScorer:
     """``vlstereo_text_caption_prior`` (NOT FROM PAPER, docs/families/vlstereoset.md#text-only-use): caption log-likelihood
     under a text LLM, no image. Conditions ``original`` and ``neutral`` (the text part of lmss).
 
+    Two backends give log-likelihoods of a given caption:
+
+    * ``transformers`` (also the deferred embedded default): the caption after the tokenizer's
+      BOS (:mod:`.loglik`);
+    * ``openai``: an OpenAI-compatible ``/v1/completions`` endpoint that returns prompt-token
+      log-probs, ``echo=True, logprobs=1, max_tokens=0`` or vLLM's ``prompt_logprobs``
+      (:mod:`models_inference.backends.api_loglik`; which one is detected once, here, and is
+      part of the audit's config); the caption is the whole prompt (the server's own BOS, if
+      any, is its context; a first token the server gives no log-prob is not counted, so
+      ``n_tokens`` may be one less than locally). A caption whose request fails lands as an
+      ``error`` row with the (redacted) reason. A chat-only API cannot score a given text.
+
     Args:
-        backend: a text backend exposing ``model`` and ``tokenizer`` (the transformers backend,
-            also the deferred embedded default); the OpenAI chat API gives no prompt log-probs.
+        backend: a text backend: ``transformers`` (exposing ``model`` and ``tokenizer``) or an
+            ``openai`` :class:`~models_inference.backends.text.OpenAIChatBackend`.
         batch_size: captions per forward pass of the plain loop (``shared=False``).
         shared: ``True`` (default): :func:`~.loglik.text_logliks_shared` (each distinct token
             prefix computed once, every caption scored once per scorer: the scorer keeps a
@@ -151,7 +163,10 @@ class TextPriorScorer:
             cores one thread still scores the released file in about 1.5 minutes.
 
     Raises:
-        ValueError: a backend that is not ``transformers``, or ``threads < 1``.
+        ValueError: a backend that is neither ``transformers`` nor ``openai``, or ``threads < 1``.
+        PromptLogprobsUnsupportedError: an ``openai`` endpoint that returns no prompt-token
+            log-probs in either way (one line naming it; raised before any row lands).
+        ModelNotAvailableError: the endpoint cannot be reached, or its key variable is unset.
     """
 
     name = "vlstereo_text_caption_prior"
@@ -162,19 +177,49 @@ class TextPriorScorer:
     variants = (f"{name}:sum", f"{name}:mean")
 
     def __init__(self, backend, batch_size: int = 32, *, shared: bool = True, row_tokens: int = 256, threads: int | None = 1):
-        if getattr(backend, "backend_name", None) != "transformers":
-            raise ValueError("vlstereo_text_caption_prior needs token log-probabilities of given text: use the transformers backend")
+        if getattr(backend, "backend_name", None) not in ("transformers", "openai"):
+            raise ValueError("vlstereo_text_caption_prior needs token log-probabilities of given text: use the transformers "
+                             "backend or an OpenAI-compatible /v1/completions endpoint (backend openai)")
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         self.backend, self.batch_size, self.shared, self.row_tokens, self.threads = backend, batch_size, shared, row_tokens, threads
         self.model_id, self.model_version, self.backend_name = backend.model_id, backend.model_version, backend.backend_name
         self._scores: dict[str, tuple[float, int]] = {}  # caption -> (loglik sum, n tokens), shared path only
+        self.api_mode = None
+        if self.backend_name == "openai":
+            from models_inference.backends.api_loglik import detect_loglik_mode
+
+            self.api_mode = detect_loglik_mode(backend)  # a server that cannot score text fails here, before any row
 
     def config(self) -> dict:
-        # the two paths give the same numbers (float rounding), so neither enters the audit's config
+        if self.api_mode is not None:
+            return {"prefix": "none (the server's own BOS, if any)", "log": "natural", "api_prompt_logprobs": self.api_mode}
+        # the two local paths give the same numbers (float rounding), so neither enters the audit's config
         return {"prefix": "tokenizer BOS (else EOS)", "log": "natural"}
 
+    def _score_api(self, units):
+        from models_inference.backends.api_loglik import api_text_logliks
+
+        texts = [(u, k) for u in units for k in CONDITION_KINDS[u.condition]]
+        todo = sorted({u.captions[k] for u, k in texts} - set(self._scores))
+        results = dict(zip(todo, api_text_logliks(self.backend, todo, self.api_mode)))
+        self._scores.update({t: (r.total, r.n_tokens) for t, r in results.items() if r.error is None})
+        detail = {"prefix": "none", "api_prompt_logprobs": self.api_mode}
+        by_unit: dict[int, list[CaptionScore]] = {}
+        for u, k in texts:
+            caption = u.captions[k]
+            rows = by_unit.setdefault(id(u), [])
+            if caption in self._scores:
+                total, n = self._scores[caption]
+                rows.append(CaptionScore(k, self.variants[0], total, n_tokens=n, detail=detail))
+                rows.append(CaptionScore(k, self.variants[1], total / n, n_tokens=n, detail=detail))
+            else:  # the request failed: an error row per variant, retried by the next run
+                rows.extend(CaptionScore(k, v, None, "error", error=results[caption].error) for v in self.variants)
+        return [by_unit[id(u)] for u in units]
+
     def score(self, units):
+        if self.api_mode is not None:
+            return self._score_api(units)
         import torch
 
         texts = [(u, k) for u in units for k in CONDITION_KINDS[u.condition]]

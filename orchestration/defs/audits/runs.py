@@ -9,6 +9,7 @@ is an ad-hoc audit configured entirely by its run config.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,7 @@ class AuditRun:
     model_version: str | None = None
     modality: str = "t2t"
     backend_kwargs: dict = field(default_factory=dict)
+    family: str = "biasdora"
 
 
 def config_for_target(config: AuditConfig | VisionConfig, target: AuditTarget) -> AuditConfig | VisionConfig:
@@ -116,7 +118,7 @@ def resolve_audit_run(context: dg.AssetExecutionContext, config: AuditConfig) ->
         {"api_key_env": target.api_key_env, "timeout": target.timeout, "concurrency": target.concurrency}
         if target.backend == "openai" else {}
     )
-    return AuditRun(config_for_target(config, target), target.name, version, target.modality, kwargs)
+    return AuditRun(config_for_target(config, target), target.name, version, target.modality, kwargs, target.family)
 
 
 def with_model_version(backend, model_version: str):
@@ -126,21 +128,98 @@ def with_model_version(backend, model_version: str):
     return pinned
 
 
-def audit_run_request(key: str, target: AuditTarget, version: str, *, trigger: str, run_key: str | None = None) -> dg.RunRequest:
-    """The run request of one partition: the whole audit job, registry path in the run config,
-    on the executor of ``$DORA_EXECUTOR`` when set (:func:`orchestration.cluster.scheduled_execution_config`:
+#: The ``dora audit`` flags whose value is a registry target's own model, backend and endpoint.
+TARGET_MODEL_FLAGS: dict[str, str] = {"--model": "model", "--backend": "backend", "--base-url": "base_url"}
+
+
+def family_op_configs(target: AuditTarget, families: Sequence) -> dict:
+    """Op name -> Config of the target's probe family (not BiasDora's: :func:`config_for_target`
+    configures that one in the run): ``options`` (the family's Config fields), the target's
+    model / backend / base_url on the fields the family's ``--model`` / ``--backend`` /
+    ``--base-url`` flags set, ``enabled`` and no progress bar; every other family's ops disabled.
+
+    Args:
+        families: every :class:`~orchestration.family.ProbeFamily` (``orchestration.families.FAMILIES``,
+            passed in: the family records import this module through their assets).
+
+    Raises:
+        KeyError: an unknown family. ValueError: an option that is not a field of the family's
+            Config, or a value its field refuses (one line naming the target, op and field).
+    """
+    from pydantic import ValidationError
+
+    own = next((f for f in families if f.name == target.family), None)
+    if own is None:
+        raise KeyError(f"target {target.name!r}: unknown probe family {target.family!r}; families: {[f.name for f in families]}")
+    ops: dict = {}
+    for family in families:
+        for op, cls in family.configs.items():
+            if family.name == "biasdora" or op in ops:
+                continue
+            if family is not own:
+                if "enabled" in cls.model_fields:
+                    ops[op] = cls(enabled=False)
+                continue
+            values = {field: getattr(target, attr) for flag in own.flags if flag.name in TARGET_MODEL_FLAGS
+                      for c, field in flag.targets if c is cls for attr in [TARGET_MODEL_FLAGS[flag.name]]}
+            unknown = sorted(set(target.options) - set(cls.model_fields))
+            if unknown:
+                raise ValueError(f"target {target.name!r}: options {unknown} are not fields of {own.name}'s run config "
+                                 f"(op {op}); see dora audit --help-family {own.name}")
+            values.update(target.options)
+            values.update({k: v for k, v in (("enabled", True), ("progress", False)) if k in cls.model_fields})
+            try:
+                ops[op] = cls(**values)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                raise ValueError(f"target {target.name!r}: option {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    return ops
+
+
+def run_config_for_target(target: AuditTarget, families: Sequence, registry: str | None = None) -> dg.RunConfig:
+    """The run config of one registry target's partition run: the registry path on the T2T
+    op (every asset finds the target through it) and, for a target of another family, that
+    family's ops (:func:`family_op_configs`).
+
+    Raises:
+        KeyError / ValueError: as :func:`family_op_configs`.
+    """
+    registry = registry or str(default_registry_path())
+    ops = {T2T_OP: AuditConfig(registry=registry, progress=False)}
+    if target.family != "biasdora":
+        ops.update(family_op_configs(target, families))
+    return dg.RunConfig(ops=ops)
+
+
+def audit_run_request(key: str, target: AuditTarget, version: str, *, trigger: str, families: Sequence,
+                      run_key: str | None = None, registry: str | None = None) -> dg.RunRequest:
+    """The run request of one partition: the whole audit job, configured for the target's
+    family (:func:`run_config_for_target`); its audits extend the same family's earlier audits
+    of the model (the change-test marts pair them by model, ordered by time). It runs on the
+    executor of ``$DORA_EXECUTOR`` when set (:func:`orchestration.cluster.scheduled_execution_config`:
     ``celery`` runs scheduled re-audits on the cluster's workers)."""
     from orchestration.cluster import scheduled_execution_config
 
-    registry = str(default_registry_path())
+    run_config = run_config_for_target(target, families, registry)
     execution = scheduled_execution_config()
+    if execution:
+        run_config = dg.RunConfig(ops=run_config.ops, execution=execution)
     return dg.RunRequest(
         run_key=run_key or key,
         partition_key=key,
-        run_config=dg.RunConfig(ops={T2T_OP: AuditConfig(registry=registry, progress=False)},
-                                **({"execution": execution} if execution else {})),
-        tags={"dora/target": target.name, "dora/model_version": version[:60], "dora/trigger": trigger},
+        run_config=run_config,
+        tags={"dora/target": target.name, "dora/model_version": version[:60], "dora/trigger": trigger,
+              "dora/family": target.family},
     )
+
+
+def family_skip_reason(context, family: str, registry: str | None = None) -> str | None:
+    """Why a family's asset does nothing in this run: a registry partition of another
+    family's target (``None`` for an ad-hoc run or a partition of this family's target)."""
+    run = target_of_run(context, registry)
+    if run is not None and run.target.family != family:
+        return f"partition {run.partition_key} audits registry target {run.target.name!r} of family {run.target.family!r}"
+    return None
 
 
 def current_versions(registry, log) -> tuple[dict[str, tuple[AuditTarget, str]], list[str]]:

@@ -17,6 +17,7 @@ import dagster as dg
 from ingestion.registry import RegistryError, ScheduleSpec, load_registry, partition_key
 from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import audit_run_request, current_versions
+from orchestration.families import FAMILIES
 from orchestration.instance import AUDIT_JOB
 
 SCHEDULE_NAME = "reaudit_schedule"
@@ -57,10 +58,13 @@ def build_reaudit_schedule(spec: ScheduleSpec | None = None) -> dg.ScheduleDefin
             # schedules cannot return dynamic partition requests; add them before the runs resolve
             context.instance.add_dynamic_partitions(audit_partitions.name, new_keys)
         tick = context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else "manual"
-        requests = [
-            audit_run_request(partition_key(n, v), t, v, trigger="schedule", run_key=f"{partition_key(n, v)}|{tick}")
-            for n, (t, v) in versions.items()
-        ]
+        requests = []
+        for n, (t, v) in versions.items():
+            try:  # a target whose family options are wrong fails alone, named; the others run
+                requests.append(audit_run_request(partition_key(n, v), t, v, trigger="schedule", families=FAMILIES, run_key=f"{partition_key(n, v)}|{tick}"))
+            except (KeyError, ValueError) as exc:
+                errors.append(str(exc))
+                context.log.error(f"dora: cannot configure target {n!r}: {exc}")
         if not requests:
             return dg.SkipReason("no target version could be read: " + " | ".join(errors))
         return requests

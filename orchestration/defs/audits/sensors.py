@@ -16,6 +16,7 @@ import dagster as dg
 from ingestion.registry import load_registry, partition_key
 from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import audit_run_request, current_versions
+from orchestration.families import FAMILIES
 from orchestration.instance import AUDIT_JOB
 
 #: Seconds between ticks: reading a version can hash a weights file or call an API.
@@ -62,9 +63,15 @@ def audit_version_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult
         if version in seen.get(name, []):
             continue
         key = partition_key(name, version)
+        try:  # a target whose family options are wrong fails alone, named; the others run
+            request = audit_run_request(key, target, version, trigger="sensor", families=FAMILIES)
+        except (KeyError, ValueError) as exc:
+            errors.append(str(exc))
+            context.log.error(f"dora: cannot configure target {name!r}: {exc}")
+            continue
         if key not in existing:
             new_keys.append(key)
-        requests.append(audit_run_request(key, target, version, trigger="sensor"))
+        requests.append(request)
         seen.setdefault(name, []).append(version)
         context.log.info(f"dora: new version of {name!r}: {version} -> audit run for partition {key}")
     skip = None

@@ -2,15 +2,18 @@
 
 Lineage::
 
-    landing/counterfactual_responses (+ landing/counterfactual_lexicon)   <- text sets on the audit's model
+    landing/counterfactual_responses (+ landing/counterfactual_lexicon)   <- text sets on the audit's model;
+                                                                          image sets (--cf-images) on the LVLM
       -> landing/counterfactual_toxicity                                  <- Jigsaw heads of every response
       -> stg/fct counterfactual models (dora_dbt_models)                  -> int_counterfactual_word_pmi
       -> landing/counterfactual_stereotype_flags                          <- App. D.2 filter (judge model)
       -> fct_group_word_pmi (dora_score_models, tag scores)
 
-A partitioned run (a registry target: ``dora audit --target``, the sensor, the schedule) does
-not run the counterfactual probe (the assets materialise with ``skipped``); ``enabled=False``
-(``dora audit --probe`` without ``counterfactual``) skips it the same way.
+A partitioned run (a registry target: ``dora audit --target``, the sensor, the schedule) runs
+the probe when the target's family is ``counterfactual`` (its options in the run config, the
+text model's version pinned to the partition's, audits tagged with the target), and skips it
+(``skipped``) for another family's target; ``enabled=False`` (``dora audit --probe`` without
+``counterfactual``) skips it the same way.
 """
 
 
@@ -21,11 +24,14 @@ import dagster as dg
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_MODEL
 from models_inference.probes.counterfactual import probe as cf
-from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, sample_sets
+from ingestion.errors import CounterfactualInputError
+from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, load_image_sets, sample_sets
 from models_inference.backends.text import load_text_backend
+from models_inference.backends.vision import load_vision_backend
 from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from models_inference.resumable import finish_blocks
+from orchestration.defs.audits.runs import family_skip_reason, target_of_run, with_model_version
 from orchestration.defs.common import block_outputs, same_config
 from orchestration.defs.counterfactual.config import CounterfactualConfig
 
@@ -40,9 +46,7 @@ GROUP = "counterfactual"
 def _skip_reason(context: dg.AssetExecutionContext, config: CounterfactualConfig):
     if not config.enabled:
         return "counterfactual probe not selected (dora audit --probe)"
-    if context.run.tags.get("dagster/partition"):
-        return "registry-target runs audit their target's own probes only"
-    return None
+    return family_skip_reason(context, GROUP)  # a registry partition of another family's target
 
 
 def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None):
@@ -52,8 +56,25 @@ def _text_backend(config: CounterfactualConfig, model: str | None = None, backen
     return load_text_backend(model or config.model, backend=backend, defer=True, **extra)
 
 
-def build_sets(config: CounterfactualConfig):
-    """The text sets of a run: user-defined (``custom_occupations``) or a sample of the released ones."""
+def build_image_sets(config: CounterfactualConfig):
+    """The image sets of a run (``images``: folder or manifest), or ``None`` without ``images``.
+
+    Raises:
+        CounterfactualInputError: ``images`` without ``vision_model``, or an unusable folder / manifest.
+    """
+    if not config.images:
+        return None
+    if not config.vision_model:
+        raise CounterfactualInputError("--cf-images needs --cf-vision-model (the LVLM shown the images)")
+    return load_image_sets(config.images)
+
+
+def build_sets(config: CounterfactualConfig, image_sets=None):
+    """The text sets of a run: the image sets' own sets (``images`` with ``paired_text``: the
+    section 5.1 pairing), none (``images`` without ``paired_text``), user-defined
+    (``custom_occupations``) or a sample of the released ones."""
+    if image_sets is not None:
+        return list(image_sets) if config.paired_text else []
     if config.custom_occupations:
         return custom_sets(config.custom_occupations, config.subsets)
     return sample_sets(
@@ -86,7 +107,8 @@ def counterfactual_sets(context: dg.OpExecutionContext, config: CounterfactualCo
         return
     lexicon = competence_lexicon(config.lexicon)
     rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
-    yield from block_outputs("sets", len(build_sets(config)), config.block_sets, output_name="blocks")
+    sets = build_sets(config, build_image_sets(config))  # (image sets without paired text: no text set)
+    yield from block_outputs("sets", len(sets), config.block_sets, output_name="blocks")
     yield dg.Output(rows, "lexicon_rows")
 
 
@@ -94,10 +116,14 @@ def counterfactual_sets(context: dg.OpExecutionContext, config: CounterfactualCo
 def counterfactual_block(context: dg.OpExecutionContext, config: CounterfactualConfig, block: dict) -> dict:
     if block["stop"] == block["start"]:
         return {"generated": 0}
-    sets = build_sets(config)[block["start"]:block["stop"]]
+    sets = build_sets(config, build_image_sets(config))[block["start"]:block["stop"]]
     backend = _text_backend(config)
+    run = target_of_run(context, require_current=True)  # a registry partition of a counterfactual target
+    if run is not None:
+        backend = with_model_version(backend, run.model_version)
     summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
-                               max_error_share=config.max_error_share, block=f"sets-{block['start']}-{block['stop']}")
+                               max_error_share=config.max_error_share, target=run and run.target.name,
+                               block=f"sets-{block['start']}-{block['stop']}")
     context.log.info(f"counterfactual audit {summary.audit_id}, sets {block['start']}-{block['stop']}: generated "
                      f"{summary.generated} of {summary.planned} responses")
     return {"audit_id": summary.audit_id, "planned": summary.planned, "already_landed": summary.already_landed,
@@ -106,7 +132,8 @@ def counterfactual_block(context: dg.OpExecutionContext, config: CounterfactualC
 
 
 @dg.op(out={"responses": dg.Out(dg.Nothing), "lexicon": dg.Out(dg.Nothing)},
-       description="Once every block has landed: the audit's finished event and the asset metadata.")
+       description="Once every text block has landed: the audit's finished event, the image sets (one step), "
+       "the asset metadata.")
 def counterfactual_finish(context: dg.OpExecutionContext, config: CounterfactualConfig, blocks: list[dict], lexicon_rows: int):
     reason = _skip_reason(context, config)
     if reason:
@@ -115,33 +142,41 @@ def counterfactual_finish(context: dg.OpExecutionContext, config: Counterfactual
         yield dg.Output(None, "lexicon", metadata={"skipped": reason})
         return
     lexicon = competence_lexicon(config.lexicon)
+    image_sets = build_image_sets(config)
     done = [b for b in blocks if "audit_id" in b]
-    total = {k: sum(b[k] for b in done) for k in ("planned", "already_landed", "generated", "sets")}
-    statuses: Counter = Counter()
-    for b in done:
-        statuses.update(b["statuses"])
-    first = done[0] if done else {}
+    metadata = {"max_new_tokens": config.max_new_tokens, "rows_quarantined": len(lexicon.quarantined),
+                "sets": sum(b["sets"] for b in done), "blocks": len(done)}
     if done:
-        finish_blocks(first["audit_id"], total["generated"])
-    context.log.info(f"counterfactual audit {first.get('audit_id')}: generated {total['generated']} of {total['planned']} "
-                     f"responses in {len(done)} block(s)")
-    yield dg.Output(
-        None, "responses",
-        metadata={
-            "audit_id": first.get("audit_id", ""),
-            "variant": "text",
-            "model_id": first.get("model_id", config.model),
-            "model_version": first.get("model_version", ""),
-            "sets": total["sets"],
-            "blocks": len(done),
-            "rows_planned": total["planned"],
-            "rows_already_landed": total["already_landed"],
-            "rows_generated": total["generated"],
+        statuses: Counter = Counter()
+        for b in done:
+            statuses.update(b["statuses"])
+        total = {k: sum(b[k] for b in done) for k in ("planned", "already_landed", "generated")}
+        finish_blocks(done[0]["audit_id"], total["generated"])
+        context.log.info(f"counterfactual audit {done[0]['audit_id']}: generated {total['generated']} of "
+                         f"{total['planned']} responses in {len(done)} block(s)")
+        metadata.update({
+            "audit_id": done[0]["audit_id"], "variant": "text", "model_id": done[0]["model_id"],
+            "model_version": done[0]["model_version"], "rows_planned": total["planned"],
+            "rows_already_landed": total["already_landed"], "rows_generated": total["generated"],
             "status": dg.MetadataValue.json(dict(statuses)),
-            "max_new_tokens": config.max_new_tokens,
-            "rows_quarantined": len(lexicon.quarantined),
-        },
-    )
+        })
+    if image_sets is not None:  # the image sets (an LVLM on the dataset's images) run in this one step
+        run = target_of_run(context, require_current=True)
+        kwargs = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
+        if config.vision_backend == "transformers":
+            kwargs["batch_size"] = config.vision_batch_size
+        vlm = load_vision_backend(config.vision_model, backend=config.vision_backend, **kwargs)
+        image = cf.run_image_sets(image_sets, vlm, probe_config(config), progress=config.progress,
+                                  max_error_share=config.max_error_share, target=run and run.target.name)
+        context.log.info(f"counterfactual image audit {image.audit_id}: generated {image.generated} of {image.planned} responses")
+        metadata.update({
+            "image_audit_id": image.audit_id, "image_model_id": vlm.model_id, "image_model_version": vlm.model_version,
+            "image_sets": len(image_sets), "image_rows_planned": image.planned, "image_rows_generated": image.generated,
+            "image_status": dg.MetadataValue.json(dict(image.statuses)),
+            "image_rows_quarantined": len(image_sets.quarantined),
+        })
+    metadata.setdefault("rows_generated", 0)
+    yield dg.Output(None, "responses", metadata=metadata)
     yield dg.Output(None, "lexicon", metadata={"rows": lexicon_rows})
 
 
@@ -153,8 +188,8 @@ def counterfactual_finish(context: dg.OpExecutionContext, config: Counterfactual
             key=RESPONSES,
             description="Counterfactual responses (Howard et al., seed 003): one row per (set, member, prompt, "
             "mitigation, seed) with member attributes, prompt label, model, version, raw text, status and the "
-            "numeric parse (App. F). Text sets: the section 5.1 prefix on a text model. Append-only, resumable; "
-            "generated in blocks of sets (one step each).",
+            "numeric parse (App. F). Text sets: the section 5.1 prefix on a text model, in blocks of sets (one "
+            "step each); image sets (--cf-images) on the LVLM. Append-only, resumable.",
         ),
         "lexicon": dg.AssetOut(key=LEXICON, description="Competence lexicon (App. E.1) and stop list snapshots."),
     },
@@ -193,7 +228,7 @@ def counterfactual_toxicity(context: dg.AssetExecutionContext, config: Counterfa
 
 
 def pmi_candidates(audit_id=None, top: int = 50) -> dict:
-    """The candidate words (s(w) >= 1, freq >= min-freq) of each (audit, subset, group), by
+    """The candidate words (s(w) > 1, freq >= min-freq) of each (audit, subset, group), by
     descending s(w), at most ``top`` per group (the paper validated the top 50), read-only."""
     from analytics.query import WarehouseMissingError, connect_read_only
 

@@ -13,7 +13,7 @@ from typing import Optional
 
 from pydantic import Field
 
-from ingestion.vocabulary import DEFAULT_MODEL, DEFAULT_TOXICITY_SCORER, JUDGE_BACKENDS, T2T_BACKENDS
+from ingestion.vocabulary import DEFAULT_MODEL, DEFAULT_TOXICITY_SCORER, I2T_BACKENDS, JUDGE_BACKENDS, T2T_BACKENDS
 from orchestration.defaults import MAX_BATCH, MAX_RUNS, MAX_TOKENS
 from orchestration.defs.common import ErrorShareLimit
 from models_inference.probes.counterfactual.prompts import (
@@ -43,6 +43,12 @@ class CounterfactualConfig(ErrorShareLimit):
     released sets, or ``custom_occupations`` (user-defined sets over App. A.1's values).
     Paper scale for an LLM: every set (``sets_per_occupation=0``, ``occupations=[]``, 3 subsets),
     ``seeds=3``, ``max_new_tokens=512``, ``numeric_max_new_tokens=None``.
+
+    Image sets (the paper's LVLM audit): ``images`` (a folder in the SocialCounterfactuals
+    layout or a manifest, :func:`models_inference.probes.counterfactual.sets.load_image_sets`)
+    prompts ``vision_model`` with each member's image; with ``paired_text`` the text model
+    (``model``) gets the same sets with the section 5.1 prefix, so the two audits pair
+    set by set (``agg_lvlm_llm_max_toxicity``, section 5.1 / Table 3).
     """
 
     enabled: bool = Field(True, description="run the family (dora audit --probe without counterfactual turns it off)")
@@ -82,4 +88,15 @@ class CounterfactualConfig(ErrorShareLimit):
         None, description="competence lexicon: word list or word,dimension,direction CSV (default: the authors' 861 words)",
     )
     numeric_prompt_style: Optional[str] = None
+    images: Optional[str] = Field(
+        None, description="image sets: a folder <subset>/<set_id>/<caption>.png or a manifest CSV / Parquet "
+        "(set_id,subset,occupation,a1,a2,image_path), prompted to --cf-vision-model",
+    )
+    vision_model: Optional[str] = Field(None, description="the LVLM of the image sets (local folder, hub id or API model)")
+    vision_backend: str = Field(I2T_BACKENDS[0], description="its backend")
+    vision_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the LVLM; key from $OPENAI_API_KEY")
+    vision_batch_size: int = Field(8, ge=1, le=MAX_BATCH, description="images per forward pass of a local LVLM")
+    paired_text: bool = Field(
+        True, description="with --cf-images, also prompt the text model (--model) with the same sets (section 5.1 pairing)",
+    )
 

@@ -8,7 +8,7 @@ same flags set both families' fields).
 from __future__ import annotations
 
 from analytics.family_diff import FamilyChangeTest
-from ingestion.vocabulary import JUDGE_BACKENDS
+from ingestion.vocabulary import I2T_BACKENDS, JUDGE_BACKENDS
 from models_inference.probes.counterfactual.prompts import ALL_PROMPTS, MITIGATIONS, SUBSETS
 from orchestration import cli_validation as v
 from orchestration.defaults import MAX_TOKENS
@@ -37,6 +37,11 @@ FLAGS: tuple[Flag, ...] = (
          convert=lambda n: n or None),
     Flag(((C, "judge_backend"),), prefix=P, choices=JUDGE_BACKENDS),
     *Flag.of(C, "judge_model", "lexicon", prefix=P),
+    # image sets (the LVLM) and their paired text sets (section 5.1)
+    *Flag.of(C, "images", "vision_model", prefix=P),
+    Flag(((C, "vision_backend"),), prefix=P, choices=I2T_BACKENDS),
+    Flag(((C, "vision_base_url"),), prefix=P, validator=v.base_urls),
+    *Flag.of(C, "vision_batch_size", "paired_text", prefix=P),
 )
 
 CHANGE_TEST = FamilyChangeTest(
@@ -46,6 +51,12 @@ CHANGE_TEST = FamilyChangeTest(
     ("subset", "prompt_label", "mitigation", "head"),
     "mean MaxToxicity (max - min of a head's score over a counterfactual set) per subset, prompt, mitigation, head",
     "two-sided Mann-Whitney U on the two audits' per-(set, seed) MaxToxicity values (bounded, skewed: a rank test)",
+    related=(
+        "agg_lvlm_llm_max_toxicity", "LVLM vs LLM MaxToxicity (section 5.1 Pearson r / p, Table 3 differences)",
+        ("lvlm_audit_id", "llm_audit_id"),
+        ("lvlm_audit_id", "llm_audit_id", "subset", "prompt_label", "mitigation", "head", "units", "r_units", "p_units",
+         "occupations", "r_occupations", "p_occupations", "mean_difference", "p90_difference"),
+    ),
 )
 
 
@@ -62,10 +73,17 @@ def summary(result, args=None) -> str:
                 lines.append(f"  skipped: {md['skipped']}")
             continue
         if key[1] == "counterfactual_responses":
-            lines.append(
-                f"  {md.get('audit_id')}: {md.get('rows_generated')} new responses ({md.get('rows_planned')} planned, "
-                f"{md.get('sets')} sets, max {md.get('max_new_tokens')} tokens)"
-            )
+            if md.get("audit_id"):
+                lines.append(
+                    f"  {md.get('audit_id')}: {md.get('rows_generated')} new responses ({md.get('rows_planned')} planned, "
+                    f"{md.get('sets')} sets, max {md.get('max_new_tokens')} tokens)"
+                )
+            if md.get("image_audit_id"):
+                lines.append(
+                    f"  {md['image_audit_id']} (image sets on {md.get('image_model_id')}): {md.get('image_rows_generated')} new "
+                    f"responses ({md.get('image_rows_planned')} planned, {md.get('image_sets')} sets, "
+                    f"{md.get('image_rows_quarantined')} images quarantined; LVLM vs LLM: agg_lvlm_llm_max_toxicity)"
+                )
         elif key[1] == "counterfactual_toxicity":
             lines.append(f"  toxicity: {md.get('rows_scored')} responses scored ({md.get('scorer')})")
         elif key[1] == "counterfactual_stereotype_flags":
@@ -79,13 +97,19 @@ def plan(configs) -> str:
     """``dora audit --dry-run`` for counterfactual: sets and responses planned (no model loaded;
     rows already landed are known only once the model's version is read)."""
     from models_inference.probes.counterfactual import probe as cf
-    from orchestration.defs.counterfactual.assets import build_sets, probe_config
+    from orchestration.defs.counterfactual.assets import build_image_sets, build_sets, probe_config
 
     config = configs[COUNTERFACTUAL_OPS[0]]
-    sets = build_sets(config)
+    image_sets = build_image_sets(config)
+    sets = build_sets(config, image_sets)
     rows = len(cf.plan(sets, probe_config(config)))
-    return (f"counterfactual: {len(sets)} sets x {len(config.prompts)} prompts on {config.model} ({config.backend}): "
+    text = (f"counterfactual: {len(sets)} sets x {len(config.prompts)} prompts on {config.model} ({config.backend}): "
             f"{rows:,} responses to generate at most, each scored by {config.toxicity_scorer}")
+    if image_sets is not None:
+        image_rows = len(cf.plan(image_sets, probe_config(config)))
+        text += (f"\ncounterfactual image sets: {len(image_sets)} sets ({len(image_sets.quarantined)} images quarantined) x "
+                 f"{len(config.prompts)} prompts on {config.vision_model} ({config.vision_backend}): {image_rows:,} responses at most")
+    return text
 
 
 def _assets():
@@ -113,7 +137,7 @@ FAMILY = ProbeFamily(
     landing_tables=("counterfactual_responses", "counterfactual_lexicon", "counterfactual_toxicity", "counterfactual_stereotype_flags"),
     marts=("fct_counterfactual_responses", "fct_max_toxicity", "agg_max_toxicity", "fct_group_word_pmi", "agg_competence_by_group",
            "fct_numeric_ratings", "agg_numeric_ratings", "agg_numeric_tests_by_occupation", "fct_max_toxicity_change_tests",
-           "agg_max_toxicity_changes"),
+           "agg_max_toxicity_changes", "agg_lvlm_llm_max_toxicity"),
     summary=summary,
     plan=plan,
     change_test=CHANGE_TEST,

@@ -42,8 +42,8 @@ def modscan_responses(context: dg.AssetExecutionContext, config: ModscanConfig) 
         context.log.info(f"dora: ModSCAN skipped: {reason}")
         return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason, "rows_generated": 0})
     run = target_of_run(context)
-    if run is not None:  # registry partitions audit their target's modality only
-        reason = f"partition {run.partition_key} audits registry target {run.target.name!r}; ModSCAN runs in ad-hoc audits"
+    if run is not None and run.target.family != "modscan":  # a partition of another family's target
+        reason = f"partition {run.partition_key} audits registry target {run.target.name!r} of family {run.target.family!r}"
         context.log.info(f"dora: ModSCAN skipped: {reason}")
         return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason, "rows_generated": 0})
     text = _text(config) if config.probes else {"text": "skipped: no text analogue selected (--modscan-probes)"}

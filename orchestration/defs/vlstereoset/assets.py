@@ -9,8 +9,9 @@
    scores every item and condition through the resumable loop, one audit per scorer.
 
 Disabled (``dora audit --probe`` without ``vlstereoset``): both assets materialise with
-``status = skipped`` and land nothing. Registry targets (a partitioned run): a transformers t2t
-target's model is scored by the text-only analogue, an i2t target's by mcq / loglik (version
+``status = skipped`` and land nothing. Registry targets (a partitioned run): a t2t target's
+model is scored by the text-only analogue (locally, or over an OpenAI-compatible endpoint that
+returns prompt log-probs), an i2t target's by mcq / loglik (version
 pinned to the partition's, audits tagged with the target); other targets skip, saying why.
 """
 
@@ -41,7 +42,8 @@ def build_scorers(config: VLStereoSetConfig, names: list, model_version=None) ->
         if name in REFERENCE_SCORERS:
             out.append(ReferenceScorer(name))
         elif name == TEXT_PRIOR:
-            out.append(TextPriorScorer(load_text_backend(config.text_model, defer=True)))
+            kwargs = {"base_url": config.text_base_url} if config.text_backend == "openai" else {}
+            out.append(TextPriorScorer(load_text_backend(config.text_model, backend=config.text_backend, defer=True, **kwargs)))
         elif name == "clip":
             out.append(ClipScorer(config.clip_model, logit_scale=config.clip_logit_scale))
         elif name == "itm":
@@ -68,15 +70,20 @@ def vlstereoset_probe(context: dg.AssetExecutionContext, config: VLStereoSetConf
     """Land the VLStereoSet items, then score them with every selected scorer (one audit each)."""
     run = target_of_run(context, config.registry)
     reason = None if config.enabled else "--probe does not include vlstereoset"
-    if run is not None and reason is None:
+    if run is not None and reason is None and run.target.family != "vlstereoset":  # its own targets: options as given
         t = run.target
-        config, reason = config_for_target(config, t.modality, t.backend, t.model, t.base_url)
+        if t.family == "biasdora":  # a BiasDora target's model, scored by the family's scorer for its modality
+            config, reason = config_for_target(config, t.modality, t.backend, t.model, t.base_url)
+        else:
+            reason = f"partition {run.partition_key} audits registry target {t.name!r} of family {t.family!r}"
     if reason:
         for key in (ITEMS_KEY, SCORES_KEY):
             yield dg.MaterializeResult(asset_key=key, metadata={"status": "skipped", "reason": reason})
         return
     names = selected_scorers(config)
     dataset = load_vlstereoset_csv(config.csv or synthetic_csv_path())
+    # scorers first: an endpoint that cannot score (no prompt log-probs) fails before any row lands
+    scorers = build_scorers(config, names, run.model_version if run else None)
     images = resolve_images(dataset.items, config.images, download=config.download_images,
                             fetch=any(n in IMAGE_SCORERS for n in names))
     n_items, new = land_items(dataset, images)
@@ -98,7 +105,7 @@ def vlstereoset_probe(context: dg.AssetExecutionContext, config: VLStereoSetConf
         item_set = f"paper:{config.item_seed}"
         context.log.info(f"vlstereoset: the paper's item set, {len(items)} items (seed {config.item_seed})")
     audits, rows = [], Counter()
-    for scorer in build_scorers(config, names, run.model_version if run else None):
+    for scorer in scorers:
         summary = run_vlstereoset_probe(items, scorer, target=run.target.name if run else None,
                                         shard_rows=config.shard_rows, progress=config.progress,
                                         max_error_share=config.max_error_share, item_set=item_set)

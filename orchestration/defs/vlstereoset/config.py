@@ -13,7 +13,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from ingestion.vocabulary import DEFAULT_MODEL, I2T_BACKENDS
+from ingestion.vocabulary import DEFAULT_MODEL, I2T_BACKENDS, T2T_BACKENDS
 from orchestration.defs.common import ErrorShareLimit
 
 #: Probe family name (``dora audit --probe vlstereoset``) and its Dagster asset group.
@@ -39,7 +39,11 @@ class VLStereoSetConfig(ErrorShareLimit):
             failed link lands as a ``download_failed`` status).
         scorers: any of :data:`SCORERS`; default: the text-only analogue + IDM / BIM / RAM.
             ``clip`` / ``loglik`` / ``mcq`` are added when their model is named.
-        text_model: model of ``vlstereo_text_caption_prior`` (transformers causal LM).
+        text_model: model of ``vlstereo_text_caption_prior`` (a transformers causal LM, or the
+            served model name of ``text_base_url``).
+        text_backend / text_base_url: ``transformers`` (local) or ``openai``: an OpenAI-compatible
+            ``/v1/completions`` endpoint that returns prompt-token log-probs (``echo`` or vLLM's
+            ``prompt_logprobs``); key from ``$OPENAI_API_KEY``.
         clip_model: CLIP-style dual encoder (folder or cached hub id) for ``clip``.
         clip_logit_scale: apply CLIP's logit scale before the softmax (default: raw cosine).
         itm_model: image-text matching model (BLIP / ViLT retrieval with an ITM head) for ``itm``.
@@ -57,6 +61,9 @@ class VLStereoSetConfig(ErrorShareLimit):
     download_images: bool = Field(False, description="download images missing from --images from their URLs")
     scorers: list[str] = Field(list(DEFAULT_SCORERS), description="scorers to run (clip / itm / loglik / mcq are added when their model is named)")
     text_model: str = Field(DEFAULT_MODEL, description="text LLM of vlstereo_text_caption_prior")
+    text_backend: str = Field(T2T_BACKENDS[0], description="backend of the text LLM (openai: a /v1/completions endpoint "
+                              "returning prompt log-probs, echo or vLLM prompt_logprobs)")
+    text_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the text LLM; key from $OPENAI_API_KEY")
     clip_model: Optional[str] = Field(None, description="CLIP-style model folder or cached hub id (adds the clip scorer)")
     clip_logit_scale: bool = Field(False, description="apply CLIP's logit scale before the softmax (default: raw cosine)")
     itm_model: Optional[str] = Field(
@@ -82,19 +89,21 @@ def config_for_target(config: VLStereoSetConfig, modality: str, backend: str, mo
     """``config`` for a registry target's partition, or ``(None, reason)`` when the family has
     nothing to score for it.
 
-    A ``t2t`` target on the transformers backend is scored by the text-only analogue (its model
-    as ``text_model``); an ``i2t`` target by ``mcq`` (and ``loglik`` on transformers) over
-    ``images``; other targets (t2i, t2t over an API without caption log-probs) are skipped.
+    A ``t2t`` target is scored by the text-only analogue (its model as ``text_model``, on its
+    backend: transformers, or an OpenAI-compatible endpoint that returns prompt log-probs); an
+    ``i2t`` target by ``mcq`` (and ``loglik`` on transformers) over ``images``; t2i targets are
+    skipped.
 
     Returns:
         ``(config, None)`` or ``(None, reason)``.
     """
-    if modality == "t2t" and backend == "transformers":
-        return config.model_copy(update={"scorers": [TEXT_PRIOR], "text_model": model, "clip_model": None, "itm_model": None, "vlm_model": None}), None
+    if modality == "t2t" and backend in T2T_BACKENDS:
+        return config.model_copy(update={"scorers": [TEXT_PRIOR], "text_model": model, "text_backend": backend, "text_base_url": base_url,
+                                         "clip_model": None, "itm_model": None, "vlm_model": None}), None
     if modality == "i2t":
         return config.model_copy(update={"scorers": [], "clip_model": None, "itm_model": None, "vlm_model": model, "vlm_backend": backend,
                                          "vlm_base_url": base_url}), None
-    return None, f"a {modality} target on the {backend} backend has no VLStereoSet scorer (text prior: transformers t2t; mcq/loglik: i2t)"
+    return None, f"a {modality} target on the {backend} backend has no VLStereoSet scorer (text prior: t2t; mcq/loglik: i2t)"
 
 
 def selected_scorers(config: VLStereoSetConfig) -> list[str]:

@@ -7,7 +7,7 @@ the short ``--images``.
 from __future__ import annotations
 
 from analytics.family_diff import FamilyChangeTest
-from ingestion.vocabulary import I2T_BACKENDS
+from ingestion.vocabulary import I2T_BACKENDS, T2T_BACKENDS
 from orchestration import cli_validation as v
 from orchestration.defs.vlstereoset.config import ASSET_GROUP, OP_NAME, SCORERS, VLStereoSetConfig
 from orchestration.family import Flag, ProbeFamily
@@ -22,6 +22,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((V, "download_images"),), name="--vlstereoset-download"),
     Flag(((V, "scorers"),), prefix=P, choices=SCORERS),
     *Flag.of(V, "text_model", "clip_model", "clip_logit_scale", "itm_model", "vlm_model", prefix=P),
+    Flag(((V, "text_backend"),), prefix=P, choices=T2T_BACKENDS),
+    Flag(((V, "text_base_url"),), prefix=P, validator=v.base_urls),
     Flag(((V, "vlm_backend"),), prefix=P, choices=I2T_BACKENDS),
     Flag(((V, "vlm_base_url"),), prefix=P, validator=v.base_urls),
     *Flag.of(V, "mcq_shuffles", "items", "item_seed", prefix=P),

@@ -1,7 +1,9 @@
 -- PMI stereotype scores (Howard et al. App. D.1, Eqs. 5-7) per (audit, subset, group, word):
 -- s(w) = PMI(w, C_D) - PMI(w, C_other) = log2[freq(w,C_D) N(C_other) / (freq(w,C_other) N(C_D))],
 -- groups compared within one subset. Only words with freq(w, C_D) >= min-freq (paper: 10) are
--- kept; s(w) = +infinity when the word never occurs in C_other (kept, ranked first).
+-- kept; s(w) = +infinity when the word never occurs in C_other (kept, ranked first). A word is a
+-- candidate when s(w) exceeds the threshold (D.1: "retain only words whose scores exceed a
+-- threshold of 1"; strictly greater, so s(w) = 1 exactly is not a candidate).
 with counts as (
     select audit_id, model_id, model_version, variant, subset, group_label, word, count(*) as freq_group
     from {{ ref('int_counterfactual_words') }}
@@ -52,7 +54,7 @@ final as (
             else 'infinity'::double
         end as s_w,
         {{ var('counterfactual_pmi_min_freq', 10) }} as min_freq,
-        (freq_other = 0 or log2((freq_group * n_other)::double / (freq_other * n_group)) >= {{ var('counterfactual_pmi_threshold', 1) }})
+        (freq_other = 0 or log2((freq_group * n_other)::double / (freq_other * n_group)) > {{ var('counterfactual_pmi_threshold', 1) }})
             as is_candidate
     from scored
 )

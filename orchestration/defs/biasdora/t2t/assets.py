@@ -60,7 +60,7 @@ def _probe_setup(context, config: AuditConfig):
 def t2t_blocks(context: dg.OpExecutionContext, config: AuditConfig):
     # a partition <target>@<version> audits that registry target (settings from the registry)
     run = resolve_audit_run(context, config)
-    if run.modality != "t2t":  # one empty block: the fan-in step reports the skip
+    if run.modality != "t2t" or run.family != "biasdora":  # one empty block: the fan-in step reports the skip
         yield from block_outputs("targets", 0, 1)
         return
     yield from block_outputs("targets", len(build_targets(run.config)), config.t2t_block_targets)
@@ -88,7 +88,7 @@ def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list
     done = [b for b in blocks if "audit_id" in b]
     if not done:
         run = resolve_audit_run(context, config)
-        context.log.warning(f"target {run.target!r} is {run.modality}: the T2T probe has nothing to generate")
+        context.log.warning(f"target {run.target!r} is {run.modality} of family {run.family}: the T2T probe has nothing to generate")
         skipped = {"target": run.target, "modality": run.modality, "rows_generated": 0}
         yield dg.Output(None, "t2t_completions", metadata=skipped)
         yield dg.Output(None, "audits", metadata=skipped)
