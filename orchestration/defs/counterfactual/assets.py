@@ -23,6 +23,7 @@ from models_inference.probes.counterfactual.sets import competence_lexicon, cust
 from models_inference.backends.text import load_text_backend
 from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
+from orchestration.defs.common import skipped_result
 from orchestration.defs.counterfactual.config import CounterfactualConfig
 
 RESPONSES = dg.AssetKey(["landing", "counterfactual_responses"])
@@ -86,8 +87,8 @@ def counterfactual_responses(context: dg.AssetExecutionContext, config: Counterf
     reason = _skip_reason(context, config)
     if reason:
         context.log.info(f"counterfactual probe skipped: {reason}")
-        yield dg.MaterializeResult(asset_key=RESPONSES, metadata={"skipped": reason, "rows_generated": 0})
-        yield dg.MaterializeResult(asset_key=LEXICON, metadata={"skipped": reason})
+        yield skipped_result(reason, asset_key=RESPONSES)
+        yield skipped_result(reason, asset_key=LEXICON, rows_key=None)
         return
     lexicon = competence_lexicon(config.lexicon)
     lexicon_rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
@@ -131,7 +132,7 @@ def counterfactual_toxicity(context: dg.AssetExecutionContext, config: Counterfa
     landing_dir("counterfactual_toxicity")
     reason = _skip_reason(context, config)
     if reason:
-        yield dg.MaterializeResult(asset_key=TOXICITY, metadata={"skipped": reason, "rows_scored": 0})
+        yield skipped_result(reason, asset_key=TOXICITY, rows_key="rows_scored")
         return
     scorer = load_toxicity_scorer(config.toxicity_scorer)
     summary = cf.score_toxicity(None, scorer, ScoreCache())
@@ -183,7 +184,7 @@ def counterfactual_stereotype_filter(context: dg.AssetExecutionContext, config: 
     landing_dir("counterfactual_stereotype_flags")
     reason = _skip_reason(context, config) or ("judge backend none" if config.judge_backend == "none" else None)
     if reason:
-        yield dg.MaterializeResult(asset_key=FLAGS, metadata={"skipped": reason, "answers": 0})
+        yield skipped_result(reason, asset_key=FLAGS, rows_key="answers")
         return
     candidates = pmi_candidates()
     if config.judge_backend == "openai":
