@@ -245,6 +245,20 @@ def adhoc_run(instance: dg.DagsterInstance, model: str, backend: str, families: 
     return key, tags
 
 
+def target_run_tags(partition: str, registry: str, families: list[str], *, trigger: str = "cli") -> dict[str, str]:
+    """The run tags (:data:`RUN_TAGS` but the audit id) of ``dora audit --target`` for the
+    partition ``<target>@<version>`` of the registry file ``registry``.
+
+    Raises:
+        ValueError: a partition key that is not ``<target>@<version>``.
+        ingestion.registry.RegistryError, KeyError: as :func:`ingestion.registry.load_registry` / ``target``.
+    """
+    name, version = parse_partition_key(partition)
+    target = load_registry(registry).target(name)
+    return {TAG_TARGET: name, TAG_MODEL: tag_value(target.model), TAG_MODEL_VERSION: tag_value(version),
+            TAG_TRIGGER: trigger, TAG_FAMILY: ",".join(families)}
+
+
 # ----------------------------------------------------------------------------- which target a run audits
 # One code path for every asset of a partitioned run (T2T probe, T2I / I2T probes, scorers).
 
