@@ -67,6 +67,15 @@ class DoraDbtTranslator(DagsterDbtTranslator):
             self._readers = (id(manifest), audit_log_readers(manifest))
         return self._readers[1]
 
+    def get_description(self, dbt_resource_props: Mapping[str, Any]) -> str:
+        """The model's documented description (its YAML) and where its SQL is; dagster-dbt's
+        default appends the raw SQL, whose comments are notes for the people who change it."""
+        text = " ".join((dbt_resource_props.get("description") or "").split())
+        path = dbt_resource_props.get("original_file_path")
+        if not text:
+            return super().get_description(dbt_resource_props)
+        return f"{text}\n\nSQL: `dbt_project/{path}`." if path else text
+
     def get_asset_spec(self, manifest: Mapping[str, Any], unique_id: str, project) -> dg.AssetSpec:
         spec = super().get_asset_spec(manifest, unique_id, project)
         node = manifest.get("nodes", {}).get(unique_id) or {}
