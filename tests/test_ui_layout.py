@@ -159,3 +159,16 @@ def test_dora_ui_help_gives_defaults():
     text = " ".join(ui.format_help().split())
     assert "TCP port the UI listens on, 1..65535 (default: 3000)" in text
     assert "(default: 127.0.0.1, this machine only)" in text
+
+
+def test_counterfactual_runs_in_an_adhoc_partition_but_not_in_a_registry_one():
+    from orchestration.defs.counterfactual.assets import _skip_reason
+    from orchestration.defs.counterfactual.config import CounterfactualConfig
+
+    def run(key):
+        return SimpleNamespace(run=SimpleNamespace(tags={"dagster/partition": key} if key else {}), has_partition_key=False)
+
+    config = CounterfactualConfig()
+    assert _skip_reason(run("adhoc:smollm2-135m@gguf-q4_1-b179c9523d0e"), config) is None
+    assert _skip_reason(run(None), config) is None
+    assert _skip_reason(run("smollm2-135m@gguf-q4_1-b179c9523d0e"), config) == "registry-target runs audit their target's own probes only"

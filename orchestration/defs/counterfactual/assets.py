@@ -23,6 +23,8 @@ from models_inference.probes.counterfactual.sets import competence_lexicon, cust
 from models_inference.backends.text import load_text_backend
 from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
+from ingestion.registry import is_adhoc_partition
+from orchestration.defs.audits.runs import run_partition_key
 from orchestration.defs.common import skipped_result
 from orchestration.defs.counterfactual.config import CounterfactualConfig
 
@@ -37,7 +39,8 @@ GROUP = "counterfactual"
 def _skip_reason(context: dg.AssetExecutionContext, config: CounterfactualConfig):
     if not config.enabled:
         return "counterfactual probe not selected (dora audit --probe)"
-    if context.run.tags.get("dagster/partition"):
+    key = run_partition_key(context)
+    if key and not is_adhoc_partition(key):  # an ad-hoc audit's partition runs every selected family
         return "registry-target runs audit their target's own probes only"
     return None
 
