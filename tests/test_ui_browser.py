@@ -154,18 +154,24 @@ def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, fini
             # the T2T asset's page shows its description
             page.goto(f"{dagster_ui}/assets/landing/t2t_completions", wait_until="networkidle", timeout=120_000)
             expect(page.get_by_text("T2T word completions", exact=False).first).to_be_visible(timeout=60_000)
-            # the audit's run: its dora tags
+            # the audit's run: its dora tags, behind "View tags and config"
             page.goto(f"{dagster_ui}/runs/{finished_audit.run_id}", wait_until="networkidle", timeout=120_000)
+            page.get_by_role("button", name="View tags and config").click(timeout=60_000)
+            dialog = page.get_by_role("dialog")
+            expect(dialog.get_by_text("dora/trigger: cli")).to_be_visible(timeout=60_000)
+            shown = dialog.inner_text()
             for key in ("dora/audit_id", "dora/family", "dora/model", "dora/model_version", "dora/target", "dora/trigger"):
-                expect(page.get_by_text(key, exact=False).first).to_be_attached(timeout=60_000)
-            body = page.content()
-            for key in ("dora/family", "dora/model"):
-                assert tags[key].split(",")[0] in body, key
+                assert f"{key}: {tags[key]}" in shown, key
+            assert "dora/family: biasdora,counterfactual,modscan,vlstereoset" in shown
+            assert "dora/model: smollm2-135m" in shown and "dora/target: (ad hoc)" in shown
+            assert "t2t-smollm2-135m-instruct-" in tags["dora/audit_id"]
             page.screenshot(path=str(tmp_path / "run_tags.png"))
-            # the Partitions tab of the partitioned probe lists the audit's partition
+            page.keyboard.press("Escape")
+            # the Partitions tab of the partitioned probe lists the audit's partition, materialised
             page.goto(f"{dagster_ui}/assets/landing/t2t_completions?view=partitions", wait_until="networkidle",
                       timeout=120_000)
-            expect(page.get_by_text(finished_audit.partition, exact=False).first).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("Materialized (1)")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text(finished_audit.partition, exact=True).first).to_be_attached(timeout=60_000)
             page.screenshot(path=str(tmp_path / "partitions.png"))
         finally:
             browser.close()

@@ -46,8 +46,9 @@ TAG_TRIGGER = "dora/trigger"  # cli, sensor, schedule, or manual (launched from 
 RUN_TAGS = (TAG_AUDIT_ID, TAG_FAMILY, TAG_MODEL, TAG_MODEL_VERSION, TAG_TARGET, TAG_TRIGGER)
 #: ``dora/target`` of an ad-hoc audit (no registry target).
 AD_HOC = "(ad hoc)"
-#: Dagster stores tag values as text; a longer value (many audit ids) is cut here, with "...".
-TAG_VALUE_LIMIT = 255
+#: Run tag values are cut here (with "..."): a run of every family with many scorers lands a
+#: dozen audit ids (~60 characters each), which must fit; a registry target's odd model name need not.
+TAG_VALUE_LIMIT = 2000
 
 
 def tag_value(value: str) -> str:
