@@ -175,14 +175,17 @@ def cmd_audit(args) -> int:
             forget(step)
     run_config = audit_run_config(args, **({"registry": registry} if args.target else {}))
     from orchestration.cli.flags import selected
-    from orchestration.defs.audits.runs import adhoc_run, target_run_tags
+    from orchestration.defs.audits.runs import adhoc_run, adhoc_tags, target_run_tags
     from orchestration import families as fam
 
     families = [f.name for f in fam.FAMILIES if selected(args, f)]
     if args.target:
         tags = target_run_tags(partition, registry, families, trigger="cli")
-    else:  # an ad-hoc audit is a partition of its model too: `adhoc:<model>@<version>`
+    elif any(flag.flag == "--model" for f in fam.FAMILIES if selected(args, f) for flag in f.flags):
+        # an ad-hoc audit of the --model model is a partition of it: `adhoc:<model>@<version>`
         partition, tags = adhoc_run(instance, args.model, args.backend, families, trigger="cli")
+    else:  # the selected families name their models with flags of their own (--modscan-model)
+        tags = adhoc_tags(families, trigger="cli")
     job = defs.resolve_job_def(AUDIT_JOB)
     log_dir = home / "logs"
     log_dir.mkdir(exist_ok=True)

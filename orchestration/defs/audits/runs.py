@@ -210,6 +210,13 @@ def add_target_partition(instance: dg.DagsterInstance, name: str, registry_path:
     return key, str(path)
 
 
+def adhoc_tags(families: list[str], *, trigger: str = "cli") -> dict[str, str]:
+    """The launch tags of an ad-hoc audit whose model is not known before it runs (families that
+    name their models with flags of their own, ``--modscan-model``): target, trigger, families;
+    the audit log step adds the models and versions that landed."""
+    return {TAG_TARGET: AD_HOC, TAG_TRIGGER: trigger, TAG_FAMILY: ",".join(families)}
+
+
 def adhoc_run(instance: dg.DagsterInstance, model: str, backend: str, families: list[str], *,
               trigger: str = "cli") -> tuple[str | None, dict[str, str]]:
     """The partition and run tags of an ad-hoc audit of ``model`` (``dora audit`` without
@@ -234,7 +241,7 @@ def adhoc_run(instance: dg.DagsterInstance, model: str, backend: str, families: 
     from models_inference.model_ref import model_version
     from orchestration.defs.audits.partitions import audit_partitions
 
-    tags = {TAG_TARGET: AD_HOC, TAG_MODEL: tag_value(model), TAG_TRIGGER: trigger, TAG_FAMILY: ",".join(families)}
+    tags = {**adhoc_tags(families, trigger=trigger), TAG_MODEL: tag_value(model)}
     try:
         version = model_version(model, backend=backend)
     except DoraError:
