@@ -62,7 +62,7 @@ def test_audit_log_has_every_familys_audit_producers_as_parents():
     for family in fam.FAMILIES:
         assert family.audit_assets and set(family.audit_assets) <= parents, family.name
     assert parents == {k for f in fam.FAMILIES for k in f.audit_assets}
-    assert log.partitions_def is not None and log.partitions_def.name == "audit_versions"
+    assert log.partitions_def is None  # runs in unpartitioned runs too (its parent, the T2T probe, is partitioned)
     assert [p.to_user_string() for p in _node("stg_audits").parent_keys] == ["landing/audits"]
 
 

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import (
     AD_HOC,
     PARTITION_TAG,
@@ -38,8 +37,7 @@ AUDIT_LOG_DESCRIPTION = (
     "Audit log: one event per audit start, finish or failure, from every probe family (model, model "
     "version, modality, registry target, config hash, rows generated). Each probe lands its own events "
     "as it runs; this step records which audits the run landed (metadata `audit_ids`) and tags the run "
-    "with them (`dora/audit_id`). Read by `stg_audits` -> `dim_audits`. Partitioned like the T2T probe: "
-    "`<target>@<version>` for a registry target, `adhoc:<model>@<version>` for `dora audit`."
+    "with them (`dora/audit_id`). Read by `stg_audits` -> `dim_audits`."
 )
 
 
@@ -98,13 +96,14 @@ def audit_tags(run_tags: Mapping[str, str], events: list[dict], families: list[s
 def build_audit_log_asset(producers: Mapping[dg.AssetKey, str]) -> dg.AssetsDefinition:
     """The ``landing/audits`` asset, downstream of ``producers`` ({audit-producing asset key:
     its family's name}, from every family's :attr:`~orchestration.family.ProbeFamily.audit_assets`)."""
-    parents = sorted(producers, key=lambda k: k.to_user_string())
+    parents = list(producers)  # in FAMILIES order: the run's `dora/family` tag lists them so
 
     @dg.asset(
         key=AUDIT_LOG_KEY,
         deps=parents,
         group_name=AUDITS_GROUP,
-        partitions_def=audit_partitions,
+        # not partitioned: a partitioned asset whose parent (the T2T probe) is partitioned too
+        # cannot run in an unpartitioned run (`dora audit --probe modscan`, the Python API)
         kinds={"python", "parquet", "landing"},
         tags={"dora/layer": "landing"},
         description=AUDIT_LOG_DESCRIPTION,

@@ -223,7 +223,7 @@ def adhoc_run(instance: dg.DagsterInstance, model: str, backend: str, families: 
     ``--target``; the session's shared test audit runs it too, so both look alike in the UI).
 
     Registers the dynamic partition ``adhoc:<model>@<version>`` of the audit partitions (the
-    Partitions tab of ``landing/t2t_completions`` and ``landing/audits`` then lists it), with
+    Partitions tab of ``landing/t2t_completions`` then lists it), with
     the version of :func:`models_inference.model_ref.model_version` (hashed once per process).
 
     Args:
