@@ -22,6 +22,11 @@ def test_audit_job_materialises_every_asset(finished_audit, monkeypatch):
     assert t2t["rows_generated"] == 9 * 2 * 2 * 2  # 9 dimensions x 2 settings x 2 letters x 2 runs
     rows = run_query("select count(*), count(distinct bias_dimension) from stg_t2t_completions").rows[0]
     assert rows == (72, 9)
+    n_assoc = run_query("select count(*) from fct_associations").rows[0][0]
+    ok_words = run_query(
+        "select count(distinct (setting, descriptor, word)) from stg_t2t_completions where parse_status = 'ok'"
+    ).rows[0][0]
+    assert n_assoc == ok_words > 0
 
 
 @pytest.mark.slow
@@ -41,11 +46,6 @@ def test_skipped_probes_say_so_and_the_audit_log_tags_the_run(finished_audit):
     assert tags["dora/audit_id"] == log["audit_ids"] and tags["dagster/partition"] == finished_audit.partition
     assert finished_audit.partition == f"adhoc:smollm2-135m@{tags['dora/model_version']}"
     assert (tags["dora/target"], tags["dora/trigger"], tags["dora/model"]) == ("(ad hoc)", "cli", "smollm2-135m")
-    n_assoc = run_query("select count(*) from fct_associations").rows[0][0]
-    ok_words = run_query(
-        "select count(distinct (setting, descriptor, word)) from stg_t2t_completions where parse_status = 'ok'"
-    ).rows[0][0]
-    assert n_assoc == ok_words > 0
 
 
 @pytest.mark.slow
