@@ -29,3 +29,25 @@ class CommonFlags(ErrorShareLimit):
     """The source of the common flags' defaults and help (no op reads this class)."""
 
     progress: bool = Field(True, description="show the progress bars")
+
+
+def skipped_result(reason: str, *, asset_key=None, rows_key: str = "rows_generated", **extra) -> dg.MaterializeResult:
+    """The materialisation of a probe asset that did not run (no model configured, another
+    family selected, a registry target of another modality): dora's one convention for it.
+
+    Dagster has no "skipped" state for an asset a run selected: an asset that emits no output
+    makes Dagster skip every step downstream of it, and the dbt build of every family is one
+    step downstream of each probe. So a skipped probe still materialises, with metadata that
+    says so first: ``status = "skipped"``, ``skipped = True``, ``reason`` (one sentence, also
+    logged by the caller), ``<rows_key> = 0`` and ``extra`` (``how_to_enable``, ``target``, ...).
+
+    Args:
+        reason: why the probe did not run.
+        asset_key: for a multi-asset step that yields several keys.
+        rows_key: the row-count name of the asset (``rows_scored``, ``answers``); ``None`` for none.
+
+    Returns:
+        A ``MaterializeResult`` to return or yield.
+    """
+    metadata = {"status": "skipped", "skipped": True, "reason": reason, **({rows_key: 0} if rows_key else {}), **extra}
+    return dg.MaterializeResult(asset_key=asset_key, metadata=metadata)

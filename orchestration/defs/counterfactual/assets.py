@@ -29,6 +29,7 @@ from models_inference.backends.vision import load_vision_backend
 from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from orchestration.defs.audits.runs import family_skip_reason, target_of_run, with_model_version
+from orchestration.defs.common import skipped_result
 from orchestration.defs.counterfactual.config import CounterfactualConfig
 from orchestration.instance import MODEL_INFERENCE_POOL
 
@@ -66,7 +67,7 @@ def _skipped(context: dg.AssetExecutionContext, config: CounterfactualConfig, ta
     if not reason:
         return []
     context.log.info(f"{table} skipped: {reason}")
-    return [dg.MaterializeResult(asset_key=key, metadata={"skipped": reason, **zeros}) for key, zeros in empty.items()]
+    return [skipped_result(reason, asset_key=key, rows_key=None, **zeros) for key, zeros in empty.items()]
 
 
 def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None):

@@ -11,6 +11,7 @@ from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import probe_metadata, resolve_audit_run, with_model_version
 from orchestration.defs.biasdora.config import AuditConfig
 from orchestration.defs.biasdora.ingestion.assets import descriptors
+from orchestration.defs.common import skipped_result
 from orchestration.instance import MODEL_INFERENCE_POOL
 
 
@@ -33,17 +34,11 @@ def build_targets(config: AuditConfig) -> list[T2TTarget]:
         dg.AssetSpec(
             ["landing", "t2t_completions"],
             deps=[descriptors],
-            group_name="biasdora", tags={"dora/layer": "probes"},
-            description="T2T word completions: one row per (audit, model, version, setting, descriptor, "
-            "letter, run) with raw output, parsed word and parse status. Append-only Parquet shards. "
-            "Partitioned by registry target and model version (keys `target@version`); audit runs "
-            "without a partition are ad hoc.",
-        ),
-        dg.AssetSpec(
-            ["landing", "audits"],
-            deps=[descriptors],
-            group_name="biasdora", tags={"dora/layer": "probes"},
-            description="Audit events (started / finished / failed) with model version and config hash.",
+            group_name="biasdora",
+            description="T2T word completions (BiasDora Section 2.1): one row per (audit, model, version, setting, "
+            "descriptor, letter, run) with the raw output, the parsed word and its parse status. Partitioned by "
+            "the audited model version: `<target>@<version>` for a registry target, `adhoc:<model>@<version>` for "
+            "`dora audit`.",
         ),
     ],
     pool=MODEL_INFERENCE_POOL,
@@ -55,9 +50,9 @@ def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
     config = run.config
     if run.modality != "t2t" or run.family != "biasdora":
         context.log.warning(f"target {run.target!r} is {run.modality} of family {run.family}: the T2T probe has nothing to generate")
-        skipped = {"target": run.target, "modality": run.modality, "rows_generated": 0}
-        yield dg.MaterializeResult(asset_key=["landing", "t2t_completions"], metadata=skipped)
-        yield dg.MaterializeResult(asset_key=["landing", "audits"], metadata=skipped)
+        reason = (f"partition {run.target}@{run.model_version} audits a {run.modality} target of family {run.family}: "
+                  "no text model to probe")
+        yield skipped_result(reason, asset_key=["landing", "t2t_completions"], target=run.target, modality=run.modality)
         return
     targets = build_targets(config)
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
@@ -83,10 +78,6 @@ def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
     )
     context.log.info(f"audit {summary.audit_id}: generated {summary.generated} of {summary.planned} rows")
     yield dg.MaterializeResult(asset_key=["landing", "t2t_completions"], metadata=meta)
-    yield dg.MaterializeResult(
-        asset_key=["landing", "audits"],
-        metadata={"audit_id": summary.audit_id, "target": run.target or "(ad hoc)", "status": "finished"},
-    )
 
 
 t2t_assets = [t2t_completions]
