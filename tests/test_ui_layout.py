@@ -162,14 +162,21 @@ def test_dora_ui_help_gives_defaults():
     assert "(default: 127.0.0.1, this machine only)" in text
 
 
-def test_counterfactual_runs_in_an_adhoc_partition_but_not_in_a_registry_one():
+def test_counterfactual_runs_in_an_adhoc_partition_but_not_in_a_registry_one(tmp_path):
+    """An ad-hoc audit's partition (``adhoc:<model>@<version>``) runs every selected family; a
+    registry partition runs only its target's family."""
     from orchestration.defs.counterfactual.assets import _skip_reason
     from orchestration.defs.counterfactual.config import CounterfactualConfig
 
+    registry = tmp_path / "registry.yaml"
+    registry.write_text("targets:\n  - name: smol\n    model: smollm2-135m\n    version: {source: explicit, value: v1}\n")
+    run_config = {"ops": {"t2t_completions": {"config": {"registry": str(registry)}}}}
+
     def run(key):
-        return SimpleNamespace(run=SimpleNamespace(tags={"dagster/partition": key} if key else {}), has_partition_key=False)
+        tags = {"dagster/partition": key} if key else {}
+        return SimpleNamespace(run=SimpleNamespace(tags=tags, run_config=run_config), has_partition_key=False)
 
     config = CounterfactualConfig()
     assert _skip_reason(run("adhoc:smollm2-135m@gguf-q4_1-b179c9523d0e"), config) is None
     assert _skip_reason(run(None), config) is None
-    assert _skip_reason(run("smollm2-135m@gguf-q4_1-b179c9523d0e"), config) == "registry-target runs audit their target's own probes only"
+    assert _skip_reason(run("smol@v1"), config) == "partition smol@v1 audits registry target 'smol' of family 'biasdora'"
