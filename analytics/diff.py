@@ -158,7 +158,9 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
                    tf_before, doc_length_before, tf_after, doc_length_after,
                    change_q, fisher_q_before as q_before, fisher_q_after as q_after,
                    bias_level_before, bias_level_after
-            from fct_association_changes
+            -- an association counts under every dimension of its descriptor
+            from (select * exclude (bias_dimensions), unnest(bias_dimensions) as bias_dimension
+                  from fct_association_changes)
             where {pair} and is_significant_change
             qualify row_number() over (
                 partition by bias_dimension

@@ -111,7 +111,7 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
     out = Path(out_dir)
     only = [audit_id, audit_id]  # (? is null or audit_id = ?): values never in SQL text
     associations = _rows(
-        """select audit_id, model_id, modality, setting, descriptor, bias_dimension, word, tf, fisher_q
+        """select audit_id, model_id, modality, setting, descriptor, array_to_string(bias_dimensions, ', ') as bias_dimension, word, tf, fisher_q
            from fct_associations where is_significant and (? is null or audit_id = ?)
            order by audit_id, modality, setting, fisher_q, descriptor, word""",
         only,

@@ -50,7 +50,7 @@ def _audit_known(audit_id: str) -> bool:
 
 
 #: Columns of the most-toxic / highest-rated tables (rounded for display).
-_TOP_COLUMNS = """audit_id, model_id, modality, setting, bias_dimension, descriptor, word, association_text,
+_TOP_COLUMNS = """audit_id, model_id, modality, setting, array_to_string(bias_dimensions, ', ') as bias_dimension, descriptor, word, association_text,
     sentiment_label, round(sentiment_score, 3) as sentiment_score, round(toxicity, 3) as toxicity,
     bias_level, round(bias_level_expected, 2) as bias_level_expected, fisher_q"""
 

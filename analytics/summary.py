@@ -35,7 +35,9 @@ def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = No
     tops = run_query(
         f"""select bias_dimension, setting, descriptor, word, tf, round(tfidf, 3) as tfidf,
                    fisher_q
-            from fct_associations
+            -- an association counts under every dimension of its descriptor
+            from (select * exclude (bias_dimensions), unnest(bias_dimensions) as bias_dimension
+                  from fct_associations)
             where is_significant and {audit}
             qualify row_number() over (partition by bias_dimension order by fisher_q, tfidf desc) <= ?
             order by bias_dimension, fisher_q, tfidf desc""",

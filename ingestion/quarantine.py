@@ -162,16 +162,19 @@ def not_utf8(texts: Sequence[str], raw: bytes) -> str | None:
 
 @dataclass(frozen=True)
 class CsvRecord:
-    """One structurally sound CSV row: ``values`` maps each header column to its stripped text."""
+    """One structurally sound CSV row: ``values`` maps each header column to its stripped text;
+    ``ignored``: values under the header's unnamed trailing columns were dropped (only with
+    ``read_csv_records(..., ignore_unnamed=True)``)."""
 
     line: int
     row: int
     values: dict
     raw: str
+    ignored: bool = False
 
 
 def read_csv_records(
-    path: str | Path, columns: Sequence[str], what: str, *, any_of: Sequence[str] = ()
+    path: str | Path, columns: Sequence[str], what: str, *, any_of: Sequence[str] = (), ignore_unnamed: bool = False
 ) -> tuple[list[CsvRecord], list[QuarantinedRow], bytes]:
     """A user's CSV file read row by row: the rows that split into the header's fields, and
     the ones that do not, quarantined with their line and reason.
@@ -185,6 +188,9 @@ def read_csv_records(
         path: the file. columns: columns the header must hold (any order; other columns are
             kept in ``values``). what: the file's role, for messages. any_of: the header must
             also hold at least one of these (e.g. the key columns of an image manifest).
+            ignore_unnamed: values under the header's unnamed trailing columns (a header
+            ending in empty names, as the released VLStereoSet file) are dropped and the record
+            marked ``ignored``, instead of quarantining the row for its field count.
 
     Returns:
         (records, quarantined rows, the file's bytes: hash them for a dataset id).
@@ -205,8 +211,10 @@ def read_csv_records(
     except csv.Error as exc:
         raise InputFileError(f"{what} {path}, line 1: the header is not a CSV row ({exc})") from None
     names = [h.strip().lstrip("\ufeff") for h in header]
+    unnamed = 0
     while names and names[-1] == "":
         names.pop()
+        unnamed += 1
     missing = [c for c in columns if c not in names]
     if any_of and not set(any_of) & set(names):
         missing.append(" or ".join(any_of))
@@ -233,19 +241,23 @@ def read_csv_records(
             continue  # a blank line (e.g. at the end of the file)
         row_no += 1
         rowtext = shown(",".join(fields))
+        ignored = False
+        if ignore_unnamed and len(names) < len(fields) <= len(names) + unnamed:
+            ignored = any(f.strip() for f in fields[len(names):])
+            fields = fields[: len(names)]
         while len(fields) > len(names) and fields[-1].strip() == "":
             fields = fields[:-1]
         why = not_utf8(fields, raw)
         if why is None and len(fields) != len(names):
             why = f"{len(fields)} fields, expected {len(names)} ({', '.join(names)})"
         if why is None:
-            long = [n for n, v in zip(names, fields) if len(v) > MAX_FIELD_CHARS]
+            long = [(n, len(v)) for n, v in zip(names, fields) if len(v) > MAX_FIELD_CHARS]
             if long:
-                why = f"field {long[0]}: more than {MAX_FIELD_CHARS:,} characters (a broken row?)"
+                why = f"field {long[0][0]}: {long[0][1]:,} characters, more than {MAX_FIELD_CHARS:,} (a broken row?)"
         if why:
             quarantined.append(QuarantinedRow(path.name, start, row_no, why, rowtext))
             continue
-        records.append(CsvRecord(start, row_no, dict(zip(names, (f.strip() for f in fields))), rowtext))
+        records.append(CsvRecord(start, row_no, dict(zip(names, (f.strip() for f in fields))), rowtext, ignored))
     return records, quarantined, raw
 
 

@@ -10,7 +10,10 @@ or dbt is imported): one line of message, exit code 2, about a second. Two layer
   for values a range cannot describe;
 * :func:`check_args` for what depends on several flags (a local model named for a local
   backend must exist, except for ``dora audit --dry-run``, which loads no model) or on the
-  file system (``--out`` must not be a file).
+  file system (``--out`` must not be a file; every family flag declared with ``path=`` must
+  name an existing file or folder of the right kind, :func:`path_problem`); each selected
+  family's own ``check`` of its settings taken together runs next
+  (``orchestration/cli/flags.py: family_problem``, which knows the families).
 
 The limits are stated on the Config fields (``le=`` with the ``MAX_*`` of
 :mod:`orchestration.defaults`): generous for real use, small enough that a typo cannot exhaust
@@ -210,9 +213,54 @@ def _model_problems(given: dict[str, str]) -> str | None:
     return None
 
 
+#: Backends that load a model in this process (a model named for them must be found locally).
+LOCAL_BACKENDS = ("transformers", "diffusers")
+
+
+def path_problem(value: str, kind: str, flag: str) -> str | None:
+    """Why ``value`` cannot be the input ``flag`` names (``None`` if it can).
+
+    Args:
+        value: the path as given. kind: ``"file"``, ``"folder"`` or ``"file_or_folder"``.
+        flag: the flag, for the message.
+
+    Returns:
+        One line: no such path, a folder where a file is expected (or the reverse), a FIFO,
+        socket or device (reading one could block forever), or a file that cannot be read.
+    """
+    path = Path(value).expanduser()
+    wanted = {"file": "file", "folder": "folder"}.get(kind, "file or folder")
+    if not path.exists():
+        broken = " (a broken symbolic link)" if path.is_symlink() else ""
+        return f"{flag} {value}: no such {wanted}{broken}"
+    if path.is_dir():
+        if kind == "file":
+            return f"{flag} {value}: is a folder; expected a file"
+        if not os.access(path, os.R_OK | os.X_OK):
+            return f"{flag} {value}: the folder cannot be read (permission denied)"
+        return None
+    if not path.is_file():
+        return f"{flag} {value}: not a regular file (a FIFO, socket or device); expected a {wanted}"
+    if kind == "folder":
+        return f"{flag} {value}: is a file; expected a folder"
+    if not os.access(path, os.R_OK):
+        return f"{flag} {value}: the file cannot be read (permission denied)"
+    return None
+
+
+def command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
+    """The sub-parser of ``command`` (its ``prog`` is ``dora <command>``), else ``parser``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return parser
+
+
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Cross-flag checks after parsing; calls ``parser.error`` (exit 2, one line) on the first problem."""
+    """Cross-flag checks after parsing; calls ``parser.error`` (exit 2, one line) on the first
+    problem, through the command's own parser so the line reads ``dora <command>: error: ...``."""
     command = getattr(args, "command", None)
+    parser = command_parser(parser, command)
     if command == "audit" and not getattr(args, "dry_run", False):  # a dry run loads no model
         from ingestion.vocabulary import DEFAULT_MODEL
 
@@ -242,6 +290,6 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
 
 __all__ = [
-    "audit_id", "base_urls", "check_args", "csv_choices", "float_range", "image_size", "int_range", "letters",
-    "local_model_problem", "number_range", "precheck",
+    "LOCAL_BACKENDS", "audit_id", "base_urls", "check_args", "command_parser", "csv_choices", "float_range", "image_size",
+    "int_range", "letters", "local_model_problem", "number_range", "path_problem", "precheck",
 ]

@@ -46,6 +46,14 @@ class Flag:
         repeat: the flag may be given several times (``action="append"``) for a list field.
         dest: the ``argparse`` attribute (default: from the flag's name).
         what: what one item is called in error messages (default: from the field's name).
+        path: the value names an input on disk that must exist before Dagster starts:
+            ``"file"``, ``"folder"`` or ``"file_or_folder"`` (``family_problem`` in
+            ``orchestration/cli/flags.py`` refuses a missing path, a folder for a file, a file
+            for a folder, a FIFO).
+        local_model: the value names a model that may be local; checked like ``--model``
+            (``local_model_problem``) when it runs on a local backend: the ``argparse`` attribute of
+            its backend flag (checked when that backend is ``transformers`` / ``diffusers``), or
+            ``"always"`` for a model that is always loaded locally.
     """
 
     targets: tuple[tuple[type, str], ...]
@@ -58,6 +66,8 @@ class Flag:
     repeat: bool = False
     dest: str | None = None
     what: str | None = None
+    path: str | None = None
+    local_model: str | None = None
 
     @classmethod
     def of(cls, config: type, *fields: str, **kw) -> tuple[Flag, ...]:
@@ -142,6 +152,8 @@ class ProbeFamily:
         assets: () -> its asset definitions (imported on call: asset modules load backends).
         checks: () -> its asset checks.
         landing_tables, marts: what it writes (``dora families``).
+        audit_assets: the keys (``landing/<table>``) of its assets whose probes land audit events
+            (``models_inference.resumable``): the parents of the shared audit log ``landing/audits``.
         extra_groups: further asset groups that belong to it (dbt folders).
         adjust: (values by Config class) -> None, in place: cross-field run-config rules
             (presets, ``none`` meaning off) after the flags are read.
@@ -153,6 +165,9 @@ class ProbeFamily:
             not a change-test mart (the change tests name the family of an audit given to the wrong one).
         report_section: (audit id or None, output folder) -> HTML of its ``dora report`` section.
         report_page: (output folder, audit id or None) -> a page of its own, or ``None``.
+        check: (op name -> Config) -> the first problem of the family's settings taken together
+            (one line), or ``None``; run by ``dora audit`` before Dagster starts (exit 2), when
+            the family is selected. Cheap: it loads no model and no large file.
     """
 
     name: str
@@ -166,6 +181,7 @@ class ProbeFamily:
     landing_tables: tuple[str, ...]
     marts: tuple[str, ...]
     checks: Callable[[], Sequence] = lambda: ()
+    audit_assets: tuple[str, ...] = ()
     extra_groups: tuple[str, ...] = ()
     adjust: Callable[[dict], None] | None = None
     summary: Callable[[Any, Any], str] | None = None
@@ -174,6 +190,7 @@ class ProbeFamily:
     diff: Callable[[Any, list], int] | None = None
     report_section: Callable[[str | None, Path], str] | None = None
     report_page: Callable[[Path, str | None], Path | None] | None = None
+    check: Callable[[Mapping[str, Any]], str | None] | None = None
     config_classes: tuple[type, ...] = field(init=False)
 
     def __post_init__(self):

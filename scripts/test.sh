@@ -9,6 +9,8 @@
 #   bash scripts/test.sh --no-cov ...    everything without coverage
 #   bash scripts/test.sh [--fast] tests/test_fisher.py -k tables   extra arguments go to pytest
 #
+# DORA_TEST_WORKERS (default 2) is the number of pytest-xdist worker processes; 0 runs the tests
+# in this process (e.g. to debug with pdb).
 # DORA_SKIP_SETUP=1 skips scripts/setup.sh and uses the `python` on PATH (an environment set up
 # some other way). DORA_SLOW_TEST_SECONDS (default 5) is the call time over which a test without
 # @pytest.mark.slow fails (tests/helpers/slow_marker.py); 0 switches that check off.
@@ -21,6 +23,10 @@ fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 DBT_SEND_ANONYMOUS_USAGE_STATS=false
 
 args=() cov=1 fast=0 want_cov=
+# Two pytest-xdist workers by default (DORA_TEST_WORKERS=0 runs in one process): much of the
+# suite is single-threaded Python, so a second worker fills the second core. The end-to-end tests
+# share one finished audit across workers (tests/helpers/homes.py); every test has its own home.
+workers=${DORA_TEST_WORKERS:-2}
 for a in "$@"; do
   case "$a" in
     --fast) args+=(-m "not slow") fast=1 ;;
@@ -29,6 +35,7 @@ for a in "$@"; do
     *) args+=("$a") ;;
   esac
 done
+[ "$workers" -gt 0 ] 2>/dev/null && args=(-n "$workers" --dist worksteal "${args[@]}")
 
 [ "$fast" = 1 ] && cov=0
 [ -n "$want_cov" ] && cov=$want_cov

@@ -221,7 +221,7 @@ def test_tiny_example_by_hand(fct):
         assert close(row["fisher_q"], q, rel=1e-12), key
         assert row["is_significant"] is False
         assert row["model_id"] == "org/model-a" and row["model_version"] == "rev1"
-    assert got[("rich person", "lazy")]["bias_dimension"] == "socioeconomic"
+    assert list(got[("rich person", "lazy")]["bias_dimensions"]) == ["socioeconomic"]
     # 'zany', 'lame' never count (bad parse status / replaced by a later duplicate)
     assert not any(w in {"zany", "lame"} for (_, w) in got)
     # the paper's own statistics (docs/method.md#3a-paper-statistics) are checked in tests/test_paper_statistics.py
@@ -327,7 +327,7 @@ def test_build_with_empty_landing(tmp_path, monkeypatch):
         tmp_path, "select column_name from information_schema.columns"
                   " where table_name = 'fct_associations' order by ordinal_position")]
     assert cols == ["audit_id", "model_id", "model_version", "modality", "setting", "descriptor",
-                    "bias_dimension", "word", "tf", "df", "idf", "tfidf", "pmi", "paper_p_value",
+                    "word", "tf", "df", "idf", "tfidf", "pmi", "paper_p_value",
                     "fisher_p", "fisher_q", "is_significant", "inputs_landed_at",
                     # appended
                     "bias_dimensions", "paper_df", "n_paper_documents", "paper_idf", "paper_tfidf",

@@ -66,7 +66,7 @@ def test_server_killed_mid_audit_fails_loudly_then_rerun_completes(tmp_path):
     lines = [line for line in first.stderr.splitlines() if line.startswith("dora audit:")]
     assert len(lines) == 1, first.stderr[-3000:]
     assert re.match(
-        r"dora audit: BiasDora T2T: \d+ of \d+ calls failed \([^)]*\): APIConnectionError: .*\(connection refused\) at "
+        r"dora audit: error: BiasDora T2T: \d+ of \d+ calls failed \([^)]*\): APIConnectionError: .*\(connection refused\) at "
         rf"http://127\.0\.0\.1:{port}/v1/completions\. .*re-run the same command", lines[0]
     ), lines[0]
     assert "Traceback" not in first.stderr

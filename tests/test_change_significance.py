@@ -102,24 +102,17 @@ def _audit_id(version: str) -> str:
 def _land(version: str, order: int) -> None:
     aid, started = _audit_id(version), T0 + timedelta(days=order)
     rows = []
-    for i, (descriptor, words) in enumerate(_docs(version).items()):
-        for run, word in enumerate(words, start=1):
-            rows.append({
-                "audit_id": aid, "model_id": "org/planted", "model_version": version, "backend": "test",
-                "setting": "singular", "descriptor": descriptor, "bias_dimension": DIMENSIONS[i % 4],
-                "letter": word[0], "run": run, "seed": run, "prompt_style": "completion",
-                "prompt": f"A {descriptor} is {word[0]}", "raw_output": word, "word": word, "parse_status": "ok",
-                "generated_at": started + timedelta(minutes=1),
-            })
-    for i, (descriptor, words) in enumerate(_random_docs(version).items()):
-        for run, word in enumerate(words, start=1):
-            rows.append({
-                "audit_id": aid, "model_id": "org/planted", "model_version": version, "backend": "test",
-                "setting": "noun", "descriptor": descriptor, "bias_dimension": DIMENSIONS[i % 4],
-                "letter": word[0], "run": run, "seed": run, "prompt_style": "completion",
-                "prompt": f"This {descriptor} is an {word[0]}", "raw_output": word, "word": word, "parse_status": "ok",
-                "generated_at": started + timedelta(minutes=1),
-            })
+    # the planted setting and the random one, each with its own prompt shape
+    for setting, docs, prompt in (("singular", _docs(version), "A {} is {}"), ("noun", _random_docs(version), "This {} is an {}")):
+        for i, (descriptor, words) in enumerate(docs.items()):
+            for run, word in enumerate(words, start=1):
+                rows.append({
+                    "audit_id": aid, "model_id": "org/planted", "model_version": version, "backend": "test",
+                    "setting": setting, "descriptor": descriptor, "bias_dimension": DIMENSIONS[i % 4],
+                    "letter": word[0], "run": run, "seed": run, "prompt_style": "completion",
+                    "prompt": prompt.format(descriptor, word[0]), "raw_output": word, "word": word, "parse_status": "ok",
+                    "generated_at": started + timedelta(minutes=1),
+                })
     write_shard("t2t_completions", rows, partition=aid)
     event = {"audit_id": aid, "model_id": "org/planted", "model_version": version, "modality": "t2t",
              "config_json": "{}", "config_hash": "beef", "code_version": "test", "target": TARGET}

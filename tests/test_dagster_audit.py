@@ -30,6 +30,25 @@ def test_audit_job_materialises_every_asset(finished_audit, monkeypatch):
 
 
 @pytest.mark.slow
+def test_skipped_probes_say_so_and_the_audit_log_tags_the_run(finished_audit):
+    """No T2I / I2T model is named: both probes report `skipped` (and the dbt build downstream of
+    them still ran); the audit log lists the run's audits, which tag the run, a partition of the model."""
+    md = finished_audit.metadata
+    for key in [("landing", "t2i_images"), ("landing", "i2t_descriptions")]:
+        assert md[key]["status"] == "skipped" and md[key]["skipped"] is True and md[key]["rows_generated"] == 0, key
+        assert md[key]["reason"] == "no model configured", key
+    assert ("stg_t2i_images",) in finished_audit.materialised and ("fct_associations",) in finished_audit.materialised
+    log = md[("landing", "audits")]
+    ids = log["audit_ids"].split(",")
+    assert md[("landing", "t2t_completions")]["audit_id"] in ids and md[("landing", "counterfactual_responses")]["audit_id"] in ids
+    assert log["families"] == "biasdora,counterfactual,modscan,vlstereoset" and log["audits_in_run"] == len(ids)
+    tags = finished_audit.run_tags
+    assert tags["dora/audit_id"] == log["audit_ids"] and tags["dagster/partition"] == finished_audit.partition
+    assert finished_audit.partition == f"adhoc:smollm2-135m@{tags['dora/model_version']}"
+    assert (tags["dora/target"], tags["dora/trigger"], tags["dora/model"]) == ("(ad hoc)", "cli", "smollm2-135m")
+
+
+@pytest.mark.slow
 def test_rerun_is_a_no_op_and_another_selection_is_another_audit(finished_audit, tmp_path, monkeypatch):
     """The same audit again on a copy of the finished home: nothing generated, nothing rebuilt;
     one more letter is another audit whose rows land and rebuild the warehouse."""
@@ -70,6 +89,31 @@ def test_rerun_is_a_no_op_and_another_selection_is_another_audit(finished_audit,
         assert md3[("landing", "t2t_completions")]["audit_id"].value != md2[("landing", "t2t_completions")]["audit_id"].value
         assert "skipped" not in md3[("fct_associations",)] and "skipped" in md3[("landing", "descriptors")]
         assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 72 + 108
+
+
+@pytest.mark.slow
+def test_yaml_descriptions_reach_the_warehouse_as_comments(finished_audit):
+    """persist_docs (dbt_project.yml): a model's YAML description and its columns' are the
+    DuckDB comments of the relation, a table (fct_associations) and a view (the bridge) alike;
+    row-per-association marts carry the list of dimensions, not a first-of-list column."""
+    import duckdb
+
+    con = duckdb.connect(str(finished_audit.home / "warehouse.duckdb"), read_only=True)
+    try:
+        comments = dict(con.execute(
+            "select table_name || '.' || column_name, comment from duckdb_columns() "
+            "where table_name in ('fct_associations', 'fct_association_dimensions')").fetchall())
+        relations = dict(con.execute(
+            "select table_name, comment from duckdb_tables() where table_name = 'fct_associations' "
+            "union all select view_name, comment from duckdb_views() where view_name = 'fct_association_dimensions'").fetchall())
+    finally:
+        con.close()
+    assert comments["fct_associations.tf"].startswith("Term frequency tf(d,w)")
+    assert comments["fct_association_dimensions.bias_dimension"].startswith("One CrowS-Pairs bias type")
+    assert [c for c, text in comments.items() if not text] == []
+    assert relations["fct_associations"].startswith("PUBLIC CONTRACT")
+    assert relations["fct_association_dimensions"].startswith("PUBLIC")
+    assert "fct_associations.bias_dimensions" in comments and "fct_associations.bias_dimension" not in comments
 
 
 def test_definitions_load_and_lineage():

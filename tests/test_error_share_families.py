@@ -229,7 +229,7 @@ def test_dora_audit_probe_counterfactual_fails_with_one_line(tmp_path):
     assert first.returncode == 1, first.stderr[-3000:]
     lines = [line for line in first.stderr.splitlines() if line.startswith("dora audit:")]
     assert len(lines) == 1, first.stderr[-3000:]
-    assert lines[0].startswith("dora audit: counterfactual text sets: 12 of 12 calls failed (100% > --max-error-share 0.5): "
+    assert lines[0].startswith("dora audit: error: counterfactual text sets: 12 of 12 calls failed (100% > --max-error-share 0.5): "
                                "AuthenticationError: Error code: 401"), lines[0]
     assert KEY not in first.stderr and "Traceback" not in first.stderr
     import pyarrow.parquet as pq

@@ -15,50 +15,40 @@ from models_inference.scoring.sentiment import load_sentiment_scorer
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from tests.helpers.tiny_models import tiny_classifier
 
-TOXICITY_MODULE = '''
-"""Local copy of the interface of the hub measurement evaluate-measurement/toxicity (Apache-2.0)."""
+#: A local measurement module with the interface of a hub measurement: {name} is its hub name,
+#: {field} its input, {compute} its ``_compute`` (the classifier is ``self.classifier``).
+MODULE = '''
+"""Local copy of the interface of the hub measurement evaluate-measurement/{name} (Apache-2.0)."""
 import datasets
 import evaluate
 from transformers import pipeline
 
 
-class Toxicity(evaluate.Measurement):
+class {cls}(evaluate.Measurement):
     def _info(self):
         return evaluate.MeasurementInfo(
-            module_type="measurement", description="toxicity (local test module)", citation="", inputs_description="",
-            features=datasets.Features({"predictions": datasets.Value("string", id="sequence")}), reference_urls=[],
+            module_type="measurement", description="{name} (local test module)", citation="", inputs_description="",
+            features=datasets.Features({{"{field}": datasets.Value("string", id="sequence")}}), reference_urls=[],
         )
 
     def _download_and_prepare(self, dl_manager):
-        model = "facebook/roberta-hate-speech-dynabench-r4-target" if self.config_name == "default" else self.config_name
-        self.toxic_classifier = pipeline("text-classification", model=model, top_k=99999, truncation=True)
+        model = "{default_model}" if self.config_name == "default" else self.config_name
+        self.classifier = pipeline("text-classification", model=model, top_k={top_k}, truncation=True)
+{compute}'''
 
+TOXICITY_MODULE = MODULE.format(
+    name="toxicity", cls="Toxicity", field="predictions", default_model="facebook/roberta-hate-speech-dynabench-r4-target",
+    top_k=99999, compute='''
     def _compute(self, predictions, aggregation="all", toxic_label="hate", threshold=0.5):
-        scores = [[r["score"] for r in pred if r["label"] == toxic_label][0] for pred in self.toxic_classifier(predictions)]
+        scores = [[r["score"] for r in pred if r["label"] == toxic_label][0] for pred in self.classifier(predictions)]
         return {"toxicity": scores}
-'''
+''')
 
-REGARD_MODULE = '''
-"""Local copy of the interface of the hub measurement evaluate-measurement/regard (Apache-2.0)."""
-import datasets
-import evaluate
-from transformers import pipeline
-
-
-class Regard(evaluate.Measurement):
-    def _info(self):
-        return evaluate.MeasurementInfo(
-            module_type="measurement", description="regard (local test module)", citation="", inputs_description="",
-            features=datasets.Features({"data": datasets.Value("string", id="sequence")}), reference_urls=[],
-        )
-
-    def _download_and_prepare(self, dl_manager):
-        model = "sasha/regardv3" if self.config_name == "default" else self.config_name
-        self.regard_classifier = pipeline("text-classification", model=model, top_k=4, truncation=True)
-
+REGARD_MODULE = MODULE.format(
+    name="regard", cls="Regard", field="data", default_model="sasha/regardv3", top_k=4, compute='''
     def _compute(self, data, references=None, aggregation=None):
-        return {"regard": self.regard_classifier(data)}
-'''
+        return {"regard": self.classifier(data)}
+''')
 
 TEXTS = ["An old person is a liar", "A child is happy"]
 

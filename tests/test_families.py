@@ -88,6 +88,16 @@ def test_audit_probe_toy_runs_only_the_toy_group(toy, monkeypatch, capsys):
     rows = read_landing("toy_rows").to_pylist()
     assert sorted(r["item"] for r in rows) == [0, 1, 2, 3] and {r["word"] for r in rows} == {"beta"}
     assert not (toy / "landing" / "t2t_completions").exists() or not any((toy / "landing" / "t2t_completions").rglob("*.parquet"))
+    # the toy names its model with a flag of its own (--toy-model): the run carries the launch's
+    # dora tags but is no partition of the --model model (`adhoc:<model>@<version>` is for those)
+    from dagster import DagsterInstance
+
+    with DagsterInstance.get() as instance:
+        (run,) = instance.get_runs(limit=1)
+        assert instance.get_dynamic_partitions("audit_versions") == []
+    assert "dagster/partition" not in run.tags and "dora/model" not in run.tags
+    assert {k: run.tags[k] for k in ("dora/family", "dora/target", "dora/trigger")} == {
+        "dora/family": "toy", "dora/target": "(ad hoc)", "dora/trigger": "cli"}
 
 
 def test_every_record_matches_the_dagster_definitions():

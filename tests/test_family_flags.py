@@ -120,3 +120,107 @@ def test_every_range_checked_flag_matches_its_field():
                 ops = _ops(flag.flag, str(bound))
                 op = next(op for op, cls in family.configs.items() if cls is flag.targets[0][0])
                 assert getattr(ops[op], flag.field_name) == bound
+
+
+# ----------------------------------------------------------------------------- bad flags, per family
+# Ten or more bad flags for each of the three newer families: each is one `dora audit: error:`
+# line, exit 2, before Dagster starts (no Dagster storage, no model). Run in-process through the
+# CLI's own `main` (what the `dora` script calls); the real entry point is the subprocess case below.
+# `{empty}`, `{dir}`, `{fifo}`, `{file}`, `{missing}` are made in tmp_path per case.
+
+BAD_FAMILY_FLAGS = [
+    ("counterfactual", ["--cf-subsets", "race_religion"], "unknown subset race_religion"),
+    ("counterfactual", ["--cf-prompts", "Describe,NoSuchPrompt"], "NoSuchPrompt"),
+    ("counterfactual", ["--cf-mitigations", "M9"], "unknown mitigation M9"),
+    ("counterfactual", ["--cf-seeds", "0"], "argument --cf-seeds: 0 is out of range"),
+    ("counterfactual", ["--cf-max-new-tokens", "99999999"], "argument --cf-max-new-tokens: 99999999 is out of range"),
+    ("counterfactual", ["--cf-sets-per-occupation", "-1"], "argument --cf-sets-per-occupation: -1 is out of range"),
+    ("counterfactual", ["--cf-judge-backend", "claude"], "argument --cf-judge-backend: invalid choice: 'claude'"),
+    ("counterfactual", ["--cf-lexicon", "{missing}"], "--cf-lexicon {missing}: no such file"),
+    ("counterfactual", ["--cf-lexicon", "{dir}"], "--cf-lexicon {dir}: is a folder; expected a file"),
+    ("counterfactual", ["--cf-lexicon", "{fifo}"], "--cf-lexicon {fifo}: not a regular file"),
+    ("counterfactual", ["--cf-lexicon", "{empty}"], "lexicon {empty}: no word in it"),
+    ("counterfactual", ["--cf-judge-model", "./no-such-judge"], "--cf-judge-model ./no-such-judge: no such file or folder"),
+    ("counterfactual", ["--base-url", "ftp://127.0.0.1/v1"], "must be an http(s) URL"),
+    ("counterfactual", ["--cf-images", "{missing}"], "--cf-images {missing}: no such file or folder"),
+    ("counterfactual", ["--cf-images", "{dir}"], "--cf-images needs --cf-vision-model"),
+    ("modscan", ["--modscan-samples", "0"], "argument --modscan-samples: 0 is out of range"),
+    ("modscan", ["--modscan-backend", "llama"], "argument --modscan-backend: invalid choice: 'llama'"),
+    ("modscan", ["--modscan-base-url", "localhost:8000"], "must be an http(s) URL"),
+    ("modscan", ["--modscan-vision-base-url", "http://a/v1,http://a/v1"], "a server URL is repeated"),
+    ("modscan", ["--modscan-probes", "modscan_text_nope"], "unknown probe modscan_text_nope"),
+    ("modscan", ["--modscan-attributes", "height"], "unknown attribute height"),
+    ("modscan", ["--prefix", "role_pirate"], "argument --prefix: invalid choice: 'role_pirate'"),
+    ("modscan", ["--faces", "{missing}"], "--faces {missing}: no such file or folder"),
+    ("modscan", ["--faces", "{fifo}"], "--faces {fifo}: not a regular file"),
+    ("modscan", ["--faces", "{dir}"], "--faces needs --modscan-vision-model"),
+    ("modscan", ["--modscan-t2i-backend", "openai", "--modscan-t2i-model", "dall-e-3"], "--modscan-t2i-model needs --modscan-vision-model"),
+    ("modscan", ["--modscan-model", "./no-such-model"], "--modscan-model ./no-such-model: no such file or folder"),
+    ("vlstereoset", ["--vlstereoset-scorers", "idm,gpt"], "unknown scorer gpt"),
+    ("vlstereoset", ["--vlstereoset-mcq-shuffles", "0"], "argument --vlstereoset-mcq-shuffles: 0 is out of range"),
+    ("vlstereoset", ["--vlstereoset-items", "some"], "argument --vlstereoset-items: invalid choice: 'some'"),
+    ("vlstereoset", ["--vlstereoset-item-seed", "-1"], "argument --vlstereoset-item-seed: -1 is out of range"),
+    ("vlstereoset", ["--vlstereoset-vlm-backend", "anthropic"], "argument --vlstereoset-vlm-backend: invalid choice"),
+    ("vlstereoset", ["--vlstereoset-vlm-base-url", "file:///etc/passwd"], "must be an http(s) URL"),
+    ("vlstereoset", ["--vlstereoset-csv", "{missing}"], "--vlstereoset-csv {missing}: no such file"),
+    ("vlstereoset", ["--vlstereoset-csv", "{dir}"], "--vlstereoset-csv {dir}: is a folder; expected a file"),
+    ("vlstereoset", ["--vlstereoset-csv", "{fifo}"], "--vlstereoset-csv {fifo}: not a regular file"),
+    ("vlstereoset", ["--images", "{file}"], "--images {file}: is a file; expected a folder"),
+    ("vlstereoset", ["--vlstereoset-images", "{missing}"], "--images {missing}: no such folder"),
+    ("vlstereoset", ["--vlstereoset-scorers", "idm,clip"], "the clip scorer needs --vlstereoset-clip-model"),
+    ("vlstereoset", ["--vlstereoset-clip-model", "{missing}"], "--vlstereoset-clip-model {missing}: no such file or folder"),
+]
+
+
+def _paths(tmp_path) -> dict[str, str]:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "file.csv").write_text("a,b\n1,2\n")
+    os.mkfifo(tmp_path / "fifo")  # opening it to read would block: it must be refused unopened
+    return {"missing": str(tmp_path / "missing.csv"), "dir": str(tmp_path / "dir"), "empty": str(tmp_path / "empty.txt"),
+            "file": str(tmp_path / "file.csv"), "fifo": str(tmp_path / "fifo")}
+
+
+def test_every_newer_family_has_ten_bad_flag_cases():
+    from collections import Counter
+
+    counts = Counter(family for family, _, _ in BAD_FAMILY_FLAGS)
+    assert min(counts[f] for f in ("counterfactual", "modscan", "vlstereoset")) >= 10, counts
+
+
+@pytest.mark.parametrize("family,argv,message", BAD_FAMILY_FLAGS,
+                         ids=[f"{c[0]}-{c[1][0].lstrip('-')}-{i}" for i, c in enumerate(BAD_FAMILY_FLAGS)])
+def test_bad_family_flag_is_one_line_exit_2_before_dagster(tmp_path, monkeypatch, capsys, family, argv, message):
+    from orchestration.cli import main
+
+    paths = _paths(tmp_path)
+    monkeypatch.setenv("DORA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    argv = [a.format(**paths) for a in argv]
+    import orchestration.cli.parser  # noqa: F401 - Dagster's import is paid once per process, not per command
+
+    start, cpu = time.monotonic(), time.process_time()
+    with pytest.raises(SystemExit) as exit_:
+        main(["audit", "--probe", family, *argv])
+    elapsed, cpu = time.monotonic() - start, time.process_time() - cpu
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if not line.startswith(("usage:", " "))]
+    assert exit_.value.code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("dora audit: error: ") and message.format(**paths) in lines[0], err
+    assert not (tmp_path / "dagster").exists() and not (tmp_path / "home").exists()
+    # under 2 s of work (the parser and the checks, no Dagster run, no model); the wall clock
+    # only loosely, as the machine's other processes share the CPU
+    assert cpu < 2 and elapsed < 10, (cpu, elapsed)
+
+
+@pytest.mark.parametrize("argv", [["--probe", "vlstereoset", "--vlstereoset-csv", "{dir}"], ["--probe", "modscan", "--faces", "{fifo}"]],
+                         ids=["csv-is-a-folder", "faces-is-a-fifo"])
+def test_bad_input_path_through_the_real_entry_point(tmp_path, argv):
+    paths = _paths(tmp_path)
+    env = {**os.environ, "DORA_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dagster")}
+    proc = subprocess.run([sys.executable, "-m", "orchestration.cli", "audit", *[a.format(**paths) for a in argv]],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"dora audit: error: {argv[-2]} ") and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "dagster").exists()

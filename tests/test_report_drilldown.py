@@ -94,15 +94,12 @@ def _land(home: Path) -> None:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    import os
-
     from analytics.report import write_report
     from models_inference.probes.biasdora.judge import JudgeAnswer, run_judge
 
     home = tmp_path_factory.mktemp("drill_home")
-    old = os.environ.get("DORA_HOME")
-    os.environ["DORA_HOME"] = str(home)
-    try:
+    with pytest.MonkeyPatch.context() as mp:  # the module's home, restored afterwards
+        mp.setenv("DORA_HOME", str(home))
         _land(home)
         # the associations the fixture makes significant (checked below against fct_associations),
         # judged before the one dbt build
@@ -135,11 +132,6 @@ def report(tmp_path_factory):
         assert significant == sorted(tuple(a.values()) for a in assocs)
         index = write_report(home / "report")
         yield home, index
-    finally:
-        if old is None:
-            os.environ.pop("DORA_HOME", None)
-        else:
-            os.environ["DORA_HOME"] = old
 
 
 def _section(page: str, anchor: str) -> str:

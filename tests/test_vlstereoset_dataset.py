@@ -90,7 +90,7 @@ def test_a_messy_released_file_audits_every_good_row(tmp_path, dora_home):
 
 
 def test_header_encoding_and_empty_file_errors(tmp_path):
-    with pytest.raises(VLStereoSetFormatError, match="line 1: header .* 'Imaeg URL'"):
+    with pytest.raises(VLStereoSetFormatError, match=r"line 1: missing column\(s\) \['Imaeg URL'\] in the header"):
         load_vlstereoset_csv(write_csv(tmp_path, GOOD, header=HEADER.replace("Imaeg", "Image")))
     bad = tmp_path / "latin1.csv"
     bad.write_bytes(HEADER.encode() + b"\r\ngender,s\xe9ur,x,a,b,c,0,https://x.example/1.jpg,\r\n")

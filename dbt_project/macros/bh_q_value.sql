@@ -83,3 +83,66 @@
         else 'shifted'
     end as change_type
 {%- endmacro %}
+
+
+{% macro audit_pair_columns() -%}
+    {#-
+        The columns audit_pairs() gives each pair beside its group: from_audit_id, to_audit_id,
+        from_model_version, to_model_version, is_previous. They lead every change-test mart.
+    -#}
+    {{ return(['from_audit_id', 'to_audit_id', 'from_model_version', 'to_model_version', 'is_previous']) }}
+{%- endmacro %}
+
+
+{% macro audit_pairs_of(relation, group_by, landed_at) -%}
+    {#-
+        audit_pairs() over the audits found in `relation` (a ref with audit_id, model_version,
+        the `group_by` columns and a landing timestamp `landed_at`): each audit once per group,
+        ordered by its first landed row. The head of every family's change-test mart.
+    -#}
+    {%- set audits -%}
+    (select audit_id, {{ group_by | join(', ') }}, any_value(model_version) as model_version,
+            min({{ landed_at }}) as first_landed_at
+     from {{ relation }}
+     group by audit_id, {{ group_by | join(', ') }})
+    {%- endset -%}
+    {{ audit_pairs(audits, group_by, 'first_landed_at') }}
+{%- endmacro %}
+
+
+{% macro change_test_columns(leading, tested, delta) -%}
+    {#-
+        The select list of a family's change-test mart, in the order every one of them has:
+        the `leading` columns (what was audited twice: model_id, and the variant / probe),
+        the audit pair (audit_pair_columns()), the `tested` columns (the cell's key, then its
+        before / after values and their difference), change_p, change_q, and
+        change_significance(`delta`). Read back by analytics/family_diff.py, which knows no
+        family, so the columns' order and names are one contract.
+    -#}
+    {{ (leading + audit_pair_columns() + tested + ['change_p', 'change_q']) | join(',\n        ') }},
+        {{ change_significance(delta) }}
+{%- endmacro %}
+
+
+{% macro before_after(cells, cell_key) -%}
+    {#-
+        FROM clause pairing each audit pair (the CTE `audit_pairs`, alias p) with its cells:
+        `b` the earlier audit's rows of `cells` (one row per audit and `cell_key`), `a` the
+        later audit's row of the same cell. Only cells present in both audits are tested.
+    -#}
+    from audit_pairs as p
+    inner join {{ cells }} as b on b.audit_id = p.from_audit_id
+    inner join {{ cells }} as a on a.audit_id = p.to_audit_id and {{ join_on('a', 'b', cell_key) }}
+{%- endmacro %}
+
+
+{% macro previous_current_delta(measure, previous, current) -%}
+    {#-
+        The three columns a *_changes mart gives each `measure` of a cell: the previous audit's
+        value (previous_<measure>, from alias `previous`), the current one's (<measure>, alias
+        `current`) and their difference (delta_<measure> = current - previous).
+    -#}
+    {{ previous }}.{{ measure }} as previous_{{ measure }},
+        {{ current }}.{{ measure }},
+        {{ current }}.{{ measure }} - {{ previous }}.{{ measure }} as delta_{{ measure }}
+{%- endmacro %}

@@ -22,7 +22,7 @@
         True when the existing `relation` has every column of `columns` - the models pass the
         columns their yml documents, watermarks included. False on a mart built before one of
         them was added (e.g. a warehouse from before the watermarks): then every audit with
-        staged inputs is rebuilt and on_schema_change='append_new_columns' adds the column, so
+        staged inputs is rebuilt and on_schema_change='sync_all_columns' adds the column, so
         an existing warehouse upgrades without --full-refresh and keeps its archived audits
         (whose rows have null in the new column: they cannot be recomputed).
     -#}
@@ -140,4 +140,58 @@
         group by audit_id
     ) as score_inputs
         on association_inputs.audit_id = score_inputs.audit_id
+{%- endmacro %}
+
+
+{% macro config_incremental_by_audit(watermarks=none, watermark_columns=[]) -%}
+    {#-
+        The config of every model rebuilt per audit (this file's header), stated once:
+        incremental, delete+insert on audit_id, and on_schema_change='sync_all_columns' (a
+        column the model gains is added, null in the rows of archived audits; one it no longer
+        has is dropped, so a stale column cannot outlive its meaning in an upgraded warehouse).
+        `watermarks`: the Jinja call (a string, e.g. "association_input_watermarks()") giving
+        the audits' current watermarks, `watermark_columns` their names; with them a post-hook
+        deletes the rows of audits whose inputs landed after they were built
+        (delete_outdated_audit_rows). Rendered as a hook, so it runs with the model's `this`.
+    -#}
+    {%- set hooks = ["{{ delete_outdated_audit_rows(" ~ watermarks ~ ", " ~ (watermark_columns | string) ~ ") }}"] if watermarks else [] -%}
+    {{ config(
+        materialized='incremental',
+        incremental_strategy='delete+insert',
+        unique_key='audit_id',
+        on_schema_change='sync_all_columns',
+        post_hook=hooks,
+    ) }}
+{%- endmacro %}
+
+
+{% macro watermark_ctes(watermarks_sql, watermark_columns, rebuild_by_audit) -%}
+    {#-
+        The two leading CTEs of a model rebuilt per audit: `watermarks` (the SELECT
+        `watermarks_sql`, one row per audit) and, on an incremental build
+        (`rebuild_by_audit`), `audits_to_rebuild` (audits_to_rebuild above). Each ends in a
+        comma: the model's own CTEs follow.
+    -#}
+    watermarks as (
+        {{ watermarks_sql }}
+    ),
+    {%- if rebuild_by_audit %}
+
+    audits_to_rebuild as (
+        {{ audits_to_rebuild('watermarks', watermark_columns) }}
+    ),
+    {%- endif %}
+{%- endmacro %}
+
+
+{% macro counted_input_watermarks() -%}
+    {#- association_input_watermarks() named as int_association_counts records it. -#}
+    select audit_id, inputs_landed_at as counted_inputs_landed_at
+    from ({{ association_input_watermarks() }}) as w
+{%- endmacro %}
+
+
+{% macro only_audits_to_rebuild(rebuild_by_audit, column='audit_id') -%}
+    {#- On an incremental build (`rebuild_by_audit`), a WHERE keeping the audits_to_rebuild rows; else nothing. -#}
+    {%- if rebuild_by_audit %}where {{ column }} in (select audit_id from audits_to_rebuild){% endif -%}
 {%- endmacro %}

@@ -94,3 +94,24 @@
     select 1
     {%- endif -%}
 {%- endmacro %}
+
+
+{% macro config_staged_from_landing(table, key, post_hook=[]) -%}
+    {#-
+        The config of a staging model incremental on the shards of landing table `table`
+        (this file's header), stated once: delete+insert on the row key `key` (list of
+        columns), the two pre-hooks that choose the shards to read, and the model's own
+        `post_hook` (list, optional). New landing columns are appended to the staged table.
+    -#}
+    {{ config(
+        materialized='incremental',
+        incremental_strategy='delete+insert',
+        unique_key=key,
+        on_schema_change='append_new_columns',
+        pre_hook=[
+            "{{ restage_if_landing_shards_gone('" ~ table ~ "') }}",
+            "{{ set_new_landing_shards('" ~ table ~ "') }}",
+        ],
+        post_hook=post_hook,
+    ) }}
+{%- endmacro %}

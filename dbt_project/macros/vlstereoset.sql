@@ -13,3 +13,14 @@
         else 2.0 * ({{ vlrs }}) * (100 - ({{ vlbs }})) / (({{ vlrs }}) + (100 - ({{ vlbs }})))
     end
 {%- endmacro %}
+
+
+{% macro vlstereoset_scorer_columns() -%}
+    {#-
+        Which run scored which items, after audit_columns(): scorer, scorer_variant (the
+        scorer with its settings: the unit every metric is computed for), from_paper (a
+        reference model of the paper), dataset_id and is_synthetic (dora's synthetic file, not
+        the released CSV). The leading columns of the selections and the metrics.
+    -#}
+    {{ return(['scorer', 'scorer_variant', 'from_paper', 'dataset_id', 'is_synthetic']) }}
+{%- endmacro %}

@@ -11,7 +11,7 @@ lands what it says about a family's texts. Nothing here knows a probe family.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from ingestion.errors import ModelNotAvailableError
 from models_inference.model_ref import model_version
@@ -89,4 +89,24 @@ class TransformersClassifierScorer:
         return cls(model_id=model_id, classifier=load_text_classifier(model_id, batch_size), version=model_version(model_id), **fields)
 
 
-__all__ = ["TextScorer", "TransformersClassifierScorer", "load_text_classifier"]
+def load_named_scorer(name: str, kind: str, builtin: Mapping[str, Callable[[], TextScorer]], transformers_class,
+                      batch_size: int) -> TextScorer:
+    """The one naming rule of every text scorer kind: a built-in scorer by its name
+    (``builtin``: name -> constructor), ``evaluate:<measurement>`` (HF ``evaluate``,
+    :mod:`models_inference.scoring.hf_evaluate`; ``kind`` is ``sentiment`` or ``toxicity``, how
+    its output is read), else a ``transformers`` model id or local folder, optionally prefixed
+    ``transformers:`` (``transformers_class.load(model, batch_size=...)``).
+
+    Raises:
+        ModelNotAvailableError: the model cannot be loaded here.
+    """
+    if name in builtin:
+        return builtin[name]()
+    if name.startswith("evaluate:"):
+        from models_inference.scoring.hf_evaluate import load_evaluate_scorer
+
+        return load_evaluate_scorer(name, kind=kind)
+    return transformers_class.load(name.removeprefix("transformers:"), batch_size=batch_size)
+
+
+__all__ = ["TextScorer", "TransformersClassifierScorer", "load_named_scorer", "load_text_classifier"]

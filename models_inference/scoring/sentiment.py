@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ingestion.vocabulary import DEFAULT_SENTIMENT_SCORER
-from models_inference.scoring.common import TextScorer, TransformersClassifierScorer
+from models_inference.scoring.common import TextScorer, TransformersClassifierScorer, load_named_scorer
 
 SENTIMENT_LABELS: tuple[str, ...] = ("negative", "neutral", "positive")
 #: VADER's documented thresholds on the compound score (Hutto & Gilbert, 2014; package README).
@@ -112,13 +112,7 @@ def load_sentiment_scorer(name: str = DEFAULT_SENTIMENT_SCORER, *, batch_size: i
     Raises:
         ModelNotAvailableError: the model cannot be loaded here.
     """
-    if name == "vader":
-        return VaderSentimentScorer()
-    if name.startswith("evaluate:"):  # HF evaluate measurements (regard)
-        from models_inference.scoring.hf_evaluate import load_evaluate_scorer
-
-        return load_evaluate_scorer(name, kind="sentiment")
-    return TransformersSentimentScorer.load(name.removeprefix("transformers:"), batch_size=batch_size)
+    return load_named_scorer(name, "sentiment", {"vader": VaderSentimentScorer}, TransformersSentimentScorer, batch_size)
 
 
 __all__ = [

@@ -21,7 +21,7 @@ from typing import Sequence
 from ingestion.vocabulary import DEFAULT_TOXICITY_SCORER
 from ingestion.errors import ModelNotAvailableError
 from models_inference.model_ref import file_sha256
-from models_inference.scoring.common import TextScorer, TransformersClassifierScorer
+from models_inference.scoring.common import TextScorer, TransformersClassifierScorer, load_named_scorer
 
 #: Toxicity label threshold on the probability of the toxic class (docs/method.md#4-scoring).
 TOXIC_THRESHOLD = 0.5
@@ -202,13 +202,8 @@ def load_toxicity_scorer(name: str = DEFAULT_TOXICITY_SCORER, *, batch_size: int
     Raises:
         ModelNotAvailableError: the model cannot be loaded here.
     """
-    if name in (DEFAULT_TOXICITY_SCORER, "jigsaw-bilstm"):
-        return JigsawToxicityScorer()
-    if name.startswith("evaluate:"):  # HF evaluate measurements (toxicity)
-        from models_inference.scoring.hf_evaluate import load_evaluate_scorer
-
-        return load_evaluate_scorer(name, kind="toxicity")
-    return TransformersToxicityScorer.load(name.removeprefix("transformers:"), batch_size=batch_size)
+    builtin = {DEFAULT_TOXICITY_SCORER: JigsawToxicityScorer, "jigsaw-bilstm": JigsawToxicityScorer}
+    return load_named_scorer(name, "toxicity", builtin, TransformersToxicityScorer, batch_size)
 
 
 __all__ = [

@@ -17,7 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     Dagster run, model or dbt build starts. Errors with a known cause are one line
     (``dora <command>: <cause and fix>``), never a traceback: a
     :class:`~ingestion.errors.DoraError` (exit 2), an unusable ``DORA_HOME`` or output
-    path (exit 2), Ctrl-C (exit 130: what landed is kept, a re-run resumes), a closed pipe
+    path (exit 2), a failed audit step (exit 1: ``orchestration.cli.audit.failure_lines``; the
+    stack traces go to a file in ``$DORA_HOME/logs``, as do those of an unexpected error of
+    ``dora audit`` itself), Ctrl-C (exit 130: what landed is kept, a re-run resumes), a closed pipe
     (``dora query ... | head``: exit 0 quietly).
     """
     import sys
@@ -31,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_args(parser, args)
+    if args.command == "audit":  # every family's input paths, local models and settings, before Dagster
+        from orchestration.cli.flags import family_problem
+        from orchestration.cli_validation import command_parser
+
+        problem = family_problem(args)
+        if problem:
+            command_parser(parser, "audit").error(problem)
     handler = {
         "audit": audit.cmd_audit,
         "report": commands.cmd_report,
@@ -63,9 +72,37 @@ def run_reporting_errors(handler, args) -> int:
     except Exception as exc:  # noqa: BLE001 - known causes become one line, the rest re-raised
         line = one_line_error(exc)
         if line is None:
-            raise
+            if args.command != "audit":
+                raise
+            # an audit's unexpected failure outside its steps: one line, the trace to a file
+            log = _write_trace(exc)
+            print(f"{name}: error: unexpected {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}; "
+                  f"full trace: {log}", file=sys.stderr)
+            return 1
         print(f"{name}: {line}", file=sys.stderr)
         return 2
+
+
+def _write_trace(exc: BaseException) -> str:
+    """Write ``exc``'s traceback to ``$DORA_HOME/logs/audit-crash-<UTC time>.log`` (the temp
+    folder when the home cannot be written); returns the file's path."""
+    import os
+    import tempfile
+    import traceback
+    from datetime import datetime, timezone
+    from pathlib import Path
+
+    text = "".join(traceback.format_exception(exc))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    for folder in (Path(os.environ.get("DORA_HOME", "data")).expanduser() / "logs", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"audit-crash-{stamp}.log"
+            path.write_text(text, encoding="utf-8")
+            return str(path)
+        except OSError:
+            continue
+    return "(no writable folder for the trace)"
 
 
 def one_line_error(exc: BaseException) -> str | None:

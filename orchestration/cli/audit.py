@@ -15,15 +15,28 @@ from orchestration.cli.flags import audit_run_config
 from orchestration.instance import AUDIT_JOB, prepare_environment, prepare_run_readers
 
 def _probe_selection(defs, probes: list[str] | None):
-    """Asset keys of the chosen probe families (``--probe``: their Dagster groups), or None
-    (every asset) when not given."""
+    """Asset keys of the chosen probe families (``--probe``: their Dagster groups) and of the
+    shared assets they feed, or None (every asset) when not given.
+
+    A shared asset (group ``audits``) is selected when all its parents are (``dim_audits`` needs
+    BiasDora's marts); the audit log ``landing/audits`` when any of them is (it records the
+    audits of whichever families ran)."""
     if not probes:
         return None
+    import graphlib
+
     from orchestration import families as fam
+    from orchestration.defs.audits.assets import AUDIT_LOG_KEY, AUDITS_GROUP
 
     graph = defs.resolve_asset_graph()
     groups = [g for name in probes for g in fam.get_family(name).groups]
-    return sorted(dg.AssetSelection.groups(*groups).resolve(graph))
+    selected = set(dg.AssetSelection.groups(*groups).resolve(graph))
+    shared = {k: set(graph.get(k).parent_keys) for k in dg.AssetSelection.groups(AUDITS_GROUP).resolve(graph)}
+    for key in graphlib.TopologicalSorter({k: p & set(shared) for k, p in shared.items()}).static_order():
+        parents = shared[key]
+        if (parents & selected) if key == AUDIT_LOG_KEY else (parents and parents <= selected):
+            selected.add(key)
+    return sorted(selected)
 
 
 @contextlib.contextmanager
@@ -105,6 +118,80 @@ def user_error_message(error) -> str | None:
     return None
 
 
+def _failures(result) -> list[tuple[str, object]]:
+    """(step key, ``SerializableErrorInfo``) of every failed step of a run, in event order; a run
+    that failed before any step (its RUN_FAILURE event's error) as step ``"run"``."""
+    steps = [(e.step_key, e.step_failure_data.error) for e in result.all_events
+             if e.is_step_failure and e.step_failure_data and e.step_failure_data.error is not None]
+    if steps:
+        return steps
+    for event in result.all_events:
+        error = getattr(getattr(event, "event_specific_data", None), "error", None)
+        if event.is_run_failure and error is not None:
+            return [("run", error)]
+    return []
+
+
+def _root_cause(error) -> str:
+    """``"<ExceptionClass>: <first line>"`` of the deepest non-Dagster error of a chain (the
+    user code's exception under Dagster's ``DagsterExecutionStepExecutionError`` wrapper)."""
+    found = error
+    for _ in range(10):
+        if error is None:
+            break
+        if not error.cls_name.startswith("Dagster"):
+            found = error
+        error = error.cause or getattr(error, "context", None)
+    first = (found.message.strip().splitlines() or [found.cls_name])[0]
+    return first if first.startswith(found.cls_name) else f"{found.cls_name}: {first}"
+
+
+def failure_lines(result, log_dir, output_log) -> list[str]:
+    """What ``dora audit`` prints for a failed run: one line per distinct failure, then where the
+    stack traces are. The traces go to ``<log_dir>/audit-<run id>.log`` (written here), never to
+    the terminal.
+
+    A failure with a known cause (a :class:`~ingestion.errors.DoraError` anywhere in the step's
+    error chain: a bad input file, an unreachable server, a model that cannot load) is
+    ``dora audit: error: <its message>``; any other is ``dora audit: error: step <key> failed
+    unexpectedly (<ExceptionClass>: <first line>); full trace: <log>``. At most
+    :data:`MAX_FAILURE_LINES` failure lines (others are counted on the last line).
+
+    Args:
+        result: the Dagster run result (``success`` False). log_dir: ``$DORA_HOME/logs``.
+        output_log: the file that holds the run's captured output (dbt's events), named in the log.
+
+    Returns:
+        The lines to print on stderr (their last one names the log file).
+    """
+    from pathlib import Path
+
+    failures = _failures(result)
+    log = Path(log_dir) / f"audit-{result.run_id}.log"
+    with open(log, "w", encoding="utf-8") as fh:
+        fh.write(f"dora audit: Dagster run {result.run_id} failed; captured output (dbt): {output_log}\n")
+        for key, error in failures:
+            fh.write(f"\n===== step {key} failed =====\n{error.to_string()}\n")
+    lines: list[str] = []
+    for key, error in failures:
+        known = user_error_message(error)
+        line = (f"dora audit: error: {known}" if known else
+                f"dora audit: error: step {key} failed unexpectedly ({_root_cause(error)}); full trace: {log}")
+        if line not in lines:
+            lines.append(line)
+    more = len(lines) - MAX_FAILURE_LINES
+    lines = lines[:MAX_FAILURE_LINES]
+    if not lines:
+        lines.append(f"dora audit: error: the Dagster run failed with no step error recorded; see {log}")
+    lines.append(f"dora: audit failed (Dagster run {result.run_id}{f'; {more} more failed steps' if more > 0 else ''}); "
+                 f"stack traces: {log}")
+    return lines
+
+
+#: Failure lines ``dora audit`` prints at most (one per distinct failed step; the rest are counted).
+MAX_FAILURE_LINES = 2
+
+
 def _dora_error_names() -> set[str]:
     import ingestion.errors  # every DoraError subclass lives there (tests/test_layering.py checks it)
 
@@ -171,9 +258,12 @@ def cmd_audit(args) -> int:
         for step in ("crows_pairs", "descriptors"):
             forget(step)
     run_config = audit_run_config(args, **({"registry": registry} if args.target else {}))
+    from orchestration.cli.flags import selected
+    from orchestration.defs.audits.runs import adhoc_run, adhoc_tags, target_run_tags
+    from orchestration import families as fam
+
     if args.target:  # a target of another family: that family's options from the registry
         from ingestion.registry import load_registry
-        from orchestration import families as fam
         from orchestration.defs.audits.runs import family_op_configs
 
         target = load_registry(registry).target(args.target)
@@ -183,6 +273,14 @@ def cmd_audit(args) -> int:
             except (KeyError, ValueError) as exc:
                 print(f"dora audit: {exc}", file=sys.stderr)
                 return 2
+    families = [f.name for f in fam.FAMILIES if selected(args, f)]
+    if args.target:  # a target's run audits its own family only
+        tags = target_run_tags(partition, registry, [target.family], trigger="cli")
+    elif any(flag.flag == "--model" for f in fam.FAMILIES if selected(args, f) for flag in f.flags):
+        # an ad-hoc audit of the --model model is a partition of it: `adhoc:<model>@<version>`
+        partition, tags = adhoc_run(instance, args.model, args.backend, families, trigger="cli")
+    else:  # the selected families name their models with flags of their own (--modscan-model)
+        tags = adhoc_tags(families, trigger="cli")
     job = defs.resolve_job_def(AUDIT_JOB)
     log_dir = home / "logs"
     log_dir.mkdir(exist_ok=True)
@@ -194,7 +292,7 @@ def cmd_audit(args) -> int:
         configure_instance(instance)  # one DuckDB writer at a time (pool 'duckdb_writer' = 1 slot)
         prepare_run_readers()  # in-run readers wait for a writer
         reap_dead_runs(instance)  # free the slots of audits whose process was killed
-        with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, process_tags(),
+        with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, {**tags, **process_tags()},
                                                    _probe_selection(defs, args.probe),
                                                    getattr(args, "celery_broker", None)) as result:
             pass
@@ -205,22 +303,30 @@ def cmd_audit(args) -> int:
                   f"{result.run_id} is marked failed; every shard that landed is kept: run the same command again "
                   "to generate only the missing rows", file=sys.stderr)
             return 130
-        for event in result.all_events:
-            if event.is_step_failure and event.step_failure_data:  # (a RUN_FAILURE has no step data)
-                error = event.step_failure_data.error
-                known = user_error_message(error)  # a DoraError: its one line, no traceback
-                if known:
-                    print(f"dora audit: {known}", file=sys.stderr)
-                else:
-                    print(f"dora: step {event.step_key} failed:\n{error.to_string()}", file=sys.stderr)
-        print(f"dora: audit failed (Dagster run {result.run_id}); dbt log: {log_path}; run logs: `dora ui`", file=sys.stderr)
+        for line in failure_lines(result, log_dir, log_path):
+            print(line, file=sys.stderr)
         return 1
-    from orchestration import families as fam
-    from orchestration.cli.flags import selected
-
     for family in fam.FAMILIES:
         if family.summary is not None and selected(args, family):
             text = family.summary(result, args)
             if text:
                 print(text)
+    for line in quarantine_lines(result, [f for f in fam.FAMILIES if selected(args, f)]):
+        print(line)
     return 0
+
+
+def quarantine_lines(result, families) -> list[str]:
+    """One summary line per family whose assets set input rows aside in this run (the
+    ``rows_quarantined`` / ``<input>_rows_quarantined`` metadata of its landing assets, summed),
+    none when it is zero."""
+    from orchestration.family import materializations
+
+    lines = []
+    for family in families:
+        n = sum(int(value or 0) for table in family.landing_tables for md in materializations(result, table)
+                for key, value in md.items() if key == "rows_quarantined" or key.endswith("_rows_quarantined"))
+        if n:
+            lines.append(f"{family.name}: rows_quarantined {n:,} (input rows not audited, each with its file, line and "
+                         "reason in $DORA_HOME/landing/input_quarantine)")
+    return lines

@@ -190,6 +190,42 @@ def audit_run_config(args: argparse.Namespace, **extra) -> dg.RunConfig:
     )
 
 
+def family_problem(args: argparse.Namespace) -> str | None:
+    """The first problem of ``dora audit``'s family flags, before Dagster starts (one line), or ``None``.
+
+    Checks, for every family: each flag declared with ``path=`` (``cli_validation.path_problem``), each
+    flag declared with ``local_model=`` that runs on a local backend (``cli_validation.local_model_problem``;
+    not for ``--dry-run``, which loads no model); then each selected family's ``check`` of its
+    op configs (``orchestration/family.py``).
+    """
+    from ingestion.vocabulary import DEFAULT_MODEL
+    from orchestration.cli_validation import LOCAL_BACKENDS, local_model_problem, path_problem
+
+    dry_run = getattr(args, "dry_run", False)
+    for family in fam.FAMILIES:
+        for flag in family.flags:
+            value = getattr(args, flag.arg_dest, None)
+            if not isinstance(value, str) or not value:
+                continue
+            if flag.path:
+                problem = path_problem(value, flag.path, flag.flag)
+                if problem:
+                    return problem
+            if flag.local_model and not dry_run and value != DEFAULT_MODEL:
+                backend = "transformers" if flag.local_model == "always" else getattr(args, flag.local_model, None)
+                problem = local_model_problem(value, flag.flag) if backend in LOCAL_BACKENDS else None
+                if problem:
+                    return problem
+    checks = [f for f in fam.FAMILIES if f.check is not None and selected(args, f)]
+    if checks:
+        ops = op_run_configs(args)
+        for family in checks:
+            problem = family.check(ops)
+            if problem:
+                return problem
+    return None
+
+
 def __getattr__(name: str):
     if name == "OP_CONFIGS":  # op name -> Config class, over every family (computed: FAMILIES may change)
         return fam.op_configs()

@@ -69,9 +69,17 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("sql", help="the SQL to run")
     query.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
 
-    ui = sub.add_parser("ui", help="start the Dagster UI (dagster dev) on this DORA_HOME")
-    ui.add_argument("--port", type=v.int_range(1, 65535), default=3000, help="(default: 3000)")
-    ui.add_argument("--host", default="127.0.0.1", help="(default: 127.0.0.1)")
+    ui = sub.add_parser(
+        "ui", help="start the Dagster UI (dagster dev) on this DORA_HOME",
+        description="Start the Dagster UI (dagster dev) on the Dagster instance of this DORA_HOME: the asset "
+        "lineage (one group per probe family and the shared group 'audits'), every audit run with its dora/* "
+        "tags, the audit partitions. Ctrl-C or SIGTERM stops it and every process it started within seconds. "
+        "Tour: docs/operations.md#the-ui-tour",
+    )
+    ui.add_argument("--port", type=v.int_range(1, 65535), default=3000, metavar="PORT",
+                    help="TCP port the UI listens on, 1..65535 (default: 3000)")
+    ui.add_argument("--host", default="127.0.0.1", metavar="HOST",
+                    help="address to listen on; 0.0.0.0 serves other machines too (default: 127.0.0.1, this machine only)")
 
     report = sub.add_parser(
         "report",

@@ -58,3 +58,30 @@ def same_config(config_class: type[dg.Config], *ops: str) -> dg.ConfigMapping:
     # Dagster reads the schema from the annotation (a Config class), as on an op
     config_fn.__annotations__ = {"config": config_class}
     return dg.ConfigMapping(config_fn=config_fn)
+
+
+def skipped_result(reason: str, *, asset_key=None, rows_key: str = "rows_generated", **extra) -> dg.MaterializeResult:
+    """The materialisation of a probe asset that did not run (no model configured, another
+    family selected, a registry target of another modality): dora's one convention for it.
+
+    Dagster has no "skipped" state for an asset a run selected: an asset that emits no output
+    makes Dagster skip every step downstream of it, and the dbt build of every family is one
+    step downstream of each probe. So a skipped probe still materialises, with metadata that
+    says so first: ``status = "skipped"``, ``skipped = True``, ``reason`` (one sentence, also
+    logged by the caller), ``<rows_key> = 0`` and ``extra`` (``how_to_enable``, ``target``, ...).
+
+    Args:
+        reason: why the probe did not run.
+        asset_key: for a multi-asset step that yields several keys.
+        rows_key: the row-count name of the asset (``rows_scored``, ``answers``); ``None`` for none.
+
+    Returns:
+        A ``MaterializeResult`` to return or yield.
+    """
+    return dg.MaterializeResult(asset_key=asset_key, metadata=skipped_metadata(reason, rows_key=rows_key, **extra))
+
+
+def skipped_metadata(reason: str, *, rows_key: str | None = "rows_generated", **extra) -> dict:
+    """The metadata of :func:`skipped_result`, for a graph-backed asset whose last op yields
+    ``dagster.Output(None, ..., metadata=...)`` (the blocked probes)."""
+    return {"status": "skipped", "skipped": True, "reason": reason, **({rows_key: 0} if rows_key else {}), **extra}

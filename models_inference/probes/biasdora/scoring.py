@@ -62,7 +62,7 @@ def with_association_text(rows: Iterable[Mapping]) -> list[dict]:
     Args:
         rows: rows of the dbt model ``int_associations_to_score`` (read by the orchestration
             layer with :func:`analytics.query.read_relation`): :data:`ASSOCIATION_KEY`,
-            ``bias_dimension``, ``association_text`` (the sentence, built in SQL), ``subject``
+            ``bias_dimensions``, ``association_text`` (the sentence, built in SQL), ``subject``
             and ``prefix`` (the T2T sentence's, null for other modalities), plus any other
             columns (kept).
 

@@ -290,32 +290,46 @@ def run_text_sets(
         cfg.numeric_prompt_style = getattr(backend, "default_prompt_style", "chat")
     if cfg.numeric_prompt_style not in ("chat", "completion"):
         raise ValueError(f"numeric_prompt_style must be chat or completion, got {cfg.numeric_prompt_style!r}")
-    audit_id = audit_id or audit_id_for("text", backend, cfg)
 
     def style(label: str) -> str:
         return cfg.numeric_prompt_style if prompt_kind(label) == "numeric" else "chat"
 
-    sampling = SamplingParams(cfg.temperature, cfg.top_p)
+    def generate_for(audit_id: str, sampling: SamplingParams) -> Callable:
+        def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
+            prompts = [text_set_prompt(lab, m.a1, m.a2, s.occupation_text, None if mit == NO_MITIGATION else mit) for s, m, lab, mit, _ in chunk]
+            seeds = [generation_seed(audit_id, s.set_id, lab, mit, sd) for s, _, lab, mit, sd in chunk]
+            requests = [
+                GenerationRequest(prompt=RenderedPrompt(style(item[2]), p), seed=g, max_new_tokens=cfg.tokens_for(item[2]), stop="eos")
+                for p, g, item in zip(prompts, seeds, chunk)
+            ]
+            results = backend.generate(requests, sampling, on_batch=advance)
+            now = datetime.now(timezone.utc)
+            return [
+                response_row(audit_id, backend, "text", item, p, g, cfg, r.text, r.finished, r.error, now, prompt_style=style(item[2]))
+                for item, p, g, r in zip(chunk, prompts, seeds, results)
+            ]
+        return generate
 
-    def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
-        prompts = [text_set_prompt(lab, m.a1, m.a2, s.occupation_text, None if mit == NO_MITIGATION else mit) for s, m, lab, mit, _ in chunk]
-        seeds = [generation_seed(audit_id, s.set_id, lab, mit, sd) for s, _, lab, mit, sd in chunk]
-        requests = [
-            GenerationRequest(prompt=RenderedPrompt(style(item[2]), p), seed=g, max_new_tokens=cfg.tokens_for(item[2]), stop="eos")
-            for p, g, item in zip(prompts, seeds, chunk)
-        ]
-        results = backend.generate(requests, sampling, on_batch=advance)
-        now = datetime.now(timezone.utc)
-        return [
-            response_row(audit_id, backend, "text", item, p, g, cfg, r.text, r.finished, r.error, now, prompt_style=style(item[2]))
-            for item, p, g, r in zip(chunk, prompts, seeds, results)
-        ]
+    return _land_sets("text", sets, backend, cfg, generate_for, audit_id=audit_id, progress=progress, target=target,
+                      max_error_share=max_error_share, block=block)
 
-    event_cfg = {"backend": backend.backend_name, "variant": "text", **asdict(cfg)}
+
+def _land_sets(variant: str, sets: Sequence[CounterfactualSet], backend, cfg: CounterfactualProbeConfig,
+               generate_for: Callable, *, audit_id: str | None = None, progress: bool = True, target: str | None = None,
+               max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE, block: str | None = None) -> CounterfactualRunSummary:
+    """The run both set variants share, once their config is checked: the audit id
+    (:func:`audit_id_for`), the audit's event, and the resumable landing loop
+    (:func:`models_inference.resumable.run_resumable`) over :func:`plan`, one row per (set,
+    member, prompt, mitigation, seed). ``generate_for(audit_id, sampling)`` returns the
+    variant's ``generate(chunk, advance) -> rows``; ``block``: the name of this block of sets
+    (:func:`run_text_sets`)."""
+    audit_id = audit_id or audit_id_for(variant, backend, cfg)
+    generate = generate_for(audit_id, SamplingParams(cfg.temperature, cfg.top_p))
+    event_cfg = {"backend": backend.backend_name, "variant": variant, **asdict(cfg)}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target)
     key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
     res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
-                        max_error_share=max_error_share, step="counterfactual text sets", block=block)
+                        max_error_share=max_error_share, step=f"counterfactual {variant} sets", block=block)
     return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
 
 
@@ -375,18 +389,13 @@ def generate_set_images(sets: Sequence[CounterfactualSet], image_backend) -> lis
 
 
 def run_image_sets(
-    sets: Sequence[CounterfactualSet],
-    backend,
-    config: CounterfactualProbeConfig | None = None,
-    *,
-    audit_id: str | None = None,
-    progress: bool = True,
-    target: str | None = None,
-    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
+    sets: Sequence[CounterfactualSet], backend, config: CounterfactualProbeConfig | None = None, **options
 ) -> CounterfactualRunSummary:
     """Generate and land every missing image-set response: the member's image + the verbatim
     prompt (Tables 6, 7, 15; mitigation applied), through a vision backend
     (``models_inference.backends.vision``: transformers LLaVA-style VLMs, OpenAI-compatible vision chat).
+    ``options``: ``audit_id``, ``progress``, ``target``, ``max_error_share``, as
+    :func:`run_text_sets`; the returned summary is the same.
 
     Each member image is copied into the content-addressed image store (PNG, sha256 name)
     first; rows record its sha256 and stored path.
@@ -406,8 +415,6 @@ def run_image_sets(
     if isinstance(sets, SetFile):  # the manifest's rows that were not read, with line and reason
         land_quarantine("counterfactual", sets.dataset_id, list(sets.quarantined))
     cfg.numeric_prompt_style = "chat"
-    audit_id = audit_id or audit_id_for("image", backend, cfg)
-    sampling = SamplingParams(cfg.temperature, cfg.top_p)
     stored: dict[str, tuple[str, str]] = {}
     for s in sets:
         for m in s.members:
@@ -421,28 +428,25 @@ def run_image_sets(
             stored[m.image_path] = (img.sha256, img.path)
         return stored[m.image_path]
 
-    def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
-        prompts = [mitigated(base_prompt(lab, s.occupation_text), None if mit == NO_MITIGATION else mit) for s, _, lab, mit, _ in chunk]
-        seeds = [generation_seed(audit_id, s.set_id, lab, mit, sd) for s, _, lab, mit, sd in chunk]
-        images = [image_of(m) for _, m, _, _, _ in chunk]
-        requests = [
-            DescriptionRequest(image_file(path), RenderedPrompt("chat", p), g, cfg.tokens_for(item[2]))
-            for (sha, path), p, g, item in zip(images, prompts, seeds, chunk)
-        ]
-        results = backend.describe(requests, sampling, on_batch=advance)
-        now = datetime.now(timezone.utc)
-        return [
-            response_row(audit_id, backend, "image", item, p, g, cfg, r.text, r.finished, r.error, now,
-                         image_sha256=img[0], image_path=img[1])
-            for item, p, g, r, img in zip(chunk, prompts, seeds, results, images)
-        ]
+    def generate_for(audit_id: str, sampling: SamplingParams) -> Callable:
+        def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
+            prompts = [mitigated(base_prompt(lab, s.occupation_text), None if mit == NO_MITIGATION else mit) for s, _, lab, mit, _ in chunk]
+            seeds = [generation_seed(audit_id, s.set_id, lab, mit, sd) for s, _, lab, mit, sd in chunk]
+            images = [image_of(m) for _, m, _, _, _ in chunk]
+            requests = [
+                DescriptionRequest(image_file(path), RenderedPrompt("chat", p), g, cfg.tokens_for(item[2]))
+                for (sha, path), p, g, item in zip(images, prompts, seeds, chunk)
+            ]
+            results = backend.describe(requests, sampling, on_batch=advance)
+            now = datetime.now(timezone.utc)
+            return [
+                response_row(audit_id, backend, "image", item, p, g, cfg, r.text, r.finished, r.error, now,
+                             image_sha256=img[0], image_path=img[1])
+                for item, p, g, r, img in zip(chunk, prompts, seeds, results, images)
+            ]
+        return generate
 
-    event_cfg = {"backend": backend.backend_name, "variant": "image", **asdict(cfg)}
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target)
-    key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
-    res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
-                        max_error_share=max_error_share, step="counterfactual image sets")
-    return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
+    return _land_sets("image", sets, backend, cfg, generate_for, **options)
 
 
 # ------------------------------------------------------------------------------- toxicity

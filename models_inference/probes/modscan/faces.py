@@ -223,8 +223,15 @@ def read_faces_manifest(manifest: str | Path, *, check_images: bool = True) -> F
 
 
 def read_faces(source: str | Path, *, check_images: bool = True) -> FaceSet:
-    """:func:`read_faces_folder` for a folder, :func:`read_faces_manifest` for a ``.csv`` file."""
+    """:func:`read_faces_folder` for a folder, :func:`read_faces_manifest` for a ``.csv`` file.
+
+    Raises:
+        InputFileError: a regular file that is not ``.csv``, and see the two readers.
+    """
     p = Path(source).expanduser()
+    if p.is_file() and p.suffix.lower() != ".csv":
+        raise InputFileError(f"faces {p}: a file that is not a .csv manifest; give a UTKFace-format folder or a CSV manifest "
+                             f"({', '.join(MANIFEST_COLUMNS)})")
     return read_faces_manifest(p, check_images=check_images) if p.suffix.lower() == ".csv" else read_faces_folder(p, check_images=check_images)
 
 

@@ -19,9 +19,7 @@ stored content-addressed in the shared image store (``$DORA_HOME/images``).
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +27,7 @@ from urllib.parse import urlparse
 
 # the family's error type lives with every DoraError (the CLI finds them there); re-exported here
 from ingestion.errors import InputFileError, ItemPoolTooSmallError, VLStereoSetFormatError
-from ingestion.quarantine import QuarantinedRow, no_good_row_error, not_utf8, read_csv_records, shown
+from ingestion.quarantine import QuarantinedRow, no_good_row_error, read_csv_records
 from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
 from models_inference.image_store import StoredImage, store_png
 
@@ -104,11 +102,6 @@ def _fill(context: str, value: str) -> tuple[str, str]:
     return re.sub(r"BLANK", value, context, count=1), "filled_blank"
 
 
-#: Longest field accepted, in characters (captions and contexts are one sentence; a longer field
-#: is a broken row, e.g. an unclosed quote that swallowed the rest of the file).
-MAX_FIELD_CHARS = 10_000
-
-
 def _row_problem(rec: dict[str, str]) -> str | None:
     """Why a row of the released format cannot be audited (field and value), or ``None``."""
     category = rec["bias_type"].lower()
@@ -123,10 +116,25 @@ def _row_problem(rec: dict[str, str]) -> str | None:
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc or re.search(r"\s", url):
         return f"field Imaeg URL: {url[:80]!r} is not an http(s) URL"
-    long = [name for name, value in rec.items() if len(value) > MAX_FIELD_CHARS]
-    if long:
-        return f"field {long[0]}: {len(rec[long[0]]):,} characters, more than {MAX_FIELD_CHARS:,} (a broken row?)"
     return None
+
+
+def _item(rec: dict[str, str], row_no: int, line: int) -> VLStereoSetItem:
+    """The item of one good data row: captions filled into the context's BLANK when they are
+    one word, neutral captions derived (:func:`.neutralise.neutralise`)."""
+    category = rec["bias_type"].lower()
+    captions, sources = {}, set()
+    for kind in CAPTION_KINDS:
+        captions[kind], src = _fill(rec["context"], rec[kind])
+        sources.add(src)
+    neutral = neutralise(category, rec["target"], rec["context"], captions["stereotype"], captions["anti-stereotype"])
+    return VLStereoSetItem(
+        item_id=f"r{row_no:05d}", source_row=row_no, source_line=line, category=category, target=rec["target"],
+        context=rec["context"], captions=captions, caption_source="filled_blank" if "filled_blank" in sources else "as_given",
+        label=int(rec["label"]), y=LABEL_TO_Y[rec["label"]], image_url=rec["Imaeg URL"],
+        neutral_stereotype=neutral.stereotype, neutral_anti_stereotype=neutral.anti_stereotype,
+        neutral_rule=neutral.rule, neutral_status=neutral.status,
+    )
 
 
 def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
@@ -146,88 +154,32 @@ def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
         A :class:`VLStereoSetDataset`: one :class:`VLStereoSetItem` per good data row, in file
         order, neutral captions derived (:func:`.neutralise.neutralise`); the quarantined rows.
 
+    Rows are read by the shared reader (:func:`ingestion.quarantine.read_csv_records`: field
+    count, encoding and field length per row), then each good row's values are checked here.
+
     Raises:
-        FileNotFoundError: no such file. IsADirectoryError: a folder.
-        VLStereoSetFormatError: an empty file, a header that is not the released one, or a file
-            with no good row (the message gives the count and the first rows' reasons; for a
-            file that is not UTF-8, the byte offset of its first bad byte).
+        VLStereoSetFormatError: no such file, a folder, a FIFO or device, a UTF-16 / UTF-32 file
+            (its byte-order mark); an empty file; a header without one of
+            the released columns (:data:`CSV_COLUMNS`, "Imaeg URL" spelled so; other columns
+            are ignored); a file with no good row (the message gives the count and the first
+            rows' reasons; for a file that is not UTF-8, the byte offset of its first bad byte).
     """
-    path = Path(path)
-    raw = path.read_bytes()
-    text = raw.decode("utf-8", "surrogateescape").lstrip("\ufeff")  # one BOM or several
-    csv.field_size_limit(max(csv.field_size_limit(), 64 << 20))  # long fields are quarantined below, by name
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise VLStereoSetFormatError(f"{path}: empty file, expected the header {', '.join(CSV_COLUMNS)}") from None
-    names = [h.strip().lstrip("\ufeff") for h in header]
-    unnamed = 0
-    while names and names[-1] == "":
-        names.pop()
-        unnamed += 1
-    if tuple(names) != CSV_COLUMNS:
-        why = not_utf8(header, raw)
-        raise VLStereoSetFormatError(
-            f"{path}, line 1: header {names} is not the released VLStereoSet header {list(CSV_COLUMNS)} "
-            "(\"Imaeg URL\" is spelled so in the released file)" + (f"; {why}" if why else "")
-        )
+    path = Path(path).expanduser()
+    try:  # the shared row-by-row reader: header, encoding, field counts, field lengths
+        records, quarantined, raw = read_csv_records(path, CSV_COLUMNS, "VLStereoSet CSV", ignore_unnamed=True)
+    except InputFileError as exc:  # the family's own type, so callers catch one error for its inputs
+        raise VLStereoSetFormatError(str(exc)) from None
     items: list[VLStereoSetItem] = []
-    quarantined: list[QuarantinedRow] = []
-    ignored: list[int] = []
-    row_no, line = 0, 1
-    while True:
-        start = reader.line_num + 1
-        try:
-            fields = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:  # e.g. a NUL byte: the row cannot be split into fields
-            row_no += 1
-            quarantined.append(QuarantinedRow(path.name, start, row_no, f"not a CSV row: {exc}", ""))
-            continue
-        line = start
-        if not any(f.strip() for f in fields):
-            continue  # a blank line (e.g. at the end of the file)
-        row_no += 1
-        rowtext = shown(",".join(fields))
-        why = not_utf8(fields, raw)
-        if why is None and len(fields) > len(CSV_COLUMNS):
-            extra = fields[len(CSV_COLUMNS):]
-            if len(extra) <= unnamed:  # values under the header's unnamed trailing columns: ignored
-                if any(f.strip() for f in extra):
-                    ignored.append(line)
-                fields = fields[: len(CSV_COLUMNS)]
-            else:
-                while len(fields) > len(CSV_COLUMNS) and fields[-1].strip() == "":
-                    fields = fields[:-1]
-        if why is None and len(fields) != len(CSV_COLUMNS):
-            why = f"{len(fields)} fields, expected {len(CSV_COLUMNS)} ({', '.join(CSV_COLUMNS)})"
-        rec = dict(zip(CSV_COLUMNS, (f.strip() for f in fields)))
-        why = why or _row_problem(rec)
+    ignored = [rec.line for rec in records if rec.ignored]
+    for rec in records:
+        why = _row_problem(rec.values)
         if why:
-            quarantined.append(QuarantinedRow(path.name, line, row_no, why, rowtext))
+            quarantined.append(QuarantinedRow(path.name, rec.line, rec.row, why, rec.raw))
             continue
-        category = rec["bias_type"].lower()
-        captions, sources = {}, set()
-        for kind in CAPTION_KINDS:
-            captions[kind], src = _fill(rec["context"], rec[kind])
-            sources.add(src)
-        neutral = neutralise(category, rec["target"], rec["context"], captions["stereotype"], captions["anti-stereotype"])
-        items.append(
-            VLStereoSetItem(
-                item_id=f"r{row_no:05d}", source_row=row_no, source_line=line, category=category, target=rec["target"],
-                context=rec["context"], captions=captions, caption_source="filled_blank" if "filled_blank" in sources else "as_given",
-                label=int(rec["label"]), y=LABEL_TO_Y[rec["label"]], image_url=rec["Imaeg URL"],
-                neutral_stereotype=neutral.stereotype, neutral_anti_stereotype=neutral.anti_stereotype,
-                neutral_rule=neutral.rule, neutral_status=neutral.status,
-            )
-        )
+        items.append(_item(rec.values, rec.row, rec.line))
     if not items:
-        if not quarantined:
-            raise VLStereoSetFormatError(f"{path}: no data row after the header")
-        first = "; ".join(f"line {q.line}: {q.reason}" for q in quarantined[:3])
-        raise VLStereoSetFormatError(f"{path}: none of its {len(quarantined)} data rows can be audited ({first})")
+        raise VLStereoSetFormatError(str(no_good_row_error(path, "VLStereoSet CSV", quarantined)))
+    quarantined.sort(key=lambda q: q.line or 0)
     warnings = ()
     if ignored:
         lines = ", ".join(map(str, ignored[:10])) + (" ..." if len(ignored) > 10 else "")

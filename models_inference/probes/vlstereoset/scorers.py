@@ -243,7 +243,19 @@ class TextPriorScorer:
         return [by_unit[id(u)] for u in units]
 
 
-class ClipScorer:
+class _PaperImageTextScorer:
+    """What the paper's two image-text scorers (CLIP and ITM, §3.3) share: they read the
+    image, are the paper's, give a logit per (image, caption) that the softmax normalises, run
+    under the three image conditions and load through ``transformers``."""
+
+    needs_image = True
+    from_paper = True
+    score_kind = "logit"
+    conditions = ("original", "neutral", "blank_neutral")
+    backend_name = "transformers"
+
+
+class ClipScorer(_PaperImageTextScorer):
     """Contrastive scoring (paper §3.3): cosine(I, S) from a CLIP-style dual encoder.
 
     Args:
@@ -258,11 +270,6 @@ class ClipScorer:
     """
 
     name = "clip"
-    needs_image = True
-    from_paper = True
-    score_kind = "logit"
-    conditions = ("original", "neutral", "blank_neutral")
-    backend_name = "transformers"
 
     def __init__(self, model_ref: str, *, logit_scale: bool = False, batch_size: int = 16):
         import torch
@@ -310,7 +317,7 @@ class ClipScorer:
         return out
 
 
-class ItmScorer:
+class ItmScorer(_PaperImageTextScorer):
     """Image-text matching (paper §3.3: "obtain the logit at the final layer ... for each pair",
     then softmax): a ``transformers`` retrieval model with an ITM head (BLIP
     ``BlipForImageTextRetrieval``, ViLT ``ViltForImageAndTextRetrieval``), loaded by the
@@ -322,11 +329,6 @@ class ItmScorer:
     """
 
     name = "itm"
-    needs_image = True
-    from_paper = True
-    score_kind = "logit"
-    conditions = ("original", "neutral", "blank_neutral")
-    backend_name = "transformers"
     variants = ("itm:match",)
 
     def __init__(self, model_ref: str):

@@ -135,6 +135,7 @@ FAMILY = ProbeFamily(
     flag_prefix="--",
     assets=_assets,
     checks=_checks,
+    audit_assets=("landing/t2t_completions", "landing/t2i_images", "landing/i2t_descriptions"),
     landing_tables=("crows_pairs", "descriptors", "descriptor_rows", "t2t_completions", "t2i_images", "i2t_descriptions",
                     "description_words", "sentiment_scores", "toxicity_scores", "judge_ratings"),
     marts=("dim_audits", "fct_associations", "fct_association_scores", "fct_association_changes", "fct_association_samples",

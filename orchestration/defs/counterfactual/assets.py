@@ -32,8 +32,9 @@ from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from models_inference.resumable import finish_blocks
 from orchestration.defs.audits.runs import family_skip_reason, target_of_run, with_model_version
-from orchestration.defs.common import block_outputs, same_config
+from orchestration.defs.common import block_outputs, same_config, skipped_metadata, skipped_result
 from orchestration.defs.counterfactual.config import CounterfactualConfig
+from orchestration.instance import MODEL_INFERENCE_POOL
 
 RESPONSES = dg.AssetKey(["landing", "counterfactual_responses"])
 LEXICON = dg.AssetKey(["landing", "counterfactual_lexicon"])
@@ -47,6 +48,29 @@ def _skip_reason(context: dg.AssetExecutionContext, config: CounterfactualConfig
     if not config.enabled:
         return "counterfactual probe not selected (dora audit --probe)"
     return family_skip_reason(context, GROUP)  # a registry partition of another family's target
+
+
+def _op(name: str, *specs: tuple):
+    """The multi-asset of one counterfactual op: ``specs`` are (key, description, deps) of its
+    assets, all in the family's group; it calls models, so it runs in the model pool."""
+    return dg.multi_asset(
+        name=name,
+        specs=[dg.AssetSpec(key, deps=list(deps), group_name=GROUP, description=text) for key, text, deps in specs],
+        pool=MODEL_INFERENCE_POOL,
+    )
+
+
+def _skipped(context: dg.AssetExecutionContext, config: CounterfactualConfig, table: str,
+             empty: dict, reason: str | None = None) -> list[dg.MaterializeResult]:
+    """Start an op: its landing table's folder exists (dbt reads it); when the op does not run
+    (:func:`_skip_reason`, else ``reason``), one result per asset of ``empty`` (asset key ->
+    its zero counts) saying why; an empty list when it runs."""
+    landing_dir(table)
+    reason = _skip_reason(context, config) or reason
+    if not reason:
+        return []
+    context.log.info(f"{table} skipped: {reason}")
+    return [skipped_result(reason, asset_key=key, rows_key=None, **zeros) for key, zeros in empty.items()]
 
 
 def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None):
@@ -112,7 +136,7 @@ def counterfactual_sets(context: dg.OpExecutionContext, config: CounterfactualCo
     yield dg.Output(rows, "lexicon_rows")
 
 
-@dg.op(pool="model_inference", description="Generate and land the missing responses of one block of text sets.")
+@dg.op(pool=MODEL_INFERENCE_POOL, description="Generate and land the missing responses of one block of text sets.")
 def counterfactual_block(context: dg.OpExecutionContext, config: CounterfactualConfig, block: dict) -> dict:
     if block["stop"] == block["start"]:
         return {"generated": 0}
@@ -138,8 +162,8 @@ def counterfactual_finish(context: dg.OpExecutionContext, config: Counterfactual
     reason = _skip_reason(context, config)
     if reason:
         context.log.info(f"counterfactual probe skipped: {reason}")
-        yield dg.Output(None, "responses", metadata={"skipped": reason, "rows_generated": 0})
-        yield dg.Output(None, "lexicon", metadata={"skipped": reason})
+        yield dg.Output(None, "responses", metadata=skipped_metadata(reason, rows_key=None, rows_generated=0))
+        yield dg.Output(None, "lexicon", metadata=skipped_metadata(reason, rows_key=None))
         return
     lexicon = competence_lexicon(config.lexicon)
     image_sets = build_image_sets(config)
@@ -200,23 +224,16 @@ def counterfactual_responses():
     return counterfactual_finish(blocks.map(counterfactual_block).collect(), lexicon_rows)
 
 
-@dg.multi_asset(
-    name="counterfactual_toxicity",
-    specs=[
-        dg.AssetSpec(
-            TOXICITY, deps=[RESPONSES], group_name=GROUP,
-            description="Toxicity heads of every counterfactual response (offline: the Jigsaw BiLSTM of "
-            "toxic-comment-classifier; toxic, severe_toxic, obscene, threat, insult, identity_hate). "
-            "Stands in for the paper's Perspective API (absolute values not comparable).",
-        )
-    ],
-    pool="model_inference",
+@_op(
+    "counterfactual_toxicity",
+    (TOXICITY, "Toxicity heads of every counterfactual response (offline: the Jigsaw BiLSTM of "
+     "toxic-comment-classifier; toxic, severe_toxic, obscene, threat, insult, identity_hate). "
+     "Stands in for the paper's Perspective API (absolute values not comparable).", [RESPONSES]),
 )
 def counterfactual_toxicity(context: dg.AssetExecutionContext, config: CounterfactualConfig):
-    landing_dir("counterfactual_toxicity")
-    reason = _skip_reason(context, config)
-    if reason:
-        yield dg.MaterializeResult(asset_key=TOXICITY, metadata={"skipped": reason, "rows_scored": 0})
+    skipped = _skipped(context, config, "counterfactual_toxicity", {TOXICITY: {"rows_scored": 0}})
+    if skipped:
+        yield from skipped
         return
     scorer = load_toxicity_scorer(config.toxicity_scorer)
     summary = cf.score_toxicity(None, scorer, ScoreCache())
@@ -252,23 +269,17 @@ def pmi_candidates(audit_id=None, top: int = 50) -> dict:
     return {(a, s, g): list(ws)[:top] for a, s, g, ws in rows}
 
 
-@dg.multi_asset(
-    name="counterfactual_stereotype_filter",
-    specs=[
-        dg.AssetSpec(
-            FLAGS, deps=[PMI], group_name=GROUP,
-            description="Stereotype filter (App. D.2, prompts verbatim, 3 answers per group, union, "
-            "hallucinated words dropped) of each group's PMI word list, through the judge model "
-            "(default: the embedded SmolLM2; the paper: GPT-4-turbo / GPT-4o).",
-        )
-    ],
-    pool="model_inference",
+@_op(
+    "counterfactual_stereotype_filter",
+    (FLAGS, "Stereotype filter (App. D.2, prompts verbatim, 3 answers per group, union, "
+     "hallucinated words dropped) of each group's PMI word list, through the judge model "
+     "(default: the embedded SmolLM2; the paper: GPT-4-turbo / GPT-4o).", [PMI]),
 )
 def counterfactual_stereotype_filter(context: dg.AssetExecutionContext, config: CounterfactualConfig):
-    landing_dir("counterfactual_stereotype_flags")
-    reason = _skip_reason(context, config) or ("judge backend none" if config.judge_backend == "none" else None)
-    if reason:
-        yield dg.MaterializeResult(asset_key=FLAGS, metadata={"skipped": reason, "answers": 0})
+    skipped = _skipped(context, config, "counterfactual_stereotype_flags", {FLAGS: {"answers": 0}},
+                       "judge backend none" if config.judge_backend == "none" else None)
+    if skipped:
+        yield from skipped
         return
     candidates = pmi_candidates()
     if config.judge_backend == "openai":

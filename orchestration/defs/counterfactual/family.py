@@ -36,13 +36,36 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((C, "numeric_max_new_tokens"),), prefix=P, validator=v.int_range(0, MAX_TOKENS, " (0 = --cf-max-new-tokens)"),
          convert=lambda n: n or None),
     Flag(((C, "judge_backend"),), prefix=P, choices=JUDGE_BACKENDS),
-    *Flag.of(C, "judge_model", "lexicon", prefix=P),
+    Flag(((C, "judge_model"),), prefix=P, local_model="cf_judge_backend"),
+    Flag(((C, "lexicon"),), prefix=P, path="file"),
     # image sets (the LVLM) and their paired text sets (section 5.1)
-    *Flag.of(C, "images", "vision_model", prefix=P),
+    Flag(((C, "images"),), prefix=P, path="file_or_folder"),
+    Flag(((C, "vision_model"),), prefix=P, local_model="cf_vision_backend"),
     Flag(((C, "vision_backend"),), prefix=P, choices=I2T_BACKENDS),
     Flag(((C, "vision_base_url"),), prefix=P, validator=v.base_urls),
     *Flag.of(C, "vision_batch_size", "paired_text", prefix=P),
 )
+
+
+def check(configs) -> str | None:
+    """``dora audit``'s check of the counterfactual settings before Dagster starts: image sets
+    need their LVLM (``--cf-images`` with ``--cf-vision-model``), a lexicon file
+    (``--cf-lexicon``) must hold a usable word, user-defined sets (``--cf-custom-occupations``)
+    must be buildable (cheap: neither loads the released sets nor a model)."""
+    from ingestion.errors import CounterfactualInputError
+    from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets
+
+    config = configs[COUNTERFACTUAL_OPS[0]]
+    if config.images and not config.vision_model:
+        return "--cf-images needs --cf-vision-model (the LVLM shown the images, section 5.1)"
+    try:
+        if config.lexicon:
+            competence_lexicon(config.lexicon)
+        if config.custom_occupations:
+            custom_sets(config.custom_occupations, config.subsets)
+    except CounterfactualInputError as exc:
+        return f"--cf-lexicon / --cf-custom-occupations: {exc}"
+    return None
 
 CHANGE_TEST = FamilyChangeTest(
     "counterfactual", "fct_max_toxicity_change_tests", "fct_counterfactual_responses", "generated_at",
@@ -70,7 +93,7 @@ def summary(result, args=None) -> str:
         md = {k: v.value for k, v in mat.materialization.metadata.items()}
         if md.get("skipped"):
             if key[1] == "counterfactual_responses":
-                lines.append(f"  skipped: {md['skipped']}")
+                lines.append(f"  skipped: {md.get('reason')}")
             continue
         if key[1] == "counterfactual_responses":
             if md.get("audit_id"):
@@ -134,6 +157,7 @@ FAMILY = ProbeFamily(
     flags=FLAGS,
     flag_prefix="--" + P,
     assets=_assets,
+    audit_assets=("landing/counterfactual_responses",),
     landing_tables=("counterfactual_responses", "counterfactual_lexicon", "counterfactual_toxicity", "counterfactual_stereotype_flags"),
     marts=("fct_counterfactual_responses", "fct_max_toxicity", "agg_max_toxicity", "fct_group_word_pmi", "agg_competence_by_group",
            "fct_numeric_ratings", "agg_numeric_ratings", "agg_numeric_tests_by_occupation", "fct_max_toxicity_change_tests",
@@ -142,4 +166,5 @@ FAMILY = ProbeFamily(
     plan=plan,
     change_test=CHANGE_TEST,
     report_section=_report_section,
+    check=check,
 )

@@ -26,7 +26,7 @@ def _with_original(prefixes) -> list[str]:
 
 
 FLAGS: tuple[Flag, ...] = (
-    *Flag.of(M, "model", prefix=P),
+    Flag(((M, "model"),), prefix=P, local_model="modscan_backend"),
     Flag(((M, "backend"),), prefix=P, choices=T2T_BACKENDS),
     Flag(((M, "base_url"),), prefix=P, validator=v.base_urls),
     Flag(((M, "probes"),), prefix=P, choices=TEXT_PROBES),
@@ -36,18 +36,32 @@ FLAGS: tuple[Flag, ...] = (
     *Flag.of(M, "samples", prefix=P),
     Flag(((M, "instances_per_scenario"),), name="--modscan-instances"),
     *Flag.of(M, "max_new_tokens", prefix=P),
-    Flag(((M, "faces"),), name="--faces"),
-    *Flag.of(M, "vision_model", prefix=P),
+    Flag(((M, "faces"),), name="--faces", path="file_or_folder"),
+    Flag(((M, "vision_model"),), prefix=P, local_model="modscan_vision_backend"),
     Flag(((M, "vision_backend"),), prefix=P, choices=I2T_BACKENDS),
     Flag(((M, "vision_base_url"),), prefix=P, validator=v.base_urls),
     *Flag.of(M, "pairs_per_group", prefix=P),
     Flag(((M, "vision_instances_per_scenario"),), name="--modscan-vision-instances"),
-    *Flag.of(M, "t2i_model", prefix=P),
+    Flag(((M, "t2i_model"),), prefix=P, local_model="modscan_t2i_backend"),
     Flag(((M, "t2i_backend"),), prefix=P, choices=T2I_BACKENDS),
     Flag(((M, "t2i_base_url"),), prefix=P, validator=v.base_urls),
     *Flag.of(M, "images_per_trait", "person_check", prefix=P),
     Flag(((M, "prefixes"),), name="--prefix", repeat=True, choices=tuple(sorted(PREFIXES)), convert=_with_original),
 )
+
+def check(configs) -> str | None:
+    """``dora audit``'s check of the ModSCAN settings before Dagster starts: the vision and
+    language modalities need the VLM that answers (``--modscan-vision-model``); without it
+    ``--faces`` or ``--modscan-t2i-model`` would be ignored."""
+    config = configs[OP]
+    if config.vision_model:
+        return None
+    if config.faces:
+        return "--faces needs --modscan-vision-model (the VLM shown the face pairs, seed 000 section 3.1)"
+    if config.t2i_model:
+        return "--modscan-t2i-model needs --modscan-vision-model (the VLM shown the scene images, seed 000 section 3.2)"
+    return None
+
 
 CHANGE_TEST = FamilyChangeTest(
     "modscan", "fct_modscan_change_tests", "fct_modscan_responses", "generated_at",
@@ -116,6 +130,7 @@ FAMILY = ProbeFamily(
     flags=FLAGS,
     flag_prefix="--" + P,
     assets=_assets,
+    audit_assets=("landing/modscan_responses",),
     landing_tables=("modscan_responses",),
     marts=("fct_modscan_responses", "agg_modscan_selection", "agg_modscan_bias_scores", "agg_modscan_bias_summary",
            "agg_modscan_prefix_deltas", "agg_modscan_gender_skew", "agg_modscan_race_pairwise", "agg_modscan_model_similarity",
@@ -124,4 +139,5 @@ FAMILY = ProbeFamily(
     plan=plan,
     change_test=CHANGE_TEST,
     report_section=_report_section,
+    check=check,
 )

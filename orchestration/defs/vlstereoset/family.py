@@ -17,17 +17,33 @@ V = VLStereoSetConfig
 P = "vlstereoset-"
 
 FLAGS: tuple[Flag, ...] = (
-    *Flag.of(V, "csv", prefix=P),
-    Flag(((V, "images"),), name="--images", aliases=("--vlstereoset-images",), dest="vlstereoset_images"),
+    Flag(((V, "csv"),), prefix=P, path="file"),
+    Flag(((V, "images"),), name="--images", aliases=("--vlstereoset-images",), dest="vlstereoset_images", path="folder"),
     Flag(((V, "download_images"),), name="--vlstereoset-download"),
     Flag(((V, "scorers"),), prefix=P, choices=SCORERS),
-    *Flag.of(V, "text_model", "clip_model", "clip_logit_scale", "itm_model", "vlm_model", prefix=P),
+    Flag(((V, "text_model"),), prefix=P, local_model="vlstereoset_text_backend"),
+    Flag(((V, "clip_model"),), prefix=P, local_model="always"),
+    *Flag.of(V, "clip_logit_scale", prefix=P),
+    Flag(((V, "itm_model"),), prefix=P, local_model="always"),
+    Flag(((V, "vlm_model"),), prefix=P, local_model="vlstereoset_vlm_backend"),
     Flag(((V, "text_backend"),), prefix=P, choices=T2T_BACKENDS),
     Flag(((V, "text_base_url"),), prefix=P, validator=v.base_urls),
     Flag(((V, "vlm_backend"),), prefix=P, choices=I2T_BACKENDS),
     Flag(((V, "vlm_base_url"),), prefix=P, validator=v.base_urls),
     *Flag.of(V, "mcq_shuffles", "items", "item_seed", prefix=P),
 )
+
+def check(configs) -> str | None:
+    """``dora audit``'s check of the VLStereoSet settings before Dagster starts: every scorer
+    asked for has its model (``selected_scorers``)."""
+    from orchestration.defs.vlstereoset.config import selected_scorers
+
+    try:
+        selected_scorers(configs[OP_NAME])
+    except ValueError as exc:
+        return f"--vlstereoset-scorers: {exc}"
+    return None
+
 
 CHANGE_TEST = FamilyChangeTest(
     "vlstereoset", "fct_vlstereoset_change_tests", "fct_vlstereoset_scores", "scored_at",
@@ -93,6 +109,7 @@ FAMILY = ProbeFamily(
     flags=FLAGS,
     flag_prefix="--" + P,
     assets=_assets,
+    audit_assets=("landing/vlstereoset_scores",),
     landing_tables=("vlstereoset_items", "vlstereoset_scores"),
     marts=("fct_vlstereoset_scores", "agg_vlstereoset_metrics", "fct_vlstereoset_shifts", "agg_vlstereoset_shifts",
            "fct_vlstereoset_change_tests"),
@@ -100,4 +117,5 @@ FAMILY = ProbeFamily(
     plan=plan,
     change_test=CHANGE_TEST,
     report_page=_report_page,
+    check=check,
 )

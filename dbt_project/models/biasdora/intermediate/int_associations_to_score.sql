@@ -66,14 +66,8 @@ t2t_sentences as (
 
 final as (
     select
-        associations.audit_id,
-        associations.model_id,
-        associations.model_version,
-        associations.modality,
-        associations.setting,
-        associations.descriptor,
-        associations.word,
-        associations.bias_dimension,
+        {{ qualified('associations', association_key()) }},
+        associations.bias_dimensions,
         associations.is_significant,
         -- the paper's p-value-significant pool (--score-pool paper)
         coalesce(associations.is_paper_significant, false) as is_paper_significant,

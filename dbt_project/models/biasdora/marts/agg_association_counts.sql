@@ -14,11 +14,7 @@ associations as (
 
 final as (
     select
-        audit_id,
-        model_id,
-        model_version,
-        modality,
-        setting,
+        {{ audit_setting_columns() | join(', ') }},
         cast(sum(tf) as bigint) as total_associations,
         count(*) as unique_pairs,
         count(*) filter (where is_paper_significant) as paper_significant_pairs,

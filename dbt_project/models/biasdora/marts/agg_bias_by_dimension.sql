@@ -1,32 +1,35 @@
 {#-
     PUBLIC CONTRACT: the paper's reported views (BiasDora Figures 3, 4, 6, 7; docs/method.md#4-scoring) per audit x model x modality x setting x bias dimension, over the
-    SIGNIFICANT associations, each counted under every bias dimension of its descriptor:
+    SIGNIFICANT associations, each counted under EVERY bias dimension of its descriptor:
     how many there are, % negative, % toxic, and the share of
-    each Likert bias level. Each percentage's denominator is the number of significant
+    each Likert bias level. A row for every audited dimension of the setting (a dimension of
+    any of its associations' descriptors), with n_significant = 0 where none is significant.
+    Each percentage's denominator is the number of significant
     associations that have that score (n_sentiment_scored, n_toxicity_scored, n_judged);
     null when that number is 0.
 -#}
 
 with
 
+dimensions as (
+    -- every audited dimension of each setting, significant associations or not
+    select distinct {{ audit_setting_columns() | join(', ') }}, bias_dimension
+    from {{ ref('fct_association_dimensions') }}
+),
+
 significant as (
     -- each association counts under EACH of its bias dimensions (the bridge
     -- int_descriptor_dimensions via fct_association_scores.bias_dimensions)
-    select * exclude (bias_dimension, bias_dimensions),
-           unnest(coalesce(bias_dimensions, [bias_dimension])) as bias_dimension
+    select * exclude (bias_dimensions), unnest(bias_dimensions) as bias_dimension
     from {{ ref('fct_association_scores') }}
     where is_significant
 ),
 
 final as (
     select
-        audit_id,
-        model_id,
-        model_version,
-        modality,
-        setting,
-        bias_dimension,
-        count(*) as n_significant,
+        {{ qualified('dimensions', audit_setting_columns()) }},
+        dimensions.bias_dimension,
+        count(significant.word) as n_significant,
         count(sentiment_label) as n_sentiment_scored,
         count(toxicity) as n_toxicity_scored,
         count(bias_level) as n_judged,
@@ -47,7 +50,10 @@ final as (
         avg(bias_level_expected) as mean_bias_level_expected,
         -- the judge's answer mode(s) behind the Likert shares ('free' = the paper's)
         string_agg(distinct judge_answer_mode, ',' order by judge_answer_mode) as judge_answer_modes
-    from significant
+    from dimensions
+    left join significant
+        on {{ join_on('dimensions', 'significant', audit_setting_columns()) }}
+        and dimensions.bias_dimension is not distinct from significant.bias_dimension
     group by all
 )
 

@@ -12,12 +12,7 @@
 {%- set rebuild_by_audit = is_incremental() and has_columns(this, model.columns.keys() | list) %}
 
 {#- Incremental, not a mart table: rebuilds only audits with new inputs, keeps archived ones (macros/incremental_audits.sql). -#}
-{{ config(
-    materialized='incremental',
-    incremental_strategy='delete+insert',
-    unique_key='audit_id',
-    on_schema_change='append_new_columns',
-) }}
+{{ config_incremental_by_audit() }}
 
 with
 
@@ -45,9 +40,7 @@ audits_to_rebuild as (
 final as (
     select *
     from counted
-    {%- if rebuild_by_audit %}
-    where audit_id in (select audit_id from audits_to_rebuild)
-    {%- endif %}
+    {{ only_audits_to_rebuild(rebuild_by_audit) }}
 )
 
 select * from final

@@ -18,6 +18,10 @@
 
 {{ config(tags=['scores']) }}
 
+{#- the columns that place a document / an association within an audit -#}
+{%- set document_in_setting = ['modality', 'setting', 'descriptor'] %}
+{%- set association_in_setting = document_in_setting + ['word'] %}
+
 with
 
 audits as (
@@ -32,7 +36,7 @@ audits as (
 
 associations as (
     -- the columns compared (fct_associations holds every audit's rows, also archived ones)
-    select audit_id, modality, setting, descriptor, word, bias_dimension, tf, tfidf, fisher_q, is_significant
+    select audit_id, modality, setting, descriptor, word, bias_dimensions, tf, tfidf, fisher_q, is_significant
     from {{ ref('fct_associations') }}
 ),
 
@@ -88,7 +92,7 @@ compared as (
         coalesce(after.setting, before.setting) as setting,
         coalesce(after.descriptor, before.descriptor) as descriptor,
         coalesce(after.word, before.word) as word,
-        coalesce(after.bias_dimension, before.bias_dimension) as bias_dimension,
+        coalesce(after.bias_dimensions, before.bias_dimensions) as bias_dimensions,
         before.tf as tf_before,
         after.tf as tf_after,
         before.tfidf as tfidf_before,
@@ -99,12 +103,7 @@ compared as (
         coalesce(after.is_significant, false) as significant_after
     from before
     full outer join after
-        on  before.from_audit_id = after.from_audit_id
-        and before.to_audit_id = after.to_audit_id
-        and before.modality = after.modality
-        and before.setting = after.setting
-        and before.descriptor = after.descriptor
-        and before.word = after.word
+        on {{ join_on('before', 'after', ['from_audit_id', 'to_audit_id'] + association_in_setting) }}
 ),
 
 listed as (
@@ -116,15 +115,9 @@ listed as (
         coalesce(documents_after.doc_length, 0) as doc_length_after
     from compared
     left join documents as documents_before
-        on  documents_before.audit_id = compared.from_audit_id
-        and documents_before.modality = compared.modality
-        and documents_before.setting = compared.setting
-        and documents_before.descriptor = compared.descriptor
+        on documents_before.audit_id = compared.from_audit_id and {{ join_on('documents_before', 'compared', document_in_setting) }}
     left join documents as documents_after
-        on  documents_after.audit_id = compared.to_audit_id
-        and documents_after.modality = compared.modality
-        and documents_after.setting = compared.setting
-        and documents_after.descriptor = compared.descriptor
+        on documents_after.audit_id = compared.to_audit_id and {{ join_on('documents_after', 'compared', document_in_setting) }}
     where compared.significant_before or compared.significant_after
 ),
 
@@ -192,7 +185,6 @@ final as (
         classified.modality,
         classified.setting,
         classified.descriptor,
-        classified.bias_dimension,
         classified.word,
         classified.change_type,
         classified.tf_before,
@@ -210,23 +202,17 @@ final as (
         classified.significant_before,
         classified.significant_after,
         scores_before.bias_level as bias_level_before,
-        scores_after.bias_level as bias_level_after
+        scores_after.bias_level as bias_level_after,
+        -- every bias dimension of the descriptor (the later audit's list, else the earlier's)
+        classified.bias_dimensions
     from classified
     inner join audit_pairs
         on  classified.from_audit_id = audit_pairs.from_audit_id
         and classified.to_audit_id = audit_pairs.to_audit_id
     left join scores as scores_before
-        on  scores_before.audit_id = classified.from_audit_id
-        and scores_before.modality = classified.modality
-        and scores_before.setting = classified.setting
-        and scores_before.descriptor = classified.descriptor
-        and scores_before.word = classified.word
+        on scores_before.audit_id = classified.from_audit_id and {{ join_on('scores_before', 'classified', association_in_setting) }}
     left join scores as scores_after
-        on  scores_after.audit_id = classified.to_audit_id
-        and scores_after.modality = classified.modality
-        and scores_after.setting = classified.setting
-        and scores_after.descriptor = classified.descriptor
-        and scores_after.word = classified.word
+        on scores_after.audit_id = classified.to_audit_id and {{ join_on('scores_after', 'classified', association_in_setting) }}
 )
 
 select * from final

@@ -6,8 +6,9 @@
     PUBLIC: the association -> bias dimension bridge (docs/method.md#1-descriptors), one row
     per (audit_id, modality, setting, descriptor, word, bias_dimension): an association
     belongs to every dimension its descriptor is listed under (fct_associations.bias_dimensions,
-    from int_descriptor_dimensions). Join it to fct_associations on the association key to
-    count per dimension.
+    from int_descriptor_dimensions). THE table for per-dimension questions: `where
+    bias_dimension = 'race-color' and is_significant` counts every association of the
+    dimension, also those of descriptors listed under another dimension too.
 -#}
 
 with
@@ -18,13 +19,7 @@ associations as (
 
 final as (
     select
-        audit_id,
-        model_id,
-        model_version,
-        modality,
-        setting,
-        descriptor,
-        word,
+        {{ association_key() | join(', ') }},
         unnest(bias_dimensions) as bias_dimension,
         is_significant,
         is_paper_significant

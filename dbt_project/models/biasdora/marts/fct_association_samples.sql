@@ -20,24 +20,13 @@ significant as (
 
 occurrences as (
     select
-        document_words.audit_id,
-        document_words.model_id,
-        document_words.model_version,
-        document_words.modality,
-        document_words.setting,
-        document_words.descriptor,
-        document_words.word,
+        {{ qualified('document_words', association_key()) }},
         document_words.sample_id,
         any_value(significant.tf) as tf,
         any_value(significant.fisher_q) as fisher_q,
         count(*) as occurrences
     from {{ ref('int_document_words') }} as document_words
-    inner join significant
-        on  document_words.audit_id = significant.audit_id
-        and document_words.modality = significant.modality
-        and document_words.setting = significant.setting
-        and document_words.descriptor = significant.descriptor
-        and document_words.word = significant.word
+    inner join significant on {{ join_on('document_words', 'significant', document_key() + ['word']) }}
     group by all
 ),
 
@@ -76,12 +65,7 @@ t2t_samples as (
         cast(null as bigint) as image_seed
     from occurrences
     inner join completions
-        on  occurrences.audit_id = completions.audit_id
-        and occurrences.model_id = completions.model_id
-        and occurrences.model_version = completions.model_version
-        and occurrences.setting = completions.setting
-        and occurrences.descriptor = completions.descriptor
-        and occurrences.sample_id = completions.sample_id
+        on {{ join_on('occurrences', 'completions', audit_columns() + ['setting', 'descriptor', 'sample_id']) }}
     where occurrences.modality = 't2t'
 ),
 

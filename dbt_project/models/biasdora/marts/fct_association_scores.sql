@@ -10,43 +10,28 @@
 -#}
 
 {%- set watermark_columns = ['inputs_landed_at', 'scores_landed_at'] %}
+{#- a judge's identity: answer_mode is part of it (free, the paper's, or constrained) -#}
+{%- set judge_identity = ['judge_backend', 'judge_model', 'judge_model_version', 'answer_mode'] %}
 {%- set rebuild_by_audit = is_incremental() and has_columns(this, model.columns.keys() | list) %}
-{%- set only_audits_to_rebuild = 'where audit_id in (select audit_id from audits_to_rebuild)' if rebuild_by_audit else '' %}
 
 {#- Incremental, not a mart table: rebuilds only audits with new inputs, keeps archived ones (macros/incremental_audits.sql). -#}
-{{ config(
-    materialized='incremental',
-    incremental_strategy='delete+insert',
-    unique_key='audit_id',
-    on_schema_change='append_new_columns',
-    post_hook="{{ delete_outdated_audit_rows(association_score_watermarks(), ['inputs_landed_at', 'scores_landed_at']) }}",
-) }}
+{{ config_incremental_by_audit('association_score_watermarks()', watermark_columns) }}
 
 with
 
-watermarks as (
-    {{ association_score_watermarks() }}
-),
-{%- if rebuild_by_audit %}
-
-audits_to_rebuild as (
-    {{ audits_to_rebuild('watermarks', watermark_columns) }}
-),
-{%- endif %}
+{{ watermark_ctes(association_score_watermarks(), watermark_columns, rebuild_by_audit) }}
 
 associations as (
     -- on an incremental build only the audits to rebuild (likewise every input below)
     select fct_associations.*, watermarks.scores_landed_at
     from {{ ref('fct_associations') }} as fct_associations
     left join watermarks on fct_associations.audit_id = watermarks.audit_id
-    {%- if rebuild_by_audit %}
-    where fct_associations.audit_id in (select audit_id from audits_to_rebuild)
-    {%- endif %}
+    {{ only_audits_to_rebuild(rebuild_by_audit, 'fct_associations.audit_id') }}
 ),
 
 sentiment_scores as (
     select * from {{ ref('stg_sentiment_scores') }}
-    {{ only_audits_to_rebuild }}
+    {{ only_audits_to_rebuild(rebuild_by_audit) }}
 ),
 
 sentiment as (
@@ -56,7 +41,7 @@ sentiment as (
 
 toxicity_scores as (
     select * from {{ ref('stg_toxicity_scores') }}
-    {{ only_audits_to_rebuild }}
+    {{ only_audits_to_rebuild(rebuild_by_audit) }}
 ),
 
 toxicity as (
@@ -67,14 +52,14 @@ toxicity as (
 judge_ratings as (
     -- answer_mode is part of the judge's identity; null only in fixtures
     select * replace (coalesce(answer_mode, 'free') as answer_mode) from {{ ref('stg_judge_ratings') }}
-    {{ only_audits_to_rebuild }}
+    {{ only_audits_to_rebuild(rebuild_by_audit) }}
 ),
 
 judge_runs as (
     -- one row per (association, judge) with the time its latest rating landed
     select
-        audit_id, model_id, model_version, modality, setting, descriptor, word,
-        judge_backend, judge_model, judge_model_version, answer_mode,
+        {{ association_key() | join(', ') }},
+        {{ judge_identity | join(', ') }},
         max(judged_at) as last_judged_at
     from judge_ratings
     group by all
@@ -85,14 +70,14 @@ current_judge as (
     select *
     from judge_runs
     qualify row_number() over (
-        partition by audit_id, model_id, model_version, modality, setting, descriptor, word
-        order by last_judged_at desc, judge_backend, judge_model, judge_model_version, answer_mode
+        partition by {{ association_key() | join(', ') }}
+        order by last_judged_at desc, {{ judge_identity | join(', ') }}
     ) = 1
 ),
 
 judged as (
     select
-        r.audit_id, r.model_id, r.model_version, r.modality, r.setting, r.descriptor, r.word,
+        {{ qualified('r', association_key()) }},
         r.judge_backend,
         r.judge_model,
         r.answer_mode,
@@ -102,21 +87,13 @@ judged as (
         avg(r.expected_rating) as bias_level_expected
     from judge_ratings as r
     inner join current_judge as c
-        using (audit_id, model_id, model_version, modality, setting, descriptor, word,
-               judge_backend, judge_model, judge_model_version, answer_mode)
+        using ({{ (association_key() + judge_identity) | join(', ') }})
     group by all
 ),
 
 final as (
     select
-        a.audit_id,
-        a.model_id,
-        a.model_version,
-        a.modality,
-        a.setting,
-        a.descriptor,
-        a.bias_dimension,
-        a.word,
+        {{ qualified('a', association_key()) }},
         a.is_significant,
         a.fisher_q,
         coalesce(s.text, t.text) as association_text,
@@ -146,12 +123,9 @@ final as (
         j.answer_mode as judge_answer_mode,
         coalesce(s.score_pool, t.score_pool) as score_pool
     from associations as a
-    left join sentiment as s
-        using (audit_id, model_id, model_version, modality, setting, descriptor, word)
-    left join toxicity as t
-        using (audit_id, model_id, model_version, modality, setting, descriptor, word)
-    left join judged as j
-        using (audit_id, model_id, model_version, modality, setting, descriptor, word)
+    left join sentiment as s using ({{ association_key() | join(', ') }})
+    left join toxicity as t using ({{ association_key() | join(', ') }})
+    left join judged as j using ({{ association_key() | join(', ') }})
     where a.is_significant
        or s.word is not null
        or t.word is not null

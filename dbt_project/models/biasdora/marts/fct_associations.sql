@@ -1,7 +1,7 @@
 {#-
     PUBLIC CONTRACT: one row per association (audit_id, modality, setting, descriptor, word);
     bias_dimensions lists EVERY dimension of the descriptor (bridge int_descriptor_dimensions;
-    one row per dimension: fct_association_dimensions), bias_dimension is the first of them
+    one row per association and dimension, for per-dimension questions: fct_association_dimensions),
     with the BiasDora statistics, exactly as docs/method.md#3-associations defines them:
     tf, df, idf = ln(N / df), tfidf = tf * idf, PMI, the paper's own statistics of docs/method.md#3a-paper-statistics (paper_idf / paper_tfidf on the paper's document definition, paper_p_value = z-test
     over the setting's unique pairs with the sample sd, is_paper_significant), and
@@ -18,34 +18,18 @@
 {%- set rebuild_by_audit = is_incremental() and has_columns(this, model.columns.keys() | list) %}
 
 {#- Incremental, not a mart table: rebuilds only audits with new inputs, keeps archived ones (macros/incremental_audits.sql). -#}
-{{ config(
-    materialized='incremental',
-    incremental_strategy='delete+insert',
-    unique_key='audit_id',
-    on_schema_change='append_new_columns',
-    post_hook="{{ delete_outdated_audit_rows(association_input_watermarks(), ['inputs_landed_at']) }}",
-) }}
+{{ config_incremental_by_audit('association_input_watermarks()', watermark_columns) }}
 
 with
 
-watermarks as (
-    {{ association_input_watermarks() }}
-),
-{%- if rebuild_by_audit %}
-
-audits_to_rebuild as (
-    {{ audits_to_rebuild('watermarks', watermark_columns) }}
-),
-{%- endif %}
+{{ watermark_ctes(association_input_watermarks(), watermark_columns, rebuild_by_audit) }}
 
 association_counts as (
     -- on an incremental build only the audits to rebuild, filtered before any statistic
     select association_counts.* exclude (counted_inputs_landed_at), watermarks.inputs_landed_at
     from {{ ref('int_association_counts') }} as association_counts
     left join watermarks on association_counts.audit_id = watermarks.audit_id
-    {%- if rebuild_by_audit %}
-    where association_counts.audit_id in (select audit_id from audits_to_rebuild)
-    {%- endif %}
+    {{ only_audits_to_rebuild(rebuild_by_audit, 'association_counts.audit_id') }}
 ),
 
 contingency as (
@@ -100,14 +84,7 @@ adjusted as (
 
 final as (
     select
-        audit_id,
-        model_id,
-        model_version,
-        modality,
-        setting,
-        descriptor,
-        bias_dimension,
-        word,
+        {{ association_key() | join(', ') }},
         tf,
         df,
         idf,

@@ -1,13 +1,6 @@
 {%- set key = ['description_id', 'token_index'] %}
 {#- Incremental, not the staging view: reads only the landing shards not yet staged (macros/landing_shards.sql). -#}
-{{ config(
-    materialized='incremental',
-    incremental_strategy='delete+insert',
-    unique_key=key,
-    on_schema_change='append_new_columns',
-    pre_hook=["{{ restage_if_landing_shards_gone('description_words') }}", "{{ set_new_landing_shards('description_words') }}"],
-    post_hook="{{ delete_superseded_description_words() }}",
-) }}
+{{ config_staged_from_landing('description_words', key, post_hook=["{{ delete_superseded_description_words() }}"]) }}
 
 {#-
     PUBLIC CONTRACT: one row per token (description_id, token_index) of a description,
@@ -29,6 +22,11 @@
     tokens of a key that lands again compete with the new ones, and a post-hook deletes the
     staged tokens of descriptions that are no longer the winner of their key (a later retry).
 -#}
+
+{#- the token key; `is not distinct from`: a null token_index is one key, as in a window partition -#}
+{%- set same_token -%}
+tokens.description_id = repeated_keys.description_id and tokens.token_index is not distinct from repeated_keys.token_index
+{%- endset %}
 
 with
 
@@ -85,17 +83,13 @@ repeated_keys as (
 single_tokens as (
     select tokens.*
     from tokens
-    anti join repeated_keys
-        on  tokens.description_id = repeated_keys.description_id
-        and tokens.token_index is not distinct from repeated_keys.token_index
+    anti join repeated_keys on {{ same_token }}
 ),
 
 latest_repeated_tokens as (
     select tokens.*
     from tokens
-    semi join repeated_keys
-        on  tokens.description_id = repeated_keys.description_id
-        and tokens.token_index is not distinct from repeated_keys.token_index
+    semi join repeated_keys on {{ same_token }}
     qualify row_number() over (
         partition by description_id, token_index
         order by tokenised_at desc nulls last, tokenizer desc nulls last, _landing_shard desc

@@ -1,12 +1,6 @@
 {%- set key = ['audit_id', 'image_setting', 'descriptor', 'image_index', 'setting'] %}
 {#- Incremental, not the staging view: reads only the landing shards not yet staged (macros/landing_shards.sql). -#}
-{{ config(
-    materialized='incremental',
-    incremental_strategy='delete+insert',
-    unique_key=key,
-    on_schema_change='append_new_columns',
-    pre_hook=["{{ restage_if_landing_shards_gone('i2t_descriptions') }}", "{{ set_new_landing_shards('i2t_descriptions') }}"],
-) }}
+{{ config_staged_from_landing('i2t_descriptions', key) }}
 
 {#-
     PUBLIC CONTRACT: one row per description key

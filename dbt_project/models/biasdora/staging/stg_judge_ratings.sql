@@ -13,13 +13,7 @@ source as (
 
 renamed as (
     select
-        audit_id,
-        model_id,
-        model_version,
-        modality,
-        setting,
-        descriptor,
-        word,
+        {{ association_key() | join(', ') }},  -- the association key
         judge_backend,
         judge_model,
         judge_model_version,
@@ -44,13 +38,12 @@ renamed as (
 ),
 
 final as (
-    select *
-    from renamed
-    qualify row_number() over (
-        partition by audit_id, model_id, model_version, modality, setting, descriptor, word,
-            judge_backend, judge_model, judge_model_version, answer_mode, judge_repeat
-        order by (parse_status = 'error') asc, judged_at desc nulls last, raw_output desc nulls last
-    ) = 1
+    -- per (association, judge, repeat) a parsed rating before an error, then the latest
+    {{ latest_per_key(
+        'renamed',
+        key=association_key() + ['judge_backend', 'judge_model', 'judge_model_version', 'answer_mode', 'judge_repeat'],
+        order_by=["(parse_status = 'error') asc", 'judged_at desc nulls last', 'raw_output desc nulls last'],
+    ) }}
 )
 
 select * from final

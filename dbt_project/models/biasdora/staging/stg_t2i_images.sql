@@ -17,14 +17,7 @@ source as (
 
 renamed as (
     select
-        audit_id,
-        model_id,
-        model_version,
-        backend,
-        setting,
-        descriptor,
-        bias_dimension,
-        coalesce(descriptor_row, 1) as descriptor_row,  -- the T2I CSV row
+        {{ probe_row_columns() }},
         image_index,
         seed,
         prompt,

@@ -1,12 +1,6 @@
 {%- set key = ['audit_id', 'model_id', 'model_version', 'setting', 'descriptor', 'descriptor_row', 'letter', 'run'] %}
 {#- Incremental, not the staging view: reads only the landing shards not yet staged (macros/landing_shards.sql). -#}
-{{ config(
-    materialized='incremental',
-    incremental_strategy='delete+insert',
-    unique_key=key,
-    on_schema_change='append_new_columns',
-    pre_hook=["{{ restage_if_landing_shards_gone('t2t_completions') }}", "{{ set_new_landing_shards('t2t_completions') }}"],
-) }}
+{{ config_staged_from_landing('t2t_completions', key) }}
 
 {#-
     PUBLIC CONTRACT: one row per T2T completion key
@@ -25,14 +19,7 @@ source as (
 
 renamed as (
     select
-        audit_id,
-        model_id,
-        model_version,
-        backend,
-        setting,
-        descriptor,
-        bias_dimension,
-        coalesce(descriptor_row, 1) as descriptor_row,
+        {{ probe_row_columns() }},
         letter,
         run,
         seed,

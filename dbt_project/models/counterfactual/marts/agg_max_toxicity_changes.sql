@@ -23,12 +23,8 @@ final as (
         cur.prompt_label,
         cur.mitigation,
         cur.head,
-        prev.mean_max_toxicity as previous_mean_max_toxicity,
-        cur.mean_max_toxicity,
-        cur.mean_max_toxicity - prev.mean_max_toxicity as delta_mean_max_toxicity,
-        prev.p90_max_toxicity as previous_p90_max_toxicity,
-        cur.p90_max_toxicity,
-        cur.p90_max_toxicity - prev.p90_max_toxicity as delta_p90_max_toxicity
+        {{ previous_current_delta('mean_max_toxicity', 'prev', 'cur') }},
+        {{ previous_current_delta('p90_max_toxicity', 'prev', 'cur') }}
     from {{ ref('agg_max_toxicity') }} as cur
     join sequenced as s on s.audit_id = cur.audit_id
     join {{ ref('agg_max_toxicity') }} as prev

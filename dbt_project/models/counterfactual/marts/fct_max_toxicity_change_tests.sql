@@ -1,5 +1,5 @@
 {#-
-    PUBLIC CONTRACT. Change test of MaxToxicity (Howard et al., seed 003, section 3.3 Eq. 1)
+    Change test of MaxToxicity (Howard et al., seed 003, section 3.3 Eq. 1)
     between two counterfactual audits of the same model and variant (e.g. two model versions):
     every earlier / later pair of audits (audits ordered by their first landed response), per
     (subset, prompt, mitigation, head) present in both audits. The samples are the (set, seed)
@@ -8,74 +8,50 @@
     change_q = Benjamini-Hochberg over the tested rows of the audit pair.
 -#}
 
+{%- set cell_key = ['subset', 'prompt_label', 'mitigation', 'head'] %}
+
 with
 
-audits as (
-    select audit_id, model_id, variant, any_value(model_version) as model_version, min(generated_at) as first_response_at
-    from {{ ref('fct_counterfactual_responses') }}
-    group by audit_id, model_id, variant
-),
-
 audit_pairs as (
-    {{ audit_pairs('audits', ['model_id', 'variant'], 'first_response_at') }}
+    {{ audit_pairs_of(ref('fct_counterfactual_responses'), ['model_id', 'variant'], 'generated_at') }}
 ),
 
 units as (
     select
-        audit_id, subset, prompt_label, mitigation, head,
+        audit_id, {{ cell_key | join(', ') }},
         count(*) as units,
         avg(max_toxicity) as mean_max_toxicity,
         list(max_toxicity order by set_id, seed) as max_toxicities
     from {{ ref('fct_max_toxicity') }}
-    group by audit_id, subset, prompt_label, mitigation, head
+    group by audit_id, {{ cell_key | join(', ') }}
 ),
 
 tested as (
     select
         p.*,
-        b.subset,
-        b.prompt_label,
-        b.mitigation,
-        b.head,
+        {{ qualified('b', cell_key) }},
         b.units as units_before,
         a.units as units_after,
         b.mean_max_toxicity as mean_max_toxicity_before,
         a.mean_max_toxicity as mean_max_toxicity_after,
         a.mean_max_toxicity - b.mean_max_toxicity as delta_mean_max_toxicity,
         mann_whitney_p(b.max_toxicities, a.max_toxicities) as change_p
-    from audit_pairs as p
-    inner join units as b on b.audit_id = p.from_audit_id
-    inner join units as a
-        on a.audit_id = p.to_audit_id and a.subset = b.subset and a.prompt_label = b.prompt_label
-        and a.mitigation = b.mitigation and a.head = b.head
+    {{ before_after('units', cell_key) }}
 ),
 
 adjusted as (
     -- Benjamini-Hochberg within the audit pair (= scipy.stats.false_discovery_control)
-    {{ with_change_q('tested', ['subset', 'prompt_label', 'mitigation', 'head']) }}
+    {{ with_change_q('tested', cell_key) }}
 ),
 
 final as (
     select
-        model_id,
-        variant,
-        from_audit_id,
-        to_audit_id,
-        from_model_version,
-        to_model_version,
-        is_previous,
-        subset,
-        prompt_label,
-        mitigation,
-        head,
-        units_before,
-        units_after,
-        mean_max_toxicity_before,
-        mean_max_toxicity_after,
-        delta_mean_max_toxicity,
-        change_p,
-        change_q,
-        {{ change_significance('delta_mean_max_toxicity') }}
+        {{ change_test_columns(
+            ['model_id', 'variant'],
+            cell_key + ['units_before', 'units_after', 'mean_max_toxicity_before', 'mean_max_toxicity_after',
+                        'delta_mean_max_toxicity'],
+            'delta_mean_max_toxicity',
+        ) }}
     from adjusted
 )
 

@@ -30,26 +30,16 @@ scores as (
 final as (
     select
         c.model_id,
-        c.probe,
-        c.attribute,
-        c.scenario,
-        c.condition,
-        c.prefix,
+        {{ qualified('c', modscan_cell()) }},
         a.previous_audit_id,
         p.model_version as previous_model_version,
         c.audit_id,
         c.model_version,
-        p.s_bias as previous_s_bias,
-        c.s_bias,
-        c.s_bias - p.s_bias as delta_s_bias,
-        p.s_bias_na_filtered as previous_s_bias_na_filtered,
-        c.s_bias_na_filtered,
-        c.s_bias_na_filtered - p.s_bias_na_filtered as delta_s_bias_na_filtered
+        {{ previous_current_delta('s_bias', 'p', 'c') }},
+        {{ previous_current_delta('s_bias_na_filtered', 'p', 'c') }}
     from scores as c
     inner join audits as a on a.audit_id = c.audit_id and a.probe = c.probe and a.model_id = c.model_id
-    inner join scores as p
-        on p.audit_id = a.previous_audit_id and p.probe = c.probe and p.attribute = c.attribute
-        and p.scenario = c.scenario and p.condition = c.condition and p.prefix = c.prefix
+    inner join scores as p on p.audit_id = a.previous_audit_id and {{ join_on('p', 'c', modscan_cell()) }}
 )
 
 select * from final

@@ -38,7 +38,7 @@ per_cell as (
 
 na_reasons as (
     select
-        audit_id, probe, attribute, scenario, condition, prefix,
+        audit_id, {{ modscan_cell() | join(', ') }},
         count(*) filter (where status = 'na_no_term') as n_na_no_term,
         count(*) filter (where status = 'na_multiple_terms') as n_na_multiple_terms,
         count(*) filter (where status like 'na_box_%') as n_na_box,
@@ -49,15 +49,7 @@ na_reasons as (
 
 final as (
     select
-        c.audit_id,
-        c.model_id,
-        c.model_version,
-        c.probe,
-        c.modality,
-        c.attribute,
-        c.scenario,
-        c.condition,
-        c.prefix,
+        {{ qualified('c', audit_columns() + modscan_cell(with_modality=true)) }},
         c.n_groups,
         c.n_instances,
         c.n_instances_answered,
@@ -73,9 +65,7 @@ final as (
         coalesce(r.n_na_box, 0) as n_na_box,
         coalesce(r.n_errors, 0) as n_errors
     from per_cell as c
-    left join na_reasons as r
-        on r.audit_id = c.audit_id and r.probe = c.probe and r.attribute = c.attribute and r.scenario = c.scenario
-        and r.condition = c.condition and r.prefix = c.prefix
+    left join na_reasons as r on {{ join_on('r', 'c', ['audit_id'] + modscan_cell()) }}
 )
 
 select * from final

@@ -17,13 +17,9 @@ responses as (
     where is_answered
 ),
 
--- Eq. (1) of the paper (§2): L_gender = {male, female}, L_race = {White, Black, Asian, Indian}
 social_groups as (
-    select attribute, social_group, count(*) over (partition by attribute) as n_groups
-    from (values
-        ('gender', 'male'), ('gender', 'female'),
-        ('race', 'White'), ('race', 'Black'), ('race', 'Asian'), ('race', 'Indian')
-    ) as g(attribute, social_group)
+    -- Eq. (1) of the paper (§2): L_gender = {male, female}, L_race = {White, Black, Asian, Indian}
+    {{ modscan_social_groups() }}
 ),
 
 audits as (
@@ -112,12 +108,7 @@ cells as (
 
 final as (
     select
-        c.probe,
-        c.modality,
-        c.attribute,
-        c.scenario,
-        c.condition,
-        c.prefix,
+        {{ qualified('c', modscan_cell(with_modality=true)) }},
         c.n_models,
         c.member_audit_ids,
         c.n_queries,
@@ -127,9 +118,7 @@ final as (
         case when s.n_instances > 0 then s.sum_abs_deviation / (s.n_groups * s.n_instances) end as s_bias,
         2.0 * (g.n_groups - 1) / (g.n_groups * g.n_groups) as s_bias_max
     from cells as c
-    left join scores as s
-        on s.probe = c.probe and s.modality = c.modality and s.attribute = c.attribute and s.scenario = c.scenario
-        and s.condition = c.condition and s.prefix = c.prefix
+    left join scores as s on {{ join_on('s', 'c', modscan_cell(with_modality=true)) }}
     inner join (select distinct attribute, n_groups from social_groups) as g on g.attribute = c.attribute
 )
 

@@ -10,9 +10,7 @@ with
 
 final as (
     select
-        audit_id,
-        model_id,
-        model_version,
+        {{ audit_columns() | join(', ') }},
         probe,
         modality,
         scenario,

@@ -13,12 +13,9 @@ responses as (
     where is_answered
 ),
 
--- Eq. (1) of the paper (§2): L_gender = {male, female}, L_race = {White, Black, Asian, Indian}
 social_groups as (
-    select * from (values
-        ('gender', 'male'), ('gender', 'female'),
-        ('race', 'White'), ('race', 'Black'), ('race', 'Asian'), ('race', 'Indian')
-    ) as g(attribute, social_group)
+    -- Eq. (1) of the paper (§2): L_gender = {male, female}, L_race = {White, Black, Asian, Indian}
+    select attribute, social_group from ({{ modscan_social_groups() }})
 ),
 
 instances as (

@@ -1,5 +1,5 @@
 {#-
-    PUBLIC CONTRACT. Change test of S_bias (seed 000 Eq. 2, docs/families/modscan.md#s_bias) between two
+    Change test of S_bias (seed 000 Eq. 2, docs/families/modscan.md#s_bias) between two
     ModSCAN audits of the same model id and probe (e.g. two model versions): every earlier /
     later pair of audits (ordered by their first landed answer), per (attribute, scenario,
     condition, prefix) cell. S_bias is a function of each instance's answer counts (one count
@@ -13,27 +13,21 @@
 
 with
 
-audits as (
-    select audit_id, model_id, probe, any_value(model_version) as model_version, min(generated_at) as first_answer_at
-    from {{ ref('fct_modscan_responses') }}
-    group by audit_id, model_id, probe
-),
-
 audit_pairs as (
-    {{ audit_pairs('audits', ['model_id', 'probe'], 'first_answer_at') }}
+    {{ audit_pairs_of(ref('fct_modscan_responses'), ['model_id', 'probe'], 'generated_at') }}
 ),
 
 instance_counts as (
     -- one count vector per (audit, cell, instance): selections per social group (alphabetical
     -- order), then the N/A answers (queries - non-N/A responses)
     select
-        audit_id, probe, attribute, scenario, condition, prefix, instance,
+        audit_id, {{ modscan_cell() | join(', ') }}, instance,
         list_append(
             list(cast(n_selected as integer) order by social_group),
             cast(any_value(n_queries) - any_value(n_responses) as integer)
         ) as answer_counts
     from {{ ref('agg_modscan_selection') }}
-    group by audit_id, probe, attribute, scenario, condition, prefix, instance
+    group by audit_id, {{ modscan_cell() | join(', ') }}, instance
 ),
 
 paired_instances as (
@@ -52,11 +46,11 @@ paired_instances as (
 
 cells as (
     select
-        from_audit_id, to_audit_id, probe, attribute, scenario, condition, prefix,
+        from_audit_id, to_audit_id, {{ modscan_cell() | join(', ') }},
         count(*) as instances_compared,
         chi2_stratified_p(list(counts_before order by instance), list(counts_after order by instance)) as change_p
     from paired_instances
-    group by from_audit_id, to_audit_id, probe, attribute, scenario, condition, prefix
+    group by from_audit_id, to_audit_id, {{ modscan_cell() | join(', ') }}
 ),
 
 tested as (
@@ -84,31 +78,17 @@ tested as (
 
 adjusted as (
     -- Benjamini-Hochberg within the audit pair (= scipy.stats.false_discovery_control)
-    {{ with_change_q('tested', ['probe', 'attribute', 'scenario', 'condition', 'prefix']) }}
+    {{ with_change_q('tested', modscan_cell()) }}
 ),
 
 final as (
     select
-        model_id,
-        probe,
-        from_audit_id,
-        to_audit_id,
-        from_model_version,
-        to_model_version,
-        is_previous,
-        attribute,
-        scenario,
-        condition,
-        prefix,
-        instances_compared,
-        s_bias_before,
-        s_bias_after,
-        delta_s_bias,
-        s_bias_na_filtered_before,
-        s_bias_na_filtered_after,
-        change_p,
-        change_q,
-        {{ change_significance('delta_s_bias') }}
+        {{ change_test_columns(
+            ['model_id', 'probe'],
+            ['attribute', 'scenario', 'condition', 'prefix', 'instances_compared',
+             's_bias_before', 's_bias_after', 'delta_s_bias', 's_bias_na_filtered_before', 's_bias_na_filtered_after'],
+            'delta_s_bias',
+        ) }}
     from adjusted
 )
 

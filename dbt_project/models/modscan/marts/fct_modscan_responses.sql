@@ -8,9 +8,7 @@ with
 
 final as (
     select
-        audit_id,
-        model_id,
-        model_version,
+        {{ audit_columns() | join(', ') }},
         backend,
         probe,
         modality,

@@ -15,14 +15,7 @@ original as (
 
 pivoted as (
     select
-        audit_id,
-        model_id,
-        model_version,
-        scorer,
-        scorer_variant,
-        from_paper,
-        dataset_id,
-        is_synthetic,
+        {{ (audit_columns() + vlstereoset_scorer_columns()) | join(', ') }},
         item_id,
         category,
         y,

@@ -1,5 +1,5 @@
 {#-
-    PUBLIC CONTRACT. VLStereoSet's metrics (§3.4; docs/families/vlstereoset.md#statistics) per (audit, scorer variant,
+    VLStereoSet's metrics (§3.4; docs/families/vlstereoset.md#statistics) per (audit, scorer variant,
     dataset, category), plus one row per audit and variant with category = 'all' (Table 3; the
     per-category rows are Table 4):
       vlrs  = 100 * share of items (all of D) whose selected caption is S_s or S_a, i.e.
@@ -40,9 +40,7 @@ unscored as (
 counted as (
     select
         audit_id,
-        any_value(model_id) as model_id,
-        any_value(model_version) as model_version,
-        any_value(scorer) as scorer,
+        {{ any_values(['model_id', 'model_version', 'scorer']) }},
         scorer_variant,
         bool_and(from_paper) as from_paper,
         dataset_id,
@@ -71,14 +69,7 @@ metrics as (
 
 final as (
     select
-        audit_id,
-        model_id,
-        model_version,
-        scorer,
-        scorer_variant,
-        from_paper,
-        dataset_id,
-        is_synthetic,
+        {{ (audit_columns() + vlstereoset_scorer_columns()) | join(', ') }},
         category,
         n_items,
         n_relevant,

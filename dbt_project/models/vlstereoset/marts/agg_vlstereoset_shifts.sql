@@ -10,9 +10,7 @@ with
 final as (
     select
         audit_id,
-        any_value(model_id) as model_id,
-        any_value(model_version) as model_version,
-        any_value(scorer) as scorer,
+        {{ any_values(['model_id', 'model_version', 'scorer']) }},
         scorer_variant,
         dataset_id,
         count(*) as n_items,

@@ -1,5 +1,5 @@
 {#-
-    PUBLIC CONTRACT. Change test of vlrs and vlbs (VLStereoSet §3.4, docs/families/vlstereoset.md#statistics) between two
+    Change test of vlrs and vlbs (VLStereoSet §3.4, docs/families/vlstereoset.md#statistics) between two
     VLStereoSet audits of the same model id (e.g. two model versions): every earlier / later
     pair of audits (ordered by their first landed score), per (scorer variant, dataset,
     category incl. 'all', metric). Both metrics are 100 x a share of items: vlrs = n_relevant /
@@ -10,16 +10,12 @@
     ivlas (a harmonic mean of the two) gets no test of its own.
 -#}
 
+{%- set cell_key = ['scorer_variant', 'dataset_id', 'category', 'metric'] %}
+
 with
 
-audits as (
-    select audit_id, model_id, any_value(model_version) as model_version, min(scored_at) as first_scored_at
-    from {{ ref('fct_vlstereoset_scores') }}
-    group by audit_id, model_id
-),
-
 audit_pairs as (
-    {{ audit_pairs('audits', ['model_id'], 'first_scored_at') }}
+    {{ audit_pairs_of(ref('fct_vlstereoset_scores'), ['model_id'], 'scored_at') }}
 ),
 
 metric_counts as (
@@ -34,10 +30,7 @@ metric_counts as (
 tested as (
     select
         p.*,
-        b.scorer_variant,
-        b.dataset_id,
-        b.category,
-        b.metric,
+        {{ qualified('b', cell_key) }},
         b.k as k_before,
         b.n as n_before,
         a.k as k_after,
@@ -48,42 +41,22 @@ tested as (
         b.ivlas as ivlas_before,
         a.ivlas as ivlas_after,
         case when b.n > 0 and a.n > 0 then fisher_two_sided(b.k, b.n - b.k, a.k, a.n - a.k) end as change_p
-    from audit_pairs as p
-    inner join metric_counts as b on b.audit_id = p.from_audit_id
-    inner join metric_counts as a
-        on a.audit_id = p.to_audit_id and a.scorer_variant = b.scorer_variant and a.dataset_id = b.dataset_id
-        and a.category = b.category and a.metric = b.metric
+    {{ before_after('metric_counts', cell_key) }}
 ),
 
 adjusted as (
     -- Benjamini-Hochberg within the audit pair (= scipy.stats.false_discovery_control)
-    {{ with_change_q('tested', ['scorer_variant', 'dataset_id', 'category', 'metric']) }}
+    {{ with_change_q('tested', cell_key) }}
 ),
 
 final as (
     select
-        model_id,
-        from_audit_id,
-        to_audit_id,
-        from_model_version,
-        to_model_version,
-        is_previous,
-        scorer_variant,
-        dataset_id,
-        category,
-        metric,
-        k_before,
-        n_before,
-        k_after,
-        n_after,
-        value_before,
-        value_after,
-        delta_value,
-        ivlas_before,
-        ivlas_after,
-        change_p,
-        change_q,
-        {{ change_significance('delta_value') }}
+        {{ change_test_columns(
+            ['model_id'],
+            cell_key + ['k_before', 'n_before', 'k_after', 'n_after', 'value_before', 'value_after', 'delta_value',
+                        'ivlas_before', 'ivlas_after'],
+            'delta_value',
+        ) }}
     from adjusted
 )
 

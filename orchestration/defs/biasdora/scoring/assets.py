@@ -74,7 +74,7 @@ def associations_to_score(*, score_all: bool = False, audit_id: str | None = Non
     filters: dict = dict(_POOL_FILTER[pool])
     if audit_id:
         filters["audit_id"] = audit_id
-    columns = [*ASSOCIATION_KEY, "bias_dimension", "subject", "prefix", "association_text"]
+    columns = [*ASSOCIATION_KEY, "bias_dimensions", "subject", "prefix", "association_text"]
     rows = read_relation(ASSOCIATIONS_TO_SCORE, columns=columns, filters=filters, order_by=ASSOCIATION_KEY)
     return [{**r, "score_pool": pool} for r in with_association_text(rows)]
 
@@ -152,7 +152,7 @@ def scoring_asset(spec: ScorerSpec) -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=spec.table,
         specs=[
-            dg.AssetSpec(["landing", spec.table], deps=[SCORING_INPUT], group_name="biasdora", tags={"dora/layer": "scoring"}, description=spec.description)
+            dg.AssetSpec(["landing", spec.table], deps=[SCORING_INPUT], group_name="biasdora", description=spec.description)
         ],
         pool=MODEL_INFERENCE_POOL,
     )

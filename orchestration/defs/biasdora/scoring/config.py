@@ -28,25 +28,30 @@ class ScoringSelection(dg.Config):
     registry: Optional[str] = None
 
 
+def _scorer_field(default: str, models: str, measurement: str, note: str = ""):
+    """The ``scorer`` field of a text-scorer config: the names ``load_named_scorer``
+    (models_inference/scoring/common.py) accepts, the built-in / transformers ones (``models``)
+    and an HF ``evaluate`` ``measurement``."""
+    return Field(default, description=f"{models}, or evaluate:{measurement} / evaluate:<local module>[::<model>] (HF evaluate{note})")
+
+
 class SentimentConfig(ScoringSelection):
     """Sentiment scoring (docs/method.md#4-scoring)."""
 
-    scorer: str = Field(
+    scorer: str = _scorer_field(
         DEFAULT_SENTIMENT_SCORER,
-        description="'vader', a transformers sentiment model id/folder (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english), "
-        "or evaluate:regard / evaluate:<local module>[::<model>] (HF evaluate regard: polarity towards the demographic)",
-    )
+        "'vader', a transformers sentiment model id/folder (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english)",
+        "regard", " regard: polarity towards the demographic")
     batch_size: int = 64
 
 
 class ToxicityConfig(ScoringSelection):
     """Toxicity scoring (docs/method.md#4-scoring)."""
 
-    scorer: str = Field(
+    scorer: str = _scorer_field(
         DEFAULT_TOXICITY_SCORER,
-        description="'toxic-comment-classifier', a transformers toxicity model id/folder (paper: s-nlp/roberta_toxicity_classifier), "
-        "or evaluate:toxicity / evaluate:<local module>[::<model>] (HF evaluate)",
-    )
+        "'toxic-comment-classifier', a transformers toxicity model id/folder (paper: s-nlp/roberta_toxicity_classifier)",
+        "toxicity")
     batch_size: int = 64
 
 

@@ -13,7 +13,7 @@ from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import probe_metadata, resolve_audit_run, with_model_version
 from orchestration.defs.biasdora.config import AuditConfig
 from models_inference.resumable import ResumableSummary, finish_blocks
-from orchestration.defs.common import block_outputs, same_config
+from orchestration.defs.common import block_outputs, same_config, skipped_metadata
 from orchestration.instance import MODEL_INFERENCE_POOL
 
 
@@ -82,16 +82,19 @@ def t2t_block(context: dg.OpExecutionContext, config: AuditConfig, block: dict) 
             "model_version": backend.model_version, "descriptors": len({t.descriptor for t in targets})}
 
 
-@dg.op(out={"t2t_completions": dg.Out(dg.Nothing), "audits": dg.Out(dg.Nothing)},
+@dg.op(out={"t2t_completions": dg.Out(dg.Nothing)},
        description="Once every block has landed: the audit's finished event and the asset metadata.")
 def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list[dict]):
     done = [b for b in blocks if "audit_id" in b]
     if not done:
         run = resolve_audit_run(context, config)
-        context.log.warning(f"target {run.target!r} is {run.modality} of family {run.family}: the T2T probe has nothing to generate")
-        skipped = {"target": run.target, "modality": run.modality, "rows_generated": 0}
-        yield dg.Output(None, "t2t_completions", metadata=skipped)
-        yield dg.Output(None, "audits", metadata=skipped)
+        if run.modality != "t2t" or run.family != "biasdora":
+            context.log.warning(f"target {run.target!r} is {run.modality} of family {run.family}: the T2T probe has nothing to generate")
+            reason = (f"partition {run.target}@{run.model_version} audits a {run.modality} target of family {run.family}: "
+                      "no text model to probe")
+        else:
+            reason = "no descriptor x setting target selected"
+        yield dg.Output(None, "t2t_completions", metadata=skipped_metadata(reason, target=run.target, modality=run.modality))
         return
     first = done[0]
     summary = ResumableSummary(first["audit_id"])
@@ -109,7 +112,6 @@ def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list
     )
     context.log.info(f"audit {summary.audit_id}: generated {summary.generated} of {summary.planned} rows in {len(done)} block(s)")
     yield dg.Output(None, "t2t_completions", metadata=meta)
-    yield dg.Output(None, "audits", metadata={"audit_id": summary.audit_id, "target": target or "(ad hoc)", "status": "finished"})
 
 
 @dg.graph_multi_asset(
@@ -118,16 +120,10 @@ def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list
     outs={
         "t2t_completions": dg.AssetOut(
             key=["landing", "t2t_completions"],
-            tags={"dora/layer": "probes"},
-            description="T2T word completions: one row per (audit, model, version, setting, descriptor, "
-            "letter, run) with raw output, parsed word and parse status. Append-only Parquet shards. "
-            "Partitioned by registry target and model version (keys `target@version`); audit runs "
-            "without a partition are ad hoc. Generated in blocks of targets (one step each).",
-        ),
-        "audits": dg.AssetOut(
-            key=["landing", "audits"],
-            tags={"dora/layer": "probes"},
-            description="Audit events (started / finished / failed) with model version and config hash.",
+            description="T2T word completions (BiasDora Section 2.1): one row per (audit, model, version, setting, "
+            "descriptor, letter, run) with the raw output, the parsed word and its parse status. Partitioned by "
+            "the audited model version: `<target>@<version>` for a registry target, `adhoc:<model>@<version>` for "
+            "`dora audit`. Generated in blocks of targets (one step each).",
         ),
     },
     ins={"descriptors": dg.AssetIn(key=["landing", "descriptors"], dagster_type=dg.Nothing)},
