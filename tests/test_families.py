@@ -16,8 +16,12 @@ def toy(tmp_path, monkeypatch):
     """FAMILIES + the toy family; its landing table in the landing contract; a fresh DORA_HOME."""
     from ingestion.landing import SCHEMAS
     from tests.toy_family.assets import SCHEMA, TABLE
+    from orchestration.definitions import defs
     from tests.toy_family.family import FAMILY
 
+    # the shipped definitions resolve lazily (and cache what they resolved): resolve them before
+    # FAMILIES holds the toy, so no later test sees a toy asset in them
+    defs.resolve_asset_graph()
     monkeypatch.setattr(fam, "FAMILIES", (*fam.FAMILIES, FAMILY))
     monkeypatch.setitem(SCHEMAS, TABLE, SCHEMA)
     monkeypatch.setenv("DORA_HOME", str(tmp_path / "home"))
