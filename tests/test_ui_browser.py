@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.dora_cli import free_port
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 REPO = Path(__file__).resolve().parent.parent
@@ -39,11 +40,6 @@ pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install -y chromium)"),
 ]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_server(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:

@@ -17,16 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.dora_cli import REPO, dora_env
+from tests.helpers.dora_cli import REPO, dora_env, free_port
 
 VENV_BIN = Path(sys.executable).parent
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30.0) -> None:
