@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dbt.cli.main import dbtRunner, dbtRunnerResult
 
-from ingestion.landing import SCHEMAS, dbt_home, dbt_target_dir, landing_dir
+from ingestion.landing import LANDING_URL_ENV, SCHEMAS, dbt_home, dbt_target_dir, landing_dir, landing_url
 
 __all__ = ["dbt_project_dir", "run_dbt"]
 
@@ -76,6 +76,7 @@ def run_dbt(args: list[str], dora_home: Path) -> dbtRunnerResult:
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DORA_HOME"] = str(home)
     os.environ["DBT_SEND_ANONYMOUS_USAGE_STATS"] = "false"
+    os.environ[LANDING_URL_ENV] = landing_url() or ""  # normalised for the sources (no trailing '/')
     for table in SCHEMAS:
         landing_dir(table)  # reads DORA_HOME, set just above
     os.environ["DORA_HOME"] = str(dbt_home())  # a plain-named alias of an odd home

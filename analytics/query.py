@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 import duckdb
 
 from ingestion.errors import QueryRefusedError, WarehouseBusyError, WarehouseMissingError
-from ingestion.landing import check_warehouse, dbt_home, dora_home, select_sql, warehouse_path
+from ingestion.landing import check_warehouse, dbt_home, dora_home, landing_url, register_landing, select_sql, warehouse_path
 
 _READ_TYPES = {"SELECT", "EXPLAIN"}
 # EXPLAIN ANALYZE executes the statement it explains ("explain analyze copy t to 'f.csv'"
@@ -150,7 +150,9 @@ def connect_read_only(path: Path | None = None, *, wait_seconds: float | None = 
     delay = 0.1
     while True:
         try:
-            return duckdb.connect(str(path), read_only=True)
+            con = duckdb.connect(str(path), read_only=True)
+            register_landing(con)  # the staging views of a landing zone on object storage read through it
+            return con
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower():
                 raise
@@ -167,7 +169,7 @@ def lock_down(con: duckdb.DuckDBPyConnection, landing: Path) -> None:
     """Confine a read-only warehouse connection to the warehouse.
 
     External access is disabled except for the landing folder (the staging views read its
-    Parquet shards), extensions are neither auto-installed nor auto-loaded, and the
+    Parquet shards; on object storage, the ``$DORA_LANDING_URL`` prefix), extensions are neither auto-installed nor auto-loaded, and the
     configuration is locked, so a ``select`` cannot call ``read_text('/etc/shadow')``, read
     ``/proc/self/environ`` (API keys), fetch a URL, install an extension or undo any of this.
     """
@@ -176,6 +178,8 @@ def lock_down(con: duckdb.DuckDBPyConnection, landing: Path) -> None:
     allowed = [str(landing) + "/"]
     if landing.parent == dora_home():  # the views of an odd home read it through its alias
         allowed.append(str(dbt_home() / "landing") + "/")
+    if landing_url():  # a landing zone on object storage (only its prefix)
+        allowed.append(landing_url() + "/")
     con.execute("set allowed_directories = ?", [allowed])
     con.execute("set enable_external_access = false")
     con.execute("set lock_configuration = true")

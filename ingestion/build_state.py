@@ -15,6 +15,7 @@ are written atomically; deleting one forces the step to run again.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -57,9 +58,17 @@ class Fingerprint:
 
     def add_tree(self, root: str | Path, pattern: str = "*.parquet") -> "Fingerprint":
         """Mix a listing of ``root`` (relative path, size in bytes, mtime in ns of every file
-        matching ``pattern``, recursively). Cheap: no file is read."""
-        base = Path(root)
+        matching ``pattern``, recursively; on object storage, a ``upath.UPath``: key, size and
+        ETag). Cheap: no file is read."""
         listing = []
+        if not isinstance(root, (str, Path)):  # a landing folder on object storage (upath.UPath)
+            # key, size and ETag of every object: a new or rewritten shard changes the listing
+            found = root.fs.find(root.path, detail=True) if root.fs.exists(root.path) else {}
+            for key, info in sorted(found.items()):
+                if fnmatch.fnmatch(key.rsplit("/", 1)[-1], pattern):
+                    listing.append(f"{key[len(root.path):].lstrip('/')}\t{info.get('size')}\t{info.get('ETag') or info.get('mtime')}")
+            return self._mix(f"tree:{root.name}", "\n".join(listing).encode())
+        base = Path(root)
         if base.is_dir():
             for p in sorted(base.rglob(pattern)):
                 if p.is_file():

@@ -205,7 +205,7 @@ def pending_descriptions(audit_id: str | None = None) -> list[dict]:
     """
     import duckdb
 
-    from ingestion.landing import landing_glob
+    from ingestion.landing import landing_glob, register_landing
 
     landing_dir("i2t_descriptions")
     landing_dir("description_words")
@@ -222,6 +222,7 @@ def pending_descriptions(audit_id: str | None = None) -> list[dict]:
     """
     params = [landing_glob("i2t_descriptions"), audit_id, audit_id, landing_glob("description_words")]
     with duckdb.connect() as con:
+        register_landing(con)
         return con.sql(sql, params=params).to_arrow_table().to_pylist()
 
 

@@ -141,6 +141,11 @@ class PlanTooLargeError(DoraError, ValueError):
     hold; raised while planning, before any model loads. The message names the count and the limit."""
 
 
+class LandingLocationError(DoraError, ValueError):
+    """``$DORA_LANDING_URL`` is not an object-storage URL (``s3://bucket/prefix``)
+    (:func:`ingestion.landing.landing_url`)."""
+
+
 __all__ = [
     "AuditFailedError",
     "AuditIdentityError",
@@ -151,6 +156,7 @@ __all__ = [
     "DoraError",
     "InputFileError",
     "ItemPoolTooSmallError",
+    "LandingLocationError",
     "ModelNotAvailableError",
     "PlanTooLargeError",
     "PromptLogprobsUnsupportedError",

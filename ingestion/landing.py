@@ -611,17 +611,93 @@ def safe_path_component(text: str) -> str:
     return cleaned
 
 
+# --- the landing zone on object storage (any fsspec URL) -----------------------------------
+#: The landing zone on object storage: an fsspec URL (``s3://bucket/prefix``, ``gs://...``).
+#: Unset: the local folder ``$DORA_HOME/landing``. Endpoint and credentials come from the
+#: storage library's own environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...), never
+#: from dora's code or files (docs/operations.md#object-storage-landing).
+LANDING_URL_ENV = "DORA_LANDING_URL"
+
+
+def landing_url() -> str | None:
+    """The landing zone's object-storage URL (``$DORA_LANDING_URL``, trailing ``/`` removed), or
+    ``None`` for the local landing folder.
+
+    Raises:
+        LandingLocationError: the value is not a URL with a protocol (``s3://bucket/prefix``).
+    """
+    from ingestion.errors import LandingLocationError
+
+    url = os.environ.get(LANDING_URL_ENV, "").strip().rstrip("/")
+    if not url:
+        return None
+    protocol, sep, rest = url.partition("://")
+    if not sep or not protocol or not rest or protocol == "file":
+        raise LandingLocationError(
+            f"${LANDING_URL_ENV}={url!r} is not an object-storage URL (e.g. s3://bucket/prefix); unset it to land "
+            "in $DORA_HOME/landing"
+        )
+    return url
+
+
+def landing_root():
+    """Where every landing table's folder lives: ``$DORA_HOME/landing`` (a ``Path``), or the
+    :func:`landing_url` as a ``upath.UPath`` (its ``fs`` is the fsspec filesystem).
+
+    Raises:
+        LandingLocationError: a malformed :data:`LANDING_URL_ENV`.
+    """
+    url = landing_url()
+    if url is None:
+        return dora_home() / "landing"
+    from upath import UPath
+
+    return UPath(url)
+
+
+def is_remote(path) -> bool:
+    """True for a landing path on object storage (not a local ``pathlib.Path``)."""
+    return not isinstance(path, Path)
+
+
+def register_landing(con) -> None:
+    """Let the DuckDB connection ``con`` read the landing zone: on object storage, register its
+    fsspec filesystem (``read_parquet('s3://...')`` and ``glob`` then go through it, listing
+    afresh: shards other workers landed are seen). Nothing to do for a local landing folder."""
+    root = landing_root()
+    if is_remote(root):
+        root.fs.invalidate_cache()
+        con.register_filesystem(root.fs)
+
+
+def _remote_landing_dir(table: str, folder):
+    marker = folder / "_schema.parquet"
+    schema = SCHEMAS[table]
+    try:
+        with marker.fs.open(marker.path, "rb") as fh:
+            current = pq.read_schema(fh)
+    except FileNotFoundError:
+        current = None
+    if current is None or not current.equals(schema, check_metadata=False):
+        _atomic_write(schema.empty_table(), marker)
+    return folder
+
+
 def landing_dir(table: str) -> Path:
     """Folder of one landing table, created with an empty schema shard if new.
 
     The empty ``_schema.parquet`` shard keeps dbt's ``read_parquet`` glob valid (and typed)
-    before any generation has landed.
+    before any generation has landed. On object storage (:data:`LANDING_URL_ENV`) the folder
+    is a ``upath.UPath`` prefix (nothing to create but the schema shard).
 
     Raises:
         KeyError: if ``table`` is not in :data:`SCHEMAS`.
     """
     schema = SCHEMAS[table]
-    folder = dora_home() / "landing" / table
+    root = landing_root()
+    if is_remote(root):
+        return _remote_landing_dir(table, root / table)
+    folder = root / table
     folder.mkdir(parents=True, exist_ok=True)
     marker = folder / "_schema.parquet"
     if os.path.lexists(marker):
@@ -640,6 +716,18 @@ def landing_dir(table: str) -> Path:
 
 
 def _atomic_write(table: pa.Table, path: Path) -> None:
+    if is_remote(path):
+        # object storage: the shard goes up whole under a temporary key that no reader's
+        # '*.parquet' glob matches, then is moved to its name (S3: a server-side copy, so the
+        # final key appears complete or not at all)
+        import io
+
+        buf = io.BytesIO()
+        pq.write_table(table, buf, compression="zstd")
+        tmp = f"{path.parent.path}/.{path.name}.{uuid.uuid4().hex}.tmp"
+        path.fs.pipe_file(tmp, buf.getvalue())
+        path.fs.mv(tmp, path.path)
+        return
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     pq.write_table(table, tmp, compression="zstd")
     with open(tmp, "rb") as fh:
@@ -678,7 +766,8 @@ def write_shard(
     folder = landing_dir(table)
     if partition is not None:
         folder = folder / safe_path_component(partition)
-        folder.mkdir(parents=True, exist_ok=True)
+        if not is_remote(folder):  # (object storage has no folders to make)
+            folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{safe_path_component(name) if name else uuid.uuid4().hex}.parquet"
     _atomic_write(data, path)
     return path
@@ -907,11 +996,17 @@ def quarantine_bad_shards(table: str) -> list[Path]:
     problem (and how to put it back). Nothing is deleted. A shard's data pages are decoded
     once: shards that passed are recorded (:func:`_verified_log`) with their size and mtime.
 
+    On object storage (:data:`LANDING_URL_ENV`) nothing is moved: a shard there is an object
+    put whole by dora (no partial file, no FIFO), and one that breaks the contract fails the
+    read with DuckDB's error naming it.
+
     Returns:
         The new paths of the shards moved by this call (usually empty).
     """
     schema = SCHEMAS[table]
     folder = landing_dir(table)
+    if is_remote(folder):
+        return []
     checked = _load_verified(table)
     verified: dict[str, tuple[int, int]] = {}
     moved = []
@@ -1025,4 +1120,5 @@ def read_landing(
         raise ValueError(f"landing table {table!r} has no column(s) {unknown}; columns: {names}")
     sql, params = select_sql("read_parquet(?, union_by_name=true)", wanted, filters, order_by)
     with duckdb.connect() as con:
+        register_landing(con)
         return con.sql(sql, params=[landing_glob(table), *params]).to_arrow_table()

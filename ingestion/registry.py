@@ -55,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from ingestion.errors import RegistryError
 from ingestion.vocabulary import (
+    ADHOC_PARTITION_PREFIX,
     BACKENDS,
     DEFAULT_MODALITY_SETTINGS,
     I2T_SETTINGS,
@@ -66,6 +67,8 @@ from ingestion.vocabulary import (
 __all__ = [
     "AuditTarget",
     "ProbeSettings",
+    "adhoc_partition_key",
+    "is_adhoc_partition",
     "Registry",
     "RegistryError",
     "VersionSpec",
@@ -469,6 +472,19 @@ def load_registry(path: Path | str | None = None) -> Registry:
 def partition_key(target: str, version: str) -> str:
     """The Dagster partition key of one (target, model version): ``<target>@<version>``."""
     return f"{target}{PARTITION_SEPARATOR}{version}"
+
+
+def adhoc_partition_key(model: str, version: str) -> str:
+    """The Dagster partition key of an ad-hoc audit (``dora audit`` without ``--target``) of
+    ``model`` at ``version``: ``adhoc:<model>@<version>``, e.g.
+    ``adhoc:smollm2-135m@gguf-q4_1-0123456789ab``. Its settings are the run's config, not a
+    registry target's (:func:`is_adhoc_partition`)."""
+    return f"{ADHOC_PARTITION_PREFIX}{model}{PARTITION_SEPARATOR}{version}"
+
+
+def is_adhoc_partition(key: str) -> bool:
+    """Whether partition ``key`` is an ad-hoc audit's (:func:`adhoc_partition_key`), not a registry target's."""
+    return key.startswith(ADHOC_PARTITION_PREFIX)
 
 
 def parse_partition_key(key: str) -> tuple[str, str]:

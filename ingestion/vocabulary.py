@@ -66,9 +66,13 @@ PAPER_TOXICITY_MODEL = "s-nlp/roberta_toxicity_classifier"
 #: Separator of a Dagster partition key ``<target>@<model version>`` (and of an API model's
 #: ``<id>@<created date>`` version).
 PARTITION_SEPARATOR = "@"
+#: Prefix of an ad-hoc audit's partition key ``adhoc:<model>@<model version>`` (``dora audit``
+#: without ``--target``): ``:`` is not allowed in a registry target's name, so such a key never
+#: names a registry target.
+ADHOC_PARTITION_PREFIX = "adhoc:"
 
 __all__ = [
-    "ASSOCIATION_KEY", "BACKENDS", "DEFAULT_I2T_SETTINGS", "DEFAULT_MODALITY_SETTINGS", "DEFAULT_MODEL",
+    "ADHOC_PARTITION_PREFIX", "ASSOCIATION_KEY", "BACKENDS", "DEFAULT_I2T_SETTINGS", "DEFAULT_MODALITY_SETTINGS", "DEFAULT_MODEL",
     "DEFAULT_SENTIMENT_SCORER", "DEFAULT_TOXICITY_SCORER", "I2T_BACKENDS", "I2T_OBJECTIVE_SETTINGS",
     "I2T_SETTINGS", "I2T_SUBJECTIVE_SETTINGS", "JUDGE_BACKENDS", "MODALITIES", "MODALITY_SETTINGS",
     "PARTITION_SEPARATOR", "PROMPT_STYLES", "SCORERS", "T2I_BACKENDS", "T2I_SETTINGS", "T2T_BACKENDS",

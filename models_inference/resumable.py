@@ -437,6 +437,7 @@ def run_resumable(
     max_error_share: float | None = None,
     identity: Mapping | None = None,
     step: str | None = None,
+    block: str | None = None,
 ) -> ResumableSummary:
     """Generate and land, in shards, every planned row of ``audit`` that has not landed yet,
     under the audit's inter-process lock (a second identical audit waits, then finds the rows
@@ -464,10 +465,16 @@ def run_resumable(
         identity: what identifies the audit's rows besides model, version and modality
             (backend, generation config, selection); stored on every event.
         step: the step named in the failure message (default: the audit's modality).
+        block: the name of this block when the audit's keys are split into blocks that run
+            apart (one Dagster step each, possibly on other machines; ``planned`` is then
+            only this block's keys): the lock is the block's own (``<audit>--<block>``), so
+            blocks of one audit run in parallel, and the block lands ``started`` / ``failed``
+            but never ``finished``: :func:`finish_blocks` lands it once every block is done.
+            ``max_error_share`` then applies to each block. ``None``: the whole audit.
 
     Returns:
         A :class:`ResumableSummary`. Audit events: none if nothing was missing, else
-        ``started`` (0 rows) then ``finished`` (rows generated).
+        ``started`` (0 rows) then ``finished`` (rows generated; not for a ``block``).
 
     Raises:
         ValueError: ``shard_rows < 1`` (before anything is read or landed).
@@ -484,7 +491,8 @@ def run_resumable(
         audit = AuditInfo(audit.audit_id, audit.model_id, audit.model_version, audit.modality,
                           {**audit.config, "identity": dict(identity)}, audit.target)
     check_audit_identity(audit, identity)
-    with holding_lock(landing_lock(audit.audit_id), f"audit {audit.audit_id}"):
+    name = audit.audit_id if block is None else f"{audit.audit_id}--{block}"
+    with holding_lock(landing_lock(name), f"audit {name}"):
         summary = ResumableSummary(audit.audit_id)
         done = landed_keys(table, audit.audit_id)
         todo: list[T] = []
@@ -495,6 +503,8 @@ def run_resumable(
             else:
                 todo.append(item)
         if not todo:
+            if block is not None:  # the audit's last event is finish_blocks' business
+                return summary
             # a run that was interrupted (or failed) and whose rows have all landed since: its last
             # event must not stay 'failed' / 'started' when nothing is missing any more
             events = audit_events(audit.audit_id) if summary.planned else []
@@ -520,11 +530,48 @@ def run_resumable(
             raise
         finally:
             bar.close()
-        audit.land_event("finished", summary.generated)
+        if block is None:
+            audit.land_event("finished", summary.generated)
         return summary
 
 
-__all__ = ["CODE_VERSION", "MAX_PLANNED_ROWS", "AuditInfo", "ErrorShare", "ResumableSummary", "ResumableTable", "check_plan_size", "holding_lock", "landed_keys", "landing_lock", "model_columns", "plan_resumable", "record_audit_target", "run_resumable"]
+def finish_blocks(audit_id: str, generated: int) -> bool:
+    """Land the ``finished`` event of an audit whose keys ran as blocks (``run_resumable(...,
+    block=...)``), once every block has succeeded.
+
+    The event copies the audit's latest event (model, version, config, target) with status
+    ``finished``, ``rows_generated`` = ``generated`` (the sum over the blocks) and the time now.
+
+    Args:
+        audit_id: the audit. generated: rows the blocks of this run generated.
+
+    Returns:
+        True if an event landed; False when nothing was generated and the latest event is
+        already ``finished``, or the audit has no event (nothing was ever generated), as a
+        whole-audit run with nothing missing lands nothing.
+    """
+    events = audit_events(audit_id)
+    if not events or (generated == 0 and events[-1]["status"] == "finished"):
+        return False
+    write_shard("audits", [{**events[-1], "status": "finished", "rows_generated": generated,
+                            "event_at": datetime.now(timezone.utc)}], partition=audit_id)
+    return True
+
+
+def block_bounds(units: int, block_size: int) -> list[tuple[int, int]]:
+    """Split ``units`` planned units (T2T targets, counterfactual sets...) into contiguous
+    blocks of at most ``block_size``: ``[(start, stop), ...]``, always at least one (an empty
+    ``(0, 0)`` when ``units`` is 0, so a fan-in step still runs).
+
+    Raises:
+        ValueError: ``block_size < 1`` or ``units < 0``.
+    """
+    if block_size < 1 or units < 0:
+        raise ValueError(f"block size must be >= 1 and units >= 0, got {block_size} and {units}")
+    return [(start, min(units, start + block_size)) for start in range(0, units, block_size)] or [(0, 0)]
+
+
+__all__ = ["CODE_VERSION", "MAX_PLANNED_ROWS", "AuditInfo", "ErrorShare", "ResumableSummary", "ResumableTable", "block_bounds", "check_plan_size", "finish_blocks", "holding_lock", "landed_keys", "landing_lock", "model_columns", "plan_resumable", "record_audit_target", "run_resumable"]
 
 
 def record_audit_target(audit_id: str, target: str, model_id: str, model_version: str, modality: str) -> bool:

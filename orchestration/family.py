@@ -152,6 +152,8 @@ class ProbeFamily:
         assets: () -> its asset definitions (imported on call: asset modules load backends).
         checks: () -> its asset checks.
         landing_tables, marts: what it writes (``dora families``).
+        audit_assets: the keys (``landing/<table>``) of its assets whose probes land audit events
+            (``models_inference.resumable``): the parents of the shared audit log ``landing/audits``.
         extra_groups: further asset groups that belong to it (dbt folders).
         adjust: (values by Config class) -> None, in place: cross-field run-config rules
             (presets, ``none`` meaning off) after the flags are read.
@@ -179,6 +181,7 @@ class ProbeFamily:
     landing_tables: tuple[str, ...]
     marts: tuple[str, ...]
     checks: Callable[[], Sequence] = lambda: ()
+    audit_assets: tuple[str, ...] = ()
     extra_groups: tuple[str, ...] = ()
     adjust: Callable[[dict], None] | None = None
     summary: Callable[[Any, Any], str] | None = None

@@ -99,9 +99,13 @@ def dbt_executable() -> str:
 
 def dbt_environment() -> dict[str, str]:
     """The environment variables a dbt invocation needs: ``DORA_HOME`` (absolute, read by
-    ``profiles.yml`` and the sources), dbt's usage tracking off (offline), and data tests
-    scoped to the audits of the build (``DORA_DBT_TEST_SCOPE``)."""
-    from ingestion.landing import dbt_home
+    ``profiles.yml`` and the sources), dbt's usage tracking off (offline), data tests
+    scoped to the audits of the build (``DORA_DBT_TEST_SCOPE``) and the landing zone's
+    object-storage URL (``DORA_LANDING_URL``, empty for the local folder).
+
+    Raises:
+        ingestion.errors.LandingLocationError: a malformed ``$DORA_LANDING_URL``."""
+    from ingestion.landing import LANDING_URL_ENV, dbt_home, landing_url
 
     # an odd home ('[', '*', an apostrophe ...) reaches dbt as a plain-named alias
     return {
@@ -110,6 +114,8 @@ def dbt_environment() -> dict[str, str]:
         # the data tests of a build read the audits it wrote, not the whole history
         # (dbt_project/macros/build_scope.sql); a plain `dbt build` tests every row
         DBT_TEST_SCOPE_ENV: "this_build",
+        # the landing zone on object storage (normalised: no trailing '/'), else '' (the local folder)
+        LANDING_URL_ENV: landing_url() or "",
     }
 
 

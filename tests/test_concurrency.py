@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,7 +30,7 @@ import psutil
 import pytest
 
 from tests.helpers.openai_server import OpenAIStubServer
-from tests.helpers.dora_cli import dora_argv as _dora, dora_env as _env, expected_t2t_keys as _expected_keys
+from tests.helpers.dora_cli import dora_argv as _dora, dora_env as _env, expected_t2t_keys as _expected_keys, free_port
 from tests.helpers.dora_cli import landed_t2t as _landed_t2t, prepare_dbt_manifest as _prepare_dbt_manifest, warehouse_rows as _warehouse
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -158,15 +157,10 @@ def test_ui_signal_forwarding_leaves_no_process_of_the_group(tmp_path, child_ign
     assert signal.getsignal(signal.SIGTERM) == before  # handlers restored
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.mark.slow
 def test_ctrl_c_to_dora_ui_stops_dagster_and_every_child_within_5_s(tmp_path):
-    home, port = tmp_path / "home", _free_port()
+    home, port = tmp_path / "home", free_port()
     log = open(tmp_path / "ui.log", "w")
     proc = subprocess.Popen(_dora("ui", "--port", str(port)), env=_env(home), stdout=log, stderr=subprocess.STDOUT)
     try:

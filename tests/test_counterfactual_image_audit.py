@@ -88,8 +88,10 @@ def test_cf_images_flags_and_dry_run_plan(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "counterfactual: 3 sets x 1 prompts" in out  # the paired text sets are the image sets
     assert "counterfactual image sets: 3 sets (2 images quarantined) x 1 prompts on tiny (transformers): 12 responses" in out
-    assert main(["audit", "--probe", "counterfactual", "--cf-images", str(folder), "--dry-run"]) == 2
-    assert "--cf-images needs --cf-vision-model" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # checked with the flags, before anything runs
+        main(["audit", "--probe", "counterfactual", "--cf-images", str(folder), "--dry-run"])
+    assert exited.value.code == 2
+    assert "dora audit: error: --cf-images needs --cf-vision-model" in capsys.readouterr().err
 
 
 def _reply(req):

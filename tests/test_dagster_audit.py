@@ -30,6 +30,25 @@ def test_audit_job_materialises_every_asset(finished_audit, monkeypatch):
 
 
 @pytest.mark.slow
+def test_skipped_probes_say_so_and_the_audit_log_tags_the_run(finished_audit):
+    """No T2I / I2T model is named: both probes report `skipped` (and the dbt build downstream of
+    them still ran); the audit log lists the run's audits, which tag the run, a partition of the model."""
+    md = finished_audit.metadata
+    for key in [("landing", "t2i_images"), ("landing", "i2t_descriptions")]:
+        assert md[key]["status"] == "skipped" and md[key]["skipped"] is True and md[key]["rows_generated"] == 0, key
+        assert md[key]["reason"] == "no model configured", key
+    assert ("stg_t2i_images",) in finished_audit.materialised and ("fct_associations",) in finished_audit.materialised
+    log = md[("landing", "audits")]
+    ids = log["audit_ids"].split(",")
+    assert md[("landing", "t2t_completions")]["audit_id"] in ids and md[("landing", "counterfactual_responses")]["audit_id"] in ids
+    assert log["families"] == "biasdora,counterfactual,modscan,vlstereoset" and log["audits_in_run"] == len(ids)
+    tags = finished_audit.run_tags
+    assert tags["dora/audit_id"] == log["audit_ids"] and tags["dagster/partition"] == finished_audit.partition
+    assert finished_audit.partition == f"adhoc:smollm2-135m@{tags['dora/model_version']}"
+    assert (tags["dora/target"], tags["dora/trigger"], tags["dora/model"]) == ("(ad hoc)", "cli", "smollm2-135m")
+
+
+@pytest.mark.slow
 def test_rerun_is_a_no_op_and_another_selection_is_another_audit(finished_audit, tmp_path, monkeypatch):
     """The same audit again on a copy of the finished home: nothing generated, nothing rebuilt;
     one more letter is another audit whose rows land and rebuild the warehouse."""
@@ -92,7 +111,7 @@ def test_yaml_descriptions_reach_the_warehouse_as_comments(finished_audit):
     assert comments["fct_associations.tf"].startswith("Term frequency tf(d,w)")
     assert comments["fct_association_dimensions.bias_dimension"].startswith("One CrowS-Pairs bias type")
     assert [c for c, text in comments.items() if not text] == []
-    assert relations["fct_associations"].startswith("PUBLIC CONTRACT")
+    assert relations["fct_associations"].startswith("One row per association (audit_id, modality, setting, descriptor, word)")
     assert relations["fct_association_dimensions"].startswith("PUBLIC")
     assert "fct_associations.bias_dimensions" in comments and "fct_associations.bias_dimension" not in comments
 

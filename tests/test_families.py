@@ -16,8 +16,12 @@ def toy(tmp_path, monkeypatch):
     """FAMILIES + the toy family; its landing table in the landing contract; a fresh DORA_HOME."""
     from ingestion.landing import SCHEMAS
     from tests.toy_family.assets import SCHEMA, TABLE
+    from orchestration.definitions import defs
     from tests.toy_family.family import FAMILY
 
+    # the shipped definitions resolve lazily (and cache what they resolved): resolve them before
+    # FAMILIES holds the toy, so no later test sees a toy asset in them
+    defs.resolve_asset_graph()
     monkeypatch.setattr(fam, "FAMILIES", (*fam.FAMILIES, FAMILY))
     monkeypatch.setitem(SCHEMAS, TABLE, SCHEMA)
     monkeypatch.setenv("DORA_HOME", str(tmp_path / "home"))
@@ -88,6 +92,16 @@ def test_audit_probe_toy_runs_only_the_toy_group(toy, monkeypatch, capsys):
     rows = read_landing("toy_rows").to_pylist()
     assert sorted(r["item"] for r in rows) == [0, 1, 2, 3] and {r["word"] for r in rows} == {"beta"}
     assert not (toy / "landing" / "t2t_completions").exists() or not any((toy / "landing" / "t2t_completions").rglob("*.parquet"))
+    # the toy names its model with a flag of its own (--toy-model): the run carries the launch's
+    # dora tags but is no partition of the --model model (`adhoc:<model>@<version>` is for those)
+    from dagster import DagsterInstance
+
+    with DagsterInstance.get() as instance:
+        (run,) = instance.get_runs(limit=1)
+        assert instance.get_dynamic_partitions("audit_versions") == []
+    assert "dagster/partition" not in run.tags and "dora/model" not in run.tags
+    assert {k: run.tags[k] for k in ("dora/family", "dora/target", "dora/trigger")} == {
+        "dora/family": "toy", "dora/target": "(ad hoc)", "dora/trigger": "cli"}
 
 
 def test_every_record_matches_the_dagster_definitions():

@@ -176,7 +176,7 @@ def test_definitions_wire_automation_groups_and_descriptions():
         assert (node.description or "").strip(), f"asset {key.to_user_string()} has no description"
         assert node.group_name != "default", f"asset {key.to_user_string()} is in no pipeline-stage group"
     groups = {graph.get(k).group_name for k in graph.get_all_asset_keys()}
-    assert {"biasdora", "counterfactual", "modscan", "vlstereoset"} == groups  # one group per probe family
+    assert {"biasdora", "counterfactual", "modscan", "vlstereoset", "audits"} == groups  # one group per probe family, one shared
     t2t = graph.get(dg.AssetKey(["landing", "t2t_completions"]))
     assert t2t.partitions_def is not None and t2t.partitions_def.name == AUDIT_PARTITIONS
     assert dg.AssetKey("fct_association_changes") in graph.get_all_asset_keys()

@@ -18,7 +18,7 @@ import pytest
 
 from ingestion.errors import InputFileError
 from orchestration.cli.audit import failure_lines
-from tests.helpers.dora_cli import dora_argv, dora_env
+from tests.helpers.dora_cli import dora_argv, dora_env, free_port
 
 
 def _failed_run(tmp_path, *errors):
@@ -60,7 +60,7 @@ def test_more_failed_steps_than_lines_are_counted(tmp_path):
 def _vlstereoset_bad_header(tmp_path):
     bad = tmp_path / "vls.csv"
     bad.write_text("a,b,c\n1,2,3\n")
-    return ["--probe", "vlstereoset", "--vlstereoset-csv", str(bad)], r"header \['a', 'b', 'c'\] is not the released VLStereoSet header"
+    return ["--probe", "vlstereoset", "--vlstereoset-csv", str(bad)], r"line 1: missing column\(s\) \['bias_type', .* in the header \['a', 'b', 'c'\]"
 
 
 def _counterfactual_unknown_occupation(tmp_path):
@@ -68,11 +68,7 @@ def _counterfactual_unknown_occupation(tmp_path):
 
 
 def _modscan_unreachable_server(tmp_path):
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on (bound, then released)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens on it
     return (["--probe", "modscan", "--modscan-backend", "openai", "--modscan-base-url", f"http://127.0.0.1:{port}/v1",
              "--modscan-model", "stub", "--modscan-instances", "1", "--modscan-probes", "modscan_text_persona",
              "--modscan-attributes", "gender", "--modscan-conditions", "original"],

@@ -1,11 +1,16 @@
 """The Dagster UI as a user sees it: `dora ui` (the README command) in a real headless Chromium.
 
-Starts ``dora ui`` (``dagster dev``) on 127.0.0.1 with a free port and a fresh
-DORA_HOME / DAGSTER_HOME under tmp_path, opens the global asset lineage in Debian's Chromium
-driven by Playwright (``executable_path=/usr/bin/chromium``; Playwright's own browser
-download is never used), expands every group, finds the T2T completions asset and
-``fct_associations`` in the graph, opens the T2T asset's description and saves a screenshot.
-Skipped only when Chromium is not installed (``apt-get install -y chromium``).
+Starts ``dora ui`` (``dagster dev``) on 127.0.0.1 with a free port on a copy of the session's
+finished audit (``finished_audit``: one ad-hoc audit of every family, run through the code
+path of ``dora audit``; the webserver writes into its home, so a copy), and drives Debian's
+Chromium with Playwright (``executable_path=/usr/bin/chromium``; Playwright's own browser
+download is never used), in one webserver start: the global asset lineage shows the groups
+of the four families and the shared ``audits`` group, expanded it shows the T2T completions
+asset and ``fct_associations``; the T2T asset's page shows its description; the audit's run
+page shows its ``dora/*`` tags (audit id, family, model, model version, target, trigger); the
+Partitions tab of ``landing/t2t_completions`` lists the audit's ``adhoc:<model>@<version>``
+partition. Screenshots are saved under tmp_path. Skipped only when Chromium is not installed
+(``apt-get install -y chromium``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +25,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.dora_cli import free_port
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 REPO = Path(__file__).resolve().parent.parent
@@ -34,11 +40,6 @@ pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install -y chromium)"),
 ]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_server(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
@@ -57,10 +58,13 @@ def wait_for_server(url: str, proc: subprocess.Popen, log: Path, timeout: float 
 
 
 @pytest.fixture
-def dagster_ui(tmp_path):
-    """`dora ui --port <free>` in its own process group; stopped (SIGINT, then SIGKILL) after."""
+def dagster_ui(tmp_path, finished_audit):
+    """`dora ui --port <free>` on a copy of the finished audit's home, in its own process group;
+    stopped (SIGINT, then SIGKILL) after."""
+    from tests.helpers.homes import copy_home
+
     port = free_port()
-    home = tmp_path / "dora_home"
+    home = copy_home(finished_audit, tmp_path / "dora_home")
     env = {
         **os.environ,
         "DORA_HOME": str(home),
@@ -92,9 +96,12 @@ def dagster_ui(tmp_path):
             pass
 
 
-def test_asset_graph_shows_the_t2t_asset_and_fct_associations(dagster_ui, tmp_path):
+def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, finished_audit, tmp_path):
     from playwright.sync_api import TimeoutError as PlaywrightTimeoutError, expect, sync_playwright
 
+    tags = finished_audit.run_tags
+    assert finished_audit.partition and finished_audit.partition.startswith("adhoc:smollm2-135m@")
+    assert {"dora/audit_id", "dora/family", "dora/model", "dora/model_version", "dora/target", "dora/trigger"} <= set(tags)
     shot = tmp_path / "asset_graph.png"
     with sync_playwright() as pw:
         browser = pw.chromium.launch_persistent_context(
@@ -111,8 +118,11 @@ def test_asset_graph_shows_the_t2t_asset_and_fct_associations(dagster_ui, tmp_pa
             skip = page.get_by_role("button", name="Skip")  # the community pop-up, when shown
             if skip.count():
                 skip.click()
-            # the graph starts with groups collapsed: right-click the canvas -> Expand all groups
-            expect(page.get_by_text("biasdora", exact=True).first).to_be_visible(timeout=60_000)
+            # the graph starts with groups collapsed: one box per family and the shared group
+            for group in ("biasdora", "counterfactual", "modscan", "vlstereoset", "audits"):
+                expect(page.get_by_text(group, exact=True).first).to_be_visible(timeout=60_000)
+            page.screenshot(path=str(tmp_path / "groups.png"))
+            # right-click the canvas -> Expand all groups
             expand = page.get_by_role("menuitem", name="Expand all groups")
             for x, y in ((1000, 300), (1500, 900), (300, 900), (1500, 150)):
                 # a right-click on empty canvas (not on a group box) opens the graph menu
@@ -122,19 +132,13 @@ def test_asset_graph_shows_the_t2t_asset_and_fct_associations(dagster_ui, tmp_pa
                     break
                 except PlaywrightTimeoutError:
                     page.keyboard.press("Escape")
-            else:  # no empty spot found: the upstream lineage graph of the mart shows the same nodes
-                page.goto(
-                    f"{dagster_ui}/assets/fct_associations?view=lineage&lineageScope=upstream&lineageDepth=10",
-                    wait_until="networkidle",
-                    timeout=120_000,
-                )
             t2t = page.get_by_text("t2t_completions", exact=True).first
             fct = page.get_by_text("fct_associations", exact=True).first
             try:
                 expect(t2t).to_be_visible(timeout=20_000)
             except AssertionError:
-                # with every probe family's group expanded the global graph is zoomed out past
-                # its labels: the upstream lineage graph of the mart shows the same chain legibly
+                # with every group expanded the global graph may be zoomed out past its labels:
+                # the upstream lineage graph of the mart shows the same chain legibly
                 page.goto(
                     f"{dagster_ui}/assets/fct_associations?view=lineage&lineageScope=upstream&lineageDepth=10",
                     wait_until="networkidle",
@@ -142,13 +146,30 @@ def test_asset_graph_shows_the_t2t_asset_and_fct_associations(dagster_ui, tmp_pa
                 )
             expect(t2t).to_be_visible(timeout=60_000)
             expect(fct).to_be_visible(timeout=60_000)
-            assert t2t.bounding_box() and fct.bounding_box()
             page.screenshot(path=str(shot))
             # the T2T asset's page shows its description
             page.goto(f"{dagster_ui}/assets/landing/t2t_completions", wait_until="networkidle", timeout=120_000)
             expect(page.get_by_text("T2T word completions", exact=False).first).to_be_visible(timeout=60_000)
-            page.screenshot(path=str(tmp_path / "t2t_selected.png"))
+            # the audit's run: its dora tags, behind "View tags and config"
+            page.goto(f"{dagster_ui}/runs/{finished_audit.run_id}", wait_until="networkidle", timeout=120_000)
+            page.get_by_role("button", name="View tags and config").click(timeout=60_000)
+            dialog = page.get_by_role("dialog")
+            expect(dialog.get_by_text("dora/trigger: cli")).to_be_visible(timeout=60_000)
+            shown = dialog.inner_text()
+            for key in ("dora/audit_id", "dora/family", "dora/model", "dora/model_version", "dora/target", "dora/trigger"):
+                assert f"{key}: {tags[key]}" in shown, key
+            assert "dora/family: biasdora,counterfactual,modscan,vlstereoset" in shown
+            assert "dora/model: smollm2-135m" in shown and "dora/target: (ad hoc)" in shown
+            assert "t2t-smollm2-135m-instruct-" in tags["dora/audit_id"]
+            page.screenshot(path=str(tmp_path / "run_tags.png"))
+            page.keyboard.press("Escape")
+            # the Partitions tab of the partitioned probe lists the audit's partition, materialised
+            page.goto(f"{dagster_ui}/assets/landing/t2t_completions?view=partitions", wait_until="networkidle",
+                      timeout=120_000)
+            expect(page.get_by_text("Materialized (1)")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text(finished_audit.partition, exact=True).first).to_be_attached(timeout=60_000)
+            page.screenshot(path=str(tmp_path / "partitions.png"))
         finally:
             browser.close()
     assert shot.stat().st_size > 10_000
-    print(f"screenshots: {shot} {tmp_path / 't2t_selected.png'}")
+    print(f"screenshots in {tmp_path}")

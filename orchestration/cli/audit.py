@@ -1,5 +1,5 @@
-"""``dora audit``: run the audit job (every asset) in this process or under Dagster's
-multiprocess executor, against the Dagster instance in ``$DAGSTER_HOME`` (default
+"""``dora audit``: run the audit job (every asset) in this process, under Dagster's
+multiprocess executor or on Celery workers (``orchestration/cluster.py``), against the Dagster instance in ``$DAGSTER_HOME`` (default
 ``$DORA_HOME/dagster``), so every run shows up in ``dora ui``; then print the summary.
 """
 
@@ -15,20 +15,35 @@ from orchestration.cli.flags import audit_run_config
 from orchestration.instance import AUDIT_JOB, prepare_environment, prepare_run_readers
 
 def _probe_selection(defs, probes: list[str] | None):
-    """Asset keys of the chosen probe families (``--probe``: their Dagster groups), or None
-    (every asset) when not given."""
+    """Asset keys of the chosen probe families (``--probe``: their Dagster groups) and of the
+    shared assets they feed, or None (every asset) when not given.
+
+    A shared asset (group ``audits``) is selected when all its parents are (``dim_audits`` needs
+    BiasDora's marts); the audit log ``landing/audits`` when any of them is (it records the
+    audits of whichever families ran)."""
     if not probes:
         return None
+    import graphlib
+
     from orchestration import families as fam
+    from orchestration.defs.audits.assets import AUDIT_LOG_KEY, AUDITS_GROUP
 
     graph = defs.resolve_asset_graph()
     groups = [g for name in probes for g in fam.get_family(name).groups]
-    return sorted(dg.AssetSelection.groups(*groups).resolve(graph))
+    selected = set(dg.AssetSelection.groups(*groups).resolve(graph))
+    shared = {k: set(graph.get(k).parent_keys) for k in dg.AssetSelection.groups(AUDITS_GROUP).resolve(graph)}
+    for key in graphlib.TopologicalSorter({k: p & set(shared) for k, p in shared.items()}).static_order():
+        parents = shared[key]
+        if (parents & selected) if key == AUDIT_LOG_KEY else (parents and parents <= selected):
+            selected.add(key)
+    return sorted(selected)
 
 
 @contextlib.contextmanager
-def _execute(executor: str, job, run_config, instance, partition: str | None, tags: dict, selection=None):
-    """Run the audit job in this process, or under Dagster's multiprocess executor.
+def _execute(executor: str, job, run_config, instance, partition: str | None, tags: dict, selection=None,
+             broker: str | None = None):
+    """Run the audit job in this process, under Dagster's multiprocess executor, or on Celery
+    workers (``broker``: the Celery broker URL, :func:`orchestration.cluster.broker_url`).
 
     Yields:
         The run's result (``ExecuteInProcessResult`` or ``ExecuteJobResult``): both give
@@ -42,17 +57,18 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
         return
     from dagster import execute_job, reconstructable
 
+    from orchestration.cluster import execution_config, quiet_celery_warnings
     from orchestration.definitions import audit_job_for_multiprocess
+
+    if executor == "celery":
+        quiet_celery_warnings()
 
     if partition:
         tags = {**tags, "dagster/partition": partition}
-    # forkserver with dora's definitions preloaded: each step process is forked from one that has
-    # already imported Dagster, dbt and dora (~4 s of imports saved per step)
-    start = {"forkserver": {"preload_modules": ["orchestration.definitions"]}}
-    run_config = dg.RunConfig(
-        ops=run_config.ops, loggers=run_config.loggers,
-        execution={"config": {"multiprocess": {"max_concurrent": 2, "start_method": start}}},
-    )
+    # multiprocess: each step in a process forked from one that has imported dora; celery: each
+    # step on a worker that listens on the broker (orchestration/cluster.py)
+    run_config = dg.RunConfig(ops=run_config.ops, loggers=run_config.loggers,
+                              execution=execution_config(executor, broker))
     # step processes write to file descriptor 1, not to the redirected sys.stdout: point it there too
     sys.stdout.flush()
     saved_stdout = os.dup(1)
@@ -204,6 +220,13 @@ def cmd_audit(args) -> int:
     home = prepare_environment()
     if getattr(args, "dry_run", False):
         return cmd_dry_run(args)
+    if args.executor == "celery":
+        from orchestration.cluster import celery_available
+
+        if not celery_available():
+            print("dora audit: --executor celery needs dagster-celery: pip install -e '.[cluster]' "
+                  "(docs/operations.md#running-on-a-cluster)", file=sys.stderr)
+            return 2
     from orchestration.instance import open_instance
 
     instance = open_instance()  # (concurrency) locked first creation; a corrupt storage file is one line
@@ -235,9 +258,12 @@ def cmd_audit(args) -> int:
         for step in ("crows_pairs", "descriptors"):
             forget(step)
     run_config = audit_run_config(args, **({"registry": registry} if args.target else {}))
+    from orchestration.cli.flags import selected
+    from orchestration.defs.audits.runs import adhoc_run, adhoc_tags, target_run_tags
+    from orchestration import families as fam
+
     if args.target:  # a target of another family: that family's options from the registry
         from ingestion.registry import load_registry
-        from orchestration import families as fam
         from orchestration.defs.audits.runs import family_op_configs
 
         target = load_registry(registry).target(args.target)
@@ -247,6 +273,14 @@ def cmd_audit(args) -> int:
             except (KeyError, ValueError) as exc:
                 print(f"dora audit: {exc}", file=sys.stderr)
                 return 2
+    families = [f.name for f in fam.FAMILIES if selected(args, f)]
+    if args.target:  # a target's run audits its own family only
+        tags = target_run_tags(partition, registry, [target.family], trigger="cli")
+    elif any(flag.flag == "--model" for f in fam.FAMILIES if selected(args, f) for flag in f.flags):
+        # an ad-hoc audit of the --model model is a partition of it: `adhoc:<model>@<version>`
+        partition, tags = adhoc_run(instance, args.model, args.backend, families, trigger="cli")
+    else:  # the selected families name their models with flags of their own (--modscan-model)
+        tags = adhoc_tags(families, trigger="cli")
     job = defs.resolve_job_def(AUDIT_JOB)
     log_dir = home / "logs"
     log_dir.mkdir(exist_ok=True)
@@ -258,8 +292,9 @@ def cmd_audit(args) -> int:
         configure_instance(instance)  # one DuckDB writer at a time (pool 'duckdb_writer' = 1 slot)
         prepare_run_readers()  # in-run readers wait for a writer
         reap_dead_runs(instance)  # free the slots of audits whose process was killed
-        with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, process_tags(),
-                                                   _probe_selection(defs, args.probe)) as result:
+        with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, {**tags, **process_tags()},
+                                                   _probe_selection(defs, args.probe),
+                                                   getattr(args, "celery_broker", None)) as result:
             pass
     if not result.success:
         interrupted = _interrupted_steps(result)
@@ -271,9 +306,6 @@ def cmd_audit(args) -> int:
         for line in failure_lines(result, log_dir, log_path):
             print(line, file=sys.stderr)
         return 1
-    from orchestration import families as fam
-    from orchestration.cli.flags import selected
-
     for family in fam.FAMILIES:
         if family.summary is not None and selected(args, family):
             text = family.summary(result, args)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from orchestration import families as fam
+from orchestration.cluster import BROKER_ENV, DEFAULT_BROKER, EXECUTORS
 from orchestration.cli.flags import add_all_family_flags, add_common_flags
 
 EPILOG = """\
@@ -100,9 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     reparse.add_argument("--build", action="store_true",
                          help="then rebuild stg_t2t_completions and every model downstream of it (dbt build)")
 
-    ui = sub.add_parser("ui", help="start the Dagster UI (dagster dev) on this DORA_HOME")
-    ui.add_argument("--port", type=v.int_range(1, 65535), default=3000, help="(default: 3000)")
-    ui.add_argument("--host", default="127.0.0.1", help="(default: 127.0.0.1)")
+    ui = sub.add_parser(
+        "ui", help="start the Dagster UI (dagster dev) on this DORA_HOME",
+        description="Start the Dagster UI (dagster dev) on the Dagster instance of this DORA_HOME: the asset "
+        "lineage (one group per probe family and the shared group 'audits'), every audit run with its dora/* "
+        "tags, the audit partitions. Ctrl-C or SIGTERM stops it and every process it started within seconds. "
+        "Tour: docs/operations.md#the-ui-tour",
+    )
+    ui.add_argument("--port", type=v.int_range(1, 65535), default=3000, metavar="PORT",
+                    help="TCP port the UI listens on, 1..65535 (default: 3000)")
+    ui.add_argument("--host", default="127.0.0.1", metavar="HOST",
+                    help="address to listen on; 0.0.0.0 serves other machines too (default: 127.0.0.1, this machine only)")
 
     report = sub.add_parser(
         "report",
@@ -214,9 +223,14 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         "audits whose shards were archived leave the marts) even when nothing new landed (default: skipped then)",
     )
     audit.add_argument(
-        "--executor", default="in_process", choices=["in_process", "multiprocess"],
+        "--executor", default="in_process", choices=list(EXECUTORS),
         help="in_process (default): every step in this process; multiprocess: each step in its own "
-        "process (Dagster's multiprocess executor), as runs launched from the UI",
+        "process (Dagster's multiprocess executor), as runs launched from the UI; celery: each step on a "
+        "Celery worker (`dagster-celery worker start`, docs/operations.md#running-on-a-cluster)",
+    )
+    audit.add_argument(
+        "--celery-broker", default=None, metavar="URL",
+        help=f"Celery broker and result backend of --executor celery (default: ${BROKER_ENV}, else {DEFAULT_BROKER})",
     )
     audit.add_argument(
         "--dry-run", action="store_true",

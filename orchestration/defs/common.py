@@ -29,3 +29,59 @@ class CommonFlags(ErrorShareLimit):
     """The source of the common flags' defaults and help (no op reads this class)."""
 
     progress: bool = Field(True, description="show the progress bars")
+
+
+# --- work that can be spread: a probe step as blocks of its keys (mapped Dagster steps) -----
+#: Mapping keys of the block steps are ``<what>_<start>_<stop>`` (Dagster allows [A-Za-z0-9_]).
+def block_outputs(what: str, units: int, block_size: int, output_name: str = "result"):
+    """One ``dagster.DynamicOutput`` per block of ``units`` planned units (T2T targets,
+    counterfactual sets...) of at most ``block_size``
+    (:func:`models_inference.resumable.block_bounds`): value ``{"start", "stop"}``, mapping key
+    ``<what>_<start>_<stop>``. Each becomes one step of the family's graph-backed asset: the
+    steps run apart (another process, a Celery worker on another machine), and one that fails
+    is re-executed alone (its landed shards are kept; nothing lands twice)."""
+    from models_inference.resumable import block_bounds
+
+    for start, stop in block_bounds(units, block_size):
+        yield dg.DynamicOutput({"start": start, "stop": stop}, mapping_key=f"{what}_{start}_{stop}", output_name=output_name)
+
+
+def same_config(config_class: type[dg.Config], *ops: str) -> dg.ConfigMapping:
+    """The config of a graph-backed asset (schema: ``config_class``) passed as is to each of
+    its ``ops``, so the run config keeps the shape of a single-op asset (``ops: {<asset>:
+    {config: {...}}}``) and the CLI's flags, the sensor and the schedule do not know the asset
+    is a graph."""
+
+    def config_fn(config):
+        return {op: {"config": config} for op in ops}
+
+    # Dagster reads the schema from the annotation (a Config class), as on an op
+    config_fn.__annotations__ = {"config": config_class}
+    return dg.ConfigMapping(config_fn=config_fn)
+
+
+def skipped_result(reason: str, *, asset_key=None, rows_key: str = "rows_generated", **extra) -> dg.MaterializeResult:
+    """The materialisation of a probe asset that did not run (no model configured, another
+    family selected, a registry target of another modality): dora's one convention for it.
+
+    Dagster has no "skipped" state for an asset a run selected: an asset that emits no output
+    makes Dagster skip every step downstream of it, and the dbt build of every family is one
+    step downstream of each probe. So a skipped probe still materialises, with metadata that
+    says so first: ``status = "skipped"``, ``skipped = True``, ``reason`` (one sentence, also
+    logged by the caller), ``<rows_key> = 0`` and ``extra`` (``how_to_enable``, ``target``, ...).
+
+    Args:
+        reason: why the probe did not run.
+        asset_key: for a multi-asset step that yields several keys.
+        rows_key: the row-count name of the asset (``rows_scored``, ``answers``); ``None`` for none.
+
+    Returns:
+        A ``MaterializeResult`` to return or yield.
+    """
+    return dg.MaterializeResult(asset_key=asset_key, metadata=skipped_metadata(reason, rows_key=rows_key, **extra))
+
+
+def skipped_metadata(reason: str, *, rows_key: str | None = "rows_generated", **extra) -> dict:
+    """The metadata of :func:`skipped_result`, for a graph-backed asset whose last op yields
+    ``dagster.Output(None, ..., metadata=...)`` (the blocked probes)."""
+    return {"status": "skipped", "skipped": True, "reason": reason, **({rows_key: 0} if rows_key else {}), **extra}

@@ -4,6 +4,7 @@ it landed and built (shared by the fault-tolerance and concurrency tests)."""
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -57,3 +58,10 @@ def expected_t2t_keys(settings, letters, runs, per_dimension) -> set[tuple]:
 def prepare_dbt_manifest() -> None:
     """Parse the dbt project once here, so concurrent subprocesses never race to write it."""
     import orchestration.definitions  # noqa: F401  (dbt_project() prepares the manifest)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (bound, then released) for a test server."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -44,6 +44,10 @@ class FinishedAudit:
     #: one (asset key path, check name, passed) per check evaluation of the run
     checks: tuple[tuple, ...] = field(repr=False)
     digest: dict[str, tuple] = field(repr=False)
+    #: the run's partition key (``adhoc:<model>@<version>``), id and tags (as stored after the run)
+    partition: str | None = None
+    run_id: str = ""
+    run_tags: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def materialised(self) -> set[tuple]:
@@ -69,18 +73,28 @@ def tree_digest(root: Path) -> dict[str, tuple]:
 
 
 def build_finished_audit(root: Path) -> FinishedAudit:
-    """Run the audit job once into ``root / 'home'`` (an ephemeral Dagster instance)."""
-    import dagster as dg
-
+    """Run the audit job once into ``root / 'home'``, as ``dora audit`` does: into the Dagster
+    instance of ``$DAGSTER_HOME`` (so ``dora ui`` on the home shows the run), as a partition of
+    the audited model (``adhoc:<model>@<version>``) with the run tags of an ad-hoc audit
+    (:func:`orchestration.defs.audits.runs.adhoc_run`, the code path of ``dora audit``)."""
+    from orchestration import families as fam
     from orchestration.definitions import AUDIT_JOB, defs
+    from orchestration.defs.audits.runs import adhoc_run
+    from orchestration.defs.biasdora.config import AuditConfig
+    from orchestration.instance import configure_instance, open_instance, write_dagster_yaml
 
     home = root / "home"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DORA_HOME", str(home))
         mp.setenv("DAGSTER_HOME", str(home / "dagster"))
+        write_dagster_yaml(home / "dagster")
         job = defs.resolve_job_def(AUDIT_JOB)
-        with dg.DagsterInstance.ephemeral() as instance:
-            result = job.execute_in_process(run_config=RUN_CONFIG, instance=instance)
+        t2t = AuditConfig(**T2T_CONFIG)
+        with open_instance() as instance:
+            configure_instance(instance)
+            partition, tags = adhoc_run(instance, t2t.model, t2t.backend, [f.name for f in fam.FAMILIES])
+            result = job.execute_in_process(run_config=RUN_CONFIG, instance=instance, partition_key=partition, tags=tags)
+            run_tags = dict(instance.get_run_by_id(result.run_id).tags)
         assert result.success, "the session's finished audit failed (see the log above)"
         metadata = {
             tuple(e.materialization.asset_key.path): {k: v.value for k, v in e.materialization.metadata.items()}
@@ -91,7 +105,8 @@ def build_finished_audit(root: Path) -> FinishedAudit:
             for e in result.all_events
             if e.event_type_value == "ASSET_CHECK_EVALUATION"
         )
-    return FinishedAudit(home=home, run_config=RUN_CONFIG, metadata=metadata, checks=checks, digest=tree_digest(home))
+    return FinishedAudit(home=home, run_config=RUN_CONFIG, metadata=metadata, checks=checks, digest=tree_digest(home),
+                         partition=partition, run_id=result.run_id, run_tags=run_tags)
 
 
 def shared_finished_audit(tmp_path_factory: pytest.TempPathFactory) -> FinishedAudit:

@@ -15,7 +15,7 @@ def toy_audit_id(config: ToyConfig) -> str:
     return f"toy-{config.model}-{config.word}"
 
 
-@dg.multi_asset(name=TABLE, specs=[dg.AssetSpec(["landing", TABLE], group_name="toy")])
+@dg.multi_asset(name=TABLE, specs=[dg.AssetSpec(["landing", TABLE], group_name="toy", description="The toy family's landed rows (a test fixture).")])
 def toy_rows(context: dg.AssetExecutionContext, config: ToyConfig):
     if not config.enabled:
         return dg.MaterializeResult(metadata={"status": "skipped"})

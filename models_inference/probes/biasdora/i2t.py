@@ -114,7 +114,7 @@ def landed_images(image_audit_id: str) -> list[dict]:
     """The latest row of every image key of an image audit whose status is ``ok``, in key order."""
     import duckdb
 
-    from ingestion.landing import landing_glob
+    from ingestion.landing import landing_glob, register_landing
 
     landing_dir("t2i_images")
     sql = """
@@ -126,6 +126,7 @@ def landed_images(image_audit_id: str) -> list[dict]:
         order by setting, descriptor, coalesce(descriptor_row, 1), image_index
     """
     with duckdb.connect() as con:
+        register_landing(con)
         rows = con.sql(sql, params=[landing_glob("t2i_images"), image_audit_id]).to_arrow_table().to_pylist()
     for r in rows:
         r["descriptor_row"] = r.get("descriptor_row") or 1

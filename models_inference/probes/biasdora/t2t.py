@@ -143,6 +143,7 @@ def run_t2t_probe(
     progress: bool = True,
     target: str | None = None,
     max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
+    block: tuple[int, int] | None = None,
 ) -> ResumableSummary:
     """Generate and land every missing T2T completion for ``targets``.
 
@@ -156,6 +157,10 @@ def run_t2t_probe(
             recorded on the audit events; ``None`` for an ad-hoc audit.
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
             audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`).
+        block: ``(start, stop)``: generate only ``targets[start:stop]`` (a descriptor x setting
+            block, one Dagster step of a spread audit); the audit id and identity still cover
+            every target, and the block lands no ``finished`` event
+            (:func:`models_inference.resumable.finish_blocks` does, after the last block).
 
     Returns:
         A :class:`~models_inference.resumable.ResumableSummary` (statuses: parse statuses). Rows land in shards of ``config.shard_rows`` as they are
@@ -220,10 +225,11 @@ def run_t2t_probe(
 
     event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2t", event_cfg, target)
-    planned, key = t2t_plan(targets, cfg)
+    planned, key = t2t_plan(targets if block is None else targets[block[0]:block[1]], cfg)
     return run_resumable(
         planned, key, generate, table=T2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
         max_error_share=max_error_share, identity=audit_identity(backend, cfg, targets), step="BiasDora T2T",
+        block=None if block is None else f"targets-{block[0]}-{block[1]}",
     )
 
 

@@ -259,6 +259,7 @@ def run_text_sets(
     progress: bool = True,
     target: str | None = None,
     max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
+    block: str | None = None,
 ) -> CounterfactualRunSummary:
     """Generate and land every missing text-set response (§5.1 prefix) on a text backend.
 
@@ -270,6 +271,9 @@ def run_text_sets(
         audit_id: override :func:`audit_id_for`.
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
             audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+        block: the name of the block of sets ``sets`` is (one Dagster step of a spread audit: the
+            audit id does not depend on the sets); the block lands no ``finished`` event
+            (:func:`models_inference.resumable.finish_blocks` does, after the last block).
 
     Returns:
         A :class:`CounterfactualRunSummary`; rows land in shards of ``config.shard_rows``
@@ -307,24 +311,25 @@ def run_text_sets(
         return generate
 
     return _land_sets("text", sets, backend, cfg, generate_for, audit_id=audit_id, progress=progress, target=target,
-                      max_error_share=max_error_share)
+                      max_error_share=max_error_share, block=block)
 
 
 def _land_sets(variant: str, sets: Sequence[CounterfactualSet], backend, cfg: CounterfactualProbeConfig,
                generate_for: Callable, *, audit_id: str | None = None, progress: bool = True, target: str | None = None,
-               max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE) -> CounterfactualRunSummary:
+               max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE, block: str | None = None) -> CounterfactualRunSummary:
     """The run both set variants share, once their config is checked: the audit id
     (:func:`audit_id_for`), the audit's event, and the resumable landing loop
     (:func:`models_inference.resumable.run_resumable`) over :func:`plan`, one row per (set,
     member, prompt, mitigation, seed). ``generate_for(audit_id, sampling)`` returns the
-    variant's ``generate(chunk, advance) -> rows``."""
+    variant's ``generate(chunk, advance) -> rows``; ``block``: the name of this block of sets
+    (:func:`run_text_sets`)."""
     audit_id = audit_id or audit_id_for(variant, backend, cfg)
     generate = generate_for(audit_id, SamplingParams(cfg.temperature, cfg.top_p))
     event_cfg = {"backend": backend.backend_name, "variant": variant, **asdict(cfg)}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target)
     key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
     res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
-                        max_error_share=max_error_share, step=f"counterfactual {variant} sets")
+                        max_error_share=max_error_share, step=f"counterfactual {variant} sets", block=block)
     return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
-from ingestion.landing import landing_dir, landing_glob
+from ingestion.landing import landing_dir, landing_glob, register_landing
 from ingestion.landing import write_shard
 from ingestion.quarantine import land_quarantine
 from models_inference.probes.vlstereoset.dataset import ImageOutcome, ResolvedImages, VLStereoSetDataset, item_rows
@@ -49,6 +49,7 @@ def landed_items(dataset_id: str) -> list[dict]:
         order by source_row
     """
     with duckdb.connect() as con:
+        register_landing(con)
         return con.sql(sql, params=[landing_glob("vlstereoset_items"), dataset_id]).to_arrow_table().to_pylist()
 
 

@@ -1,9 +1,16 @@
 """What a (partitioned) audit run audits: registry target -> probe settings and version.
 
 Plain helpers shared by the T2T asset, the sensor and the schedule; the vision and scoring
-assets ask :func:`target_of_run` which target their run audits. A run with a partition
-key audits that registry target at that model version; a run without one (``dora audit``)
-is an ad-hoc audit configured entirely by its run config.
+assets ask :func:`target_of_run` which target their run audits. A run with a registry
+partition key (``<target>@<version>``) audits that registry target at that model version; a
+run with an ad-hoc key (``adhoc:<model>@<version>``, :func:`adhoc_run`) or none is an ad-hoc
+audit configured entirely by its run config.
+
+Run tags (:data:`RUN_TAGS`): every audit run carries ``dora/target``, ``dora/model``,
+``dora/model_version``, ``dora/trigger`` and ``dora/family`` from its launch (sensor, schedule,
+``dora audit``), and ``dora/audit_id`` from the audit log asset at its end
+(``orchestration/defs/audits/assets.py``), which also fills any of the others a launch did
+not set (a run started from the UI).
 """
 
 from __future__ import annotations
@@ -15,13 +22,39 @@ from pathlib import Path
 
 import dagster as dg
 
-from ingestion.registry import AuditTarget, default_registry_path, load_registry, parse_partition_key
+from ingestion.registry import (
+    AuditTarget,
+    adhoc_partition_key,
+    default_registry_path,
+    is_adhoc_partition,
+    load_registry,
+    parse_partition_key,
+)
 from ingestion.errors import VersionError
 from models_inference.model_ref import resolve_version
 from orchestration.defs.biasdora.config import AuditConfig, VisionConfig
 
 #: Op name of the T2T probe asset, whose config the run requests fill.
 T2T_OP = "t2t_completions"
+
+#: The run tags of an audit run (Dagster UI -> Runs; filter with ``tag:dora/family=modscan``).
+TAG_AUDIT_ID = "dora/audit_id"  # the audits the run landed, comma-separated (set at the run's end)
+TAG_FAMILY = "dora/family"  # probe families run, comma-separated
+TAG_MODEL = "dora/model"  # the model audited (``--model`` / the target's model)
+TAG_MODEL_VERSION = "dora/model_version"
+TAG_TARGET = "dora/target"  # the registry target, or AD_HOC
+TAG_TRIGGER = "dora/trigger"  # cli, sensor, schedule, or manual (launched from the UI / Python)
+RUN_TAGS = (TAG_AUDIT_ID, TAG_FAMILY, TAG_MODEL, TAG_MODEL_VERSION, TAG_TARGET, TAG_TRIGGER)
+#: ``dora/target`` of an ad-hoc audit (no registry target).
+AD_HOC = "(ad hoc)"
+#: Run tag values are cut here (with "..."): a run of every family with many scorers lands a
+#: dozen audit ids (~60 characters each), which must fit; a registry target's odd model name need not.
+TAG_VALUE_LIMIT = 2000
+
+
+def tag_value(value: str) -> str:
+    """``value`` cut to :data:`TAG_VALUE_LIMIT` characters (ending ``...`` when cut)."""
+    return value if len(value) <= TAG_VALUE_LIMIT else value[: TAG_VALUE_LIMIT - 3] + "..."
 
 
 @dataclass
@@ -195,13 +228,21 @@ def audit_run_request(key: str, target: AuditTarget, version: str, *, trigger: s
                       run_key: str | None = None, registry: str | None = None) -> dg.RunRequest:
     """The run request of one partition: the whole audit job, configured for the target's
     family (:func:`run_config_for_target`); its audits extend the same family's earlier audits
-    of the model (the change-test marts pair them by model, ordered by time)."""
+    of the model (the change-test marts pair them by model, ordered by time). It runs on the
+    executor of ``$DORA_EXECUTOR`` when set (:func:`orchestration.cluster.scheduled_execution_config`:
+    ``celery`` runs scheduled re-audits on the cluster's workers)."""
+    from orchestration.cluster import scheduled_execution_config
+
+    run_config = run_config_for_target(target, families, registry)
+    execution = scheduled_execution_config()
+    if execution:
+        run_config = dg.RunConfig(ops=run_config.ops, execution=execution)
     return dg.RunRequest(
         run_key=run_key or key,
         partition_key=key,
-        run_config=run_config_for_target(target, families, registry),
-        tags={"dora/target": target.name, "dora/model_version": version[:60], "dora/trigger": trigger,
-              "dora/family": target.family},
+        run_config=run_config,
+        tags={TAG_TARGET: target.name, TAG_MODEL: tag_value(target.model), TAG_MODEL_VERSION: tag_value(version),
+              TAG_TRIGGER: trigger, TAG_FAMILY: target.family},
     )
 
 
@@ -251,6 +292,63 @@ def add_target_partition(instance: dg.DagsterInstance, name: str, registry_path:
     if not instance.has_dynamic_partition(audit_partitions.name, key):
         instance.add_dynamic_partitions(audit_partitions.name, [key])
     return key, str(path)
+
+
+def adhoc_tags(families: list[str], *, trigger: str = "cli") -> dict[str, str]:
+    """The launch tags of an ad-hoc audit whose model is not known before it runs (families that
+    name their models with flags of their own, ``--modscan-model``): target, trigger, families;
+    the audit log step adds the models and versions that landed."""
+    return {TAG_TARGET: AD_HOC, TAG_TRIGGER: trigger, TAG_FAMILY: ",".join(families)}
+
+
+def adhoc_run(instance: dg.DagsterInstance, model: str, backend: str, families: list[str], *,
+              trigger: str = "cli") -> tuple[str | None, dict[str, str]]:
+    """The partition and run tags of an ad-hoc audit of ``model`` (``dora audit`` without
+    ``--target``; the session's shared test audit runs it too, so both look alike in the UI).
+
+    Registers the dynamic partition ``adhoc:<model>@<version>`` of the audit partitions (the
+    Partitions tab of ``landing/t2t_completions`` then lists it), with
+    the version of :func:`models_inference.model_ref.model_version` (hashed once per process).
+
+    Args:
+        instance: the Dagster instance the run goes to.
+        model, backend: the audited model (``--model``, ``--backend``).
+        families: the probe families the run selects (``dora/family``).
+        trigger: ``dora/trigger``.
+
+    Returns:
+        (partition key, or ``None`` when the model's version cannot be read here, e.g. the
+        embedded default is not installed: the run then fails with that message itself, or
+        does not need the model; {tag: value} for :data:`RUN_TAGS` but the audit id).
+    """
+    from ingestion.errors import DoraError
+    from models_inference.model_ref import model_version
+    from orchestration.defs.audits.partitions import audit_partitions
+
+    tags = {**adhoc_tags(families, trigger=trigger), TAG_MODEL: tag_value(model)}
+    try:
+        version = model_version(model, backend=backend)
+    except DoraError:
+        return None, tags
+    tags[TAG_MODEL_VERSION] = tag_value(version)
+    key = adhoc_partition_key(model, version)
+    if not instance.has_dynamic_partition(audit_partitions.name, key):
+        instance.add_dynamic_partitions(audit_partitions.name, [key])
+    return key, tags
+
+
+def target_run_tags(partition: str, registry: str, families: list[str], *, trigger: str = "cli") -> dict[str, str]:
+    """The run tags (:data:`RUN_TAGS` but the audit id) of ``dora audit --target`` for the
+    partition ``<target>@<version>`` of the registry file ``registry``.
+
+    Raises:
+        ValueError: a partition key that is not ``<target>@<version>``.
+        ingestion.registry.RegistryError, KeyError: as :func:`ingestion.registry.load_registry` / ``target``.
+    """
+    name, version = parse_partition_key(partition)
+    target = load_registry(registry).target(name)
+    return {TAG_TARGET: name, TAG_MODEL: tag_value(target.model), TAG_MODEL_VERSION: tag_value(version),
+            TAG_TRIGGER: trigger, TAG_FAMILY: ",".join(families)}
 
 
 # ----------------------------------------------------------------------------- which target a run audits
@@ -317,7 +415,8 @@ def check_current_version(target: AuditTarget, version: str) -> None:
 
 
 def target_of_run(context, registry: str | None = None, *, require_current: bool = False) -> RunTarget | None:
-    """Which registry target (and version) the run of ``context`` audits; ``None`` when ad hoc.
+    """Which registry target (and version) the run of ``context`` audits; ``None`` when ad hoc
+    (no partition, or an ``adhoc:`` one).
 
     Args:
         context: an asset execution context of any asset of the run.
@@ -331,7 +430,7 @@ def target_of_run(context, registry: str | None = None, *, require_current: bool
         VersionError: ``require_current`` and the version is unreadable or not current.
     """
     key = run_partition_key(context)
-    if key is None:
+    if key is None or is_adhoc_partition(key):  # an ad-hoc audit's partition: its run config says all
         return None
     name, version = parse_partition_key(key)
     path = run_registry_path(context, registry)

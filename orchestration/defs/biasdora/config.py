@@ -71,6 +71,11 @@ class AuditConfig(ErrorShareLimit):
     progress: bool = Field(True, description="show the progress bars")
     temperature: float = Field(PAPER_TEMPERATURE, description="sampling temperature (paper)")
     top_p: float = Field(PAPER_TOP_P, description="nucleus sampling (paper)")
+    t2t_block_targets: int = Field(
+        128, ge=1, le=1_000_000,
+        description="descriptor x setting targets per block: each block is one Dagster step, run apart (another "
+        "process or Celery worker) and redone alone if it fails (the default audit is one block)",
+    )
     # API client limits (the failed-call share above which the audit ends failed: ErrorShareLimit)
     api_timeout: float = Field(60.0, gt=0, le=3600, description="seconds per API request (backend openai); a timed-out request is not re-sent")
     api_concurrency: int = Field(4, ge=1, le=MAX_API_CONCURRENCY, description="API requests in flight at once (backend openai)")

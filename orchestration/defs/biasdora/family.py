@@ -41,7 +41,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((AuditConfig, "descriptors"), (VisionConfig, "descriptors"))),
     Flag(((AuditConfig, "per_dimension"), (VisionConfig, "per_dimension"))),
     Flag(((AuditConfig, "prompt_style"),), choices=PROMPT_STYLES),
-    *Flag.of(AuditConfig, "batch_size"),
+    *Flag.of(AuditConfig, "batch_size", "t2t_block_targets"),
     Flag(((AuditConfig, "audit_id"),), validator=v.audit_id),
     *Flag.of(AuditConfig, "registry", "api_timeout", "api_concurrency", "api_max_retries"),
     # T2I / I2T probes (orchestration/defs/biasdora/vision/)
@@ -135,6 +135,7 @@ FAMILY = ProbeFamily(
     flag_prefix="--",
     assets=_assets,
     checks=_checks,
+    audit_assets=("landing/t2t_completions", "landing/t2i_images", "landing/i2t_descriptions"),
     landing_tables=("crows_pairs", "descriptors", "descriptor_rows", "t2t_completions", "t2i_images", "i2t_descriptions",
                     "description_words", "sentiment_scores", "toxicity_scores", "judge_ratings"),
     marts=("dim_audits", "fct_associations", "fct_association_scores", "fct_association_changes", "fct_association_samples",

@@ -17,6 +17,8 @@ text model's version pinned to the partition's, audits tagged with the target), 
 """
 
 
+from collections import Counter
+
 import dagster as dg
 
 from ingestion.landing import landing_dir
@@ -28,7 +30,9 @@ from models_inference.backends.text import load_text_backend
 from models_inference.backends.vision import load_vision_backend
 from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
+from models_inference.resumable import finish_blocks
 from orchestration.defs.audits.runs import family_skip_reason, target_of_run, with_model_version
+from orchestration.defs.common import block_outputs, same_config, skipped_metadata, skipped_result
 from orchestration.defs.counterfactual.config import CounterfactualConfig
 from orchestration.instance import MODEL_INFERENCE_POOL
 
@@ -66,7 +70,7 @@ def _skipped(context: dg.AssetExecutionContext, config: CounterfactualConfig, ta
     if not reason:
         return []
     context.log.info(f"{table} skipped: {reason}")
-    return [dg.MaterializeResult(asset_key=key, metadata={"skipped": reason, **zeros}) for key, zeros in empty.items()]
+    return [skipped_result(reason, asset_key=key, rows_key=None, **zeros) for key, zeros in empty.items()]
 
 
 def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None):
@@ -113,37 +117,75 @@ def probe_config(config: CounterfactualConfig) -> cf.CounterfactualProbeConfig:
     )
 
 
-@_op(
-    "counterfactual_responses",
-    (RESPONSES, "Counterfactual responses (Howard et al., seed 003): one row per (set, member, prompt, "
-     "mitigation, seed) with member attributes, prompt label, model, version, raw text, status and the "
-     "numeric parse (App. F). Text sets: the section 5.1 prefix on a text model. Append-only, resumable.", ()),
-    (LEXICON, "Competence lexicon (App. E.1) and stop list snapshots.", ()),
-)
-def counterfactual_responses(context: dg.AssetExecutionContext, config: CounterfactualConfig):
-    skipped = _skipped(context, config, "counterfactual_responses", {RESPONSES: {"rows_generated": 0}, LEXICON: {}})
-    if skipped:
-        yield from skipped
+RESPONSE_OPS = ("counterfactual_sets", "counterfactual_block", "counterfactual_finish")
+
+
+@dg.op(out={"blocks": dg.DynamicOut(dict), "lexicon_rows": dg.Out(int)},
+       description="Land the lexicons; split the text sets into blocks of --cf-block-sets.")
+def counterfactual_sets(context: dg.OpExecutionContext, config: CounterfactualConfig):
+    landing_dir("counterfactual_responses")
+    reason = _skip_reason(context, config)
+    if reason:  # one empty block: the fan-in step reports the skip
+        yield from block_outputs("sets", 0, 1, output_name="blocks")
+        yield dg.Output(0, "lexicon_rows")
         return
     lexicon = competence_lexicon(config.lexicon)
-    lexicon_rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
-    image_sets = build_image_sets(config)
-    sets = build_sets(config, image_sets)
-    metadata = {"max_new_tokens": config.max_new_tokens, "rows_quarantined": len(lexicon.quarantined), "sets": len(sets)}
+    rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
+    sets = build_sets(config, build_image_sets(config))  # (image sets without paired text: no text set)
+    yield from block_outputs("sets", len(sets), config.block_sets, output_name="blocks")
+    yield dg.Output(rows, "lexicon_rows")
+
+
+@dg.op(pool=MODEL_INFERENCE_POOL, description="Generate and land the missing responses of one block of text sets.")
+def counterfactual_block(context: dg.OpExecutionContext, config: CounterfactualConfig, block: dict) -> dict:
+    if block["stop"] == block["start"]:
+        return {"generated": 0}
+    sets = build_sets(config, build_image_sets(config))[block["start"]:block["stop"]]
+    backend = _text_backend(config)
     run = target_of_run(context, require_current=True)  # a registry partition of a counterfactual target
-    if sets:
-        backend = _text_backend(config)
-        if run is not None:
-            backend = with_model_version(backend, run.model_version)
-        summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
-                                   max_error_share=config.max_error_share, target=run and run.target.name)
-        context.log.info(f"counterfactual audit {summary.audit_id}: generated {summary.generated} of {summary.planned} responses")
+    if run is not None:
+        backend = with_model_version(backend, run.model_version)
+    summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
+                               max_error_share=config.max_error_share, target=run and run.target.name,
+                               block=f"sets-{block['start']}-{block['stop']}")
+    context.log.info(f"counterfactual audit {summary.audit_id}, sets {block['start']}-{block['stop']}: generated "
+                     f"{summary.generated} of {summary.planned} responses")
+    return {"audit_id": summary.audit_id, "planned": summary.planned, "already_landed": summary.already_landed,
+            "generated": summary.generated, "statuses": dict(summary.statuses), "sets": len(sets),
+            "model_id": backend.model_id, "model_version": backend.model_version}
+
+
+@dg.op(out={"responses": dg.Out(dg.Nothing), "lexicon": dg.Out(dg.Nothing)},
+       description="Once every text block has landed: the audit's finished event, the image sets (one step), "
+       "the asset metadata.")
+def counterfactual_finish(context: dg.OpExecutionContext, config: CounterfactualConfig, blocks: list[dict], lexicon_rows: int):
+    reason = _skip_reason(context, config)
+    if reason:
+        context.log.info(f"counterfactual probe skipped: {reason}")
+        yield dg.Output(None, "responses", metadata=skipped_metadata(reason, rows_key=None, rows_generated=0))
+        yield dg.Output(None, "lexicon", metadata=skipped_metadata(reason, rows_key=None))
+        return
+    lexicon = competence_lexicon(config.lexicon)
+    image_sets = build_image_sets(config)
+    done = [b for b in blocks if "audit_id" in b]
+    metadata = {"max_new_tokens": config.max_new_tokens, "rows_quarantined": len(lexicon.quarantined),
+                "sets": sum(b["sets"] for b in done), "blocks": len(done)}
+    if done:
+        statuses: Counter = Counter()
+        for b in done:
+            statuses.update(b["statuses"])
+        total = {k: sum(b[k] for b in done) for k in ("planned", "already_landed", "generated")}
+        finish_blocks(done[0]["audit_id"], total["generated"])
+        context.log.info(f"counterfactual audit {done[0]['audit_id']}: generated {total['generated']} of "
+                         f"{total['planned']} responses in {len(done)} block(s)")
         metadata.update({
-            "audit_id": summary.audit_id, "variant": "text", "model_id": backend.model_id, "model_version": backend.model_version,
-            "rows_planned": summary.planned, "rows_already_landed": summary.already_landed, "rows_generated": summary.generated,
-            "status": dg.MetadataValue.json(dict(summary.statuses)),
+            "audit_id": done[0]["audit_id"], "variant": "text", "model_id": done[0]["model_id"],
+            "model_version": done[0]["model_version"], "rows_planned": total["planned"],
+            "rows_already_landed": total["already_landed"], "rows_generated": total["generated"],
+            "status": dg.MetadataValue.json(dict(statuses)),
         })
-    if image_sets is not None:
+    if image_sets is not None:  # the image sets (an LVLM on the dataset's images) run in this one step
+        run = target_of_run(context, require_current=True)
         kwargs = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
         if config.vision_backend == "transformers":
             kwargs["batch_size"] = config.vision_batch_size
@@ -158,8 +200,28 @@ def counterfactual_responses(context: dg.AssetExecutionContext, config: Counterf
             "image_rows_quarantined": len(image_sets.quarantined),
         })
     metadata.setdefault("rows_generated", 0)
-    yield dg.MaterializeResult(asset_key=RESPONSES, metadata=metadata)
-    yield dg.MaterializeResult(asset_key=LEXICON, metadata={"rows": lexicon_rows})
+    yield dg.Output(None, "responses", metadata=metadata)
+    yield dg.Output(None, "lexicon", metadata={"rows": lexicon_rows})
+
+
+@dg.graph_multi_asset(
+    group_name=GROUP,
+    name="counterfactual_responses",
+    outs={
+        "responses": dg.AssetOut(
+            key=RESPONSES,
+            description="Counterfactual responses (Howard et al., seed 003): one row per (set, member, prompt, "
+            "mitigation, seed) with member attributes, prompt label, model, version, raw text, status and the "
+            "numeric parse (App. F). Text sets: the section 5.1 prefix on a text model, in blocks of sets (one "
+            "step each); image sets (--cf-images) on the LVLM. Append-only, resumable.",
+        ),
+        "lexicon": dg.AssetOut(key=LEXICON, description="Competence lexicon (App. E.1) and stop list snapshots."),
+    },
+    config=same_config(CounterfactualConfig, *RESPONSE_OPS),
+)
+def counterfactual_responses():
+    blocks, lexicon_rows = counterfactual_sets()
+    return counterfactual_finish(blocks.map(counterfactual_block).collect(), lexicon_rows)
 
 
 @_op(

@@ -60,6 +60,11 @@ class CounterfactualConfig(ErrorShareLimit):
     occupations: list[str] = Field(list(DEFAULT_OCCUPATIONS), description="comma-separated occupations ('' = every occupation)")
     sets_per_occupation: int = Field(1, ge=0, le=MAX_SETS, description="released sets per occupation (0 = all)")
     max_sets: int = Field(0, ge=0, le=MAX_SETS, description="at most this many sets per subset (0 = no cap)")
+    block_sets: int = Field(
+        25, ge=1, le=MAX_SETS,
+        description="text sets per block: each block is one Dagster step, run apart (another process or Celery "
+        "worker) and redone alone if it fails (the default audit is one block)",
+    )
     custom_occupations: list[str] = Field([], description="user-defined text sets for these occupations instead of the released ones")
     prompts: list[str] = Field([*MAIN_PROMPTS, *NUMERIC_PROMPTS], description="prompt labels (App. B, F)")
     seeds: int = Field(1, ge=1, le=MAX_RUNS, description="seeds per open prompt (paper: 3)")

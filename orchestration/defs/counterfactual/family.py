@@ -27,7 +27,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((C, "batch_size"),), name="--batch-size"),
     Flag(((C, "subsets"),), prefix=P, choices=tuple(SUBSETS)),
     Flag(((C, "occupations"),), prefix=P),
-    *Flag.of(C, "sets_per_occupation", "max_sets", "custom_occupations", prefix=P),
+    *Flag.of(C, "sets_per_occupation", "max_sets", "block_sets", "custom_occupations", prefix=P),
     Flag(((C, "prompts"),), prefix=P, choices=tuple(ALL_PROMPTS)),
     *Flag.of(C, "seeds", prefix=P),
     Flag(((C, "mitigations"),), prefix=P, choices=tuple(MITIGATIONS)),
@@ -93,7 +93,7 @@ def summary(result, args=None) -> str:
         md = {k: v.value for k, v in mat.materialization.metadata.items()}
         if md.get("skipped"):
             if key[1] == "counterfactual_responses":
-                lines.append(f"  skipped: {md['skipped']}")
+                lines.append(f"  skipped: {md.get('reason')}")
             continue
         if key[1] == "counterfactual_responses":
             if md.get("audit_id"):
@@ -157,6 +157,7 @@ FAMILY = ProbeFamily(
     flags=FLAGS,
     flag_prefix="--" + P,
     assets=_assets,
+    audit_assets=("landing/counterfactual_responses",),
     landing_tables=("counterfactual_responses", "counterfactual_lexicon", "counterfactual_toxicity", "counterfactual_stereotype_flags"),
     marts=("fct_counterfactual_responses", "fct_max_toxicity", "agg_max_toxicity", "fct_group_word_pmi", "agg_competence_by_group",
            "fct_numeric_ratings", "agg_numeric_ratings", "agg_numeric_tests_by_occupation", "fct_max_toxicity_change_tests",

@@ -16,7 +16,7 @@ from ingestion.build_state import (
     record_success,
     recover_warehouse,
 )
-from ingestion.landing import dbt_target_dir, dora_home, quarantine_bad_shards, warehouse_path
+from ingestion.landing import dbt_target_dir, landing_root, quarantine_bad_shards, warehouse_path
 from orchestration.defs.dbt.resources import dbt_project, dbt_project_files
 from orchestration.instance import DBT_PROJECT_DIR, DUCKDB_WRITER_POOL, prepare_dbt_run
 
@@ -24,17 +24,68 @@ from orchestration.instance import DBT_PROJECT_DIR, DUCKDB_WRITER_POOL, prepare_
 DBT_STEPS = ("dbt_dora_dbt_models", "dbt_dora_score_models")
 
 
+#: The dbt source of the audit log (every family's audit events): models reading it, directly or
+#: through another model, are shared by the families (orchestration/defs/audits/assets.py).
+AUDIT_LOG_SOURCE = "source.dora.landing.audits"
+#: The shared Dagster group (``orchestration.defs.audits.assets.AUDITS_GROUP``; that module
+#: imports Dagster assets of its own, so the name is repeated here and a test checks they agree).
+SHARED_GROUP = "audits"
+
+
+def audit_log_readers(manifest: Mapping[str, Any]) -> frozenset[str]:
+    """The unique ids of the dbt nodes downstream of :data:`AUDIT_LOG_SOURCE` (dbt's ``child_map``)."""
+    children = manifest.get("child_map") or {}
+    seen, todo = set(), list(children.get(AUDIT_LOG_SOURCE, ()))
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(children.get(node, ()))
+    return frozenset(seen)
+
+
 class DoraDbtTranslator(DagsterDbtTranslator):
-    """Groups dbt assets by their family folder (``models/<family>/<layer>/``: ``biasdora``,
-    ``counterfactual``, ``modscan``, ``vlstereoset``); sources keep the default
-    ``[source, table]`` keys, i.e. ``landing/<table>``, the Python assets' keys."""
+    """Where a dbt model shows in the Dagster UI.
+
+    Group: its family folder (``models/<family>/<layer>/``: ``biasdora``, ``counterfactual``,
+    ``modscan``, ``vlstereoset``), except models that read the audit log (``stg_audits``,
+    ``dim_audits`` and the models comparing audits through it), which are in the shared group
+    ``audits``: every family's probes feed the audit log, so a family group holding a reader of
+    it would make the group graph circular (family -> audits -> family).
+
+    Layer: the model's sub-folder (``staging``, ``intermediate``, ``marts``) as a kind (a badge
+    on the graph node, next to ``dbt`` and ``duckdb``) and as the tag ``dora/layer``. Sources
+    keep the default ``[source, table]`` keys, i.e. ``landing/<table>``, the Python assets' keys.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._readers: tuple[int, frozenset[str]] | None = None
+
+    def _audit_log_readers(self, manifest: Mapping[str, Any]) -> frozenset[str]:
+        if self._readers is None or self._readers[0] != id(manifest):
+            self._readers = (id(manifest), audit_log_readers(manifest))
+        return self._readers[1]
+
+    def get_description(self, dbt_resource_props: Mapping[str, Any]) -> str:
+        """The model's documented description (its YAML) and where its SQL is; dagster-dbt's
+        default appends the raw SQL, whose comments are notes for the people who change it."""
+        text = " ".join((dbt_resource_props.get("description") or "").split())
+        path = dbt_resource_props.get("original_file_path")
+        if not text:
+            return super().get_description(dbt_resource_props)
+        return f"{text}\n\nSQL: `dbt_project/{path}`." if path else text
 
     def get_asset_spec(self, manifest: Mapping[str, Any], unique_id: str, project) -> dg.AssetSpec:
         spec = super().get_asset_spec(manifest, unique_id, project)
         node = manifest.get("nodes", {}).get(unique_id) or {}
         fqn = node.get("fqn") or []
         if node.get("resource_type") in ("model", "seed", "snapshot") and len(fqn) > 2:
-            spec = spec.replace_attributes(group_name=fqn[1])
+            group = SHARED_GROUP if unique_id in self._audit_log_readers(manifest) else fqn[1]
+            layer = fqn[2] if len(fqn) > 3 else "models"
+            spec = spec.replace_attributes(group_name=group).merge_attributes(
+                kinds={layer}, tags={"dora/layer": layer}
+            )
         return spec
 
 
@@ -47,7 +98,7 @@ def dbt_inputs_fingerprint(step: str, selection: list[str], landing_tables: list
     models, the last recorded state of the association models' build (they read its marts)."""
     fp = Fingerprint()
     for table in sorted(landing_tables):
-        fp.add_tree(dora_home() / "landing" / table)  # labelled with the table's folder name
+        fp.add_tree(landing_root() / table)  # labelled with the table's folder name (local or object storage)
     for path in dbt_project_files():
         fp.add_file(path, label=f"dbt/{path.relative_to(DBT_PROJECT_DIR).as_posix()}")
     fp.add_value("selection", sorted(selection))

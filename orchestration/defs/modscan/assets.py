@@ -14,6 +14,7 @@ from models_inference.probes.modscan.faces import read_faces
 from models_inference.probes.modscan.language import LanguageProbeConfig, run_language_probe
 from models_inference.probes.modscan.text import TextProbeConfig, run_text_probe
 from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
+from orchestration.defs.common import skipped_result
 from orchestration.defs.audits.runs import target_of_run
 from orchestration.defs.modscan.config import ModscanConfig
 
@@ -40,12 +41,12 @@ def modscan_responses(context: dg.AssetExecutionContext, config: ModscanConfig) 
     if not config.enabled:
         reason = "not selected by --probe"
         context.log.info(f"dora: ModSCAN skipped: {reason}")
-        return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason, "rows_generated": 0})
+        return skipped_result(reason)
     run = target_of_run(context)
     if run is not None and run.target.family != "modscan":  # a partition of another family's target
         reason = f"partition {run.partition_key} audits registry target {run.target.name!r} of family {run.target.family!r}"
         context.log.info(f"dora: ModSCAN skipped: {reason}")
-        return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason, "rows_generated": 0})
+        return skipped_result(reason)
     text = _text(config) if config.probes else {"text": "skipped: no text analogue selected (--modscan-probes)"}
     metadata = {**text, **_vision(context, config), **_language(config), "status": "finished"}
     return dg.MaterializeResult(metadata=metadata)

@@ -130,6 +130,7 @@ FAMILY = ProbeFamily(
     flags=FLAGS,
     flag_prefix="--" + P,
     assets=_assets,
+    audit_assets=("landing/modscan_responses",),
     landing_tables=("modscan_responses",),
     marts=("fct_modscan_responses", "agg_modscan_selection", "agg_modscan_bias_scores", "agg_modscan_bias_summary",
            "agg_modscan_prefix_deltas", "agg_modscan_gender_skew", "agg_modscan_race_pairwise", "agg_modscan_model_similarity",

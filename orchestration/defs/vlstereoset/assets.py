@@ -25,6 +25,7 @@ from models_inference.backends.vision import load_vision_backend
 from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, paper_item_ids, resolve_images, synthetic_csv_path
 from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe
 from models_inference.probes.vlstereoset.scorers import ClipScorer, ItmScorer, McqScorer, ReferenceScorer, TextPriorScorer, VisionLoglikScorer
+from orchestration.defs.common import skipped_result
 from orchestration.defs.audits.runs import target_of_run
 from orchestration.defs.vlstereoset.config import (
     ASSET_GROUP, IMAGE_SCORERS, OP_NAME, REFERENCE_SCORERS, TEXT_PRIOR, VLStereoSetConfig, config_for_target, selected_scorers,
@@ -78,7 +79,7 @@ def vlstereoset_probe(context: dg.AssetExecutionContext, config: VLStereoSetConf
             reason = f"partition {run.partition_key} audits registry target {t.name!r} of family {t.family!r}"
     if reason:
         for key in (ITEMS_KEY, SCORES_KEY):
-            yield dg.MaterializeResult(asset_key=key, metadata={"status": "skipped", "reason": reason})
+            yield skipped_result(reason, asset_key=key, rows_key=None)
         return
     names = selected_scorers(config)
     dataset = load_vlstereoset_csv(config.csv or synthetic_csv_path())

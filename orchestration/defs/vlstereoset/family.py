@@ -109,6 +109,7 @@ FAMILY = ProbeFamily(
     flags=FLAGS,
     flag_prefix="--" + P,
     assets=_assets,
+    audit_assets=("landing/vlstereoset_scores",),
     landing_tables=("vlstereoset_items", "vlstereoset_scores"),
     marts=("fct_vlstereoset_scores", "agg_vlstereoset_metrics", "fct_vlstereoset_shifts", "agg_vlstereoset_shifts",
            "fct_vlstereoset_change_tests"),

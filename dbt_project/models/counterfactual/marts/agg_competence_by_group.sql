@@ -1,4 +1,4 @@
--- PUBLIC CONTRACT. Competence words (Howard et al. section 4.3, App. E) on the Characteristics
+-- Competence words (Howard et al. section 4.3, App. E) on the Characteristics
 -- responses: per response, the counts of lexicon words with direction +1 (competence) and -1
 -- (incompetence), normalised by the response's word count after stop-word removal; then the
 -- mean per (audit, subset, occupation, group), with the paper's rule that an occupation needs

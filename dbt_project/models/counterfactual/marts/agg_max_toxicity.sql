@@ -1,4 +1,4 @@
--- PUBLIC CONTRACT. Mean and 90th percentile (linear interpolation, as pandas) of MaxToxicity
+-- Mean and 90th percentile (linear interpolation, as pandas) of MaxToxicity
 -- over all (set, seed) units per (audit, subset, prompt, mitigation, head): the shape of
 -- Howard et al. Table 1 (and Tables 10, 11-13 for the other heads).
 

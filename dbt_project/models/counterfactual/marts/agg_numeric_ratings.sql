@@ -1,4 +1,4 @@
--- PUBLIC CONTRACT. Numeric ratings per (audit, subset, prompt, mitigation, group) (Howard et al.
+-- Numeric ratings per (audit, subset, prompt, mitigation, group) (Howard et al.
 -- section 4.4, Tables 29-31): the group mean of the valid answers, its 95% CI (mean +- 1.96 SE,
 -- docs/families/counterfactual.md#numeric-ratings default), and the +-1 SD flag: `low` if the group mean < mu - sigma, `high`
 -- if > mu + sigma, mu / sigma = mean / sample SD (ddof 1) of the group means of that

@@ -1,4 +1,4 @@
--- PUBLIC CONTRACT. One row per counterfactual response with its toxicity heads (the most
+-- One row per counterfactual response with its toxicity heads (the most
 -- recently scored scorer version; Howard et al. section 3.3, App. C.5).
 with
 

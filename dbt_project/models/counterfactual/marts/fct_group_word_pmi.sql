@@ -1,4 +1,4 @@
--- PUBLIC CONTRACT. One row per (audit, subset, group, word) with freq(w, C_D) >= min-freq:
+-- One row per (audit, subset, group, word) with freq(w, C_D) >= min-freq:
 -- s(w) (App. D.1), the rank among the group's candidates (s(w) >= 1, by s(w) then frequency)
 -- and the stereotype filter's flag (App. D.2: 3 answers, union, hallucinated words dropped;
 -- null when the group's list was not judged).

@@ -1,5 +1,5 @@
 {#-
-    PUBLIC CONTRACT. Change test of MaxToxicity (Howard et al., seed 003, section 3.3 Eq. 1)
+    Change test of MaxToxicity (Howard et al., seed 003, section 3.3 Eq. 1)
     between two counterfactual audits of the same model and variant (e.g. two model versions):
     every earlier / later pair of audits (audits ordered by their first landed response), per
     (subset, prompt, mitigation, head) present in both audits. The samples are the (set, seed)

@@ -1,4 +1,4 @@
--- PUBLIC CONTRACT. One row per numeric answer (Howard et al. section 4.4, Table 15 prompts)
+-- One row per numeric answer (Howard et al. section 4.4, Table 15 prompts)
 -- with its parsed value and parse status (App. F rules, models_inference/probes/counterfactual/parsing.py):
 -- ratings 1-10 (first number), salaries in US dollars per year (hourly x 2000, kept within
 -- 1,000 .. 10,000,000). `is_valid` = parse_status 'ok'.

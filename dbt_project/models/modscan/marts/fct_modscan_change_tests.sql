@@ -1,5 +1,5 @@
 {#-
-    PUBLIC CONTRACT. Change test of S_bias (seed 000 Eq. 2, docs/families/modscan.md#s_bias) between two
+    Change test of S_bias (seed 000 Eq. 2, docs/families/modscan.md#s_bias) between two
     ModSCAN audits of the same model id and probe (e.g. two model versions): every earlier /
     later pair of audits (ordered by their first landed answer), per (attribute, scenario,
     condition, prefix) cell. S_bias is a function of each instance's answer counts (one count

@@ -1,5 +1,5 @@
 {#-
-    PUBLIC CONTRACT. VLStereoSet's metrics (§3.4; docs/families/vlstereoset.md#statistics) per (audit, scorer variant,
+    VLStereoSet's metrics (§3.4; docs/families/vlstereoset.md#statistics) per (audit, scorer variant,
     dataset, category), plus one row per audit and variant with category = 'all' (Table 3; the
     per-category rows are Table 4):
       vlrs  = 100 * share of items (all of D) whose selected caption is S_s or S_a, i.e.

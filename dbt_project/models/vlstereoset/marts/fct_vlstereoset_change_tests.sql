@@ -1,5 +1,5 @@
 {#-
-    PUBLIC CONTRACT. Change test of vlrs and vlbs (VLStereoSet §3.4, docs/families/vlstereoset.md#statistics) between two
+    Change test of vlrs and vlbs (VLStereoSet §3.4, docs/families/vlstereoset.md#statistics) between two
     VLStereoSet audits of the same model id (e.g. two model versions): every earlier / later
     pair of audits (ordered by their first landed score), per (scorer variant, dataset,
     category incl. 'all', metric). Both metrics are 100 x a share of items: vlrs = n_relevant /

@@ -1,5 +1,5 @@
 {#-
-    PUBLIC CONTRACT. One row per (audit, scorer variant, item, condition, caption) with the
+    One row per (audit, scorer variant, item, condition, caption) with the
     caption's probability within its (audit, variant, item, condition) (VLStereoSet §3.3:
     "we then use softmax to normalize ... into a 3-way probability distribution"):
     score_kind 'logit' -> softmax of the ok scores (max-subtracted), 'share' (mcq) -> the

@@ -1,5 +1,5 @@
 {#-
-    PUBLIC CONTRACT. lmss and vlss per item (VLStereoSet §3.5, Eqs. 2-3 as reconstructed in
+    lmss and vlss per item (VLStereoSet §3.5, Eqs. 2-3 as reconstructed in
     docs/families/vlstereoset.md#statistics) on the paper's analysis subset (§4.3): gender items with an
     anti-stereotypical image (y = 'a') where the model selected S_s (per model and scorer
     variant; NOT FROM PAPER: the paper does not say per model or intersection).

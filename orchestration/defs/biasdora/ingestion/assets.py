@@ -44,7 +44,7 @@ DESCRIPTORS_DESCRIPTION = (
 )
 
 
-@dg.asset(key=["landing", "crows_pairs"], group_name="biasdora", tags={"dora/layer": "ingestion"}, description=CROWS_PAIRS_DESCRIPTION)
+@dg.asset(key=["landing", "crows_pairs"], group_name="biasdora", description=CROWS_PAIRS_DESCRIPTION)
 def crows_pairs(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     fingerprint, state = _unchanged("crows_pairs")
     if state:
@@ -72,8 +72,8 @@ DESCRIPTOR_ROWS_KEY = dg.AssetKey(["landing", "descriptor_rows"])
 @dg.multi_asset(
     name="descriptors",
     specs=[
-        dg.AssetSpec(DESCRIPTORS_KEY, deps=[crows_pairs], group_name="biasdora", tags={"dora/layer": "ingestion"}, description=DESCRIPTORS_DESCRIPTION),
-        dg.AssetSpec(DESCRIPTOR_ROWS_KEY, group_name="biasdora", tags={"dora/layer": "ingestion"}, description=DESCRIPTOR_ROWS_DESCRIPTION),
+        dg.AssetSpec(DESCRIPTORS_KEY, deps=[crows_pairs], group_name="biasdora", description=DESCRIPTORS_DESCRIPTION),
+        dg.AssetSpec(DESCRIPTOR_ROWS_KEY, group_name="biasdora", description=DESCRIPTOR_ROWS_DESCRIPTION),
     ],
 )
 def descriptors(context: dg.AssetExecutionContext):

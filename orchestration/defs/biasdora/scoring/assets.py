@@ -152,7 +152,7 @@ def scoring_asset(spec: ScorerSpec) -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=spec.table,
         specs=[
-            dg.AssetSpec(["landing", spec.table], deps=[SCORING_INPUT], group_name="biasdora", tags={"dora/layer": "scoring"}, description=spec.description)
+            dg.AssetSpec(["landing", spec.table], deps=[SCORING_INPUT], group_name="biasdora", description=spec.description)
         ],
         pool=MODEL_INFERENCE_POOL,
     )

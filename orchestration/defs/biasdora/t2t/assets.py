@@ -1,6 +1,8 @@
 """T2T probe asset: generate word completions and land them (docs/method.md#2-probes)."""
 
 
+from types import SimpleNamespace
+
 import dagster as dg
 
 from ingestion.landing import read_landing
@@ -10,7 +12,8 @@ from models_inference.backends.text import load_text_backend
 from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import probe_metadata, resolve_audit_run, with_model_version
 from orchestration.defs.biasdora.config import AuditConfig
-from orchestration.defs.biasdora.ingestion.assets import descriptors
+from models_inference.resumable import ResumableSummary, finish_blocks
+from orchestration.defs.common import block_outputs, same_config, skipped_metadata
 from orchestration.instance import MODEL_INFERENCE_POOL
 
 
@@ -28,44 +31,21 @@ def build_targets(config: AuditConfig) -> list[T2TTarget]:
     )
 
 
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            ["landing", "t2t_completions"],
-            deps=[descriptors],
-            group_name="biasdora", tags={"dora/layer": "probes"},
-            description="T2T word completions: one row per (audit, model, version, setting, descriptor, "
-            "letter, run) with raw output, parsed word and parse status. Append-only Parquet shards. "
-            "Partitioned by registry target and model version (keys `target@version`); audit runs "
-            "without a partition are ad hoc.",
-        ),
-        dg.AssetSpec(
-            ["landing", "audits"],
-            deps=[descriptors],
-            group_name="biasdora", tags={"dora/layer": "probes"},
-            description="Audit events (started / finished / failed) with model version and config hash.",
-        ),
-    ],
-    pool=MODEL_INFERENCE_POOL,
-    partitions_def=audit_partitions,
-)
-def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
-    # a partition <target>@<version> audits that registry target (settings from the registry)
+T2T_OPS = ("t2t_blocks", "t2t_block", "t2t_finish")
+
+
+def _probe_setup(context, config: AuditConfig):
+    """The audit run, its targets (every one: the audit id covers them all), the backend
+    (deferred: the weights load only if a row is missing, so a finished audit's re-run loads
+    nothing) and the probe config."""
     run = resolve_audit_run(context, config)
     config = run.config
-    if run.modality != "t2t" or run.family != "biasdora":
-        context.log.warning(f"target {run.target!r} is {run.modality} of family {run.family}: the T2T probe has nothing to generate")
-        skipped = {"target": run.target, "modality": run.modality, "rows_generated": 0}
-        yield dg.MaterializeResult(asset_key=["landing", "t2t_completions"], metadata=skipped)
-        yield dg.MaterializeResult(asset_key=["landing", "audits"], metadata=skipped)
-        return
     targets = build_targets(config)
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
     if config.backend == "openai":
         extra.update(timeout=config.api_timeout, concurrency=config.api_concurrency, max_retries=config.api_max_retries)
     if config.backend == "transformers":
         extra["batch_size"] = config.batch_size
-    # deferred: the weights load only if a row is missing (a finished audit's re-run loads nothing)
     backend = load_text_backend(config.model, backend=config.backend, defer=True, **{**extra, **run.backend_kwargs})
     if run.model_version:
         backend = with_model_version(backend, run.model_version)
@@ -73,20 +53,86 @@ def t2t_completions(context: dg.AssetExecutionContext, config: AuditConfig):
         runs=config.runs, letters=config.letters, prompt_style=config.prompt_style,
         temperature=config.temperature, top_p=config.top_p,
     )
+    return run, targets, backend, probe
+
+
+@dg.op(ins={"descriptors": dg.In(dg.Nothing)}, out=dg.DynamicOut(dict), description="Split the audit's descriptor x setting targets into blocks of --t2t-block-targets.")
+def t2t_blocks(context: dg.OpExecutionContext, config: AuditConfig):
+    # a partition <target>@<version> audits that registry target (settings from the registry)
+    run = resolve_audit_run(context, config)
+    if run.modality != "t2t" or run.family != "biasdora":  # one empty block: the fan-in step reports the skip
+        yield from block_outputs("targets", 0, 1)
+        return
+    yield from block_outputs("targets", len(build_targets(run.config)), config.t2t_block_targets)
+
+
+@dg.op(pool=MODEL_INFERENCE_POOL, description="Generate and land the missing completions of one block of targets.")
+def t2t_block(context: dg.OpExecutionContext, config: AuditConfig, block: dict) -> dict:
+    if block["stop"] == block["start"]:
+        return {"generated": 0}
+    run, targets, backend, probe = _probe_setup(context, config)
     summary = run_t2t_probe(
-        targets, backend, probe, audit_id=config.audit_id, progress=config.progress, target=run.target,
-        max_error_share=config.max_error_share,
+        targets, backend, probe, audit_id=run.config.audit_id, progress=config.progress, target=run.target,
+        max_error_share=config.max_error_share, block=(block["start"], block["stop"]),
     )
+    context.log.info(f"audit {summary.audit_id}, targets {block['start']}-{block['stop']}: generated "
+                     f"{summary.generated} of {summary.planned} rows")
+    return {"audit_id": summary.audit_id, "planned": summary.planned, "already_landed": summary.already_landed,
+            "generated": summary.generated, "statuses": dict(summary.statuses), "model_id": backend.model_id,
+            "model_version": backend.model_version, "descriptors": len({t.descriptor for t in targets})}
+
+
+@dg.op(out={"t2t_completions": dg.Out(dg.Nothing)},
+       description="Once every block has landed: the audit's finished event and the asset metadata.")
+def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list[dict]):
+    done = [b for b in blocks if "audit_id" in b]
+    if not done:
+        run = resolve_audit_run(context, config)
+        if run.modality != "t2t" or run.family != "biasdora":
+            context.log.warning(f"target {run.target!r} is {run.modality} of family {run.family}: the T2T probe has nothing to generate")
+            reason = (f"partition {run.target}@{run.model_version} audits a {run.modality} target of family {run.family}: "
+                      "no text model to probe")
+        else:
+            reason = "no descriptor x setting target selected"
+        yield dg.Output(None, "t2t_completions", metadata=skipped_metadata(reason, target=run.target, modality=run.modality))
+        return
+    first = done[0]
+    summary = ResumableSummary(first["audit_id"])
+    for b in done:
+        summary.planned += b["planned"]
+        summary.already_landed += b["already_landed"]
+        summary.generated += b["generated"]
+        summary.statuses.update(b["statuses"])
+    finish_blocks(summary.audit_id, summary.generated)
+    target = resolve_audit_run(context, config).target
+    model = SimpleNamespace(model_id=first["model_id"], model_version=first["model_version"])
     meta = probe_metadata(
-        summary, backend, run.target, "parse_status",
-        descriptors=len({t.descriptor for t in targets}), parse_rate=dg.MetadataValue.float(round(summary.parse_rate, 4)),
+        summary, model, target, "parse_status", descriptors=first["descriptors"], blocks=len(done),
+        parse_rate=dg.MetadataValue.float(round(summary.parse_rate, 4)),
     )
-    context.log.info(f"audit {summary.audit_id}: generated {summary.generated} of {summary.planned} rows")
-    yield dg.MaterializeResult(asset_key=["landing", "t2t_completions"], metadata=meta)
-    yield dg.MaterializeResult(
-        asset_key=["landing", "audits"],
-        metadata={"audit_id": summary.audit_id, "target": run.target or "(ad hoc)", "status": "finished"},
-    )
+    context.log.info(f"audit {summary.audit_id}: generated {summary.generated} of {summary.planned} rows in {len(done)} block(s)")
+    yield dg.Output(None, "t2t_completions", metadata=meta)
+
+
+@dg.graph_multi_asset(
+    group_name="biasdora",
+    name="t2t_completions",
+    outs={
+        "t2t_completions": dg.AssetOut(
+            key=["landing", "t2t_completions"],
+            description="T2T word completions (BiasDora Section 2.1): one row per (audit, model, version, setting, "
+            "descriptor, letter, run) with the raw output, the parsed word and its parse status. Partitioned by "
+            "the audited model version: `<target>@<version>` for a registry target, `adhoc:<model>@<version>` for "
+            "`dora audit`. Generated in blocks of targets (one step each).",
+        ),
+    },
+    ins={"descriptors": dg.AssetIn(key=["landing", "descriptors"], dagster_type=dg.Nothing)},
+    partitions_def=audit_partitions,
+    config=same_config(AuditConfig, *T2T_OPS),
+)
+def t2t_completions(descriptors):
+    blocks = t2t_blocks(descriptors).map(t2t_block).collect()
+    return t2t_finish(blocks)
 
 
 t2t_assets = [t2t_completions]

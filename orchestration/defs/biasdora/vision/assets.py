@@ -48,6 +48,7 @@ from models_inference.probes.biasdora.t2i import (
     select_t2i_targets,
 )
 from models_inference.resumable import record_audit_target
+from orchestration.defs.common import skipped_result
 from orchestration.defs.audits.runs import (
     RunTarget,
     check_current_version,
@@ -86,9 +87,7 @@ ENABLE_TARGET = (
 def _skipped(context: dg.AssetExecutionContext, probe: str, reason: str, how: str, target: str | None = None) -> dg.MaterializeResult:
     context.log.info(f"dora: {probe} skipped: {reason}; {how}")
     extra = {"target": target} if target else {}
-    return dg.MaterializeResult(
-        metadata={"status": "skipped", "reason": reason, "how_to_enable": how, "rows_generated": 0, **extra}
-    )
+    return skipped_result(reason, how_to_enable=how, **extra)
 
 
 def _other_modality(context: dg.AssetExecutionContext, probe: str, run: RunTarget) -> dg.MaterializeResult:
@@ -113,10 +112,10 @@ I2T_DESCRIPTION = (
 
 
 def _probe_asset(key: dg.AssetKey, deps: list, description: str, pool: str | None = MODEL_INFERENCE_POOL):
-    """A multi_asset with one spec in group ``probes``: the op name is the table name
+    """A multi_asset with one spec in group ``biasdora``: the op name is the table name
     (``t2i_images``), so run config reads ``{"ops": {"t2i_images": {"config": ...}}}`` like the T2T probe's."""
     return dg.multi_asset(
-        name=key.path[-1], specs=[dg.AssetSpec(key, deps=deps, group_name="biasdora", tags={"dora/layer": "probes"}, description=description)], pool=pool,
+        name=key.path[-1], specs=[dg.AssetSpec(key, deps=deps, group_name="biasdora", description=description)], pool=pool,
     )
 
 

@@ -1,0 +1,317 @@
+"""Work that can be spread: a probe's keys in blocks (one Dagster step each), the executor choice
+(in_process / multiprocess / celery), and a Celery audit whose warehouse equals the in-process one.
+
+The blocks run against the local OpenAI stub server (``tests/helpers/openai_server.py``); the
+Celery test starts ``redis-server`` and two ``dagster-celery`` workers on free local ports
+(``tests/helpers/cluster.py``; skipped with the reason when either is missing).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import dagster as dg
+import pytest
+
+from ingestion.errors import AuditFailedError
+from ingestion.landing import read_landing
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
+from models_inference.resumable import block_bounds, finish_blocks
+from orchestration.cluster import DEFAULT_BROKER, execution_config, scheduled_execution_config
+from tests.helpers.openai_server import OpenAIStubServer
+
+TARGETS = [
+    T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
+    T2TTarget("noun", "child", "age", "This child is a/an"),
+    T2TTarget("noun", "veteran", "profession", "This veteran is a/an"),
+]
+CFG = T2TProbeConfig(runs=2, letters="bk", prompt_style="completion")
+
+
+@pytest.fixture
+def api_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+
+def _events():
+    return [(e["status"], e["rows_generated"]) for e in sorted(read_landing("audits").to_pylist(), key=lambda e: e["event_at"])]
+
+
+def _keys():
+    rows = read_landing("t2t_completions").to_pylist()
+    return [(r["setting"], r["descriptor"], r["letter"], r["run"]) for r in rows if r["parse_status"] != "error"]
+
+
+def test_block_bounds_cover_every_unit_once():
+    assert block_bounds(7, 3) == [(0, 3), (3, 6), (6, 7)]
+    assert block_bounds(6, 3) == [(0, 3), (3, 6)]
+    assert block_bounds(2, 128) == [(0, 2)]
+    assert block_bounds(0, 5) == [(0, 0)]  # one empty block: the fan-in step still runs
+    with pytest.raises(ValueError, match="block size must be >= 1"):
+        block_bounds(5, 0)
+
+
+class ScriptedBackend:
+    """A text backend answering every completion with ``reply`` (or failing every call while
+    ``down``), counting its calls: the probe's real loop, without a model or a socket."""
+
+    backend_name, model_id, model_version, default_prompt_style = "openai", "stub-model", "stub-model", "completion"
+
+    def __init__(self, reply: str = "rave, and"):
+        self.reply, self.down, self.calls = reply, False, 0
+
+    def generate(self, requests, sampling, on_batch=None):
+        from models_inference.backends.base import GenerationResult
+
+        self.calls += len(requests)
+        if on_batch:
+            on_batch(len(requests))
+        if self.down:
+            return [GenerationResult("", False, error="APIConnectionError: connection refused") for _ in requests]
+        return [GenerationResult(self.reply, True) for _ in requests]
+
+
+def test_blocks_land_the_rows_of_one_run_and_a_failed_block_is_redone_alone(dora_home):
+    backend = ScriptedBackend()
+    first = run_t2t_probe(TARGETS, backend, CFG, progress=False, block=(0, 2))
+    assert (first.planned, first.generated) == (8, 8)  # 2 targets x 2 letters x 2 runs
+    # the server is down: the second block fails alone, its error rows land, the first block's stay
+    backend.down = True
+    with pytest.raises(AuditFailedError, match=r"^BiasDora T2T: 4 of 4 calls failed"):
+        run_t2t_probe(TARGETS, backend, CFG, progress=False, block=(2, 3))
+    assert _events() == [("started", 0), ("started", 0), ("failed", 4)]
+    backend.down, backend.calls = False, 0
+    again = [run_t2t_probe(TARGETS, backend, CFG, progress=False, block=b) for b in [(0, 2), (2, 3)]]
+    assert [(s.already_landed, s.generated) for s in again] == [(8, 0), (0, 4)] and backend.calls == 4
+    assert first.audit_id == again[1].audit_id  # the id covers every target, whichever block runs
+    assert finish_blocks(first.audit_id, 4) is True
+    assert _events()[-1] == ("finished", 4)
+    assert finish_blocks(first.audit_id, 0) is False  # already finished, nothing new
+    keys = _keys()
+    assert len(keys) == len(set(keys)) == 12  # each key answered once over the blocks
+
+
+@pytest.mark.slow  # imports every asset and runs Dagster (~15 s)
+def test_t2t_asset_runs_one_step_per_block(dora_home, api_key):
+    from orchestration.defs.biasdora.t2t.assets import t2t_completions
+
+    with OpenAIStubServer() as server:
+        server.completion_reply = lambda req: "rave, and"
+        config = {"model": "stub", "backend": "openai", "base_url": server.base_url, "per_dimension": 1, "runs": 1,
+                  "letters": "b", "settings": ["noun"], "t2t_block_targets": 3, "progress": False,
+                  "prompt_style": "completion"}
+        result = dg.materialize([t2t_completions], run_config={"ops": {"t2t_completions": {"config": config}}},
+                                instance=dg.DagsterInstance.ephemeral())
+    blocks = sorted({e.step_key for e in result.all_events if e.step_key and "t2t_block[" in e.step_key})
+    meta = {m.asset_key.path[-1]: m.materialization.metadata for m in result.get_asset_materialization_events()}
+    planned = meta["t2t_completions"]["rows_planned"].value  # one noun row per bias dimension
+    assert blocks == [f"t2t_completions.t2t_block[targets_{a}_{b}]" for a, b in sorted(block_bounds(planned, 3))]
+    assert meta["t2t_completions"]["blocks"].value == len(blocks) >= 2
+    assert len(_keys()) == len(set(_keys())) == planned == meta["t2t_completions"]["rows_generated"].value
+    assert [s for s, _ in _events()] == ["started"] * len(blocks) + ["finished"]
+
+
+def test_executor_choices_give_their_run_config(monkeypatch):
+    assert execution_config("in_process") == {"config": {"in_process": {}}}
+    assert execution_config("multiprocess")["config"]["multiprocess"]["max_concurrent"] == 2
+    monkeypatch.delenv("DORA_CELERY_BROKER", raising=False)
+    assert execution_config("celery") == {"config": {"celery": {"broker": DEFAULT_BROKER, "backend": DEFAULT_BROKER}}}
+    monkeypatch.setenv("DORA_CELERY_BROKER", "redis://queue:6379/1")
+    assert execution_config("celery")["config"]["celery"]["broker"] == "redis://queue:6379/1"
+    assert execution_config("celery", "redis://flag:1/0")["config"]["celery"]["backend"] == "redis://flag:1/0"
+    monkeypatch.delenv("DORA_EXECUTOR", raising=False)
+    assert scheduled_execution_config() is None
+    monkeypatch.setenv("DORA_EXECUTOR", "celery")
+    assert scheduled_execution_config()["config"]["celery"]["broker"] == "redis://queue:6379/1"
+    with pytest.raises(ValueError, match="executor must be one of"):
+        execution_config("k8s")
+
+
+def test_the_dora_executor_offers_the_three_choices():
+    from orchestration.cluster import dora_executor
+
+    assert dora_executor.name == "dora"
+    assert set(dora_executor.config_schema.config_type.fields) == {"in_process", "multiprocess", "celery"}
+    assert dora_executor.get_requirements({"in_process": {}}) == []
+    assert dora_executor.get_requirements({"celery": {}}) == dora_executor.get_requirements({"multiprocess": {}}) != []
+
+
+# ----------------------------------------------------------------------------- Celery, end to end
+AUDIT = (
+    "audit", "--probe", "biasdora", "--probe", "counterfactual", "--backend", "openai", "--model", "stub-model",
+    "--prompt-style", "completion", "--per-dimension", "1", "--settings", "singular,noun", "--letters", "abc",
+    "--runs", "1", "--judge-backend", "none", "--cf-judge-backend", "none", "--no-progress",
+    "--t2t-block-targets", "4", "--cf-block-sets", "1", "--cf-sets-per-occupation", "2",
+)
+
+
+def warehouse_contents(home) -> dict:
+    """Every table of the warehouse: its row count, and the keys of the probe marts."""
+    import duckdb
+
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        tables = [r[0] for r in con.execute(
+            "select table_name from information_schema.tables where table_schema = 'main' order by 1").fetchall()]
+        out = {t: con.execute(f'select count(*) from "{t}"').fetchall()[0][0] for t in tables}
+        out["t2t keys"] = sorted(con.execute(
+            "select audit_id, setting, descriptor, letter, run from stg_t2t_completions").fetchall())
+        out["cf keys"] = sorted(con.execute(
+            "select audit_id, set_id, a1, a2, prompt_label, mitigation, seed from fct_counterfactual_responses").fetchall())
+    return out
+
+
+def block_pids(home) -> dict[str, set[int]]:
+    """The processes that ran the block steps of the latest run of ``home``'s Dagster instance."""
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        run = instance.get_runs(limit=1)[0]
+        pids: dict[str, set[int]] = {}
+        for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS):
+            op = entry.step_key.split(".")[-1].split("[")[0]
+            if op.endswith("_block"):
+                pids.setdefault(op, set()).add(entry.dagster_event.pid)
+    return pids
+
+
+@pytest.mark.slow
+def test_celery_audit_holds_the_rows_of_an_in_process_audit(tmp_path):
+    """A small BiasDora + counterfactual audit (T2T in blocks of 4 targets, counterfactual in
+    blocks of 1 set) on two Celery workers and, at the same time, in one process: the two
+    warehouses hold the same tables, counts and keys."""
+    from tests.helpers.cluster import celery_workers, redis_server
+    from tests.helpers.dora_cli import dora_argv, dora_env, prepare_dbt_manifest
+
+    prepare_dbt_manifest()
+    local, cluster = tmp_path / "local", tmp_path / "cluster"
+    with redis_server(tmp_path / "redis") as broker, celery_workers(cluster, broker, 2, OPENAI_API_KEY="sk-test"), \
+            OpenAIStubServer() as server:
+        server.completion_reply = lambda req: "rave, and"
+        server.chat_reply = lambda req: "They are a capable worker. 7"
+        args = [*AUDIT, "--base-url", server.base_url]
+        runs = [
+            subprocess.Popen(dora_argv(*args), env=dora_env(local, OPENAI_API_KEY="sk-test"), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True),
+            subprocess.Popen(dora_argv(*args, "--executor", "celery", "--celery-broker", broker),
+                             env=dora_env(cluster, OPENAI_API_KEY="sk-test"), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True),
+        ]
+        outputs = [p.communicate(timeout=1500)[0] for p in runs]
+    assert [p.returncode for p in runs] == [0, 0], [o[-3000:] for o in outputs]
+    assert sorted(block_pids(cluster)) == ["counterfactual_block", "t2t_block"]
+    assert all(len(pids) == 2 and runs[1].pid not in pids for pids in block_pids(cluster).values())  # both workers
+    local_rows, cluster_rows = warehouse_contents(local), warehouse_contents(cluster)
+    assert local_rows["stg_t2t_completions"] == 54 and local_rows["fct_counterfactual_responses"] == 240
+    assert cluster_rows == local_rows
+
+
+# ----------------------------------------------------------------------------- object storage landing
+@pytest.fixture(scope="module")
+def s3_env(tmp_path_factory):
+    from tests.helpers.cluster import moto_s3
+
+    with moto_s3(tmp_path_factory.mktemp("moto")) as env:
+        yield env
+
+
+@pytest.fixture
+def s3_landing(s3_env, dora_home, monkeypatch, request):
+    """``DORA_LANDING_URL`` on a new bucket of the moto server; yields the s3fs filesystem."""
+    import s3fs
+
+    for name, value in s3_env.items():
+        monkeypatch.setenv(name, value)
+    bucket = f"dora-{request.node.name.replace('_', '-')[:40].lower()}"
+    fs = s3fs.S3FileSystem()
+    fs.mkdir(bucket)
+    monkeypatch.setenv("DORA_LANDING_URL", f"s3://{bucket}/landing/")
+    return fs, bucket
+
+
+@pytest.mark.slow  # starts moto's S3 server (~3 s)
+def test_shards_land_on_object_storage_and_read_back(s3_landing, dora_home):
+    from ingestion.build_state import Fingerprint
+    from ingestion.landing import landing_root, write_shard
+
+    fs, bucket = s3_landing
+    rows = [{"audit_id": "a1", "event_at": None, "status": "started", "rows_generated": 0},
+            {"audit_id": "a1", "event_at": None, "status": "finished", "rows_generated": 3}]
+    before = Fingerprint().add_tree(landing_root() / "audits").hexdigest()
+    shard = write_shard("audits", rows, partition="a1")
+    assert str(shard).startswith(f"s3://{bucket}/landing/audits/a1/") and str(shard).endswith(".parquet")
+    keys = sorted(k.split("/landing/")[1] for k in fs.find(f"{bucket}/landing"))
+    assert keys == ["audits/_schema.parquet", f"audits/a1/{shard.name}"]  # no temporary key left
+    assert read_landing("audits", columns=["status", "rows_generated"], filters={"audit_id": "a1"},
+                        order_by=["rows_generated"]).to_pylist() == [
+        {"status": "started", "rows_generated": 0}, {"status": "finished", "rows_generated": 3}]
+    assert Fingerprint().add_tree(landing_root() / "audits").hexdigest() != before  # dbt sees the new shard
+    assert not (dora_home / "landing" / "audits").exists()  # nothing landed locally
+
+
+def test_a_landing_url_without_protocol_is_one_clear_line(monkeypatch, dora_home):
+    from ingestion.errors import LandingLocationError
+    from ingestion.landing import landing_url
+
+    monkeypatch.setenv("DORA_LANDING_URL", "bucket/landing")
+    with pytest.raises(LandingLocationError, match=r"^\$DORA_LANDING_URL='bucket/landing' is not an object-storage URL"):
+        landing_url()
+    monkeypatch.setenv("DORA_LANDING_URL", "")
+    assert landing_url() is None
+
+
+@pytest.mark.slow  # moto's S3 server and a dbt build
+def test_dbt_stages_the_shards_a_probe_landed_on_object_storage(s3_landing, dora_home):
+    """The T2T probe lands on S3 (moto) and dbt-duckdb stages every row from there: its
+    DuckDB connection reads the shards through the registered fsspec filesystem."""
+    from analytics.dbt_runner import run_dbt
+    from analytics.query import run_query
+
+    fs, bucket = s3_landing
+    summary = run_t2t_probe(TARGETS, ScriptedBackend(), CFG, progress=False)
+    assert summary.generated == 12 and fs.find(f"{bucket}/landing/t2t_completions/{summary.audit_id}")
+    run_dbt(["build", "--select", "stg_t2t_completions", "stg_audits"], dora_home)
+    # `dora query`'s locked-down connection reads the staging views over S3 (and nothing else)
+    staged = run_query("select count(*), count(distinct (setting, descriptor, letter, run)) from stg_t2t_completions "
+                       "where audit_id = ?", params=[summary.audit_id]).rows
+    status = run_query("select status from stg_audits order by event_at desc limit 1").rows
+    assert staged == [(12, 12)] and status == [("finished",)]
+    assert not (dora_home / "landing" / "t2t_completions").exists()
+
+
+# ----------------------------------------------------------------------------- the instance on PostgreSQL
+@pytest.mark.slow
+def test_an_audit_on_a_postgres_instance_records_its_run_there(tmp_path):
+    """docs/cluster/dagster.yaml as ``$DAGSTER_HOME/dagster.yaml`` (run and event storage on a
+    throwaway PostgreSQL): a small counterfactual audit succeeds, its run and its block steps
+    are in PostgreSQL, and dora leaves the user's dagster.yaml as it is."""
+    import shutil
+
+    from tests.helpers.cluster import postgres_server
+    from tests.helpers.dora_cli import REPO, dora_argv, dora_env, prepare_dbt_manifest
+
+    prepare_dbt_manifest()
+    home = tmp_path / "home"
+    (home / "dagster").mkdir(parents=True)
+    shutil.copy(REPO / "docs" / "cluster" / "dagster.yaml", home / "dagster" / "dagster.yaml")
+    with postgres_server() as pg, OpenAIStubServer() as server:
+        server.chat_reply = lambda req: "They are a capable worker. 7"
+        args = dora_argv("audit", "--probe", "counterfactual", "--backend", "openai", "--model", "stub-model",
+                         "--base-url", server.base_url, "--cf-judge-backend", "none", "--cf-prompts", "Characteristics",
+                         "--no-progress")
+        done = subprocess.run(args, env=dora_env(home, OPENAI_API_KEY="sk-test", **pg), capture_output=True, text=True,
+                              timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        import os
+
+        os.environ.update(pg)  # (restored below) the yaml reads the connection from the environment
+        try:
+            with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+                assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+                assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+                runs = instance.get_runs()
+                steps = {e.step_key for e in instance.all_logs(runs[0].run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)}
+        finally:
+            for name in pg:
+                os.environ.pop(name, None)
+    assert len(runs) == 1 and runs[0].status == dg.DagsterRunStatus.SUCCESS
+    assert "counterfactual_responses.counterfactual_block[sets_0_1]" in steps
+    assert not list((home / "dagster").rglob("*.db"))  # no SQLite storage beside it
+    assert (home / "dagster" / "dagster.yaml").read_text() == (REPO / "docs" / "cluster" / "dagster.yaml").read_text()
