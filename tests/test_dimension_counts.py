@@ -185,7 +185,7 @@ def test_dora_tables_lists_every_documented_mart_by_family(capsys, dora_home):
     assert "did you mean fct_association_dimensions" in capsys.readouterr().err
 
 
-def test_query_help_points_at_the_discovery_commands(capsys):
+def test_query_help_points_at_the_discovery_commands(capsys, dora_home):
     from orchestration.cli import main
 
     with pytest.raises(SystemExit):
