@@ -235,6 +235,24 @@ def test_missing_gguf_file_is_a_clear_error(tmp_path):
     _count()
 
 
+@pytest.mark.parametrize("kind", ["config_only_folder", "header_only_gguf"])
+def test_an_incomplete_local_model_is_a_clear_error(tmp_path, kind):
+    """A folder with only config.json (transformers trips with an AttributeError) and a .gguf
+    file with only its magic bytes (a ValueError): one known error each, not a crash."""
+    from models_inference.backends.text import TransformersBackend
+    from ingestion.errors import ModelNotAvailableError
+
+    if kind == "config_only_folder":
+        model = tmp_path / "model"
+        model.mkdir()
+        (model / "config.json").write_text('{"model_type": "llama"}')
+    else:
+        model = tmp_path / "header.gguf"
+        model.write_bytes(b"GGUF\x03\x00\x00\x00")
+    with pytest.raises(ModelNotAvailableError, match=rf"cannot load model '{tmp_path}/.*' offline: \w+Error: "):
+        TransformersBackend.load(str(model))
+
+
 def test_unknown_backend_and_missing_key_are_clear_errors(monkeypatch):
     from models_inference.backends.base import SamplingParams
     from models_inference.backends.text import load_text_backend

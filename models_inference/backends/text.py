@@ -123,9 +123,12 @@ class TransformersBackend:
             model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, **kwargs)
             if cached is not None and kwargs:
                 save_dequantised(model, tokenizer, cached)
-        except (OSError, ValueError) as exc:
+        # transformers fails on an incomplete model folder (a config.json without weights or
+        # tokenizer) with whatever its loader trips on first (OSError, ValueError, AttributeError
+        # ...): every one of them means this model cannot be loaded, which the user can fix
+        except Exception as exc:
             raise ModelNotAvailableError(
-                f"cannot load model {model_ref!r} offline: {exc}. Use '{DEFAULT_MODEL}', a local "
+                f"cannot load model {model_ref!r} offline: {type(exc).__name__}: {exc}. Use '{DEFAULT_MODEL}', a local "
                 "folder or .gguf file, or a hub id that is already in the Hugging Face cache."
             ) from exc
         model.eval()
