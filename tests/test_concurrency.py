@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -223,7 +224,6 @@ def test_identical_audits_at_once_then_sigterm_to_the_generating_one(tmp_path):
         env = _env(home, OPENAI_API_KEY="sk-test")
         logs = [tmp_path / f"run{i}.log" for i in range(2)]
         procs = [subprocess.Popen(args, env=env, stdout=open(p, "w"), stderr=subprocess.STDOUT) for p in logs]
-        holder_file = home / "state" / "locks" / f"{audit_id}.lock.json"
         shards = home / "landing" / "t2t_completions" / audit_id
         try:
             deadline = time.monotonic() + 400
@@ -236,7 +236,10 @@ def test_identical_audits_at_once_then_sigterm_to_the_generating_one(tmp_path):
                 time.sleep(0.2)
             assert waiting is not None and all(p.poll() is None for p in procs), [p.read_text()[-2000:] for p in logs]
             killed = 1 - waiting
-            holder = json.loads(holder_file.read_text())
+            # the lock is the T2T block's (collide--targets-<start>-<stop>), named in the waiting line
+            locked = re.search(r"dora: audit (\S+) is being generated", logs[waiting].read_text()).group(1)
+            assert locked.startswith(f"{audit_id}--targets-")
+            holder = json.loads((home / "state" / "locks" / f"{locked}.lock.json").read_text())
             assert holder["pid"] == procs[killed].pid
             assert f"pid {procs[killed].pid} on" in logs[waiting].read_text()
             procs[killed].send_signal(signal.SIGTERM)

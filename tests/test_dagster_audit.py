@@ -112,7 +112,7 @@ def test_yaml_descriptions_reach_the_warehouse_as_comments(finished_audit):
     assert comments["fct_association_dimensions.bias_dimension"].startswith("One CrowS-Pairs bias type")
     assert [c for c, text in comments.items() if not text] == []
     assert relations["fct_associations"].startswith("One row per association (audit_id, modality, setting, descriptor, word)")
-    assert relations["fct_association_dimensions"].startswith("PUBLIC")
+    assert relations["fct_association_dimensions"].startswith("The association -> bias dimension bridge")
     assert "fct_associations.bias_dimensions" in comments and "fct_associations.bias_dimension" not in comments
 
 

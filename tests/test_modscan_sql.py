@@ -1,16 +1,17 @@
 """The ModSCAN marts' SQL on DuckDB against hand-computed values and the published numbers of
 seed 000 (docs/families/modscan.md#statistics and docs/families/modscan.md#checked-against-the-paper).
 
-The mart files of ``dbt_project/models/modscan/`` are rendered with ``ref(name) -> name`` and
-run on an in-memory DuckDB holding the upstream relation, so what is tested is the SQL dbt
+The mart files of ``dbt_project/models/modscan/`` are rendered with the project's macros and
+``ref(name) -> name`` (tests/helpers/dbt_jinja.py) and run on an in-memory DuckDB holding the upstream relation, so what is tested is the SQL dbt
 builds (no Python re-implementation of the formulas).
 """
 
 from pathlib import Path
 
 import duckdb
-import jinja2
 import pytest
+
+from tests.helpers.dbt_jinja import render_model
 
 MODELS = Path(__file__).resolve().parent.parent / "dbt_project" / "models" / "modscan"
 TRAITS = [
@@ -21,8 +22,7 @@ TRAITS = [
 
 def mart_sql(name: str) -> str:
     """The compiled SQL of one modscan mart (refs resolve to same-named DuckDB tables)."""
-    template = jinja2.Template(next(MODELS.rglob(f"{name}.sql")).read_text())  # models/modscan/<layer>/
-    return template.render(ref=lambda model: model, config=lambda **kw: "")
+    return render_model(next(MODELS.rglob(f"{name}.sql")))  # models/modscan/<layer>/
 
 
 def build(con, name: str) -> None:

@@ -32,6 +32,8 @@ def test_quick_call_slow_setup(sleepy_fixture):
 @pytest.fixture
 def sleepy(pytester, monkeypatch):
     monkeypatch.delenv("DORA_TEST_TIMES", raising=False)  # the inner run is not the suite
+    # nor an xdist worker: under scripts/test.sh the worker count would double the limit
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
     pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
     pytester.makepyfile(test_sleepy=SLEEPY)
     return pytester
