@@ -1,5 +1,6 @@
 """Work that can be spread: a probe's keys in blocks (one Dagster step each), the executor choice
-(in_process / multiprocess / celery), and a Celery audit whose warehouse equals the in-process one.
+(in_process / multiprocess / celery), and a Celery audit landing on S3 whose warehouse equals the
+in-process one.
 
 The blocks run against the local OpenAI stub server (``tests/helpers/openai_server.py``); the
 Celery test starts ``redis-server`` and two ``dagster-celery`` workers on free local ports
@@ -145,11 +146,14 @@ AUDIT = (
 )
 
 
-def warehouse_contents(home) -> dict:
-    """Every table of the warehouse: its row count, and the keys of the probe marts."""
+def warehouse_contents(home, filesystem=None) -> dict:
+    """Every table of the warehouse: its row count, and the keys of the probe marts
+    (``filesystem``: the fsspec filesystem the staging views read the landing zone through)."""
     import duckdb
 
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        if filesystem is not None:
+            con.register_filesystem(filesystem)
         tables = [r[0] for r in con.execute(
             "select table_name from information_schema.tables where table_schema = 'main' order by 1").fetchall()]
         out = {t: con.execute(f'select count(*) from "{t}"').fetchall()[0][0] for t in tables}
@@ -173,34 +177,117 @@ def block_pids(home) -> dict[str, set[int]]:
 
 
 @pytest.mark.slow
-def test_celery_audit_holds_the_rows_of_an_in_process_audit(tmp_path):
+def test_celery_audit_on_object_storage_holds_the_rows_of_an_in_process_audit(tmp_path):
     """A small BiasDora + counterfactual audit (T2T in blocks of 4 targets, counterfactual in
-    blocks of 1 set) on two Celery workers and, at the same time, in one process: the two
-    warehouses hold the same tables, counts and keys."""
-    from tests.helpers.cluster import celery_workers, redis_server
+    blocks of 1 set) on two Celery workers (Redis broker) landing on S3 (moto), and, at the same
+    time, in one process landing in the local folder: the two warehouses hold the same tables,
+    counts and keys, and the Celery audit landed nothing locally."""
+    import s3fs
+
+    from tests.helpers.cluster import celery_workers, moto_s3, redis_server
     from tests.helpers.dora_cli import dora_argv, dora_env, prepare_dbt_manifest
 
     prepare_dbt_manifest()
     local, cluster = tmp_path / "local", tmp_path / "cluster"
-    with redis_server(tmp_path / "redis") as broker, celery_workers(cluster, broker, 2, OPENAI_API_KEY="sk-test"), \
-            OpenAIStubServer() as server:
-        server.completion_reply = lambda req: "rave, and"
-        server.chat_reply = lambda req: "They are a capable worker. 7"
-        args = [*AUDIT, "--base-url", server.base_url]
-        runs = [
-            subprocess.Popen(dora_argv(*args), env=dora_env(local, OPENAI_API_KEY="sk-test"), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True),
-            subprocess.Popen(dora_argv(*args, "--executor", "celery", "--celery-broker", broker),
-                             env=dora_env(cluster, OPENAI_API_KEY="sk-test"), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True),
-        ]
-        outputs = [p.communicate(timeout=1500)[0] for p in runs]
-    assert [p.returncode for p in runs] == [0, 0], [o[-3000:] for o in outputs]
-    assert sorted(block_pids(cluster)) == ["counterfactual_block", "t2t_block"]
-    assert all(len(pids) == 2 and runs[1].pid not in pids for pids in block_pids(cluster).values())  # both workers
-    local_rows, cluster_rows = warehouse_contents(local), warehouse_contents(cluster)
+    with moto_s3(tmp_path / "moto") as s3, redis_server(tmp_path / "redis") as broker:
+        s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3["AWS_ENDPOINT_URL"]}, key="testing",
+                          secret="testing").mkdir("dora-cluster")
+        on_s3 = {**s3, "DORA_LANDING_URL": "s3://dora-cluster/landing", "OPENAI_API_KEY": "sk-test"}
+        with celery_workers(cluster, broker, 2, **on_s3), OpenAIStubServer() as server:
+            server.completion_reply = lambda req: "rave, and"
+            server.chat_reply = lambda req: "They are a capable worker. 7"
+            args = [*AUDIT, "--base-url", server.base_url]
+            runs = [
+                subprocess.Popen(dora_argv(*args), env=dora_env(local, OPENAI_API_KEY="sk-test"),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+                subprocess.Popen(dora_argv(*args, "--executor", "celery", "--celery-broker", broker),
+                                 env=dora_env(cluster, **on_s3), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True),
+            ]
+            outputs = [p.communicate(timeout=1500)[0] for p in runs]
+        assert [p.returncode for p in runs] == [0, 0], [o[-3000:] for o in outputs]
+        fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3["AWS_ENDPOINT_URL"]}, key="testing",
+                               secret="testing")
+        landed = fs.find("dora-cluster/landing")
+        local_rows, cluster_rows = warehouse_contents(local), warehouse_contents(cluster, fs)
+    pids = block_pids(cluster)
+    assert sorted(pids) == ["counterfactual_block", "t2t_block"]
+    # the blocks ran on both workers (which worker takes which op's blocks depends on timing)
+    assert len(set().union(*pids.values())) == 2 and runs[1].pid not in set().union(*pids.values())
     assert local_rows["stg_t2t_completions"] == 54 and local_rows["fct_counterfactual_responses"] == 240
     assert cluster_rows == local_rows
+    assert any("/t2t_completions/" in key for key in landed) and any("/counterfactual_responses/" in key for key in landed)
+    assert not (cluster / "landing").exists() or not any((cluster / "landing").rglob("*.parquet"))
+
+
+def _kill_a_busy_worker_process(workers, port: int) -> int | None:
+    """SIGKILL a process of a Celery worker's tree that is talking to the model server on
+    ``port`` (a block step with requests in flight); its pid, or None when none is right now."""
+    import psutil
+
+    for worker in workers:
+        try:
+            for proc in psutil.Process(worker.pid).children(recursive=True):
+                if any(c.raddr and c.raddr.port == port for c in proc.net_connections(kind="tcp")):
+                    proc.kill()
+                    return proc.pid
+        except psutil.NoSuchProcess:  # a process of the tree ended while it was read
+            continue
+    return None
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_once(tmp_path):
+    """SIGKILL to the Celery worker process running a T2T block, while the block's requests are in
+    flight (after another block landed): the audit fails with one line, and the same command run
+    again lands every key exactly once (the killed block redone, the landed ones kept)."""
+    import time
+
+    from tests.helpers.cluster import celery_workers, redis_server
+    from tests.helpers.dora_cli import dora_argv, dora_env, expected_t2t_keys, landed_t2t, prepare_dbt_manifest
+
+    prepare_dbt_manifest()
+    home, audit_id, letters = tmp_path / "home", "killed-worker", "abcdef"
+    args = ("audit", "--probe", "biasdora", "--backend", "openai", "--model", "stub-model", "--prompt-style",
+            "completion", "--per-dimension", "1", "--settings", "singular", "--letters", letters, "--runs", "2",
+            "--judge-backend", "none", "--no-progress", "--t2t-block-targets", "2", "--api-concurrency", "1",
+            "--audit-id", audit_id, "--executor", "celery")
+    shards = home / "landing" / "t2t_completions" / audit_id
+
+    def reply(req):  # I/O-bound, as a remote model server: a block (24 requests) takes ~5 s
+        time.sleep(0.2)
+        return "rave, and"
+
+    with redis_server(tmp_path / "redis") as broker, \
+            celery_workers(home, broker, 2, OPENAI_API_KEY="sk-test") as workers, OpenAIStubServer() as server:
+        server.completion_reply = reply
+        argv = dora_argv(*args, "--base-url", server.base_url, "--celery-broker", broker)
+        env = dora_env(home, OPENAI_API_KEY="sk-test")
+        with open(tmp_path / "first.log", "w") as log:
+            first = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+            deadline, killed = time.monotonic() + 600, None
+            while time.monotonic() < deadline and first.poll() is None and killed is None:
+                if shards.exists() and any(p.name != "_schema.parquet" for p in shards.glob("*.parquet")):
+                    calls = len(server.requests)
+                    time.sleep(0.5)
+                    if len(server.requests) > calls:  # requests of an unfinished block in flight
+                        killed = _kill_a_busy_worker_process(workers, int(server.base_url.rsplit(":", 1)[1].split("/")[0]))
+                time.sleep(0.1)
+            assert killed is not None, (tmp_path / "first.log").read_text()[-3000:]
+            first.wait(timeout=600)
+        first_log = (tmp_path / "first.log").read_text()
+        assert first.returncode != 0, first_log[-3000:]
+        assert "Traceback" not in first_log, first_log[-3000:]
+        errors = [line for line in first_log.splitlines() if line.startswith("dora audit: error:")]
+        assert len(errors) == 1 and "t2t_block[" in errors[0] and "failed in its worker process (WorkerLostError" in errors[0]
+        assert "redoes only what did not land" in errors[0], errors
+        before = len(landed_t2t(home, audit_id))
+        again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    expected = expected_t2t_keys(["singular"], letters, 2, per_dimension=1)
+    landed = landed_t2t(home, audit_id)
+    assert 0 < before < len(expected)
+    assert len(landed) == len(set(landed)) == len(expected) and set(landed) == expected  # nothing lost, nothing twice
 
 
 # ----------------------------------------------------------------------------- object storage landing

@@ -146,6 +146,22 @@ def _root_cause(error) -> str:
     return first if first.startswith(found.cls_name) else f"{found.cls_name}: {first}"
 
 
+def _worker_failures(error) -> list[tuple[str, str]]:
+    """(step key, ``"<ExceptionClass>: <message>"``) of each step that died in a worker process
+    (a Celery worker or a multiprocess child: Dagster lists them as ``[<step>]: <error>`` lines
+    of one ``DagsterSubprocessError``; e.g. billiard's ``WorkerLostError`` after a SIGKILL)."""
+    import re
+
+    if error is None or error.cls_name != "DagsterSubprocessError":
+        return []
+    found = []
+    for line in error.message.splitlines()[1:]:
+        match = re.match(r"^\[(.+?)\]: (?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)\b.*)$", line.strip())
+        if match:
+            found.append((match.group(1), match.group(2).strip()))
+    return found
+
+
 def failure_lines(result, log_dir, output_log) -> list[str]:
     """What ``dora audit`` prints for a failed run: one line per distinct failure, then where the
     stack traces are. The traces go to ``<log_dir>/audit-<run id>.log`` (written here), never to
@@ -175,10 +191,15 @@ def failure_lines(result, log_dir, output_log) -> list[str]:
     lines: list[str] = []
     for key, error in failures:
         known = user_error_message(error)
-        line = (f"dora audit: error: {known}" if known else
-                f"dora audit: error: step {key} failed unexpectedly ({_root_cause(error)}); full trace: {log}")
-        if line not in lines:
-            lines.append(line)
+        lost = _worker_failures(error)
+        if known:
+            found = [f"dora audit: error: {known}"]
+        elif lost:
+            found = [f"dora audit: error: step {step} failed in its worker process ({cause}); the same command "
+                     f"again redoes only what did not land; full trace: {log}" for step, cause in lost]
+        else:
+            found = [f"dora audit: error: step {key} failed unexpectedly ({_root_cause(error)}); full trace: {log}"]
+        lines += [line for line in found if line not in lines]
     more = len(lines) - MAX_FAILURE_LINES
     lines = lines[:MAX_FAILURE_LINES]
     if not lines:
