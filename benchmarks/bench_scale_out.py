@@ -6,10 +6,12 @@ Each configuration runs the T2T asset alone (no dbt) on a fresh ``DORA_HOME`` wi
 workers (``dagster-celery worker start``, concurrency 1 each, Redis broker on a free port):
 the figure is completions landed per second of the run's wall time, and the ratio to one worker
 (goal: 4 workers >= 3x). The Celery path's overhead is one worker against the in-process run
-of the same blocks (both one request at a time). Needs ``redis-server`` and the ``cluster``
+of the same blocks (both one request at a time). The embedded default (local SmolLM2-135M, in process) runs the
+same targets in one default-size block and in the small blocks: what a block costs there.
+Needs ``redis-server`` and the ``cluster``
 extra; writes the section "Scale-out on Celery workers" of BENCHMARKS.md.
 
-    python -m benchmarks.bench_scale_out [--latency 0.2] [--letters abcdefgh] [--no-write]
+    python -m benchmarks.bench_scale_out [--latency 0.2] [--letters abcdefgh] [--no-embedded] [--no-write]
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ def main(argv=None) -> None:
     parser.add_argument("--block-targets", type=int, default=3, help="targets per block (one step each)")
     parser.add_argument("--workers", default="1,2,4", help="Celery worker counts to measure")
     parser.add_argument("--no-write", action="store_true", help="do not write BENCHMARKS.md")
+    parser.add_argument("--no-embedded", action="store_true",
+                        help="skip the embedded default (local SmolLM2-135M) in one block and in small blocks")
     args = parser.parse_args(argv)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -100,6 +104,21 @@ def main(argv=None) -> None:
             with celery_workers(home, broker, n, OPENAI_API_KEY=os.environ["OPENAI_API_KEY"]):
                 rows[f"celery x{n}"] = run_once(home, config, broker)
             print(f"celery x{n}: {rows[f'celery x{n}']}", flush=True)
+        # The embedded default (local SmolLM2-135M, in process) with the default block size (the
+        # default audit's targets fit in one block, as before blocks existed) against the same
+        # targets in the small blocks above: what a block costs on the two-command default.
+        embedded: dict[str, tuple[float, int, int]] = {}
+        if not args.no_embedded:
+            from orchestration.defs.biasdora.config import AuditConfig
+
+            default_blocks = AuditConfig.model_fields["t2t_block_targets"].default
+            local = {k: v for k, v in config.items() if k not in ("model", "backend", "base_url", "prompt_style",
+                                                                    "api_concurrency", "t2t_block_targets")}
+            for name, block_targets in ((f"blocks of {default_blocks} targets (default)", default_blocks),
+                                        (f"blocks of {args.block_targets} targets", args.block_targets)):
+                embedded[name] = run_once(root / f"embedded-{block_targets}", {**local, "t2t_block_targets": block_targets},
+                                          None)
+                print(f"embedded, {name}: {embedded[name]}", flush=True)
     one = next(v for k, v in rows.items() if k.startswith("celery x1"))
     lines = [
         f"T2T probe alone (no dbt), {one[1]} completions in {one[2]} blocks of {args.block_targets} targets "
@@ -115,6 +134,11 @@ def main(argv=None) -> None:
     inproc = rows["in-process"][0]
     lines += ["", f"Celery path overhead (1 worker against in-process, same blocks): {one[0] - inproc:+.1f} s "
               f"({one[0] / inproc:.2f}x the in-process wall time, {(one[0] - inproc) / one[2]:+.2f} s per block)."]
+    if embedded:
+        (d_s, d_n, d_b), (o_s, _, o_b) = embedded.values()
+        lines += ["", f"Embedded default (SmolLM2-135M in process, the same {d_n} completions, model load included): "
+                  f"{d_s:.1f} s in {d_b} block(s) of the default size, {o_s:.1f} s in {o_b} blocks of "
+                  f"{args.block_targets} targets ({o_s / d_s:.2f}x, {(o_s - d_s) / max(o_b - d_b, 1):+.2f} s per extra block)."]
     body = "\n".join(lines)
     print(body)
     if not args.no_write:
