@@ -8,7 +8,8 @@ PY=${PYTHON:-python3}
 # Already set up from these exact files? Then there is nothing to install (re-runs stay quick).
 STAMP=".venv/.dora-setup-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
 if [ -f "$STAMP" ] && { command -v chromium >/dev/null || [ -f .venv/.dora-no-chromium ]; } \
-   && { command -v redis-server >/dev/null || [ -f .venv/.dora-no-redis ]; }; then
+   && { command -v redis-server >/dev/null || [ -f .venv/.dora-no-redis ]; } \
+   && { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ -f .venv/.dora-no-postgres ]; }; then
   echo "dora: setup up to date ($(python -c 'import sys; print(sys.executable)'))"
   exit 0
 fi
@@ -27,6 +28,9 @@ command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=nonint
 # Debian's Redis: the Celery broker of `dora audit --executor celery` and of the cluster tests.
 command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } \
   || { echo "dora: could not install redis-server (needs root + apt); the Celery tests will be skipped, and --executor celery needs a broker elsewhere (--celery-broker)" >&2; touch .venv/.dora-no-redis; }
+# Debian's PostgreSQL: the cluster instance's storage (docs/cluster/dagster.yaml) in its test.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } \
+  || { echo "dora: could not install postgresql (needs root + apt); the PostgreSQL instance test will be skipped" >&2; touch .venv/.dora-no-postgres; }
 rm -f .venv/.dora-setup-*
 touch "$STAMP"
 echo "dora: setup done ($(python -c 'import sys; print(sys.executable)'))"

@@ -112,6 +112,32 @@ def test_t2t_asset_runs_one_step_per_block(dora_home, api_key):
     assert [s for s, _ in _events()] == ["started"] * len(blocks) + ["finished"]
 
 
+@pytest.mark.slow  # runs Dagster (~10 s)
+def test_modscan_asset_runs_one_step_per_block_of_queries(dora_home, api_key):
+    """ModSCAN's text analogues in blocks of 3 queries: one step per block, every query landed
+    once, one ``started`` event per block and one ``finished`` once all have landed."""
+    from orchestration.defs.modscan.assets import modscan_responses
+
+    with OpenAIStubServer() as server:
+        server.chat_reply = lambda req: "female"
+        config = {"model": "stub", "backend": "openai", "base_url": server.base_url, "probes": ["modscan_text_persona"],
+                  "attributes": ["gender"], "conditions": ["original"], "samples": 4, "instances_per_scenario": 2,
+                  "block_queries": 3, "progress": False}
+        result = dg.materialize([modscan_responses], run_config={"ops": {"modscan_responses": {"config": config}}},
+                                instance=dg.DagsterInstance.ephemeral())
+    assert result.success
+    blocks = sorted({e.step_key for e in result.all_events if e.step_key and "modscan_text_block[" in e.step_key})
+    (mat,) = result.asset_materializations_for_node("modscan_responses")
+    meta = {k: v.value for k, v in mat.metadata.items()}
+    assert meta["rows_planned"] == meta["rows_generated"] == 8  # 2 persona traits x 4 samples
+    assert blocks == [f"modscan_responses.modscan_text_block[queries_{a}_{b}]" for a, b in sorted(block_bounds(8, 3))]
+    assert meta["blocks"] == 3 and meta["status_counts"] == {"ok": 8}
+    rows = read_landing("modscan_responses").to_pylist()
+    keys = [(r["attribute"], r["scenario"], r["instance"], r["condition"], r["query_unit"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 8
+    assert [s for s, _ in _events()] == ["started"] * 3 + ["finished"]
+
+
 def test_executor_choices_give_their_run_config(monkeypatch):
     assert execution_config("in_process") == {"config": {"in_process": {}}}
     assert execution_config("multiprocess")["config"]["multiprocess"]["max_concurrent"] == 2

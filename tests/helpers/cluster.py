@@ -20,7 +20,9 @@ import pytest
 from tests.helpers.dora_cli import REPO, dora_env, free_port
 
 VENV_BIN = Path(sys.executable).parent
-POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
+#: Debian's PostgreSQL binaries (the newest installed major version; scripts/setup.sh installs one).
+POSTGRES_BIN = max(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+                   default=Path("/usr/lib/postgresql/15/bin"))
 
 
 
@@ -148,13 +150,13 @@ def moto_s3(folder: Path):
 
 @contextlib.contextmanager
 def postgres_server():
-    """A throwaway PostgreSQL 15 (Debian's binaries) in a new data folder on a free 127.0.0.1
+    """A throwaway PostgreSQL (Debian's binaries) in a new data folder on a free 127.0.0.1
     port, run as the ``postgres`` user (``initdb`` refuses root); yields the ``DAGSTER_PG_URL``
     environment of ``docs/cluster/dagster.yaml``. The data folder is removed afterwards."""
     import tempfile
 
     if not (POSTGRES_BIN / "initdb").exists() or shutil.which("runuser") is None:
-        pytest.skip(f"PostgreSQL binaries not found in {POSTGRES_BIN} (Debian: apt-get install -y postgresql-15)")
+        pytest.skip(f"PostgreSQL binaries not found in {POSTGRES_BIN} (Debian: apt-get install -y postgresql; scripts/setup.sh tries)")
     import pwd
 
     try:

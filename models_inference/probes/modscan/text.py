@@ -280,6 +280,7 @@ def run_text_probe(
     target: str | None = None,
     progress: bool = True,
     max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
+    block: tuple[int, int] | None = None,
 ) -> TextRunSummary:
     """Generate and land every missing query of the text analogues (A.6) for ``backend``.
 
@@ -291,6 +292,9 @@ def run_text_probe(
         progress: tqdm bar on stderr.
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
             audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+        block: ``(start, stop)``: only the queries ``[start:stop]`` of :func:`plan_text_queries`
+            (one Dagster step of a blocked run); the audit's ``finished`` event is then left to
+            :func:`models_inference.resumable.finish_blocks` once every block has landed.
 
     Returns:
         A :class:`TextRunSummary`; rows land in ``landing/modscan_responses`` in shards of
@@ -319,9 +323,11 @@ def run_text_probe(
     event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "modscan_text", event_cfg, target)
     planned = plan_text_queries(cfg, audit_id)
+    if block is not None:
+        planned = planned[block[0]:block[1]]
     result = run_resumable(planned, TextQuery.key, generate, table=MODSCAN_TABLE, audit=audit,
                            shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
-                           step="ModSCAN text analogues")
+                           step="ModSCAN text analogues", block=None if block is None else f"queries-{block[0]}-{block[1]}")
     return TextRunSummary(audit_id, result)
 
 

@@ -5,51 +5,32 @@
 ``agg_modscan_bias_scores``), built by the shared ``@dbt_assets``.
 """
 
+from collections import Counter
+
 import dagster as dg
 
+from ingestion.landing import landing_dir
 from models_inference.backends.image import load_image_backend
 from models_inference.backends.text import load_text_backend
 from models_inference.backends.vision import load_vision_backend
 from models_inference.probes.modscan.faces import read_faces
 from models_inference.probes.modscan.language import LanguageProbeConfig, run_language_probe
-from models_inference.probes.modscan.text import TextProbeConfig, run_text_probe
+from models_inference.probes.modscan.text import TextProbeConfig, plan_text_queries, run_text_probe
+from models_inference.resumable import finish_blocks
 from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
-from orchestration.defs.common import skipped_result
-from orchestration.defs.audits.runs import target_of_run
+from orchestration.defs.audits.runs import family_skip_reason
+from orchestration.defs.common import block_outputs, same_config, skipped_metadata
 from orchestration.defs.modscan.config import ModscanConfig
+from orchestration.instance import MODEL_INFERENCE_POOL
 
 MODSCAN_KEY = dg.AssetKey(["landing", "modscan_responses"])
+RESPONSE_OPS = ("modscan_queries", "modscan_text_block", "modscan_finish")
 
 
-# multi_asset with one spec: the op name is plain ("modscan_responses"), so run config reads
-# {"ops": {"modscan_responses": {"config": ...}}} like the other probes'.
-@dg.multi_asset(
-    name="modscan_responses",
-    specs=[
-        dg.AssetSpec(
-            MODSCAN_KEY,
-            group_name="modscan",
-            description="ModSCAN queries (seed 000), one row per query with scenario, instance, attribute, the "
-            "shuffled term order or left/right pair, model, version, raw answer, parsed choice and status (N/A "
-            "reasons kept apart). Default audit: the text-only analogues modscan_text_persona / modscan_text_faces "
-            "(NOT FROM PAPER, docs/families/modscan.md#text-only-use) on the embedded SmolLM2-135M. Append-only Parquet shards, resumable.",
-        )
-    ],
-    pool="model_inference",
-)
-def modscan_responses(context: dg.AssetExecutionContext, config: ModscanConfig) -> dg.MaterializeResult:
+def _skip_reason(context, config: ModscanConfig) -> str | None:
     if not config.enabled:
-        reason = "not selected by --probe"
-        context.log.info(f"dora: ModSCAN skipped: {reason}")
-        return skipped_result(reason)
-    run = target_of_run(context)
-    if run is not None and run.target.family != "modscan":  # a partition of another family's target
-        reason = f"partition {run.partition_key} audits registry target {run.target.name!r} of family {run.target.family!r}"
-        context.log.info(f"dora: ModSCAN skipped: {reason}")
-        return skipped_result(reason)
-    text = _text(config) if config.probes else {"text": "skipped: no text analogue selected (--modscan-probes)"}
-    metadata = {**text, **_vision(context, config), **_language(config), "status": "finished"}
-    return dg.MaterializeResult(metadata=metadata)
+        return "not selected by --probe"
+    return family_skip_reason(context, "modscan")  # a registry partition of another family's target
 
 
 def text_probe_config(config: ModscanConfig) -> TextProbeConfig:
@@ -61,32 +42,96 @@ def text_probe_config(config: ModscanConfig) -> TextProbeConfig:
     )
 
 
-def _text(config: ModscanConfig) -> dict:
-    """Run the text-only analogues (docs/families/modscan.md#text-only-use, NOT FROM PAPER) on the configured text model."""
+@dg.op(out=dg.DynamicOut(dict), description="Split the text-analogue queries into blocks of --modscan-block-queries.")
+def modscan_queries(context: dg.OpExecutionContext, config: ModscanConfig):
+    landing_dir("modscan_responses")
+    if _skip_reason(context, config) or not config.probes:  # one empty block: the fan-in step reports it
+        yield from block_outputs("queries", 0, 1)
+        return
+    # the plan's length does not depend on the audit id (only the queries' seeds do)
+    yield from block_outputs("queries", len(plan_text_queries(text_probe_config(config), "")), config.block_queries)
+
+
+@dg.op(pool=MODEL_INFERENCE_POOL, description="Generate and land the missing text-analogue queries of one block.")
+def modscan_text_block(context: dg.OpExecutionContext, config: ModscanConfig, block: dict) -> dict:
+    if block["stop"] == block["start"]:
+        return {"generated": 0}
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
     if config.backend == "transformers":
         extra["batch_size"] = config.batch_size
     # deferred: the weights load only if a query is missing (a finished audit's re-run loads nothing)
     backend = load_text_backend(config.model, backend=config.backend, defer=True, **extra)
-    probe = text_probe_config(config)
-    summary = run_text_probe(backend, probe, audit_id=config.audit_id, progress=config.progress,
-                             max_error_share=config.max_error_share)
+    summary = run_text_probe(backend, text_probe_config(config), audit_id=config.audit_id, progress=config.progress,
+                             max_error_share=config.max_error_share, block=(block["start"], block["stop"]))
     result = summary.result
-    ok = result.statuses.get("ok", 0)
+    context.log.info(f"ModSCAN text audit {summary.audit_id}, queries {block['start']}-{block['stop']}: generated "
+                     f"{result.generated} of {result.planned}")
+    return {"audit_id": summary.audit_id, "model_id": backend.model_id, "model_version": backend.model_version,
+            "planned": result.planned, "already_landed": result.already_landed, "generated": result.generated,
+            "statuses": dict(result.statuses)}
+
+
+@dg.op(pool=MODEL_INFERENCE_POOL, out=dg.Out(dg.Nothing),
+       description="Once every text block has landed: the audit's finished event, the vision and language "
+       "modalities (one step each when named), the asset metadata.")
+def modscan_finish(context: dg.OpExecutionContext, config: ModscanConfig, blocks: list[dict]):
+    reason = _skip_reason(context, config)
+    if reason:
+        context.log.info(f"dora: ModSCAN skipped: {reason}")
+        yield dg.Output(None, metadata=skipped_metadata(reason))
+        return
+    metadata = {**_text(config, [b for b in blocks if "audit_id" in b]), **_vision(context, config),
+                **_language(config), "status": "finished"}
+    yield dg.Output(None, metadata=metadata)
+
+
+@dg.graph_multi_asset(
+    name="modscan_responses",
+    group_name="modscan",
+    outs={
+        "result": dg.AssetOut(
+            key=MODSCAN_KEY,
+            description="ModSCAN queries (seed 000), one row per query with scenario, instance, attribute, the "
+            "shuffled term order or left/right pair, model, version, raw answer, parsed choice and status (N/A "
+            "reasons kept apart). Default audit: the text-only analogues modscan_text_persona / modscan_text_faces "
+            "(NOT FROM PAPER, docs/families/modscan.md#text-only-use) on the embedded SmolLM2-135M, in blocks of "
+            "queries (one step each). Append-only Parquet shards, resumable.",
+        )
+    },
+    config=same_config(ModscanConfig, *RESPONSE_OPS),
+)
+def modscan_responses():
+    return modscan_finish(modscan_queries().map(modscan_text_block).collect())
+
+
+def _text(config: ModscanConfig, done: list[dict]) -> dict:
+    """The text analogues' metadata (docs/families/modscan.md#text-only-use, NOT FROM PAPER) over
+    the blocks that ran, after the audit's ``finished`` event once all have landed."""
+    if not config.probes:
+        return {"text": "skipped: no text analogue selected (--modscan-probes)"}
+    if not done:  # nothing planned (an empty selection of scenarios or instances)
+        return {"text": "no text-analogue query planned", "rows_generated": 0}
+    statuses: Counter = Counter()
+    for b in done:
+        statuses.update(b["statuses"])
+    total = {k: sum(b[k] for b in done) for k in ("planned", "already_landed", "generated")}
+    finish_blocks(done[0]["audit_id"], total["generated"])
+    ok = statuses.get("ok", 0)
     return {
-        "audit_id": summary.audit_id,
-        "model_id": backend.model_id,
-        "model_version": backend.model_version,
+        "audit_id": done[0]["audit_id"],
+        "model_id": done[0]["model_id"],
+        "model_version": done[0]["model_version"],
         "probes": ", ".join(config.probes),
-        "rows_planned": result.planned,
-        "rows_already_landed": result.already_landed,
-        "rows_generated": result.generated,
-        "answer_rate": dg.MetadataValue.float(round(ok / result.generated, 4) if result.generated else 0.0),
-        "status_counts": dg.MetadataValue.json(dict(result.statuses)),
+        "blocks": len(done),
+        "rows_planned": total["planned"],
+        "rows_already_landed": total["already_landed"],
+        "rows_generated": total["generated"],
+        "answer_rate": dg.MetadataValue.float(round(ok / total["generated"], 4) if total["generated"] else 0.0),
+        "status_counts": dg.MetadataValue.json(dict(statuses)),
     }
 
 
-def _vision(context: dg.AssetExecutionContext, config: ModscanConfig) -> dict:
+def _vision(context: dg.OpExecutionContext, config: ModscanConfig) -> dict:
     """Run the vision modality when a faces source and a VLM are named; metadata either way."""
     if not (config.faces and config.vision_model):
         return {"vision": "skipped: name a faces folder or manifest (--faces) and a VLM (--modscan-vision-model)"}

@@ -57,6 +57,11 @@ class ModscanConfig(ErrorShareLimit):
         DEFAULT_INSTANCES, ge=0, le=MAX_SAMPLES, description="k instances of each Table 1 scenario, spread over its list; 0 = all (paper)",
     )
     max_new_tokens: int = Field(DEFAULT_MAX_NEW_TOKENS, ge=1, le=MAX_TOKENS, description="answer budget in tokens (paper: unstated)")
+    block_queries: int = Field(
+        512, ge=1, le=1_000_000,
+        description="text-analogue queries per block: each block is one Dagster step, run apart (another process or "
+        "Celery worker) and redone alone if it fails (the default audit is one block)",
+    )
     temperature: float = 0.7
     top_p: float = 0.95
     batch_size: int = Field(32, ge=1, le=MAX_BATCH)

@@ -35,7 +35,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((M, "conditions"),), prefix=P, choices=CONDITIONS),
     *Flag.of(M, "samples", prefix=P),
     Flag(((M, "instances_per_scenario"),), name="--modscan-instances"),
-    *Flag.of(M, "max_new_tokens", prefix=P),
+    *Flag.of(M, "max_new_tokens", "block_queries", prefix=P),
     Flag(((M, "faces"),), name="--faces", path="file_or_folder"),
     Flag(((M, "vision_model"),), prefix=P, local_model="modscan_vision_backend"),
     Flag(((M, "vision_backend"),), prefix=P, choices=I2T_BACKENDS),
