@@ -39,8 +39,14 @@ def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float =
 
 def stop(proc: subprocess.Popen, timeout: float = 20.0) -> None:
     """Stop a process started here in its own session, and its children (by process group id)."""
+    import psutil
+
     if proc.poll() is not None:
         return
+    try:  # its descendants, also those that left its process group (a Celery worker's pool)
+        family = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        family = []
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     try:
@@ -49,6 +55,9 @@ def stop(proc: subprocess.Popen, timeout: float = 20.0) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+    for child in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
 
 
 @contextlib.contextmanager
