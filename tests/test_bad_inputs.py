@@ -217,6 +217,7 @@ def test_landing_paths_stay_inside_dora_home(dora_home, name, partition):
 
 
 # --------------------------------------------------------------------------- models
+@pytest.mark.slow  # one `dora audit` process per case: ~5 s
 def test_model_that_does_not_exist_is_a_clear_error():
     from models_inference.backends.text import TransformersBackend
     from ingestion.errors import ModelNotAvailableError

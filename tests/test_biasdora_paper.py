@@ -64,6 +64,7 @@ def test_t2i_rows_take_gender_from_the_mapping():
         assert len(rows) == 344 and len(set(rows)) == 344
 
 
+@pytest.mark.slow  # imports every asset and plans the paper-scale audit: ~5 s
 def test_dry_run_prints_the_paper_table4_totals(tmp_path, monkeypatch, capsys):
     from orchestration import cli
 

@@ -111,6 +111,7 @@ def test_family_pages_share_their_headings():
         assert headings == first, f"{name}: {headings} != {first}"
 
 
+@pytest.mark.slow  # reads every doc, docstring and help text: 3.5-5 s
 def test_every_docs_citation_exists():
     """``docs/...`` in code, SQL, YAML, help texts and Markdown: the file exists, and so does its #anchor."""
     problems: list[str] = []

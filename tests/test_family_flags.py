@@ -66,6 +66,7 @@ def _help(*argv) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow  # several `dora audit --help` processes: 8-10 s on 2 loaded cores
 def test_help_lists_the_families_and_prints_each_default_once():
     main = _help("--help")
     assert all(f.name in main for f in fam.FAMILIES)
