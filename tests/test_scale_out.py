@@ -216,8 +216,8 @@ def test_celery_audit_on_object_storage_holds_the_rows_of_an_in_process_audit(tm
     prepare_dbt_manifest()
     local, cluster = tmp_path / "local", tmp_path / "cluster"
     with moto_s3(tmp_path / "moto") as s3, redis_server(tmp_path / "redis") as broker:
-        s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3["AWS_ENDPOINT_URL"]}, key="testing",
-                          secret="testing").mkdir("dora-cluster")
+        fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3["AWS_ENDPOINT_URL"]}, key="testing", secret="testing")
+        fs.mkdir("dora-cluster")
         on_s3 = {**s3, "DORA_LANDING_URL": "s3://dora-cluster/landing", "OPENAI_API_KEY": "sk-test"}
         with celery_workers(cluster, broker, 2, **on_s3), OpenAIStubServer() as server:
             server.completion_reply = lambda req: "rave, and"
@@ -232,8 +232,7 @@ def test_celery_audit_on_object_storage_holds_the_rows_of_an_in_process_audit(tm
             ]
             outputs = [p.communicate(timeout=1500)[0] for p in runs]
         assert [p.returncode for p in runs] == [0, 0], [o[-3000:] for o in outputs]
-        fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3["AWS_ENDPOINT_URL"]}, key="testing",
-                               secret="testing")
+        fs.invalidate_cache()  # list what the workers put, not what this client saw at mkdir
         landed = fs.find("dora-cluster/landing")
         local_rows, cluster_rows = warehouse_contents(local), warehouse_contents(cluster, fs)
     pids = block_pids(cluster)
@@ -268,6 +267,7 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
     flight (after another block landed): the audit fails with one line, and the same command run
     again lands every key exactly once (the killed block redone, the landed ones kept)."""
     import time
+    from urllib.parse import urlsplit
 
     from tests.helpers.cluster import celery_workers, redis_server
     from tests.helpers.dora_cli import dora_argv, dora_env, expected_t2t_keys, landed_t2t, prepare_dbt_manifest
@@ -297,7 +297,7 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
                     calls = len(server.requests)
                     time.sleep(0.5)
                     if len(server.requests) > calls:  # requests of an unfinished block in flight
-                        killed = _kill_a_busy_worker_process(workers, int(server.base_url.rsplit(":", 1)[1].split("/")[0]))
+                        killed = _kill_a_busy_worker_process(workers, urlsplit(server.base_url).port)
                 time.sleep(0.1)
             assert killed is not None, (tmp_path / "first.log").read_text()[-3000:]
             first.wait(timeout=600)

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from pathlib import Path
 
 import duckdb
-import jinja2
 import pytest
 
 from analytics.dbt_runner import run_dbt
 from ingestion.landing import write_shard
-
-MACRO = Path(__file__).resolve().parents[1] / "dbt_project" / "macros" / "vlstereoset.sql"
+from tests.helpers.dbt_jinja import macro_globals
 
 #: Table 3 (model, vlrs, vlbs, published ivlas).
 TABLE3 = [
@@ -55,9 +52,8 @@ SIZES = {"gender": 206, "profession": 322, "race": 486, "religion": 14}
 
 
 def ivlas_sql(vlrs: str, vlbs: str) -> str:
-    """The SQL expression of the dbt macro, rendered (dbt macros are Jinja)."""
-    source = MACRO.read_text()
-    return jinja2.Environment().from_string(source + "{{ vlstereoset_ivlas(a, b) }}").render(a=vlrs, b=vlbs)
+    """The SQL expression of the dbt macro, rendered (dbt macros are Jinja; tests/helpers/dbt_jinja.py)."""
+    return str(macro_globals()["vlstereoset_ivlas"](vlrs, vlbs))
 
 
 def test_ivlas_macro_reproduces_tables_3_and_4():

@@ -16,8 +16,8 @@ from models_inference.backends.vision import load_vision_backend
 from models_inference.probes.modscan.faces import read_faces
 from models_inference.probes.modscan.language import LanguageProbeConfig, run_language_probe
 from models_inference.probes.modscan.text import TextProbeConfig, plan_text_queries, run_text_probe
-from models_inference.resumable import finish_blocks
 from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
+from models_inference.resumable import finish_blocks
 from orchestration.defs.audits.runs import family_skip_reason
 from orchestration.defs.common import block_outputs, same_config, skipped_metadata
 from orchestration.defs.modscan.config import ModscanConfig
