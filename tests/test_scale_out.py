@@ -190,6 +190,19 @@ def warehouse_contents(home, filesystem=None) -> dict:
     return out
 
 
+def _run_report(outputs: list[str], homes) -> str:
+    """Each audit's whole output and the tail of each failed run's log (pytest cuts a long
+    assertion message in the middle, where the reason is)."""
+    parts = []
+    for output, home in zip(outputs, homes):
+        parts.append(f"--- output of the audit in {home.name}:\n{output}")
+        for log in sorted((home / "logs").glob("audit-*.log")):
+            parts.append(f"--- {log.name} (last 80 lines):\n" + "\n".join(log.read_text(errors="replace").splitlines()[-80:]))
+    for worker_log in sorted((homes[-1] / "workers").glob("w*.log")):
+        parts.append(f"--- {worker_log.name} (last 40 lines):\n" + "\n".join(worker_log.read_text(errors="replace").splitlines()[-40:]))
+    return "\n".join(parts)
+
+
 def block_pids(home) -> dict[str, set[int]]:
     """The processes that ran the block steps of the latest run of ``home``'s Dagster instance."""
     with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
@@ -231,7 +244,8 @@ def test_celery_audit_on_object_storage_holds_the_rows_of_an_in_process_audit(tm
                                  text=True),
             ]
             outputs = [p.communicate(timeout=1500)[0] for p in runs]
-        assert [p.returncode for p in runs] == [0, 0], [o[-3000:] for o in outputs]
+        if [p.returncode for p in runs] != [0, 0]:
+            pytest.fail(_run_report(outputs, [local, cluster]), pytrace=False)
         fs.invalidate_cache()  # list what the workers put, not what this client saw at mkdir
         landed = fs.find("dora-cluster/landing")
         local_rows, cluster_rows = warehouse_contents(local), warehouse_contents(cluster, fs)
