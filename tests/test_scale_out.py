@@ -138,6 +138,32 @@ def test_modscan_asset_runs_one_step_per_block_of_queries(dora_home, api_key):
     assert [s for s, _ in _events()] == ["started"] * 3 + ["finished"]
 
 
+@pytest.mark.slow  # runs Dagster (~5 s)
+def test_vlstereoset_asset_runs_one_step_per_block_of_items(dora_home):
+    """VLStereoSet's 22 synthetic items in blocks of 8, two reference scorers: one step per block,
+    each scorer's keys landed once, per audit one ``started`` event per block and one
+    ``finished`` once all have landed; the scores asset stays downstream of the items asset."""
+    from orchestration.defs.vlstereoset.assets import ITEMS_KEY, SCORES_KEY, vlstereoset_probe
+
+    config = {"scorers": ["idm", "bim"], "block_items": 8, "progress": False}
+    result = dg.materialize([vlstereoset_probe], run_config={"ops": {"vlstereoset_probe": {"config": config}}},
+                            instance=dg.DagsterInstance.ephemeral())
+    assert result.success
+    assert vlstereoset_probe.asset_deps[SCORES_KEY] == {ITEMS_KEY}
+    blocks = sorted({e.step_key for e in result.all_events if e.step_key and "vlstereoset_block[" in e.step_key})
+    assert blocks == sorted(f"vlstereoset_probe.vlstereoset_block[items_{a}_{b}]" for a, b in block_bounds(22, 8))
+    (mat,) = [m for m in result.get_asset_materialization_events() if m.asset_key == SCORES_KEY]
+    meta = {k: v.value for k, v in mat.materialization.metadata.items()}
+    assert (meta["items_scored"], meta["blocks"], meta["scorers"]) == (22, 3, "idm,bim")
+    rows = read_landing("vlstereoset_scores").to_pylist()
+    keys = [(r["scorer"], r["item_id"], r["condition"], r["caption_kind"]) for r in rows]
+    assert len(keys) == len(set(keys)) == meta["rows_generated"] > 0
+    assert {r["item_id"] for r in rows} == {it["item_id"] for it in read_landing("vlstereoset_items").to_pylist()}
+    events = sorted(read_landing("audits").to_pylist(), key=lambda e: e["event_at"])
+    for audit_id in meta["audit_ids"].split(","):
+        assert [e["status"] for e in events if e["audit_id"] == audit_id] == ["started"] * 3 + ["finished"]
+
+
 def test_executor_choices_give_their_run_config(monkeypatch):
     assert execution_config("in_process") == {"config": {"in_process": {}}}
     assert execution_config("multiprocess")["config"]["multiprocess"]["max_concurrent"] == 2

@@ -33,17 +33,17 @@ class CommonFlags(ErrorShareLimit):
 
 # --- work that can be spread: a probe step as blocks of its keys (mapped Dagster steps) -----
 #: Mapping keys of the block steps are ``<what>_<start>_<stop>`` (Dagster allows [A-Za-z0-9_]).
-def block_outputs(what: str, units: int, block_size: int, output_name: str = "result"):
+def block_outputs(what: str, units: int, block_size: int, output_name: str = "result", **extra):
     """One ``dagster.DynamicOutput`` per block of ``units`` planned units (T2T targets,
     counterfactual sets...) of at most ``block_size``
     (:func:`models_inference.resumable.block_bounds`): value ``{"start", "stop"}``, mapping key
-    ``<what>_<start>_<stop>``. Each becomes one step of the family's graph-backed asset: the
+    ``<what>_<start>_<stop>`` (``extra``: more keys of every block's value). Each becomes one step of the family's graph-backed asset: the
     steps run apart (another process, a Celery worker on another machine), and one that fails
     is re-executed alone (its landed shards are kept; nothing lands twice)."""
     from models_inference.resumable import block_bounds
 
     for start, stop in block_bounds(units, block_size):
-        yield dg.DynamicOutput({"start": start, "stop": stop}, mapping_key=f"{what}_{start}_{stop}", output_name=output_name)
+        yield dg.DynamicOutput({"start": start, "stop": stop, **extra}, mapping_key=f"{what}_{start}_{stop}", output_name=output_name)
 
 
 def same_config(config_class: type[dg.Config], *ops: str) -> dg.ConfigMapping:

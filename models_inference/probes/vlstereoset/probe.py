@@ -141,6 +141,7 @@ def vlstereoset_audit_id(dataset_id: str, scorer, item_set: str | None = None) -
 def run_vlstereoset_probe(
     items: list[dict], scorer, *, audit_id: str | None = None, target: str | None = None, shard_rows: int = 32,
     progress: bool = True, max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE, item_set: str | None = None,
+    block: tuple[int, int] | None = None,
 ) -> VLStereoSetRunSummary:
     """Score every planned unit of ``items`` not landed yet for this audit, in shards.
 
@@ -153,6 +154,9 @@ def run_vlstereoset_probe(
             :func:`.dataset.paper_item_ids`): part of the audit id and recorded in its config.
         max_error_share: share of this run's score rows that may fail (``error``; ``no_image``
             and ``na`` are not failures) before the audit ends ``failed``; ``None``: no limit.
+        block: ``(start, stop)``: score only ``items[start:stop]`` (one Dagster step of a blocked
+            run; the audit's id and config still describe every item); its ``finished`` event is
+            left to :func:`models_inference.resumable.finish_blocks` once every block has landed.
 
     Returns:
         A :class:`VLStereoSetRunSummary` (rows by status: ok / na / no_image / error).
@@ -196,10 +200,11 @@ def run_vlstereoset_probe(
     config = {"dataset_id": dataset_id, "scorer": scorer.name, "variants": list(scorer.variants), "from_paper": scorer.from_paper,
               "backend": scorer.backend_name, **scorer.config(), "item_set": item_set or "all", "items": len(items)}
     audit = AuditInfo(audit_id, scorer.model_id, scorer.model_version, "vlstereoset", config, target)
-    units = plan_units(items, scorer)
+    units = plan_units(items if block is None else items[block[0]:block[1]], scorer)
     key = lambda u: (dataset_id, scorer.name, u.item_id, u.condition)  # noqa: E731
     res = run_resumable(units, key, generate, table=VLSTEREOSET_SCORES, audit=audit, shard_rows=shard_rows, progress=progress,
-                        max_error_share=max_error_share, step=f"VLStereoSet {scorer.name}")
+                        max_error_share=max_error_share, step=f"VLStereoSet {scorer.name}",
+                        block=None if block is None else f"items-{block[0]}-{block[1]}")
     return VLStereoSetRunSummary(audit_id, scorer.name, res.planned, res.already_landed, res.generated, res.statuses)
 
 

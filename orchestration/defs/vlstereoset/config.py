@@ -50,6 +50,7 @@ class VLStereoSetConfig(ErrorShareLimit):
         vlm_model / vlm_backend / vlm_base_url: generative VLM for ``loglik`` (transformers
             only) and ``mcq`` (transformers or an OpenAI-compatible vision endpoint).
         mcq_shuffles: orders per mcq question.
+        block_items: items per block (one Dagster step each, every scorer on the block's items).
         max_error_share: (inherited) share of a scorer's rows that may fail before the step fails.
     """
 
@@ -79,6 +80,11 @@ class VLStereoSetConfig(ErrorShareLimit):
     )
     item_seed: int = Field(0, ge=0, le=2**31 - 1, description="seed of the 'paper' item sample")
     shard_rows: int = Field(32, ge=1, le=100_000)
+    block_items: int = Field(
+        256, ge=1, le=1_000_000,
+        description="items per block: each block is one Dagster step (every scorer on its items), run apart (another "
+        "process or Celery worker) and redone alone if it fails (the default audit is one block)",
+    )
     progress: bool = True
     # Partitioned runs (dora audit --target, sensor, schedule): the registry file (default
     # $DORA_REGISTRY or registry.yaml); the target's model replaces the scorers (config_for_target).

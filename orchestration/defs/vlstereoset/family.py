@@ -30,7 +30,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((V, "text_base_url"),), prefix=P, validator=v.base_urls),
     Flag(((V, "vlm_backend"),), prefix=P, choices=I2T_BACKENDS),
     Flag(((V, "vlm_base_url"),), prefix=P, validator=v.base_urls),
-    *Flag.of(V, "mcq_shuffles", "items", "item_seed", prefix=P),
+    *Flag.of(V, "mcq_shuffles", "items", "item_seed", "block_items", prefix=P),
 )
 
 def check(configs) -> str | None:
