@@ -1,10 +1,11 @@
 """Work that can be spread: a probe's keys in blocks (one Dagster step each), the executor choice
-(in_process / multiprocess / celery), and a Celery audit landing on S3 whose warehouse equals the
-in-process one.
+(in_process / multiprocess / celery), and the cluster (Celery workers, landing on S3, the instance
+on PostgreSQL) whose warehouse equals an in-process audit's.
 
 The blocks run against the local OpenAI stub server (``tests/helpers/openai_server.py``); the
-Celery test starts ``redis-server`` and two ``dagster-celery`` workers on free local ports
-(``tests/helpers/cluster.py``; skipped with the reason when either is missing).
+cluster test starts ``redis-server``, PostgreSQL, a moto S3 server and two ``dagster-celery``
+workers on free local ports (``tests/helpers/cluster.py``; skipped with the reason when one is
+missing).
 """
 
 from __future__ import annotations
@@ -242,23 +243,34 @@ def block_pids(home) -> dict[str, set[int]]:
 
 
 @pytest.mark.slow
-def test_celery_audit_on_object_storage_holds_the_rows_of_an_in_process_audit(tmp_path):
-    """A small BiasDora + counterfactual audit (T2T in blocks of 4 targets, counterfactual in
-    blocks of 1 set) on two Celery workers (Redis broker) landing on S3 (moto), and, at the same
-    time, in one process landing in the local folder: the two warehouses hold the same tables,
-    counts and keys, and the Celery audit landed nothing locally."""
+def test_celery_audit_on_a_cluster_holds_the_rows_of_an_in_process_audit(tmp_path, monkeypatch):
+    """The cluster of docs/operations.md on one machine: a small BiasDora + counterfactual audit
+    (T2T in blocks of 4 targets, counterfactual in blocks of 1 set) on two Celery workers (Redis
+    broker), landing on S3 (moto), the Dagster instance on PostgreSQL (docs/cluster/dagster.yaml,
+    as the user's own ``$DAGSTER_HOME/dagster.yaml``); at the same time the same audit in one
+    process on the embedded default (local landing folder, SQLite instance). The two warehouses
+    hold the same tables, counts and keys; the Celery audit landed nothing locally, its run and
+    block steps are in PostgreSQL, no SQLite storage is beside it, and dora left the user's
+    dagster.yaml as it was."""
+    import shutil
+
     import s3fs
 
-    from tests.helpers.cluster import celery_workers, moto_s3, redis_server
-    from tests.helpers.dora_cli import dora_argv, dora_env, prepare_dbt_manifest
+    from tests.helpers.cluster import celery_workers, moto_s3, postgres_server, redis_server
+    from tests.helpers.dora_cli import REPO, dora_argv, dora_env, prepare_dbt_manifest
 
     prepare_dbt_manifest()
     local, cluster = tmp_path / "local", tmp_path / "cluster"
-    with moto_s3(tmp_path / "moto") as s3, redis_server(tmp_path / "redis") as broker:
+    cluster_yaml = REPO / "docs" / "cluster" / "dagster.yaml"
+    (cluster / "dagster").mkdir(parents=True)
+    shutil.copy(cluster_yaml, cluster / "dagster" / "dagster.yaml")
+    with moto_s3(tmp_path / "moto") as s3, redis_server(tmp_path / "redis") as broker, postgres_server() as pg:
+        for name, value in pg.items():  # this process opens the instance too (the yaml reads the environment)
+            monkeypatch.setenv(name, value)
         fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3["AWS_ENDPOINT_URL"]}, key="testing", secret="testing")
         fs.mkdir("dora-cluster")
-        on_s3 = {**s3, "DORA_LANDING_URL": "s3://dora-cluster/landing", "OPENAI_API_KEY": "sk-test"}
-        with celery_workers(cluster, broker, 2, **on_s3), OpenAIStubServer() as server:
+        on_cluster = {**s3, **pg, "DORA_LANDING_URL": "s3://dora-cluster/landing", "OPENAI_API_KEY": "sk-test"}
+        with celery_workers(cluster, broker, 2, **on_cluster), OpenAIStubServer() as server:
             server.completion_reply = lambda req: "rave, and"
             server.chat_reply = lambda req: "They are a capable worker. 7"
             args = [*AUDIT, "--base-url", server.base_url]
@@ -266,7 +278,7 @@ def test_celery_audit_on_object_storage_holds_the_rows_of_an_in_process_audit(tm
                 subprocess.Popen(dora_argv(*args), env=dora_env(local, OPENAI_API_KEY="sk-test"),
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
                 subprocess.Popen(dora_argv(*args, "--executor", "celery", "--celery-broker", broker),
-                                 env=dora_env(cluster, **on_s3), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 env=dora_env(cluster, **on_cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  text=True),
             ]
             outputs = [p.communicate(timeout=1500)[0] for p in runs]
@@ -275,7 +287,12 @@ def test_celery_audit_on_object_storage_holds_the_rows_of_an_in_process_audit(tm
         fs.invalidate_cache()  # list what the workers put, not what this client saw at mkdir
         landed = fs.find("dora-cluster/landing")
         local_rows, cluster_rows = warehouse_contents(local), warehouse_contents(cluster, fs)
-    pids = block_pids(cluster)
+        with dg.DagsterInstance.from_config(str(cluster / "dagster")) as instance:
+            assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+            assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+            (run,) = instance.get_runs()
+            assert run.status == dg.DagsterRunStatus.SUCCESS
+        pids = block_pids(cluster)
     assert sorted(pids) == ["counterfactual_block", "t2t_block"]
     # the blocks ran on both workers (which worker takes which op's blocks depends on timing)
     assert len(set().union(*pids.values())) == 2 and runs[1].pid not in set().union(*pids.values())
@@ -283,6 +300,8 @@ def test_celery_audit_on_object_storage_holds_the_rows_of_an_in_process_audit(tm
     assert cluster_rows == local_rows
     assert any("/t2t_completions/" in key for key in landed) and any("/counterfactual_responses/" in key for key in landed)
     assert not (cluster / "landing").exists() or not any((cluster / "landing").rglob("*.parquet"))
+    assert not list((cluster / "dagster").rglob("*.db"))  # no SQLite storage beside PostgreSQL
+    assert (cluster / "dagster" / "dagster.yaml").read_text() == cluster_yaml.read_text()
 
 
 def _kill_a_busy_worker_process(workers, port: int) -> int | None:
@@ -427,44 +446,3 @@ def test_dbt_stages_the_shards_a_probe_landed_on_object_storage(s3_landing, dora
     status = run_query("select status from stg_audits order by event_at desc limit 1").rows
     assert staged == [(12, 12)] and status == [("finished",)]
     assert not (dora_home / "landing" / "t2t_completions").exists()
-
-
-# ----------------------------------------------------------------------------- the instance on PostgreSQL
-@pytest.mark.slow
-def test_an_audit_on_a_postgres_instance_records_its_run_there(tmp_path):
-    """docs/cluster/dagster.yaml as ``$DAGSTER_HOME/dagster.yaml`` (run and event storage on a
-    throwaway PostgreSQL): a small counterfactual audit succeeds, its run and its block steps
-    are in PostgreSQL, and dora leaves the user's dagster.yaml as it is."""
-    import shutil
-
-    from tests.helpers.cluster import postgres_server
-    from tests.helpers.dora_cli import REPO, dora_argv, dora_env, prepare_dbt_manifest
-
-    prepare_dbt_manifest()
-    home = tmp_path / "home"
-    (home / "dagster").mkdir(parents=True)
-    shutil.copy(REPO / "docs" / "cluster" / "dagster.yaml", home / "dagster" / "dagster.yaml")
-    with postgres_server() as pg, OpenAIStubServer() as server:
-        server.chat_reply = lambda req: "They are a capable worker. 7"
-        args = dora_argv("audit", "--probe", "counterfactual", "--backend", "openai", "--model", "stub-model",
-                         "--base-url", server.base_url, "--cf-judge-backend", "none", "--cf-prompts", "Characteristics",
-                         "--no-progress")
-        done = subprocess.run(args, env=dora_env(home, OPENAI_API_KEY="sk-test", **pg), capture_output=True, text=True,
-                              timeout=900)
-        assert done.returncode == 0, done.stderr[-3000:]
-        import os
-
-        os.environ.update(pg)  # (restored below) the yaml reads the connection from the environment
-        try:
-            with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
-                assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-                assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
-                runs = instance.get_runs()
-                steps = {e.step_key for e in instance.all_logs(runs[0].run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)}
-        finally:
-            for name in pg:
-                os.environ.pop(name, None)
-    assert len(runs) == 1 and runs[0].status == dg.DagsterRunStatus.SUCCESS
-    assert "counterfactual_responses.counterfactual_block[sets_0_1]" in steps
-    assert not list((home / "dagster").rglob("*.db"))  # no SQLite storage beside it
-    assert (home / "dagster" / "dagster.yaml").read_text() == (REPO / "docs" / "cluster" / "dagster.yaml").read_text()
