@@ -366,6 +366,7 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
         errors = [line for line in first_log.splitlines() if line.startswith("dora audit: error:")]
         assert len(errors) == 1 and "t2t_block[" in errors[0] and "failed in its worker process (WorkerLostError" in errors[0]
         assert "redoes only what did not land" in errors[0], errors
+        assert "note: Celery workers on the SQLite instance" in first_log  # this home's instance is SQLite
         before = len(landed_t2t(home, audit_id))
         again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]

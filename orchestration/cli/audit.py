@@ -251,6 +251,12 @@ def cmd_audit(args) -> int:
     from orchestration.instance import open_instance
 
     instance = open_instance()  # (concurrency) locked first creation; a corrupt storage file is one line
+    if args.executor == "celery" and type(instance.event_log_storage).__name__.startswith("Sqlite"):
+        # SQLite takes one writer at a time: several worker processes writing events at once can
+        # fail a step with "database is locked" (a known limit of Dagster's SQLite storage)
+        print("dora audit: note: Celery workers on the SQLite instance of $DAGSTER_HOME work on one machine, but "
+              "several processes writing it at once can fail a step ('database is locked'); for a cluster put the "
+              "instance on PostgreSQL (docs/operations.md#the-instance-on-postgresql)", file=sys.stderr)
     from orchestration.definitions import defs
 
     partition = None
