@@ -8,10 +8,12 @@ the figure is completions landed per second of the run's wall time, and the rati
 (goal: 4 workers >= 3x). The Celery path's overhead is one worker against the in-process run
 of the same blocks (both one request at a time). The embedded default (local SmolLM2-135M, in process) runs the
 same targets in one default-size block and in the small blocks: what a block costs there.
-Needs ``redis-server`` and the ``cluster``
+The Celery runs use the cluster's instance (docs/cluster/dagster.yaml on a throwaway
+PostgreSQL; ``--instance sqlite``: the embedded one). Needs ``redis-server``, PostgreSQL and the ``cluster``
 extra; writes the section "Scale-out on Celery workers" of BENCHMARKS.md.
 
-    python -m benchmarks.bench_scale_out [--latency 0.2] [--letters abcdefgh] [--no-embedded] [--no-write]
+    python -m benchmarks.bench_scale_out [--latency 0.2] [--letters abcdefgh] [--instance postgres|sqlite]
+        [--no-embedded] [--no-write]
 """
 
 from __future__ import annotations
@@ -81,18 +83,26 @@ def main(argv=None) -> None:
     parser.add_argument("--block-targets", type=int, default=3, help="targets per block (one step each)")
     parser.add_argument("--workers", default="1,2,4", help="Celery worker counts to measure")
     parser.add_argument("--no-write", action="store_true", help="do not write BENCHMARKS.md")
+    parser.add_argument("--instance", choices=("postgres", "sqlite"), default="postgres",
+                        help="the Celery runs' Dagster instance: docs/cluster/dagster.yaml on a throwaway PostgreSQL "
+                        "(the cluster's, default) or the embedded SQLite one (the in-process run always uses SQLite)")
     parser.add_argument("--no-embedded", action="store_true",
                         help="skip the embedded default (local SmolLM2-135M) in one block and in small blocks")
     args = parser.parse_args(argv)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from tests.helpers.cluster import celery_workers, redis_server
+    import contextlib
+    import shutil
+
+    from tests.helpers.cluster import celery_workers, postgres_server, redis_server
     from tests.helpers.openai_server import OpenAIStubServer
 
     root = Path(tempfile.mkdtemp(prefix="dora-bench-scale-"))
     rows: dict[str, tuple[float, int, int]] = {}
-    with OpenAIStubServer() as server, redis_server(root / "redis") as broker:
+    cluster_yaml = Path(__file__).resolve().parent.parent / "docs" / "cluster" / "dagster.yaml"
+    with OpenAIStubServer() as server, redis_server(root / "redis") as broker, \
+            (postgres_server() if args.instance == "postgres" else contextlib.nullcontext({})) as pg:
         server.latency = args.latency
         server.completion_reply = lambda req: "rave, and"
         config = _config(server.base_url, args)
@@ -101,7 +111,11 @@ def main(argv=None) -> None:
         for n in [int(x) for x in args.workers.split(",")]:
             home = root / f"celery-{n}"
             _use_home(home)
-            with celery_workers(home, broker, n, OPENAI_API_KEY=os.environ["OPENAI_API_KEY"]):
+            if pg:  # the cluster's instance: run and event storage on PostgreSQL, shared by the workers
+                (home / "dagster").mkdir(parents=True, exist_ok=True)
+                shutil.copy(cluster_yaml, home / "dagster" / "dagster.yaml")
+                os.environ.update(pg)
+            with celery_workers(home, broker, n, OPENAI_API_KEY=os.environ["OPENAI_API_KEY"], **pg):
                 rows[f"celery x{n}"] = run_once(home, config, broker)
             print(f"celery x{n}: {rows[f'celery x{n}']}", flush=True)
         # The embedded default (local SmolLM2-135M, in process) with the default block size (the
@@ -123,7 +137,8 @@ def main(argv=None) -> None:
     lines = [
         f"T2T probe alone (no dbt), {one[1]} completions in {one[2]} blocks of {args.block_targets} targets "
         f"(settings noun + singular, {args.per_dimension} descriptors per dimension, letters {args.letters!r}, 1 run), "
-        f"the stub server answering after {args.latency:g} s, one request in flight per step. "
+        f"the stub server answering after {args.latency:g} s, one request in flight per step; the Celery runs' "
+        f"instance on {'PostgreSQL (docs/cluster/dagster.yaml)' if pg else 'SQLite'}, the in-process run's on SQLite. "
         "`python -m benchmarks.bench_scale_out`.",
         "",
         "| executor | wall s | completions / s | vs 1 Celery worker |",

@@ -18,8 +18,8 @@ os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
 
 pytest_plugins = ("tests.helpers.slow_marker",)  # the slow-marker check (see above)
 
-#: Fixtures that load the real model or run the audit job: a test using one is slow by definition.
-REAL_MODEL_FIXTURES = frozenset({"smollm2", "finished_audit"})
+#: Fixtures that load the real model, run the audit job or a whole dbt build: a test using one is slow by definition.
+REAL_MODEL_FIXTURES = frozenset({"smollm2", "finished_audit", "empty_warehouses"})
 
 
 #: Test modules whose tests normalise descriptor phrases with spaCy (a ~5 s model load).
@@ -54,6 +54,15 @@ def smollm2():
     from models_inference.backends.text import TransformersBackend
 
     return TransformersBackend.load("smollm2-135m", batch_size=32)
+
+
+@pytest.fixture(scope="session")
+def empty_warehouses(tmp_path_factory):
+    """Warehouses dbt built from an empty landing zone, once per test run, read-only
+    (tests/helpers/homes.py ``build_empty_warehouses``): ``<it>/without_scores`` and ``<it>/full``."""
+    from tests.helpers.homes import build_empty_warehouses, shared_build
+
+    return shared_build(tmp_path_factory, "empty_warehouses", build_empty_warehouses)
 
 
 @pytest.fixture(scope="session")

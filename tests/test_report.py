@@ -153,18 +153,25 @@ def test_report_writes_html_and_pngs(scored_home, tmp_path):
     assert (tmp_path / "cli" / "index.html").exists()
 
 
-def test_report_without_score_marts_is_a_clear_error(dora_home):
+def test_report_without_score_marts_is_a_clear_error(empty_warehouses, tmp_path, monkeypatch):
+    import shutil
+
     from analytics.report import write_report
 
-    run_dbt(["build", "--exclude", "tag:scores"], dora_home)
+    home = shutil.copytree(empty_warehouses / "without_scores", tmp_path / "home", symlinks=True)
+    monkeypatch.setenv("DORA_HOME", str(home))
     with pytest.raises(LookupError, match="dora audit"):
-        write_report(dora_home / "r")
+        write_report(home / "r")
 
 
-def test_report_without_significant_associations_says_so(dora_home):
+def test_report_without_significant_associations_says_so(empty_warehouses, tmp_path, monkeypatch):
+    import shutil
+
     from analytics.report import write_report
 
-    run_dbt(["build"], dora_home)  # empty landing: every mart exists and is empty
+    # empty landing: every mart exists and is empty; the report is written into the home
+    dora_home = shutil.copytree(empty_warehouses / "full", tmp_path / "home", symlinks=True)
+    monkeypatch.setenv("DORA_HOME", str(dora_home))
     index = write_report()
     assert index == dora_home / "reports" / "all" / "index.html"
     page = index.read_text()

@@ -138,3 +138,40 @@ def copy_home(audit: FinishedAudit, dest: Path) -> Path:
     """A private copy of the finished audit's home (timestamps kept), for a test that changes it."""
     shutil.copytree(audit.home, dest, symlinks=True)
     return dest
+
+
+def shared_build(tmp_path_factory: pytest.TempPathFactory, name: str, build) -> Path:
+    """A folder built once per test run by ``build(folder)``, however many pytest-xdist workers
+    ask (the first builds it under a file lock in the run's shared temporary folder, as
+    :func:`shared_finished_audit`); tests read it, or copy it (``shutil.copytree``) to change it."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done = root / name, root / f"{name}.built"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
+def build_empty_warehouses(folder: Path) -> None:
+    """Two warehouses built by dbt from an empty landing zone (only the ``_schema.parquet``
+    shards): ``without_scores`` (``dbt build --exclude tag:scores``: the score marts are
+    missing, as after an audit that never scored) and ``full`` (the same home after ``dbt
+    build --select tag:scores``: every model exists and is empty)."""
+    from analytics.dbt_runner import run_dbt
+    from ingestion.landing import SCHEMAS, landing_dir
+
+    partial, full = folder / "without_scores", folder / "full"
+    with pytest.MonkeyPatch.context() as mp:  # run_dbt sets DORA_HOME; the context restores it
+        mp.setenv("DORA_HOME", str(partial))
+        for table in SCHEMAS:
+            landing_dir(table)
+        run_dbt(["build", "--exclude", "tag:scores"], partial)
+        shutil.copytree(partial, full, symlinks=True)
+        mp.setenv("DORA_HOME", str(full))
+        run_dbt(["build", "--select", "tag:scores"], full)
