@@ -88,3 +88,33 @@ def test_significance_level_is_a_var():
     assert yaml.safe_load((PROJECT / "dbt_project.yml").read_text())["vars"]["significance_level"] == 0.05
     for path in [*model_files(), *sorted((PROJECT / "macros").glob("*.sql"))]:
         assert not re.search(r"<\s*0?\.05\b", sql_code(path.read_text())), f"{path.name}: alpha as a literal"
+
+
+def test_not_null_columns_lists_each_column_holding_nulls():
+    """The project's not-null test (one query per model, tests/generic/not_null_columns.sql),
+    rendered as dbt renders it, on a table with NULLs in two of three columns: one failing row
+    per such column with its NULL count, and none on a table without NULLs."""
+    import duckdb
+    import jinja2
+
+    body = (PROJECT / "tests" / "generic" / "not_null_columns.sql").read_text()
+    template = jinja2.Template(body.replace("{% test", "{% macro").replace("{% endtest %}", "{% endmacro %}")
+                               + "{{ not_null_columns(model, columns) }}")
+    sql = template.render(model="t", columns=["a", "b", "c"])
+    with duckdb.connect() as con:
+        con.execute("create table t as select * from (values (1, null, 'x'), (2, null, null), (3, 7, 'y')) v(a, b, c)")
+        assert sorted(con.execute(sql).fetchall()) == [("b", 2), ("c", 1)]
+        con.execute("delete from t where b is null")
+        assert con.execute(sql).fetchall() == []
+
+
+def test_not_null_is_stated_once_per_model():
+    """Column-level ``not_null`` tests are gathered into the model's one ``not_null_columns``
+    test (each data test is a node of every build), naming only columns the model has."""
+    for path in MODELS.rglob("*.yml"):
+        for model in (yaml.safe_load(path.read_text()) or {}).get("models", []):
+            columns = {c["name"]: c for c in model.get("columns", [])}
+            assert not [n for n, c in columns.items() if "not_null" in (c.get("data_tests") or [])], (path, model["name"])
+            listed = [t["not_null_columns"]["arguments"]["columns"] for t in model.get("data_tests") or []
+                      if isinstance(t, dict) and "not_null_columns" in t]
+            assert len(listed) <= 1 and set(sum(listed, [])) <= set(columns), (path, model["name"])
