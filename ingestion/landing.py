@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shutil
 import stat
 import uuid
 from pathlib import Path
@@ -831,9 +832,26 @@ def dbt_target_dir(name: str) -> Path:
 
     Per home, because a parse is valid for one home only (dbt re-parses the whole project when
     the profile's warehouse path changes) and two homes built at once must not share one
-    ``target/``; stable, so the next build of the same home parses only what changed.
+    ``target/``; stable, so the next build of the same home parses only what changed. A new
+    folder starts from the newest ``partial_parse.msgpack`` of the home's other folders (a
+    copy, renamed into place): the home's first build of another step parses only what changed
+    too, instead of the whole project (~3 s of CPU; dbt checks the file and re-parses what it
+    no longer matches).
     """
-    return dbt_home() / "dbt" / safe_path_component(name)
+    folder = dbt_home() / "dbt" / safe_path_component(name)
+    seed = folder / "partial_parse.msgpack"
+    if not seed.exists():
+        others = [p for p in folder.parent.glob("*/partial_parse.msgpack") if p.parent != folder]
+        if others:
+            try:
+                newest = max(others, key=lambda p: p.stat().st_mtime_ns)
+                folder.mkdir(parents=True, exist_ok=True)
+                tmp = folder / f".partial_parse.{os.getpid()}.tmp"
+                shutil.copyfile(newest, tmp)
+                os.replace(tmp, seed)
+            except OSError:  # a folder removed meanwhile: this step parses the whole project
+                pass
+    return folder
 
 
 class LandingSchemaWarning(UserWarning):
