@@ -73,3 +73,23 @@ def test_descriptor_inputs_fingerprint_is_stable():
     assert len(files) == 12
     assert {f"file:t2t_setting{i}.csv" for i in range(1, 6)} | {"file:t2i_setting1.csv", "file:t2i_setting2.csv",
                                                                  "file:templates.py"} <= set(files)
+
+
+def test_a_new_dbt_target_folder_starts_from_the_homes_newest_partial_parse(dora_home):
+    """A home's second dbt step parses only what changed: its new target folder gets a copy of
+    the newest ``partial_parse.msgpack`` of the home's other folders; a folder that has its own
+    keeps it."""
+    import os
+
+    from ingestion.landing import dbt_target_dir
+
+    assert not (dbt_target_dir("first") / "partial_parse.msgpack").exists()  # nothing to start from
+    for name, content, mtime in (("old", b"old parse", 1_000), ("new", b"new parse", 2_000)):
+        folder = dora_home / "dbt" / name
+        folder.mkdir(parents=True)
+        (folder / "partial_parse.msgpack").write_bytes(content)
+        os.utime(folder / "partial_parse.msgpack", (mtime, mtime))
+    assert (dbt_target_dir("second") / "partial_parse.msgpack").read_bytes() == b"new parse"
+    (dora_home / "dbt" / "new" / "partial_parse.msgpack").write_bytes(b"newer parse")
+    assert (dbt_target_dir("second") / "partial_parse.msgpack").read_bytes() == b"new parse"  # its own is kept
+    assert not list((dora_home / "dbt").rglob("*.tmp"))
