@@ -12,7 +12,7 @@ The Celery runs use the cluster's instance (docs/cluster/dagster.yaml on a throw
 PostgreSQL; ``--instance sqlite``: the embedded one). Needs ``redis-server``, PostgreSQL and the ``cluster``
 extra; writes the section "Scale-out on Celery workers" of BENCHMARKS.md.
 
-    python -m benchmarks.bench_scale_out [--latency 0.2] [--letters abcdefgh] [--instance postgres|sqlite]
+    python -m benchmarks.bench_scale_out [--latency 0.5] [--letters abcdefgh] [--instance postgres|sqlite]
         [--no-embedded] [--no-write]
 """
 
@@ -77,7 +77,7 @@ def run_once(home: Path, config: dict, broker: str | None) -> tuple[float, int, 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--latency", type=float, default=0.2, help="seconds the stub server waits before each answer")
+    parser.add_argument("--latency", type=float, default=0.5, help="seconds the stub server waits before each answer")
     parser.add_argument("--letters", default="abcdefgh", help="first letters probed (rows = targets x letters)")
     parser.add_argument("--per-dimension", type=int, default=2, help="descriptors per bias dimension")
     parser.add_argument("--block-targets", type=int, default=3, help="targets per block (one step each)")
