@@ -653,7 +653,10 @@ def landing_root():
         return dora_home() / "landing"
     from upath import UPath
 
-    return UPath(url)
+    # no listings cache: workers land shards in the same folders at once, and a cached listing
+    # made the filesystem answer "file not found" for a shard another worker landed after it
+    # (DuckDB's read of a shard its glob had just found then failed)
+    return UPath(url, use_listings_cache=False)
 
 
 def is_remote(path) -> bool:

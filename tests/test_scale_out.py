@@ -447,3 +447,25 @@ def test_dbt_stages_the_shards_a_probe_landed_on_object_storage(s3_landing, dora
     status = run_query("select status from stg_audits order by event_at desc limit 1").rows
     assert staged == [(12, 12)] and status == [("finished",)]
     assert not (dora_home / "landing" / "t2t_completions").exists()
+
+
+@pytest.mark.slow  # starts moto's S3 server (~3 s)
+def test_a_shard_another_worker_landed_after_this_process_listed_is_read(s3_landing, dora_home):
+    """Celery workers land shards in the same folders at once: a process that listed a folder
+    must still open a shard another process landed afterwards. (With fsspec's listings cache,
+    s3fs answered "file not found" for it from the older listing, and DuckDB failed the read of a
+    shard its glob had just found.)"""
+    import s3fs
+
+    from ingestion.landing import landing_root, write_shard
+
+    fs, bucket = s3_landing
+    first = write_shard("audits", [{"audit_id": "a1", "event_at": None, "status": "started", "rows_generated": 0}],
+                        partition="a1")
+    landing = landing_root().fs  # this process's filesystem, as every read and write uses it
+    assert [p.rsplit("/", 1)[-1] for p in landing.ls(f"{bucket}/landing/audits/a1")] == [first.name]
+    other = s3fs.S3FileSystem(skip_instance_cache=True)  # another worker's client
+    late = f"{bucket}/landing/audits/a1/late.parquet"
+    other.pipe_file(late, fs.cat_file(str(first).removeprefix("s3://")))
+    assert landing.info(late)["size"] > 0  # not FileNotFoundError from the listing above
+    assert len(read_landing("audits", filters={"audit_id": "a1"})) == 2
