@@ -106,6 +106,7 @@ def main(argv=None) -> None:
         server.latency = args.latency
         server.completion_reply = lambda req: "rave, and"
         config = _config(server.base_url, args)
+        os.environ.update(pg)  # this process opens the Celery runs' instance too (the yaml reads the environment)
         rows["in-process"] = run_once(root / "in-process", config, None)
         print(f"in-process: {rows['in-process']}", flush=True)
         for n in [int(x) for x in args.workers.split(",")]:
@@ -114,7 +115,6 @@ def main(argv=None) -> None:
             if pg:  # the cluster's instance: run and event storage on PostgreSQL, shared by the workers
                 (home / "dagster").mkdir(parents=True, exist_ok=True)
                 shutil.copy(cluster_yaml, home / "dagster" / "dagster.yaml")
-                os.environ.update(pg)
             with celery_workers(home, broker, n, OPENAI_API_KEY=os.environ["OPENAI_API_KEY"], **pg):
                 rows[f"celery x{n}"] = run_once(home, config, broker)
             print(f"celery x{n}: {rows[f'celery x{n}']}", flush=True)

@@ -666,11 +666,11 @@ def is_remote(path) -> bool:
 
 def register_landing(con) -> None:
     """Let the DuckDB connection ``con`` read the landing zone: on object storage, register its
-    fsspec filesystem (``read_parquet('s3://...')`` and ``glob`` then go through it, listing
-    afresh: shards other workers landed are seen). Nothing to do for a local landing folder."""
+    fsspec filesystem (``read_parquet('s3://...')`` and ``glob`` then go through it; it keeps no
+    listings cache, :func:`landing_root`, so shards other workers landed are seen). Nothing to
+    do for a local landing folder."""
     root = landing_root()
     if is_remote(root):
-        root.fs.invalidate_cache()
         con.register_filesystem(root.fs)
 
 

@@ -217,6 +217,21 @@ def warehouse_contents(home, filesystem=None) -> dict:
     return out
 
 
+@pytest.mark.slow  # runs Dagster (~3 s)
+def test_vlstereoset_with_no_scorer_lands_the_items_and_scores_nothing(dora_home):
+    """No scorer selected: the items land, the block scores nothing, and the fan-in step still
+    states the dataset and zero rows (it takes them from a block that had items)."""
+    from orchestration.defs.vlstereoset.assets import SCORES_KEY, vlstereoset_probe
+
+    result = dg.materialize([vlstereoset_probe], instance=dg.DagsterInstance.ephemeral(),
+                            run_config={"ops": {"vlstereoset_probe": {"config": {"scorers": [], "progress": False}}}})
+    assert result.success
+    (mat,) = [m for m in result.get_asset_materialization_events() if m.asset_key == SCORES_KEY]
+    meta = {k: v.value for k, v in mat.materialization.metadata.items()}
+    assert (meta["items_scored"], meta["blocks"], meta["scorers"], meta["rows_generated"]) == (22, 1, "", 0)
+    assert len(read_landing("vlstereoset_items")) == 22 and len(read_landing("vlstereoset_scores")) == 0
+
+
 def _run_report(outputs: list[str], homes) -> str:
     """Each audit's whole output and the tail of each failed run's log (pytest cuts a long
     assertion message in the middle, where the reason is)."""

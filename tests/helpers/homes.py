@@ -109,6 +109,13 @@ def build_finished_audit(root: Path) -> FinishedAudit:
                          partition=partition, run_id=result.run_id, run_tags=run_tags)
 
 
+def _run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder of this test run that every pytest-xdist worker shares (the parent
+    of each worker's own); without xdist, the session's own."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 def shared_finished_audit(tmp_path_factory: pytest.TempPathFactory) -> FinishedAudit:
     """The finished audit of this test run, built once however many pytest-xdist workers ask.
 
@@ -121,8 +128,7 @@ def shared_finished_audit(tmp_path_factory: pytest.TempPathFactory) -> FinishedA
 
     from filelock import FileLock
 
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = _run_root(tmp_path_factory)
     record = root / "finished_audit.pickle"
     with FileLock(str(root / "finished_audit.lock")):
         if record.exists():
@@ -146,8 +152,7 @@ def shared_build(tmp_path_factory: pytest.TempPathFactory, name: str, build) -> 
     :func:`shared_finished_audit`); tests read it, or copy it (``shutil.copytree``) to change it."""
     from filelock import FileLock
 
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = _run_root(tmp_path_factory)
     folder, done = root / name, root / f"{name}.built"
     with FileLock(str(root / f"{name}.lock")):
         if not done.exists():

@@ -98,7 +98,7 @@ def vlstereoset_items(context: dg.OpExecutionContext, config: VLStereoSetConfig)
     config, reason, _run = _effective(context, config)
     if reason:  # one empty block: the fan-in step reports the skip
         yield dg.Output(None, "items", metadata=skipped_metadata(reason, rows_key=None))
-        yield from block_outputs("items", 0, 1, output_name="blocks", skipped=reason)
+        yield from block_outputs("items", 0, 1, output_name="blocks")
         return
     names = selected_scorers(config)
     dataset = load_vlstereoset_csv(config.csv or synthetic_csv_path())
@@ -159,7 +159,7 @@ def vlstereoset_finish(context: dg.OpExecutionContext, config: VLStereoSetConfig
             rows.update(s["status"])
     for audit_id, generated in audits.items():
         finish_blocks(audit_id, generated)
-    done = next(b for b in blocks if b["scored"])
+    done = next(b for b in blocks if "dataset_id" in b)  # every block that had items (with or without scorers)
     yield dg.Output(None, metadata={
         "dataset_id": done["dataset_id"], "item_set": done["item_set"], "items_scored": done["items"],
         "scorers": ",".join(selected_scorers(config)), "audit_ids": ",".join(audits), "blocks": len(blocks),
