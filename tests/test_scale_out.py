@@ -319,15 +319,15 @@ def test_celery_audit_on_a_cluster_holds_the_rows_of_an_in_process_audit(tmp_pat
     assert (cluster / "dagster" / "dagster.yaml").read_text() == cluster_yaml.read_text()
 
 
-def _kill_a_busy_worker_process(workers, port: int) -> int | None:
-    """SIGKILL a process of a Celery worker's tree that is talking to the model server on
-    ``port`` (a block step with requests in flight); its pid, or None when none is right now."""
+def _kill_the_sender(workers, client_port: int) -> int | None:
+    """SIGKILL the process of a Celery worker's tree whose socket has local port ``client_port``
+    (the sender of a request the stub server is answering right now); its pid, or None."""
     import psutil
 
     for worker in workers:
         try:
             for proc in psutil.Process(worker.pid).children(recursive=True):
-                if any(c.raddr and c.raddr.port == port for c in proc.net_connections(kind="tcp")):
+                if any(c.laddr and c.laddr.port == client_port for c in proc.net_connections(kind="tcp")):
                     proc.kill()
                     return proc.pid
         except psutil.NoSuchProcess:  # a process of the tree ended while it was read
@@ -341,7 +341,6 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
     flight (after another block landed): the audit fails with one line, and the same command run
     again lands every key exactly once (the killed block redone, the landed ones kept)."""
     import time
-    from urllib.parse import urlsplit
 
     from tests.helpers.cluster import celery_workers, redis_server
     from tests.helpers.dora_cli import dora_argv, dora_env, expected_t2t_keys, landed_t2t, prepare_dbt_manifest
@@ -354,7 +353,18 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
             "--audit-id", audit_id, "--executor", "celery")
     shards = home / "landing" / "t2t_completions" / audit_id
 
+    killed: list[int] = []
+
     def reply(req):  # I/O-bound, as a remote model server: a block (24 requests) takes ~5 s
+        # The kill comes from inside the server while it answers a request, once another block has
+        # landed: the sender is then surely in a block step, waiting for this answer. (Picking a
+        # process by its connections from outside could pick one whose block had just ended,
+        # and a Celery pool process killed as it receives its next step loses that step.)
+        if not killed and shards.exists() and any(p.name != "_schema.parquet" for p in shards.glob("*.parquet")):
+            (client,) = [r["client"] for r in list(server.requests) if r["json"] is req]
+            pid = _kill_the_sender(workers, client[1])
+            if pid is not None:
+                killed.append(pid)
         time.sleep(0.2)
         return "rave, and"
 
@@ -365,16 +375,17 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
         env = dora_env(home, OPENAI_API_KEY="sk-test")
         with open(tmp_path / "first.log", "w") as log:
             first = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-            deadline, killed = time.monotonic() + 600, None
-            while time.monotonic() < deadline and first.poll() is None and killed is None:
-                if shards.exists() and any(p.name != "_schema.parquet" for p in shards.glob("*.parquet")):
-                    calls = len(server.requests)
-                    time.sleep(0.5)
-                    if len(server.requests) > calls:  # requests of an unfinished block in flight
-                        killed = _kill_a_busy_worker_process(workers, urlsplit(server.base_url).port)
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline and first.poll() is None and not killed:
                 time.sleep(0.1)
-            assert killed is not None, (tmp_path / "first.log").read_text()[-3000:]
-            first.wait(timeout=600)
+            assert killed, (tmp_path / "first.log").read_text()[-3000:]
+            try:
+                first.wait(timeout=600)
+            except subprocess.TimeoutExpired:
+                first.kill()
+                first.wait()
+                pytest.fail("the audit did not end after its worker process was killed:\n"
+                            + _run_report([(tmp_path / "first.log").read_text()], [home]))
         first_log = (tmp_path / "first.log").read_text()
         assert first.returncode != 0, first_log[-3000:]
         assert "Traceback" not in first_log, first_log[-3000:]

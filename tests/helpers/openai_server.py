@@ -7,6 +7,9 @@ included) so tests can check what was sent. Behaviour is scripted per test:
 
 * ``server.fail_next(status, times)``: answer the next ``times`` requests with an HTTP error
   (429, 500, 401, ...), to exercise the client's retries and our error rows;
+* ``server.requests``: every request received, in order: ``path``, ``headers``, ``json`` (the
+  body; the very object a reply function is given) and, for a POST, ``client`` (the client
+  socket's ``(host, port)``, to find the process that sent it);
 * ``server.delay_next(seconds, times)``: sleep before answering (timeouts);
 * ``server.latency = seconds``: sleep before answering every request (a slower server of a
   fleet); ``server.kill()`` stops it mid-test (new connections are refused, requests
@@ -124,7 +127,8 @@ class OpenAIStubServer:
                 length = int(self.headers.get("Content-Length", 0))
                 req = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
-                    server.requests.append({"path": self.path, "headers": dict(self.headers), "json": req})
+                    server.requests.append({"path": self.path, "headers": dict(self.headers), "json": req,
+                                            "client": self.client_address})
                     status = server._failures.pop(0) if server._failures else None
                     delay = server._delays.pop(0) if server._delays else 0.0
                     malformed = server._malformed.pop(0) if server._malformed else None
