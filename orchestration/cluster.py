@@ -114,13 +114,19 @@ def _requirements(config) -> list:
 )
 def dora_executor(init_context):
     """Dagster's multiprocess / in-process executor (its own config), or, with ``celery:``,
-    ``dagster_celery.celery_executor`` with that config (broker, backend, include,
-    config_source, retries)."""
+    ``dagster_celery``'s Celery executor with its own config (broker, backend, include,
+    config_source, retries) and a submission loop that always ends
+    (:class:`orchestration.celery_loop.DoraCeleryExecutor`)."""
     config = init_context.executor_config
     if "celery" in config:
-        from dagster._core.executor.init import InitExecutorContext
-        from dagster_celery import celery_executor
+        from dagster._core.execution.retries import RetryMode
 
-        inner = InitExecutorContext(init_context.job, celery_executor, config["celery"], init_context.instance)
-        return celery_executor.executor_creation_fn(inner)
+        from orchestration.celery_loop import DoraCeleryExecutor
+
+        # dagster_celery's executor with a submission loop that always ends (orchestration/celery_loop.py)
+        celery = config["celery"]  # validated against dagster_celery's schema, defaults filled in
+        return DoraCeleryExecutor(
+            retries=RetryMode.from_config(celery["retries"]), broker=celery.get("broker"), backend=celery.get("backend"),
+            include=celery.get("include"), config_source=celery.get("config_source"),
+        )
     return dg.multi_or_in_process_executor.executor_creation_fn(init_context)

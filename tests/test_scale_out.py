@@ -340,6 +340,7 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
     """SIGKILL to the Celery worker process running a T2T block, while the block's requests are in
     flight (after another block landed): the audit fails with one line, and the same command run
     again lands every key exactly once (the killed block redone, the landed ones kept)."""
+    import threading
     import time
 
     from tests.helpers.cluster import celery_workers, redis_server
@@ -354,17 +355,17 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
     shards = home / "landing" / "t2t_completions" / audit_id
 
     killed: list[int] = []
+    one_kill = threading.Lock()  # the server answers both workers' requests at once, in two threads
 
     def reply(req):  # I/O-bound, as a remote model server: a block (24 requests) takes ~5 s
         # The kill comes from inside the server while it answers a request, once another block has
-        # landed: the sender is then surely in a block step, waiting for this answer. (Picking a
-        # process by its connections from outside could pick one whose block had just ended,
-        # and a Celery pool process killed as it receives its next step loses that step.)
-        if not killed and shards.exists() and any(p.name != "_schema.parquet" for p in shards.glob("*.parquet")):
-            (client,) = [r["client"] for r in list(server.requests) if r["json"] is req]
-            pid = _kill_the_sender(workers, client[1])
-            if pid is not None:
-                killed.append(pid)
+        # landed: the sender is then surely in a block step, waiting for this answer.
+        with one_kill:
+            if not killed and shards.exists() and any(p.name != "_schema.parquet" for p in shards.glob("*.parquet")):
+                (client,) = [r["client"] for r in list(server.requests) if r["json"] is req]
+                pid = _kill_the_sender(workers, client[1])
+                if pid is not None:
+                    killed.append(pid)
         time.sleep(0.2)
         return "rave, and"
 
@@ -495,3 +496,44 @@ def test_a_shard_another_worker_landed_after_this_process_listed_is_read(s3_land
     other.pipe_file(late, fs.cat_file(str(first).removeprefix("s3://")))
     assert landing.info(late)["size"] > 0  # not FileNotFoundError from the listing above
     assert len(read_landing("audits", filters={"audit_id": "a1"})) == 2
+
+
+# ----------------------------------------------------------------------------- the Celery loop
+_RUN_ON_CELERY = """
+import json, sys
+import dagster as dg
+from tests.helpers.celery_jobs import worker_lost_job
+with dg.DagsterInstance.get() as instance:
+    with dg.execute_job(dg.reconstructable(worker_lost_job), instance=instance, raise_on_error=False,
+                        run_config={"execution": {"config": {"celery": {"broker": sys.argv[1], "backend": sys.argv[1]}}}}) as result:
+        steps = {e.step_key: e.event_type_value for e in result.all_events
+                 if e.is_step_success or e.is_step_failure or e.event_type_value in ("STEP_SKIPPED", "STEP_ABANDONED")}
+        errors = [e.event_specific_data.error.to_string() for e in result.all_events
+                  if e.is_run_failure and getattr(e.event_specific_data, "error", None) is not None]
+        print(json.dumps({"success": result.success, "steps": steps, "errors": errors}))
+"""
+
+
+@pytest.mark.slow  # starts Redis and two Celery workers (~15 s)
+def test_a_step_ready_after_a_lost_worker_still_runs_and_the_run_ends_failed(tmp_path):
+    """A Celery worker process dies mid-step while an independent step runs on the other
+    worker: the step after the independent one runs when it is ready, the lost step's downstream
+    does not, and the run ends failed naming the lost step (dagster-celery's own loop stops
+    submitting at the loss, then waits for ever on the step that became ready:
+    orchestration/celery_loop.py)."""
+    import json
+    import sys
+
+    from tests.helpers.cluster import celery_workers, redis_server
+    from tests.helpers.dora_cli import REPO, dora_env
+
+    home = tmp_path / "home"
+    with redis_server(tmp_path / "redis") as broker, celery_workers(home, broker, 2):
+        done = subprocess.run([sys.executable, "-c", _RUN_ON_CELERY, broker], cwd=REPO, env=dora_env(home),
+                              capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["success"] is False
+    assert out["steps"]["slow"] == out["steps"]["after_slow"] == "STEP_SUCCESS"
+    assert "dies" not in out["steps"] and "after_dies" not in out["steps"]  # lost, and never started
+    assert any("WorkerLostError" in m and "[dies]" in m for m in out["errors"]), out["errors"]
