@@ -24,6 +24,7 @@ from analytics.duckdb_plugin import register_functions
 from analytics.fisher_two_sided import fisher_two_sided_pvalues
 from analytics.query import run_query
 from ingestion.landing import write_shard
+from tests.helpers.homes import NO_UNIT_TESTS
 
 
 def _tables() -> np.ndarray:
@@ -148,7 +149,7 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     _land("v1", 0)
     _land("v2", 1)
     # dora diff counts per dimension through the bridge fct_association_dimensions
-    run_dbt(["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions"], dora_home)
+    run_dbt(["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions", *NO_UNIT_TESTS], dora_home)
 
     # independent recomputation: listed = significant in either audit; two-sided Fisher; BH over them
     before, after = _docs("v1"), _docs("v2")

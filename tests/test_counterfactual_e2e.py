@@ -15,11 +15,12 @@ from models_inference.probes.counterfactual import probe as cf
 from models_inference.probes.counterfactual.sets import competence_lexicon, sample_sets
 from models_inference.backends.text import OpenAIChatBackend
 from models_inference.scoring.toxicity import load_toxicity_scorer
+from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.openai_server import OpenAIStubServer
 
 
 def _build(home):
-    run_dbt(["build", "--select", "counterfactual"], str(home))
+    run_dbt(["build", "--select", "counterfactual", *NO_UNIT_TESTS], str(home))
 
 
 def _q(sql):

@@ -23,6 +23,7 @@ from ingestion.description_words import (
     tokenise_descriptions,
 )
 from ingestion.landing import read_landing, write_shard
+from tests.helpers.homes import NO_UNIT_TESTS
 
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 LN2 = math.log(2)
@@ -115,7 +116,7 @@ def fixture_warehouse(tmp_path_factory):
         write_shard("i2t_descriptions", FIXTURE, partition="vision-fixture")
         first = land_description_words(**LEGACY)
         second = land_description_words(**LEGACY)  # idempotent: nothing pending any more
-        run_dbt(["build", "--select", DBT_SELECTION, "--vars", "{pool_image_settings: true}"], home)
+        run_dbt(["build", "--select", DBT_SELECTION, "--vars", "{pool_image_settings: true}", *NO_UNIT_TESTS], home)
         yield home, first, second
 
 

@@ -33,6 +33,7 @@ import pytest
 import analytics.duckdb_plugin as duckdb_plugin
 from analytics.dbt_runner import run_dbt
 from ingestion.landing import write_shard
+from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.landing_rows import T0, completion, expected_associations, random_rows
 
 #: every test here builds dbt models (20+ s of CPU for a full build): out of the fast tier
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.slow
 
 #: everything the incremental marts need, with their data tests; unit tests run elsewhere
 #: (they would also call the Fisher UDF, on their fixture rows).
-BUILD = ["build", "--select", "+fct_association_scores", "+dim_audits", "--exclude-resource-type", "unit_test"]
+BUILD = ["build", "--select", "+fct_association_scores", "+dim_audits", *NO_UNIT_TESTS]
 A1, A2, A3, A5 = "audit-1", "audit-2", "audit-3", "audit-5"
 MODEL, VERSION = "org/model-a", "rev1"
 MARTS = {

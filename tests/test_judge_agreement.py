@@ -20,9 +20,10 @@ from analytics.agreement import cohen_kappa_linear, krippendorff_alpha_ordinal
 from analytics.dbt_runner import run_dbt
 from analytics.query import run_query
 from models_inference.probes.biasdora.judge import JudgeAnswer, run_judge
+from tests.helpers.homes import NO_UNIT_TESTS
 
 AUDIT = "t2t-judged-v1-0000"
-BUILD = ["build", "--select", "+agg_judge_agreement", "+agg_judge_parse_rates"]
+BUILD = ["build", "--select", "+agg_judge_agreement", "+agg_judge_parse_rates", *NO_UNIT_TESTS]
 
 
 @dataclass

@@ -12,6 +12,7 @@ import pytest
 
 from analytics.dbt_runner import run_dbt
 from ingestion.landing import write_shard
+from tests.helpers.homes import NO_UNIT_TESTS
 
 #: every test here builds dbt models (20+ s of CPU for a full build): out of the fast tier
 pytestmark = pytest.mark.slow
@@ -66,7 +67,7 @@ def scored_home(tmp_path_factory):
     os.environ["OPENAI_API_KEY"] = "sk-test"
     try:
         write_shard("t2t_completions", _completions(), partition="audit-fixture")
-        run_dbt(["build", "--exclude", "tag:scores"], home)
+        run_dbt(["build", "--exclude", "tag:scores", *NO_UNIT_TESTS], home)
         assocs = associations_to_score(score_all=False, audit_id=None)
         now = datetime.now(timezone.utc)
         key = ("audit_id", "model_id", "model_version", "modality", "setting", "descriptor", "word")
@@ -85,7 +86,7 @@ def scored_home(tmp_path_factory):
         with OpenAIStubServer() as server:
             server.chat_reply = lambda req: next(v[2] for w, v in SCORES.items() if f":{w}." in req["messages"][1]["content"])
             run_judge(assocs, Judge(OpenAIChatBackend("judge-stub", base_url=server.base_url, logprobs=False)), progress=False)
-        run_dbt(["build", "--select", "tag:scores"], home)
+        run_dbt(["build", "--select", "tag:scores", *NO_UNIT_TESTS], home)
         yield home, assocs
     finally:
         for k, v in old.items():

@@ -23,6 +23,7 @@ import pytest
 from analytics.dbt_runner import run_dbt
 from analytics.query import run_query
 from ingestion.landing import write_shard
+from tests.helpers.homes import NO_UNIT_TESTS
 
 #: every test here builds dbt models (20+ s of CPU for a full build): out of the fast tier
 pytestmark = pytest.mark.slow
@@ -124,7 +125,7 @@ def report(tmp_path_factory):
 
         run_judge(assocs, Judge("judge-a", lambda w: 1 + len(w) % 5), repeats=2, progress=False)
         run_judge(assocs, Judge("judge-b", lambda w: 1 + len(w) % 4), progress=False)
-        run_dbt(["build"], home)
+        run_dbt(["build", *NO_UNIT_TESTS], home)
         significant = run_query(
             "select audit_id, model_id, model_version, modality, setting, descriptor, word from fct_associations "
             "where is_significant order by all"

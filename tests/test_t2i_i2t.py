@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from analytics.dbt_runner import run_dbt
+from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.tiny_models import ENGLISH_WORDS as WORDS, build_tiny_captioner, build_tiny_llava, build_tiny_sd
 
 DBT_SELECTION = "+fct_associations +stg_t2i_images +stg_description_words"
@@ -152,7 +153,7 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     # (the paper's defaults - kept, separate - are tested in test_description_words / test_biasdora_paper)
     words = land_description_words(drop_descriptor_words=True)
     assert words["descriptions"] == sum(d["status"] in ("ok", "truncated") for d in descs) and words["words"] > 0
-    run_dbt(["build", "--select", DBT_SELECTION, "--vars", "{pool_image_settings: true}"], dora_home)
+    run_dbt(["build", "--select", DBT_SELECTION, "--vars", "{pool_image_settings: true}", *NO_UNIT_TESTS], dora_home)
 
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
         by_modality = dict(con.execute(

@@ -13,6 +13,7 @@ from models_inference.probes.biasdora.t2t import (
 )
 from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.probes.biasdora.prompts import render_t2t_prompt
+from tests.helpers.homes import NO_UNIT_TESTS
 
 TARGETS = [
     T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
@@ -132,7 +133,7 @@ def test_association_text_from_sql_equals_the_reverse_parsed_text(dora_home, smo
         first_prompt.setdefault((r["audit_id"], r["setting"], r["descriptor"], r["word"]), r)
 
     def sql_texts(*extra):
-        run_dbt(["build", "--select", "+int_associations_to_score", *extra], str(dora_home))
+        run_dbt(["build", "--select", "+int_associations_to_score", *NO_UNIT_TESTS, *extra], str(dora_home))
         with duckdb.connect(str(warehouse_path()), read_only=True) as con:
             rows = con.sql("select audit_id, modality, setting, descriptor, word, association_text "
                            "from main.int_associations_to_score").fetchall()

@@ -19,12 +19,13 @@ from scipy import stats
 from analytics.dbt_runner import run_dbt
 from analytics.query import run_query
 from ingestion.landing import write_shard
+from tests.helpers.homes import NO_UNIT_TESTS
 
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 TARGET = "fixture"
 #: the models (and their tests) these tests read: the diff mart and everything upstream of it
 # dora diff counts per dimension through the bridge fct_association_dimensions
-BUILD = ["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions"]
+BUILD = ["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions", *NO_UNIT_TESTS]
 DIMENSIONS = {"old person": "age", "young person": "age", "rich person": "socioeconomic", "poor person": "socioeconomic"}
 
 #: documents (descriptor -> words) of each audit, setting 'singular'
@@ -278,7 +279,7 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
 
     # re-building changes nothing (idempotent)
     before_rebuild = run_query("select * from fct_association_changes order by all").rows
-    run_dbt(["build", "--select", "dim_audits", "fct_association_changes"], dora_home)
+    run_dbt(["build", "--select", "dim_audits", "fct_association_changes", *NO_UNIT_TESTS], dora_home)
     assert run_query("select * from fct_association_changes order by all").rows == before_rebuild
 
 

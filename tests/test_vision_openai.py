@@ -27,6 +27,7 @@ from models_inference.probes.biasdora.t2i import (
     select_t2i_targets,
 )
 from ingestion.errors import ModelNotAvailableError
+from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.openai_server import OpenAIStubServer, tiny_png
 
 DBT_SELECTION = "+fct_associations +stg_t2i_images +stg_description_words"
@@ -106,7 +107,7 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
                for b in described)
 
     assert land_description_words()["descriptions"] == 8
-    run_dbt(["build", "--select", DBT_SELECTION], dora_home)
+    run_dbt(["build", "--select", DBT_SELECTION, *NO_UNIT_TESTS], dora_home)
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
         assoc = {
             (m, d, w): (model, tf, df, tfidf)

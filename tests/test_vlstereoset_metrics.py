@@ -23,6 +23,7 @@ import pytest
 from analytics.dbt_runner import run_dbt
 from ingestion.landing import write_shard
 from tests.helpers.dbt_jinja import macro_globals
+from tests.helpers.homes import NO_UNIT_TESTS
 
 #: Table 3 (model, vlrs, vlbs, published ivlas).
 TABLE3 = [
@@ -147,7 +148,7 @@ def test_marts_reproduce_table4_cells_and_table3_aggregates(dora_home):
     for name in ("idm", "bim", "ram"):
         run_vlstereoset_probe(items, ReferenceScorer(name), audit_id=f"ref-{name}", shard_rows=2048, progress=False)
 
-    run_dbt(["build", "--select", "tag:vlstereoset"], dora_home)
+    run_dbt(["build", "--select", "tag:vlstereoset", *NO_UNIT_TESTS], dora_home)
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
         got = {(r[0], r[1]): r[2:] for r in con.sql(
             "select model_id, category, n_items, n_anti_stereotypical, n_relevant, n_stereotype_picks, n_ties, vlrs, vlbs, ivlas "

@@ -28,6 +28,10 @@ MODSCAN_CONFIG = {"instances_per_scenario": 1, "samples": 1, "progress": False}
 COUNTERFACTUAL_CONFIG = {"occupations": ["nurse"], "prompts": ["Characteristics", "Hiring"], "seeds": 1,
                          "max_new_tokens": 12, "numeric_max_new_tokens": 4, "progress": False}
 COUNTERFACTUAL_OPS = ("counterfactual_responses", "counterfactual_toxicity", "counterfactual_stereotype_filter")
+#: dbt arguments that leave out dbt's unit tests, as an audit's builds do. The one full build
+#: of tests/test_associations_sql.py runs all of them (~0.1 s of CPU each); every other build in
+#: the suite adds these.
+NO_UNIT_TESTS = ("--exclude-resource-type", "unit_test")
 #: The other families run their `dora audit` defaults (a quick sample each).
 RUN_CONFIG = {"ops": {"t2t_completions": {"config": T2T_CONFIG}, "modscan_responses": {"config": MODSCAN_CONFIG},
                       **{op: {"config": COUNTERFACTUAL_CONFIG} for op in COUNTERFACTUAL_OPS}}}
@@ -176,8 +180,7 @@ def build_empty_warehouses(folder: Path) -> None:
         mp.setenv("DORA_HOME", str(partial))
         for table in SCHEMAS:
             landing_dir(table)
-        # without dbt's unit tests, as an audit builds (tests/test_associations_sql.py runs them)
-        run_dbt(["build", "--exclude", "tag:scores", "--exclude-resource-type", "unit_test"], partial)
+        run_dbt(["build", "--exclude", "tag:scores", *NO_UNIT_TESTS], partial)
         shutil.copytree(partial, full, symlinks=True)
         mp.setenv("DORA_HOME", str(full))
-        run_dbt(["build", "--select", "tag:scores", "--exclude-resource-type", "unit_test"], full)
+        run_dbt(["build", "--select", "tag:scores", *NO_UNIT_TESTS], full)
