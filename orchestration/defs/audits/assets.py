@@ -116,7 +116,7 @@ def build_audit_log_asset(producers: Mapping[dg.AssetKey, str]) -> dg.AssetsDefi
         families: list[str] = []
         for key in parents:
             event = context.instance.get_latest_materialization_event(key)
-            if event is None or event.run_id != context.run_id or event.asset_materialization is None:
+            if event is None or event.run_id != context.run.run_id or event.asset_materialization is None:
                 continue  # not run (not selected, or failed) in this run
             found = run_audit_ids({k: v.value for k, v in event.asset_materialization.metadata.items()})
             ids.extend(found)
@@ -131,7 +131,7 @@ def build_audit_log_asset(producers: Mapping[dg.AssetKey, str]) -> dg.AssetsDefi
         trigger = "sensor" if "dagster/sensor_name" in run_tags else "schedule" if "dagster/schedule_name" in run_tags else "manual"
         tags = audit_tags(run_tags, events, families, trigger)
         if tags:
-            context.instance.add_run_tags(context.run_id, tags)
+            context.instance.add_run_tags(context.run.run_id, tags)
         context.log.info(f"dora: this run landed {len(events)} audit(s): {', '.join(ids) or 'none'}")
         return dg.MaterializeResult(
             metadata={

@@ -183,7 +183,7 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
 def _this_run_images(context: dg.AssetExecutionContext) -> dict | None:
     """Metadata (audit_id, model_id, ...) of the T2I materialisation of this run, if it drew (not skipped)."""
     event = context.instance.get_latest_materialization_event(T2I_KEY)
-    if event is None or event.run_id != context.run_id or event.asset_materialization is None:
+    if event is None or event.run_id != context.run.run_id or event.asset_materialization is None:
         return None
     md = {k: v.value for k, v in event.asset_materialization.metadata.items()}
     return md if md.get("audit_id") else None
