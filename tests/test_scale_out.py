@@ -507,7 +507,7 @@ with dg.DagsterInstance.get() as instance:
     with dg.execute_job(dg.reconstructable(worker_lost_job), instance=instance, raise_on_error=False,
                         run_config={"execution": {"config": {"celery": {"broker": sys.argv[1], "backend": sys.argv[1]}}}}) as result:
         steps = {e.step_key: e.event_type_value for e in result.all_events
-                 if e.is_step_success or e.is_step_failure or e.event_type_value in ("STEP_SKIPPED", "STEP_ABANDONED")}
+                 if e.is_step_success or e.is_step_failure or e.is_step_skipped}
         errors = [e.event_specific_data.error.to_string() for e in result.all_events
                   if e.is_run_failure and getattr(e.event_specific_data, "error", None) is not None]
         print(json.dumps({"success": result.success, "steps": steps, "errors": errors}))
