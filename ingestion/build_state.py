@@ -24,8 +24,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ingestion.landing import dora_home, set_aside_corrupt_warehouse, warehouse_path, warehouse_problem
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass
@@ -79,6 +83,86 @@ class Fingerprint:
     def hexdigest(self) -> str:
         """The fingerprint, 64 hex characters."""
         return self._hash.hexdigest()
+
+
+def cache_root() -> Path:
+    """dora's cache shared by every home of this user: ``$DORA_CACHE`` (default
+    ``~/.cache/dora``). It holds only what can be recomputed from shipped inputs (the
+    dequantised GGUF weights, the descriptor tables), keyed by their fingerprints, so deleting
+    it is always safe; read at call time."""
+    return Path(os.environ.get("DORA_CACHE") or Path.home() / ".cache" / "dora").expanduser()
+
+
+def _cache_entry(step: str, fingerprint: Fingerprint | str) -> Path:
+    digest = fingerprint if isinstance(fingerprint, str) else fingerprint.hexdigest()
+    return cache_root() / step / digest
+
+
+def cached_tables(step: str, fingerprint: Fingerprint | str) -> tuple[dict[str, "pa.Table"], dict] | None:
+    """Tables and metadata another home's ``step`` computed from the same inputs, or ``None``.
+
+    A step whose outputs depend only on shipped inputs (descriptor extraction: spaCy over every
+    CrowS-Pairs pair, ~10 s of CPU) computes them once per machine instead of once per home;
+    :func:`cache_tables` stores them under the inputs' fingerprint. An entry that cannot be
+    read (removed meanwhile, cut short) counts as absent.
+
+    Returns:
+        (table name -> ``pa.Table`` read from its Parquet file, the metadata recorded with
+        them), or ``None``.
+    """
+    import pyarrow.parquet as pq
+
+    entry = _cache_entry(step, fingerprint)
+    try:
+        meta = json.loads((entry / "meta.json").read_text())
+        tables = {name: pq.read_table(entry / f"{name}.parquet") for name in meta["tables"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return tables, meta.get("metadata", {})
+
+
+def cache_tables(step: str, fingerprint: Fingerprint | str, tables: Mapping[str, "pa.Table"], metadata: Mapping) -> None:
+    """Store ``step``'s output tables and metadata under its inputs' fingerprint (see
+    :func:`cached_tables`), atomically: written into a temporary folder and renamed into place;
+    a process that stored the same entry first wins. A cache that cannot be written (read-only
+    home folder, full disk) only costs the next home the computation again."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    entry = _cache_entry(step, fingerprint)
+    tmp = entry.with_name(f".{entry.name}.{uuid.uuid4().hex}")
+    try:
+        tmp.mkdir(parents=True)
+        for name, table in tables.items():
+            pq.write_table(table, tmp / f"{name}.parquet")
+        (tmp / "meta.json").write_text(json.dumps({"tables": list(tables), "metadata": dict(metadata)}, default=str))
+        os.replace(tmp, entry)
+    except OSError:  # an entry stored meanwhile (rename onto a non-empty folder) or no space
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cached_json(step: str, fingerprint: Fingerprint | str):
+    """A JSON value another home's ``step`` computed from the same inputs (see
+    :func:`cache_json`), or ``None`` when there is none or it cannot be read."""
+    try:
+        return json.loads(_cache_entry(step, fingerprint).with_suffix(".json").read_text())["value"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def cache_json(step: str, fingerprint: Fingerprint | str, value) -> None:
+    """Store a JSON-serialisable ``value`` under ``step`` and its inputs' fingerprint, in
+    :func:`cache_root` (atomic write); a cache that cannot be written only costs the next
+    home the computation again."""
+    path = _cache_entry(step, fingerprint).with_suffix(".json")
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"value": value}))
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def _state_path(step: str) -> Path:

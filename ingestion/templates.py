@@ -157,39 +157,36 @@ def curated_t2t_templates(
         FileNotFoundError: a CSV is missing.
     """
     settings = _check_settings(settings)
-    if folder is None:  # the shipped files: spaCy's ~6 s are paid once per DORA_HOME
+    if folder is None:  # the shipped files: spaCy's ~6 s are paid once per machine
         return [t for t in _shipped_curated_templates() if t.setting in settings]
     return _read_curated_templates(settings, Path(folder))
 
 
 def _shipped_curated_templates() -> list[T2TTemplate]:
-    """Every setting's templates from the shipped CSVs, cached in ``$DORA_HOME/state/``.
+    """Every setting's templates from the shipped CSVs, computed once per machine (spaCy's
+    ~6 s) and kept in dora's cache (:func:`ingestion.build_state.cache_root`).
 
     The cache is keyed by a fingerprint of the five CSVs, this module, the descriptor
     normaliser and the spaCy version (``ingestion/build_state.py``), so any change re-reads.
     """
-    import json
     from importlib.metadata import version
 
     from ingestion import descriptors
-    from ingestion.build_state import Fingerprint, is_unchanged, record_success
+    from ingestion.build_state import Fingerprint, cache_json, cached_json
 
     folder = default_biasdora_dir()
     fp = Fingerprint()
     for i in range(1, len(T2T_SETTINGS) + 1):
         fp.add_file(folder / f"t2t_setting{i}.csv")
     fp.add_file(Path(__file__)).add_file(Path(descriptors.__file__)).add_value("spacy", version("spacy"))
-    state = is_unchanged("curated_t2t_templates", fp)
-    if state:
+    cached = cached_json("curated_t2t_templates", fp)
+    if cached is not None:
         try:
-            return [T2TTemplate(**row) for row in json.loads(state["metadata"]["templates"])]
-        except (KeyError, TypeError, ValueError):
-            pass  # a damaged cache: read the files again
+            return [T2TTemplate(**row) for row in cached]
+        except TypeError:
+            pass  # an entry of another shape: read the files again
     templates = _read_curated_templates(T2T_SETTINGS, folder)
-    try:
-        record_success("curated_t2t_templates", fp, {"templates": json.dumps([asdict(t) for t in templates])})
-    except OSError:
-        pass  # a read-only DORA_HOME only costs the cache
+    cache_json("curated_t2t_templates", fp, [asdict(t) for t in templates])
     return templates
 
 

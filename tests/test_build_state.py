@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 from ingestion.build_state import Fingerprint, forget, is_unchanged, load_state, record_success
 
 
@@ -93,3 +95,66 @@ def test_a_new_dbt_target_folder_starts_from_the_homes_newest_partial_parse(dora
     (dora_home / "dbt" / "new" / "partial_parse.msgpack").write_bytes(b"newer parse")
     assert (dbt_target_dir("second") / "partial_parse.msgpack").read_bytes() == b"new parse"  # its own is kept
     assert not list((dora_home / "dbt").rglob("*.tmp"))
+
+
+def test_cached_tables_round_trip_and_an_unreadable_entry_counts_as_absent(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    from ingestion.build_state import cache_root, cache_tables, cached_tables
+
+    monkeypatch.setenv("DORA_CACHE", str(tmp_path / "cache"))
+    assert cache_root() == tmp_path / "cache"
+    fp = Fingerprint().add_value("inputs", 1)
+    assert cached_tables("step", fp) is None
+    table = pa.table({"descriptor": ["tall person", "nurse"], "n": [1, 2]})
+    cache_tables("step", fp, {"t": table}, {"rows": 2})
+    tables, meta = cached_tables("step", fp)
+    assert tables["t"].equals(table) and meta == {"rows": 2}
+    assert cached_tables("step", Fingerprint().add_value("inputs", 2)) is None  # other inputs: a miss
+    cache_tables("step", fp, {"t": pa.table({"n": [9]})}, {"rows": 1})  # stored first wins
+    assert cached_tables("step", fp)[1] == {"rows": 2}
+    entry = tmp_path / "cache" / "step" / fp.hexdigest()
+    assert sorted(p.name for p in entry.parent.iterdir()) == [entry.name]  # no temporary folder left
+    (entry / "t.parquet").write_bytes(b"cut short")
+    assert cached_tables("step", fp) is None
+
+
+@pytest.mark.slow
+def test_the_descriptors_step_of_a_second_home_reads_the_tables_the_first_computed(tmp_path, monkeypatch):
+    """spaCy's extraction runs once per machine, not once per home: the second home lands the
+    same tables without extracting (extract_descriptors would raise)."""
+    import dagster as dg
+
+    from ingestion.landing import read_landing
+    from orchestration.defs.biasdora.ingestion import assets
+
+    monkeypatch.setenv("DORA_CACHE", str(tmp_path / "cache"))
+    landed, metadata = [], []
+    for n, home in enumerate((tmp_path / "first", tmp_path / "second")):
+        monkeypatch.setenv("DORA_HOME", str(home))
+        if n:
+            monkeypatch.setattr(assets, "extract_descriptors", lambda *_: pytest.fail("extracted again"))
+        result = dg.materialize([assets.descriptors])
+        assert result.success
+        landed.append({t: read_landing(t).sort_by([(c, "ascending") for c in read_landing(t).column_names])
+                       for t in ("descriptors", "descriptor_rows")})
+        metadata.append({k: v.value for k, v in result.asset_materializations_for_node("descriptors")[0].metadata.items()})
+    assert landed[0]["descriptors"].num_rows > 800 and landed[0]["descriptor_rows"].num_rows >= 5 * 406 + 7 + 2 * 344  # a row per dimension of a list row
+    assert all(landed[0][t].equals(landed[1][t]) for t in landed[0])
+    assert metadata[0] == metadata[1] and metadata[0]["extracted"] + metadata[0]["curated"] == landed[0]["descriptors"].num_rows
+
+
+def test_the_shipped_t2t_templates_are_read_once_per_machine(tmp_path, monkeypatch):
+    """spaCy normalises the shipped lists' phrases once; later calls (any home, any process)
+    read them from the cache, and a damaged entry is read again from the files."""
+    from ingestion import templates
+
+    monkeypatch.setenv("DORA_CACHE", str(tmp_path))
+    reads = []
+    one = templates.T2TTemplate("singular", "tall person", "physical-appearance", "A tall person is", "biasdora", 1)
+    monkeypatch.setattr(templates, "_read_curated_templates", lambda settings, folder: reads.append(folder) or [one])
+    assert templates._shipped_curated_templates() == [one] and len(reads) == 1
+    assert templates._shipped_curated_templates() == [one] and len(reads) == 1  # from the cache
+    (entry,) = (tmp_path / "curated_t2t_templates").glob("*.json")
+    entry.write_text('{"value": [{"no such field": 1}]}')
+    assert templates._shipped_curated_templates() == [one] and len(reads) == 2

@@ -99,7 +99,9 @@ class StopCriteria:
 def dequantised_cache_dir(version: str) -> Path | None:
     """Where the fp32 weights of a GGUF model are cached (``$DORA_CACHE``, default
     ``~/.cache/dora``), keyed by the GGUF's version; ``None`` if the folder cannot be created."""
-    root = Path(os.environ.get("DORA_CACHE", Path.home() / ".cache" / "dora")).expanduser()
+    from ingestion.build_state import cache_root
+
+    root = cache_root()
     try:
         (root / "models").mkdir(parents=True, exist_ok=True)
     except OSError:

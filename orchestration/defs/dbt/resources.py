@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from functools import lru_cache
+import sys
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from dagster_dbt import DbtCliResource, DbtProject
@@ -64,6 +65,38 @@ def dbt_project() -> DbtProject:
     return project
 
 
+class DoraDbtCliResource(DbtCliResource):
+    """dagster-dbt's CLI resource without two costs an audit's dbt steps do not need.
+
+    - **The dbt version** is read from the installed dbt-core package when the executable is
+      this environment's own ``dbt`` (the one beside the interpreter, which runs that
+      package); dagster-dbt otherwise starts ``dbt --version`` (~2 s of CPU) in every process
+      that runs a dbt step, only to tell dbt Core from the Fusion engine. Any other executable
+      is still asked.
+    - **No in-process dbt adapter**: dagster-dbt builds one (it loads every macro of the
+      project, ~1.5 s of CPU per step) only to fetch row counts and column metadata after the
+      build; dora's dbt assets ask for neither (the marts are read with ``dora query``).
+
+    Both override private members of dagster-dbt's resource (pinned in ``pyproject.toml``);
+    ``tests/test_dbt_resource.py`` checks the version against ``dbt --version``; every
+    audit's build streams its models and tests through it.
+    """
+
+    @cached_property
+    def _cli_version(self):
+        if Path(self.dbt_executable).parent == Path(sys.executable).parent:
+            from importlib.metadata import version as installed
+
+            from packaging import version
+
+            return version.parse(installed("dbt-core"))
+        return super()._cli_version
+
+    def _initialize_dbt_core_adapter(self, args):
+        return None
+
+
 def dbt_resource() -> DbtCliResource:
-    """The ``dbt`` resource of every dbt asset (dbt executable: :func:`orchestration.instance.dbt_executable`)."""
-    return DbtCliResource(project_dir=dbt_project(), profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=dbt_executable())
+    """The ``dbt`` resource of every dbt asset (:class:`DoraDbtCliResource`; dbt executable:
+    :func:`orchestration.instance.dbt_executable`)."""
+    return DoraDbtCliResource(project_dir=dbt_project(), profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=dbt_executable())

@@ -4,7 +4,7 @@
 import dagster as dg
 import pyarrow as pa
 
-from ingestion.build_state import is_unchanged, record_success
+from ingestion.build_state import cache_root, cache_tables, cached_tables, is_unchanged, record_success
 from ingestion.crows_pairs import load_crows_pairs
 from ingestion.descriptors import (
     curated_descriptors,
@@ -85,14 +85,23 @@ def descriptors(context: dg.AssetExecutionContext):
         yield dg.MaterializeResult(asset_key=DESCRIPTORS_KEY, metadata=skipped.metadata)
         yield dg.MaterializeResult(asset_key=DESCRIPTOR_ROWS_KEY, metadata={"skipped": skipped.metadata["skipped"]})
         return
-    extracted = extract_descriptors(load_crows_pairs())
-    curated = curated_descriptors()
-    write_shard("descriptors", pa.concat_tables([curated, extracted]), name="descriptors")
-    # every row of the paper's lists with all its bias dimensions (dbt bridge)
-    rows = descriptor_rows_table()
+    # The tables depend only on shipped inputs (the fingerprint covers them all): another home
+    # of this machine may have computed them already, which spares spaCy's ~10 s of CPU.
+    cached = cached_tables("descriptors", fingerprint)
+    if cached:
+        tables, meta = cached
+        context.log.info(f"descriptors: the tables computed from the same inputs in {cache_root()}")
+    else:
+        extracted = extract_descriptors(load_crows_pairs())
+        curated = curated_descriptors()
+        recall = descriptor_recall(extracted, curated)
+        # every row of the paper's lists with all its bias dimensions (dbt bridge)
+        tables = {"descriptors": pa.concat_tables([curated, extracted]), "descriptor_rows": descriptor_rows_table()}
+        meta = {"curated": curated.num_rows, "extracted": extracted.num_rows, "extraction_recall_vs_curated": round(recall, 4)}
+        cache_tables("descriptors", fingerprint, tables, meta)
+    rows = tables["descriptor_rows"]
+    write_shard("descriptors", tables["descriptors"], name="descriptors")
     write_shard("descriptor_rows", rows, name="descriptor_rows")
-    recall = descriptor_recall(extracted, curated)
-    meta = {"curated": curated.num_rows, "extracted": extracted.num_rows, "extraction_recall_vs_curated": round(recall, 4)}
     record_success("descriptors", fingerprint, meta)
     yield dg.MaterializeResult(asset_key=DESCRIPTORS_KEY, metadata=meta)
     yield dg.MaterializeResult(asset_key=DESCRIPTOR_ROWS_KEY, metadata={"rows": rows.num_rows})
