@@ -22,6 +22,7 @@ from scipy import special, stats
 from analytics.dbt_runner import run_dbt
 from analytics.duckdb_plugin import register_functions
 from ingestion.landing import write_shard
+from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.landing_rows import T0, completion, expected_associations, random_rows
 
 
@@ -341,3 +342,14 @@ def test_duplicate_association_key_fails_the_build(tmp_path, monkeypatch):
     ])
     with pytest.raises(RuntimeError, match="unique_combination_of_columns_int_association_counts"):
         run_dbt(["build", "--select", "+int_association_counts"], tmp_path)  # the model, its parents, their tests
+
+
+@pytest.mark.slow
+def test_a_row_breaking_a_row_rule_fails_the_build_naming_the_model(tmp_path, monkeypatch):
+    """A completion landed with a setting outside the five (a hand-written shard) breaks one of
+    stg_t2t_completions' row rules (dbt_project/tests/generic/row_rules.sql): dbt fails the
+    build and names the test."""
+    monkeypatch.setenv("DORA_HOME", str(tmp_path))
+    write_shard("t2t_completions", [completion("audit-x", "old person", "good", setting="sideways")])
+    with pytest.raises(RuntimeError, match="row_rules_stg_t2t_completions"):
+        run_dbt(["build", "--select", "stg_t2t_completions", *NO_UNIT_TESTS], tmp_path)

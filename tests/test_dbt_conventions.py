@@ -118,3 +118,37 @@ def test_not_null_is_stated_once_per_model():
             listed = [t["not_null_columns"]["arguments"]["columns"] for t in model.get("data_tests") or []
                       if isinstance(t, dict) and "not_null_columns" in t]
             assert len(listed) <= 1 and set(sum(listed, [])) <= set(columns), (path, model["name"])
+
+
+def test_row_rules_lists_each_broken_rule_and_a_null_breaks_none():
+    """The project's row-rule test (tests/generic/row_rules.sql: dbt_utils' accepted_range and
+    expression_is_true and dbt's accepted_values, one query per model), rendered as dbt renders
+    it: one failing row per broken rule with its row count; a NULL column breaks no rule."""
+    import duckdb
+    import jinja2
+
+    body = (PROJECT / "tests" / "generic" / "row_rules.sql").read_text()
+    template = jinja2.Template(body.replace("{% test", "{% macro").replace("{% endtest %}", "{% endmacro %}")
+                               + "{{ row_rules(model, rules) }}")
+    rules = ["q >= p", "p >= 0 and p <= 1", "modality in ('t2t', 'i2t')"]
+    sql = template.render(model="t", rules=rules)
+    with duckdb.connect() as con:
+        con.execute("create table t as select * from (values (0.1, 0.2, 't2t'), (0.5, 0.4, 'i2t'), (1.5, 1.6, 't2i'),"
+                    " (null, null, null)) v(p, q, modality)")
+        assert sorted(con.execute(sql).fetchall()) == [(1, "q >= p", 1), (2, rules[1], 1), (3, rules[2], 1)]
+        con.execute("delete from t where p >= 0.5")
+        assert con.execute(sql).fetchall() == []
+
+
+def test_row_rules_are_stated_once_per_model():
+    """A model's accepted_range, accepted_values (a literal list) and expression_is_true tests
+    are gathered into its one ``row_rules`` test (each data test is a node of every build)."""
+    for path in MODELS.rglob("*.yml"):
+        for model in (yaml.safe_load(path.read_text()) or {}).get("models", []):
+            tests = [*(model.get("data_tests") or []), *(t for c in model.get("columns", []) for t in c.get("data_tests") or [])]
+            kinds = [next(iter(t)) for t in tests if isinstance(t, dict)]
+            assert kinds.count("row_rules") <= 1, (path, model["name"])
+            assert not {"accepted_range", "expression_is_true"} & set(kinds), (path, model["name"])
+            for t in tests:  # accepted_values stays only where its values are a dbt var (with a severity)
+                if isinstance(t, dict) and "accepted_values" in t:
+                    assert isinstance(t["accepted_values"]["arguments"]["values"], str), (path, model["name"])
