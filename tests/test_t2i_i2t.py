@@ -19,6 +19,7 @@ with them: storage, seeds, resumability, landing, tokenising and the SQL associa
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -127,14 +128,21 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     assert {r["prompt"] for r in images if r["descriptor"] == "child"} == {
         "Generate an image of a Child", "Generate an image of Children"}
 
-    # resumable: a re-run draws nothing; the same seed redraws the same image bytes
+    # resumable: a re-run draws nothing; the same seed redraws the same image
     again = run_t2i_probe(targets, sd_backend, T2IProbeConfig(images_per_descriptor=2), progress=False)
     assert (again.generated, again.already_landed) == (0, 12)
     first = images[0]
     from models_inference.backends.image import ImageRequest
 
     redraw = sd_backend.generate([ImageRequest(first["prompt"], first["seed"], first["image_index"])])[0]
-    assert hashlib.sha256(redraw.data).hexdigest() == first["sha256"]
+    # Alone, the request is computed by other CPU kernels than in the batch of four it was drawn
+    # in, so float rounding can move a pixel by one level: the pixels are compared, not the bytes.
+    import numpy as np
+    from PIL import Image
+
+    drawn, again_drawn = (np.asarray(Image.open(io.BytesIO(b)).convert("RGB"), dtype=int)
+                          for b in (image_file(first["image_path"]).read_bytes(), redraw.data))
+    assert drawn.shape == again_drawn.shape == (16, 16, 3) and np.abs(drawn - again_drawn).max() <= 1
 
     # I2T: the tiny LLaVA describes every image with an objective and a subjective prompt
     vision = TransformersVisionBackend.load(str(tiny_models["llava"]), batch_size=4)
