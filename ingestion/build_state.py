@@ -85,6 +85,20 @@ class Fingerprint:
         return self._hash.hexdigest()
 
 
+def _write_json_atomic(path: Path, payload) -> None:
+    """Write ``payload`` as JSON to ``path`` whole or not at all (a temporary file renamed into
+    place): a reader never sees half a state or cache file. Raises OSError (the temporary file
+    is removed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        tmp.write_text(json.dumps(payload, sort_keys=True, default=str))
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def cache_root() -> Path:
     """dora's cache shared by every home of this user: ``$DORA_CACHE`` (default
     ``~/.cache/dora``). It holds only what can be recomputed from shipped inputs (the
@@ -155,14 +169,10 @@ def cache_json(step: str, fingerprint: Fingerprint | str, value) -> None:
     """Store a JSON-serialisable ``value`` under ``step`` and its inputs' fingerprint, in
     :func:`cache_root` (atomic write); a cache that cannot be written only costs the next
     home the computation again."""
-    path = _cache_entry(step, fingerprint).with_suffix(".json")
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"value": value}))
-        os.replace(tmp, path)
+        _write_json_atomic(_cache_entry(step, fingerprint).with_suffix(".json"), {"value": value})
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass
 
 
 def _state_path(step: str) -> Path:
@@ -206,15 +216,12 @@ def record_success(step: str, fingerprint: Fingerprint | str, metadata: Mapping 
     """
     digest = fingerprint if isinstance(fingerprint, str) else fingerprint.hexdigest()
     path = _state_path(step)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "fingerprint": digest,
         "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "metadata": dict(metadata or {}),
     }
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(payload, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    _write_json_atomic(path, payload)
     return path
 
 
@@ -232,12 +239,8 @@ def request_full_refresh(step: str) -> Path:
     interrupted halfway is completed by the next run, whichever command starts it.
     """
     path = _state_path(step)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"fingerprint": None, "full_refresh": True,
-               "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(payload, sort_keys=True))
-    os.replace(tmp, path)
+    _write_json_atomic(path, {"fingerprint": None, "full_refresh": True,
+                              "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     return path
 
 
