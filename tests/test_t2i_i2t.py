@@ -19,7 +19,6 @@ with them: storage, seeds, resumability, landing, tokenising and the SQL associa
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -131,18 +130,13 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     # resumable: a re-run draws nothing; the same seed redraws the same image
     again = run_t2i_probe(targets, sd_backend, T2IProbeConfig(images_per_descriptor=2), progress=False)
     assert (again.generated, again.already_landed) == (0, 12)
-    first = images[0]
     from models_inference.backends.image import ImageRequest
 
-    redraw = sd_backend.generate([ImageRequest(first["prompt"], first["seed"], first["image_index"])])[0]
-    # Alone, the request is computed by other CPU kernels than in the batch of four it was drawn
-    # in, so float rounding can move a pixel by one level: the pixels are compared, not the bytes.
-    import numpy as np
-    from PIL import Image
-
-    drawn, again_drawn = (np.asarray(Image.open(io.BytesIO(b)).convert("RGB"), dtype=int)
-                          for b in (image_file(first["image_path"]).read_bytes(), redraw.data))
-    assert drawn.shape == again_drawn.shape == (16, 16, 3) and np.abs(drawn - again_drawn).max() <= 1
+    # Redrawn in a batch of the size it was drawn in (the backend's four): a batch of another
+    # size runs other CPU kernels, whose rounding can move a pixel by one level and so the bytes.
+    batch = [ImageRequest(r["prompt"], r["seed"], r["image_index"]) for r in images[:sd_backend.batch_size]]
+    redraws = sd_backend.generate(batch)
+    assert [hashlib.sha256(r.data).hexdigest() for r in redraws] == [r["sha256"] for r in images[:len(batch)]]
 
     # I2T: the tiny LLaVA describes every image with an objective and a subjective prompt
     vision = TransformersVisionBackend.load(str(tiny_models["llava"]), batch_size=4)
