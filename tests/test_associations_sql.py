@@ -22,6 +22,7 @@ from scipy import special, stats
 from analytics.dbt_runner import run_dbt
 from analytics.duckdb_plugin import register_functions
 from ingestion.landing import write_shard
+from tests.helpers.dbt_jinja import broken_rules
 from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.landing_rows import T0, completion, expected_associations, random_rows
 
@@ -172,7 +173,7 @@ def test_dbt_build_ran_data_tests_and_unit_tests(built):
     built_models = {r.node.name for r in results if type(r.node).__name__ == "ModelNode"}
     assert {"stg_t2t_completions", "int_document_words", "int_association_counts", "fct_associations", "dim_audits"} <= built_models
     assert "fct_associations_by_hand" in names
-    assert any(n.startswith("unique_combination_of_columns_stg_t2t_completions") for n in names)
+    assert any(n.startswith("model_rules_stg_t2t_completions") for n in names)
 
 
 @pytest.mark.slow
@@ -333,23 +334,27 @@ def test_build_with_empty_landing(empty_warehouses):
 
 @pytest.mark.slow
 def test_duplicate_association_key_fails_the_build(tmp_path, monkeypatch):
-    """One audit id landed by two models: the association key repeats, the unique test fails."""
+    """One audit id landed by two models: the association key repeats, the model's key rule fails
+    (and no other of its rules)."""
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     write_shard("t2t_completions", [
         completion("audit-x", "old person", "good", model_id="org/model-a"),
         completion("audit-x", "old person", "good", model_id="org/model-b"),
         completion("audit-x", "young person", "kind", model_id="org/model-a"),
     ])
-    with pytest.raises(RuntimeError, match="unique_combination_of_columns_int_association_counts"):
+    with pytest.raises(RuntimeError, match="model_rules_int_association_counts"):
         run_dbt(["build", "--select", "+int_association_counts"], tmp_path)  # the model, its parents, their tests
+    assert broken_rules(tmp_path, "int_association_counts") == [("unique: audit_id, modality, setting, descriptor, word", 1)]
 
 
 @pytest.mark.slow
 def test_a_row_breaking_a_row_rule_fails_the_build_naming_the_model(tmp_path, monkeypatch):
     """A completion landed with a setting outside the five (a hand-written shard) breaks one of
-    stg_t2t_completions' row rules (dbt_project/tests/generic/row_rules.sql): dbt fails the
-    build and names the test."""
+    stg_t2t_completions' row rules (dbt_project/tests/generic/model_rules.sql): dbt fails the
+    build and names the test, whose query names the rule."""
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     write_shard("t2t_completions", [completion("audit-x", "old person", "good", setting="sideways")])
-    with pytest.raises(RuntimeError, match="row_rules_stg_t2t_completions"):
+    with pytest.raises(RuntimeError, match="model_rules_stg_t2t_completions"):
         run_dbt(["build", "--select", "stg_t2t_completions", *NO_UNIT_TESTS], tmp_path)
+    (setting_rule,) = broken_rules(tmp_path, "stg_t2t_completions")
+    assert "setting in (" in setting_rule[0] and setting_rule[1] == 1

@@ -90,65 +90,49 @@ def test_significance_level_is_a_var():
         assert not re.search(r"<\s*0?\.05\b", sql_code(path.read_text())), f"{path.name}: alpha as a literal"
 
 
-def test_not_null_columns_lists_each_column_holding_nulls():
-    """The project's not-null test (one query per model, tests/generic/not_null_columns.sql),
-    rendered as dbt renders it, on a table with NULLs in two of three columns: one failing row
-    per such column with its NULL count, and none on a table without NULLs."""
+def test_model_rules_lists_each_broken_rule():
+    """The project's data test (one query per model, tests/generic/model_rules.sql), rendered
+    as dbt renders it: one failing row per broken rule with its count (NULLs per not-null
+    column, repeated key values, rows breaking a row rule); a NULL breaks no row rule, and
+    NULL key columns are one key (GROUP BY); a table keeping every rule returns no row."""
     import duckdb
     import jinja2
 
-    body = (PROJECT / "tests" / "generic" / "not_null_columns.sql").read_text()
-    template = jinja2.Template(body.replace("{% test", "{% macro").replace("{% endtest %}", "{% endmacro %}")
-                               + "{{ not_null_columns(model, columns) }}")
-    sql = template.render(model="t", columns=["a", "b", "c"])
-    with duckdb.connect() as con:
-        con.execute("create table t as select * from (values (1, null, 'x'), (2, null, null), (3, 7, 'y')) v(a, b, c)")
-        assert sorted(con.execute(sql).fetchall()) == [("b", 2), ("c", 1)]
-        con.execute("delete from t where b is null")
-        assert con.execute(sql).fetchall() == []
-
-
-def test_not_null_is_stated_once_per_model():
-    """Column-level ``not_null`` tests are gathered into the model's one ``not_null_columns``
-    test (each data test is a node of every build), naming only columns the model has."""
-    for path in MODELS.rglob("*.yml"):
-        for model in (yaml.safe_load(path.read_text()) or {}).get("models", []):
-            columns = {c["name"]: c for c in model.get("columns", [])}
-            assert not [n for n, c in columns.items() if "not_null" in (c.get("data_tests") or [])], (path, model["name"])
-            listed = [t["not_null_columns"]["arguments"]["columns"] for t in model.get("data_tests") or []
-                      if isinstance(t, dict) and "not_null_columns" in t]
-            assert len(listed) <= 1 and set(sum(listed, [])) <= set(columns), (path, model["name"])
-
-
-def test_row_rules_lists_each_broken_rule_and_a_null_breaks_none():
-    """The project's row-rule test (tests/generic/row_rules.sql: dbt_utils' accepted_range and
-    expression_is_true and dbt's accepted_values, one query per model), rendered as dbt renders
-    it: one failing row per broken rule with its row count; a NULL column breaks no rule."""
-    import duckdb
-    import jinja2
-
-    body = (PROJECT / "tests" / "generic" / "row_rules.sql").read_text()
-    template = jinja2.Template(body.replace("{% test", "{% macro").replace("{% endtest %}", "{% endmacro %}")
-                               + "{{ row_rules(model, rules) }}")
+    body = (PROJECT / "tests" / "generic" / "model_rules.sql").read_text()
+    env = jinja2.Environment(extensions=["jinja2.ext.do"])
+    template = env.from_string(body.replace("{% test", "{% macro").replace("{% endtest %}", "{% endmacro %}")
+                               + "{{ model_rules(model, not_null, unique, rules) }}")
     rules = ["q >= p", "p >= 0 and p <= 1", "modality in ('t2t', 'i2t')"]
-    sql = template.render(model="t", rules=rules)
+    sql = template.render(model="t", not_null=["k", "modality"], unique=["k", "modality"], rules=rules)
     with duckdb.connect() as con:
-        con.execute("create table t as select * from (values (0.1, 0.2, 't2t'), (0.5, 0.4, 'i2t'), (1.5, 1.6, 't2i'),"
-                    " (null, null, null)) v(p, q, modality)")
-        assert sorted(con.execute(sql).fetchall()) == [(1, "q >= p", 1), (2, rules[1], 1), (3, rules[2], 1)]
-        con.execute("delete from t where p >= 0.5")
+        con.execute("create table t as select * from (values (1, 0.1, 0.2, 't2t'), (2, 0.5, 0.4, 'i2t'), (3, 1.5, 1.6, 't2i'),"
+                    " (4, null, null, null), (5, null, null, null), (5, null, null, null)) v(k, p, q, modality)")
+        assert sorted(con.execute(sql).fetchall()) == [
+            (2, "not null: modality", 3), (3, "unique: k, modality", 1), (4, "q >= p", 1), (5, rules[1], 1), (6, rules[2], 1)]
+        con.execute("delete from t where p >= 0.5 or p is null")
         assert con.execute(sql).fetchall() == []
+        only_rules = template.render(model="t", not_null=None, unique=None, rules=rules)
+        assert con.execute(only_rules).fetchall() == []
 
 
-def test_row_rules_are_stated_once_per_model():
-    """A model's accepted_range, accepted_values (a literal list) and expression_is_true tests
-    are gathered into its one ``row_rules`` test (each data test is a node of every build)."""
+def test_data_rules_are_stated_once_per_model():
+    """A model's not_null, unique_combination_of_columns, accepted_range, accepted_values (a
+    literal list) and expression_is_true tests are gathered into its one ``model_rules`` test
+    (each data test is a node of every build), naming only columns the model has. A column's own
+    ``unique`` test (a one-column key, e.g. the target of a ``relationships`` test) stays."""
     for path in MODELS.rglob("*.yml"):
         for model in (yaml.safe_load(path.read_text()) or {}).get("models", []):
+            columns = {c["name"] for c in model.get("columns", [])}
             tests = [*(model.get("data_tests") or []), *(t for c in model.get("columns", []) for t in c.get("data_tests") or [])]
-            kinds = [next(iter(t)) for t in tests if isinstance(t, dict)]
-            assert kinds.count("row_rules") <= 1, (path, model["name"])
-            assert not {"accepted_range", "expression_is_true"} & set(kinds), (path, model["name"])
+            kinds = [next(iter(t)) if isinstance(t, dict) else t for t in tests]
+            assert kinds.count("model_rules") <= 1, (path, model["name"])
+            assert not {"not_null", "accepted_range", "expression_is_true", "not_null_columns",
+                        "unique_combination_of_columns", "row_rules"} & set(kinds), (path, model["name"])
+            for t in tests:
+                if isinstance(t, dict) and "model_rules" in t:
+                    arguments = t["model_rules"]["arguments"]
+                    assert set(arguments) <= {"not_null", "unique", "rules"}, (path, model["name"])
+                    assert set(arguments.get("not_null", [])) | set(arguments.get("unique", [])) <= columns, (path, model["name"])
             for t in tests:  # accepted_values stays only where its values are a dbt var (with a severity)
                 if isinstance(t, dict) and "accepted_values" in t:
                     assert isinstance(t["accepted_values"]["arguments"]["values"], str), (path, model["name"])

@@ -24,6 +24,7 @@ import pytest
 
 from analytics.dbt_runner import run_dbt
 from ingestion.landing import write_shard
+from tests.helpers.dbt_jinja import broken_rules
 from tests.helpers.landing_rows import T0, random_rows
 
 RUN = ["run", "--select", "+fct_associations"]
@@ -111,5 +112,7 @@ def test_build_scoped_tests_read_only_the_audits_of_the_build(tmp_path, monkeypa
     tested = [r for r in scoped.result.results if r.node.resource_type == "test"]
     assert tested and all(r.status == "pass" for r in tested)
     monkeypatch.setenv("DORA_DBT_TEST_SCOPE", "all")
-    with pytest.raises(RuntimeError, match="unique_combination_of_columns_stg_t2t_completions"):
+    with pytest.raises(RuntimeError, match="model_rules_stg_t2t_completions"):
         run_dbt(["test", "--select", "stg_t2t_completions"], home)
+    (key_rule,) = broken_rules(home, "stg_t2t_completions")
+    assert key_rule[0].startswith("unique: ") and key_rule[1] == 1

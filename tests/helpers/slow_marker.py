@@ -7,12 +7,14 @@ and by the fast tier all the same (mark every test of that fixture slow, or make
 alone on its machine and keeps the default).
 
 ``DORA_TEST_TIMES=<file>`` appends one line per test phase as it ends (node id, phase, wall
-seconds, CPU seconds of this process and its finished subprocesses, slow or not; tab-separated):
-the suite's costs while it still runs. On a loaded machine the CPU seconds are the better guess
+seconds, CPU seconds of this process and its finished subprocesses, slow or not, the
+pytest-xdist worker, the Unix time the phase ended; tab-separated): the suite's costs while it
+still runs, and each worker's timeline (where one waited while the other still ran). On a loaded machine the CPU seconds are the better guess
 of the wall time on a quiet one (torch's threads can make them exceed it)."""
 
 import os
 import resource
+import time
 
 import pytest
 
@@ -74,7 +76,8 @@ def pytest_runtest_makereport(item, call):
         slow = "slow" if item.get_closest_marker("slow") else "-"
         cpu = _cpu_seconds() - item.stash.get(_CPU, _cpu_seconds())
         with open(times, "a") as fh:
-            fh.write(f"{item.nodeid}\t{report.when}\t{report.duration:.2f}\t{cpu:.2f}\t{slow}\n")
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
+            fh.write(f"{item.nodeid}\t{report.when}\t{report.duration:.2f}\t{cpu:.2f}\t{slow}\t{worker}\t{time.time():.1f}\n")
     if report.when == "setup":
         item.stash[_SETUP] = report.duration
     limit = item.config.stash[_THRESHOLD]
