@@ -357,7 +357,7 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
     killed: list[int] = []
     one_kill = threading.Lock()  # the server answers both workers' requests at once, in two threads
 
-    def reply(req):  # I/O-bound, as a remote model server: a block (24 requests) takes ~5 s
+    def reply(req):  # I/O-bound, as a remote model server: a block (24 requests) takes ~1 s
         # The kill comes from inside the server while it answers a request, once another block has
         # landed: the sender is then surely in a block step, waiting for this answer.
         with one_kill:
@@ -366,7 +366,7 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
                 pid = _kill_the_sender(workers, client[1])
                 if pid is not None:
                     killed.append(pid)
-        time.sleep(0.2)
+        time.sleep(0.05)
         return "rave, and"
 
     with redis_server(tmp_path / "redis") as broker, \
