@@ -45,7 +45,8 @@ def execution_config(executor: str, broker: str | None = None) -> dict:
     """The ``execution`` run config of an executor choice.
 
     ``multiprocess``: at most :data:`MULTIPROCESS_MAX_CONCURRENT` steps at once, forked from a
-    server that has already imported dora (~4 s of imports saved per step). ``celery``: broker
+    server that has already imported dora and what a step opens (``orchestration/step_preload.py``;
+    ~5 s of imports saved per step). ``celery``: broker
     and result backend both :func:`broker_url` (a Redis URL serves as both).
 
     Raises:
@@ -54,7 +55,7 @@ def execution_config(executor: str, broker: str | None = None) -> dict:
     if executor == "in_process":
         return {"config": {"in_process": {}}}
     if executor == "multiprocess":
-        start = {"forkserver": {"preload_modules": ["orchestration.definitions"]}}
+        start = {"forkserver": {"preload_modules": ["orchestration.definitions", "orchestration.step_preload"]}}
         return {"config": {"multiprocess": {"max_concurrent": MULTIPROCESS_MAX_CONCURRENT, "start_method": start}}}
     if executor == "celery":
         url = broker_url(broker)

@@ -181,6 +181,39 @@ def test_executor_choices_give_their_run_config(monkeypatch):
         execution_config("k8s")
 
 
+@pytest.mark.slow  # a fresh interpreter importing dora (~5 s)
+def test_the_fork_server_preloads_what_a_step_process_opens(dora_home):
+    """The multiprocess executor forks each step from a server that imported
+    ``orchestration.step_preload``: after it, the modules of opening the Dagster instance, the
+    backends' ``openai`` and ``pandas``, and the audit job rebuilt from its pointer are in the
+    server (a fresh interpreter, as the fork server is), so no step process pays them again."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.helpers.dora_cli import REPO, dora_env
+
+    start = execution_config("multiprocess")["config"]["multiprocess"]["start_method"]["forkserver"]
+    assert start["preload_modules"] == ["orchestration.definitions", "orchestration.step_preload"]
+    (dora_home / "dagster").mkdir(parents=True)
+    probe = (
+        "import sys, time\n"
+        "import orchestration.definitions as d\n"
+        "from dagster import reconstructable\n"
+        "before = {m for m in ('openai', 'pandas', 'dagster._core.storage.event_log.sqlite', 'upath') if m in sys.modules}\n"
+        "import orchestration.step_preload\n"
+        "t = time.perf_counter(); reconstructable(d.audit_job_for_multiprocess).get_definition()\n"
+        "print(__import__('json').dumps({'before': sorted(before), 'after': [m in sys.modules for m in "
+        "('openai', 'pandas', 'dagster._core.storage.event_log.sqlite', 'upath')], 'job_s': time.perf_counter() - t}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=dora_env(dora_home), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["before"] == []  # orchestration.definitions alone imports none of them
+    assert all(out["after"]) and out["job_s"] < 0.05  # imported, and the job comes from Dagster's cache
+
+
 def test_the_dora_executor_offers_the_three_choices():
     from orchestration.cluster import dora_executor
 
