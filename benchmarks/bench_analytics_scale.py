@@ -212,6 +212,8 @@ def synth_t2t(home: Path, n_descriptors: int, runs: int, shard_rows: int = 512, 
     adjacent) and written in ``shard_rows``-row shards with :func:`write_shard`.
     """
     from ingestion.landing import SCHEMAS, write_shard
+    from models_inference.probes.biasdora.parsing import PARSER_VERSION
+    from models_inference.probes.biasdora.prompts import t2t_sentence_prefix, t2t_subject
 
     os.environ["DORA_HOME"] = str(home)
     rng = np.random.default_rng(seed)
@@ -290,6 +292,10 @@ def synth_t2t(home: Path, n_descriptors: int, runs: int, shard_rows: int = 512, 
             buffer["word"] += words
             buffer["parse_status"] += status.tolist()
             buffer["generated_at"] += [now] * n
+            buffer["subject"] += [t2t_subject(prefix)] * n
+            buffer["prefix"] += [t2t_sentence_prefix(prefix, c) for c in letters]
+            buffer["parse_version"] += [PARSER_VERSION] * n
+            buffer["reparsed_at"] += [None] * n
             flush()
     flush(force=True)
     return total

@@ -109,6 +109,10 @@ def main(argv=None) -> int:
     home = root / "home"
     home.mkdir(parents=True)
     rows = scale.synth_t2t(home, args.descriptors, args.runs)
+    from ingestion.landing import SCHEMAS, landing_dir
+
+    for table in SCHEMAS:  # every source's folder, with its empty typed shard (as analytics.dbt_runner.run_dbt)
+        landing_dir(table)
     projects = {}
     for name in ("A", "B"):
         projects[name] = root / f"project_{name}"
