@@ -1,6 +1,7 @@
 """The fast tier's guard (tests/helpers/slow_marker.py), run on a throw-away test file through
 pytest's own ``pytester``: an unmarked test over the threshold (setup included) fails with a message naming the
-mark and the variable; a marked one, a quick one and a switched-off check pass."""
+mark and the variable; a marked one, a quick one and a switched-off check pass. Under coverage,
+an in-process dbt call runs untraced and the tracer is back after it (tests/conftest.py)."""
 
 import pytest
 
@@ -59,3 +60,33 @@ def test_a_bad_threshold_is_a_usage_error(sleepy, monkeypatch):
     result = sleepy.runpytest("-p", "tests.helpers.slow_marker")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*DORA_SLOW_TEST_SECONDS='five': expected a number of seconds*"])
+
+
+def test_an_in_process_dbt_call_runs_untraced_and_the_tracer_comes_back():
+    """Under coverage (``bash scripts/test.sh``) ``dbtRunner.invoke`` is wrapped: the call runs
+    without the line tracer on this thread and on the threads it starts, and both are put back,
+    also when the call raises."""
+    import sys
+    import threading
+
+    from tests.helpers.untraced import untraced
+
+    if sys.gettrace() is None:
+        pytest.skip("no line tracer in this run (the fast tier or --no-cov): nothing to take off")
+    from dbt.cli.main import dbtRunner
+
+    assert getattr(dbtRunner.invoke, "__wrapped__", None) is not None, "dbtRunner.invoke runs traced"
+    tracer, thread_tracer = sys.gettrace(), threading.gettrace()
+    seen = {}
+
+    def failing_call():
+        seen["tracer"] = sys.gettrace()
+        worker = threading.Thread(target=lambda: seen.update(thread=sys.gettrace()))
+        worker.start()
+        worker.join()
+        raise RuntimeError("dbt failed")
+
+    with pytest.raises(RuntimeError, match="dbt failed"):
+        untraced(failing_call)()
+    assert seen == {"tracer": None, "thread": None}
+    assert sys.gettrace() is tracer and threading.gettrace() is thread_tracer
