@@ -11,6 +11,7 @@ why, not which issue asked for it (an "issue N" tag tells a reader nothing).
 from __future__ import annotations
 
 import io
+import os
 import re
 import tokenize
 from functools import lru_cache
@@ -36,15 +37,19 @@ REASON_DIRS = ("ingestion", "models_inference", "analytics", "orchestration", "s
 
 
 def repo_files(*tops: str):
+    """The repository's text files under ``tops`` (default: all), sorted. The walk does not enter
+    SKIP_DIRS nor the top-level ``data/`` (an audit's default home): a ``.venv`` alone holds ~100k
+    files, and walking it before filtering took 2-11 s of a loaded CI run."""
     bases = [ROOT / t for t in tops] if tops else [ROOT]
+    found = []
     for base in bases:
         if not base.exists():
             continue
-        for p in sorted(base.rglob("*")):
-            rel = p.relative_to(ROOT)
-            if (p.is_file() and p.suffix in SUFFIXES and not any(part in SKIP_DIRS for part in rel.parts)
-                    and not (len(rel.parts) > 1 and rel.parts[0] == "data") and p.resolve() != THIS):
-                yield p
+        for dirpath, dirs, files in os.walk(base):
+            here = Path(dirpath)
+            dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not (here == ROOT and d == "data")]
+            found += [here / f for f in files if Path(f).suffix in SUFFIXES]
+    yield from (p for p in sorted(found) if p.is_file() and p.resolve() != THIS)
 
 
 def github_slug(heading: str) -> str:
