@@ -91,8 +91,8 @@ def library_calls_untraced():
 
     Coverage's tracer on Python 3.11 pays for every Python call, and a dbt build is millions of
     them (its parser, Jinja, the statistical UDFs DuckDB calls once per row): the tests that build
-    with dbt in process took 60% more CPU under coverage (52 -> 84 s for
-    tests/test_incremental_*.py; 49 s with this fixture). The callers' frames are still measured;
+    with dbt in process took 57% more CPU under coverage (tests/test_incremental_*.py in one
+    process: 55 s of user + system CPU without coverage, 87 s with it, 52 s with this fixture). The callers' frames are still measured;
     what runs inside the call (the UDFs of ``analytics.duckdb_plugin``, which their unit tests
     measure) is not counted, like the code of the ``dora`` subprocesses the end-to-end tests start.
     """
