@@ -109,12 +109,18 @@ def test_dora_audit_cf_images_end_to_end(dora_home, tmp_path, monkeypatch, capsy
     from tests.helpers.tiny_models import build_tiny_llava
 
     folder = image_folder(tmp_path / "imgs")
-    llava = build_tiny_llava(tmp_path)
+    build_tiny_llava(tmp_path)
+    # The LVLM samples with one seed per set, drawn from the audit id, which hashes the model
+    # reference: a path relative to the test's folder keeps the seeds, and so the random
+    # model's words, the same on every run (an absolute tmp path gave other seeds each run, and
+    # the seed that made one set's four answers empty failed the counts below).
+    monkeypatch.chdir(tmp_path)
+    llava = "tiny-llava"
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
         server.chat_reply = _reply
         code = main(["audit", "--probe", "counterfactual", "--model", "gpt-stub", "--backend", "openai", "--base-url", server.base_url,
-                     "--cf-images", str(folder), "--cf-vision-model", str(llava), "--cf-prompts", "Characteristics",
+                     "--cf-images", str(folder), "--cf-vision-model", llava, "--cf-prompts", "Characteristics",
                      "--cf-max-new-tokens", "4", "--cf-judge-backend", "none", "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0, out
