@@ -55,6 +55,28 @@ def nltk_english_stop_words() -> frozenset[str]:
     return frozenset(w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip())
 
 
+@functools.lru_cache(maxsize=1)
+def spacy_english_stop_words() -> frozenset[str]:
+    """spaCy's English stop list (326 words), read from its module file
+    (``spacy/lang/en/stop_words.py``) without importing the ``spacy`` package, which imports
+    thinc and torch (about a second of start-up, in every process that lands a lexicon).
+
+    Raises:
+        ModuleNotFoundError: spaCy is not installed.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("spacy")  # locates the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("spaCy is not installed (pip install spacy)")
+    path = Path(spec.submodule_search_locations[0]) / "lang" / "en" / "stop_words.py"
+    module_spec = importlib.util.spec_from_file_location("_spacy_en_stop_words", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)  # one assignment: STOP_WORDS = set(...)
+    return frozenset(module.STOP_WORDS)
+
+
 def stop_words(stop_list: str = "nltk") -> frozenset[str]:
     """The stop words of ``stop_list`` (:data:`STOP_LISTS`). Raises ValueError for another name."""
     if stop_list == "nltk":

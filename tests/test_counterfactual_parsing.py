@@ -129,8 +129,27 @@ def test_caption_parsing_and_errors():
     assert parse_caption("a Middle Eastern female Web Developer", "race_gender")[1:] == ("Middle Eastern", "female", "Web Developer")
     with pytest.raises(CounterfactualInputError, match="no race value"):
         parse_caption("A photo of a Martian male plumber", "race_gender")
+    with pytest.raises(CounterfactualInputError, match="no occupation"):
+        parse_caption("A photo of a White male ", "race_gender")
+    with pytest.raises(CounterfactualInputError, match="no article"):
+        parse_caption("A photo of White male plumber", "race_gender")
     with pytest.raises(CounterfactualInputError, match="plumbr"):
         sample_sets(["race_gender"], occupations=["plumbr"])
+
+
+def test_compiled_caption_pattern_reads_every_released_caption_as_the_stepwise_reading():
+    import pyarrow.parquet as pq
+
+    from models_inference.probes.counterfactual.prompts import SUBSETS
+    from models_inference.probes.counterfactual.sets import DATA_DIR, read_caption_stepwise
+
+    for subset in SUBSETS:
+        table = pq.read_table(DATA_DIR / f"metadata_{subset}.parquet").to_pydict()
+        captions = {c for col, values in table.items() if col.startswith("caption_") for c in values}
+        assert len(captions) > 500
+        assert all(parse_caption(c, subset) == read_caption_stepwise(c, subset) for c in captions), subset
+    # the longest value is taken ("Middle Eastern", not a shorter match), then no step back
+    assert parse_caption("An image of a Middle Eastern male nurse", "race_gender") == ("An image of ", "Middle Eastern", "male", "nurse")
 
 
 def test_custom_sets_and_lexicon(tmp_path):

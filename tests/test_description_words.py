@@ -231,3 +231,18 @@ def test_paper_defaults_nltk_stop_list_and_descriptor_words_kept():
     assert tokenizer_name().endswith("+stop=nltk") and tokenizer_name("spacy", True).endswith("+stop=spacy+drop-descriptor")
     with pytest.raises(ValueError, match="stop_list"):
         tokenise_descriptions([text], ["old person"], stop_list="nope")
+
+
+def test_spacy_stop_list_is_spacys_read_without_importing_spacy():
+    import subprocess
+    import sys
+
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    from ingestion.description_words import spacy_english_stop_words
+
+    assert spacy_english_stop_words() == frozenset(STOP_WORDS) and len(STOP_WORDS) == 326
+    code = ("import sys; from ingestion.description_words import spacy_english_stop_words as s; "
+            "print(len(s()), 'spacy' in sys.modules, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["326", "False", "False"]

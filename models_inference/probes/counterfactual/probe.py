@@ -609,13 +609,13 @@ def land_lexicons(lexicon: Lexicon) -> int:
     not installed; recorded as lexicon ``spacy_en_stop_words`` (NOT FROM PAPER).
     """
     import pyarrow.parquet as pq
-    from spacy.lang.en.stop_words import STOP_WORDS
 
+    from ingestion.description_words import spacy_english_stop_words
     from ingestion.landing import landing_dir, write_shard
 
     land_quarantine("counterfactual", lexicon.dataset_id, list(lexicon.quarantined))  # a user file's unread lines
     rows = [{"lexicon": lexicon.name, "word": w, "dimension": d, "direction": v} for w, d, v in lexicon.entries]
-    stops = [{"lexicon": "spacy_en_stop_words", "word": w, "dimension": "stopword", "direction": 0} for w in sorted(STOP_WORDS)]
+    stops = [{"lexicon": "spacy_en_stop_words", "word": w, "dimension": "stopword", "direction": 0} for w in sorted(spacy_english_stop_words())]
     for name, table in (("lexicon-competence", rows), ("lexicon-spacy_en_stop_words", stops)):
         # one snapshot per lexicon, rewritten only when its content changed: an unchanged
         # re-run leaves the landing listing (and so the dbt build fingerprint) as it was
