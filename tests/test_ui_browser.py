@@ -118,7 +118,10 @@ def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, fini
             # is skipped: Playwright skips it whenever it shows, before the next action or check
             skip = page.get_by_role("button", name="Skip", exact=True)
             page.add_locator_handler(skip, lambda: skip.click())
-            page.goto(f"{dagster_ui}/asset-groups", wait_until="networkidle", timeout=120_000)
+            # Pages are awaited until "load", then each check waits for what it reads: Dagster's
+            # UI polls its server, so "networkidle" (no request for 500 ms) may never come (a
+            # first page timed out after 120 s on a loaded CI run)
+            page.goto(f"{dagster_ui}/asset-groups", wait_until="load", timeout=120_000)
             expect(page.get_by_text("Global asset lineage")).to_be_visible(timeout=60_000)
             # the graph starts with groups collapsed: one box per family and the shared group
             for group in ("biasdora", "counterfactual", "modscan", "vlstereoset", "audits"):
@@ -141,7 +144,7 @@ def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, fini
             # on every run): the upstream lineage graph of the mart shows the same chain legibly
             page.goto(
                 f"{dagster_ui}/assets/fct_associations?view=lineage&lineageScope=upstream&lineageDepth=10",
-                wait_until="networkidle",
+                wait_until="load",
                 timeout=120_000,
             )
             t2t = page.get_by_text("t2t_completions", exact=True).first
@@ -150,10 +153,10 @@ def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, fini
             expect(fct).to_be_visible(timeout=60_000)
             page.screenshot(path=str(shot))
             # the T2T asset's page shows its description
-            page.goto(f"{dagster_ui}/assets/landing/t2t_completions", wait_until="networkidle", timeout=120_000)
+            page.goto(f"{dagster_ui}/assets/landing/t2t_completions", wait_until="load", timeout=120_000)
             expect(page.get_by_text("T2T word completions", exact=False).first).to_be_visible(timeout=60_000)
             # the audit's run: its dora tags, behind "View tags and config"
-            page.goto(f"{dagster_ui}/runs/{finished_audit.run_id}", wait_until="networkidle", timeout=120_000)
+            page.goto(f"{dagster_ui}/runs/{finished_audit.run_id}", wait_until="load", timeout=120_000)
             page.get_by_role("button", name="View tags and config").click(timeout=60_000)
             dialog = page.get_by_role("dialog")
             expect(dialog.get_by_text("dora/trigger: cli")).to_be_visible(timeout=60_000)
@@ -166,7 +169,7 @@ def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, fini
             page.screenshot(path=str(tmp_path / "run_tags.png"))
             page.keyboard.press("Escape")
             # the Partitions tab of the partitioned probe lists the audit's partition, materialised
-            page.goto(f"{dagster_ui}/assets/landing/t2t_completions?view=partitions", wait_until="networkidle",
+            page.goto(f"{dagster_ui}/assets/landing/t2t_completions?view=partitions", wait_until="load",
                       timeout=120_000)
             expect(page.get_by_text("Materialized (1)")).to_be_visible(timeout=60_000)
             expect(page.get_by_text(finished_audit.partition, exact=True).first).to_be_attached(timeout=60_000)
