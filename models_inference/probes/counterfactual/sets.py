@@ -93,7 +93,7 @@ def normalise_occupation(text: str) -> str:
 @lru_cache(maxsize=None)
 def _caption_pattern(subset: str) -> re.Pattern:
     """:func:`parse_caption`'s reading as one regular expression, compiled once per subset (a
-    released subset has up to 7,936 x 24 captions: sorting the values for each one took most
+    released subset has up to 7,936 sets x 12 captions: sorting the values for each one took most
     of a second). Atomic groups keep its choices: the first prefix that matches, then the
     longest value of each attribute followed by a space, none taken back."""
     def values(kind: str) -> str:
