@@ -82,7 +82,7 @@ def stop_words(stop_list: str = "nltk") -> frozenset[str]:
     if stop_list == "nltk":
         return nltk_english_stop_words()
     if stop_list == "spacy":
-        return frozenset(load_spacy().Defaults.stop_words)
+        return spacy_english_stop_words()
     raise ValueError(f"stop_list must be one of {STOP_LISTS}, got {stop_list!r}")
 
 
