@@ -36,20 +36,22 @@ def _letter_reply(req: dict) -> str:
 # --------------------------------------------------------------------------- crash and resume
 @pytest.mark.slow
 def test_sigkill_mid_generation_then_rerun_lands_every_row_exactly_once(tmp_path):
-    """SIGKILL ``dora audit`` once a shard has landed; the rerun finishes the audit.
+    """SIGKILL ``dora audit`` (the embedded SmolLM2) once a shard has landed; the rerun finishes
+    the audit.
 
-    702 rows = 9 descriptors x 1 setting x 26 letters x 3 runs, landed in 512-row shards, so
-    the kill lands between the first and the second shard.
+    144 rows = 9 descriptors x 1 setting x 16 letters x 1 run, landed in 32-row shards
+    (``--t2t-shard-rows``; 512 by default), so the kill lands after the first shard with 112
+    rows still to generate.
     """
     _prepare_dbt_manifest()
     home = tmp_path / "home"
-    settings, letters, runs = ["singular"], "abcdefghijklmnopqrstuvwxyz", 3
+    settings, letters, runs = ["singular"], "abcdefghijklmnop", 1
     args = _dora(
         "audit", "--probe", "biasdora", "--per-dimension", "1", "--settings", ",".join(settings), "--letters", letters,
-        "--runs", str(runs), "--audit-id", "crash-test", "--no-progress",
+        "--runs", str(runs), "--t2t-shard-rows", "32", "--audit-id", "crash-test", "--no-progress",
     )
     expected = _expected_keys(settings, letters, runs, per_dimension=1)
-    assert len(expected) == 702
+    assert len(expected) == 144
     shard_dir = home / "landing" / "t2t_completions" / "crash-test"
     log = open(tmp_path / "first.log", "w")
     proc = subprocess.Popen(args, env=_env(home), stdout=log, stderr=subprocess.STDOUT)

@@ -76,6 +76,11 @@ class AuditConfig(ErrorShareLimit):
         description="descriptor x setting targets per block: each block is one Dagster step, run apart (another "
         "process or Celery worker) and redone alone if it fails (the default audit is one block)",
     )
+    t2t_shard_rows: int = Field(
+        512, ge=1, le=1_000_000,
+        description="completions per landed Parquet shard: at most this much generation is lost when an audit "
+        "is killed (a re-run generates the rest); not part of the audit id",
+    )
     # API client limits (the failed-call share above which the audit ends failed: ErrorShareLimit)
     api_timeout: float = Field(60.0, gt=0, le=3600, description="seconds per API request (backend openai); a timed-out request is not re-sent")
     api_concurrency: int = Field(4, ge=1, le=MAX_API_CONCURRENCY, description="API requests in flight at once (backend openai)")

@@ -41,7 +41,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((AuditConfig, "descriptors"), (VisionConfig, "descriptors"))),
     Flag(((AuditConfig, "per_dimension"), (VisionConfig, "per_dimension"))),
     Flag(((AuditConfig, "prompt_style"),), choices=PROMPT_STYLES),
-    *Flag.of(AuditConfig, "batch_size", "t2t_block_targets"),
+    *Flag.of(AuditConfig, "batch_size", "t2t_block_targets", "t2t_shard_rows"),
     Flag(((AuditConfig, "audit_id"),), validator=v.audit_id),
     *Flag.of(AuditConfig, "registry", "api_timeout", "api_concurrency", "api_max_retries"),
     # T2I / I2T probes (orchestration/defs/biasdora/vision/)

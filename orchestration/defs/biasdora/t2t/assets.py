@@ -51,7 +51,7 @@ def _probe_setup(context, config: AuditConfig):
         backend = with_model_version(backend, run.model_version)
     probe = T2TProbeConfig(
         runs=config.runs, letters=config.letters, prompt_style=config.prompt_style,
-        temperature=config.temperature, top_p=config.top_p,
+        temperature=config.temperature, top_p=config.top_p, shard_rows=config.t2t_shard_rows,
     )
     return run, targets, backend, probe
 
