@@ -3,9 +3,10 @@
 on PostgreSQL) whose warehouse equals an in-process audit's.
 
 The blocks run against the local OpenAI stub server (``tests/helpers/openai_server.py``); the
-cluster test starts ``redis-server``, PostgreSQL, a moto S3 server and two ``dagster-celery``
-workers on free local ports (``tests/helpers/cluster.py``; skipped with the reason when one is
-missing).
+cluster test starts ``redis-server``, PostgreSQL and two ``dagster-celery`` workers on free local
+ports and lands on the module's moto S3 server; the two tests that kill a worker's process share
+one Redis and two workers on a SQLite home (``tests/helpers/cluster.py``; skipped with the reason
+when one is missing).
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ AUDIT = (
     "audit", "--probe", "biasdora", "--probe", "counterfactual", "--backend", "openai", "--model", "stub-model",
     "--prompt-style", "completion", "--per-dimension", "1", "--settings", "singular,noun", "--letters", "abc",
     "--runs", "1", "--judge-backend", "none", "--cf-judge-backend", "none", "--no-progress",
-    "--t2t-block-targets", "4", "--cf-block-sets", "1", "--cf-sets-per-occupation", "2",
+    "--t2t-block-targets", "6", "--cf-block-sets", "1", "--cf-sets-per-occupation", "2",
 )
 
 
@@ -291,9 +292,9 @@ def block_pids(home) -> dict[str, set[int]]:
 
 
 @pytest.mark.slow
-def test_celery_audit_on_a_cluster_holds_the_rows_of_an_in_process_audit(tmp_path, monkeypatch):
+def test_celery_audit_on_a_cluster_holds_the_rows_of_an_in_process_audit(tmp_path, monkeypatch, s3_env):
     """The cluster of docs/operations.md on one machine: a small BiasDora + counterfactual audit
-    (T2T in blocks of 4 targets, counterfactual in blocks of 1 set) on two Celery workers (Redis
+    (T2T in 3 blocks of 6 targets, counterfactual in 2 blocks of 1 set) on two Celery workers (Redis
     broker), landing on S3 (moto), the Dagster instance on PostgreSQL (docs/cluster/dagster.yaml,
     as the user's own ``$DAGSTER_HOME/dagster.yaml``); at the same time the same audit in one
     process on the embedded default (local landing folder, SQLite instance). The two warehouses
@@ -304,7 +305,7 @@ def test_celery_audit_on_a_cluster_holds_the_rows_of_an_in_process_audit(tmp_pat
 
     import s3fs
 
-    from tests.helpers.cluster import celery_workers, moto_s3, postgres_server, redis_server
+    from tests.helpers.cluster import celery_workers, postgres_server, redis_server
     from tests.helpers.dora_cli import REPO, dora_argv, dora_env, prepare_dbt_manifest
 
     prepare_dbt_manifest()
@@ -312,7 +313,8 @@ def test_celery_audit_on_a_cluster_holds_the_rows_of_an_in_process_audit(tmp_pat
     cluster_yaml = REPO / "docs" / "cluster" / "dagster.yaml"
     (cluster / "dagster").mkdir(parents=True)
     shutil.copy(cluster_yaml, cluster / "dagster" / "dagster.yaml")
-    with moto_s3(tmp_path / "moto") as s3, redis_server(tmp_path / "redis") as broker, postgres_server() as pg:
+    s3 = s3_env  # the module's moto server (a bucket of this test's own): one server start less
+    with redis_server(tmp_path / "redis") as broker, postgres_server() as pg:
         for name, value in pg.items():  # this process opens the instance too (the yaml reads the environment)
             monkeypatch.setenv(name, value)
         fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3["AWS_ENDPOINT_URL"]}, key="testing", secret="testing")
@@ -350,90 +352,6 @@ def test_celery_audit_on_a_cluster_holds_the_rows_of_an_in_process_audit(tmp_pat
     assert not (cluster / "landing").exists() or not any((cluster / "landing").rglob("*.parquet"))
     assert not list((cluster / "dagster").rglob("*.db"))  # no SQLite storage beside PostgreSQL
     assert (cluster / "dagster" / "dagster.yaml").read_text() == cluster_yaml.read_text()
-
-
-def _kill_the_sender(workers, client_port: int) -> int | None:
-    """SIGKILL the process of a Celery worker's tree whose socket has local port ``client_port``
-    (the sender of a request the stub server is answering right now); its pid, or None."""
-    import psutil
-
-    for worker in workers:
-        try:
-            for proc in psutil.Process(worker.pid).children(recursive=True):
-                if any(c.laddr and c.laddr.port == client_port for c in proc.net_connections(kind="tcp")):
-                    proc.kill()
-                    return proc.pid
-        except psutil.NoSuchProcess:  # a process of the tree ended while it was read
-            continue
-    return None
-
-
-@pytest.mark.slow
-def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_once(tmp_path):
-    """SIGKILL to the Celery worker process running a T2T block, while the block's requests are in
-    flight (after another block landed): the audit fails with one line, and the same command run
-    again lands every key exactly once (the killed block redone, the landed ones kept)."""
-    import threading
-    import time
-
-    from tests.helpers.cluster import celery_workers, redis_server
-    from tests.helpers.dora_cli import dora_argv, dora_env, expected_t2t_keys, landed_t2t, prepare_dbt_manifest
-
-    prepare_dbt_manifest()
-    home, audit_id, letters = tmp_path / "home", "killed-worker", "abcdef"
-    args = ("audit", "--probe", "biasdora", "--backend", "openai", "--model", "stub-model", "--prompt-style",
-            "completion", "--per-dimension", "1", "--settings", "singular", "--letters", letters, "--runs", "2",
-            "--judge-backend", "none", "--no-progress", "--t2t-block-targets", "2", "--api-concurrency", "1",
-            "--audit-id", audit_id, "--executor", "celery")
-    shards = home / "landing" / "t2t_completions" / audit_id
-
-    killed: list[int] = []
-    one_kill = threading.Lock()  # the server answers both workers' requests at once, in two threads
-
-    def reply(req):  # I/O-bound, as a remote model server: a block (24 requests) takes ~1 s
-        # The kill comes from inside the server while it answers a request, once another block has
-        # landed: the sender is then surely in a block step, waiting for this answer.
-        with one_kill:
-            if not killed and shards.exists() and any(p.name != "_schema.parquet" for p in shards.glob("*.parquet")):
-                (client,) = [r["client"] for r in list(server.requests) if r["json"] is req]
-                pid = _kill_the_sender(workers, client[1])
-                if pid is not None:
-                    killed.append(pid)
-        time.sleep(0.05)
-        return "rave, and"
-
-    with redis_server(tmp_path / "redis") as broker, \
-            celery_workers(home, broker, 2, OPENAI_API_KEY="sk-test") as workers, OpenAIStubServer() as server:
-        server.completion_reply = reply
-        argv = dora_argv(*args, "--base-url", server.base_url, "--celery-broker", broker)
-        env = dora_env(home, OPENAI_API_KEY="sk-test")
-        with open(tmp_path / "first.log", "w") as log:
-            first = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-            deadline = time.monotonic() + 600
-            while time.monotonic() < deadline and first.poll() is None and not killed:
-                time.sleep(0.1)
-            assert killed, (tmp_path / "first.log").read_text()[-3000:]
-            try:
-                first.wait(timeout=600)
-            except subprocess.TimeoutExpired:
-                first.kill()
-                first.wait()
-                pytest.fail("the audit did not end after its worker process was killed:\n"
-                            + _run_report([(tmp_path / "first.log").read_text()], [home]))
-        first_log = (tmp_path / "first.log").read_text()
-        assert first.returncode != 0, first_log[-3000:]
-        assert "Traceback" not in first_log, first_log[-3000:]
-        errors = [line for line in first_log.splitlines() if line.startswith("dora audit: error:")]
-        assert len(errors) == 1 and "t2t_block[" in errors[0] and "failed in its worker process (WorkerLostError" in errors[0]
-        assert "redoes only what did not land" in errors[0], errors
-        assert "note: Celery workers on the SQLite instance" in first_log  # this home's instance is SQLite
-        before = len(landed_t2t(home, audit_id))
-        again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    expected = expected_t2t_keys(["singular"], letters, 2, per_dimension=1)
-    landed = landed_t2t(home, audit_id)
-    assert 0 < before < len(expected)
-    assert len(landed) == len(set(landed)) == len(expected) and set(landed) == expected  # nothing lost, nothing twice
 
 
 # ----------------------------------------------------------------------------- object storage landing
@@ -531,6 +449,117 @@ def test_a_shard_another_worker_landed_after_this_process_listed_is_read(s3_land
     assert len(read_landing("audits", filters={"audit_id": "a1"})) == 2
 
 
+# ----------------------------------------------------------------------------- a worker lost mid-step
+@pytest.fixture(scope="module")
+def _sqlite_cluster_pair(tmp_path_factory):
+    """Redis and two Celery workers on one home with the default SQLite instance, shared by the
+    tests that kill a worker's process: Celery's prefork pool replaces a killed process, so the
+    same workers serve the next test, and the pair (two ``dagster-celery`` and two ``celery``
+    processes importing Dagster, then the pool's) starts once. Each test's run waits until
+    every task it queued has ended, so none is left for the next. Yields the home, the broker
+    URL and the workers' processes."""
+    from tests.helpers.cluster import celery_workers, redis_server
+
+    folder = tmp_path_factory.mktemp("sqlite_cluster")
+    with redis_server(folder / "redis") as broker, \
+            celery_workers(folder / "home", broker, 2, OPENAI_API_KEY="sk-test") as workers:
+        yield folder / "home", broker, workers
+
+
+@pytest.fixture
+def sqlite_cluster(_sqlite_cluster_pair):
+    """The module's workers, both still up and answering (a test that failed may have left one
+    down: fail here with the reason rather than wait in the next test)."""
+    from tests.helpers.cluster import wait_for_workers
+
+    _, broker, workers = _sqlite_cluster_pair
+    wait_for_workers(broker, len(workers), workers)
+    return _sqlite_cluster_pair
+
+
+def _kill_the_sender(workers, client_port: int) -> int | None:
+    """SIGKILL the process of a Celery worker's tree whose socket has local port ``client_port``
+    (the sender of a request the stub server is answering right now); its pid, or None."""
+    import psutil
+
+    for worker in workers:
+        try:
+            for proc in psutil.Process(worker.pid).children(recursive=True):
+                if any(c.laddr and c.laddr.port == client_port for c in proc.net_connections(kind="tcp")):
+                    proc.kill()
+                    return proc.pid
+        except psutil.NoSuchProcess:  # a process of the tree ended while it was read
+            continue
+    return None
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_once(tmp_path, sqlite_cluster):
+    """SIGKILL to the Celery worker process running a T2T block, while the block's requests are in
+    flight (after another block landed): the audit fails with one line, and the same command run
+    again lands every key exactly once (the killed block redone, the landed ones kept)."""
+    import threading
+    import time
+
+    from tests.helpers.dora_cli import dora_argv, dora_env, expected_t2t_keys, landed_t2t, prepare_dbt_manifest
+
+    prepare_dbt_manifest()
+    (home, broker, workers), audit_id, letters = sqlite_cluster, "killed-worker", "abcdef"
+    args = ("audit", "--probe", "biasdora", "--backend", "openai", "--model", "stub-model", "--prompt-style",
+            "completion", "--per-dimension", "1", "--settings", "singular", "--letters", letters, "--runs", "2",
+            "--judge-backend", "none", "--no-progress", "--t2t-block-targets", "3", "--api-concurrency", "1",
+            "--audit-id", audit_id, "--executor", "celery")
+    shards = home / "landing" / "t2t_completions" / audit_id
+
+    killed: list[int] = []
+    one_kill = threading.Lock()  # the server answers both workers' requests at once, in two threads
+
+    # 9 targets in 3 blocks: two run at once, the third starts once one of them has landed
+    def reply(req):  # I/O-bound, as a remote model server: a block (36 requests) takes ~2 s
+        # The kill comes from inside the server while it answers a request, once another block has
+        # landed: the sender is then surely in a block step, waiting for this answer.
+        with one_kill:
+            if not killed and shards.exists() and any(p.name != "_schema.parquet" for p in shards.glob("*.parquet")):
+                (client,) = [r["client"] for r in list(server.requests) if r["json"] is req]
+                pid = _kill_the_sender(workers, client[1])
+                if pid is not None:
+                    killed.append(pid)
+        time.sleep(0.05)
+        return "rave, and"
+
+    with OpenAIStubServer() as server:
+        server.completion_reply = reply
+        argv = dora_argv(*args, "--base-url", server.base_url, "--celery-broker", broker)
+        env = dora_env(home, OPENAI_API_KEY="sk-test")
+        with open(tmp_path / "first.log", "w") as log:
+            first = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline and first.poll() is None and not killed:
+                time.sleep(0.1)
+            assert killed, (tmp_path / "first.log").read_text()[-3000:]
+            try:
+                first.wait(timeout=600)
+            except subprocess.TimeoutExpired:
+                first.kill()
+                first.wait()
+                pytest.fail("the audit did not end after its worker process was killed:\n"
+                            + _run_report([(tmp_path / "first.log").read_text()], [home]))
+        first_log = (tmp_path / "first.log").read_text()
+        assert first.returncode != 0, first_log[-3000:]
+        assert "Traceback" not in first_log, first_log[-3000:]
+        errors = [line for line in first_log.splitlines() if line.startswith("dora audit: error:")]
+        assert len(errors) == 1 and "t2t_block[" in errors[0] and "failed in its worker process (WorkerLostError" in errors[0]
+        assert "redoes only what did not land" in errors[0], errors
+        assert "note: Celery workers on the SQLite instance" in first_log  # this home's instance is SQLite
+        before = len(landed_t2t(home, audit_id))
+        again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    expected = expected_t2t_keys(["singular"], letters, 2, per_dimension=1)
+    landed = landed_t2t(home, audit_id)
+    assert 0 < before < len(expected)
+    assert len(landed) == len(set(landed)) == len(expected) and set(landed) == expected  # nothing lost, nothing twice
+
+
 # ----------------------------------------------------------------------------- the Celery loop
 _RUN_ON_CELERY = """
 import json, sys
@@ -547,8 +576,8 @@ with dg.DagsterInstance.get() as instance:
 """
 
 
-@pytest.mark.slow  # starts Redis and two Celery workers (~15 s)
-def test_a_step_ready_after_a_lost_worker_still_runs_and_the_run_ends_failed(tmp_path):
+@pytest.mark.slow  # a Dagster run on the module's two Celery workers (~10 s)
+def test_a_step_ready_after_a_lost_worker_still_runs_and_the_run_ends_failed(sqlite_cluster):
     """A Celery worker process dies mid-step while an independent step runs on the other
     worker: the step after the independent one runs when it is ready, the lost step's downstream
     does not, and the run ends failed naming the lost step (dagster-celery's own loop stops
@@ -557,13 +586,11 @@ def test_a_step_ready_after_a_lost_worker_still_runs_and_the_run_ends_failed(tmp
     import json
     import sys
 
-    from tests.helpers.cluster import celery_workers, redis_server
     from tests.helpers.dora_cli import REPO, dora_env
 
-    home = tmp_path / "home"
-    with redis_server(tmp_path / "redis") as broker, celery_workers(home, broker, 2):
-        done = subprocess.run([sys.executable, "-c", _RUN_ON_CELERY, broker], cwd=REPO, env=dora_env(home),
-                              capture_output=True, text=True, timeout=180)
+    home, broker, _ = sqlite_cluster
+    done = subprocess.run([sys.executable, "-c", _RUN_ON_CELERY, broker], cwd=REPO, env=dora_env(home),
+                          capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["success"] is False

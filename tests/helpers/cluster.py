@@ -37,25 +37,30 @@ def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float =
     raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f} s")
 
 
-def stop(proc: subprocess.Popen, timeout: float = 20.0) -> None:
-    """Stop a process started here in its own session, and its children (by process group id)."""
+def stop(*procs: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Stop processes started here each in its own session, and their children (by process
+    group id): all are signalled first, then waited for, so their shutdowns overlap."""
     import psutil
 
-    if proc.poll() is not None:
-        return
-    try:  # its descendants, also those that left its process group (a Celery worker's pool)
-        family = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        family = []
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    families = []
+    for proc in procs:
+        if proc.poll() is not None:
+            continue
+        try:  # its descendants, also those that left its process group (a Celery worker's pool)
+            families.append(psutil.Process(proc.pid).children(recursive=True))
+        except psutil.NoSuchProcess:
+            pass
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    for child in family:
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    for child in (c for family in families for c in family):
         with contextlib.suppress(psutil.NoSuchProcess):
             child.kill()
 
@@ -104,11 +109,10 @@ def celery_workers(home: Path, broker: str, count: int = 2, **env):
                     "-n", f"w{i}", "-l", "WARNING", "--", "--concurrency", "1", "--pool", "prefork"]
             procs.append(subprocess.Popen(args, env=environ, cwd=REPO, stdout=open(folder / f"w{i}.log", "w"),
                                           stderr=subprocess.STDOUT, start_new_session=True))
-        _wait_for_workers(broker, count, procs)
+        wait_for_workers(broker, count, procs)
         yield procs
     finally:
-        for proc in procs:
-            stop(proc)
+        stop(*procs)
 
 
 def init_instance(dagster_home: Path) -> None:
@@ -123,18 +127,23 @@ def init_instance(dagster_home: Path) -> None:
         instance.get_runs(limit=1)
 
 
-def _wait_for_workers(broker: str, count: int, procs, timeout: float = 120.0) -> None:
+def wait_for_workers(broker: str, count: int, procs, timeout: float = 120.0) -> None:
+    """Until ``count`` workers answer a ping on ``broker`` (each of ``procs`` still running)."""
     from celery import Celery
 
     app = Celery("dagster", broker=broker, backend=broker)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in procs):
-            raise RuntimeError("a Celery worker exited before it was ready")
-        replies = app.control.ping(timeout=1.0) or []
-        if len(replies) >= count:
-            return
-        time.sleep(0.5)
+    try:
+        while time.monotonic() < deadline:
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError("a Celery worker has exited (its log: w<i>.log in the home's workers folder)")
+            # limit: return as soon as every worker answered, not at the end of the timeout
+            replies = app.control.ping(timeout=1.0, limit=count) or []
+            if len(replies) >= count:
+                return
+            time.sleep(0.2)
+    finally:
+        app.close()
     raise RuntimeError(f"{count} Celery workers did not answer within {timeout:.0f} s")
 
 
@@ -178,11 +187,13 @@ def postgres_server():
     as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     proc = None
     try:
-        subprocess.run([*as_postgres, str(POSTGRES_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
-                       check=True, capture_output=True)
+        # a throwaway database: no fsync, neither at initdb nor at each commit (Dagster commits
+        # every event; waiting for the disk there is time the test does not need to spend)
+        subprocess.run([*as_postgres, str(POSTGRES_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
+                        "--no-sync"], check=True, capture_output=True)
         proc = subprocess.Popen(
             [*as_postgres, str(POSTGRES_BIN / "postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1",
-             "-k", str(folder)],
+             "-k", str(folder), "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
         wait_for_port(port, proc, "postgres")
