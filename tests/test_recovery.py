@@ -333,7 +333,9 @@ def _reference(rows) -> set[tuple]:
 @pytest.mark.slow
 def test_the_warehouse_is_rebuilt_from_landing_whatever_happened_to_it(dora_home):
     """One landing zone, five builds of the association marts through Dagster (the score
-    models too from the third on, when --rebuild has asked both steps for a full refresh):
+    models too in the third and fourth, when --rebuild has asked both steps for a full refresh
+    and when the warehouse is gone; the fifth asserts nothing on them, so builds only the
+    association marts):
 
     1. first build                                   -> fct_associations == the Python reference
     2. rows with OLD timestamps land, plain build    -> staged, but the mart is stale (the bug
@@ -386,7 +388,10 @@ def test_the_warehouse_is_rebuilt_from_landing_whatever_happened_to_it(dora_home
 
     threading.Thread(target=watchdog, daemon=True).start()
     try:
-        result = _materialize()
+        # the association step alone: it recovers the warehouse and quarantines the shards
+        # before the score step would start, and the fourth build already showed a rebuilt
+        # warehouse gets its score models (a score build is ~6 s of CPU)
+        result = _materialize(scores=False)
     finally:
         finished.set()
     assert not blocked, "the build blocked on a FIFO in the landing zone"
