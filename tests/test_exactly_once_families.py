@@ -20,6 +20,7 @@ that family's calls are still in flight whatever the other families do. BiasDora
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -140,6 +141,14 @@ def _stub_server(family: str, slow: dict) -> OpenAIStubServer:
     return server
 
 
+def _stop_all(procs: dict) -> None:
+    """Kill and reap every process of ``procs`` still running."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.slow
 def test_families_sigkilled_mid_probe_at_once_then_rerun_as_two_concurrent_audits_land_every_key_exactly_once(tmp_path):
     prepare_dbt_manifest()
@@ -147,11 +156,10 @@ def test_families_sigkilled_mid_probe_at_once_then_rerun_as_two_concurrent_audit
     _images(tmp_path / "images")
     env = dora_env(home, OPENAI_API_KEY="sk-test")
     slow = dict(FIRST_SHARD)
-    servers = {family: _stub_server(family, slow) for family in CASES}
-    for server in servers.values():
-        server.__enter__()
     procs, outs = {}, {}
-    try:
+    with contextlib.ExitStack() as stack:
+        servers = {family: stack.enter_context(_stub_server(family, slow)) for family in CASES}
+        stack.callback(_stop_all, procs)  # before the servers stop: a rerun still running is killed first
         # three families at once on a fresh home (they create the Dagster storage together), each
         # killed after its own first shard
         _kill_each_after_its_first_shard({f: (_argv(servers, tmp_path, f), CASES[f][1]) for f in CASES}, env, home, tmp_path)
@@ -166,13 +174,6 @@ def test_families_sigkilled_mid_probe_at_once_then_rerun_as_two_concurrent_audit
             procs[name] = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for name, proc in procs.items():
             outs[name] = proc.communicate(timeout=900)
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        for server in servers.values():
-            server.__exit__(None, None, None)
     for name, proc in procs.items():
         assert proc.returncode == 0, (name, outs[name][1][-3000:])  # both concurrent audits finish
 
