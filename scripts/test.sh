@@ -7,6 +7,9 @@
 #                                        costs ~40% more CPU on unit tests: the inner loop skips it)
 #   bash scripts/test.sh --fast --cov    the fast tier with coverage
 #   bash scripts/test.sh --no-cov ...    everything without coverage
+#   bash scripts/test.sh --no-scenario   everything but the 12 process-level scenario tests
+#                                        (-m "not scenario": killed, racing and restarted processes,
+#                                        the cluster, the browser; ~40% of the suite's time)
 #   bash scripts/test.sh [--fast] tests/test_fisher.py -k tables   extra arguments go to pytest
 #
 # DORA_TEST_WORKERS (default 2) is the number of pytest-xdist worker processes; 0 runs the tests
@@ -22,19 +25,24 @@ if [ "${DORA_SKIP_SETUP:-0}" != 1 ]; then
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 DBT_SEND_ANONYMOUS_USAGE_STATS=false
 
-args=() cov=1 fast=0 want_cov=
+args=() cov=1 fast=0 want_cov= marks=()
 # Two pytest-xdist workers by default (DORA_TEST_WORKERS=0 runs in one process): much of the
 # suite is single-threaded Python, so a second worker fills the second core. The end-to-end tests
 # share one finished audit across workers (tests/helpers/homes.py); every test has its own home.
 workers=${DORA_TEST_WORKERS:-2}
 for a in "$@"; do
   case "$a" in
-    --fast) args+=(-m "not slow") fast=1 ;;
+    --fast) marks+=("not slow") fast=1 ;;
+    --no-scenario) marks+=("not scenario") ;;
     --no-cov) want_cov=0 ;;
     --cov) want_cov=1 ;;
     *) args+=("$a") ;;
   esac
 done
+if [ "${#marks[@]}" -gt 0 ]; then
+  expr=$(printf ' and %s' "${marks[@]}")
+  args=(-m "${expr# and }" "${args[@]}")
+fi
 if [ "$workers" -gt 0 ] 2>/dev/null; then
   args=(-n "$workers" --dist worksteal "${args[@]}")
   # One OpenMP thread per process (torch's CPU kernels, in the workers and in the `dora`

@@ -39,6 +39,7 @@ def _continue(req: dict) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_server_killed_mid_audit_fails_loudly_then_rerun_completes(tmp_path):
     home = tmp_path / "home"
     with OpenAIStubServer() as server:

@@ -39,6 +39,7 @@ LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 # --------------------------------------------------------------------------- fresh home
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_fresh_dagster_home_opened_by_three_processes_at_once(tmp_path):
     """Without the instance lock, Dagster's first-use schema creation races ("table
     secondary_indexes already exists") when two ``dora`` commands start together."""
@@ -160,6 +161,7 @@ def test_ui_signal_forwarding_leaves_no_process_of_the_group(tmp_path, child_ign
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_ctrl_c_to_dora_ui_stops_dagster_and_every_child_within_5_s(tmp_path):
     home, port = tmp_path / "home", free_port()
     log = open(tmp_path / "ui.log", "w")
@@ -199,6 +201,7 @@ def test_ctrl_c_to_dora_ui_stops_dagster_and_every_child_within_5_s(tmp_path):
 
 # --------------------------------------------------------------------------- audits colliding
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_identical_audits_at_once_then_sigterm_to_the_generating_one(tmp_path):
     """Two identical ``dora audit`` start together on a fresh DORA_HOME (702 T2T rows, shards of
     512). One generates, the other waits for its audit lock naming it. Once the first shard has

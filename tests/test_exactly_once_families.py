@@ -150,6 +150,7 @@ def _stop_all(procs: dict) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_families_sigkilled_mid_probe_at_once_then_rerun_as_two_concurrent_audits_land_every_key_exactly_once(tmp_path):
     prepare_dbt_manifest()
     home = tmp_path / "home"

@@ -35,6 +35,7 @@ def _letter_reply(req: dict) -> str:
 
 # --------------------------------------------------------------------------- crash and resume
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_sigkill_mid_generation_then_rerun_lands_every_row_exactly_once(tmp_path):
     """SIGKILL ``dora audit`` (the embedded SmolLM2) once a shard has landed; the rerun finishes
     the audit.
@@ -199,6 +200,7 @@ def concurrent_partitions(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_partitions_audited_at_once_share_the_warehouse_and_survive_a_killed_writer(concurrent_partitions):
     """No 'Could not set lock' failure, no lost or duplicated row, no pool slot left claimed.
 

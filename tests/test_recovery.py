@@ -331,6 +331,7 @@ def _reference(rows) -> set[tuple]:
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_the_warehouse_is_rebuilt_from_landing_whatever_happened_to_it(dora_home):
     """One landing zone, five builds of the association marts through Dagster (the score
     models too in the third and fourth, when --rebuild has asked both steps for a full refresh

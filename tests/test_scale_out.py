@@ -292,6 +292,7 @@ def block_pids(home) -> dict[str, set[int]]:
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_celery_audit_on_a_cluster_holds_the_rows_of_an_in_process_audit(tmp_path, monkeypatch, s3_env):
     """The cluster of docs/operations.md on one machine: a small BiasDora + counterfactual audit
     (T2T in 3 blocks of 6 targets, counterfactual in 2 blocks of 1 set) on two Celery workers (Redis
@@ -494,6 +495,7 @@ def _kill_the_sender(workers, client_port: int) -> int | None:
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_once(tmp_path, sqlite_cluster):
     """SIGKILL to the Celery worker process running a T2T block, while the block's requests are in
     flight (after another block landed): the audit fails with one line, and the same command run
@@ -577,6 +579,7 @@ with dg.DagsterInstance.get() as instance:
 
 
 @pytest.mark.slow  # a Dagster run on the module's two Celery workers (~10 s)
+@pytest.mark.scenario
 def test_a_step_ready_after_a_lost_worker_still_runs_and_the_run_ends_failed(sqlite_cluster):
     """A Celery worker process dies mid-step while an independent step runs on the other
     worker: the step after the independent one runs when it is ready, the lost step's downstream

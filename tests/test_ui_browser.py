@@ -96,6 +96,7 @@ def dagster_ui(tmp_path, finished_audit):
             pass
 
 
+@pytest.mark.scenario
 def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, finished_audit, tmp_path):
     from playwright.sync_api import TimeoutError as PlaywrightTimeoutError, expect, sync_playwright
 
