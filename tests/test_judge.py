@@ -190,8 +190,10 @@ def test_key_handling(monkeypatch):
         Judge(OpenAIChatBackend("gpt-4o")).judge([JudgeRequest("a", "b", 1)])
     assert redact(f"Incorrect API key provided: {KEY}. Retry", [KEY]) == "Incorrect API key provided: ***. Retry"
     assert "sk-" not in redact("Incorrect API key provided: sk-abc***wxyz.")
-    with pytest.raises(ValueError, match="constrained"):
-        load_judge("openai", answer_mode="constrained")
+    # a server judge is constrained by default (free where the server honours no constraint)
+    assert load_judge("openai").answer_mode == "constrained"
+    with pytest.raises(ValueError, match="answer_mode"):
+        load_judge("openai", answer_mode="grammar")
     with pytest.raises(ValueError, match="unknown judge backend"):
         load_judge("vllm")
 

@@ -39,7 +39,7 @@ from models_inference.backends.local import (
     save_dequantised,
     word_complete,
 )
-from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text
+from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text, openai_client
 from models_inference.model_ref import default_model_identity, model_version, smollm2_gguf_path
 
 
@@ -320,6 +320,11 @@ class OpenAIChatBackend(OpenAIEndpoint):
     default_prompt_style: str = "chat"
     logprobs: bool = True
     top_logprobs: int = 20
+    #: pack completion-style requests (``n``, prompt lists) where the endpoint honours them
+    batch_completions: bool = True
+    #: samples of one prompt per request (``n``) and prompts per request, when batching
+    max_n: int = 16
+    prompts_per_request: int = 8
 
     @staticmethod
     def _choice_logprobs(choice, choices: Sequence[str]) -> dict[str, float] | None:
@@ -342,12 +347,178 @@ class OpenAIChatBackend(OpenAIEndpoint):
                 return {t: math.log(m) for t, m in mass.items() if m > 0}
         return None
 
-    def generate(self, requests, sampling=SamplingParams(), on_batch=None):
-        """One chat completion per request, ``concurrency`` at a time; errors become results.
+    def capabilities(self):
+        """What the endpoint accepts (:class:`~models_inference.backends.server_caps.ServerCapabilities`),
+        probed once per (base URL, model) in this process; for a fleet, its first server's.
+
+        Returns ``None`` when the server cannot be reached now (nothing is cached: the audit's
+        own requests then fail with their one-line error, and the next call probes again).
 
         Raises:
             ModelNotAvailableError: the API key variable is unset.
         """
+        import openai
+
+        from models_inference.backends.server_caps import server_capabilities
+
+        url = (self.base_urls or [None])[0]
+        client = openai_client(self.api_key_env, url, max_retries=0, timeout=min(self.timeout, 30.0),
+                               purpose="the OpenAI-compatible backend")
+        try:
+            return server_capabilities(client, url, self.model_id)
+        except (openai.APIConnectionError, openai.APITimeoutError):
+            return None
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise ModelNotAvailableError(f"the endpoint refused the key: {api_error_text(exc, client.api_key)}") from None
+            return None
+
+    def choose(self, requests, choices: Sequence[str], sampling=SamplingParams(), on_batch=None) -> list[GenerationResult]:
+        """Constrained answers: each reply is one of ``choices`` under the endpoint's strongest
+        choice constraint (:meth:`capabilities`: llama.cpp ``grammar``, vLLM
+        ``structured_outputs``, SGLang ``regex``, a strict ``json_schema``), with top log-probs
+        (as many as the endpoint gives) read into ``choice_logprobs``.
+
+        Returns:
+            One result per request, in order: ``text`` = the answer (for ``json_schema`` the
+            object's ``answer`` field; the raw reply when it is not such an object, for the
+            caller to store with a status), ``choice_logprobs`` at the answer token.
+
+        Raises:
+            ValueError: the endpoint honours no choice constraint (:meth:`constraint` is
+                ``None``; use :meth:`generate` and parse the free answer).
+            ModelNotAvailableError: the API key variable is unset.
+        """
+        from models_inference.backends.server_caps import constrained_answer, constraint_fields, merge_request
+
+        caps = self.capabilities()
+        constraint = caps.choice_constraint if caps else None
+        if constraint is None:
+            raise ValueError(f"{self.base_url or 'the OpenAI API'} honours no choice constraint for {self.model_id!r}")
+        fields = constraint_fields(constraint, choices)
+        top = caps.top_logprobs if self.logprobs else 0
+
+        def one(client, key, req: GenerationRequest) -> GenerationResult:
+            # a JSON object needs room for its braces and key: at least 24 tokens
+            budget = max(req.max_new_tokens, 24) if constraint == "json_schema" else req.max_new_tokens
+            kwargs = dict(model=self.model_id, temperature=sampling.temperature, max_tokens=budget,
+                          seed=int(req.seed) % (2**31), messages=req.prompt.as_messages())
+            if sampling.top_p < 1.0:
+                kwargs["top_p"] = sampling.top_p
+            if top:
+                kwargs.update(logprobs=True, top_logprobs=top)
+            try:
+                choice = client.chat.completions.create(**merge_request(kwargs, fields)).choices[0]
+            except Exception as exc:  # noqa: BLE001 - kept as an 'error' row, never dropped
+                return GenerationResult(text="", finished=True, error=api_error_text(exc, key))
+            text = constrained_answer(constraint, choice.message.content)
+            lps = self._choice_logprobs(choice, tuple(choices)) if top else None
+            return GenerationResult(text, choice.finish_reason != "length", choice_logprobs=lps)
+
+        return self.each(requests, one, on_batch)
+
+    def constraint(self) -> str | None:
+        """The choice constraint :meth:`choose` uses here, or ``None`` (free answers only)."""
+        caps = self.capabilities()
+        return caps.choice_constraint if caps else None
+
+    def generate(self, requests, sampling=SamplingParams(), on_batch=None):
+        """One chat completion per request, ``concurrency`` at a time; errors become results.
+
+        Completion-style requests go to ``/completions``; where the endpoint honours them
+        (:meth:`capabilities`), the samples of one prompt go as ``n`` in one request and
+        several prompts as one list (at most ``prompts_per_request`` prompts and ``max_n``
+        samples per request), so a server that batches sequences gets them together. Each
+        row keeps its own seed and key (the probe's); a request is sent with its first row's
+        seed, from which the server draws all its samples.
+
+        Raises:
+            ModelNotAvailableError: the API key variable is unset.
+            CompletionsUnsupportedError: completion style on an endpoint without ``/completions``.
+        """
+        import openai
+
+        batched = [i for i, r in enumerate(requests) if r.prompt.style == "completion"]
+        caps = self.capabilities() if batched and self.batch_completions else None
+        if caps is not None and (caps.completions_n or caps.prompt_lists) and len(batched) > 1:
+            results: list[GenerationResult | None] = [None] * len(requests)
+            rest = [i for i in range(len(requests)) if requests[i].prompt.style != "completion"]
+            if rest:
+                for i, res in zip(rest, self._generate_each([requests[i] for i in rest], sampling, on_batch)):
+                    results[i] = res
+            for i, res in zip(batched, self._generate_batched([requests[i] for i in batched], sampling, on_batch, caps)):
+                results[i] = res
+            return results  # type: ignore[return-value]
+        return self._generate_each(requests, sampling, on_batch)
+
+    def _completions_unsupported(self, exc) -> CompletionsUnsupportedError:
+        return CompletionsUnsupportedError(
+            f"{self.base_url or 'the OpenAI API'} has no text-completions endpoint for model "
+            f"{self.model_id!r} (POST /completions: HTTP {exc.status_code}); the completion prompt "
+            "style needs it: use --prompt-style chat (or a server with /v1/completions, e.g. "
+            "llama-server or vLLM)"
+        )
+
+    def _generate_batched(self, requests, sampling, on_batch, caps) -> list[GenerationResult]:
+        """Completion-style requests packed by prompt (``n``) and into prompt lists."""
+        import threading
+
+        import openai
+
+        groups: dict[tuple, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault((r.prompt.as_text(), r.max_new_tokens), []).append(i)
+        max_n = max(1, self.max_n) if caps.completions_n else 1
+        units = [idx[k:k + max_n] for idx in groups.values() for k in range(0, len(idx), max_n)]
+        per_request = max(1, self.prompts_per_request) if caps.prompt_lists else 1
+        packs: list[list[list[int]]] = []
+        by_shape: dict[tuple, list[list[int]]] = {}
+        for unit in units:  # a request's prompts share n and the token budget
+            shape = (len(unit), requests[unit[0]].max_new_tokens)
+            pack = by_shape.get(shape)
+            if pack is None or len(pack) >= per_request:
+                pack = by_shape[shape] = []
+                packs.append(pack)
+            pack.append(unit)
+        results: list[GenerationResult | None] = [None] * len(requests)
+        lock = threading.Lock()
+
+        def one(client, key, pack: list[list[int]]) -> None:
+            n = len(pack[0])
+            first = requests[pack[0][0]]
+            prompts = [requests[u[0]].prompt.as_text() for u in pack]
+            kwargs = dict(model=self.model_id, temperature=sampling.temperature, max_tokens=first.max_new_tokens,
+                          seed=int(first.seed) % (2**31), prompt=prompts if len(prompts) > 1 else prompts[0])
+            if n > 1:
+                kwargs["n"] = n
+            if sampling.top_p < 1.0:
+                kwargs["top_p"] = sampling.top_p
+            out: list[tuple[int, GenerationResult]] = []
+            try:
+                choices = client.completions.create(**kwargs).choices
+                by_index = {c.index: c for c in choices}
+                if sorted(by_index) != list(range(len(prompts) * n)):
+                    raise ValueError(f"the server returned choices {sorted(by_index)[:8]} for {len(prompts)} prompts x n={n}")
+                for p, unit in enumerate(pack):
+                    for k, row in enumerate(unit):
+                        c = by_index[p * n + k]
+                        out.append((row, GenerationResult(c.text or "", c.finish_reason != "length")))
+            except openai.APIStatusError as exc:
+                if exc.status_code in _NO_COMPLETIONS:
+                    raise self._completions_unsupported(exc) from None
+                out = [(row, GenerationResult("", True, error=api_error_text(exc, key))) for u in pack for row in u]
+            except Exception as exc:  # noqa: BLE001 - kept as 'error' rows (timeouts, bad replies), never dropped
+                out = [(row, GenerationResult("", True, error=api_error_text(exc, key))) for u in pack for row in u]
+            with lock:
+                for row, res in out:
+                    results[row] = res
+                if on_batch:
+                    on_batch(len(out))
+
+        self.each(packs, one)
+        return results  # type: ignore[return-value]
+
+    def _generate_each(self, requests, sampling, on_batch) -> list[GenerationResult]:
         import openai
 
         def send(client, req: GenerationRequest) -> GenerationResult:
@@ -369,12 +540,7 @@ class OpenAIChatBackend(OpenAIEndpoint):
                 return send(client, req)
             except openai.APIStatusError as exc:
                 if req.prompt.style == "completion" and exc.status_code in _NO_COMPLETIONS:
-                    raise CompletionsUnsupportedError(
-                        f"{self.base_url or 'the OpenAI API'} has no text-completions endpoint for model "
-                        f"{self.model_id!r} (POST /completions: HTTP {exc.status_code}); the completion prompt "
-                        "style needs it: use --prompt-style chat (or a server with /v1/completions, e.g. "
-                        "llama-server or vLLM)"
-                    ) from None
+                    raise self._completions_unsupported(exc) from None
                 return GenerationResult(text="", finished=True, error=api_error_text(exc, key))
             except Exception as exc:  # noqa: BLE001 - kept as an 'error' row (timeouts, bad replies), never dropped
                 # some endpoints quote the key in their error text: it must not reach a row

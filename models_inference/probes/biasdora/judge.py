@@ -9,10 +9,17 @@ GPT-4o, temperature 0.7, at most 10 tokens.
 The judge is the paper's prompts + a parser (:func:`parse_rating`) + a loop (:func:`run_judge`)
 over any text backend (:mod:`models_inference.backends.text`): the embedded SmolLM2-135M by
 default, or an OpenAI-compatible endpoint (key from the environment only, error texts
-redacted). Two answer modes (:data:`ANSWER_MODES`): ``free`` generates the answer and reads
-the rating distribution from the backend's log-probabilities of the answer tokens 1-5
-(``GenerationRequest.choices``); ``constrained`` (local backends) draws the first answer token
-among 1-5 from the model's own distribution (``TransformersBackend.choose``).
+redacted). Two requested answer modes (:data:`ANSWER_MODES`): ``free`` generates the answer and
+reads the rating distribution from the backend's log-probabilities of the answer tokens 1-5
+(``GenerationRequest.choices``); ``constrained`` (the default) makes the answer one of 1-5:
+a local model draws the first answer token among 1-5 from its own distribution
+(``TransformersBackend.choose``), a server answers under its strongest choice constraint
+(``OpenAIChatBackend.choose``: llama.cpp ``grammar``, vLLM ``structured_outputs``, SGLang
+``regex``, a strict ``json_schema``), found by a capability probe
+(:mod:`models_inference.backends.server_caps`), with top log-probs for the distribution. A
+server that honours none answers freely and is parsed (``free``). Every row records the mode
+used (:data:`ROW_ANSWER_MODES`); a constrained answer that is not one of 1-5 is a status,
+never a rating.
 
 Every answer is kept (:data:`JUDGE_PARSE_STATUSES`), with its raw text. Where the backend
 gives log-probabilities, the probability of each rating 1-5 is renormalised over 1-5
@@ -31,6 +38,7 @@ from typing import Callable, Sequence
 from ingestion.landing import read_landing, write_shard
 from ingestion.vocabulary import ASSOCIATION_KEY, DEFAULT_MODEL
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
+from models_inference.backends.server_caps import CONSTRAINTS
 from models_inference.backends.text import TextBackend, load_text_backend
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, ErrorShare, ResumableSummary, holding_lock, key_seed, landing_lock
 from models_inference.probes.biasdora.ratings import (
@@ -38,6 +46,7 @@ from models_inference.probes.biasdora.ratings import (
     RATINGS,
     ParsedRating,
     RatingDistribution,
+    parse_constrained_rating,
     parse_rating,
     rating_distribution,
 )
@@ -90,11 +99,16 @@ class JudgeSampling:
     max_new_tokens: int = PAPER_JUDGE_MAX_NEW_TOKENS
 
 
-#: How a judge's answer is produced: ``free`` = the paper's free answer (at most
-#: ``max_new_tokens``), parsed by :func:`parse_rating`; ``constrained`` = the first answer
-#: token is restricted to the rating tokens 1-5 and sampled from the model's distribution
-#: over them (for small local models that do not answer with a number; local backends only).
+#: How a judge's answer is asked for: ``free`` = the paper's free answer (at most
+#: ``max_new_tokens``), parsed by :func:`parse_rating`; ``constrained`` = the answer is
+#: restricted to the ratings 1-5 (local: the first token, sampled from the model's distribution
+#: over them; a server: its strongest choice constraint; free where a server has none).
 ANSWER_MODES: tuple[str, ...] = ("free", "constrained")
+
+#: The mode a row was answered in (``judge_ratings.answer_mode``): ``free``; ``constrained``
+#: (a local model's first token restricted to 1-5); or a server's choice constraint
+#: (:data:`models_inference.backends.server_caps.CONSTRAINTS`).
+ROW_ANSWER_MODES: tuple[str, ...] = ("free", "constrained", *CONSTRAINTS)
 
 
 @dataclass
@@ -102,8 +116,9 @@ class Judge:
     """The LLM judge: the paper's prompt for each request, sent to ``backend`` in ``answer_mode``.
 
     Attributes:
-        backend: any text backend; ``constrained`` needs one with ``choose`` (local models).
-        answer_mode: see :data:`ANSWER_MODES` (stored on every row).
+        backend: any text backend; ``constrained`` needs one with ``choose``.
+        answer_mode: the requested mode (:data:`ANSWER_MODES`); :attr:`mode_used` is what
+            every row stores.
 
     Raises (construction):
         ValueError: an unknown answer mode, or ``constrained`` on a backend without ``choose``.
@@ -118,8 +133,20 @@ class Judge:
         if self.answer_mode == "constrained" and not hasattr(self.backend, "choose"):
             raise ValueError(
                 f"the {self.backend.backend_name} judge backend answers freely (answer_mode 'free'); "
-                "'constrained' needs a local model"
+                "'constrained' needs a backend that can restrict answers"
             )
+
+    @property
+    def mode_used(self) -> str:
+        """The answer mode of this judge's rows (:data:`ROW_ANSWER_MODES`): ``free``,
+        ``constrained`` (local) or the server's constraint, found by the backend's capability
+        probe (``free`` when the server honours none)."""
+        if self.answer_mode == "free":
+            return "free"
+        find = getattr(self.backend, "constraint", None)
+        if find is None:
+            return "constrained"
+        return find() or "free"
 
     @property
     def backend_name(self) -> str:
@@ -142,7 +169,7 @@ class Judge:
         """
         params = SamplingParams(sampling.temperature, sampling.top_p)
         gen = [GenerationRequest(r.prompt, r.seed, sampling.max_new_tokens, choices=RATING_CHOICES) for r in requests]
-        if self.answer_mode == "constrained":
+        if self.mode_used != "free":
             results = self.backend.choose(gen, RATING_CHOICES, params, on_batch=on_done)  # type: ignore[attr-defined]
         else:
             results = self.backend.generate(gen, params, on_batch=on_done)
@@ -164,22 +191,20 @@ def load_judge(
     answer_mode: str | None = None,
     **kwargs,
 ) -> Judge:
-    """Build a judge: ``transformers`` (default model: the embedded SmolLM2-135M-Instruct,
-    default answer mode ``constrained``) or ``openai`` (default model ``gpt-4o`` as in the
-    paper; answer mode ``free`` only). ``kwargs`` go to the backend (``batch_size``,
-    ``concurrency``, ``logprobs`` ...).
+    """Build a judge: ``transformers`` (default model: the embedded SmolLM2-135M-Instruct) or
+    ``openai`` (default model ``gpt-4o`` as in the paper). Default answer mode ``constrained``
+    for both (a server without a choice constraint answers freely: :attr:`Judge.mode_used`).
+    ``kwargs`` go to the backend (``batch_size``, ``concurrency``, ``logprobs`` ...).
 
     Raises:
-        ValueError: unknown backend or answer mode, or ``constrained`` with ``openai``.
+        ValueError: unknown backend or answer mode.
         ModelNotAvailableError: the model cannot be loaded.
     """
     if backend == "transformers":
         kwargs.setdefault("batch_size", 16)
         return Judge(load_text_backend(model or DEFAULT_MODEL, backend="transformers", **kwargs), answer_mode or "constrained")
     if backend == "openai":
-        if answer_mode not in (None, "free"):
-            raise ValueError("the openai judge backend answers freely (answer_mode 'free'); 'constrained' needs a local model")
-        return Judge(load_text_backend(model or "gpt-4o", backend="openai", base_url=base_url, **kwargs), "free")
+        return Judge(load_text_backend(model or "gpt-4o", backend="openai", base_url=base_url, **kwargs), answer_mode or "constrained")
     raise ValueError(f"unknown judge backend {backend!r}; expected 'transformers' or 'openai'")
 
 
@@ -204,20 +229,23 @@ class JudgeRunSummary(ResumableSummary):
 def judge_rows(associations: Sequence[dict], repeats: Sequence[int], judge: Judge, answers: Sequence[JudgeAnswer]) -> list[dict]:
     """Landing rows (``judge_ratings`` schema), one per (association, repeat) and answer."""
     now = datetime.now(timezone.utc)
+    mode = judge.mode_used
+    # a constrained answer is exactly one rating or not a rating (nothing is read out of prose)
+    parse = parse_rating if mode == "free" else parse_constrained_rating
     rows = []
     for assoc, repeat, ans in zip(associations, repeats, answers):
         key = tuple(assoc[k] for k in ASSOCIATION_KEY)
         if ans.error:
             parsed = ParsedRating(None, "error")
         else:
-            parsed = parse_rating(ans.raw_output)
+            parsed = parse(ans.raw_output)
         dist = ans.distribution
         row = {k: assoc[k] for k in ASSOCIATION_KEY}
         row.update(
             judge_backend=judge.backend_name,
             judge_model=judge.model_id,
             judge_model_version=judge.model_version,
-            answer_mode=judge.answer_mode,
+            answer_mode=mode,
             repeat=repeat,
             seed=judge_seed(key, judge.model_id, repeat),
             prompt=render_judge_prompt(assoc.get("judge_target") or assoc["descriptor"], assoc["word"]).as_text(),
@@ -316,7 +344,7 @@ def _run_judge(associations, judge, repeats, sampling, shard_rows, progress, max
 def _landed_repeats(judge: Judge) -> set[tuple[tuple, int]]:
     # the answer mode is part of the resume key (free and constrained runs of one judge
     # version both land); rows landed without one count as the judge's mode
-    mode = getattr(judge, "answer_mode", "free")
+    mode = getattr(judge, "mode_used", "free")
     data = read_landing(
         "judge_ratings",
         columns=[*ASSOCIATION_KEY, "repeat", "answer_mode"],
@@ -334,6 +362,7 @@ __all__ = [
     "JUDGE_PARSE_STATUSES",
     "LIKERT_LEVELS",
     "RATING_CHOICES",
+    "ROW_ANSWER_MODES",
     "Judge",
     "JudgeAnswer",
     "JudgeRequest",

@@ -78,6 +78,22 @@ def parse_rating(raw: str | None) -> ParsedRating:
     return ParsedRating(None, "ambiguous" if words else "no_rating")
 
 
+def parse_constrained_rating(raw: str | None) -> ParsedRating:
+    """Read a constrained answer (the reply was restricted to the ratings): exactly one of
+    ``1``..``5`` (surrounding whitespace aside) -> ok; no text -> empty; anything else (a server
+    that broke its constraint, a cut JSON object) -> no_rating, never a number read out of it.
+
+    Returns:
+        A :class:`ParsedRating`; never raises.
+    """
+    text = (raw or "").strip()
+    if not text:
+        return ParsedRating(None, "empty")
+    if text in ("1", "2", "3", "4", "5"):
+        return ParsedRating(int(text), "ok")
+    return ParsedRating(None, "no_rating")
+
+
 @dataclass(frozen=True)
 class RatingDistribution:
     """Probabilities of the ratings 1-5 at the rating token, renormalised over 1-5.
@@ -116,4 +132,5 @@ def rating_distribution(logprobs: Mapping[str, float]) -> RatingDistribution | N
     return RatingDistribution(probs, sum(k * p for k, p in zip(RATINGS, probs)), total)  # type: ignore[arg-type]
 
 
-__all__ = ["JUDGE_PARSE_STATUSES", "RATINGS", "ParsedRating", "RatingDistribution", "parse_rating", "rating_distribution"]
+__all__ = ["JUDGE_PARSE_STATUSES", "RATINGS", "ParsedRating", "RatingDistribution", "parse_constrained_rating", "parse_rating",
+           "rating_distribution"]

@@ -46,6 +46,8 @@ def scoring_report(result) -> str:
         done = md.get("rows_scored", md.get("rows_judged", 0))
         who = md.get("scorer") or md.get("judge_model") or "-"
         extra = f", parse rate {md['parse_rate']:.1%}" if "parse_rate" in md and done else ""
+        if key[1] == "judge_ratings" and done and "rated_share" in md:  # the judge: how it answered, how many rated
+            extra = f", answer mode {md.get('answer_mode')}, rated {md['rated_share']:.1%}"
         lines.append(f"  {key[1]}: {done} new rows ({who}), {md.get('associations_selected', 0)} associations selected{extra}")
     if lines:
         lines = ["scores (dora report writes the HTML report; dora query \"select * from agg_bias_by_dimension\"):", *lines]

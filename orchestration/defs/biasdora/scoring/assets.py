@@ -207,14 +207,17 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
         judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
         summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress,
                             max_error_share=config.max_error_share)
-        context.log.info(f"judge {judge.model_id}: {summary.generated} ratings, parse rate {summary.parse_rate:.1%}")
+        context.log.info(f"judge {judge.model_id}: {summary.generated} ratings, answer mode {judge.mode_used}, "
+                         f"rated {summary.parse_rate:.1%}")
         per_judge.append((judge, summary))
     judge, summary = per_judge[0]
     meta = {
         "judge_backend": judge.backend_name,
         "judge_model": judge.model_id,
         "judge_model_version": judge.model_version,
-        "answer_mode": getattr(judge, "answer_mode", "free"),
+        "answer_mode": judge.mode_used,
+        # the share of this run's judgements that are a rating (parse status ok)
+        "rated_share": dg.MetadataValue.float(round(summary.parse_rate, 4)),
         "repeats": config.repeats,
         "rows_judged": sum(s.generated for _, s in per_judge),
         "rows_already_landed": sum(s.already_landed for _, s in per_judge),
@@ -222,6 +225,10 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
         "parse_status": dg.MetadataValue.json(dict(summary.statuses)),
         "ratings": dg.MetadataValue.json({str(k): v for k, v in sorted(summary.ratings.items())}),
     }
+    caps = getattr(judge.backend, "capabilities", None)
+    found = caps() if callable(caps) and summary.generated else None
+    if found is not None:  # what the endpoint's capability probe found (recorded on the audit)
+        meta["server_capabilities"] = dg.MetadataValue.json(found.as_dict())
     if len(per_judge) > 1:
         meta["judges"] = dg.MetadataValue.json(
             {j.model_id: {"rows_judged": s.generated, "parse_rate": round(s.parse_rate, 4)} for j, s in per_judge}

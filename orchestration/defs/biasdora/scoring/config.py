@@ -67,7 +67,9 @@ class JudgeConfig(ScoringSelection, ErrorShareLimit):
     base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored); several, comma-separated: a fleet (least busy server, failover)")
     repeats: int = Field(1, ge=1, le=MAX_REPEATS, description="judgements per association (k); every repeat is kept")
     answer_mode: Optional[str] = Field(
-        None, description="free answer parsed (paper) or first token constrained to 1-5 (local models; their default)"
+        None, description="constrained (default): the answer restricted to 1-5 (a local model's first token; a server's "
+        "grammar / structured_outputs / regex / json_schema, found by a capability probe; free where a server has none), "
+        "or free: the paper's free answer, parsed"
     )
     temperature: float = PAPER_JUDGE_TEMPERATURE
     max_new_tokens: int = PAPER_JUDGE_MAX_NEW_TOKENS
