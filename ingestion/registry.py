@@ -211,12 +211,14 @@ class AuditTarget(_Strict):
     judge backend; several give ``agg_judge_agreement`` rows. Default ``[]``: the run's
     ``--judge-model``.
 
-    ``family``: the probe family a partition runs (default ``biasdora``: the probe of
-    ``modality`` with ``probe`` settings). Another family (``counterfactual``, ``modscan``,
-    ``vlstereoset``) runs its own probe on ``model`` / ``backend`` / ``base_url`` (where the
-    family has those flags) with ``options``: field names and values of that family's run
-    config (``dora audit --help-family NAME`` lists them as flags; e.g. ``{occupations:
-    [nurse], seeds: 3}`` for counterfactual), checked when the run config is built
+    ``family``: the probe family a partition runs, and the only one: every other family skips
+    the partition (default ``biasdora``: the probe of ``modality`` with ``probe`` settings).
+    Another family (``counterfactual``, ``modscan``, ``vlstereoset``) runs its own probe on
+    ``model`` / ``backend`` / ``base_url`` (where the family has those flags) with ``options``:
+    field names and values of that family's run config (``dora audit --help-family NAME``
+    lists them as flags; e.g. ``{occupations: [nurse], seeds: 3}`` for counterfactual; the
+    VLStereoSet text prior on a model: ``{text_model: ..., text_backend: ...}``), checked
+    when the run config is built
     (``orchestration/defs/audits/runs.py: run_config_for_target``).
     """
 

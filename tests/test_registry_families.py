@@ -95,3 +95,59 @@ def test_sensor_reaudits_every_family_target_on_a_version_change(registry_file):
     from ingestion.registry import default_registry_path
 
     assert ops["t2t_completions"]["config"]["registry"] == str(default_registry_path())  # every asset finds its target there
+
+
+def test_a_target_runs_only_the_family_it_names_vlstereoset_included(registry_file):
+    """VLStereoSet's skip decision for each target's partition: only its own target's partition
+    (and an ad-hoc run) scores; a BiasDora target's partition skips it like any other family's."""
+    from types import SimpleNamespace
+
+    from orchestration.defs.vlstereoset.assets import _skip_reason
+    from orchestration.defs.vlstereoset.config import VLStereoSetConfig
+
+    def reason(key, **config):  # the context of a run of partition ``key`` (what run_partition_key reads)
+        context = SimpleNamespace(run=None, partition_key=key, has_partition_key=True)
+        return _skip_reason(context, VLStereoSetConfig(**config))
+
+    assert reason("bd@v1") == "partition bd@v1 audits registry target 'bd' of family 'biasdora'"
+    assert reason("cf@v1") == "partition cf@v1 audits registry target 'cf' of family 'counterfactual'"
+    assert reason("ms@v1") == "partition ms@v1 audits registry target 'ms' of family 'modscan'"
+    assert reason("vl@v1") is None and reason("adhoc:smollm2-135m@x") is None
+    assert reason("vl@v1", enabled=False) == "--probe does not include vlstereoset"
+
+
+@pytest.mark.slow
+def test_a_biasdora_partition_lands_no_vlstereoset_audit_and_its_own_target_does(registry_file, dora_home):
+    """The VLStereoSet assets in two partition runs: the BiasDora target's materialise as skipped
+    and land nothing (no items, no scores, no audit event); the VLStereoSet target's score."""
+    from ingestion.landing import read_landing
+    from orchestration.definitions import defs
+    from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
+    from orchestration.defs.vlstereoset.assets import ITEMS_KEY, SCORES_KEY
+    from orchestration.instance import AUDIT_JOB
+
+    registry_file.write_text((REGISTRY % {"v": "v1"}).replace("items: paper", "items: all"))  # the synthetic file is no paper pool
+    job = defs.resolve_job_def(AUDIT_JOB)
+    registry = parse_registry(registry_file.read_text())
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(AUDIT_PARTITIONS, ["bd@v1", "vl@v1"])
+
+        def run(name):
+            ops = run_config_for_target(registry.target(name), FAMILIES, str(registry_file)).to_config_dict()["ops"]
+            result = job.execute_in_process(partition_key=f"{name}@v1", instance=instance, asset_selection=[ITEMS_KEY, SCORES_KEY],
+                                            run_config={"ops": {k: v for k, v in ops.items() if k == "vlstereoset_probe"}})
+            assert result.success
+            return {tuple(e.materialization.asset_key.path): {k: v.value for k, v in e.materialization.metadata.items()}
+                    for e in result.get_asset_materialization_events()}
+
+        bd = run("bd")
+        for key in (ITEMS_KEY, SCORES_KEY):
+            md = bd[tuple(key.path)]
+            assert md["status"] == "skipped" and md["reason"] == "partition bd@v1 audits registry target 'bd' of family 'biasdora'"
+        assert read_landing("vlstereoset_items").num_rows == 0 and read_landing("vlstereoset_scores").num_rows == 0
+        assert read_landing("audits").num_rows == 0
+
+        vl = run("vl")[tuple(SCORES_KEY.path)]
+        assert vl["scorers"] == "idm" and vl["item_set"] == "all" and vl["rows_generated"] > 0
+        assert read_landing("vlstereoset_scores").num_rows == vl["rows_generated"]
+        assert {(r["target"], r["modality"]) for r in read_landing("audits").to_pylist()} == {("vl", "vlstereoset")}

@@ -12,10 +12,10 @@ landing tables:
 3. ``vlstereoset_finish``: each audit's ``finished`` event once every block has landed.
 
 Disabled (``dora audit --probe`` without ``vlstereoset``): both assets materialise with
-``status = skipped`` and land nothing. Registry targets (a partitioned run): a t2t target's
-model is scored by the text-only analogue (locally, or over an OpenAI-compatible endpoint that
-returns prompt log-probs), an i2t target's by mcq / loglik (version
-pinned to the partition's, audits tagged with the target); other targets skip, saying why.
+``status = skipped`` and land nothing. Registry targets (a partitioned run): a ``vlstereoset``
+target's partition scores with the target's options (audits tagged with the target, version
+pinned to the partition's); a partition of any other family's target (BiasDora included) skips
+the family, saying which target and family it audits, as every family does for the others.
 """
 
 
@@ -29,10 +29,10 @@ from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, pa
 from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe
 from models_inference.probes.vlstereoset.scorers import ClipScorer, ItmScorer, McqScorer, ReferenceScorer, TextPriorScorer, VisionLoglikScorer
 from models_inference.resumable import finish_blocks
-from orchestration.defs.audits.runs import target_of_run
+from orchestration.defs.audits.runs import family_skip_reason, target_of_run
 from orchestration.defs.common import block_outputs, same_config, skipped_metadata
 from orchestration.defs.vlstereoset.config import (
-    ASSET_GROUP, IMAGE_SCORERS, OP_NAME, REFERENCE_SCORERS, TEXT_PRIOR, VLStereoSetConfig, config_for_target, selected_scorers,
+    ASSET_GROUP, IMAGE_SCORERS, OP_NAME, PROBE_NAME, REFERENCE_SCORERS, TEXT_PRIOR, VLStereoSetConfig, selected_scorers,
 )
 from orchestration.instance import MODEL_INFERENCE_POOL
 
@@ -67,19 +67,12 @@ def build_scorers(config: VLStereoSetConfig, names: list, model_version=None) ->
 RESPONSE_OPS = ("vlstereoset_items", "vlstereoset_block", "vlstereoset_finish")
 
 
-def _effective(context, config: VLStereoSetConfig):
-    """``(config, reason, run)``: the run's config (a registry partition's target replaces the
-    scorers, :func:`config_for_target`), the reason the family skips this run (or None) and the
-    partition's target (or None)."""
-    run = target_of_run(context, config.registry)
-    reason = None if config.enabled else "--probe does not include vlstereoset"
-    if run is not None and reason is None and run.target.family != "vlstereoset":  # its own targets: options as given
-        t = run.target
-        if t.family == "biasdora":  # a BiasDora target's model, scored by the family's scorer for its modality
-            config, reason = config_for_target(config, t.modality, t.backend, t.model, t.base_url)
-        else:
-            reason = f"partition {run.partition_key} audits registry target {t.name!r} of family {t.family!r}"
-    return config, reason, run
+def _skip_reason(context, config: VLStereoSetConfig) -> str | None:
+    """Why the family does nothing in this run, or None: not selected (``dora audit --probe``),
+    or a registry partition of another family's target (a target runs only the family it names)."""
+    if not config.enabled:
+        return "--probe does not include vlstereoset"
+    return family_skip_reason(context, PROBE_NAME, config.registry)
 
 
 def _scored_items(dataset_id: str, config: VLStereoSetConfig) -> tuple[list[dict], str | None]:
@@ -95,7 +88,7 @@ def _scored_items(dataset_id: str, config: VLStereoSetConfig) -> tuple[list[dict
 @dg.op(out={"items": dg.Out(dg.Nothing), "blocks": dg.DynamicOut(dict)},
        description="Validate the CSV, resolve the images, land the items; split them into blocks of --vlstereoset-block-items.")
 def vlstereoset_items(context: dg.OpExecutionContext, config: VLStereoSetConfig):
-    config, reason, _run = _effective(context, config)
+    reason = _skip_reason(context, config)
     if reason:  # one empty block: the fan-in step reports the skip
         yield dg.Output(None, "items", metadata=skipped_metadata(reason, rows_key=None))
         yield from block_outputs("items", 0, 1, output_name="blocks")
@@ -127,7 +120,7 @@ def vlstereoset_items(context: dg.OpExecutionContext, config: VLStereoSetConfig)
 def vlstereoset_block(context: dg.OpExecutionContext, config: VLStereoSetConfig, block: dict) -> dict:
     if block["stop"] == block["start"]:
         return {"scored": []}
-    config, _reason, run = _effective(context, config)
+    run = target_of_run(context, config.registry)  # a vlstereoset target's partition: its version and name on the audits
     items, item_set = _scored_items(block["dataset_id"], config)
     # scorers first: an endpoint that cannot score (no prompt log-probs) fails before any score lands
     scorers = build_scorers(config, selected_scorers(config), run.model_version if run else None)
@@ -146,7 +139,7 @@ def vlstereoset_block(context: dg.OpExecutionContext, config: VLStereoSetConfig,
 @dg.op(ins={"items": dg.In(dg.Nothing)}, out=dg.Out(dg.Nothing),
        description="Once every block has landed: each scorer audit's finished event, the metadata.")
 def vlstereoset_finish(context: dg.OpExecutionContext, config: VLStereoSetConfig, blocks: list[dict]):
-    config, reason, _run = _effective(context, config)
+    reason = _skip_reason(context, config)
     if reason:
         context.log.info(f"dora: VLStereoSet skipped: {reason}")
         yield dg.Output(None, metadata=skipped_metadata(reason))

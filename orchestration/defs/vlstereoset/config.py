@@ -87,29 +87,8 @@ class VLStereoSetConfig(ErrorShareLimit):
     )
     progress: bool = True
     # Partitioned runs (dora audit --target, sensor, schedule): the registry file (default
-    # $DORA_REGISTRY or registry.yaml); the target's model replaces the scorers (config_for_target).
+    # $DORA_REGISTRY or registry.yaml); only a vlstereoset target's partition runs the family.
     registry: Optional[str] = None
-
-
-def config_for_target(config: VLStereoSetConfig, modality: str, backend: str, model: str, base_url: Optional[str]):
-    """``config`` for a registry target's partition, or ``(None, reason)`` when the family has
-    nothing to score for it.
-
-    A ``t2t`` target is scored by the text-only analogue (its model as ``text_model``, on its
-    backend: transformers, or an OpenAI-compatible endpoint that returns prompt log-probs); an
-    ``i2t`` target by ``mcq`` (and ``loglik`` on transformers) over ``images``; t2i targets are
-    skipped.
-
-    Returns:
-        ``(config, None)`` or ``(None, reason)``.
-    """
-    if modality == "t2t" and backend in T2T_BACKENDS:
-        return config.model_copy(update={"scorers": [TEXT_PRIOR], "text_model": model, "text_backend": backend, "text_base_url": base_url,
-                                         "clip_model": None, "itm_model": None, "vlm_model": None}), None
-    if modality == "i2t":
-        return config.model_copy(update={"scorers": [], "clip_model": None, "itm_model": None, "vlm_model": model, "vlm_backend": backend,
-                                         "vlm_base_url": base_url}), None
-    return None, f"a {modality} target on the {backend} backend has no VLStereoSet scorer (text prior: t2t; mcq/loglik: i2t)"
 
 
 def selected_scorers(config: VLStereoSetConfig) -> list[str]:
