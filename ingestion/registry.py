@@ -34,7 +34,10 @@ validates them):
   (``scan_cache_dir``) when ``HF_HUB_OFFLINE`` is set or the hub is unreachable.
 * ``api_model``: ``value`` when given (a dated snapshot name such as
   ``gpt-4o-2024-08-06``); otherwise the endpoint's ``GET /models/{model}`` answer, as
-  ``<id>@<creation date, UTC>`` (OpenAI-compatible endpoints; key from ``api_key_env``).
+  ``<id>@<creation date, UTC>`` (OpenAI-compatible endpoints; key from ``api_key_env``), or,
+  from servers whose ``created`` is the request time (llama-server, vLLM), ``<id>@sha256-``,
+  ``<id>@gguf-`` or ``<id>@vllm-<12 hex>`` of the served weights (formats in
+  :mod:`models_inference.model_ref`).
 
 Validation (:func:`load_registry`) reports every bad field it finds, each with its path in
 the file (``targets[1] (name 'gpt4o').version.value: ...``); nothing is audited from an

@@ -9,7 +9,28 @@ or an API model name (backend ``openai``). This module resolves them without loa
 * :func:`model_version`: THE version of a reference, in one format (below), used by every
   backend and scorer as ``model_version``;
 * :func:`resolve_version`: the current version of a registry target, by its declared
-  ``version.source`` (explicit | file_hash | hub_revision | api_model; docs/operations.md#versioned-audits).
+  ``version.source`` (explicit | file_hash | hub_revision | api_model; docs/operations.md#versioned-audits);
+  :func:`resolve_version_with_source` also says in one line where it was read from (printed by
+  ``dora audit --target`` and logged by the sensor).
+
+Versions of an ``api_model`` target (no ``version.value``), read from ``GET /models/{id}``
+or, where that is missing (llama-server), the ``GET /models`` listing:
+
+* ``<id>@<YYYY-MM-DD>``: the entry's ``created`` as a UTC date, when it is a genuine creation
+  time (OpenAI);
+* ``<id>@sha256-<12 hex>``: llama-server (``owned_by: "llamacpp"``, or ``GET /props`` at the
+  server root naming a ``model_path``) whose GGUF is a file on this machine: its
+  :func:`weights_hash`, the same string the ``file_hash`` source gives;
+* ``<id>@gguf-<12 hex>``: llama-server whose GGUF is elsewhere: a digest of the GGUF file name
+  (of ``/props`` ``model_path``, or of the id when no ``--alias`` was given) and the listing's
+  ``meta`` (:data:`GGUF_META_FIELDS`);
+* ``<id>@vllm-<12 hex>``: vLLM (``owned_by: "vllm"``, or a listing entry with ``root``): a
+  digest of ``root`` (the hub id or path it loaded) and ``max_model_len``.
+
+The last three are used when ``created`` is the time of the request (within
+:data:`REQUEST_TIME_WINDOW` of now, or a server known to do so: llama-server, vLLM), since a date
+read from it would change every day. When no stable identity can be read either, the version
+is refused (:class:`~ingestion.errors.VersionError`) rather than re-audited every day.
 
 Version format (one function, :func:`model_version`):
 
@@ -34,7 +55,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import json
 import os
+import re
+import time
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -203,7 +227,7 @@ def _weights_path(target: AuditTarget) -> Path:
     )
 
 
-def _hub_revision(target: AuditTarget) -> str:
+def _hub_revision(target: AuditTarget) -> tuple[str, str]:
     from huggingface_hub import HfApi, scan_cache_dir
     from huggingface_hub.errors import CacheNotFound
 
@@ -214,30 +238,132 @@ def _hub_revision(target: AuditTarget) -> str:
         try:
             sha = HfApi().model_info(target.model, revision=revision, timeout=10).sha
             if sha:
-                return sha
+                return sha, f"hub_revision: commit of {target.model} {revision!r} from the Hugging Face hub"
         except Exception as exc:  # network down, gated, unknown repo: fall back to the cache
             online_error = exc
     try:  # $HF_HUB_CACHE read now (huggingface_hub reads it once, at import)
         cache = scan_cache_dir(os.environ.get("HF_HUB_CACHE") or None)
     except CacheNotFound:
         cache = None
+    line = f"hub_revision: commit of {target.model} {revision!r} from the local Hugging Face cache"
     if cache is not None:
         for repo in cache.repos:
             if repo.repo_type == "model" and repo.repo_id == target.model:
                 refs = {ref: rev.commit_hash for rev in repo.revisions for ref in rev.refs}
                 if revision in refs:
-                    return refs[revision]
+                    return refs[revision], line
                 if any(rev.commit_hash == revision for rev in repo.revisions):
-                    return revision
+                    return revision, line
     why = f" (hub: {online_error})" if online_error else " (HF_HUB_OFFLINE is set)" if offline else ""
     raise VersionError(
         f"target {target.name!r}: revision {revision!r} of {target.model!r} is not in the Hugging Face cache{why}"
     )
 
 
-def _api_model_version(target: AuditTarget) -> str:
+# ----------------------------------------------------------------------------- API model versions
+
+#: Seconds within which an endpoint's ``created`` counts as the time of the request: llama-server
+#: and vLLM answer ``time.time()`` there, not when the model was made, so a date read from it
+#: would change every UTC day and re-audit an unchanged model daily.
+REQUEST_TIME_WINDOW = 300
+
+#: The ``meta`` fields of a llama-server listing entry that describe the weights (not runtime
+#: settings such as the context size it was started with): the ``gguf-`` digest covers them.
+GGUF_META_FIELDS = ("n_params", "size", "n_vocab", "n_embd", "n_ctx_train")
+
+
+def _now() -> float:
+    """The clock ``created`` is compared with (a module function, so tests can fake the day)."""
+    return time.time()
+
+
+class _NoIdentity(Exception):
+    """No stable identity could be read from the server; the message says what was missing."""
+
+
+def _digest12(payload: dict) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _entry_fields(model) -> dict:
+    """Every field of a ``/models`` entry, the server-specific ones (``meta``, ``root``) included."""
+    dump = getattr(model, "model_dump", None)
+    return dict(dump()) if callable(dump) else dict(vars(model))
+
+
+def _server_props(urls: list[str], api_key: str | None) -> tuple[str | None, dict | None]:
+    """(URL, JSON) of the first server's ``GET /props`` (llama-server; at the server root, not
+    under ``/v1``) that answers a JSON object, else ``(None, None)``. One attempt per server:
+    a failure makes the version unreadable for this poll rather than a different version."""
+    import httpx
+
+    from models_inference.backends.server_caps import server_root
+
+    # the same key as the listing: a server started with --api-key may guard /props with it
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    for url in urls:
+        root = server_root(url)
+        try:
+            reply = httpx.get(f"{root}/props", headers=headers, timeout=10)
+            data = reply.json() if reply.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            continue
+        if isinstance(data, dict):
+            return f"{root}/props", data
+    return None, None
+
+
+def _vllm_identity(fields: dict) -> tuple[str, str]:
+    root = fields.get("root")
+    if not isinstance(root, str) or not root:
+        raise _NoIdentity("the vLLM listing entry has no root")
+    max_len = fields.get("max_model_len")
+    suffix = "vllm-" + _digest12({"root": root, "max_model_len": max_len})
+    return suffix, f"api_model: vLLM: digest of root {root!r} and max_model_len {max_len}"
+
+
+def _llama_identity(model_path: str | None, meta: dict | None, props_url: str | None) -> tuple[str, str]:
+    if not model_path:
+        raise _NoIdentity("llama-server's GET /props gave no model_path and the model id is an alias, "
+                          "not the GGUF path")
+    where = props_url or "the model id"
+    local = Path(model_path).expanduser()
+    if local.is_file():
+        return weights_hash(local), f"api_model: llama-server: sha256 of its weights {local} (model_path from {where}, a file on this machine)"
+    name = re.split(r"[\\/]", model_path)[-1]
+    picked = {k: (meta or {}).get(k) for k in GGUF_META_FIELDS}
+    shown = ", ".join(f"{k}={v}" for k, v in picked.items() if v is not None) or "none"
+    suffix = "gguf-" + _digest12({"file": name, "meta": picked})
+    return suffix, (f"api_model: llama-server: digest of the GGUF file name {name} and the listing's meta ({shown}); "
+                    f"{model_path} (from {where}) is not a file on this machine")
+
+
+def _stable_identity(fields: dict, urls: list[str], api_key: str | None) -> tuple[str, str]:
+    """(version suffix, source line) of a server whose ``created`` is the request time.
+
+    Raises:
+        _NoIdentity: nothing stable could be read (the reason as its message).
+    """
+    owned_by = str(fields.get("owned_by") or "").lower()
+    if owned_by == "vllm":
+        return _vllm_identity(fields)
+    props_url, props = _server_props(urls, api_key)
+    model_path = (props or {}).get("model_path")
+    model_path = model_path if isinstance(model_path, str) and model_path else None
+    model_id = str(fields.get("id") or "")
+    if model_path is None and model_id.lower().endswith(".gguf"):
+        model_path = model_id  # llama-server without --alias serves the GGUF path as the id
+    meta = fields.get("meta") if isinstance(fields.get("meta"), dict) else None
+    if owned_by == "llamacpp" or model_path or meta:
+        return _llama_identity(model_path, meta, props_url)
+    if fields.get("root"):
+        return _vllm_identity(fields)
+    raise _NoIdentity("no GET /props model_path, no listing meta or root")
+
+
+def _api_model_version(target: AuditTarget) -> tuple[str, str]:
     if target.version.value:
-        return target.version.value
+        return target.version.value, "api_model: version.value in the registry (no request)"
     import openai
 
     from models_inference.backends.openai_api import ServerFleet, api_error_text, fleet_urls, openai_client
@@ -250,10 +376,12 @@ def _api_model_version(target: AuditTarget) -> str:
     client = (ServerFleet(urls, target.api_key_env, max_retries=2, timeout=20) if len(urls) > 1
               else openai_client(target.api_key_env, target.base_url, max_retries=2, timeout=20))
     hint = f"set an explicit version in the registry (version: {{value: \"...\"}}) for target {target.name!r}"
+    route = f"GET /models/{target.model}"
     try:
         model = call_with_retries(lambda: client.models.retrieve(target.model), 2)
     except openai.NotFoundError:
         # llama-server and others have no GET /models/{id}: look the id up in the listing
+        route = "the GET /models listing"
         try:
             model = next((m for m in client.models.list() if m.id == target.model), None)
         except Exception as exc:  # noqa: BLE001 - an error or a listing of another shape
@@ -271,37 +399,74 @@ def _api_model_version(target: AuditTarget) -> str:
             f"target {target.name!r}: cannot read model {target.model!r} from the endpoint: "
             f"{api_error_text(exc, client.api_key)}; {hint}"
         ) from exc
-    created = getattr(model, "created", None)
-    if not isinstance(created, (int, float)):
-        raise VersionError(f"target {target.name!r}: the endpoint gives no creation date for {target.model!r}; {hint}")
-    created = datetime.fromtimestamp(int(created), tz=timezone.utc).date().isoformat()
-    return f"{model.id}{PARTITION_SEPARATOR}{created}"
+    fields = _entry_fields(model)
+    model_id = fields.get("id") or target.model
+    created = fields.get("created")
+    has_date = isinstance(created, (int, float)) and not isinstance(created, bool)
+    known = str(fields.get("owned_by") or "").lower() in ("llamacpp", "vllm")  # always request time
+    if has_date and not known and abs(_now() - created) > REQUEST_TIME_WINDOW:
+        date = datetime.fromtimestamp(int(created), tz=timezone.utc).date().isoformat()
+        return f"{model_id}{PARTITION_SEPARATOR}{date}", f"api_model: creation date of {model_id!r} ({route}: {date} UTC)"
+    server_urls = urls or [u for u in (os.environ.get("OPENAI_BASE_URL"),) if u]
+    try:
+        suffix, line = _stable_identity(fields, server_urls, os.environ.get(target.api_key_env))
+    except _NoIdentity as exc:
+        if not has_date:
+            raise VersionError(f"target {target.name!r}: the endpoint gives no creation date for {target.model!r} "
+                               f"and no stable identity ({exc}); {hint}") from None
+        raise VersionError(
+            f"target {target.name!r}: the endpoint's 'created' for {model_id!r} is the time of the request, so its "
+            f"version would change on every poll, and no stable identity could be read ({exc}); pin it for target "
+            f"{target.name!r} with version: {{value: \"...\"}} in the registry (e.g. the version named in llama-server's --alias)"
+        ) from None
+    return f"{model_id}{PARTITION_SEPARATOR}{suffix}", line
+
+
+def resolve_version_with_source(target: AuditTarget) -> tuple[str, str]:
+    """The target's current model version and one line saying where it was read from.
+
+    Returns:
+        ``(version, source line)``, e.g. ``("sha256-0123456789ab", "file_hash: sha256 of
+        /models/m.gguf")`` or ``("m@gguf-0123456789ab", "api_model: llama-server: digest of
+        the GGUF file name m.gguf and the listing's meta (...)")``; the version formats are
+        in the module docstring.
+
+    Raises:
+        VersionError: the version cannot be read now (missing file, not cached, API error), or
+            it would change on every poll (an endpoint whose ``created`` is the request time
+            and that gives no stable identity).
+    """
+    source = target.version.source
+    if source == "explicit":
+        return target.version.value.strip(), "explicit: version.value in the registry"  # type: ignore[union-attr]
+    if source == "file_hash":
+        path = _weights_path(target)
+        return weights_hash(path), f"file_hash: sha256 of {path}"
+    if source == "hub_revision":
+        return _hub_revision(target)
+    return _api_model_version(target)
 
 
 def resolve_version(target: AuditTarget) -> str:
     """The target's current model version string (see the module docstring per source).
 
     Raises:
-        VersionError: the version cannot be read now (missing file, not cached, API error).
+        VersionError: as :func:`resolve_version_with_source`.
     """
-    source = target.version.source
-    if source == "explicit":
-        return target.version.value.strip()  # type: ignore[union-attr]
-    if source == "file_hash":
-        return weights_hash(_weights_path(target))
-    if source == "hub_revision":
-        return _hub_revision(target)
-    return _api_model_version(target)
+    return resolve_version_with_source(target)[0]
 
 
 __all__ = [
     "DEFAULT_MODEL",
+    "GGUF_META_FIELDS",
+    "REQUEST_TIME_WINDOW",
     "default_model_identity",
     "file_sha256",
     "hub_snapshot",
     "model_reachable",
     "model_version",
     "resolve_version",
+    "resolve_version_with_source",
     "smollm2_gguf_path",
     "weights_hash",
 ]

@@ -212,7 +212,8 @@ def test_add_target_partition_for_dora_audit_target(registry_file, instance):
     from orchestration.defs.audits.runs import add_target_partition
 
     write_registry(registry_file, {"alpha": "v1"})
-    assert add_target_partition(instance, "alpha") == ("alpha@v1", str(registry_file.resolve()))
+    assert add_target_partition(instance, "alpha") == ("alpha@v1", str(registry_file.resolve()),
+                                                       "explicit: version.value in the registry")
     assert add_target_partition(instance, "alpha")[0] == "alpha@v1"  # idempotent
     assert instance.get_dynamic_partitions(AUDIT_PARTITIONS) == ["alpha@v1"]
 

@@ -265,11 +265,12 @@ def cmd_audit(args) -> int:
         from orchestration.defs.audits.runs import add_target_partition
 
         try:
-            partition, registry = add_target_partition(instance, args.target, args.registry)
+            partition, registry, source = add_target_partition(instance, args.target, args.registry)
         except (RegistryError, KeyError, VersionError) as exc:
             print(f"dora audit: {exc}", file=sys.stderr)
             return 2
         print(f"dora: auditing registry target {args.target} (partition {partition}); DORA_HOME={home}", file=sys.stderr)
+        print(f"dora: version source: {source}", file=sys.stderr)
     elif args.probe and "biasdora" not in args.probe:
         print(f"dora: running probe families {', '.join(dict.fromkeys(args.probe))}; DORA_HOME={home}", file=sys.stderr)
     else:

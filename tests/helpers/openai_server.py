@@ -32,8 +32,27 @@ included) so tests can check what was sent. Behaviour is scripted per test:
 * ``server.malformed_next(kind, times)``: a 200 reply that is not usable: ``"no_choices"``
   (``choices: []``) or ``"not_json"`` (an HTML body);
 * ``GET /v1/models`` lists ``server.models``; ``GET /v1/models/{id}`` is 404 unless
-  ``server.model_detail`` (llama-server has only the listing);
-* ``OpenAIStubServer(port=p)`` binds a given port (restart a server at the same URL).
+  ``server.model_detail`` (llama-server has only the listing); an entry of ``server.models``
+  is a name or a dict of fields (``owned_by``, llama-server's ``meta``, vLLM's ``root`` /
+  ``max_model_len``, ...) over the defaults (``created`` 2025-01-01, ``owned_by: "stub"``);
+  ``server.created_now = True`` makes ``created`` the request time, as llama-server and vLLM
+  answer, read from ``server.clock`` (default ``time.time``; a test fakes the day with it);
+* ``GET /props`` (at the server root, as llama-server serves it) answers ``server.props``
+  (a dict; ``None``, the default: 404);
+* ``OpenAIStubServer(port=p)`` binds a given port (restart a server at the same URL);
+* capability probes (requests carrying dora's ``X-Dora-Probe`` header,
+  :mod:`models_inference.backends.server_caps`) go to ``server.probe_requests``, not
+  ``server.requests``, and consume no scripted failure, delay or malformed reply;
+* ``server.constraints``: the choice constraints the stub honours on chat (``{"grammar",
+  "structured_outputs", "guided_choice", "regex", "json_schema"}``; default none, i.e. it
+  ignores them as a plain OpenAI-compatible server would): a constrained request is answered
+  with ``server.constrained_reply(req, choices)`` (default: the choice with the highest
+  :func:`stub_logprob`), and with ``logprobs`` every choice comes back among ``top_logprobs``
+  (at most ``server.max_top_logprobs``, default 20, as OpenAI; more is HTTP 400);
+* ``server.completion_batching = True``: ``/v1/completions`` honours ``n`` and a list of
+  prompts (choice ``index`` = prompt * n + sample, each text ``completion_reply`` of a request
+  with that one prompt); off (default), it answers the first prompt once, as a server that
+  ignores both would.
 
 Usage::
 
@@ -90,12 +109,20 @@ class OpenAIStubServer:
         self.prompt_logprobs = "echo"
         self.models: list[str] = ["stub-model"]
         self.model_detail = False
+        self.props: dict | None = None
+        self.created_now = False
+        self.clock: Callable[[], float] = time.time
         self._malformed: list[str] = []
         self.image_png: Callable[[dict], bytes] = lambda req: tiny_png()
         self._failures: list[int] = []
         self.echo_key_in_errors = False
         self._delays: list[float] = []
         self.latency = 0.0
+        self.probe_requests: list[dict] = []
+        self.constraints: set[str] = set()
+        self.constrained_reply: Callable[[dict, list], str] = lambda req, choices: max(choices, key=stub_logprob)
+        self.max_top_logprobs = 20
+        self.completion_batching = False
         self._lock = threading.Lock()
         server = self
 
@@ -113,25 +140,35 @@ class OpenAIStubServer:
 
             def do_GET(self):
                 with server._lock:
-                    server.requests.append({"path": self.path, "headers": dict(self.headers), "json": None})
+                    probe = self.headers.get("X-Dora-Probe") is not None
+                    (server.probe_requests if probe else server.requests).append(
+                        {"path": self.path, "headers": dict(self.headers), "json": None})
                 if self.path.rstrip("/").endswith("/models"):
-                    data = [{"id": m, "object": "model", "created": 1735689600, "owned_by": "stub"} for m in server.models]
+                    data = [server._model_entry(m) for m in server.models]
                     self._send(200, {"object": "list", "data": data})
                 elif "/models/" in self.path and server.model_detail:
                     mid = self.path.split("/models/", 1)[1]
-                    self._send(200, {"id": mid, "object": "model", "created": 1735689600, "owned_by": "stub"})
+                    entry = next((e for e in map(server._model_entry, server.models) if e["id"] == mid), None)
+                    self._send(200, entry or server._model_entry(mid))
+                elif self.path.rstrip("/") == "/props" and server.props is not None:
+                    self._send(200, server.props)
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 req = json.loads(self.rfile.read(length) or b"{}")
+                probe = self.headers.get("X-Dora-Probe") is not None
                 with server._lock:
-                    server.requests.append({"path": self.path, "headers": dict(self.headers), "json": req,
-                                            "client": self.client_address})
-                    status = server._failures.pop(0) if server._failures else None
-                    delay = server._delays.pop(0) if server._delays else 0.0
-                    malformed = server._malformed.pop(0) if server._malformed else None
+                    record = {"path": self.path, "headers": dict(self.headers), "json": req, "client": self.client_address}
+                    if probe:  # a capability probe: kept apart, and it consumes nothing scripted
+                        server.probe_requests.append(record)
+                        status, delay, malformed = None, 0.0, None
+                    else:
+                        server.requests.append(record)
+                        status = server._failures.pop(0) if server._failures else None
+                        delay = server._delays.pop(0) if server._delays else 0.0
+                        malformed = server._malformed.pop(0) if server._malformed else None
                 if delay or server.latency:
                     time.sleep(delay + server.latency)
                 if status:
@@ -157,7 +194,10 @@ class OpenAIStubServer:
                     else:
                         self._send(200, server._completion(req))
                 elif self.path.endswith("/chat/completions"):
-                    self._send(200, server._chat(req))
+                    if req.get("logprobs") and int(req.get("top_logprobs") or 0) > server.max_top_logprobs:
+                        self._send(400, {"error": {"message": f"top_logprobs must be <= {server.max_top_logprobs}"}})
+                    else:
+                        self._send(200, server._chat(req))
                 elif self.path.endswith("/images/generations"):
                     self._send(200, server._images(req))
                 else:
@@ -202,17 +242,34 @@ class OpenAIStubServer:
         with self._lock:
             self._malformed.extend([kind] * times)
 
+    def _model_entry(self, model: str | dict) -> dict:
+        """One ``/v1/models`` entry: a name, or a dict of fields over the defaults."""
+        fields = {"id": model} if isinstance(model, str) else dict(model)
+        created = int(self.clock()) if self.created_now else 1735689600
+        return {"object": "model", "created": created, "owned_by": "stub", **fields}
+
     @property
     def port(self) -> int:
         return self._httpd.server_address[1]
 
     def _completion(self, req: dict) -> dict:
-        prompt = req.get("prompt", "")
+        prompts = req.get("prompt", "")
+        if self.completion_batching and (isinstance(prompts, list) or int(req.get("n") or 1) > 1):
+            n = int(req.get("n") or 1)
+            choices = []
+            for p in prompts if isinstance(prompts, list) else [prompts]:
+                for _ in range(n):
+                    one = self._completion({**req, "prompt": p, "n": 1})["choices"][0]
+                    choices.append({**one, "index": len(choices)})
+            return {"id": f"cmpl-{len(self.requests)}", "object": "text_completion", "created": int(time.time()),
+                    "model": req.get("model", "stub"), "choices": choices,
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 2 * len(choices), "total_tokens": 1 + 2 * len(choices)}}
+        prompt = prompts
         prompt = prompt[0] if isinstance(prompt, list) else prompt
         tokens = stub_tokens(prompt)
         values = [None] + [stub_logprob(t) for t in tokens[1:]]
         max_tokens = req.get("max_tokens")
-        text = "" if max_tokens == 0 else self.completion_reply(req)
+        text = "" if max_tokens == 0 else self.completion_reply({**req, "prompt": prompt})
         choice = {"index": 0, "text": text, "finish_reason": "length" if max_tokens == 0 else "stop", "logprobs": None}
         if req.get("echo") and req.get("logprobs") is not None and self.prompt_logprobs == "echo":
             offsets, at = [], 0
@@ -235,8 +292,36 @@ class OpenAIStubServer:
             "usage": {"prompt_tokens": len(tokens), "completion_tokens": 0 if max_tokens == 0 else 2, "total_tokens": len(tokens) + 2},
         }
 
+    def _constraint_choices(self, req: dict) -> tuple[str, list] | None:
+        """(constraint, choices) of a chat request under a constraint the stub honours."""
+        fmt = req.get("response_format") or {}
+        schema = ((fmt.get("json_schema") or {}).get("schema") or {}) if fmt.get("type") == "json_schema" else {}
+        found = {
+            "grammar": re.findall(r'"((?:[^"\\]|\\.)*)"', req["grammar"]) if isinstance(req.get("grammar"), str) else None,
+            "structured_outputs": (req.get("structured_outputs") or {}).get("choice"),
+            "guided_choice": req.get("guided_choice"),
+            "regex": req["regex"].strip("()").split("|") if isinstance(req.get("regex"), str) else None,
+            "json_schema": ((schema.get("properties") or {}).get("answer") or {}).get("enum"),
+        }
+        for name, choices in found.items():
+            if name in self.constraints and choices:
+                return name, [re.sub(r"\\(.)", r"\1", c) for c in choices]
+        return None
+
     def _chat(self, req: dict) -> dict:
-        reply = self.chat_reply(req)
+        constrained = self._constraint_choices(req)
+        if constrained is not None:
+            name, choices = constrained
+            answer = self.constrained_reply(req, choices)
+            content = json.dumps({"answer": answer}) if name == "json_schema" else answer
+            logprobs = None
+            if req.get("logprobs"):
+                top = [{"token": c, "logprob": stub_logprob(c), "bytes": None} for c in choices]
+                top = sorted(top, key=lambda t: -t["logprob"])[: int(req.get("top_logprobs") or 0)]
+                logprobs = [{"token": answer, "logprob": stub_logprob(answer), "bytes": None, "top_logprobs": top}]
+            reply = {"content": content, "logprobs": logprobs}
+        else:
+            reply = self.chat_reply(req)
         content, logprobs = (reply.get("content"), reply.get("logprobs")) if isinstance(reply, dict) else (reply, None)
         choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
         if logprobs is not None:

@@ -31,7 +31,7 @@ from ingestion.registry import (
     parse_partition_key,
 )
 from ingestion.errors import VersionError
-from models_inference.model_ref import resolve_version
+from models_inference.model_ref import resolve_version, resolve_version_with_source
 from orchestration.defs.biasdora.config import AuditConfig, VisionConfig
 
 #: Op name of the T2T probe asset, whose config the run requests fill.
@@ -256,7 +256,8 @@ def family_skip_reason(context, family: str, registry: str | None = None) -> str
 
 
 def current_versions(registry, log) -> tuple[dict[str, tuple[AuditTarget, str]], list[str]]:
-    """Resolve every target's current version; unreadable ones are logged and reported.
+    """Resolve every target's current version (each logged with the source it was read from);
+    unreadable ones are logged and reported.
 
     Returns:
         ({target name: (target, version)}, [error messages]).
@@ -265,18 +266,22 @@ def current_versions(registry, log) -> tuple[dict[str, tuple[AuditTarget, str]],
     errors: list[str] = []
     for target in registry.targets:
         try:
-            found[target.name] = (target, resolve_version(target))
+            version, source = resolve_version_with_source(target)
         except VersionError as exc:
             errors.append(str(exc))
             log.error(f"dora: cannot read the version of target {target.name!r}: {exc}")
+            continue
+        found[target.name] = (target, version)
+        log.info(f"dora: target {target.name!r} is at version {version} ({source})")
     return found, errors
 
 
-def add_target_partition(instance: dg.DagsterInstance, name: str, registry_path: str | None = None) -> tuple[str, str]:
+def add_target_partition(instance: dg.DagsterInstance, name: str, registry_path: str | None = None) -> tuple[str, str, str]:
     """Register the partition of target ``name``'s current version (for ``dora audit --target``).
 
     Returns:
-        (partition key, absolute registry path to put in the run config).
+        (partition key, absolute registry path to put in the run config, one line saying where
+        the version was read from: :func:`models_inference.model_ref.resolve_version_with_source`).
 
     Raises:
         RegistryError, KeyError (unknown target), VersionError (version unreadable).
@@ -288,10 +293,11 @@ def add_target_partition(instance: dg.DagsterInstance, name: str, registry_path:
 
     path = Path(registry_path).expanduser().resolve() if registry_path else default_registry_path()
     target = load_registry(path).target(name)
-    key = partition_key(target.name, resolve_version(target))
+    version, source = resolve_version_with_source(target)
+    key = partition_key(target.name, version)
     if not instance.has_dynamic_partition(audit_partitions.name, key):
         instance.add_dynamic_partitions(audit_partitions.name, [key])
-    return key, str(path)
+    return key, str(path), source
 
 
 def adhoc_tags(families: list[str], *, trigger: str = "cli") -> dict[str, str]:
