@@ -10,12 +10,16 @@
 #   bash scripts/test.sh --no-scenario   everything but the 12 process-level scenario tests
 #                                        (-m "not scenario": killed, racing and restarted processes,
 #                                        the cluster, the browser; ~40% of the suite's time)
+#   bash scripts/test.sh --real-server   only the real_server tier (-m real_server): dora against a real
+#                                        llama.cpp llama-server on 127.0.0.1 (tests/test_real_server.py)
 #   bash scripts/test.sh [--fast] tests/test_fisher.py -k tables   extra arguments go to pytest
 #
 # DORA_TEST_WORKERS (default 2) is the number of pytest-xdist worker processes; 0 runs the tests
 # in this process (e.g. to debug with pdb).
 # DORA_SKIP_SETUP=1 skips scripts/setup.sh and uses the `python` on PATH (an environment set up
-# some other way). DORA_SLOW_TEST_SECONDS (default 5) is the call time over which a test without
+# some other way). Every run but --fast first builds llama-server once per machine
+# (scripts/build_llama_server.sh, ~12 CPU-minutes, cached in ~/.cache/dora; DORA_NO_LLAMA_SERVER=1 skips the
+# build, and the real_server tier then skips with one line saying why). DORA_SLOW_TEST_SECONDS (default 5) is the call time over which a test without
 # @pytest.mark.slow fails (tests/helpers/slow_marker.py); 0 switches that check off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +38,7 @@ for a in "$@"; do
   case "$a" in
     --fast) marks+=("not slow") fast=1 ;;
     --no-scenario) marks+=("not scenario") ;;
+    --real-server) marks+=("real_server") ;;
     --no-cov) want_cov=0 ;;
     --cov) want_cov=1 ;;
     *) args+=("$a") ;;
@@ -51,6 +56,19 @@ if [ "$workers" -gt 0 ] 2>/dev/null; then
   # model tests took 87 s of CPU instead of 45, and 50 s instead of 29). A value set by the
   # caller is kept.
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+fi
+
+# The real_server tier's llama-server, built before the clock of any test starts (once per machine).
+if [ "$fast" = 0 ] && [ -z "${DORA_NO_LLAMA_SERVER:-}" ] && [ -z "${DORA_LLAMA_SERVER:-}" ]; then
+  if built=$(bash scripts/build_llama_server.sh 2>/tmp/dora-llama-build.$$); then
+    export DORA_LLAMA_SERVER=$built
+    echo "dora: llama-server for the real_server tier: $built"
+  else
+    # the tests skip with this line instead of trying the build again
+    export DORA_NO_LLAMA_SERVER="$(tail -1 /tmp/dora-llama-build.$$)"
+    echo "dora: $DORA_NO_LLAMA_SERVER; the real_server tier will be skipped" >&2
+  fi
+  rm -f /tmp/dora-llama-build.$$
 fi
 
 [ "$fast" = 1 ] && cov=0

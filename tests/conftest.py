@@ -28,8 +28,9 @@ SPACY_MODULES = frozenset({"test_bad_inputs", "test_ingestion", "test_hostile_in
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        # a process-level scenario is slow too: the fast tier never starts one
-        if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("scenario"):
+        # a process-level scenario, or a test of a real llama-server, is slow too: the fast tier never starts one
+        if (REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("scenario")
+                or item.get_closest_marker("real_server")):
             item.add_marker(pytest.mark.slow)
     # spaCy's English pipeline is loaded once per process (ingestion.descriptors.load_spacy is
     # cached); load it here, before any test's clock starts, so its cost is not charged to
@@ -47,6 +48,22 @@ def dora_home(tmp_path, monkeypatch):
     monkeypatch.setenv("DORA_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
     return home
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """A real llama.cpp ``llama-server`` on 127.0.0.1 serving the embedded SmolLM2 GGUF (8 slots),
+    one per test process (tests/helpers/llama_server.py); the test skips with one line saying why
+    when the binary cannot be built here."""
+    from models_inference.model_ref import smollm2_gguf_path
+    from tests.helpers.llama_server import LlamaServer, llama_server_binary
+
+    binary, reason = llama_server_binary()
+    if binary is None:
+        pytest.skip(reason)
+    server = LlamaServer(binary, smollm2_gguf_path(), log=tmp_path_factory.mktemp("llama") / "server.log").start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

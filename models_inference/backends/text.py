@@ -468,7 +468,8 @@ class OpenAIChatBackend(OpenAIEndpoint):
         groups: dict[tuple, list[int]] = {}
         for i, r in enumerate(requests):
             groups.setdefault((r.prompt.as_text(), r.max_new_tokens), []).append(i)
-        max_n = max(1, self.max_n) if caps.completions_n else 1
+        # llama-server refuses an n above its parallel slots (-np): HTTP 400
+        max_n = max(1, min(self.max_n, caps.slots or self.max_n)) if caps.completions_n else 1
         units = [idx[k:k + max_n] for idx in groups.values() for k in range(0, len(idx), max_n)]
         per_request = max(1, self.prompts_per_request) if caps.prompt_lists else 1
         packs: list[list[list[int]]] = []
