@@ -211,6 +211,13 @@ def load_judge(
 # ---------------------------------------------------------------------------- runs
 
 
+def mode_of(judge) -> str:
+    """The answer mode a judge's rows record: :attr:`Judge.mode_used`, or for another object
+    with the judge's interface its ``answer_mode`` (``free`` when it has none)."""
+    used = getattr(judge, "mode_used", None)
+    return used if isinstance(used, str) else getattr(judge, "answer_mode", "free")
+
+
 def judge_seed(key: Sequence, judge_model: str, repeat: int) -> int:
     """Per-row seed: 63-bit blake2b of (association key, judge model, repeat)."""
     return key_seed(*key, judge_model, repeat)
@@ -229,7 +236,7 @@ class JudgeRunSummary(ResumableSummary):
 def judge_rows(associations: Sequence[dict], repeats: Sequence[int], judge: Judge, answers: Sequence[JudgeAnswer]) -> list[dict]:
     """Landing rows (``judge_ratings`` schema), one per (association, repeat) and answer."""
     now = datetime.now(timezone.utc)
-    mode = judge.mode_used
+    mode = mode_of(judge)
     # a constrained answer is exactly one rating or not a rating (nothing is read out of prose)
     parse = parse_rating if mode == "free" else parse_constrained_rating
     rows = []
@@ -344,7 +351,7 @@ def _run_judge(associations, judge, repeats, sampling, shard_rows, progress, max
 def _landed_repeats(judge: Judge) -> set[tuple[tuple, int]]:
     # the answer mode is part of the resume key (free and constrained runs of one judge
     # version both land); rows landed without one count as the judge's mode
-    mode = getattr(judge, "mode_used", "free")
+    mode = mode_of(judge)
     data = read_landing(
         "judge_ratings",
         columns=[*ASSOCIATION_KEY, "repeat", "answer_mode"],
