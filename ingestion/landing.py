@@ -373,6 +373,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("status", pa.string()),
             ("error", pa.string()),
             ("generation_params", pa.string()),  # JSON: max_new_tokens, temperature, top_p, ...
+            # free (the paper's parsed answer) / constrained (a local model's first token) / a
+            # server's choice constraint (grammar, json_schema, ...); null: landed before the
+            # column existed, answered freely
+            ("answer_mode", pa.string()),
             ("deviation", pa.string()),  # what departs from the paper on this row (NOT FROM PAPER notes)
             ("generated_at", pa.timestamp("us", tz="UTC")),
         ]

@@ -386,6 +386,40 @@ class OpenAIEndpoint:
                                       cooldown_s=self.fleet_cooldown_s, purpose=purpose)
         return self._fleet
 
+    def capabilities(self):
+        """What the endpoint's server accepts (:class:`~models_inference.backends.server_caps.ServerCapabilities`:
+        its choice constraint, top log-probs, ...), probed once per (base URL, model) in this
+        process; for a fleet, its first server's.
+
+        Returns ``None`` when the server cannot be reached now (nothing is cached: the backend's
+        own requests then fail with their one-line error, and the next call probes again).
+
+        Raises:
+            ModelNotAvailableError: the API key variable is unset, or the server refuses the key.
+        """
+        import openai
+
+        from models_inference.backends.server_caps import server_capabilities
+
+        url = (self.base_urls or [None])[0]
+        # no retries and a short timeout: a probe that fails only means "ask freely"
+        client = openai_client(self.api_key_env, url, max_retries=0, timeout=min(self.timeout, 30.0),
+                               purpose="the OpenAI-compatible backend")
+        try:
+            return server_capabilities(client, url, self.model_id)
+        except (openai.APIConnectionError, openai.APITimeoutError):
+            return None
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise ModelNotAvailableError(f"the endpoint refused the key: {api_error_text(exc, client.api_key)}") from None
+            return None
+
+    def constraint(self) -> str | None:
+        """The strongest choice constraint the endpoint honours (``grammar``, ``json_schema``, ...),
+        or ``None`` (free answers only; also when the server cannot be reached now)."""
+        caps = self.capabilities()
+        return caps.choice_constraint if caps else None
+
     def each(
         self,
         requests: Sequence[_Item],

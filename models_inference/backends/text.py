@@ -39,7 +39,7 @@ from models_inference.backends.local import (
     save_dequantised,
     word_complete,
 )
-from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text, openai_client
+from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text
 from models_inference.model_ref import default_model_identity, model_version, smollm2_gguf_path
 
 
@@ -347,32 +347,6 @@ class OpenAIChatBackend(OpenAIEndpoint):
                 return {t: math.log(m) for t, m in mass.items() if m > 0}
         return None
 
-    def capabilities(self):
-        """What the endpoint accepts (:class:`~models_inference.backends.server_caps.ServerCapabilities`),
-        probed once per (base URL, model) in this process; for a fleet, its first server's.
-
-        Returns ``None`` when the server cannot be reached now (nothing is cached: the audit's
-        own requests then fail with their one-line error, and the next call probes again).
-
-        Raises:
-            ModelNotAvailableError: the API key variable is unset.
-        """
-        import openai
-
-        from models_inference.backends.server_caps import server_capabilities
-
-        url = (self.base_urls or [None])[0]
-        client = openai_client(self.api_key_env, url, max_retries=0, timeout=min(self.timeout, 30.0),
-                               purpose="the OpenAI-compatible backend")
-        try:
-            return server_capabilities(client, url, self.model_id)
-        except (openai.APIConnectionError, openai.APITimeoutError):
-            return None
-        except openai.APIStatusError as exc:
-            if exc.status_code in (401, 403):
-                raise ModelNotAvailableError(f"the endpoint refused the key: {api_error_text(exc, client.api_key)}") from None
-            return None
-
     def choose(self, requests, choices: Sequence[str], sampling=SamplingParams(), on_batch=None) -> list[GenerationResult]:
         """Constrained answers: each reply is one of ``choices`` under the endpoint's strongest
         choice constraint (:meth:`capabilities`: llama.cpp ``grammar``, vLLM
@@ -416,11 +390,6 @@ class OpenAIChatBackend(OpenAIEndpoint):
             return GenerationResult(text, choice.finish_reason != "length", choice_logprobs=lps)
 
         return self.each(requests, one, on_batch)
-
-    def constraint(self) -> str | None:
-        """The choice constraint :meth:`choose` uses here, or ``None`` (free answers only)."""
-        caps = self.capabilities()
-        return caps.choice_constraint if caps else None
 
     def generate(self, requests, sampling=SamplingParams(), on_batch=None):
         """One chat completion per request, ``concurrency`` at a time; errors become results.

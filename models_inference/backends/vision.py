@@ -6,13 +6,15 @@
   encoder-decoder captioners (``VisionEncoderDecoderModel``) get the prompt as the decoder's
   prefix. Each row samples with its own seed (independent of batching).
 * :class:`OpenAIVisionBackend`: any OpenAI-compatible vision chat endpoint (paper: GPT-4o),
-  the image sent inline as a ``data:image/png;base64,...`` URL.
+  the image sent inline as a ``data:image/png;base64,...`` URL. Its ``choose`` restricts each
+  answer to fixed strings under the server's strongest choice constraint
+  (:mod:`models_inference.backends.server_caps`), as the text chat backend's does.
 """
 
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
@@ -241,18 +243,17 @@ class OpenAIVisionBackend(OpenAIEndpoint):
     redacted error texts, the client's retries, ``concurrency`` in flight).
 
     One user turn per request: the prompt text and the image as a data URL; failures become
-    ``error`` results (retried next run).
+    ``error`` results (retried next run). :meth:`choose` sends the same turn under the server's
+    choice constraint (:meth:`constraint`, found by the endpoint's capability probe).
     """
 
     model_id: str = "gpt-4o"
     timeout: float = 120.0
 
-    def describe(self, requests, sampling=SamplingParams(), on_batch=None):
-        """One chat completion per request, ``concurrency`` at a time.
-
-        Raises:
-            ModelNotAvailableError: the API key variable is unset.
-        """
+    def _ask(self, requests, sampling, on_batch, fields: dict | None = None, read=None) -> list[GenerationResult]:
+        """One chat completion per request (image + prompt), ``concurrency`` at a time, with
+        ``fields`` merged into each request and ``read`` turning the reply text into the answer."""
+        from models_inference.backends.server_caps import merge_request
 
         def one(client, key, req: DescriptionRequest) -> GenerationResult:
             try:
@@ -260,21 +261,49 @@ class OpenAIVisionBackend(OpenAIEndpoint):
             except OSError as exc:
                 return GenerationResult("", True, f"cannot read image {req.image_path.name}: {exc}")
             content = [{"type": "text", "text": req.prompt.text}, {"type": "image_url", "image_url": {"url": url}}]
+            kwargs = dict(model=self.model_id, messages=[{"role": "user", "content": content}], temperature=sampling.temperature,
+                          top_p=sampling.top_p, max_tokens=req.max_new_tokens, seed=int(req.seed) % (2**31))
             try:
-                resp = client.chat.completions.create(
-                    model=self.model_id,
-                    messages=[{"role": "user", "content": content}],
-                    temperature=sampling.temperature,
-                    top_p=sampling.top_p,
-                    max_tokens=req.max_new_tokens,
-                    seed=int(req.seed) % (2**31),
-                )
+                resp = client.chat.completions.create(**merge_request(kwargs, fields or {}))
                 choice = resp.choices[0]  # a malformed 200 reply (no choices) is an error row too
-                return GenerationResult(choice.message.content or "", choice.finish_reason != "length")
+                text = choice.message.content or ""
+                return GenerationResult(read(text) if read else text, choice.finish_reason != "length")
             except Exception as exc:  # noqa: BLE001 - the key-quoting proxy case: never stored
                 return GenerationResult("", True, api_error_text(exc, key))
 
         return self.each(requests, one, on_batch)
+
+    def describe(self, requests, sampling=SamplingParams(), on_batch=None):
+        """One chat completion per request, ``concurrency`` at a time.
+
+        Raises:
+            ModelNotAvailableError: the API key variable is unset.
+        """
+        return self._ask(requests, sampling, on_batch)
+
+    def choose(self, requests, choices: Sequence[str], sampling=SamplingParams(), on_batch=None) -> list[GenerationResult]:
+        """Constrained answers: each reply is one of ``choices`` under the endpoint's strongest
+        choice constraint (:meth:`constraint`: llama.cpp ``grammar``, vLLM ``structured_outputs``,
+        SGLang ``regex``, a strict ``json_schema``).
+
+        Returns:
+            One result per request, in order: ``text`` = the answer (for ``json_schema`` the
+            object's ``answer`` field; the raw reply when it is not such an object, for the caller
+            to parse and store with a status).
+
+        Raises:
+            ValueError: the endpoint honours no choice constraint (use :meth:`describe`).
+            ModelNotAvailableError: the API key variable is unset.
+        """
+        from models_inference.backends.server_caps import constrained_answer, constraint_fields
+
+        constraint = self.constraint()
+        if constraint is None:
+            raise ValueError(f"{self.base_url or 'the OpenAI API'} honours no choice constraint for {self.model_id!r}")
+        if constraint == "json_schema":  # a JSON object needs room for its braces and key
+            requests = [replace(r, max_new_tokens=max(r.max_new_tokens, 24)) for r in requests]
+        return self._ask(requests, sampling, on_batch, constraint_fields(constraint, choices),
+                         lambda text: constrained_answer(constraint, text))
 
 
 #: I2T backend name (:data:`~ingestion.vocabulary.I2T_BACKENDS`) -> its constructor.

@@ -217,6 +217,7 @@ def run_language_probe(
                 "parse_method": parsed.method if parsed else None, "parsed_choice": parsed.choice if parsed else None,
                 "chosen_group": parsed.choice if parsed else None, "status": parsed.status if parsed else "error",
                 "error": res.error, "generation_params": json.dumps(params, sort_keys=True), "deviation": deviation,
+                "answer_mode": "free",  # the paper's free answer, parsed
                 "generated_at": now,
             })
         return rows

@@ -16,6 +16,19 @@ its ``modality`` (``text``) and its ``deviation`` note.
   the 6 unordered race pairs; the pair's first group is left when s + i is odd), stored as
   ``left_group`` / ``right_group``. Parsed with the free-text left/right rule.
 
+How an answer is asked for (``answer_mode``): ``free`` (default) sends the prompt and parses the
+free answer, as the paper does. ``constrained`` (an option, NOT FROM PAPER) restricts the answer
+to the query's choices, ``left`` / ``right`` or the shuffled social terms as the prompt writes
+them (:func:`~models_inference.probes.modscan.prompts.term_phrases`), through the backend's
+``choose``: a local model's first token restricted to the choices (when each choice is one token
+of its tokenizer), a server's strongest choice constraint (llama.cpp ``grammar``, vLLM
+``structured_outputs``, SGLang ``regex``, a strict ``json_schema``). Where neither is possible
+(a server that honours no constraint, multi-token race phrases on a local model) the query is
+asked freely. Every row stores the mode it was answered in (``answer_mode``: ``free``,
+``constrained`` or the server's constraint) and a constrained row says so in its ``deviation``;
+the answer goes through the same parser as a free one, so an answer outside the choices keeps
+the status the parser gives it. ``constrained`` is part of the audit id (free audits keep theirs).
+
 Rows land in ``landing/modscan_responses`` through the shared resumable loop
 (:func:`models_inference.resumable.run_resumable`), keyed by (probe, attribute, scenario,
 instance, condition, prefix, query_unit): a re-run generates only what has not landed; an
@@ -32,10 +45,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
+from ingestion.errors import ModelNotAvailableError
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
+from models_inference.backends.server_caps import CONSTRAINTS
 from models_inference.backends.text import TextBackend
 from models_inference.probes.modscan.parsing import parse_side, parse_term, strip_echo
-from models_inference.probes.modscan.prompts import text_faces_prompt, text_persona_prompt, with_prefix
+from models_inference.probes.modscan.prompts import SIDE_CHOICES, term_phrases, text_faces_prompt, text_persona_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableTable, ResumableSummary, model_columns, run_resumable
 from models_inference.resumable import check_plan_size, readable_audit_id
@@ -54,6 +69,12 @@ TEXT_PROBES: tuple[str, ...] = ("modscan_text_persona", "modscan_text_faces")
 CONDITIONS: tuple[str, ...] = ("original", "blank")
 #: The 6 unordered race combinations of §5.1 ("all possible combinations of two faces").
 RACE_PAIRS: tuple[tuple[str, str], ...] = tuple(itertools.combinations(GROUPS["race"], 2))
+#: How an answer is asked for (module docstring): ``free`` = the paper's parsed free answer;
+#: ``constrained`` = restricted to the query's choices where the backend can (NOT FROM PAPER).
+ANSWER_MODES: tuple[str, ...] = ("free", "constrained")
+#: The mode a row was answered in (its ``answer_mode``): ``free``; ``constrained`` (a local
+#: model's first token restricted to the choices); or a server's choice constraint.
+ROW_ANSWER_MODES: tuple[str, ...] = ("free", "constrained", *CONSTRAINTS)
 
 _DEVIATION = {
     "modscan_text_persona": "NOT FROM PAPER: text-only analogue of the language modality (docs/families/modscan.md#text-only-use): "
@@ -80,6 +101,8 @@ class TextProbeConfig:
             list (:func:`spread`; 0 = all).
         max_new_tokens, temperature, top_p: generation ([UNDEFINED] in the paper; A.2.3).
         prompt_style: ``chat`` (the prompt as the user turn) -- the only style.
+        answer_mode: ``free`` (the paper's parsed free answer) or ``constrained`` (restricted to
+            the query's choices where the backend can; NOT FROM PAPER, module docstring).
         shard_rows: rows per landed shard.
     """
 
@@ -94,6 +117,7 @@ class TextProbeConfig:
     temperature: float = 0.7
     top_p: float = 0.95
     prompt_style: str = "chat"
+    answer_mode: str = "free"
     shard_rows: int = 256
 
     def validate(self) -> "TextProbeConfig":
@@ -114,6 +138,8 @@ class TextProbeConfig:
             raise ValueError(f"modscan instances_per_scenario must be >= 0, got {self.instances_per_scenario}")
         if self.prompt_style != "chat":
             raise ValueError(f"modscan prompt_style must be 'chat', got {self.prompt_style!r}")
+        if self.answer_mode not in ANSWER_MODES:
+            raise ValueError(f"modscan answer_mode must be one of {list(ANSWER_MODES)}, got {self.answer_mode!r}")
         rows = self.planned_rows()
         check_plan_size(rows, "modscan text analogues",
                         f"{rows // self.samples:,} (probe, attribute, scenario instance, condition, prefix) cells x {self.samples} samples")
@@ -130,9 +156,13 @@ class TextProbeConfig:
         return cells * self.samples
 
     def generation_params(self) -> dict:
-        """What changes the meaning of a row (part of the audit id and of every row)."""
-        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
-                "prompt_style": self.prompt_style}
+        """What changes the meaning of a row (part of the audit id and of every row). The answer
+        mode enters only when ``constrained``, so the ids of free audits stay what they were."""
+        params = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
+                  "prompt_style": self.prompt_style}
+        if self.answer_mode != "free":
+            params["answer_mode"] = self.answer_mode
+        return params
 
 
 @dataclass(frozen=True)
@@ -157,6 +187,13 @@ class TextQuery:
 
     def key(self) -> tuple:
         return (self.probe, self.attribute, self.scenario, self.instance, self.condition, self.prefix, self.query_unit)
+
+    def choices(self) -> tuple[str, ...]:
+        """The answers a constrained query is restricted to: ``left`` / ``right`` (text faces), or
+        the social terms in this query's shuffled order, as the prompt writes them (text persona)."""
+        if self.probe == "modscan_text_persona":
+            return term_phrases(self.attribute, self.term_order)
+        return SIDE_CHOICES
 
     def prompt(self) -> str:
         if self.probe == "modscan_text_persona":
@@ -218,7 +255,31 @@ def text_audit_id(backend: TextBackend, config: TextProbeConfig) -> str:
     return readable_audit_id("modscan-text", [(backend.model_id.split("/")[-1], 40), (backend.model_version, 20)], payload)
 
 
-def _row(query: TextQuery, prompt: str, raw: str | None, error: str | None, backend, audit_id, params, now) -> dict:
+def answer_mode_for(backend, choices: Sequence[str]) -> str:
+    """The mode a ``constrained`` query with these ``choices`` is answered in on ``backend``
+    (:data:`ROW_ANSWER_MODES`): a server's choice constraint (its capability probe; ``free`` when
+    it honours none), ``constrained`` for a local model whose tokenizer has one token per choice
+    (its ``choose`` restricts the first token), else ``free``.
+
+    Raises:
+        ModelNotAvailableError: the backend cannot run (e.g. an API key variable unset).
+    """
+    if not hasattr(backend, "choose"):
+        return "free"
+    find = getattr(backend, "constraint", None)
+    if find is not None:  # a server: whatever its probe found
+        return find() or "free"
+    token_ids = getattr(backend, "choice_token_ids", None)
+    if token_ids is not None:
+        try:
+            token_ids(tuple(choices))
+        except ModelNotAvailableError:  # a choice spans several tokens ("an Asian"): asked freely
+            return "free"
+    return "constrained"
+
+
+def _row(query: TextQuery, prompt: str, raw: str | None, error: str | None, backend, audit_id, params, now,
+         mode: str = "free") -> dict:
     if error is not None:
         answer, parsed_choice, chosen, status, method = None, None, None, "error", None
     else:
@@ -259,7 +320,9 @@ def _row(query: TextQuery, prompt: str, raw: str | None, error: str | None, back
         "status": status,
         "error": error,
         "generation_params": json.dumps(params, sort_keys=True),
-        "deviation": _DEVIATION[query.probe],
+        "answer_mode": mode,
+        "deviation": _DEVIATION[query.probe] + ("" if mode == "free" else (
+            f"; answer constrained to {'/'.join(query.choices())} (answer_mode {mode}; the paper parses free answers)")),
         "generated_at": now,
     }
 
@@ -310,15 +373,40 @@ def run_text_probe(
     params = cfg.generation_params()
     sampling = SamplingParams(cfg.temperature, cfg.top_p)
 
+    modes: dict[tuple[str, ...], str] = {}  # choice set -> its answer mode, found once per run
+
+    def mode_of(query: TextQuery) -> str:
+        if cfg.answer_mode == "free":
+            return "free"
+        choices = query.choices()
+        if choices not in modes:
+            modes[choices] = answer_mode_for(backend, choices)
+        return modes[choices]
+
     def generate(chunk: list[TextQuery], advance: Callable[[int], None]) -> list[dict]:
         prompts = [q.prompt() for q in chunk]
         requests = [
             GenerationRequest(prompt=RenderedPrompt("chat", p), seed=q.seed, max_new_tokens=cfg.max_new_tokens, stop="eos")
             for q, p in zip(chunk, prompts)
         ]
-        results = backend.generate(requests, sampling, on_batch=advance)
+        row_modes = [mode_of(q) for q in chunk]
+        # one call per (mode, choice set): free queries together, as before; constrained ones
+        # with their own choices (a persona query's terms are in its shuffled order)
+        groups: dict[tuple, list[int]] = {}
+        for i, (q, mode) in enumerate(zip(chunk, row_modes)):
+            groups.setdefault((mode, () if mode == "free" else q.choices()), []).append(i)
+        results: list = [None] * len(chunk)
+        for (mode, choices), idx in groups.items():
+            batch = [requests[i] for i in idx]
+            if mode == "free":
+                out = backend.generate(batch, sampling, on_batch=advance)
+            else:
+                out = backend.choose(batch, list(choices), sampling, on_batch=advance)
+            for i, res in zip(idx, out):
+                results[i] = res
         now = datetime.now(timezone.utc)
-        return [_row(q, p, r.text, r.error, backend, audit_id, params, now) for q, p, r in zip(chunk, prompts, results)]
+        return [_row(q, p, r.text, r.error, backend, audit_id, params, now, mode)
+                for q, p, r, mode in zip(chunk, prompts, results, row_modes)]
 
     event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "modscan_text", event_cfg, target)
@@ -332,6 +420,6 @@ def run_text_probe(
 
 
 __all__ = [
-    "CONDITIONS", "MODSCAN_TABLE", "RACE_PAIRS", "TEXT_PROBES", "TextProbeConfig", "TextQuery", "TextRunSummary",
-    "plan_text_queries", "spread", "run_text_probe", "text_audit_id",
+    "ANSWER_MODES", "CONDITIONS", "MODSCAN_TABLE", "RACE_PAIRS", "ROW_ANSWER_MODES", "TEXT_PROBES", "TextProbeConfig",
+    "TextQuery", "TextRunSummary", "answer_mode_for", "plan_text_queries", "spread", "run_text_probe", "text_audit_id",
 ]

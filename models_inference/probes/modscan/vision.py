@@ -165,6 +165,7 @@ def run_vision_probe(
                 "parse_method": parsed.method if parsed else None, "parsed_choice": parsed.choice if parsed else None,
                 "chosen_group": chosen, "status": status, "error": res.error,
                 "generation_params": json.dumps(params, sort_keys=True),
+                "answer_mode": "free",  # the paper's free answer, parsed
                 "deviation": None if cfg.instances_per_scenario == 0 else f"NOT FROM PAPER: {cfg.instances_per_scenario} instances per scenario",
                 "generated_at": now,
             })

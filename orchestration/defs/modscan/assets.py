@@ -39,6 +39,7 @@ def text_probe_config(config: ModscanConfig) -> TextProbeConfig:
         probes=config.probes, attributes=config.attributes, scenarios=config.scenarios, conditions=config.conditions,
         prefixes=config.prefixes, samples=config.samples, instances_per_scenario=config.instances_per_scenario,
         max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+        answer_mode=config.answer_mode,
     )
 
 
@@ -122,6 +123,7 @@ def _text(config: ModscanConfig, done: list[dict]) -> dict:
         "model_id": done[0]["model_id"],
         "model_version": done[0]["model_version"],
         "probes": ", ".join(config.probes),
+        "answer_mode": config.answer_mode,  # requested; each row stores the mode it was answered in
         "blocks": len(done),
         "rows_planned": total["planned"],
         "rows_already_landed": total["already_landed"],

@@ -15,7 +15,7 @@ from ingestion.vocabulary import DEFAULT_MODEL, I2T_BACKENDS, T2I_BACKENDS, T2T_
 from orchestration.defaults import MAX_BATCH, MAX_SAMPLES, MAX_TOKENS
 from orchestration.defs.common import ErrorShareLimit
 from models_inference.probes.modscan.tables import ATTRIBUTES, SCENARIOS
-from models_inference.probes.modscan.text import CONDITIONS, TEXT_PROBES
+from models_inference.probes.modscan.text import ANSWER_MODES, CONDITIONS, TEXT_PROBES
 
 #: The family's name for ``dora audit --probe``.
 PROBE_NAME = "modscan"
@@ -57,6 +57,11 @@ class ModscanConfig(ErrorShareLimit):
         DEFAULT_INSTANCES, ge=0, le=MAX_SAMPLES, description="k instances of each Table 1 scenario, spread over its list; 0 = all (paper)",
     )
     max_new_tokens: int = Field(DEFAULT_MAX_NEW_TOKENS, ge=1, le=MAX_TOKENS, description="answer budget in tokens (paper: unstated)")
+    answer_mode: str = Field(
+        ANSWER_MODES[0], description="text analogues: free (the paper's free answer, parsed) or constrained (NOT FROM PAPER: the "
+        "answer restricted to left/right or the offered social terms, by a local model's first token or a server's "
+        "grammar / structured_outputs / regex / json_schema; free where the backend cannot; every row records its mode)",
+    )
     block_queries: int = Field(
         512, ge=1, le=1_000_000,
         description="text-analogue queries per block: each block is one Dagster step, run apart (another process or "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from analytics.family_diff import FamilyChangeTest
 from ingestion.vocabulary import I2T_BACKENDS, T2I_BACKENDS, T2T_BACKENDS
 from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
-from models_inference.probes.modscan.text import CONDITIONS, TEXT_PROBES
+from models_inference.probes.modscan.text import ANSWER_MODES, CONDITIONS, TEXT_PROBES
 from orchestration import cli_validation as v
 from orchestration.defs.modscan.config import ModscanConfig
 from orchestration.family import Flag, ProbeFamily
@@ -36,6 +36,7 @@ FLAGS: tuple[Flag, ...] = (
     *Flag.of(M, "samples", prefix=P),
     Flag(((M, "instances_per_scenario"),), name="--modscan-instances"),
     *Flag.of(M, "max_new_tokens", "block_queries", prefix=P),
+    Flag(((M, "answer_mode"),), prefix=P, choices=ANSWER_MODES),
     Flag(((M, "faces"),), name="--faces", path="file_or_folder"),
     Flag(((M, "vision_model"),), prefix=P, local_model="modscan_vision_backend"),
     Flag(((M, "vision_backend"),), prefix=P, choices=I2T_BACKENDS),
@@ -99,7 +100,8 @@ def plan(configs) -> str:
 
     config = configs[OP]
     queries = len(plan_text_queries(text_probe_config(config), "dry-run"))
-    lines = [f"modscan: {queries:,} text-analogue queries ({', '.join(config.probes)}) on {config.model} ({config.backend})"]
+    mode = "" if config.answer_mode == "free" else f", answers {config.answer_mode}"
+    lines = [f"modscan: {queries:,} text-analogue queries ({', '.join(config.probes)}) on {config.model} ({config.backend}{mode})"]
     if not (config.faces and config.vision_model):
         lines.append("  vision modality: skipped (needs --faces and --modscan-vision-model)")
     if not (config.t2i_model and config.vision_model):

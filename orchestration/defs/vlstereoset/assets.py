@@ -58,7 +58,8 @@ def build_scorers(config: VLStereoSetConfig, names: list, model_version=None) ->
             if vlm is None:
                 kwargs = {"base_url": config.vlm_base_url} if config.vlm_backend == "openai" else {}
                 vlm = load_vision_backend(config.vlm_model, backend=config.vlm_backend, **kwargs)
-            out.append(VisionLoglikScorer(vlm) if name == "loglik" else McqScorer(vlm, shuffles=config.mcq_shuffles))
+            out.append(VisionLoglikScorer(vlm) if name == "loglik" else McqScorer(vlm, shuffles=config.mcq_shuffles,
+                                                                                      answer_mode=config.mcq_answer_mode))
         if model_version and name not in REFERENCE_SCORERS:
             out[-1].model_version = model_version
     return out

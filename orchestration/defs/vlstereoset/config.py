@@ -14,6 +14,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from ingestion.vocabulary import DEFAULT_MODEL, I2T_BACKENDS, T2T_BACKENDS
+from models_inference.probes.vlstereoset.scorers import MCQ_ANSWER_MODES
 from orchestration.defs.common import ErrorShareLimit
 
 #: Probe family name (``dora audit --probe vlstereoset``) and its Dagster asset group.
@@ -74,6 +75,11 @@ class VLStereoSetConfig(ErrorShareLimit):
     vlm_backend: str = Field(I2T_BACKENDS[0], description="VLM backend")
     vlm_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the VLM; key from $OPENAI_API_KEY")
     mcq_shuffles: int = Field(3, ge=1, le=100, description="answer orders per mcq question")
+    mcq_answer_mode: str = Field(
+        MCQ_ANSWER_MODES[0], description="mcq: free (the letter parsed from the answer) or constrained (the answer restricted "
+        "to the letters by an OpenAI-compatible server's grammar / structured_outputs / regex / json_schema; free where it "
+        "has none; recorded in the audit's config and every row's detail_json)",
+    )
     items: Literal["all", "paper"] = Field(
         "all", description="every good row of the file, or 'paper': a seeded down-sample to the paper's per-category "
         "counts (Table 1: 1,028 items; the released file is the unbalanced pool of 1,958)",

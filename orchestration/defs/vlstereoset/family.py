@@ -9,6 +9,7 @@ from __future__ import annotations
 from analytics.family_diff import FamilyChangeTest
 from ingestion.vocabulary import I2T_BACKENDS, T2T_BACKENDS
 from orchestration import cli_validation as v
+from models_inference.probes.vlstereoset.scorers import MCQ_ANSWER_MODES
 from orchestration.defs.vlstereoset.config import ASSET_GROUP, OP_NAME, SCORERS, VLStereoSetConfig
 from orchestration.family import Flag, ProbeFamily
 
@@ -31,6 +32,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((V, "vlm_backend"),), prefix=P, choices=I2T_BACKENDS),
     Flag(((V, "vlm_base_url"),), prefix=P, validator=v.base_urls),
     *Flag.of(V, "mcq_shuffles", "items", "item_seed", "block_items", prefix=P),
+    Flag(((V, "mcq_answer_mode"),), prefix=P, choices=MCQ_ANSWER_MODES),
 )
 
 def check(configs) -> str | None:

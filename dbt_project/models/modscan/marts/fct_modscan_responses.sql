@@ -39,6 +39,7 @@ final as (
         status not in ('ok', 'error') as is_na,
         error,
         generation_params,
+        answer_mode,
         deviation,
         generated_at
     from {{ ref('stg_modscan_responses') }}

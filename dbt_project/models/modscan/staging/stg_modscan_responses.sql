@@ -2,12 +2,14 @@
     One row per ModSCAN query key (audit, model, version, probe, attribute, scenario, instance,
     condition, prefix, query_unit). The landing table is append-only: an `error` row is retried
     and lands again, so the latest generated_at wins, an answered row before an error row.
+    `answer_mode`: rows landed before the column existed were answered freely (null -> 'free').
 -#}
 
 with
 
 source as (
-    select * from {{ source('landing', 'modscan_responses') }}
+    select * replace (coalesce(answer_mode, 'free') as answer_mode)
+    from {{ source('landing', 'modscan_responses') }}
 ),
 
 final as (
