@@ -325,6 +325,10 @@ class OpenAIChatBackend(OpenAIEndpoint):
     #: samples of one prompt per request (``n``) and prompts per request, when batching
     max_n: int = 16
     prompts_per_request: int = 8
+    #: send a prompt's runs as ``n``; ``None``: where the server takes it, except llama-server,
+    #: whose ``n`` copies the prompt's cache to every child slot (measured slower than the same
+    #: runs spread over prompt lists: benchmarks/bench_server_throughput.py)
+    use_n: bool | None = None
 
     @staticmethod
     def _choice_logprobs(choice, choices: Sequence[str]) -> dict[str, float] | None:
@@ -437,19 +441,27 @@ class OpenAIChatBackend(OpenAIEndpoint):
         groups: dict[tuple, list[int]] = {}
         for i, r in enumerate(requests):
             groups.setdefault((r.prompt.as_text(), r.max_new_tokens), []).append(i)
+        use_n = caps.completions_n and (self.use_n if self.use_n is not None else caps.server != "llama.cpp")
         # llama-server refuses an n above its parallel slots (-np): HTTP 400
-        max_n = max(1, min(self.max_n, caps.slots or self.max_n)) if caps.completions_n else 1
-        units = [idx[k:k + max_n] for idx in groups.values() for k in range(0, len(idx), max_n)]
+        max_n = max(1, min(self.max_n, caps.slots or self.max_n)) if use_n else 1
+        chunks = {key: [idx[k:k + max_n] for k in range(0, len(idx), max_n)] for key, idx in groups.items()}
         per_request = max(1, self.prompts_per_request) if caps.prompt_lists else 1
+        # Run-major ("striped"): the first unit of every prompt, then the second ...; a request
+        # never holds one prompt twice, because a server seeds every prompt of a request with the
+        # request's one seed (llama-server: a prompt listed twice came back twice identical)
         packs: list[list[list[int]]] = []
-        by_shape: dict[tuple, list[list[int]]] = {}
-        for unit in units:  # a request's prompts share n and the token budget
-            shape = (len(unit), requests[unit[0]].max_new_tokens)
-            pack = by_shape.get(shape)
-            if pack is None or len(pack) >= per_request:
-                pack = by_shape[shape] = []
-                packs.append(pack)
-            pack.append(unit)
+        open_pack: dict[tuple, list[list[int]]] = {}
+        for k in range(max(len(c) for c in chunks.values())):
+            for key, units in chunks.items():
+                if k >= len(units):
+                    continue
+                unit = units[k]
+                shape = (len(unit), requests[unit[0]].max_new_tokens)  # a request's prompts share n and budget
+                pack = open_pack.get(shape)
+                if pack is None or len(pack) >= per_request or any(requests[u[0]].prompt.as_text() == key[0] for u in pack):
+                    pack = open_pack[shape] = []
+                    packs.append(pack)
+                pack.append(unit)
         results: list[GenerationResult | None] = [None] * len(requests)
         lock = threading.Lock()
 
