@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ingestion.errors import UnknownRelationError
+from ingestion.errors import UnknownRelationError, shown
 
 #: Prefixes of public relations (fact, aggregate and dimension tables).
 PUBLIC_PREFIXES = ("fct_", "agg_", "dim_")
@@ -129,7 +129,7 @@ def relation(name: str) -> Relation:
     if rel is None:
         close = difflib.get_close_matches(name.lower(), list(by_name), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else "; list them with: dora tables"
-        raise UnknownRelationError(f"no relation {name!r} is documented in dbt_project/models{hint}")
+        raise UnknownRelationError(f"no relation {shown(name, quote=True)} is documented in dbt_project/models{hint}")
     return rel
 
 

@@ -221,7 +221,8 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     return AuditDiff(target, before, after, counts, top_rows, by_dimension)
 
 
-def models_overview(registry, *, resolve: Callable[[object], str] | None = None) -> QueryResult:
+def models_overview(registry, *, resolve: Callable[[object], str] | None = None,
+                    check: Callable[[object], str | None] | None = None) -> QueryResult:
     """``dora models list``: every registry target with its current version and last audit.
 
     Args:
@@ -229,6 +230,9 @@ def models_overview(registry, *, resolve: Callable[[object], str] | None = None)
         resolve: reads a target's current version (``models_inference.model_ref.resolve_version``,
             passed in by the CLI: analytics does not load models); it may raise any
             exception, shown as ``unreadable: ...``. None: versions are not read.
+        check: a target's problem (one line) or ``None`` when ``dora audit --target`` would
+            accept it (the CLI passes ``orchestration.cli.target.check_target``); shown in the
+            last column ``valid`` as ``ok`` or ``invalid: <reason>``. None: ``(not checked)``.
 
     The last audit is the latest finished-or-not audit of the target in ``dim_audits`` (by
     ``started_at``); ``-`` when the warehouse does not exist yet or the target was never audited.
@@ -255,10 +259,12 @@ def models_overview(registry, *, resolve: Callable[[object], str] | None = None)
         else:
             current = "(not read)"
         audit_id, version, status, at = last.get(t.name, ("-", "-", "-", None))
+        problem = check(t) if check is not None else None
+        valid = "(not checked)" if check is None else (f"invalid: {problem}" if problem else "ok")
         rows.append(
             (t.name, t.modality, t.backend, t.model, t.version.source, current, audit_id, version, status,
-             at.strftime("%Y-%m-%d %H:%M") if at else "-")
+             at.strftime("%Y-%m-%d %H:%M") if at else "-", valid)
         )
     columns = ["target", "modality", "backend", "model", "version_source", "current_version",
-               "last_audit", "last_audit_version", "last_status", "last_at"]
+               "last_audit", "last_audit_version", "last_status", "last_at", "valid"]
     return QueryResult(columns, rows)

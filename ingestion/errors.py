@@ -73,6 +73,20 @@ class RegistryError(DoraError, ValueError):
         super().__init__(f"invalid audit registry {path}:\n{lines}")
 
 
+class UnknownTargetError(DoraError, KeyError):
+    """``--target NAME`` (or a partition) names no target of the registry; the message lists the
+    registered names. A ``KeyError`` for the callers that catch one, printed without its quotes."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class TargetConfigError(DoraError, ValueError):
+    """A registry target's family, options or probe settings are refused by the checks its
+    flags would get (unknown family or option, wrong type, out of range, missing input path,
+    a plan over the row cap); one line naming the target, the option and the reason."""
+
+
 # ----------------------------------------------------------------------------- models
 
 
@@ -146,6 +160,42 @@ class LandingLocationError(DoraError, ValueError):
     (:func:`ingestion.landing.landing_url`)."""
 
 
+# ----------------------------------------------------------------------------- message text
+
+#: The most characters of one piece of user input a message repeats (a 100 kB relation name
+#: would otherwise come back whole).
+MAX_SHOWN = 200
+
+
+def _escaped(char: str) -> str:
+    if "\udc80" <= char <= "\udcff":  # an undecodable byte of an argument (surrogate escape)
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return repr(char)[1:-1]
+
+
+def one_line(text: str) -> str:
+    """``text`` with its characters that are not printable escaped (``\\n``, ``\\x1b``, an
+    undecodable byte as ``\\xff``): a message built from user input stays one line."""
+    return "".join(c if c.isprintable() else _escaped(c) for c in text)
+
+
+def shown(value: object, *, quote: bool = False, limit: int = MAX_SHOWN) -> str:
+    """``value`` (a path, a name, an argument) as it may appear inside a one-line message.
+
+    Characters that are not printable (a newline, an escape sequence, a line separator, an
+    undecodable byte) are written escaped (``\\n``, ``\\x1b``, ``\\xff``) and the whole is put in
+    quotes, so the message stays one line and the reader sees where the value ends; more than
+    ``limit`` characters are cut, with ``...``. ``quote=True`` quotes it in any case (where a
+    message used ``{value!r}``).
+    """
+    text = str(value)
+    escaped = one_line(text)
+    changed = escaped != text
+    if len(escaped) > limit:
+        escaped = f"{escaped[:limit]}... ({len(text)} characters)"
+    return f"'{escaped}'" if quote or changed else escaped
+
+
 __all__ = [
     "AuditFailedError",
     "AuditIdentityError",
@@ -157,14 +207,19 @@ __all__ = [
     "InputFileError",
     "ItemPoolTooSmallError",
     "LandingLocationError",
+    "MAX_SHOWN",
     "ModelNotAvailableError",
     "PlanTooLargeError",
     "PromptLogprobsUnsupportedError",
     "QueryRefusedError",
     "RegistryError",
+    "TargetConfigError",
+    "UnknownTargetError",
     "VLStereoSetFormatError",
     "VersionError",
     "WarehouseBusyError",
     "WarehouseCorruptError",
     "WarehouseMissingError",
+    "one_line",
+    "shown",
 ]

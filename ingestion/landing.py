@@ -483,18 +483,22 @@ def warehouse_path() -> Path:
     """Path of the DuckDB warehouse file, ``$DORA_HOME/warehouse.duckdb``.
 
     Raises:
-        ingestion.errors.DoraError: the home's path holds ``?``: DuckDB (2.0) reads it as the
-            start of connection options, even through a symlink, and cannot open a database
-            there (its WAL lands elsewhere).
+        ingestion.errors.DoraError: the home's path holds ``?`` or ``\\``: DuckDB (2.0) reads
+            ``?`` as the start of connection options, even through a symlink, and cannot open a
+            database there (its WAL lands elsewhere); it reads ``\\`` as ``/``, so it would look
+            for the warehouse in another folder, call the healthy one corrupt and move it aside.
+            Refused here, before any check of the warehouse can move anything.
     """
     path = dora_home() / "warehouse.duckdb"
-    if "?" in str(path):
-        from ingestion.errors import DoraError
+    for char, why in (("?", "it reads '?' as the start of connection options"),
+                      ("\\", "it reads '\\' as '/' and would open another file")):
+        if char in str(path):
+            from ingestion.errors import DoraError, shown
 
-        raise DoraError(
-            f"DORA_HOME {path.parent} contains '?': DuckDB cannot keep a database under such a path "
-            "(it reads '?' as the start of connection options); choose a folder without '?'"
-        )
+            raise DoraError(
+                f"DORA_HOME {shown(path.parent)} contains '{char}': DuckDB cannot keep a database under such a "
+                f"path ({why}); choose a folder without '{char}'"
+            )
     return path
 
 
@@ -629,9 +633,11 @@ def landing_url() -> str | None:
     ``None`` for the local landing folder.
 
     Raises:
-        LandingLocationError: the value is not a URL with a protocol (``s3://bucket/prefix``).
+        LandingLocationError: the value is not a URL with a protocol (``s3://bucket/prefix``),
+            its protocol keeps files inside one process or on one machine (:data:`UNSHARED_PROTOCOLS`),
+            fsspec knows no such protocol, or the package implementing it is not installed.
     """
-    from ingestion.errors import LandingLocationError
+    from ingestion.errors import LandingLocationError, shown
 
     url = os.environ.get(LANDING_URL_ENV, "").strip().rstrip("/")
     if not url:
@@ -639,10 +645,50 @@ def landing_url() -> str | None:
     protocol, sep, rest = url.partition("://")
     if not sep or not protocol or not rest or protocol == "file":
         raise LandingLocationError(
-            f"${LANDING_URL_ENV}={url!r} is not an object-storage URL (e.g. s3://bucket/prefix); unset it to land "
-            "in $DORA_HOME/landing"
+            f"${LANDING_URL_ENV}={shown(url, quote=True)} is not an object-storage URL (e.g. s3://bucket/prefix); "
+            "unset it to land in $DORA_HOME/landing"
         )
+    for proto in protocol.split("::"):  # a chained URL (simplecache::s3://...): every link counts
+        problem = _protocol_problem(proto)
+        if problem:
+            raise LandingLocationError(f"${LANDING_URL_ENV}={shown(url, quote=True)}: {problem}")
     return url
+
+
+#: fsspec protocols whose files live inside one process (``memory``: each worker of a run would
+#: land in its own copy, and the warehouse build would see none of it), on this machine only
+#: (local files and caches: use ``$DORA_HOME`` instead), or that cannot be written (archives,
+#: wrappers over another filesystem given in Python, not in a URL).
+UNSHARED_PROTOCOLS = frozenset({
+    "memory", "data", "reference", "generic", "dir", "async_wrapper", "asyncwrapper", "local", "file", "asynclocal",
+    "blockcache", "cached", "filecache", "simplecache", "zip", "tar", "libarchive", "dask", "pyscript",
+})
+
+
+def _protocol_problem(proto: str) -> str | None:
+    """Why fsspec ``proto`` cannot hold the landing zone (``None`` if it can): not shared between
+    the processes of a run, unknown, or its package not installed (fsspec's registry names it)."""
+    import fsspec
+    from fsspec.registry import known_implementations
+
+    from ingestion.errors import shown
+
+    if proto in UNSHARED_PROTOCOLS:
+        return (f"the {shown(proto, quote=True)} filesystem is not shared between processes (each step "
+                "process would land in its own); use object storage (e.g. s3://bucket/prefix) or unset it to land in "
+                "$DORA_HOME/landing")
+    try:
+        fsspec.get_filesystem_class(proto)
+    except ValueError:
+        return (f"fsspec knows no filesystem {shown(proto, quote=True)}; use object storage (e.g. s3://bucket/prefix) "
+                "or unset it to land in $DORA_HOME/landing")
+    except ImportError as exc:  # a known protocol whose package is missing (gs:// without gcsfs)
+        known = known_implementations.get(proto, {})
+        package = str(known.get("class", "")).split(".")[0]
+        install = f": pip install {package}" if package and package != "fsspec" else ""
+        reason = (str(known.get("err") or exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"the {proto!r} filesystem is not installed ({reason}){install}"
+    return None
 
 
 def landing_root():

@@ -56,7 +56,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from ingestion.errors import RegistryError
+from ingestion.errors import RegistryError, UnknownTargetError
 from ingestion.vocabulary import (
     ADHOC_PARTITION_PREFIX,
     BACKENDS,
@@ -218,11 +218,14 @@ class AuditTarget(_Strict):
     the partition (default ``biasdora``: the probe of ``modality`` with ``probe`` settings).
     Another family (``counterfactual``, ``modscan``, ``vlstereoset``) runs its own probe on
     ``model`` / ``backend`` / ``base_url`` (where the family has those flags) with ``options``:
-    field names and values of that family's run config (``dora audit --help-family NAME``
-    lists them as flags; e.g. ``{occupations: [nurse], seeds: 3}`` for counterfactual; the
-    VLStereoSet text prior on a model: ``{text_model: ..., text_backend: ...}``), checked
-    when the run config is built
-    (``orchestration/defs/audits/runs.py: run_config_for_target``).
+    that family's flags without ``--`` and its prefix (``instances`` for
+    ``--modscan-instances``), or the run-config fields they set (``dora audit --help-family
+    NAME`` lists the flags; e.g. ``{occupations: [nurse], seeds: 3}`` for counterfactual; the
+    VLStereoSet text prior on a model: ``{text_model: ..., text_backend: ...}``). This module
+    checks only that ``family`` looks like a name; the family, the options and their values
+    are checked as the flags would be when the run config is built
+    (``orchestration/defs/audits/runs.py: run_config_for_target``) and by ``dora audit
+    --target`` before anything starts (``orchestration/cli/target.py``).
     """
 
     name: str
@@ -363,12 +366,12 @@ class Registry(_Strict):
         """The target called ``name``.
 
         Raises:
-            KeyError: no such target (the message lists the registered names).
+            UnknownTargetError: (a ``KeyError``) no such target; one line listing the registered names.
         """
         for t in self.targets:
             if t.name == name:
                 return t
-        raise KeyError(f"no audit target {name!r} in the registry; registered: {[t.name for t in self.targets]}")
+        raise UnknownTargetError(f"no audit target {name!r} in the registry; registered: {', '.join(t.name for t in self.targets)}")
 
 
 def default_registry_path() -> Path:

@@ -192,7 +192,7 @@ def test_cli_models_list_and_audit_target_errors(registry_file, dora_home, capsy
     write_registry(registry_file, {"alpha": "v1"})
     assert main(["models", "list", "--format", "csv"]) == 0  # no warehouse yet: no last audit
     out = capsys.readouterr().out.splitlines()
-    assert out[1] == "alpha,t2t,transformers,smollm2-135m,explicit,v1,-,-,-,-"
+    assert out[1] == "alpha,t2t,transformers,smollm2-135m,explicit,v1,-,-,-,-,ok"
     assert main(["models", "list", "--no-resolve", "--format", "csv"]) == 0
     assert ",(not read)," in capsys.readouterr().out
 
@@ -203,7 +203,7 @@ def test_cli_models_list_and_audit_target_errors(registry_file, dora_home, capsy
 
     # `dora audit --target` registers the partition of the current version, or says why not
     assert main(["audit", "--target", "nope", "--no-progress"]) == 2
-    assert "no audit target 'nope' in the registry; registered: ['alpha']" in capsys.readouterr().err
+    assert "no audit target 'nope' in the registry; registered: alpha" in capsys.readouterr().err
     assert main(["audit", "--target", "alpha", "--registry", str(bad), "--no-progress"]) == 2
     assert "probe.runs" in capsys.readouterr().err
 

@@ -26,7 +26,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from orchestration.cli_validation import check_args, precheck
 
-    precheck(sys.argv[1:] if argv is None else argv)
+    items = sys.argv[1:] if argv is None else list(argv)
+    problem = non_utf8_argument(items)
+    if problem:  # before argparse, which would echo it, and before it reaches a message, a file name or a query
+        print(problem, file=sys.stderr)
+        raise SystemExit(2)
+    precheck(items)
     from orchestration.cli import audit, commands
     from orchestration.cli.parser import build_parser
 
@@ -40,6 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         problem = family_problem(args)
         if problem:
             command_parser(parser, "audit").error(problem)
+        if args.target and not args.dry_run:  # the target checked like its flags (a dry run checks it as it plans)
+            from orchestration.cli.target import target_problem
+
+            problem = target_problem(args)
+            if problem:
+                print(f"dora audit: error: {problem}", file=sys.stderr)
+                return 2
     handler = {
         "audit": audit.cmd_audit,
         "report": commands.cmd_report,
@@ -52,6 +64,38 @@ def main(argv: list[str] | None = None) -> int:
         "families": commands.cmd_families,
     }[args.command]
     return run_reporting_errors(handler, args)
+
+
+#: The commands, for the name a refused argument's line starts with (``dora report: ...``).
+_COMMANDS = ("audit", "report", "query", "tables", "reparse", "ui", "models", "diff", "families")
+
+
+def non_utf8_argument(argv: list[str]) -> str | None:
+    """The one-line refusal of the first argument that is not UTF-8 text, or ``None``.
+
+    Python decodes an argument's undecodable bytes (``b"\\xff"``) to lone surrogates
+    (``"\\udcff"``): printing one, encoding it for a DuckDB query or a file name fails deep
+    inside a command with a traceback. Checked once here for every command, like ``dora query``
+    refuses such SQL; the line names the flag (or the argument's position) and the byte.
+    """
+    from ingestion.errors import shown
+
+    for i, item in enumerate(argv):
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            name = f"dora {argv[0]}" if argv and argv[0] in _COMMANDS else "dora"
+            flag, eq, _ = item.partition("=")
+            if eq and flag.startswith("--"):
+                what = flag
+            elif i > 0 and argv[i - 1].startswith("--"):
+                what = argv[i - 1]
+            else:
+                what = f"argument {i + 1}"
+            byte = item[exc.start].encode("utf-8", "surrogateescape")
+            return (f"{name}: error: {shown(what)}: {shown(item, quote=True)} is not valid UTF-8 text (byte "
+                    f"0x{byte.hex() if len(byte) == 1 else '??'} at position {exc.start}); pass UTF-8 text")
+    return None
 
 
 def run_reporting_errors(handler, args) -> int:
@@ -112,7 +156,7 @@ def one_line_error(exc: BaseException) -> str | None:
     import os
     from pathlib import Path
 
-    from ingestion.errors import DoraError
+    from ingestion.errors import DoraError, shown
 
     if isinstance(exc, DoraError):
         return str(exc)
@@ -121,7 +165,7 @@ def one_line_error(exc: BaseException) -> str | None:
     if isinstance(exc, OSError) and exc.filename is not None:
         home = os.environ.get("DORA_HOME", "data")
         fix = "point DORA_HOME at a writable folder" if str(exc.filename).startswith(str(Path(home).expanduser())) else "check the path"
-        return f"{exc.filename}: {exc.strerror or exc} ({fix})"
+        return f"{shown(exc.filename)}: {exc.strerror or exc} ({fix})"
     try:
         import duckdb
     except ImportError:  # pragma: no cover

@@ -223,10 +223,23 @@ def _dora_error_names() -> set[str]:
         todo.extend(cls.__subclasses__())
     return names
 def cmd_dry_run(args) -> int:
-    """``dora audit --dry-run``: every selected family's plan, no model loaded, no Dagster run."""
+    """``dora audit --dry-run``: every selected family's plan, no model loaded, no Dagster run;
+    with ``--target``, the plan of the target's family on its model, settings and options
+    (``orchestration/cli/target.py``), after the checks a real run of it gets."""
     from orchestration import families as fam
     from orchestration.cli.flags import op_run_configs, selected
 
+    if getattr(args, "target", None):  # the target's family only, with its model and options
+        from ingestion.errors import DoraError
+        from orchestration.cli.target import dry_run_text, one_line
+
+        try:
+            text = dry_run_text(args)
+        except DoraError as exc:
+            print(f"dora audit: error: {one_line(exc)}", file=sys.stderr)
+            return 2
+        print(text)
+        return 0
     try:
         ops = op_run_configs(args)
         plans = [f.plan(ops) for f in fam.FAMILIES if f.plan is not None and selected(args, f)]
@@ -290,17 +303,13 @@ def cmd_audit(args) -> int:
     from orchestration.defs.audits.runs import adhoc_run, adhoc_tags, target_run_tags
     from orchestration import families as fam
 
-    if args.target:  # a target of another family: that family's options from the registry
+    if args.target:  # a target of another family: that family's options from the registry (checked by main)
         from ingestion.registry import load_registry
         from orchestration.defs.audits.runs import family_op_configs
 
         target = load_registry(registry).target(args.target)
-        if target.family != "biasdora":
-            try:
-                run_config = dg.RunConfig(ops={**run_config.ops, **family_op_configs(target, fam.FAMILIES)})
-            except (KeyError, ValueError) as exc:
-                print(f"dora audit: {exc}", file=sys.stderr)
-                return 2
+        run_config = dg.RunConfig(ops={**run_config.ops, **family_op_configs(target, fam.FAMILIES)},
+                                  loggers=run_config.loggers)
     families = [f.name for f in fam.FAMILIES if selected(args, f)]
     if args.target:  # a target's run audits its own family only
         tags = target_run_tags(partition, registry, [target.family], trigger="cli")

@@ -183,8 +183,11 @@ def cmd_models(args) -> int:
         print(f"dora models: {exc}", file=sys.stderr)
         return 2
     from models_inference.model_ref import resolve_version
+    from orchestration.cli.target import target_checker
 
-    print(format_result(models_overview(registry, resolve=None if args.no_resolve else resolve_version), args.format))
+    check = target_checker(registry, args.registry)
+    print(format_result(models_overview(registry, resolve=None if args.no_resolve else resolve_version, check=check),
+                        args.format))
     return 0
 
 

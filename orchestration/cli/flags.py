@@ -23,6 +23,7 @@ import dagster as dg
 from orchestration import families as fam
 from orchestration.defs.common import CommonFlags
 from orchestration.family import Flag, ProbeFamily
+from orchestration.options import csv_list, flag_type as _validator  # noqa: F401 - csv_list: part of this module's API
 
 #: Fields every family may have, set by one flag each (``--max-error-share``, ``--no-progress``).
 COMMON_FIELDS = ("max_error_share", "progress")
@@ -37,28 +38,6 @@ def common_flags() -> tuple[Flag, ...]:
             targets += [(cls, name) for cls in family.config_classes if name in cls.model_fields]
         out.append(Flag(tuple(targets)))
     return tuple(out)
-
-
-def csv_list(text: str | None) -> list[str]:
-    """``"a, b,,c"`` -> ``["a", "b", "c"]``."""
-    return [p.strip() for p in (text or "").split(",") if p.strip()]
-
-
-def _validator(flag: Flag):
-    """The argparse ``type`` of a flag: its own validator, else its field's range, choices or kind."""
-    from orchestration import cli_validation as v
-
-    if flag.validator is not None:
-        return flag.validator
-    kind = flag.kind
-    if kind is list:
-        if flag.choices:
-            default = flag.field.get_default(call_default_factory=True)
-            return v.csv_choices(flag.choices, flag.what or flag.field_name.replace("_", " ").rstrip("s"), allow_empty=not default)
-        return None
-    if kind in (int, float):
-        return v.number_range(kind, **flag.bounds)
-    return None
 
 
 def _help(flag: Flag, default) -> str:
@@ -230,3 +209,4 @@ def __getattr__(name: str):
     if name == "OP_CONFIGS":  # op name -> Config class, over every family (computed: FAMILIES may change)
         return fam.op_configs()
     raise AttributeError(name)
+

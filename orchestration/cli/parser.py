@@ -46,10 +46,23 @@ MODELS_LIST_DESCRIPTION = (
 )
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose error stays one line when a value in it holds a newline (a path): its
+    characters that are not printable are written escaped, and a value too long to read back
+    (``unrecognized arguments: <100 kB>``) is cut. Sub-parsers are of the same class."""
+
+    def error(self, message: str):
+        import re
+
+        from ingestion.errors import MAX_SHOWN, one_line, shown
+
+        super().error(re.sub(rf"\S{{{MAX_SHOWN + 1},}}", lambda m: shown(m.group()), one_line(message)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from orchestration import cli_validation as v
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="dora",
         description="dora audits language and vision-language models for hidden biased associations "
         "(BiasDora method: CrowS-Pairs descriptors, probes, tf-idf, Fisher's exact test, q-values).",

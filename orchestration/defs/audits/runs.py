@@ -167,23 +167,34 @@ TARGET_MODEL_FLAGS: dict[str, str] = {"--model": "model", "--backend": "backend"
 
 def family_op_configs(target: AuditTarget, families: Sequence) -> dict:
     """Op name -> Config of the target's probe family (not BiasDora's: :func:`config_for_target`
-    configures that one in the run): ``options`` (the family's Config fields), the target's
-    model / backend / base_url on the fields the family's ``--model`` / ``--backend`` /
-    ``--base-url`` flags set, ``enabled`` and no progress bar; every other family's ops disabled.
+    configures that one in the run): ``options``, the target's model / backend / base_url on the
+    fields the family's ``--model`` / ``--backend`` / ``--base-url`` flags set, ``enabled`` and no
+    progress bar; every other family's ops disabled.
+
+    An option is named as its flag without ``--`` and the family's prefix (``instances`` for
+    ``--modscan-instances``) or as the Config field (``instances_per_scenario``), and its value
+    is checked by that flag's own argparse type (range, choices, letters, URLs:
+    ``orchestration/options.py: option_values``), then by the Config.
 
     Args:
         families: every :class:`~orchestration.family.ProbeFamily` (``orchestration.families.FAMILIES``,
             passed in: the family records import this module through their assets).
 
     Raises:
-        KeyError: an unknown family. ValueError: an option that is not a field of the family's
-            Config, or a value its field refuses (one line naming the target, op and field).
+        TargetConfigError: (a ``ValueError``) an unknown family, an unknown option, or a value
+            the flag or the field refuses (one line naming the target and the option).
     """
     from pydantic import ValidationError
 
+    from ingestion.errors import TargetConfigError
+    from orchestration.options import option_values
+
     own = next((f for f in families if f.name == target.family), None)
     if own is None:
-        raise KeyError(f"target {target.name!r}: unknown probe family {target.family!r}; families: {[f.name for f in families]}")
+        raise TargetConfigError(f"target {target.name!r}: unknown probe family {target.family!r}; families: "
+                                f"{', '.join(f.name for f in families)}")
+    if own.name == "biasdora":
+        return {}
     ops: dict = {}
     for family in families:
         for op, cls in family.configs.items():
@@ -195,17 +206,13 @@ def family_op_configs(target: AuditTarget, families: Sequence) -> dict:
                 continue
             values = {field: getattr(target, attr) for flag in own.flags if flag.name in TARGET_MODEL_FLAGS
                       for c, field in flag.targets if c is cls for attr in [TARGET_MODEL_FLAGS[flag.name]]}
-            unknown = sorted(set(target.options) - set(cls.model_fields))
-            if unknown:
-                raise ValueError(f"target {target.name!r}: options {unknown} are not fields of {own.name}'s run config "
-                                 f"(op {op}); see dora audit --help-family {own.name}")
-            values.update(target.options)
+            values.update(option_values(own, cls, target.options, f"target {target.name!r}"))
             values.update({k: v for k, v in (("enabled", True), ("progress", False)) if k in cls.model_fields})
             try:
                 ops[op] = cls(**values)
             except ValidationError as exc:
                 err = exc.errors()[0]
-                raise ValueError(f"target {target.name!r}: option {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+                raise TargetConfigError(f"target {target.name!r}: option {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
     return ops
 
 
@@ -215,12 +222,11 @@ def run_config_for_target(target: AuditTarget, families: Sequence, registry: str
     family's ops (:func:`family_op_configs`).
 
     Raises:
-        KeyError / ValueError: as :func:`family_op_configs`.
+        TargetConfigError: as :func:`family_op_configs`.
     """
     registry = registry or str(default_registry_path())
     ops = {T2T_OP: AuditConfig(registry=registry, progress=False)}
-    if target.family != "biasdora":
-        ops.update(family_op_configs(target, families))
+    ops.update(family_op_configs(target, families))
     return dg.RunConfig(ops=ops)
 
 

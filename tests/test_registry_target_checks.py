@@ -1,0 +1,151 @@
+"""A registry target is checked like the flags it stands for, before anything starts, and
+``dora audit --target NAME --dry-run`` plans what the target's run would run.
+
+Through ``orchestration.cli.main`` in this process (as ``tests/test_hostile_inputs.py`` does for
+its argparse cases): a new interpreter per case would spend its time importing."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from ingestion.registry import load_registry
+from orchestration.defs.audits.runs import run_config_for_target
+from orchestration.families import FAMILIES
+
+REGISTRY = """
+targets:
+  - {name: bd, model: smollm2-135m, version: {source: explicit, value: v1}, probe: {settings: [singular, verb], runs: 2, per_dimension: 1, letters: abc}}
+  - {name: cf, family: counterfactual, model: smollm2-135m, version: {source: explicit, value: v1}, options: {occupations: [nurse], seeds: 2, prompts: [Characteristics]}}
+  - {name: ms, family: modscan, model: smollm2-135m, version: {source: explicit, value: v1}, options: {samples: 2, instances: 1}}
+  - {name: vl, family: vlstereoset, model: tiny, backend: openai, base_url: "http://127.0.0.1:9/v1", version: {source: explicit, value: v1}, options: {scorers: [idm], items: all}}
+  - {name: bad-family, family: nosuchfamily, model: m, version: {source: explicit, value: v1}}
+  - {name: bad-option, family: modscan, model: m, version: {source: explicit, value: v1}, options: {sampels: 2}}
+  - {name: bad-type, family: counterfactual, model: m, version: {source: explicit, value: v1}, options: {seeds: three}}
+  - {name: bad-range, family: modscan, model: m, version: {source: explicit, value: v1}, options: {samples: 0}}
+  - {name: bad-cap, family: modscan, model: m, version: {source: explicit, value: v1}, options: {samples: 100000, instances: 0}}
+  - {name: bad-path, family: vlstereoset, model: m, version: {source: explicit, value: v1}, options: {csv: /no/such/file.csv}}
+  - {name: bad-probe, model: smollm2-135m, version: {source: explicit, value: v1}, probe: {runs: 100000}}
+"""
+
+BAD = [
+    ("bad-family", r"^dora audit: error: target 'bad-family': unknown probe family 'nosuchfamily'; families: biasdora, "),
+    ("bad-option", r"^dora audit: error: target 'bad-option': unknown option 'sampels' for family modscan \(did you mean samples\?\)"),
+    ("bad-type", r"^dora audit: error: target 'bad-type': option seeds \(--cf-seeds\): 'three' is not an integer$"),
+    ("bad-range", r"^dora audit: error: target 'bad-range': option samples \(--modscan-samples\): 0 is out of range: expected 1\.\."),
+    ("bad-cap", r"^dora audit: error: target 'bad-cap': modscan text analogues: .* plans 12,400,000 rows, more than the 1,000,000"),
+    ("bad-path", r"^dora audit: error: target 'bad-path': csv /no/such/file.csv: no such file$"),
+    ("bad-probe", r"^dora audit: error: target 'bad-probe': probe.runs \(--runs\): 100000 is out of range: expected 1\.\."),
+    ("no-such-target", r"^dora audit: error: no audit target 'no-such-target' in the registry; registered: bd, cf, ms, vl, "),
+]
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("DORA_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+    path = tmp_path / "registry.yaml"
+    path.write_text(REGISTRY)
+    return path
+
+
+def _main(args) -> int:
+    from orchestration.cli import main
+
+    try:
+        return main(args)
+    except SystemExit as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
+@pytest.mark.parametrize("name,message", BAD, ids=[b[0] for b in BAD])
+def test_a_bad_target_is_one_line_exit_2_before_anything_starts(registry, capsys, name, message, dry_run):
+    _main(["families"])  # imports warm, so the time below is the check's
+    capsys.readouterr()
+    started = time.monotonic()
+    code = _main(["audit", "--registry", str(registry), "--target", name, *(["--dry-run"] if dry_run else [])])
+    elapsed = time.monotonic() - started
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert code == 2, captured.err
+    assert len(lines) == 1 and re.search(message, lines[0]), lines
+    assert "Traceback" not in captured.err and "KeyError" not in captured.err and not captured.out
+    assert elapsed < 3, elapsed
+    home = registry.parent / "home"
+    if dry_run:  # a dry run writes the instance's dagster.yaml as every dry run does; no storage, no partition
+        assert not [p for p in (home / "dagster").rglob("*") if p.name != "dagster.yaml"]
+    else:
+        assert not (home / "dagster").exists()
+
+
+def _dry_run(registry, capsys, name) -> str:
+    assert _main(["audit", "--registry", str(registry), "--target", name, "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert not captured.err.strip(), captured.err
+    return captured.out
+
+
+def _count(pattern: str, text: str) -> int:
+    found = re.search(pattern, text)
+    assert found, text
+    return int(found.group(1).replace(",", ""))
+
+
+def test_the_dry_run_of_each_family_target_plans_what_its_run_config_runs(registry, capsys):
+    targets = load_registry(registry)
+
+    def ops(name):  # the run config the target's partition run gets (sensor, schedule, dora audit --target)
+        return run_config_for_target(targets.target(name), FAMILIES, str(registry)).ops
+
+    # counterfactual: responses of the run config's sets
+    from models_inference.probes.counterfactual import probe as cf
+    from orchestration.defs.counterfactual.assets import build_image_sets, build_sets, probe_config
+
+    out = _dry_run(registry, capsys, "cf")
+    config = ops("cf")["counterfactual_responses"]
+    assert config.seeds == 2 and config.occupations == ["nurse"] and config.enabled
+    rows = len(cf.plan(build_sets(config, build_image_sets(config)), probe_config(config)))
+    assert out.splitlines()[0].startswith("dora audit --dry-run --target cf: family counterfactual, model smollm2-135m")
+    assert _count(r"counterfactual: \d+ sets x 1 prompts on smollm2-135m \(transformers\): ([\d,]+) responses", out) == rows
+    assert "modscan" not in out and "vlstereoset" not in out and "t2t " not in out  # its family only
+
+    # modscan: `instances` (the flag --modscan-instances without its prefix) is instances_per_scenario
+    from models_inference.probes.modscan.text import plan_text_queries
+    from orchestration.defs.modscan.assets import text_probe_config
+
+    out = _dry_run(registry, capsys, "ms")
+    config = ops("ms")["modscan_responses"]
+    assert config.instances_per_scenario == 1 and config.samples == 2
+    assert _count(r"modscan: ([\d,]+) text-analogue queries", out) == len(plan_text_queries(text_probe_config(config), "x"))
+    assert "counterfactual" not in out
+
+    # vlstereoset on a stub endpoint (nothing is called: the plan loads no model)
+    from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, synthetic_csv_path
+    from orchestration.defs.vlstereoset.config import selected_scorers
+
+    out = _dry_run(registry, capsys, "vl")
+    config = ops("vl")["vlstereoset_probe"]
+    assert _count(r"vlstereoset: ([\d,]+) items", out) == len(load_vlstereoset_csv(config.csv or synthetic_csv_path()).items)
+    assert _count(r"x (\d+) scorers", out) == len(selected_scorers(config)) == 1
+
+    # biasdora: the T2T prompts of the target's probe settings (what its T2T asset runs)
+    from orchestration.defs.audits.runs import T2T_OP, config_for_target
+    from orchestration.dry_run import t2t_plan_lines
+
+    out = _dry_run(registry, capsys, "bd")
+    t2t = config_for_target(ops("bd")[T2T_OP], targets.target("bd"))
+    lines = t2t_plan_lines(t2t)[0]
+    assert sum(line.prompts for line in lines) == 9 * 2 * 3 * 2 == _count(r"^total\s+([\d,]+)", "\n".join(out.splitlines()[-2:-1]))
+    assert [line.setting for line in lines] == ["singular", "verb"] and "t2i" not in out
+
+
+def test_models_list_marks_an_invalid_target(registry, capsys):
+    assert _main(["models", "list", "--registry", str(registry), "--no-resolve", "--format", "csv"]) == 0
+    rows = {line.split(",")[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows["cf"].endswith(",ok") and rows["ms"].endswith(",ok") and rows["bd"].endswith(",ok")
+    assert rows["bad-family"].endswith('"invalid: unknown probe family \'nosuchfamily\'; families: biasdora, counterfactual, modscan, vlstereoset"')
+    assert ",invalid: option seeds (--cf-seeds): 'three' is not an integer" in rows["bad-type"]
