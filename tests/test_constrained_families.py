@@ -286,13 +286,15 @@ def test_vlstereoset_mcq_answer_mode_flag():
     assert op_run_configs(build_parser().parse_args(["audit"]))["vlstereoset_probe"].mcq_answer_mode == "free"
 
 
-def test_staging_accepts_every_row_answer_mode():
-    """The staging rule on ``answer_mode`` lists what the probe can write (free, constrained, each server constraint)."""
+@pytest.mark.parametrize("yml", ["modscan/staging/stg_modscan_responses.yml", "biasdora/staging/stg_judge_ratings.yml"])
+def test_staging_accepts_every_row_answer_mode(yml):
+    """The staging rule on ``answer_mode`` lists what the probes and the judge can write (free,
+    constrained, each server constraint)."""
     import yaml
 
-    from models_inference.probes.modscan.text import ROW_ANSWER_MODES
+    from models_inference.backends.server_caps import ROW_ANSWER_MODES
 
-    path = Path(__file__).resolve().parents[1] / "dbt_project/models/modscan/staging/stg_modscan_responses.yml"
+    path = Path(__file__).resolve().parents[1] / "dbt_project/models" / yml
     (model,) = yaml.safe_load(path.read_text())["models"]
     rules = model["data_tests"][0]["model_rules"]["arguments"]["rules"]
     (rule,) = [r for r in rules if r.startswith("answer_mode in")]

@@ -198,3 +198,25 @@ def test_registry_target_on_the_server_keeps_its_version_a_day_later_and_audits(
     rows = read_landing("t2t_completions")
     landed = [r for r in rows.to_pylist() if r["parse_status"] != "error"]
     assert len(landed) == 3 * 2 and {r["model_version"] for r in landed} == {today}
+
+
+def test_dora_audit_with_its_judge_on_the_server_builds_the_scored_marts(llama_server, tmp_path):
+    """The user's command: T2T and the judge both on the server, then dbt over the judge's rows
+    (the staging rules accept every answer mode a server gives)."""
+    home = tmp_path / "home"
+    env = {**os.environ, "DORA_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "OPENAI_API_KEY": KEY,
+           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    url = llama_server.base_url
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "audit", "--probe", "biasdora", "--backend", "openai", "--base-url", url,
+         "--model", llama_server.model, "--prompt-style", "completion", "--descriptors", "alcoholic person",
+         "--settings", "singular", "--letters", "bcdm", "--runs", "3", "--judge-backend", "openai",
+         "--judge-base-url", url, "--judge-model", llama_server.model, "--score-pool", "all", "--no-progress"],
+        env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "answer mode grammar, rated" in done.stdout
+    import duckdb
+
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        modes = con.execute("select judge_answer_mode, count(*) from fct_association_scores group by 1").fetchall()
+    assert len(modes) == 1 and modes[0][0] == "grammar" and modes[0][1] > 0

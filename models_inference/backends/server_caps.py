@@ -35,6 +35,11 @@ from typing import Sequence
 #: regex: SGLang; json_schema: OpenAI / Ollama strict ``response_format`` with an enum.
 CONSTRAINTS: tuple[str, ...] = ("grammar", "structured_outputs", "guided_choice", "regex", "json_schema")
 
+#: The mode a row was answered in (the ``answer_mode`` column of every family that picks among
+#: fixed answers): ``free`` (parsed), ``constrained`` (a local model's first token restricted to
+#: the choices) or the server's constraint.
+ROW_ANSWER_MODES: tuple[str, ...] = ("free", "constrained", *CONSTRAINTS)
+
 #: Which constraints to try, in order, by the kind of server the probe recognised.
 _ORDER: dict[str, tuple[str, ...]] = {
     "llama.cpp": ("grammar", "json_schema"),
@@ -330,6 +335,7 @@ __all__ = [
     "CONSTRAINTS",
     "JSON_ANSWER_KEY",
     "PROBE_HEADER",
+    "ROW_ANSWER_MODES",
     "ServerCapabilities",
     "constrained_answer",
     "constraint_fields",

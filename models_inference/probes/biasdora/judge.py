@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 from ingestion.landing import read_landing, write_shard
 from ingestion.vocabulary import ASSOCIATION_KEY, DEFAULT_MODEL
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
-from models_inference.backends.server_caps import CONSTRAINTS
+from models_inference.backends.server_caps import ROW_ANSWER_MODES
 from models_inference.backends.text import TextBackend, load_text_backend
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, ErrorShare, ResumableSummary, holding_lock, key_seed, landing_lock
 from models_inference.probes.biasdora.ratings import (
@@ -107,8 +107,7 @@ ANSWER_MODES: tuple[str, ...] = ("free", "constrained")
 
 #: The mode a row was answered in (``judge_ratings.answer_mode``): ``free``; ``constrained``
 #: (a local model's first token restricted to 1-5); or a server's choice constraint
-#: (:data:`models_inference.backends.server_caps.CONSTRAINTS`).
-ROW_ANSWER_MODES: tuple[str, ...] = ("free", "constrained", *CONSTRAINTS)
+#: (:data:`models_inference.backends.server_caps.ROW_ANSWER_MODES`).
 
 
 @dataclass

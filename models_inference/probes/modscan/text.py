@@ -47,7 +47,7 @@ from typing import Callable, Sequence
 
 from ingestion.errors import ModelNotAvailableError
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
-from models_inference.backends.server_caps import CONSTRAINTS
+from models_inference.backends.server_caps import ROW_ANSWER_MODES
 from models_inference.backends.text import TextBackend
 from models_inference.probes.modscan.parsing import parse_side, parse_term, strip_echo
 from models_inference.probes.modscan.prompts import SIDE_CHOICES, term_phrases, text_faces_prompt, text_persona_prompt, with_prefix
@@ -72,9 +72,6 @@ RACE_PAIRS: tuple[tuple[str, str], ...] = tuple(itertools.combinations(GROUPS["r
 #: How an answer is asked for (module docstring): ``free`` = the paper's parsed free answer;
 #: ``constrained`` = restricted to the query's choices where the backend can (NOT FROM PAPER).
 ANSWER_MODES: tuple[str, ...] = ("free", "constrained")
-#: The mode a row was answered in (its ``answer_mode``): ``free``; ``constrained`` (a local
-#: model's first token restricted to the choices); or a server's choice constraint.
-ROW_ANSWER_MODES: tuple[str, ...] = ("free", "constrained", *CONSTRAINTS)
 
 _DEVIATION = {
     "modscan_text_persona": "NOT FROM PAPER: text-only analogue of the language modality (docs/families/modscan.md#text-only-use): "
