@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 import duckdb
 
-from ingestion.errors import QueryRefusedError, WarehouseBusyError, WarehouseMissingError
+from ingestion.errors import QueryRefusedError, QueryTimeoutError, WarehouseBusyError, WarehouseMissingError
 from ingestion.landing import check_warehouse, dbt_home, dora_home, landing_url, register_landing, select_sql, warehouse_path
 
 _READ_TYPES = {"SELECT", "EXPLAIN"}
@@ -36,6 +36,14 @@ _READ_PRAGMAS = ("show", "table_info", "database_size", "show_tables", "storage_
 #: Query nodes that only read. Anything else in a statement's parse tree (COPY_QUERY_NODE: a
 #: COPY ... TO nested in a CTE, a subquery, DESCRIBE / SUMMARIZE or EXPLAIN) is refused.
 _READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
+#: Keywords that write, attach or configure. A PIVOT whose values are not listed parses as a
+#: MULTI statement (DuckDB creates a temporary ENUM type of the pivot column's values, then
+#: SELECTs), whose parse tree DuckDB cannot serialise: such a statement is accepted when it has
+#: a PIVOT and none of these keywords (a writing node needs one: COPY ... TO, a DML statement).
+_WRITING_KEYWORDS = frozenset({
+    "copy", "insert", "update", "delete", "merge", "create", "drop", "alter", "attach", "detach", "install",
+    "load", "export", "import", "set", "reset", "pragma", "call", "checkpoint", "vacuum", "use", "truncate",
+})
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,13 @@ def _writing_nodes(select_sql: str) -> str | None:
     return None
 
 
+def _read_only_pivot(text: str) -> bool:
+    """Whether a MULTI statement is a PIVOT that only reads (:data:`_WRITING_KEYWORDS`)."""
+    keywords = {text[pos:].split(None, 1)[0].split("(", 1)[0].lower()
+                for pos, kind in duckdb.tokenize(text) if kind == duckdb.token_type.keyword}
+    return "pivot" in keywords and not keywords & _WRITING_KEYWORDS
+
+
 def check_read_only(sql: str) -> list[str]:
     """Split ``sql`` into statements and refuse any that is not a read.
 
@@ -115,6 +130,8 @@ def check_read_only(sql: str) -> list[str]:
                 "COPY ... TO is not allowed anywhere in a query, nested or not"
             )
         if kind == "PRAGMA" and text.lower().removeprefix("pragma").strip().startswith(_READ_PRAGMAS):
+            continue
+        if kind == "MULTI" and _read_only_pivot(text):
             continue
         raise QueryRefusedError(
             f"dora query is read-only: refusing a {kind} statement ({text[:60]!r}). "
@@ -185,29 +202,51 @@ def lock_down(con: duckdb.DuckDBPyConnection, landing: Path) -> None:
     con.execute("set lock_configuration = true")
 
 
-def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0, params: Sequence | None = None) -> QueryResult:
+def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0, params: Sequence | None = None,
+              timeout: float | None = None) -> QueryResult:
     """Run read-only SQL on the warehouse; the last statement's rows are returned.
 
     Args:
         params: values of the ``?`` placeholders (one statement only): values never go into SQL text.
+        timeout: seconds the statements (and fetching their rows) may take; ``None`` or 0: no limit.
+            A timer thread calls DuckDB's ``interrupt()``: a recursive CTE that never ends is stopped.
 
     Raises:
         QueryRefusedError, WarehouseBusyError, WarehouseMissingError, duckdb.Error.
+        QueryTimeoutError: stopped after ``timeout`` s.
         ValueError: ``params`` with more than one statement.
     """
+    import threading
+
     statements = check_read_only(sql)
     if params is not None and len(statements) != 1:
         raise ValueError("parameters need exactly one statement")
     con = connect_read_only(path, wait_seconds=wait_seconds)
+    fired = threading.Event()
+
+    def stop():
+        fired.set()
+        con.interrupt()
+
+    timer = threading.Timer(timeout, stop) if timeout else None
     try:
         lock_down(con, (path or warehouse_path()).parent / "landing")
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         cur = None
         for st in statements:
             cur = con.execute(st, params) if params is not None else con.execute(st)
         columns = [d[0] for d in cur.description] if cur is not None and cur.description else []
         rows = cur.fetchall() if columns else []
         return QueryResult(columns, rows)
+    except duckdb.InterruptException:
+        if fired.is_set():
+            raise QueryTimeoutError(f"query stopped after {timeout:g} s (--timeout)") from None
+        raise
     finally:
+        if timer is not None:
+            timer.cancel()
         con.close()
 
 

@@ -44,6 +44,10 @@ class QueryRefusedError(DoraError, ValueError):
 # ----------------------------------------------------------------------------- audits
 
 
+class QueryTimeoutError(DoraError, TimeoutError):
+    """``dora query`` stopped a query at its time limit (``--timeout``)."""
+
+
 class UnknownRelationError(DoraError, LookupError):
     """``dora tables NAME``: no dbt model of that name is documented (the message suggests close names)."""
 

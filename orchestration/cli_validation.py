@@ -6,7 +6,7 @@ or dbt is imported): one line of message, exit code 2, about a second. Two layer
 * argparse ``type=`` callables for what one flag decides alone: :func:`number_range` and
   :func:`csv_choices`, which ``orchestration/cli/flags.py`` derives from each Config field's
   pydantic constraints and choices (every family's flags), and :func:`letters`,
-  :func:`audit_id`, :func:`image_size`, :func:`base_urls`, which a family's flag table names
+  :func:`audit_id`, :func:`image_size`, :func:`base_urls`, :func:`celery_broker`, which a family's flag table names
   for values a range cannot describe;
 * :func:`check_args` for what depends on several flags (a local model named for a local
   backend must exist, except for ``dora audit --dry-run``, which loads no model) or on the
@@ -143,6 +143,17 @@ def base_urls(text: str) -> str:
     if not urls:
         raise argparse.ArgumentTypeError("no URL given; expected http(s)://host[:port]/v1 (or several, comma-separated)")
     return ",".join(urls)
+
+
+def celery_broker(text: str) -> str:
+    """argparse type of ``--celery-broker``: a URL of a kombu transport workers can share
+    (:func:`orchestration.cluster.broker_problem`); the message never shows a password."""
+    from orchestration.cluster import broker_problem
+
+    problem = broker_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def _looks_like_path(ref: str) -> bool:

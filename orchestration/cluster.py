@@ -41,6 +41,107 @@ def broker_url(flag: str | None = None) -> str:
     return flag or os.environ.get(BROKER_ENV) or DEFAULT_BROKER
 
 
+#: URL schemes of kombu's transports a worker on another process can share (kombu's own
+#: aliases). Anything else makes kombu import a module of that name ("notaurl" ->
+#: ModuleNotFoundError, seconds into the run).
+BROKER_SCHEMES = frozenset({
+    "redis", "rediss", "sentinel", "amqp", "amqps", "pyamqp", "librabbitmq", "qpid", "sqs", "mongodb",
+    "zookeeper", "consul", "etcd", "filesystem", "azurestoragequeues", "azureservicebus", "gcpubsub",
+    "confluentkafka", "sqla+sqlite", "sqla+postgresql", "sqla+mysql",
+})
+#: Default of ``dora audit --celery-worker-timeout``: seconds the audit waits for a worker to answer.
+DEFAULT_WORKER_TIMEOUT = 120.0
+#: Seconds ``dora audit`` waits for the broker to accept a connection before it fails.
+BROKER_CONNECT_SECONDS = 5.0
+
+
+def redacted(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (safe to print)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:  # a port that is not a number: keep only the scheme
+        return url.split("://", 1)[0] + "://***"
+
+
+def broker_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a Celery broker of dora's workers (no ``scheme://``, a scheme no
+    kombu transport has, the in-process ``memory://``), or ``None``."""
+    scheme, sep, _ = url.partition("://")
+    scheme = scheme.lower()
+    if not sep or not scheme:
+        return f"{redacted(url)!r} is not a broker URL: expected scheme://host..., e.g. {DEFAULT_BROKER}"
+    if scheme == "memory":
+        return ("memory:// is a broker inside one process: workers in other processes never see its tasks; "
+                f"use Redis, e.g. {DEFAULT_BROKER}")
+    if scheme not in BROKER_SCHEMES:
+        return (f"{scheme}:// is not a Celery (kombu) broker transport: expected one of "
+                f"{', '.join(sorted(s for s in BROKER_SCHEMES if '+' not in s))}, e.g. {DEFAULT_BROKER}")
+    return None
+
+
+class BrokerError(RuntimeError):
+    """The broker cannot be reached, or no worker answered on it in time (one line)."""
+
+
+def wait_for_worker(url: str, timeout: float, say=None, *, notice_after: float = 2.0,
+                    connect_timeout: float = BROKER_CONNECT_SECONDS) -> int:
+    """Until a Celery worker answers a ping on broker ``url``.
+
+    ``say(line)`` gets one line once no worker has answered for ``notice_after`` s. Without a
+    worker the Celery executor queues the steps and waits for ever, silently: this wait is what
+    bounds it.
+
+    Returns:
+        The number of workers that answered.
+
+    Raises:
+        BrokerError: the broker does not accept a connection within ``connect_timeout`` s, or no
+            worker answered within ``timeout`` s (0: wait for ever).
+    """
+    import time
+
+    from celery import Celery
+
+    shown = redacted(url)
+    app = Celery("dora-worker-check", broker=url, backend=None, set_as_current=False)
+    app.conf.broker_connection_timeout = connect_timeout
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0.2, interval_step=0.2, timeout=connect_timeout)
+    except Exception as exc:  # noqa: BLE001 - kombu / redis / amqp errors differ per transport
+        cause = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
+        raise BrokerError(f"cannot reach the Celery broker {shown}: {cause}; start it, or pass --celery-broker "
+                          f"(or ${BROKER_ENV}) the URL of a running one") from None
+    started = time.monotonic()
+    said = False
+    try:
+        while True:
+            replies = app.control.ping(timeout=1.0) or []
+            if replies:
+                return len(replies)
+            waited = time.monotonic() - started
+            if timeout and waited >= timeout:
+                raise BrokerError(
+                    f"no Celery worker answered on {shown} within {timeout:.0f} s (--celery-worker-timeout); start one "
+                    "with `dagster-celery worker start -A dagster_celery.app -y <celery.yaml>` "
+                    "(docs/operations.md#running-on-a-cluster)")
+            if not said and waited >= notice_after and say is not None:
+                said = True
+                limit = f"up to {timeout:.0f} s (--celery-worker-timeout)" if timeout else "with no time limit"
+                say(f"waiting for a Celery worker on {shown}, {limit}; start one with `dagster-celery worker start "
+                    "-A dagster_celery.app -y <celery.yaml>` (docs/operations.md#running-on-a-cluster)")
+    finally:
+        app.close()
+
+
 def execution_config(executor: str, broker: str | None = None) -> dict:
     """The ``execution`` run config of an executor choice.
 
@@ -82,6 +183,30 @@ def quiet_celery_warnings() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", message=r"Task name 'execute_plan' is already registered")
+    _quiet_lost_result_cleanup()
+
+
+def _quiet_lost_result_cleanup() -> None:
+    """Drop the traceback Python prints ("Exception ignored in: <function AsyncResult.__del__>")
+    when a Celery result is garbage-collected after its broker went away: ``AsyncResult.__del__``
+    unsubscribes from the result backend (Redis pub/sub) and that fails with a connection error
+    the run has already reported once, as one line. Any other unraisable exception still
+    reaches the previous hook."""
+    import sys
+
+    previous = sys.unraisablehook
+    if getattr(previous, "_dora_quiet_celery", False):
+        return
+
+    def hook(unraisable):
+        where, exc = getattr(unraisable.object, "__qualname__", ""), unraisable.exc_value
+        # redis' ConnectionError is not the builtin one: matched by name as well
+        if where == "AsyncResult.__del__" and (isinstance(exc, OSError) or "Connection" in type(exc).__name__):
+            return
+        previous(unraisable)
+
+    hook._dora_quiet_celery = True
+    sys.unraisablehook = hook
 
 
 def celery_available() -> bool:

@@ -250,6 +250,44 @@ def cmd_dry_run(args) -> int:
     return 0
 
 
+def _wait_for_celery_worker(args) -> int:
+    """0 once a Celery worker answers on the broker, else the exit code after one line: a broker
+    URL of ``$DORA_CELERY_BROKER`` that is no broker (2), a broker that cannot be reached or no
+    worker within ``--celery-worker-timeout`` (1), Ctrl-C / SIGTERM while waiting (130).
+
+    Dagster's Celery executor, given no worker, queues the first step and waits for ever without
+    a word, and a closed port costs ~40 s of kombu retries ending in an error that names no
+    broker: checked here, before a run is created.
+    """
+    import signal
+
+    from orchestration.cluster import BrokerError, broker_problem, broker_url, wait_for_worker
+
+    url = broker_url(getattr(args, "celery_broker", None))
+    problem = broker_problem(url)  # the flag was checked by argparse; the environment variable is checked here
+    if problem:
+        print(f"dora audit: error: --celery-broker / $DORA_CELERY_BROKER: {problem}", file=sys.stderr)
+        return 2
+
+    def stop(signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)  # nothing runs yet: SIGTERM ends the wait like Ctrl-C
+    try:
+        wait_for_worker(url, getattr(args, "celery_worker_timeout", 120.0),
+                        lambda line: print(f"dora audit: {line}", file=sys.stderr, flush=True))
+    except BrokerError as exc:
+        print(f"dora audit: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("dora audit: interrupted (Ctrl-C or SIGTERM) while waiting for a Celery worker; no run was started",
+              file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
 def cmd_audit(args) -> int:
     home = prepare_environment()
     if getattr(args, "dry_run", False):
@@ -261,6 +299,9 @@ def cmd_audit(args) -> int:
             print("dora audit: --executor celery needs dagster-celery: pip install -e '.[cluster]' "
                   "(docs/operations.md#running-on-a-cluster)", file=sys.stderr)
             return 2
+        code = _wait_for_celery_worker(args)
+        if code:
+            return code
     from orchestration.instance import open_instance
 
     instance = open_instance()  # (concurrency) locked first creation; a corrupt storage file is one line

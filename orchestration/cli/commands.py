@@ -9,16 +9,19 @@ from orchestration.instance import prepare_environment, prepare_run_readers
 
 def cmd_query(args) -> int:
     prepare_environment()
-    from analytics.query import (QueryRefusedError, WarehouseBusyError, case_hint, format_result, matched_nothing,
-                                one_line_sql_error, run_query)
+    from analytics.query import (QueryRefusedError, QueryTimeoutError, WarehouseBusyError, case_hint, format_result,
+                                matched_nothing, one_line_sql_error, run_query)
 
     import duckdb
 
     try:
-        result = run_query(args.sql)
+        result = run_query(args.sql, timeout=getattr(args, "timeout", None) or None)
     except (QueryRefusedError, WarehouseBusyError, FileNotFoundError) as exc:
         print(f"dora query: {exc}", file=sys.stderr)
         return 2
+    except QueryTimeoutError as exc:
+        print(f"dora query: {exc}", file=sys.stderr)
+        return 1
     except duckdb.Error as exc:
         # DuckDB's whole message on one line: its "Did you mean ..." / candidate bindings and the
         # LINE n: position are the fix (the caret line under the position says nothing on one line)
@@ -77,6 +80,10 @@ def cmd_reparse(args) -> int:
 
 def cmd_ui(args) -> int:
     prepare_environment()
+    problem = listen_problem(args.host, args.port)
+    if problem:  # a port in use or a host that does not resolve: say so before the instance and dagster dev start
+        print(f"dora ui: cannot listen on {args.host}:{args.port}: {problem}", file=sys.stderr)
+        return 2
     from orchestration.instance import configure_instance, open_instance, reap_dead_runs
 
     with open_instance() as instance:  # creates / checks the storage before dagster dev opens it
@@ -86,7 +93,97 @@ def cmd_ui(args) -> int:
 
     cmd = [sys.executable, "-m", "dagster", "dev", "-m", "orchestration.definitions", "-h", args.host, "-p", str(args.port)]
     print(f"dora: starting the Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})", file=sys.stderr)
-    return _run_forwarding_signals(cmd)
+    return _run_forwarding_signals(cmd, watch=WebserverWatch(args.host, args.port))
+
+
+def listen_problem(host: str, port: int) -> str | None:
+    """Why a webserver could not listen on ``host:port`` (the host does not resolve, the address
+    is not this machine's, the port is in use), or ``None``. A bind with ``SO_REUSEADDR``, as
+    uvicorn binds, released at once: cheap, and it catches the usual causes before ``dagster dev``
+    spends seconds starting."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        return f"the host does not resolve ({exc}); pass --host an address or host name of this machine"
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        hint = "; pick another --port" if exc.errno == 98 else ""
+        return f"{reason} ({address[0]}){hint}"
+    finally:
+        sock.close()
+    return None
+
+
+#: Seconds ``dora ui`` gives the webserver, from when its process appears, to accept
+#: connections. uvicorn that cannot bind logs the error and its process stays up (no UI, no
+#: exit): this bound is what turns that into an exit.
+UI_LISTEN_TIMEOUT_SECONDS = 30.0
+
+
+class WebserverWatch:
+    """Called by :func:`_run_forwarding_signals` about every 0.1 s: the reason ``dagster dev`` is
+    up without a UI (its webserver process exited, or has not accepted a connection on
+    ``host:port`` within :data:`UI_LISTEN_TIMEOUT_SECONDS` of appearing), else ``None``. Linux
+    (``/proc``) only; elsewhere it never reports."""
+
+    def __init__(self, host: str, port: int, timeout: float = UI_LISTEN_TIMEOUT_SECONDS):
+        import time
+
+        self.host, self.port, self.timeout = host, port, timeout
+        self.seen_at: float | None = None  # when the webserver process was first seen
+        self.listening = False
+        self._next_look = time.monotonic()
+
+    def _webserver_alive(self, pgid: int) -> bool:
+        from pathlib import Path
+
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if os.getpgid(int(proc.name)) != pgid:
+                    continue
+                if b"dagster_webserver" in (proc / "cmdline").read_bytes():
+                    return True
+            except (OSError, ValueError):
+                continue
+        return False
+
+    def _accepts(self) -> bool:
+        import socket
+
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host, self.host)
+        try:
+            with socket.create_connection((host, self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def __call__(self, pgid: int) -> str | None:
+        import time
+
+        now = time.monotonic()
+        if self.listening or now < self._next_look or not os.path.isdir("/proc"):
+            return None
+        self._next_look = now + 1.0  # one look a second
+        alive = self._webserver_alive(pgid)
+        if self.seen_at is None:
+            if alive:
+                self.seen_at = now
+            return None
+        if not alive:
+            return "its webserver process exited"
+        if self._accepts():
+            self.listening = True
+            return None
+        if now - self.seen_at > self.timeout:
+            return f"its webserver accepted no connection within {self.timeout:.0f} s (see its error above)"
+        return None
 
 
 #: Seconds ``dora ui`` gives ``dagster dev`` to stop after Ctrl-C / SIGTERM before it SIGKILLs the
@@ -96,7 +193,8 @@ def cmd_ui(args) -> int:
 UI_STOP_GRACE_SECONDS = 2.0
 
 
-def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS, stop_wait: float = 1.0) -> int:
+def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS, stop_wait: float = 1.0,
+                            watch=None) -> int:
     """Run ``cmd`` in its own process group; SIGTERM / SIGINT / SIGHUP to this process are
     forwarded to the whole group (``dagster dev`` and its webserver, daemon and code servers),
     so stopping ``dora ui`` never orphans them.
@@ -105,9 +203,12 @@ def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS
     once ``cmd`` has exited, any process of its group still running is stopped too (SIGTERM,
     then SIGKILL after ``stop_wait`` s). A stop prints one line.
 
+    ``watch(pgid)``, when given, is called while ``cmd`` runs; a reason it returns stops the
+    group and is printed as one line naming ``cmd``'s listening address (:class:`WebserverWatch`).
+
     Returns:
-        130 when stopped by Ctrl-C (SIGINT), 0 when stopped by SIGTERM / SIGHUP, else ``cmd``'s
-        exit code (128 + N if it was killed by signal N).
+        130 when stopped by Ctrl-C (SIGINT), 0 when stopped by SIGTERM / SIGHUP, 1 when ``watch``
+        reported a problem, else ``cmd``'s exit code (128 + N if it was killed by signal N).
     """
     import signal
     import subprocess
@@ -115,6 +216,7 @@ def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS
 
     child = subprocess.Popen(cmd, start_new_session=True)
     stopping: list[tuple[float, int]] = []
+    failed: str | None = None
 
     def signal_group(signum: int) -> None:
         try:
@@ -135,6 +237,11 @@ def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS
             except subprocess.TimeoutExpired:
                 if stopping and time.monotonic() - stopping[0][0] > grace:
                     signal_group(signal.SIGKILL)
+                elif not stopping and failed is None and watch is not None:
+                    failed = watch(child.pid)
+                    if failed:
+                        stopping.append((time.monotonic(), signal.SIGTERM))
+                        signal_group(signal.SIGTERM)
             except KeyboardInterrupt:  # a handler race: forward and keep waiting
                 forward(signal.SIGINT, None)
     finally:
@@ -142,6 +249,16 @@ def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS
             signal.signal(sig, handler)
     # asked to stop: what is left of the group goes now; else stragglers get SIGTERM, then SIGKILL
     _stop_group(child.pid, 0.0 if stopping else stop_wait)
+    if failed:
+        where = f"{watch.host}:{watch.port}" if hasattr(watch, "host") else "its address"
+        print(f"dora ui: the Dagster UI is not serving on {where}: {failed}; stopped it and every process it started",
+              file=sys.stderr)
+        return 1
+    if watch is not None and not stopping:  # dagster dev ended by itself (it exits 0 after losing its webserver)
+        where = f"{watch.host}:{watch.port}" if hasattr(watch, "host") else "its address"
+        print(f"dora ui: the Dagster UI on {where} exited by itself (exit code {code}); its error is above",
+              file=sys.stderr)
+        return code if code > 0 else 1
     if stopping:
         how = "Ctrl-C" if stopping[0][1] == signal.SIGINT else signal.Signals(stopping[0][1]).name
         print(f"dora ui: stopped ({how}); the Dagster UI and its processes have exited", file=sys.stderr)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from orchestration import families as fam
-from orchestration.cluster import BROKER_ENV, DEFAULT_BROKER, EXECUTORS
+from orchestration.cluster import BROKER_ENV, DEFAULT_BROKER, DEFAULT_WORKER_TIMEOUT, EXECUTORS
 from orchestration.cli.flags import add_all_family_flags, add_common_flags
 
 EPILOG = """\
@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     query.add_argument("sql", help="the SQL to run")
     query.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+    query.add_argument("--timeout", type=v.float_range(0, 86400), default=300.0, metavar="SECONDS",
+                       help="stop the query after SECONDS (0: no limit; default: 300)")
 
     tables = sub.add_parser(
         "tables",
@@ -242,8 +244,14 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         "Celery worker (`dagster-celery worker start`, docs/operations.md#running-on-a-cluster)",
     )
     audit.add_argument(
-        "--celery-broker", default=None, metavar="URL",
-        help=f"Celery broker and result backend of --executor celery (default: ${BROKER_ENV}, else {DEFAULT_BROKER})",
+        "--celery-broker", default=None, metavar="URL", type=v.celery_broker,
+        help=f"Celery broker and result backend of --executor celery: a redis://, rediss://, amqp://, sqs:// ... URL "
+        f"(default: ${BROKER_ENV}, else {DEFAULT_BROKER})",
+    )
+    audit.add_argument(
+        "--celery-worker-timeout", default=DEFAULT_WORKER_TIMEOUT, metavar="SECONDS", type=v.float_range(0, 86400),
+        help=f"--executor celery: seconds to wait for a Celery worker to answer on the broker before failing "
+        f"(0: no limit; default: {DEFAULT_WORKER_TIMEOUT:.0f})",
     )
     audit.add_argument(
         "--dry-run", action="store_true",
