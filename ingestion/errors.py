@@ -128,6 +128,13 @@ class CircuitOpenError(RuntimeError):
         self.last_error = last_error
 
 
+class MalformedReplyError(ValueError):
+    """An API server answered 200 with a body that is not a usable reply (a JSON string, no
+    ``choices`` list, a choice without ``finish_reason``). Like :class:`CircuitOpenError`, one
+    call's failure: its message (what was wrong and the start of the body) is the row's error
+    text."""
+
+
 # ----------------------------------------------------------------------------- input files
 
 

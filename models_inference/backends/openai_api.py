@@ -20,6 +20,7 @@ scales out the same way.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -28,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence, TypeVar
 
-from ingestion.errors import CircuitOpenError, ModelNotAvailableError
+from ingestion.errors import CircuitOpenError, MalformedReplyError, ModelNotAvailableError
 from ingestion.registry import base_url_list
 
 #: Key-shaped tokens: OpenAI-style ``sk-...`` keys (also partly masked ones, ``sk-abc***wxyz``)
@@ -62,6 +63,9 @@ def redact(text: str, secrets: Sequence[str] = ()) -> str:
 def api_error_text(exc: BaseException, key: str | None) -> str:
     """``"<ExceptionType>: <message>"`` of a failed API call, redacted (:func:`redact`) of ``key``.
 
+    A 200 reply that is not a completion (:func:`reply_choices`) or not JSON at all is named
+    as such, with the first 120 characters of the body.
+
     A connection error also names its cause and the URL (``APIConnectionError: Connection
     error. (connection refused) at http://127.0.0.1:8080/v1/completions``), so the message of
     a failed audit says what was unreachable. A call not sent because the server had failed
@@ -70,6 +74,10 @@ def api_error_text(exc: BaseException, key: str | None) -> str:
     last = getattr(exc, "last_error", None)
     if isinstance(exc, CircuitOpenError) and last is not None:
         return api_error_text(last, key)
+    if isinstance(exc, MalformedReplyError):  # its message already says what the server sent
+        return redact(str(exc), [key] if key else [])
+    if isinstance(exc, json.JSONDecodeError):  # the client parsing a 200 body: name the body, not the parser's position
+        return redact(f"the server's reply is not JSON: {_body_start(exc.doc)}", [key] if key else [])
     text = f"{type(exc).__name__}: {exc}"
     request = getattr(exc, "request", None)
     if request is not None and type(exc).__name__ in ("APIConnectionError", "APITimeoutError"):
@@ -79,6 +87,37 @@ def api_error_text(exc: BaseException, key: str | None) -> str:
             reason = "connection refused"
         text += (f" ({reason})" if reason else "") + f" at {getattr(request, 'url', '')}"
     return redact(text, [key] if key else [])
+
+
+def _body_start(body: object, limit: int = 120) -> str:
+    """The first ``limit`` characters of a reply body, on one line."""
+    text = " ".join(str(body).split())
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
+def reply_choices(reply: object) -> list:
+    """The ``choices`` of a (chat) completion reply, checked before any field is read.
+
+    The ``openai`` client does not validate a 200 body: a JSON string comes back as a ``str``,
+    ``{"choices": "x"}`` as a reply whose ``choices`` is ``"x"``; reading them would fail
+    with an internal ``AttributeError`` that names nothing the user sent or can fix.
+
+    Raises:
+        MalformedReplyError: no non-empty ``choices`` list of choices (each with
+            ``finish_reason``); the message quotes the first 120 characters of the body.
+    """
+    choices = getattr(reply, "choices", None)
+    if not isinstance(choices, list):
+        reason = "no choices list"
+    elif not choices:
+        reason = "an empty choices list"
+    elif not all(hasattr(c, "finish_reason") for c in choices):  # read by every caller
+        reason = "a choice without finish_reason"
+    else:
+        return choices
+    dump = getattr(reply, "model_dump_json", None)
+    body = dump(exclude_unset=True, warnings=False) if callable(dump) else json.dumps(reply, default=str)
+    raise MalformedReplyError(f"the server's reply is not a completion ({reason}): {_body_start(body)}")
 
 
 def openai_client(

@@ -24,6 +24,7 @@ defaults; BiasDora's 0.7 / 0.95 are passed by its probes), no penalties. Model i
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
@@ -39,7 +40,7 @@ from models_inference.backends.local import (
     save_dequantised,
     word_complete,
 )
-from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text
+from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text, reply_choices
 from models_inference.model_ref import default_model_identity, model_version, smollm2_gguf_path
 
 
@@ -68,6 +69,37 @@ def _batches(order: list[int], size: int, same: Callable[[int, int], bool]) -> l
         else:
             out.append([i])
     return out
+
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+
+
+def _load_failure_cause(model_ref: str, exc: BaseException) -> str:
+    """Why ``model_ref`` did not load, in one short clause: what a local folder lacks, else the
+    first sentence of the loader's message (at most 200 characters). transformers' own text
+    can list every model type it knows (~5,000 characters) or be an internal error
+    (``'NoneType' object has no attribute ...``) that says nothing about the folder."""
+    folder = Path(model_ref)
+    if folder.is_dir():
+        missing = [what for what, present in (
+            ("config.json", (folder / "config.json").is_file()),
+            ("weights", any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))),
+            ("tokenizer", any((folder / name).is_file() for name in _TOKENIZER_FILES)),
+        ) if not present]
+        if missing:
+            return f"the folder has no {', no '.join(missing)}"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".")
+    return first if len(first) <= 200 else first[:197] + "..."
+
+
+def _load_failure(model_ref: str, exc: BaseException) -> str:
+    """The one-line message of a model that did not load (:func:`_load_failure_cause`)."""
+    return (
+        f"cannot load model {model_ref!r} offline: {_load_failure_cause(model_ref, exc)}. Use '{DEFAULT_MODEL}', "
+        "a local folder or .gguf file, or a hub id that is already in the Hugging Face cache; a model folder "
+        "needs config.json, the weights (*.safetensors or *.bin) and the tokenizer files."
+    )
 
 
 @dataclass
@@ -127,10 +159,7 @@ class TransformersBackend:
         # tokenizer) with whatever its loader trips on first (OSError, ValueError, AttributeError
         # ...): every one of them means this model cannot be loaded, which the user can fix
         except Exception as exc:
-            raise ModelNotAvailableError(
-                f"cannot load model {model_ref!r} offline: {type(exc).__name__}: {exc}. Use '{DEFAULT_MODEL}', a local "
-                "folder or .gguf file, or a hub id that is already in the Hugging Face cache."
-            ) from exc
+            raise ModelNotAvailableError(_load_failure(model_ref, exc)) from exc
         model.eval()
         version = version or model_version(model_ref)
         tokenizer.padding_side = "left"
@@ -386,7 +415,7 @@ class OpenAIChatBackend(OpenAIEndpoint):
             if top:
                 kwargs.update(logprobs=True, top_logprobs=top)
             try:
-                choice = client.chat.completions.create(**merge_request(kwargs, fields)).choices[0]
+                choice = reply_choices(client.chat.completions.create(**merge_request(kwargs, fields)))[0]
             except Exception as exc:  # noqa: BLE001 - kept as an 'error' row, never dropped
                 return GenerationResult(text="", finished=True, error=api_error_text(exc, key))
             text = constrained_answer(constraint, choice.message.content)
@@ -477,7 +506,7 @@ class OpenAIChatBackend(OpenAIEndpoint):
                 kwargs["top_p"] = sampling.top_p
             out: list[tuple[int, GenerationResult]] = []
             try:
-                choices = client.completions.create(**kwargs).choices
+                choices = reply_choices(client.completions.create(**kwargs))
                 by_index = {c.index: c for c in choices}
                 if sorted(by_index) != list(range(len(prompts) * n)):
                     raise ValueError(f"the server returned choices {sorted(by_index)[:8]} for {len(prompts)} prompts x n={n}")
@@ -509,11 +538,11 @@ class OpenAIChatBackend(OpenAIEndpoint):
             if sampling.top_p < 1.0:
                 kwargs["top_p"] = sampling.top_p
             if req.prompt.style == "completion":  # a continuation: the text-completions endpoint
-                choice = client.completions.create(prompt=req.prompt.as_text(), **kwargs).choices[0]
+                choice = reply_choices(client.completions.create(prompt=req.prompt.as_text(), **kwargs))[0]
                 return GenerationResult(choice.text or "", choice.finish_reason != "length")
             if req.choices and self.logprobs:
                 kwargs.update(logprobs=True, top_logprobs=self.top_logprobs)
-            choice = client.chat.completions.create(messages=req.prompt.as_messages(), **kwargs).choices[0]
+            choice = reply_choices(client.chat.completions.create(messages=req.prompt.as_messages(), **kwargs))[0]
             lps = self._choice_logprobs(choice, req.choices) if req.choices else None
             return GenerationResult(choice.message.content or "", choice.finish_reason != "length", choice_logprobs=lps)
 

@@ -30,7 +30,8 @@ included) so tests can check what was sent. Behaviour is scripted per test:
   ``"vllm"`` (``echo`` ignored, vLLM's ``prompt_logprobs`` in the request body honoured) or
   ``"none"`` (both ignored: no prompt log-probs at all);
 * ``server.malformed_next(kind, times)``: a 200 reply that is not usable: ``"no_choices"``
-  (``choices: []``) or ``"not_json"`` (an HTML body);
+  (``choices: []``), ``"not_json"`` (an HTML body), ``"json_string"`` (a body that is one JSON
+  string) or ``"choices_not_list"`` (``{"choices": "x"}``);
 * ``GET /v1/models`` lists ``server.models``; ``GET /v1/models/{id}`` is 404 unless
   ``server.model_detail`` (llama-server has only the listing); an entry of ``server.models``
   is a name or a dict of fields (``owned_by``, llama-server's ``meta``, vLLM's ``root`` /
@@ -179,6 +180,15 @@ class OpenAIStubServer:
                     return
                 if malformed == "not_json":
                     body = b"<html><body>502 Bad Gateway</body></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                if malformed in ("json_string", "choices_not_list"):
+                    payload = "upstream says: model is loading" if malformed == "json_string" else {"choices": "x"}
+                    body = json.dumps(payload).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
