@@ -13,7 +13,8 @@ import pytest
 
 from ingestion.landing import read_landing
 from models_inference.backends.server_caps import forget_capabilities
-from tests.helpers.openai_server import OpenAIStubServer, tiny_png
+from tests.helpers.openai_server import OpenAIStubServer
+from tests.helpers.vlstereoset_files import landed_synthetic_items
 
 
 @pytest.fixture(autouse=True)
@@ -181,19 +182,6 @@ def test_modscan_answer_mode_flag():
 
 # ----------------------------------------------------------------------------- VLStereoSet mcq
 
-def _vls_items(tmp_path: Path, n: int = 3) -> list[dict]:
-    from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, resolve_images, synthetic_csv_path
-    from models_inference.probes.vlstereoset.probe import land_items, landed_items
-
-    ds = load_vlstereoset_csv(synthetic_csv_path())
-    folder = tmp_path / "imgs"
-    folder.mkdir(exist_ok=True)
-    for i in range(1, n):
-        (folder / f"{i}.png").write_bytes(tiny_png((40 * i, 90, 120), (24, 20)))
-    land_items(ds, resolve_images(ds.items[:n], folder))
-    return landed_items(ds.dataset_id)[:n]
-
-
 def _stereotype_letter(req: dict, choices: list) -> str:
     """A "biased" model: the letter of the option holding the stereotypical attribute (the
     capability probe, a text-only turn, gets its first choice)."""
@@ -216,7 +204,7 @@ def test_mcq_constrained_over_a_grammar_server(dora_home, tmp_path):
     from models_inference.probes.vlstereoset.probe import run_vlstereoset_probe, vlstereoset_audit_id
     from models_inference.probes.vlstereoset.scorers import McqScorer
 
-    items = _vls_items(tmp_path)
+    items = landed_synthetic_items(tmp_path)
     with OpenAIStubServer() as server:
         server.constraints = {"grammar"}
         server.constrained_reply = _stereotype_letter
@@ -243,7 +231,7 @@ def test_mcq_constrained_without_a_server_constraint_is_the_free_audit(dora_home
     from models_inference.probes.vlstereoset.probe import run_vlstereoset_probe, vlstereoset_audit_id
     from models_inference.probes.vlstereoset.scorers import McqScorer
 
-    items = _vls_items(tmp_path)
+    items = landed_synthetic_items(tmp_path)
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: _stereotype_letter(req, ["A", "B", "C"])
         vlm = load_vision_backend("gpt-test", backend="openai", base_url=server.base_url)
@@ -262,7 +250,7 @@ def test_mcq_default_is_free_without_a_probe(dora_home, tmp_path):
     from models_inference.probes.vlstereoset.probe import run_vlstereoset_probe
     from models_inference.probes.vlstereoset.scorers import McqScorer
 
-    items = _vls_items(tmp_path)
+    items = landed_synthetic_items(tmp_path)
     with OpenAIStubServer() as server:
         server.constraints = {"grammar"}
         server.chat_reply = lambda req: "B"

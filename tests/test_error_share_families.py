@@ -21,6 +21,7 @@ import pytest
 from ingestion.errors import AuditFailedError
 from ingestion.landing import read_landing
 from tests.helpers.openai_server import OpenAIStubServer, tiny_png
+from tests.helpers.vlstereoset_files import landed_synthetic_items
 
 KEY = "sk-errshare-0123456789abcdefghijklmnop"
 REPO = Path(__file__).resolve().parents[1]
@@ -115,26 +116,12 @@ def test_modscan_text_analogue_fails_loudly(dora_home, api_key):
     assert passed.result.generated == 4 and dict(passed.result.statuses) == {"error": 4}
 
 
-def _vlstereoset_items(tmp_path: Path, n: int = 3) -> list[dict]:
-    """The first ``n`` synthetic items, images for all but the last (which lands ``no_image``)."""
-    from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, resolve_images, synthetic_csv_path
-    from models_inference.probes.vlstereoset.probe import land_items, landed_items
-
-    ds = load_vlstereoset_csv(synthetic_csv_path())
-    folder = tmp_path / "imgs"
-    folder.mkdir(exist_ok=True)
-    for i in range(1, n):
-        (folder / f"{i}.png").write_bytes(tiny_png((40 * i, 90, 120), (24, 20)))
-    land_items(ds, resolve_images(ds.items[:n], folder))
-    return landed_items(ds.dataset_id)[:n]
-
-
 def test_vlstereoset_api_scorer_fails_loudly_and_no_image_rows_are_not_failures(dora_home, tmp_path, api_key):
     from models_inference.backends.vision import OpenAIVisionBackend
     from models_inference.probes.vlstereoset.probe import run_vlstereoset_probe
     from models_inference.probes.vlstereoset.scorers import McqScorer
 
-    items = _vlstereoset_items(tmp_path)
+    items = landed_synthetic_items(tmp_path)
     with OpenAIStubServer() as server:
         vlm = OpenAIVisionBackend("gpt-test", base_url=server.base_url, concurrency=1, max_retries=0)
         _failing(server, 401)

@@ -131,8 +131,10 @@ class OpenAIStubServer:
             def log_message(self, *args):  # keep test output clean
                 pass
 
-            def _send(self, status: int, payload: dict):
-                body = json.dumps(payload).encode()
+            def _send(self, status: int, payload):
+                self._send_raw(status, json.dumps(payload).encode())
+
+            def _send_raw(self, status: int, body: bytes):
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -179,21 +181,10 @@ class OpenAIStubServer:
                     self._send(status, {"error": {"message": message, "type": "test", "code": str(status)}})
                     return
                 if malformed == "not_json":
-                    body = b"<html><body>502 Bad Gateway</body></html>"
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
+                    self._send_raw(200, b"<html><body>502 Bad Gateway</body></html>")
                     return
                 if malformed in ("json_string", "choices_not_list"):
-                    payload = "upstream says: model is loading" if malformed == "json_string" else {"choices": "x"}
-                    body = json.dumps(payload).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
+                    self._send(200, "upstream says: model is loading" if malformed == "json_string" else {"choices": "x"})
                     return
                 if malformed == "no_choices":
                     self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "stub", "choices": []})
