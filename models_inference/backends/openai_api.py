@@ -441,16 +441,21 @@ class OpenAIEndpoint:
         from models_inference.backends.server_caps import server_capabilities
 
         url = (self.base_urls or [None])[0]
-        # no retries and a short timeout: a probe that fails only means "ask freely"
-        client = openai_client(self.api_key_env, url, max_retries=0, timeout=min(self.timeout, 30.0),
-                               purpose="the OpenAI-compatible backend")
+        made: list = []
+
+        def connect():
+            # no retries and a short timeout: a probe that fails only means "ask freely"
+            made.append(openai_client(self.api_key_env, url, max_retries=0, timeout=min(self.timeout, 30.0),
+                                      purpose="the OpenAI-compatible backend"))
+            return made[-1]
+
         try:
-            return server_capabilities(client, url, self.model_id)
+            return server_capabilities(connect, url, self.model_id)
         except (openai.APIConnectionError, openai.APITimeoutError):
             return None
         except openai.APIStatusError as exc:
             if exc.status_code in (401, 403):
-                raise ModelNotAvailableError(f"the endpoint refused the key: {api_error_text(exc, client.api_key)}") from None
+                raise ModelNotAvailableError(f"the endpoint refused the key: {api_error_text(exc, made[-1].api_key)}") from None
             return None
 
     def constraint(self) -> str | None:
@@ -458,6 +463,17 @@ class OpenAIEndpoint:
         or ``None`` (free answers only; also when the server cannot be reached now)."""
         caps = self.capabilities()
         return caps.choice_constraint if caps else None
+
+    def required_constraint(self) -> str:
+        """:meth:`constraint` for a ``choose`` that cannot answer without one.
+
+        Raises:
+            ValueError: the endpoint honours no choice constraint (ask freely instead).
+        """
+        constraint = self.constraint()
+        if constraint is None:
+            raise ValueError(f"{self.base_url or 'the OpenAI API'} honours no choice constraint for {self.model_id!r}")
+        return constraint
 
     def each(
         self,

@@ -28,7 +28,7 @@ import json
 import re
 import threading
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 #: Choice constraints, strongest first per server kind (:data:`_ORDER`); ``None`` = none works.
 #: grammar: llama.cpp GBNF; structured_outputs: vLLM >= 0.12; guided_choice: vLLM < 0.12;
@@ -156,6 +156,12 @@ def constrained_answer(constraint: str, text: str | None) -> str:
     if isinstance(value, dict) and isinstance(value.get(JSON_ANSWER_KEY), (str, int)):
         return str(value[JSON_ANSWER_KEY]).strip()
     return text
+
+
+def answer_tokens(constraint: str, max_tokens: int) -> int:
+    """The token budget of a constrained answer: ``max_tokens``, but at least 24 under
+    ``json_schema``, whose object needs room for its braces and key."""
+    return max(max_tokens, 24) if constraint == "json_schema" else max_tokens
 
 
 def merge_request(kwargs: dict, fields: dict) -> dict:
@@ -313,13 +319,18 @@ def probe_capabilities(client, base_url: str | None, model: str, *, completions:
     return ServerCapabilities(kind, constraint, top, has, n_ok, lists_ok, slots)
 
 
-def server_capabilities(client, base_url: str | None, model: str) -> ServerCapabilities:
-    """:func:`probe_capabilities`, once per (base URL, model) in this process (thread-safe)."""
+def server_capabilities(connect: Callable[[], object], base_url: str | None, model: str) -> ServerCapabilities:
+    """:func:`probe_capabilities`, once per (base URL, model) in this process (thread-safe).
+
+    Args:
+        connect: builds the probe's client; called only when the endpoint is not cached yet
+            (backends ask for their capabilities on every batch of requests).
+    """
     key = (base_url or "", model)
     with _CACHE_LOCK:
         if key in _CACHE:
             return _CACHE[key]
-    caps = probe_capabilities(client, base_url, model)
+    caps = probe_capabilities(connect(), base_url, model)
     with _CACHE_LOCK:
         _CACHE[key] = caps
     return caps
@@ -337,6 +348,7 @@ __all__ = [
     "PROBE_HEADER",
     "ROW_ANSWER_MODES",
     "ServerCapabilities",
+    "answer_tokens",
     "constrained_answer",
     "constraint_fields",
     "detect_server",

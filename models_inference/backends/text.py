@@ -380,6 +380,14 @@ class OpenAIChatBackend(OpenAIEndpoint):
                 return {t: math.log(m) for t, m in mass.items() if m > 0}
         return None
 
+    def _sampling_kwargs(self, sampling: SamplingParams, max_tokens: int, seed: int) -> dict:
+        """The request fields every text request shares: model, temperature, token budget, the
+        row's seed (31 bits: servers reject larger ones) and ``top_p`` only below 1."""
+        kwargs = dict(model=self.model_id, temperature=sampling.temperature, max_tokens=max_tokens, seed=int(seed) % (2**31))
+        if sampling.top_p < 1.0:
+            kwargs["top_p"] = sampling.top_p
+        return kwargs
+
     def choose(self, requests, choices: Sequence[str], sampling=SamplingParams(), on_batch=None) -> list[GenerationResult]:
         """Constrained answers: each reply is one of ``choices`` under the endpoint's strongest
         choice constraint (:meth:`capabilities`: llama.cpp ``grammar``, vLLM
@@ -392,26 +400,19 @@ class OpenAIChatBackend(OpenAIEndpoint):
             caller to store with a status), ``choice_logprobs`` at the answer token.
 
         Raises:
-            ValueError: the endpoint honours no choice constraint (:meth:`constraint` is
-                ``None``; use :meth:`generate` and parse the free answer).
+            ValueError: the endpoint honours no choice constraint (:meth:`required_constraint`;
+                use :meth:`generate` and parse the free answer).
             ModelNotAvailableError: the API key variable is unset.
         """
-        from models_inference.backends.server_caps import constrained_answer, constraint_fields, merge_request
+        from models_inference.backends.server_caps import answer_tokens, constrained_answer, constraint_fields, merge_request
 
-        caps = self.capabilities()
-        constraint = caps.choice_constraint if caps else None
-        if constraint is None:
-            raise ValueError(f"{self.base_url or 'the OpenAI API'} honours no choice constraint for {self.model_id!r}")
+        constraint = self.required_constraint()
         fields = constraint_fields(constraint, choices)
-        top = caps.top_logprobs if self.logprobs else 0
+        top = self.capabilities().top_logprobs if self.logprobs else 0
 
         def one(client, key, req: GenerationRequest) -> GenerationResult:
-            # a JSON object needs room for its braces and key: at least 24 tokens
-            budget = max(req.max_new_tokens, 24) if constraint == "json_schema" else req.max_new_tokens
-            kwargs = dict(model=self.model_id, temperature=sampling.temperature, max_tokens=budget,
-                          seed=int(req.seed) % (2**31), messages=req.prompt.as_messages())
-            if sampling.top_p < 1.0:
-                kwargs["top_p"] = sampling.top_p
+            kwargs = self._sampling_kwargs(sampling, answer_tokens(constraint, req.max_new_tokens), req.seed)
+            kwargs["messages"] = req.prompt.as_messages()
             if top:
                 kwargs.update(logprobs=True, top_logprobs=top)
             try:
@@ -498,12 +499,10 @@ class OpenAIChatBackend(OpenAIEndpoint):
             n = len(pack[0])
             first = requests[pack[0][0]]
             prompts = [requests[u[0]].prompt.as_text() for u in pack]
-            kwargs = dict(model=self.model_id, temperature=sampling.temperature, max_tokens=first.max_new_tokens,
-                          seed=int(first.seed) % (2**31), prompt=prompts if len(prompts) > 1 else prompts[0])
+            kwargs = self._sampling_kwargs(sampling, first.max_new_tokens, first.seed)
+            kwargs["prompt"] = prompts if len(prompts) > 1 else prompts[0]
             if n > 1:
                 kwargs["n"] = n
-            if sampling.top_p < 1.0:
-                kwargs["top_p"] = sampling.top_p
             out: list[tuple[int, GenerationResult]] = []
             try:
                 choices = reply_choices(client.completions.create(**kwargs))
@@ -533,10 +532,7 @@ class OpenAIChatBackend(OpenAIEndpoint):
         import openai
 
         def send(client, req: GenerationRequest) -> GenerationResult:
-            kwargs = dict(model=self.model_id, temperature=sampling.temperature,
-                          max_tokens=req.max_new_tokens, seed=int(req.seed) % (2**31))
-            if sampling.top_p < 1.0:
-                kwargs["top_p"] = sampling.top_p
+            kwargs = self._sampling_kwargs(sampling, req.max_new_tokens, req.seed)
             if req.prompt.style == "completion":  # a continuation: the text-completions endpoint
                 choice = reply_choices(client.completions.create(prompt=req.prompt.as_text(), **kwargs))[0]
                 return GenerationResult(choice.text or "", choice.finish_reason != "length")

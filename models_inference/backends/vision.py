@@ -295,13 +295,10 @@ class OpenAIVisionBackend(OpenAIEndpoint):
             ValueError: the endpoint honours no choice constraint (use :meth:`describe`).
             ModelNotAvailableError: the API key variable is unset.
         """
-        from models_inference.backends.server_caps import constrained_answer, constraint_fields
+        from models_inference.backends.server_caps import answer_tokens, constrained_answer, constraint_fields
 
-        constraint = self.constraint()
-        if constraint is None:
-            raise ValueError(f"{self.base_url or 'the OpenAI API'} honours no choice constraint for {self.model_id!r}")
-        if constraint == "json_schema":  # a JSON object needs room for its braces and key
-            requests = [replace(r, max_new_tokens=max(r.max_new_tokens, 24)) for r in requests]
+        constraint = self.required_constraint()
+        requests = [replace(r, max_new_tokens=answer_tokens(constraint, r.max_new_tokens)) for r in requests]
         return self._ask(requests, sampling, on_batch, constraint_fields(constraint, choices),
                          lambda text: constrained_answer(constraint, text))
 
