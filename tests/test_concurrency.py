@@ -209,12 +209,14 @@ def test_identical_audits_at_once_then_sigterm_to_the_generating_one(tmp_path):
     waiting one then generates only the 190 missing rows. Every key lands exactly once."""
     _prepare_dbt_manifest()
     home, audit_id = tmp_path / "home", "collide"
-    calls, slow = [], [True]
+    calls, release = [], threading.Event()
 
-    def reply(req):  # slow down after the first shard until the SIGTERM, so it lands mid-T2T
+    def reply(req):
+        # Hold every request after the first shard until the SIGTERM: a fixed slow-down let the
+        # generating audit finish on a loaded machine before the other one reached the lock.
         calls.append(1)
-        if len(calls) > 520 and slow[0]:
-            time.sleep(0.2)
+        if len(calls) > 520:
+            release.wait(timeout=420)
         return "rave, and"
 
     with OpenAIStubServer() as server:
@@ -246,9 +248,10 @@ def test_identical_audits_at_once_then_sigterm_to_the_generating_one(tmp_path):
             assert holder["pid"] == procs[killed].pid
             assert f"pid {procs[killed].pid} on" in logs[waiting].read_text()
             procs[killed].send_signal(signal.SIGTERM)
-            slow[0] = False
+            release.set()
             codes = [p.wait(timeout=600) for p in procs]
         finally:
+            release.set()
             for p in procs:
                 if p.poll() is None:
                     p.kill()
