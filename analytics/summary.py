@@ -1,7 +1,9 @@
 """The short report ``dora audit`` prints: rows, parse rate, significant associations, top
 associations per bias dimension, and where to look next. All numbers come from the
-warehouse's public relations (``stg_t2t_completions``, ``fct_associations``,
-``fct_association_dimensions``).
+warehouse's marts (``agg_completions_by_audit``, ``fct_associations``,
+``fct_association_dimensions``), never from staging: a staging view reads the landing zone as
+it is now, so a shard that landed after the last dbt build would be counted in the summary but
+not in the marts a ``dora query`` or ``dora report`` reads.
 """
 
 from __future__ import annotations
@@ -17,18 +19,27 @@ PAPER_SCALE_HINT = (
 
 
 def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = None) -> str:
-    """Multi-line summary of one audit (all audits when ``audit_id`` is None)."""
+    """Multi-line summary of one audit (all audits when ``audit_id`` is None), from the marts only.
+
+    Completions and parse rate are ``agg_completions_by_audit``'s (parse rate = parsed /
+    completions, summed over the audits shown); associations, their descriptors and settings,
+    and the significant ones are ``fct_associations``'s; per bias dimension,
+    ``fct_association_dimensions``'s.
+
+    Raises:
+        analytics.query.WarehouseMissingError / WarehouseBusyError; ``duckdb.CatalogException``
+        when the BiasDora marts are not built.
+    """
     audit = "(? is null or audit_id = ?)"  # one audit, or all (a parameter, never SQL text)
     params = [audit_id, audit_id]
-    gen = run_query(
-        f"""select count(*) as rows, count(distinct descriptor) as descriptors,
-                   count(distinct setting) as settings,
-                   coalesce(avg(case when parse_status = 'ok' then 1.0 else 0.0 end), 0) as parse_rate
-            from stg_t2t_completions where {audit}""",
+    completions, parsed = run_query(
+        f"""select coalesce(sum(completions), 0) as completions, coalesce(sum(completions_parsed), 0) as parsed
+            from agg_completions_by_audit where {audit}""",
         params=params,
     ).rows[0]
     assoc = run_query(
-        f"""select count(*) as associations, count(*) filter (where is_significant) as significant,
+        f"""select count(*) as associations, count(distinct descriptor) as descriptors,
+                   count(distinct setting) as settings, count(*) filter (where is_significant) as significant,
                    count(*) filter (where paper_p_value < 0.05) as paper_significant
             from fct_associations where {audit}""",
         params=params,
@@ -53,9 +64,9 @@ def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = No
     lines = [
         "",
         f"dora audit {audit_id or '(all audits)'}" + (f"  [Dagster run {run_id}]" if run_id else ""),
-        f"  completions: {gen[0]} rows over {gen[1]} descriptors x {gen[2]} settings; parse rate {gen[3]:.1%}",
-        f"  associations: {assoc[0]}; significant (Fisher, BH q < 0.05): {assoc[1]}; "
-        f"paper z-test p < 0.05: {assoc[2]}",
+        f"  completions: {completions} rows; parse rate {parsed / completions if completions else 0:.1%}",
+        f"  associations: {assoc[0]} over {assoc[1]} descriptors x {assoc[2]} settings; significant (Fisher, "
+        f"BH q < 0.05): {assoc[3]}; paper z-test p < 0.05: {assoc[4]}",
     ]
     if per_dimension:
         lines.append("  significant per bias dimension (a descriptor counts in each of its dimensions): "

@@ -13,7 +13,8 @@ Every model-calling step of a family is split into blocks of its keys (mapped st
 ``orchestration/defs/common.py: block_outputs``), so the work spreads over the workers.
 
 Names: :data:`EXECUTORS`, :data:`BROKER_ENV` / :data:`DEFAULT_BROKER` (the Redis URL),
-:data:`EXECUTOR_ENV` (the choice of the scheduled re-audits, read at tick time);
+:data:`EXECUTOR_ENV` (the choice of the scheduled re-audits, read at tick time),
+:data:`WORKER_TIMEOUT_ENV` / :data:`DEFAULT_WORKER_TIMEOUT` (how long a run waits for a worker);
 :func:`execution_config` is the run config of a choice; :data:`dora_executor` the job's executor.
 Nothing here runs at import, and ``dagster-celery`` is imported only when ``celery`` is chosen.
 """
@@ -49,8 +50,11 @@ BROKER_SCHEMES = frozenset({
     "zookeeper", "consul", "etcd", "filesystem", "azurestoragequeues", "azureservicebus", "gcpubsub",
     "confluentkafka", "sqla+sqlite", "sqla+postgresql", "sqla+mysql",
 })
-#: Default of ``dora audit --celery-worker-timeout``: seconds the audit waits for a worker to answer.
+#: Default of ``dora audit --celery-worker-timeout``: seconds the audit waits for a worker to answer,
+#: before the run starts and during it (no worker at all, or the one that took a step).
 DEFAULT_WORKER_TIMEOUT = 120.0
+#: The worker timeout of runs dora does not start from the CLI (the daemon's), read at tick time.
+WORKER_TIMEOUT_ENV = "DORA_CELERY_WORKER_TIMEOUT"
 #: Seconds ``dora audit`` waits for the broker to accept a connection before it fails.
 BROKER_CONNECT_SECONDS = 5.0
 
@@ -142,16 +146,20 @@ def wait_for_worker(url: str, timeout: float, say=None, *, notice_after: float =
         app.close()
 
 
-def execution_config(executor: str, broker: str | None = None) -> dict:
+def execution_config(executor: str, broker: str | None = None, worker_timeout: float | None = None) -> dict:
     """The ``execution`` run config of an executor choice.
 
     ``multiprocess``: at most :data:`MULTIPROCESS_MAX_CONCURRENT` steps at once, forked from a
     server that has already imported dora and what a step opens (``orchestration/step_preload.py``;
     ~5 s of imports saved per step). ``celery``: broker
-    and result backend both :func:`broker_url` (a Redis URL serves as both).
+    and result backend both :func:`broker_url` (a Redis URL serves as both); ``worker_timeout``
+    (seconds, 0: no limit) is how long the run waits for a worker that does not answer
+    (``orchestration/celery_loop.py``): given, else ``$DORA_CELERY_WORKER_TIMEOUT``, else the
+    executor's default :data:`DEFAULT_WORKER_TIMEOUT` (left out of the config).
 
     Raises:
-        ValueError: an executor not in :data:`EXECUTORS`.
+        ValueError: an executor not in :data:`EXECUTORS`; ``$DORA_CELERY_WORKER_TIMEOUT`` not a
+            number of seconds >= 0.
     """
     if executor == "in_process":
         return {"config": {"in_process": {}}}
@@ -160,17 +168,42 @@ def execution_config(executor: str, broker: str | None = None) -> dict:
         return {"config": {"multiprocess": {"max_concurrent": MULTIPROCESS_MAX_CONCURRENT, "start_method": start}}}
     if executor == "celery":
         url = broker_url(broker)
-        return {"config": {"celery": {"broker": url, "backend": url}}}
+        celery = {"broker": url, "backend": url}
+        timeout = worker_timeout if worker_timeout is not None else _env_worker_timeout()
+        if timeout is not None:
+            celery["worker_timeout"] = float(timeout)
+        return {"config": {"celery": celery}}
     raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+
+
+def _env_worker_timeout() -> float | None:
+    """``$DORA_CELERY_WORKER_TIMEOUT`` in seconds, or None when unset.
+
+    Raises:
+        ValueError: not a number >= 0 (one line naming the variable).
+    """
+    text = os.environ.get(WORKER_TIMEOUT_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also NaN
+        raise ValueError(f"${WORKER_TIMEOUT_ENV}={text!r}: expected seconds >= 0 (0: no limit)")
+    return value
 
 
 def scheduled_execution_config() -> dict | None:
     """The ``execution`` run config of the runs the daemon starts (schedule, sensor): from
-    ``$DORA_EXECUTOR`` (and ``$DORA_CELERY_BROKER``) at tick time; ``None`` (the job's default,
-    multiprocess) when unset.
+    ``$DORA_EXECUTOR`` (and ``$DORA_CELERY_BROKER``, ``$DORA_CELERY_WORKER_TIMEOUT``) at tick
+    time; ``None`` (the job's default, multiprocess) when unset. A Celery run started this way
+    has no ``dora audit`` to wait for a worker first: its submission loop fails it when no worker
+    answers within the worker timeout (``orchestration/celery_loop.py``).
 
     Raises:
-        ValueError: ``$DORA_EXECUTOR`` is not one of :data:`EXECUTORS`.
+        ValueError: ``$DORA_EXECUTOR`` is not one of :data:`EXECUTORS`, or
+            ``$DORA_CELERY_WORKER_TIMEOUT`` is not a number of seconds >= 0.
     """
     choice = os.environ.get(EXECUTOR_ENV)
     return execution_config(choice) if choice else None
@@ -221,7 +254,12 @@ def _celery_schema() -> dict:
         return {}
     from dagster_celery.executor import CELERY_CONFIG
 
-    return {"celery": CELERY_CONFIG}
+    timeout = dg.Field(
+        float, is_required=False, default_value=DEFAULT_WORKER_TIMEOUT,
+        description="Seconds the run waits for a Celery worker that does not answer (none at all while steps "
+        "wait, or the one that took a step) before it fails; 0: no limit (orchestration/celery_loop.py).",
+    )
+    return {"celery": {**CELERY_CONFIG, "worker_timeout": timeout}}
 
 
 def _requirements(config) -> list:
@@ -241,8 +279,8 @@ def _requirements(config) -> list:
 def dora_executor(init_context):
     """Dagster's multiprocess / in-process executor (its own config), or, with ``celery:``,
     ``dagster_celery``'s Celery executor with its own config (broker, backend, include,
-    config_source, retries) and a submission loop that always ends
-    (:class:`orchestration.celery_loop.DoraCeleryExecutor`)."""
+    config_source, retries) and dora's ``worker_timeout``, and a submission loop that always
+    ends and watches the workers (:class:`orchestration.celery_loop.DoraCeleryExecutor`)."""
     config = init_context.executor_config
     if "celery" in config:
         from dagster._core.execution.retries import RetryMode
@@ -254,5 +292,7 @@ def dora_executor(init_context):
         return DoraCeleryExecutor(
             retries=RetryMode.from_config(celery["retries"]), broker=celery.get("broker"), backend=celery.get("backend"),
             include=celery.get("include"), config_source=celery.get("config_source"),
+            worker_timeout=celery.get("worker_timeout", DEFAULT_WORKER_TIMEOUT),
+            shown_broker=redacted(celery.get("broker") or "the default broker"),
         )
     return dg.multi_or_in_process_executor.executor_creation_fn(init_context)

@@ -130,9 +130,12 @@ def prepare_dbt_run() -> None:
         landing_dir(table)
 
 
-def prepare_environment() -> Path:
+def prepare_environment(*, dagster: bool = True) -> Path:
     """What every ``dora`` command sets up once: ``DORA_HOME`` (absolute), ``DAGSTER_HOME``
     (default ``$DORA_HOME/dagster``, created, with :data:`DAGSTER_YAML`), dbt tracking off.
+
+    ``dagster=False`` (a command that reads only the warehouse, ``dora query``) leaves
+    ``DAGSTER_HOME`` untouched: a read-only or unusable Dagster folder is no reason to refuse it.
 
     Returns:
         The dora home folder.
@@ -148,9 +151,10 @@ def prepare_environment() -> Path:
     # error here, before either is opened
     warehouse_path()
     os.environ[DORA_HOME_ENV] = str(home)
-    os.environ.setdefault(DAGSTER_HOME_ENV, str(home / "dagster"))
     os.environ.setdefault(DBT_TRACKING_ENV, "false")
-    write_dagster_yaml(Path(os.environ[DAGSTER_HOME_ENV]))  # op-level pools: the writer pool gets 1 slot
+    if dagster:
+        os.environ.setdefault(DAGSTER_HOME_ENV, str(home / "dagster"))
+        write_dagster_yaml(Path(os.environ[DAGSTER_HOME_ENV]))  # op-level pools: the writer pool gets 1 slot
     return home
 
 

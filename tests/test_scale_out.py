@@ -4,9 +4,11 @@ on PostgreSQL) whose warehouse equals an in-process audit's.
 
 The blocks run against the local OpenAI stub server (``tests/helpers/openai_server.py``); the
 cluster test starts ``redis-server``, PostgreSQL and two ``dagster-celery`` workers on free local
-ports and lands on the module's moto S3 server; the two tests that kill a worker's process share
-one Redis and two workers on a SQLite home (``tests/helpers/cluster.py``; skipped with the reason
-when one is missing).
+ports and lands on the module's moto S3 server; the tests that kill a worker's process share
+one Redis and two workers on a SQLite home (one of them adds a third worker, on a queue of its
+own, and kills it whole); a scheduled run meets a Redis with no worker (``tests/helpers/cluster.py``;
+skipped with the reason when one is missing). The multiprocess executor's step processes print
+nothing below the run's console level.
 """
 
 from __future__ import annotations
@@ -180,6 +182,13 @@ def test_executor_choices_give_their_run_config(monkeypatch):
     assert scheduled_execution_config()["config"]["celery"]["broker"] == "redis://queue:6379/1"
     with pytest.raises(ValueError, match="executor must be one of"):
         execution_config("k8s")
+    # the worker timeout of the run's submission loop: --celery-worker-timeout, or the daemon's variable
+    assert execution_config("celery", worker_timeout=30)["config"]["celery"]["worker_timeout"] == 30.0
+    monkeypatch.setenv("DORA_CELERY_WORKER_TIMEOUT", "0")
+    assert scheduled_execution_config()["config"]["celery"]["worker_timeout"] == 0.0
+    monkeypatch.setenv("DORA_CELERY_WORKER_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match=r"^\$DORA_CELERY_WORKER_TIMEOUT='soon': expected seconds >= 0 \(0: no limit\)$"):
+        scheduled_execution_config()
 
 
 @pytest.mark.slow  # a fresh interpreter importing dora (~5 s)
@@ -215,11 +224,35 @@ def test_the_fork_server_preloads_what_a_step_process_opens(dora_home):
     assert all(out["after"]) and out["job_s"] < 0.05  # imported, and the job comes from Dagster's cache
 
 
+@pytest.mark.slow  # a Dagster run whose steps run in processes of the fork server (~10 s)
+def test_multiprocess_step_processes_print_nothing_below_the_run_s_console_level(tmp_path):
+    """Each step process announced itself on the terminal ("Executing step ... in subprocess",
+    DEBUG) through a log manager that ignores the run's console level: ``dora audit --executor
+    multiprocess`` (console at CRITICAL) printed one Dagster line per step. The fork server's
+    preload (orchestration/step_preload.py) gives that log manager the run's level; the event is
+    still in the run's event log."""
+    from tests.helpers.cluster import init_instance
+
+    home = tmp_path / "home"
+    init_instance(home / "dagster")
+    config = {"execution": execution_config("multiprocess"), "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    out, err = _run_job(home, "two_steps_job", config)
+    assert out["success"] is True and out["steps"] == {"first": "STEP_SUCCESS", "second": "STEP_SUCCESS"}
+    assert " - dagster - " not in err and "Traceback" not in err, err
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        (run,) = instance.get_runs()
+        started = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_WORKER_STARTED).records
+    assert sorted(r.event_log_entry.step_key for r in started) == ["first", "second"]
+
+
 def test_the_dora_executor_offers_the_three_choices():
-    from orchestration.cluster import dora_executor
+    from orchestration.cluster import celery_available, dora_executor
 
     assert dora_executor.name == "dora"
     assert set(dora_executor.config_schema.config_type.fields) == {"in_process", "multiprocess", "celery"}
+    if celery_available():  # dagster-celery's fields and dora's worker timeout (default 120 s)
+        celery = dora_executor.config_schema.config_type.fields["celery"].config_type.fields
+        assert {"broker", "backend", "retries"} < set(celery) and celery["worker_timeout"].default_value == 120.0
     assert dora_executor.get_requirements({"in_process": {}}) == []
     assert dora_executor.get_requirements({"celery": {}}) == dora_executor.get_requirements({"multiprocess": {}}) != []
 
@@ -600,3 +633,94 @@ def test_a_step_ready_after_a_lost_worker_still_runs_and_the_run_ends_failed(sql
     assert out["steps"]["slow"] == out["steps"]["after_slow"] == "STEP_SUCCESS"
     assert "dies" not in out["steps"] and "after_dies" not in out["steps"]  # lost, and never started
     assert any("WorkerLostError" in m and "[dies]" in m for m in out["errors"]), out["errors"]
+
+
+# ------------------------------------------------------------------- a worker that never answers
+_RUN_JOB = """
+import json, sys, time
+import dagster as dg
+from orchestration.cli.audit import failure_lines
+from tests.helpers import celery_jobs
+job, run_config, log_dir = getattr(celery_jobs, sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+started = time.monotonic()
+with dg.DagsterInstance.get() as instance:
+    with dg.execute_job(dg.reconstructable(job), instance=instance, raise_on_error=False, run_config=run_config) as result:
+        steps = {e.step_key: e.event_type_value for e in result.all_events
+                 if e.is_step_success or e.is_step_failure or e.is_step_skipped}
+        lines = [] if result.success else failure_lines(result, log_dir, log_dir + "/none.log")
+        print(json.dumps({"success": result.success, "steps": steps, "lines": lines, "seconds": time.monotonic() - started}))
+"""
+
+
+def _run_job(home, job: str, run_config: dict, **env) -> tuple[dict, str]:
+    """``job`` of tests/helpers/celery_jobs.py run in a new process on ``home``'s instance: the
+    step outcomes, ``dora audit``'s failure lines and the seconds the run took; and its stderr."""
+    import json
+    import sys
+
+    from tests.helpers.dora_cli import REPO, dora_env
+
+    (home / "logs").mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-c", _RUN_JOB, job, json.dumps(run_config), str(home / "logs")], cwd=REPO,
+                          env=dora_env(home, **env), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+@pytest.mark.slow  # a Dagster run in a new process against a Redis without workers (~10 s)
+def test_a_scheduled_celery_run_with_no_worker_fails_at_the_worker_timeout_with_one_line(tmp_path):
+    """The daemon's runs (``$DORA_EXECUTOR=celery``) have no ``dora audit`` to wait for a
+    worker before they start: the submission loop fails the run once no worker has answered for
+    ``$DORA_CELERY_WORKER_TIMEOUT`` seconds, saying so first, and revokes the queued tasks."""
+    from orchestration.cluster import celery_available
+    from tests.helpers.cluster import init_instance, redis_server
+
+    if not celery_available():
+        pytest.skip("dagster-celery is not installed (pip install -e '.[cluster]')")
+    home = tmp_path / "home"
+    init_instance(home / "dagster")
+    with redis_server(tmp_path / "redis") as broker, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DORA_EXECUTOR", "celery")
+        mp.setenv("DORA_CELERY_BROKER", broker)
+        mp.setenv("DORA_CELERY_WORKER_TIMEOUT", "3")
+        execution = scheduled_execution_config()  # what audit_run_request puts in a scheduled run's config
+        assert execution["config"]["celery"]["worker_timeout"] == 3.0
+        out, err = _run_job(home, "worker_lost_job", {"execution": execution})
+    assert out["success"] is False and out["steps"] == {}  # no step ran, none is left waiting
+    assert 3 <= out["seconds"] < 3 + 20, out["seconds"]  # the timeout, a check period, the run's start and end
+    assert "Traceback" not in err
+    assert f"dora: no Celery worker answers on {broker} while steps wait (dies, slow): waiting up to 3 s" in err, err
+    assert out["lines"][0] == (
+        f"dora audit: error: no Celery worker answered on {broker} within 3 s "
+        "(--celery-worker-timeout) while steps waited: dies, slow; start a worker (`dagster-celery worker start -A "
+        "dagster_celery.app -y <celery.yaml>`, docs/operations.md#running-on-a-cluster), then run the same command "
+        "again: it redoes only what did not land"), out["lines"]
+    assert len(out["lines"]) == 2 and out["lines"][1].startswith("dora: audit failed (Dagster run ")
+
+
+@pytest.mark.slow  # a third Celery worker started for it, and a Dagster run on the module's workers (~15 s)
+@pytest.mark.scenario
+def test_a_step_whose_whole_worker_is_killed_is_failed_as_lost_within_the_worker_timeout(sqlite_cluster):
+    """A worker whose main process is killed (as a lost machine) never returns its task's result
+    and nobody redelivers it: the loop sees its worker stop answering while the others answer,
+    fails the step as lost once the worker timeout has passed, abandons its downstream, and the
+    run ends failed with one line naming the worker (dagster-celery would wait for ever)."""
+    import socket
+    import time
+
+    from tests.helpers.celery_jobs import DOOMED_QUEUE
+    from tests.helpers.cluster import celery_workers
+
+    home, broker, _ = sqlite_cluster
+    with celery_workers(home, broker, 1, name="doomed", queue=DOOMED_QUEUE) as (doomed,):
+        started = time.monotonic()
+        out, err = _run_job(home, "worker_gone_job", {"execution": execution_config("celery", broker, 4)})
+        assert doomed.wait(timeout=30) is not None  # the step killed its whole worker
+    assert out["success"] is False and out["steps"] == {}  # the lost step has no end event; after_gone never ran
+    assert out["seconds"] < 4 + 20 and time.monotonic() - started < 60, out["seconds"]
+    assert "Traceback" not in err
+    (line,) = [ln for ln in out["lines"] if ln.startswith("dora audit: error:")]
+    assert line.startswith(
+        "dora audit: error: step kills_its_worker failed in its worker process (CeleryWorkerError: its Celery worker "
+        f"doomed0@{socket.gethostname()} has not answered within 4 s (--celery-worker-timeout): killed, or its machine "
+        "lost); the same command again redoes only what did not land; full trace: "), line

@@ -5,8 +5,12 @@ could make endless ends within a stated bound, with one line on stderr and a non
   before anything starts; a webserver process that dies or never accepts a connection stops the UI;
 * ``dora audit --executor celery``: a broker URL that is no broker is one argparse line; a broker
   that cannot be reached is named (password redacted); no worker is announced, then a failure at
-  ``--celery-worker-timeout``; SIGTERM while waiting is one line, exit 130;
-* ``dora query --timeout``: a recursive CTE is stopped; a read-only PIVOT runs.
+  ``--celery-worker-timeout``; SIGTERM while waiting is one line, exit 130; during the run, a
+  worker that stops answering while it holds a step, or no worker at all, is said, then fails the
+  step or the run at the worker timeout (``orchestration/celery_loop.py: WorkerWatch``; end to end
+  in tests/test_scale_out.py);
+* ``dora query --timeout``: a recursive CTE is stopped; a read-only PIVOT runs; a ``DAGSTER_HOME``
+  that cannot be written does not stop it (it opens no Dagster instance).
 """
 
 from __future__ import annotations
@@ -160,6 +164,115 @@ def test_lost_result_cleanup_noise_is_dropped_and_other_noise_kept(monkeypatch):
     assert seen == [other]
 
 
+# ------------------------------------------------------------- the Celery loop's watch on workers
+class _Workers:
+    """A stand-in for a Celery app's ``control.inspect(...).query_task``: ``held`` maps each
+    answering worker to the task ids it holds; every call is recorded as (limit, ids)."""
+
+    def __init__(self):
+        self.held: dict[str, list[str]] | None = {}
+        self.calls: list[tuple] = []
+        self.control = self
+
+    def inspect(self, timeout, limit):
+        workers = self
+
+        class _Inspect:
+            def query_task(self, *ids):
+                workers.calls.append((limit, ids))
+                if workers.held is None:
+                    raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+                return {host: {t: ["active", {}] for t in tasks if t in ids} for host, tasks in workers.held.items()}
+
+        return _Inspect()
+
+
+def _watch(timeout, records=None):
+    pytest.importorskip("dagster_celery", reason="dagster-celery is not installed (pip install -e '.[cluster]')")
+    from orchestration.celery_loop import WorkerWatch
+    from orchestration.cluster import redacted
+
+    now = [0.0]
+    workers = _Workers()
+    shown = redacted("redis://:s3cret@queue:6379/0")  # as dora_executor gives it
+    return WorkerWatch(workers, shown, timeout, records, clock=lambda: now[0]), workers, now
+
+
+def test_a_step_whose_worker_stops_answering_is_said_then_lost_at_the_timeout():
+    watch, workers, now = _watch(6)
+    workers.held = {"w0@h": ["t1"], "w1@h": ["t2"]}
+    assert watch.check({"a": "t1", "b": "t2"}) == ({}, [], None)
+    workers.held = {"w1@h": ["t2"]}  # w0's machine is gone; w1 still answers
+    now[0] = 2
+    assert watch.check({"a": "t1", "b": "t2"}) == ({}, [], None)
+    assert workers.calls[-2][0] == 2 and workers.calls[-1][0] is None  # one missing: asked again, every worker waited for
+    now[0] = 4
+    assert watch.check({"a": "t1", "b": "t2"}) == (
+        {}, ["the Celery worker w0@h running step a does not answer: waiting up to 6 s (--celery-worker-timeout)"], None)
+    now[0] = 8
+    lost, notices, failure = watch.check({"a": "t1", "b": "t2"})
+    assert lost == {"a": "its Celery worker w0@h has not answered within 6 s (--celery-worker-timeout): killed, or its "
+                         "machine lost"} and notices == [] and failure is None
+
+    restarted, workers, now = _watch(6)  # the same name answers again, without the task: a restarted worker
+    workers.held = {"w0@h": ["t1"]}
+    restarted.check({"a": "t1"})
+    workers.held = {"w0@h": []}
+    now[0] = 2
+    assert restarted.check({"a": "t1"}) == ({}, [], None)
+    now[0] = 8
+    assert restarted.check({"a": "t1"})[0] == {"a": "its Celery worker w0@h answers but has not held it for 6 s "
+                                                     "(--celery-worker-timeout), and no result came: restarted"}
+
+    quick, workers, now = _watch(1)  # a timeout shorter than the notice delay: said all the same, first
+    workers.held = {"w0@h": ["t1"]}
+    quick.check({"a": "t1"})
+    workers.held = {"w1@h": []}
+    quick.check({"a": "t1"})
+    now[0] = 1
+    lost, notices, _ = quick.check({"a": "t1"})
+    assert list(lost) == ["a"] and notices == [
+        "the Celery worker w0@h running step a does not answer: waiting up to 1 s (--celery-worker-timeout)"]
+
+
+def test_the_worker_that_took_a_step_is_known_from_its_event_before_any_sighting():
+    seen = []
+
+    def records(cursor):
+        seen.append(cursor)
+        return [("a", "w0@h", 10.0**10)], "c1"  # dagster_celery's "Executing steps a in celery worker" event
+
+    watch, workers, now = _watch(5, records)
+    workers.held = {"w1@h": []}  # w0 took step a and died before a check saw it hold the task
+    watch.submitted["t1"] = 1.0
+    assert watch.check({"a": "t1"}) == ({}, [], None)
+    now[0] = 5
+    assert list(watch.check({"a": "t1"})[0]) == ["a"]
+    assert seen == [None]  # read once: the holder is remembered
+
+
+def test_no_worker_at_all_is_said_then_fails_the_run_and_no_limit_only_says_so():
+    watch, workers, now = _watch(10)
+    workers.held = {}
+    assert watch.check({"b": "t2", "a": "t1"}) == ({}, [], None)
+    now[0] = 3
+    line = "no Celery worker answers on redis://:***@queue:6379/0 while steps wait (a, b): waiting up to 10 s (--celery-worker-timeout)"
+    assert watch.check({"b": "t2", "a": "t1"}) == ({}, [line], None)
+    now[0] = 10
+    failure = watch.check({"b": "t2", "a": "t1"})[2]
+    assert failure.startswith("no Celery worker answered on redis://:***@queue:6379/0 within 10 s (--celery-worker-timeout) "
+                              "while steps waited: a, b; start a worker") and "s3cret" not in failure
+
+    forever, workers, now = _watch(0)
+    workers.held = None  # the broker itself is gone
+    forever.check({"a": "t1"})
+    now[0] = 3
+    assert forever.check({"a": "t1"})[1] == ["the Celery broker redis://:***@queue:6379/0 cannot be reached while steps "
+                                             "wait (a): waiting with no time limit"]
+    now[0] = 10**6
+    assert forever.check({"a": "t1"}) == ({}, [], None)
+
+
 # -------------------------------------------------------------------------- no Celery worker
 @pytest.fixture
 def redis_broker(tmp_path):
@@ -248,6 +361,22 @@ def test_query_timeout_stops_a_recursive_cte_with_one_line(warehouse, capsys):
     code, err, took = _main(["query", "--timeout", "1", sql], capsys)
     assert code == 1 and took < 15, (took, err)
     assert _one_line(err, "dora query:") == "dora query: query stopped after 1 s (--timeout)"
+
+
+def test_query_runs_where_dagster_home_cannot_be_written(warehouse, monkeypatch, capsys):
+    """dora query opens no Dagster instance: a DAGSTER_HOME where no folder can be made (under a
+    regular file; a read-only mount is the same to it, even for root) is no reason to refuse."""
+    blocker = warehouse / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(blocker / "dagster"))
+    from orchestration.cli import main
+
+    assert main(["query", "-f", "csv", "select a, sum(b) as s from t group by a order by a"]) == 0
+    out, err = capsys.readouterr()
+    assert out.split() == ["a,s", "x,4", "y,2"] and err == ""
+    monkeypatch.delenv("DAGSTER_HOME")  # unset: the default $DORA_HOME/dagster is not created either
+    assert _main(["query", "select 1"], capsys)[0] == 0
+    assert not (warehouse / "dagster").exists()
 
 
 def test_query_timeout_flag_is_checked(warehouse, capsys):

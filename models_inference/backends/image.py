@@ -23,6 +23,7 @@ from typing import Callable, Protocol, Sequence
 
 from models_inference.backends.base import build_backend
 from models_inference.backends.local import torch_device_dtype
+from models_inference.backends.model_folder import load_failure_cause
 from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text
 from ingestion.errors import ModelNotAvailableError
 from models_inference.model_ref import model_version
@@ -143,14 +144,19 @@ class DiffusersImageBackend:
         from diffusers import AutoencoderKL, AutoPipelineForText2Image, DPMSolverMultistepScheduler
 
         device, dtype = torch_device_dtype(device)
+        loading_vae = False  # which folder the message checks: the pipeline's, or the swapped VAE's
         try:
             pipe = AutoPipelineForText2Image.from_pretrained(model_ref, torch_dtype=dtype)
             if vae:
+                loading_vae = True
                 pipe.vae = AutoencoderKL.from_pretrained(vae, torch_dtype=dtype)
-        except (OSError, ValueError, EnvironmentError) as exc:
+        # a partial folder fails with whatever the loader trips on first (OSError, a
+        # SafetensorError, an AttributeError ...): each means this pipeline cannot load
+        except Exception as exc:
+            what, cause = ((f"VAE {vae!r}", load_failure_cause(vae, "component", exc, "weights")) if loading_vae else
+                           (f"text-to-image model {model_ref!r}", load_failure_cause(model_ref, "text-to-image", exc, "pipeline")))
             raise ModelNotAvailableError(
-                f"cannot load text-to-image model {model_ref!r}" + (f" / VAE {vae!r}" if vae else "")
-                + f" here: {exc}. Use a local folder (save_pretrained) or a hub id already in the "
+                f"cannot load {what} here: {cause}. Use a local folder (save_pretrained) or a hub id already in the "
                 "Hugging Face cache, or unset HF_HUB_OFFLINE on a machine with hub access."
             ) from exc
         if dpm_solver:

@@ -24,7 +24,6 @@ defaults; BiasDora's 0.7 / 0.95 are passed by its probes), no penalties. Model i
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
@@ -40,6 +39,7 @@ from models_inference.backends.local import (
     save_dequantised,
     word_complete,
 )
+from models_inference.backends.model_folder import load_failure_cause
 from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text, reply_choices
 from models_inference.model_ref import default_model_identity, model_version, smollm2_gguf_path
 
@@ -71,32 +71,19 @@ def _batches(order: list[int], size: int, same: Callable[[int, int], bool]) -> l
     return out
 
 
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
-
-
-def _load_failure_cause(model_ref: str, exc: BaseException) -> str:
-    """Why ``model_ref`` did not load, in one short clause: what a local folder lacks, else the
-    first sentence of the loader's message (at most 200 characters). transformers' own text
+def _load_failure_cause(model_ref: str, exc: BaseException, part: str | None = None) -> str:
+    """Why ``model_ref`` did not load, in one short clause: what a local folder lacks or holds
+    broken, else the first sentence of the loader's message (at most 200 characters)
+    (:func:`models_inference.backends.model_folder.load_failure_cause`). transformers' own text
     can list every model type it knows (~5,000 characters) or be an internal error
     (``'NoneType' object has no attribute ...``) that says nothing about the folder."""
-    folder = Path(model_ref)
-    if folder.is_dir():
-        missing = [what for what, present in (
-            ("config.json", (folder / "config.json").is_file()),
-            ("weights", any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))),
-            ("tokenizer", any((folder / name).is_file() for name in _TOKENIZER_FILES)),
-        ) if not present]
-        if missing:
-            return f"the folder has no {', no '.join(missing)}"
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".")
-    return first if len(first) <= 200 else first[:197] + "..."
+    return load_failure_cause(model_ref, "text", exc, part)
 
 
-def _load_failure(model_ref: str, exc: BaseException) -> str:
+def _load_failure(model_ref: str, exc: BaseException, part: str | None = None) -> str:
     """The one-line message of a model that did not load (:func:`_load_failure_cause`)."""
     return (
-        f"cannot load model {model_ref!r} offline: {_load_failure_cause(model_ref, exc)}. Use '{DEFAULT_MODEL}', "
+        f"cannot load model {model_ref!r} offline: {_load_failure_cause(model_ref, exc, part)}. Use '{DEFAULT_MODEL}', "
         "a local folder or .gguf file, or a hub id that is already in the Hugging Face cache; a model folder "
         "needs config.json, the weights (*.safetensors or *.bin) and the tokenizer files."
     )
@@ -150,8 +137,10 @@ class TransformersBackend:
         cached = dequantised_cache_dir(version) if "gguf_file" in kwargs else None
         if cached is not None and (cached / "config.json").exists():
             source, kwargs = str(cached), {}  # the fp32 weights saved at first load: ~1 s instead of ~20 s
+        part = "tokenizer"  # what is loading: named in the message when the folder looks whole
         try:
             tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+            part = "weights"
             model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, **kwargs)
             if cached is not None and kwargs:
                 save_dequantised(model, tokenizer, cached)
@@ -159,7 +148,7 @@ class TransformersBackend:
         # tokenizer) with whatever its loader trips on first (OSError, ValueError, AttributeError
         # ...): every one of them means this model cannot be loaded, which the user can fix
         except Exception as exc:
-            raise ModelNotAvailableError(_load_failure(model_ref, exc)) from exc
+            raise ModelNotAvailableError(_load_failure(model_ref, exc, part)) from exc
         model.eval()
         version = version or model_version(model_ref)
         tokenizer.padding_side = "left"

@@ -20,7 +20,8 @@ from typing import Callable, Protocol, Sequence
 
 from models_inference.backends.base import GenerationResult, RenderedPrompt, SamplingParams, build_backend
 from models_inference.backends.local import eos_token_ids, sampling_processors, torch_device_dtype
-from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text
+from models_inference.backends.model_folder import load_failure_cause
+from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text, reply_choices
 from ingestion.errors import ModelNotAvailableError
 from models_inference.model_ref import model_version
 
@@ -112,8 +113,10 @@ class TransformersVisionBackend:
         from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
         device, dtype = torch_device_dtype(device)
+        part = "weights"  # what is loading: named in the message when the folder looks whole
         try:
             model = AutoModelForImageTextToText.from_pretrained(model_ref, dtype=dtype)
+            part = "processor"
             processor = AutoProcessor.from_pretrained(model_ref)
             tokenizer = getattr(processor, "tokenizer", None)
             image_processor = getattr(processor, "image_processor", None)
@@ -121,10 +124,12 @@ class TransformersVisionBackend:
                 tokenizer = processor if hasattr(processor, "batch_decode") else AutoTokenizer.from_pretrained(model_ref)
             if image_processor is None:
                 image_processor = AutoImageProcessor.from_pretrained(model_ref)
-        except (OSError, ValueError, KeyError) as exc:
+        # a partial folder fails with whatever the loader trips on first (AttributeError,
+        # SafetensorError, a bare Exception from tokenizers ...): each means this model cannot load
+        except Exception as exc:
             raise ModelNotAvailableError(
-                f"cannot load image-to-text model {model_ref!r} here: {exc}. Use a local folder "
-                "(save_pretrained of model and processor) or a hub id already in the Hugging Face "
+                f"cannot load image-to-text model {model_ref!r} here: {load_failure_cause(model_ref, 'image-to-text', exc, part)}. "
+                "Use a local folder (save_pretrained of model and processor) or a hub id already in the Hugging Face "
                 "cache, or unset HF_HUB_OFFLINE on a machine with hub access."
             ) from exc
         model.to(device).eval()
@@ -264,8 +269,8 @@ class OpenAIVisionBackend(OpenAIEndpoint):
             kwargs = dict(model=self.model_id, messages=[{"role": "user", "content": content}], temperature=sampling.temperature,
                           top_p=sampling.top_p, max_tokens=req.max_new_tokens, seed=int(req.seed) % (2**31))
             try:
-                resp = client.chat.completions.create(**merge_request(kwargs, fields or {}))
-                choice = resp.choices[0]  # a malformed 200 reply (no choices) is an error row too
+                # a malformed 200 reply (a JSON string, no choices list) is an error row that says so
+                choice = reply_choices(client.chat.completions.create(**merge_request(kwargs, fields or {})))[0]
                 text = choice.message.content or ""
                 return GenerationResult(read(text) if read else text, choice.finish_reason != "length")
             except Exception as exc:  # noqa: BLE001 - the key-quoting proxy case: never stored

@@ -92,9 +92,10 @@ def celery_yaml(folder: Path, broker: str) -> Path:
 
 
 @contextlib.contextmanager
-def celery_workers(home: Path, broker: str, count: int = 2, **env):
-    """``count`` Celery worker processes (one ``dagster-celery worker start`` each, concurrency 1),
-    sharing ``home``'s Dagster instance and landing zone; waits until each answers a ping."""
+def celery_workers(home: Path, broker: str, count: int = 2, *, name: str = "w", queue: str | None = None, **env):
+    """``count`` Celery worker processes (one ``dagster-celery worker start`` each, concurrency 1,
+    named ``<name><i>``, listening on ``queue`` when given, else dagster-celery's own), sharing
+    ``home``'s Dagster instance and landing zone; waits until each answers a ping."""
     if shutil.which("dagster-celery", path=str(VENV_BIN)) is None:
         pytest.skip("dagster-celery is not installed (pip install -e '.[cluster]')")
     folder = home / "workers"
@@ -106,10 +107,11 @@ def celery_workers(home: Path, broker: str, count: int = 2, **env):
     try:
         for i in range(count):
             args = [str(VENV_BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app", "-y", str(config),
-                    "-n", f"w{i}", "-l", "WARNING", "--", "--concurrency", "1", "--pool", "prefork"]
-            procs.append(subprocess.Popen(args, env=environ, cwd=REPO, stdout=open(folder / f"w{i}.log", "w"),
+                    "-n", f"{name}{i}", "-l", "WARNING", *(("-q", queue) if queue else ()),
+                    "--", "--concurrency", "1", "--pool", "prefork"]
+            procs.append(subprocess.Popen(args, env=environ, cwd=REPO, stdout=open(folder / f"{name}{i}.log", "w"),
                                           stderr=subprocess.STDOUT, start_new_session=True))
-        wait_for_workers(broker, count, procs)
+        wait_for_workers(broker, count, procs, names=[f"{name}{i}" for i in range(count)])
         yield procs
     finally:
         stop(*procs)
@@ -127,8 +129,9 @@ def init_instance(dagster_home: Path) -> None:
         instance.get_runs(limit=1)
 
 
-def wait_for_workers(broker: str, count: int, procs, timeout: float = 120.0) -> None:
-    """Until ``count`` workers answer a ping on ``broker`` (each of ``procs`` still running)."""
+def wait_for_workers(broker: str, count: int, procs, timeout: float = 120.0, names=None) -> None:
+    """Until ``count`` workers answer a ping on ``broker`` (each of ``procs`` still running; with
+    ``names``, the workers of those names: others may share the broker)."""
     from celery import Celery
 
     app = Celery("dagster", broker=broker, backend=broker)
@@ -136,9 +139,11 @@ def wait_for_workers(broker: str, count: int, procs, timeout: float = 120.0) -> 
     try:
         while time.monotonic() < deadline:
             if any(p.poll() is not None for p in procs):
-                raise RuntimeError("a Celery worker has exited (its log: w<i>.log in the home's workers folder)")
-            # limit: return as soon as every worker answered, not at the end of the timeout
-            replies = app.control.ping(timeout=1.0, limit=count) or []
+                raise RuntimeError("a Celery worker has exited (its log: <name><i>.log in the home's workers folder)")
+            if names:
+                replies = app.control.ping(timeout=1.0, destination=[f"{n}@{socket.gethostname()}" for n in names]) or []
+            else:  # limit: return as soon as every worker answered, not at the end of the timeout
+                replies = app.control.ping(timeout=1.0, limit=count) or []
             if len(replies) >= count:
                 return
             time.sleep(0.2)
