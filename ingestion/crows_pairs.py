@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ingestion.errors import CrowsPairsFormatError
 from ingestion.landing import SCHEMAS
 
 #: The nine CrowS-Pairs bias types, spelt as in the dataset (Nangia et al. 2020, Table 1;
@@ -42,25 +43,6 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("sent_more", "sent_less", "bias_type")
 # Header names under which the unnamed pandas index column may appear.
 _INDEX_COLUMNS = ("", "Unnamed: 0")
 _SURROGATE = re.compile("[\udc80-\udcff]")
-
-
-class CrowsPairsFormatError(ValueError):
-    """A CrowS-Pairs file that cannot be loaded as it is.
-
-    The message always reads ``<file name> line <n>: <problem>``, where ``n`` is the 1-based
-    physical line of the CSV on which the offending record starts (header = line 1).
-
-    Attributes:
-        file: the file name (not the full path).
-        line: the 1-based line number.
-        problem: the problem, without the location.
-    """
-
-    def __init__(self, file: str, line: int, problem: str) -> None:
-        super().__init__(f"{file} line {line}: {problem}")
-        self.file = file
-        self.line = line
-        self.problem = problem
 
 
 def default_crows_pairs_path() -> Path:

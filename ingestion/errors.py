@@ -56,6 +56,11 @@ class ReparseError(DoraError, ValueError):
     """``dora reparse``: nothing to re-parse for the given family / audit (the message says why)."""
 
 
+class DiffError(DoraError, ValueError):
+    """``dora diff``: an unknown or ambiguous target / audit reference, a pair out of order, or
+    two audits with no probe row in common (the message names what differs)."""
+
+
 class AuditFailedError(DoraError):
     """An audit finished with too many failed calls (or was refused); it is marked ``failed``."""
 
@@ -166,9 +171,47 @@ class PlanTooLargeError(DoraError, ValueError):
     hold; raised while planning, before any model loads. The message names the count and the limit."""
 
 
+class BrokerError(DoraError, RuntimeError):
+    """The Celery broker cannot be reached, or no worker answered on it in time (one line;
+    ``orchestration/cluster.py: wait_for_worker``)."""
+
+
+class CrowsPairsFormatError(InputFileError):
+    """A CrowS-Pairs file that cannot be loaded as it is (``ingestion/crows_pairs.py``).
+
+    The message always reads ``<file name> line <n>: <problem>``, where ``n`` is the 1-based
+    physical line of the CSV on which the offending record starts (header = line 1).
+
+    Attributes:
+        file: the file name (not the full path).
+        line: the 1-based line number.
+        problem: the problem, without the location.
+    """
+
+    def __init__(self, file: str, line: int, problem: str) -> None:
+        super().__init__(f"{file} line {line}: {problem}")
+        self.file = file
+        self.line = line
+        self.problem = problem
+
+
+class CeleryWorkerError(DoraError, RuntimeError):
+    """A run on Dagster's Celery executor cannot go on: no worker has answered on the broker
+    within the worker timeout while steps waited, or the worker that took a step stopped
+    answering (killed, its machine lost); the message names the broker or the worker, the
+    steps and the timeout (``orchestration/celery_loop.py``)."""
+
+
 class LandingLocationError(DoraError, ValueError):
     """``$DORA_LANDING_URL`` is not an object-storage URL (``s3://bucket/prefix``)
     (:func:`ingestion.landing.landing_url`)."""
+
+
+class BatchError(DoraError):
+    """A Batch API step cannot go on: a batch the API refused or failed as a whole (a bad
+    request, a file over a limit: the message names the batch and the API's cause), a batch
+    ledger that cannot be read, or a batch output file whose lines name no request dora
+    submitted (:mod:`models_inference.backends.batch_api`)."""
 
 
 # ----------------------------------------------------------------------------- message text
@@ -208,12 +251,17 @@ def shown(value: object, *, quote: bool = False, limit: int = MAX_SHOWN) -> str:
 
 
 __all__ = [
+    "BrokerError",
+    "CrowsPairsFormatError",
     "AuditFailedError",
+    "BatchError",
     "AuditIdentityError",
+    "CeleryWorkerError",
     "CircuitOpenError",
     "CompletionsUnsupportedError",
     "CounterfactualInputError",
     "DagsterStorageError",
+    "DiffError",
     "DoraError",
     "InputFileError",
     "ItemPoolTooSmallError",

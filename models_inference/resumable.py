@@ -85,7 +85,9 @@ class AuditInfo:
     Attributes:
         audit_id: the audit; also the landing partition (sub-folder) of every shard of the run.
         model_id, model_version: the probed model.
-        modality: ``t2t``, ``t2i`` or ``i2t``.
+        modality: the probe that lands the rows: BiasDora's ``t2t``, ``t2i`` or ``i2t``, or
+            another family's probe (``counterfactual``, ``modscan_text``, ``modscan_language``,
+            ``modscan_vision``, ``vlstereoset``).
         config: the run's parameters (JSON-serialisable; other values are stored as ``str``).
             Stored as sorted-key JSON in ``config_json``; ``config_hash`` is the first 16 hex
             digits of its sha256.

@@ -25,6 +25,8 @@ import os
 
 import dagster as dg
 
+from ingestion.errors import BrokerError
+
 #: The executor choices, in the order ``dora audit --executor`` lists them.
 EXECUTORS = ("in_process", "multiprocess", "celery")
 #: The Celery broker (and result backend) URL: ``--celery-broker``, else this variable, else the default.
@@ -89,10 +91,6 @@ def broker_problem(url: str) -> str | None:
         return (f"{scheme}:// is not a Celery (kombu) broker transport: expected one of "
                 f"{', '.join(sorted(s for s in BROKER_SCHEMES if '+' not in s))}, e.g. {DEFAULT_BROKER}")
     return None
-
-
-class BrokerError(RuntimeError):
-    """The broker cannot be reached, or no worker answered on it in time (one line)."""
 
 
 def wait_for_worker(url: str, timeout: float, say=None, *, notice_after: float = 2.0,

@@ -4,7 +4,7 @@ flags are derived from the fields (``orchestration/defs/counterfactual/family.py
 Every ``counterfactual_*`` op reads the same :class:`CounterfactualConfig`. The defaults are
 the quick sample of the default audit (so a fresh ``dora audit`` shows real counterfactual
 results in about a minute on 2 cores); the paper's settings are one flag each (see
-``PAPER_SCALE`` and the README).
+docs/families/counterfactual.md, "paper scale").
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ingestion.vocabulary import DEFAULT_MODEL, DEFAULT_TOXICITY_SCORER, I2T_BACKENDS, JUDGE_BACKENDS, T2T_BACKENDS
 from orchestration.defaults import MAX_BATCH, MAX_RUNS, MAX_TOKENS
-from orchestration.defs.common import ErrorShareLimit
+from orchestration.defs.common import BatchApiOptions, ErrorShareLimit
 from models_inference.probes.counterfactual.prompts import (
     MAIN_PROMPTS,
     NUMERIC_PROMPTS,
@@ -36,7 +36,7 @@ DEFAULT_NUMERIC_MAX_NEW_TOKENS = 8
 MAX_SETS = 100_000
 
 
-class CounterfactualConfig(ErrorShareLimit):
+class CounterfactualConfig(ErrorShareLimit, BatchApiOptions):
     """What the counterfactual probe runs (``dora audit --help``, group "counterfactual").
 
     Text sets (section 5.1): ``subsets`` x ``occupations`` (empty = all) x ``sets_per_occupation``
