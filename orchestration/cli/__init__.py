@@ -4,6 +4,7 @@
 * :mod:`orchestration.cli.audit`: ``dora audit`` (the Dagster job ``dora_audit``, in-process
   against the instance in ``$DORA_HOME/dagster``, so every run shows up in ``dora ui``);
 * :mod:`orchestration.cli.commands`: ``query``, ``tables``, ``reparse``, ``ui``, ``models``, ``diff``, ``report``, ``families``.
+* :mod:`orchestration.cli.batch`: ``batches``, ``batch export`` / ``import`` (the Batch API work of ``--api-batch``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         raise SystemExit(2)
     precheck(items)
-    from orchestration.cli import audit, commands
+    from orchestration.cli import audit, batch, commands
     from orchestration.cli.parser import build_parser
 
     parser = build_parser()
@@ -62,12 +63,14 @@ def main(argv: list[str] | None = None) -> int:
         "models": commands.cmd_models,
         "diff": commands.cmd_diff,
         "families": commands.cmd_families,
+        "batches": batch.cmd_batches,
+        "batch": batch.cmd_batch,
     }[args.command]
     return run_reporting_errors(handler, args)
 
 
 #: The commands, for the name a refused argument's line starts with (``dora report: ...``).
-_COMMANDS = ("audit", "report", "query", "tables", "reparse", "ui", "models", "diff", "families")
+_COMMANDS = ("audit", "report", "query", "tables", "reparse", "ui", "models", "diff", "families", "batches", "batch")
 
 
 def non_utf8_argument(argv: list[str]) -> str | None:

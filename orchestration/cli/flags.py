@@ -25,8 +25,10 @@ from orchestration.defs.common import CommonFlags
 from orchestration.family import Flag, ProbeFamily
 from orchestration.options import csv_list, flag_type as _validator  # noqa: F401 - csv_list: part of this module's API
 
-#: Fields every family may have, set by one flag each (``--max-error-share``, ``--no-progress``).
-COMMON_FIELDS = ("max_error_share", "progress")
+#: Fields every family may have, set by one flag each (``--max-error-share``, ``--no-progress``,
+#: the Batch API options ``--api-batch``...).
+COMMON_FIELDS = ("max_error_share", "progress", "api_batch", "api_batch_max_requests", "api_batch_wait", "api_batch_poll",
+                 "api_batch_retries")
 
 
 def common_flags() -> tuple[Flag, ...]:
@@ -94,9 +96,39 @@ def family_group_title(family: ProbeFamily) -> str:
     return f"{family.name}: {family.title} (dora audit --probe {family.name})"
 
 
+def shared_family_flags() -> dict[tuple[str, ...], tuple[Flag, ...]]:
+    """The flags that several families declare (``--model``, ``--backend``, ... of BiasDora and
+    the counterfactual family: one value sets each family's field), grouped by the families
+    declaring them (in :data:`~orchestration.families.FAMILIES` order): {families: the first
+    declaration of each flag}."""
+    users: dict[str, list[str]] = {}
+    first: dict[str, Flag] = {}
+    for family in fam.FAMILIES:
+        for flag in family.flags:
+            users.setdefault(flag.flag, []).append(family.name)
+            first.setdefault(flag.flag, flag)
+    groups: dict[tuple[str, ...], list[Flag]] = {}
+    for name, families in users.items():
+        if len(families) > 1:
+            groups.setdefault(tuple(dict.fromkeys(families)), []).append(first[name])
+    return {families: tuple(flags) for families, flags in groups.items()}
+
+
 def add_all_family_flags(parser: argparse.ArgumentParser, seen: set[str], shown: str | None = "*") -> None:
-    """One argument group per family with its flags. Only the group of family ``shown`` (all
-    for ``"*"``) appears in ``--help``; the others still parse (their help is suppressed)."""
+    """The flags several families share (:func:`shared_family_flags`), one argument group per
+    set of families, then one argument group per family with its own flags. In ``--help``:
+    the shared groups always (plain ``dora audit --help``), except under ``--help-family`` of
+    a family that does not use them; of the families' own groups only that of ``shown`` (all
+    for ``"*"``). Every flag parses either way (a hidden one's help is suppressed)."""
+    for families, flags in shared_family_flags().items():
+        visible = shown in (None, "*") or shown in families
+        title = f"flags of {', '.join(families)} (one value sets each of these families' field)"
+        group = parser.add_argument_group(title) if visible else parser
+        before = len(parser._actions)
+        add_family_flags(group, flags, seen)
+        if not visible:
+            for action in parser._actions[before:]:
+                action.help = argparse.SUPPRESS
     for family in fam.FAMILIES:
         visible = shown == "*" or shown == family.name
         group = parser.add_argument_group(family_group_title(family), family.description) if visible else parser

@@ -25,7 +25,41 @@ class ErrorShareLimit(dg.Config):
     )
 
 
-class CommonFlags(ErrorShareLimit):
+class BatchApiOptions(dg.Config):
+    """How the steps that call an OpenAI-compatible API in volume (BiasDora T2T, the judge, the
+    counterfactual text sets) send their requests: one request per row, or the OpenAI Batch API
+    (:mod:`models_inference.backends.batch_api`; docs/operations.md#batch-apis)."""
+
+    api_batch: bool = Field(
+        False, description="send the API requests of BiasDora T2T, the judge and the counterfactual text sets (backend "
+        "openai) through the OpenAI Batch API: JSONL files of requests, half price, a separate rate-limit pool; the same "
+        "rows and audit id as one request per row")
+    api_batch_max_requests: int = Field(
+        50_000, ge=1, le=50_000, description="requests per batch file (the Batch API takes at most 50,000 and 200 MB)")
+    api_batch_wait: bool = Field(
+        False, description="with --api-batch: wait until every batch has landed, showing the request counts (otherwise "
+        "submit, land the batches that have finished, and return: run the same command again later)")
+    api_batch_poll: float = Field(60.0, gt=0, le=3600, description="seconds between two polls of the open batches (--api-batch-wait)")
+    api_batch_retries: int = Field(
+        3, ge=0, le=20, description="times one run puts a request that failed or expired into a new batch (the next run retries the rest)")
+
+
+def batch_options(config, step: str, *, record_config=None, **record):
+    """The :class:`~models_inference.backends.batch_api.BatchOptions` of an op whose Config has
+    :class:`BatchApiOptions` and ``--api-batch`` on, else ``None`` (one request per row). The
+    ledger records ``step``, the step's config (``record_config``, default ``config``: a
+    registry partition passes the resolved one) and ``record`` (model version, target...), so
+    ``dora batch import`` rebuilds the step's rows without the original command."""
+    if not getattr(config, "api_batch", False):
+        return None
+    from models_inference.backends.batch_api import BatchOptions
+
+    return BatchOptions(max_requests=config.api_batch_max_requests, wait=config.api_batch_wait,
+                        poll_seconds=config.api_batch_poll, retries=config.api_batch_retries,
+                        record={"step": step, "config": (record_config or config).model_dump(mode="json"), **record})
+
+
+class CommonFlags(ErrorShareLimit, BatchApiOptions):
     """The source of the common flags' defaults and help (no op reads this class)."""
 
     progress: bool = Field(True, description="show the progress bars")

@@ -38,6 +38,7 @@ from typing import Callable, Sequence
 from ingestion.landing import read_landing, write_shard
 from ingestion.vocabulary import ASSOCIATION_KEY, DEFAULT_MODEL
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
+from models_inference.backends.batch_api import BatchOptions, BatchWork, run_batched
 from models_inference.backends.server_caps import ROW_ANSWER_MODES
 from models_inference.backends.text import TextBackend, load_text_backend
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, ErrorShare, ResumableSummary, holding_lock, key_seed, landing_lock
@@ -230,6 +231,7 @@ class JudgeRunSummary(ResumableSummary):
 
     judge_model: str = ""
     ratings: Counter = field(default_factory=Counter)
+    pending: int = 0
 
 
 def judge_rows(associations: Sequence[dict], repeats: Sequence[int], judge: Judge, answers: Sequence[JudgeAnswer]) -> list[dict]:
@@ -277,6 +279,7 @@ def run_judge(
     shard_rows: int = 256,
     progress: bool = True,
     max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
+    batch: BatchOptions | None = None,
 ) -> JudgeRunSummary:
     """Judge every (association, repeat) not yet landed for this judge model version; land rows.
 
@@ -289,22 +292,75 @@ def run_judge(
         max_error_share: share of this run's calls that may fail (``error`` rows: the request
             failed) before the step fails; answers that do not parse are not
             failures. ``None``: no limit.
+        batch: send the judgements through the OpenAI Batch API (an OpenAI-compatible judge;
+            :func:`judge_batch_work`, :func:`models_inference.backends.batch_api.run_batched`);
+            ``None``: one request per judgement.
 
     Returns:
         A :class:`JudgeRunSummary`. Unparseable answers and failed requests land as rows with
         their status (:data:`JUDGE_PARSE_STATUSES`), never dropped; the next run asks the
-        failed ones again.
+        failed ones again. In batch mode ``pending`` counts the judgements in open batches.
 
     Raises:
         ValueError: ``repeats < 1``.
         AuditFailedError: more than ``max_error_share`` of the calls failed, or every call of
             a shard of 8+ (the rows landed first; names the judge model, share and cause).
+        BatchError: (batch mode) a batch failed as a whole, or the Batch API refused a call.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if batch is not None:  # the batch runner takes the judge's landing lock itself
+        work = judge_batch_work(associations, judge, repeats=repeats, sampling=sampling)
+        ratings: Counter = Counter()
+        landed_rows = work.rows
+
+        def counted(items, results) -> list[dict]:
+            rows = landed_rows(items, results)
+            ratings.update(r["rating"] for r in rows if r["rating"] is not None)
+            return rows
+
+        work.rows = counted
+        done = run_batched(work, batch, progress=progress, max_error_share=max_error_share)
+        return JudgeRunSummary(done.audit_id, done.planned, done.already_landed, done.generated, done.statuses,
+                               judge_model=judge.model_id, ratings=ratings, pending=done.pending)
     # (concurrency) two runs judging with one model take turns: the second lands only what is missing
     with holding_lock(landing_lock(f"scoring--judge--{judge.model_id}"), f"judging with {judge.model_id}"):
         return _run_judge(associations, judge, repeats, sampling, shard_rows, progress, max_error_share)
+
+
+def judge_batch_work(associations: Sequence[dict], judge: Judge, *, repeats: int = 1,
+                     sampling: JudgeSampling = JudgeSampling()) -> BatchWork:
+    """The judgements of :func:`run_judge` as one :class:`~models_inference.backends.batch_api.BatchWork`:
+    one request per (association, repeat), ``custom_id`` = the association key and the repeat,
+    in the judge's answer mode (a server's choice constraint in the request, or the free answer
+    with log-probs of 1-5); rows as :func:`judge_rows`; ledger ``judge--<backend>--<model>--<version>--<mode>``.
+    """
+    mode = mode_of(judge)
+    planned = [(a, r) for a in associations for r in range(1, repeats + 1)]
+
+    def key(item) -> tuple:
+        assoc, r = item
+        return (*(assoc[k] for k in ASSOCIATION_KEY), r)
+
+    def request(item) -> GenerationRequest:
+        assoc, r = item
+        req = JudgeRequest(assoc.get("judge_target") or assoc["descriptor"], assoc["word"],
+                           judge_seed(tuple(assoc[k] for k in ASSOCIATION_KEY), judge.model_id, r))
+        return GenerationRequest(req.prompt, req.seed, sampling.max_new_tokens, choices=RATING_CHOICES)
+
+    def rows(items, results) -> list[dict]:
+        answers = [JudgeAnswer(res.text, rating_distribution(res.choice_logprobs) if res.choice_logprobs else None, res.error)
+                   for res in results]
+        return judge_rows([a for a, _ in items], [r for _, r in items], judge, answers)
+
+    def done() -> set:
+        return {(*k, r) for k, r in _landed_repeats(judge)}
+
+    name = f"judge--{judge.backend_name}--{judge.model_id}--{judge.model_version}--{mode}"
+    return BatchWork(name, f"judge {judge.model_id}", judge.backend, planned, key, request, rows, done, "judge_ratings",
+                     "parse_status", SamplingParams(sampling.temperature, sampling.top_p), error_column="raw_output",
+                     choices=RATING_CHOICES, constraint=None if mode in ("free", "constrained") else mode,
+                     lock=f"scoring--judge--{judge.model_id}")
 
 
 def _run_judge(associations, judge, repeats, sampling, shard_rows, progress, max_error_share) -> "JudgeRunSummary":

@@ -22,12 +22,14 @@ from typing import Callable, Protocol, Sequence, TypeVar
 from ingestion.templates import T2TTemplate as T2TTarget  # one descriptor x setting prefix
 from ingestion.vocabulary import PROMPT_STYLES, T2T_SETTINGS
 from models_inference.backends.base import GenerationRequest, SamplingParams
+from models_inference.backends.batch_api import BatchOptions, BatchWork, run_batched
 from models_inference.backends.text import TextBackend
 from models_inference.probes.biasdora.parsing import PARSE_STATUSES, PARSER_VERSION, parse_answer
 from models_inference.probes.biasdora.prompts import (
     PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt, t2t_sentence_prefix, t2t_subject,
 )
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
+from models_inference.resumable import landed_keys
 from models_inference.resumable import readable_audit_id
 
 #: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
@@ -144,6 +146,7 @@ def run_t2t_probe(
     target: str | None = None,
     max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
     block: tuple[int, int] | None = None,
+    batch: BatchOptions | None = None,
 ) -> ResumableSummary:
     """Generate and land every missing T2T completion for ``targets``.
 
@@ -161,9 +164,15 @@ def run_t2t_probe(
             block, one Dagster step of a spread audit); the audit id and identity still cover
             every target, and the block lands no ``finished`` event
             (:func:`models_inference.resumable.finish_blocks` does, after the last block).
+        batch: send the requests through the OpenAI Batch API instead of one request per row
+            (an OpenAI-compatible ``backend``; :func:`models_inference.backends.batch_api.run_batched`:
+            files of at most 50,000 requests, a ledger, finished batches landed; the same rows
+            and audit id). ``None``: one request per row.
 
     Returns:
-        A :class:`~models_inference.resumable.ResumableSummary` (statuses: parse statuses). Rows land in shards of ``config.shard_rows`` as they are
+        A :class:`~models_inference.resumable.ResumableSummary` (statuses: parse statuses; in
+        batch mode a :class:`~models_inference.backends.batch_api.BatchSummary`, whose
+        ``pending`` counts the requests in batches still open). Rows land in shards of ``config.shard_rows`` as they are
         generated (:func:`models_inference.resumable.run_resumable`), so an interruption
         loses at most one shard of work; the audit gets ``started`` / ``finished`` events, or
         ``failed`` (then the exception is re-raised) when anything raises mid-run.
@@ -173,6 +182,31 @@ def run_t2t_probe(
             style) or an unknown setting in ``targets``.
         AuditIdentityError: ``audit_id`` names an audit of another identity.
         AuditFailedError: more than ``max_error_share`` of the calls failed.
+        BatchError: (batch mode) a batch failed as a whole, or the Batch API refused a call.
+    """
+    work = t2t_batch_work(targets, backend, config, audit_id=audit_id, target=target, block=block)
+    if batch is not None:  # the OpenAI Batch API: files of requests, a ledger, the landing of finished batches
+        return run_batched(work, batch, progress=progress, max_error_share=max_error_share, finish=block is None)
+
+    def generate(chunk: list[tuple[T2TTarget, str, int]], advance: Callable[[int], None]) -> list[dict]:
+        return work.rows(chunk, backend.generate([work.request(item) for item in chunk], work.sampling, on_batch=advance))
+
+    return run_resumable(
+        work.planned, work.key, generate, table=T2T_TABLE, audit=work.audit, shard_rows=(config or T2TProbeConfig()).shard_rows,
+        progress=progress, max_error_share=max_error_share, identity=work.identity, step="BiasDora T2T",
+        block=None if block is None else f"targets-{block[0]}-{block[1]}",
+    )
+
+
+def t2t_batch_work(targets: Sequence[T2TTarget], backend: TextBackend, config: T2TProbeConfig | None = None, *,
+                   audit_id: str | None = None, target: str | None = None, block: tuple[int, int] | None = None) -> BatchWork:
+    """A T2T run's planned rows, their requests and landing rows, as one
+    :class:`~models_inference.backends.batch_api.BatchWork` (the live path of
+    :func:`run_t2t_probe` generates from it too; the batch path, ``dora batch export`` /
+    ``import`` and the dry run's pricing use it as is). Arguments as :func:`run_t2t_probe`.
+
+    Raises:
+        ValueError: invalid config or an unknown setting in ``targets``.
     """
     cfg = (config or T2TProbeConfig()).resolved(backend)
     audit_id = audit_id or audit_id_for(backend, cfg, targets)
@@ -182,15 +216,16 @@ def run_t2t_probe(
     stop = "bracket" if cfg.prompt_style == "chat" else "word"
     sampling = SamplingParams(cfg.temperature, cfg.top_p)
 
-    def generate(chunk: list[tuple[T2TTarget, str, int]], advance: Callable[[int], None]) -> list[dict]:
-        prompts = [render_t2t_prompt(t.prefix, t.setting, letter, cfg.prompt_style, answer_cue=bool(cfg.answer_cue))
-                   for t, letter, _ in chunk]
-        seeds = [row_seed(audit_id, t.setting, t.descriptor, letter, run, t.descriptor_row) for t, letter, run in chunk]
-        requests = [
-            GenerationRequest(prompt=p, seed=s, max_new_tokens=cfg.max_new_tokens, stop=stop)
-            for p, s in zip(prompts, seeds)
-        ]
-        results = backend.generate(requests, sampling, on_batch=advance)
+    def request(item: tuple[T2TTarget, str, int]) -> GenerationRequest:
+        t, letter, run = item
+        prompt = render_t2t_prompt(t.prefix, t.setting, letter, cfg.prompt_style, answer_cue=bool(cfg.answer_cue))
+        seed = row_seed(audit_id, t.setting, t.descriptor, letter, run, t.descriptor_row)
+        return GenerationRequest(prompt=prompt, seed=seed, max_new_tokens=cfg.max_new_tokens, stop=stop)
+
+    def rows_of(chunk: list[tuple[T2TTarget, str, int]], results) -> list[dict]:
+        """One landing row per (item, result), whatever its parse status (the live and the batch paths)."""
+        requests = [request(item) for item in chunk]
+        prompts, seeds = [r.prompt for r in requests], [r.seed for r in requests]
         now = datetime.now(timezone.utc)
         rows = []
         for (t, letter, run), prompt, seed, res in zip(chunk, prompts, seeds, results):
@@ -226,10 +261,10 @@ def run_t2t_probe(
     event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2t", event_cfg, target)
     planned, key = t2t_plan(targets if block is None else targets[block[0]:block[1]], cfg)
-    return run_resumable(
-        planned, key, generate, table=T2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
-        max_error_share=max_error_share, identity=audit_identity(backend, cfg, targets), step="BiasDora T2T",
-        block=None if block is None else f"targets-{block[0]}-{block[1]}",
+    return BatchWork(
+        audit_id, "BiasDora T2T", backend, planned, key, request, rows_of, lambda: landed_keys(T2T_TABLE, audit_id),
+        T2T_TABLE.name, T2T_TABLE.status_column, sampling, partition=audit_id, error_column=T2T_TABLE.error_column,
+        audit=audit, identity=audit_identity(backend, cfg, targets),
     )
 
 

@@ -47,6 +47,8 @@ from models_inference.probes.counterfactual.prompts import (
 from ingestion.quarantine import land_quarantine
 from models_inference.probes.counterfactual.sets import CounterfactualSet, Lexicon, Member, SetFile
 from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ErrorShare, ResumableTable, model_columns, run_resumable
+from models_inference.resumable import landed_keys
+from models_inference.backends.batch_api import BatchOptions, BatchWork, run_batched
 from models_inference.resumable import check_plan_size, readable_audit_id
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
 
@@ -136,6 +138,7 @@ class CounterfactualRunSummary:
     already_landed: int = 0
     generated: int = 0
     statuses: Counter = field(default_factory=Counter)
+    pending: int = 0
 
 
 def audit_id_for(variant: str, backend, config: CounterfactualProbeConfig) -> str:
@@ -260,6 +263,7 @@ def run_text_sets(
     target: str | None = None,
     max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
     block: str | None = None,
+    batch: BatchOptions | None = None,
 ) -> CounterfactualRunSummary:
     """Generate and land every missing text-set response (§5.1 prefix) on a text backend.
 
@@ -274,15 +278,45 @@ def run_text_sets(
         block: the name of the block of sets ``sets`` is (one Dagster step of a spread audit: the
             audit id does not depend on the sets); the block lands no ``finished`` event
             (:func:`models_inference.resumable.finish_blocks` does, after the last block).
+        batch: send the requests through the OpenAI Batch API (an OpenAI-compatible backend;
+            :func:`models_inference.backends.batch_api.run_batched`); ``None``: one request per row.
 
     Returns:
         A :class:`CounterfactualRunSummary`; rows land in shards of ``config.shard_rows``
-        through :func:`models_inference.resumable.run_resumable` (audit events included).
+        through :func:`models_inference.resumable.run_resumable` (audit events included), or
+        in batch mode one shard per landed batch (``pending``: requests in open batches).
 
     Raises:
         ValueError / KeyError: invalid config (unknown prompt or mitigation label, seeds < 1).
         PlanTooLargeError: the counts plan too many rows (:func:`check_plan`), before any model loads.
         AuditFailedError: more than ``max_error_share`` of the calls failed (rows landed first).
+        BatchError: (batch mode) a batch failed as a whole, or the Batch API refused a call.
+    """
+    cfg = (config or CounterfactualProbeConfig()).validate()
+    work = text_sets_work(sets, backend, cfg, audit_id=audit_id, target=target)
+    if batch is not None:  # the OpenAI Batch API: files of requests, a ledger, the landing of finished batches
+        res = run_batched(work, batch, progress=progress, max_error_share=max_error_share, finish=block is None)
+        return CounterfactualRunSummary(work.name, res.planned, res.already_landed, res.generated, res.statuses, pending=res.pending)
+
+    def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
+        return work.rows(chunk, backend.generate([work.request(item) for item in chunk], work.sampling, on_batch=advance))
+
+    res = run_resumable(work.planned, work.key, generate, table=RESPONSES_TABLE, audit=work.audit, shard_rows=cfg.shard_rows,
+                        progress=progress, max_error_share=max_error_share, step="counterfactual text sets", block=block)
+    return CounterfactualRunSummary(work.name, res.planned, res.already_landed, res.generated, res.statuses)
+
+
+def text_sets_work(sets: Sequence[CounterfactualSet], backend, config: CounterfactualProbeConfig | None = None, *,
+                   audit_id: str | None = None, target: str | None = None) -> BatchWork:
+    """The text-set responses of :func:`run_text_sets` as one
+    :class:`~models_inference.backends.batch_api.BatchWork`: the plan (:func:`plan`), each
+    item's request (the section 5.1 prefix + the verbatim prompt, one chat user turn; numeric
+    prompts in ``numeric_prompt_style``) and its landing row (:func:`response_row`). The live
+    path generates from it; the batch path, ``dora batch export`` / ``import`` and the dry
+    run's pricing use it as is. Arguments as :func:`run_text_sets`.
+
+    Raises:
+        ValueError / KeyError: invalid config. PlanTooLargeError: the counts plan too many rows.
     """
     cfg = (config or CounterfactualProbeConfig()).validate()
     check_plan(sets, cfg)  # before the audit id, which may ask the backend for its version
@@ -290,28 +324,32 @@ def run_text_sets(
         cfg.numeric_prompt_style = getattr(backend, "default_prompt_style", "chat")
     if cfg.numeric_prompt_style not in ("chat", "completion"):
         raise ValueError(f"numeric_prompt_style must be chat or completion, got {cfg.numeric_prompt_style!r}")
+    audit_id = audit_id or audit_id_for("text", backend, cfg)
+    sampling = SamplingParams(cfg.temperature, cfg.top_p)
 
     def style(label: str) -> str:
         return cfg.numeric_prompt_style if prompt_kind(label) == "numeric" else "chat"
 
-    def generate_for(audit_id: str, sampling: SamplingParams) -> Callable:
-        def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
-            prompts = [text_set_prompt(lab, m.a1, m.a2, s.occupation_text, None if mit == NO_MITIGATION else mit) for s, m, lab, mit, _ in chunk]
-            seeds = [generation_seed(audit_id, s.set_id, lab, mit, sd) for s, _, lab, mit, sd in chunk]
-            requests = [
-                GenerationRequest(prompt=RenderedPrompt(style(item[2]), p), seed=g, max_new_tokens=cfg.tokens_for(item[2]), stop="eos")
-                for p, g, item in zip(prompts, seeds, chunk)
-            ]
-            results = backend.generate(requests, sampling, on_batch=advance)
-            now = datetime.now(timezone.utc)
-            return [
-                response_row(audit_id, backend, "text", item, p, g, cfg, r.text, r.finished, r.error, now, prompt_style=style(item[2]))
-                for item, p, g, r in zip(chunk, prompts, seeds, results)
-            ]
-        return generate
+    def request(item: Item) -> GenerationRequest:
+        s, m, lab, mit, sd = item
+        prompt = text_set_prompt(lab, m.a1, m.a2, s.occupation_text, None if mit == NO_MITIGATION else mit)
+        return GenerationRequest(prompt=RenderedPrompt(style(lab), prompt), seed=generation_seed(audit_id, s.set_id, lab, mit, sd),
+                                 max_new_tokens=cfg.tokens_for(lab), stop="eos")
 
-    return _land_sets("text", sets, backend, cfg, generate_for, audit_id=audit_id, progress=progress, target=target,
-                      max_error_share=max_error_share, block=block)
+    def rows(chunk: list[Item], results) -> list[dict]:
+        now = datetime.now(timezone.utc)
+        return [
+            response_row(audit_id, backend, "text", item, req.prompt.text, req.seed, cfg, r.text, r.finished, r.error, now,
+                         prompt_style=style(item[2]))
+            for item, req, r in zip(chunk, map(request, chunk), results)
+        ]
+
+    event_cfg = {"backend": backend.backend_name, "variant": "text", **asdict(cfg)}
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target)
+    key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
+    return BatchWork(audit_id, "counterfactual text sets", backend, plan(sets, cfg), key, request, rows,
+                     lambda: landed_keys(RESPONSES_TABLE, audit_id), RESPONSES_TABLE.name, RESPONSES_TABLE.status_column,
+                     sampling, partition=audit_id, error_column=RESPONSES_TABLE.error_column, audit=audit)
 
 
 def _land_sets(variant: str, sets: Sequence[CounterfactualSet], backend, cfg: CounterfactualProbeConfig,

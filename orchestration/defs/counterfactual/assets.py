@@ -32,7 +32,7 @@ from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from models_inference.resumable import finish_blocks
 from orchestration.defs.audits.runs import family_skip_reason, target_of_run, with_model_version
-from orchestration.defs.common import block_outputs, same_config, skipped_metadata, skipped_result
+from orchestration.defs.common import batch_options, block_outputs, same_config, skipped_metadata, skipped_result
 from orchestration.defs.counterfactual.config import CounterfactualConfig
 from orchestration.instance import MODEL_INFERENCE_POOL
 
@@ -45,9 +45,9 @@ GROUP = "counterfactual"
 
 
 def _skip_reason(context: dg.AssetExecutionContext, config: CounterfactualConfig):
-    if not config.enabled:
-        return "counterfactual probe not selected (dora audit --probe)"
-    return family_skip_reason(context, GROUP)  # a registry partition of another family's target
+    # a registry partition whose run does not run the family first (its run request turns it off too)
+    reason = family_skip_reason(context, GROUP)
+    return reason or (None if config.enabled else "counterfactual probe not selected (dora audit --probe)")
 
 
 def _op(name: str, *specs: tuple):
@@ -132,7 +132,9 @@ def counterfactual_sets(context: dg.OpExecutionContext, config: CounterfactualCo
     lexicon = competence_lexicon(config.lexicon)
     rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
     sets = build_sets(config, build_image_sets(config))  # (image sets without paired text: no text set)
-    yield from block_outputs("sets", len(sets), config.block_sets, output_name="blocks")
+    # batch mode: one step holds the audit's batches (its ledger), as the model runs at the API
+    batched = config.api_batch and config.backend == "openai"
+    yield from block_outputs("sets", len(sets), max(1, len(sets)) if batched else config.block_sets, output_name="blocks")
     yield dg.Output(rows, "lexicon_rows")
 
 
@@ -145,14 +147,16 @@ def counterfactual_block(context: dg.OpExecutionContext, config: CounterfactualC
     run = target_of_run(context, require_current=True)  # a registry partition of a counterfactual target
     if run is not None:
         backend = with_model_version(backend, run.model_version)
+    batch = batch_options(config, "counterfactual_text", model_version=backend.model_version,
+                          target=run and run.target.name) if config.backend == "openai" else None
     summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
                                max_error_share=config.max_error_share, target=run and run.target.name,
-                               block=f"sets-{block['start']}-{block['stop']}")
+                               block=f"sets-{block['start']}-{block['stop']}", batch=batch)
     context.log.info(f"counterfactual audit {summary.audit_id}, sets {block['start']}-{block['stop']}: generated "
                      f"{summary.generated} of {summary.planned} responses")
     return {"audit_id": summary.audit_id, "planned": summary.planned, "already_landed": summary.already_landed,
             "generated": summary.generated, "statuses": dict(summary.statuses), "sets": len(sets),
-            "model_id": backend.model_id, "model_version": backend.model_version}
+            "model_id": backend.model_id, "model_version": backend.model_version, "pending": summary.pending}
 
 
 @dg.op(out={"responses": dg.Out(dg.Nothing), "lexicon": dg.Out(dg.Nothing)},
@@ -175,7 +179,11 @@ def counterfactual_finish(context: dg.OpExecutionContext, config: Counterfactual
         for b in done:
             statuses.update(b["statuses"])
         total = {k: sum(b[k] for b in done) for k in ("planned", "already_landed", "generated")}
-        finish_blocks(done[0]["audit_id"], total["generated"])
+        pending = sum(b.get("pending", 0) for b in done)
+        if pending:  # (--api-batch) an audit with open batches is not finished: the next run lands them
+            metadata["batch_pending"] = pending
+        else:
+            finish_blocks(done[0]["audit_id"], total["generated"])
         context.log.info(f"counterfactual audit {done[0]['audit_id']}: generated {total['generated']} of "
                          f"{total['planned']} responses in {len(done)} block(s)")
         metadata.update({

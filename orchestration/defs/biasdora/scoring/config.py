@@ -1,8 +1,8 @@
 """Run configuration of the scoring assets (Dagster ``Config``); ``dora audit`` flags are derived from them.
 
 In a partitioned run (registry target ``<target>@<version>``), each scorer reads the target's
-``scorers`` list from the registry (``registry`` below, else the T2T op's ``registry``, else
-``$DORA_REGISTRY`` / ``registry.yaml``): it scores only when listed, and only that partition's
+``scorers`` list from the registry (``registry`` below, else the run's ``dora/registry`` tag,
+else ``$DORA_REGISTRY`` / ``registry.yaml``): it scores only when listed, and only that partition's
 audits; ``audit_id`` then narrows further.
 """
 
@@ -16,7 +16,7 @@ from pydantic import Field
 from ingestion.vocabulary import DEFAULT_MODEL, DEFAULT_SENTIMENT_SCORER, DEFAULT_TOXICITY_SCORER, JUDGE_BACKENDS
 from models_inference.probes.biasdora.prompts import PAPER_JUDGE_MAX_NEW_TOKENS, PAPER_JUDGE_TEMPERATURE
 from orchestration.defaults import MAX_REPEATS
-from orchestration.defs.common import ErrorShareLimit
+from orchestration.defs.common import BatchApiOptions, ErrorShareLimit
 
 
 class ScoringSelection(dg.Config):
@@ -55,7 +55,7 @@ class ToxicityConfig(ScoringSelection):
     batch_size: int = 64
 
 
-class JudgeConfig(ScoringSelection, ErrorShareLimit):
+class JudgeConfig(ScoringSelection, ErrorShareLimit, BatchApiOptions):
     """LLM judge (docs/method.md#4-scoring; the paper's prompts, temperature 0.7, 10 tokens)."""
 
     backend: str = Field(JUDGE_BACKENDS[0], description="LLM judge backend ('none' skips the judge)")

@@ -10,10 +10,11 @@ from ingestion.templates import curated_t2t_templates, render_t2t_templates
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe, select_targets  # noqa: F401
 from models_inference.backends.text import load_text_backend
 from orchestration.defs.audits.partitions import audit_partitions
-from orchestration.defs.audits.runs import probe_metadata, resolve_audit_run, with_model_version
+from orchestration.defs.audits.runs import probe_metadata, with_model_version
 from orchestration.defs.biasdora.config import AuditConfig
+from orchestration.defs.biasdora.target import resolve_audit_run
 from models_inference.resumable import ResumableSummary, finish_blocks
-from orchestration.defs.common import block_outputs, same_config, skipped_metadata
+from orchestration.defs.common import batch_options, block_outputs, same_config, skipped_metadata
 from orchestration.instance import MODEL_INFERENCE_POOL
 
 
@@ -39,31 +40,42 @@ def _probe_setup(context, config: AuditConfig):
     (deferred: the weights load only if a row is missing, so a finished audit's re-run loads
     nothing) and the probe config."""
     run = resolve_audit_run(context, config)
-    config = run.config
+    targets, backend, probe = probe_parts(run.config, run.model_version, run.backend_kwargs)
+    return run, targets, backend, probe
+
+
+def probe_parts(config: AuditConfig, model_version: str | None = None, backend_kwargs: dict | None = None):
+    """The targets, the (deferred) backend and the probe config of a resolved T2T config; the
+    backend reports ``model_version`` when given (a registry partition's). Also what
+    ``dora batch import`` and the dry run's batch pricing rebuild a T2T step from
+    (``orchestration/cli/batch.py``)."""
     targets = build_targets(config)
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
     if config.backend == "openai":
         extra.update(timeout=config.api_timeout, concurrency=config.api_concurrency, max_retries=config.api_max_retries)
     if config.backend == "transformers":
         extra["batch_size"] = config.batch_size
-    backend = load_text_backend(config.model, backend=config.backend, defer=True, **{**extra, **run.backend_kwargs})
-    if run.model_version:
-        backend = with_model_version(backend, run.model_version)
+    backend = load_text_backend(config.model, backend=config.backend, defer=True, **{**extra, **(backend_kwargs or {})})
+    if model_version:
+        backend = with_model_version(backend, model_version)
     probe = T2TProbeConfig(
         runs=config.runs, letters=config.letters, prompt_style=config.prompt_style,
         temperature=config.temperature, top_p=config.top_p, shard_rows=config.t2t_shard_rows,
     )
-    return run, targets, backend, probe
+    return targets, backend, probe
 
 
 @dg.op(ins={"descriptors": dg.In(dg.Nothing)}, out=dg.DynamicOut(dict), description="Split the audit's descriptor x setting targets into blocks of --t2t-block-targets.")
 def t2t_blocks(context: dg.OpExecutionContext, config: AuditConfig):
-    # a partition <target>@<version> audits that registry target (settings from the registry)
+    # a partition <target>@<version> audits that registry target (its settings in the run config)
     run = resolve_audit_run(context, config)
-    if run.modality != "t2t" or run.family != "biasdora":  # one empty block: the fan-in step reports the skip
+    if run.skip:  # one empty block: the fan-in step reports the skip
         yield from block_outputs("targets", 0, 1)
         return
-    yield from block_outputs("targets", len(build_targets(run.config)), config.t2t_block_targets)
+    targets = len(build_targets(run.config))
+    # batch mode: one step holds the audit's batches (its ledger), as the model runs at the API
+    batched = config.api_batch and run.config.backend == "openai"
+    yield from block_outputs("targets", targets, max(1, targets) if batched else config.t2t_block_targets)
 
 
 @dg.op(pool=MODEL_INFERENCE_POOL, description="Generate and land the missing completions of one block of targets.")
@@ -71,15 +83,18 @@ def t2t_block(context: dg.OpExecutionContext, config: AuditConfig, block: dict) 
     if block["stop"] == block["start"]:
         return {"generated": 0}
     run, targets, backend, probe = _probe_setup(context, config)
+    batch = batch_options(config, "t2t", record_config=run.config, model_version=backend.model_version,
+                          target=run.target) if run.config.backend == "openai" else None
     summary = run_t2t_probe(
         targets, backend, probe, audit_id=run.config.audit_id, progress=config.progress, target=run.target,
-        max_error_share=config.max_error_share, block=(block["start"], block["stop"]),
+        max_error_share=config.max_error_share, block=(block["start"], block["stop"]), batch=batch,
     )
+    pending = getattr(summary, "pending", 0)
     context.log.info(f"audit {summary.audit_id}, targets {block['start']}-{block['stop']}: generated "
-                     f"{summary.generated} of {summary.planned} rows")
+                     f"{summary.generated} of {summary.planned} rows" + (f"; {pending} requests in open batches" if pending else ""))
     return {"audit_id": summary.audit_id, "planned": summary.planned, "already_landed": summary.already_landed,
             "generated": summary.generated, "statuses": dict(summary.statuses), "model_id": backend.model_id,
-            "model_version": backend.model_version, "descriptors": len({t.descriptor for t in targets})}
+            "model_version": backend.model_version, "descriptors": len({t.descriptor for t in targets}), "pending": pending}
 
 
 @dg.op(out={"t2t_completions": dg.Out(dg.Nothing)},
@@ -88,12 +103,9 @@ def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list
     done = [b for b in blocks if "audit_id" in b]
     if not done:
         run = resolve_audit_run(context, config)
-        if run.modality != "t2t" or run.family != "biasdora":
-            context.log.warning(f"target {run.target!r} is {run.modality} of family {run.family}: the T2T probe has nothing to generate")
-            reason = (f"partition {run.target}@{run.model_version} audits a {run.modality} target of family {run.family}: "
-                      "no text model to probe")
-        else:
-            reason = "no descriptor x setting target selected"
+        if run.skip:
+            context.log.warning(f"dora: the T2T probe has nothing to generate: {run.skip}")
+        reason = run.skip or "no descriptor x setting target selected"
         yield dg.Output(None, "t2t_completions", metadata=skipped_metadata(reason, target=run.target, modality=run.modality))
         return
     first = done[0]
@@ -103,12 +115,14 @@ def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list
         summary.already_landed += b["already_landed"]
         summary.generated += b["generated"]
         summary.statuses.update(b["statuses"])
-    finish_blocks(summary.audit_id, summary.generated)
+    pending = sum(b.get("pending", 0) for b in done)
+    if not pending:  # (batch mode) an audit with open batches is not finished
+        finish_blocks(summary.audit_id, summary.generated)
     target = resolve_audit_run(context, config).target
     model = SimpleNamespace(model_id=first["model_id"], model_version=first["model_version"])
     meta = probe_metadata(
         summary, model, target, "parse_status", descriptors=first["descriptors"], blocks=len(done),
-        parse_rate=dg.MetadataValue.float(round(summary.parse_rate, 4)),
+        parse_rate=dg.MetadataValue.float(round(summary.parse_rate, 4)), **({"batch_pending": pending} if pending else {}),
     )
     context.log.info(f"audit {summary.audit_id}: generated {summary.generated} of {summary.planned} rows in {len(done)} block(s)")
     yield dg.Output(None, "t2t_completions", metadata=meta)

@@ -1,0 +1,343 @@
+"""``dora batches`` and ``dora batch export`` / ``import``: an audit's Batch API work, and the
+same JSONL files for offline runners (vLLM's ``vllm run-batch``); the ``--api-batch`` lines
+of ``dora audit --dry-run`` (files, requests and prompt tokens per step, before anything is sent).
+
+Every step that runs in batch mode keeps a ledger (:mod:`models_inference.backends.batch_ledger`):
+``dora batches`` lists its files and batches with their state and counts (asking the API for
+the counts of the open ones), and ``--cancel`` cancels them. ``dora batch export`` writes the
+requests of an audit's rows not yet landed (the flags of ``dora audit``) as JSONL files and
+records them; ``dora batch import`` lands a runner's output file as the audit's rows, each file
+once, rebuilding the step from what its ledger recorded (docs/operations.md#batch-apis).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+#: The steps that can run in batch mode, and the families whose flags select them in ``dora batch export``.
+EXPORT_STEPS: dict[str, str] = {"biasdora": "t2t", "counterfactual": "counterfactual_text"}
+
+BATCHES_DESCRIPTION = (
+    "List the Batch API work of audits run with --api-batch (or written by `dora batch export`): one line per "
+    "file of requests, with its batch id, its state in dora's ledger (prepared, uploaded, submitted, landing, "
+    "exported, closed), the batch's status at the API and its request counts (asked of the API for the open "
+    "batches unless --no-refresh; needs the key variable the audit used). --cancel cancels an audit's open "
+    "batches: its next run lands what ran and sends the rest again."
+)
+EXPORT_DESCRIPTION = (
+    "Write the requests of an audit's rows not yet landed as JSONL files in the OpenAI Batch API's format "
+    "(one line per request, custom_id = the row's resume key; at most --api-batch-max-requests requests and "
+    "200 MB per file) for an offline runner such as vLLM's `vllm run-batch -i FILE -o OUTPUT --model MODEL`. "
+    "Takes the flags of `dora audit` (--model is the name the runner serves; the audit is the one of "
+    "`dora audit --backend openai --model MODEL`); --probe biasdora (T2T, the default) or counterfactual (text "
+    "sets). The files are recorded in the audit's ledger: their rows go into no other batch until "
+    "`dora batch import` lands the output (or `dora batches AUDIT --cancel`)."
+)
+IMPORT_DESCRIPTION = (
+    "Land an offline runner's output file (the Batch API's output format: custom_id, response.status_code, "
+    "response.body) as the audit's rows, each exported file once: answers with their parse status, failed "
+    "requests as 'error' rows; requests missing from the output go back to the pool (the next export or audit "
+    "sends them again). Then `dora audit` with the same flags builds the marts without calling any model."
+)
+
+
+def add_batch_parsers(sub) -> None:
+    """Add ``dora batches`` and ``dora batch export`` / ``import`` to the ``dora`` sub-parsers."""
+    from orchestration.cli.flags import add_all_family_flags, add_common_flags
+
+    batches = sub.add_parser("batches", help="list an audit's Batch API batches with their state and counts, or cancel them",
+                             description=BATCHES_DESCRIPTION)
+    batches.add_argument("name", nargs="?", default=None, metavar="AUDIT_ID",
+                         help="an audit id (or a judge's ledger, judge--...); default: every ledger of this DORA_HOME")
+    batches.add_argument("--cancel", action="store_true", help="cancel the open batches of AUDIT_ID (and close its files not yet sent)")
+    batches.add_argument("--no-refresh", action="store_true", help="show the ledger as recorded: no API call")
+    batches.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+
+    batch = sub.add_parser("batch", help="export an audit's requests as JSONL for an offline runner (vLLM run-batch); import its output",
+                           description="The Batch API's JSONL format for offline runners: `dora batch export` writes an "
+                           "audit's requests, `dora batch import` lands the runner's output (docs/operations.md#batch-apis).")
+    commands = batch.add_subparsers(dest="batch_command", required=True)
+    export = commands.add_parser("export", help="write an audit's missing requests as JSONL files", description=EXPORT_DESCRIPTION)
+    export.add_argument("--out", required=True, metavar="FOLDER", help="where the JSONL files are written (created)")
+    export.add_argument("--probe", action="append", default=None, choices=list(EXPORT_STEPS), metavar="NAME",
+                        help=f"the step to export, repeatable: {', '.join(EXPORT_STEPS)} (default: biasdora)")
+    seen = add_common_flags(export)
+    add_all_family_flags(export, seen, shown=None)
+    imp = commands.add_parser("import", help="land a runner's output JSONL file as an audit's rows", description=IMPORT_DESCRIPTION)
+    imp.add_argument("output", metavar="OUTPUT", help="the runner's output file (JSONL)")
+
+
+# ----------------------------------------------------------------------------- steps from their config
+
+
+def t2t_work(config, *, model_version: str | None = None, target: str | None = None, api_key_env: str | None = None):
+    """The BiasDora T2T step of a resolved :class:`~orchestration.defs.biasdora.config.AuditConfig`
+    as a :class:`~models_inference.backends.batch_api.BatchWork` (no model is loaded, no key read)."""
+    from models_inference.probes.biasdora.t2t import t2t_batch_work
+    from orchestration.defs.biasdora.t2t.assets import probe_parts
+
+    targets, backend, probe = probe_parts(config, model_version, {"api_key_env": api_key_env} if api_key_env else None)
+    return t2t_batch_work(targets, backend, probe, audit_id=config.audit_id, target=target)
+
+
+def counterfactual_text_work(config, *, model_version: str | None = None, target: str | None = None, api_key_env: str | None = None):
+    """The counterfactual text-set step of a :class:`~orchestration.defs.counterfactual.config.CounterfactualConfig`
+    as a :class:`~models_inference.backends.batch_api.BatchWork`."""
+    from models_inference.probes.counterfactual.probe import text_sets_work
+    from orchestration.defs.audits.runs import with_model_version
+    from orchestration.defs.counterfactual.assets import _text_backend, build_image_sets, build_sets, probe_config
+
+    backend = _text_backend(config)
+    if api_key_env and hasattr(backend, "api_key_env"):
+        backend.api_key_env = api_key_env
+    if model_version:
+        backend = with_model_version(backend, model_version)
+    sets = build_sets(config, build_image_sets(config))
+    return text_sets_work(sets, backend, probe_config(config), audit_id=config.audit_id, target=target)
+
+
+def work_from_ledger(ledger):
+    """Rebuild the step a ledger belongs to from what it recorded (``meta.record``: the step's
+    kind, its run config, model version and target).
+
+    Raises:
+        BatchError: the ledger records no step ``dora batch import`` can rebuild (the judge's
+            batches are landed by the audit's judge step).
+    """
+    from ingestion.errors import BatchError
+
+    record = ledger.meta.get("record") or {}
+    step, config = record.get("step"), record.get("config") or {}
+    options = {"model_version": record.get("model_version"), "target": record.get("target"),
+               "api_key_env": ledger.meta.get("api_key_env")}
+    if step == "t2t":
+        from orchestration.defs.biasdora.config import AuditConfig
+
+        return t2t_work(AuditConfig(**config), **options)
+    if step == "counterfactual_text":
+        from orchestration.defs.counterfactual.config import CounterfactualConfig
+
+        return counterfactual_text_work(CounterfactualConfig(**config), **options)
+    raise BatchError(f"ledger {ledger.name!r} records step {step!r}, which `dora batch import` cannot rebuild (the judge's "
+                     "batches land through `dora audit --api-batch`)")
+
+
+def _batch_options(config, step: str, work):
+    from models_inference.backends.batch_api import BatchOptions
+
+    return BatchOptions(max_requests=config.api_batch_max_requests, retries=config.api_batch_retries,
+                        record={"step": step, "config": config.model_dump(mode="json"),
+                                "model_version": work.backend.model_version, "target": None})
+
+
+def export_configs(args) -> list[tuple[str, object]]:
+    """``(step, config)`` of each step ``dora batch export`` writes, from its ``dora audit`` flags;
+    the backend is ``openai`` (the requests are in the OpenAI format)."""
+    from orchestration.cli.flags import op_run_configs
+
+    probes = list(dict.fromkeys(args.probe or ["biasdora"]))
+    ops = op_run_configs(argparse.Namespace(**{**vars(args), "probe": probes}))
+    out = []
+    if "biasdora" in probes:
+        out.append(("t2t", ops["t2t_completions"].model_copy(update={"backend": "openai"})))
+    if "counterfactual" in probes:
+        out.append(("counterfactual_text", ops["counterfactual_responses"].model_copy(update={"backend": "openai"})))
+    return out
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def cmd_batches(args) -> int:
+    """``dora batches [AUDIT_ID] [--cancel]``: the ledgers' files and batches, or cancel one audit's."""
+    from analytics.query import QueryResult, format_result
+    from ingestion.errors import BatchError, ModelNotAvailableError
+    from models_inference.backends.batch_api import cancel_ledger, refresh_ledger
+    from models_inference.backends.batch_ledger import ledger_names, ledger_path, load_ledger
+    from orchestration.instance import prepare_environment
+
+    prepare_environment(dagster=False)
+    names = ledger_names()
+    if args.name is not None and not ledger_path(args.name).exists():
+        import difflib
+
+        close = difflib.get_close_matches(args.name, names, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else (f"; ledgers: {', '.join(names[:5])}" if names else
+                                                                     "; no audit has run with --api-batch here")
+        print(f"dora batches: no batch ledger for {args.name!r} in $DORA_HOME/state/batches{hint}", file=sys.stderr)
+        return 2
+    if args.cancel:
+        if args.name is None:
+            print("dora batches: --cancel needs the AUDIT_ID whose batches to cancel (dora batches lists them)", file=sys.stderr)
+            return 2
+        acted = cancel_ledger(args.name)
+        for e in acted:
+            what = f"batch {e.batch_id}: {e.status}" if e.batch_id else f"file {e.id}: closed, not sent"
+            print(f"dora batches: {args.name}: {what} ({e.requests:,} requests)")
+        if not acted:
+            print(f"dora batches: {args.name}: no open batch to cancel")
+        else:
+            print(f"dora batches: run the audit again to land what ran; the rest goes into new batches")
+        return 0
+    rows = []
+    for name in ([args.name] if args.name is not None else names):
+        try:
+            ledger = load_ledger(name) if args.no_refresh else refresh_ledger(name)
+        except (ModelNotAvailableError, BatchError) as exc:  # the ledger alone still says what was sent
+            print(f"dora batches: {name}: counts as recorded (not asked of the API: {exc})", file=sys.stderr)
+            ledger = load_ledger(name)
+        for e in ledger.entries:
+            rows.append((name, e.id, e.batch_id or "", e.state, e.status or "", e.requests, e.completed, e.failed,
+                         e.landed, e.not_run, e.updated_at))
+    if not rows:
+        print("dora batches: no batch yet (dora audit --api-batch, dora batch export)", file=sys.stderr)
+        return 0
+    columns = ["ledger", "file", "batch", "state", "status", "requests", "completed", "failed", "landed", "not_run", "updated"]
+    print(format_result(QueryResult(columns, rows), args.format))
+    return 0
+
+
+def cmd_batch(args) -> int:
+    """``dora batch export`` / ``import``."""
+    from orchestration.instance import prepare_environment
+
+    prepare_environment(dagster=False)
+    return _export(args) if args.batch_command == "export" else _import(args)
+
+
+def _export(args) -> int:
+    from models_inference.backends.batch_api import export_batched
+
+    out = Path(args.out).expanduser().resolve()
+    written = 0
+    for step, config in export_configs(args):
+        work = t2t_work(config) if step == "t2t" else counterfactual_text_work(config)
+        entries = export_batched(work, _batch_options(config, step, work), out)
+        if not entries:
+            print(f"dora batch export: {work.step}, audit {work.name}: nothing to export (every row has landed or is in an "
+                  "open batch: dora batches)")
+            continue
+        print(f"dora batch export: {work.step}, audit {work.name}: {sum(e.requests for e in entries):,} requests in "
+              f"{len(entries)} file(s)")
+        for e in entries:
+            print(f"  {e.path} ({e.requests:,} requests, {e.endpoint})")
+            print(f"    vllm run-batch -i {e.path} -o {e.path[:-len('.jsonl')]}.output.jsonl --model {config.model}")
+        written += len(entries)
+    if written:
+        print(f"dora batch export: then: dora batch import <output file> (each), and `dora audit` with the same flags "
+              "(--backend openai) builds the marts")
+    return 0
+
+
+def _import(args) -> int:
+    from ingestion.errors import BatchError
+    from models_inference.backends.batch_api import import_batched, read_lines
+    from models_inference.backends.batch_ledger import ledger_names, load_ledger
+
+    path = Path(args.output).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"dora batch import: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    lines = read_lines(text)
+    if not lines:
+        print(f"dora batch import: {path} holds no output line", file=sys.stderr)
+        return 2
+    wanted = {line["custom_id"] for line in lines}
+    found = []
+    for name in ledger_names():
+        ledger = load_ledger(name)
+        keys = {k for e in ledger.entries if e.state in ("exported", "landing", "closed") for k in e.keys}
+        if keys & wanted:
+            found.append(ledger)
+            wanted -= keys
+    if wanted:
+        raise BatchError(f"{len(wanted)} line(s) of {path} name no request `dora batch export` wrote here (first custom_id: "
+                         f"{sorted(wanted)[0][:120]!r}); import it into the DORA_HOME that exported it")
+    for ledger in found:
+        work = work_from_ledger(ledger)
+        own = [line for line in lines if line["custom_id"] in {k for e in ledger.entries for k in e.keys}]
+        summary = import_batched(work, own)
+        state = f"{summary.pending:,} requests still out" if summary.pending else "every exported file landed"
+        print(f"dora batch import: {work.step}, audit {work.name}: {summary.generated:,} rows landed from "
+              f"{summary.files} file(s) ({dict(summary.statuses)}); {summary.not_run:,} requests not in the output go "
+              f"back to the pool; {state}")
+    return 0
+
+
+def pending_lines(result) -> list[str]:
+    """One line per asset of a ``dora audit`` run whose Batch API requests are still in open
+    batches (its ``batch_pending`` metadata): the audit is not finished until they land."""
+    lines = []
+    for mat in result.get_asset_materialization_events():
+        md = {k: v.value for k, v in mat.materialization.metadata.items()}
+        if md.get("batch_pending"):
+            name = "/".join(mat.materialization.asset_key.path)
+            where = f"dora batches {md['audit_id']}" if md.get("audit_id") else "dora batches"
+            lines.append(f"dora: {name}: {md['batch_pending']:,} requests in open batches (--api-batch); run the same "
+                         f"command again to land them when they finish (or add --api-batch-wait); {where} shows them")
+    return lines
+
+
+# ----------------------------------------------------------------------------- dry run
+
+
+def batch_plan_text(ops: dict) -> str:
+    """The ``--api-batch`` part of ``dora audit --dry-run``: per step that would send its
+    requests through the Batch API (BiasDora T2T, the judge, the counterfactual text sets, on
+    an OpenAI-compatible backend), the files, requests and prompt tokens of its rows not yet
+    landed nor in an open batch; prompt tokens counted with the model's tokenizer where one is
+    here (a local folder, the Hugging Face cache), else estimated (~4 characters per token)
+    and said so; the output tokens at most requested (``max_tokens`` x requests).
+
+    Returns:
+        The text, or ``""`` when no selected step has ``--api-batch``.
+    """
+    from models_inference.backends.batch_api import BatchOptions, count_prompt_tokens, plan_files
+
+    t2t, judge, cf = ops.get("t2t_completions"), ops.get("judge_ratings"), ops.get("counterfactual_responses")
+    lines = []
+    steps = []
+    if t2t is not None and t2t.api_batch and getattr(t2t, "enabled", True):
+        steps.append(("BiasDora T2T", t2t, "t2t"))
+    if cf is not None and cf.api_batch and cf.enabled:
+        steps.append(("counterfactual text sets", cf, "counterfactual_text"))
+    if not steps and not (judge is not None and judge.api_batch and judge.enabled and judge.backend == "openai"):
+        return ""
+    head = f"{'step':<26}{'files':>7}{'requests':>12}{'prompt tokens':>16}{'output tokens (at most)':>26}"
+    lines.append("--api-batch: the OpenAI Batch API (JSONL files, half price, 24h window); per step, for the rows not landed yet:")
+    lines.append(head)
+    notes = []
+    for name, config, step in steps:
+        if config.backend != "openai":
+            notes.append(f"{name}: not through the Batch API (--backend {config.backend} runs the model here)")
+            continue
+        work = t2t_work(config) if step == "t2t" else counterfactual_text_work(config)
+        from models_inference.backends.batch_ledger import load_ledger
+
+        done, flying = work.done(), load_ledger(work.name).in_flight()
+        from models_inference.backends.batch_api import custom_id
+
+        todo = [i for i in work.planned if work.key(i) not in done and custom_id(work.key(i)) not in flying]
+        files = plan_files(work, todo, BatchOptions(max_requests=config.api_batch_max_requests), keep_lines=False)
+        requests = [work.request(i) for i in todo]
+        tokens, how = count_prompt_tokens(work.backend.model_id, requests)
+        output = sum(r.max_new_tokens for r in requests)
+        lines.append(f"{name:<26}{len(files):>7,}{len(todo):>12,}{tokens:>16,}{output:>26,}")
+        notes.append(f"{name}: audit {work.name}; {len(files)} file(s) of at most {config.api_batch_max_requests:,} requests "
+                     f"({', '.join(f'{f.requests:,}' for f in files[:12])}{', ...' if len(files) > 12 else ''}); prompt tokens {how}")
+    if judge is not None and judge.api_batch and judge.enabled:
+        if judge.backend == "openai":
+            lines.append(f"{'judge':<26}{'?':>7}{'?':>12}{'?':>16}{'?':>26}")
+            notes.append(f"judge: one request per significant association x --judge-repeats {judge.repeats}, known once the "
+                         "probes' rows are built (tf-idf, Fisher's exact test, q-values)")
+        else:
+            notes.append(f"judge: not through the Batch API (--judge-backend {judge.backend} runs the model here)")
+    return "\n".join([*lines, *notes])
+
+
+__all__ = ["add_batch_parsers", "batch_plan_text", "cmd_batch", "cmd_batches", "counterfactual_text_work", "export_configs",
+           "pending_lines", "t2t_work", "work_from_ledger"]
