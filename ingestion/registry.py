@@ -2,25 +2,25 @@
 
 The registry is a YAML file (default: ``registry.yaml`` at the repository root, or the file
 named by ``$DORA_REGISTRY``) listing **audit targets**. Each target is one model to audit
-again whenever its version changes (one audit = all probes against one model version)::
+again whenever its version changes (one audit per probe family = its probes against one model
+version)::
 
     schedule:
       cron: "0 3 * * 1"          # weekly re-audit of every target (Mondays 03:00)
       timezone: UTC
     targets:
       - name: smollm2-135m       # [a-z0-9][a-z0-9._-]*, unique
-        modality: t2t            # t2t | t2i | i2t
+        modality: t2t            # t2t | t2i | i2t: what kind of model `model` is
         backend: transformers    # t2t: transformers | openai; t2i: diffusers | openai; i2t: transformers | openai
         model: smollm2-135m      # alias, local folder / .gguf, hub id or API model name
         version:
           source: file_hash      # explicit | file_hash | hub_revision | api_model
-        probe: {settings: [singular, noun], runs: 4, per_dimension: 2}
+        families: [biasdora, counterfactual, modscan, vlstereoset]   # default: every family of `dora audit`
+        options:                 # per family: its `dora audit` flags without `--` and its prefix
+          counterfactual: {occupations: [nurse, doctor], seeds: 3}
+          modscan: {samples: 20}
+        probe: {settings: [singular, noun], runs: 4, per_dimension: 2}   # the descriptor probes' settings
         scorers: [sentiment, toxicity, bias_level]   # default []: no scoring of this target's audits
-      - name: smollm2-counterfactual
-        family: counterfactual   # another probe family on this model (default: biasdora)
-        model: smollm2-135m
-        version: {source: file_hash}
-        options: {occupations: [nurse, doctor], seeds: 3}   # that family's run-config fields
 
 Version sources (read by :func:`models_inference.model_ref.resolve_version`; this module only
 validates them):
@@ -28,7 +28,9 @@ validates them):
 * ``explicit``: ``value`` is the version string (e.g. ``"v1"``), as declared by the user.
 * ``file_hash``: ``sha256-<12 hex>`` of the weights file (``path``; default: the model's
   own file: the embedded GGUF for ``smollm2-135m``, or ``model`` itself when it is a local
-  file or folder). A folder hashes every file in it (relative path + content).
+  file or folder). A folder hashes every file in it (relative path + content). The embedded
+  default's GGUF is named ``gguf-q4_1-<12 hex>`` (the same 12 digits), as ``dora audit`` names
+  it: one name per set of weights.
 * ``hub_revision``: the commit hash of ``revision`` (default ``main``) of a Hugging Face hub
   id: from the hub (``HfApi.model_info``) when online, from the local cache
   (``scan_cache_dir``) when ``HF_HUB_OFFLINE`` is set or the hub is unreachable.
@@ -41,8 +43,10 @@ validates them):
 
 Validation (:func:`load_registry`) reports every bad field it finds, each with its path in
 the file (``targets[1] (name 'gpt4o').version.value: ...``); nothing is audited from an
-invalid registry. This module is plain Python (pydantic + PyYAML); Dagster's sensor and
-schedule (``orchestration/defs/audits/``) call into it.
+invalid registry. This module knows no probe family: it checks that ``families`` and the keys
+of ``options`` are names, and ``orchestration/defs/audits/runs.py: target_ops`` checks them
+against the families dora hosts. This module is plain Python (pydantic + PyYAML); Dagster's
+sensor and schedule (``orchestration/defs/audits/``) call into it.
 """
 
 from __future__ import annotations
@@ -150,7 +154,9 @@ class VersionSpec(_Strict):
 
 
 class ProbeSettings(_Strict):
-    """Probe parameters of a target (the fields of ``orchestration.defs.biasdora.config.AuditConfig``).
+    """Settings of the descriptor probe of the target's modality (T2T, T2I or I2T): a target's
+    ``probe`` block, read by the family that declares it among its target fields
+    (``orchestration/defs/biasdora/target.py`` maps it onto its run config).
 
     Defaults are the quick audit: all 5 T2T settings, 2 curated descriptors per bias
     dimension, 4 runs per letter, sampling as the paper (temperature 0.7, top_p 0.95).
@@ -200,37 +206,38 @@ class CollapseThresholds(_Strict):
 class AuditTarget(_Strict):
     """One model to audit, re-audited whenever its version changes.
 
-    ``modality`` picks the probe a partition ``<name>@<version>`` runs with this model:
-    ``t2t`` the T2T probe (backend transformers | openai); ``t2i`` the T2I probe (diffusers |
-    openai; ``probe.runs`` = images per descriptor and setting), then the objective description
-    of its images by the run's describer (VisionConfig); ``i2t`` the describer (transformers |
-    openai) of the run's images (``--image-audit-id`` or this run's T2I probe).
+    A partition ``<name>@<version>`` runs the target's ``families`` (the names of the probe
+    families, e.g. ``[biasdora, counterfactual, modscan, vlstereoset]``) and only them: every
+    other family skips the partition. Omitted: every family ``dora audit`` runs that audits a
+    model of the target's ``modality`` (each family record says where it puts a registry target's
+    model: ``ProbeFamily.target_models``, ``orchestration/family.py``). ``family: NAME`` (one
+    family) is the same as ``families: [NAME]``.
 
-    ``scorers``: which of sentiment / toxicity / bias_level (LLM judge) score the partition's
-    associations. Default ``[]``: none (an explicit choice per target, e.g. to keep API judge
-    costs off); list them to score.
+    ``modality`` says what kind of model ``model`` is: ``t2t`` (a text generator: backend
+    transformers | openai), ``t2i`` (an image generator: diffusers | openai) or ``i2t`` (a
+    describer of images: transformers | openai); each family puts the target's ``model`` /
+    ``backend`` / ``base_url`` on its fields for that kind of model.
 
-    ``judges``: the LLM judge models of the partition's associations, on the run's
-    judge backend; several give ``agg_judge_agreement`` rows. Default ``[]``: the run's
-    ``--judge-model``.
+    ``options``: per family, that family's settings (``{modscan: {samples: 20}}``): its flags
+    without ``--`` and its prefix (``instances`` for ``--modscan-instances``), or the run-config
+    fields they set (``dora audit --help-family NAME`` lists the flags). With ``family:`` (one
+    family) the options may be given flat, as that family's. This module checks only their
+    shape; the families, the options and their values are checked as the flags would be when
+    the run config is built (``orchestration/defs/audits/runs.py: target_ops``) and by ``dora
+    audit --target`` before anything starts (``orchestration/cli/target.py``).
 
-    ``family``: the probe family a partition runs, and the only one: every other family skips
-    the partition (default ``biasdora``: the probe of ``modality`` with ``probe`` settings).
-    Another family (``counterfactual``, ``modscan``, ``vlstereoset``) runs its own probe on
-    ``model`` / ``backend`` / ``base_url`` (where the family has those flags) with ``options``:
-    that family's flags without ``--`` and its prefix (``instances`` for
-    ``--modscan-instances``), or the run-config fields they set (``dora audit --help-family
-    NAME`` lists the flags; e.g. ``{occupations: [nurse], seeds: 3}`` for counterfactual; the
-    VLStereoSet text prior on a model: ``{text_model: ..., text_backend: ...}``). This module
-    checks only that ``family`` looks like a name; the family, the options and their values
-    are checked as the flags would be when the run config is built
-    (``orchestration/defs/audits/runs.py: run_config_for_target``) and by ``dora audit
-    --target`` before anything starts (``orchestration/cli/target.py``).
+    ``probe``, ``scorers``, ``judges``: settings of the family that declares them among its
+    target fields (the descriptor probes of ``modality``, the scorers of their associations, the
+    LLM judges); a target that sets one must run that family. ``scorers``: which of sentiment /
+    toxicity / bias_level (LLM judge) score the partition's associations; default ``[]``: none
+    (an explicit choice per target, e.g. to keep API judge costs off). ``judges``: the LLM judge
+    models, on the run's judge backend; several give ``agg_judge_agreement`` rows; default
+    ``[]``: the run's ``--judge-model``.
     """
 
     name: str
     description: str = ""
-    family: str = "biasdora"
+    families: Optional[list[str]] = None
     options: dict[str, Any] = Field(default_factory=dict)
     modality: Literal["t2t", "t2i", "i2t"] = "t2t"
     backend: str = "transformers"
@@ -247,6 +254,24 @@ class AuditTarget(_Strict):
     scorers: list[Literal["sentiment", "toxicity", "bias_level"]] = Field(default_factory=list)
     judges: list[str] = Field(default_factory=list)  # several judges -> agg_judge_agreement
     checks: CollapseThresholds = Field(default_factory=CollapseThresholds)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_family(cls, data: Any) -> Any:
+        """``family: NAME`` is ``families: [NAME]``, its ``options`` (flat) that family's."""
+        if not isinstance(data, dict) or "family" not in data:
+            return data
+        data = dict(data)
+        family = data.pop("family")
+        if "families" in data:
+            raise ValueError("family: give 'families' (a list) or 'family' (one name), not both")
+        if not isinstance(family, str):
+            raise ValueError(f"family: must be one family name, got {family!r} (several: families: [a, b])")
+        data["families"] = [family]
+        options = data.get("options")
+        if isinstance(options, dict) and options and set(options) != {family}:
+            data["options"] = {family: options}
+        return data
 
     def probe_settings(self) -> list[str]:
         """The probe settings this target runs: ``probe.settings`` if listed, else its modality's
@@ -311,15 +336,32 @@ class AuditTarget(_Strict):
             problems.append("probe.descriptor_source: the T2I probe draws the curated BiasDora descriptors only ('biasdora')")
         if self.base_url and self.backend != "openai":
             problems.append("base_url: only used by backend 'openai'")
-        if self.family == "biasdora" and self.options:
-            problems.append("options: a biasdora target takes 'probe' settings; options are for another family's target")
-        if self.family != "biasdora" and "probe" in self.model_fields_set:
-            problems.append(f"probe: the settings of the BiasDora probe; a {self.family} target takes 'options'")
-        if not _NAME.match(self.family):
-            problems.append(f"family: {self.family!r} is not a family name")
+        problems += self._family_problems()
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+
+    def _family_problems(self) -> list[str]:
+        """The shape of ``families`` and ``options`` (which families exist is not known here)."""
+        problems = []
+        if self.families is not None:
+            if not self.families:
+                problems.append("families: list at least one family (or leave it out: every family of `dora audit`)")
+            for name in self.families:
+                if not _NAME.match(name):
+                    problems.append(f"families: {name!r} is not a family name")
+            repeated = sorted({n for n in self.families if self.families.count(n) > 1})
+            if repeated:
+                problems.append(f"families: {', '.join(map(repr, repeated))} listed more than once")
+        for name, given in self.options.items():
+            if self.families is not None and name not in self.families:
+                problems.append(f"options.{name}: {name!r} is not one of this target's families {self.families}; "
+                                "options are given per family: options: {<family>: {<option>: <value>}}")
+            elif not isinstance(given, dict):
+                problems.append(f"options.{name}: must be a mapping of the family's options ({{<option>: <value>}}), "
+                                f"got {given!r}")
+        return problems
 
 
 class ScheduleSpec(_Strict):

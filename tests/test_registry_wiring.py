@@ -54,6 +54,24 @@ def instance():
         yield inst
 
 
+def _target_ops(target, vision=None, registry=None, **base) -> dict:
+    """The run config (op name -> Config) a registry target's run request gets
+    (``orchestration/defs/audits/runs.py: target_ops``), on top of ``base`` (op name -> Config:
+    the command line's) and ``vision`` (the VisionConfig of both vision ops)."""
+    from orchestration.defs.audits.runs import target_ops
+    from orchestration.families import FAMILIES
+
+    if vision is not None:
+        base.update(t2i_images=vision, i2t_descriptions=vision)
+    return target_ops(target, FAMILIES, registry=str(registry) if registry else None, base=base or None)
+
+
+def _ops(target, selection_ops, vision=None, registry=None, **base) -> dict:
+    """``_target_ops`` as run config for the ops of an asset selection (``{"ops": {op: {"config": ...}}}``)."""
+    ops = _target_ops(target, vision, registry, **base)
+    return {"ops": {op: {"config": ops[op].model_dump(exclude_none=True)} for op in selection_ops}}
+
+
 # ----------------------------------------------------------------------------- registry validation (fast)
 
 
@@ -88,14 +106,16 @@ def test_registry_accepts_the_vision_backends_and_names_what_does_not_fit():
     assert llava.probe_settings() == ["subjective", "stereotypical", "implicit", "lexical"]
     assert gpt4o.probe_settings() == ["comprehensive", "implicit"]
     assert sd.scorers == []  # default: no scorer (listed explicitly per target)
-    # what a partition of each vision target runs (orchestration/defs/biasdora/vision/assets.py)
+    # what a partition of each vision target runs: the run config its run request gets
+    # (orchestration/defs/biasdora/target.py), on top of the command line's describer / painter
     from orchestration.defs.biasdora.config import VisionConfig
-    from orchestration.defs.audits.runs import config_for_target
 
-    drawn = config_for_target(VisionConfig(i2t_model="describer"), dalle)
+    drawn_ops = _target_ops(dalle, VisionConfig(i2t_model="describer"))
+    drawn = drawn_ops["t2i_images"]
     assert (drawn.t2i_backend, drawn.t2i_model, drawn.t2i_settings, drawn.images_per_descriptor) == ("openai", "dall-e-3", ["plural"], 2)
     assert drawn.i2t_model == "describer" and drawn.t2i_batch_size == VisionConfig().t2i_batch_size
-    described = config_for_target(VisionConfig(t2i_model="painter"), gpt4o)
+    assert drawn_ops["i2t_descriptions"] is drawn and not drawn_ops["t2t_completions"].enabled  # no T2T completions
+    described = _target_ops(gpt4o, VisionConfig(t2i_model="painter"))["i2t_descriptions"]
     assert (described.i2t_backend, described.i2t_model, described.i2t_settings) == ("openai", "gpt-4o", ["comprehensive", "implicit"])
     assert described.t2i_model == "painter" and described.i2t_temperature == 0.7
 
@@ -169,39 +189,37 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
     from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
     from orchestration.defs.audits.runs import partition_audit_ids
     from orchestration.defs.biasdora.scoring.assets import NOT_IN_TARGET_SCORERS, sentiment_scores
+    from orchestration.defs.biasdora.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.delenv("DORA_REGISTRY", raising=False)  # the registry comes from the run config only
     registry = tmp_path / "registry.yaml"
     job = defs.resolve_job_def(AUDIT_JOB)
     instance.add_dynamic_partitions(AUDIT_PARTITIONS, ["alpha@v1", "beta@v1"])
-    t2t_config = {"registry": str(registry), "progress": False}
-    scoring = {"score_all": True}  # tiny audits have no significant association: score them all
+    # tiny audits have no significant association: the command line's --score-all scores them all
+    scoring = {"sentiment_scores": SentimentConfig(score_all=True), "toxicity_scores": ToxicityConfig(score_all=True),
+               "judge_ratings": JudgeConfig(score_all=True)}
     with OpenAIStubServer() as server:
         server.chat_reply = _letter_reply
         registry.write_text(_t2t_registry(server.base_url))
+        targets = parse_registry(registry.read_text())
         # both partitions' T2T audits land (alpha's with the vision probes of its run), then dbt
         # builds the associations (run_dbt: quicker than the job's dbt step with its checks)
         beta = job.execute_in_process(
             partition_key="beta@v1", instance=instance, asset_selection=T2T_KEYS,
-            run_config={"ops": {"t2t_completions": {"config": t2t_config}}},
+            run_config=_ops(targets.target("beta"), ["t2t_completions"], registry=registry),
         )
         assert beta.success
         probes = job.execute_in_process(
             partition_key="alpha@v1", instance=instance, asset_selection=[*T2T_KEYS, T2I, I2T],
-            run_config={"ops": {"t2t_completions": {"config": t2t_config}}},
+            run_config=_ops(targets.target("alpha"), ["t2t_completions", "t2i_images", "i2t_descriptions"], registry=registry),
         )
         assert probes.success
     run_dbt(["run", "--select", "+int_associations_to_score"], dora_home)  # the scorers read it
-    # alpha's partition scores: the scorers' registry comes from the T2T op's config of the run
+    # alpha's partition scores: the scorers read the registry their run config names
     alpha = job.execute_in_process(
         partition_key="alpha@v1", instance=instance, asset_selection=[*T2T_KEYS, SENTIMENT, TOXICITY, JUDGE],
-        run_config={"ops": {
-            "t2t_completions": {"config": t2t_config},
-            "sentiment_scores": {"config": scoring},
-            "toxicity_scores": {"config": scoring},
-            "judge_ratings": {"config": {**scoring, "progress": False}},
-        }},
+        run_config=_ops(targets.target("alpha"), ["t2t_completions", *scoring], registry=registry, **scoring),
     )
     assert alpha.success
     md = {**_metadata(probes), **_metadata(alpha)}
@@ -239,15 +257,14 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
     # beta lists no scorer ([]: the registry's explicit choice of none): its partition scores nothing
     beta_scoring = job.execute_in_process(
         partition_key="beta@v1", instance=instance, asset_selection=[SENTIMENT, TOXICITY, JUDGE],
-        run_config={"ops": {op: {"config": {**scoring, "registry": str(registry)}}
-                            for op in ("sentiment_scores", "toxicity_scores", "judge_ratings")}},
+        run_config=_ops(targets.target("beta"), list(scoring), registry=registry, **scoring),
     )
     assert beta_scoring.success
     for key, meta in _metadata(beta_scoring).items():
         assert meta["skipped"] == NOT_IN_TARGET_SCORERS and meta["target_scorers"] == [], key
 
     # an ad-hoc run (no partition) scores every audit, as before: beta's associations now land
-    adhoc = dg.materialize([sentiment_scores], instance=instance, run_config={"ops": {"sentiment_scores": {"config": scoring}}})
+    adhoc = dg.materialize([sentiment_scores], instance=instance, run_config={"ops": {"sentiment_scores": {"config": {"score_all": True}}}})
     assert adhoc.success
     meta = _metadata(adhoc)[("landing", "sentiment_scores")]
     assert "target" not in meta and meta["associations_selected"] == alpha_assoc + beta_assoc
@@ -313,22 +330,26 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
         server.image_png = _draw
         server.chat_reply = _describe
         registry.write_text(_vision_registry(server.base_url))
+        targets = parse_registry(registry.read_text())
         # the run's describer (gpt-4o) and its settings: a t2i target keeps only the objective ones
-        cfg = {"registry": str(registry), "i2t_backend": "openai", "i2t_model": "gpt-4o", "i2t_base_url": server.base_url,
-               "i2t_settings": ["comprehensive", "stereotypical"], "progress": False}
+        from orchestration.defs.biasdora.config import VisionConfig
+
+        cfg = VisionConfig(i2t_backend="openai", i2t_model="gpt-4o", i2t_base_url=server.base_url,
+                           i2t_settings=["comprehensive", "stereotypical"], progress=False)
+        vision_ops = ["t2i_images", "i2t_descriptions"]
         painter = job.execute_in_process(
             partition_key="painter@r1", instance=instance, asset_selection=vision,
-            run_config={"ops": {"t2i_images": {"config": cfg}, "i2t_descriptions": {"config": cfg}}},
+            run_config=_ops(targets.target("painter"), vision_ops, cfg, registry),
         )
         assert painter.success
         drawn = [r["json"] for r in server.requests if r["path"].endswith("/images/generations")]
         md = _metadata(painter)
         images = md[("landing", "t2i_images")]
         # critic (i2t) describes painter's images with its own model
-        critic_cfg = {**cfg, "image_audit_id": images["audit_id"]}
+        critic_cfg = cfg.model_copy(update={"image_audit_id": images["audit_id"]})
         critic = job.execute_in_process(
             partition_key="critic@c1", instance=instance, asset_selection=vision,
-            run_config={"ops": {"t2i_images": {"config": critic_cfg}, "i2t_descriptions": {"config": critic_cfg}}},
+            run_config=_ops(targets.target("critic"), vision_ops, critic_cfg, registry),
         )
         assert critic.success
         described = [r["json"] for r in server.requests if r["path"].endswith("/chat/completions")]
@@ -369,10 +390,12 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
     ])
 
     # painter's partition scores its own T2I associations only (sentiment listed, toxicity not)
+    from orchestration.defs.biasdora.scoring.config import SentimentConfig, ToxicityConfig
+
+    scoring = {"sentiment_scores": SentimentConfig(score_all=True), "toxicity_scores": ToxicityConfig(score_all=True)}
     scored = job.execute_in_process(
         partition_key="painter@r1", instance=instance, asset_selection=[SENTIMENT, TOXICITY],
-        run_config={"ops": {"sentiment_scores": {"config": {"score_all": True, "registry": str(registry)}},
-                            "toxicity_scores": {"config": {"score_all": True, "registry": str(registry)}}}},
+        run_config=_ops(targets.target("painter"), list(scoring), registry=registry, **scoring),
     )
     assert scored.success
     smd = _metadata(scored)
@@ -385,7 +408,7 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
     registry.write_text(_vision_registry("http://127.0.0.1:9/v1", painter_version="r2"))
     stale = job.execute_in_process(
         partition_key="painter@r1", instance=instance, asset_selection=[T2I], raise_on_error=False,
-        run_config={"ops": {"t2i_images": {"config": {"registry": str(registry), "progress": False}}}},
+        run_config=_ops(parse_registry(registry.read_text()).target("painter"), ["t2i_images"], registry=registry),
     )
     assert not stale.success
     failure = next(e for e in stale.all_events if e.is_step_failure)

@@ -66,6 +66,8 @@ def test_sensor_requests_each_new_version_once_with_a_cursor(registry_file, inst
     assert req.tags["dora/target"] == "alpha" and req.tags["dora/model_version"] == "v1"
     assert req.tags["dora/trigger"] == "sensor"
     assert req.run_config["ops"]["t2t_completions"]["config"]["registry"] == str(registry_file.resolve())
+    assert req.tags["dora/registry"] == str(registry_file.resolve())  # where every asset of the run reads its target
+    assert req.tags["dora/family"] == "biasdora,counterfactual,modscan,vlstereoset"  # no `families`: all of `dora audit`
     assert json.loads(first.cursor) == {"seen": {"alpha": ["v1"], "beta": ["2025-06"]}}
     assert sorted(instance.get_dynamic_partitions(AUDIT_PARTITIONS)) == ["alpha@v1", "beta@2025-06"]
 
@@ -209,13 +211,71 @@ def test_cli_models_list_and_audit_target_errors(registry_file, dora_home, capsy
 
 
 def test_add_target_partition_for_dora_audit_target(registry_file, instance):
+    from ingestion.registry import load_registry
     from orchestration.defs.audits.runs import add_target_partition
 
     write_registry(registry_file, {"alpha": "v1"})
-    assert add_target_partition(instance, "alpha") == ("alpha@v1", str(registry_file.resolve()),
-                                                       "explicit: version.value in the registry")
-    assert add_target_partition(instance, "alpha")[0] == "alpha@v1"  # idempotent
+    target = load_registry().target("alpha")
+    assert add_target_partition(instance, target) == ("alpha@v1", "v1", "explicit: version.value in the registry")
+    assert add_target_partition(instance, target)[0] == "alpha@v1"  # idempotent
     assert instance.get_dynamic_partitions(AUDIT_PARTITIONS) == ["alpha@v1"]
+
+
+def test_the_shipped_schedule_reaudits_what_dora_audit_audits(monkeypatch, instance):
+    """The shipped registry's schedule: one run for the embedded model's target, covering the four
+    families of `dora audit` with `dora audit`'s settings, at the version `dora audit` names the
+    same weights (so its audits are the quick start's); the UI descriptions say so."""
+    from models_inference.model_ref import model_version
+    from orchestration.cli.flags import op_run_configs
+    from orchestration.cli.parser import build_parser
+    from orchestration.defs.audits.sensors import build_audit_version_sensor
+    from orchestration.defs.biasdora.dry_run import t2t_plan_lines
+    from orchestration.families import FAMILIES
+
+    monkeypatch.delenv("DORA_REGISTRY", raising=False)
+    schedule = build_reaudit_schedule(schedule_spec())
+    when = datetime(2025, 6, 2, 3, 0, tzinfo=timezone.utc)
+    (request,) = schedule(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
+    version = model_version("smollm2-135m")  # the ad-hoc `dora audit`'s version of the embedded weights
+    assert version.startswith("gguf-q4_1-") and request.partition_key == f"smollm2-135m@{version}"
+    assert request.tags["dora/family"] == "biasdora,counterfactual,modscan,vlstereoset" == ",".join(f.name for f in FAMILIES)
+    ops = request.run_config["ops"]
+    assert all(ops[op]["config"]["enabled"] for op in ops if "enabled" in ops[op]["config"])
+    # every family's settings are `dora audit`'s defaults (bar the registry file and progress bars)
+    defaults = op_run_configs(build_parser().parse_args(["audit"]))
+    assert set(ops) == set(defaults)
+    for op, config in defaults.items():
+        expected = {k: v for k, v in config.model_dump().items() if k not in ("registry", "progress")}
+        got = {k: ops[op]["config"].get(k) for k in expected}  # the run config leaves out None values
+        if op == "t2t_completions":  # the registry names the prompt style the embedded model defaults to
+            assert (got.pop("prompt_style"), expected.pop("prompt_style")) == ("completion", None)
+        assert got == expected, op
+    # ... so the T2T audit is the quick start's own audit id
+    from orchestration.defs.biasdora.config import AuditConfig
+
+    t2t = AuditConfig(**ops["t2t_completions"]["config"])
+    assert t2t_plan_lines(t2t)[1] == t2t_plan_lines(defaults["t2t_completions"])[1]
+    # the Automation page names the target and the families a tick runs
+    for description in (schedule.description, build_audit_version_sensor().description):
+        assert "smollm2-135m: biasdora, counterfactual, modscan, vlstereoset" in description
+
+
+def test_the_descriptions_name_each_target_and_its_families(registry_file):
+    from orchestration.defs.audits.sensors import build_audit_version_sensor
+
+    registry_file.write_text(
+        "targets:\n"
+        "  - {name: every, model: m, version: {source: explicit, value: v}}\n"
+        "  - {name: two, families: [modscan, counterfactual], model: m, version: {source: explicit, value: v}}\n"
+        "  - {name: painter, modality: t2i, backend: diffusers, model: m, version: {source: explicit, value: v}}\n"
+        "  - {name: odd, family: nosuch, model: m, version: {source: explicit, value: v}}\n"
+    )
+    expected = ("every: biasdora, counterfactual, modscan, vlstereoset; two: counterfactual, modscan; painter: biasdora; "
+                "odd: refused (unknown probe family 'nosuch'; families: biasdora, counterfactual, modscan, vlstereoset).")
+    assert build_reaudit_schedule(schedule_spec()).description.endswith(expected)
+    assert build_audit_version_sensor().description.endswith(expected)
+    registry_file.write_text("targets: [")
+    assert "is invalid (not valid YAML" in build_audit_version_sensor().description
 
 
 @pytest.mark.slow

@@ -1,11 +1,13 @@
 """What the Dagster UI shows, checked on the definitions (fast; the browser test is
 tests/test_ui_browser.py): one group per family and the shared group ``audits``, no cycle
 between groups, the layer of every asset, the audit log's parents, ad-hoc partitions, the run
-tags, the skipped-probe convention and ``dora ui``'s flags."""
+tags, the skipped-probe convention, the dbt checks' names and ``dora ui``'s flags."""
 
 from __future__ import annotations
 
 import graphlib
+import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import dagster as dg
@@ -15,6 +17,7 @@ from orchestration import families as fam
 from orchestration.definitions import defs  # imported at collection: the definitions take seconds
 
 GRAPH = defs.resolve_asset_graph()
+REPO = Path(__file__).resolve().parents[1]
 FAMILY_GROUPS = {"biasdora", "counterfactual", "modscan", "vlstereoset"}
 
 
@@ -169,7 +172,7 @@ def test_counterfactual_runs_in_an_adhoc_partition_but_not_in_a_registry_one(tmp
     from orchestration.defs.counterfactual.config import CounterfactualConfig
 
     registry = tmp_path / "registry.yaml"
-    registry.write_text("targets:\n  - name: smol\n    model: smollm2-135m\n    version: {source: explicit, value: v1}\n")
+    registry.write_text("targets:\n  - name: smol\n    family: biasdora\n    model: smollm2-135m\n    version: {source: explicit, value: v1}\n")
     run_config = {"ops": {"t2t_completions": {"config": {"registry": str(registry)}}}}
 
     def run(key):
@@ -180,3 +183,38 @@ def test_counterfactual_runs_in_an_adhoc_partition_but_not_in_a_registry_one(tmp
     assert _skip_reason(run("adhoc:smollm2-135m@gguf-q4_1-b179c9523d0e"), config) is None
     assert _skip_reason(run(None), config) is None
     assert _skip_reason(run("smol@v1"), config) == "partition smol@v1 audits registry target 'smol' of family 'biasdora'"
+
+
+def test_dbt_checks_are_named_after_their_rules_and_described():
+    """Every dbt test shows as asset checks a person can read (orchestration/defs/dbt/checks.py):
+    a ``model_rules`` test as ``not_null``, ``unique_key`` and one check per row rule (as many
+    as its YAML lists), dbt's own tests after their column; each named in ``[a-z0-9_]``, at
+    most 64 characters, with a description."""
+    import yaml
+
+    from orchestration.defs.dbt.checks import UNIQUE_ID_KEY
+
+    specs = [GRAPH.get_check_spec(k) for k in GRAPH.asset_check_keys]
+    dbt_specs = [s for s in specs if s.metadata.get(UNIQUE_ID_KEY)]
+    for spec in dbt_specs:
+        assert re.fullmatch(r"[a-z0-9_]{1,64}", spec.name), spec.key
+        assert (spec.description or "").strip(), spec.key
+    # one check per not-null list, key and row rule of every model_rules test, as the YAML lists them
+    expected = 0
+    for path in (REPO / "dbt_project" / "models").rglob("*.yml"):
+        for model in (yaml.safe_load(path.read_text()) or {}).get("models") or []:
+            for test in model.get("data_tests") or []:
+                if isinstance(test, dict) and "model_rules" in test:
+                    args = test["model_rules"]["arguments"]
+                    expected += bool(args.get("not_null")) + bool(args.get("unique")) + len(args.get("rules") or [])
+    assert sum("model_rules" in s.metadata[UNIQUE_ID_KEY] for s in dbt_specs) == expected
+    fct = {s.name: s for s in dbt_specs if s.asset_key == dg.AssetKey("fct_associations")}
+    assert set(fct) == {"not_null", "unique_key", "fisher_q_ge_fisher_p", "is_significant_eq_fisher_q_lt_0_05",
+                        "modality_in_t2t_t2i_i2t", "tf_ge_1", "df_ge_1", "idf_ge_0", "tfidf_ge_0",
+                        "paper_p_value_between_0_and_1", "fisher_p_between_0_and_1", "fisher_q_between_0_and_1"}
+    assert fct["fisher_q_ge_fisher_p"].description.startswith("Every row of `fct_associations` satisfies `fisher_q >= fisher_p`")
+    assert fct["unique_key"].description.startswith(
+        "No two rows of `fct_associations` share the key (`audit_id`, `modality`, `setting`, `descriptor`, `word`)")
+    assert fct["fisher_q_ge_fisher_p"].blocking
+    dim = {s.name for s in dbt_specs if s.asset_key == dg.AssetKey("dim_audits")}
+    assert {"unique_audit_id", "previous_audit_id_in_dim_audits", "not_null", "status_in_started_finished_failed"} <= dim

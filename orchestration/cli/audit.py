@@ -41,9 +41,11 @@ def _probe_selection(defs, probes: list[str] | None):
 
 @contextlib.contextmanager
 def _execute(executor: str, job, run_config, instance, partition: str | None, tags: dict, selection=None,
-             broker: str | None = None):
+             broker: str | None = None, worker_timeout: float | None = None):
     """Run the audit job in this process, under Dagster's multiprocess executor, or on Celery
-    workers (``broker``: the Celery broker URL, :func:`orchestration.cluster.broker_url`).
+    workers (``broker``: the Celery broker URL, :func:`orchestration.cluster.broker_url`;
+    ``worker_timeout``: ``--celery-worker-timeout``, how long the run waits for a worker that
+    does not answer, ``orchestration/celery_loop.py``).
 
     Yields:
         The run's result (``ExecuteInProcessResult`` or ``ExecuteJobResult``): both give
@@ -68,7 +70,7 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
     # multiprocess: each step in a process forked from one that has imported dora; celery: each
     # step on a worker that listens on the broker (orchestration/cluster.py)
     run_config = dg.RunConfig(ops=run_config.ops, loggers=run_config.loggers,
-                              execution=execution_config(executor, broker))
+                              execution=execution_config(executor, broker, worker_timeout))
     # step processes write to file descriptor 1, not to the redirected sys.stdout: point it there too
     sys.stdout.flush()
     saved_stdout = os.dup(1)
@@ -224,12 +226,12 @@ def _dora_error_names() -> set[str]:
     return names
 def cmd_dry_run(args) -> int:
     """``dora audit --dry-run``: every selected family's plan, no model loaded, no Dagster run;
-    with ``--target``, the plan of the target's family on its model, settings and options
+    with ``--target``, the plans of the target's families on its model, settings and options
     (``orchestration/cli/target.py``), after the checks a real run of it gets."""
     from orchestration import families as fam
     from orchestration.cli.flags import op_run_configs, selected
 
-    if getattr(args, "target", None):  # the target's family only, with its model and options
+    if getattr(args, "target", None):  # the target's families only, with its model and options
         from ingestion.errors import DoraError
         from orchestration.cli.target import dry_run_text, one_line
 
@@ -243,6 +245,10 @@ def cmd_dry_run(args) -> int:
     try:
         ops = op_run_configs(args)
         plans = [f.plan(ops) for f in fam.FAMILIES if f.plan is not None and selected(args, f)]
+        if getattr(args, "api_batch", False):  # files, requests and prompt tokens per step (orchestration/cli/batch.py)
+            from orchestration.cli.batch import batch_plan_text
+
+            plans.append(batch_plan_text(ops))
     except ValueError as exc:
         print(f"dora audit: {exc}", file=sys.stderr)
         return 2
@@ -313,22 +319,31 @@ def cmd_audit(args) -> int:
               "instance on PostgreSQL (docs/operations.md#the-instance-on-postgresql)", file=sys.stderr)
     from orchestration.definitions import defs
 
-    partition = None
-    if args.target:  # a registry target: its current version's partition, settings from the registry
-        from ingestion.errors import RegistryError, VersionError
+    from orchestration import families as fam
+    from orchestration.cli.flags import selected
+
+    partition, run = None, None
+    if args.target:  # a registry target: its current version's partition, its families and settings
+        from ingestion.errors import DoraError, VersionError
+        from orchestration.cli.target import one_line, target_run
         from orchestration.defs.audits.runs import add_target_partition
 
-        try:
-            partition, registry, source = add_target_partition(instance, args.target, args.registry)
-        except (RegistryError, KeyError, VersionError) as exc:
-            print(f"dora audit: {exc}", file=sys.stderr)
+        try:  # checked before the instance was opened (orchestration/cli/__init__.py: main)
+            run = getattr(args, "target_run", None) or target_run(args)[0]
+            partition, version, source = add_target_partition(instance, run.target)
+        except (DoraError, VersionError) as exc:
+            print(f"dora audit: error: {one_line(exc)}", file=sys.stderr)
             return 2
-        print(f"dora: auditing registry target {args.target} (partition {partition}); DORA_HOME={home}", file=sys.stderr)
+        print(f"dora: auditing registry target {args.target} (partition {partition}; families "
+              f"{', '.join(run.family_names)}); DORA_HOME={home}", file=sys.stderr)
         print(f"dora: version source: {source}", file=sys.stderr)
-    elif args.probe and "biasdora" not in args.probe:
-        print(f"dora: running probe families {', '.join(dict.fromkeys(args.probe))}; DORA_HOME={home}", file=sys.stderr)
+        families = run.family_names
     else:
-        print(f"dora: auditing {args.model} ({args.backend}); DORA_HOME={home}", file=sys.stderr)
+        families = [f.name for f in fam.FAMILIES if selected(args, f)]
+        if _audits_model(args):
+            print(f"dora: auditing {args.model} ({args.backend}); DORA_HOME={home}", file=sys.stderr)
+        else:
+            print(f"dora: running probe families {', '.join(families)}; DORA_HOME={home}", file=sys.stderr)
     from ingestion.build_state import forget, recover_warehouse
     from orchestration.defs.dbt.assets import DBT_STEPS
 
@@ -339,22 +354,13 @@ def cmd_audit(args) -> int:
     if args.rebuild:
         for step in ("crows_pairs", "descriptors"):
             forget(step)
-    run_config = audit_run_config(args, **({"registry": registry} if args.target else {}))
-    from orchestration.cli.flags import selected
-    from orchestration.defs.audits.runs import adhoc_run, adhoc_tags, target_run_tags
-    from orchestration import families as fam
+    run_config = audit_run_config(args)
+    from orchestration.defs.audits.runs import adhoc_run, adhoc_tags, target_tags
 
-    if args.target:  # a target of another family: that family's options from the registry (checked by main)
-        from ingestion.registry import load_registry
-        from orchestration.defs.audits.runs import family_op_configs
-
-        target = load_registry(registry).target(args.target)
-        run_config = dg.RunConfig(ops={**run_config.ops, **family_op_configs(target, fam.FAMILIES)},
-                                  loggers=run_config.loggers)
-    families = [f.name for f in fam.FAMILIES if selected(args, f)]
-    if args.target:  # a target's run audits its own family only
-        tags = target_run_tags(partition, registry, [target.family], trigger="cli")
-    elif any(flag.flag == "--model" for f in fam.FAMILIES if selected(args, f) for flag in f.flags):
+    if run is not None:  # the target's run config and tags (orchestration/cli/target.py: target_run)
+        run_config = dg.RunConfig(ops={**run_config.ops, **run.ops}, loggers=run_config.loggers)
+        tags = target_tags(run.target, version, families, run.registry, trigger="cli")
+    elif _audits_model(args):
         # an ad-hoc audit of the --model model is a partition of it: `adhoc:<model>@<version>`
         partition, tags = adhoc_run(instance, args.model, args.backend, families, trigger="cli")
     else:  # the selected families name their models with flags of their own (--modscan-model)
@@ -372,7 +378,8 @@ def cmd_audit(args) -> int:
         reap_dead_runs(instance)  # free the slots of audits whose process was killed
         with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, {**tags, **process_tags()},
                                                    _probe_selection(defs, args.probe),
-                                                   getattr(args, "celery_broker", None)) as result:
+                                                   getattr(args, "celery_broker", None),
+                                                   getattr(args, "celery_worker_timeout", None)) as result:
             pass
     if not result.success:
         interrupted = _interrupted_steps(result)
@@ -384,14 +391,28 @@ def cmd_audit(args) -> int:
         for line in failure_lines(result, log_dir, log_path):
             print(line, file=sys.stderr)
         return 1
-    for family in fam.FAMILIES:
-        if family.summary is not None and selected(args, family):
+    ran = [f for f in fam.FAMILIES if f.name in families]
+    for family in ran:
+        if family.summary is not None:
             text = family.summary(result, args)
             if text:
                 print(text)
-    for line in quarantine_lines(result, [f for f in fam.FAMILIES if selected(args, f)]):
+    for line in quarantine_lines(result, ran):
         print(line)
+    from orchestration.cli.batch import pending_lines  # (--api-batch) requests still in open batches
+
+    for line in pending_lines(result):
+        print(line, file=sys.stderr)
     return 0
+
+
+def _audits_model(args) -> bool:
+    """Whether an ad-hoc ``dora audit`` audits the ``--model`` model: a selected family reads the
+    flag (the others name their models with flags of their own, ``--modscan-model``)."""
+    from orchestration import families as fam
+    from orchestration.cli.flags import selected
+
+    return any(flag.flag == "--model" for f in fam.FAMILIES if selected(args, f) for flag in f.flags)
 
 
 def quarantine_lines(result, families) -> list[str]:

@@ -1,12 +1,14 @@
 """``dora audit --target NAME``: the registry target checked like the flags it stands for, and its plan.
 
-A target is a family, a model and settings that the command line would give as flags, so it
+A target is families, a model and settings that the command line would give as flags, so it
 gets the flags' checks, through the same functions, before the Dagster instance is opened:
-each option through its flag's argparse type (:func:`orchestration.options.option_values`),
-the family's input paths (``Flag(path=)``) and local models (``Flag(local_model=)``), its
-``check`` of the settings together, and its ``plan``, which refuses a plan over the row cap
-(:class:`~ingestion.errors.PlanTooLargeError`). BiasDora's ``probe`` settings go through the
-flags of the fields they set (``--runs``, ``--letters``, ``--images-per-descriptor``, ...).
+its run config through the one translation every target run gets
+(``orchestration/defs/audits/runs.py: target_ops``: each option through its flag's argparse
+type, :func:`orchestration.options.family_options`; each family's own rules, e.g. BiasDora's
+``probe`` settings through the flags of the fields they set), then, for each family the run
+runs, its input paths (``Flag(path=)``) and local models (``Flag(local_model=)``), its ``check``
+of the settings together, and its ``plan``, which refuses a plan over the row cap
+(:class:`~ingestion.errors.PlanTooLargeError`).
 """
 
 from __future__ import annotations
@@ -15,160 +17,124 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-#: BiasDora's op configs that a target of each modality sets (the others keep the command line's).
-_BIASDORA_OPS = {"t2t": ("t2t_completions",), "t2i": ("t2i_images", "i2t_descriptions"),
-                 "i2t": ("t2i_images", "i2t_descriptions")}
-
 
 @dataclass
 class TargetRun:
     """What ``dora audit --target`` would run.
 
     Attributes:
-        target: the registry entry. family: its :class:`~orchestration.family.ProbeFamily`.
-        ops: op name -> Config of the run (the target's family configured, the others as the
-            command line left them; they skip a target's partition).
+        target: the registry entry.
+        families: the :class:`~orchestration.family.ProbeFamily` s the run runs: the target's,
+            narrowed by ``--probe``.
+        ops: op name -> Config of the run (the target's families configured, the others turned
+            off where they can be, else as the command line left them: they skip the partition).
         registry: the registry file (absolute path).
     """
 
     target: Any
-    family: Any
+    families: list
     ops: dict
     registry: str
 
-
-def _flag_for(family, cls: type, field: str):
-    """The family's flag that sets ``cls.field`` (``None`` when no flag does)."""
-    return next((f for f in family.flags for c, name in f.targets if c is cls and name == field), None)
-
-
-def _biasdora_config(config, target, family):
-    """BiasDora's op config of a ``target`` (``config_for_target``), each probe setting the
-    target lists checked by the flag of the field it sets, then by the Config."""
-    from pydantic import ValidationError
-
-    from ingestion.errors import TargetConfigError
-    from orchestration.options import option_value
-    from orchestration.defs.audits.runs import config_for_target
-    from orchestration.defs.biasdora.config import AuditConfig
-
-    if isinstance(config, AuditConfig):
-        fields = {name: name for name in target.probe.model_fields_set}
-    else:  # a vision target: which VisionConfig field each probe setting becomes (config_for_target)
-        m = target.modality
-        fields = {"batch_size": f"{m}_batch_size", "settings": f"{m}_settings"}
-        fields.update({"runs": "images_per_descriptor", "per_dimension": "per_dimension", "descriptors": "descriptors"}
-                      if m == "t2i" else {"temperature": "i2t_temperature", "top_p": "i2t_top_p"})
-        fields = {k: v for k, v in fields.items() if k in target.probe.model_fields_set}
-    for setting, field in fields.items():
-        flag = _flag_for(family, type(config), field)
-        if flag is not None:
-            option_value(flag, getattr(target.probe, setting), f"target {target.name!r}: probe.{setting}")
-    built = config_for_target(config, target)
-    try:  # model_copy does not validate: the Config's ranges are the flags' ranges
-        return type(built).model_validate(built.model_dump())
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise TargetConfigError(f"target {target.name!r}: probe {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    @property
+    def family_names(self) -> list[str]:
+        return [f.name for f in self.families]
 
 
 def _input_problem(run: TargetRun, dry_run: bool) -> str | None:
-    """The first input path or local model of the target's options that the flag would refuse."""
+    """The first input path or local model of the target's run config that its flag would refuse."""
     from ingestion.vocabulary import DEFAULT_MODEL
     from orchestration.cli_validation import LOCAL_BACKENDS, local_model_problem, path_problem
 
-    family, name = run.family, run.target.name
-    by_dest = {f.arg_dest: f for f in family.flags}
-    for flag in family.flags:
-        cls, field = flag.targets[0]
-        op = next((op for op, c in family.configs.items() if c is cls), None)
-        value = getattr(run.ops[op], field, None) if op in run.ops else None
-        if not isinstance(value, str) or not value:
-            continue
-        if flag.path:
-            problem = path_problem(value, flag.path, f"target {name!r}: {field}")
-            if problem:
-                return problem
-        if flag.local_model and not dry_run and value != DEFAULT_MODEL:
-            backend_flag = by_dest.get(flag.local_model)
-            backend = "transformers" if flag.local_model == "always" else (
-                getattr(run.ops[op], backend_flag.field_name, None) if backend_flag is not None else None)
-            problem = local_model_problem(value, f"target {name!r}: {field}") if backend in LOCAL_BACKENDS else None
-            if problem:
-                return problem
+    name = run.target.name
+    for family in run.families:
+        by_dest = {f.arg_dest: f for f in family.flags}
+        for flag in family.flags:
+            cls, field = flag.targets[0]
+            op = next((op for op, c in family.configs.items() if c is cls), None)
+            value = getattr(run.ops[op], field, None) if op in run.ops else None
+            if not isinstance(value, str) or not value:
+                continue
+            if flag.path:
+                problem = path_problem(value, flag.path, f"target {name!r}: {field}")
+                if problem:
+                    return problem
+            if flag.local_model and not dry_run and value != DEFAULT_MODEL:
+                backend_flag = by_dest.get(flag.local_model)
+                backend = "transformers" if flag.local_model == "always" else (
+                    getattr(run.ops[op], backend_flag.field_name, None) if backend_flag is not None else None)
+                problem = local_model_problem(value, f"target {name!r}: {field}") if backend in LOCAL_BACKENDS else None
+                if problem:
+                    return problem
     return None
 
 
 def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None) -> tuple[TargetRun, str]:
-    """The run of ``dora audit --target`` (``args.target``, ``args.registry``), checked as its flags
-    would be, and the plan its family prints for ``--dry-run``. Loads no model, opens no Dagster
-    instance. ``registry``: the parsed registry of ``args.registry`` when already loaded.
+    """The run of ``dora audit --target`` (``args.target``, ``args.registry``, ``args.probe``),
+    checked as its flags would be, and the plans its families print for ``--dry-run``. Loads no
+    model, opens no Dagster instance, reads the registry file once (not at all when ``registry``,
+    the parsed registry of ``args.registry``, is given).
 
     Returns:
-        (the :class:`TargetRun`, the family's plan text; empty for a BiasDora target unless
-        ``dry_run``: the ranges of its flags bound its plan, and planning T2I rows is slow).
+        (the :class:`TargetRun`, the families' plan text: each family's plan when ``dry_run``, else
+        those of the families that plan before a run, ``ProbeFamily.plan_before_run``, to refuse a
+        plan over the row cap).
 
     Raises:
         RegistryError: the registry file is missing or invalid. UnknownTargetError: no such target
             (one line listing the registered ones). TargetConfigError: a family, option, probe
             setting, input path, local model (not for ``dry_run``) or plan (over the row cap, or
-            its inputs unusable) the flags would refuse; one line naming the target.
+            its inputs unusable) the flags would refuse, or a ``--probe`` family the target does
+            not run; one line naming the target.
     """
     from pathlib import Path
 
     from ingestion.errors import DoraError, TargetConfigError
     from ingestion.registry import default_registry_path, load_registry
     from orchestration import families as fam
-    from orchestration.cli.flags import op_run_configs
-    from orchestration.defs.audits.runs import family_op_configs
+    from orchestration.cli.flags import op_run_configs, selected
+    from orchestration.defs.audits.runs import target_families, target_ops
 
     path = Path(args.registry).expanduser().resolve() if args.registry else default_registry_path()
     target = (registry or load_registry(path)).target(args.target)
-    ops = op_run_configs(args, registry=str(path))
-    ops.update(family_op_configs(target, fam.FAMILIES))  # the unknown family and every option, one line
-    family = fam.get_family(target.family)
-    if family.name == "biasdora":
-        for op in _BIASDORA_OPS[target.modality]:
-            ops[op] = _biasdora_config(ops[op], target, family)
-        if target.modality == "t2t":  # a t2t target's partition skips the vision probes
-            ops["t2i_images"] = ops["i2t_descriptions"] = ops["t2i_images"].model_copy(update={"t2i_model": None, "i2t_model": None})
-    run = TargetRun(target, family, ops, str(path))
-    problem = _input_problem(run, dry_run) or (family.check(ops) if family.check is not None else None)
+    own = target_families(target, fam.FAMILIES)  # unknown families: one line
+    outside = [p for p in dict.fromkeys(getattr(args, "probe", None) or []) if p not in {f.name for f in own}]
+    if outside:
+        raise TargetConfigError(f"target {target.name!r} does not run {', '.join(outside)} (--probe); its families: "
+                                f"{', '.join(f.name for f in own)}")
+    ops = op_run_configs(args)
+    ops.update(target_ops(target, fam.FAMILIES, registry=str(path), base=ops))  # every option and setting, one line
+    for family in own:
+        if not selected(args, family):  # --probe narrows the target's families
+            ops.update({op: cfg.model_copy(update={"enabled": False}) for op, cfg in ops.items()
+                        if op in family.configs and "enabled" in type(cfg).model_fields})
+    run = TargetRun(target, [f for f in own if selected(args, f)], ops, str(path))
+    problem = _input_problem(run, dry_run)
+    for family in run.families:
+        if problem is None and family.check is not None:
+            problem = family.check(ops)
     if problem:
         raise TargetConfigError(problem if problem.startswith("target ") else f"target {target.name!r}: {problem}")
-    if family.name == "biasdora" and not dry_run:  # its flags' ranges bound its plan; planning T2I loads spaCy (~10 s)
-        return run, ""
-    try:  # the plan is where the row cap is checked (PlanTooLargeError), as for the flags' --dry-run
-        text = _plan(run)
-    except (DoraError, ValueError, KeyError) as exc:
-        message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-        raise TargetConfigError(f"target {target.name!r}: {message.splitlines()[0] if message else type(exc).__name__}") from None
-    return run, text
-
-
-def _plan(run: TargetRun) -> str:
-    """The family's ``--dry-run`` plan of the target's run (BiasDora: of the target's modality)."""
-    target = run.target
-    if run.family.name != "biasdora" or target.modality == "t2t":
-        return run.family.plan(run.ops) if run.family.plan is not None else ""
-    from orchestration.dry_run import format_plan, t2i_plan_lines
-
-    vision = run.ops["t2i_images"]
-    if target.modality == "t2i":
-        lines = t2i_plan_lines(vision.t2i_settings, vision.descriptors, vision.per_dimension, vision.images_per_descriptor)
-        return format_plan(lines, None, None, "no T2T generation (a t2i target draws images only)")
-    source = f"--image-audit-id {vision.image_audit_id}" if vision.image_audit_id else "this run's T2I probe (--t2i-model)"
-    return (f"dora audit --dry-run: no model loaded; i2t target: {target.model} ({target.backend}) describes the images of "
-            f"{source} with {len(vision.i2t_settings)} prompts ({', '.join(vision.i2t_settings)}); rows known once the images are listed")
+    plans = []
+    for family in run.families:
+        if family.plan is None or not (dry_run or family.plan_before_run):
+            continue
+        try:  # the plan is where the row cap is checked (PlanTooLargeError), as for the flags' --dry-run
+            plans.append(family.plan(ops))
+        except (DoraError, ValueError, KeyError) as exc:
+            message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise TargetConfigError(f"target {target.name!r}: {message.splitlines()[0] if message else type(exc).__name__}") from None
+    return run, "\n\n".join(p for p in plans if p)
 
 
 def target_problem(args: argparse.Namespace) -> str | None:
     """The one-line reason ``dora audit --target`` must not start (``None`` when it may):
-    :func:`target_run`'s error, before the Dagster instance is opened or a partition added."""
+    :func:`target_run`'s error, before the Dagster instance is opened or a partition added. The
+    checked run is kept on ``args.target_run`` for ``dora audit`` (the registry is read once)."""
     from ingestion.errors import DoraError
 
     try:
-        target_run(args, dry_run=getattr(args, "dry_run", False))
+        args.target_run = target_run(args, dry_run=getattr(args, "dry_run", False))[0]
     except DoraError as exc:
         return one_line(exc)
     return None
@@ -184,8 +150,8 @@ def one_line(exc: BaseException) -> str:
 
 
 def dry_run_text(args: argparse.Namespace) -> str:
-    """``dora audit --target NAME --dry-run``: a header (target, family, model, version and where
-    it is read from) and the plan of the target's family.
+    """``dora audit --target NAME --dry-run``: a header (target, families, model, version and where
+    it is read from) and the plan of each family the target's run runs.
 
     Raises:
         DoraError: as :func:`target_run`.
@@ -200,8 +166,8 @@ def dry_run_text(args: argparse.Namespace) -> str:
         where = f"version {version} ({source})"
     except VersionError as exc:  # the real run would stop here; the plan is still worth seeing
         where = f"version unreadable now: {one_line(exc)}"
-    head = (f"dora audit --dry-run --target {target.name}: family {target.family}, model {target.model} "
-            f"({target.backend}), {where}")
+    head = (f"dora audit --dry-run --target {target.name}: families {', '.join(run.family_names)}, model "
+            f"{target.model} ({target.backend}, {target.modality}), {where}")
     return f"{head}\n{text}" if text else head
 
 

@@ -9,6 +9,13 @@ audits come from, and it runs after them to record which audits the run landed: 
 materialisation lists them, and it tags the run with ``dora/audit_id`` (and any of
 ``dora/family``, ``dora/model``, ``dora/model_version``, ``dora/target``, ``dora/trigger`` its
 launch did not set; :data:`orchestration.defs.audits.runs.RUN_TAGS`).
+
+In a registry target's partition it also attributes every audit the run landed or found
+complete, of every family, to the target (one more ``landing/audits`` event carrying it, when
+the latest one does not: :func:`models_inference.resumable.record_audit_target`), so
+``dim_audits.target`` is the target for each of them: an audit first landed by an ad-hoc
+``dora audit`` of the same weights and settings joins the target's history, and ``dora diff
+<target> --family NAME`` finds every family's audits by the target's name.
 """
 
 
@@ -93,6 +100,34 @@ def audit_tags(run_tags: Mapping[str, str], events: list[dict], families: list[s
     return out
 
 
+def attribute_to_target(run_tags: Mapping[str, str], events: list[dict]) -> list[str]:
+    """Attribute each audit of ``events`` to the registry target of the run's partition
+    (``<target>@<version>``), in place; a no-op for an ad-hoc run.
+
+    Args:
+        run_tags: the run's tags (its ``dagster/partition``).
+        events: the latest landed event of each of the run's audits (``audit_id``, ``model_id``,
+            ``model_version``, ``modality``, ``target``); their ``target`` is updated.
+
+    Returns:
+        The ids of the audits an event was landed for (those already carrying the target are not).
+    """
+    from ingestion.registry import is_adhoc_partition, parse_partition_key
+    from models_inference.resumable import record_audit_target
+
+    key = run_tags.get(PARTITION_TAG)
+    if not key or is_adhoc_partition(key):
+        return []
+    target = parse_partition_key(key)[0]
+    done = []
+    for event in events:
+        if event["target"] != target and record_audit_target(event["audit_id"], target, event["model_id"],
+                                                              event["model_version"], event["modality"]):
+            done.append(event["audit_id"])
+        event["target"] = target
+    return done
+
+
 def build_audit_log_asset(producers: Mapping[dg.AssetKey, str]) -> dg.AssetsDefinition:
     """The ``landing/audits`` asset, downstream of ``producers`` ({audit-producing asset key:
     its family's name}, from every family's :attr:`~orchestration.family.ProbeFamily.audit_assets`)."""
@@ -128,6 +163,9 @@ def build_audit_log_asset(producers: Mapping[dg.AssetKey, str]) -> dg.AssetsDefi
         latest = {row["audit_id"]: row for row in rows}  # ordered by time: the last event wins
         events = [latest[i] for i in ids if i in latest]
         run_tags = context.run.tags if context.run is not None else {}
+        attributed = attribute_to_target(run_tags, events)
+        if attributed:
+            context.log.info(f"dora: {len(attributed)} audit(s) attributed to the partition's target: {', '.join(attributed)}")
         trigger = "sensor" if "dagster/sensor_name" in run_tags else "schedule" if "dagster/schedule_name" in run_tags else "manual"
         tags = audit_tags(run_tags, events, families, trigger)
         if tags:
@@ -140,6 +178,7 @@ def build_audit_log_asset(producers: Mapping[dg.AssetKey, str]) -> dg.AssetsDefi
                 "families": ",".join(dict.fromkeys(families)),
                 "statuses": dg.MetadataValue.json({e["audit_id"]: e["status"] for e in events}),
                 "partition": run_tags.get(PARTITION_TAG, "(none)"),
+                "attributed_to_target": ",".join(attributed),
             }
         )
 

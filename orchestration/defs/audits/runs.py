@@ -1,23 +1,29 @@
-"""What a (partitioned) audit run audits: registry target -> probe settings and version.
+"""What a (partitioned) audit run audits: registry target -> the families it runs, their run
+config, the version and the run tags.
 
-Plain helpers shared by the T2T asset, the sensor and the schedule; the vision and scoring
-assets ask :func:`target_of_run` which target their run audits. A run with a registry
-partition key (``<target>@<version>``) audits that registry target at that model version; a
-run with an ad-hoc key (``adhoc:<model>@<version>``, :func:`adhoc_run`) or none is an ad-hoc
-audit configured entirely by its run config.
+One way a registry target becomes run configuration, when its run is requested (the sensor,
+the schedule, ``dora audit --target``): :func:`target_ops`, through each family's record
+(``ProbeFamily.target_models``: where the target's model goes; its ``options`` through the
+family's flags; ``ProbeFamily.configure_target``: the family's own rules). A partition runs
+exactly the target's families (:func:`target_families`); the other families' ops are turned
+off and their assets, asked in the run (:func:`family_skip_reason`), skip it. Assets read the
+target of their run (:func:`target_of_run`) only for its name, its pinned version and whether
+they run. A run with an ad-hoc key (``adhoc:<model>@<version>``, :func:`adhoc_run`) or none is
+an ad-hoc audit configured entirely by its run config.
 
 Run tags (:data:`RUN_TAGS`): every audit run carries ``dora/target``, ``dora/model``,
 ``dora/model_version``, ``dora/trigger`` and ``dora/family`` from its launch (sensor, schedule,
 ``dora audit``), and ``dora/audit_id`` from the audit log asset at its end
 (``orchestration/defs/audits/assets.py``), which also fills any of the others a launch did
-not set (a run started from the UI).
+not set (a run started from the UI). A registry partition's run also carries
+``dora/registry``, the registry file its assets read the target from.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -29,13 +35,10 @@ from ingestion.registry import (
     is_adhoc_partition,
     load_registry,
     parse_partition_key,
+    partition_key,
 )
 from ingestion.errors import VersionError
 from models_inference.model_ref import resolve_version, resolve_version_with_source
-from orchestration.defs.biasdora.config import AuditConfig, VisionConfig
-
-#: Op name of the T2T probe asset, whose config the run requests fill.
-T2T_OP = "t2t_completions"
 
 #: The run tags of an audit run (Dagster UI -> Runs; filter with ``tag:dora/family=modscan``).
 TAG_AUDIT_ID = "dora/audit_id"  # the audits the run landed, comma-separated (set at the run's end)
@@ -45,6 +48,8 @@ TAG_MODEL_VERSION = "dora/model_version"
 TAG_TARGET = "dora/target"  # the registry target, or AD_HOC
 TAG_TRIGGER = "dora/trigger"  # cli, sensor, schedule, or manual (launched from the UI / Python)
 RUN_TAGS = (TAG_AUDIT_ID, TAG_FAMILY, TAG_MODEL, TAG_MODEL_VERSION, TAG_TARGET, TAG_TRIGGER)
+#: The registry file (absolute path) a registry partition's run reads its target from.
+TAG_REGISTRY = "dora/registry"
 #: ``dora/target`` of an ad-hoc audit (no registry target).
 AD_HOC = "(ad hoc)"
 #: Run tag values are cut here (with "..."): a run of every family with many scorers lands a
@@ -57,103 +62,6 @@ def tag_value(value: str) -> str:
     return value if len(value) <= TAG_VALUE_LIMIT else value[: TAG_VALUE_LIMIT - 3] + "..."
 
 
-@dataclass
-class AuditRun:
-    """The resolved audit of one run.
-
-    Attributes:
-        config: the probe configuration (registry target's settings for partitioned runs).
-        target: registry target name, or ``None`` for an ad-hoc run.
-        model_version: the version the partition pins (overrides the backend's own), or None.
-        modality: the target's modality (``t2t`` for ad-hoc runs).
-        backend_kwargs: extra keyword arguments for ``load_text_backend``.
-    """
-
-    config: AuditConfig
-    target: str | None = None
-    model_version: str | None = None
-    modality: str = "t2t"
-    backend_kwargs: dict = field(default_factory=dict)
-    family: str = "biasdora"
-
-
-def config_for_target(config: AuditConfig | VisionConfig, target: AuditTarget) -> AuditConfig | VisionConfig:
-    """``config`` with a registry target's model and probe settings: the one place a registry
-    target becomes run configuration.
-
-    :class:`AuditConfig` (a t2t target's T2T probe): model, backend, endpoint and every probe
-    setting; the audit id is the deterministic one.
-
-    :class:`VisionConfig` (a t2i or i2t target): its ``t2i_*`` / ``i2t_*`` fields: backend,
-    model, endpoint, probe settings (:meth:`AuditTarget.probe_settings`: default both T2I
-    settings / the 4 subjective description prompts), ``probe.batch_size`` when listed. t2i
-    also: descriptors, descriptors per dimension, and ``probe.runs`` images per descriptor and
-    setting (the VAE, steps and API image options stay the run config's). i2t also:
-    temperature and top_p (which images: the run config's).
-
-    Raises:
-        ValueError: a vision config for a t2t target (it has no vision model).
-    """
-    if isinstance(config, VisionConfig):
-        return _vision_config_for_target(config, target)
-    p = target.probe
-    return config.model_copy(
-        update={
-            "model": target.model,
-            "backend": target.backend,
-            "base_url": target.base_url,
-            "settings": list(p.settings),
-            "runs": p.runs,
-            "letters": p.letters,
-            "descriptor_source": p.descriptor_source,
-            "descriptors": list(p.descriptors),
-            "per_dimension": p.per_dimension,
-            "prompt_style": p.prompt_style,
-            "batch_size": p.batch_size,
-            "temperature": p.temperature,
-            "top_p": p.top_p,
-            "audit_id": None,
-        }
-    )
-
-
-def _vision_config_for_target(config: VisionConfig, target: AuditTarget) -> VisionConfig:
-    if target.modality not in ("t2i", "i2t"):
-        raise ValueError(f"target {target.name!r} is {target.modality}: no vision model to configure")
-    p, m = target.probe, target.modality
-    update = {f"{m}_backend": target.backend, f"{m}_model": target.model, f"{m}_base_url": target.base_url,
-              f"{m}_settings": target.probe_settings()}
-    if "batch_size" in p.model_fields_set:
-        update[f"{m}_batch_size"] = p.batch_size
-    if m == "t2i":
-        update.update(descriptors=list(p.descriptors), per_dimension=p.per_dimension, images_per_descriptor=p.runs)
-    else:
-        update.update(i2t_temperature=p.temperature, i2t_top_p=p.top_p)
-    return config.model_copy(update=update)
-
-
-def resolve_audit_run(context: dg.AssetExecutionContext, config: AuditConfig) -> AuditRun:
-    """The audit a T2T run performs.
-
-    Partitioned run: reads the registry (``config.registry`` or the default), finds the
-    partition's target and checks that its current version is the partition's version
-    (an old version's model is gone, so it cannot be generated again; its landed rows stay).
-
-    Raises:
-        ingestion.registry.RegistryError: invalid registry. KeyError: unknown target.
-        VersionError: the version cannot be read, or is no longer the target's current one.
-    """
-    found = target_of_run(context, config.registry, require_current=True)  # the one shared code path
-    if found is None:
-        return AuditRun(config)
-    target, version = found.target, found.model_version
-    kwargs = (
-        {"api_key_env": target.api_key_env, "timeout": target.timeout, "concurrency": target.concurrency}
-        if target.backend == "openai" else {}
-    )
-    return AuditRun(config_for_target(config, target), target.name, version, target.modality, kwargs, target.family)
-
-
 def with_model_version(backend, model_version: str):
     """A shallow copy of ``backend`` reporting ``model_version`` (the registry's version)."""
     pinned = copy.copy(backend)
@@ -161,104 +69,223 @@ def with_model_version(backend, model_version: str):
     return pinned
 
 
-#: The ``dora audit`` flags whose value is a registry target's own model, backend and endpoint.
-TARGET_MODEL_FLAGS: dict[str, str] = {"--model": "model", "--backend": "backend", "--base-url": "base_url"}
-
-
-def family_op_configs(target: AuditTarget, families: Sequence) -> dict:
-    """Op name -> Config of the target's probe family (not BiasDora's: :func:`config_for_target`
-    configures that one in the run): ``options``, the target's model / backend / base_url on the
-    fields the family's ``--model`` / ``--backend`` / ``--base-url`` flags set, ``enabled`` and no
-    progress bar; every other family's ops disabled.
-
-    An option is named as its flag without ``--`` and the family's prefix (``instances`` for
-    ``--modscan-instances``) or as the Config field (``instances_per_scenario``), and its value
-    is checked by that flag's own argparse type (range, choices, letters, URLs:
-    ``orchestration/options.py: option_values``), then by the Config.
+def target_families(target: AuditTarget, families: Sequence) -> list:
+    """The probe families a target's partition runs, in the order of ``families``: those it lists,
+    or, when it lists none, every family that audits a model of its modality
+    (``ProbeFamily.target_models``).
 
     Args:
         families: every :class:`~orchestration.family.ProbeFamily` (``orchestration.families.FAMILIES``,
             passed in: the family records import this module through their assets).
 
     Raises:
-        TargetConfigError: (a ``ValueError``) an unknown family, an unknown option, or a value
-            the flag or the field refuses (one line naming the target and the option).
+        TargetConfigError: (a ``ValueError``) an unknown family, a listed family that audits no
+            model of the target's modality, or none that does (one line naming the target).
     """
-    from pydantic import ValidationError
-
     from ingestion.errors import TargetConfigError
-    from orchestration.options import option_values
 
-    own = next((f for f in families if f.name == target.family), None)
-    if own is None:
-        raise TargetConfigError(f"target {target.name!r}: unknown probe family {target.family!r}; families: "
-                                f"{', '.join(f.name for f in families)}")
-    if own.name == "biasdora":
-        return {}
+    if target.families is None:
+        found = [f for f in families if target.modality in f.target_models]
+        if not found:
+            raise TargetConfigError(f"target {target.name!r}: no probe family audits a {target.modality} model")
+        return found
+    known = {f.name: f for f in families}
+    problems = []
+    unknown = [n for n in target.families if n not in known]
+    if unknown:
+        problems.append(f"unknown probe famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(repr, unknown))}; "
+                        f"families: {', '.join(known)}")
+    for name in target.families:
+        if name in known and target.modality not in known[name].target_models:
+            takes = ", ".join(known[name].target_models) or "none"
+            problems.append(f"family {name} audits no {target.modality} model (its target models: {takes})")
+    if problems:
+        raise TargetConfigError(f"target {target.name!r}: " + "; ".join(problems))
+    return [f for f in families if f.name in target.families]
+
+
+def _set_by_file(target: AuditTarget, attr: str) -> bool:
+    """Whether the registry file gives the target's field ``attr`` a value other than its default."""
+    default = type(target).model_fields[attr].get_default(call_default_factory=True)
+    return attr in target.model_fields_set and getattr(target, attr) != default
+
+
+def target_ops(target: AuditTarget, families: Sequence, *, registry: str | None = None,
+               base: dict | None = None) -> dict:
+    """Op name -> Config of a registry target's partition run: the one place a registry target
+    becomes run configuration.
+
+    For each family the target runs (:func:`target_families`): the family's Configs from
+    ``base`` (the command line's, for ``dora audit --target``) or their defaults, then the
+    target's model / backend / base_url / client limits on the fields of the family's
+    ``target_models`` for the target's modality, then ``options.<family>`` as the family's
+    flags (``orchestration/options.py: family_options``), then the family's own
+    ``configure_target`` (BiasDora's ``probe`` settings); ``enabled``, and ``registry`` on every
+    Config that has the field; no progress bars when ``base`` is ``None`` (a daemon's run). Every
+    other family's Configs with an ``enabled`` field get ``enabled: false``.
+
+    Args:
+        families: every :class:`~orchestration.family.ProbeFamily` (``orchestration.families.FAMILIES``).
+        registry: the registry file (absolute path) the run's assets read the target from.
+        base: op name -> Config to start from (default: each Config's defaults).
+
+    Raises:
+        TargetConfigError: (a ``ValueError``) one line naming the target and every problem found,
+            ``; ``-separated: unknown families or options, a value a flag or field refuses, an
+            option setting the target's own model, a target field (``probe``) no family of the
+            target reads.
+    """
+    from ingestion.errors import TargetConfigError
+
+    own = target_families(target, families)
+    names = [f.name for f in own]
+    problems: list[str] = []
+    for attr in dict.fromkeys(a for f in families for a in f.target_fields):
+        if _set_by_file(target, attr) and not any(attr in f.target_fields for f in own):
+            readers = ", ".join(f.name for f in families if attr in f.target_fields)
+            problems.append(f"{attr}: read by family {readers}, which this target does not run (families: {', '.join(names)})")
+    for name in target.options:
+        if name not in names:
+            problems.append(f"options.{name}: not a family this target runs (families: {', '.join(names)})")
     ops: dict = {}
     for family in families:
-        for op, cls in family.configs.items():
-            if family.name == "biasdora" or op in ops:
-                continue
-            if family is not own:
-                if "enabled" in cls.model_fields:
-                    ops[op] = cls(enabled=False)
-                continue
-            values = {field: getattr(target, attr) for flag in own.flags if flag.name in TARGET_MODEL_FLAGS
-                      for c, field in flag.targets if c is cls for attr in [TARGET_MODEL_FLAGS[flag.name]]}
-            values.update(option_values(own, cls, target.options, f"target {target.name!r}"))
-            values.update({k: v for k, v in (("enabled", True), ("progress", False)) if k in cls.model_fields})
-            try:
-                ops[op] = cls(**values)
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                raise TargetConfigError(f"target {target.name!r}: option {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        start = {cls: dict(base[op].model_dump()) for op, cls in family.configs.items() if base is not None and op in base}
+        if family.name in names:
+            built, found = _family_configs(family, target, start, registry=registry, daemon=base is None)
+            problems += found
+        else:  # a family the target does not run: turned off where it can be (its assets skip the partition anyway)
+            built = {cls: cls(**{**start.get(cls, {}), "enabled": False})
+                     for cls in family.config_classes if "enabled" in cls.model_fields}
+        ops.update({op: built[cls] for op, cls in family.configs.items() if cls in built})
+    if problems:
+        raise TargetConfigError(f"target {target.name!r}: " + "; ".join(dict.fromkeys(problems)))
     return ops
 
 
+def _family_configs(family, target: AuditTarget, start: dict, *, registry: str | None,
+                    daemon: bool) -> tuple[dict, list[str]]:
+    """{Config class: Config} of one family the target runs (see :func:`target_ops`), and the
+    problems found (one line each)."""
+    from pydantic import ValidationError
+
+    from orchestration.options import family_options
+
+    values = {cls: dict(start.get(cls, {})) for cls in family.config_classes}
+    models = family.target_models[target.modality]  # where the target's model goes in this family
+    own_fields = {where: attr for attr, where in models.items()}
+    for attr, (cls, field_name) in models.items():
+        values[cls][field_name] = getattr(target, attr)
+    options, given, problems = family_options(family, target.options.get(family.name, {}))
+    for (cls, field_name), option in given.items():
+        if (cls, field_name) in own_fields:
+            attr = own_fields[(cls, field_name)]
+            problems.append(f"option {option} ({family.name}) sets the target's own {attr}: give it as the target's '{attr}'")
+        else:
+            values[cls][field_name] = options[cls][field_name]
+    for cls, fields in values.items():
+        for name, value in (("enabled", True), ("registry", registry), ("progress", False if daemon else None)):
+            if name in cls.model_fields and value is not None:
+                fields[name] = value
+    if family.configure_target is not None:  # last: it may turn a probe of the family off
+        problems += family.configure_target(target, values, given)
+    built = {}
+    for cls in family.config_classes:
+        try:
+            built[cls] = cls(**values[cls])
+        except ValidationError as exc:  # a value no flag checks: the field's own validation, named
+            for err in exc.errors():
+                where = (cls, str(err["loc"][0])) if err["loc"] else None
+                what = (f"option {given[where]}" if where in given else own_fields.get(where)
+                        or ".".join(map(str, err["loc"])) or cls.__name__)
+                problems.append(f"{what}: {err['msg']}")
+    return built, problems
+
+
 def run_config_for_target(target: AuditTarget, families: Sequence, registry: str | None = None) -> dg.RunConfig:
-    """The run config of one registry target's partition run: the registry path on the T2T
-    op (every asset finds the target through it) and, for a target of another family, that
-    family's ops (:func:`family_op_configs`).
+    """The run config of one registry target's partition run (:func:`target_ops`, registry file
+    default: :func:`ingestion.registry.default_registry_path`).
 
     Raises:
-        TargetConfigError: as :func:`family_op_configs`.
+        TargetConfigError: as :func:`target_ops`.
     """
-    registry = registry or str(default_registry_path())
-    ops = {T2T_OP: AuditConfig(registry=registry, progress=False)}
-    ops.update(family_op_configs(target, families))
-    return dg.RunConfig(ops=ops)
+    return dg.RunConfig(ops=target_ops(target, families, registry=registry or str(default_registry_path())))
+
+
+def target_tags(target: AuditTarget, version: str, families: Sequence[str], registry: str, *,
+                trigger: str) -> dict[str, str]:
+    """The launch tags of a registry target's partition run: :data:`RUN_TAGS` but the audit id,
+    and :data:`TAG_REGISTRY`. ``families``: the names of the families the run runs."""
+    return {TAG_TARGET: target.name, TAG_MODEL: tag_value(target.model), TAG_MODEL_VERSION: tag_value(version),
+            TAG_TRIGGER: trigger, TAG_FAMILY: ",".join(families), TAG_REGISTRY: tag_value(registry)}
 
 
 def audit_run_request(key: str, target: AuditTarget, version: str, *, trigger: str, families: Sequence,
                       run_key: str | None = None, registry: str | None = None) -> dg.RunRequest:
     """The run request of one partition: the whole audit job, configured for the target's
-    family (:func:`run_config_for_target`); its audits extend the same family's earlier audits
-    of the model (the change-test marts pair them by model, ordered by time). It runs on the
-    executor of ``$DORA_EXECUTOR`` when set (:func:`orchestration.cluster.scheduled_execution_config`:
-    ``celery`` runs scheduled re-audits on the cluster's workers)."""
+    families (:func:`target_ops`; the others turned off); each family's audits extend its earlier
+    audits of the model (the change-test marts pair them by model, ordered by time). It runs on
+    the executor of ``$DORA_EXECUTOR`` when set (:func:`orchestration.cluster.scheduled_execution_config`:
+    ``celery`` runs scheduled re-audits on the cluster's workers).
+
+    Raises:
+        TargetConfigError: as :func:`target_ops`.
+    """
     from orchestration.cluster import scheduled_execution_config
 
-    run_config = run_config_for_target(target, families, registry)
+    registry = registry or str(default_registry_path())
+    ops = target_ops(target, families, registry=registry)
     execution = scheduled_execution_config()
-    if execution:
-        run_config = dg.RunConfig(ops=run_config.ops, execution=execution)
-    return dg.RunRequest(
-        run_key=run_key or key,
-        partition_key=key,
-        run_config=run_config,
-        tags={TAG_TARGET: target.name, TAG_MODEL: tag_value(target.model), TAG_MODEL_VERSION: tag_value(version),
-              TAG_TRIGGER: trigger, TAG_FAMILY: target.family},
-    )
+    run_config = dg.RunConfig(ops=ops, execution=execution) if execution else dg.RunConfig(ops=ops)
+    names = [f.name for f in target_families(target, families)]
+    return dg.RunRequest(run_key=run_key or key, partition_key=key, run_config=run_config,
+                         tags=target_tags(target, version, names, registry, trigger=trigger))
+
+
+def describe_targets(registry, families: Sequence) -> list[str]:
+    """One line per registry target: ``<name>: <the families its partition runs>`` (or why the
+    target cannot run), for the sensor's and the schedule's descriptions in the UI."""
+    from ingestion.errors import TargetConfigError
+
+    lines = []
+    for target in registry.targets:
+        try:
+            lines.append(f"{target.name}: {', '.join(f.name for f in target_families(target, families))}")
+        except TargetConfigError as exc:
+            lines.append(f"{target.name}: refused ({str(exc).removeprefix(f'target {target.name!r}: ')})")
+    return lines
+
+
+def run_families(context, target: AuditTarget) -> list[str] | None:
+    """The names of the families a registry partition's run runs: its :data:`TAG_FAMILY` tag (the
+    sensor, the schedule and ``dora audit --target`` set it to the target's families), else the
+    families the target lists; ``None`` when neither says (a run launched from the UI on a
+    target that lists none: every family runs, as the run config says)."""
+    tagged = context.run.tags.get(TAG_FAMILY) if context.run is not None else None
+    if tagged:
+        return [name for name in tagged.split(",") if name]
+    return list(target.families) if target.families is not None else None
+
+
+def skip_reason_of(context, run: "RunTarget | None", family: str) -> str | None:
+    """Why ``family`` does nothing in the run of the registry target ``run`` (``None``: an ad-hoc
+    run, or a partition whose run runs the family: :func:`run_families`)."""
+    if run is None:
+        return None
+    names = run_families(context, run.target)
+    if names is None or family in names:
+        return None
+    what = f"family {names[0]!r}" if len(names) == 1 else f"families {', '.join(map(repr, names))}"
+    return f"partition {run.partition_key} audits registry target {run.target.name!r} of {what}"
 
 
 def family_skip_reason(context, family: str, registry: str | None = None) -> str | None:
-    """Why a family's asset does nothing in this run: a registry partition of another
-    family's target (``None`` for an ad-hoc run or a partition of this family's target)."""
-    run = target_of_run(context, registry)
-    if run is not None and run.target.family != family:
-        return f"partition {run.partition_key} audits registry target {run.target.name!r} of family {run.target.family!r}"
-    return None
+    """Why a family's asset does nothing in this run: a registry partition whose run does not run
+    the family (``None`` for an ad-hoc run or a partition whose run does; :func:`run_families`).
+
+    Raises:
+        RegistryError, KeyError: as :func:`target_of_run`.
+    """
+    return skip_reason_of(context, target_of_run(context, registry), family)
 
 
 def current_versions(registry, log) -> tuple[dict[str, tuple[AuditTarget, str]], list[str]]:
@@ -282,28 +309,23 @@ def current_versions(registry, log) -> tuple[dict[str, tuple[AuditTarget, str]],
     return found, errors
 
 
-def add_target_partition(instance: dg.DagsterInstance, name: str, registry_path: str | None = None) -> tuple[str, str, str]:
-    """Register the partition of target ``name``'s current version (for ``dora audit --target``).
+def add_target_partition(instance: dg.DagsterInstance, target: AuditTarget) -> tuple[str, str, str]:
+    """Register the partition of ``target``'s current version (for ``dora audit --target``).
 
     Returns:
-        (partition key, absolute registry path to put in the run config, one line saying where
-        the version was read from: :func:`models_inference.model_ref.resolve_version_with_source`).
+        (partition key, the version, one line saying where the version was read from:
+        :func:`models_inference.model_ref.resolve_version_with_source`).
 
     Raises:
-        RegistryError, KeyError (unknown target), VersionError (version unreadable).
+        VersionError: the version cannot be read now.
     """
-    from pathlib import Path
-
-    from ingestion.registry import partition_key
     from orchestration.defs.audits.partitions import audit_partitions
 
-    path = Path(registry_path).expanduser().resolve() if registry_path else default_registry_path()
-    target = load_registry(path).target(name)
     version, source = resolve_version_with_source(target)
     key = partition_key(target.name, version)
     if not instance.has_dynamic_partition(audit_partitions.name, key):
         instance.add_dynamic_partitions(audit_partitions.name, [key])
-    return key, str(path), source
+    return key, version, source
 
 
 def adhoc_tags(families: list[str], *, trigger: str = "cli") -> dict[str, str]:
@@ -349,20 +371,6 @@ def adhoc_run(instance: dg.DagsterInstance, model: str, backend: str, families: 
     return key, tags
 
 
-def target_run_tags(partition: str, registry: str, families: list[str], *, trigger: str = "cli") -> dict[str, str]:
-    """The run tags (:data:`RUN_TAGS` but the audit id) of ``dora audit --target`` for the
-    partition ``<target>@<version>`` of the registry file ``registry``.
-
-    Raises:
-        ValueError: a partition key that is not ``<target>@<version>``.
-        ingestion.registry.RegistryError, KeyError: as :func:`ingestion.registry.load_registry` / ``target``.
-    """
-    name, version = parse_partition_key(partition)
-    target = load_registry(registry).target(name)
-    return {TAG_TARGET: name, TAG_MODEL: tag_value(target.model), TAG_MODEL_VERSION: tag_value(version),
-            TAG_TRIGGER: trigger, TAG_FAMILY: ",".join(families)}
-
-
 # ----------------------------------------------------------------------------- which target a run audits
 # One code path for every asset of a partitioned run (T2T probe, T2I / I2T probes, scorers).
 
@@ -401,13 +409,20 @@ def run_partition_key(context) -> str | None:
 
 
 def run_registry_path(context, registry: str | None = None) -> str | None:
-    """The registry file of a run: ``registry`` (an asset's own config field) if given, else
-    the T2T op's ``registry`` in the run config (``dora audit --target``, the sensor and the
-    schedule put it there), else ``None``, i.e. :func:`ingestion.registry.default_registry_path`."""
+    """The registry file of a run: ``registry`` (an asset's own config field) if given, else the
+    run's :data:`TAG_REGISTRY` tag (the sensor, the schedule and ``dora audit --target`` set it),
+    else a ``registry`` in any op's run config (a run launched from the UI with one), else
+    ``None``, i.e. :func:`ingestion.registry.default_registry_path`."""
     if registry:
         return registry
-    ops = ((context.run.run_config or {}) if context.run is not None else {}).get("ops") or {}
-    return ((ops.get(T2T_OP) or {}).get("config") or {}).get("registry")
+    if context.run is None:
+        return None
+    tagged = context.run.tags.get(TAG_REGISTRY)
+    if tagged:
+        return tagged
+    ops = (context.run.run_config or {}).get("ops") or {}
+    return next((op["config"]["registry"] for op in ops.values()
+                 if isinstance(op, dict) and isinstance(op.get("config"), dict) and op["config"].get("registry")), None)
 
 
 def check_current_version(target: AuditTarget, version: str) -> None:

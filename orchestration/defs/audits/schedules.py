@@ -1,11 +1,13 @@
-"""The re-audit schedule: every target at its current version, weekly by default.
+"""The re-audit schedule ``reaudit_schedule``: every target at its current version, weekly by default.
 
 The cron string and time zone come from the registry's ``schedule`` section (default
-``0 3 * * 1``, Mondays 03:00 UTC), read when the Dagster definitions load. Each tick reads
-the registry again and requests one run per target for its current version's partition
-(added if new). Audits are idempotent per (model version, generation config): an unchanged
-version whose audit is complete costs no model call, an interrupted one is completed, and
-a version the sensor missed (sensor off, failed tick) gets audited.
+``0 3 * * 1``, Mondays 03:00 UTC), read when the Dagster definitions load; so is the
+description the UI shows, which names each target and the families its run covers. Each tick
+reads the registry again and requests one run per target for its current version's partition
+(added if new), running the target's families (every family of ``dora audit`` unless it lists
+them). Audits are idempotent per (model version, generation config): an unchanged version whose
+audit is complete costs no model call, an interrupted one is completed, and a version the sensor
+missed (sensor off, failed tick) gets audited.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import dagster as dg
 
 from ingestion.registry import RegistryError, ScheduleSpec, load_registry, partition_key
 from orchestration.defs.audits.partitions import audit_partitions
-from orchestration.defs.audits.runs import audit_run_request, current_versions
+from orchestration.defs.audits.runs import audit_run_request, current_versions, describe_targets
 from orchestration.families import FAMILIES
 from orchestration.instance import AUDIT_JOB
 
+#: The schedule's one name (the UI, the docs and ``registry.yaml`` say it).
 SCHEDULE_NAME = "reaudit_schedule"
 
 
@@ -36,6 +39,21 @@ def schedule_spec(registry_path: str | None = None) -> ScheduleSpec:
         return ScheduleSpec()
 
 
+def targets_description(registry_path: str | None = None) -> str:
+    """What a tick of the sensor or the schedule runs, for their UI descriptions: ``Targets
+    (registry <path>, read when the definitions loaded): <name>: <families>; ...``, or why the
+    registry cannot be read (ticks then fail, naming every bad field)."""
+    from ingestion.registry import default_registry_path
+
+    path = registry_path or default_registry_path()
+    try:
+        registry = load_registry(path)
+    except RegistryError as exc:
+        return f"The registry {path} is invalid ({'; '.join(exc.problems)}): ticks fail until it is fixed."
+    return (f"Targets and the probe families each one's run covers (registry {path}, as read when the definitions "
+            f"loaded; reload them after editing it): {'; '.join(describe_targets(registry, FAMILIES))}.")
+
+
 def build_reaudit_schedule(spec: ScheduleSpec | None = None) -> dg.ScheduleDefinition:
     """The re-audit schedule for ``spec`` (default: the registry's schedule section)."""
     spec = spec or schedule_spec()
@@ -46,8 +64,9 @@ def build_reaudit_schedule(spec: ScheduleSpec | None = None) -> dg.ScheduleDefin
         execution_timezone=spec.timezone,
         job_name=AUDIT_JOB,
         description=f"Re-audits every registry target at its current model version ({spec.cron}, "
-        f"{spec.timezone}; set in the registry's 'schedule' section). New versions get a new "
-        "partition and audit; a complete audit of an unchanged version is a no-op.",
+        f"{spec.timezone}; set in the registry's 'schedule' section), running the target's probe families. New "
+        "versions get a new partition and audit; a complete audit of an unchanged version is a no-op. "
+        + targets_description(),
     )
     def reaudit_schedule(context: dg.ScheduleEvaluationContext):
         registry = load_registry()

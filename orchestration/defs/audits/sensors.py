@@ -2,9 +2,10 @@
 
 Each tick reads the audit registry (``ingestion/registry.py``), resolves every target's
 current model version and, for a (target, version) not in the cursor, adds the dynamic
-partition ``<target>@<version>`` and requests one run of the audit job for it. The cursor
-is JSON ``{"seen": {target: [versions...]}}``, so a version is requested once; the run key
-is the partition key, so even a reset cursor never launches the same version twice.
+partition ``<target>@<version>`` and requests one run of the audit job for it, running the
+target's probe families. The cursor is JSON ``{"seen": {target: [versions...]}}``, so a version
+is requested once; the run key is the partition key, so even a reset cursor never launches the
+same version twice. Its UI description names each target and the families its run covers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import dagster as dg
 from ingestion.registry import load_registry, partition_key
 from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import audit_run_request, current_versions
+from orchestration.defs.audits.schedules import targets_description
 from orchestration.families import FAMILIES
 from orchestration.instance import AUDIT_JOB
 
@@ -43,15 +45,24 @@ def encode_cursor(seen: dict[str, list[str]]) -> str:
     return json.dumps({"seen": {k: seen[k] for k in sorted(seen)}}, sort_keys=True)
 
 
-@dg.sensor(
-    name="audit_version_sensor",
-    job_name=AUDIT_JOB,
-    minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
-    description="Reads the audit registry (registry.yaml / $DORA_REGISTRY), resolves each target's "
-    "current model version and requests an audit run for every (target, version) it has not seen, "
-    "adding the dynamic partition <target>@<version>. Cursor: the versions seen per target.",
-)
-def audit_version_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+#: The sensor's name in the UI.
+SENSOR_NAME = "audit_version_sensor"
+
+
+def build_audit_version_sensor() -> dg.SensorDefinition:
+    """The new-version sensor, its description naming the registry's targets and their families."""
+    return dg.sensor(
+        name=SENSOR_NAME,
+        job_name=AUDIT_JOB,
+        minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
+        description="Reads the audit registry (registry.yaml / $DORA_REGISTRY), resolves each target's current model "
+        "version and requests an audit run for every (target, version) it has not seen, adding the dynamic partition "
+        "<target>@<version>; the run covers the target's probe families. Cursor: the versions seen per target. "
+        + targets_description(),
+    )(_tick)
+
+
+def _tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """One tick; an invalid registry fails the tick with every bad field named."""
     registry = load_registry()
     seen = decode_cursor(context.cursor)
@@ -83,3 +94,6 @@ def audit_version_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult
         cursor=encode_cursor(seen),
         skip_reason=skip,
     )
+
+
+audit_version_sensor = build_audit_version_sensor()

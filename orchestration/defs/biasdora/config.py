@@ -44,10 +44,10 @@ from orchestration.defaults import (  # noqa: F401
     MAX_RUNS,
     MAX_TOKENS,
 )
-from orchestration.defs.common import ErrorShareLimit
+from orchestration.defs.common import BatchApiOptions, ErrorShareLimit
 
 
-class AuditConfig(ErrorShareLimit):
+class AuditConfig(ErrorShareLimit, BatchApiOptions):
     """What to audit and how (the T2T probe; ``dora audit --help`` shows each field).
 
     Defaults give the quick audit of the README's main command: the embedded SmolLM2-135M,
@@ -56,6 +56,8 @@ class AuditConfig(ErrorShareLimit):
     x 26 letters x 10 runs).
     """
 
+    enabled: bool = Field(True, description="run the T2T probe (dora audit --probe without biasdora, or a registry "
+                          "target whose partition does not run it, turns it off)")
     model: str = Field(DEFAULT_MODEL, description=f"'{DEFAULT_MODEL}' (embedded), a local folder/.gguf, a cached hub id, or an API model name")
     backend: str = Field(T2T_BACKENDS[0], description="generation backend")
     base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint (backend openai); key from $OPENAI_API_KEY; several, comma-separated: a fleet (least busy server, failover)")
@@ -87,8 +89,9 @@ class AuditConfig(ErrorShareLimit):
     api_max_retries: int = Field(4, ge=0, le=20, description="retries per API request on connection errors, 429 and 5xx")
     # max_error_share: from ErrorShareLimit
     # Partitioned runs (one partition per registry target x model version, see
-    # orchestration/defs/audits/): the registry file to read the target from; the target's
-    # settings replace the fields above.
+    # orchestration/defs/audits/): the registry file to read the target from (default: the run's
+    # dora/registry tag); the run request sets the fields above from the target
+    # (orchestration/defs/biasdora/target.py).
     registry: Optional[str] = Field(None, description="audit registry file (default: $DORA_REGISTRY or registry.yaml)")
 
 
@@ -136,9 +139,10 @@ class VisionConfig(ErrorShareLimit):
     i2t_system_prompt: Optional[str] = Field(None, description="system turn before each image (transformers chat VLMs; preset --i2t-model paper-llava)")
     i2t_image_size: list[int] = Field([], description="resize images to [width, height] before describing (paper LLaVA: 448 448)")
     progress: bool = True
-    # Partitioned runs: the registry file (default: the T2T op's `registry`, else $DORA_REGISTRY or
-    # registry.yaml). A t2i target's model draws (t2i_* fields from the target) and the describer
-    # above describes objectively; an i2t target's model describes (i2t_* fields from the target).
+    # Partitioned runs: the registry file (default: the run's dora/registry tag, else $DORA_REGISTRY
+    # or registry.yaml). A t2i target's model draws (t2i_* fields set from the target by the run
+    # request) and the describer above describes objectively; an i2t target's model describes
+    # (i2t_* fields from the target).
     registry: Optional[str] = None
 
 

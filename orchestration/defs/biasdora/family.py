@@ -12,6 +12,7 @@ from models_inference.probes.biasdora.judge import ANSWER_MODES
 from orchestration import cli_validation as v
 from orchestration.defs.biasdora.config import AuditConfig, DescriptionWordsConfig, VisionConfig, apply_vision_presets
 from orchestration.defs.biasdora.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
+from orchestration.defs.biasdora.target import TARGET_FIELDS, TARGET_MODELS, configure_target
 from orchestration.family import Flag, ProbeFamily
 
 NAME = "biasdora"
@@ -116,6 +117,16 @@ def _diff(args, change_tests: list) -> int:
     return diff(args, change_tests)
 
 
+def _configure_target(target, values: dict, given: dict) -> list[str]:
+    return configure_target(target, values, given, FLAGS)
+
+
+def _reparse(args, home) -> int:
+    from orchestration.defs.biasdora.summary import reparse
+
+    return reparse(args, home)
+
+
 def _report_page(out, audit_id, *, top: int = 15, sections=()):
     from analytics.report import write_report
 
@@ -140,10 +151,17 @@ FAMILY = ProbeFamily(
                     "description_words", "sentiment_scores", "toxicity_scores", "judge_ratings"),
     marts=("dim_audits", "fct_associations", "fct_association_scores", "fct_association_changes", "fct_association_samples",
            "agg_bias_by_dimension", "agg_likert_by_dimension", "agg_judge_agreement", "agg_judge_parse_rates",
-           "agg_association_changes_by_dimension"),
+           "agg_association_changes_by_dimension", "fct_audit_comparisons"),
     adjust=adjust,
     summary=_summary,
     plan=_plan,
     diff=_diff,
     report_page=_report_page,
+    # a registry target's model: the T2T probe's (t2t), the T2I / I2T probe's (t2i / i2t); its
+    # `probe` settings, `scorers` and `judges` are BiasDora's (orchestration/defs/biasdora/target.py)
+    target_models=TARGET_MODELS,
+    target_fields=TARGET_FIELDS,
+    configure_target=_configure_target,
+    plan_before_run=False,  # its flags' ranges bound its plan; planning T2I loads spaCy (~10 s)
+    reparse=_reparse,
 )

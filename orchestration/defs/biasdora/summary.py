@@ -72,18 +72,27 @@ def summary(result, args) -> str:
 
 def plan(configs, audit_id: str | None = None) -> str:
     """``dora audit --dry-run`` for BiasDora: T2T prompts per setting (landed rows counted when
-    the audit id is known without loading the model) and, when a T2I model is named, T2I rows.
+    the audit id is known without loading the model; none when the T2T probe is off, e.g. for a
+    t2i / i2t registry target) and, when a T2I model is named, T2I rows; a line on what an I2T
+    model describes when the T2T probe is off.
 
     Args:
         configs: op name -> Config (``t2t_completions``: AuditConfig, ``t2i_images``: VisionConfig).
     """
-    from orchestration.dry_run import format_plan, t2i_plan_lines, t2t_plan_lines
+    from orchestration.defs.biasdora.dry_run import format_plan, t2i_plan_lines, t2t_plan_lines
 
-    t2t = configs["t2t_completions"]
-    lines, audit_id, rate, source = t2t_plan_lines(t2t, audit_id=t2t.audit_id)
-    vision = configs["t2i_images"]
+    t2t, vision = configs["t2t_completions"], configs["t2i_images"]
+    if t2t.enabled:
+        lines, audit_id, rate, source = t2t_plan_lines(t2t, audit_id=t2t.audit_id)
+    else:
+        lines, audit_id, rate, source = [], None, None, "no T2T generation (the T2T probe is off)"
     if vision.t2i_model:  # T2I rows x images (landed images need the model's version: not counted)
         lines += t2i_plan_lines(vision.t2i_settings, vision.descriptors, vision.per_dimension, vision.images_per_descriptor)
+    if not lines and vision.i2t_model:
+        images = f"--image-audit-id {vision.image_audit_id}" if vision.image_audit_id else "this run's T2I probe (--t2i-model)"
+        return (f"dora audit --dry-run: no model loaded; I2T: {vision.i2t_model} ({vision.i2t_backend}) describes the images "
+                f"of {images} with {len(vision.i2t_settings)} prompts ({', '.join(vision.i2t_settings)}); rows known once "
+                "the images are listed")
     return format_plan(lines, audit_id, rate, source)
 
 
@@ -107,4 +116,32 @@ def diff(args, change_tests: list) -> int:
         print(f"dora diff: {exc}", file=sys.stderr)
         return 2
     print(report.text(args.format))
+    return 0
+
+
+def reparse(args, home) -> int:
+    """``dora reparse`` for BiasDora: ``models_inference/probes/biasdora/reparse.py`` over the landed
+    T2T raw outputs (``args.audit_id``: one audit), then, with ``args.build``, the dbt build of
+    ``stg_t2t_completions`` and every model downstream of it (in ``home``).
+
+    Raises:
+        ReparseError: as ``reparse_t2t`` (one line, exit 2).
+    """
+    from models_inference.probes.biasdora.reparse import reparse_t2t
+
+    summary = reparse_t2t(args.audit_id)  # ReparseError: one line, exit 2
+    print(summary.text())
+    if not args.build:
+        if summary.landed:
+            print("next: dora reparse --build (or the next dora audit) rebuilds the marts with the re-parsed words")
+        return 0
+    from analytics.dbt_runner import run_dbt
+
+    try:
+        run_dbt(["build", "--select", "stg_t2t_completions+"], home)
+    except RuntimeError as exc:  # dbt's failing nodes: the re-parsed rows stay landed for the next build
+        print(f"dora reparse: the dbt build failed (the re-parsed rows are landed; the next build uses them): {exc}",
+              file=sys.stderr)
+        return 1
+    print("dora reparse: stg_t2t_completions and its downstream models rebuilt")
     return 0

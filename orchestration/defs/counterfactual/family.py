@@ -167,4 +167,5 @@ FAMILY = ProbeFamily(
     change_test=CHANGE_TEST,
     report_section=_report_section,
     check=check,
+    target_models={"t2t": {"model": (C, "model"), "backend": (C, "backend"), "base_url": (C, "base_url")}},
 )

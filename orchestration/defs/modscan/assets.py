@@ -28,9 +28,9 @@ RESPONSE_OPS = ("modscan_queries", "modscan_text_block", "modscan_finish")
 
 
 def _skip_reason(context, config: ModscanConfig) -> str | None:
-    if not config.enabled:
-        return "not selected by --probe"
-    return family_skip_reason(context, "modscan")  # a registry partition of another family's target
+    # a registry partition whose run does not run the family first (its run request turns it off too)
+    reason = family_skip_reason(context, "modscan")
+    return reason or (None if config.enabled else "not selected by --probe")
 
 
 def text_probe_config(config: ModscanConfig) -> TextProbeConfig:

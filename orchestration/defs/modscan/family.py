@@ -142,4 +142,5 @@ FAMILY = ProbeFamily(
     change_test=CHANGE_TEST,
     report_section=_report_section,
     check=check,
+    target_models={"t2t": {"model": (M, "model"), "backend": (M, "backend"), "base_url": (M, "base_url")}},
 )

@@ -12,10 +12,11 @@ landing tables:
 3. ``vlstereoset_finish``: each audit's ``finished`` event once every block has landed.
 
 Disabled (``dora audit --probe`` without ``vlstereoset``): both assets materialise with
-``status = skipped`` and land nothing. Registry targets (a partitioned run): a ``vlstereoset``
-target's partition scores with the target's options (audits tagged with the target, version
-pinned to the partition's); a partition of any other family's target (BiasDora included) skips
-the family, saying which target and family it audits, as every family does for the others.
+``status = skipped`` and land nothing. Registry targets (a partitioned run): the partition of a
+target that runs ``vlstereoset`` scores with the target's model as the text prior and its
+``options.vlstereoset`` (audits tagged with the target, version pinned to the partition's); a
+partition of a target that does not (a BiasDora-only one included) skips the family, saying which
+target and families it audits, as every family does for the others.
 """
 
 
@@ -70,10 +71,10 @@ RESPONSE_OPS = ("vlstereoset_items", "vlstereoset_block", "vlstereoset_finish")
 
 def _skip_reason(context, config: VLStereoSetConfig) -> str | None:
     """Why the family does nothing in this run, or None: not selected (``dora audit --probe``),
-    or a registry partition of another family's target (a target runs only the family it names)."""
-    if not config.enabled:
-        return "--probe does not include vlstereoset"
-    return family_skip_reason(context, PROBE_NAME, config.registry)
+    or a registry partition whose target does not run the family (a target runs only the families it lists)."""
+    # a registry partition whose run does not run the family first (its run request turns it off too)
+    reason = family_skip_reason(context, PROBE_NAME, config.registry)
+    return reason or (None if config.enabled else "--probe does not include vlstereoset")
 
 
 def _scored_items(dataset_id: str, config: VLStereoSetConfig) -> tuple[list[dict], str | None]:

@@ -120,4 +120,9 @@ FAMILY = ProbeFamily(
     change_test=CHANGE_TEST,
     report_page=_report_page,
     check=check,
+    # a registry target's model is the text prior's (the other scorers' models are options)
+    target_models={"t2t": {"model": (V, "text_model"), "backend": (V, "text_backend"), "base_url": (V, "text_base_url")}},
+    # its plan reads the CSV and neutralises every caption with spaCy (seconds): `dora audit
+    # --target` and `dora models list` check its inputs' paths, the run reads the file
+    plan_before_run=False,
 )

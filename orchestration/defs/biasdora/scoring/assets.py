@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import dagster as dg
-from dagster_dbt import DbtCliResource, dbt_assets
+from dagster_dbt import DbtCliResource
 
 from analytics.query import read_relation
 from ingestion.landing import landing_dir
@@ -36,10 +36,10 @@ from models_inference.probes.biasdora.judge import JudgeSampling, load_judge, ru
 from models_inference.scoring.sentiment import load_sentiment_scorer
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from orchestration.defs.audits.runs import partition_audit_ids, target_of_run
-from orchestration.defs.dbt.assets import DBT_STEPS, TRANSLATOR, build_unless_unchanged
-from orchestration.defs.dbt.resources import dbt_project
+from orchestration.defs.dbt.assets import DBT_STEPS, build_unless_unchanged, dora_dbt_assets
 from orchestration.defs.biasdora.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
-from orchestration.instance import DUCKDB_WRITER_POOL, MODEL_INFERENCE_POOL
+from orchestration.defs.common import batch_options
+from orchestration.instance import MODEL_INFERENCE_POOL
 
 #: dbt tag of the models built after scoring (set in their YAML).
 SCORES_TAG = "scores"
@@ -206,7 +206,8 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     for model in judge_models(config, run.target if run else None):
         judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
         summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress,
-                            max_error_share=config.max_error_share)
+                            max_error_share=config.max_error_share,
+                            batch=batch_options(config, "judge") if config.backend == "openai" else None)
         context.log.info(f"judge {judge.model_id}: {summary.generated} ratings, answer mode {judge.mode_used}, "
                          f"rated {summary.parse_rate:.1%}")
         per_judge.append((judge, summary))
@@ -229,6 +230,9 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     found = caps() if callable(caps) and summary.generated else None
     if found is not None:  # what the endpoint's capability probe found (recorded on the audit)
         meta["server_capabilities"] = dg.MetadataValue.json(found.as_dict())
+    pending = sum(getattr(s, "pending", 0) for _, s in per_judge)
+    if pending:  # (--api-batch) judgements in batches still open: the next run lands them
+        meta["batch_pending"] = pending
     if len(per_judge) > 1:
         meta["judges"] = dg.MetadataValue.json(
             {j.model_id: {"rows_judged": s.generated, "parse_rate": round(s.parse_rate, 4)} for j, s in per_judge}
@@ -264,14 +268,7 @@ toxicity_scores = scoring_asset(TOXICITY)
 judge_ratings = scoring_asset(JUDGE)
 
 
-@dbt_assets(
-    manifest=dbt_project().manifest_path,
-    project=dbt_project(),
-    dagster_dbt_translator=TRANSLATOR,
-    select=f"tag:{SCORES_TAG}",
-    name="dora_score_models",
-    pool=DUCKDB_WRITER_POOL,
-)
+@dora_dbt_assets(select=f"tag:{SCORES_TAG}", name="dora_score_models")
 def dora_score_models(context: dg.AssetExecutionContext, dbt: DbtCliResource):
     """``dbt build`` of the score models (tag ``scores``): staging of the three score tables,
     ``fct_association_scores`` and ``agg_bias_by_dimension``, with their tests as asset checks.

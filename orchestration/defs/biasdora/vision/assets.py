@@ -12,7 +12,9 @@ Otherwise the asset still materialises, lands nothing, logs a warning saying how
 it, and records ``status = skipped`` with the reason in its metadata.
 
 Registry targets (a partitioned run ``<target>@<version>``, read through
-:func:`orchestration.defs.audits.runs.target_of_run`, the one code path of every asset):
+:func:`orchestration.defs.audits.runs.target_of_run`, the one code path of every asset; the
+target's model and ``probe`` settings are in the run config, set when the run was requested:
+``orchestration/defs/biasdora/target.py``):
 
 * ``t2i`` target: the T2I probe draws with the target's backend / model (its version pinned
   to the partition's; images per descriptor = ``probe.runs``), then the run's describer
@@ -52,7 +54,6 @@ from orchestration.defs.common import skipped_result
 from orchestration.defs.audits.runs import (
     RunTarget,
     check_current_version,
-    config_for_target,
     probe_metadata,
     target_of_run,
     with_model_version,
@@ -141,7 +142,6 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
     api_key_env = "OPENAI_API_KEY"
     if audited:
         check_current_version(run.target, run.model_version)
-        config = config_for_target(config, run.target)
         api_key_env = run.target.api_key_env
     ok, reason = model_reachable(config.t2i_model, config.t2i_backend, api_key_env=api_key_env)
     if not ok:
@@ -212,7 +212,6 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
                + ENABLE_I2T)
     elif modality == "i2t":
         check_current_version(run.target, run.model_version)
-        config = config_for_target(config, run.target)
         api_key_env = run.target.api_key_env
         image_audit = config.image_audit_id or _this_run_image_audit(context)
     else:

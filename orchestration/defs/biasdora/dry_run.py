@@ -1,4 +1,4 @@
-"""``dora audit --dry-run``: the plan of an audit without loading any model.
+"""BiasDora's ``dora audit --dry-run`` plan: its probes' rows without loading any model.
 
 For each modality x setting: probe rows, prompts (rows x letters x runs for T2T; rows x
 images for T2I), rows already landed for the audit, rows to generate, and an estimated time
