@@ -26,15 +26,33 @@ statistic, with scipy, and are registered as DuckDB UDFs by
   al. (seed 003) section 5.1 ("the Pearson correlation coefficient between the MaxToxicity of
   LVLM-LLM pairs"), used by ``agg_lvlm_llm_max_toxicity``.
 
+* ``mcnemar_p(b BIGINT, c BIGINT) -> DOUBLE``: exact McNemar test of paired binary outcomes,
+  ``statsmodels.stats.contingency_tables.mcnemar([[0, b], [c, 0]], exact=True).pvalue``
+  (McNemar 1947; exact: the two-sided binomial test of b successes in b + c trials at 1/2).
+  ``b`` and ``c`` are the discordant pairs (yes before / no after, no before / yes after); the
+  concordant cells do not enter the test. Used for the parse rate of two audits on the probe
+  rows both probed (the same prompts: ``fct_audit_comparisons``).
+* ``detectable_effect_size(n1 DOUBLE, n2 DOUBLE, alpha DOUBLE, power DOUBLE) -> DOUBLE``: the
+  smallest Cohen's h (h = |2 asin sqrt(p1) - 2 asin sqrt(p2)|, Cohen 1988 ch. 6) a two-sided
+  test of two independent proportions with n1 and n2 observations detects with probability
+  ``power`` at level ``alpha``: ``statsmodels.stats.power.NormalIndPower().solve_power(
+  effect_size=None, nobs1=n1, ratio=n2 / n1, alpha=alpha, power=power,
+  alternative="two-sided")``, i.e. the root of Phi(h sqrt(n) - z) + Phi(-h sqrt(n) - z) = power
+  with n = n1 n2 / (n1 + n2) and z = Phi^-1(1 - alpha / 2), about (z + Phi^-1(power)) / sqrt(n).
+  The normal approximation of the change tests' Fisher test: how large a change of a share
+  (a word's share of a document, an item share) two audits of this size could have seen.
+
 All return NULL when the test has no data (a side without a value / no stratum with both
-sides answered). Only ``scipy.stats`` is imported, and only at the first call.
+sides answered / no observation). Only ``scipy.stats`` / ``statsmodels`` are imported, and only
+at the first call.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["chi2_stratified", "chi2_stratified_pvalue", "mann_whitney_pvalue", "pearson"]
+__all__ = ["chi2_stratified", "chi2_stratified_pvalue", "detectable_effect_size", "mann_whitney_pvalue",
+           "mcnemar_pvalue", "pearson"]
 
 
 def mann_whitney_pvalue(before, after) -> float | None:
@@ -130,3 +148,46 @@ def pearson(x, y) -> tuple[float, float] | None:
         return None
     res = stats.pearsonr(xs, ys)
     return float(res.statistic), float(res.pvalue)
+
+
+def mcnemar_pvalue(b, c) -> float | None:
+    """Exact McNemar p-value of ``b`` and ``c`` discordant pairs (see the module doc).
+
+    Returns ``statsmodels.stats.contingency_tables.mcnemar([[0, b], [c, 0]], exact=True).pvalue``
+    (1.0 when b = c = 0: no discordant pair, no evidence of a change), or None when a count is
+    None or negative.
+    """
+    if b is None or c is None or b < 0 or c < 0:
+        return None
+    if b + c == 0:
+        return 1.0
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    return float(mcnemar([[0, int(b)], [int(c), 0]], exact=True).pvalue)
+
+
+def detectable_effect_size(n1, n2, alpha, power) -> float | None:
+    """Smallest Cohen's h detectable with ``n1`` and ``n2`` observations (see the module doc).
+
+    Args:
+        n1, n2: observations of the two samples (e.g. the words of a document in each audit);
+            may be fractional (a median).
+        alpha: two-sided significance level, in (0, 1).
+        power: the probability of detecting a change of that size, in (0, 1).
+
+    Returns:
+        ``NormalIndPower().solve_power(effect_size=None, nobs1=n1, ratio=n2 / n1, alpha=alpha,
+        power=power, alternative="two-sided")``, or None when a side has fewer than one
+        observation or an argument is None.
+
+    Raises:
+        ValueError: alpha or power outside (0, 1).
+    """
+    if n1 is None or n2 is None or alpha is None or power is None or n1 < 1 or n2 < 1:
+        return None
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"detectable_effect_size: alpha {alpha} and power {power} must be in (0, 1)")
+    from statsmodels.stats.power import NormalIndPower
+
+    return float(NormalIndPower().solve_power(effect_size=None, nobs1=float(n1), ratio=float(n2) / float(n1),
+                                              alpha=float(alpha), power=float(power), alternative="two-sided"))

@@ -33,8 +33,8 @@ try:  # the plugin base class only exists where dbt-duckdb is installed
 except ImportError:  # pragma: no cover - plain DuckDB use without dbt
     BasePlugin = object  # type: ignore[assignment,misc]
 
-__all__ = ["Plugin", "chi2_stratified_p", "fisher_greater", "fisher_two_sided", "mann_whitney_p", "normal_sf", "pearson_p", "pearson_r",
-           "register_functions"]
+__all__ = ["Plugin", "chi2_stratified_p", "detectable_effect_size", "fisher_greater", "fisher_two_sided", "mann_whitney_p",
+           "mcnemar_p", "normal_sf", "pearson_p", "pearson_r", "register_functions"]
 
 
 def _valid_mask(*arrays: pa.Array) -> np.ndarray:
@@ -140,6 +140,24 @@ def chi2_stratified_p(before, after):
     return chi2_stratified_pvalue(before, after)
 
 
+def mcnemar_p(b, c):
+    """DuckDB UDF ``mcnemar_p(BIGINT, BIGINT) -> DOUBLE``: exact McNemar p of b and c discordant
+    pairs (``statsmodels``; :func:`analytics.change_tests.mcnemar_pvalue`), used by
+    ``fct_audit_comparisons`` for the parse rate on the probe rows both audits probed."""
+    from analytics.change_tests import mcnemar_pvalue
+
+    return mcnemar_pvalue(b, c)
+
+
+def detectable_effect_size(n1, n2, alpha, power):
+    """DuckDB UDF ``detectable_effect_size(DOUBLE, DOUBLE, DOUBLE, DOUBLE) -> DOUBLE``: the smallest
+    Cohen's h two samples of n1 and n2 observations detect (``statsmodels`` NormalIndPower;
+    :func:`analytics.change_tests.detectable_effect_size`), used by the change-test marts' power columns."""
+    from analytics.change_tests import detectable_effect_size as solve
+
+    return solve(n1, n2, alpha, power)
+
+
 def pearson_r(x, y):
     """DuckDB UDF ``pearson_r(DOUBLE[], DOUBLE[]) -> DOUBLE``: ``scipy.stats.pearsonr``'s r
     (:func:`analytics.change_tests.pearson`), used by ``agg_lvlm_llm_max_toxicity`` (Howard et
@@ -188,6 +206,8 @@ def register_functions(con) -> None:
         ("judge_alpha_ordinal", judge_alpha_ordinal, ["INTEGER[][]"], "DOUBLE"),
         ("mann_whitney_p", mann_whitney_p, ["DOUBLE[]", "DOUBLE[]"], "DOUBLE"),  # family change tests
         ("chi2_stratified_p", chi2_stratified_p, ["INTEGER[][]", "INTEGER[][]"], "DOUBLE"),  # family change tests
+        ("mcnemar_p", mcnemar_p, ["BIGINT", "BIGINT"], "DOUBLE"),  # paired parse rates of two audits
+        ("detectable_effect_size", detectable_effect_size, ["DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE"], "DOUBLE"),
         ("pearson_r", pearson_r, ["DOUBLE[]", "DOUBLE[]"], "DOUBLE"),  # LVLM vs LLM correlation
         ("pearson_p", pearson_p, ["DOUBLE[]", "DOUBLE[]"], "DOUBLE"),
     ]

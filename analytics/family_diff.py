@@ -11,6 +11,16 @@ Each mart pairs every earlier / later audit of one model id; change_q is the Ben
 q-value over the compared rows of the pair, ``is_significant_change`` = change_q < 0.05.
 The audits of a family are found in its fact table by model id (``model_id`` equal to the
 target, or ending in ``/<target>``), ordered by their first landed row, as the marts order them.
+
+Like with like: each mart tests a row on the units BOTH audits have (counterfactual: the
+(set, seed) units; ModSCAN: the answered queries; VLStereoSet: the scored items) and says so in
+the optional columns ``units_compared`` / ``units_only_before`` / ``units_only_after``, which
+``dora diff`` shows when the mart has them. Two audits without a row in common are refused
+(:class:`DiffError`, naming the columns of the family's facts whose values differ between them).
+A mart may also give the power of each row's test, ``detectable_below`` / ``detectable_above``:
+the values the later audit had to pass for a change to be detected (VLStereoSet: Cohen's h of a
+two-sample test of proportions, statsmodels ``NormalIndPower``, power 0.8 at the dbt var
+``significance_level``; docs/statistics.md#change-tests).
 """
 
 from __future__ import annotations
@@ -25,6 +35,13 @@ __all__ = ["FamilyChangeTest", "FamilyDiff", "family_diff", "family_help", "fami
 
 #: change types of the family change-test marts
 FAMILY_CHANGE_TYPES = ("increased", "decreased", "shifted", "unchanged")
+#: optional columns of a change-test mart, shown after the spec's columns when the mart has them:
+#: the units compared / left out, and the power of the row's test
+COMMON_UNIT_COLUMNS = ("units_compared", "units_only_before", "units_only_after")
+POWER_COLUMNS = ("detectable_below", "detectable_above")
+#: a facts column whose values differ between two audits is named in the refusal when each audit
+#: has at most this many distinct values in it (a setting, not an id or a text)
+_NAMED_VALUES = 6
 
 
 @dataclass(frozen=True)
@@ -75,6 +92,20 @@ class FamilyDiff:
         """Rows with change_q < 0.05."""
         return sum(n for t, n in self.counts.items() if t != "unchanged")
 
+    def _compared(self) -> str:
+        """``, each row tested on the units both audits have (units_compared); 1 of 6 rows left units of one audit out``."""
+        cols = self.rows.columns
+        if not set(COMMON_UNIT_COLUMNS) <= set(cols):
+            return ""
+        before, after = cols.index("units_only_before"), cols.index("units_only_after")
+        left_out = [r for r in self.rows.rows if (r[before] or 0) or (r[after] or 0)]
+        text = ", each row tested on the units both audits have (units_compared)"
+        if not left_out:
+            return text + "; no unit left out"
+        most_before, most_after = (max(r[i] or 0 for r in left_out) for i in (before, after))
+        return (text + f"; {len(left_out)} of {len(self.rows.rows)} rows left units of one audit out "
+                f"(up to {most_before} only before, {most_after} only after)")
+
     def text(self, fmt: str = "table", top: int = 5) -> str:
         """The report (``fmt`` = table: every significant row, at least ``top`` rows) or every row as csv / json."""
         if fmt != "table":
@@ -83,15 +114,22 @@ class FamilyDiff:
         total = sum(self.counts.values())
         lines = [
             f"dora diff --family {self.family} {self.target}: {self.before.audit_id} (version {self.before.model_version})"
-            f" -> {self.after.audit_id} (version {self.after.model_version})",
+            f" -> {self.after.audit_id} (version {self.after.model_version})" + self._compared(),
             f"  metric: {spec.metric}",
             f"  test: {spec.test}",
             f"  {self.significant} of {total} compared rows changed significantly (BH change q < 0.05): "
             + ", ".join(f"{t} {self.counts.get(t, 0)}" for t in FAMILY_CHANGE_TYPES if t != "unchanged")
             + f"; no detectable change {self.counts.get('unchanged', 0)}",
         ]
+        if set(POWER_COLUMNS) <= set(self.rows.columns):
+            lines.append("  power: detectable_below / detectable_above are the values the later audit had to pass for a "
+                         "change of the row to be detected (two-sided, power 80%, at the change test's level; "
+                         "empty: no change that way was detectable)")
+            if not self.significant:
+                lines.append("  no significant change between these audits: a change inside those bounds could not have "
+                             "been seen")
         if not self.rows.rows:
-            lines.append("  no row of the two audits could be compared (no common cell: a different variant, probe or scorer variant?)")
+            lines.append("  no row of the two audits could be compared")
         else:
             shown = self.rows.rows[: max(self.significant, top)]
             lines += ["", f"  changes by change q ({len(shown)} of {total}; --format csv|json for all):"]
@@ -194,12 +232,15 @@ def family_diff(
             variant), else the one before.
 
     Returns:
-        A :class:`FamilyDiff` whose rows are the family mart's rows of the pair, smallest change_q first.
+        A :class:`FamilyDiff` whose rows are the family mart's rows of the pair, smallest change_q
+        first: the spec's columns, then those of ``COMMON_UNIT_COLUMNS`` and ``POWER_COLUMNS`` the
+        mart has.
 
     Raises:
         DiffError: no audit of the family for the target, a reference that is
             not one of its audits (naming the family it belongs to, if any), a single audit, or
-            --from not earlier than --to; the family's marts missing from the warehouse.
+            --from not earlier than --to; two audits with no row in common (naming the facts
+            columns whose values differ); the family's marts missing from the warehouse.
         analytics.query.WarehouseMissingError / WarehouseBusyError: as :func:`analytics.query.run_query`.
     """
     family = spec.family
@@ -226,19 +267,51 @@ def family_diff(
     if before.audit_seq >= after.audit_seq:
         raise DiffError(f"--from {before.audit_id} must be an earlier {family} audit than --to {after.audit_id}")
     params = [before.audit_id, after.audit_id]
+    available = _read(spec, f"select * from {spec.relation} limit 0", []).columns
+    extra = [c for c in (*COMMON_UNIT_COLUMNS, *POWER_COLUMNS) if c in available and c not in spec.columns]
     rows = _read(
         spec,
-        f"""select {", ".join(spec.columns)} from {spec.relation}
+        f"""select {", ".join([*spec.columns, *extra])} from {spec.relation}
             where from_audit_id = ? and to_audit_id = ?
             order by change_q nulls last, change_p nulls last, {", ".join(spec.order)}""",
         params,
     )
+    if not rows.rows:
+        raise DiffError(
+            f"{family} audits {before.audit_id} ({before.model_version}) and {after.audit_id} ({after.model_version}) "
+            f"probed no row in common ({_difference(spec, before.audit_id, after.audit_id)}): nothing to compare")
     counts = dict(_read(
         spec,
         f"select change_type, count(*) from {spec.relation} where from_audit_id = ? and to_audit_id = ? group by 1",
         params,
     ).rows)
     return FamilyDiff(spec, target, before, after, counts, rows, _related(spec, before.audit_id, after.audit_id))
+
+
+def _difference(spec: FamilyChangeTest, before: str, after: str) -> str:
+    """What differs between two audits' rows of the family's facts, for the refusal: each column
+    (not a row id unless the spec shows it, a version or a timestamp) whose sets of values differ
+    and are short in both audits, e.g. ``variant: text vs image; seed: 0 vs 0, 1``; else that no
+    unit is shared."""
+    types = {r[0]: str(r[1]).upper() for r in _read(spec, f"describe select * from {spec.facts}", []).rows}
+    columns = [c for c, t in types.items()
+               if c not in ("audit_id", "model_id", "model_version") and not c.endswith("_at")
+               and (not c.endswith("_id") or c in spec.columns)
+               and (t in ("VARCHAR", "BOOLEAN") or t.endswith("INT") or t in ("INTEGER", "BIGINT", "SMALLINT"))]
+    if not columns:
+        return "no unit in common"
+    select = ", ".join(
+        f'list(distinct "{c}" order by "{c}") filter (where audit_id = ?), '
+        f'list(distinct "{c}" order by "{c}") filter (where audit_id = ?)'
+        for c in columns)
+    found = _read(spec, f"select {select} from {spec.facts} where audit_id in (?, ?)",
+                  [a for _ in columns for a in (before, after)] + [before, after]).rows[0]
+    parts = []
+    for i, column in enumerate(columns):
+        b, a = [v for v in found[2 * i] or [] if v is not None], [v for v in found[2 * i + 1] or [] if v is not None]
+        if b != a and len(b) <= _NAMED_VALUES and len(a) <= _NAMED_VALUES:
+            parts.append(f"{column}: {', '.join(map(str, b)) or 'none'} vs {', '.join(map(str, a)) or 'none'}")
+    return "; ".join(parts) if parts else "the same settings, but no unit in common"
 
 
 def _related(spec: FamilyChangeTest, *audit_ids: str) -> QueryResult | None:

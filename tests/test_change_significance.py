@@ -110,8 +110,9 @@ def _land(version: str, order: int) -> None:
                 rows.append({
                     "audit_id": aid, "model_id": "org/planted", "model_version": version, "backend": "test",
                     "setting": setting, "descriptor": descriptor, "bias_dimension": DIMENSIONS[i % 4],
-                    "letter": word[0], "run": run, "seed": run, "prompt_style": "completion",
-                    "prompt": prompt.format(descriptor, word[0]), "raw_output": word, "word": word, "parse_status": "ok",
+                    # one prompt per descriptor asked `run` times: both versions probe the same rows
+                    "letter": "a", "run": run, "seed": run, "prompt_style": "completion",
+                    "prompt": prompt.format(descriptor, "a"), "raw_output": word, "word": word, "parse_status": "ok",
                     "generated_at": started + timedelta(minutes=1),
                 })
     write_shard("t2t_completions", rows, partition=aid)
@@ -149,7 +150,7 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     _land("v1", 0)
     _land("v2", 1)
     # dora diff counts per dimension through the bridge fct_association_dimensions
-    run_dbt(["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions", *NO_UNIT_TESTS], dora_home)
+    run_dbt(["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions", "+fct_audit_comparisons", *NO_UNIT_TESTS], dora_home)
 
     # independent recomputation: listed = significant in either audit; two-sided Fisher; BH over them
     before, after = _docs("v1"), _docs("v2")
@@ -206,7 +207,8 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     assert main(["diff", TARGET]) == 0
     out = capsys.readouterr().out
     n_sig = 1 + sum(q < 0.05 for q in noun_q)
-    assert f"  {n_sig} of {len(listed) + len(noun_listed)} associations (significant in either audit) changed significantly" in out
+    assert f"  {n_sig} of {len(listed) + len(noun_listed)} associations (significant in either audit on the common rows) " \
+           "changed significantly" in out
     assert "change_q" in out and "slow" not in out  # only significant changes are listed (top 5 per dimension)
     assert main(["diff", TARGET, "--format", "json", "--top", "100"]) == 0
     import json

@@ -4,6 +4,9 @@ Two small synthetic audits per family (two versions of one model) are landed in 
 DORA_HOME, the change-test marts are built by dbt (their unit tests run in tests/test_associations_sql.py), and ``dora diff
 --family ...`` is read back: a change built to be significant is significant, a no-change is
 not, and each p-value equals scipy's computed here from the landed rows (not from SQL).
+A third, earlier audit per family (v0) probed other units: counterfactual another variant
+(nothing in common: refused in one line), ModSCAN half the samples and VLStereoSet half the
+gender items (compared on the units both audits have, the rest left out and counted).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def cf_toxicity(version: int, prompt: str, set_index: int, member: str) -> float
 
 
 def land_counterfactual(version: int) -> None:
+    """Version 0: the image variant (the others: text), nothing in common with them."""
     audit, at = f"cf-v{version}", T0 + timedelta(days=version)
     responses, toxicity = [], []
     for prompt in ("Describe", "Explain"):
@@ -56,7 +60,8 @@ def land_counterfactual(version: int) -> None:
                 rid = f"{audit}-{prompt}-{i}-{member}"
                 responses.append(_row(
                     "counterfactual_responses", audit_id=audit, model_id=CF_MODEL, model_version=f"v{version}",
-                    backend="synthetic", variant="text", modality="text", subset="race_gender", set_id=f"s{i}",
+                    backend="synthetic", variant="image" if version == 0 else "text", modality="text",
+                    subset="race_gender", set_id=f"s{i}",
                     occupation="nurse", a1_type="race", a1="x", a2_type="gender", a2=member, group_label=member,
                     prompt_kind="open", prompt_label=prompt, mitigation="none", seed=0, prompt="p", raw_output="r",
                     status="ok", response_id=rid, generated_at=at))
@@ -73,7 +78,9 @@ MS_INSTANCES = 6
 
 
 def ms_answers(version: int, condition: str, j: int) -> list[str | None]:
-    """The 8 answers of instance j (None = N/A)."""
+    """The 8 answers of instance j (None = N/A); version 0 asked only the first 4 samples."""
+    if version == 0:
+        return ms_answers(2, condition, j)[:4]
     if condition == "original":
         if version == 1:
             return ["male" if j % 2 else "female"] * 8  # S_bias 0.5 (the maximum)
@@ -109,6 +116,8 @@ KINDS = ("stereotype", "anti-stereotype", "unrelated")
 
 
 def vls_pick(version: int, category: str, i: int) -> str:
+    if version == 0:  # scored only the first 10 gender items (land_vlstereoset)
+        return vls_pick(2, category, i)
     if category == "gender":
         return "stereotype" if version == 1 else "anti-stereotype"
     return "unrelated" if i < 3 else "stereotype"  # race: 5 of 8 relevant, 5 stereotype picks, both versions
@@ -133,6 +142,7 @@ def land_vlstereoset(version: int) -> None:
              item_id=f"{c}{i}", condition="original", caption_kind=k, caption_text=k,
              score=1.0 if vls_pick(version, c, i) == k else 0.0, status="ok", scored_at=at)
         for c, n in VLS_ITEMS.items() for i in range(n) for k in KINDS
+        if version > 0 or (c == "gender" and i < 10)
     ]
     write_shard("vlstereoset_scores", rows, partition=audit)
 
@@ -144,7 +154,7 @@ def home(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("DORA_HOME", str(home))
     mp.setenv("DAGSTER_HOME", str(home / "dagster"))
-    for version in (1, 2):
+    for version in (0, 1, 2):
         land_counterfactual(version)
         land_modscan(version)
         land_vlstereoset(version)
@@ -209,6 +219,61 @@ def test_vlstereoset_change_is_significant_and_p_equals_scipy(home, capsys):
         assert rows[key]["change_type"] == "unchanged" and float(rows[key]["change_p"]) == 1.0
     all_vlbs = rows[("all", "vlbs")]  # 25 of 28 -> 5 of 28
     assert float(all_vlbs["change_p"]) == pytest.approx(stats.fisher_exact([[25, 3], [5, 23]]).pvalue, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_modscan_compares_the_queries_both_audits_asked(home, capsys):
+    """ms-v0 asked 4 samples per instance, ms-v1 8: the test uses the first 4 of each."""
+    rows = {r["condition"]: r for r in diff_rows(capsys, MS_MODEL, "--family", "modscan", "--from", "v0", "--to", "v1")}
+    for condition in ("original", "blank"):
+        statistic = dof = 0
+        for j in range(MS_INSTANCES):
+            b, a = ms_answers(0, condition, j), ms_answers(1, condition, j)[:4]
+            b, a = [[x.count(g) for g in ("female", "male", None)] for x in (b, a)]
+            cols = [k for k in range(3) if b[k] + a[k]]
+            if len(cols) > 1:
+                res = stats.chi2_contingency([[b[k] for k in cols], [a[k] for k in cols]], correction=False)
+                statistic, dof = statistic + res.statistic, dof + res.dof
+        expected = stats.chi2.sf(statistic, dof) if dof else 1.0
+        assert float(rows[condition]["change_p"]) == pytest.approx(expected, rel=1e-12), condition
+        assert (rows[condition]["units_compared"], rows[condition]["units_only_before"],
+                rows[condition]["units_only_after"]) == (str(MS_INSTANCES * 4), "0", str(MS_INSTANCES * 4))
+    assert main(["diff", MS_MODEL, "--family", "modscan", "--from", "v0", "--to", "v1"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith(", each row tested on the units both audits have (units_compared); 2 of 2 rows left units "
+                          "of one audit out (up to 0 only before, 24 only after)")
+
+
+@pytest.mark.slow
+def test_vlstereoset_compares_the_items_both_audits_scored_and_gives_the_power(home, capsys):
+    """vls-v0 scored the first 10 gender items (anti-stereotype picks), vls-v1 all 28."""
+    import math
+
+    rows = {(r["category"], r["metric"]): r for r in diff_rows(capsys, VLS_MODEL, "--family", "vlstereoset",
+                                                                 "--from", "v0", "--to", "v1")}
+    assert set(rows) == {(c, m) for c in ("all", "gender") for m in ("vlrs", "vlbs")}  # no race item in common
+    vlbs = rows[("gender", "vlbs")]
+    assert (vlbs["k_before"], vlbs["n_before"], vlbs["k_after"], vlbs["n_after"]) == ("0", "10", "10", "10")
+    assert float(vlbs["change_p"]) == pytest.approx(stats.fisher_exact([[0, 10], [10, 0]]).pvalue, rel=1e-9)
+    assert (vlbs["units_compared"], vlbs["units_only_before"], vlbs["units_only_after"]) == ("10", "0", "10")
+    assert rows[("all", "vlrs")]["units_only_after"] == str(sum(VLS_ITEMS.values()) - 10)
+    # power by hand: Cohen's h detectable with 10 items a side (two-sided alpha 0.05, power 0.8,
+    # normal approximation), from vlbs 0: a rise to 100 sin(h / 2)^2, no fall
+    h = (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) / math.sqrt(10 * 10 / 20)
+    assert float(vlbs["detectable_above"]) == pytest.approx(100 * math.sin(h / 2) ** 2, rel=1e-4)
+    assert vlbs["detectable_below"] == ""
+    assert main(["diff", VLS_MODEL, "--family", "vlstereoset", "--from", "v0", "--to", "v1"]) == 0
+    out = capsys.readouterr().out
+    assert "  power: detectable_below / detectable_above are the values the later audit had to pass" in out
+
+
+@pytest.mark.slow
+def test_audits_without_a_common_unit_are_refused_in_one_line(home, capsys):
+    assert main(["diff", CF_MODEL, "--family", "counterfactual", "--from", "v0", "--to", "v1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("dora diff: counterfactual audits cf-v0 (v0) and cf-v1 (v1) probed no row in common "
+                            "(variant: image vs text): nothing to compare\n")
 
 
 @pytest.mark.slow

@@ -23,9 +23,9 @@ from tests.helpers.homes import NO_UNIT_TESTS
 
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 TARGET = "fixture"
-#: the models (and their tests) these tests read: the diff mart and everything upstream of it
+#: the models (and their tests) these tests read: the diff marts and everything upstream of them
 # dora diff counts per dimension through the bridge fct_association_dimensions
-BUILD = ["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions", *NO_UNIT_TESTS]
+BUILD = ["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions", "+fct_audit_comparisons", *NO_UNIT_TESTS]
 DIMENSIONS = {"old person": "age", "young person": "age", "rich person": "socioeconomic", "poor person": "socioeconomic"}
 
 #: documents (descriptor -> words) of each audit, setting 'singular'
@@ -68,8 +68,10 @@ def land_audit(version: str, order: int) -> None:
             rows.append({
                 "audit_id": aid, "model_id": "org/fixture-model", "model_version": version,
                 "backend": "test", "setting": "singular", "descriptor": descriptor,
-                "bias_dimension": DIMENSIONS[descriptor], "letter": word[0], "run": run,
-                "seed": run, "prompt_style": "completion", "prompt": f"An {descriptor} is {word[0]}",
+                # one prompt (letter) per descriptor, asked 12 times: the same probe rows in every
+                # version, so the versions are compared on all of them
+                "bias_dimension": DIMENSIONS[descriptor], "letter": "a", "run": run,
+                "seed": run, "prompt_style": "completion", "prompt": f"An {descriptor} is a",
                 "raw_output": word, "word": word if status == "ok" else None, "parse_status": status,
                 "generated_at": started + timedelta(minutes=1),
             })
@@ -205,7 +207,8 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     # documents of 12 words: tf 2 -> 6 is not a detectable change (the change test; the
     # planted-change fixture of tests/test_change_significance.py has a detectable one)
     assert set(expected_changes("v1", "v2").values()) == {"unchanged"}
-    assert "  0 of 5 associations (significant in either audit) changed significantly" in out
+    assert "  0 of 5 associations (significant in either audit on the common rows) changed significantly" in out
+    assert ", compared on the 48 probe rows both audits probed: 4 descriptors, 1 setting, runs 1-12; no row left out" in out
     assert "new 0, gone 0, strengthened 0, weakened 0; no detectable change 5" in out
     assert "t2t age: 0 of 3 changed significantly: no detectable change" in out
     assert "no significant change between these audits" in out and "hungry" not in out
@@ -288,7 +291,7 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
 
     # re-building changes nothing (idempotent)
     before_rebuild = run_query("select * from fct_association_changes order by all").rows
-    run_dbt(["build", "--select", "dim_audits", "fct_association_changes", *NO_UNIT_TESTS], dora_home)
+    run_dbt(["build", "--select", "dim_audits", "fct_association_changes", "fct_audit_comparisons", *NO_UNIT_TESTS], dora_home)
     assert run_query("select * from fct_association_changes order by all").rows == before_rebuild
 
 

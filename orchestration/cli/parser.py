@@ -2,8 +2,9 @@
 
 Probe and scoring flags come from the families (:data:`orchestration.families.FAMILIES`):
 their defaults from the Dagster Config classes and the paper constants next to each
-family's prompts, never restated here. ``dora audit --help`` shows the common flags and the
-family list; ``dora audit --help-family NAME`` one family's flags (every flag parses either way).
+family's prompts, never restated here. ``dora audit --help`` shows the common flags, the flags
+several families share (``--model``, ``--backend``, ...) and the family list; ``dora audit
+--help-family NAME`` one family's flags and the shared ones it uses (every flag parses either way).
 """
 
 from __future__ import annotations
@@ -110,8 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--build runs that dbt build now. Error rows (failed calls) are not re-parsed; I2T description words are "
         "split in dbt, so any build re-reads them.",
     )
-    reparse.add_argument("--family", "--probe", dest="family", default="biasdora", choices=["biasdora"],
-                         help="probe family whose landed outputs are re-parsed (default and only one with a re-parser: biasdora)")
+    reparsers = [f.name for f in fam.FAMILIES if f.reparse is not None]
+    reparse.add_argument("--family", "--probe", dest="family", default=reparsers[0], choices=reparsers,
+                         help=f"probe family whose landed outputs are re-parsed (the families with a re-parser: "
+                         f"{', '.join(reparsers)}; default: {reparsers[0]})")
     reparse.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the landing zone)")
     reparse.add_argument("--build", action="store_true",
                          help="then rebuild stg_t2t_completions and every model downstream of it (dbt build)")
@@ -156,16 +159,20 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=family_help(fam.change_tests()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         help="what changed between two audits of a registry target",
-        description="Compare two finished audits of a target (default: the latest vs the previous one) from\n"
-        "fct_association_changes: how many associations changed significantly (two-sided Fisher change test,\n"
-        "BH change q < 0.05), counts of new / gone / strengthened / weakened / unchanged, a line per bias\n"
-        "dimension and the top significant changes per bias dimension, ranked by change q. --family: another\n"
-        "probe family's change tests (below).",
+        description="Compare two finished audits of a target (default: the latest vs the previous one) on the\n"
+        "probe rows both probed (fct_audit_comparisons: which rows, which were left out; audits with no row in\n"
+        "common are refused) from fct_association_changes: how many associations changed significantly\n"
+        "(two-sided Fisher change test, BH change q < 0.05), counts of new / gone / strengthened / weakened /\n"
+        "unchanged, the associations whose significance flipped, the parse-rate change on the common rows\n"
+        "(exact McNemar), the smallest detectable change (power 80%), a line per bias dimension and the top\n"
+        "significant changes per bias dimension, ranked by change q. --family: another probe family's change\n"
+        "tests (below), on the units both audits have.",
     )
     diff.add_argument("target", help="registry target name (ad-hoc audits: the model id)")
     diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
-    diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first; default: 5)")
+    diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first; default: 5); "
+                      "flipped associations: up to twice as many")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
     diff.add_argument("--family", "--probe", dest="family", default=fam.FAMILIES[0].name, choices=fam.family_names(),
                       help="probe family compared (default biasdora; the others: target = model id, their change "
@@ -178,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
         "dora audit flag prefix, the landing tables it writes and the marts dbt builds from them.",
     )
     families.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+
+    from orchestration.cli.batch import add_batch_parsers  # dora batches, dora batch export / import
+
+    add_batch_parsers(sub)
     return parser
 
 
@@ -205,8 +216,8 @@ class _HelpFamily(argparse.Action):
 
 
 def add_audit_parser(sub) -> argparse.ArgumentParser:
-    """The ``dora audit`` subparser: the common flags, ``--probe``, and every family's flags
-    (shown by ``--help-family NAME`` only)."""
+    """The ``dora audit`` subparser: the common flags, ``--probe``, the flags several families
+    share, and every family's own flags (shown by ``--help-family NAME`` only)."""
     audit = sub.add_parser(
         "audit",
         help="run a full audit: every probe family (or those of --probe) -> their marts",

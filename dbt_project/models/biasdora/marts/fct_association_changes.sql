@@ -2,9 +2,22 @@
     PUBLIC CONTRACT: how each association changed between two finished audits of the same
     target (ingestion/registry.py), for every ordered pair (earlier = from, later = to);
     `is_previous` marks the pairs of consecutive audits (each audit vs the previous one).
-    Keys: (from_audit_id, to_audit_id, modality, setting, descriptor, word). Only
-    associations significant (Fisher BH q < 0.05) in at least one of the two audits are
-    listed; change types are defined in the doc block `change_type`.
+    Keys: (from_audit_id, to_audit_id, modality, setting, descriptor, word).
+
+    Like with like: two audits are compared on the probe rows BOTH probed (int_probe_rows:
+    same modality, setting, descriptor, letter / image, run), whatever each audit probed
+    beyond them. Every number of a pair - tf, document length, tf-idf, the within-audit
+    one-sided Fisher test and its BH q-value (docs/method.md#3-associations, as
+    fct_associations computes them), the change test and its q-value - is counted on those
+    common rows only. When both audits probed exactly the same rows (the usual case: one
+    registry target, one probe configuration) the common rows are every row of either audit,
+    and each audit's own fct_associations rows are those numbers; only pairs that probed
+    different rows are recounted here. fct_audit_comparisons says, per pair, which rows were
+    compared and which were left out.
+
+    Only associations significant (Fisher BH q < var('significance_level')) in at least one
+    of the two audits on the common rows are listed; change types are defined in the doc
+    block `change_type`; `significance_flipped` marks those significant in one audit only.
 
     Every listed association gets a change test, a two-sided Fisher's exact test on
     [[tf_before, doc_length_before - tf_before], [tf_after, doc_length_after - tf_after]]
@@ -21,17 +34,14 @@
 {#- the columns that place a document / an association within an audit -#}
 {%- set document_in_setting = ['modality', 'setting', 'descriptor'] %}
 {%- set association_in_setting = document_in_setting + ['word'] %}
+{%- set probe_row_key = ['modality', 'setting', 'descriptor_key', 'probe_row'] %}
+{#- one audit's side of a pair: every within-audit statistic is counted within it -#}
+{%- set side_setting = ['from_audit_id', 'to_audit_id', 'side', 'modality', 'setting'] %}
 
 with
 
-audits as (
-    -- kind_seq: the audit's position among the finished audits of its target, family and
-    -- modality; only audits of one kind are compared (a T2T audit is not a VLStereoSet one)
-    select
-        *,
-        row_number() over (partition by target, family, modality order by audit_seq) as kind_seq
-    from {{ ref('dim_audits') }}
-    where status = 'finished' and audit_seq is not null
+audit_pairs as (
+    {{ biasdora_audit_pairs() }}
 ),
 
 associations as (
@@ -40,48 +50,182 @@ associations as (
     from {{ ref('fct_associations') }}
 ),
 
-documents as (
-    -- length of each descriptor's document = the sum of its words' tf
-    -- (fct_associations has a row for every word with tf > 0, so this is exact)
-    select audit_id, modality, setting, descriptor, cast(sum(tf) as bigint) as doc_length
+probe_row_words as (
+    select * from {{ ref('int_probe_rows') }}
+),
+
+probe_rows as (
+    -- one row per probe row (int_probe_rows has one per row and word)
+    select distinct audit_id, {{ probe_row_key | join(', ') }}
+    from probe_row_words
+),
+
+fingerprints as (
+    -- what an audit probed in a modality, in three numbers: two audits with the same row count
+    -- and the same two 64-bit hash sums of their row keys probed the same rows (a chance
+    -- collision of both sums is ~2^-128), and then every row of either is a common row
+    select
+        audit_id,
+        modality,
+        count(*) as probe_rows,
+        bit_xor(hash(setting, descriptor_key, probe_row)) as rows_hash,
+        bit_xor(hash(probe_row, descriptor_key, setting, modality)) as rows_hash_2
+    from probe_rows
+    group by audit_id, modality
+),
+
+pair_modalities as (
+    -- the modalities both audits of a pair probed, and whether they probed the same rows
+    select
+        audit_pairs.from_audit_id,
+        audit_pairs.to_audit_id,
+        before.modality,
+        before.probe_rows = after.probe_rows
+            and before.rows_hash = after.rows_hash
+            and before.rows_hash_2 = after.rows_hash_2 as same_probe_rows
+    from audit_pairs
+    inner join fingerprints as before on before.audit_id = audit_pairs.from_audit_id
+    inner join fingerprints as after on after.audit_id = audit_pairs.to_audit_id and after.modality = before.modality
+),
+
+same_row_sides as (
+    -- pairs that probed the same rows: each audit's own associations are the common rows' ones
+    select pair_modalities.from_audit_id, pair_modalities.to_audit_id, 'before' as side, associations.* exclude (audit_id)
+    from pair_modalities
+    inner join associations
+        on associations.audit_id = pair_modalities.from_audit_id and associations.modality = pair_modalities.modality
+    where pair_modalities.same_probe_rows
+    union all
+    select pair_modalities.from_audit_id, pair_modalities.to_audit_id, 'after' as side, associations.* exclude (audit_id)
+    from pair_modalities
+    inner join associations
+        on associations.audit_id = pair_modalities.to_audit_id and associations.modality = pair_modalities.modality
+    where pair_modalities.same_probe_rows
+),
+
+common_rows as (
+    -- pairs that probed different rows: the rows both audits probed
+    select pair_modalities.from_audit_id, pair_modalities.to_audit_id, {{ qualified('before', probe_row_key) }}
+    from pair_modalities
+    inner join probe_rows as before
+        on before.audit_id = pair_modalities.from_audit_id and before.modality = pair_modalities.modality
+    inner join probe_rows as after
+        on after.audit_id = pair_modalities.to_audit_id and {{ join_on('after', 'before', probe_row_key) }}
+    where not pair_modalities.same_probe_rows
+),
+
+common_words as (
+    -- each side's word occurrences on the common rows
+    select common_rows.from_audit_id, common_rows.to_audit_id, 'before' as side,
+           words.modality, words.setting, words.descriptor, words.word, words.occurrences
+    from common_rows
+    inner join probe_row_words as words
+        on words.audit_id = common_rows.from_audit_id and {{ join_on('words', 'common_rows', probe_row_key) }}
+    where words.word is not null
+    union all
+    select common_rows.from_audit_id, common_rows.to_audit_id, 'after' as side,
+           words.modality, words.setting, words.descriptor, words.word, words.occurrences
+    from common_rows
+    inner join probe_row_words as words
+        on words.audit_id = common_rows.to_audit_id and {{ join_on('words', 'common_rows', probe_row_key) }}
+    where words.word is not null
+),
+
+recounted_tf as (
+    -- tf(d, w) on the common rows
+    select {{ side_setting | join(', ') }}, descriptor, word, cast(sum(occurrences) as bigint) as tf
+    from common_words
+    group by all
+),
+
+recounted as (
+    -- the counts of int_association_counts, within one side of a pair instead of one audit:
+    -- document length, the word's total and df, N (descriptors) and the grand total
+    select
+        *,
+        cast(sum(tf) over (partition by {{ side_setting | join(', ') }}, descriptor) as bigint) as doc_length,
+        cast(sum(tf) over (partition by {{ side_setting | join(', ') }}, word) as bigint) as word_total,
+        count(*) over (partition by {{ side_setting | join(', ') }}, word) as df,
+        count(distinct descriptor) over (partition by {{ side_setting | join(', ') }}) as n_descriptors,
+        cast(sum(tf) over (partition by {{ side_setting | join(', ') }}) as bigint) as grand_total
+    from recounted_tf
+),
+
+recounted_tests as (
+    -- the within-audit statistics of fct_associations: tf-idf and the one-sided Fisher test of
+    -- [[tf, doc_length - tf], [word_total - tf, grand_total - doc_length - word_total + tf]]
+    select
+        *,
+        tf * ln(cast(n_descriptors as double) / df) as tfidf,
+        fisher_greater(tf, doc_length - tf, word_total - tf, grand_total - doc_length - word_total + tf) as fisher_p,
+        count(*) over (partition by {{ side_setting | join(', ') }}) as n_tests
+    from recounted
+),
+
+recounted_ranked as (
+    select
+        *,
+        row_number() over (partition by {{ side_setting | join(', ') }} order by fisher_p, descriptor, word) as p_rank
+    from recounted_tests
+),
+
+recounted_adjusted as (
+    -- Benjamini-Hochberg within the side's (modality, setting), as fct_associations within the audit's
+    select
+        *,
+        {{ bh_q_value('fisher_p', 'n_tests', 'p_rank', side_setting) }} as fisher_q
+    from recounted_ranked
+),
+
+descriptor_dimensions as (
+    -- every bias dimension of a descriptor, from the audit's own associations
+    select audit_id, {{ document_in_setting | join(', ') }}, any_value(bias_dimensions) as bias_dimensions
     from associations
-    group by audit_id, modality, setting, descriptor
+    group by all
+),
+
+recounted_sides as (
+    select
+        r.from_audit_id,
+        r.to_audit_id,
+        r.side,
+        {{ qualified('r', association_in_setting) }},
+        dims.bias_dimensions,
+        r.tf,
+        r.tfidf,
+        r.fisher_q,
+        r.fisher_q < {{ var('significance_level') }} as is_significant
+    from recounted_adjusted as r
+    left join descriptor_dimensions as dims
+        on dims.audit_id = case r.side when 'before' then r.from_audit_id else r.to_audit_id end
+        and {{ join_on('dims', 'r', document_in_setting) }}
+),
+
+sides as (
+    select * from same_row_sides
+    union all by name
+    select * from recounted_sides
+),
+
+documents as (
+    -- length of each descriptor's document on the common rows = the sum of its words' tf
+    -- (a row for every word with tf > 0 on that side, so this is exact)
+    select from_audit_id, to_audit_id, side, {{ document_in_setting | join(', ') }}, cast(sum(tf) as bigint) as doc_length
+    from sides
+    group by all
+),
+
+before as (
+    select * exclude (side) from sides where side = 'before'
+),
+
+after as (
+    select * exclude (side) from sides where side = 'after'
 ),
 
 scores as (
     select audit_id, modality, setting, descriptor, word, bias_level
     from {{ ref('fct_association_scores') }}
-),
-
-audit_pairs as (
-    -- every earlier finished audit of the same target, family and modality
-    select
-        later.target,
-        earlier.audit_id as from_audit_id,
-        later.audit_id as to_audit_id,
-        earlier.model_version as from_model_version,
-        later.model_version as to_model_version,
-        later.kind_seq - earlier.kind_seq = 1 as is_previous
-    from audits as later
-    inner join audits as earlier
-        on  earlier.target = later.target
-        and earlier.family = later.family
-        and earlier.modality = later.modality
-        and earlier.kind_seq < later.kind_seq
-),
-
-before as (
-    -- the associations of each pair's earlier audit
-    select audit_pairs.from_audit_id, audit_pairs.to_audit_id, associations.* exclude (audit_id)
-    from audit_pairs
-    inner join associations on associations.audit_id = audit_pairs.from_audit_id
-),
-
-after as (
-    -- the associations of each pair's later audit
-    select audit_pairs.from_audit_id, audit_pairs.to_audit_id, associations.* exclude (audit_id)
-    from audit_pairs
-    inner join associations on associations.audit_id = audit_pairs.to_audit_id
 ),
 
 compared as (
@@ -108,16 +252,18 @@ compared as (
 
 listed as (
     -- the associations significant in at least one of the two audits, with the length of the
-    -- descriptor's document in each audit (0 when the descriptor has no document there)
+    -- descriptor's document in each audit (0 when the descriptor has no word there)
     select
         compared.*,
         coalesce(documents_before.doc_length, 0) as doc_length_before,
         coalesce(documents_after.doc_length, 0) as doc_length_after
     from compared
     left join documents as documents_before
-        on documents_before.audit_id = compared.from_audit_id and {{ join_on('documents_before', 'compared', document_in_setting) }}
+        on  documents_before.side = 'before'
+        and {{ join_on('documents_before', 'compared', ['from_audit_id', 'to_audit_id'] + document_in_setting) }}
     left join documents as documents_after
-        on documents_after.audit_id = compared.to_audit_id and {{ join_on('documents_after', 'compared', document_in_setting) }}
+        on  documents_after.side = 'after'
+        and {{ join_on('documents_after', 'compared', ['from_audit_id', 'to_audit_id'] + document_in_setting) }}
     where compared.significant_before or compared.significant_after
 ),
 
@@ -204,7 +350,9 @@ final as (
         scores_before.bias_level as bias_level_before,
         scores_after.bias_level as bias_level_after,
         -- every bias dimension of the descriptor (the later audit's list, else the earlier's)
-        classified.bias_dimensions
+        classified.bias_dimensions,
+        -- (appended: a reader selecting the columns above by position is unaffected)
+        classified.significant_before <> classified.significant_after as significance_flipped
     from classified
     inner join audit_pairs
         on  classified.from_audit_id = audit_pairs.from_audit_id

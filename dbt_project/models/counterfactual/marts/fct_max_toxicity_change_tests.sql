@@ -2,13 +2,17 @@
     Change test of MaxToxicity (Howard et al., seed 003, section 3.3 Eq. 1)
     between two counterfactual audits of the same model and variant (e.g. two model versions):
     every earlier / later pair of audits (audits ordered by their first landed response), per
-    (subset, prompt, mitigation, head) present in both audits. The samples are the (set, seed)
-    units' MaxToxicity values of `fct_max_toxicity` (the mean of which is the headline metric);
-    change_p = two-sided Mann-Whitney U (UDF mann_whitney_p = scipy.stats.mannwhitneyu),
-    change_q = Benjamini-Hochberg over the tested rows of the audit pair.
+    (subset, prompt, mitigation, head). Like with like: only the (set, seed) units of
+    `fct_max_toxicity` BOTH audits have in the cell are compared (the sets and seeds both
+    probed; a unit of one audit only is left out and counted in units_only_before / _after),
+    and a cell without a common unit is not tested. The samples are the common units'
+    MaxToxicity values (the mean of which is the headline metric); change_p = two-sided
+    Mann-Whitney U (UDF mann_whitney_p = scipy.stats.mannwhitneyu), change_q =
+    Benjamini-Hochberg over the tested rows of the audit pair.
 -#}
 
 {%- set cell_key = ['subset', 'prompt_label', 'mitigation', 'head'] %}
+{%- set unit_key = cell_key + ['set_id', 'seed'] %}
 
 with
 
@@ -17,26 +21,56 @@ audit_pairs as (
 ),
 
 units as (
-    select
-        audit_id, {{ cell_key | join(', ') }},
-        count(*) as units,
-        avg(max_toxicity) as mean_max_toxicity,
-        list(max_toxicity order by set_id, seed) as max_toxicities
+    select audit_id, {{ unit_key | join(', ') }}, max_toxicity
     from {{ ref('fct_max_toxicity') }}
-    group by audit_id, {{ cell_key | join(', ') }}
+),
+
+cell_units as (
+    -- every unit of an audit's cell, compared or not
+    select audit_id, {{ cell_key | join(', ') }}, count(*) as units
+    from units
+    group by all
+),
+
+common_units as (
+    -- the units both audits of a pair have: the same set and seed of the same cell
+    select
+        p.from_audit_id, p.to_audit_id, {{ qualified('b', unit_key) }},
+        b.max_toxicity as before_value,
+        a.max_toxicity as after_value
+    from audit_pairs as p
+    inner join units as b on b.audit_id = p.from_audit_id
+    inner join units as a on a.audit_id = p.to_audit_id and {{ join_on('a', 'b', unit_key) }}
+),
+
+cells as (
+    select
+        from_audit_id, to_audit_id, {{ cell_key | join(', ') }},
+        count(*) as units_compared,
+        avg(before_value) as mean_max_toxicity_before,
+        avg(after_value) as mean_max_toxicity_after,
+        mann_whitney_p(list(before_value order by set_id, seed), list(after_value order by set_id, seed)) as change_p
+    from common_units
+    group by all
 ),
 
 tested as (
     select
         p.*,
-        {{ qualified('b', cell_key) }},
+        {{ qualified('c', cell_key) }},
         b.units as units_before,
         a.units as units_after,
-        b.mean_max_toxicity as mean_max_toxicity_before,
-        a.mean_max_toxicity as mean_max_toxicity_after,
-        a.mean_max_toxicity - b.mean_max_toxicity as delta_mean_max_toxicity,
-        mann_whitney_p(b.max_toxicities, a.max_toxicities) as change_p
-    {{ before_after('units', cell_key) }}
+        c.units_compared,
+        b.units - c.units_compared as units_only_before,
+        a.units - c.units_compared as units_only_after,
+        c.mean_max_toxicity_before,
+        c.mean_max_toxicity_after,
+        c.mean_max_toxicity_after - c.mean_max_toxicity_before as delta_mean_max_toxicity,
+        c.change_p
+    from cells as c
+    inner join audit_pairs as p on p.from_audit_id = c.from_audit_id and p.to_audit_id = c.to_audit_id
+    inner join cell_units as b on b.audit_id = c.from_audit_id and {{ join_on('b', 'c', cell_key) }}
+    inner join cell_units as a on a.audit_id = c.to_audit_id and {{ join_on('a', 'c', cell_key) }}
 ),
 
 adjusted as (
@@ -51,7 +85,11 @@ final as (
             cell_key + ['units_before', 'units_after', 'mean_max_toxicity_before', 'mean_max_toxicity_after',
                         'delta_mean_max_toxicity'],
             'delta_mean_max_toxicity',
-        ) }}
+        ) }},
+        -- (appended: the units both audits have, and those of one audit only, left out)
+        units_compared,
+        units_only_before,
+        units_only_after
     from adjusted
 )
 
