@@ -7,15 +7,20 @@ from the score marts ``agg_bias_by_dimension``, ``agg_likert_by_dimension``,
 ``agg_scores_by_audit`` and ``fct_association_scores`` (read-only, parameterised); every count,
 ratio and share is computed in dbt, this module only lays them out:
 
-* ``pct_negative.png``: heatmap of % negative, setting x bias dimension, one panel per audit;
+* ``pct_negative.png``: heatmap of % negative, setting x bias dimension, one panel per audit
+  with a significant association (an audit without one is named in a sentence instead);
 * ``pct_toxic.png``: the same for % toxic;
 * ``likert_by_dimension.png``: stacked bars of the Likert levels 1-5 per bias dimension
   (significant associations pooled over settings), one panel per audit;
+* beside each figure, a table of the numbers it draws;
 * tables of the most toxic and the highest-rated associations (in ``index.html``).
 
-The judge's reliability (agreement, parse rates) next to the Likert bars, and a
+The judge's reliability (agreement, parse rates) next to the Likert bars, a
 drill-down page per (audit, modality, setting) listing the samples behind every significant
-association, linked from the tables (:mod:`analytics.drilldown`).
+association, linked from the tables (:mod:`analytics.drilldown`), and a version page per
+target, its audits side by side with 95% intervals (:mod:`analytics.version_report`), listed
+in the index. Tables are sized for a laptop screen (long column names break at "_", a table
+still too wide scrolls inside its container).
 """
 
 from __future__ import annotations
@@ -71,7 +76,8 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
     Returns:
         ``{"agg": agg_bias_by_dimension rows, "likert": (audit, model, bias_dimension,
         bias_level, n) counts, "overview": one row per audit, "toxic": top ``top`` by
-        toxicity, "rated": top ``top`` by expected bias level (then the median level),
+        toxicity, "rated": top ``top`` by bias level (the median of the judge's repeats, as
+        the Likert chart), then the expected level,
         "dimensions": every audited dimension per audit (:func:`audited_dimensions`)}``; a row
         of "toxic" / "rated" is one association, with its ``bias_dimensions`` joined by ", ".
 
@@ -95,9 +101,12 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
     likert = read_relation("agg_likert_by_dimension", filters=filters, order_by=["audit_id", "bias_dimension", "bias_level"])
     overview = read_relation("agg_scores_by_audit", filters=filters, order_by=["audit_id"])
     toxic = _top(audit_id, "toxicity", "toxicity desc, fisher_q, descriptor, word", top)
-    # ranked by the expected bias level (the mean over the judge's sampled ratings), not by one
-    # sampled rating: a single draw of 5 from a judge that mostly says 2 is not "highest-rated"
-    rated = _top(audit_id, "bias_level", "bias_level_expected desc nulls last, bias_level desc, toxicity desc nulls last, descriptor, word", top)
+    # ranked by the bias level the Likert chart beside the table counts (the median of the
+    # judge's parsed repeats), then by the expected level: ranking by the expected level first
+    # put the associations of a judge that gives log-probabilities (all at level 1) above every
+    # level-5 association of one that does not (expected level null)
+    rated = _top(audit_id, "bias_level",
+                 "bias_level desc, bias_level_expected desc nulls last, toxicity desc nulls last, descriptor, word", top)
     return {"agg": agg, "likert": likert, "overview": overview, "toxic": toxic, "rated": rated,
             "dimensions": audited_dimensions(audit_id)}
 
@@ -121,6 +130,21 @@ def audited_dimensions(audit_id: str | None = None) -> dict[str, list[str]]:
     for aid, dim in rows:
         out.setdefault(aid, []).append(dim or "(none)")
     return out
+
+
+def _drawn_audits(rows: list[dict], count: str) -> list[tuple[str, str]]:
+    """The (audit, model) panels worth drawing: those with a row whose ``count`` is above 0.
+
+    An audit without any (no significant association, or none judged) would be a panel of empty
+    grey cells; the page says so in words instead (:func:`audits_without`).
+    """
+    return sorted({(r["audit_id"], r["model_id"]) for r in rows if (r[count] or 0) > 0})
+
+
+def audits_without(rows: list[dict], count: str) -> list[str]:
+    """The audits of ``rows`` whose every row has ``count`` 0 (nothing to draw for them), sorted."""
+    drawn = {a for a, _ in _drawn_audits(rows, count)}
+    return sorted({r["audit_id"] for r in rows} - drawn)
 
 
 def _panel_label(audit_id: str, model_id: str) -> str:
@@ -147,10 +171,10 @@ def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str 
     Cells without scored associations are grey and marked "n/a"; each cell shows the
     percentage and, below it, the number of significant associations (``n=0`` in an audited
     dimension without any: every dimension of ``audited``, ``{audit_id: dimensions}``, gets a
-    column).
+    column). An audit without any significant association gets no panel (:func:`audits_without`).
 
     Returns:
-        ``path``, or ``None`` when ``agg`` is empty (nothing is drawn).
+        ``path``, or ``None`` when no audit of ``agg`` has a significant association (nothing is drawn).
     """
     import matplotlib
 
@@ -158,10 +182,11 @@ def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str 
     import matplotlib.pyplot as plt
     import numpy as np
 
-    if not agg:
+    audits = _drawn_audits(agg, "n_significant")
+    if not audits:
         return None
-    audits = sorted({(r["audit_id"], r["model_id"]) for r in agg})
-    dims = _dimensions(agg, audited)
+    agg = [r for r in agg if (r["audit_id"], r["model_id"]) in audits]
+    dims = _dimensions(agg, {a: d for a, d in (audited or {}).items() if a in {x for x, _ in audits}})
     n = len(audits)
     fig, axes = plt.subplots(
         n, 1, figsize=(1.1 * len(dims) + 3.0, 0.75 * len(_settings(agg)) * n + 1.6 * n), squeeze=False, layout="constrained"
@@ -200,7 +225,8 @@ def likert_png(likert: list[dict], path: Path, audited: dict[str, list[str]] | N
     """Stacked horizontal bars: share (%) of each Likert level per bias dimension, one panel per audit.
 
     Every dimension of ``audited`` (``{audit_id: dimensions}``) has a bar, empty with ``n=0``
-    when none of its significant associations was judged.
+    when none of its significant associations was judged; an audit with no judged significant
+    association gets no panel.
 
     Returns:
         ``path``, or ``None`` when no significant association has a bias level.
@@ -210,10 +236,11 @@ def likert_png(likert: list[dict], path: Path, audited: dict[str, list[str]] | N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if not likert:
+    audits = _drawn_audits(likert, "n_associations")
+    if not audits:
         return None
-    audits = sorted({(r["audit_id"], r["model_id"]) for r in likert})
-    dims = _dimensions(likert, audited)
+    likert = [r for r in likert if (r["audit_id"], r["model_id"]) in audits]
+    dims = _dimensions(likert, {a: d for a, d in (audited or {}).items() if a in {x for x, _ in audits}})
     fig, axes = plt.subplots(
         len(audits), 1, figsize=(9, 0.45 * len(dims) * len(audits) + 1.8 * len(audits)), squeeze=False, layout="constrained"
     )
@@ -247,22 +274,38 @@ def likert_png(likert: list[dict], path: Path, audited: dict[str, list[str]] | N
 _PAGES_MARK = "<!-- dora:other-pages -->"
 
 
+#: The line :func:`link_pages` puts at the top of every other family's page (after ``<body>``).
+_BACK_LINK = '<p class="pages dora-back"><a href="{href}">report index</a></p>'
+
+
 def link_pages(index: Path, pages: Sequence[Path]) -> Path:
-    """Link every other page of the report folder from ``index.html``.
+    """Link every other page of the report folder from ``index.html``, and each of them back.
 
     The families write their pages one after the other (``dora report``), so BiasDora's
     ``index.html`` cannot know them when it is written; the caller passes what was written and
-    each page gets a link (relative to ``index``) in the "Pages of this report" line.
+    each page gets a link (relative to ``index``) in the "Pages of this report" line, and a
+    "report index" link at its top (once: a page that already has one keeps it).
 
     Returns:
-        ``index``. Raises: OSError when ``index`` cannot be read or written.
+        ``index``. Raises: OSError when ``index`` or a page cannot be read or written.
     """
+    import os
+    import re
+
     text = index.read_text(encoding="utf-8")
+    others = [Path(p) for p in pages if Path(p) != index]
     links = "".join(
-        f' | <a href="{html.escape(Path(p).relative_to(index.parent).as_posix())}">{html.escape(Path(p).stem)}</a>'
-        for p in pages if Path(p) != index
+        f' | <a href="{html.escape(p.relative_to(index.parent).as_posix())}">{html.escape(p.stem)}</a>'
+        for p in others
     )
     index.write_text(text.replace(_PAGES_MARK, links + _PAGES_MARK, 1), encoding="utf-8")
+    for page in others:
+        body = page.read_text(encoding="utf-8")
+        if "dora-back" in body:
+            continue
+        href = html.escape(Path(os.path.relpath(index, page.parent)).as_posix())
+        body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _BACK_LINK.format(href=href), body, count=1)
+        page.write_text(body, encoding="utf-8")
     return index
 
 
@@ -283,27 +326,63 @@ def _fmt(value, column: str = "") -> str:
     return str(value)
 
 
-def _html_table(rows: list[dict], columns: list[str] | None = None) -> str:
+def _html_table(rows: list[dict], columns: list[str] | None = None, cls: str = "") -> str:
+    """A table in a container that scrolls sideways rather than widening the page."""
     if not rows:
         return "<p class='empty'>nothing to show</p>"
     columns = columns or list(rows[0])
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    # a column name may break after each "_" (<wbr>): long names do not widen their column
+    head = "".join(f"<th>{html.escape(c).replace('_', '_<wbr>')}</th>" for c in columns)
     body = "".join(
         "<tr>" + "".join(
             f"<td>{r.get(c) if isinstance(r.get(c), _Html) else html.escape(_fmt(r.get(c), c))}</td>" for c in columns
         ) + "</tr>"
         for r in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class='table-wrap'><table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
+# sized for a laptop screen: long ids and sentences wrap inside their cells, and a table that is
+# still too wide scrolls inside its container instead of widening the page
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ccc; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
-th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: left; }
+.table-wrap { max-width: 100%; overflow-x: auto; }
+table { border-collapse: collapse; font-size: 0.82em; margin: 0.5em 0; }
+th, td { border: 1px solid #ddd; padding: 3px 5px; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } img { max-width: 100%; } .note, .empty { color: #666; font-size: 0.9em; }
+td.share { white-space: nowrap; } .ci, .n { color: #666; font-size: 0.9em; }
 """
+
+
+def _likert_table(likert: list[dict], columns: list[str]) -> str:
+    """The Likert bars' numbers: per (audit, bias dimension) with a judged association, n judged
+    and each level's share (``pct_of_dimension`` of agg_likert_by_dimension)."""
+    rows: dict[tuple, dict] = {}
+    for r in likert:
+        row = rows.setdefault((r["audit_id"], r["bias_dimension"] or "(none)"),
+                              {"audit_id": r["audit_id"], "bias_dimension": r["bias_dimension"] or "(none)", "n_judged": 0})
+        row["n_judged"] += r["n_associations"] or 0
+        row[f"pct_likert_{r['bias_level']}"] = r["pct_of_dimension"]
+    shown = [r for r in rows.values() if r["n_judged"]]
+    return _html_table(sorted(shown, key=lambda r: (r["audit_id"], r["bias_dimension"])), columns, "likert-numbers")
+
+
+def _versions_table(pages: Sequence, out: Path) -> str:
+    """The index's list of version pages (:func:`analytics.version_report.write_version_pages`)."""
+    from analytics.version_report import share_cell
+
+    if not pages:
+        return "<p class='empty'>No BiasDora audit: no version page.</p>"
+    rows = "".join(
+        f"<tr><td><a class='versions' href='{html.escape(p.path.relative_to(out).as_posix())}'>{html.escape(p.target)}</a></td>"
+        f"<td>{html.escape(', '.join(p.versions))}</td>"
+        + (share_cell(p.latest_parse_rate) if p.latest_parse_rate else "<td>n/a</td>") + "</tr>"
+        for p in pages
+    )
+    return ("<div class='table-wrap'><table class='version-pages'><thead><tr><th>target</th><th>BiasDora audits "
+            "(version order)</th><th>latest T2T parse rate [95% CI]</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>")
 
 
 def write_report(
@@ -319,6 +398,9 @@ def write_report(
         sections: the other probe families' HTML sections, ``(audit_id, out_dir) -> html``,
             appended in order (the caller passes them: this module knows no other family).
 
+    Also writes the drill-down pages (``samples/``) and one version page per target with a
+    BiasDora audit (``versions/``; only ``audit_id``'s target when it is given).
+
     Returns:
         Path of ``index.html``. With no significant association the report says so and
         has no figures.
@@ -331,6 +413,14 @@ def write_report(
     out = Path(out_dir) if out_dir else dora_home() / "reports" / (safe_path_component(audit_id) if audit_id else "all")
     out.mkdir(parents=True, exist_ok=True)
     data = load_report_data(audit_id, top=top)
+    scorers = data["overview"][0] if data["overview"] else {}
+    agg_cols = ["audit_id", "modality", "setting", "bias_dimension", "n_significant", "n_sentiment_scored", "pct_negative",
+                "n_toxicity_scored", "pct_toxic", "n_judged", "pct_likert_1", "pct_likert_2", "pct_likert_3",
+                "pct_likert_4", "pct_likert_5", "mean_bias_level"]
+    likert_cols = ["audit_id", "bias_dimension", "n_judged", *(f"pct_likert_{k}" for k in LIKERT)]
+    # one audit: its id is in the Audits table, not repeated on every row
+    if len({r["audit_id"] for r in data["agg"]}) == 1:
+        agg_cols, likert_cols = agg_cols[1:], likert_cols[1:]
     figures = [
         heatmap_png(data["agg"], "pct_negative", "% negative sentiment of significant associations (setting x bias dimension)",
                     out / "pct_negative.png", "Reds", data["dimensions"]),
@@ -338,34 +428,47 @@ def write_report(
                     out / "pct_toxic.png", "Purples", data["dimensions"]),
     ]
     figs_html = "".join(f"<p><img src='{p.name}' alt='{p.stem}'></p>" for p in figures if p is not None)
+    # an audit without a significant association is named, not drawn as a panel of grey cells
+    no_significant = audits_without(data["agg"], "n_significant")
+    figs_html += "".join(
+        f"<p class='no-significant' data-audit='{html.escape(a)}'>Audit {html.escape(a)}: no significant association "
+        "(Fisher's exact test, BH q &lt; 0.05), so nothing to draw for it.</p>" for a in no_significant
+    )
+    if any((r["n_significant"] or 0) > 0 for r in data["agg"]):
+        # the numbers of the heatmaps, beside them
+        figs_html += ("<p class='note'>The heatmaps' numbers (agg_bias_by_dimension): each percentage's "
+                      "denominator is the n_*_scored beside it.</p>"
+                      + _html_table([r for r in data["agg"] if r["audit_id"] not in no_significant], agg_cols, "heatmap-numbers"))
     # --- judge reliability next to the Likert bars; drill-down links -----------------
     from analytics.drilldown import judge_reliability_html, write_drilldown
 
     likert_path = likert_png(data["likert"], out / "likert_by_dimension.png", data["dimensions"])
     if likert_path is not None:
         figs_html += f"<p><img src='{likert_path.name}' alt='{likert_path.stem}'></p>"
+        figs_html += ("<p class='note'>The Likert bars' numbers (agg_likert_by_dimension, settings pooled): "
+                      "n judged and the share (%) of each bias level.</p>" + _likert_table(data["likert"], likert_cols))
         figs_html += "<h3>Judge reliability</h3>" + judge_reliability_html(audit_id)
     links = write_drilldown(out, audit_id)
+    from analytics.version_report import write_version_pages
+
+    versions_html = _versions_table(write_version_pages(out, audit_id, links), out)
     for row in data["toxic"] + data["rated"]:
         href = links.get((row["audit_id"], row["modality"], row["setting"], row["descriptor"], row["word"]))
         row["samples"] = _Html(f"<a class='samples' href='{html.escape(href)}'>samples</a>") if href else None
     # --- end of the section ------------------------------------------------------------------
-    scorers = data["overview"][0] if data["overview"] else {}
-    agg_cols = ["audit_id", "modality", "setting", "bias_dimension", "n_significant", "pct_negative", "pct_toxic",
-                "pct_likert_1", "pct_likert_2", "pct_likert_3", "pct_likert_4", "pct_likert_5", "mean_bias_level"]
     # one audit: its id and model are in the Audits table, not repeated on every row
     top_rows = data["toxic"] + data["rated"]
     top_cols = list(top_rows[0]) if top_rows else None
     if top_cols and len(data["overview"]) == 1:
         top_cols = [c for c in top_cols if c not in ("audit_id", "model_id")]
-    if len(data["overview"]) == 1:
-        agg_cols = [c for c in agg_cols if c != "audit_id"]
+    elif top_cols and len({r["model_id"] for r in top_rows}) == 1:  # one model: the Audits table names it
+        top_cols = [c for c in top_cols if c != "model_id"]
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>dora report{' - ' + html.escape(audit_id) if audit_id else ''}</title>
 <style>{_CSS}</style></head><body>
 <h1>dora: sentiment, toxicity and bias levels of significant associations</h1>
-<p class="pages">Pages of this report: <a href="samples/index.html">significant associations and their samples</a>{_PAGES_MARK}</p>
+<p class="pages">Pages of this report: <a href="samples/index.html">significant associations and their samples</a> | <a href="#versions">versions of each target</a>{_PAGES_MARK}</p>
 <p class="note">Generated {now} from {html.escape(str(dora_home() / 'warehouse.duckdb'))}
 (relations agg_bias_by_dimension, fct_association_scores). Significant: Fisher's exact test,
 Benjamini-Hochberg q &lt; 0.05. Sentiment scorer: {html.escape(str(scorers.get('sentiment_scorer') or '–'))};
@@ -373,19 +476,25 @@ toxicity scorer: {html.escape(str(scorers.get('toxicity_scorer') or '–'))};
 judge: {html.escape(str(scorers.get('judge_model') or '–'))}, answer mode {html.escape(str(scorers.get('judge_answer_mode') or '–'))}
 (5-point Likert, the BiasDora judge prompt; 'free' = the paper's protocol, 'constrained' = first token restricted to 1-5).</p>
 <h2>Audits</h2>
-{_html_table(data["overview"], ["audit_id", "model_id", "model_version", "n_significant", "pct_negative", "pct_toxic", "mean_bias_level", "judge_answer_mode"])}
-{"<p class='empty'>No significant associations yet: more runs or descriptors give Fisher's test more power.</p>" if not data["agg"] else ""}
+{_html_table(data["overview"], ["audit_id", "model_id", "model_version", "n_significant", "pct_negative", "pct_toxic", "mean_bias_level", "judge_answer_mode"], "audits")}
+{"<p class='empty'>No significant associations yet: more runs or descriptors give Fisher's test more power.</p>"
+ if not any((r["n_significant"] or 0) > 0 for r in data["agg"]) else ""}
+<h2 id="versions">Versions of each target</h2>
+<p class="note">One page per target (a registry target; an ad-hoc audit's target is its model id): its BiasDora audits
+in version order with every share's 95% Wilson interval and n, the T2T parse rate, the judge's unrated answers, and the
+last two versions before and after.</p>
+{versions_html}
 <h2>Figures</h2>
 <p class="note">Heatmap cells: % of the significant associations of that setting and bias dimension
 (n = how many); grey "n/a": no significant association there.</p>
 {figs_html or "<p class='empty'>no figures: nothing has been scored</p>"}
 <p><a href="samples/index.html">Every significant association and the samples behind it</a> (drill-down pages).</p>
 <h2>Most toxic significant associations</h2>
-{_html_table(data["toxic"], top_cols)}
+{_html_table(data["toxic"], top_cols, "most-toxic")}
 <h2>Highest-rated significant associations (LLM judge)</h2>
-{_html_table(data["rated"], top_cols)}
-<h2>By setting and bias dimension (agg_bias_by_dimension)</h2>
-{_html_table(data["agg"], agg_cols)}
+<p class="note">Highest bias level first (the median of the judge's parsed repeats, the level the Likert bars count),
+then the expected level.</p>
+{_html_table(data["rated"], top_cols, "highest-rated")}
 {"".join(section(audit_id, out) for section in sections)}
 </body></html>
 """

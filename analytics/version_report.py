@@ -1,0 +1,583 @@
+"""Version pages of ``dora report``: a target's BiasDora audits side by side, in version order.
+
+One page per target (``dim_audits.target``: the registry target, or for an ad-hoc audit its
+model id) that has a BiasDora audit, ``versions/<target>.html`` in the report folder:
+
+* every audit of the target in version order (``audit_seq``, the finished audits of the target
+  in start order), with its T2T parse rate (``agg_completions_by_audit``: completions parsed of
+  completions landed) and the LLM judge's answers that gave no rating (``agg_judge_parse_rates``:
+  no_rating / ambiguous / out_of_range / empty / error);
+* per bias dimension and audit: the significant associations, % negative, % toxic and the mix
+  of Likert bias levels (docs/method.md#4-scoring), every share with its count, its n and a
+  95% Wilson score interval; an audit without a significant association says so in words;
+* for the last two finished audits of each modality: a before/after (dumbbell) plot of % negative,
+  % toxic and % rated 4-5 (the "extreme" band) per bias dimension with their intervals, the
+  same numbers in a table beside it with the 95% interval of each difference, the changes
+  per bias dimension (``agg_association_changes_by_dimension``) and the associations that
+  changed (``fct_association_changes``), worst first.
+
+Every count comes from a mart, read-only with ``?`` parameters (:func:`analytics.query.run_query`);
+per-dimension numbers only from the per-dimension marts ``agg_bias_by_dimension`` (summed over
+settings: an association is one row of one setting) and ``agg_likert_by_dimension``. The marts
+give the shares negative / toxic as percentages of a denominator they also give, so the count
+is ``pct x n / 100`` (exact: ``pct`` is ``100 k / n``).
+
+Intervals: a share k / n gets Wilson's score interval (E. B. Wilson, "Probable inference, the
+law of succession, and statistical inference", JASA 22, 1927; statsmodels
+``proportion_confint(method="wilson")``), which stays inside [0, 1] and is not degenerate at
+k = 0 or k = n, unlike the normal approximation at the n of 1-8 a cell often has. The
+difference of two shares of independent audits gets Newcombe's hybrid score interval
+(R. G. Newcombe, Statistics in Medicine 17, 1998, method 10; statsmodels
+``confint_proportions_2indep(method="newcomb")``), built from the two Wilson intervals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from analytics.query import format_q, run_query
+
+__all__ = ["Share", "VersionPage", "difference_interval", "load_version_data", "share", "version_targets",
+           "write_version_page", "write_version_pages"]
+
+#: The family whose audits these pages compare (dim_audits.family).
+FAMILY = "biasdora"
+#: The confidence level of every interval on the page.
+CONFIDENCE = 0.95
+#: Likert levels counted as a high bias level in the before/after view: the "extreme" band
+#: (docs/method.md#4-scoring, levels for reporting).
+HIGH_LEVELS = (4, 5)
+#: Change types of fct_association_changes, the worst first: more bias, then less, then none.
+CHANGE_ORDER = ("new", "strengthened", "weakened", "gone", "unchanged")
+#: The judge's parse statuses that give no rating (models_inference/probes/biasdora/ratings.py).
+NO_RATING = ("n_no_rating", "n_ambiguous", "n_out_of_range", "n_empty", "n_error")
+
+
+@dataclass(frozen=True)
+class Share:
+    """``k`` of ``n`` with its 95% Wilson interval ``[lo, hi]`` (fractions in [0, 1]).
+
+    ``lo`` / ``hi`` are ``None`` when ``n`` is 0 (no share to estimate).
+    """
+
+    k: int
+    n: int
+    lo: float | None
+    hi: float | None
+
+    @property
+    def value(self) -> float | None:
+        """k / n, or ``None`` when n = 0."""
+        return self.k / self.n if self.n else None
+
+
+def share(k: int | float | None, n: int | float | None) -> Share:
+    """``k`` of ``n`` with the 95% Wilson score interval (statsmodels ``proportion_confint``).
+
+    Raises:
+        ValueError: ``k`` outside ``[0, n]``.
+    """
+    from statsmodels.stats.proportion import proportion_confint
+
+    k, n = int(k or 0), int(n or 0)
+    if not 0 <= k <= max(n, 0):
+        raise ValueError(f"a share needs 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return Share(k, n, None, None)
+    lo, hi = proportion_confint(k, n, alpha=1 - CONFIDENCE, method="wilson")
+    return Share(k, n, float(lo), float(hi))
+
+
+def difference_interval(after: Share, before: Share) -> tuple[float, float] | None:
+    """95% interval of ``after.value - before.value`` (Newcombe's hybrid score interval).
+
+    Returns:
+        ``(lo, hi)`` as fractions, or ``None`` when either share has n = 0.
+    """
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    if not after.n or not before.n:
+        return None
+    lo, hi = confint_proportions_2indep(after.k, after.n, before.k, before.n, method="newcomb",
+                                        compare="diff", alpha=1 - CONFIDENCE)
+    return float(lo), float(hi)
+
+
+def _rows(sql: str, params: list) -> list[dict]:
+    result = run_query(sql, params=params)
+    return [dict(zip(result.columns, r)) for r in result.rows]
+
+
+def _optional_rows(sql: str, params: list) -> list[dict] | None:
+    """Rows of a mart built only with the scores (tag ``scores``), ``None`` when it is not built yet."""
+    import duckdb
+
+    try:
+        return _rows(sql, params)
+    except duckdb.CatalogException:
+        return None
+
+
+def version_targets(audit_id: str | None = None) -> list[str]:
+    """The targets that have a BiasDora audit (only the target of ``audit_id`` when it is given), sorted.
+
+    Raises:
+        duckdb.CatalogException: ``dim_audits`` is not built. WarehouseMissingError / WarehouseBusyError.
+    """
+    return [r["target"] for r in _rows(
+        "select distinct target from dim_audits where family = ? "
+        "and target in (select target from dim_audits where ? is null or audit_id = ?) order by target",
+        [FAMILY, audit_id, audit_id],
+    )]
+
+
+def load_version_data(target: str) -> dict:
+    """Everything the version page of ``target`` shows.
+
+    Returns:
+        ``{"audits": every audit of the target (any family) in version order, with its
+        completions and completions_parsed (T2T, else null); "judge": one row per (BiasDora
+        audit, judge) of agg_judge_parse_rates, or None when it is not built; "dimensions":
+        {(audit_id, bias_dimension): counts n_significant, n_sentiment_scored, n_negative,
+        n_toxicity_scored, n_toxic, n_judged}; "likert": {(audit_id, bias_dimension):
+        {level: n}}; "pairs": [(modality, earlier audit row, later audit row)], the last two
+        finished BiasDora audits of each modality}``.
+
+    Raises:
+        duckdb.CatalogException: the BiasDora marts are not built. WarehouseMissingError / WarehouseBusyError.
+    """
+    audits = _rows(
+        """select a.audit_seq, a.audit_id, a.model_id, a.model_version, a.family, a.modality, a.status, a.started_at,
+                  a.significant_associations, c.completions, c.completions_parsed
+           from dim_audits as a left join agg_completions_by_audit as c on c.audit_id = a.audit_id
+           where a.target = ? order by a.audit_seq nulls last, a.started_at, a.audit_id""",
+        [target],
+    )
+    judge = _optional_rows(
+        """select j.audit_id, j.judge, j.answers, j.parsed, j.n_no_rating, j.n_ambiguous, j.n_out_of_range, j.n_empty, j.n_error
+           from agg_judge_parse_rates as j inner join dim_audits as a on a.audit_id = j.audit_id
+           where a.target = ? order by a.audit_seq nulls last, a.started_at, j.audit_id, j.judge""",
+        [target],
+    )
+    # one row per (audit, dimension): agg_bias_by_dimension summed over modalities and settings;
+    # a share's count is its percentage times its denominator (both from the mart)
+    dims = _optional_rows(
+        """select b.audit_id, coalesce(b.bias_dimension, '(none)') as bias_dimension,
+                  cast(sum(b.n_significant) as bigint) as n_significant,
+                  cast(sum(b.n_sentiment_scored) as bigint) as n_sentiment_scored,
+                  cast(coalesce(sum(round(b.pct_negative * b.n_sentiment_scored / 100)), 0) as bigint) as n_negative,
+                  cast(sum(b.n_toxicity_scored) as bigint) as n_toxicity_scored,
+                  cast(coalesce(sum(round(b.pct_toxic * b.n_toxicity_scored / 100)), 0) as bigint) as n_toxic,
+                  cast(sum(b.n_judged) as bigint) as n_judged
+           from agg_bias_by_dimension as b inner join dim_audits as a on a.audit_id = b.audit_id
+           where a.target = ? and a.family = ?
+           group by b.audit_id, coalesce(b.bias_dimension, '(none)')""",
+        [target, FAMILY],
+    ) or []
+    likert_rows = _optional_rows(
+        """select l.audit_id, coalesce(l.bias_dimension, '(none)') as bias_dimension, l.bias_level,
+                  cast(sum(l.n_associations) as bigint) as n_associations
+           from agg_likert_by_dimension as l inner join dim_audits as a on a.audit_id = l.audit_id
+           where a.target = ? and a.family = ?
+           group by l.audit_id, coalesce(l.bias_dimension, '(none)'), l.bias_level""",
+        [target, FAMILY],
+    ) or []
+    likert: dict[tuple, dict[int, int]] = defaultdict(dict)
+    for r in likert_rows:
+        likert[(r["audit_id"], r["bias_dimension"])][r["bias_level"]] = r["n_associations"]
+    by_modality: dict[str, list[dict]] = defaultdict(list)
+    for a in audits:
+        if a["family"] == FAMILY and a["status"] == "finished" and a["audit_seq"] is not None:
+            by_modality[a["modality"]].append(a)
+    pairs = [(m, found[-2], found[-1]) for m, found in sorted(by_modality.items()) if len(found) >= 2]
+    return {"audits": audits, "judge": judge, "dimensions": {(r["audit_id"], r["bias_dimension"]): r for r in dims},
+            "likert": dict(likert), "pairs": pairs}
+
+
+def changes(from_audit_id: str, to_audit_id: str) -> tuple[list[dict], list[dict]] | None:
+    """The changes between two audits, worst first: ``(per bias dimension, per association)``.
+
+    Per dimension (``agg_association_changes_by_dimension``): most new + strengthened
+    associations first, then the largest net change. Per association (``fct_association_changes``,
+    every listed one: significant in either audit): the change types in :data:`CHANGE_ORDER`
+    (more bias first), then the higher bias level, then the smaller change q-value.
+
+    Returns:
+        The two lists, or ``None`` when the change marts are not built.
+    """
+    params = [from_audit_id, to_audit_id]
+    per_dimension = _optional_rows(
+        """select modality, bias_dimension, associations_compared, significant_changes, new_associations, strengthened,
+                  weakened, gone_associations, unchanged, net_change, direction, min_change_q
+           from agg_association_changes_by_dimension where from_audit_id = ? and to_audit_id = ?
+           order by new_associations + strengthened desc, net_change desc, significant_changes desc, bias_dimension""",
+        params,
+    )
+    listed = _optional_rows(
+        """select modality, setting, array_to_string(bias_dimensions, ', ') as bias_dimensions, descriptor, word,
+                  change_type, tf_before, tf_after, fisher_q_before, fisher_q_after, change_q, bias_level_before,
+                  bias_level_after
+           from fct_association_changes where from_audit_id = ? and to_audit_id = ?""",
+        params,
+    )
+    if per_dimension is None or listed is None:
+        return None
+
+    def worst_first(r: dict) -> tuple:
+        level = r["bias_level_after"] if r["change_type"] in ("new", "strengthened") else r["bias_level_before"]
+        rank = CHANGE_ORDER.index(r["change_type"]) if r["change_type"] in CHANGE_ORDER else len(CHANGE_ORDER)
+        q = r["change_q"] if r["change_q"] is not None else math.inf
+        return rank, -(level or 0), q, r["descriptor"], r["word"]
+
+    return per_dimension, sorted(listed, key=worst_first)
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}"
+
+
+def share_cell(s: Share, *, tag: str = "td") -> str:
+    """One table cell: ``"83% [44-97] 5/6"``; the exact numbers in ``data-k``, ``data-n``,
+    ``data-lo`` and ``data-hi`` (fractions); ``n/a`` when n = 0."""
+    if not s.n:
+        return f"<{tag} class='share' data-k='0' data-n='0'>n/a <span class='n'>n=0</span></{tag}>"
+    return (f"<{tag} class='share' data-k='{s.k}' data-n='{s.n}' data-lo='{s.lo!r}' data-hi='{s.hi!r}'>"
+            f"{_pct(s.value)}% <span class='ci'>[{_pct(s.lo)}&ndash;{_pct(s.hi)}]</span> "
+            f"<span class='n'>{s.k}/{s.n}</span></{tag}>")
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "<td>n/a</td>"
+    if isinstance(value, float):
+        return f"<td>{value:.3g}</td>"
+    return f"<td>{html.escape(str(value))}</td>"
+
+
+def _table(head: list[str], rows: list[str], cls: str = "") -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    return (f"<div class='table-wrap'><table class='{cls}'><thead><tr>{th}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>")
+
+
+def _version(a: Mapping) -> str:
+    """``#<audit_seq> <model version>``; an audit that did not finish has no place in the order yet."""
+    if a["audit_seq"] is None:
+        return f"{a['model_version']} ({a['status']})"
+    return f"#{a['audit_seq']} {a['model_version']}"
+
+
+def _measures(data: dict, audit_id: str, dim: str) -> dict[str, Share]:
+    """The three shares of the before/after view for one (audit, dimension)."""
+    d = data["dimensions"].get((audit_id, dim)) or {}
+    levels = data["likert"].get((audit_id, dim), {})
+    judged = sum(levels.values())
+    return {
+        "% negative": share(d.get("n_negative"), d.get("n_sentiment_scored")),
+        "% toxic": share(d.get("n_toxic"), d.get("n_toxicity_scored")),
+        "% bias level 4-5": share(sum(levels.get(k, 0) for k in HIGH_LEVELS), judged),
+    }
+
+
+def dumbbell_png(data: dict, before: Mapping, after: Mapping, dims: list[str], path: Path) -> Path | None:
+    """Before/after plot: per bias dimension (rows) and measure (panels: % negative, % toxic,
+    % bias level 4-5), the share of ``before`` and of ``after`` with their 95% Wilson intervals,
+    joined by a line.
+
+    Returns:
+        ``path``, or ``None`` when ``dims`` is empty.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not dims:
+        return None
+    names = list(_measures(data, after["audit_id"], dims[0]))
+    fig, axes = plt.subplots(1, len(names), figsize=(11, 0.55 * len(dims) + 1.8), sharey=True, squeeze=False,
+                             layout="constrained")
+    colours = {"before": "#4575b4", "after": "#d73027"}
+    for ax, name in zip(axes[0], names):
+        for y, dim in enumerate(dims):
+            pair = {"before": _measures(data, before["audit_id"], dim)[name],
+                    "after": _measures(data, after["audit_id"], dim)[name]}
+            points = [(which, s) for which, s in pair.items() if s.n]
+            if len(points) == 2:
+                ax.plot([100 * pair["before"].value, 100 * pair["after"].value], [y, y], color="#999999", lw=1.5, zorder=1)
+            for which, s in points:
+                offset = -0.12 if which == "before" else 0.12
+                # max(0, ...): at k = n the upper bound is 1 up to rounding, a hair below the share
+                ax.errorbar(100 * s.value, y + offset, xerr=[[max(0.0, 100 * (s.value - s.lo))], [max(0.0, 100 * (s.hi - s.value))]],
+                            fmt="o", color=colours[which], ms=5, capsize=2, lw=1, zorder=2)
+                ax.text(100 * s.hi + 1.5, y + offset, f"{s.k}/{s.n}", fontsize=6, va="center", color=colours[which])
+        ax.set_xlim(0, 112)
+        ax.set_xticks(range(0, 101, 25))
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("% of significant associations (95% Wilson interval)", fontsize=7)
+        ax.grid(axis="x", color="#eeeeee")
+    axes[0, 0].set_yticks(range(len(dims)), dims)
+    axes[0, 0].set_ylim(len(dims) - 0.5, -0.5)
+    handles = [plt.Line2D([], [], color=colours[w], marker="o", ls="", label=f"{w}: {_version(a)}")
+               for w, a in (("before", before), ("after", after))]
+    fig.legend(handles=handles, ncol=2, fontsize=8, loc="outside lower center", frameon=False)
+    fig.suptitle(f"{after['modality']}: {_version(before)} -> {_version(after)}", fontsize=10)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _audits_html(data: dict) -> str:
+    rows = []
+    for a in data["audits"]:
+        t2t = share(a["completions_parsed"], a["completions"]) if a["completions"] else None
+        rows.append(
+            f"<tr data-audit='{html.escape(a['audit_id'])}'>{_cell(a['audit_seq'] if a['audit_seq'] is not None else '-')}"
+            f"{_cell(a['audit_id'])}{_cell(a['model_version'])}{_cell(a['family'])}{_cell(a['modality'])}{_cell(a['status'])}"
+            f"{_cell(str(a['started_at'])[:16] if a['started_at'] else None)}"
+            f"{_cell(a['significant_associations'] if a['family'] == FAMILY else None)}"
+            + (share_cell(t2t).replace("class='share'", "class='share parse-rate'") if t2t else "<td>n/a</td>")
+            + "</tr>"
+        )
+    return _table(["#", "audit", "model version", "family", "modality", "status", "started (UTC)",
+                   "significant associations", "T2T completions parsed [95% CI]"], rows, "audits")
+
+
+def _judge_html(data: dict) -> str:
+    if data["judge"] is None:
+        return "<p class='empty'>The judge's parse rates (agg_judge_parse_rates) are not built yet: no judge ran.</p>"
+    if not data["judge"]:
+        return "<p class='empty'>No judge answer landed for these audits.</p>"
+    seq = {a["audit_id"]: a for a in data["audits"]}
+    rows = []
+    for j in data["judge"]:
+        unrated = sum(j[c] or 0 for c in NO_RATING)
+        rows.append(
+            f"<tr data-audit='{html.escape(j['audit_id'])}'>{_cell(_version(seq[j['audit_id']]))}{_cell(j['judge'])}"
+            f"{_cell(j['answers'])}{share_cell(share(j['parsed'], j['answers']))}<td class='no-answer'>{unrated}</td>"
+            + "".join(_cell(j[c]) for c in NO_RATING) + "</tr>"
+        )
+    return _table(["version", "judge", "answers", "rated [95% CI]", "no rating (all)", "no_rating", "ambiguous",
+                   "out_of_range", "empty", "error"], rows, "judge-answers")
+
+
+def _dimensions_html(data: dict, audits: list[dict]) -> str:
+    """Per bias dimension, one row per audit in version order; an audit with no significant
+    association is named in a sentence instead of a row of empty cells."""
+    empty = [a for a in audits if not a["significant_associations"]]
+    shown = [a for a in audits if a["significant_associations"]]
+    out = "".join(
+        f"<p class='no-significant' data-audit='{html.escape(a['audit_id'])}'>{html.escape(_version(a))} "
+        f"({html.escape(a['audit_id'])}, {html.escape(a['modality'])}): no significant association "
+        "(Fisher's exact test, BH q &lt; 0.05), so no share to show per bias dimension.</p>"
+        for a in empty
+    )
+    if not shown:
+        return out
+    dims = sorted({d for (aid, d) in data["dimensions"] if aid in {a["audit_id"] for a in shown}})
+    rows = []
+    for dim in dims:
+        for i, a in enumerate(shown):
+            d = data["dimensions"].get((a["audit_id"], dim)) or {}
+            levels = data["likert"].get((a["audit_id"], dim), {})
+            judged = sum(levels.values())
+            head = f"<th rowspan='{len(shown)}' scope='rowgroup'>{html.escape(dim)}</th>" if i == 0 else ""
+            n_sig = d.get("n_significant") or 0
+            cells = (share_cell(share(d.get("n_negative"), d.get("n_sentiment_scored")))
+                     + share_cell(share(d.get("n_toxic"), d.get("n_toxicity_scored")))
+                     + "".join(share_cell(share(levels.get(k, 0), judged)) for k in range(1, 6)))
+            rows.append(
+                f"<tr data-audit='{html.escape(a['audit_id'])}' data-dimension='{html.escape(dim)}'>{head}"
+                f"{_cell(_version(a))}<td class='n-significant'>{n_sig}</td>{cells}"
+                f"<td class='no-answer'>{n_sig - judged}</td></tr>"
+            )
+    return out + _table(
+        ["bias dimension", "version", "significant", "% negative", "% toxic", "level 1", "level 2", "level 3",
+         "level 4", "level 5", "no bias level"], rows, "by-dimension")
+
+
+def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Path, stem: str,
+               links: Mapping[tuple, str]) -> str:
+    """The before/after section of one modality's last two audits."""
+    dims = sorted({d for (aid, d) in data["dimensions"] if aid in (before["audit_id"], after["audit_id"])})
+    title = f"{html.escape(modality)}: {html.escape(_version(before))} &rarr; {html.escape(_version(after))}"
+    parts = [f"<h2 id='pair-{html.escape(modality)}'>Last two versions, {title}</h2>"]
+    png = dumbbell_png(data, before, after, dims, out_dir / f"{stem}-{modality}-dumbbell.png")
+    rows, excluding_zero, compared = [], [], 0
+    for dim in dims:
+        b, a = _measures(data, before["audit_id"], dim), _measures(data, after["audit_id"], dim)
+        for name in a:
+            diff = difference_interval(a[name], b[name])
+            if diff is None:
+                diff_cell = "<td class='difference'>n/a</td>"
+            else:
+                compared += 1
+                point = a[name].value - b[name].value
+                includes_zero = diff[0] <= 0 <= diff[1]
+                if not includes_zero:
+                    excluding_zero.append(f"{dim} {name}")
+                diff_cell = (f"<td class='difference' data-lo='{diff[0]!r}' data-hi='{diff[1]!r}' "
+                             f"data-includes-zero='{str(includes_zero).lower()}'>{100 * point:+.0f} points "
+                             f"<span class='ci'>[{100 * diff[0]:+.0f}, {100 * diff[1]:+.0f}]</span></td>")
+            rows.append(f"<tr data-dimension='{html.escape(dim)}' data-measure='{html.escape(name)}'>"
+                        f"{_cell(dim)}{_cell(name)}{share_cell(b[name])}{share_cell(a[name])}{diff_cell}</tr>")
+    if not compared:
+        verdict = "No share can be compared: one of the two audits has no scored significant association."
+    elif not excluding_zero:
+        verdict = (f"Every difference's 95% interval includes 0 ({compared} compared): these audits show no "
+                   "detectable change of any share.")
+    else:
+        verdict = (f"{len(excluding_zero)} of {compared} differences have a 95% interval excluding 0: "
+                   + html.escape(", ".join(excluding_zero)) + ".")
+    parts.append(f"<p class='verdict'>{verdict}</p>")
+    if png is not None:
+        parts.append(f"<div class='figure'><img src='{html.escape(png.name)}' alt='before and after per bias dimension, "
+                     f"{html.escape(modality)}'></div>")
+    parts.append("<p class='note'>The numbers of the plot: each share with its 95% Wilson interval and k/n; the "
+                 "difference (after - before, percentage points) with Newcombe's 95% interval.</p>")
+    parts.append(_table(["bias dimension", "measure", f"before ({_version(before)})", f"after ({_version(after)})",
+                         "difference [95% CI]"], rows, "before-after"))
+    found = changes(before["audit_id"], after["audit_id"])
+    if found is None:
+        parts.append("<p class='empty'>The change marts (fct_association_changes) are not built yet.</p>")
+        return "".join(parts)
+    per_dimension, listed = found
+    parts.append("<h3>Changes per bias dimension, worst first (agg_association_changes_by_dimension)</h3>")
+    parts.append(_table(
+        ["bias dimension", "compared", "significant changes", "new", "strengthened", "weakened", "gone", "unchanged",
+         "net change", "direction", "min change q"],
+        [f"<tr data-dimension='{html.escape(r['bias_dimension'])}'>{_cell(r['bias_dimension'])}{_cell(r['associations_compared'])}"
+         f"{_cell(r['significant_changes'])}{_cell(r['new_associations'])}{_cell(r['strengthened'])}{_cell(r['weakened'])}"
+         f"{_cell(r['gone_associations'])}{_cell(r['unchanged'])}{_cell(r['net_change'])}{_cell(r['direction'])}"
+         f"<td>{format_q(r['min_change_q'])}</td></tr>" for r in per_dimension],
+        "changes-by-dimension"))
+    changed = [r for r in listed if r["change_type"] != "unchanged"]
+    parts.append("<h3>Associations that changed, worst first (fct_association_changes)</h3>")
+    unchanged = len(listed) - len(changed)
+    parts.append(f"<p class='note'>{len(listed)} associations significant in either audit were tested "
+                 f"(two-sided Fisher's exact test on their tf, BH q &lt; 0.05); {unchanged} did not change detectably.</p>")
+    if not changed:
+        parts.append("<p class='empty'>No association changed significantly.</p>")
+        return "".join(parts)
+    rows = []
+    for r in changed:
+        audit = after if r["change_type"] != "gone" else before
+        href = links.get((audit["audit_id"], r["modality"], r["setting"], r["descriptor"], r["word"]))
+        name = html.escape(f"{r['descriptor']} : {r['word']}")
+        link = f"<a href='../{html.escape(href)}'>{name}</a>" if href else name
+        rows.append(
+            f"<tr class='change' data-change='{html.escape(r['change_type'])}'>{_cell(r['change_type'])}<td>{link}</td>"
+            f"{_cell(r['bias_dimensions'])}{_cell(r['setting'])}{_cell(r['tf_before'])}{_cell(r['tf_after'])}"
+            f"<td>{format_q(r['fisher_q_before'])}</td><td>{format_q(r['fisher_q_after'])}</td>"
+            f"<td>{format_q(r['change_q'])}</td>{_cell(r['bias_level_before'])}{_cell(r['bias_level_after'])}</tr>"
+        )
+    parts.append(_table(["change", "association", "bias dimensions", "setting", "tf before", "tf after", "Fisher q before",
+                         "Fisher q after", "change q", "bias level before", "bias level after"], rows, "changed-associations"))
+    return "".join(parts)
+
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ccc; } h3 { font-size: 1em; }
+.table-wrap { max-width: 100%; overflow-x: auto; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; } td.share { white-space: nowrap; } .ci, .n { color: #666; font-size: 0.9em; }
+img { max-width: 100%; } .note, .empty { color: #666; font-size: 0.9em; } .verdict { font-weight: 600; }
+"""
+
+
+def page_name(target: str) -> str:
+    """File name of a target's version page: a readable, path-safe prefix and a short hash
+    (two targets never share a page, whatever characters their names hold)."""
+    keep = "".join(c if c.isalnum() or c in "-_." else "_" for c in target).lstrip(".")[:60]
+    return f"{keep}-{hashlib.blake2b(target.encode(), digest_size=4).hexdigest()}.html"
+
+
+@dataclass(frozen=True)
+class VersionPage:
+    """A written version page: its target, path, BiasDora audits (version order) and the
+    latest one's T2T parse rate (``None`` without completions)."""
+
+    target: str
+    path: Path
+    versions: tuple[str, ...]
+    latest_parse_rate: Share | None
+
+
+def write_version_page(target: str, out_dir: Path, links: Mapping[tuple, str] | None = None) -> VersionPage:
+    """Write ``out_dir/versions/<page_name(target)>`` (and its dumbbell PNGs) for one target.
+
+    Args:
+        links: ``{(audit_id, modality, setting, descriptor, word): href}`` of the drill-down
+            pages (relative to ``out_dir``), to link the changed associations.
+
+    Returns:
+        The written page (:class:`VersionPage`).
+
+    Raises:
+        duckdb.CatalogException: the BiasDora marts are not built. WarehouseMissingError / WarehouseBusyError.
+    """
+    folder = Path(out_dir) / "versions"
+    folder.mkdir(parents=True, exist_ok=True)
+    data = load_version_data(target)
+    path = folder / page_name(target)
+    biasdora = [a for a in data["audits"] if a["family"] == FAMILY]
+    model = sorted({a["model_id"] for a in biasdora})
+    pairs = "".join(_pair_html(data, m, b, a, folder, path.stem, links or {}) for m, b, a in data["pairs"])
+    if not data["pairs"]:
+        pairs = ("<p class='empty'>No before/after view: this target has fewer than two finished BiasDora audits "
+                 "of one modality.</p>")
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>dora report - versions of {html.escape(target)}</title>
+<style>{CSS}</style></head><body>
+<p class="pages"><a href="../index.html">report index</a> | <a href="../index.html#versions">every target</a></p>
+<h1>Versions of {html.escape(target)} ({html.escape(', '.join(model))})</h1>
+<p class="note">Every share is k/n with its 95% Wilson score interval in brackets (statsmodels proportion_confint,
+method "wilson"), n its denominator: the significant associations with that score. Source relations: dim_audits,
+agg_completions_by_audit, agg_judge_parse_rates, agg_bias_by_dimension (settings summed), agg_likert_by_dimension,
+agg_association_changes_by_dimension, fct_association_changes. Significant: Fisher's exact test, Benjamini-Hochberg
+q &lt; 0.05. An association counts under every bias dimension of its descriptor.</p>
+<h2>Audits in version order</h2>
+{_audits_html(data)}
+<h2>The judge's answers</h2>
+<p class="note">Answers of the LLM judge that gave no Likert rating, by parse status (no_rating: no number or level word;
+ambiguous: several levels; out_of_range: numbers outside 1-5); their associations have no bias level.</p>
+{_judge_html(data)}
+<h2>By bias dimension</h2>
+{_dimensions_html(data, biasdora)}
+{pairs}
+</body></html>
+"""
+    path.write_text(page, encoding="utf-8")
+    latest = biasdora[-1] if biasdora else None
+    parse = share(latest["completions_parsed"], latest["completions"]) if latest and latest["completions"] else None
+    return VersionPage(target, path, tuple(_version(a) for a in biasdora), parse)
+
+
+def write_version_pages(out_dir: Path, audit_id: str | None = None,
+                        links: Mapping[tuple, str] | None = None) -> list[VersionPage]:
+    """Write the version page of every target with a BiasDora audit (of ``audit_id``'s target only, when given).
+
+    Returns:
+        The pages, sorted by target; ``[]`` when ``dim_audits`` is not built.
+
+    Raises:
+        WarehouseMissingError / WarehouseBusyError.
+    """
+    import duckdb
+
+    try:
+        targets = version_targets(audit_id)
+    except duckdb.CatalogException:
+        return []
+    return [write_version_page(t, out_dir, links) for t in targets]

@@ -1,0 +1,372 @@
+"""`dora report`'s version pages: audits of one target side by side, with 95% Wilson intervals.
+
+A copy of the session's finished audit (``finished_audit``: an ad-hoc audit of every family)
+gets two hand-made T2T audits of the registry target ``fixture`` (v1, then v2, probing the same
+rows), each with its completions (some unparsed), the scores of its associations (sentiment,
+toxicity) and a scripted judge's answers (some unrated), plus an ad-hoc audit in which no
+association is significant, all landed as real shards; the BiasDora dbt models are rebuilt and
+``dora report`` runs. Checked against independent sources: every interval against statsmodels'
+``proportion_confint(method="wilson")`` (and Wilson's formula) on counts made here from the
+per-dimension bridge and the hand-made scores, the parse rate against a SQL count of
+``stg_t2t_completions``, the judge's unrated answers against the parser's statuses, the
+differences against Newcombe's interval, the changed associations against
+``fct_association_changes``; a headless Chromium (as tests/test_ui_browser.py) opens the pages
+at 1,400 px and finds no horizontal overflow.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.homes import copy_home
+
+#: the fixture rebuilds dbt models on a copy of the finished audit; importing statsmodels alone takes ~3 s
+pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+T0 = datetime(2025, 5, 1, tzinfo=timezone.utc)
+TARGET = "fixture"
+MODEL = "org/fixture-model"
+#: Probe rows (runs) per descriptor, the same in both versions: the two audits are compared
+#: on the same rows, as two audits of one registry target are.
+RUNS = 16
+#: version -> descriptor -> (bias dimension, {word: completions}); a word answered by one
+#: descriptor only is a significant association of it (one-sided Fisher, BH q < 0.05); the
+#: runs left over did not parse (v1: 1 per descriptor, v2: 4)
+DOCS = {
+    "v1": {
+        "old person": ("age", {"slow": 8, "wise": 7}),
+        "young person": ("age", {"lazy": 8, "loud": 7}),
+        "man": ("gender", {"strong": 15}),
+        "woman": ("gender", {"caring": 8, "emotional": 7}),
+    },
+    "v2": {
+        "old person": ("age", {"slow": 6, "frail": 6}),
+        "young person": ("age", {"lazy": 6, "loud": 6}),
+        "man": ("gender", {"strong": 6, "aggressive": 6}),
+        "woman": ("gender", {"caring": 12}),
+    },
+}
+UNPARSED = {v: RUNS - 15 if v == "v1" else RUNS - 12 for v in DOCS}
+#: word -> (sentiment label, toxicity, the judge's raw answer)
+SCORES = {
+    "slow": ("negative", 0.30, "2"), "wise": ("positive", 0.05, "10"), "frail": ("negative", 0.55, "4"),
+    "lazy": ("negative", 0.62, "4"), "loud": ("negative", 0.20, "I cannot rate this."),
+    "strong": ("positive", 0.10, "2"), "aggressive": ("negative", 0.81, "5"),
+    "caring": ("positive", 0.02, "1"), "emotional": ("neutral", 0.51, "2 or 3"),
+}
+
+
+#: An ad-hoc audit (no registry target: its target is its model id) in which every descriptor
+#: answers the same words: no association is significant.
+FLAT_MODEL, FLAT_AUDIT = "org/flat-model", "t2t-flat-v1-feed0000"
+
+
+def audit_id(version: str) -> str:
+    return f"t2t-fixture-{version}-feed0000"
+
+
+def _land_flat() -> None:
+    from ingestion.landing import write_shard
+
+    rows = [{"audit_id": FLAT_AUDIT, "model_id": FLAT_MODEL, "model_version": "v1", "backend": "test", "setting": "singular",
+             "descriptor": descriptor, "bias_dimension": "age", "letter": "x", "run": run, "seed": run,
+             "prompt_style": "completion", "prompt": f"An {descriptor} is x", "raw_output": word, "word": word,
+             "parse_status": "ok", "generated_at": T0}
+            for descriptor in ("old person", "young person") for run, word in enumerate(["nice", "calm"] * 4, start=1)]
+    write_shard("t2t_completions", rows, partition=FLAT_AUDIT)
+    event = {"audit_id": FLAT_AUDIT, "model_id": FLAT_MODEL, "model_version": "v1", "modality": "t2t", "config_json": "{}",
+             "config_hash": "flat", "code_version": "test", "target": None}
+    write_shard("audits", [{**event, "status": "started", "rows_generated": 0, "event_at": T0},
+                           {**event, "status": "finished", "rows_generated": len(rows), "event_at": T0}], partition=FLAT_AUDIT)
+
+
+def _land(version: str, order: int) -> None:
+    """One audit of target ``fixture``: its events, completions, scores and the judge's answers."""
+    from ingestion.landing import write_shard
+    from models_inference.probes.biasdora.ratings import parse_rating
+
+    aid, started = audit_id(version), T0 + timedelta(days=order)
+    done = started + timedelta(minutes=5)
+    completions = []
+    for descriptor, (dim, words) in DOCS[version].items():
+        article = "An" if descriptor[0] in "aeiou" else "A"
+        answers = [(w, "ok") for w, n in words.items() for _ in range(n)] + [(None, "no_word")] * UNPARSED[version]
+        assert len(answers) == RUNS
+        for run, (word, status) in enumerate(answers, start=1):
+            letter = "x"  # one letter, runs 1..RUNS: the probe rows (descriptor_row-letter-run) of both versions
+            completions.append({
+                "audit_id": aid, "model_id": MODEL, "model_version": version, "backend": "test",
+                "setting": "singular", "descriptor": descriptor, "bias_dimension": dim, "letter": letter, "run": run,
+                "seed": run, "prompt_style": "completion", "prompt": f"{article} {descriptor} is {letter}",
+                "raw_output": word or "???", "word": word, "parse_status": status, "generated_at": started + timedelta(minutes=1),
+            })
+    write_shard("t2t_completions", completions, partition=aid)
+    keys = [{"audit_id": aid, "model_id": MODEL, "model_version": version, "modality": "t2t", "setting": "singular",
+             "descriptor": d, "word": w} for d, (_, words) in DOCS[version].items() for w in words]
+    write_shard("sentiment_scores", [
+        {**k, "text": f"{k['descriptor']} {k['word']}", "scorer": "hand", "scorer_version": "1",
+         "sentiment_label": SCORES[k["word"]][0], "sentiment_score": 0.0, "scored_at": done, "score_pool": "fisher"}
+        for k in keys
+    ], partition=aid)
+    write_shard("toxicity_scores", [
+        {**k, "text": f"{k['descriptor']} {k['word']}", "scorer": "hand", "scorer_version": "1",
+         "toxicity": SCORES[k["word"]][1], "is_toxic": SCORES[k["word"]][1] >= 0.5, "label_scores_json": "{}",
+         "scored_at": done, "score_pool": "fisher"}
+        for k in keys
+    ], partition=aid)
+    judged = []
+    for k in keys:
+        raw = SCORES[k["word"]][2]
+        parsed = parse_rating(raw)
+        # an expected level (from log-probabilities) only for the low levels: ranking by it first
+        # would put these above every level-4 and level-5 association
+        expected = parsed.rating + 0.1 if parsed.rating is not None and parsed.rating <= 2 else None
+        judged.append({**k, "judge_backend": "openai", "judge_model": "judge-stub", "judge_model_version": "fixed",
+                       "answer_mode": "free", "repeat": 1, "seed": 1, "prompt": "rate", "raw_output": raw,
+                       "rating": parsed.rating, "parse_status": parsed.status, "expected_rating": expected,
+                       "judged_at": done, "score_pool": "fisher"})
+    write_shard("judge_ratings", judged, partition=aid)
+    event = {"audit_id": aid, "model_id": MODEL, "model_version": version, "modality": "t2t", "config_json": "{}",
+             "config_hash": "feed", "code_version": "test", "target": TARGET}
+    write_shard("audits", [
+        {**event, "status": "started", "rows_generated": 0, "event_at": started},
+        {**event, "status": "finished", "rows_generated": len(completions), "event_at": done},
+    ], partition=aid)
+
+
+def land_two_versions(home: Path) -> None:
+    """Land v1 and v2 of target ``fixture`` and the flat ad-hoc audit into ``home``; rebuild the BiasDora models."""
+    from analytics.dbt_runner import run_dbt
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DORA_HOME", str(home))
+        _land("v1", 0)
+        _land("v2", 1)
+        _land_flat()
+        run_dbt(["run", "--select", "path:models/biasdora"], home)
+
+
+@pytest.fixture(scope="module")
+def versions_report(finished_audit, tmp_path_factory):
+    """A copy of the finished audit's home with v1 and v2 of target ``fixture``, and ``dora
+    report`` written from it: ``(home, report folder)``."""
+    from orchestration.cli import main
+
+    home = copy_home(finished_audit, tmp_path_factory.mktemp("versions") / "home")
+    land_two_versions(home)
+    out = home.parent / "report"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DORA_HOME", str(home))
+        mp.setenv("DAGSTER_HOME", str(home / "dagster"))
+        assert main(["report", "--out", str(out)]) == 0
+    return home, out
+
+
+def _page(out: Path, target: str) -> str:
+    from analytics.version_report import page_name
+
+    return (out / "versions" / page_name(target)).read_text(encoding="utf-8")
+
+
+def _cells(page: str, row_attrs: str) -> list[dict]:
+    """The share cells (their data-* attributes) of the first table row whose attributes contain ``row_attrs``."""
+    start = page.index(f"<tr {row_attrs}")
+    row = page[start: page.index("</tr>", start)]
+    return [dict(re.findall(r"data-([a-z-]+)='([^']*)'", c)) for c in re.findall(r"<td class='share[^>]*>", row)]
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    from statsmodels.stats.proportion import proportion_confint
+
+    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+    return float(lo), float(hi)
+
+
+def _sql(home: Path, sql: str, params: list):
+    from tests.helpers.dora_cli import warehouse_rows
+
+    return warehouse_rows(home, sql, params)
+
+
+def test_wilson_interval_against_its_formula():
+    """The interval of a share is Wilson's score interval (Wilson 1927), here from its formula."""
+    import math
+
+    from analytics.version_report import difference_interval, share
+
+    z = 1.959963984540054
+    for k, n in [(5, 6), (0, 3), (3, 3), (1, 8), (52, 68)]:
+        p = k / n
+        centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        s = share(k, n)
+        assert (s.lo, s.hi) == pytest.approx(((centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)))
+    assert share(0, 0).lo is None and share(0, 0).value is None
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        share(4, 3)
+    assert difference_interval(share(1, 2), share(0, 0)) is None
+
+
+def test_version_page_per_target_with_intervals_parse_rates_and_unrated_answers(versions_report, monkeypatch):
+    from collections import Counter
+
+    from analytics.version_report import page_name, version_targets
+    from models_inference.probes.biasdora.ratings import parse_rating
+
+    home, out = versions_report
+    monkeypatch.setenv("DORA_HOME", str(home))
+    page = _page(out, TARGET)
+    v1, v2 = audit_id("v1"), audit_id("v2")
+    # the audits in version order (audit_seq), each with its T2T parse rate against a SQL count
+    assert page.index(f"<tr data-audit='{v1}'>") < page.index(f"<tr data-audit='{v2}'>")
+    for version in ("v1", "v2"):
+        parsed, landed = _sql(home, "select count(*) filter (where parse_status = 'ok'), count(*) from stg_t2t_completions "
+                                    "where audit_id = ?", [audit_id(version)])[0]
+        expected = sum(n for _, words in DOCS[version].values() for n in words.values())
+        assert (parsed, landed) == (expected, expected + UNPARSED[version] * len(DOCS[version]))
+        start = page.index(f"<tr data-audit='{audit_id(version)}'>")
+        cell = dict(re.findall(r"data-([a-z-]+)='([^']*)'", page[page.index("parse-rate", start): page.index("</tr>", start)]))
+        assert (int(cell["k"]), int(cell["n"])) == (parsed, landed)
+        assert (float(cell["lo"]), float(cell["hi"])) == pytest.approx(_wilson(parsed, landed))
+    assert "48/64" in page  # v2: 48 of 64 completions parsed
+
+    # the judge's answers without a rating, by status, against the statuses of the landed answers
+    for version in ("v1", "v2"):
+        statuses = Counter(parse_rating(SCORES[w][2]).status for _, words in DOCS[version].values() for w in words)
+        start = page.index(f"<tr data-audit='{audit_id(version)}'>", page.index("judge-answers"))
+        row = re.findall(r"<td[^>]*>([^<]*)</td>", page[start: page.index("</tr>", start)])
+        assert [int(x) for x in row[-5:]] == [statuses[s] for s in ("no_rating", "ambiguous", "out_of_range", "empty", "error")]
+        assert int(row[-6]) == sum(v for s, v in statuses.items() if s != "ok") > 0
+    assert Counter(parse_rating(SCORES[w][2]).status for w in DOCS["v1"]["young person"][1]) == {"ok": 1, "no_rating": 1}
+
+    # per bias dimension: every share's k, n and Wilson interval against counts made here from the
+    # significant associations of the per-dimension bridge and the hand-made scores
+    for version in ("v1", "v2"):
+        rows = _sql(home, "select bias_dimension, word from fct_association_dimensions where audit_id = ? and is_significant",
+                    [audit_id(version)])
+        for dim in {d for d, _ in rows}:
+            words = [w for d, w in rows if d == dim]
+            ratings = [parse_rating(SCORES[w][2]).rating for w in words]
+            judged = [r for r in ratings if r is not None]
+            expected = [(sum(SCORES[w][0] == "negative" for w in words), len(words)),
+                        (sum(SCORES[w][1] >= 0.5 for w in words), len(words))]
+            expected += [(judged.count(level), len(judged)) for level in range(1, 6)]
+            cells = _cells(page, f"data-audit='{audit_id(version)}' data-dimension='{dim}'")
+            assert [(int(c["k"]), int(c["n"])) for c in cells] == expected, (version, dim)
+            for c, (k, n) in zip(cells, expected):
+                assert (float(c["lo"]), float(c["hi"])) == pytest.approx(_wilson(k, n)) if n else "lo" not in c
+    # a known value: v2, age (its lists file "man" under age too): slow, frail, lazy, loud and
+    # aggressive negative, strong positive: 5 of 6, 83% [44-97]
+    age = _cells(page, f"data-audit='{v2}' data-dimension='age'")[0]
+    assert (age["k"], age["n"]) == ("5", "6")
+    assert (float(age["lo"]), float(age["hi"])) == pytest.approx((0.43650, 0.96995), abs=1e-5)
+    assert "83% <span class='ci'>[44&ndash;97]</span> <span class='n'>5/6</span>" in page
+
+    # one page per target with a BiasDora audit (an ad-hoc audit's target is its model id); the
+    # flat audit, without a significant association, says so in words
+    targets = [t for (t,) in _sql(home, "select distinct target from dim_audits where family = 'biasdora' order by 1", [])]
+    assert version_targets() == targets and {TARGET, FLAT_MODEL} <= set(targets)
+    assert version_targets(v2) == [TARGET]
+    assert {p.name for p in (out / "versions").glob("*.html")} == {page_name(t) for t in targets}
+    flat = _page(out, FLAT_MODEL)
+    assert f"<p class='no-significant' data-audit='{FLAT_AUDIT}'>" in flat and "by-dimension" not in flat
+
+
+def test_last_two_versions_before_after_with_difference_intervals_and_changes_worst_first(versions_report):
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    home, out = versions_report
+    page = _page(out, TARGET)
+    section = page[page.index("id='pair-t2t'"):]
+    png = re.search(r"<img src='([^']+-t2t-dumbbell\.png)'", section).group(1)
+    from PIL import Image
+
+    with Image.open(out / "versions" / png) as img:
+        assert img.width > 600 and img.height > 200
+    # the plot's numbers in the table beside it: every difference's interval is Newcombe's (statsmodels)
+    diffs = re.findall(r"<tr data-dimension='([^']+)' data-measure='([^']+)'>(.*?)</tr>", section)
+    assert {d for d, _, _ in diffs} == {"age", "disability", "gender", "sexual-orientation"}
+    all_include_zero = True
+    for dim, measure, row in diffs:
+        before, after = [dict(re.findall(r"data-([a-z-]+)='([^']*)'", c)) for c in re.findall(r"<td class='share[^>]*>", row)]
+        diff = dict(re.findall(r"data-([a-z-]+)='([^']*)'", re.search(r"<td class='difference'[^>]*>", row).group(0)))
+        expected = confint_proportions_2indep(int(after["k"]), int(after["n"]), int(before["k"]), int(before["n"]),
+                                              method="newcomb", compare="diff")
+        assert (float(diff["lo"]), float(diff["hi"])) == pytest.approx(tuple(map(float, expected))), (dim, measure)
+        all_include_zero &= expected[0] <= 0 <= expected[1]
+        assert diff["includes-zero"] == str(bool(expected[0] <= 0 <= expected[1])).lower()
+    verdict = re.search(r"<p class='verdict'>([^<]*)", section).group(1)
+    assert verdict.startswith("Every difference's 95% interval includes 0 (12 compared)") == all_include_zero
+    # the associations that changed, worst first, are those fct_association_changes lists for the pair
+    changed = _sql(home, "select change_type, descriptor, word from fct_association_changes where from_audit_id = ? "
+                         "and to_audit_id = ? and change_type <> 'unchanged'", [audit_id("v1"), audit_id("v2")])
+    shown = re.findall(r"<tr class='change' data-change='([a-z]+)'><td>[a-z]+</td><td>(?:<a [^>]+>)?([^<]+)</", section)
+    # more bias first (new: level 5 before level 4, then strengthened), then less (weakened, gone)
+    assert shown == [("new", "man : aggressive"), ("new", "old person : frail"), ("strengthened", "woman : caring"),
+                     ("weakened", "man : strong"), ("gone", "old person : wise"), ("gone", "woman : emotional")]
+    assert sorted((t, f"{d} : {w}") for t, d, w in changed) == sorted(shown)
+    # per bias dimension: most new + strengthened first (disability has one new association, the others two)
+    dims = re.findall(r"<tr data-dimension='([^']+)'><td>", section[section.index("changes-by-dimension"):])
+    assert dims == ["age", "gender", "sexual-orientation", "disability"]
+
+
+def test_index_ranks_the_highest_levels_first_and_names_audits_without_significant_associations(versions_report):
+    home, out = versions_report
+    index = (out / "index.html").read_text(encoding="utf-8")
+    rated = index[index.index("class='highest-rated'"):]
+    rated = rated[: rated.index("</table>")]
+    header = re.findall(r"<th>(.*?)</th>", rated)
+    levels = [int(r[header.index("bias_<wbr>level")]) for r in
+              (re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", rated)[1:])]
+    assert levels[0] == 5 and levels == sorted(levels, reverse=True)
+    (top,) = _sql(home, "select max(bias_level) from fct_association_scores where is_significant", [])[0]
+    assert top == 5
+    assert _sql(home, "select significant_associations, target from dim_audits where audit_id = ?", [FLAT_AUDIT]) == [(0, FLAT_MODEL)]
+    assert f"<p class='no-significant' data-audit='{FLAT_AUDIT}'>" in index
+    assert FLAT_AUDIT not in index[index.index("heatmap-numbers"):index.index("likert_by_dimension.png")]
+    # each version page is linked from the index
+    assert re.search(r"<a class='versions' href='versions/fixture-[0-9a-f]{8}\.html'>fixture</a>", index)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install -y chromium)")
+def test_a_browser_opens_the_version_page_at_laptop_width(versions_report, tmp_path):
+    """At 1,400 px no page of the report is wider than the window and no table needs its scroll
+    bar; the version page is reached from the index and links back, as every other family's
+    page (VLStereoSet's) does."""
+    from playwright.sync_api import expect, sync_playwright
+
+    home, out = versions_report
+    overflow = ("() => [document.documentElement.scrollWidth - window.innerWidth,"
+                " ...Array.from(document.querySelectorAll('.table-wrap')).map(e => e.scrollWidth - e.clientWidth)]")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto((out / "index.html").as_uri())
+            assert max(page.evaluate(overflow)) <= 0
+            page.locator("a.versions", has_text="fixture").click()
+            page.wait_for_load_state()
+            assert "/versions/fixture-" in page.url
+            assert max(page.evaluate(overflow)) <= 0
+            cell = page.locator("tr[data-dimension='age'][data-audit='" + audit_id("v2") + "'] td.share").first
+            expect(cell).to_contain_text("83%")
+            assert page.evaluate("() => Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+            assert page.locator("img[src$='-t2t-dumbbell.png']").count() == 1
+            page.screenshot(path=str(tmp_path / "versions.png"), full_page=True)
+            page.locator("a", has_text="report index").first.click()
+            page.wait_for_load_state()
+            assert page.url.endswith("/index.html")
+            for other in sorted(set(out.glob("*.html")) - {out / "index.html"}):  # the other families' pages
+                page.goto(other.as_uri())
+                assert max(page.evaluate(overflow)) <= 0, other.name
+                page.locator("a", has_text="report index").first.click()
+                page.wait_for_load_state()
+                assert page.url.endswith("/index.html"), other.name
+        finally:
+            browser.close()
