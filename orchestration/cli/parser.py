@@ -242,11 +242,13 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
                        help="show the flags of one probe family and exit")
     seen = add_common_flags(audit)
     audit.add_argument("--top", type=v.int_range(0, v.MAX_TOP), default=3, help="top associations shown per bias dimension (default: 3)")
-    audit.add_argument("--verbose", "-v", action="store_true", help="show dbt's output (default: $DORA_HOME/logs/last_audit_dbt.log)")
+    audit.add_argument("--verbose", "-v", action="store_true",
+                       help="show dbt's output (otherwise in $DORA_HOME/logs/last_audit_dbt.log) and Dagster's tracebacks "
+                       "(a failed run's traces are always in $DORA_HOME/logs/audit-<run id>.log)")
     audit.add_argument(
         "--rebuild", action="store_true",
         help="re-extract descriptors and recompute every dbt model from the landing zone (dbt --full-refresh; "
-        "audits whose shards were archived leave the marts) even when nothing new landed (default: skipped then)",
+        "audits whose shards were archived leave the marts) even when nothing new landed (otherwise both are skipped then)",
     )
     audit.add_argument(
         "--executor", default="in_process", choices=list(EXECUTORS),
@@ -261,13 +263,20 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
     )
     audit.add_argument(
         "--celery-worker-timeout", default=DEFAULT_WORKER_TIMEOUT, metavar="SECONDS", type=v.float_range(0, 86400),
-        help=f"--executor celery: seconds to wait for a Celery worker to answer on the broker before failing "
-        f"(0: no limit; default: {DEFAULT_WORKER_TIMEOUT:.0f})",
+        help=f"--executor celery: seconds to wait for a Celery worker to answer on the broker before failing with "
+        "one line (0: no limit); after ~2 s without one it says it is waiting. During the run, the same bound for a "
+        "worker that stops answering while it holds a step (the step fails as lost) or for no worker at all "
+        f"(docs/operations.md#celery-workers) (default: {DEFAULT_WORKER_TIMEOUT:.0f})",
     )
     audit.add_argument(
         "--dry-run", action="store_true",
         help="print every family's plan (prompts / queries / items, rows already landed where known, estimated time) "
-        "without loading any model or running anything",
+        "without loading any model or running anything; with --target, the plans of that target's families on its "
+        "model, version, settings and options, after the checks its real run gets; with --api-batch, the batch "
+        "files, requests and prompt tokens per step",
     )
-    audit.add_argument("--target", default=None, help="audit this registry target's current version (partition <target>@<version>); its registry settings replace the probe flags")
+    audit.add_argument("--target", default=None, metavar="NAME",
+                       help="audit this registry target's current version (partition <target>@<version>) with the "
+                       "families it lists (--probe narrows them); its registry settings replace the probe flags and "
+                       "are checked as those flags would be before Dagster starts (one line, exit 2)")
     add_all_family_flags(audit, seen, shown=shown)
