@@ -480,8 +480,15 @@ def models_overview(registry, *, resolve: Callable[[object], str] | None = None,
             last column ``valid`` as ``ok`` or ``invalid: <reason>``. None: ``(not checked)``.
 
     The last audit is the latest finished-or-not audit of the target in ``dim_audits`` (by
-    ``started_at``); ``-`` when the warehouse does not exist yet or the target was never audited.
+    ``started_at``); ``-`` when the warehouse does not exist yet, ``dim_audits`` was never built
+    in it (a home that only ran families without an audit log mart, e.g. ``--probe vlstereoset``)
+    or the target was never audited.
+
+    Raises:
+        WarehouseBusyError, WarehouseCorruptError: see :func:`analytics.query.connect_read_only`.
     """
+    import duckdb
+
     from analytics.query import WarehouseMissingError
 
     last: dict[str, tuple] = {}
@@ -492,7 +499,7 @@ def models_overview(registry, *, resolve: Callable[[object], str] | None = None,
                qualify row_number() over (partition by target order by started_at desc, audit_id desc) = 1"""
         )
         last = {r[0]: r[1:] for r in result.rows}
-    except WarehouseMissingError:
+    except (WarehouseMissingError, duckdb.CatalogException):  # no warehouse, or no dim_audits in it
         pass
     rows = []
     for t in registry.targets:

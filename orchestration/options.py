@@ -99,12 +99,22 @@ def option_spelling(family: ProbeFamily, flag: Flag) -> str:
     return spelled.replace("-", "_")
 
 
+def _common_flag(field: str) -> Flag | None:
+    """The common flag of a field every family may have (``--api-batch``, ``--max-error-share``),
+    as ``dora audit`` declares it over :class:`orchestration.defs.common.CommonFlags`."""
+    from orchestration.defs.common import CommonFlags
+
+    return Flag(((CommonFlags, field),)) if field in CommonFlags.model_fields else None
+
+
 def family_options(family: ProbeFamily, options: dict) -> tuple[dict[type, dict], dict[tuple[type, str], str], list[str]]:
     """A registry target's options for ``family`` as run-config values, each checked as its flag.
 
     An option is a flag of the family spelled as :func:`option_spelling` (it sets every field the
     flag sets), else the name of a field of the family's Config classes (set on each class that
-    has it; checked by the flag that sets the field, if one does, else left to the Config's own
+    has it; checked by the flag that sets the field, if one does, else by the common flag of
+    that name, ``orchestration/defs/common.py: CommonFlags``: ``api_batch: true`` is checked as
+    ``--api-batch``, ``api_batch_max_requests`` as its range; else left to the Config's own
     validation). A switch that defaults to True (``--no-<field>``) is named by its field.
 
     Returns:
@@ -139,7 +149,7 @@ def family_options(family: ProbeFamily, options: dict) -> tuple[dict[type, dict]
         if clash is not None:
             problems.append(f"options {clash!r} and {name!r} both set {targets[0][1]}; give one")
             continue
-        check = flag or by_field.get(targets[0])
+        check = flag or by_field.get(targets[0]) or _common_flag(key)
         try:
             checked = option_value(check, value, f"option {name}") if check is not None else value
         except TargetConfigError as exc:

@@ -285,13 +285,18 @@ def pending_lines(result) -> list[str]:
 # ----------------------------------------------------------------------------- dry run
 
 
-def batch_plan_text(ops: dict) -> str:
+def batch_plan_text(ops: dict, *, model_version: str | None = None, target: str | None = None,
+                    api_key_env: str | None = None) -> str:
     """The ``--api-batch`` part of ``dora audit --dry-run``: per step that would send its
     requests through the Batch API (BiasDora T2T, the judge, the counterfactual text sets, on
     an OpenAI-compatible backend), the files, requests and prompt tokens of its rows not yet
     landed nor in an open batch; prompt tokens counted with the model's tokenizer where one is
     here (a local folder, the Hugging Face cache), else estimated (~4 characters per token)
     and said so; the output tokens at most requested (``max_tokens`` x requests).
+
+    Args:
+        model_version, target, api_key_env: a registry target's (``dora audit --target T --dry-run``):
+            the partition's version (its audits' ids and ledgers), its name and key variable.
 
     Returns:
         The text, or ``""`` when no selected step has ``--api-batch``.
@@ -315,7 +320,8 @@ def batch_plan_text(ops: dict) -> str:
         if config.backend != "openai":
             notes.append(f"{name}: not through the Batch API (--backend {config.backend} runs the model here)")
             continue
-        work = t2t_work(config) if step == "t2t" else counterfactual_text_work(config)
+        own = {"model_version": model_version, "target": target, "api_key_env": api_key_env}
+        work = t2t_work(config, **own) if step == "t2t" else counterfactual_text_work(config, **own)
         from models_inference.backends.batch_ledger import load_ledger
 
         done, flying = work.done(), load_ledger(work.name).in_flight()

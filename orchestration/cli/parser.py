@@ -166,18 +166,20 @@ def build_parser() -> argparse.ArgumentParser:
         "unchanged, the associations whose significance flipped, the parse-rate change on the common rows\n"
         "(exact McNemar), the smallest detectable change (power 80%), a line per bias dimension and the top\n"
         "significant changes per bias dimension, ranked by change q. --family: another probe family's change\n"
-        "tests (below), on the units both audits have.",
+        "tests (below), on the units both audits have (none in common: refused too). A refusal, an unknown\n"
+        "target or audit is one line, exit 2.",
     )
-    diff.add_argument("target", help="registry target name (ad-hoc audits: the model id)")
+    diff.add_argument("target", help="registry target name (ad-hoc audits: the model id); with another --family: "
+                      "the model id, or its last path component")
     diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
     diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first; default: 5); "
                       "flipped associations: up to twice as many")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
     diff.add_argument("--family", "--probe", dest="family", default=fam.FAMILIES[0].name, choices=fam.family_names(),
-                      help="probe family compared (default biasdora; the others: target = model id, their change "
-                      "tests sorted by change q, the table lists every significant change and at least --top rows; "
-                      "see below)")
+                      help=f"probe family compared: the default, {fam.FAMILIES[0].name}, is the comparison described above; "
+                      "any other: its change tests on the units both audits have, sorted by change q (the table lists "
+                      "every significant change and at least --top rows; see below)")
 
     families = sub.add_parser(
         "families", help="list the probe families: Dagster group, flags, landing tables, marts",

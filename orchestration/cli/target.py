@@ -151,16 +151,21 @@ def one_line(exc: BaseException) -> str:
 
 def dry_run_text(args: argparse.Namespace) -> str:
     """``dora audit --target NAME --dry-run``: a header (target, families, model, version and where
-    it is read from) and the plan of each family the target's run runs.
+    it is read from), the plan of each family the target's run runs and, when a step of it sends
+    its requests through the Batch API (``--api-batch``, or the target's option ``api_batch``),
+    their files, requests and prompt tokens (``orchestration/cli/batch.py: batch_plan_text``, on
+    the partition's version).
 
     Raises:
         DoraError: as :func:`target_run`.
     """
     from ingestion.errors import VersionError
     from models_inference.model_ref import resolve_version_with_source
+    from orchestration.cli.batch import batch_plan_text
 
     run, text = target_run(args, dry_run=True)
     target = run.target
+    version = None
     try:
         version, source = resolve_version_with_source(target)
         where = f"version {version} ({source})"
@@ -168,7 +173,8 @@ def dry_run_text(args: argparse.Namespace) -> str:
         where = f"version unreadable now: {one_line(exc)}"
     head = (f"dora audit --dry-run --target {target.name}: families {', '.join(run.family_names)}, model "
             f"{target.model} ({target.backend}, {target.modality}), {where}")
-    return f"{head}\n{text}" if text else head
+    batch = batch_plan_text(run.ops, model_version=version, target=target.name, api_key_env=target.api_key_env)
+    return "\n\n".join(t for t in (f"{head}\n{text}" if text else head, batch) if t)
 
 
 def target_checker(registry, registry_path: str | None):

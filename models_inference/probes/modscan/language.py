@@ -155,12 +155,14 @@ def run_language_probe(
     config: LanguageProbeConfig | None = None,
     *,
     audit_id: str | None = None,
+    target: str | None = None,
     progress: bool = True,
     max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> tuple[str, ResumableSummary, dict]:
     """Draw the scenes, then ask ``vision`` every (scene, attribute, prefix) query not landed yet.
 
     Args:
+        target: registry target recorded on the audit events (``None``: ad hoc).
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
             audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
 
@@ -223,7 +225,7 @@ def run_language_probe(
         return rows
 
     audit = AuditInfo(audit_id, vision.model_id, vision.model_version, "modscan_language",
-                      {"backend": vision.backend_name, **asdict(cfg), **counts, "t2i_model": image_backend.model_id})
+                      {"backend": vision.backend_name, **asdict(cfg), **counts, "t2i_model": image_backend.model_id}, target)
     result = run_resumable(planned, key, generate, table=MODSCAN_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
                            max_error_share=max_error_share, step="ModSCAN language modality")
     return audit_id, result, counts

@@ -99,12 +99,14 @@ def run_vision_probe(
     config: VisionProbeConfig | None = None,
     *,
     audit_id: str | None = None,
+    target: str | None = None,
     progress: bool = True,
     max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> tuple[str, ResumableSummary]:
     """Ask ``backend`` about every (pair, instance, prefix) not landed yet; land the answers.
 
     Args:
+        target: registry target recorded on the audit events (``None``: ad hoc).
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
             audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
 
@@ -179,7 +181,7 @@ def run_vision_probe(
     ]
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "modscan_vision",
                       {"backend": backend.backend_name, **asdict(cfg), "faces_kept": len(faces.faces),
-                       "faces_invalid": len(faces.problems), "faces_filtered": dict(faces.filtered)})
+                       "faces_invalid": len(faces.problems), "faces_filtered": dict(faces.filtered)}, target)
     result = run_resumable(planned, _Query.key, generate, table=MODSCAN_TABLE, audit=audit,
                            shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
                            step="ModSCAN vision modality")

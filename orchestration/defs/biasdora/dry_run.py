@@ -34,7 +34,10 @@ def t2t_plan_lines(config, *, audit_id: str | None = None) -> tuple[list[PlanLin
 
     Returns:
         (lines per setting, the audit id or None when it cannot be known without loading the
-        model, prompts per second or None, where the throughput comes from).
+        model, prompts per second or None, where the throughput comes from). The audit id is
+        the real run's: ``models_inference.probes.biasdora.t2t.audit_id_for`` over the backend,
+        the resolved probe config and every selected target (``build_targets``), unless
+        ``audit_id`` (``--audit-id``) names it.
     """
     from models_inference.probes.biasdora.t2t import T2T_TABLE, T2TProbeConfig, audit_id_for, t2t_plan
     from models_inference.resumable import landed_keys
@@ -58,8 +61,8 @@ def t2t_plan_lines(config, *, audit_id: str | None = None) -> tuple[list[PlanLin
             backend = load_text_backend(config.model, backend="openai", **({"base_url": config.base_url} if config.base_url else {}))
         except Exception:  # noqa: BLE001 - no key: the audit id stays unknown
             backend = None
-    if audit_id is None and backend is not None:
-        audit_id = audit_id_for(backend, probe.resolved(backend))
+    if audit_id is None and backend is not None:  # as run_t2t_probe derives it: the selection is part of the id
+        audit_id = audit_id_for(backend, probe.resolved(backend), targets)
     cfg = probe.resolved(backend) if backend is not None else probe
     planned, key = t2t_plan(targets, cfg)
     done = landed_keys(T2T_TABLE, audit_id) if audit_id else None

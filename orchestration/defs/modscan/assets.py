@@ -3,6 +3,13 @@
 ``landing/modscan_responses`` is the source of ``dbt_project/models/modscan/``
 (``stg_modscan_responses`` -> ``fct_modscan_responses`` -> ``agg_modscan_selection`` ->
 ``agg_modscan_bias_scores``), built by the shared ``@dbt_assets``.
+
+A partitioned run (a registry target: ``dora audit --target``, the sensor, the schedule) runs
+the probe when the target's families include ``modscan``: the text analogues on the target's
+model with its version pinned to the partition's (only the current version can be generated:
+:func:`orchestration.defs.audits.runs.target_of_run` with ``require_current``) and, on an API,
+the key of the target's ``api_key_env``; every audit of the run (text, vision, language) tagged
+with the target; another family's target skips it.
 """
 
 from collections import Counter
@@ -18,7 +25,7 @@ from models_inference.probes.modscan.language import LanguageProbeConfig, run_la
 from models_inference.probes.modscan.text import TextProbeConfig, plan_text_queries, run_text_probe
 from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
 from models_inference.resumable import finish_blocks
-from orchestration.defs.audits.runs import family_skip_reason
+from orchestration.defs.audits.runs import family_skip_reason, target_of_run, with_model_version
 from orchestration.defs.common import block_outputs, same_config, skipped_metadata
 from orchestration.defs.modscan.config import ModscanConfig
 from orchestration.instance import MODEL_INFERENCE_POOL
@@ -60,10 +67,16 @@ def modscan_text_block(context: dg.OpExecutionContext, config: ModscanConfig, bl
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
     if config.backend == "transformers":
         extra["batch_size"] = config.batch_size
+    run = target_of_run(context, require_current=True)  # a registry partition of a ModSCAN target
+    if run is not None and config.backend == "openai":  # the target's model is the text analogues': its key
+        extra["api_key_env"] = run.target.api_key_env
     # deferred: the weights load only if a query is missing (a finished audit's re-run loads nothing)
     backend = load_text_backend(config.model, backend=config.backend, defer=True, **extra)
+    if run is not None:  # ... and the partition's version
+        backend = with_model_version(backend, run.model_version)
     summary = run_text_probe(backend, text_probe_config(config), audit_id=config.audit_id, progress=config.progress,
-                             max_error_share=config.max_error_share, block=(block["start"], block["stop"]))
+                             max_error_share=config.max_error_share, block=(block["start"], block["stop"]),
+                             target=run and run.target.name)
     result = summary.result
     context.log.info(f"ModSCAN text audit {summary.audit_id}, queries {block['start']}-{block['stop']}: generated "
                      f"{result.generated} of {result.planned}")
@@ -81,8 +94,10 @@ def modscan_finish(context: dg.OpExecutionContext, config: ModscanConfig, blocks
         context.log.info(f"dora: ModSCAN skipped: {reason}")
         yield dg.Output(None, metadata=skipped_metadata(reason))
         return
-    metadata = {**_text(config, [b for b in blocks if "audit_id" in b]), **_vision(context, config),
-                **_language(config), "status": "finished"}
+    run = target_of_run(context)
+    target = run and run.target.name  # the vision and language audits run the options' models: the target's name only
+    metadata = {**_text(config, [b for b in blocks if "audit_id" in b]), **_vision(context, config, target),
+                **_language(config, target), "status": "finished"}
     yield dg.Output(None, metadata=metadata)
 
 
@@ -133,7 +148,7 @@ def _text(config: ModscanConfig, done: list[dict]) -> dict:
     }
 
 
-def _vision(context: dg.OpExecutionContext, config: ModscanConfig) -> dict:
+def _vision(context: dg.OpExecutionContext, config: ModscanConfig, target: str | None = None) -> dict:
     """Run the vision modality when a faces source and a VLM are named; metadata either way."""
     if not (config.faces and config.vision_model):
         return {"vision": "skipped: name a faces folder or manifest (--faces) and a VLM (--modscan-vision-model)"}
@@ -147,7 +162,8 @@ def _vision(context: dg.OpExecutionContext, config: ModscanConfig) -> dict:
         instances_per_scenario=config.vision_instances_per_scenario, per_group=config.pairs_per_group,
         seed=config.pair_seed, temperature=config.temperature, top_p=config.top_p,
     )
-    audit_id, result = run_vision_probe(backend, faces, probe, progress=config.progress, max_error_share=config.max_error_share)
+    audit_id, result = run_vision_probe(backend, faces, probe, progress=config.progress, max_error_share=config.max_error_share,
+                                        target=target)
     return {
         "vision": f"audit {audit_id}: {result.generated} generated, {result.already_landed} already landed",
         "vision_audit_id": audit_id,
@@ -159,7 +175,7 @@ def _vision(context: dg.OpExecutionContext, config: ModscanConfig) -> dict:
     }
 
 
-def _language(config: ModscanConfig) -> dict:
+def _language(config: ModscanConfig, target: str | None = None) -> dict:
     """Run the language modality when a T2I model and a VLM are named; metadata either way."""
     if not (config.t2i_model and config.vision_model):
         return {"language": "skipped: name a T2I model (--modscan-t2i-model) and a VLM (--modscan-vision-model)"}
@@ -174,7 +190,7 @@ def _language(config: ModscanConfig) -> dict:
     extra = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
     vision = load_vision_backend(config.vision_model, backend=config.vision_backend, **extra)
     audit_id, result, counts = run_language_probe(images, vision, probe, progress=config.progress,
-                                                  max_error_share=config.max_error_share)
+                                                  max_error_share=config.max_error_share, target=target)
     return {
         "language": f"audit {audit_id}: {result.generated} generated, {result.already_landed} already landed",
         "language_audit_id": audit_id,

@@ -14,7 +14,8 @@ landing tables:
 Disabled (``dora audit --probe`` without ``vlstereoset``): both assets materialise with
 ``status = skipped`` and land nothing. Registry targets (a partitioned run): the partition of a
 target that runs ``vlstereoset`` scores with the target's model as the text prior and its
-``options.vlstereoset`` (audits tagged with the target, version pinned to the partition's); a
+``options.vlstereoset`` (audits tagged with the target; the text prior's version pinned to the
+partition's, which must be the target's current one; CLIP, ITM and the VLM keep their own); a
 partition of a target that does not (a BiasDora-only one included) skips the family, saying which
 target and families it audits, as every family does for the others.
 """
@@ -30,7 +31,7 @@ from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, pa
 from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe
 from models_inference.probes.vlstereoset.scorers import ClipScorer, ItmScorer, McqScorer, ReferenceScorer, TextPriorScorer, VisionLoglikScorer
 from models_inference.resumable import finish_blocks
-from orchestration.defs.audits.runs import family_skip_reason, target_of_run
+from orchestration.defs.audits.runs import check_current_version, family_skip_reason, target_of_run
 from orchestration.defs.common import block_outputs, same_config, skipped_metadata
 from orchestration.defs.vlstereoset.config import (
     ASSET_GROUP, IMAGE_SCORERS, OP_NAME, PROBE_NAME, REFERENCE_SCORERS, TEXT_PRIOR, VLStereoSetConfig, selected_scorers,
@@ -43,7 +44,9 @@ SCORES_KEY = dg.AssetKey(["landing", "vlstereoset_scores"])
 
 def build_scorers(config: VLStereoSetConfig, names: list, model_version=None) -> list:
     """Scorer objects for ``names`` (models load here; the embedded text model lazily).
-    ``model_version``: a registry partition's pinned version, set on the model scorers."""
+    ``model_version``: a registry partition's pinned version, set on the text prior only: the
+    target's model is the text prior's (``target_models``); CLIP, ITM and the VLM are the
+    options' models and keep their own versions."""
     out, vlm = [], None
     for name in names:
         if name in REFERENCE_SCORERS:
@@ -61,7 +64,7 @@ def build_scorers(config: VLStereoSetConfig, names: list, model_version=None) ->
                 vlm = load_vision_backend(config.vlm_model, backend=config.vlm_backend, **kwargs)
             out.append(VisionLoglikScorer(vlm) if name == "loglik" else McqScorer(vlm, shuffles=config.mcq_shuffles,
                                                                                       answer_mode=config.mcq_answer_mode))
-        if model_version and name not in REFERENCE_SCORERS:
+        if model_version and name == TEXT_PRIOR:
             out[-1].model_version = model_version
     return out
 
@@ -123,9 +126,12 @@ def vlstereoset_block(context: dg.OpExecutionContext, config: VLStereoSetConfig,
     if block["stop"] == block["start"]:
         return {"scored": []}
     run = target_of_run(context, config.registry)  # a vlstereoset target's partition: its version and name on the audits
+    names = selected_scorers(config)
+    if run is not None and TEXT_PRIOR in names:  # the target's model scores: only its current version can
+        check_current_version(run.target, run.model_version)
     items, item_set = _scored_items(block["dataset_id"], config)
     # scorers first: an endpoint that cannot score (no prompt log-probs) fails before any score lands
-    scorers = build_scorers(config, selected_scorers(config), run.model_version if run else None)
+    scorers = build_scorers(config, names, run.model_version if run else None)
     scored = []
     for scorer in scorers:
         summary = run_vlstereoset_probe(items, scorer, target=run.target.name if run else None,
