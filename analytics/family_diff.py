@@ -9,8 +9,8 @@ chi-square), VLStereoSet's ``fct_vlstereoset_change_tests`` (vlrs / vlbs, Fisher
 
 Each mart pairs every earlier / later audit of one model id; change_q is the Benjamini-Hochberg
 q-value over the compared rows of the pair, ``is_significant_change`` = change_q < 0.05.
-The audits of a family are found in its fact table by model id (``model_id`` equal to the
-target, or ending in ``/<target>``), ordered by their first landed row, as the marts order them.
+The audits of a family are found in its fact table by registry target (``dim_audits.target``)
+or by model id (``model_id`` equal to the target, or ending in ``/<target>``), ordered by their first landed row, as the marts order them.
 
 Like with like: each mart tests a row on the units BOTH audits have (counterfactual: the
 (set, seed) units; ModSCAN: the answered queries; VLStereoSet: the scored items) and says so in
@@ -141,13 +141,19 @@ class FamilyDiff:
 
 
 def _family_audits(spec: FamilyChangeTest, target: str) -> list[AuditRef]:
-    rows = _read(
-        spec,
-        f"""select audit_id, any_value(model_version), row_number() over (order by min({spec.landed_at}), audit_id)
-            from {spec.facts} where model_id = ? or ends_with(model_id, '/' || ?)
-            group by audit_id order by 3""",
-        [target, target],
-    ).rows
+    """The family's audits of ``target``: those the audit log files under the registry target
+    (``dim_audits.target``: every family's audit landed in the target's partition), or whose
+    model id is ``target`` or ends in ``/<target>`` (ad-hoc audits), in landing order."""
+    import duckdb
+
+    select = f"""select audit_id, any_value(model_version), row_number() over (order by min({spec.landed_at}), audit_id)
+            from {spec.facts} where model_id = ? or ends_with(model_id, '/' || ?) {{by_target}}
+            group by audit_id order by 3"""
+    try:
+        rows = run_query(select.format(by_target="or audit_id in (select audit_id from dim_audits where target = ?)"),
+                         params=[target, target, target]).rows
+    except duckdb.CatalogException:  # no audit log built yet (a home of one family's ad-hoc runs)
+        rows = _read(spec, select.format(by_target=""), [target, target]).rows
     return [AuditRef(*r) for r in rows]
 
 

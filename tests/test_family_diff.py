@@ -293,6 +293,23 @@ def test_errors_name_the_family_and_the_audit(home, capsys):
     assert err.endswith("; 'ms-model' has modscan audits: use --family modscan") and "\n" not in err
 
 
+@pytest.mark.slow
+def test_audits_are_found_by_registry_target(home, capsys):
+    """A family's audits landed in a registry target's partition are filed under the target in
+    the audit log (dim_audits.target), whatever the model is called: `dora diff TARGET --family`
+    finds them by that name (here a dim_audits of two rows stands in for the built one)."""
+    with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+        con.execute("create table dim_audits as select * from (values ('cf-v1', 'my-finetune'), ('cf-v2', 'my-finetune')) t(audit_id, target)")
+    try:
+        assert main(["diff", "my-finetune", "--family", "counterfactual"]) == 0
+        assert "cf-v1 (version v1) -> cf-v2 (version v2)" in capsys.readouterr().out
+        assert main(["diff", "my-finetune", "--family", "modscan"]) == 2  # its ModSCAN audits are not the target's
+        assert "no modscan audit of model 'my-finetune'" in capsys.readouterr().err
+    finally:
+        with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+            con.execute("drop table dim_audits")
+
+
 def test_missing_marts_give_one_line(dora_home, capsys):
     dora_home.mkdir(parents=True)
     duckdb.connect(str(dora_home / "warehouse.duckdb")).close()  # a warehouse without the family marts
