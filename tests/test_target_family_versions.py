@@ -125,3 +125,40 @@ def test_models_list_shows_no_last_audit_when_dim_audits_was_never_built(dora_ho
     out = capsys.readouterr().out.splitlines()
     assert [line for line in out[1:] if line] == ["a,t2t,transformers,smollm2-135m,explicit,(not read),-,-,-,-,ok",
                                                   "b,t2t,transformers,smollm2-135m,explicit,(not read),-,-,-,-,ok"]
+
+
+CF_REGISTRY = """
+targets:
+  - name: cf
+    families: [counterfactual]
+    backend: openai
+    model: stub-model
+    base_url: {url}
+    api_key_env: CF_STUB_KEY
+    version: {{source: explicit, value: v5}}
+    options: {{counterfactual: {{occupations: [doctor], sets_per_occupation: 1, prompts: [Describe], seeds: 1,
+               max_new_tokens: 4}}}}
+"""
+
+
+def test_a_counterfactual_partition_calls_the_api_with_the_targets_key(dora_home, tmp_path, monkeypatch):
+    """The counterfactual text sets on a target's API model authenticate with the target's own
+    ``api_key_env`` (as BiasDora and ModSCAN do), and land under the partition's version."""
+    from orchestration.defs.counterfactual.assets import counterfactual_responses
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("CF_STUB_KEY", "sk-test-cf")
+    with OpenAIStubServer() as server:
+        server.chat_reply = lambda body: "A calm person."
+        registry = tmp_path / "registry.yaml"
+        registry.write_text(CF_REGISTRY.format(url=server.base_url))
+        ops = run_config_for_target(load_registry(registry).target("cf"), FAMILIES, str(registry)).ops
+        result = dg.materialize([counterfactual_responses],
+                                run_config=dg.RunConfig(ops={"counterfactual_responses": ops["counterfactual_responses"]}),
+                                instance=dg.DagsterInstance.ephemeral(),
+                                tags={PARTITION_TAG: "cf@v5", TAG_REGISTRY: str(registry)}, raise_on_error=False)
+        assert result.success
+        assert server.requests and {dict((k.lower(), v) for k, v in r["headers"].items())["authorization"]
+                                    for r in server.requests} == {"Bearer sk-test-cf"}
+    rows = read_landing("counterfactual_responses").to_pylist()
+    assert rows and {r["model_version"] for r in rows} == {"v5"}

@@ -73,10 +73,13 @@ def _skipped(context: dg.AssetExecutionContext, config: CounterfactualConfig, ta
     return [skipped_result(reason, asset_key=key, rows_key=None, **zeros) for key, zeros in empty.items()]
 
 
-def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None):
+def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None,
+                  api_key_env: str | None = None):
     if backend is None:  # the audited model (else the judge's, with its own endpoint)
         backend, base_url = config.backend, config.base_url
     extra = {"batch_size": config.batch_size} if backend == "transformers" else ({"base_url": base_url} if base_url else {})
+    if api_key_env and backend == "openai":
+        extra["api_key_env"] = api_key_env
     return load_text_backend(model or config.model, backend=backend, defer=True, **extra)
 
 
@@ -143,8 +146,9 @@ def counterfactual_block(context: dg.OpExecutionContext, config: CounterfactualC
     if block["stop"] == block["start"]:
         return {"generated": 0}
     sets = build_sets(config, build_image_sets(config))[block["start"]:block["stop"]]
-    backend = _text_backend(config)
     run = target_of_run(context, require_current=True)  # a registry partition of a counterfactual target
+    # the target's model is the audited one: on an API, with the key of its api_key_env
+    backend = _text_backend(config, api_key_env=run and run.target.api_key_env)
     if run is not None:
         backend = with_model_version(backend, run.model_version)
     batch = batch_options(config, "counterfactual_text", model_version=backend.model_version,
