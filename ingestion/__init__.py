@@ -4,8 +4,9 @@ Plain Python (no Dagster import) that imports nothing else of dora's (ARCHITECTU
 
 * :mod:`ingestion.vocabulary`: the shared names (modalities, settings, association key,
   backend and scorer names, partition separator);
-* :mod:`ingestion.landing`: the landing-table schemas (``SCHEMAS``), the atomic Parquet shard
-  writer and parameterised reads;
+* :mod:`ingestion.landing`: the landing-table schemas (``SCHEMAS``, merged from each family's
+  contract module in :mod:`ingestion.contracts`), the atomic Parquet shard writer and
+  parameterised reads;
 * :mod:`ingestion.crows_pairs` validates the CrowS-Pairs CSV into the ``crows_pairs`` landing
   schema; :mod:`ingestion.descriptors` normalises, extracts and loads descriptors;
   :mod:`ingestion.templates` builds the five T2T lexical-setting prefixes;

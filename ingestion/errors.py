@@ -61,6 +61,13 @@ class DiffError(DoraError, ValueError):
     two audits with no probe row in common (the message names what differs)."""
 
 
+class LandingContractError(DoraError, ValueError):
+    """A landing contract module (``ingestion/contracts/``, or one given to
+    ``ingestion.landing.register_contract``) that cannot join ``SCHEMAS``: a table another
+    contract declares, a table name that is not a lower-case identifier, a value that is not a
+    ``pyarrow.Schema``, or no ``FAMILY`` / ``SCHEMAS``."""
+
+
 class AuditFailedError(DoraError):
     """An audit finished with too many failed calls (or was refused); it is marked ``failed``."""
 

@@ -1,13 +1,15 @@
 """The landing zone: where raw inputs and model generations land durably, as Parquet shards.
 
 Every producer (CrowS-Pairs loader, descriptor extractor, probes) writes immutable Parquet
-shards under ``$DORA_HOME/landing/<table>/``; dbt reads them as external sources
-(``dbt_project/models/staging/_sources.yml``). Only dbt writes to the DuckDB warehouse, so
+shards under ``$DORA_HOME/landing/<table>/``; dbt reads them as external sources (the
+``landing`` source: ``dbt_project/models/<family>/_<family>__sources.yml``, its location in
+``dbt_project/dbt_project.yml``). Only dbt writes to the DuckDB warehouse, so
 generation never contends for DuckDB's single-writer lock, and a crash loses at most the
 batch being generated (shards are written to a temporary name, fsynced and renamed).
 
-The column contract of each landing table is :data:`SCHEMAS`; the dbt staging models
-rename nothing that is declared here.
+The column contract of each landing table is :data:`SCHEMAS`, merged from the contract module
+of each family (``ingestion/contracts/<family>.py``; :mod:`ingestion.contracts`); the dbt
+staging models rename nothing that is declared there.
 """
 
 from __future__ import annotations
@@ -24,441 +26,89 @@ from typing import Iterable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-#: The key of one association (``fct_associations``), leading every score table's columns.
-_ASSOCIATION_KEY = [
-    ("audit_id", pa.string()),
-    ("model_id", pa.string()),
-    ("model_version", pa.string()),
-    ("modality", pa.string()),
-    ("setting", pa.string()),
-    ("descriptor", pa.string()),
-    ("word", pa.string()),
-]
+#: Column contract of every landing table (Arrow schemas): the ``SCHEMAS`` of every contract
+#: module (``ingestion/contracts/<family>.py``, :mod:`ingestion.contracts`) merged, plus those
+#: registered with :func:`register_contract`. ``stg_*`` models read these.
+SCHEMAS: dict[str, pa.Schema] = {}
+#: landing table -> the probe family whose contract declares it (``None``: shared by every family).
+TABLE_FAMILIES: dict[str, str | None] = {}
+#: contract module name -> the tables it declared (a module is merged once).
+_CONTRACTS: dict[str, tuple[str, ...]] = {}
+#: What a landing table may be called: it is also a folder, a Dagster asset key part and a dbt
+#: source table name, so a plain lower-case identifier.
+_TABLE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
-#: Column contract of every landing table (Arrow schemas). ``stg_*`` models read these.
-SCHEMAS: dict[str, pa.Schema] = {
-    # ingestion/crows_pairs.py: one row per validated CrowS-Pairs sentence pair.
-    "crows_pairs": pa.schema(
-        [
-            ("pair_id", pa.int64()),
-            ("sent_more", pa.string()),
-            ("sent_less", pa.string()),
-            ("stereo_antistereo", pa.string()),
-            ("bias_type", pa.string()),
-            ("source_file", pa.string()),
-            ("source_line", pa.int64()),
-        ]
-    ),
-    # ingestion/descriptors.py: one row per (source, descriptor, bias dimension).
-    "descriptors": pa.schema(
-        [
-            ("descriptor", pa.string()),  # normalised key: lower-case, no determiner, singular
-            ("bias_dimension", pa.string()),
-            ("source", pa.string()),  # 'biasdora' (curated list) or 'crows_pairs' (extracted)
-            ("surface", pa.string()),  # the phrase as it appeared in the source
-            ("plural", pa.string()),  # plural phrase used by plural templates
-            ("pair_id", pa.int64()),  # CrowS-Pairs pair it was extracted from (null if curated)
-        ]
-    ),
-    # (ingestion/templates.py descriptor_rows_table): every row of the paper's T2T and
-    # T2I lists with each bias dimension it belongs to; source of the bridge
-    # int_descriptor_dimensions.
-    "descriptor_rows": pa.schema(
-        [
-            ("list_modality", pa.string()),  # 't2t' or 't2i': which of the paper's lists
-            ("setting", pa.string()),  # T2T setting, or the T2I setting (singular / plural)
-            ("row_number", pa.int32()),  # 1-based data row of the CSV
-            ("descriptor", pa.string()),
-            ("descriptor_row", pa.int32()),  # k-th row of this descriptor key in the file
-            ("bias_dimension", pa.string()),
-            ("membership_source", pa.string()),  # 'row' (the CSV's bias_type) or 'mapping' (json)
-            ("phrase", pa.string()),
-        ]
-    ),
-    # models_inference/probes/biasdora/t2t.py: one row per T2T completion (kept whatever its parse status).
-    "t2t_completions": pa.schema(
-        [
-            ("audit_id", pa.string()),
-            ("model_id", pa.string()),
-            ("model_version", pa.string()),
-            ("backend", pa.string()),
-            ("setting", pa.string()),
-            ("descriptor", pa.string()),
-            ("bias_dimension", pa.string()),
-            ("letter", pa.string()),
-            ("run", pa.int32()),
-            # which row of the paper's list (1 = the descriptor's first row in the
-            # setting's file; a descriptor listed under two dimensions has rows 1 and 2).
-            ("descriptor_row", pa.int32()),
-            ("seed", pa.int64()),
-            ("prompt_style", pa.string()),
-            ("prompt", pa.string()),
-            ("raw_output", pa.string()),
-            ("word", pa.string()),
-            ("parse_status", pa.string()),
-            ("generated_at", pa.timestamp("us", tz="UTC")),
-            # the sentence the completed word ends, so scoring never re-parses `prompt`:
-            # `subject` "An alcoholic person", `prefix` "An alcoholic person is" (the noun
-            # setting's a/an resolved for the row's letter). Shards landed before these
-            # columns read them as NULL; int_associations_to_score derives them from `prompt`.
-            ("subject", pa.string()),
-            ("prefix", pa.string()),
-            # which parser read `word` / `parse_status` (parsing.PARSER_VERSION: a hash of
-            # models_inference/probes/biasdora/parsing.py; null for rows landed before it), and when
-            # `dora reparse` re-read a landed raw output (null: the row of the model call
-            # itself). A re-parsed row keeps its key and `generated_at`; staging prefers it.
-            ("parse_version", pa.string()),
-            ("reparsed_at", pa.timestamp("us", tz="UTC")),
-        ]
-    ),
-    # models_inference/probes/biasdora/t2t.py: one row per audit start/finish event (append-only).
-    "audits": pa.schema(
-        [
-            ("audit_id", pa.string()),
-            ("model_id", pa.string()),
-            ("model_version", pa.string()),
-            ("modality", pa.string()),
-            ("config_json", pa.string()),
-            ("config_hash", pa.string()),
-            ("code_version", pa.string()),
-            ("status", pa.string()),  # started / finished / failed
-            ("rows_generated", pa.int64()),
-            ("event_at", pa.timestamp("us", tz="UTC")),
-            ("target", pa.string()),  # audit registry target (ingestion/registry.py); null if ad hoc
-        ]
-    ),
-    # models_inference/probes/biasdora/t2i.py: one row per generated image (PNG stored content-addressed at
-    # $DORA_HOME/<image_path>), kept whatever its status; a retried key lands again.
-    "t2i_images": pa.schema(
-        [
-            ("audit_id", pa.string()),  # the image audit (t2i-<model>-<version>-<hash>)
-            ("model_id", pa.string()),
-            ("model_version", pa.string()),
-            ("backend", pa.string()),  # diffusers / openai
-            ("setting", pa.string()),  # singular / plural
-            ("descriptor", pa.string()),
-            ("bias_dimension", pa.string()),
-            ("descriptor_row", pa.int32()),  # k-th row of the descriptor in the T2I CSV
-            ("image_index", pa.int32()),  # 1..images per descriptor
-            ("seed", pa.int64()),
-            ("prompt", pa.string()),
-            ("revised_prompt", pa.string()),  # the prompt the API says it drew (DALL-E 3)
-            ("style", pa.string()),  # DALL-E 3 vivid / natural; null for diffusers
-            ("generation_params", pa.string()),  # JSON: steps, scheduler, size, quality, ...
-            ("image_path", pa.string()),  # relative to DORA_HOME: images/<sha[:2]>/<sha>.png
-            ("sha256", pa.string()),  # of the PNG bytes
-            ("width", pa.int32()),
-            ("height", pa.int32()),
-            ("status", pa.string()),  # ok / filtered (safety checker) / error
-            ("error", pa.string()),
-            ("generated_at", pa.timestamp("us", tz="UTC")),
-        ]
-    ),
-    # models_inference/probes/biasdora/i2t.py: one row per (description audit, image, description setting).
-    "i2t_descriptions": pa.schema(
-        [
-            ("audit_id", pa.string()),  # the description audit (vision-<t2i>-<i2t>-<hash>)
-            ("description_id", pa.string()),  # unique per landed row; description_words refer to it
-            ("model_id", pa.string()),  # the I2T model
-            ("model_version", pa.string()),
-            ("backend", pa.string()),  # transformers / openai
-            ("image_audit_id", pa.string()),
-            ("t2i_model_id", pa.string()),  # the model that drew the image
-            ("t2i_model_version", pa.string()),
-            ("image_setting", pa.string()),  # singular / plural
-            ("descriptor", pa.string()),
-            ("bias_dimension", pa.string()),
-            ("descriptor_row", pa.int32()),  # the image's T2I row (see t2i_images)
-            ("image_index", pa.int32()),
-            ("image_sha256", pa.string()),
-            ("setting", pa.string()),  # straightforward / moderate / comprehensive / subjective / ...
-            ("description_kind", pa.string()),  # objective (-> t2i) / subjective (-> i2t)
-            ("seed", pa.int64()),
-            ("prompt", pa.string()),
-            ("raw_output", pa.string()),  # the description
-            ("status", pa.string()),  # ok / truncated / empty / error
-            ("error", pa.string()),
-            ("generated_at", pa.timestamp("us", tz="UTC")),
-        ]
-    ),
-    # ingestion/description_words.py: one row per spaCy token of a description (space tokens
-    # excepted); `word` is set only for kept tokens, else `drop_reason` says why.
-    "description_words": pa.schema(
-        [
-            ("description_id", pa.string()),
-            ("audit_id", pa.string()),
-            ("token_index", pa.int32()),
-            ("token", pa.string()),  # the token as written
-            ("lemma", pa.string()),  # spaCy lemma, lower-cased
-            ("pos", pa.string()),  # Universal POS tag
-            ("word", pa.string()),  # = lemma for kept tokens; null when dropped
-            ("drop_reason", pa.string()),  # null / stop / punct / number / non_alpha / descriptor
-            ("tokenizer", pa.string()),  # spaCy pipeline name-version
-            ("tokenised_at", pa.timestamp("us", tz="UTC")),
-        ]
-    ),
-    # models_inference/scoring/: sentiment of each scored association's sentence
-    # (docs/method.md#4-scoring); one row per (association, scorer, scorer_version).
-    "sentiment_scores": pa.schema(
-        [
-            *_ASSOCIATION_KEY,
-            ("text", pa.string()),  # the association sentence that was scored
-            ("scorer", pa.string()),  # e.g. 'vader' or 'transformers:<model id>'
-            ("scorer_version", pa.string()),
-            ("sentiment_label", pa.string()),  # negative / neutral / positive
-            ("sentiment_score", pa.float64()),  # signed, in [-1, 1]
-            ("scored_at", pa.timestamp("us", tz="UTC")),
-            ("score_pool", pa.string()),  # fisher / paper / all (which associations were scored)
-        ]
-    ),
-    # models_inference/scoring/: toxicity of the same sentence; one row per (association,
-    # scorer, scorer_version).
-    "toxicity_scores": pa.schema(
-        [
-            *_ASSOCIATION_KEY,
-            ("text", pa.string()),
-            ("scorer", pa.string()),
-            ("scorer_version", pa.string()),
-            ("toxicity", pa.float64()),  # probability of the toxic class, [0, 1]
-            ("is_toxic", pa.bool_()),  # toxicity >= 0.5
-            ("label_scores_json", pa.string()),  # every label's probability (JSON object)
-            ("scored_at", pa.timestamp("us", tz="UTC")),
-            ("score_pool", pa.string()),  # fisher / paper / all
-        ]
-    ),
-    # models_inference/probes/biasdora/judge.py: one row per (association, judge, repeat), kept whatever its
-    # parse status; p_rating_k / expected_rating only where the backend gives log-probabilities.
-    "judge_ratings": pa.schema(
-        [
-            *_ASSOCIATION_KEY,
-            ("judge_backend", pa.string()),  # transformers / openai
-            ("judge_model", pa.string()),
-            ("judge_model_version", pa.string()),
-            ("answer_mode", pa.string()),  # free (paper: parsed text) / constrained (first token 1-5)
-            ("repeat", pa.int32()),
-            ("seed", pa.int64()),
-            ("prompt", pa.string()),
-            ("raw_output", pa.string()),
-            ("rating", pa.int32()),  # 1..5, null unless parse_status = 'ok'
-            ("parse_status", pa.string()),
-            ("p_rating_1", pa.float64()),
-            ("p_rating_2", pa.float64()),
-            ("p_rating_3", pa.float64()),
-            ("p_rating_4", pa.float64()),
-            ("p_rating_5", pa.float64()),
-            ("expected_rating", pa.float64()),
-            ("judged_at", pa.timestamp("us", tz="UTC")),
-            ("score_pool", pa.string()),  # fisher / paper / all
-        ]
-    ),
-    # >>> counterfactual probe family (models_inference/probes/counterfactual/) >>>
-    # one row per response (set x member x prompt x mitigation x seed), kept whatever its status.
-    "counterfactual_responses": pa.schema(
-        [
-            ("audit_id", pa.string()),
-            ("model_id", pa.string()),
-            ("model_version", pa.string()),
-            ("backend", pa.string()),
-            ("variant", pa.string()),  # text (section 5.1 prefix) / image
-            ("modality", pa.string()),  # text_only_llm / lvlm
-            ("subset", pa.string()),  # race_gender / physical_gender / physical_race
-            ("set_id", pa.string()),
-            ("occupation", pa.string()),  # normalised key
-            ("occupation_text", pa.string()),  # as in the prompt
-            ("a1_type", pa.string()),
-            ("a1", pa.string()),
-            ("a2_type", pa.string()),
-            ("a2", pa.string()),
-            ("group_label", pa.string()),  # "<a1> <a2>"
-            ("prompt_kind", pa.string()),  # open / additional / numeric
-            ("prompt_label", pa.string()),  # Tables 6, 7, 15 labels
-            ("mitigation", pa.string()),  # none / M1..M5 (Table 17)
-            ("seed", pa.int32()),  # seed index 0..seeds-1
-            ("generation_seed", pa.int64()),  # shared by the members of a (set, prompt, mitigation, seed)
-            ("prompt", pa.string()),
-            ("prompt_variant", pa.string()),  # paper (verbatim tables)
-            ("prompt_style", pa.string()),  # chat (user turn) / completion (numeric prompts, small local models)
-            ("image_sha256", pa.string()),  # image sets only
-            ("image_path", pa.string()),
-            ("max_new_tokens", pa.int32()),
-            ("temperature", pa.float64()),
-            ("top_p", pa.float64()),
-            ("raw_output", pa.string()),
-            ("status", pa.string()),  # ok / truncated / empty / error
-            ("is_refusal", pa.bool_()),
-            ("refusal_rule", pa.string()),
-            ("parsed_value", pa.float64()),  # numeric prompts: kept rating / annual salary (App. F)
-            ("parsed_number", pa.float64()),  # the number read, also when out of range
-            ("parse_status", pa.string()),  # numeric prompts: ok / no_number / out_of_range / empty / error
-            ("hourly", pa.bool_()),
-            ("response_id", pa.string()),
-            ("generated_at", pa.timestamp("us", tz="UTC")),
-        ]
-    ),
-    # toxicity heads of each response (one row per response and scorer version).
-    "counterfactual_toxicity": pa.schema(
-        [
-            ("audit_id", pa.string()),
-            ("response_id", pa.string()),
-            ("scorer", pa.string()),
-            ("scorer_version", pa.string()),
-            ("toxicity", pa.float64()),
-            ("severe_toxicity", pa.float64()),
-            ("obscene", pa.float64()),
-            ("threat", pa.float64()),
-            ("insult", pa.float64()),
-            ("identity_attack", pa.float64()),
-            ("scored_at", pa.timestamp("us", tz="UTC")),
-        ]
-    ),
-    # competence lexicon and stop list (snapshots, App. E.1).
-    "counterfactual_lexicon": pa.schema(
-        [("lexicon", pa.string()), ("word", pa.string()), ("dimension", pa.string()), ("direction", pa.int32())]
-    ),
-    # stereotype filter answers (App. D.2): one row per (audit, subset, group, repeat, word list).
-    "counterfactual_stereotype_flags": pa.schema(
-        [
-            ("audit_id", pa.string()),
-            ("subset", pa.string()),
-            ("group_label", pa.string()),
-            ("repeat", pa.int32()),
-            ("judge_backend", pa.string()),
-            ("judge_model", pa.string()),
-            ("judge_model_version", pa.string()),
-            ("temperature", pa.float64()),
-            ("prompt", pa.string()),
-            ("candidate_words", pa.list_(pa.string())),
-            ("word_list_hash", pa.string()),
-            ("raw_output", pa.string()),
-            ("parse_status", pa.string()),  # ok / empty_list / no_list / error
-            ("flagged_words", pa.list_(pa.string())),
-            ("hallucinated_words", pa.list_(pa.string())),
-            ("judged_at", pa.timestamp("us", tz="UTC")),
-        ]
-    ),
-    # <<< counterfactual probe family <<<
-    # --- modscan ------------------------------------------------------------------
-    # models_inference/probes/modscan/: one row per ModSCAN query (seed 000), kept whatever its
-    # parse status; the N/A reason is the status (na_no_term, na_multiple_terms, na_box_*).
-    "modscan_responses": pa.schema(
-        [
-            ("audit_id", pa.string()),
-            ("model_id", pa.string()),
-            ("model_version", pa.string()),
-            ("backend", pa.string()),
-            ("probe", pa.string()),  # modscan_vision / modscan_language / modscan_text_faces / modscan_text_persona
-            ("modality", pa.string()),  # vision / language / text (the text-only analogues, NOT FROM PAPER)
-            ("attribute", pa.string()),  # gender / race
-            ("scenario", pa.string()),  # occupation / descriptor / persona
-            ("instance", pa.string()),  # Table 1 term
-            ("condition", pa.string()),  # original / blank (blank image or no scene description)
-            ("prefix", pa.string()),  # none / sr / debiasing / role_* (tables.PREFIXES)
-            ("query_unit", pa.string()),  # what makes the query unique within its cell (sample, pair, image)
-            ("sample", pa.int32()),
-            ("seed", pa.int64()),
-            ("term_order", pa.string()),  # language / text_persona: the shuffled terms, '|'-joined
-            ("left_group", pa.string()),  # vision / text_faces: the group shown left
-            ("right_group", pa.string()),
-            ("pair_id", pa.string()),  # vision: the spliced pair (image store sha256)
-            ("left_face_id", pa.string()),
-            ("right_face_id", pa.string()),
-            ("image_sha256", pa.string()),  # the image sent (vision / language), null for text
-            ("prompt_style", pa.string()),
-            ("prompt", pa.string()),
-            ("raw_output", pa.string()),
-            ("answer", pa.string()),  # raw_output without an echoed prompt (what was parsed)
-            ("parse_method", pa.string()),  # side_words / box_minigpt / box_cogvlm / gender_words / race_phrases
-            ("parsed_choice", pa.string()),  # left / right / the group term; null unless status = ok
-            ("chosen_group", pa.string()),  # the group the choice maps to; null unless status = ok
-            ("status", pa.string()),
-            ("error", pa.string()),
-            ("generation_params", pa.string()),  # JSON: max_new_tokens, temperature, top_p, ...
-            # free (the paper's parsed answer) / constrained (a local model's first token) / a
-            # server's choice constraint (grammar, json_schema, ...); null: landed before the
-            # column existed, answered freely
-            ("answer_mode", pa.string()),
-            ("deviation", pa.string()),  # what departs from the paper on this row (NOT FROM PAPER notes)
-            ("generated_at", pa.timestamp("us", tz="UTC")),
-        ]
-    ),
-    # --- end modscan ---------------------------------------------------------------------------
-    # --- VLStereoSet probe family (models_inference/probes/vlstereoset/) -------------
-    # dataset.py: one row per (dataset, item) of a validated VLStereoSet CSV, with its image's
-    # status and the derived neutral captions; a re-landed snapshot has a later landed_at.
-    "vlstereoset_items": pa.schema(
-        [
-            ("dataset_id", pa.string()),  # vls-<sha256 of the CSV file, 12 hex>
-            ("source_file", pa.string()),
-            ("is_synthetic", pa.bool_()),  # the shipped synthetic file (not VLStereoSet data)
-            ("item_id", pa.string()),  # r<row>, unique per dataset
-            ("source_row", pa.int64()),
-            ("source_line", pa.int64()),
-            ("category", pa.string()),  # gender / profession / race / religion
-            ("target", pa.string()),
-            ("context", pa.string()),
-            ("caption_stereotype", pa.string()),  # S_s
-            ("caption_anti_stereotype", pa.string()),  # S_a
-            ("caption_unrelated", pa.string()),  # S_i
-            ("caption_source", pa.string()),  # as_given / filled_blank
-            ("label", pa.int32()),  # raw label column (0 / 1)
-            ("y", pa.string()),  # s (stereotypical image) / a (anti-stereotypical image)
-            ("image_url", pa.string()),
-            ("image_status", pa.string()),  # ok / missing / download_failed / bad_image / not_fetched
-            ("image_source", pa.string()),  # folder / url / none
-            ("image_path", pa.string()),  # relative to DORA_HOME (image store), when ok
-            ("image_sha256", pa.string()),
-            ("image_width", pa.int32()),
-            ("image_height", pa.int32()),
-            ("image_error", pa.string()),
-            ("neutral_stereotype", pa.string()),  # S'_s (derived, NOT FROM PAPER)
-            ("neutral_anti_stereotype", pa.string()),  # S'_a
-            ("neutral_method", pa.string()),
-            ("neutral_rule", pa.string()),
-            ("neutral_status", pa.string()),  # ok / target_not_found
-            ("landed_at", pa.timestamp("us", tz="UTC")),
-        ]
-    ),
-    # probe.py: one row per (audit, scorer variant, item, condition, caption), kept whatever
-    # its status; a retried key lands again with a later scored_at.
-    "vlstereoset_scores": pa.schema(
-        [
-            ("audit_id", pa.string()),
-            ("model_id", pa.string()),
-            ("model_version", pa.string()),
-            ("backend", pa.string()),
-            ("scorer", pa.string()),  # clip / loglik / mcq / vlstereo_text_caption_prior / idm / bim / ram
-            ("scorer_variant", pa.string()),  # e.g. clip:cosine, loglik:mean, vlstereo_text_caption_prior:sum
-            ("from_paper", pa.bool_()),  # false for dora's adaptations (loglik, mcq, text prior)
-            ("score_kind", pa.string()),  # logit (softmax over the condition) / share (already a share of picks)
-            ("dataset_id", pa.string()),
-            ("item_id", pa.string()),
-            ("condition", pa.string()),  # original / pair / neutral / blank_neutral
-            ("caption_kind", pa.string()),  # stereotype / anti-stereotype / unrelated
-            ("caption_text", pa.string()),
-            ("score", pa.float64()),  # null unless status = 'ok'
-            ("n_tokens", pa.int32()),  # caption tokens scored (loglik variants)
-            ("status", pa.string()),  # ok / no_image / na / error
-            ("error", pa.string()),
-            ("detail_json", pa.string()),  # mcq answers, logit scale, ...
-            ("scored_at", pa.timestamp("us", tz="UTC")),
-        ]
-    ),
-    # --- end VLStereoSet ---------------------------------------------------------------------
-    # Rows of a user's input file that a family's loader could not read (ingestion/quarantine.py):
-    # the good rows are audited, each bad one lands here with its file, line and reason.
-    "input_quarantine": pa.schema(
-        [
-            ("family", pa.string()),  # the probe family that read the file
-            ("dataset_id", pa.string()),  # the input's id (e.g. vls-<sha256 prefix>)
-            ("source_file", pa.string()),
-            ("source_line", pa.int64()),  # 1-based line where the row starts
-            ("source_row", pa.int64()),  # 1-based data row (header excluded)
-            ("reason", pa.string()),
-            ("raw_text", pa.string()),  # the row as read (undecodable bytes as \xNN), cut to 2,000 chars
-            ("landed_at", pa.timestamp("us", tz="UTC")),
-        ]
-    ),
-}
+
+def register_contract(module) -> tuple[str, ...]:
+    """Merge a landing contract module into :data:`SCHEMAS` and :data:`TABLE_FAMILIES`.
+
+    Every module of :mod:`ingestion.contracts` is registered when this module is imported; a
+    family outside the repository calls this from the module that defines its family record
+    (``tests/toy_family/family.py``). Registering the same module again changes nothing.
+
+    Args:
+        module: a contract module, or its dotted name (imported): ``FAMILY`` (the owning
+            family's name, or ``None`` for shared tables) and ``SCHEMAS`` (``{table: pa.Schema}``).
+
+    Returns:
+        The module's tables, in its order.
+
+    Raises:
+        ingestion.errors.LandingContractError: a table another contract module declares, a
+            table name that is not a lower-case identifier, a value that is not a
+            ``pyarrow.Schema``, or a module without ``FAMILY`` / ``SCHEMAS``.
+    """
+    import importlib
+
+    from ingestion.errors import LandingContractError
+
+    if isinstance(module, str):
+        module = importlib.import_module(module)
+    name = module.__name__
+    if name in _CONTRACTS:
+        return _CONTRACTS[name]
+    family = getattr(module, "FAMILY", "")
+    if not (family is None or (isinstance(family, str) and family)) \
+            or not isinstance(getattr(module, "SCHEMAS", None), Mapping):
+        raise LandingContractError(f"landing contract {name}: it must define FAMILY (a family name or None) and "
+                                   "SCHEMAS ({table: pyarrow.Schema})")
+    schemas = dict(module.SCHEMAS)
+    for table, schema in schemas.items():
+        owner = next((m for m, tables in _CONTRACTS.items() if table in tables),
+                     "SCHEMAS" if table in SCHEMAS else None)
+        if owner is not None:
+            problem = f"table {table!r} is already declared by {owner}"
+        elif not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
+            problem = f"table name {table!r} is not a lower-case identifier ([a-z][a-z0-9_]*)"
+        elif not isinstance(schema, pa.Schema):
+            problem = f"table {table!r} maps to a {type(schema).__name__}, not a pyarrow.Schema"
+        else:
+            continue
+        raise LandingContractError(f"landing contract {name}: {problem}")
+    SCHEMAS.update(schemas)
+    TABLE_FAMILIES.update(dict.fromkeys(schemas, family))
+    _CONTRACTS[name] = tuple(schemas)
+    return _CONTRACTS[name]
+
+
+def family_tables(family: str | None) -> tuple[str, ...]:
+    """The landing tables the contract of probe family ``family`` declares (``None``: the shared
+    tables), in declaration order; empty for a family with no registered contract."""
+    return tuple(table for table, owner in TABLE_FAMILIES.items() if owner == family)
+
+
+def _register_shipped_contracts() -> None:
+    """Register every module of :mod:`ingestion.contracts` (in name order), so a family's
+    contract needs no line here."""
+    import pkgutil
+
+    import ingestion.contracts as contracts
+
+    for info in pkgutil.iter_modules(contracts.__path__, f"{contracts.__name__}."):
+        register_contract(info.name)
+
+
+_register_shipped_contracts()
 
 _SAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 
@@ -834,7 +484,7 @@ def glob_escape(path: str | Path) -> str:
     """``path`` with DuckDB/fnmatch glob metacharacters made literal (``[`` -> ``[[]``,
     ``*`` -> ``[*]``, ``?`` -> ``[?]``), so a folder named ``h[1]`` never matches ``h1``.
 
-    The same escaping is done in Jinja by the dbt sources (``_sources.yml``)."""
+    The same escaping is done in Jinja for the dbt sources (``landing_root`` in ``dbt_project/dbt_project.yml``)."""
     return glob.escape(str(path))
 
 

@@ -1,8 +1,10 @@
 """The probe families dora hosts: one tuple every entry point iterates.
 
-Adding a family = its four homes (``models_inference/probes/<f>/``, ``orchestration/defs/<f>/``
-with a ``family.py`` declaring its :class:`~orchestration.family.ProbeFamily`,
-``dbt_project/models/<f>/``, ``analytics/<f>*.py``) + one line in :data:`FAMILIES`. The
+Adding a family = its homes (its landing contract ``ingestion/contracts/<f>.py``,
+``models_inference/probes/<f>/``, ``orchestration/defs/<f>/`` with a ``family.py`` declaring its
+:class:`~orchestration.family.ProbeFamily`, ``dbt_project/models/<f>/`` with its sources file,
+``analytics/<f>*.py``, ``docs/families/<f>.md``) + one line in :data:`FAMILIES` (the few lines
+it needs in shared non-Python files: ARCHITECTURE.md, "Adding a probe family"). The
 Dagster definitions, ``dora audit`` (``--probe``, flags, run config, dry run, summary),
 ``dora diff --family``, ``dora report`` and ``dora families`` read this tuple and nothing else.
 

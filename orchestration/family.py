@@ -1,15 +1,18 @@
 """The family seam: what a probe family tells the rest of dora, in one record.
 
-A probe family (BiasDora, counterfactual, ModSCAN, VLStereoSet, ...) has four homes:
-``models_inference/probes/<family>/``, ``orchestration/defs/<family>/``,
-``dbt_project/models/<family>/`` and ``analytics/<family>*.py``. Its Dagster home declares one
-:class:`ProbeFamily` (``orchestration/defs/<family>/family.py``) and
-:data:`orchestration.families.FAMILIES` lists it; every entry point iterates that tuple:
+A probe family (BiasDora, counterfactual, ModSCAN, VLStereoSet, ...) has five code homes:
+its landing contract ``ingestion/contracts/<family>.py``, ``models_inference/probes/<family>/``,
+``orchestration/defs/<family>/``, ``dbt_project/models/<family>/`` and
+``analytics/<family>*.py``. Its Dagster home declares one :class:`ProbeFamily`
+(``orchestration/defs/<family>/family.py``) and :data:`orchestration.families.FAMILIES` lists
+it; every entry point iterates that tuple:
 the Dagster definitions (assets, checks), ``dora audit`` (flags, run config, ``--probe``
 selection, dry-run plan, summary), a registry target's run config (where the target's model
 goes, its options, the family's own rules: :attr:`ProbeFamily.target_models`,
 :attr:`ProbeFamily.configure_target`), ``dora diff --family``, ``dora report`` and
-``dora families``. Nothing else names a family.
+``dora families``. Nothing else names a family. What it writes is not listed in the record
+but read from its homes: its landing tables from its contract
+(:attr:`ProbeFamily.landing_tables`), its marts from its dbt folder (:attr:`ProbeFamily.marts`).
 
 Flags are :class:`Flag` rows over the family's Config fields: a flag's type, default, help
 (``description``), choices and range (pydantic ``ge`` / ``gt`` / ``le`` / ``lt``) all come
@@ -21,6 +24,7 @@ This module imports no Dagster and no family, so the family modules can import i
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -153,7 +157,8 @@ class ProbeFamily:
         flag_prefix: how its flags start (``--cf-``), shown by ``dora families``.
         assets: () -> its asset definitions (imported on call: asset modules load backends).
         checks: () -> its asset checks.
-        landing_tables, marts: what it writes (``dora families``).
+        dbt_folder: the folder of its dbt models (default ``dbt_project/models/<name>``); its
+            marts are the models the YAML files under its ``marts/`` declare (:attr:`marts`).
         audit_assets: the keys (``landing/<table>``) of its assets whose probes land audit events
             (``models_inference.resumable``): the parents of the shared audit log ``landing/audits``.
         extra_groups: further asset groups that belong to it (dbt folders).
@@ -196,8 +201,7 @@ class ProbeFamily:
     flags: tuple[Flag, ...]
     flag_prefix: str
     assets: Callable[[], Sequence]
-    landing_tables: tuple[str, ...]
-    marts: tuple[str, ...]
+    dbt_folder: Path | None = None
     checks: Callable[[], Sequence] = lambda: ()
     audit_assets: tuple[str, ...] = ()
     extra_groups: tuple[str, ...] = ()
@@ -223,6 +227,42 @@ class ProbeFamily:
     def groups(self) -> tuple[str, ...]:
         """Every Dagster asset group of the family (its own first)."""
         return (self.group, *self.extra_groups)
+
+    @property
+    def landing_tables(self) -> tuple[str, ...]:
+        """The landing tables its contract declares (``FAMILY = name`` in
+        ``ingestion/contracts/<name>.py``, or in a module registered with
+        ``ingestion.landing.register_contract``), in the contract's order; the shared tables
+        (``audits``, ``input_quarantine``) are no family's."""
+        from ingestion.landing import family_tables
+
+        return family_tables(self.name)
+
+    @property
+    def marts(self) -> tuple[str, ...]:
+        """Its public relations: the models declared by the YAML files under
+        ``<dbt_folder>/marts/``, sorted by name (a mart holding every family's rows, such as
+        ``dim_audits``, is listed under the family whose folder holds it).
+
+        Raises:
+            yaml.YAMLError: a YAML file there does not parse (the dbt project is broken)."""
+        if self.dbt_folder is not None:
+            return models_in(self.dbt_folder / "marts")
+        from orchestration.instance import DBT_PROJECT_DIR
+
+        return models_in(DBT_PROJECT_DIR / "models" / self.name / "marts")
+
+
+@functools.cache
+def models_in(folder: Path) -> tuple[str, ...]:
+    """The names of the dbt models declared (``models:``) by the YAML files under ``folder``
+    (recursively), sorted; empty when there is no such folder. Read once per process."""
+    import yaml
+
+    names = []
+    for path in sorted(folder.rglob("*.yml")):
+        names += [model["name"] for model in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("models") or []]
+    return tuple(sorted(names))
 
 
 def materializations(result, table: str) -> list[dict]:

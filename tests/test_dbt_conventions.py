@@ -68,16 +68,25 @@ def test_materialization_is_stated_only_where_it_differs(sql):
 
 
 def test_one_landing_source_with_one_location():
+    """One source, `landing`, split over a shared sources file and one per family folder; its
+    location is stated once, in dbt_project.yml, for every table whatever its file."""
     sources = [
-        (path, source)
+        (path.relative_to(MODELS).as_posix(), source)
         for path in MODELS.rglob("*.yml")
         for source in (yaml.safe_load(path.read_text()) or {}).get("sources") or []
     ]
-    assert [s["name"] for _, s in sources] == ["landing"], "one source, `landing`"
+    assert {s["name"] for _, s in sources} == {"landing"}, "one source, `landing`"
+    families = sorted(p.parent.name for p in MODELS.glob("*/staging"))
+    assert sorted(path for path, _ in sources) == ["_landing__sources.yml", *(f"{f}/_{f}__sources.yml" for f in families)]
     text = "\n".join(p.read_text() for p in MODELS.rglob("*.yml"))
-    assert len(re.findall(r"^\s*external_location:", text, re.M)) == 1
+    # a sources file's meta would reach its own tables only
+    assert not re.search(r"^\s*(external_location|landing_root):", text, re.M) and "env_var" not in text
+    meta = yaml.safe_load((PROJECT / "dbt_project.yml").read_text())["sources"]["dora"]["+meta"]
+    assert meta["external_location"] == "read_parquet('{landing_root}/{name}/**/*.parquet', union_by_name = true)"
     # the location is read from the environment once: $DORA_LANDING_URL (object storage), else $DORA_HOME/landing
-    assert [line.split(":")[0].strip() for line in text.splitlines() if "env_var" in line] == ["landing_root"]
+    project_lines = (PROJECT / "dbt_project.yml").read_text().splitlines()
+    assert [line.split(":")[0].strip() for line in project_lines if "env_var" in line] == ["landing_root"]
+    assert "env_var('DORA_LANDING_URL', '')" in meta["landing_root"] and "env_var('DORA_HOME')" in meta["landing_root"]
     for sql in model_files():
         sources_read = re.findall(r"source\('(\w+)'", sql.read_text())
         assert set(sources_read) <= {"landing"}, sql.name

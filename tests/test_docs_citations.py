@@ -99,9 +99,14 @@ def test_slug_matches_github():
 
 
 def test_docs_pages_exist():
-    for page in ("method.md", "cli.md", "statistics.md", "operations.md", "families/biasdora.md",
-                 "families/counterfactual.md", "families/modscan.md", "families/vlstereoset.md"):
+    """The shared pages, and one page per probe family (``docs/families/<name>.md``) and no page
+    of a family that does not exist."""
+    from orchestration.families import FAMILIES
+
+    for page in ("method.md", "cli.md", "statistics.md", "operations.md", *(f"families/{f.name}.md" for f in FAMILIES)):
         assert (ROOT / "docs" / page).is_file(), page
+    pages = {p.stem for p in (ROOT / "docs" / "families").glob("*.md") if p.name != "README.md"}
+    assert pages == {f.name for f in FAMILIES} >= {"biasdora", "counterfactual", "modscan", "vlstereoset"}
 
 
 def test_family_pages_share_their_headings():

@@ -1,6 +1,8 @@
 """The family seam: a fifth family (``tests/toy_family``, a fixture never shipped) added by its
 own homes plus one entry in ``FAMILIES`` is picked up by ``dora audit --probe``, ``dora audit
---dry-run``, ``dora diff --family``, ``dora families`` and the Dagster definitions."""
+--dry-run``, ``dora diff --family``, ``dora families`` and the Dagster definitions; it declares
+its landing contract in its own module (no edit of ``ingestion.landing.SCHEMAS``). A family's
+landing tables and marts are read from its contract and its dbt folder, never listed by hand."""
 
 from __future__ import annotations
 
@@ -13,9 +15,8 @@ from orchestration.cli import main
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
-    """FAMILIES + the toy family; its landing table in the landing contract; a fresh DORA_HOME."""
-    from ingestion.landing import SCHEMAS
-    from tests.toy_family.assets import SCHEMA, TABLE
+    """FAMILIES + the toy family (importing its record registers its landing contract); a fresh
+    DORA_HOME."""
     from orchestration.definitions import defs
     from tests.toy_family.family import FAMILY
 
@@ -23,7 +24,6 @@ def toy(tmp_path, monkeypatch):
     # FAMILIES holds the toy, so no later test sees a toy asset in them
     defs.resolve_asset_graph()
     monkeypatch.setattr(fam, "FAMILIES", (*fam.FAMILIES, FAMILY))
-    monkeypatch.setitem(SCHEMAS, TABLE, SCHEMA)
     monkeypatch.setenv("DORA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
     return tmp_path / "home"
@@ -34,7 +34,11 @@ def test_families_command_lists_every_family(toy, capsys):
     out = capsys.readouterr().out
     for family in fam.FAMILIES:
         assert f"{family.name}: {family.title}" in out and f"Dagster group: {family.groups[0]}" in out
-    assert "landing tables: toy_rows" in out and "marts: fct_toy_rows, fct_toy_change_tests" in out
+    assert "landing tables: toy_rows" in out and "marts: fct_toy_change_tests, fct_toy_rows" in out
+    # the marts no hand list had (they were missing from `dora families`)
+    for mart in ("agg_association_counts", "agg_completions_by_audit", "agg_scores_by_audit",
+                 "fct_association_dimensions", "agg_modscan_ensemble"):
+        assert mart in out, mart
     assert main(["families", "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "family,group,flags,landing_tables,marts,title"
 
@@ -105,9 +109,10 @@ def test_audit_probe_toy_runs_only_the_toy_group(toy, monkeypatch, capsys):
 
 
 def test_every_record_matches_the_dagster_definitions():
-    """Each family's op names are ops of the audit job, its group holds assets, and its
-    landing tables are in the landing contract."""
-    from ingestion.landing import SCHEMAS
+    """Each family's op names are ops of the audit job, its group holds assets, and each of its
+    landing tables is a ``landing/<table>`` asset of its group."""
+    import dagster as dg
+
     from orchestration.definitions import defs
     from orchestration.instance import AUDIT_JOB
 
@@ -118,4 +123,67 @@ def test_every_record_matches_the_dagster_definitions():
     for family in fam.FAMILIES:
         assert set(family.configs) <= ops, family.name
         assert family.group in groups, family.name
-        assert set(family.landing_tables) <= set(SCHEMAS), family.name
+        assert {graph.get(dg.AssetKey(["landing", t])).group_name for t in family.landing_tables} == {family.group}
+
+
+def test_the_toy_contract_is_registered_from_its_own_module(toy):
+    """The toy's table joins SCHEMAS from tests/toy_family/contract.py, owned by the toy; a second
+    registration changes nothing; a contract that redeclares a table or misnames one is refused
+    with one line naming the module."""
+    import types
+
+    import pyarrow as pa
+
+    from ingestion.errors import LandingContractError
+    from ingestion.landing import SCHEMAS, TABLE_FAMILIES, family_tables, register_contract
+    from tests.toy_family import contract
+
+    assert SCHEMAS["toy_rows"] is contract.SCHEMAS["toy_rows"] and SCHEMAS["toy_rows"].names == [
+        "audit_id", "model_id", "model_version", "item", "word", "status"]
+    assert TABLE_FAMILIES["toy_rows"] == "toy" and family_tables("toy") == ("toy_rows",)
+    assert register_contract("tests.toy_family.contract") == ("toy_rows",)
+    before = dict(SCHEMAS)
+    clash = types.ModuleType("other.contract")
+    clash.FAMILY, clash.SCHEMAS = "other", {"other_rows": pa.schema([("a", pa.string())]), "audits": pa.schema([])}
+    with pytest.raises(LandingContractError) as exc:
+        register_contract(clash)
+    assert str(exc.value) == "landing contract other.contract: table 'audits' is already declared by ingestion.contracts.shared"
+    clash.SCHEMAS = {"Other Rows": pa.schema([("a", pa.string())])}
+    with pytest.raises(LandingContractError, match=r"table name 'Other Rows' is not a lower-case identifier"):
+        register_contract(clash)
+    assert SCHEMAS == before and "other_rows" not in TABLE_FAMILIES  # nothing of a refused contract is merged
+
+
+def test_each_family_owns_its_contract_sources_and_marts():
+    """Every landing table is declared by one contract module: a family's (``FAMILY``) or the
+    shared one; a family's tables are exactly the dbt sources of its folder
+    (``models/<family>/_<family>__sources.yml``), the shared ones read by dbt are in
+    ``models/_landing__sources.yml``; a family's marts are the marts of its folder as
+    ``dora tables`` reads them (analytics/catalog.py), and every mart belongs to one family."""
+    import importlib
+    from pathlib import Path
+
+    import yaml
+
+    from analytics.catalog import relations
+    from ingestion.landing import SCHEMAS, TABLE_FAMILIES, family_tables
+
+    models = Path(__file__).resolve().parents[1] / "dbt_project" / "models"
+
+    def sources(path: Path) -> list[str]:
+        return [t["name"] for s in yaml.safe_load(path.read_text())["sources"] for t in s["tables"]]
+
+    # every module of ingestion/contracts/ is merged, with no line naming it
+    folder = models.parents[1] / "ingestion" / "contracts"
+    contracts = [importlib.import_module(f"ingestion.contracts.{p.stem}") for p in folder.glob("*.py") if p.stem != "__init__"]
+    assert {c.FAMILY for c in contracts} == {*fam.family_names(), None}
+    shipped = {t: c.FAMILY for c in contracts for t in c.SCHEMAS}
+    assert shipped == {t: owner for t, owner in TABLE_FAMILIES.items() if owner != "toy"} and set(TABLE_FAMILIES) == set(SCHEMAS)
+    assert family_tables(None) == ("audits", "input_quarantine")
+    assert sources(models / "_landing__sources.yml") == ["audits"]  # no dbt model reads input_quarantine
+    for family in fam.FAMILIES:
+        assert family.landing_tables, family.name
+        assert sources(models / family.name / f"_{family.name}__sources.yml") == list(family.landing_tables)
+        assert set(family.marts) == {r.name for r in relations() if r.family == family.name and r.layer == "marts"}
+    marts = [m for f in fam.FAMILIES for m in f.marts]
+    assert sorted(marts) == sorted(r.name for r in relations() if r.layer == "marts") and len(marts) == len(set(marts))

@@ -18,6 +18,16 @@ from ingestion.registry import RegistryError, ScheduleSpec
 from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
 from orchestration.defs.audits.schedules import build_reaudit_schedule, schedule_spec
 from orchestration.defs.audits.sensors import audit_version_sensor, decode_cursor
+from orchestration.families import FAMILIES
+
+#: The shipped families (a fifth family is iterated, never listed here).
+SHIPPED = {"biasdora", "counterfactual", "modscan", "vlstereoset"}
+
+
+def families_of(modality: str, sep: str = ",") -> str:
+    """The families a target of ``modality`` that lists none runs: every family auditing a model of
+    that modality (``ProbeFamily.target_models``), in FAMILIES order."""
+    return sep.join(f.name for f in FAMILIES if modality in f.target_models)
 
 
 def write_registry(path, versions: dict[str, str], *, extra: str = "", schedule: str = "") -> None:
@@ -67,7 +77,8 @@ def test_sensor_requests_each_new_version_once_with_a_cursor(registry_file, inst
     assert req.tags["dora/trigger"] == "sensor"
     assert req.run_config["ops"]["t2t_completions"]["config"]["registry"] == str(registry_file.resolve())
     assert req.tags["dora/registry"] == str(registry_file.resolve())  # where every asset of the run reads its target
-    assert req.tags["dora/family"] == "biasdora,counterfactual,modscan,vlstereoset"  # no `families`: all of `dora audit`
+    assert req.tags["dora/family"] == families_of("t2t")  # no `families`: every family auditing a t2t model
+    assert SHIPPED <= set(req.tags["dora/family"].split(","))
     assert json.loads(first.cursor) == {"seen": {"alpha": ["v1"], "beta": ["2025-06"]}}
     assert sorted(instance.get_dynamic_partitions(AUDIT_PARTITIONS)) == ["alpha@v1", "beta@2025-06"]
 
@@ -178,7 +189,8 @@ def test_definitions_wire_automation_groups_and_descriptions():
         assert (node.description or "").strip(), f"asset {key.to_user_string()} has no description"
         assert node.group_name != "default", f"asset {key.to_user_string()} is in no pipeline-stage group"
     groups = {graph.get(k).group_name for k in graph.get_all_asset_keys()}
-    assert {"biasdora", "counterfactual", "modscan", "vlstereoset", "audits"} == groups  # one group per probe family, one shared
+    assert {g for f in FAMILIES for g in f.groups} | {"audits"} == groups  # one group per probe family, one shared
+    assert SHIPPED | {"audits"} <= groups
     t2t = graph.get(dg.AssetKey(["landing", "t2t_completions"]))
     assert t2t.partitions_def is not None and t2t.partitions_def.name == AUDIT_PARTITIONS
     assert dg.AssetKey("fct_association_changes") in graph.get_all_asset_keys()
@@ -222,15 +234,14 @@ def test_add_target_partition_for_dora_audit_target(registry_file, instance):
 
 
 def test_the_shipped_schedule_reaudits_what_dora_audit_audits(monkeypatch, instance):
-    """The shipped registry's schedule: one run for the embedded model's target, covering the four
-    families of `dora audit` with `dora audit`'s settings, at the version `dora audit` names the
+    """The shipped registry's schedule: one run for the embedded model's target, covering every
+    family of `dora audit` with `dora audit`'s settings, at the version `dora audit` names the
     same weights (so its audits are the quick start's); the UI descriptions say so."""
     from models_inference.model_ref import model_version
     from orchestration.cli.flags import op_run_configs
     from orchestration.cli.parser import build_parser
     from orchestration.defs.audits.sensors import build_audit_version_sensor
     from orchestration.defs.biasdora.dry_run import t2t_plan_lines
-    from orchestration.families import FAMILIES
 
     monkeypatch.delenv("DORA_REGISTRY", raising=False)
     schedule = build_reaudit_schedule(schedule_spec())
@@ -238,7 +249,7 @@ def test_the_shipped_schedule_reaudits_what_dora_audit_audits(monkeypatch, insta
     (request,) = schedule(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
     version = model_version("smollm2-135m")  # the ad-hoc `dora audit`'s version of the embedded weights
     assert version.startswith("gguf-q4_1-") and request.partition_key == f"smollm2-135m@{version}"
-    assert request.tags["dora/family"] == "biasdora,counterfactual,modscan,vlstereoset" == ",".join(f.name for f in FAMILIES)
+    assert request.tags["dora/family"] == ",".join(f.name for f in FAMILIES)  # registry.yaml lists every family
     ops = request.run_config["ops"]
     assert all(ops[op]["config"]["enabled"] for op in ops if "enabled" in ops[op]["config"])
     # every family's settings are `dora audit`'s defaults (bar the registry file and progress bars)
@@ -257,7 +268,7 @@ def test_the_shipped_schedule_reaudits_what_dora_audit_audits(monkeypatch, insta
     assert t2t_plan_lines(t2t)[1] == t2t_plan_lines(defaults["t2t_completions"])[1]
     # the Automation page names the target and the families a tick runs
     for description in (schedule.description, build_audit_version_sensor().description):
-        assert "smollm2-135m: biasdora, counterfactual, modscan, vlstereoset" in description
+        assert f"smollm2-135m: {', '.join(f.name for f in FAMILIES)}" in description
 
 
 def test_the_descriptions_name_each_target_and_its_families(registry_file):
@@ -270,8 +281,9 @@ def test_the_descriptions_name_each_target_and_its_families(registry_file):
         "  - {name: painter, modality: t2i, backend: diffusers, model: m, version: {source: explicit, value: v}}\n"
         "  - {name: odd, family: nosuch, model: m, version: {source: explicit, value: v}}\n"
     )
-    expected = ("every: biasdora, counterfactual, modscan, vlstereoset; two: counterfactual, modscan; painter: biasdora; "
-                "odd: refused (unknown probe family 'nosuch'; families: biasdora, counterfactual, modscan, vlstereoset).")
+    expected = (f"every: {families_of('t2t', ', ')}; two: counterfactual, modscan; painter: {families_of('t2i', ', ')}; "
+                f"odd: refused (unknown probe family 'nosuch'; families: {', '.join(f.name for f in FAMILIES)}).")
+    assert "biasdora" in families_of("t2i").split(",") and SHIPPED <= set(families_of("t2t").split(","))
     assert build_reaudit_schedule(schedule_spec()).description.endswith(expected)
     assert build_audit_version_sensor().description.endswith(expected)
     registry_file.write_text("targets: [")

@@ -21,13 +21,14 @@
 {% macro landing_location(table) -%}
     {#-
         The shard glob of landing table `table`, `<landing_root>/<table>/**/*.parquet`, ready to
-        sit inside a SQL string literal: `landing_root` is the `landing` source's meta
-        (models/_landing__sources.yml), where the home is escaped once, and the source's
-        `external_location` is built from the same value. Only known at execution (the graph).
+        sit inside a SQL string literal: `landing_root` is the meta that dbt_project.yml
+        (`sources:`) gives every table of the `landing` source, where the home is escaped once,
+        and each table's `external_location` is built from the same value (a table's `meta`,
+        not `source_meta`: the source spans several files). Only known at execution (the graph).
     -#}
     {%- if not execute -%}{{ return('') }}{%- endif -%}
     {%- set landing = graph.sources.values() | selectattr('source_name', 'equalto', 'landing') | first -%}
-    {{ return(landing.source_meta.landing_root ~ '/' ~ table ~ '/**/*.parquet') }}
+    {{ return(landing.meta.landing_root ~ '/' ~ table ~ '/**/*.parquet') }}
 {%- endmacro %}
 
 

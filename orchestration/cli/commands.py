@@ -8,7 +8,9 @@ import sys
 from orchestration.instance import prepare_environment, prepare_run_readers
 
 def cmd_query(args) -> int:
-    prepare_environment()
+    """``dora query SQL``: read-only SQL on the warehouse (analytics/query.py); it opens no
+    Dagster instance, so ``$DAGSTER_HOME`` is neither created nor written."""
+    prepare_environment(dagster=False)
     from analytics.query import (QueryRefusedError, QueryTimeoutError, WarehouseBusyError, case_hint, format_result,
                                 matched_nothing, one_line_sql_error, run_query)
 
@@ -56,26 +58,11 @@ def cmd_tables(args) -> int:
 
 
 def cmd_reparse(args) -> int:
-    """``dora reparse``: models_inference/probes/biasdora/reparse.py, then optionally the dbt build."""
+    """``dora reparse``: the re-parser of the family ``--family`` names (``ProbeFamily.reparse``)."""
     home = prepare_environment()
-    from models_inference.probes.biasdora.reparse import reparse_t2t
+    from orchestration import families as fam
 
-    summary = reparse_t2t(args.audit_id)  # ReparseError: one line, exit 2
-    print(summary.text())
-    if not args.build:
-        if summary.landed:
-            print("next: dora reparse --build (or the next dora audit) rebuilds the marts with the re-parsed words")
-        return 0
-    from analytics.dbt_runner import run_dbt
-
-    try:
-        run_dbt(["build", "--select", "stg_t2t_completions+"], home)
-    except RuntimeError as exc:  # dbt's failing nodes: the re-parsed rows stay landed for the next build
-        print(f"dora reparse: the dbt build failed (the re-parsed rows are landed; the next build uses them): {exc}",
-              file=sys.stderr)
-        return 1
-    print("dora reparse: stg_t2t_completions and its downstream models rebuilt")
-    return 0
+    return fam.get_family(args.family).reparse(args, home)
 
 
 def cmd_ui(args) -> int:
@@ -372,7 +359,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_families(args) -> int:
-    """``dora families``: each family's Dagster group, flag prefix, landing tables and marts."""
+    """``dora families``: each family's Dagster group, flag prefix, landing tables (from its
+    landing contract) and marts (from its dbt folder's ``marts/`` YAML)."""
     from analytics.query import QueryResult, format_result
     from orchestration import families as fam
 

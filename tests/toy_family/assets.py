@@ -1,14 +1,11 @@
 """The toy family's one asset: ``landing/toy_rows``, landed through the resumable loop."""
 
 import dagster as dg
-import pyarrow as pa
 
 from models_inference.resumable import AuditInfo, ResumableTable, run_resumable
 from tests.toy_family.config import ToyConfig
 
-TABLE = "toy_rows"
-SCHEMA = pa.schema([("audit_id", pa.string()), ("model_id", pa.string()), ("model_version", pa.string()),
-                    ("item", pa.int64()), ("word", pa.string()), ("status", pa.string())])
+TABLE = "toy_rows"  # its schema: tests/toy_family/contract.py
 
 
 def toy_audit_id(config: ToyConfig) -> str:

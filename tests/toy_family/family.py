@@ -1,10 +1,18 @@
-"""The toy family's record for the family seam (its only contact with the rest of dora)."""
+"""The toy family's record for the family seam and the registration of its landing contract
+(its only contacts with the rest of dora)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from analytics.family_diff import FamilyChangeTest
+from ingestion.landing import register_contract
 from orchestration.family import Flag, ProbeFamily, materializations
 from tests.toy_family.config import TOY_WORDS, ToyConfig
+
+# a family outside ingestion/contracts/ registers its landing contract where its record is
+# defined, so every process that imports the record can land and read its tables
+register_contract("tests.toy_family.contract")
 
 CHANGE_TEST = FamilyChangeTest(
     "toy", "fct_toy_change_tests", "fct_toy_rows", "landed_at",
@@ -38,8 +46,7 @@ FAMILY = ProbeFamily(
     flags=(*Flag.of(ToyConfig, "rows", "model", prefix="toy-"), Flag(((ToyConfig, "word"),), prefix="toy-", choices=TOY_WORDS)),
     flag_prefix="--toy-",
     assets=_assets,
-    landing_tables=("toy_rows",),
-    marts=("fct_toy_rows", "fct_toy_change_tests"),
+    dbt_folder=Path(__file__).parent / "models",  # the YAML of its marts (it has no dbt models)
     summary=_summary,
     plan=_plan,
     change_test=CHANGE_TEST,
