@@ -9,6 +9,10 @@ Public relations are the models of the ``marts/`` folders (by the project's conv
 one is a ``fct_*``, ``agg_*`` or ``dim_*``): what ``dora query``, ``dora report`` and
 ``dora diff`` read. Staging and intermediate models are dbt's working steps; they are listed
 by ``dora tables --all`` and can be queried, but their columns may change.
+
+A relation that holds every family's rows (the audit log ``stg_audits``, ``dim_audits``) says
+so in its YAML (``config: meta: shared: true``) and is listed as shared, not under the family
+whose folder holds its SQL.
 """
 
 from __future__ import annotations
@@ -30,13 +34,20 @@ _DOC_REF = re.compile(r"{{\s*doc\(\s*['\"](\w+)['\"]\s*\)\s*}}")
 @dataclass(frozen=True)
 class Relation:
     """One documented dbt model: its family (first folder), layer (second folder), name,
-    description and ``(column, description)`` pairs in the YAML's order."""
+    description and ``(column, description)`` pairs in the YAML's order; ``shared``: it holds
+    every family's rows (``config: meta: shared: true`` in its YAML)."""
 
     family: str
     layer: str
     name: str
     description: str
     columns: tuple[tuple[str, str], ...]
+    shared: bool = False
+
+    @property
+    def listed_under(self) -> str:
+        """The heading ``dora tables`` lists it under: :data:`SHARED` or its family."""
+        return SHARED if self.shared else self.family
 
     @property
     def is_public(self) -> bool:
@@ -49,6 +60,8 @@ class Relation:
         return first_sentence(re.sub(r"^\s*PUBLIC( CONTRACT)?\s*(\([^)]*\))?\s*[:.]\s*", "", self.description))
 
 
+#: The heading of the relations shared by every family in ``dora tables``.
+SHARED = "shared by every family"
 #: Longest one-line description ``dora tables`` prints.
 SUMMARY_CHARS = 150
 _ABBREVIATIONS = ("e.g", "i.e", "App", "Eq", "Fig", "vs", "cf", "al")
@@ -97,19 +110,22 @@ def relations() -> tuple[Relation, ...]:
             continue
         for model in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("models") or []:
             cols = tuple((c["name"], _resolve(c.get("description", ""), docs)) for c in model.get("columns") or [])
-            found.append(Relation(parts[0], parts[1], model["name"], _resolve(model.get("description", ""), docs), cols))
-    return tuple(sorted(found, key=lambda r: (r.family, r.layer != "marts", r.layer, r.name)))
+            shared = bool(((model.get("config") or {}).get("meta") or {}).get("shared"))
+            found.append(Relation(parts[0], parts[1], model["name"], _resolve(model.get("description", ""), docs), cols, shared))
+    # the shared relations first, then each family's
+    return tuple(sorted(found, key=lambda r: (not r.shared, r.family, r.layer != "marts", r.layer, r.name)))
 
 
 def tables_text(include_all: bool = False) -> str:
-    """The listing of ``dora tables``: per family, one line per relation (name: first sentence)."""
+    """The listing of ``dora tables``: the relations shared by every family (:data:`SHARED`),
+    then per family, one line per relation (name: first sentence)."""
     lines: list[str] = []
     family = None
     for rel in relations():
         if not (include_all or rel.is_public):
             continue
-        if rel.family != family:
-            family = rel.family
+        if rel.listed_under != family:
+            family = rel.listed_under
             lines += ["" if lines else None, f"{family}:"]
         tag = "" if rel.is_public else f" [{rel.layer}]"
         lines.append(f"  {rel.name}{tag}: {rel.summary}")
@@ -143,7 +159,8 @@ def columns_text(name: str, types: dict[str, str] | None = None) -> str:
     rel = relation(name)
     types = types or {}
     width = max((len(c) for c, _ in rel.columns), default=0)
-    lines = [f"{rel.name} ({rel.family}, {rel.layer}{'' if rel.is_public else ', not public'}): {rel.description}", ""]
+    owner = "shared by every family" if rel.shared else rel.family
+    lines = [f"{rel.name} ({owner}, {rel.layer}{'' if rel.is_public else ', not public'}): {rel.description}", ""]
     for col, desc in rel.columns:
         kind = f" [{types[col]}]" if col in types else ""
         lines.append(f"  {col.ljust(width)}{kind}  {desc}")
@@ -153,4 +170,4 @@ def columns_text(name: str, types: dict[str, str] | None = None) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["PUBLIC_PREFIXES", "Relation", "columns_text", "first_sentence", "relation", "relations", "tables_text"]
+__all__ = ["PUBLIC_PREFIXES", "SHARED", "Relation", "columns_text", "first_sentence", "relation", "relations", "tables_text"]

@@ -85,11 +85,15 @@ def _writing_nodes(select_sql: str) -> str | None:
     return None
 
 
+#: DuckDB's names of PIVOT (``PIVOT_WIDER`` is its synonym).
+_PIVOT_KEYWORDS = frozenset({"pivot", "pivot_wider"})
+
+
 def _read_only_pivot(text: str) -> bool:
     """Whether a MULTI statement is a PIVOT that only reads (:data:`_WRITING_KEYWORDS`)."""
     keywords = {text[pos:].split(None, 1)[0].split("(", 1)[0].lower()
                 for pos, kind in duckdb.tokenize(text) if kind == duckdb.token_type.keyword}
-    return "pivot" in keywords and not keywords & _WRITING_KEYWORDS
+    return bool(keywords & _PIVOT_KEYWORDS) and not keywords & _WRITING_KEYWORDS
 
 
 def check_read_only(sql: str) -> list[str]:

@@ -126,6 +126,29 @@ def test_dora_query_reads(small_warehouse, capsys):
     capsys.readouterr()
 
 
+PIVOTS = [  # DuckDB's PIVOT spellings; those without an IN list parse as a MULTI statement (a temporary ENUM, then SELECT)
+    "pivot fct_associations on word using sum(tf) group by descriptor order by descriptor",
+    "pivot_wider fct_associations on word using sum(tf) group by descriptor order by descriptor",
+    "pivot fct_associations on word in ('brave', 'kind') using sum(tf) group by descriptor order by descriptor",
+    "select * from fct_associations pivot (sum(tf) for word in ('brave', 'kind') group by descriptor) order by descriptor",
+    "with p as (pivot fct_associations on word using sum(tf) group by descriptor) select * from p order by descriptor",
+]
+
+
+@pytest.mark.parametrize("sql", PIVOTS)
+def test_dora_query_runs_a_read_only_pivot(dora_home, capsys, sql):
+    """A PIVOT only reads: ``dora query`` runs it in every spelling (a MULTI statement when no
+    IN list names the values, analytics/query.py); the pivoted sums are the table's."""
+    from orchestration.cli import main
+
+    dora_home.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(dora_home / "warehouse.duckdb")) as con:
+        con.execute("create table fct_associations as select * from (values ('child', 'brave', 3), ('child', 'kind', 1), "
+                    "('child', 'brave', 2), ('elder', 'kind', 4)) v(descriptor, word, tf)")
+    assert main(["query", "-f", "csv", sql]) == 0
+    assert capsys.readouterr().out.split() == ["descriptor,brave,kind", "child,5,1", "elder,,4"]
+
+
 _WRITER = """
 import duckdb, sys, time
 con = duckdb.connect(sys.argv[1])

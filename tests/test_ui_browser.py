@@ -6,7 +6,8 @@ path of ``dora audit``; the webserver writes into its home, so a copy), and driv
 Chromium with Playwright (``executable_path=/usr/bin/chromium``; Playwright's own browser
 download is never used), in one webserver start: the global asset lineage shows the groups
 of the four families and the shared ``audits`` group, expanded it shows the T2T completions
-asset and ``fct_associations``; the T2T asset's page shows its description; the audit's run
+asset and ``fct_associations``; a dbt check of ``fct_associations`` shows its rule's name
+(``fisher_q_ge_fisher_p``) and description; the T2T asset's page shows its description; the audit's run
 page shows its ``dora/*`` tags (audit id, family, model, model version, target, trigger); the
 Partitions tab of ``landing/t2t_completions`` lists the audit's ``adhoc:<model>@<version>``
 partition. Screenshots are saved under tmp_path. Skipped only when Chromium is not installed
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestration.families import FAMILIES
 from tests.helpers.dora_cli import free_port
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
@@ -125,7 +127,7 @@ def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, fini
             page.goto(f"{dagster_ui}/asset-groups", wait_until="load", timeout=120_000)
             expect(page.get_by_text("Global asset lineage")).to_be_visible(timeout=60_000)
             # the graph starts with groups collapsed: one box per family and the shared group
-            for group in ("biasdora", "counterfactual", "modscan", "vlstereoset", "audits"):
+            for group in (*(g for f in FAMILIES for g in f.groups), "audits"):
                 expect(page.get_by_text(group, exact=True).first).to_be_visible(timeout=60_000)
             page.screenshot(path=str(tmp_path / "groups.png"))
             # right-click the canvas -> Expand all groups
@@ -153,6 +155,18 @@ def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, fini
             expect(t2t).to_be_visible(timeout=60_000)
             expect(fct).to_be_visible(timeout=60_000)
             page.screenshot(path=str(shot))
+            # a dbt check is named after its rule and says it (orchestration/defs/dbt/checks.py)
+            page.goto(f"{dagster_ui}/assets/fct_associations?view=checks&checkDetail=fisher_q_ge_fisher_p",
+                      wait_until="load", timeout=120_000)
+            body = page.locator("body")
+            expect(page.get_by_text("This is a blocking asset check.")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("unique_key", exact=True).first).to_be_visible(timeout=60_000)
+            # the description and the latest result load after the check's header
+            expect(body).to_contain_text("Every row of fct_associations satisfies fisher_q >= fisher_p", timeout=60_000)
+            expect(body).to_contain_text("Passed", timeout=60_000)
+            shown = " ".join(page.inner_text("body").split())
+            assert "fisher_q_ge_fisher_p" in shown and "model_rules_" not in shown  # no dbt node name anywhere
+            page.screenshot(path=str(tmp_path / "dbt_check.png"))
             # the T2T asset's page shows its description
             page.goto(f"{dagster_ui}/assets/landing/t2t_completions", wait_until="load", timeout=120_000)
             expect(page.get_by_text("T2T word completions", exact=False).first).to_be_visible(timeout=60_000)
@@ -164,7 +178,7 @@ def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, fini
             shown = dialog.inner_text()
             for key in ("dora/audit_id", "dora/family", "dora/model", "dora/model_version", "dora/target", "dora/trigger"):
                 assert f"{key}: {tags[key]}" in shown, key
-            assert "dora/family: biasdora,counterfactual,modscan,vlstereoset" in shown
+            assert f"dora/family: {','.join(f.name for f in FAMILIES)}" in shown
             assert "dora/model: smollm2-135m" in shown and "dora/target: (ad hoc)" in shown
             assert "t2t-smollm2-135m-instruct-" in tags["dora/audit_id"]
             page.screenshot(path=str(tmp_path / "run_tags.png"))

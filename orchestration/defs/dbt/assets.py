@@ -1,4 +1,5 @@
-"""dbt models as Dagster assets; dbt tests become asset checks (dagster-dbt)."""
+"""dbt models as Dagster assets; dbt tests become named asset checks (dagster-dbt, then
+orchestration/defs/dbt/checks.py: one check per data rule)."""
 
 
 import graphlib
@@ -17,6 +18,7 @@ from ingestion.build_state import (
     recover_warehouse,
 )
 from ingestion.landing import dbt_target_dir, landing_root, quarantine_bad_shards, warehouse_path
+from orchestration.defs.dbt.checks import named_check_events, named_check_specs
 from orchestration.defs.dbt.resources import dbt_project, dbt_project_files
 from orchestration.instance import DBT_PROJECT_DIR, DUCKDB_WRITER_POOL, prepare_dbt_run
 
@@ -92,6 +94,30 @@ class DoraDbtTranslator(DagsterDbtTranslator):
 TRANSLATOR = DoraDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True))
 
 
+def dora_dbt_assets(*, name: str | None = None, select: str = "fqn:*", exclude: str | None = None):
+    """``@dbt_assets`` of the project's models in ``select`` minus ``exclude`` (dbt selection
+    syntax), with :data:`TRANSLATOR`, in the pool :data:`DUCKDB_WRITER_POOL`, whose dbt tests
+    are named checks: dagster-dbt's one check per test replaced by
+    :func:`orchestration.defs.dbt.checks.named_check_specs` (a ``model_rules`` test: one check
+    per rule). The decorated function streams them with :func:`build_unless_unchanged`.
+
+    Returns:
+        A decorator making a ``dg.AssetsDefinition`` (a multi-asset: dagster-dbt's asset specs,
+        op tags and subsetting, the named check specs).
+    """
+    from dagster_dbt.dbt_manifest import validate_manifest
+
+    def decorate(fn) -> dg.AssetsDefinition:
+        base = dbt_assets(manifest=dbt_project().manifest_path, project=dbt_project(), dagster_dbt_translator=TRANSLATOR,
+                          pool=DUCKDB_WRITER_POOL, select=select, exclude=exclude, name=name)(fn)
+        manifest = validate_manifest(dbt_project().manifest_path)
+        return dg.multi_asset(name=base.op.name, specs=list(base.specs), check_specs=named_check_specs(manifest, base.check_specs),
+                              can_subset=True, op_tags=base.op.tags, pool=DUCKDB_WRITER_POOL,
+                              allow_arbitrary_check_specs=True)(fn)
+
+    return decorate
+
+
 def dbt_inputs_fingerprint(step: str, selection: list[str], landing_tables: list[str]) -> Fingerprint:
     """What a ``dbt build`` reads: the shard listing (paths, sizes, mtimes) of the landing
     tables its models read, the dbt project's files, the selected assets and, for the score
@@ -149,7 +175,12 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
     succeeds); deleting ``$DORA_HOME/state/`` forces the build.
 
     Yields:
-        dagster-dbt events of the build, or one ``MaterializeResult`` per selected asset.
+        dagster-dbt events of the build, each dbt test's outcome as its named checks
+        (:func:`orchestration.defs.dbt.checks.named_check_events`); or one ``MaterializeResult``
+        per selected asset and the recorded check outcomes.
+
+    Raises:
+        DagsterDbtCliRuntimeError: dbt failed (after every event, the failing checks' included).
     """
     prepare_dbt_run()
     selection = [key.to_user_string() for key in context.selected_asset_keys]
@@ -198,7 +229,8 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
     # one stable target folder per home and step (ingestion.landing.dbt_target_dir): the next
     # build of this home re-parses only what changed, and no run leaves a folder in the project
     target = dbt_target_dir(context.op_execution_context.op.name)
-    for event in dbt.cli(args, target_path=target, context=context).stream():
+    invocation = dbt.cli(args, target_path=target, context=context, raise_on_error=False)
+    for event in named_check_events(invocation, context):  # each dbt test's outcome as its named checks
         if isinstance(event, dg.AssetCheckResult):
             checks.append(
                 {
@@ -209,11 +241,14 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
                 }
             )
         yield event
+    error = invocation.get_error()
+    if error is not None:
+        raise error
     record_success(step, fingerprint, {"run_id": context.run.run_id, "selected": len(selection), "checks": checks})
 
 
-@dbt_assets(manifest=dbt_project().manifest_path, project=dbt_project(), dagster_dbt_translator=TRANSLATOR, pool=DUCKDB_WRITER_POOL, exclude="tag:scores")  # score marts: orchestration/defs/biasdora/scoring/
+@dora_dbt_assets(exclude="tag:scores")  # score marts: orchestration/defs/biasdora/scoring/
 def dora_dbt_models(context: dg.AssetExecutionContext, dbt: DbtCliResource):
-    """``dbt build`` of the selected models: runs models, then their tests as asset checks.
+    """``dbt build`` of the selected models: runs models, then their tests as named asset checks.
     Skipped when nothing new landed (:func:`build_unless_unchanged`)."""
     yield from build_unless_unchanged(context, dbt, DBT_STEPS[0])
