@@ -165,7 +165,9 @@ class ProbeFamily:
         adjust: (values by Config class) -> None, in place: cross-field run-config rules
             (presets, ``none`` meaning off) after the flags are read.
         summary: (Dagster run result, parsed args) -> the text ``dora audit`` prints.
-        plan: (op name -> Config) -> the ``dora audit --dry-run`` text; loads no model.
+        plan: (op name -> Config, ``model_version=`` the registry partition's version or None) -> the
+            ``dora audit --dry-run`` text; loads no model. A plan that names an audit id pins the
+            version on the audited model as the partition's run does.
         change_test: the ``analytics.family_diff.FamilyChangeTest`` of ``dora diff --family``
             (``None``: the family has its own ``diff``, see ``diff``).
         diff: (args, change tests of every family) -> exit code, for a family whose ``dora diff`` is
@@ -207,7 +209,7 @@ class ProbeFamily:
     extra_groups: tuple[str, ...] = ()
     adjust: Callable[[dict], None] | None = None
     summary: Callable[[Any, Any], str] | None = None
-    plan: Callable[[Mapping[str, Any]], str] | None = None
+    plan: Callable[..., str] | None = None
     change_test: Any = None
     diff: Callable[[Any, list], int] | None = None
     report_section: Callable[[str | None, Path], str] | None = None

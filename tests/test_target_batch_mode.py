@@ -96,6 +96,7 @@ def test_a_targets_partition_runs_its_t2t_through_the_batch_api_on_the_partition
             assert main(["audit", "--target", "bd", "--registry", str(registry), "--dry-run"]) == 0
             out = capsys.readouterr().out
             assert f"BiasDora T2T: audit {audit_id};" in out  # the partition's audit, not one of the backend's own version
+            assert f"audit id {audit_id}" in out  # the T2T plan names the same audit
             return re.search(r"^BiasDora T2T\s+(\d+)\s+(\d+)", out, re.M).groups()
 
         assert dry_run() == ("2", "4")  # child (noun) x 2 letters x 2 runs in files of at most 3

@@ -165,18 +165,12 @@ def selected(args: argparse.Namespace, family: ProbeFamily) -> bool:
     return not probes or family.name in probes
 
 
-def op_run_configs(args: argparse.Namespace, **extra) -> dict[str, dg.Config]:
+def op_run_configs(args: argparse.Namespace) -> dict[str, dg.Config]:
     """Op name -> its Config object for every op of every family.
 
     A Config with an ``enabled`` field is disabled when ``--probe`` does not select its family.
-
-    Args:
-        extra: overrides of BiasDora's T2T probe config (e.g. ``registry`` for ``--target``).
     """
     values = config_values(args)
-    from orchestration.defs.biasdora.config import AuditConfig
-
-    values[AuditConfig] = {**values.get(AuditConfig, {}), **extra}
     ops: dict[str, dg.Config] = {}
     for family in fam.FAMILIES:
         on = selected(args, family)
@@ -191,10 +185,10 @@ def op_run_configs(args: argparse.Namespace, **extra) -> dict[str, dg.Config]:
     return ops
 
 
-def audit_run_config(args: argparse.Namespace, **extra) -> dg.RunConfig:
+def audit_run_config(args: argparse.Namespace) -> dg.RunConfig:
     """The typed run config of the audit job from ``dora audit`` arguments (see :func:`op_run_configs`)."""
     return dg.RunConfig(
-        ops=op_run_configs(args, **extra),
+        ops=op_run_configs(args),
         # step failures are summarised by `dora audit` in one line each; Dagster's own console
         # copy of every traceback only with --verbose
         loggers={"console": {"config": {"log_level": "WARNING" if getattr(args, "verbose", False) else "CRITICAL"}}},

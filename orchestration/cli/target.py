@@ -115,12 +115,19 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
             problem = family.check(ops)
     if problem:
         raise TargetConfigError(problem if problem.startswith("target ") else f"target {target.name!r}: {problem}")
-    plans = []
+    plans, version = [], None
+    if dry_run:  # the plans name the audit ids of the partition's version, as its run pins it
+        from models_inference.model_ref import resolve_version
+
+        try:
+            version = resolve_version(target)
+        except DoraError:  # unreadable now: dry_run_text says so; the plans use the model's own version
+            version = None
     for family in run.families:
         if family.plan is None or not (dry_run or family.plan_before_run):
             continue
         try:  # the plan is where the row cap is checked (PlanTooLargeError), as for the flags' --dry-run
-            plans.append(family.plan(ops))
+            plans.append(family.plan(ops, model_version=version))
         except (DoraError, ValueError, KeyError) as exc:
             message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
             raise TargetConfigError(f"target {target.name!r}: {message.splitlines()[0] if message else type(exc).__name__}") from None

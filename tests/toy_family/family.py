@@ -26,7 +26,7 @@ def _summary(result, args) -> str:
                      for md in materializations(result, "toy_rows") if "audit_id" in md)
 
 
-def _plan(configs) -> str:
+def _plan(configs, model_version: str | None = None) -> str:
     config = configs["toy_rows"]
     return f"toy: {config.rows} rows of {config.word!r} on {config.model}"
 

@@ -29,7 +29,7 @@ class PlanLine:
     to_generate: int | None
 
 
-def t2t_plan_lines(config, *, audit_id: str | None = None) -> tuple[list[PlanLine], str | None, float | None, str]:
+def t2t_plan_lines(config, *, audit_id: str | None = None, model_version: str | None = None) -> tuple[list[PlanLine], str | None, float | None, str]:
     """The T2T plan of an :class:`orchestration.defs.biasdora.config.AuditConfig` (no model is loaded).
 
     Returns:
@@ -61,6 +61,10 @@ def t2t_plan_lines(config, *, audit_id: str | None = None) -> tuple[list[PlanLin
             backend = load_text_backend(config.model, backend="openai", **({"base_url": config.base_url} if config.base_url else {}))
         except Exception:  # noqa: BLE001 - no key: the audit id stays unknown
             backend = None
+    if backend is not None and model_version:  # a registry partition's run pins its version the same way
+        from orchestration.defs.audits.runs import with_model_version
+
+        backend = with_model_version(backend, model_version)
     if audit_id is None and backend is not None:  # as run_t2t_probe derives it: the selection is part of the id
         audit_id = audit_id_for(backend, probe.resolved(backend), targets)
     cfg = probe.resolved(backend) if backend is not None else probe

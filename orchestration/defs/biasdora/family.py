@@ -105,10 +105,10 @@ def _summary(result, args) -> str:
     return summary(result, args)
 
 
-def _plan(configs) -> str:
+def _plan(configs, model_version: str | None = None) -> str:
     from orchestration.defs.biasdora.summary import plan
 
-    return plan(configs)
+    return plan(configs, model_version=model_version)
 
 
 def _diff(args, change_tests: list) -> int:

@@ -70,7 +70,7 @@ def summary(result, args) -> str:
     return "\n".join(t for t in (audit_summary(audit_id, top=args.top, run_id=result.run_id), scoring_report(result)) if t)
 
 
-def plan(configs, audit_id: str | None = None) -> str:
+def plan(configs, audit_id: str | None = None, *, model_version: str | None = None) -> str:
     """``dora audit --dry-run`` for BiasDora: T2T prompts per setting (landed rows counted when
     the audit id is known without loading the model; none when the T2T probe is off, e.g. for a
     t2i / i2t registry target) and, when a T2I model is named, T2I rows; a line on what an I2T
@@ -78,12 +78,13 @@ def plan(configs, audit_id: str | None = None) -> str:
 
     Args:
         configs: op name -> Config (``t2t_completions``: AuditConfig, ``t2i_images``: VisionConfig).
+        model_version: a registry partition's version, pinned on the T2T model for its audit id.
     """
     from orchestration.defs.biasdora.dry_run import format_plan, t2i_plan_lines, t2t_plan_lines
 
     t2t, vision = configs["t2t_completions"], configs["t2i_images"]
     if t2t.enabled:
-        lines, audit_id, rate, source = t2t_plan_lines(t2t, audit_id=t2t.audit_id)
+        lines, audit_id, rate, source = t2t_plan_lines(t2t, audit_id=t2t.audit_id, model_version=model_version)
     else:
         lines, audit_id, rate, source = [], None, None, "no T2T generation (the T2T probe is off)"
     if vision.t2i_model:  # T2I rows x images (landed images need the model's version: not counted)

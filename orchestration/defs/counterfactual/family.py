@@ -116,7 +116,7 @@ def summary(result, args=None) -> str:
     return "\n".join(lines)
 
 
-def plan(configs) -> str:
+def plan(configs, model_version: str | None = None) -> str:
     """``dora audit --dry-run`` for counterfactual: sets and responses planned (no model loaded;
     rows already landed are known only once the model's version is read)."""
     from models_inference.probes.counterfactual import probe as cf

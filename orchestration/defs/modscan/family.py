@@ -93,7 +93,7 @@ def summary(result, args=None) -> str:
     return ""
 
 
-def plan(configs) -> str:
+def plan(configs, model_version: str | None = None) -> str:
     """``dora audit --dry-run`` for ModSCAN: the text analogues' queries (no model loaded)."""
     from models_inference.probes.modscan.text import plan_text_queries
     from orchestration.defs.modscan.assets import text_probe_config

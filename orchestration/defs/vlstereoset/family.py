@@ -76,7 +76,7 @@ def summary(result, args=None) -> str:
     return vlstereoset_summary(ids) if ids else ""
 
 
-def plan(configs) -> str:
+def plan(configs, model_version: str | None = None) -> str:
     """``dora audit --dry-run`` for VLStereoSet: items of the CSV x scorers (no model loaded)."""
     from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, synthetic_csv_path
     from orchestration.defs.vlstereoset.config import selected_scorers
