@@ -235,8 +235,9 @@ class AuditDiff:
         return "\n".join(lines)
 
 
-def finished_audits(target: str, family: str = "biasdora") -> list[AuditRef]:
-    """The finished audits of ``target`` by probe ``family`` in order (``dim_audits.audit_seq``).
+def finished_audits(target: str, family: str) -> list[AuditRef]:
+    """The finished audits of ``target`` by probe ``family`` (its name, ``dim_audits.family``) in
+    order (``dim_audits.audit_seq``).
 
     Only one family's audits are listed: a VLStereoSet or ModSCAN audit of the same model
     measures something else, and comparing it with a T2T audit would report every association
@@ -271,13 +272,15 @@ def _pick(audits: list[AuditRef], ref: str, flag: str) -> AuditRef:
     )
 
 
-def resolve_pair(target: str, from_ref: str | None = None, to_ref: str | None = None) -> tuple[AuditRef, AuditRef]:
-    """The (before, after) audits: by audit id or model version; defaults: latest vs the one before.
+def resolve_pair(target: str, from_ref: str | None = None, to_ref: str | None = None, *,
+                 family: str) -> tuple[AuditRef, AuditRef]:
+    """The (before, after) audits of ``target`` by ``family`` (:func:`finished_audits`): by audit
+    id or model version; defaults: latest vs the one before.
 
     Raises:
         DiffError: unknown / ambiguous reference, a single audit, or before not earlier than after.
     """
-    audits = finished_audits(target)
+    audits = finished_audits(target, family)
     after = _pick(audits, to_ref, "--to") if to_ref else audits[-1]
     if from_ref:
         before = _pick(audits, from_ref, "--from")
@@ -373,10 +376,13 @@ def _refuse_without_common_rows(before: AuditRef, after: AuditRef, comparisons: 
         f"in common ({_difference(comparisons, before.model_version, after.model_version)}): nothing to compare")
 
 
-def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = None, *, top: int = 5) -> AuditDiff:
+def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = None, *, top: int = 5,
+               family: str) -> AuditDiff:
     """Compare two finished audits of ``target`` (see :func:`resolve_pair`) on the probe rows both probed.
 
     Args:
+        family: the name of the probe family whose audits are compared (its caller's: BiasDora's
+            ``dora diff``, ``orchestration/defs/biasdora/summary.py``).
         top: significant changes shown per bias dimension, smallest change q first
             (associations without a significant change are counted, never listed); the
             flipped associations are listed up to ``2 * top``.
@@ -390,7 +396,7 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     """
     if top < 1:
         raise DiffError(f"--top must be >= 1, got {top}")
-    before, after = resolve_pair(target, from_ref, to_ref)
+    before, after = resolve_pair(target, from_ref, to_ref, family=family)
     comparisons = _comparisons(before, after)
     _refuse_without_common_rows(before, after, comparisons)
     pair, params = "from_audit_id = ? and to_audit_id = ?", [before.audit_id, after.audit_id]

@@ -62,10 +62,12 @@ class FamilyChangeTest:
     related: tuple[str, str, tuple[str, ...], tuple[str, ...]] | None = None
 
 
-def family_help(specs: Sequence[FamilyChangeTest]) -> str:
-    """``dora diff --help``'s epilog: one line per family of ``specs`` (metric; change test), then the q-value rule."""
-    lines = ["families (--family): metric; change test between the two audits",
-             "  biasdora: associations (a word's tf in a descriptor's document); two-sided Fisher change test"]
+def family_help(specs: Sequence[FamilyChangeTest], own: Sequence[tuple[str, str]] = ()) -> str:
+    """``dora diff --help``'s epilog: one line per family, first those of ``own`` (``(family,
+    "metric; change test")`` of a family with a diff of its own), then those of ``specs``
+    (metric; change test), then the q-value rule."""
+    lines = ["families (--family): metric; change test between the two audits"]
+    lines += [f"  {name}: {line}" for name, line in own]
     lines += [f"  {f.family}: {f.metric}; {f.test}" for f in specs]
     lines.append("  change_q: Benjamini-Hochberg over the compared rows of the audit pair; significant: change_q < 0.05")
     return "\n".join(lines)
@@ -170,18 +172,24 @@ def _read(spec: FamilyChangeTest, sql: str, params: list) -> QueryResult:
 
 
 def _family_of(audit_id: str, exclude: str, others: Sequence[FamilyChangeTest]) -> str | None:
-    """The probe family whose facts (those of ``others``, or BiasDora's dim_audits) hold ``audit_id``, other than ``exclude``."""
+    """The probe family whose facts (those of ``others``, else the audit log ``dim_audits``) hold
+    ``audit_id``, other than ``exclude``."""
     import duckdb
 
-    candidates = [(f.family, f.facts) for f in others if f.family != exclude]
-    candidates.append(("biasdora", "dim_audits"))
-    for family, relation in candidates:
+    for spec in others:
+        if spec.family == exclude:
+            continue
         try:
-            if run_query(f"select 1 from {relation} where audit_id = ? limit 1", params=[audit_id]).rows:
-                return family
+            if run_query(f"select 1 from {spec.facts} where audit_id = ? limit 1", params=[audit_id]).rows:
+                return spec.family
         except duckdb.Error:  # that family was never built
             continue
-    return None
+    try:  # a family without a change-test mart (one with its own diff) is known by the audit log
+        rows = run_query("select family from dim_audits where audit_id = ? and family <> ? limit 1",
+                         params=[audit_id, exclude]).rows
+    except duckdb.Error:
+        return None
+    return rows[0][0] if rows else None
 
 
 def family_hint(specs: Sequence[FamilyChangeTest], *refs: str | None) -> str:

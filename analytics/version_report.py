@@ -42,12 +42,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analytics.query import format_q, run_query
+from ingestion.contracts.biasdora import FAMILY
 
 __all__ = ["Share", "VersionPage", "difference_interval", "load_version_data", "share", "version_targets",
            "write_version_page", "write_version_pages"]
 
-#: The family whose audits these pages compare (dim_audits.family).
-FAMILY = "biasdora"
+# The family whose audits these pages compare (dim_audits.family) is FAMILY, BiasDora's name as
+# its landing contract declares it: these pages read BiasDora's marts only.
 #: The confidence level of every interval on the page.
 CONFIDENCE = 0.95
 #: Likert levels counted as a high bias level in the before/after view: the "extreme" band

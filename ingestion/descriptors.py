@@ -8,7 +8,7 @@ descriptor, and the curated BiasDora list and the descriptors extracted here fro
 can be compared (:func:`descriptor_recall`).
 
 Both producers return Arrow tables with the ``descriptors`` landing schema
-(:data:`ingestion.landing.SCHEMAS`), one row per (descriptor, bias dimension):
+(:data:`ingestion.contracts.SCHEMAS`), one row per (descriptor, bias dimension):
 
 * :func:`curated_descriptors`: the 404 phrases the paper used (``bias_target_mapping.json``);
 * :func:`extract_descriptors`: descriptors re-derived from the CrowS-Pairs pairs by a token
@@ -26,7 +26,8 @@ from typing import Iterable
 
 import pyarrow as pa
 
-from ingestion.landing import SCHEMAS
+from ingestion.contracts import SCHEMAS
+from ingestion.contracts.biasdora import CURATED_SOURCE, FAMILY
 
 #: Longest phrase :func:`normalise_descriptor` accepts (after whitespace is collapsed).
 MAX_DESCRIPTOR_CHARS = 200
@@ -686,7 +687,7 @@ def extract_descriptors(pairs: pa.Table, batch_size: int = 256) -> pa.Table:
 
 def default_biasdora_dir() -> Path:
     """Folder of the shipped BiasDora lists (``ingestion/data/biasdora/``)."""
-    return Path(__file__).resolve().parent / "data" / "biasdora"
+    return Path(__file__).resolve().parent / "data" / FAMILY  # reference data: ingestion/data/<family>/
 
 
 def curated_descriptors(path: str | Path | None = None) -> pa.Table:
@@ -731,7 +732,7 @@ def curated_descriptors(path: str | Path | None = None) -> pa.Table:
                 {
                     "descriptor": key,
                     "bias_dimension": dim,
-                    "source": "biasdora",
+                    "source": CURATED_SOURCE,
                     "surface": phrase,
                     "plural": plural,
                     "pair_id": None,

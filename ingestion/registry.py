@@ -60,6 +60,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from ingestion.contracts.biasdora import CURATED_SOURCE, DESCRIPTOR_SOURCES
 from ingestion.errors import RegistryError, UnknownTargetError
 from ingestion.vocabulary import (
     ADHOC_PARTITION_PREFIX,
@@ -165,7 +166,7 @@ class ProbeSettings(_Strict):
     settings: list[str] = Field(default_factory=lambda: list(T2T_SETTINGS))
     runs: Annotated[int, Field(ge=1)] = 4
     letters: str = "abcdefghijklmnopqrstuvwxyz"
-    descriptor_source: Literal["biasdora", "crows_pairs"] = "biasdora"
+    descriptor_source: Literal[DESCRIPTOR_SOURCES] = CURATED_SOURCE
     descriptors: list[str] = Field(default_factory=list)
     per_dimension: Annotated[int, Field(ge=0)] = 2
     prompt_style: Optional[Literal["chat", "completion"]] = None
@@ -332,8 +333,8 @@ class AuditTarget(_Strict):
                 )
         if "backend" not in self.model_fields_set and self.backend not in BACKENDS[self.modality]:
             problems.append(f"backend: required for a {self.modality} target, one of {list(BACKENDS[self.modality])}")
-        if self.modality == "t2i" and self.probe.descriptor_source != "biasdora":
-            problems.append("probe.descriptor_source: the T2I probe draws the curated BiasDora descriptors only ('biasdora')")
+        if self.modality == "t2i" and self.probe.descriptor_source != CURATED_SOURCE:
+            problems.append(f"probe.descriptor_source: the T2I probe draws the curated BiasDora descriptors only ({CURATED_SOURCE!r})")
         if self.base_url and self.backend != "openai":
             problems.append("base_url: only used by backend 'openai'")
         problems += self._family_problems()

@@ -29,7 +29,8 @@ import pyarrow as pa
 
 from ingestion.crows_pairs import BIAS_DIMENSIONS
 from ingestion.descriptors import default_biasdora_dir, normalise_descriptors, plural_descriptor
-from ingestion.landing import SCHEMAS
+from ingestion.contracts import SCHEMAS
+from ingestion.contracts.biasdora import CURATED_SOURCE
 from ingestion.vocabulary import T2T_SETTINGS
 
 
@@ -215,7 +216,7 @@ def _read_curated_templates(settings: Sequence[str], folder: Path) -> list[T2TTe
         for (dim, phrase, verb), key in zip(rows, keys):
             seen[key] = seen.get(key, 0) + 1
             prefix = _repair_prefix(phrase, verb, key, setting)
-            out.append(T2TTemplate(setting, key, dim, prefix, "biasdora", seen[key]))
+            out.append(T2TTemplate(setting, key, dim, prefix, CURATED_SOURCE, seen[key]))
     return out
 
 

@@ -27,12 +27,10 @@ from orchestration.cluster import dora_executor
 from orchestration.defs.audits.assets import build_audit_log_asset
 from orchestration.defs.audits.checks import audit_checks
 from orchestration.defs.audits.schedules import build_reaudit_schedule
-from orchestration.defs.audits.sensors import audit_version_sensor
+from orchestration.defs.audits.sensors import build_audit_version_sensor
 from orchestration.defs.dbt.assets import dora_dbt_models
 from orchestration.defs.dbt.resources import dbt_resource
 from orchestration.instance import AUDIT_JOB
-
-SENSORS = [audit_version_sensor]
 
 
 #: The layer of every Python (landing) asset, as a kind and the tag ``dora/layer``.
@@ -74,8 +72,8 @@ def build_definitions() -> dg.Definitions:
         jobs=[audit_job],
         resources={"dbt": dbt_resource()},
         asset_checks=checks,
-        sensors=SENSORS,
-        schedules=[build_reaudit_schedule()],
+        sensors=[build_audit_version_sensor(fam.FAMILIES)],
+        schedules=[build_reaudit_schedule(fam.FAMILIES)],
     )
 
 

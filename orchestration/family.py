@@ -144,6 +144,35 @@ class Flag:
 
 
 @dataclass(frozen=True)
+class BatchStep:
+    """One step of a family that can send its requests through the OpenAI Batch API
+    (``--api-batch``; ``orchestration/cli/batch.py``: ``dora audit --dry-run``, ``dora batch
+    export`` / ``import``).
+
+    Attributes:
+        step: the step's kind, recorded in its ledger (``meta.record.step``) so ``dora batch
+            import`` can rebuild it (``t2t``, ``counterfactual_text``).
+        title: its name in the dry run's table (``BiasDora T2T``).
+        op: the op whose Config (``ProbeFamily.configs[op]``) holds its settings (``api_batch``,
+            ``backend``, ``api_batch_max_requests``, ``enabled``).
+        work: (Config, ``model_version=``, ``target=``, ``api_key_env=``) ->
+            ``models_inference.backends.batch_requests.BatchWork`` (loads no model, reads no key), or
+            ``None`` when its requests are known only once earlier steps ran (BiasDora's judge):
+            the dry run then shows ``?`` and ``unknown``, and ``dora batch`` cannot export it.
+        unknown: (Config) -> the dry run's one-line note for a step without ``work``.
+        backend_flag: the flag that sets the step's ``backend`` (the dry run's note when it is
+            not ``openai``).
+    """
+
+    step: str
+    title: str
+    op: str
+    work: Callable[..., Any] | None = None
+    unknown: Callable[[Any], str] | None = None
+    backend_flag: str = "--backend"
+
+
+@dataclass(frozen=True)
 class ProbeFamily:
     """Everything dora's entry points need to know about one probe family.
 
@@ -172,6 +201,7 @@ class ProbeFamily:
             (``None``: the family has its own ``diff``, see ``diff``).
         diff: (args, change tests of every family) -> exit code, for a family whose ``dora diff`` is
             not a change-test mart (the change tests name the family of an audit given to the wrong one).
+        diff_help: with ``diff``: its line of ``dora diff --help`` (metric; change test).
         report_section: (audit id or None, output folder) -> HTML of its ``dora report`` section.
         report_page: (output folder, audit id or None) -> a page of its own, or ``None``.
         check: (op name -> Config) -> the first problem of the family's settings taken together
@@ -193,6 +223,8 @@ class ProbeFamily:
             over the row cap (False: its flags' ranges bound its plan and planning is slow).
         reparse: (parsed ``dora reparse`` args, ``$DORA_HOME``) -> exit code: re-read the family's
             landed raw outputs with its current parser (``dora reparse --family NAME``), or ``None``.
+        batch_steps: its steps that can run through the Batch API (:class:`BatchStep`), in
+            dry-run order; those with ``work`` are what ``dora batch export --probe NAME`` writes.
     """
 
     name: str
@@ -212,6 +244,7 @@ class ProbeFamily:
     plan: Callable[..., str] | None = None
     change_test: Any = None
     diff: Callable[[Any, list], int] | None = None
+    diff_help: str | None = None
     report_section: Callable[[str | None, Path], str] | None = None
     report_page: Callable[[Path, str | None], Path | None] | None = None
     check: Callable[[Mapping[str, Any]], str | None] | None = None
@@ -220,6 +253,7 @@ class ProbeFamily:
     configure_target: Callable[[Any, dict, dict], list[str]] | None = None
     plan_before_run: bool = True
     reparse: Callable[[Any, Path], int] | None = None
+    batch_steps: tuple[BatchStep, ...] = ()
     config_classes: tuple[type, ...] = field(init=False)
 
     def __post_init__(self):
@@ -234,9 +268,9 @@ class ProbeFamily:
     def landing_tables(self) -> tuple[str, ...]:
         """The landing tables its contract declares (``FAMILY = name`` in
         ``ingestion/contracts/<name>.py``, or in a module registered with
-        ``ingestion.landing.register_contract``), in the contract's order; the shared tables
+        ``ingestion.contracts.register_contract``), in the contract's order; the shared tables
         (``audits``, ``input_quarantine``) are no family's."""
-        from ingestion.landing import family_tables
+        from ingestion.contracts import family_tables
 
         return family_tables(self.name)
 

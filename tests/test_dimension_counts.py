@@ -141,7 +141,7 @@ def two_audits(dora_home):
 def test_diff_counts_a_descriptor_in_each_of_its_dimensions(two_audits):
     from analytics.diff import audit_diff
 
-    diff = audit_diff("m")
+    diff = audit_diff("m", family="biasdora")
     by_dim = {r[1]: r[2:] for r in diff.by_dimension}
     # (compared, significant changes, direction, min change q, significant before, after)
     assert by_dim == {

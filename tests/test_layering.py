@@ -3,13 +3,15 @@
 ``ingestion`` imports nothing of ours; ``models_inference`` and ``analytics`` import only
 ``ingestion`` (and themselves); only ``orchestration`` imports Dagster and everything else.
 Inside ``models_inference`` the floors are, lowest first: ``api_retry`` and ``image_store``;
-``backends``, ``model_ref`` and ``resumable``; generic ``scoring``; the family ``probes``.
+``backends``, ``model_ref``, ``resumable`` and what the loop builds on (``audit_log``,
+``error_share``, ``landing_locks``); generic ``scoring``; the family ``probes``.
 No two dora modules import each other, directly or around a longer circle, and every
 user-facing error type (:class:`ingestion.errors.DoraError`) lives in ``ingestion/errors.py``.
 Lazy imports inside functions count the same as top-level ones.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -29,7 +31,9 @@ FORBIDDEN = {
 #: other, without circles): backends know no scorer and no family, generic scoring knows no family.
 INNER_FLOORS: tuple[tuple[str, ...], ...] = (
     ("api_retry", "image_store"),  # bottom: retries and the PNG store
-    ("backends", "model_ref", "resumable"),  # how to call a model, what a model is, the landing loop
+    # how to call a model, what a model is, the landing loop and its audit events, failed-call
+    # limit and locks
+    ("backends", "model_ref", "resumable", "audit_log", "error_share", "landing_locks"),
     ("scoring",),  # generic scorers and the "score landed texts" loop
     ("probes",),  # the families: prompts, parsing, probes (BiasDora's association scoring too)
 )
@@ -206,7 +210,7 @@ def test_the_floor_check_finds_an_upward_import(tmp_path, monkeypatch):
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
     assert inner_floor_violations() == [
         "models_inference/backends/bad.py:2 imports models_inference.probes.prompts "
-        "(floor ('probes',) above ('backends', 'model_ref', 'resumable'))"
+        "(floor ('probes',) above ('backends', 'model_ref', 'resumable', 'audit_log', 'error_share', 'landing_locks'))"
     ]
 
 
@@ -236,3 +240,116 @@ def test_every_dora_error_lives_in_ingestion_errors():
 def test_every_package_is_walked():
     for package in PACKAGES:
         assert list((ROOT / package).rglob("*.py")), package
+
+
+#: The longest a Python file of the four packages may be; a file that does several jobs is split
+#: along them. ``ingestion/descriptors.py`` is one long algorithm (the descriptor extraction).
+MAX_LINES = 600
+LONG_FILES_ALLOWED = {"ingestion/descriptors.py"}
+
+
+def long_files(root: Path = ROOT, limit: int = MAX_LINES) -> list[str]:
+    """``path: lines`` of every Python file of :data:`PACKAGES` over ``limit`` lines, except
+    :data:`LONG_FILES_ALLOWED`."""
+    out = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            if lines > limit and rel not in LONG_FILES_ALLOWED:
+                out.append(f"{rel}: {lines} lines")
+    return out
+
+
+def test_no_python_file_over_600_lines():
+    assert long_files() == []
+
+
+def test_the_length_check_finds_a_long_file(tmp_path):
+    (tmp_path / "analytics").mkdir()
+    (tmp_path / "analytics" / "long.py").write_text("x = 1\n" * 601)
+    (tmp_path / "analytics" / "short.py").write_text("x = 1\n" * 600)
+    (tmp_path / "ingestion").mkdir()
+    (tmp_path / "ingestion" / "descriptors.py").write_text("x = 1\n" * 900)
+    assert long_files(tmp_path) == ["analytics/long.py: 601 lines"]
+
+
+# ----------------------------------------------------------------------------- the family seam
+
+#: The shared areas that name no probe family: every family is reached through its record
+#: (orchestration/family.py) in FAMILIES (orchestration/families.py, the one list).
+SHARED_AREAS = ("orchestration/defs/audits", "orchestration/cli", "analytics", "ingestion")
+
+
+def family_names(root: Path = ROOT) -> list[str]:
+    """The probe families: each folder of ``orchestration/defs/`` holding a ``family.py`` (its
+    Dagster home, named after the family)."""
+    return sorted(p.parent.name for p in (root / "orchestration" / "defs").glob("*/family.py"))
+
+
+def family_defs_imports(root: Path = ROOT) -> list[str]:
+    """``path:line imports module`` of every import of a family's ``orchestration/defs/<family>/``
+    by a shared module of ``orchestration`` (all but the families' own folders and
+    ``orchestration/families.py``), top-level or inside a function."""
+    homes = family_names(root)
+    out = []
+    for path in sorted((root / "orchestration").rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.as_posix() == "orchestration/families.py" or (rel.parts[1:2] == ("defs",) and rel.parts[2] in homes):
+            continue
+        for line, module in imported_modules(path):
+            parts = module.split(".")
+            if parts[:2] == ["orchestration", "defs"] and len(parts) > 2 and parts[2] in homes:
+                out.append(f"{rel.as_posix()}:{line} imports {module}")
+    return out
+
+
+def family_names_in_shared_code(root: Path = ROOT) -> list[str]:
+    """``path:line: name`` of every string in :data:`SHARED_AREAS`' Python code (docstrings and
+    comments aside: prose) that names a probe family as a word: a value (``"biasdora"``), a
+    default, a help text, an f-string part. A family's own homes there (a path part or file
+    name starting with its name: ``ingestion/contracts/biasdora.py``, ``analytics/modscan*.py``)
+    and lines of ``dora ...`` usage examples in help texts (documentation) are left out; a
+    path (``probes/biasdora/parsing.py``) is not a word."""
+    names = family_names(root)
+    out = []
+    for area in SHARED_AREAS:
+        for path in sorted((root / area).rglob("*.py")):
+            rel = path.relative_to(root).with_suffix("")
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            prose = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in prose:
+                    continue
+                text = "\n".join(ln for ln in node.value.splitlines() if not ln.lstrip().startswith("dora "))
+                for name in names:
+                    own = any(part == name or part.startswith(name + "_") for part in rel.parts)
+                    if not own and re.search(rf"(?<![\w/.-]){name}(?![\w/.-])", text):
+                        out.append(f"{path.relative_to(root).as_posix()}:{node.lineno}: {name}")
+    return out
+
+
+def test_shared_orchestration_never_imports_a_familys_defs():
+    """The CLI, the audits' sensors and schedules, the definitions reach a family through its
+    record in FAMILIES, never by importing its orchestration/defs/<family>/ modules."""
+    assert family_defs_imports() == []
+
+
+def test_shared_code_names_no_family():
+    """git grep '"biasdora"' in the shared areas (and every other family's name) finds nothing."""
+    assert family_names_in_shared_code() == []
+
+
+def test_the_family_checks_find_a_family_named_in_shared_code(tmp_path, monkeypatch):
+    for folder in ("orchestration/defs/fam", "orchestration/cli", "analytics", "ingestion/contracts"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "orchestration/defs/fam/family.py").write_text("X = 1\n")
+    (tmp_path / "orchestration/defs/fam/__init__.py").write_text("")
+    (tmp_path / "orchestration/cli/bad.py").write_text(
+        '"""Say fam here: prose."""\n\ndef f(x="fam"):\n    from orchestration.defs.fam import family\n    return f"{x} (default: fam)"\n')
+    (tmp_path / "orchestration/cli/ok.py").write_text('HELP = "see probes/fam/parsing.py"\nEX = """\n  dora audit --probe fam\n"""\n')
+    (tmp_path / "ingestion/contracts/fam.py").write_text('FAMILY = "fam"\n')
+    (tmp_path / "analytics/fam_report.py").write_text('NAME = "fam"\n')
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    assert family_defs_imports(tmp_path) == ["orchestration/cli/bad.py:4 imports orchestration.defs.fam.family"]
+    assert family_names_in_shared_code(tmp_path) == ["orchestration/cli/bad.py:3: fam", "orchestration/cli/bad.py:5: fam"]

@@ -11,7 +11,7 @@ import pytest
 from ingestion.errors import TargetConfigError
 from ingestion.registry import RegistryError, parse_registry
 from orchestration.defs.audits.runs import run_config_for_target, target_families, target_ops
-from orchestration.defs.audits.sensors import audit_version_sensor
+from orchestration.defs.audits.sensors import build_audit_version_sensor
 from orchestration.families import FAMILIES
 
 REGISTRY = """
@@ -143,7 +143,7 @@ def test_sensor_reaudits_every_family_target_on_a_version_change(registry_file):
 
     with dg.instance_for_test() as instance:
         def tick(cursor):
-            result = audit_version_sensor(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
+            result = build_audit_version_sensor(FAMILIES)(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
             for req in result.dynamic_partitions_requests or []:
                 instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
             return result

@@ -22,7 +22,7 @@ def _latest_events() -> dict[str, dict]:
 
 
 def test_the_audit_log_attributes_every_audit_of_a_registry_partition_to_its_target(dora_home):
-    from models_inference.resumable import AuditInfo
+    from models_inference.audit_log import AuditInfo
     from orchestration.defs.audits.assets import attribute_to_target
 
     AuditInfo("t2t-a", "m", "v1", "t2t", {"runs": 2}).land_event("finished", 36)  # an ad-hoc audit
@@ -58,7 +58,7 @@ def test_a_target_with_the_finished_audits_weights_and_settings_reuses_and_claim
     from models_inference.model_ref import model_version
     from orchestration.definitions import AUDIT_JOB, defs
     from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
-    from orchestration.defs.audits.sensors import audit_version_sensor
+    from orchestration.defs.audits.sensors import build_audit_version_sensor
     from orchestration.families import FAMILIES
     from tests.helpers.homes import COUNTERFACTUAL_CONFIG, MODSCAN_CONFIG, T2T_CONFIG, copy_home
 
@@ -78,7 +78,7 @@ def test_a_target_with_the_finished_audits_weights_and_settings_reuses_and_claim
     producers = {key for f in FAMILIES for k in f.audit_assets for key in defs.resolve_assets_def(dg.AssetKey.from_user_string(k)).keys}
     selection = [*producers, dg.AssetKey(["landing", "audits"]), dg.AssetKey("stg_audits"), dg.AssetKey("dim_audits")]
     with dg.instance_for_test() as instance:
-        tick = audit_version_sensor(dg.build_sensor_context(instance=instance, cursor=None, definitions=defs))
+        tick = build_audit_version_sensor(FAMILIES)(dg.build_sensor_context(instance=instance, cursor=None, definitions=defs))
         (request,) = tick.run_requests
         assert request.partition_key == f"smol@{model_version('smollm2-135m')}"  # the ad-hoc audit's version name
         assert request.tags["dora/family"] == "biasdora,counterfactual,modscan,vlstereoset"

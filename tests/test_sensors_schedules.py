@@ -17,8 +17,10 @@ import pytest
 from ingestion.registry import RegistryError, ScheduleSpec
 from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
 from orchestration.defs.audits.schedules import build_reaudit_schedule, schedule_spec
-from orchestration.defs.audits.sensors import audit_version_sensor, decode_cursor
+from orchestration.defs.audits.sensors import build_audit_version_sensor, decode_cursor
 from orchestration.families import FAMILIES
+
+audit_version_sensor = build_audit_version_sensor(FAMILIES)
 
 #: The shipped families (a fifth family is iterated, never listed here).
 SHIPPED = {"biasdora", "counterfactual", "modscan", "vlstereoset"}
@@ -141,7 +143,7 @@ def test_schedule_reaudits_every_target_at_its_current_version(registry_file, in
     write_registry(registry_file, {"alpha": "v1", "beta": "b7"}, schedule="schedule: {cron: '30 6 * * 2', timezone: Europe/Paris}")
     spec = schedule_spec()
     assert (spec.cron, spec.timezone) == ("30 6 * * 2", "Europe/Paris")
-    schedule = build_reaudit_schedule(spec)
+    schedule = build_reaudit_schedule(FAMILIES, spec)
     assert schedule.cron_schedule == "30 6 * * 2" and schedule.execution_timezone == "Europe/Paris"
     instance.add_dynamic_partitions(AUDIT_PARTITIONS, ["alpha@v1"])  # seen before, beta is new
 
@@ -172,7 +174,7 @@ def test_schedule_reaudits_every_target_at_its_current_version(registry_file, in
 def test_schedule_defaults_weekly_and_survives_a_broken_registry(registry_file):
     write_registry(registry_file, {"alpha": "v1"})
     assert schedule_spec() == ScheduleSpec()
-    assert build_reaudit_schedule(schedule_spec()).cron_schedule == "0 3 * * 1"
+    assert build_reaudit_schedule(FAMILIES, schedule_spec()).cron_schedule == "0 3 * * 1"
     registry_file.write_text("targets: [")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -244,7 +246,7 @@ def test_the_shipped_schedule_reaudits_what_dora_audit_audits(monkeypatch, insta
     from orchestration.defs.biasdora.dry_run import t2t_plan_lines
 
     monkeypatch.delenv("DORA_REGISTRY", raising=False)
-    schedule = build_reaudit_schedule(schedule_spec())
+    schedule = build_reaudit_schedule(FAMILIES, schedule_spec())
     when = datetime(2025, 6, 2, 3, 0, tzinfo=timezone.utc)
     (request,) = schedule(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
     version = model_version("smollm2-135m")  # the ad-hoc `dora audit`'s version of the embedded weights
@@ -267,7 +269,7 @@ def test_the_shipped_schedule_reaudits_what_dora_audit_audits(monkeypatch, insta
     t2t = AuditConfig(**ops["t2t_completions"]["config"])
     assert t2t_plan_lines(t2t)[1] == t2t_plan_lines(defaults["t2t_completions"])[1]
     # the Automation page names the target and the families a tick runs
-    for description in (schedule.description, build_audit_version_sensor().description):
+    for description in (schedule.description, build_audit_version_sensor(FAMILIES).description):
         assert f"smollm2-135m: {', '.join(f.name for f in FAMILIES)}" in description
 
 
@@ -284,10 +286,10 @@ def test_the_descriptions_name_each_target_and_its_families(registry_file):
     expected = (f"every: {families_of('t2t', ', ')}; two: counterfactual, modscan; painter: {families_of('t2i', ', ')}; "
                 f"odd: refused (unknown probe family 'nosuch'; families: {', '.join(f.name for f in FAMILIES)}).")
     assert "biasdora" in families_of("t2i").split(",") and SHIPPED <= set(families_of("t2t").split(","))
-    assert build_reaudit_schedule(schedule_spec()).description.endswith(expected)
-    assert build_audit_version_sensor().description.endswith(expected)
+    assert build_reaudit_schedule(FAMILIES, schedule_spec()).description.endswith(expected)
+    assert build_audit_version_sensor(FAMILIES).description.endswith(expected)
     registry_file.write_text("targets: [")
-    assert "is invalid (not valid YAML" in build_audit_version_sensor().description
+    assert "is invalid (not valid YAML" in build_audit_version_sensor(FAMILIES).description
 
 
 @pytest.mark.slow

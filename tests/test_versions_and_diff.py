@@ -320,10 +320,12 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
     from orchestration.defs.dbt.assets import dora_dbt_models
 
     from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
-    from orchestration.defs.audits.sensors import audit_version_sensor
+    from orchestration.defs.audits.sensors import build_audit_version_sensor
+    from orchestration.families import FAMILIES
     from orchestration.definitions import AUDIT_JOB, defs
 
-    from ingestion.landing import SCHEMAS, landing_dir
+    from ingestion.contracts import SCHEMAS
+    from ingestion.landing import landing_dir
 
     for table in SCHEMAS:  # every landing glob dbt reads exists, as analytics.dbt_runner ensures
         landing_dir(table)
@@ -348,7 +350,7 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
     with dg.instance_for_test() as instance:
 
         def tick_and_run(cursor, selection=audit_assets):
-            result = audit_version_sensor(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
+            result = build_audit_version_sensor(FAMILIES)(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
             for req in result.dynamic_partitions_requests or []:
                 instance.add_dynamic_partitions(AUDIT_PARTITIONS, list(req.partition_keys))
             runs = []

@@ -9,6 +9,11 @@ import pyarrow as pa
 #: The probe family that owns these tables (``dora families`` lists them under it).
 FAMILY = "biasdora"
 
+#: The ``source`` of a row of ``descriptors``: the curated BiasDora list, or a phrase extracted
+#: from CrowS-Pairs (ingestion/descriptors.py); a target's ``probe.descriptor_source``.
+CURATED_SOURCE = "biasdora"
+DESCRIPTOR_SOURCES = (CURATED_SOURCE, "crows_pairs")
+
 #: The key of one association (``fct_associations``), leading every score table's columns.
 ASSOCIATION_KEY = [
     ("audit_id", pa.string()),

@@ -8,6 +8,9 @@ the counts of the open ones), and ``--cancel`` cancels them. ``dora batch export
 requests of an audit's rows not yet landed (the flags of ``dora audit``) as JSONL files and
 records them; ``dora batch import`` lands a runner's output file as the audit's rows, each file
 once, rebuilding the step from what its ledger recorded (docs/operations.md#batch-apis).
+
+The steps come from the families (:attr:`orchestration.family.ProbeFamily.batch_steps`, in
+:data:`orchestration.families.FAMILIES` order): this module names none.
 """
 
 from __future__ import annotations
@@ -16,8 +19,24 @@ import argparse
 import sys
 from pathlib import Path
 
-#: The steps that can run in batch mode, and the families whose flags select them in ``dora batch export``.
-EXPORT_STEPS: dict[str, str] = {"biasdora": "t2t", "counterfactual": "counterfactual_text"}
+from orchestration import families as fam
+
+
+def batch_steps() -> list[tuple[object, object]]:
+    """``(family, step)`` of every :class:`~orchestration.family.BatchStep` of every family, in
+    :data:`~orchestration.families.FAMILIES` order."""
+    return [(f, step) for f in fam.FAMILIES for step in f.batch_steps]
+
+
+def export_families() -> list[str]:
+    """The families ``dora batch export --probe`` takes: those with a step it can write (the
+    first is the default)."""
+    return list(dict.fromkeys(f.name for f, step in batch_steps() if step.work is not None))
+
+
+def _exported() -> str:
+    return " or ".join(f"{name} ({', '.join(s.title for f, s in batch_steps() if f.name == name and s.work)})"
+                       for name in export_families())
 
 BATCHES_DESCRIPTION = (
     "List the Batch API work of audits run with --api-batch (or written by `dora batch export`): one line per "
@@ -31,9 +50,9 @@ EXPORT_DESCRIPTION = (
     "(one line per request, custom_id = the row's resume key; at most --api-batch-max-requests requests and "
     "200 MB per file) for an offline runner such as vLLM's `vllm run-batch -i FILE -o OUTPUT --model MODEL`. "
     "Takes the flags of `dora audit` (--model is the name the runner serves; the audit is the one of "
-    "`dora audit --backend openai --model MODEL`); --probe biasdora (T2T, the default) or counterfactual (text "
-    "sets). The files are recorded in the audit's ledger: their rows go into no other batch until "
-    "`dora batch import` lands the output (or `dora batches AUDIT --cancel`)."
+    "`dora audit --backend openai --model MODEL`); --probe {probes}, the first the default. The files are "
+    "recorded in the audit's ledger: their rows go into no other batch until `dora batch import` lands the "
+    "output (or `dora batches AUDIT --cancel`)."
 )
 IMPORT_DESCRIPTION = (
     "Land an offline runner's output file (the Batch API's output format: custom_id, response.status_code, "
@@ -59,10 +78,12 @@ def add_batch_parsers(sub) -> None:
                            description="The Batch API's JSONL format for offline runners: `dora batch export` writes an "
                            "audit's requests, `dora batch import` lands the runner's output (docs/operations.md#batch-apis).")
     commands = batch.add_subparsers(dest="batch_command", required=True)
-    export = commands.add_parser("export", help="write an audit's missing requests as JSONL files", description=EXPORT_DESCRIPTION)
+    export = commands.add_parser("export", help="write an audit's missing requests as JSONL files",
+                                 description=EXPORT_DESCRIPTION.format(probes=_exported()))
     export.add_argument("--out", required=True, metavar="FOLDER", help="where the JSONL files are written (created)")
-    export.add_argument("--probe", action="append", default=None, choices=list(EXPORT_STEPS), metavar="NAME",
-                        help=f"the step to export, repeatable: {', '.join(EXPORT_STEPS)} (default: biasdora)")
+    names = export_families()
+    export.add_argument("--probe", action="append", default=None, choices=names, metavar="NAME",
+                        help=f"the family whose steps to export, repeatable: {', '.join(names)} (default: {names[0]})")
     seen = add_common_flags(export)
     add_all_family_flags(export, seen, shown=None)
     imp = commands.add_parser("import", help="land a runner's output JSONL file as an audit's rows", description=IMPORT_DESCRIPTION)
@@ -72,79 +93,52 @@ def add_batch_parsers(sub) -> None:
 # ----------------------------------------------------------------------------- steps from their config
 
 
-def t2t_work(config, *, model_version: str | None = None, target: str | None = None, api_key_env: str | None = None):
-    """The BiasDora T2T step of a resolved :class:`~orchestration.defs.biasdora.config.AuditConfig`
-    as a :class:`~models_inference.backends.batch_api.BatchWork` (no model is loaded, no key read)."""
-    from models_inference.probes.biasdora.t2t import t2t_batch_work
-    from orchestration.defs.biasdora.t2t.assets import probe_parts
-
-    targets, backend, probe = probe_parts(config, model_version, {"api_key_env": api_key_env} if api_key_env else None)
-    return t2t_batch_work(targets, backend, probe, audit_id=config.audit_id, target=target)
-
-
-def counterfactual_text_work(config, *, model_version: str | None = None, target: str | None = None, api_key_env: str | None = None):
-    """The counterfactual text-set step of a :class:`~orchestration.defs.counterfactual.config.CounterfactualConfig`
-    as a :class:`~models_inference.backends.batch_api.BatchWork`."""
-    from models_inference.probes.counterfactual.probe import text_sets_work
-    from orchestration.defs.audits.runs import with_model_version
-    from orchestration.defs.counterfactual.assets import _text_backend, build_image_sets, build_sets, probe_config
-
-    backend = _text_backend(config)
-    if api_key_env and hasattr(backend, "api_key_env"):
-        backend.api_key_env = api_key_env
-    if model_version:
-        backend = with_model_version(backend, model_version)
-    sets = build_sets(config, build_image_sets(config))
-    return text_sets_work(sets, backend, probe_config(config), audit_id=config.audit_id, target=target)
+def _step(kind: str):
+    """``(family, step)`` whose :attr:`~orchestration.family.BatchStep.step` is ``kind``, else ``None``."""
+    return next(((f, s) for f, s in batch_steps() if s.step == kind), None)
 
 
 def work_from_ledger(ledger):
     """Rebuild the step a ledger belongs to from what it recorded (``meta.record``: the step's
-    kind, its run config, model version and target).
+    kind, its run config, model version and target), through the family that declares the step.
 
     Raises:
-        BatchError: the ledger records no step ``dora batch import`` can rebuild (the judge's
-            batches are landed by the audit's judge step).
+        BatchError: the ledger records no step ``dora batch import`` can rebuild (one without
+            ``work``, such as BiasDora's judge, lands through the audit's own step).
     """
     from ingestion.errors import BatchError
 
     record = ledger.meta.get("record") or {}
-    step, config = record.get("step"), record.get("config") or {}
+    kind, config = record.get("step"), record.get("config") or {}
     options = {"model_version": record.get("model_version"), "target": record.get("target"),
                "api_key_env": ledger.meta.get("api_key_env")}
-    if step == "t2t":
-        from orchestration.defs.biasdora.config import AuditConfig
-
-        return t2t_work(AuditConfig(**config), **options)
-    if step == "counterfactual_text":
-        from orchestration.defs.counterfactual.config import CounterfactualConfig
-
-        return counterfactual_text_work(CounterfactualConfig(**config), **options)
-    raise BatchError(f"ledger {ledger.name!r} records step {step!r}, which `dora batch import` cannot rebuild (the judge's "
-                     "batches land through `dora audit --api-batch`)")
+    found = _step(kind)
+    if found is None or found[1].work is None:
+        raise BatchError(f"ledger {ledger.name!r} records step {kind!r}, which `dora batch import` cannot rebuild (its "
+                         "batches land through `dora audit --api-batch`)")
+    family, step = found
+    return step.work(family.configs[step.op](**config), **options)
 
 
 def _batch_options(config, step: str, work):
-    from models_inference.backends.batch_api import BatchOptions
+    from models_inference.backends.batch_requests import BatchOptions
 
     return BatchOptions(max_requests=config.api_batch_max_requests, retries=config.api_batch_retries,
                         record={"step": step, "config": config.model_dump(mode="json"),
                                 "model_version": work.backend.model_version, "target": None})
 
 
-def export_configs(args) -> list[tuple[str, object]]:
-    """``(step, config)`` of each step ``dora batch export`` writes, from its ``dora audit`` flags;
-    the backend is ``openai`` (the requests are in the OpenAI format)."""
+def export_configs(args) -> list[tuple[object, object]]:
+    """``(step, config)`` of each :class:`~orchestration.family.BatchStep` ``dora batch export``
+    writes, from its ``dora audit`` flags: every step with ``work`` of the ``--probe`` families
+    (default: the first of :func:`export_families`); the backend is ``openai`` (the requests are
+    in the OpenAI format)."""
     from orchestration.cli.flags import op_run_configs
 
-    probes = list(dict.fromkeys(args.probe or ["biasdora"]))
+    probes = list(dict.fromkeys(args.probe or export_families()[:1]))
     ops = op_run_configs(argparse.Namespace(**{**vars(args), "probe": probes}))
-    out = []
-    if "biasdora" in probes:
-        out.append(("t2t", ops["t2t_completions"].model_copy(update={"backend": "openai"})))
-    if "counterfactual" in probes:
-        out.append(("counterfactual_text", ops["counterfactual_responses"].model_copy(update={"backend": "openai"})))
-    return out
+    return [(step, ops[step.op].model_copy(update={"backend": "openai"}))
+            for f, step in batch_steps() if f.name in probes and step.work is not None]
 
 
 # ----------------------------------------------------------------------------- commands
@@ -213,8 +207,8 @@ def _export(args) -> int:
     out = Path(args.out).expanduser().resolve()
     written = 0
     for step, config in export_configs(args):
-        work = t2t_work(config) if step == "t2t" else counterfactual_text_work(config)
-        entries = export_batched(work, _batch_options(config, step, work), out)
+        work = step.work(config)
+        entries = export_batched(work, _batch_options(config, step.step, work), out)
         if not entries:
             print(f"dora batch export: {work.step}, audit {work.name}: nothing to export (every row has landed or is in an "
                   "open batch: dora batches)")
@@ -233,7 +227,8 @@ def _export(args) -> int:
 
 def _import(args) -> int:
     from ingestion.errors import BatchError
-    from models_inference.backends.batch_api import import_batched, read_lines
+    from models_inference.backends.batch_api import import_batched
+    from models_inference.backends.batch_requests import read_lines
     from models_inference.backends.batch_ledger import ledger_names, load_ledger
 
     path = Path(args.output).expanduser()
@@ -288,45 +283,46 @@ def pending_lines(result) -> list[str]:
 def batch_plan_text(ops: dict, *, model_version: str | None = None, target: str | None = None,
                     api_key_env: str | None = None) -> str:
     """The ``--api-batch`` part of ``dora audit --dry-run``: per step that would send its
-    requests through the Batch API (BiasDora T2T, the judge, the counterfactual text sets, on
-    an OpenAI-compatible backend), the files, requests and prompt tokens of its rows not yet
-    landed nor in an open batch; prompt tokens counted with the model's tokenizer where one is
-    here (a local folder, the Hugging Face cache), else estimated (~4 characters per token)
-    and said so; the output tokens at most requested (``max_tokens`` x requests).
+    requests through the Batch API (every family's :attr:`~orchestration.family.ProbeFamily.batch_steps`
+    whose op is in ``ops``, enabled, with ``api_batch``), on an OpenAI-compatible backend, the
+    files, requests and prompt tokens of its rows not yet landed nor in an open batch; prompt
+    tokens counted with the model's tokenizer where one is here (a local folder, the Hugging
+    Face cache), else estimated (~4 characters per token) and said so; the output tokens at
+    most requested (``max_tokens`` x requests). A step whose requests follow from earlier steps
+    (no ``work``) gets a row of ``?`` and its note.
 
     Args:
         model_version, target, api_key_env: a registry target's (``dora audit --target T --dry-run``):
             the partition's version (its audits' ids and ledgers), its name and key variable.
 
     Returns:
-        The text, or ``""`` when no selected step has ``--api-batch``.
+        The text, or ``""`` when no selected step has ``--api-batch`` (a step without ``work``
+        counts only on the ``openai`` backend).
     """
-    from models_inference.backends.batch_api import BatchOptions, count_prompt_tokens, plan_files
+    from models_inference.backends.batch_requests import BatchOptions, count_prompt_tokens, custom_id, plan_files
+    from models_inference.backends.batch_ledger import load_ledger
 
-    t2t, judge, cf = ops.get("t2t_completions"), ops.get("judge_ratings"), ops.get("counterfactual_responses")
-    lines = []
-    steps = []
-    if t2t is not None and t2t.api_batch and getattr(t2t, "enabled", True):
-        steps.append(("BiasDora T2T", t2t, "t2t"))
-    if cf is not None and cf.api_batch and cf.enabled:
-        steps.append(("counterfactual text sets", cf, "counterfactual_text"))
-    if not steps and not (judge is not None and judge.api_batch and judge.enabled and judge.backend == "openai"):
+    active = [(step, ops[step.op]) for _, step in batch_steps()
+              if ops.get(step.op) is not None and ops[step.op].api_batch and getattr(ops[step.op], "enabled", True)]
+    # the steps that can be counted first, those known only later (their rows of '?') after
+    active.sort(key=lambda sc: sc[0].work is None)
+    if not any(step.work is not None or config.backend == "openai" for step, config in active):
         return ""
-    head = f"{'step':<26}{'files':>7}{'requests':>12}{'prompt tokens':>16}{'output tokens (at most)':>26}"
-    lines.append("--api-batch: the OpenAI Batch API (JSONL files, half price, 24h window); per step, for the rows not landed yet:")
-    lines.append(head)
+    lines = ["--api-batch: the OpenAI Batch API (JSONL files, half price, 24h window); per step, for the rows not landed yet:",
+             f"{'step':<26}{'files':>7}{'requests':>12}{'prompt tokens':>16}{'output tokens (at most)':>26}"]
     notes = []
-    for name, config, step in steps:
+    own = {"model_version": model_version, "target": target, "api_key_env": api_key_env}
+    for step, config in active:
+        name = step.title
         if config.backend != "openai":
-            notes.append(f"{name}: not through the Batch API (--backend {config.backend} runs the model here)")
+            notes.append(f"{name}: not through the Batch API ({step.backend_flag} {config.backend} runs the model here)")
             continue
-        own = {"model_version": model_version, "target": target, "api_key_env": api_key_env}
-        work = t2t_work(config, **own) if step == "t2t" else counterfactual_text_work(config, **own)
-        from models_inference.backends.batch_ledger import load_ledger
-
+        if step.work is None:
+            lines.append(f"{name:<26}{'?':>7}{'?':>12}{'?':>16}{'?':>26}")
+            notes.append(f"{name}: {step.unknown(config)}" if step.unknown else f"{name}: known once the earlier steps ran")
+            continue
+        work = step.work(config, **own)
         done, flying = work.done(), load_ledger(work.name).in_flight()
-        from models_inference.backends.batch_api import custom_id
-
         todo = [i for i in work.planned if work.key(i) not in done and custom_id(work.key(i)) not in flying]
         files = plan_files(work, todo, BatchOptions(max_requests=config.api_batch_max_requests), keep_lines=False)
         requests = [work.request(i) for i in todo]
@@ -335,15 +331,8 @@ def batch_plan_text(ops: dict, *, model_version: str | None = None, target: str 
         lines.append(f"{name:<26}{len(files):>7,}{len(todo):>12,}{tokens:>16,}{output:>26,}")
         notes.append(f"{name}: audit {work.name}; {len(files)} file(s) of at most {config.api_batch_max_requests:,} requests "
                      f"({', '.join(f'{f.requests:,}' for f in files[:12])}{', ...' if len(files) > 12 else ''}); prompt tokens {how}")
-    if judge is not None and judge.api_batch and judge.enabled:
-        if judge.backend == "openai":
-            lines.append(f"{'judge':<26}{'?':>7}{'?':>12}{'?':>16}{'?':>26}")
-            notes.append(f"judge: one request per significant association x --judge-repeats {judge.repeats}, known once the "
-                         "probes' rows are built (tf-idf, Fisher's exact test, q-values)")
-        else:
-            notes.append(f"judge: not through the Batch API (--judge-backend {judge.backend} runs the model here)")
     return "\n".join([*lines, *notes])
 
 
-__all__ = ["add_batch_parsers", "batch_plan_text", "cmd_batch", "cmd_batches", "counterfactual_text_work", "export_configs",
-           "pending_lines", "t2t_work", "work_from_ledger"]
+__all__ = ["add_batch_parsers", "batch_plan_text", "batch_steps", "cmd_batch", "cmd_batches", "export_configs",
+           "export_families", "pending_lines", "work_from_ledger"]

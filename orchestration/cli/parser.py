@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     diff = sub.add_parser(
         "diff",
-        epilog=family_help(fam.change_tests()),
+        epilog=family_help(fam.change_tests(), [(f.name, f.diff_help) for f in fam.FAMILIES if f.diff_help]),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         help="what changed between two audits of a registry target",
         description="Compare two finished audits of a target (default: the latest vs the previous one) on the\n"

@@ -7,19 +7,21 @@ reads the registry again and requests one run per target for its current version
 (added if new), running the target's families (every family of ``dora audit`` unless it lists
 them). Audits are idempotent per (model version, generation config): an unchanged version whose
 audit is complete costs no model call, an interrupted one is completed, and a version the sensor
-missed (sensor off, failed tick) gets audited.
+missed (sensor off, failed tick) gets audited. The families are an argument of
+:func:`build_reaudit_schedule` (``orchestration/definitions.py`` passes
+:data:`orchestration.families.FAMILIES`): this shared module names none.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import dagster as dg
 
 from ingestion.registry import RegistryError, ScheduleSpec, load_registry, partition_key
 from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import audit_run_request, current_versions, describe_targets
-from orchestration.families import FAMILIES
 from orchestration.instance import AUDIT_JOB
 
 #: The schedule's one name (the UI, the docs and ``registry.yaml`` say it).
@@ -39,10 +41,11 @@ def schedule_spec(registry_path: str | None = None) -> ScheduleSpec:
         return ScheduleSpec()
 
 
-def targets_description(registry_path: str | None = None) -> str:
-    """What a tick of the sensor or the schedule runs, for their UI descriptions: ``Targets
-    (registry <path>, read when the definitions loaded): <name>: <families>; ...``, or why the
-    registry cannot be read (ticks then fail, naming every bad field)."""
+def targets_description(families: Sequence, registry_path: str | None = None) -> str:
+    """What a tick of the sensor or the schedule runs over ``families`` (every
+    :class:`~orchestration.family.ProbeFamily`), for their UI descriptions: ``Targets (registry
+    <path>, read when the definitions loaded): <name>: <families>; ...``, or why the registry
+    cannot be read (ticks then fail, naming every bad field)."""
     from ingestion.registry import default_registry_path
 
     path = registry_path or default_registry_path()
@@ -51,11 +54,12 @@ def targets_description(registry_path: str | None = None) -> str:
     except RegistryError as exc:
         return f"The registry {path} is invalid ({'; '.join(exc.problems)}): ticks fail until it is fixed."
     return (f"Targets and the probe families each one's run covers (registry {path}, as read when the definitions "
-            f"loaded; reload them after editing it): {'; '.join(describe_targets(registry, FAMILIES))}.")
+            f"loaded; reload them after editing it): {'; '.join(describe_targets(registry, families))}.")
 
 
-def build_reaudit_schedule(spec: ScheduleSpec | None = None) -> dg.ScheduleDefinition:
-    """The re-audit schedule for ``spec`` (default: the registry's schedule section)."""
+def build_reaudit_schedule(families: Sequence, spec: ScheduleSpec | None = None) -> dg.ScheduleDefinition:
+    """The re-audit schedule over ``families`` (every :class:`~orchestration.family.ProbeFamily`)
+    for ``spec`` (default: the registry's schedule section)."""
     spec = spec or schedule_spec()
 
     @dg.schedule(
@@ -66,7 +70,7 @@ def build_reaudit_schedule(spec: ScheduleSpec | None = None) -> dg.ScheduleDefin
         description=f"Re-audits every registry target at its current model version ({spec.cron}, "
         f"{spec.timezone}; set in the registry's 'schedule' section), running the target's probe families. New "
         "versions get a new partition and audit; a complete audit of an unchanged version is a no-op. "
-        + targets_description(),
+        + targets_description(families),
     )
     def reaudit_schedule(context: dg.ScheduleEvaluationContext):
         registry = load_registry()
@@ -80,7 +84,7 @@ def build_reaudit_schedule(spec: ScheduleSpec | None = None) -> dg.ScheduleDefin
         requests = []
         for n, (t, v) in versions.items():
             try:  # a target whose family options are wrong fails alone, named; the others run
-                requests.append(audit_run_request(partition_key(n, v), t, v, trigger="schedule", families=FAMILIES, run_key=f"{partition_key(n, v)}|{tick}"))
+                requests.append(audit_run_request(partition_key(n, v), t, v, trigger="schedule", families=families, run_key=f"{partition_key(n, v)}|{tick}"))
             except (KeyError, ValueError) as exc:
                 errors.append(str(exc))
                 context.log.error(f"dora: cannot configure target {n!r}: {exc}")

@@ -6,11 +6,14 @@ partition ``<target>@<version>`` and requests one run of the audit job for it, r
 target's probe families. The cursor is JSON ``{"seen": {target: [versions...]}}``, so a version
 is requested once; the run key is the partition key, so even a reset cursor never launches the
 same version twice. Its UI description names each target and the families its run covers.
+The families are an argument of :func:`build_audit_version_sensor` (``orchestration/definitions.py``
+passes :data:`orchestration.families.FAMILIES`): this shared module names none.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import dagster as dg
 
@@ -18,7 +21,6 @@ from ingestion.registry import load_registry, partition_key
 from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import audit_run_request, current_versions
 from orchestration.defs.audits.schedules import targets_description
-from orchestration.families import FAMILIES
 from orchestration.instance import AUDIT_JOB
 
 #: Seconds between ticks: reading a version can hash a weights file or call an API.
@@ -49,8 +51,13 @@ def encode_cursor(seen: dict[str, list[str]]) -> str:
 SENSOR_NAME = "audit_version_sensor"
 
 
-def build_audit_version_sensor() -> dg.SensorDefinition:
-    """The new-version sensor, its description naming the registry's targets and their families."""
+def build_audit_version_sensor(families: Sequence) -> dg.SensorDefinition:
+    """The new-version sensor over ``families`` (every :class:`~orchestration.family.ProbeFamily`),
+    its description naming the registry's targets and their families."""
+
+    def tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        return _tick(context, families)
+
     return dg.sensor(
         name=SENSOR_NAME,
         job_name=AUDIT_JOB,
@@ -58,12 +65,12 @@ def build_audit_version_sensor() -> dg.SensorDefinition:
         description="Reads the audit registry (registry.yaml / $DORA_REGISTRY), resolves each target's current model "
         "version and requests an audit run for every (target, version) it has not seen, adding the dynamic partition "
         "<target>@<version>; the run covers the target's probe families. Cursor: the versions seen per target. "
-        + targets_description(),
-    )(_tick)
+        + targets_description(families),
+    )(tick)
 
 
-def _tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-    """One tick; an invalid registry fails the tick with every bad field named."""
+def _tick(context: dg.SensorEvaluationContext, families: Sequence) -> dg.SensorResult:
+    """One tick over ``families``; an invalid registry fails the tick with every bad field named."""
     registry = load_registry()
     seen = decode_cursor(context.cursor)
     existing = set(context.instance.get_dynamic_partitions(audit_partitions.name))
@@ -75,7 +82,7 @@ def _tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
             continue
         key = partition_key(name, version)
         try:  # a target whose family options are wrong fails alone, named; the others run
-            request = audit_run_request(key, target, version, trigger="sensor", families=FAMILIES)
+            request = audit_run_request(key, target, version, trigger="sensor", families=families)
         except (KeyError, ValueError) as exc:
             errors.append(str(exc))
             context.log.error(f"dora: cannot configure target {name!r}: {exc}")
@@ -95,5 +102,3 @@ def _tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         skip_reason=skip,
     )
 
-
-audit_version_sensor = build_audit_version_sensor()

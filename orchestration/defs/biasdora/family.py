@@ -13,7 +13,7 @@ from orchestration import cli_validation as v
 from orchestration.defs.biasdora.config import AuditConfig, DescriptionWordsConfig, VisionConfig, apply_vision_presets
 from orchestration.defs.biasdora.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
 from orchestration.defs.biasdora.target import TARGET_FIELDS, TARGET_MODELS, configure_target
-from orchestration.family import Flag, ProbeFamily
+from orchestration.family import BatchStep, Flag, ProbeFamily
 
 NAME = "biasdora"
 
@@ -114,7 +114,31 @@ def _plan(configs, model_version: str | None = None) -> str:
 def _diff(args, change_tests: list) -> int:
     from orchestration.defs.biasdora.summary import diff
 
-    return diff(args, change_tests)
+    return diff(args, change_tests, family=NAME)
+
+
+def t2t_work(config, *, model_version: str | None = None, target: str | None = None, api_key_env: str | None = None):
+    """The T2T step of a resolved :class:`~orchestration.defs.biasdora.config.AuditConfig` as a
+    :class:`~models_inference.backends.batch_requests.BatchWork` (no model is loaded, no key read):
+    what ``dora batch export`` / ``import`` and the dry run's batch pricing rebuild it from."""
+    from models_inference.probes.biasdora.t2t import t2t_batch_work
+    from orchestration.defs.biasdora.t2t.assets import probe_parts
+
+    targets, backend, probe = probe_parts(config, model_version, {"api_key_env": api_key_env} if api_key_env else None)
+    return t2t_batch_work(targets, backend, probe, audit_id=config.audit_id, target=target)
+
+
+def _judge_unknown(config) -> str:
+    return (f"one request per significant association x --judge-repeats {config.repeats}, known once the probes' rows "
+            "are built (tf-idf, Fisher's exact test, q-values)")
+
+
+#: The steps that can run through the Batch API: the T2T probe, and the judge (its requests
+#: follow from the associations, so the dry run cannot count them and it is not exported).
+BATCH_STEPS = (
+    BatchStep("t2t", "BiasDora T2T", "t2t_completions", work=t2t_work),
+    BatchStep("judge", "judge", "judge_ratings", unknown=_judge_unknown, backend_flag="--judge-backend"),
+)
 
 
 def _configure_target(target, values: dict, given: dict) -> list[str]:
@@ -151,6 +175,7 @@ FAMILY = ProbeFamily(
     summary=_summary,
     plan=_plan,
     diff=_diff,
+    diff_help="associations (a word's tf in a descriptor's document); two-sided Fisher change test",
     report_page=_report_page,
     # a registry target's model: the T2T probe's (t2t), the T2I / I2T probe's (t2i / i2t); its
     # `probe` settings, `scorers` and `judges` are BiasDora's (orchestration/defs/biasdora/target.py)
@@ -159,4 +184,5 @@ FAMILY = ProbeFamily(
     configure_target=_configure_target,
     plan_before_run=False,  # its flags' ranges bound its plan; planning T2I loads spaCy (~10 s)
     reparse=_reparse,
+    batch_steps=BATCH_STEPS,
 )

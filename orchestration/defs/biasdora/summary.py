@@ -97,10 +97,11 @@ def plan(configs, audit_id: str | None = None, *, model_version: str | None = No
     return format_plan(lines, audit_id, rate, source)
 
 
-def diff(args, change_tests: list) -> int:
+def diff(args, change_tests: list, *, family: str) -> int:
     """``dora diff TARGET`` for BiasDora: ``analytics.diff.audit_diff`` of two audits of a
-    registry target; a target or audit of another family gets a one-line hint to ``--family``
-    (found through ``change_tests``, the other families' ``FamilyChangeTest`` s)."""
+    registry target by ``family`` (BiasDora's name); a target or audit of another family gets a
+    one-line hint to ``--family`` (found through ``change_tests``, the other families'
+    ``FamilyChangeTest`` s)."""
     import duckdb
 
     from analytics.diff import DiffError, audit_diff
@@ -108,7 +109,7 @@ def diff(args, change_tests: list) -> int:
     from analytics.query import WarehouseBusyError, WarehouseMissingError
 
     try:
-        report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top)
+        report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top, family=family)
     except (DiffError, duckdb.CatalogException) as exc:  # CatalogException: no BiasDora marts built
         hint = family_hint(change_tests, args.target, args.from_ref, args.to_ref)
         print(f"dora diff: {str(exc).splitlines()[0]}{hint}", file=sys.stderr)

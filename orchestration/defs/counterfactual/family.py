@@ -13,7 +13,7 @@ from models_inference.probes.counterfactual.prompts import ALL_PROMPTS, MITIGATI
 from orchestration import cli_validation as v
 from orchestration.defaults import MAX_TOKENS
 from orchestration.defs.counterfactual.config import COUNTERFACTUAL_OPS, CounterfactualConfig
-from orchestration.family import Flag, ProbeFamily
+from orchestration.family import BatchStep, Flag, ProbeFamily
 
 NAME = "counterfactual"
 C = CounterfactualConfig
@@ -147,6 +147,24 @@ def _report_section(audit_id, out) -> str:
     return counterfactual_section(audit_id)
 
 
+def text_sets_batch_work(config, *, model_version: str | None = None, target: str | None = None,
+                         api_key_env: str | None = None):
+    """The text-set step of a :class:`~orchestration.defs.counterfactual.config.CounterfactualConfig`
+    as a :class:`~models_inference.backends.batch_requests.BatchWork` (no model is loaded, no key read):
+    what ``dora batch export`` / ``import`` and the dry run's batch pricing rebuild it from."""
+    from models_inference.probes.counterfactual.probe import text_sets_work
+    from orchestration.defs.audits.runs import with_model_version
+    from orchestration.defs.counterfactual.assets import _text_backend, build_image_sets, build_sets, probe_config
+
+    backend = _text_backend(config)
+    if api_key_env and hasattr(backend, "api_key_env"):
+        backend.api_key_env = api_key_env
+    if model_version:
+        backend = with_model_version(backend, model_version)
+    sets = build_sets(config, build_image_sets(config))
+    return text_sets_work(sets, backend, probe_config(config), audit_id=config.audit_id, target=target)
+
+
 FAMILY = ProbeFamily(
     name=NAME,
     title="counterfactual sets (Howard et al., seed 003): MaxToxicity, PMI stereotype words, competence words, numeric ratings",
@@ -164,4 +182,6 @@ FAMILY = ProbeFamily(
     report_section=_report_section,
     check=check,
     target_models={"t2t": {"model": (C, "model"), "backend": (C, "backend"), "base_url": (C, "base_url")}},
+    batch_steps=(BatchStep("counterfactual_text", "counterfactual text sets", "counterfactual_responses",
+                           work=text_sets_batch_work),),
 )
