@@ -11,7 +11,10 @@ from pathlib import Path
 
 from dbt.cli.main import dbtRunner, dbtRunnerResult
 
-from ingestion.landing import LANDING_URL_ENV, SCHEMAS, dbt_home, dbt_target_dir, landing_dir, landing_url
+from ingestion.contracts import SCHEMAS
+from ingestion.home import dbt_home, dbt_target_dir
+from ingestion.landing import landing_dir
+from ingestion.landing_location import LANDING_URL_ENV, landing_url
 
 __all__ = ["dbt_project_dir", "run_dbt"]
 
@@ -81,7 +84,7 @@ def run_dbt(args: list[str], dora_home: Path) -> dbtRunnerResult:
         landing_dir(table)  # reads DORA_HOME, set just above
     os.environ["DORA_HOME"] = str(dbt_home())  # a plain-named alias of an odd home
     project = dbt_project_dir()
-    # artifacts and log beside this home's warehouse (ingestion.landing.dbt_target_dir), not in
+    # artifacts and log beside this home's warehouse (ingestion.home.dbt_target_dir), not in
     # the project's shared target/: builds of two homes at once do not overwrite each other
     target = dbt_target_dir("run_dbt")
     result = dbtRunner().invoke(

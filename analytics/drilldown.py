@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from analytics.query import format_q, run_query
-from ingestion.landing import dora_home
+from ingestion.home import dora_home
 
 __all__ = ["association_anchor", "association_href", "judge_reliability_html", "write_drilldown"]
 

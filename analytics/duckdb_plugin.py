@@ -236,7 +236,7 @@ class Plugin(BasePlugin):  # type: ignore[misc,valid-type]
     """dbt-duckdb plugin: registers the association UDFs on the warehouse connection."""
 
     def configure_connection(self, conn) -> None:  # noqa: D102 - see BasePlugin
-        from ingestion.landing import register_landing
+        from ingestion.landing_location import register_landing
 
         register_functions(conn)
         register_landing(conn)  # a landing zone on object storage: read through its fsspec filesystem

@@ -26,7 +26,10 @@ from typing import Mapping, Sequence
 import duckdb
 
 from ingestion.errors import QueryRefusedError, QueryTimeoutError, WarehouseBusyError, WarehouseMissingError
-from ingestion.landing import check_warehouse, dbt_home, dora_home, landing_url, register_landing, select_sql, warehouse_path
+from ingestion.home import dbt_home, dora_home
+from ingestion.landing import select_sql
+from ingestion.landing_location import landing_url, register_landing
+from ingestion.warehouse import check_warehouse, warehouse_path
 
 _READ_TYPES = {"SELECT", "EXPLAIN"}
 # EXPLAIN ANALYZE executes the statement it explains ("explain analyze copy t to 'f.csv'"

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from analytics.query import QueryResult, format_q, is_q_column, read_relation, run_query
-from ingestion.landing import dora_home
+from ingestion.home import dora_home
 
 #: Display order of settings (T2T first, as in the paper) and Likert labels (docs/method.md#4-scoring).
 SETTING_ORDER = ("singular", "plural", "adjective", "noun", "verb")
@@ -408,7 +408,7 @@ def write_report(
     Raises:
         LookupError: the score marts are not built yet. WarehouseMissingError: no warehouse.
     """
-    from ingestion.landing import safe_path_component
+    from ingestion.home import safe_path_component
 
     out = Path(out_dir) if out_dir else dora_home() / "reports" / (safe_path_component(audit_id) if audit_id else "all")
     out.mkdir(parents=True, exist_ok=True)

@@ -211,7 +211,8 @@ def synth_t2t(home: Path, n_descriptors: int, runs: int, shard_rows: int = 512, 
     Rows are grouped like the probe's output (one descriptor x setting's letters and runs are
     adjacent) and written in ``shard_rows``-row shards with :func:`write_shard`.
     """
-    from ingestion.landing import SCHEMAS, write_shard
+    from ingestion.contracts import SCHEMAS
+    from ingestion.landing import write_shard
     from models_inference.probes.biasdora.parsing import PARSER_VERSION
     from models_inference.probes.biasdora.prompts import t2t_sentence_prefix, t2t_subject
 
@@ -303,7 +304,7 @@ def synth_t2t(home: Path, n_descriptors: int, runs: int, shard_rows: int = 512, 
 
 def description_words_available() -> bool:
     """True when the description-word landing table AND its dbt path into the marts exist."""
-    from ingestion.landing import SCHEMAS
+    from ingestion.contracts import SCHEMAS
 
     doc_words = Path(__file__).resolve().parents[1] / "dbt_project" / "models" / "intermediate" / "int_document_words.sql"
     return "description_words" in SCHEMAS and "description_words" in doc_words.read_text()
@@ -335,7 +336,8 @@ def synth_description_words(
     Returns:
         (descriptions, token rows, kept words) landed.
     """
-    from ingestion.landing import SCHEMAS, write_shard
+    from ingestion.contracts import SCHEMAS
+    from ingestion.landing import write_shard
     from ingestion.vocabulary import DEFAULT_I2T_SETTINGS
     from models_inference.probes.biasdora.prompts import I2T_PROMPTS, description_kind
 

@@ -35,6 +35,7 @@ def main(argv=None) -> None:
     load_before = os.getloadavg()[0]
     os.environ["DORA_HOME"] = tempfile.mkdtemp(prefix="dora-bench-cf-")
     from models_inference.probes.counterfactual import probe as cf
+    from models_inference.probes.counterfactual.scoring import score_toxicity
     from models_inference.probes.counterfactual.prompts import MAIN_PROMPTS, NUMERIC_PROMPTS
     from models_inference.probes.counterfactual.sets import sample_sets
     from models_inference.backends.text import TransformersBackend
@@ -55,7 +56,7 @@ def main(argv=None) -> None:
         dt = time.perf_counter() - t0
         rates[name] = (summary.generated, dt)
     t0 = time.perf_counter()
-    tox = cf.score_toxicity(None, load_toxicity_scorer())
+    tox = score_toxicity(None, load_toxicity_scorer())
     tox_s = time.perf_counter() - t0
     total = sum(n for n, _ in rates.values())
     total_s = sum(d for _, d in rates.values())

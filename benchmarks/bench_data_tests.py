@@ -109,7 +109,8 @@ def main(argv=None) -> int:
     home = root / "home"
     home.mkdir(parents=True)
     rows = scale.synth_t2t(home, args.descriptors, args.runs)
-    from ingestion.landing import SCHEMAS, landing_dir
+    from ingestion.contracts import SCHEMAS
+    from ingestion.landing import landing_dir
 
     for table in SCHEMAS:  # every source's folder, with its empty typed shard (as analytics.dbt_runner.run_dbt)
         landing_dir(table)

@@ -26,7 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ingestion.landing import dora_home, set_aside_corrupt_warehouse, warehouse_path, warehouse_problem
+from ingestion.home import dora_home
+from ingestion.warehouse import set_aside_corrupt_warehouse, warehouse_path, warehouse_problem
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -254,7 +255,7 @@ def recover_warehouse(warehouse_steps: Sequence[str], *, rebuild: bool = False) 
 
     The landing zone is the source of truth, so the warehouse may be lost at any time:
 
-    - a corrupt warehouse (:func:`ingestion.landing.warehouse_problem`: not DuckDB, cut short,
+    - a corrupt warehouse (:func:`ingestion.warehouse.warehouse_problem`: not DuckDB, cut short,
       unreadable catalog) is moved aside (never deleted) and the steps that build it forget
       their state, so they build a new one;
     - a missing warehouse after an earlier build (deleted by hand: the README says that is

@@ -6,7 +6,7 @@ the more stereotyping sentence, ``sent_less`` the same sentence about another gr
 phrase in which the two sentences differ (docs/method.md#1-descriptors).
 
 :func:`load_crows_pairs` turns the CSV into an Arrow table with the ``crows_pairs`` landing
-schema (:data:`ingestion.landing.SCHEMAS`). Every problem is reported as a
+schema (:data:`ingestion.contracts.SCHEMAS`). Every problem is reported as a
 :class:`CrowsPairsFormatError` that names the file, the 1-based physical line where the
 offending record starts (the header is line 1) and the problem, and loading stops at the first
 one: a half-valid descriptor source is worse than none.
@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ingestion.errors import CrowsPairsFormatError
-from ingestion.landing import SCHEMAS
+from ingestion.contracts import SCHEMAS
 
 #: The nine CrowS-Pairs bias types, spelt as in the dataset (Nangia et al. 2020, Table 1;
 #: docs/method.md#1-descriptors). BiasDora calls them bias dimensions.

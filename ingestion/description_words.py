@@ -227,7 +227,8 @@ def pending_descriptions(audit_id: str | None = None) -> list[dict]:
     """
     import duckdb
 
-    from ingestion.landing import landing_glob, register_landing
+    from ingestion.landing import landing_glob
+    from ingestion.landing_location import register_landing
 
     landing_dir("i2t_descriptions")
     landing_dir("description_words")

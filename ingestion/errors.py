@@ -63,7 +63,7 @@ class DiffError(DoraError, ValueError):
 
 class LandingContractError(DoraError, ValueError):
     """A landing contract module (``ingestion/contracts/``, or one given to
-    ``ingestion.landing.register_contract``) that cannot join ``SCHEMAS``: a table another
+    ``ingestion.contracts.register_contract``) that cannot join ``SCHEMAS``: a table another
     contract declares, a table name that is not a lower-case identifier, a value that is not a
     ``pyarrow.Schema``, or no ``FAMILY`` / ``SCHEMAS``."""
 
@@ -211,7 +211,7 @@ class CeleryWorkerError(DoraError, RuntimeError):
 
 class LandingLocationError(DoraError, ValueError):
     """``$DORA_LANDING_URL`` is not an object-storage URL (``s3://bucket/prefix``)
-    (:func:`ingestion.landing.landing_url`)."""
+    (:func:`ingestion.landing_location.landing_url`)."""
 
 
 class BatchError(DoraError):
@@ -257,6 +257,13 @@ def shown(value: object, *, quote: bool = False, limit: int = MAX_SHOWN) -> str:
     return f"'{escaped}'" if quote or changed else escaped
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, or its type's name when the message is empty (a
+    library's multi-line error inside a one-line reason)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 __all__ = [
     "BrokerError",
     "CrowsPairsFormatError",
@@ -286,6 +293,7 @@ __all__ = [
     "WarehouseBusyError",
     "WarehouseCorruptError",
     "WarehouseMissingError",
+    "first_line",
     "one_line",
     "shown",
 ]

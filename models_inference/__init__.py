@@ -11,9 +11,13 @@ Plain Python (no Dagster import); imports only :mod:`ingestion` (ARCHITECTURE.md
   association scoring and LLM judge);
 * :mod:`models_inference.scoring`: text scorers (sentiment, toxicity), the score cache and
   the one loop that lands scores, knowing no family;
-* :mod:`models_inference.resumable`: the resumable landing loop every probe runs on;
+* :mod:`models_inference.resumable`: the resumable landing loop every probe runs on, and
+  what it builds on: the audit events and identity (:mod:`models_inference.audit_log`), the
+  failed-call limit (:mod:`models_inference.error_share`) and the inter-process locks
+  (:mod:`models_inference.landing_locks`);
 * :mod:`models_inference.image_store`: the content-addressed PNG store.
 
 Floors, lowest first (``tests/test_layering.py``): ``api_retry``, ``image_store`` <
-``backends``, ``model_ref``, ``resumable`` < ``scoring`` < ``probes``.
+``backends``, ``model_ref``, ``resumable`` (with ``audit_log``, ``error_share``,
+``landing_locks``) < ``scoring`` < ``probes``.
 """

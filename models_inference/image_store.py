@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingestion.landing import dora_home
+from ingestion.home import dora_home
 
 
 def images_dir() -> Path:

@@ -1,4 +1,4 @@
-"""The resumable probe loop shared by the T2T, T2I and I2T probes (docs/method.md#2-probes).
+"""The resumable probe loop every probe family runs on (docs/method.md#2-probes).
 
 Every probe plans one row per key (T2T: setting x descriptor x letter x run; T2I: setting x
 descriptor x image index; I2T: image x description setting), reads which keys already landed
@@ -11,26 +11,28 @@ therefore loses at most the batch being generated, and the next run generates on
 still missing; a run with nothing missing makes no model call and lands no event.
 
 Public API: :class:`ResumableTable` (which landing table, its key and status columns),
-:class:`AuditInfo` (what the audit events carry), :func:`landed_keys`, :func:`model_columns`
-(the leading columns of every probe row) and :func:`run_resumable`, which returns a
-:class:`ResumableSummary`.
+:func:`landed_keys`, :func:`model_columns` (the leading columns of every probe row),
+:func:`run_resumable`, which returns a :class:`ResumableSummary`, the blocks of one audit
+(:func:`block_bounds`, :func:`finish_blocks`) and the bound on a plan (:func:`check_plan_size`).
+What the loop builds on has its own module: the audit events and identity
+(:mod:`models_inference.audit_log`), the failed-call limit (:mod:`models_inference.error_share`)
+and the inter-process locks (:mod:`models_inference.landing_locks`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 from ingestion.errors import PlanTooLargeError
 from ingestion.landing import SCHEMAS, read_landing, write_shard
-
-#: Version of the probe code, stored on every audit event (``landing/audits.code_version``).
-CODE_VERSION = "0.1.0"
+from models_inference.audit_log import AuditInfo, audit_events, check_audit_identity
+from models_inference.error_share import ErrorShare
+from models_inference.landing_locks import holding_lock, landing_lock
 
 T = TypeVar("T")
 
@@ -78,50 +80,6 @@ class ResumableTable:
             raise ValueError(f"landing table {self.name!r} has no column(s) {missing}")
 
 
-@dataclass(frozen=True)
-class AuditInfo:
-    """What every ``landing/audits`` event of one probe run carries.
-
-    Attributes:
-        audit_id: the audit; also the landing partition (sub-folder) of every shard of the run.
-        model_id, model_version: the probed model.
-        modality: the probe that lands the rows: BiasDora's ``t2t``, ``t2i`` or ``i2t``, or
-            another family's probe (``counterfactual``, ``modscan_text``, ``modscan_language``,
-            ``modscan_vision``, ``vlstereoset``).
-        config: the run's parameters (JSON-serialisable; other values are stored as ``str``).
-            Stored as sorted-key JSON in ``config_json``; ``config_hash`` is the first 16 hex
-            digits of its sha256.
-        target: the audit registry target (``ingestion/registry.py``); ``None`` if ad hoc.
-    """
-
-    audit_id: str
-    model_id: str
-    model_version: str
-    modality: str
-    config: Mapping = field(default_factory=dict)
-    target: str | None = None
-
-    def event(self, status: str, rows_generated: int) -> dict:
-        """One ``landing/audits`` row: ``status`` is started / finished / failed, stamped now (UTC)."""
-        cfg = json.dumps(self.config, sort_keys=True, default=str)
-        return {
-            "audit_id": self.audit_id,
-            "model_id": self.model_id,
-            "model_version": self.model_version,
-            "modality": self.modality,
-            "config_json": cfg,
-            "config_hash": hashlib.sha256(cfg.encode()).hexdigest()[:16],
-            "code_version": CODE_VERSION,
-            "status": status,
-            "rows_generated": rows_generated,
-            "event_at": datetime.now(timezone.utc),
-            "target": self.target,
-        }
-
-    def land_event(self, status: str, rows_generated: int) -> None:
-        """Land :meth:`event` as its own shard in the audit's partition of ``landing/audits``."""
-        write_shard("audits", [self.event(status, rows_generated)], partition=self.audit_id)
-
 
 @dataclass
 class ResumableSummary:
@@ -153,32 +111,6 @@ def key_seed(*parts) -> int:
     so a row's sample does not depend on which other rows are generated with it."""
     payload = "|".join(map(str, parts)).encode()
     return int.from_bytes(hashlib.blake2b(payload, digest_size=8).digest(), "big") >> 1
-
-
-def slug(text: str, limit: int = 40) -> str:
-    """Lower-case ``[a-z0-9._-]`` form of a model name for readable audit ids (``model`` if empty)."""
-    return "".join(c if c.isalnum() or c in "._-" else "-" for c in text.lower()).strip("-")[:limit] or "model"
-
-
-def readable_audit_id(kind: str, names: Sequence[tuple[str, int]], payload: Mapping | str) -> str:
-    """The one recipe of dora's deterministic audit ids: ``<kind>-<name>-...-<hash8>``.
-
-    Args:
-        kind: the probe's prefix (``t2t``, ``modscan-text``, ``cfsets``, ``vlstereoset-clip``...).
-        names: readable parts (model, version...), each as ``(text, limit)``: slugged with
-            :func:`slug` and cut to ``limit`` characters.
-        payload: everything that changes the audit's rows (JSON, keys sorted), or an already
-            computed hex digest; its SHA-256 decides the id, so the same identity always resumes
-            the same audit and two identities never share one.
-
-    Returns:
-        The id, e.g. ``modscan-text-smollm2-135m-instruct.q4_1.gguf-sha256-3f2a-1a2b3c4d``.
-    """
-    if isinstance(payload, str):
-        digest = payload
-    else:
-        digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-    return "-".join([kind, *(slug(text, limit) for text, limit in names), digest[:8]])
 
 
 def model_columns(audit_id: str, backend) -> dict:
@@ -227,206 +159,6 @@ def plan_resumable(planned: Iterable[T], key: Callable[[T], Hashable], *, table:
     return summary
 
 
-# --- failing audits fail loudly; audit identity; one generator per audit -----------
-
-#: Default share of a run's calls that may fail before the audit ends ``failed``.
-DEFAULT_MAX_ERROR_SHARE = 0.1
-
-
-def audit_events(audit_id: str) -> list[dict]:
-    """Every landed ``landing/audits`` event of ``audit_id``, oldest first."""
-    rows = read_landing("audits", filters={"audit_id": audit_id}).to_pylist()
-    return sorted(rows, key=lambda r: (r["event_at"] is None, r["event_at"]))
-
-
-def check_audit_identity(audit: AuditInfo, identity: Mapping | None) -> None:
-    """Refuse to add rows to an existing audit of another identity.
-
-    The identity of an audit is everything that changes its rows: model id, full model
-    version, modality and ``identity`` (backend, generation config, selection; stored as
-    ``config["identity"]`` on every event). Events of older code without an ``identity``
-    are compared on model id / version / modality only.
-
-    Raises:
-        AuditIdentityError: ``audit.audit_id`` names an audit whose events say otherwise.
-    """
-    from ingestion.errors import AuditIdentityError
-
-    for event in audit_events(audit.audit_id):
-        theirs = {"model_id": event["model_id"], "model_version": event["model_version"], "modality": event["modality"]}
-        ours = {"model_id": audit.model_id, "model_version": audit.model_version, "modality": audit.modality}
-        try:
-            stored = json.loads(event["config_json"] or "{}").get("identity")
-        except ValueError:
-            stored = None
-        if isinstance(stored, dict) and identity is not None:
-            mine = json.loads(json.dumps(dict(identity), default=str))
-            for k in sorted(set(stored) | set(mine)):
-                if k not in ("model", "version"):  # = model_id / model_version, compared above
-                    theirs[k], ours[k] = stored.get(k), mine.get(k)
-        diff = [k for k in ours if theirs.get(k) != ours[k]]
-        if diff:
-            detail = ", ".join(f"{k}: {_short(theirs.get(k))} vs {_short(ours[k])}" for k in diff)
-            raise AuditIdentityError(
-                f"audit {audit.audit_id!r} already exists with another identity ({detail}); its rows would "
-                "be mixed with this run's. Drop --audit-id (the default id is derived from the identity) or "
-                "name a new audit id"
-            )
-        return  # one event is enough: every event of an audit carries the same identity
-
-
-def _short(value) -> str:
-    text = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def failure_message(summary: "ResumableSummary | None", errors: Counter, total: int, untried: int = 0, *,
-                    step: str | None = None, max_error_share: float | None = None) -> str:
-    """``"<step>: 412 of 468 calls failed (88% > --max-error-share 0.1): <most common error>. ..."``
-    (one line): the step, the count and share, the cause (redacted of key-shaped tokens,
-    :func:`models_inference.backends.openai_api.redact`), and that the next run retries the
-    failed rows. ``untried``: rows not tried because a whole batch failed."""
-    from models_inference.backends.openai_api import redact
-
-    n = sum(errors.values())
-    cause = errors.most_common(1)[0][0] if errors else "unknown error"
-    cause = redact(" ".join(str(cause).split()))[:300]
-    if untried:
-        why = f"every call of a batch failed; stopped with {untried} more rows not tried"
-    elif max_error_share is not None and total:
-        why = f"{n / total:.0%} > --max-error-share {max_error_share:g}"
-    else:
-        why = f"{n / total:.0%}" if total else ""
-    head = f"{step}: " if step else ""
-    return (
-        f"{head}{n} of {total} calls failed ({why}): {cause}. The failed rows landed as 'error' and the next "
-        "run retries them: fix the cause, then re-run the same command"
-    )
-
-
-@dataclass
-class ErrorShare:
-    """The failed calls of one run of a step, against ``--max-error-share``.
-
-    Every loop that lands model calls (:func:`run_resumable`, the judge, the counterfactual
-    stereotype filter) counts its landed rows here, shard by shard, after landing them (so
-    nothing is lost), and raises :class:`~ingestion.errors.AuditFailedError` when more than
-    ``max_error_share`` of the rows of this run failed, or when every row of a shard of 8 or
-    more failed (the rest would too; not with a limit of 1). ``max_error_share=None`` or ``1``
-    never raises.
-
-    Attributes:
-        step: the step's name in the message (``"counterfactual text sets"``, ``"judge"``...).
-        max_error_share: the limit, a share in [0, 1]; ``None``: no limit.
-        total: rows counted so far. errors: their error texts, counted.
-    """
-
-    step: str
-    max_error_share: float | None
-    total: int = 0
-    errors: Counter = field(default_factory=Counter)
-
-    def add(self, rows: Sequence[Mapping], status_column: str, error_column: str | None = None, error_status: str = "error",
-            *, untried: int = 0) -> None:
-        """Count a landed shard's rows (those with ``status_column == error_status`` failed;
-        their text is ``error_column``); raise at once if every row of a shard of 8+ failed
-        (``untried``: rows of the run left after this shard, named in the message).
-
-        Raises:
-            AuditFailedError: the whole shard failed and a limit is set.
-        """
-        failed = [r for r in rows if r[status_column] == error_status]
-        self.total += len(rows)
-        self.errors.update(str((r.get(error_column) if error_column else None) or error_status) for r in failed)
-        if self.max_error_share is not None and self.max_error_share < 1 and len(rows) >= 8 and len(failed) == len(rows):
-            self._raise(untried=untried)
-
-    @property
-    def failed(self) -> int:
-        return sum(self.errors.values())
-
-    def check(self) -> None:
-        """Raise when more than ``max_error_share`` of the counted rows failed.
-
-        Raises:
-            AuditFailedError: the share is above the limit (names step, share and cause).
-        """
-        if self.max_error_share is not None and self.total and self.failed / self.total > self.max_error_share:
-            self._raise()
-
-    def _raise(self, untried: int = 0):
-        from ingestion.errors import AuditFailedError
-
-        raise AuditFailedError(failure_message(None, self.errors, self.total, untried, step=self.step,
-                                               max_error_share=self.max_error_share))
-
-
-def landing_lock(audit_id: str):
-    """An inter-process lock (:mod:`filelock`, ``$DORA_HOME/state/locks/<name>.lock``) per
-    audit id (or per scorer and table: ``scoring--<table>--<name>``): two identical concurrent runs do not
-    both generate; the second waits (:class:`holding_lock`), then finds the rows landed."""
-    from filelock import FileLock
-
-    from ingestion.landing import dora_home, safe_path_component
-
-    folder = dora_home() / "state" / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(folder / f"{safe_path_component(audit_id)}.lock"))
-
-
-# --- concurrency: a second identical run says whom it waits for ----------------------------
-def lock_holder(lock) -> dict | None:
-    """What the holder of ``lock`` wrote beside it (pid, host, started_at, command), or ``None``."""
-    try:
-        with open(f"{lock.lock_file}.json") as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
-
-
-class holding_lock:
-    """Context manager: acquire the :mod:`filelock` ``lock``, saying on stderr (one line) whom it
-    waits for when another process holds it, and record this process as its holder
-    (``<lock file>.json``: pid, host, started_at, command) while it holds it.
-
-    A lock held by a process that dies is released by the operating system (``flock``), so a
-    killed run never blocks the next one; the holder file is only informative.
-    """
-
-    def __init__(self, lock, what: str):
-        self.lock, self.what = lock, what
-
-    def __enter__(self):
-        import os
-        import socket
-
-        from filelock import Timeout
-
-        try:
-            self.lock.acquire(timeout=0)
-        except Timeout:
-            who = lock_holder(self.lock) or {}
-            print(
-                f"dora: {self.what} is being generated by another run (pid {who.get('pid', '?')} on "
-                f"{who.get('host', '?')}, started {who.get('started_at', '?')}: {who.get('command', '?')}); "
-                "waiting for it to finish, then generating only what is still missing",
-                file=sys.stderr, flush=True,
-            )
-            self.lock.acquire()
-        holder = {"pid": os.getpid(), "host": socket.gethostname(),
-                  "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  "command": " ".join(sys.argv)[:500]}
-        try:
-            with open(f"{self.lock.lock_file}.json", "w") as fh:
-                json.dump(holder, fh)
-        except OSError:  # informative only
-            pass
-        return self
-
-    def __exit__(self, *exc):
-        self.lock.release()
-
-
 def run_resumable(
     planned: Iterable[T],
     key: Callable[[T], Hashable],
@@ -443,7 +175,7 @@ def run_resumable(
 ) -> ResumableSummary:
     """Generate and land, in shards, every planned row of ``audit`` that has not landed yet,
     under the audit's inter-process lock (a second identical audit waits, then finds the rows
-    landed), after checking the audit's identity (:func:`check_audit_identity`).
+    landed), after checking the audit's identity (:func:`~models_inference.audit_log.check_audit_identity`).
 
     Args:
         planned: the planned items, in generation order (e.g. ``(target, letter, run)``).
@@ -462,7 +194,7 @@ def run_resumable(
         max_error_share: when more than this share of the rows generated by this run have
             ``table.error_status`` (calls that failed), the audit ends ``failed`` and
             :class:`~ingestion.errors.AuditFailedError` names the count and the most common
-            error (:func:`failure_message`); ``None`` (or 1) never fails on errors. A shard whose
+            error (:func:`~models_inference.error_share.failure_message`); ``None`` (or 1) never fails on errors. A shard whose
             every row failed (8 rows or more) stops the run at once (limit below 1).
         identity: what identifies the audit's rows besides model, version and modality
             (backend, generation config, selection); stored on every event.
@@ -490,8 +222,7 @@ def run_resumable(
     if shard_rows < 1:
         raise ValueError(f"shard_rows must be >= 1, got {shard_rows}")
     if identity is not None:
-        audit = AuditInfo(audit.audit_id, audit.model_id, audit.model_version, audit.modality,
-                          {**audit.config, "identity": dict(identity)}, audit.target)
+        audit = replace(audit, config={**audit.config, "identity": dict(identity)})
     check_audit_identity(audit, identity)
     name = audit.audit_id if block is None else f"{audit.audit_id}--{block}"
     with holding_lock(landing_lock(name), f"audit {name}"):
@@ -541,7 +272,7 @@ def finish_blocks(audit_id: str, generated: int) -> bool:
     """Land the ``finished`` event of an audit whose keys ran as blocks (``run_resumable(...,
     block=...)``), once every block has succeeded.
 
-    The event copies the audit's latest event (model, version, config, target) with status
+    The event copies the audit's latest event (model, version, config, target, family) with status
     ``finished``, ``rows_generated`` = ``generated`` (the sum over the blocks) and the time now.
 
     Args:
@@ -572,31 +303,6 @@ def block_bounds(units: int, block_size: int) -> list[tuple[int, int]]:
         raise ValueError(f"block size must be >= 1 and units >= 0, got {block_size} and {units}")
     return [(start, min(units, start + block_size)) for start in range(0, units, block_size)] or [(0, 0)]
 
-
-__all__ = ["CODE_VERSION", "MAX_PLANNED_ROWS", "AuditInfo", "ErrorShare", "ResumableSummary", "ResumableTable", "block_bounds", "check_plan_size", "finish_blocks", "holding_lock", "landed_keys", "landing_lock", "model_columns", "plan_resumable", "record_audit_target", "run_resumable"]
-
-
-def record_audit_target(audit_id: str, target: str, model_id: str, model_version: str, modality: str) -> bool:
-    """Land one ``landing/audits`` event attributing ``audit_id`` to a registry target.
-
-    The event copies the audit's latest event (status, config, rows) with ``target`` and the
-    model id, model version and modality its associations carry (``int_document_words``:
-    objective descriptions -> the image model, ``t2i``; subjective -> the describer, ``i2t``).
-    ``dim_audits`` takes the latest event's fields, so the audit joins its target's history.
-
-    Returns:
-        True if an event landed; False when the latest event already says so, or the audit
-        has no event (nothing was generated).
-    """
-    events = read_landing("audits", filters={"audit_id": audit_id}).to_pylist()
-    if not events:
-        return False
-    latest = max(events, key=lambda e: e["event_at"])
-    tag = {"target": target, "model_id": model_id, "model_version": model_version, "modality": modality}
-    if all(latest[k] == v for k, v in tag.items()):
-        return False
-    write_shard("audits", [{**latest, **tag, "event_at": datetime.now(timezone.utc)}], partition=audit_id)
-    return True
 
 
 # --- bounded work: counts a user can pass must not plan more than one run can hold ----------

@@ -277,8 +277,8 @@ class ProbeFamily:
     @property
     def marts(self) -> tuple[str, ...]:
         """Its public relations: the models declared by the YAML files under
-        ``<dbt_folder>/marts/``, sorted by name (a mart holding every family's rows, such as
-        ``dim_audits``, is listed under the family whose folder holds it).
+        ``<dbt_folder>/marts/``, sorted by name (the marts holding every family's rows, such as
+        ``dim_audits``, are in ``dbt_project/models/audits/``, no family's).
 
         Raises:
             yaml.YAMLError: a YAML file there does not parse (the dbt project is broken)."""

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from analytics.query import WAIT_ENV as WAREHOUSE_WAIT_ENV
 from ingestion.errors import DagsterStorageError
-from ingestion.landing import DORA_HOME_ENV
+from ingestion.home import DORA_HOME_ENV
 
 #: The Dagster job of a whole audit (every asset), run by ``dora audit``, the sensor and the schedule.
 AUDIT_JOB = "dora_audit"
@@ -105,7 +105,8 @@ def dbt_environment() -> dict[str, str]:
 
     Raises:
         ingestion.errors.LandingLocationError: a malformed ``$DORA_LANDING_URL``."""
-    from ingestion.landing import LANDING_URL_ENV, dbt_home, landing_url
+    from ingestion.home import dbt_home
+    from ingestion.landing_location import LANDING_URL_ENV, landing_url
 
     # an odd home ('[', '*', an apostrophe ...) reaches dbt as a plain-named alias
     return {
@@ -123,7 +124,8 @@ def prepare_dbt_run() -> None:
     """Before a dbt build: set :func:`dbt_environment` in this process and create every landing
     folder (with its empty schema shard), so each dbt source's ``read_parquet`` glob is valid
     before its producer has landed anything. Called at run time, never at import."""
-    from ingestion.landing import SCHEMAS, landing_dir
+    from ingestion.contracts import SCHEMAS
+    from ingestion.landing import landing_dir
 
     os.environ.update(dbt_environment())
     for table in SCHEMAS:
@@ -141,9 +143,10 @@ def prepare_environment(*, dagster: bool = True) -> Path:
         The dora home folder.
 
     Raises:
-        ingestion.errors.DoraError: the home's path holds ``?`` (see :func:`ingestion.landing.warehouse_path`).
+        ingestion.errors.DoraError: the home's path holds ``?`` (see :func:`ingestion.warehouse.warehouse_path`).
     """
-    from ingestion.landing import dora_home, warehouse_path
+    from ingestion.home import dora_home
+    from ingestion.warehouse import warehouse_path
 
     home = dora_home()
     # a home whose path holds '?' cannot keep the warehouse (DuckDB) nor Dagster's SQLite

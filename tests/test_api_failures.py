@@ -16,7 +16,7 @@ from ingestion.errors import AuditFailedError, AuditIdentityError
 from ingestion.landing import read_landing
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, audit_id_for, run_t2t_probe
 from ingestion.errors import CompletionsUnsupportedError
-from models_inference.backends.text import OpenAIChatBackend
+from models_inference.backends.openai_chat import OpenAIChatBackend
 from tests.helpers.openai_server import OpenAIStubServer
 
 TARGETS = [
@@ -151,7 +151,7 @@ def test_audit_identity_covers_full_version_and_selection(dora_home, api_key):
 
 
 def test_interrupted_then_complete_audit_ends_finished(dora_home, api_key):
-    from models_inference.resumable import audit_events
+    from models_inference.audit_log import audit_events
 
     cfg = T2TProbeConfig(runs=1, letters="bks", prompt_style="completion")
     with OpenAIStubServer() as server:
@@ -159,7 +159,7 @@ def test_interrupted_then_complete_audit_ends_finished(dora_home, api_key):
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url)
         done = run_t2t_probe(TARGETS, backend, cfg, progress=False)
         # a later run of the same audit was interrupted after everything had landed
-        from models_inference.resumable import AuditInfo
+        from models_inference.audit_log import AuditInfo
 
         AuditInfo(done.audit_id, "stub-model", "stub-model", "t2t").land_event("failed", 0)
         run_t2t_probe(TARGETS, backend, cfg, progress=False)

@@ -16,12 +16,14 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from scipy import special, stats
 
 from analytics.dbt_runner import run_dbt
 from analytics.duckdb_plugin import register_functions
-from ingestion.landing import write_shard
+from ingestion.landing import SCHEMAS, landing_dir, write_shard
 from tests.helpers.dbt_jinja import broken_rules
 from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.landing_rows import T0, completion, expected_associations, random_rows
@@ -107,6 +109,14 @@ def built(tmp_path_factory):
              "status": "finished", "rows_generated": len(rows) + len(big1),
              "event_at": T0 + timedelta(minutes=5)},
         ])
+        # audit-2's event as landed before the audit log had a `family` column: a shard without
+        # it (read with union_by_name); stg_audits names its family from its modality
+        old = {"audit_id": "audit-2", "model_id": "org/model-b", "model_version": "rev1", "modality": "t2t",
+               "config_json": "{}", "config_hash": "h2", "code_version": "c0", "status": "finished",
+               "rows_generated": len(small2) + len(big2), "event_at": T0, "target": None}
+        old_schema = pa.schema([f for f in SCHEMAS["audits"] if f.name != "family"])
+        (landing_dir("audits") / "audit-2").mkdir()
+        pq.write_table(pa.Table.from_pylist([old], schema=old_schema), landing_dir("audits") / "audit-2" / "old.parquet")
         result = run_dbt(["build"], home)
         landing = rows + [rows[0]] + big1 + small2 + big2
         yield {"home": home, "result": result, "landing": landing,
@@ -303,8 +313,8 @@ def test_second_audit_is_independent(fct, built):
 
 @pytest.mark.slow
 def test_dim_audits(built):
-    rows = query(built["home"], "select * from main.dim_audits")
-    assert len(rows) == 1
+    rows = query(built["home"], "select * from main.dim_audits order by audit_id")
+    assert [(r["audit_id"], r["family"]) for r in rows] == [("audit-1", "biasdora"), ("audit-2", "biasdora")]
     row = rows[0]
     assert row["audit_id"] == "audit-1" and row["status"] == "finished"
     assert row["model_id"] == "org/model-a" and row["modality"] == "t2t"

@@ -127,7 +127,7 @@ def test_unknown_setting_is_a_clear_error():
 
 # --------------------------------------------------------------------------- generation helpers
 def _stub_backend(server, **kw):
-    from models_inference.backends.text import OpenAIChatBackend
+    from models_inference.backends.openai_chat import OpenAIChatBackend
 
     return OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=2, **kw)
 
@@ -203,7 +203,7 @@ def test_landing_paths_stay_inside_dora_home(dora_home, name, partition):
 
     from ingestion.landing import write_shard
 
-    from ingestion.landing import SCHEMAS
+    from ingestion.contracts import SCHEMAS
 
     row = {name: None for name in SCHEMAS["audits"].names}
     row.update(audit_id=partition, status="started", event_at=datetime.now(timezone.utc))
@@ -403,7 +403,7 @@ def test_judge_api_bad_answers_and_errors_are_rating_rows(dora_home, monkeypatch
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: reply
         script(server)
-        from models_inference.backends.text import OpenAIChatBackend
+        from models_inference.backends.openai_chat import OpenAIChatBackend
 
         judge = judge_mod.Judge(OpenAIChatBackend("stub-judge", base_url=server.base_url, max_retries=1, concurrency=1, logprobs=False))
         # max_error_share=None: failed calls are stored as rows (the limit: tests/test_error_share_families.py)

@@ -25,11 +25,9 @@ import pytest
 from ingestion.errors import BatchError
 from ingestion.landing import read_landing
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
-from models_inference.backends.batch_api import (
-    CHAT_URL, COMPLETIONS_URL, MAX_FILE_BYTES, BatchOptions, key_of, plan_files, request_body, result_of, split_sizes,
-)
+from models_inference.backends.batch_requests import CHAT_URL, COMPLETIONS_URL, MAX_FILE_BYTES, BatchOptions, key_of, plan_files, request_body, result_of, split_sizes
 from models_inference.backends.batch_ledger import load_ledger
-from models_inference.backends.text import OpenAIChatBackend
+from models_inference.backends.openai_chat import OpenAIChatBackend
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, audit_id_for, run_t2t_probe
 from tests.helpers.batch_server import BatchStubServer, offline_run
 from tests.helpers.dora_cli import REPO

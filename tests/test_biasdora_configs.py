@@ -178,7 +178,8 @@ def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart
     import duckdb
 
     from analytics.dbt_runner import run_dbt
-    from ingestion.landing import SCHEMAS, landing_dir
+    from ingestion.contracts import SCHEMAS
+    from ingestion.landing import landing_dir
     from models_inference.probes.biasdora.judge import JudgeAnswer, run_judge
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path))

@@ -21,7 +21,8 @@ import pytest
 from scipy import stats
 
 from analytics.dbt_runner import run_dbt
-from ingestion.landing import SCHEMAS, write_shard
+from ingestion.contracts import SCHEMAS
+from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)

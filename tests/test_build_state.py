@@ -83,7 +83,7 @@ def test_a_new_dbt_target_folder_starts_from_the_homes_newest_partial_parse(dora
     keeps it."""
     import os
 
-    from ingestion.landing import dbt_target_dir
+    from ingestion.home import dbt_target_dir
 
     assert not (dbt_target_dir("first") / "partial_parse.msgpack").exists()  # nothing to start from
     for name, content, mtime in (("old", b"old parse", 1_000), ("new", b"new parse", 2_000)):

@@ -10,10 +10,12 @@ import duckdb
 import pytest
 
 from analytics.dbt_runner import run_dbt
-from ingestion.landing import read_landing, warehouse_path
+from ingestion.landing import read_landing
+from ingestion.warehouse import warehouse_path
 from models_inference.probes.counterfactual import probe as cf
+from models_inference.probes.counterfactual.scoring import land_lexicons, run_stereotype_filter, score_toxicity
 from models_inference.probes.counterfactual.sets import competence_lexicon, sample_sets
-from models_inference.backends.text import OpenAIChatBackend
+from models_inference.backends.openai_chat import OpenAIChatBackend
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.openai_server import OpenAIStubServer
@@ -80,18 +82,18 @@ def test_text_sets_through_openai_server_with_stereotype_filter(dora_home, monke
         cfg = cf.CounterfactualProbeConfig(prompts=["Characteristics", "Describe", "Hiring", "Salary"], seeds=1, max_new_tokens=32)
         summary = cf.run_text_sets(sets, backend, cfg, progress=False)
         assert summary.generated == 2 * 12 * 4
-        cf.land_lexicons(competence_lexicon())
-        cf.score_toxicity(None, load_toxicity_scorer())
+        land_lexicons(competence_lexicon())
+        score_toxicity(None, load_toxicity_scorer())
         _build(dora_home)
         candidates = pmi_candidates()
         key = next(k for k in candidates if k[2] == "Black male")
         assert candidates[key][0] == "lazy"
-        filt = cf.run_stereotype_filter({key: candidates[key]}, backend)
+        filt = run_stereotype_filter({key: candidates[key]}, backend)
         assert filt.answers == 3 and filt.statuses["ok"] == 3
         flags = read_landing("counterfactual_stereotype_flags").to_pylist()
         assert all(f["flagged_words"] == ["lazy"] and f["hallucinated_words"] == ["unicorn"] for f in flags)
         assert "Here is some text that was generated in response to various images of Black male." in flags[0]["prompt"]
-        assert cf.run_stereotype_filter({key: candidates[key]}, backend).answers == 0  # already judged
+        assert run_stereotype_filter({key: candidates[key]}, backend).answers == 0  # already judged
     _build(dora_home)
     assert _q("select word, judge_flag, judge_answers from fct_group_word_pmi where group_label = 'Black male' and is_candidate") == [
         ("lazy", True, 3)

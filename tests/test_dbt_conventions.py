@@ -1,5 +1,6 @@
 """The dbt project's one convention (jaffle-shop's), checked on the files without running dbt:
-``models/<family>/{staging,intermediate,marts}/``, one YAML per model with its columns described,
+``models/<family>/{staging,intermediate,marts}/`` (and ``models/audits/`` for the models every family
+shares), one YAML per model with its columns described,
 a unit test for every int/fct/agg/dim model, materialisation set per sub-folder, one landing
 source whose location is written once, and the significance level as a dbt var."""
 
@@ -11,8 +12,12 @@ import yaml
 
 PROJECT = Path(__file__).resolve().parents[1] / "dbt_project"
 MODELS = PROJECT / "models"
-#: the families: the folders whose marts dbt_project.yml makes tables (one line a family)
-FAMILIES = {k for k in yaml.safe_load((PROJECT / "dbt_project.yml").read_text())["models"]["dora"] if not k.startswith("+")}
+#: the folder of the models every family shares (the audit log and the audit dimension): not a family
+SHARED_FOLDER = "audits"
+#: the model folders: those whose marts dbt_project.yml makes tables (one line a folder)
+FOLDERS = {k for k in yaml.safe_load((PROJECT / "dbt_project.yml").read_text())["models"]["dora"] if not k.startswith("+")}
+#: the families: every model folder but the shared one
+FAMILIES = FOLDERS - {SHARED_FOLDER}
 LAYERS = {"staging", "intermediate", "marts"}
 #: what each sub-folder builds (dbt_project.yml); a model states another materialisation only
 #: when it genuinely differs (incremental, or the two documented exceptions)
@@ -35,10 +40,13 @@ def sql_code(text: str) -> str:
 
 
 def test_every_model_sits_in_a_family_layer_folder():
-    assert {"biasdora", "counterfactual", "modscan", "vlstereoset"} <= FAMILIES
+    assert {"biasdora", "counterfactual", "modscan", "vlstereoset"} <= FAMILIES and SHARED_FOLDER in FOLDERS
     for sql in model_files():
         family, layer = sql.relative_to(MODELS).parts[:2]
-        assert family in FAMILIES and layer in LAYERS, f"{sql.relative_to(PROJECT)}: not models/<family>/<layer>/"
+        assert family in FOLDERS and layer in LAYERS, f"{sql.relative_to(PROJECT)}: not models/<family>/<layer>/"
+        # the shared folder holds exactly the models holding every family's rows (`dora tables`)
+        shared = bool(((yaml_of(sql)["models"][0].get("config") or {}).get("meta") or {}).get("shared"))
+        assert shared == (family == SHARED_FOLDER), f"{sql.stem}: meta shared is {shared} in models/{family}/"
         prefix = sql.stem.split("_")[0]
         expected = {"staging": {"stg"}, "intermediate": {"int"}, "marts": {"fct", "agg", "dim"}}[layer]
         assert prefix in expected, f"{sql.name} in {layer}/"
@@ -76,7 +84,7 @@ def test_one_landing_source_with_one_location():
         for source in (yaml.safe_load(path.read_text()) or {}).get("sources") or []
     ]
     assert {s["name"] for _, s in sources} == {"landing"}, "one source, `landing`"
-    families = sorted(p.parent.name for p in MODELS.glob("*/staging"))
+    families = sorted(p.parent.name for p in MODELS.glob("*/staging") if p.parent.name != SHARED_FOLDER)
     assert sorted(path for path, _ in sources) == ["_landing__sources.yml", *(f"{f}/_{f}__sources.yml" for f in families)]
     text = "\n".join(p.read_text() for p in MODELS.rglob("*.yml"))
     # a sources file's meta would reach its own tables only

@@ -46,7 +46,7 @@ def _assert_failure(exc: pytest.ExceptionInfo, step: str, n: int, total: int, ca
 
 
 def _text_backend(server, **kw):
-    from models_inference.backends.text import OpenAIChatBackend
+    from models_inference.backends.openai_chat import OpenAIChatBackend
 
     return OpenAIChatBackend("stub-model", base_url=server.base_url, max_retries=0, concurrency=1, **kw)
 
@@ -86,7 +86,7 @@ def test_counterfactual_text_sets_fail_loudly_and_land_the_error_rows(dora_home,
 
 
 def test_counterfactual_stereotype_filter_fails_on_failed_calls_not_on_unparsed_answers(dora_home, api_key):
-    from models_inference.probes.counterfactual.probe import run_stereotype_filter
+    from models_inference.probes.counterfactual.scoring import run_stereotype_filter
 
     candidates = {("a1", "race_gender", f"group {i}"): ["lazy", "smart"] for i in range(4)}  # 4 groups x 3 repeats
     with OpenAIStubServer() as server:

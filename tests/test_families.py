@@ -1,7 +1,7 @@
 """The family seam: a fifth family (``tests/toy_family``, a fixture never shipped) added by its
 own homes plus one entry in ``FAMILIES`` is picked up by ``dora audit --probe``, ``dora audit
 --dry-run``, ``dora diff --family``, ``dora families`` and the Dagster definitions; it declares
-its landing contract in its own module (no edit of ``ingestion.landing.SCHEMAS``). A family's
+its landing contract in its own module (no edit of ``ingestion.contracts.SCHEMAS``). A family's
 landing tables and marts are read from its contract and its dbt folder, never listed by hand."""
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def test_the_toy_contract_is_registered_from_its_own_module(toy):
     import pyarrow as pa
 
     from ingestion.errors import LandingContractError
-    from ingestion.landing import SCHEMAS, TABLE_FAMILIES, family_tables, register_contract
+    from ingestion.contracts import SCHEMAS, TABLE_FAMILIES, family_tables, register_contract
     from tests.toy_family import contract
 
     assert SCHEMAS["toy_rows"] is contract.SCHEMAS["toy_rows"] and SCHEMAS["toy_rows"].names == [
@@ -166,7 +166,7 @@ def test_each_family_owns_its_contract_sources_and_marts():
     import yaml
 
     from analytics.catalog import relations
-    from ingestion.landing import SCHEMAS, TABLE_FAMILIES, family_tables
+    from ingestion.contracts import SCHEMAS, TABLE_FAMILIES, family_tables
 
     models = Path(__file__).resolve().parents[1] / "dbt_project" / "models"
 
@@ -186,4 +186,6 @@ def test_each_family_owns_its_contract_sources_and_marts():
         assert sources(models / family.name / f"_{family.name}__sources.yml") == list(family.landing_tables)
         assert set(family.marts) == {r.name for r in relations() if r.family == family.name and r.layer == "marts"}
     marts = [m for f in fam.FAMILIES for m in f.marts]
-    assert sorted(marts) == sorted(r.name for r in relations() if r.layer == "marts") and len(marts) == len(set(marts))
+    # every mart is one family's but those every family shares, in the shared folder (no family's)
+    assert sorted(marts) == sorted(r.name for r in relations() if r.layer == "marts" and not r.shared) and len(marts) == len(set(marts))
+    assert {(r.family, r.name) for r in relations() if r.layer == "marts" and r.shared} == {("audits", "dim_audits")}

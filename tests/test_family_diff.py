@@ -21,7 +21,8 @@ from scipy import stats
 
 from analytics.change_tests import chi2_stratified_pvalue, mann_whitney_pvalue
 from analytics.dbt_runner import run_dbt
-from ingestion.landing import SCHEMAS, write_shard
+from ingestion.contracts import SCHEMAS
+from ingestion.landing import write_shard
 from orchestration.cli import main
 from tests.helpers.homes import NO_UNIT_TESTS
 

@@ -17,7 +17,8 @@ from models_inference.backends.base import GenerationRequest, RenderedPrompt, Sa
 from models_inference.backends.fleet import FleetChatBackend, ServerFleet, fleet_urls
 from models_inference.backends.image import OpenAIImagesBackend
 from models_inference.backends.openai_api import OpenAIEndpoint
-from models_inference.backends.text import OpenAIChatBackend, load_text_backend
+from models_inference.backends.openai_chat import OpenAIChatBackend
+from models_inference.backends.text import load_text_backend
 from models_inference.backends.vision import OpenAIVisionBackend
 from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
 from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_targets, run_t2i_probe

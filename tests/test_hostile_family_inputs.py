@@ -231,7 +231,7 @@ def test_a_fifo_named_like_a_face_is_quarantined_and_the_good_face_kept(tmp_path
 
 
 def _chat(server, **kw):
-    from models_inference.backends.text import OpenAIChatBackend
+    from models_inference.backends.openai_chat import OpenAIChatBackend
 
     return OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=1, **kw)
 

@@ -221,7 +221,7 @@ def test_corrupt_warehouse_says_how_to_recover(home):
 
 def test_corrupt_warehouse_is_set_aside_on_rebuild(home):
     from ingestion.errors import WarehouseCorruptError
-    from ingestion.landing import check_warehouse, set_aside_corrupt_warehouse
+    from ingestion.warehouse import check_warehouse, set_aside_corrupt_warehouse
 
     (home / "warehouse.duckdb").write_bytes(b"")
     with pytest.raises(WarehouseCorruptError, match="empty"):
@@ -337,7 +337,7 @@ def test_junk_judge_answer(name, raw, rating, status):
 
 
 def test_judge_distribution_skips_the_echoed_scale(dora_home, monkeypatch):
-    from models_inference.backends.text import OpenAIChatBackend
+    from models_inference.backends.openai_chat import OpenAIChatBackend
     from models_inference.probes.biasdora.judge import Judge, JudgeRequest, JudgeSampling
 
     def tok(t, alts):
@@ -359,7 +359,7 @@ def test_judge_distribution_skips_the_echoed_scale(dora_home, monkeypatch):
 @pytest.mark.parametrize("kind", ["no_choices", "not_json"])
 def test_malformed_reply_lands_with_the_rest_of_the_chunk(dora_home, monkeypatch, kind):
     from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
-    from models_inference.backends.text import OpenAIChatBackend
+    from models_inference.backends.openai_chat import OpenAIChatBackend
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
@@ -377,7 +377,7 @@ def test_malformed_reply_lands_with_the_rest_of_the_chunk(dora_home, monkeypatch
 def test_completion_style_on_chat_only_server(dora_home, monkeypatch):
     from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
     from ingestion.errors import CompletionsUnsupportedError
-    from models_inference.backends.text import OpenAIChatBackend
+    from models_inference.backends.openai_chat import OpenAIChatBackend
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
@@ -390,7 +390,7 @@ def test_completion_style_on_chat_only_server(dora_home, monkeypatch):
 
 def test_version_prefix_collision_gets_two_audits():
     from models_inference.probes.biasdora.t2t import T2TProbeConfig, audit_id_for
-    from models_inference.backends.text import OpenAIChatBackend
+    from models_inference.backends.openai_chat import OpenAIChatBackend
 
     a = OpenAIChatBackend("m", model_version="release-2025-01-candidate-a")
     b = OpenAIChatBackend("m", model_version="release-2025-01-candidate-b")

@@ -54,7 +54,7 @@ def test_hostile_home_dbt_sources_and_query(tmp_path, monkeypatch):
 
 def test_question_mark_home_is_a_clear_error(tmp_path, monkeypatch):
     from ingestion.errors import DoraError
-    from ingestion.landing import warehouse_path
+    from ingestion.warehouse import warehouse_path
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path / HOSTILE))
     with pytest.raises(DoraError, match=r"contains '\?': DuckDB cannot keep a database"):

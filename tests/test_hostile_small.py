@@ -24,7 +24,7 @@ def _request(style: str, seed: int = 1) -> GenerationRequest:
 
 
 def _backend(server, **extra):
-    from models_inference.backends.text import OpenAIChatBackend
+    from models_inference.backends.openai_chat import OpenAIChatBackend
 
     return OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=1, max_retries=0, **extra)
 

@@ -108,7 +108,7 @@ def test_landing_url_without_its_package_names_it(home, monkeypatch, capsys):
 
 
 def test_object_storage_url_is_still_accepted(monkeypatch):
-    from ingestion.landing import landing_url
+    from ingestion.landing_location import landing_url
 
     monkeypatch.setenv("DORA_LANDING_URL", "s3://bucket/landing/")
     assert landing_url() == "s3://bucket/landing"

@@ -22,7 +22,7 @@ from ingestion.descriptors import (
     normalise_descriptors,
     plural_descriptor,
 )
-from ingestion.landing import SCHEMAS
+from ingestion.contracts import SCHEMAS
 from ingestion.templates import (
     T2T_SETTINGS,
     TEMPLATES_SCHEMA,

@@ -255,7 +255,7 @@ def test_counterfactual_files_with_no_usable_set_are_one_line(tmp_path):
 
 
 def test_counterfactual_lexicon_quarantines_lines(tmp_path, dora_home):
-    from models_inference.probes.counterfactual import probe as cf
+    from models_inference.probes.counterfactual.scoring import land_lexicons
     from models_inference.probes.counterfactual.sets import competence_lexicon
 
     lex = tmp_path / "lex.csv"
@@ -264,7 +264,7 @@ def test_counterfactual_lexicon_quarantines_lines(tmp_path, dora_home):
     assert lexicon.entries == (("smart", "competence", 1), ("kind", "warmth", -1))
     assert [(q.line, q.reason.split(":")[0]) for q in lexicon.quarantined] == [
         (3, "not UTF-8 text"), (5, "expected word,dimension(competence|warmth),direction(1|-1)")]
-    cf.land_lexicons(lexicon)
+    land_lexicons(lexicon)
     landed = read_landing("input_quarantine").to_pylist()
     assert sorted((r["family"], r["source_line"]) for r in landed) == [("counterfactual", 3), ("counterfactual", 5)]
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from models_inference.backends.openai_api import redact
-from models_inference.backends.text import OpenAIChatBackend
+from models_inference.backends.openai_chat import OpenAIChatBackend
 from models_inference.probes.biasdora.judge import (
     JudgeRequest,
     JudgeSampling,

@@ -4,7 +4,7 @@ import pytest
 
 from models_inference.probes.biasdora.prompts import PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt
 from models_inference.backends.base import GenerationRequest, SamplingParams
-from models_inference.backends.text import OpenAIChatBackend
+from models_inference.backends.openai_chat import OpenAIChatBackend
 from ingestion.errors import ModelNotAvailableError
 from tests.helpers.openai_server import OpenAIStubServer
 

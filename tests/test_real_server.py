@@ -23,7 +23,8 @@ import pytest
 
 from ingestion.landing import read_landing
 from ingestion.templates import T2TTemplate as T2TTarget
-from models_inference.backends.text import OpenAIChatBackend, load_text_backend
+from models_inference.backends.openai_chat import OpenAIChatBackend
+from models_inference.backends.text import load_text_backend
 from models_inference.model_ref import smollm2_gguf_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]

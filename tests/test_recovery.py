@@ -27,22 +27,16 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingestion import landing
+from ingestion import landing, shard_checks
 from ingestion.build_state import (
     full_refresh_requested,
     load_state,
     record_success,
     recover_warehouse,
 )
-from ingestion.landing import (
-    LandingSchemaWarning,
-    check_warehouse,
-    quarantine_bad_shards,
-    read_landing,
-    set_aside_corrupt_warehouse,
-    warehouse_problem,
-    write_shard,
-)
+from ingestion.landing import quarantine_bad_shards, read_landing, write_shard
+from ingestion.shard_checks import LandingSchemaWarning
+from ingestion.warehouse import check_warehouse, set_aside_corrupt_warehouse, warehouse_problem
 from tests.helpers.landing_rows import T0, completion, expected_associations, random_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -260,8 +254,8 @@ def test_data_pages_are_decoded_once_across_processes(dora_home, monkeypatch):
     first = _good_shard("b")
     quarantine_bad_shards("t2t_completions")
     calls = []
-    real = landing._data_pages_problem
-    monkeypatch.setattr(landing, "_data_pages_problem", lambda p, con=None: calls.append(p.name) or real(p, con))
+    real = shard_checks._data_pages_problem
+    monkeypatch.setattr(shard_checks, "_data_pages_problem", lambda p, con=None: calls.append(p.name) or real(p, con))
     landing._CHECKED.clear()  # as a new process: only the record in state/ is left
     quarantine_bad_shards("t2t_completions")
     assert calls == []

@@ -56,7 +56,7 @@ def _completions():
 def scored_home(tmp_path_factory):
     import os
 
-    from models_inference.backends.text import OpenAIChatBackend
+    from models_inference.backends.openai_chat import OpenAIChatBackend
     from models_inference.probes.biasdora.judge import Judge, run_judge
     from orchestration.defs.biasdora.scoring.assets import associations_to_score
     from tests.helpers.openai_server import OpenAIStubServer

@@ -16,14 +16,8 @@ from pathlib import Path
 import pytest
 
 from ingestion.landing import read_landing
-from models_inference.resumable import (
-    CODE_VERSION,
-    AuditInfo,
-    ResumableTable,
-    landed_keys,
-    model_columns,
-    run_resumable,
-)
+from models_inference.audit_log import CODE_VERSION, AuditInfo
+from models_inference.resumable import ResumableTable, landed_keys, model_columns, run_resumable
 
 REPO = Path(__file__).resolve().parents[1]
 T2T = ResumableTable("t2t_completions", ("setting", "descriptor", "letter", "run"), "parse_status", unit="prompt")
@@ -225,3 +219,29 @@ def test_bad_arguments_are_clear_errors_and_land_nothing(dora_home):
         ResumableTable("t2t_completions", (), "parse_status")
     with pytest.raises(KeyError):
         ResumableTable("no_such_table", ("a",), "status")
+
+
+def test_events_carry_the_family_and_an_old_shard_without_it_still_reads(dora_home):
+    """Every event names the probe family (kept when the run adds its identity to the config,
+    and copied by the blocks' ``finished`` event); an event shard landed before the audit log
+    had a ``family`` column reads beside them with a null family (dbt's stg_audits then maps
+    it from the modality)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ingestion.landing import SCHEMAS, landing_dir
+    from models_inference.audit_log import audit_events
+    from models_inference.resumable import finish_blocks
+
+    info = AuditInfo("fam", FakeBackend.model_id, FakeBackend.model_version, "t2t", CONFIG, "tgt", family="biasdora")
+    run_resumable(PLANNED[:4], lambda k: k, FakeGenerate("fam"), table=T2T, audit=info, shard_rows=5,
+                  identity={"backend": "fake"}, block="b0", progress=False)
+    assert finish_blocks("fam", 4)
+    assert [(e["status"], e["family"]) for e in audit_events("fam")] == [
+        ("started", "biasdora"), ("finished", "biasdora")]
+    old = {**{k: v for k, v in info.event("finished", 3).items() if k != "family"}, "audit_id": "old"}
+    old_schema = pa.schema([f for f in SCHEMAS["audits"] if f.name != "family"])
+    (landing_dir("audits") / "old").mkdir()
+    pq.write_table(pa.Table.from_pylist([old], schema=old_schema), landing_dir("audits") / "old" / "old.parquet")
+    assert [(e["modality"], e["family"], e["rows_generated"]) for e in audit_events("old")] == [("t2t", None, 3)]
+    assert {e["audit_id"]: e["family"] for e in read_landing("audits").to_pylist()} == {"fam": "biasdora", "old": None}

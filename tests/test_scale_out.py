@@ -414,7 +414,8 @@ def s3_landing(s3_env, dora_home, monkeypatch, request):
 @pytest.mark.slow  # starts moto's S3 server (~3 s)
 def test_shards_land_on_object_storage_and_read_back(s3_landing, dora_home):
     from ingestion.build_state import Fingerprint
-    from ingestion.landing import landing_root, write_shard
+    from ingestion.landing import write_shard
+    from ingestion.landing_location import landing_root
 
     fs, bucket = s3_landing
     rows = [{"audit_id": "a1", "event_at": None, "status": "started", "rows_generated": 0},
@@ -433,7 +434,7 @@ def test_shards_land_on_object_storage_and_read_back(s3_landing, dora_home):
 
 def test_a_landing_url_without_protocol_is_one_clear_line(monkeypatch, dora_home):
     from ingestion.errors import LandingLocationError
-    from ingestion.landing import landing_url
+    from ingestion.landing_location import landing_url
 
     monkeypatch.setenv("DORA_LANDING_URL", "bucket/landing")
     with pytest.raises(LandingLocationError, match=r"^\$DORA_LANDING_URL='bucket/landing' is not an object-storage URL"):
@@ -469,7 +470,8 @@ def test_a_shard_another_worker_landed_after_this_process_listed_is_read(s3_land
     shard its glob had just found.)"""
     import s3fs
 
-    from ingestion.landing import landing_root, write_shard
+    from ingestion.landing import write_shard
+    from ingestion.landing_location import landing_root
 
     fs, bucket = s3_landing
     first = write_shard("audits", [{"audit_id": "a1", "event_at": None, "status": "started", "rows_generated": 0}],

@@ -9,8 +9,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ingestion.landing import SCHEMAS, read_landing, write_shard
-from models_inference.probes.counterfactual import probe as cf
+from ingestion.contracts import SCHEMAS
+from ingestion.landing import read_landing, write_shard
+from models_inference.probes.counterfactual.scoring import score_toxicity
 from models_inference.scoring import run as scoring_run
 
 
@@ -62,13 +63,13 @@ def test_counterfactual_toxicity_scores_under_the_landing_lock_and_resumes(dora_
     held, names = lock_spy
     _responses(["I hate them", "they are kind", "   ", "fine people"])
     scorer = FakeToxicity(held)
-    first = cf.score_toxicity(None, scorer)
+    first = score_toxicity(None, scorer)
     assert (first.scored, first.already_scored) == (3, 0)  # the blank response is not scored
     assert names and names[0].endswith("scoring--counterfactual_toxicity--fake-tox.lock")
     landed = {r["response_id"]: r for r in read_landing("counterfactual_toxicity").to_pylist()}
     assert set(landed) == {"r0", "r1", "r3"} and landed["r0"]["toxicity"] == pytest.approx(0.9)
     assert landed["r0"]["audit_id"] == "cf-a" and landed["r0"]["scorer_version"] == "1"
-    again = cf.score_toxicity(None, scorer)
+    again = score_toxicity(None, scorer)
     assert (again.scored, again.already_scored) == (0, 3) and scorer.calls == 1
 
 

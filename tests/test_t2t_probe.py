@@ -121,7 +121,8 @@ def test_association_text_from_sql_equals_the_reverse_parsed_text(dora_home, smo
     import pyarrow.parquet as pq
 
     from analytics.dbt_runner import run_dbt
-    from ingestion.landing import landing_dir, warehouse_path
+    from ingestion.landing import landing_dir
+    from ingestion.warehouse import warehouse_path
 
     targets = [*TARGETS, T2TTarget("plural", "child", "age", "Children are")]
     for style in ("completion", "chat"):

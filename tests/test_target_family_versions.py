@@ -11,7 +11,8 @@ import dagster as dg
 import duckdb
 import pytest
 
-from ingestion.landing import read_landing, warehouse_path
+from ingestion.landing import read_landing
+from ingestion.warehouse import warehouse_path
 from ingestion.registry import load_registry
 from orchestration.defs.audits.runs import PARTITION_TAG, TAG_REGISTRY, run_config_for_target
 from orchestration.families import FAMILIES

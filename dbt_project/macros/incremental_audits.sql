@@ -90,7 +90,7 @@
         One row per audit with staged co-occurrence inputs: `inputs_landed_at`, the newest
         landing timestamp of the audit's inputs of `int_document_words` - the T2T completions'
         `generated_at`, the image descriptions' `generated_at` and their tokens' `tokenised_at`
-        (ingestion/landing.py SCHEMAS). It is taken over ALL the audit's staged rows, not only
+        (ingestion/contracts/ SCHEMAS). It is taken over ALL the audit's staged rows, not only
         those that became document words, so a retry that removes a word (a later failed
         completion, an error description) also counts as new input.
     -#}

@@ -25,7 +25,7 @@
 {% macro audit_columns() -%}
     {#-
         Who was audited, the columns every family's rows lead with: audit_id, model_id,
-        model_version (ingestion/landing.py SCHEMAS; the version is the one model_ref.py
+        model_version (ingestion/contracts/ SCHEMAS; the version is the one model_ref.py
         computes, so two audits of one model id compare across versions).
     -#}
     {{ return(['audit_id', 'model_id', 'model_version']) }}
@@ -84,7 +84,7 @@
 {% macro staged_association_scores(source_relation, score_columns, tie_breaker) -%}
     {#-
         The whole body of a staging model of an association score table (sentiment_scores,
-        toxicity_scores; ingestion/landing.py SCHEMAS): the association key, the scored
+        toxicity_scores; ingestion/contracts/ SCHEMAS): the association key, the scored
         `text`, the scorer and its version, the table's own `score_columns` (list),
         `scored_at` and `score_pool` (null = 'fisher', rows landed before pools existed); one
         row per (association, scorer, scorer_version), the latest scored_at winning, then
@@ -124,7 +124,7 @@
 {% macro probe_row_columns() -%}
     {#-
         The leading columns of a BiasDora probe's landed row (T2T completions, T2I images;
-        ingestion/landing.py SCHEMAS): who answered (audit_id, model_id, model_version,
+        ingestion/contracts/ SCHEMAS): who answered (audit_id, model_id, model_version,
         backend) and which row of the paper's lists it answers (setting, descriptor,
         bias_dimension, descriptor_row; rows landed before descriptor_row existed are row 1).
     -#}

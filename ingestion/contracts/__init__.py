@@ -14,9 +14,101 @@ A contract module holds two names and imports nothing of dora's:
   source table (``source('landing', '<table>')``, listed in
   ``dbt_project/models/<family>/_<family>__sources.yml``).
 
-:mod:`ingestion.landing` imports every module of this package when it is imported and merges
-their tables into :data:`ingestion.landing.SCHEMAS`. A family that lives outside this
+This package is also the registry: importing it imports every module of the package and merges
+their tables into :data:`SCHEMAS` (below, with :data:`TABLE_FAMILIES` and :func:`family_tables`).
+A family that lives outside this
 repository writes a module of the same shape anywhere importable and registers it with
-:func:`ingestion.landing.register_contract` from the module that defines its family record, so
+:func:`register_contract` from the module that defines its family record, so
 every process that imports the family has its contract (``tests/toy_family/`` does this).
 """
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+import pyarrow as pa
+
+#: Column contract of every landing table (Arrow schemas): the ``SCHEMAS`` of every contract
+#: module (``ingestion/contracts/<family>.py``, :mod:`ingestion.contracts`) merged, plus those
+#: registered with :func:`register_contract`. ``stg_*`` models read these.
+SCHEMAS: dict[str, pa.Schema] = {}
+#: landing table -> the probe family whose contract declares it (``None``: shared by every family).
+TABLE_FAMILIES: dict[str, str | None] = {}
+#: contract module name -> the tables it declared (a module is merged once).
+_CONTRACTS: dict[str, tuple[str, ...]] = {}
+#: What a landing table may be called: it is also a folder, a Dagster asset key part and a dbt
+#: source table name, so a plain lower-case identifier.
+_TABLE_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def register_contract(module) -> tuple[str, ...]:
+    """Merge a landing contract module into :data:`SCHEMAS` and :data:`TABLE_FAMILIES`.
+
+    Every module of :mod:`ingestion.contracts` is registered when this module is imported; a
+    family outside the repository calls this from the module that defines its family record
+    (``tests/toy_family/family.py``). Registering the same module again changes nothing.
+
+    Args:
+        module: a contract module, or its dotted name (imported): ``FAMILY`` (the owning
+            family's name, or ``None`` for shared tables) and ``SCHEMAS`` (``{table: pa.Schema}``).
+
+    Returns:
+        The module's tables, in its order.
+
+    Raises:
+        ingestion.errors.LandingContractError: a table another contract module declares, a
+            table name that is not a lower-case identifier, a value that is not a
+            ``pyarrow.Schema``, or a module without ``FAMILY`` / ``SCHEMAS``.
+    """
+    import importlib
+
+    from ingestion.errors import LandingContractError
+
+    if isinstance(module, str):
+        module = importlib.import_module(module)
+    name = module.__name__
+    if name in _CONTRACTS:
+        return _CONTRACTS[name]
+    family = getattr(module, "FAMILY", "")
+    if not (family is None or (isinstance(family, str) and family)) \
+            or not isinstance(getattr(module, "SCHEMAS", None), Mapping):
+        raise LandingContractError(f"landing contract {name}: it must define FAMILY (a family name or None) and "
+                                   "SCHEMAS ({table: pyarrow.Schema})")
+    schemas = dict(module.SCHEMAS)
+    for table, schema in schemas.items():
+        owner = next((m for m, tables in _CONTRACTS.items() if table in tables),
+                     "SCHEMAS" if table in SCHEMAS else None)
+        if owner is not None:
+            problem = f"table {table!r} is already declared by {owner}"
+        elif not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
+            problem = f"table name {table!r} is not a lower-case identifier ([a-z][a-z0-9_]*)"
+        elif not isinstance(schema, pa.Schema):
+            problem = f"table {table!r} maps to a {type(schema).__name__}, not a pyarrow.Schema"
+        else:
+            continue
+        raise LandingContractError(f"landing contract {name}: {problem}")
+    SCHEMAS.update(schemas)
+    TABLE_FAMILIES.update(dict.fromkeys(schemas, family))
+    _CONTRACTS[name] = tuple(schemas)
+    return _CONTRACTS[name]
+
+
+def family_tables(family: str | None) -> tuple[str, ...]:
+    """The landing tables the contract of probe family ``family`` declares (``None``: the shared
+    tables), in declaration order; empty for a family with no registered contract."""
+    return tuple(table for table, owner in TABLE_FAMILIES.items() if owner == family)
+
+
+def _register_shipped_contracts() -> None:
+    """Register every module of :mod:`ingestion.contracts` (in name order), so a family's
+    contract needs no line here."""
+    import pkgutil
+
+    import ingestion.contracts as contracts
+
+    for info in pkgutil.iter_modules(contracts.__path__, f"{contracts.__name__}."):
+        register_contract(info.name)
+
+
+_register_shipped_contracts()

@@ -9,8 +9,8 @@ FAMILY = None
 
 #: landing table -> its Arrow schema.
 SCHEMAS: dict[str, pa.Schema] = {
-    # models_inference/resumable.py (every family's probe): one row per audit start / finish /
-    # failure event (append-only); dbt reads it as stg_audits.
+    # models_inference/audit_log.py (every family's probe, through models_inference/resumable.py):
+    # one row per audit start / finish / failure event (append-only); dbt reads it as stg_audits.
     "audits": pa.schema(
         [
             ("audit_id", pa.string()),
@@ -24,6 +24,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("rows_generated", pa.int64()),
             ("event_at", pa.timestamp("us", tz="UTC")),
             ("target", pa.string()),  # audit registry target (ingestion/registry.py); null if ad hoc
+            # the probe family that ran the audit (its contract's FAMILY). Added after the first
+            # audits: shards without it read as null (union_by_name), and stg_audits then maps the
+            # family back from modality (dbt_project/macros/audit_family.sql).
+            ("family", pa.string()),
         ]
     ),
     # Rows of a user's input file that a family's loader could not read (ingestion/quarantine.py):

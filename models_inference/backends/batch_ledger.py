@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ingestion.errors import BatchError
-from ingestion.landing import dora_home, safe_path_component
+from ingestion.home import dora_home, safe_path_component
 
 #: Entry states whose keys are in flight (never put into another batch).
 OPEN_STATES: tuple[str, ...] = ("prepared", "uploaded", "submitted", "landing", "exported")

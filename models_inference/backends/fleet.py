@@ -12,7 +12,7 @@ module keeps the earlier names importable: :class:`ServerFleet` and :func:`fleet
 from __future__ import annotations
 
 from models_inference.backends.openai_api import ServerFleet, fleet_urls
-from models_inference.backends.text import OpenAIChatBackend
+from models_inference.backends.openai_chat import OpenAIChatBackend
 
 
 class FleetChatBackend(OpenAIChatBackend):

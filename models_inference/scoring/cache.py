@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from ingestion.landing import dora_home
+from ingestion.home import dora_home
 
 if TYPE_CHECKING:
     from models_inference.scoring.common import TextScorer

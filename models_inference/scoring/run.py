@@ -3,11 +3,11 @@
 :func:`score_texts` takes items (dicts) that each carry a text and a resume key, skips the
 keys already landed in the target table for this scorer version, scores the rest through the
 score cache (:mod:`models_inference.scoring.cache`) in shards, and lands one row per item,
-all under an inter-process landing lock (:func:`models_inference.resumable.landing_lock`),
+all under an inter-process landing lock (:func:`models_inference.landing_locks.landing_lock`),
 so two runs of one scorer on one table take turns and the second lands only what is missing.
 It knows no family: the caller says which table, which key and which columns a result
 becomes (BiasDora's associations: :mod:`models_inference.probes.biasdora.scoring`;
-counterfactual responses: :mod:`models_inference.probes.counterfactual.probe`).
+counterfactual responses: :mod:`models_inference.probes.counterfactual.scoring`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from datetime import datetime, timezone
 from typing import Callable, Mapping, Sequence
 
 from ingestion.landing import read_landing, write_shard
-from models_inference.resumable import ResumableSummary, holding_lock, landing_lock
+from models_inference.landing_locks import holding_lock, landing_lock
+from models_inference.resumable import ResumableSummary
 from models_inference.scoring.cache import CachedScorer, ScoreCache
 from models_inference.scoring.common import TextScorer
 
@@ -60,7 +61,7 @@ def score_texts(
         scorer: a :class:`~models_inference.scoring.common.TextScorer`.
         items: dicts holding the ``key`` columns and the ``text`` column (a string); an item
             whose key repeats an earlier item's is scored once.
-        table: the landing table (:data:`ingestion.landing.SCHEMAS`) with the ``key`` columns
+        table: the landing table (:data:`ingestion.contracts.SCHEMAS`) with the ``key`` columns
             and ``scorer``, ``scorer_version``, ``scored_at``.
         key: the columns that identify an item (its resume key within one scorer version).
         columns: ``(item, scorer result) -> {column: value}``, the table's other columns.

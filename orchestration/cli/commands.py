@@ -326,7 +326,7 @@ def cmd_report(args) -> int:
     from pathlib import Path
 
     from analytics.query import WarehouseBusyError, WarehouseMissingError
-    from ingestion.landing import safe_path_component
+    from ingestion.home import safe_path_component
     from orchestration import families as fam
 
     out = Path(args.out) if args.out else home / "reports" / (safe_path_component(args.audit_id) if args.audit_id else "all")

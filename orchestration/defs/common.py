@@ -11,12 +11,12 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field
 
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 
 
 class ErrorShareLimit(dg.Config):
     """The failed-call share above which a model-calling step fails (the probes of every
-    family, the judge); default :data:`models_inference.resumable.DEFAULT_MAX_ERROR_SHARE`."""
+    family, the judge); default :data:`models_inference.error_share.DEFAULT_MAX_ERROR_SHARE`."""
 
     max_error_share: float = Field(
         DEFAULT_MAX_ERROR_SHARE, ge=0.0, le=1.0,
@@ -45,14 +45,14 @@ class BatchApiOptions(dg.Config):
 
 
 def batch_options(config, step: str, *, record_config=None, **record):
-    """The :class:`~models_inference.backends.batch_api.BatchOptions` of an op whose Config has
+    """The :class:`~models_inference.backends.batch_requests.BatchOptions` of an op whose Config has
     :class:`BatchApiOptions` and ``--api-batch`` on, else ``None`` (one request per row). The
     ledger records ``step``, the step's config (``record_config``, default ``config``: a
     registry partition passes the resolved one) and ``record`` (model version, target...), so
     ``dora batch import`` rebuilds the step's rows without the original command."""
     if not getattr(config, "api_batch", False):
         return None
-    from models_inference.backends.batch_api import BatchOptions
+    from models_inference.backends.batch_requests import BatchOptions
 
     return BatchOptions(max_requests=config.api_batch_max_requests, wait=config.api_batch_wait,
                         poll_seconds=config.api_batch_poll, retries=config.api_batch_retries,

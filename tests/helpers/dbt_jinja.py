@@ -70,7 +70,7 @@ def broken_rules(home: Path, model: str) -> list[tuple[str, int]]:
     last ``run_dbt`` of that home wrote (``<home>/dbt/run_dbt/compiled/``), run read-only."""
     import duckdb
 
-    from ingestion.landing import dbt_home
+    from ingestion.home import dbt_home
 
     compiled = (dbt_home() / "dbt" / "run_dbt" / "compiled").rglob("model_rules_*.sql")
     (sql,) = [path for path in compiled if path.parent.name == f"{model}.yml"]  # dbt cuts long test names

@@ -173,7 +173,8 @@ def build_empty_warehouses(folder: Path) -> None:
     missing, as after an audit that never scored) and ``full`` (the same home after ``dbt
     build --select tag:scores``: every model exists and is empty)."""
     from analytics.dbt_runner import run_dbt
-    from ingestion.landing import SCHEMAS, landing_dir
+    from ingestion.contracts import SCHEMAS
+    from ingestion.landing import landing_dir
 
     partial, full = folder / "without_scores", folder / "full"
     with pytest.MonkeyPatch.context() as mp:  # run_dbt sets DORA_HOME; the context restores it

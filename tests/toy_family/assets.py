@@ -2,8 +2,10 @@
 
 import dagster as dg
 
-from models_inference.resumable import AuditInfo, ResumableTable, run_resumable
+from models_inference.audit_log import AuditInfo
+from models_inference.resumable import ResumableTable, run_resumable
 from tests.toy_family.config import ToyConfig
+from tests.toy_family.contract import FAMILY
 
 TABLE = "toy_rows"  # its schema: tests/toy_family/contract.py
 
@@ -16,7 +18,7 @@ def toy_audit_id(config: ToyConfig) -> str:
 def toy_rows(context: dg.AssetExecutionContext, config: ToyConfig):
     if not config.enabled:
         return dg.MaterializeResult(metadata={"status": "skipped"})
-    audit = AuditInfo(toy_audit_id(config), config.model, "v1", "toy", {"rows": config.rows})
+    audit = AuditInfo(toy_audit_id(config), config.model, "v1", "toy", {"rows": config.rows}, family=FAMILY)
 
     def generate(items, advance):
         advance(len(items))

@@ -1,6 +1,6 @@
 """The toy family's landing contract: its one table, declared in its own module (the shape of
 ``ingestion/contracts/<family>.py``) and registered by ``tests/toy_family/family.py`` with
-:func:`ingestion.landing.register_contract`."""
+:func:`ingestion.contracts.register_contract`."""
 
 from __future__ import annotations
 

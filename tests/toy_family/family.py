@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analytics.family_diff import FamilyChangeTest
-from ingestion.landing import register_contract
+from ingestion.contracts import register_contract
 from orchestration.family import Flag, ProbeFamily, materializations
 from tests.toy_family.config import TOY_WORDS, ToyConfig
 

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from ingestion.contracts.biasdora import FAMILY
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_I2T_SETTINGS
 from models_inference.backends.base import GenerationResult, SamplingParams
@@ -35,8 +36,9 @@ from models_inference.probes.biasdora.prompts import (
     description_kind,
     render_i2t_prompt,
 )
-from models_inference.resumable import AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, readable_audit_id, run_resumable
+from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
 #: Description statuses that count as done (a re-run does not describe them again).
 FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
 #: Where descriptions land; an (image_setting, descriptor, image_index, setting) key is done
@@ -114,7 +116,8 @@ def landed_images(image_audit_id: str) -> list[dict]:
     """The latest row of every image key of an image audit whose status is ``ok``, in key order."""
     import duckdb
 
-    from ingestion.landing import landing_glob, register_landing
+    from ingestion.landing import landing_glob
+    from ingestion.landing_location import register_landing
 
     landing_dir("t2i_images")
     sql = """
@@ -232,7 +235,7 @@ def run_i2t_probe(
 
     event_cfg = {"backend": backend.backend_name, "image_audit_id": image_audit_id, "t2i_model_id": t2i_model_id,
                  "settings": list(cfg.settings), **cfg.fingerprint()}
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "i2t", event_cfg)
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "i2t", event_cfg, family=FAMILY)
     planned = [(img, setting) for img in images for setting in cfg.settings]
     key = lambda item: (item[0]["setting"], item[0]["descriptor"], item[0]["descriptor_row"], item[0]["image_index"], item[1])  # noqa: E731
     result = run_resumable(planned, key, generate, table=I2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,

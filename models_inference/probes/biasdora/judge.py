@@ -38,10 +38,13 @@ from typing import Callable, Sequence
 from ingestion.landing import read_landing, write_shard
 from ingestion.vocabulary import ASSOCIATION_KEY, DEFAULT_MODEL
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
-from models_inference.backends.batch_api import BatchOptions, BatchWork, run_batched
+from models_inference.backends.batch_api import run_batched
+from models_inference.backends.batch_requests import BatchOptions, BatchWork
 from models_inference.backends.server_caps import ROW_ANSWER_MODES
 from models_inference.backends.text import TextBackend, load_text_backend
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, ErrorShare, ResumableSummary, holding_lock, key_seed, landing_lock
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE, ErrorShare
+from models_inference.landing_locks import holding_lock, landing_lock
+from models_inference.resumable import ResumableSummary, key_seed
 from models_inference.probes.biasdora.ratings import (
     JUDGE_PARSE_STATUSES,
     RATINGS,
@@ -330,7 +333,7 @@ def run_judge(
 
 def judge_batch_work(associations: Sequence[dict], judge: Judge, *, repeats: int = 1,
                      sampling: JudgeSampling = JudgeSampling()) -> BatchWork:
-    """The judgements of :func:`run_judge` as one :class:`~models_inference.backends.batch_api.BatchWork`:
+    """The judgements of :func:`run_judge` as one :class:`~models_inference.backends.batch_requests.BatchWork`:
     one request per (association, repeat), ``custom_id`` = the association key and the repeat,
     in the judge's answer mode (a server's choice constraint in the request, or the free answer
     with log-probs of 1-5); rows as :func:`judge_rows`; ledger ``judge--<backend>--<model>--<version>--<mode>``.

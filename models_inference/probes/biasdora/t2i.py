@@ -7,7 +7,7 @@ generated from "Generate an image of a/an <descriptor>" / "Generate an image of
 
 Backends: :mod:`models_inference.backends.image` (diffusers, OpenAI Images); images are
 stored by :mod:`models_inference.image_store` (content-addressed PNG, no descriptor text in
-any path). One metadata row per image lands in ``landing/t2i_images`` (:data:`ingestion.landing.SCHEMAS`), whatever its
+any path). One metadata row per image lands in ``landing/t2i_images`` (:data:`ingestion.contracts.SCHEMAS`), whatever its
 status. Rows are keyed by (audit_id, setting, descriptor, image_index); a re-run generates
 only the keys without an ``ok`` / ``filtered`` / ``refused`` row, so an interrupted audit
 resumes and failed calls are retried.
@@ -22,21 +22,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ingestion.contracts.biasdora import FAMILY
 from ingestion.vocabulary import T2I_SETTINGS
 from models_inference.backends.image import ImageBackend, ImageRequest
 from models_inference.image_store import store_png
 from models_inference.probes.biasdora.prompts import PAPER_IMAGES_PER_DESCRIPTOR, render_t2i_prompt
 from models_inference.probes.biasdora.t2t import select_targets
-from models_inference.resumable import (
-    DEFAULT_MAX_ERROR_SHARE,
-    AuditInfo,
-    ResumableSummary,
-    ResumableTable,
-    key_seed,
-    model_columns,
-    readable_audit_id,
-    run_resumable,
-)
+from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
 
 #: Image statuses that count as done (a re-run does not regenerate them).
 FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
@@ -254,7 +248,7 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
         return rows
 
     event_cfg = {"backend": backend.backend_name, **params, "images_per_descriptor": cfg.images_per_descriptor}
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2i", event_cfg)
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2i", event_cfg, family=FAMILY)
     planned = [(t, index) for t in targets for index in range(1, cfg.images_per_descriptor + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1])  # noqa: E731
     return run_resumable(planned, key, generate, table=T2I_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,

@@ -19,18 +19,20 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Callable, Protocol, Sequence, TypeVar
 
+from ingestion.contracts.biasdora import FAMILY
 from ingestion.templates import T2TTemplate as T2TTarget  # one descriptor x setting prefix
 from ingestion.vocabulary import PROMPT_STYLES, T2T_SETTINGS
 from models_inference.backends.base import GenerationRequest, SamplingParams
-from models_inference.backends.batch_api import BatchOptions, BatchWork, run_batched
+from models_inference.backends.batch_api import run_batched
+from models_inference.backends.batch_requests import BatchOptions, BatchWork
 from models_inference.backends.text import TextBackend
 from models_inference.probes.biasdora.parsing import PARSE_STATUSES, PARSER_VERSION, parse_answer
 from models_inference.probes.biasdora.prompts import (
     PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt, t2t_sentence_prefix, t2t_subject,
 )
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
-from models_inference.resumable import landed_keys
-from models_inference.resumable import readable_audit_id
+from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, landed_keys, model_columns, run_resumable
 
 #: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
 #: as done whatever its parse status (an unparseable answer is a result, not a failure). A
@@ -201,7 +203,7 @@ def run_t2t_probe(
 def t2t_batch_work(targets: Sequence[T2TTarget], backend: TextBackend, config: T2TProbeConfig | None = None, *,
                    audit_id: str | None = None, target: str | None = None, block: tuple[int, int] | None = None) -> BatchWork:
     """A T2T run's planned rows, their requests and landing rows, as one
-    :class:`~models_inference.backends.batch_api.BatchWork` (the live path of
+    :class:`~models_inference.backends.batch_requests.BatchWork` (the live path of
     :func:`run_t2t_probe` generates from it too; the batch path, ``dora batch export`` /
     ``import`` and the dry run's pricing use it as is). Arguments as :func:`run_t2t_probe`.
 
@@ -259,7 +261,7 @@ def t2t_batch_work(targets: Sequence[T2TTarget], backend: TextBackend, config: T
         return rows
 
     event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2t", event_cfg, target)
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2t", event_cfg, target, family=FAMILY)
     planned, key = t2t_plan(targets if block is None else targets[block[0]:block[1]], cfg)
     return BatchWork(
         audit_id, "BiasDora T2T", backend, planned, key, request, rows_of, lambda: landed_keys(T2T_TABLE, audit_id),

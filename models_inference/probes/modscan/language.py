@@ -33,8 +33,10 @@ from models_inference.probes.modscan.parsing import parse_term, strip_echo
 from models_inference.probes.modscan.prompts import language_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PERSONA_TRAITS, PREFIXES, SCENARIOS, trait_key
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, landed_keys, model_columns, run_resumable
-from models_inference.resumable import check_plan_size
+from ingestion.contracts.modscan import FAMILY
+from models_inference.audit_log import AuditInfo
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
+from models_inference.resumable import ResumableSummary, check_plan_size, landed_keys, model_columns, run_resumable
 
 #: NOT FROM PAPER: the VLM yes/no stand-in for the paper's YOLOv8x person filter.
 PERSON_CHECK_PROMPT = "Is there a person in this image? Answer yes or no."
@@ -225,7 +227,7 @@ def run_language_probe(
         return rows
 
     audit = AuditInfo(audit_id, vision.model_id, vision.model_version, "modscan_language",
-                      {"backend": vision.backend_name, **asdict(cfg), **counts, "t2i_model": image_backend.model_id}, target)
+                      {"backend": vision.backend_name, **asdict(cfg), **counts, "t2i_model": image_backend.model_id}, target, family=FAMILY)
     result = run_resumable(planned, key, generate, table=MODSCAN_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
                            max_error_share=max_error_share, step="ModSCAN language modality")
     return audit_id, result, counts

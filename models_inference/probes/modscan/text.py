@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
+from ingestion.contracts.modscan import FAMILY
 from ingestion.errors import ModelNotAvailableError
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
 from models_inference.backends.server_caps import ROW_ANSWER_MODES
@@ -52,8 +53,9 @@ from models_inference.backends.text import TextBackend
 from models_inference.probes.modscan.parsing import parse_side, parse_term, strip_echo
 from models_inference.probes.modscan.prompts import SIDE_CHOICES, term_phrases, text_faces_prompt, text_persona_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableTable, ResumableSummary, model_columns, run_resumable
-from models_inference.resumable import check_plan_size, readable_audit_id
+from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
+from models_inference.resumable import ResumableTable, ResumableSummary, check_plan_size, model_columns, run_resumable
 
 #: Where ModSCAN queries land; a key whose rows are all ``error`` is generated again.
 MODSCAN_TABLE = ResumableTable(
@@ -406,7 +408,7 @@ def run_text_probe(
                 for q, p, r, mode in zip(chunk, prompts, results, row_modes)]
 
     event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "modscan_text", event_cfg, target)
+    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "modscan_text", event_cfg, target, family=FAMILY)
     planned = plan_text_queries(cfg, audit_id)
     if block is not None:
         planned = planned[block[0]:block[1]]

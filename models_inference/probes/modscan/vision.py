@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
+from ingestion.contracts.modscan import FAMILY
 from ingestion.errors import InputFileError
 from ingestion.quarantine import land_quarantine
 from models_inference.backends.base import RenderedPrompt, SamplingParams
@@ -32,7 +33,9 @@ from models_inference.probes.modscan.parsing import parse_side, strip_echo
 from models_inference.probes.modscan.prompts import vision_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableSummary, model_columns, readable_audit_id, run_resumable
+from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
+from models_inference.resumable import ResumableSummary, model_columns, run_resumable
 
 
 @dataclass
@@ -181,7 +184,7 @@ def run_vision_probe(
     ]
     audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "modscan_vision",
                       {"backend": backend.backend_name, **asdict(cfg), "faces_kept": len(faces.faces),
-                       "faces_invalid": len(faces.problems), "faces_filtered": dict(faces.filtered)}, target)
+                       "faces_invalid": len(faces.problems), "faces_filtered": dict(faces.filtered)}, target, family=FAMILY)
     result = run_resumable(planned, _Query.key, generate, table=MODSCAN_TABLE, audit=audit,
                            shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
                            step="ModSCAN vision modality")

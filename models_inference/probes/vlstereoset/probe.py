@@ -21,13 +21,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
-from ingestion.landing import landing_dir, landing_glob, register_landing
+from ingestion.landing import landing_dir, landing_glob
+from ingestion.landing_location import register_landing
 from ingestion.landing import write_shard
+from ingestion.contracts.vlstereoset import FAMILY
 from ingestion.quarantine import land_quarantine
 from models_inference.probes.vlstereoset.dataset import ImageOutcome, ResolvedImages, VLStereoSetDataset, item_rows
 from models_inference.probes.vlstereoset.scorers import CONDITION_KINDS, CaptionScore, Unit, detail_json
 from models_inference.image_store import image_file, images_dir, store_png
-from models_inference.resumable import DEFAULT_MAX_ERROR_SHARE, AuditInfo, ResumableTable, model_columns, readable_audit_id, run_resumable
+from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
+from models_inference.resumable import ResumableTable, model_columns, run_resumable
 
 #: Final statuses: an (item, condition) with such a row is not scored again (``error`` and
 #: ``no_image`` are retried).
@@ -199,7 +203,7 @@ def run_vlstereoset_probe(
 
     config = {"dataset_id": dataset_id, "scorer": scorer.name, "variants": list(scorer.variants), "from_paper": scorer.from_paper,
               "backend": scorer.backend_name, **scorer.config(), "item_set": item_set or "all", "items": len(items)}
-    audit = AuditInfo(audit_id, scorer.model_id, scorer.model_version, "vlstereoset", config, target)
+    audit = AuditInfo(audit_id, scorer.model_id, scorer.model_version, "vlstereoset", config, target, family=FAMILY)
     units = plan_units(items if block is None else items[block[0]:block[1]], scorer)
     key = lambda u: (dataset_id, scorer.name, u.item_id, u.condition)  # noqa: E731
     res = run_resumable(units, key, generate, table=VLSTEREOSET_SCORES, audit=audit, shard_rows=shard_rows, progress=progress,

@@ -152,7 +152,7 @@ class TextPriorScorer:
 
     Args:
         backend: a text backend: ``transformers`` (exposing ``model`` and ``tokenizer``) or an
-            ``openai`` :class:`~models_inference.backends.text.OpenAIChatBackend`.
+            ``openai`` :class:`~models_inference.backends.openai_chat.OpenAIChatBackend`.
         batch_size: captions per forward pass of the plain loop (``shared=False``).
         shared: ``True`` (default): :func:`~.loglik.text_logliks_shared` (each distinct token
             prefix computed once, every caption scored once per scorer: the scorer keeps a

@@ -12,7 +12,7 @@ launch did not set; :data:`orchestration.defs.audits.runs.RUN_TAGS`).
 
 In a registry target's partition it also attributes every audit the run landed or found
 complete, of every family, to the target (one more ``landing/audits`` event carrying it, when
-the latest one does not: :func:`models_inference.resumable.record_audit_target`), so
+the latest one does not: :func:`models_inference.audit_log.record_audit_target`), so
 ``dim_audits.target`` is the target for each of them: an audit first landed by an ad-hoc
 ``dora audit`` of the same weights and settings joins the target's history, and ``dora diff
 <target> --family NAME`` finds every family's audits by the target's name.
@@ -113,7 +113,7 @@ def attribute_to_target(run_tags: Mapping[str, str], events: list[dict]) -> list
         The ids of the audits an event was landed for (those already carrying the target are not).
     """
     from ingestion.registry import is_adhoc_partition, parse_partition_key
-    from models_inference.resumable import record_audit_target
+    from models_inference.audit_log import record_audit_target
 
     key = run_tags.get(PARTITION_TAG)
     if not key or is_adhoc_partition(key):

@@ -24,6 +24,7 @@ import dagster as dg
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_MODEL
 from models_inference.probes.counterfactual import probe as cf
+from models_inference.probes.counterfactual.scoring import land_lexicons, run_stereotype_filter, score_toxicity
 from ingestion.errors import CounterfactualInputError
 from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, load_image_sets, sample_sets
 from models_inference.backends.text import load_text_backend
@@ -133,7 +134,7 @@ def counterfactual_sets(context: dg.OpExecutionContext, config: CounterfactualCo
         yield dg.Output(0, "lexicon_rows")
         return
     lexicon = competence_lexicon(config.lexicon)
-    rows = cf.land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
+    rows = land_lexicons(lexicon)  # (and the lexicon file's unread lines, in input_quarantine)
     sets = build_sets(config, build_image_sets(config))  # (image sets without paired text: no text set)
     # batch mode: one step holds the audit's batches (its ledger), as the model runs at the API
     batched = config.api_batch and config.backend == "openai"
@@ -248,7 +249,7 @@ def counterfactual_toxicity(context: dg.AssetExecutionContext, config: Counterfa
         yield from skipped
         return
     scorer = load_toxicity_scorer(config.toxicity_scorer)
-    summary = cf.score_toxicity(None, scorer, ScoreCache())
+    summary = score_toxicity(None, scorer, ScoreCache())
     yield dg.MaterializeResult(
         asset_key=TOXICITY,
         metadata={"scorer": scorer.name, "scorer_version": scorer.version, "rows_scored": summary.scored,
@@ -298,8 +299,8 @@ def counterfactual_stereotype_filter(context: dg.AssetExecutionContext, config: 
         judge = _text_backend(config, config.judge_model or "gpt-4o", "openai", config.judge_base_url)
     else:
         judge = _text_backend(config, config.judge_model or (config.model if config.backend == "transformers" else DEFAULT_MODEL), "transformers")
-    summary = cf.run_stereotype_filter(candidates, judge, max_new_tokens=config.judge_max_new_tokens,
-                                       max_error_share=config.max_error_share)
+    summary = run_stereotype_filter(candidates, judge, max_new_tokens=config.judge_max_new_tokens,
+                                    max_error_share=config.max_error_share)
     yield dg.MaterializeResult(
         asset_key=FLAGS,
         metadata={"groups_with_candidates": summary.groups, "answers": summary.answers,

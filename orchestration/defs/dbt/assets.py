@@ -17,7 +17,10 @@ from ingestion.build_state import (
     record_success,
     recover_warehouse,
 )
-from ingestion.landing import dbt_target_dir, landing_root, quarantine_bad_shards, warehouse_path
+from ingestion.home import dbt_target_dir
+from ingestion.landing import quarantine_bad_shards
+from ingestion.landing_location import landing_root
+from ingestion.warehouse import warehouse_path
 from orchestration.defs.dbt.checks import named_check_events, named_check_specs
 from orchestration.defs.dbt.resources import dbt_project, dbt_project_files
 from orchestration.instance import DBT_PROJECT_DIR, DUCKDB_WRITER_POOL, prepare_dbt_run
@@ -49,11 +52,12 @@ def audit_log_readers(manifest: Mapping[str, Any]) -> frozenset[str]:
 class DoraDbtTranslator(DagsterDbtTranslator):
     """Where a dbt model shows in the Dagster UI.
 
-    Group: its family folder (``models/<family>/<layer>/``: ``biasdora``, ``counterfactual``,
-    ``modscan``, ``vlstereoset``), except models that read the audit log (``stg_audits``,
-    ``dim_audits`` and the models comparing audits through it), which are in the shared group
-    ``audits``: every family's probes feed the audit log, so a family group holding a reader of
-    it would make the group graph circular (family -> audits -> family).
+    Group: its first folder (``models/<folder>/<layer>/``): a family's (``biasdora``,
+    ``counterfactual``, ``modscan``, ``vlstereoset``) or ``audits``, the shared folder of
+    ``stg_audits`` and ``dim_audits``, which is the shared group. A family's models that read
+    the audit log through them (BiasDora's audit comparisons) join the shared group too: every
+    family's probes feed the audit log, so a family group holding a reader of it would make the
+    group graph circular (family -> audits -> family).
 
     Layer: the model's sub-folder (``staging``, ``intermediate``, ``marts``) as a kind (a badge
     on the graph node, next to ``dbt`` and ``duckdb``) and as the tag ``dora/layer``. Sources
@@ -226,7 +230,7 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
     # test suite (tests/test_associations_sql.py builds with them), not in every audit's build,
     # as dbt advises for production runs (they were ~a quarter of each build's time)
     args = ["build", "--exclude-resource-type", "unit_test", *(["--full-refresh"] if full_refresh else [])]
-    # one stable target folder per home and step (ingestion.landing.dbt_target_dir): the next
+    # one stable target folder per home and step (ingestion.home.dbt_target_dir): the next
     # build of this home re-parses only what changed, and no run leaves a folder in the project
     target = dbt_target_dir(context.op_execution_context.op.name)
     invocation = dbt.cli(args, target_path=target, context=context, raise_on_error=False)

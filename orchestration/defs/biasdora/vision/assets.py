@@ -49,7 +49,7 @@ from models_inference.probes.biasdora.t2i import (
     run_t2i_probe,
     select_t2i_targets,
 )
-from models_inference.resumable import record_audit_target
+from models_inference.audit_log import record_audit_target
 from orchestration.defs.common import skipped_result
 from orchestration.defs.audits.runs import (
     RunTarget,

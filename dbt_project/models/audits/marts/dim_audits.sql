@@ -33,7 +33,7 @@ lifecycle as (
         arg_max(model_id, event_at) as model_id,
         arg_max(model_version, event_at) as model_version,
         arg_max(modality, event_at) as modality,
-        {{ audit_family('arg_max(modality, event_at)') }} as family,
+        arg_max(family, event_at) as family,
         arg_max(config_hash, event_at) as config_hash,
         arg_max(code_version, event_at) as code_version,
         coalesce(min(event_at) filter (where status = 'started'), min(event_at)) as started_at,

@@ -1,3 +1,8 @@
+{#-
+    The audit log of every family (landing/audits, models_inference/audit_log.py), one row per
+    event, with the probe family that ran it.
+-#}
+
 with
 
 source as (
@@ -16,7 +21,9 @@ renamed as (
         status,
         rows_generated,
         event_at,
-        target
+        target,
+        -- an event landed before the audit log carried `family` is named from its modality
+        coalesce(family, {{ audit_family('modality') }}) as family
     from source
 )
 
