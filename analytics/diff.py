@@ -229,7 +229,7 @@ class AuditDiff:
                 lines += ["    " + ln for ln in format_result(QueryResult(cols, rows)).splitlines()]
         if self.flips is not None and self.flips.rows:
             more = flipped - len(self.flips.rows)
-            lines += ["", f"  significance flipped (significant in one audit only, smallest change q first"
+            lines += ["", "  significance flipped (significant in one audit only, smallest change q first"
                           + (f"; {more} more: --top raises the limit" if more > 0 else "") + "):"]
             lines += ["    " + ln for ln in format_result(self.flips).splitlines()]
         return "\n".join(lines)

@@ -47,7 +47,7 @@ def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = No
     # per dimension through the bridge fct_association_dimensions: an association is listed
     # under every dimension of its descriptor, as the report and `dora diff` count it
     tops = run_query(
-        f"""select d.bias_dimension, a.setting, a.descriptor, a.word, a.tf, round(a.tfidf, 3) as tfidf,
+        """select d.bias_dimension, a.setting, a.descriptor, a.word, a.tf, round(a.tfidf, 3) as tfidf,
                    a.fisher_q
             from fct_association_dimensions as d
             inner join fct_associations as a using (audit_id, modality, setting, descriptor, word)

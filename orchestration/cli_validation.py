@@ -28,7 +28,6 @@ import re
 from pathlib import Path
 from typing import Callable, Sequence
 
-from orchestration.defaults import MAX_TOP  # the count flags of the commands (the others: on the Config fields)
 
 
 def int_range(lo: int, hi: int, what: str = "") -> Callable[[str], int]:

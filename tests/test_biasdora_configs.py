@@ -6,7 +6,6 @@ released code as docs/method.md#2-probes, docs/method.md#3a-paper-statistics and
 
 from __future__ import annotations
 
-import argparse
 
 import pytest
 

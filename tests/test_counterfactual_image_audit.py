@@ -4,7 +4,6 @@ against scipy, and one end-to-end audit (tiny random-weight LLaVA for the image 
 local OpenAI stub for the paired text sets) read back from ``agg_lvlm_llm_max_toxicity``,
 ``dora report`` and ``dora diff --family counterfactual``."""
 
-import math
 
 import pytest
 

@@ -6,7 +6,6 @@ from ingestion.landing import read_landing
 from models_inference.probes.biasdora.t2t import (
     T2TProbeConfig,
     T2TTarget,
-    audit_id_for,
     row_seed,
     run_t2t_probe,
     select_targets,

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import http.server
 import threading
-from pathlib import Path
 
 import pytest
 
 from models_inference.probes.vlstereoset.dataset import (
-    CSV_COLUMNS,
     VLStereoSetFormatError,
     load_vlstereoset_csv,
     resolve_images,

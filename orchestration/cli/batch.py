@@ -173,7 +173,7 @@ def cmd_batches(args) -> int:
         if not acted:
             print(f"dora batches: {args.name}: no open batch to cancel")
         else:
-            print(f"dora batches: run the audit again to land what ran; the rest goes into new batches")
+            print("dora batches: run the audit again to land what ran; the rest goes into new batches")
         return 0
     rows = []
     for name in ([args.name] if args.name is not None else names):
@@ -220,7 +220,7 @@ def _export(args) -> int:
             print(f"    vllm run-batch -i {e.path} -o {e.path[:-len('.jsonl')]}.output.jsonl --model {config.model}")
         written += len(entries)
     if written:
-        print(f"dora batch export: then: dora batch import <output file> (each), and `dora audit` with the same flags "
+        print("dora batch export: then: dora batch import <output file> (each), and `dora audit` with the same flags "
               "(--backend openai) builds the marts")
     return 0
 

@@ -13,6 +13,7 @@ import argparse
 
 from orchestration import families as fam
 from orchestration.cluster import BROKER_ENV, DEFAULT_BROKER, DEFAULT_WORKER_TIMEOUT, EXECUTORS
+from orchestration.defaults import MAX_TOP  # the count flags of the commands (the others: on the Config fields)
 from orchestration.cli.flags import add_all_family_flags, add_common_flags
 
 EPILOG = """\
@@ -141,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the warehouse)")
     report.add_argument("--out", default=None, help="output folder (default: $DORA_HOME/reports/<audit or 'all'>)")
-    report.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=15, help="rows of the most toxic / highest-rated tables (default: 15)")
+    report.add_argument("--top", type=v.int_range(1, MAX_TOP), default=15, help="rows of the most toxic / highest-rated tables (default: 15)")
 
     models = sub.add_parser("models", help="the audit registry: registered targets and their last audit")
     models_list = models.add_subparsers(dest="models_command", required=True).add_parser(
@@ -173,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "the model id, or its last path component")
     diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
-    diff.add_argument("--top", type=v.int_range(1, v.MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first; default: 5); "
+    diff.add_argument("--top", type=v.int_range(1, MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first; default: 5); "
                       "flipped associations: up to twice as many")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
     diff.add_argument("--family", "--probe", dest="family", default=fam.FAMILIES[0].name, choices=fam.family_names(),
@@ -243,7 +244,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
     audit.add_argument("--help-family", action=_HelpFamily, choices=names, metavar="NAME",
                        help="show the flags of one probe family and exit")
     seen = add_common_flags(audit)
-    audit.add_argument("--top", type=v.int_range(0, v.MAX_TOP), default=3, help="top associations shown per bias dimension (default: 3)")
+    audit.add_argument("--top", type=v.int_range(0, MAX_TOP), default=3, help="top associations shown per bias dimension (default: 3)")
     audit.add_argument("--verbose", "-v", action="store_true",
                        help="show dbt's output (otherwise in $DORA_HOME/logs/last_audit_dbt.log) and Dagster's tracebacks "
                        "(a failed run's traces are always in $DORA_HOME/logs/audit-<run id>.log)")
