@@ -172,7 +172,9 @@ def test_one_vision_target_over_two_servers(dora_home, monkeypatch):
         assert (first.generated, dict(first.statuses)) == (36, {"ok": 36})
         before = {s["base_url"]: s["served"] for s in vision.fleet_report()}
         assert before[fast.base_url] + before[slow.base_url] == 36
-        assert before[fast.base_url] > 2 * before[slow.base_url] > 0
+        # the fast server serves more; by how much depends on the machine's load (a busy client
+        # narrows the servers' 6x latency gap: 24 to 12 was seen under load), so only the order is asserted
+        assert before[fast.base_url] > before[slow.base_url] > 0
 
         # `slow` dies when `fast` has answered 10 requests of the second run
         hook, killed = kill_when_answered(slow, 10)
@@ -218,7 +220,9 @@ def test_completion_style_text_target_over_two_servers(dora_home, monkeypatch):
         assert first.statuses == {"ok": 36}
         before = {s["base_url"]: s["served"] for s in backend.fleet_report()}
         assert before[fast.base_url] + before[slow.base_url] == 36
-        assert before[fast.base_url] > 2 * before[slow.base_url] > 0
+        # the fast server serves more; by how much depends on the machine's load (a busy client
+        # narrows the servers' 6x latency gap: 24 to 12 was seen under load), so only the order is asserted
+        assert before[fast.base_url] > before[slow.base_url] > 0
 
         hook, killed = kill_when_answered(slow, 10)
         fast.completion_reply = lambda req: (hook(), CONTINUATIONS[req["prompt"].rstrip()[-1]])[1]

@@ -173,6 +173,8 @@ def test_registry_target_on_the_server_keeps_its_version_a_day_later_and_audits(
         "targets:\n"
         "  - name: smol-server\n"
         "    modality: t2t\n"
+        # BiasDora only: VLStereoSet's text prior needs prompt log-probs, which llama-server does not give
+        "    families: [biasdora]\n"
         "    backend: openai\n"
         f"    model: {llama_server.model}\n"
         f"    base_url: {llama_server.base_url}\n"
