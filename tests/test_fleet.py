@@ -152,6 +152,7 @@ def _describe_rows(audit_id):
     return [r for r in read_landing("i2t_descriptions").to_pylist() if r["audit_id"] == audit_id]
 
 
+@pytest.mark.slow
 def test_one_vision_target_over_two_servers(dora_home, monkeypatch):
     """Images (T2I) and descriptions (I2T) each through one target naming two servers: every
     row lands with status ok, the fast server serves more, and a server killed mid-run loses
