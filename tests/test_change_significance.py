@@ -25,6 +25,7 @@ from analytics.fisher_two_sided import fisher_two_sided_pvalues
 from analytics.query import run_query
 from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
+from tests.helpers.reference_stats import fisher_q_values
 
 
 def _tables() -> np.ndarray:
@@ -126,18 +127,7 @@ def _land(version: str, order: int) -> None:
 
 def _significant(docs: dict[str, list[str]]) -> set[tuple[str, str]]:
     """(descriptor, word) pairs with one-sided Fisher BH q < 0.05 (docs/method.md#3-associations), by scipy."""
-    tf = {d: Counter(ws) for d, ws in docs.items()}
-    total = Counter(w for ws in docs.values() for w in ws)
-    grand = sum(total.values())
-    keys, pvals = [], []
-    for d, counts in tf.items():
-        length = sum(counts.values())
-        for w, a in counts.items():
-            c = total[w] - a
-            keys.append((d, w))
-            pvals.append(stats.fisher_exact([[a, length - a], [c, grand - length - c]], alternative="greater").pvalue)
-    q = stats.false_discovery_control(pvals, method="bh")
-    return {k for k, qv in zip(keys, q) if qv < 0.05}
+    return {k for k, q in fisher_q_values(docs).items() if q < 0.05}
 
 
 @pytest.mark.slow

@@ -31,6 +31,7 @@ from analytics.dbt_runner import run_dbt
 from analytics.query import run_query
 from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
+from tests.helpers.reference_stats import fisher_q_values
 
 TARGET = "my-finetune"
 T0 = datetime(2025, 6, 1, tzinfo=timezone.utc)
@@ -123,19 +124,7 @@ def documents(version: str, keys) -> dict[str, list[str]]:
     return docs
 
 
-def fisher_q(docs: dict[str, list[str]]) -> dict[tuple[str, str], float]:
-    """(descriptor, word) -> one-sided Fisher BH q-value (docs/method.md#3-associations), by scipy."""
-    tf = {d: Counter(ws) for d, ws in docs.items() if ws}
-    total = Counter(w for ws in docs.values() for w in ws)
-    grand = sum(total.values())
-    keys, pvals = [], []
-    for d, counts in tf.items():
-        length = sum(counts.values())
-        for w, a in counts.items():
-            c = total[w] - a
-            keys.append((d, w))
-            pvals.append(stats.fisher_exact([[a, length - a], [c, grand - length - c]], alternative="greater").pvalue)
-    return dict(zip(keys, map(float, stats.false_discovery_control(pvals, method="bh"))))
+fisher_q = fisher_q_values  # (descriptor, word) -> one-sided Fisher BH q-value, by scipy
 
 
 def expected_changes(before: str, after: str) -> dict[tuple[str, str], tuple]:

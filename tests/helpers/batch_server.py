@@ -45,12 +45,13 @@ from __future__ import annotations
 import email.parser
 import email.policy
 import json
-import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Callable
 from urllib.parse import parse_qs, urlparse
+
+from tests.helpers.local_http import api_base_url, local_server
 
 
 def offline_run(input_path, output_path, reply: Callable[[dict], str], *, skip: Callable[[str], bool] = lambda cid: False,
@@ -179,23 +180,13 @@ class BatchStubServer:
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        default_handle_error = self._httpd.handle_error
-
-        def handle_error(request, client_address):  # a killed client hung up: expected
-            if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-                default_handle_error(request, client_address)
-
-        self._httpd.handle_error = handle_error
-        self._thread = threading.Thread(target=lambda: self._httpd.serve_forever(poll_interval=0.05), daemon=True)
+        self._httpd, self._thread = local_server(Handler, 0)
 
     # ------------------------------------------------------------------ scripting
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return api_base_url(self._httpd)
 
     def hold(self, method: str, path_prefix: str, when: str = "before") -> None:
         """Hold the next ``method`` request whose path starts with ``path_prefix`` (see module docstring)."""

@@ -68,11 +68,12 @@ import hashlib
 import io
 import json
 import re
-import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Callable
+
+from tests.helpers.local_http import api_base_url, local_server
 
 
 def tiny_png(color=(200, 30, 30), size=(8, 8)) -> bytes:
@@ -204,22 +205,11 @@ class OpenAIStubServer:
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        default_handle_error = self._httpd.handle_error
-
-        def handle_error(request, client_address):  # a client that timed out hung up: expected
-            if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-                default_handle_error(request, client_address)
-
-        self._httpd.handle_error = handle_error
-        # a short poll: shutdown() waits up to one poll interval (0.5 s by default, per test)
-        self._thread = threading.Thread(target=lambda: self._httpd.serve_forever(poll_interval=0.05), daemon=True)
+        self._httpd, self._thread = local_server(Handler, port)
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return api_base_url(self._httpd)
 
     def fail_next(self, status: int, times: int = 1) -> None:
         with self._lock:
