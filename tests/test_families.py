@@ -65,6 +65,16 @@ def test_toy_flags_come_from_its_config(toy, capsys):
     assert "--toy-rows TOY_ROWS" in out and "rows to land (default: 3)" in out and "{alpha,beta,gamma}" in out
 
 
+def test_the_cli_reference_generator_gives_the_toy_its_table(toy):
+    """docs/cli.md's generator (orchestration/cli/reference.py) reads the families: the toy's
+    flags get their own table, whose marker a page would need."""
+    from orchestration.cli.reference import CLI_PAGE, flag_tables, missing_tables
+
+    tables = flag_tables()
+    assert "| `--toy-rows` | 3 | rows to land |" in tables["audit / toy"]
+    assert "audit / toy" in missing_tables(CLI_PAGE.read_text(encoding="utf-8"), tables)
+
+
 def test_diff_family_reads_the_toys_change_test(toy, capsys):
     toy.mkdir(parents=True)
     with duckdb.connect(str(toy / "warehouse.duckdb")) as con:
