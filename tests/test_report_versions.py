@@ -141,7 +141,7 @@ def _land(version: str, order: int) -> None:
 
 
 def land_two_versions(home: Path) -> None:
-    """Land v1 and v2 of target ``fixture`` and the flat ad-hoc audit into ``home``; rebuild the BiasDora models."""
+    """Land v1 and v2 of target ``fixture`` and the flat ad-hoc audit into ``home``; rebuild the BiasDora and audit-log models."""
     from analytics.dbt_runner import run_dbt
 
     with pytest.MonkeyPatch.context() as mp:
@@ -149,7 +149,7 @@ def land_two_versions(home: Path) -> None:
         _land("v1", 0)
         _land("v2", 1)
         _land_flat()
-        run_dbt(["run", "--select", "path:models/biasdora"], home)
+        run_dbt(["run", "--select", "path:models/biasdora", "path:models/audits"], home)  # the audit log's models are shared
 
 
 @pytest.fixture(scope="module")
