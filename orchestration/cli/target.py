@@ -29,12 +29,17 @@ class TargetRun:
         ops: op name -> Config of the run (the target's families configured, the others turned
             off where they can be, else as the command line left them: they skip the partition).
         registry: the registry file (absolute path).
+        version: (dry runs) the partition's version, or None when it cannot be read now.
+        version_read: (dry runs) how the version was read, or why it could not be, for the
+            dry run's header.
     """
 
     target: Any
     families: list
     ops: dict
     registry: str
+    version: str | None = None
+    version_read: str = ""
 
     @property
     def family_names(self) -> list[str]:
@@ -115,19 +120,21 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
             problem = family.check(ops)
     if problem:
         raise TargetConfigError(problem if problem.startswith("target ") else f"target {target.name!r}: {problem}")
-    plans, version = [], None
+    plans = []
     if dry_run:  # the plans name the audit ids of the partition's version, as its run pins it
-        from models_inference.model_ref import resolve_version
+        from ingestion.errors import VersionError
+        from models_inference.model_ref import resolve_version_with_source
 
         try:
-            version = resolve_version(target)
-        except DoraError:  # unreadable now: dry_run_text says so; the plans use the model's own version
-            version = None
+            run.version, source = resolve_version_with_source(target)
+            run.version_read = f"version {run.version} ({source})"
+        except VersionError as exc:  # the real run would stop here; the plans use the model's own version
+            run.version_read = f"version unreadable now: {one_line(exc)}"
     for family in run.families:
         if family.plan is None or not (dry_run or family.plan_before_run):
             continue
         try:  # the plan is where the row cap is checked (PlanTooLargeError), as for the flags' --dry-run
-            plans.append(family.plan(ops, model_version=version))
+            plans.append(family.plan(ops, model_version=run.version))
         except (DoraError, ValueError, KeyError) as exc:
             message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
             raise TargetConfigError(f"target {target.name!r}: {message.splitlines()[0] if message else type(exc).__name__}") from None
@@ -166,21 +173,13 @@ def dry_run_text(args: argparse.Namespace) -> str:
     Raises:
         DoraError: as :func:`target_run`.
     """
-    from ingestion.errors import VersionError
-    from models_inference.model_ref import resolve_version_with_source
     from orchestration.cli.batch import batch_plan_text
 
-    run, text = target_run(args, dry_run=True)
+    run, text = target_run(args, dry_run=True)  # the version is read once, there
     target = run.target
-    version = None
-    try:
-        version, source = resolve_version_with_source(target)
-        where = f"version {version} ({source})"
-    except VersionError as exc:  # the real run would stop here; the plan is still worth seeing
-        where = f"version unreadable now: {one_line(exc)}"
     head = (f"dora audit --dry-run --target {target.name}: families {', '.join(run.family_names)}, model "
-            f"{target.model} ({target.backend}, {target.modality}), {where}")
-    batch = batch_plan_text(run.ops, model_version=version, target=target.name, api_key_env=target.api_key_env)
+            f"{target.model} ({target.backend}, {target.modality}), {run.version_read}")
+    batch = batch_plan_text(run.ops, model_version=run.version, target=target.name, api_key_env=target.api_key_env)
     return "\n\n".join(t for t in (f"{head}\n{text}" if text else head, batch) if t)
 
 
