@@ -67,3 +67,29 @@ def test_staging_keeps_the_reparsed_row_and_counts_no_extra_attempt(dora_home):
                            "from stg_t2t_completions order by letter").fetchall()
     assert rows == [("b", "brawler", "ok", 1, False, False), ("c", None, "error", 1, False, False),
                     ("f", "fiancé", "ok", 1, True, True), ("i", None, "new_word", 1, True, True)]
+
+
+def test_parser_version_follows_the_rules_not_their_formatting(tmp_path):
+    """The version is a digest of the parsing module's syntax tree: reformatting the module (ruff
+    format, comments) keeps it, so a formatter does not make every landed row look stale, while a
+    changed rule is a new version."""
+    import ast
+    import hashlib
+    import subprocess
+    import sys
+
+    from models_inference.probes.biasdora import parsing
+
+    def digest(path):
+        return hashlib.sha256(ast.dump(ast.parse(path.read_text(encoding="utf-8"))).encode()).hexdigest()[:12]
+
+    source = tmp_path / "parsing.py"
+    source.write_text(open(parsing.__file__, encoding="utf-8").read(), encoding="utf-8")
+    assert digest(source) == PARSER_VERSION
+    # squeezed to 60 columns with every comment gone: the same rules
+    text = "\n".join(line for line in source.read_text(encoding="utf-8").splitlines() if not line.lstrip().startswith("#"))
+    source.write_text(text + "\n# a comment\n", encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "ruff", "format", "--quiet", "--line-length", "60", str(source)], check=True)
+    assert digest(source) == PARSER_VERSION
+    source.write_text(source.read_text(encoding="utf-8").replace("_MAX_WORD_LEN = 40", "_MAX_WORD_LEN = 41"), encoding="utf-8")
+    assert digest(source) != PARSER_VERSION

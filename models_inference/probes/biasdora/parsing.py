@@ -51,12 +51,16 @@ PARSE_STATUSES: tuple[str, ...] = (
 )
 
 def _parser_version() -> str:
-    """The first 12 hex digits of the SHA-256 of this module's source: any change to the rules
-    is a new version, without anyone having to remember to bump a number."""
+    """The first 12 hex digits of the SHA-256 of this module's syntax tree (``ast.dump``): any
+    change to the rules is a new version, without anyone having to remember to bump a number,
+    while comments, line breaks and quote style (a formatter's work) are not: the tree has none
+    of them. Docstrings are in the tree, so rewording one is a new version (harmless: a reparse)."""
+    import ast
     import hashlib
     from pathlib import Path
 
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:12]
 
 
 #: Version of these parsing rules, landed with every parsed row (``t2t_completions.parse_version``).
