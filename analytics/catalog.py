@@ -1,7 +1,7 @@
 """``dora tables``: the public relations of the warehouse and their columns, from the dbt YAML.
 
 The documentation of every relation lives once, in the YAML beside its model
-(``dbt_project/models/<family>/<layer>/<model>.yml``, descriptions that may use the doc blocks
+(``dbt_project/models/<layer>/<family>/<model>.yml``, descriptions that may use the doc blocks
 of ``dbt_project/models/**/*.md``); this module reads it, so ``dora tables`` never drifts
 from what dbt documents.
 
@@ -33,7 +33,7 @@ _DOC_REF = re.compile(r"{{\s*doc\(\s*['\"](\w+)['\"]\s*\)\s*}}")
 
 @dataclass(frozen=True)
 class Relation:
-    """One documented dbt model: its family (first folder), layer (second folder), name,
+    """One documented dbt model: its family (second folder), layer (first folder), name,
     description and ``(column, description)`` pairs in the YAML's order; ``shared``: it holds
     every family's rows (``config: meta: shared: true`` in its YAML)."""
 
@@ -111,7 +111,7 @@ def relations() -> tuple[Relation, ...]:
         for model in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("models") or []:
             cols = tuple((c["name"], _resolve(c.get("description", ""), docs)) for c in model.get("columns") or [])
             shared = bool(((model.get("config") or {}).get("meta") or {}).get("shared"))
-            found.append(Relation(parts[0], parts[1], model["name"], _resolve(model.get("description", ""), docs), cols, shared))
+            found.append(Relation(parts[1], parts[0], model["name"], _resolve(model.get("description", ""), docs), cols, shared))
     # the shared relations first, then each family's
     return tuple(sorted(found, key=lambda r: (not r.shared, r.family, r.layer != "marts", r.layer, r.name)))
 

@@ -1,7 +1,7 @@
 """Change tests between two audits of a probe family's headline metric (``dora diff --family``).
 
 SQL builds each test's inputs (the per-unit values or the count tables of the two audits,
-``dbt_project/models/<family>/fct_*_change_tests.sql``); these functions only compute the
+``dbt_project/models/marts/<family>/fct_*_change_tests.sql``); these functions only compute the
 statistic, with scipy, and are registered as DuckDB UDFs by
 :func:`analytics.duckdb_plugin.register_functions` (one call per compared row, not per answer):
 

@@ -487,7 +487,7 @@ def models_overview(registry, *, resolve: Callable[[object], str] | None = None,
 
     The last audit is the latest finished-or-not audit of the target in ``dim_audits`` (by
     ``started_at``); ``-`` when the warehouse does not exist yet, ``dim_audits`` was never built
-    in it (a home that only ran families without an audit log mart, e.g. ``--probe vlstereoset``)
+    in it (a home that only ran families without an audit log mart, e.g. ``--family vlstereoset``)
     or the target was never audited.
 
     Raises:

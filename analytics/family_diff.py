@@ -167,7 +167,7 @@ def _read(spec: FamilyChangeTest, sql: str, params: list) -> QueryResult:
         return run_query(sql, params=params)
     except duckdb.CatalogException as exc:
         raise DiffError(
-            f"the warehouse has no {spec.family} marts ({str(exc).splitlines()[0]}): run `dora audit --probe {spec.family}` first"
+            f"the warehouse has no {spec.family} marts ({str(exc).splitlines()[0]}): run `dora audit --family {spec.family}` first"
         ) from None
 
 

@@ -55,7 +55,7 @@ def metrics(audit_ids: list[str] | None = None, category: str | None = None) -> 
     try:
         return _rows(_query(sql, params))
     except duckdb.CatalogException as exc:
-        raise LookupError(f"the VLStereoSet marts are not built yet ({exc}); run `dora audit --probe vlstereoset`") from None
+        raise LookupError(f"the VLStereoSet marts are not built yet ({exc}); run `dora audit --family vlstereoset`") from None
 
 
 def vlstereoset_summary(audit_ids: list[str]) -> str:

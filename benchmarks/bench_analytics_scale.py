@@ -306,7 +306,7 @@ def description_words_available() -> bool:
     """True when the description-word landing table AND its dbt path into the marts exist."""
     from ingestion.contracts import SCHEMAS
 
-    doc_words = Path(__file__).resolve().parents[1] / "dbt_project" / "models" / "intermediate" / "int_document_words.sql"
+    doc_words = Path(__file__).resolve().parents[1] / "dbt_project" / "models" / "intermediate" / "biasdora" / "int_document_words.sql"
     return "description_words" in SCHEMAS and "description_words" in doc_words.read_text()
 
 

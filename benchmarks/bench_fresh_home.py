@@ -6,7 +6,7 @@ Usage::
 
 What follows only from shipped files - the descriptor tables spaCy extracts from CrowS-Pairs and
 the normalised T2T lists (docs/operations.md, "The machine's cache") - is computed once per
-machine and kept in ``$DORA_CACHE``. This runs the smallest BiasDora audit (``dora audit --probe
+machine and kept in ``$DORA_CACHE``. This runs the smallest BiasDora audit (``dora audit --family
 biasdora --per-dimension 1 --settings singular --letters b --runs 1``, 9 completions) as a new
 user's shell does, each time into a new ``DORA_HOME``:
 
@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-AUDIT = ["audit", "--probe", "biasdora", "--per-dimension", "1", "--settings", "singular", "--letters", "b",
+AUDIT = ["audit", "--family", "biasdora", "--per-dimension", "1", "--settings", "singular", "--letters", "b",
          "--runs", "1", "--no-progress"]
 
 

@@ -2,7 +2,7 @@
 
 Every producer (CrowS-Pairs loader, descriptor extractor, probes) writes immutable Parquet
 shards under ``$DORA_HOME/landing/<table>/``; dbt reads them as external sources (the
-``landing`` source: ``dbt_project/models/<family>/_<family>__sources.yml``, its location in
+``landing`` source: ``dbt_project/models/staging/<family>/_<family>__sources.yml``, its location in
 ``dbt_project/dbt_project.yml``). Only dbt writes to the DuckDB warehouse, so
 generation never contends for DuckDB's single-writer lock, and a crash loses at most the
 batch being generated (shards are written to a temporary name, fsynced and renamed).

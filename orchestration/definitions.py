@@ -6,7 +6,7 @@ asset, the audit checks, sensors and schedules. Adding a probe family touches no
 Importing this module sets no environment variable and creates no folder (the dbt manifest is
 parsed when stale).
 
-What the UI shows: one asset group per family (its Python assets and its dbt folder) and the
+What the UI shows: one asset group per family (its Python assets and its dbt models) and the
 shared group ``audits`` (the audit log ``landing/audits``, whose parents are every family's
 audit-producing assets, and the dbt models reading it: ``stg_audits``, ``dim_audits``, the
 comparisons between audits). The layer is a kind and the tag ``dora/layer``: ``landing`` for
@@ -52,7 +52,7 @@ def family_assets(family) -> list[dg.AssetsDefinition]:
 def build_definitions() -> dg.Definitions:
     """dora's Dagster definitions from the families of :data:`orchestration.families.FAMILIES`
     (read at call time): each family's assets and checks, the dbt models of every family
-    (their Dagster group is their dbt folder, i.e. the family's group; readers of the audit log
+    (their Dagster group is their folder under the layer, i.e. the family's group; readers of the audit log
     are in the shared group ``audits``), the audit log asset (parents: every family's
     ``audit_assets``), the audit checks (versioned audits: collapse), the new-version sensor and
     the re-audit schedule."""

@@ -2,10 +2,10 @@
 
 Adding a family = its homes (its landing contract ``ingestion/contracts/<f>.py``,
 ``models_inference/probes/<f>/``, ``orchestration/defs/<f>/`` with a ``family.py`` declaring its
-:class:`~orchestration.family.ProbeFamily`, ``dbt_project/models/<f>/`` with its sources file,
-``analytics/<f>*.py``, ``docs/families/<f>.md``) + one line in :data:`FAMILIES` (the few lines
+:class:`~orchestration.family.ProbeFamily`, ``dbt_project/models/<layer>/<f>/`` (its sources
+file in ``staging/<f>/``), ``analytics/<f>*.py``, ``docs/families/<f>.md``) + one line in :data:`FAMILIES` (the few lines
 it needs in shared non-Python files: ARCHITECTURE.md, "Adding a probe family"). The
-Dagster definitions, ``dora audit`` (``--probe``, flags, run config, dry run, summary),
+Dagster definitions, ``dora audit`` (``--family``, flags, run config, dry run, summary),
 ``dora diff --family``, ``dora report`` and ``dora families`` read this tuple and nothing else.
 
 Importing this module imports each family's Config classes (Dagster, ~1 s) but no asset
@@ -25,7 +25,7 @@ FAMILIES: tuple[ProbeFamily, ...] = (BIASDORA, COUNTERFACTUAL, MODSCAN, VLSTEREO
 
 
 def family_names() -> tuple[str, ...]:
-    """``dora audit --probe`` / ``dora diff --family`` choices."""
+    """``dora audit --family`` / ``dora diff --family`` choices."""
     return tuple(f.name for f in FAMILIES)
 
 

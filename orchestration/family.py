@@ -2,17 +2,17 @@
 
 A probe family (BiasDora, counterfactual, ModSCAN, VLStereoSet, ...) has five code homes:
 its landing contract ``ingestion/contracts/<family>.py``, ``models_inference/probes/<family>/``,
-``orchestration/defs/<family>/``, ``dbt_project/models/<family>/`` and
-``analytics/<family>*.py``. Its Dagster home declares one :class:`ProbeFamily`
+``orchestration/defs/<family>/``, its dbt models in ``dbt_project/models/<layer>/<family>/``
+(``<layer>``: ``staging``, ``intermediate``, ``marts``) and ``analytics/<family>*.py``. Its Dagster home declares one :class:`ProbeFamily`
 (``orchestration/defs/<family>/family.py``) and :data:`orchestration.families.FAMILIES` lists
 it; every entry point iterates that tuple:
-the Dagster definitions (assets, checks), ``dora audit`` (flags, run config, ``--probe``
+the Dagster definitions (assets, checks), ``dora audit`` (flags, run config, ``--family``
 selection, dry-run plan, summary), a registry target's run config (where the target's model
 goes, its options, the family's own rules: :attr:`ProbeFamily.target_models`,
 :attr:`ProbeFamily.configure_target`), ``dora diff --family``, ``dora report`` and
 ``dora families``. Nothing else names a family. What it writes is not listed in the record
 but read from its homes: its landing tables from its contract
-(:attr:`ProbeFamily.landing_tables`), its marts from its dbt folder (:attr:`ProbeFamily.marts`).
+(:attr:`ProbeFamily.landing_tables`), its marts from its marts folder (:attr:`ProbeFamily.marts`).
 
 Flags are :class:`Flag` rows over the family's Config fields: a flag's type, default, help
 (``description``), choices and range (pydantic ``ge`` / ``gt`` / ``le`` / ``lt``) all come
@@ -44,6 +44,9 @@ class Flag:
         name: the flag when it is not derived (``--faces``); a name another family already
             declared (``--model``) reuses that flag's value.
         aliases: further spellings (``--vlstereoset-images`` for ``--images``).
+        deprecated: old spellings kept for one release (``--judge-repeats`` for ``--judge-runs``):
+            hidden from ``--help``, each says once on stderr which name to use
+            (``orchestration/deprecation.py``); a registry option spelled the old way is read too.
         choices: allowed values of a closed field (from :mod:`ingestion.vocabulary` or the
             family's prompts); for a ``list`` field, the allowed items.
         validator: an argparse ``type`` for values a range cannot say (letters, URLs, ids);
@@ -66,6 +69,7 @@ class Flag:
     prefix: str = ""
     name: str | None = None
     aliases: tuple[str, ...] = ()
+    deprecated: tuple[str, ...] = ()
     choices: tuple[str, ...] | None = None
     validator: Callable[[str], Any] | None = None
     convert: Callable[[Any], Any] | None = None
@@ -177,17 +181,19 @@ class ProbeFamily:
     """Everything dora's entry points need to know about one probe family.
 
     Attributes:
-        name: ``dora audit --probe NAME``, ``dora diff --family NAME``.
+        name: ``dora audit --family NAME``, ``dora diff --family NAME``.
         title: one line (paper and seed) for ``dora families`` and ``--help``.
         description: the family's ``--help-family`` paragraph.
-        group: its Dagster asset group (``--probe`` selects it); ``groups`` adds more.
+        group: its Dagster asset group (``--family`` selects it); ``groups`` adds more.
         configs: op name -> the Dagster ``Config`` class of that op's run config.
         flags: its ``dora audit`` flags (:class:`Flag`).
         flag_prefix: how its flags start (``--cf-``), shown by ``dora families``.
         assets: () -> its asset definitions (imported on call: asset modules load backends).
         checks: () -> its asset checks.
-        dbt_folder: the folder of its dbt models (default ``dbt_project/models/<name>``); its
-            marts are the models the YAML files under its ``marts/`` declare (:attr:`marts`).
+        marts_folder: the folder of its marts' YAML (default ``dbt_project/models/marts/<name>``,
+            the project being laid out layer first); its marts are the models the YAML files
+            under it declare (:attr:`marts`). Set only by a family whose marts are documented
+            outside the dbt project (the toy family of the tests).
         audit_assets: the keys (``landing/<table>``) of its assets whose probes land audit events
             (``models_inference.resumable``): the parents of the shared audit log ``landing/audits``.
         extra_groups: further asset groups that belong to it (dbt folders).
@@ -224,7 +230,7 @@ class ProbeFamily:
         reparse: (parsed ``dora reparse`` args, ``$DORA_HOME``) -> exit code: re-read the family's
             landed raw outputs with its current parser (``dora reparse --family NAME``), or ``None``.
         batch_steps: its steps that can run through the Batch API (:class:`BatchStep`), in
-            dry-run order; those with ``work`` are what ``dora batch export --probe NAME`` writes.
+            dry-run order; those with ``work`` are what ``dora batch export --family NAME`` writes.
     """
 
     name: str
@@ -235,7 +241,7 @@ class ProbeFamily:
     flags: tuple[Flag, ...]
     flag_prefix: str
     assets: Callable[[], Sequence]
-    dbt_folder: Path | None = None
+    marts_folder: Path | None = None
     checks: Callable[[], Sequence] = lambda: ()
     audit_assets: tuple[str, ...] = ()
     extra_groups: tuple[str, ...] = ()
@@ -277,16 +283,17 @@ class ProbeFamily:
     @property
     def marts(self) -> tuple[str, ...]:
         """Its public relations: the models declared by the YAML files under
-        ``<dbt_folder>/marts/``, sorted by name (the marts holding every family's rows, such as
-        ``dim_audits``, are in ``dbt_project/models/audits/``, no family's).
+        :attr:`marts_folder` (default ``dbt_project/models/marts/<name>/``), sorted by name (the
+        marts holding every family's rows, such as ``dim_audits``, are in
+        ``dbt_project/models/marts/audits/``, no family's).
 
         Raises:
             yaml.YAMLError: a YAML file there does not parse (the dbt project is broken)."""
-        if self.dbt_folder is not None:
-            return models_in(self.dbt_folder / "marts")
+        if self.marts_folder is not None:
+            return models_in(self.marts_folder)
         from orchestration.instance import DBT_PROJECT_DIR
 
-        return models_in(DBT_PROJECT_DIR / "models" / self.name / "marts")
+        return models_in(DBT_PROJECT_DIR / "models" / "marts" / self.name)
 
 
 @functools.cache

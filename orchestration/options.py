@@ -11,6 +11,9 @@ imports it).
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
+
+from orchestration.deprecation import deprecation_notice
 
 from orchestration.family import Flag, ProbeFamily
 
@@ -127,6 +130,8 @@ def family_options(family: ProbeFamily, options: dict) -> tuple[dict[type, dict]
     from ingestion.errors import TargetConfigError
 
     spelled = {option_spelling(family, f): f for f in family.flags if not (f.kind is bool and f.negated)}
+    # an option spelled as a flag's old name (kept for one release) is read as the flag, with a notice
+    old_names = {option_spelling(family, replace(f, name=old)): f for f in family.flags for old in f.deprecated}
     by_field = {(c, name): f for f in family.flags for c, name in f.targets}
     values: dict[type, dict] = {}
     given: dict[tuple[type, str], str] = {}
@@ -134,6 +139,9 @@ def family_options(family: ProbeFamily, options: dict) -> tuple[dict[type, dict]
     for name, value in options.items():
         key = str(name).replace("-", "_")
         flag = spelled.get(key)
+        if flag is None and key in old_names:
+            flag = old_names[key]
+            deprecation_notice(f"option {name!r}", f"{option_spelling(family, flag)!r} ({flag.flag})", "dora registry")
         if flag is not None:
             targets = [(c, f) for c, f in flag.targets if c in family.config_classes]
         else:

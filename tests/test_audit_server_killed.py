@@ -46,7 +46,7 @@ def test_server_killed_mid_audit_fails_loudly_then_rerun_completes(tmp_path):
         port, base_url = server.port, server.base_url
     args = [
         # the BiasDora family only: the other families' default samples would call the same server
-        sys.executable, "-m", "orchestration.cli", "audit", "--probe", "biasdora", "--backend", "openai", "--base-url", base_url,
+        sys.executable, "-m", "orchestration.cli", "audit", "--family", "biasdora", "--backend", "openai", "--base-url", base_url,
         "--model", "stub-model", "--prompt-style", "completion", "--descriptors", "child", "--settings", "singular",
         "--letters", LETTERS, "--runs", "2", "--judge-backend", "none", "--no-progress",
         "--api-concurrency", "1", "--api-max-retries", "1",

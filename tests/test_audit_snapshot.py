@@ -23,7 +23,7 @@ import pytest
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 #: The BiasDora family only (the other families' default samples run in tests/test_dagster_audit.py).
-AUDIT_ARGS = ["audit", "--probe", "biasdora", "--per-dimension", "1", "--runs", "1", "--settings", "singular",
+AUDIT_ARGS = ["audit", "--family", "biasdora", "--per-dimension", "1", "--runs", "1", "--settings", "singular",
               "--letters", "abcd", "--score-all", "--no-progress"]
 #: relation -> (key columns, columns left out: load times)
 RELATIONS = {

@@ -364,7 +364,7 @@ def test_counterfactual_text_sets_run_in_batch_mode(dora_home, api_key):
 def test_dry_run_prices_the_batch_steps(dora_home, capsys):
     from orchestration.cli import main
 
-    flags = ["audit", "--dry-run", "--probe", "biasdora", "--api-batch", "--backend", "openai", "--model", "gpt-4o",
+    flags = ["audit", "--dry-run", "--family", "biasdora", "--api-batch", "--backend", "openai", "--model", "gpt-4o",
              "--prompt-style", "chat", "--descriptors", "child", "--settings", "noun", "--letters", "bks", "--runs", "3",
              "--api-batch-max-requests", "4", "--judge-backend", "openai"]
     assert main(flags) == 0
@@ -386,7 +386,7 @@ def test_dry_run_counts_prompt_tokens_with_the_models_tokenizer(dora_home, tmp_p
 
     tokenizer, _ = word_tokenizer(["this", "child", "is", "a", "an", "b", "k"])
     tokenizer.save_pretrained(tmp_path / "served")
-    assert main(["audit", "--dry-run", "--probe", "biasdora", "--api-batch", "--backend", "openai", "--model",
+    assert main(["audit", "--dry-run", "--family", "biasdora", "--api-batch", "--backend", "openai", "--model",
                  str(tmp_path / "served"), "--prompt-style", "completion", "--descriptors", "child", "--settings", "noun",
                  "--letters", "bk", "--runs", "5"]) == 0
     out = capsys.readouterr().out
@@ -439,7 +439,7 @@ def test_export_then_import_lands_every_key_once(dora_home, tmp_path, capsys):
 def test_counterfactual_text_sets_export_and_import(dora_home, tmp_path, capsys):
     from orchestration.cli import main
 
-    flags = ["--probe", "counterfactual", "--model", "stub-model", "--cf-prompts", "Describe,Hiring", "--cf-seeds", "1"]
+    flags = ["--family", "counterfactual", "--model", "stub-model", "--cf-prompts", "Describe,Hiring", "--cf-seeds", "1"]
     assert main(["batch", "export", "--out", str(tmp_path / "out"), *flags]) == 0
     (path, n), = re.findall(r"^  (\S+\.jsonl) \((\d+) requests", capsys.readouterr().out, re.M)
     assert n == "24"  # one released doctor set of 12 members x 2 prompts

@@ -107,7 +107,7 @@ def test_corrupt_dagster_storage_names_the_file_and_the_recovery(dagster_home, n
     assert kept == {p: _digest(dagster_home / p) for p in ("landing",)} | {"warehouse": hashlib.sha256((dagster_home / "warehouse.duckdb").read_bytes()).hexdigest()}
 
 
-@pytest.mark.parametrize("command", [["ui", "--port", "1"], ["audit", "--probe", "biasdora", "--no-progress"]])
+@pytest.mark.parametrize("command", [["ui", "--port", "1"], ["audit", "--family", "biasdora", "--no-progress"]])
 def test_corrupt_dagster_storage_cli_is_one_line_exit_2(dagster_home, command):
     bad = dagster_home / "dagster" / "history" / "runs.db"
     bad.write_bytes(b"not a database" * 100)
@@ -222,7 +222,7 @@ def test_identical_audits_at_once_then_sigterm_to_the_generating_one(tmp_path):
     with OpenAIStubServer() as server:
         server.completion_reply = reply
         args = _dora(
-            "audit", "--probe", "biasdora", "--backend", "openai", "--base-url", server.base_url, "--model", "stub-model",
+            "audit", "--family", "biasdora", "--backend", "openai", "--base-url", server.base_url, "--model", "stub-model",
             "--prompt-style", "completion", "--per-dimension", "1", "--settings", "singular", "--letters", LETTERS,
             "--runs", "3", "--judge-backend", "none", "--no-progress", "--audit-id", audit_id,
         )

@@ -274,7 +274,7 @@ def test_vlstereoset_mcq_answer_mode_flag():
     assert op_run_configs(build_parser().parse_args(["audit"]))["vlstereoset_probe"].mcq_answer_mode == "free"
 
 
-@pytest.mark.parametrize("yml", ["modscan/staging/stg_modscan_responses.yml", "biasdora/staging/stg_judge_ratings.yml"])
+@pytest.mark.parametrize("yml", ["staging/modscan/stg_modscan_responses.yml", "staging/biasdora/stg_judge_ratings.yml"])
 def test_staging_accepts_every_row_answer_mode(yml):
     """The staging rule on ``answer_mode`` lists what the probes and the judge can write (free,
     constrained, each server constraint)."""

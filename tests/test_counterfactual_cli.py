@@ -1,4 +1,4 @@
-"""dora audit's counterfactual flags: --probe and --cf-* become the CounterfactualConfig of
+"""dora audit's counterfactual flags: --family and --cf-* become the CounterfactualConfig of
 every counterfactual op; the assets are in the audit job."""
 
 import pytest
@@ -23,8 +23,8 @@ def test_default_audit_runs_the_quick_counterfactual_sample():
 
 
 def test_probe_selection_and_flags():
-    assert not _ops("--probe", "biasdora")["counterfactual_responses"].enabled
-    assert _ops("--probe", "counterfactual", "--probe", "biasdora")["counterfactual_responses"].enabled
+    assert not _ops("--family", "biasdora")["counterfactual_responses"].enabled
+    assert _ops("--family", "counterfactual", "--family", "biasdora")["counterfactual_responses"].enabled
     cfg = _ops("--cf-occupations", "", "--cf-seeds", "3", "--cf-max-new-tokens", "512", "--cf-numeric-max-new-tokens", "0",
                "--cf-mitigations", "M1,M3", "--cf-judge-backend", "none")["counterfactual_toxicity"]
     assert cfg.occupations == [] and cfg.seeds == 3 and cfg.max_new_tokens == 512 and cfg.numeric_max_new_tokens is None

@@ -82,13 +82,13 @@ def test_cf_images_flags_and_dry_run_plan(tmp_path, capsys):
                                       "transformers", "--cf-vision-batch-size", "2", "--cf-no-paired-text"])
     cfg = audit_run_config(args).ops["counterfactual_responses"]
     assert (cfg.images, cfg.vision_model, cfg.vision_batch_size, cfg.paired_text) == (str(folder), "tiny", 2, False)
-    assert main(["audit", "--probe", "counterfactual", "--cf-images", str(folder), "--cf-vision-model", "tiny",
+    assert main(["audit", "--family", "counterfactual", "--cf-images", str(folder), "--cf-vision-model", "tiny",
                  "--cf-prompts", "Characteristics", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "counterfactual: 3 sets x 1 prompts" in out  # the paired text sets are the image sets
     assert "counterfactual image sets: 3 sets (2 images quarantined) x 1 prompts on tiny (transformers): 12 responses" in out
     with pytest.raises(SystemExit) as exited:  # checked with the flags, before anything runs
-        main(["audit", "--probe", "counterfactual", "--cf-images", str(folder), "--dry-run"])
+        main(["audit", "--family", "counterfactual", "--cf-images", str(folder), "--dry-run"])
     assert exited.value.code == 2
     assert "dora audit: error: --cf-images needs --cf-vision-model" in capsys.readouterr().err
 
@@ -118,7 +118,7 @@ def test_dora_audit_cf_images_end_to_end(dora_home, tmp_path, monkeypatch, capsy
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
         server.chat_reply = _reply
-        code = main(["audit", "--probe", "counterfactual", "--model", "gpt-stub", "--backend", "openai", "--base-url", server.base_url,
+        code = main(["audit", "--family", "counterfactual", "--model", "gpt-stub", "--backend", "openai", "--base-url", server.base_url,
                      "--cf-images", str(folder), "--cf-vision-model", llava, "--cf-prompts", "Characteristics",
                      "--cf-max-new-tokens", "4", "--cf-judge-backend", "none", "--no-progress"])
     out = capsys.readouterr().out

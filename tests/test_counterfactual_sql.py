@@ -11,12 +11,12 @@ from scipy import stats
 
 from analytics.counterfactual_stats import kruskal_pvalue, register_functions
 
-MODELS = Path(__file__).resolve().parents[1] / "dbt_project" / "models" / "counterfactual"
+MODELS = Path(__file__).resolve().parents[1] / "dbt_project" / "models"
 
 
 def model_sql(name: str) -> str:
     """A model's SQL with ref()/source()/var() rendered (the only Jinja these models use)."""
-    sql = next(MODELS.rglob(f"{name}.sql")).read_text()  # models/counterfactual/<layer>/
+    sql = next(MODELS.glob(f"*/counterfactual/{name}.sql")).read_text()  # models/<layer>/counterfactual/
     sql = re.sub(r"\{\{\s*ref\('(\w+)'\)\s*\}\}", r"\1", sql)
     sql = re.sub(r"\{\{\s*source\('\w+',\s*'(\w+)'\)\s*\}\}", r"\1", sql)
     sql = re.sub(r"\{\{\s*var\('\w+',\s*([\d.]+)\)\s*\}\}", r"\1", sql)

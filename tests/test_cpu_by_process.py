@@ -13,7 +13,7 @@ spec.loader.exec_module(cpu_by_process)
 def test_command_lines_get_their_kind():
     kind = cpu_by_process.kind_of
     assert kind("/r/.venv/bin/python -u -c import sys;exec(eval(sys.stdin.readline())) ") == "pytest workers (tests in process)"
-    assert kind("/r/.venv/bin/python -m orchestration.cli audit --probe biasdora ") == "dora commands"
+    assert kind("/r/.venv/bin/python -m orchestration.cli audit --family biasdora ") == "dora commands"
     assert kind("/r/.venv/bin/python3 /r/.venv/bin/dora query select 1 ") == "dora commands"
     assert kind("/r/.venv/bin/python /r/.venv/bin/dbt build --select tag:scores ") == "dbt processes"
     assert kind("/r/.venv/bin/python -m dagster_webserver -p 3000 ") == "Dagster processes (steps, UI, daemon, code server)"

@@ -14,7 +14,7 @@ from orchestration.defs.dbt.checks import MAX_NAME, NamedCheck, check_result, ch
 
 KEY = dg.AssetKey("fct_x")
 TEST_ID = "test.dora.model_rules_fct_x_a__b.0123456789"
-TEST = "model_rules in dbt_project/models/fam/marts/fct_x.yml"
+TEST = "model_rules in dbt_project/models/marts/fam/fct_x.yml"
 
 
 @pytest.mark.parametrize("rule,name", [
@@ -44,10 +44,10 @@ def _manifest(**nodes):
 
 
 def test_a_model_rules_test_is_one_check_per_rule_and_repeats_are_numbered():
-    node = {"name": "model_rules_fct_x_a__b", "original_file_path": "models/fam/marts/fct_x.yml",
+    node = {"name": "model_rules_fct_x_a__b", "original_file_path": "models/marts/fam/fct_x.yml",
             "test_metadata": {"name": "model_rules", "kwargs": {
                 "not_null": ["a", "b"], "unique": ["a", "b"], "rules": ["b >= a", "b>=a", "a in ('x', 'y')"]}}}
-    unique = {"name": "unique_fct_x_a", "column_name": "a", "original_file_path": "models/fam/marts/fct_x.yml",
+    unique = {"name": "unique_fct_x_a", "column_name": "a", "original_file_path": "models/marts/fam/fct_x.yml",
               "test_metadata": {"name": "unique", "kwargs": {"column_name": "a"}}}
     manifest = _manifest(**{TEST_ID: node, "test.dora.unique_fct_x_a.1": unique})
     checks = named_checks(manifest, TEST_ID, "fct_x")
@@ -59,7 +59,7 @@ def test_a_model_rules_test_is_one_check_per_rule_and_repeats_are_numbered():
         ("a_in_x_y", "a in ('x', 'y')", ("a in ('x', 'y')",)),
     ]
     assert checks[2].description.startswith("Every row of `fct_x` satisfies `b >= a` (a row where it is NULL passes")
-    assert "dbt_project/models/fam/marts/fct_x.yml" in checks[2].description
+    assert "dbt_project/models/marts/fam/fct_x.yml" in checks[2].description
     assert "`a`, `b`" in checks[0].description and "key (`a`, `b`)" in checks[1].description
     named = checks_by_test(manifest, {TEST_ID: KEY, "test.dora.unique_fct_x_a.1": KEY})
     assert [c.name for _k, c in named[TEST_ID]] == ["not_null", "unique_key", "b_ge_a", "b_ge_a_2", "a_in_x_y"]

@@ -1,7 +1,7 @@
-"""The dbt project's one convention (jaffle-shop's), checked on the files without running dbt:
-``models/<family>/{staging,intermediate,marts}/`` (and ``models/audits/`` for the models every family
-shares), one YAML per model with its columns described,
-a unit test for every int/fct/agg/dim model, materialisation set per sub-folder, one landing
+"""The dbt project's one convention, checked on the files without running dbt: layer first,
+``models/{staging,intermediate,marts}/<family>/`` (and ``models/{staging,marts}/audits/`` for the
+models every family shares), one YAML per model with its columns described,
+a unit test for every int/fct/agg/dim model, materialisation stated once per layer, one landing
 source whose location is written once, and the significance level as a dbt var."""
 
 import re
@@ -14,12 +14,12 @@ PROJECT = Path(__file__).resolve().parents[1] / "dbt_project"
 MODELS = PROJECT / "models"
 #: the folder of the models every family shares (the audit log and the audit dimension): not a family
 SHARED_FOLDER = "audits"
-#: the model folders: those whose marts dbt_project.yml makes tables (one line a folder)
-FOLDERS = {k for k in yaml.safe_load((PROJECT / "dbt_project.yml").read_text())["models"]["dora"] if not k.startswith("+")}
+LAYERS = {"staging", "intermediate", "marts"}
+#: the folders under the layers: every family's and the shared one
+FOLDERS = {p.name for layer in LAYERS for p in (MODELS / layer).iterdir() if p.is_dir()}
 #: the families: every model folder but the shared one
 FAMILIES = FOLDERS - {SHARED_FOLDER}
-LAYERS = {"staging", "intermediate", "marts"}
-#: what each sub-folder builds (dbt_project.yml); a model states another materialisation only
+#: what each layer builds (dbt_project.yml); a model states another materialisation only
 #: when it genuinely differs (incremental, or the two documented exceptions)
 FOLDER_MATERIALIZED = {"staging": "view", "intermediate": "view", "marts": "table"}
 
@@ -39,14 +39,17 @@ def sql_code(text: str) -> str:
     return re.sub(r"--[^\n]*", "", re.sub(r"\{#.*?#\}", "", text, flags=re.S))
 
 
-def test_every_model_sits_in_a_family_layer_folder():
+def test_every_model_sits_in_a_layer_family_folder():
     assert {"biasdora", "counterfactual", "modscan", "vlstereoset"} <= FAMILIES and SHARED_FOLDER in FOLDERS
+    assert {p.name for p in MODELS.iterdir() if p.is_dir()} == LAYERS
     for sql in model_files():
-        family, layer = sql.relative_to(MODELS).parts[:2]
-        assert family in FOLDERS and layer in LAYERS, f"{sql.relative_to(PROJECT)}: not models/<family>/<layer>/"
+        parts = sql.relative_to(MODELS).parts
+        assert len(parts) == 3, f"{sql.relative_to(PROJECT)}: not models/<layer>/<family>/<model>.sql"
+        layer, family = parts[:2]
+        assert layer in LAYERS and family in FOLDERS, f"{sql.relative_to(PROJECT)}: not models/<layer>/<family>/"
         # the shared folder holds exactly the models holding every family's rows (`dora tables`)
         shared = bool(((yaml_of(sql)["models"][0].get("config") or {}).get("meta") or {}).get("shared"))
-        assert shared == (family == SHARED_FOLDER), f"{sql.stem}: meta shared is {shared} in models/{family}/"
+        assert shared == (family == SHARED_FOLDER), f"{sql.stem}: meta shared is {shared} in models/{layer}/{family}/"
         prefix = sql.stem.split("_")[0]
         expected = {"staging": {"stg"}, "intermediate": {"int"}, "marts": {"fct", "agg", "dim"}}[layer]
         assert prefix in expected, f"{sql.name} in {layer}/"
@@ -67,25 +70,33 @@ def test_one_yaml_per_model_with_columns_described_and_unit_tested(sql):
         assert tested, f"{sql.stem}: no unit test"
 
 
+def test_materialization_is_stated_once_per_layer():
+    """dbt_project.yml configures the layers only, so a family (a new one included) adds no line there."""
+    config = yaml.safe_load((PROJECT / "dbt_project.yml").read_text())["models"]["dora"]
+    assert {k for k in config if not k.startswith("+")} == LAYERS
+    assert {layer: config[layer] for layer in LAYERS} == {layer: {"+materialized": m} for layer, m in FOLDER_MATERIALIZED.items()}
+
+
 @pytest.mark.parametrize("sql", model_files(), ids=lambda p: p.stem)
 def test_materialization_is_stated_only_where_it_differs(sql):
-    layer = sql.relative_to(MODELS).parts[1]
+    layer = sql.relative_to(MODELS).parts[0]
     stated = re.findall(r"materialized\s*=\s*'(\w+)'", sql_code(sql.read_text()))
     stated += re.findall(r"materialized:\s*(\w+)", sql.with_suffix(".yml").read_text())
     assert FOLDER_MATERIALIZED[layer] not in stated, f"{sql.stem} restates its folder's materialization"
 
 
 def test_one_landing_source_with_one_location():
-    """One source, `landing`, split over a shared sources file and one per family folder; its
-    location is stated once, in dbt_project.yml, for every table whatever its file."""
+    """One source, `landing`, split over a shared sources file and one per family in its staging
+    folder (only staging reads it); its location is stated once, in dbt_project.yml, for every
+    table whatever its file."""
     sources = [
         (path.relative_to(MODELS).as_posix(), source)
         for path in MODELS.rglob("*.yml")
         for source in (yaml.safe_load(path.read_text()) or {}).get("sources") or []
     ]
     assert {s["name"] for _, s in sources} == {"landing"}, "one source, `landing`"
-    families = sorted(p.parent.name for p in MODELS.glob("*/staging") if p.parent.name != SHARED_FOLDER)
-    assert sorted(path for path, _ in sources) == ["_landing__sources.yml", *(f"{f}/_{f}__sources.yml" for f in families)]
+    families = sorted(p.name for p in (MODELS / "staging").iterdir() if p.is_dir() and p.name != SHARED_FOLDER)
+    assert sorted(path for path, _ in sources) == ["_landing__sources.yml", *(f"staging/{f}/_{f}__sources.yml" for f in families)]
     text = "\n".join(p.read_text() for p in MODELS.rglob("*.yml"))
     # a sources file's meta would reach its own tables only
     assert not re.search(r"^\s*(external_location|landing_root):", text, re.M) and "env_var" not in text
@@ -98,7 +109,7 @@ def test_one_landing_source_with_one_location():
     for sql in model_files():
         sources_read = re.findall(r"source\('(\w+)'", sql.read_text())
         assert set(sources_read) <= {"landing"}, sql.name
-        assert not sources_read or sql.parent.name == "staging", f"{sql.stem}: only staging reads the source"
+        assert not sources_read or sql.relative_to(MODELS).parts[0] == "staging", f"{sql.stem}: only staging reads the source"
 
 
 def test_significance_level_is_a_var():

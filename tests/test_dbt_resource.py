@@ -22,3 +22,29 @@ def test_another_dbt_executable_is_still_asked_its_version(tmp_path):
     fake.chmod(0o755)
     resource = DoraDbtCliResource(project_dir=str(DBT_PROJECT_DIR), profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=str(fake))
     assert resource._cli_version == version.parse("2.0.0")
+
+
+def test_a_model_moved_to_another_layer_makes_the_manifest_stale(tmp_path, monkeypatch):
+    """`mv` keeps a file's time; its folders' times change, and the folder is the model's layer."""
+    import os
+    from types import SimpleNamespace
+
+    from orchestration.defs.dbt import resources
+
+    project = tmp_path / "dbt_project"
+    for folder in ("models/staging/fam", "models/marts/fam", "tests", "macros"):
+        (project / folder).mkdir(parents=True)
+    for name in ("dbt_project.yml", "profiles.yml", "models/staging/fam/m.sql"):
+        (project / name).write_text("x")
+    manifest = tmp_path / "target" / "manifest.json"
+    manifest.parent.mkdir()
+    manifest.write_text("{}")
+    past = manifest.stat().st_mtime - 60
+    for p in [*project.rglob("*"), project]:
+        os.utime(p, (past, past))
+    monkeypatch.setattr(resources, "DBT_PROJECT_DIR", project)
+    fake = SimpleNamespace(manifest_path=manifest)
+    assert not resources._manifest_is_stale(fake)
+    (project / "models/staging/fam/m.sql").rename(project / "models/marts/fam/m.sql")
+    assert os.stat(project / "models/marts/fam/m.sql").st_mtime == past  # the file's own time is unchanged
+    assert resources._manifest_is_stale(fake)

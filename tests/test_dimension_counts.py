@@ -178,7 +178,7 @@ def test_dora_tables_lists_every_documented_mart_by_family(capsys, dora_home):
     from orchestration.cli import main
 
     models = Path(__file__).resolve().parent.parent / "dbt_project" / "models"
-    marts = {p.stem: p.parts[-3] for p in models.glob("*/marts/*.sql")}
+    marts = {p.stem: p.parts[-2] for p in models.glob("marts/*/*.sql")}
     assert main(["tables"]) == 0
     out = capsys.readouterr().out
     listed, family = {}, None

@@ -11,7 +11,7 @@ import pytest
 from ingestion.landing import read_landing
 from tests.helpers.openai_server import OpenAIStubServer
 
-FLAGS = ["--probe", "biasdora", "--backend", "openai", "--model", "stub-model", "--prompt-style", "chat",
+FLAGS = ["--family", "biasdora", "--backend", "openai", "--model", "stub-model", "--prompt-style", "chat",
          "--descriptors", "child", "--settings", "noun", "--letters", "ab", "--runs", "2"]
 
 

@@ -208,7 +208,7 @@ def test_dora_audit_probe_counterfactual_fails_with_one_line(tmp_path):
     with OpenAIStubServer() as server:
         _failing(server, 401)
         args = [
-            sys.executable, "-m", "orchestration.cli", "audit", "--probe", "counterfactual", "--backend", "openai",
+            sys.executable, "-m", "orchestration.cli", "audit", "--family", "counterfactual", "--backend", "openai",
             "--base-url", server.base_url, "--model", "stub-model", "--cf-prompts", "Describe", "--cf-judge-backend", "none",
             "--no-progress", "--max-error-share", "0.5",
         ]

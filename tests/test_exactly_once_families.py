@@ -1,8 +1,8 @@
 """Exactly once, every family, and different families at once on one home, in one scenario:
-three ``dora audit --probe <family>`` processes (counterfactual, ModSCAN, VLStereoSet) started
+three ``dora audit --family <family>`` processes (counterfactual, ModSCAN, VLStereoSet) started
 together on one fresh ``DORA_HOME``, each SIGKILLed in the middle of its probe (after its first
 landing shard, before its last); then two audits of different families started together on that
-home (``--probe counterfactual --probe modscan``, and the killed VLStereoSet command again) both
+home (``--family counterfactual --family modscan``, and the killed VLStereoSet command again) both
 finish with their own rows, and every family's keys have landed exactly once.
 
 One scenario guards both promises because each costs whole ``dora`` processes (Dagster start-up,
@@ -73,7 +73,7 @@ def _kill_each_after_its_first_shard(runs: dict, env, home, logs) -> None:
             for family in sorted(alive):
                 proc = procs[family]
                 if proc.poll() is not None:
-                    raise AssertionError(f"dora audit --probe {family} ended before it could be killed:\n"
+                    raise AssertionError(f"dora audit --family {family} ended before it could be killed:\n"
                                          f"{(logs / f'{family}.log').read_text()[-3000:]}")
                 if _shards(home, runs[family][1]):
                     os.kill(proc.pid, signal.SIGKILL)
@@ -121,11 +121,11 @@ FIRST_SHARD = {"counterfactual": 64, "modscan": 256, "vlstereoset": 32}
 
 
 def _argv(servers: dict, tmp_path, *families: str) -> list[str]:
-    """One ``dora audit`` of ``families`` (``--probe`` repeated), each against its own stub server."""
+    """One ``dora audit`` of ``families`` (``--family`` repeated), each against its own stub server."""
     args = []
     for family in families:
         flags = [f.format(images=tmp_path / "images") for f in CASES[family][0]]
-        args += ["--probe", family, *flags, URL_FLAG[family], servers[family].base_url]
+        args += ["--family", family, *flags, URL_FLAG[family], servers[family].base_url]
     return dora_argv("audit", *args, "--no-progress")
 
 

@@ -1,8 +1,8 @@
 """The family seam: a fifth family (``tests/toy_family``, a fixture never shipped) added by its
-own homes plus one entry in ``FAMILIES`` is picked up by ``dora audit --probe``, ``dora audit
+own homes plus one entry in ``FAMILIES`` is picked up by ``dora audit --family``, ``dora audit
 --dry-run``, ``dora diff --family``, ``dora families`` and the Dagster definitions; it declares
 its landing contract in its own module (no edit of ``ingestion.contracts.SCHEMAS``). A family's
-landing tables and marts are read from its contract and its dbt folder, never listed by hand."""
+landing tables and marts are read from its contract and its marts folder, never listed by hand."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_dry_run_plans_every_family(toy, capsys):
     out = capsys.readouterr().out
     for name in ("t2t ", "counterfactual:", "modscan:", "vlstereoset:", "toy: 4 rows of 'alpha' on toy-model"):
         assert name in out, out
-    assert main(["audit", "--dry-run", "--probe", "toy"]) == 0
+    assert main(["audit", "--dry-run", "--family", "toy"]) == 0
     assert capsys.readouterr().out.strip() == "toy: 3 rows of 'alpha' on toy-model"
 
 
@@ -90,7 +90,7 @@ def test_diff_family_reads_the_toys_change_test(toy, capsys):
 
 
 def test_audit_probe_toy_runs_only_the_toy_group(toy, monkeypatch, capsys):
-    """In process: the Dagster definitions are rebuilt from FAMILIES; --probe toy runs the toy's
+    """In process: the Dagster definitions are rebuilt from FAMILIES; --family toy runs the toy's
     asset only (no model, no dbt), and the toy's summary is printed."""
     import orchestration.definitions as definitions
     from ingestion.landing import read_landing
@@ -99,7 +99,7 @@ def test_audit_probe_toy_runs_only_the_toy_group(toy, monkeypatch, capsys):
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     assert "landing/toy_rows" in keys and "landing/t2t_completions" in keys
     monkeypatch.setattr(definitions, "defs", defs)
-    assert main(["audit", "--probe", "toy", "--toy-rows", "4", "--toy-word", "beta", "--no-progress"]) == 0
+    assert main(["audit", "--family", "toy", "--toy-rows", "4", "--toy-word", "beta", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "toy: audit toy-toy-model-beta: 4 rows landed" in out
     assert "counterfactual" not in out and "modscan" not in out.lower()
@@ -167,7 +167,7 @@ def test_the_toy_contract_is_registered_from_its_own_module(toy):
 def test_each_family_owns_its_contract_sources_and_marts():
     """Every landing table is declared by one contract module: a family's (``FAMILY``) or the
     shared one; a family's tables are exactly the dbt sources of its folder
-    (``models/<family>/_<family>__sources.yml``), the shared ones read by dbt are in
+    (``models/staging/<family>/_<family>__sources.yml``), the shared ones read by dbt are in
     ``models/_landing__sources.yml``; a family's marts are the marts of its folder as
     ``dora tables`` reads them (analytics/catalog.py), and every mart belongs to one family."""
     import importlib
@@ -193,7 +193,7 @@ def test_each_family_owns_its_contract_sources_and_marts():
     assert sources(models / "_landing__sources.yml") == ["audits"]  # no dbt model reads input_quarantine
     for family in fam.FAMILIES:
         assert family.landing_tables, family.name
-        assert sources(models / family.name / f"_{family.name}__sources.yml") == list(family.landing_tables)
+        assert sources(models / "staging" / family.name / f"_{family.name}__sources.yml") == list(family.landing_tables)
         assert set(family.marts) == {r.name for r in relations() if r.family == family.name and r.layer == "marts"}
     marts = [m for f in fam.FAMILIES for m in f.marts]
     # every mart is one family's but those every family shares, in the shared folder (no family's)

@@ -22,17 +22,38 @@ def _ops(*argv):
 
 def test_no_progress_reaches_every_family():
     """--no-progress used to be ignored by ModSCAN (it read an attribute that never existed)."""
-    ops = _ops("--probe", "modscan", "--no-progress")
+    ops = _ops("--family", "modscan", "--no-progress")
     assert ops["modscan_responses"].progress is False
     assert all(cfg.progress is False for cfg in ops.values() if "progress" in type(cfg).model_fields)
     assert _ops()["modscan_responses"].progress is True
 
 
 def test_max_error_share_and_probe_selection_reach_every_family():
-    ops = _ops("--max-error-share", "0.5", "--probe", "vlstereoset")
+    ops = _ops("--max-error-share", "0.5", "--family", "vlstereoset")
     assert {cfg.max_error_share for cfg in ops.values() if "max_error_share" in type(cfg).model_fields} == {0.5}
     assert ops["vlstereoset_probe"].enabled and not ops["modscan_responses"].enabled
     assert not ops["counterfactual_responses"].enabled
+
+
+def test_old_flag_names_keep_working_for_a_release_and_say_so(capsys):
+    """--probe was renamed --family (one word per concept): the old name still selects, hidden from
+    --help, with one deprecation line however often it is given; the new name says nothing."""
+    from orchestration import deprecation
+
+    deprecation._said.clear()
+    args = build_parser().parse_args(["audit", "--probe", "vlstereoset", "--probe", "modscan", "--family", "counterfactual"])
+    assert args.family == ["vlstereoset", "modscan", "counterfactual"]
+    err = capsys.readouterr().err
+    assert err.count("warning: --probe is deprecated") == 1 and "use --family" in err
+    ops = op_run_configs(args)
+    assert ops["vlstereoset_probe"].enabled and ops["modscan_responses"].enabled and not ops["t2t_completions"].enabled
+    assert build_parser().parse_args(["diff", "a", "--probe", "modscan"]).family == "modscan"
+    assert build_parser().parse_args(["audit"]).family is None
+    assert capsys.readouterr().err.count("deprecated") == 0  # said once per process
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["audit", "--probe", "nope"])
+    help_text = build_parser()._subparsers._group_actions[0].choices["audit"].format_help()
+    assert "--family NAME" in help_text and "--probe" not in help_text
 
 
 def test_user_facing_flag_names_still_parse():
@@ -202,7 +223,7 @@ def test_bad_family_flag_is_one_line_exit_2_before_dagster(tmp_path, monkeypatch
 
     start, cpu = time.monotonic(), time.process_time()
     with pytest.raises(SystemExit) as exit_:
-        main(["audit", "--probe", family, *argv])
+        main(["audit", "--family", family, *argv])
     elapsed, cpu = time.monotonic() - start, time.process_time() - cpu
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if not line.startswith(("usage:", " "))]
@@ -214,7 +235,7 @@ def test_bad_family_flag_is_one_line_exit_2_before_dagster(tmp_path, monkeypatch
     assert cpu < 2 and elapsed < 10, (cpu, elapsed)
 
 
-@pytest.mark.parametrize("argv", [["--probe", "vlstereoset", "--vlstereoset-csv", "{dir}"], ["--probe", "modscan", "--faces", "{fifo}"]],
+@pytest.mark.parametrize("argv", [["--family", "vlstereoset", "--vlstereoset-csv", "{dir}"], ["--family", "modscan", "--faces", "{fifo}"]],
                          ids=["csv-is-a-folder", "faces-is-a-fifo"])
 def test_bad_input_path_through_the_real_entry_point(tmp_path, argv):
     paths = _paths(tmp_path)

@@ -47,7 +47,7 @@ def test_sigkill_mid_generation_then_rerun_lands_every_row_exactly_once(tmp_path
     home = tmp_path / "home"
     settings, letters, runs = ["singular"], "abcdefghijklmnop", 1
     args = _dora(
-        "audit", "--probe", "biasdora", "--per-dimension", "1", "--settings", ",".join(settings), "--letters", letters,
+        "audit", "--family", "biasdora", "--per-dimension", "1", "--settings", ",".join(settings), "--letters", letters,
         "--runs", str(runs), "--t2t-shard-rows", "32", "--audit-id", "crash-test", "--no-progress",
     )
     expected = _expected_keys(settings, letters, runs, per_dimension=1)
@@ -166,7 +166,7 @@ def concurrent_partitions(tmp_path_factory):
 
         def args(target):
             return _dora(
-                "audit", "--probe", "biasdora", "--target", target, "--registry", str(registry), "--no-progress", "--verbose",
+                "audit", "--family", "biasdora", "--target", target, "--registry", str(registry), "--no-progress", "--verbose",
                 "--executor", "multiprocess",  # every step in its own process, as runs launched from the UI
             )
 

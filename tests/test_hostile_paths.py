@@ -61,7 +61,7 @@ def test_question_mark_home_is_a_clear_error(tmp_path, monkeypatch):
         warehouse_path()
 
 
-@pytest.mark.parametrize("command", [["audit", "--probe", "modscan"], ["ui"], ["models", "list", "--no-resolve"], ["query", "select 1"]])
+@pytest.mark.parametrize("command", [["audit", "--family", "modscan"], ["ui"], ["models", "list", "--no-resolve"], ["query", "select 1"]])
 def test_question_mark_home_is_one_line_before_dagster_opens_its_storage(tmp_path, monkeypatch, capsys, command):
     """Dagster's SQLite storage under such a home failed with 'no such table: event_logs'."""
     from orchestration.cli import main

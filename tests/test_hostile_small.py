@@ -258,7 +258,7 @@ def test_dora_audit_on_a_damaged_model_folder_is_one_line_exit_1(tmp_path, monke
     home = tmp_path / "home"
     monkeypatch.setenv("DORA_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
-    code = main(["audit", "--probe", "biasdora", "--model", str(model), "--per-dimension", "1", "--runs", "1",
+    code = main(["audit", "--family", "biasdora", "--model", str(model), "--per-dimension", "1", "--runs", "1",
                  "--letters", "b", "--settings", "singular", "--judge-backend", "none", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err, err

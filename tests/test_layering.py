@@ -347,7 +347,7 @@ def test_the_family_checks_find_a_family_named_in_shared_code(tmp_path, monkeypa
     (tmp_path / "orchestration/defs/fam/__init__.py").write_text("")
     (tmp_path / "orchestration/cli/bad.py").write_text(
         '"""Say fam here: prose."""\n\ndef f(x="fam"):\n    from orchestration.defs.fam import family\n    return f"{x} (default: fam)"\n')
-    (tmp_path / "orchestration/cli/ok.py").write_text('HELP = "see probes/fam/parsing.py"\nEX = """\n  dora audit --probe fam\n"""\n')
+    (tmp_path / "orchestration/cli/ok.py").write_text('HELP = "see probes/fam/parsing.py"\nEX = """\n  dora audit --family fam\n"""\n')
     (tmp_path / "ingestion/contracts/fam.py").write_text('FAMILY = "fam"\n')
     (tmp_path / "analytics/fam_report.py").write_text('NAME = "fam"\n')
     monkeypatch.setitem(globals(), "ROOT", tmp_path)

@@ -19,9 +19,9 @@ def test_default_audit_runs_the_small_text_analogue_sample():
 
 
 def test_probe_selection_and_prefixes():
-    assert _config("--probe", "modscan")["enabled"]
-    assert not _config("--probe", "biasdora")["enabled"]
-    assert _config("--probe", "biasdora", "--probe", "modscan")["enabled"]
+    assert _config("--family", "modscan")["enabled"]
+    assert not _config("--family", "biasdora")["enabled"]
+    assert _config("--family", "biasdora", "--family", "modscan")["enabled"]
     cfg = _config("--prefix", "sr", "--prefix", "role_sexist", "--modscan-samples", "200", "--modscan-instances", "0")
     assert cfg["prefixes"] == ["none", "sr", "role_sexist"] and cfg["samples"] == 200 and cfg["instances_per_scenario"] == 0
     ModscanConfig(**cfg)  # a valid Dagster config

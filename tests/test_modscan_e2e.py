@@ -66,4 +66,4 @@ def test_text_analogues_resume_and_a_disabled_run_skips(finished_audit, tmp_path
     finished_audit.env(monkeypatch, copy_home(finished_audit, tmp_path / "home"))
     again = _materialize(TINY)  # resumable: everything landed, no model call
     assert again["rows_generated"] == 0 and again["rows_already_landed"] == 10
-    assert _materialize({**TINY, "enabled": False})["status"] == "skipped"  # dora audit --probe <other family>
+    assert _materialize({**TINY, "enabled": False})["status"] == "skipped"  # dora audit --family <other family>

@@ -1,7 +1,7 @@
 """The ModSCAN marts' SQL on DuckDB against hand-computed values and the published numbers of
 seed 000 (docs/families/modscan.md#statistics and docs/families/modscan.md#checked-against-the-paper).
 
-The mart files of ``dbt_project/models/modscan/`` are rendered with the project's macros and
+The mart files of ``dbt_project/models/marts/modscan/`` are rendered with the project's macros and
 ``ref(name) -> name`` (tests/helpers/dbt_jinja.py) and run on an in-memory DuckDB holding the upstream relation, so what is tested is the SQL dbt
 builds (no Python re-implementation of the formulas).
 """
@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers.dbt_jinja import render_model
 
-MODELS = Path(__file__).resolve().parent.parent / "dbt_project" / "models" / "modscan"
+MODELS = Path(__file__).resolve().parent.parent / "dbt_project" / "models"
 TRAITS = [
     "Art Lover", "Bookworm", "Foodie", "Geek", "Loves Outdoors", "Music Lover", "Slob", "Neat", "Freegan", "Active",
     "Luxury Car", "Dilapidated Car", "Luxury Villa", "Shabby Hut",
@@ -22,7 +22,7 @@ TRAITS = [
 
 def mart_sql(name: str) -> str:
     """The compiled SQL of one modscan mart (refs resolve to same-named DuckDB tables)."""
-    return render_model(next(MODELS.rglob(f"{name}.sql")))  # models/modscan/<layer>/
+    return render_model(next(MODELS.glob(f"*/modscan/{name}.sql")))  # models/<layer>/modscan/
 
 
 def build(con, name: str) -> None:

@@ -211,7 +211,7 @@ def test_dora_audit_with_its_judge_on_the_server_builds_the_scored_marts(llama_s
            "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
     url = llama_server.base_url
     done = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "audit", "--probe", "biasdora", "--backend", "openai", "--base-url", url,
+        [sys.executable, "-m", "orchestration.cli", "audit", "--family", "biasdora", "--backend", "openai", "--base-url", url,
          "--model", llama_server.model, "--prompt-style", "completion", "--descriptors", "alcoholic person",
          "--settings", "singular", "--letters", "bcdm", "--runs", "3", "--judge-backend", "openai",
          "--judge-base-url", url, "--judge-model", llama_server.model, "--score-pool", "all", "--no-progress"],

@@ -183,7 +183,7 @@ def test_a_target_runs_only_the_families_it_names_vlstereoset_included(registry_
     assert reason("cf@v1") == "partition cf@v1 audits registry target 'cf' of family 'counterfactual'"
     assert reason("ms@v1") == "partition ms@v1 audits registry target 'ms' of family 'modscan'"
     assert reason("vl@v1") is None and reason("every@v1") is None and reason("adhoc:smollm2-135m@x") is None
-    assert reason("vl@v1", enabled=False) == "--probe does not include vlstereoset"
+    assert reason("vl@v1", enabled=False) == "--family does not include vlstereoset"
 
 
 @pytest.mark.slow

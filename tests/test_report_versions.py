@@ -149,7 +149,7 @@ def land_two_versions(home: Path) -> None:
         _land("v1", 0)
         _land("v2", 1)
         _land_flat()
-        run_dbt(["run", "--select", "path:models/biasdora", "path:models/audits"], home)  # the audit log's models are shared
+        run_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)  # the audit log's models are shared
 
 
 @pytest.fixture(scope="module")

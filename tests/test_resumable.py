@@ -245,3 +245,32 @@ def test_events_carry_the_family_and_an_old_shard_without_it_still_reads(dora_ho
     pq.write_table(pa.Table.from_pylist([old], schema=old_schema), landing_dir("audits") / "old" / "old.parquet")
     assert [(e["modality"], e["family"], e["rows_generated"]) for e in audit_events("old")] == [("t2t", None, 3)]
     assert {e["audit_id"]: e["family"] for e in read_landing("audits").to_pylist()} == {"fam": "biasdora", "old": None}
+
+
+def test_run_probe_stamps_each_shard_once_its_calls_returned_and_lands_the_audit(dora_home):
+    """``run_probe``: the rows of ``generate_rows`` get the model columns and one ``generated_at``
+    per shard, read after the shard's calls; the events carry modality, family, target and the
+    config with the backend's name."""
+    from models_inference.audit_log import audit_events
+    from models_inference.resumable import run_probe
+
+    returned: list[datetime] = []
+
+    def generate_rows(batch, advance):
+        advance(len(batch))
+        rows = [{k: v for k, v in t2t_row("p", key).items() if k not in ("audit_id", "model_id", "model_version", "backend", "generated_at")}
+                for key in batch]
+        returned.append(datetime.now(timezone.utc))
+        return rows
+
+    summary = run_probe(PLANNED, lambda k: k, generate_rows, table=T2T, backend=FakeBackend, audit_id="p", modality="t2t",
+                        config={"runs": 2}, family="biasdora", target="tgt", shard_rows=5, progress=False)
+    assert (summary.generated, dict(summary.statuses)) == (12, {"ok": 6, "wrong_letter": 6})
+    rows = landed("p")
+    assert {(r["audit_id"], r["model_id"], r["model_version"], r["backend"]) for r in rows} == {("p", "org/fake-model", "v1", "fake")}
+    stamps = sorted({r["generated_at"] for r in rows})
+    assert len(stamps) == 3 and [sum(r["generated_at"] == s for r in rows) for s in stamps] == [5, 5, 2]
+    assert all(after <= stamp for after, stamp in zip(returned, stamps))
+    assert all(stamp <= after for stamp, after in zip(stamps, returned[1:]))
+    assert [(e["status"], e["modality"], e["family"], e["target"], json.loads(e["config_json"])) for e in audit_events("p")] == [
+        (status, "t2t", "biasdora", "tgt", {"backend": "fake", "runs": 2}) for status in ("started", "finished")]

@@ -259,7 +259,7 @@ def test_the_dora_executor_offers_the_three_choices():
 
 # ----------------------------------------------------------------------------- Celery, end to end
 AUDIT = (
-    "audit", "--probe", "biasdora", "--probe", "counterfactual", "--backend", "openai", "--model", "stub-model",
+    "audit", "--family", "biasdora", "--family", "counterfactual", "--backend", "openai", "--model", "stub-model",
     "--prompt-style", "completion", "--per-dimension", "1", "--settings", "singular,noun", "--letters", "abc",
     "--runs", "1", "--judge-backend", "none", "--cf-judge-backend", "none", "--no-progress",
     "--t2t-block-targets", "6", "--cf-block-sets", "1", "--cf-sets-per-occupation", "2",
@@ -542,7 +542,7 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
 
     prepare_dbt_manifest()
     (home, broker, workers), audit_id, letters = sqlite_cluster, "killed-worker", "abcdef"
-    args = ("audit", "--probe", "biasdora", "--backend", "openai", "--model", "stub-model", "--prompt-style",
+    args = ("audit", "--family", "biasdora", "--backend", "openai", "--model", "stub-model", "--prompt-style",
             "completion", "--per-dimension", "1", "--settings", "singular", "--letters", letters, "--runs", "2",
             "--judge-backend", "none", "--no-progress", "--t2t-block-targets", "3", "--api-concurrency", "1",
             "--audit-id", audit_id, "--executor", "celery")

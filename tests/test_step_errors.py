@@ -60,16 +60,16 @@ def test_more_failed_steps_than_lines_are_counted(tmp_path):
 def _vlstereoset_bad_header(tmp_path):
     bad = tmp_path / "vls.csv"
     bad.write_text("a,b,c\n1,2,3\n")
-    return ["--probe", "vlstereoset", "--vlstereoset-csv", str(bad)], r"line 1: missing column\(s\) \['bias_type', .* in the header \['a', 'b', 'c'\]"
+    return ["--family", "vlstereoset", "--vlstereoset-csv", str(bad)], r"line 1: missing column\(s\) \['bias_type', .* in the header \['a', 'b', 'c'\]"
 
 
 def _counterfactual_unknown_occupation(tmp_path):
-    return ["--probe", "counterfactual", "--cf-occupations", "zz-no-such-job"], r"occupation\(s\) not in the race_gender sets"
+    return ["--family", "counterfactual", "--cf-occupations", "zz-no-such-job"], r"occupation\(s\) not in the race_gender sets"
 
 
 def _modscan_unreachable_server(tmp_path):
     port = free_port()  # nothing listens on it
-    return (["--probe", "modscan", "--modscan-backend", "openai", "--modscan-base-url", f"http://127.0.0.1:{port}/v1",
+    return (["--family", "modscan", "--modscan-backend", "openai", "--modscan-base-url", f"http://127.0.0.1:{port}/v1",
              "--modscan-model", "stub", "--modscan-instances", "1", "--modscan-probes", "modscan_text_persona",
              "--modscan-attributes", "gender", "--modscan-conditions", "original"],
             rf"ModSCAN text analogues: 1 of 1 calls failed .*connection refused\) at http://127\.0\.0\.1:{port}/v1")

@@ -113,7 +113,7 @@ def test_vlstereoset_pins_the_partition_version_on_its_text_prior_only(dora_home
 
 def test_models_list_shows_no_last_audit_when_dim_audits_was_never_built(dora_home, tmp_path, capsys):
     """A home whose warehouse holds other families' marts but no ``dim_audits`` (e.g. only
-    ``dora audit --probe vlstereoset`` runs): every target's last audit is ``-``, exit 0."""
+    ``dora audit --family vlstereoset`` runs): every target's last audit is ``-``, exit 0."""
     from orchestration.cli import main
 
     con = duckdb.connect(str(warehouse_path()))

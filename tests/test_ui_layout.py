@@ -77,7 +77,7 @@ def test_descriptions_are_for_analysts():
         assert text.strip(), key
         for note in ("PUBLIC CONTRACT", "Raw SQL", "{#-", "issue "):
             assert note not in text, (key.to_user_string(), note)
-    assert _node("dim_audits").description.endswith("SQL: `dbt_project/models/audits/marts/dim_audits.sql`.")
+    assert _node("dim_audits").description.endswith("SQL: `dbt_project/models/marts/audits/dim_audits.sql`.")
 
 
 def test_probe_selection_takes_the_shared_assets_its_families_feed():

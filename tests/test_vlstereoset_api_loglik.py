@@ -1,7 +1,7 @@
 """Caption log-likelihoods from an OpenAI-compatible endpoint (the local stub server): ``echo``
 and vLLM's ``prompt_logprobs`` give the exact sums of the stub's per-token log-probs, the
 context's tokens excluded; an endpoint with neither is one clear error before any row lands;
-``dora audit --probe vlstereoset`` with the text prior on the API lands ok rows."""
+``dora audit --family vlstereoset`` with the text prior on the API lands ok rows."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def test_dora_audit_vlstereoset_text_prior_over_the_api(dora_home, server, monke
     lines = synthetic_csv_path().read_text(encoding="utf-8-sig").splitlines()[:5]
     csv_path = dora_home.parent / "VLStereoSet_mini.csv"
     csv_path.write_bytes(b"\xef\xbb\xbf" + ("\r\n".join(lines) + "\r\n").encode())
-    assert main(["audit", "--probe", "vlstereoset", "--vlstereoset-csv", str(csv_path), "--vlstereoset-scorers",
+    assert main(["audit", "--family", "vlstereoset", "--vlstereoset-csv", str(csv_path), "--vlstereoset-scorers",
                  "vlstereo_text_caption_prior", "--vlstereoset-text-backend", "openai", "--vlstereoset-text-model", "stub-model",
                  "--vlstereoset-text-base-url", server.base_url, "--no-progress"]) == 0
     assert "vlstereo_text_caption_prior:sum" in capsys.readouterr().out

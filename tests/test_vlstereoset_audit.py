@@ -1,4 +1,4 @@
-"""``dora audit --probe vlstereoset`` end to end: a VLStereoSet-format CSV with an image folder,
+"""``dora audit --family vlstereoset`` end to end: a VLStereoSet-format CSV with an image folder,
 the embedded SmolLM2 (text-only analogue), a tiny random CLIP built from a config, the reference
 IDM, the real Dagster job and dbt build; then ``dora query``, ``dora report`` and ``dora diff
 --family vlstereoset`` on the marts it built."""
@@ -38,7 +38,7 @@ def test_dora_audit_probe_vlstereoset_end_to_end(dora_home, tmp_path, monkeypatc
     for row in range(1, 8):  # row 8 has no image
         (images / f"{row}.png").write_bytes(tiny_png((30 * row, 100, 250 - 30 * row), (16, 16)))
     clip = build_tiny_clip(tmp_path)
-    base = ["audit", "--probe", "vlstereoset", "--vlstereoset-csv", str(csv_path), "--images", str(images),
+    base = ["audit", "--family", "vlstereoset", "--vlstereoset-csv", str(csv_path), "--images", str(images),
             "--vlstereoset-clip-model", str(clip), "--vlstereoset-scorers", "idm,vlstereo_text_caption_prior", "--no-progress"]
     assert main(base) == 0
     out = capsys.readouterr().out
@@ -56,7 +56,7 @@ def test_dora_audit_probe_vlstereoset_end_to_end(dora_home, tmp_path, monkeypatc
     assert metrics[("clip:cosine", "all")][:2] == (7, 1)  # the item without an image is unscored, not dropped
     assert metrics[("vlstereo_text_caption_prior:sum", "all")][:2] == (8, 0)
     assert {c for (_, c) in metrics} == {"all", "gender", "profession"}
-    assert scores[1] == 3 and t2t == 0  # only the vlstereoset family ran (--probe)
+    assert scores[1] == 3 and t2t == 0  # only the vlstereoset family ran (--family)
 
     # a second version of the same model: CLIP with its logit scale (a new audit); the others are complete
     assert main([*base, "--vlstereoset-clip-logit-scale"]) == 0
@@ -96,7 +96,7 @@ def test_cli_flags_and_config():
     def run_config(args):
         return op_run_configs(args)["vlstereoset_probe"].model_dump()
 
-    args = _build_parser().parse_args(["audit", "--probe", "biasdora", "--images", "/x", "--vlstereoset-vlm-model", "m",
+    args = _build_parser().parse_args(["audit", "--family", "biasdora", "--images", "/x", "--vlstereoset-vlm-model", "m",
                                        "--vlstereoset-vlm-backend", "openai"])
     cfg = run_config(args)
     assert cfg["enabled"] is False and cfg["images"] == "/x" and cfg["vlm_backend"] == "openai"

@@ -138,7 +138,7 @@ def test_a_closed_broker_port_is_named_with_its_password_redacted(home, capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    code, err, took = _main(["audit", "--probe", "biasdora", "--executor", "celery",
+    code, err, took = _main(["audit", "--family", "biasdora", "--executor", "celery",
                              "--celery-broker", f"redis://:s3cret@127.0.0.1:{port}/0"], capsys)
     assert code == 1 and took < 20, (took, err)
     line = _one_line(err, "dora audit:")
@@ -287,7 +287,7 @@ def redis_broker(tmp_path):
 
 def _audit_without_worker(home: Path, broker: str, *extra) -> subprocess.Popen:
     return subprocess.Popen(
-        [str(REPO / ".venv" / "bin" / "dora"), "audit", "--probe", "biasdora", "--no-progress", "--executor", "celery",
+        [str(REPO / ".venv" / "bin" / "dora"), "audit", "--family", "biasdora", "--no-progress", "--executor", "celery",
          "--celery-broker", broker, *extra],
         env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(home))
 

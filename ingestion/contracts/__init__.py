@@ -12,7 +12,7 @@ A contract module holds two names and imports nothing of dora's:
   who lands it and what one row is. A table name is also its landing folder
   (``$DORA_HOME/landing/<table>/``), its Dagster asset key (``landing/<table>``) and its dbt
   source table (``source('landing', '<table>')``, listed in
-  ``dbt_project/models/<family>/_<family>__sources.yml``).
+  ``dbt_project/models/staging/<family>/_<family>__sources.yml``).
 
 This package is also the registry: importing it imports every module of the package and merges
 their tables into :data:`SCHEMAS` (below, with :data:`TABLE_FAMILIES` and :func:`family_tables`).

@@ -15,7 +15,7 @@ from orchestration.cli.flags import audit_run_config
 from orchestration.instance import AUDIT_JOB, prepare_environment, prepare_run_readers
 
 def _probe_selection(defs, probes: list[str] | None):
-    """Asset keys of the chosen probe families (``--probe``: their Dagster groups) and of the
+    """Asset keys of the chosen probe families (``--family``: their Dagster groups) and of the
     shared assets they feed, or None (every asset) when not given.
 
     A shared asset (group ``audits``) is selected when all its parents are (``dim_audits`` needs
@@ -377,7 +377,7 @@ def cmd_audit(args) -> int:
         prepare_run_readers()  # in-run readers wait for a writer
         reap_dead_runs(instance)  # free the slots of audits whose process was killed
         with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, {**tags, **process_tags()},
-                                                   _probe_selection(defs, args.probe),
+                                                   _probe_selection(defs, args.family),
                                                    getattr(args, "celery_broker", None),
                                                    getattr(args, "celery_worker_timeout", None)) as result:
             pass

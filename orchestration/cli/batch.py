@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from orchestration import families as fam
+from orchestration.deprecation import add_deprecated
 
 
 def batch_steps() -> list[tuple[object, object]]:
@@ -29,7 +30,7 @@ def batch_steps() -> list[tuple[object, object]]:
 
 
 def export_families() -> list[str]:
-    """The families ``dora batch export --probe`` takes: those with a step it can write (the
+    """The families ``dora batch export --family`` takes: those with a step it can write (the
     first is the default)."""
     return list(dict.fromkeys(f.name for f, step in batch_steps() if step.work is not None))
 
@@ -50,7 +51,7 @@ EXPORT_DESCRIPTION = (
     "(one line per request, custom_id = the row's resume key; at most --api-batch-max-requests requests and "
     "200 MB per file) for an offline runner such as vLLM's `vllm run-batch -i FILE -o OUTPUT --model MODEL`. "
     "Takes the flags of `dora audit` (--model is the name the runner serves; the audit is the one of "
-    "`dora audit --backend openai --model MODEL`); --probe {probes}, the first the default. The files are "
+    "`dora audit --backend openai --model MODEL`); --family {probes}, the first the default. The files are "
     "recorded in the audit's ledger: their rows go into no other batch until `dora batch import` lands the "
     "output (or `dora batches AUDIT --cancel`)."
 )
@@ -82,8 +83,9 @@ def add_batch_parsers(sub) -> None:
                                  description=EXPORT_DESCRIPTION.format(probes=_exported()))
     export.add_argument("--out", required=True, metavar="FOLDER", help="where the JSONL files are written (created)")
     names = export_families()
-    export.add_argument("--probe", action="append", default=None, choices=names, metavar="NAME",
+    export.add_argument("--family", action="append", default=None, choices=names, metavar="NAME",
                         help=f"the family whose steps to export, repeatable: {', '.join(names)} (default: {names[0]})")
+    add_deprecated(export, ["--probe"], "--family", "family", append=True, choices=names)
     seen = add_common_flags(export)
     add_all_family_flags(export, seen, shown=None)
     imp = commands.add_parser("import", help="land a runner's output JSONL file as an audit's rows", description=IMPORT_DESCRIPTION)
@@ -130,13 +132,13 @@ def _batch_options(config, step: str, work):
 
 def export_configs(args) -> list[tuple[object, object]]:
     """``(step, config)`` of each :class:`~orchestration.family.BatchStep` ``dora batch export``
-    writes, from its ``dora audit`` flags: every step with ``work`` of the ``--probe`` families
+    writes, from its ``dora audit`` flags: every step with ``work`` of the ``--family`` families
     (default: the first of :func:`export_families`); the backend is ``openai`` (the requests are
     in the OpenAI format)."""
     from orchestration.cli.flags import op_run_configs
 
-    probes = list(dict.fromkeys(args.probe or export_families()[:1]))
-    ops = op_run_configs(argparse.Namespace(**{**vars(args), "probe": probes}))
+    probes = list(dict.fromkeys(args.family or export_families()[:1]))
+    ops = op_run_configs(argparse.Namespace(**{**vars(args), "family": probes}))
     return [(step, ops[step.op].model_copy(update={"backend": "openai"}))
             for f, step in batch_steps() if f.name in probes and step.work is not None]
 

@@ -360,7 +360,7 @@ def cmd_report(args) -> int:
 
 def cmd_families(args) -> int:
     """``dora families``: each family's Dagster group, flag prefix, landing tables (from its
-    landing contract) and marts (from its dbt folder's ``marts/`` YAML)."""
+    landing contract) and marts (from the YAML of ``dbt_project/models/marts/<family>/``)."""
     from analytics.query import QueryResult, format_result
     from orchestration import families as fam
 

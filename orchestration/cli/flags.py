@@ -22,6 +22,7 @@ import dagster as dg
 
 from orchestration import families as fam
 from orchestration.defs.common import CommonFlags
+from orchestration.deprecation import add_deprecated
 from orchestration.family import Flag, ProbeFamily
 from orchestration.options import csv_list, flag_type as _validator  # noqa: F401 - csv_list: part of this module's API
 
@@ -64,6 +65,7 @@ def add_family_flags(target, flags: tuple[Flag, ...], seen: set[str]) -> None:
         if kind is bool:
             action = "store_false" if flag.negated else "store_true"
             target.add_argument(*names, dest=flag.arg_dest, action=action, default=field.default, help=_help(flag, None))
+            add_deprecated(target, flag.deprecated, flag.flag, flag.arg_dest, switch=not flag.negated)
             continue
         default = field.get_default(call_default_factory=True)
         choices = flag.choices or flag.literal_choices
@@ -83,6 +85,8 @@ def add_family_flags(target, flags: tuple[Flag, ...], seen: set[str]) -> None:
             kw["metavar"] = "{" + ",".join(choices) + "}[,...]"
         shown = ",".join(str(d) for d in default) if isinstance(default, list) else default
         target.add_argument(*names, dest=flag.arg_dest, help=_help(flag, shown), **kw)
+        old = {k: v for k, v in kw.items() if k in ("type", "choices")}
+        add_deprecated(target, flag.deprecated, flag.flag, flag.arg_dest, append=flag.repeat, **old)
 
 
 def add_common_flags(parser: argparse.ArgumentParser) -> set[str]:
@@ -93,7 +97,7 @@ def add_common_flags(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def family_group_title(family: ProbeFamily) -> str:
-    return f"{family.name}: {family.title} (dora audit --probe {family.name})"
+    return f"{family.name}: {family.title} (dora audit --family {family.name})"
 
 
 def shared_family_flags() -> dict[tuple[str, ...], tuple[Flag, ...]]:
@@ -160,15 +164,15 @@ def config_values(args: argparse.Namespace) -> dict[type[dg.Config], dict]:
 
 
 def selected(args: argparse.Namespace, family: ProbeFamily) -> bool:
-    """Whether ``dora audit --probe`` selects ``family`` (no ``--probe``: every family)."""
-    probes = getattr(args, "probe", None)
+    """Whether ``dora audit --family`` selects ``family`` (no ``--family``: every family)."""
+    probes = getattr(args, "family", None)
     return not probes or family.name in probes
 
 
 def op_run_configs(args: argparse.Namespace) -> dict[str, dg.Config]:
     """Op name -> its Config object for every op of every family.
 
-    A Config with an ``enabled`` field is disabled when ``--probe`` does not select its family.
+    A Config with an ``enabled`` field is disabled when ``--family`` does not select its family.
     """
     values = config_values(args)
     ops: dict[str, dg.Config] = {}

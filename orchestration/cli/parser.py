@@ -15,6 +15,7 @@ from orchestration import families as fam
 from orchestration.cluster import BROKER_ENV, DEFAULT_BROKER, DEFAULT_WORKER_TIMEOUT, EXECUTORS
 from orchestration.defaults import MAX_TOP  # the count flags of the commands (the others: on the Config fields)
 from orchestration.cli.flags import add_all_family_flags, add_common_flags
+from orchestration.deprecation import add_deprecated
 
 EPILOG = """\
 environment:
@@ -32,7 +33,7 @@ examples:
   dora audit --judge-backend openai --judge-model gpt-4o --judge-repeats 3   # paper judge; needs OPENAI_API_KEY
   dora audit --t2i-model ./sd --i2t-model ./llava   # T2I + I2T probes with local diffusers / transformers folders
   dora audit --t2i-backend openai --t2i-model dall-e-3 --i2t-backend openai --i2t-model gpt-4o
-  dora audit --probe vlstereoset --vlstereoset-csv VLStereoSet.csv --images ./imgs --vlstereoset-clip-model ./clip
+  dora audit --family vlstereoset --vlstereoset-csv VLStereoSet.csv --images ./imgs --vlstereoset-clip-model ./clip
   dora diff HuggingFaceTB/SmolLM2-135M-Instruct --family vlstereoset  # vlrs / vlbs change tests between two versions
   dora families                               # the probe families: group, flags, landing tables, marts
   dora audit --help-family modscan            # one family's flags
@@ -113,9 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
         "split in dbt, so any build re-reads them.",
     )
     reparsers = [f.name for f in fam.FAMILIES if f.reparse is not None]
-    reparse.add_argument("--family", "--probe", dest="family", default=reparsers[0], choices=reparsers,
+    reparse.add_argument("--family", dest="family", default=reparsers[0], choices=reparsers,
                          help=f"probe family whose landed outputs are re-parsed (the families with a re-parser: "
                          f"{', '.join(reparsers)}; default: {reparsers[0]})")
+    add_deprecated(reparse, ["--probe"], "--family", "family", choices=reparsers)
     reparse.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the landing zone)")
     reparse.add_argument("--build", action="store_true",
                          help="then rebuild stg_t2t_completions and every model downstream of it (dbt build)")
@@ -177,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--top", type=v.int_range(1, MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first; default: 5); "
                       "flipped associations: up to twice as many")
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
-    diff.add_argument("--family", "--probe", dest="family", default=fam.FAMILIES[0].name, choices=fam.family_names(),
+    add_deprecated(diff, ["--probe"], "--family", "family", choices=fam.family_names())
+    diff.add_argument("--family", dest="family", default=fam.FAMILIES[0].name, choices=fam.family_names(),
                       help=f"probe family compared: the default, {fam.FAMILIES[0].name}, is the comparison described above; "
                       "any other: its change tests on the units both audits have, sorted by change q (the table lists "
                       "every significant change and at least --top rows; see below)")
@@ -219,11 +222,11 @@ class _HelpFamily(argparse.Action):
 
 
 def add_audit_parser(sub) -> argparse.ArgumentParser:
-    """The ``dora audit`` subparser: the common flags, ``--probe``, the flags several families
+    """The ``dora audit`` subparser: the common flags, ``--family``, the flags several families
     share, and every family's own flags (shown by ``--help-family NAME`` only)."""
     audit = sub.add_parser(
         "audit",
-        help="run a full audit: every probe family (or those of --probe) -> their marts",
+        help="run a full audit: every probe family (or those of --family) -> their marts",
         description=AUDIT_DESCRIPTION,
         epilog=_family_list(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -238,9 +241,10 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
 
     names = fam.family_names()
     audit.add_argument(
-        "--probe", action="append", default=None, choices=names, metavar="NAME",
+        "--family", action="append", default=None, choices=names, metavar="NAME",
         help=f"probe family to run, repeatable: {', '.join(names)} (default: every family)",
     )
+    add_deprecated(audit, ["--probe"], "--family", "family", append=True, choices=names)
     audit.add_argument("--help-family", action=_HelpFamily, choices=names, metavar="NAME",
                        help="show the flags of one probe family and exit")
     seen = add_common_flags(audit)
@@ -280,6 +284,6 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
     )
     audit.add_argument("--target", default=None, metavar="NAME",
                        help="audit this registry target's current version (partition <target>@<version>) with the "
-                       "families it lists (--probe narrows them); its registry settings replace the probe flags and "
+                       "families it lists (--family narrows them); its registry settings replace the probe flags and "
                        "are checked as those flags would be before Dagster starts (one line, exit 2)")
     add_all_family_flags(audit, seen, shown=shown)

@@ -25,7 +25,7 @@ class TargetRun:
     Attributes:
         target: the registry entry.
         families: the :class:`~orchestration.family.ProbeFamily` s the run runs: the target's,
-            narrowed by ``--probe``.
+            narrowed by ``--family``.
         ops: op name -> Config of the run (the target's families configured, the others turned
             off where they can be, else as the command line left them: they skip the partition).
         registry: the registry file (absolute path).
@@ -75,7 +75,7 @@ def _input_problem(run: TargetRun, dry_run: bool) -> str | None:
 
 
 def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None) -> tuple[TargetRun, str]:
-    """The run of ``dora audit --target`` (``args.target``, ``args.registry``, ``args.probe``),
+    """The run of ``dora audit --target`` (``args.target``, ``args.registry``, ``args.family``),
     checked as its flags would be, and the plans its families print for ``--dry-run``. Loads no
     model, opens no Dagster instance, reads the registry file once (not at all when ``registry``,
     the parsed registry of ``args.registry``, is given).
@@ -89,7 +89,7 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
         RegistryError: the registry file is missing or invalid. UnknownTargetError: no such target
             (one line listing the registered ones). TargetConfigError: a family, option, probe
             setting, input path, local model (not for ``dry_run``) or plan (over the row cap, or
-            its inputs unusable) the flags would refuse, or a ``--probe`` family the target does
+            its inputs unusable) the flags would refuse, or a ``--family`` family the target does
             not run; one line naming the target.
     """
     from pathlib import Path
@@ -103,14 +103,14 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
     path = Path(args.registry).expanduser().resolve() if args.registry else default_registry_path()
     target = (registry or load_registry(path)).target(args.target)
     own = target_families(target, fam.FAMILIES)  # unknown families: one line
-    outside = [p for p in dict.fromkeys(getattr(args, "probe", None) or []) if p not in {f.name for f in own}]
+    outside = [p for p in dict.fromkeys(getattr(args, "family", None) or []) if p not in {f.name for f in own}]
     if outside:
-        raise TargetConfigError(f"target {target.name!r} does not run {', '.join(outside)} (--probe); its families: "
+        raise TargetConfigError(f"target {target.name!r} does not run {', '.join(outside)} (--family); its families: "
                                 f"{', '.join(f.name for f in own)}")
     ops = op_run_configs(args)
     ops.update(target_ops(target, fam.FAMILIES, registry=str(path), base=ops))  # every option and setting, one line
     for family in own:
-        if not selected(args, family):  # --probe narrows the target's families
+        if not selected(args, family):  # --family narrows the target's families
             ops.update({op: cfg.model_copy(update={"enabled": False}) for op, cfg in ops.items()
                         if op in family.configs and "enabled" in type(cfg).model_fields})
     run = TargetRun(target, [f for f in own if selected(args, f)], ops, str(path))

@@ -6,5 +6,5 @@ homes and one entry in :data:`orchestration.families.FAMILIES`, nothing else.
 declared in its own contract module (``contract.py``), which ``family.py`` registers with
 :func:`ingestion.contracts.register_contract`; its "marts" are two tables the test writes into
 the warehouse, documented like dbt marts in ``models/marts/*.yml`` (its record's
-``dbt_folder``), from which its record reads their names.
+``marts_folder``), from which its record reads their names.
 """

@@ -46,7 +46,7 @@ FAMILY = ProbeFamily(
     flags=(*Flag.of(ToyConfig, "rows", "model", prefix="toy-"), Flag(((ToyConfig, "word"),), prefix="toy-", choices=TOY_WORDS)),
     flag_prefix="--toy-",
     assets=_assets,
-    dbt_folder=Path(__file__).parent / "models",  # the YAML of its marts (it has no dbt models)
+    marts_folder=Path(__file__).parent / "models" / "marts",  # the YAML of its marts (it has no dbt models)
     summary=_summary,
     plan=_plan,
     change_test=CHANGE_TEST,

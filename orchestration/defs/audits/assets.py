@@ -138,7 +138,7 @@ def build_audit_log_asset(producers: Mapping[dg.AssetKey, str]) -> dg.AssetsDefi
         deps=parents,
         group_name=AUDITS_GROUP,
         # not partitioned: a partitioned asset whose parent (the T2T probe) is partitioned too
-        # cannot run in an unpartitioned run (`dora audit --probe modscan`, the Python API)
+        # cannot run in an unpartitioned run (`dora audit --family modscan`, the Python API)
         kinds={"python", "parquet", "landing"},
         tags={"dora/layer": "landing"},
         description=AUDIT_LOG_DESCRIPTION,

@@ -56,7 +56,7 @@ class AuditConfig(ErrorShareLimit, BatchApiOptions):
     x 26 letters x 10 runs).
     """
 
-    enabled: bool = Field(True, description="run the T2T probe (dora audit --probe without biasdora, or a registry "
+    enabled: bool = Field(True, description="run the T2T probe (dora audit --family without biasdora, or a registry "
                           "target whose partition does not run it, turns it off)")
     model: str = Field(DEFAULT_MODEL, description=f"'{DEFAULT_MODEL}' (embedded), a local folder/.gguf, a cached hub id, or an API model name")
     backend: str = Field(T2T_BACKENDS[0], description="generation backend")

@@ -12,7 +12,7 @@ Lineage::
 A partitioned run (a registry target: ``dora audit --target``, the sensor, the schedule) runs
 the probe when the target's family is ``counterfactual`` (its options in the run config, the
 text model's version pinned to the partition's, audits tagged with the target), and skips it
-(``skipped``) for another family's target; ``enabled=False`` (``dora audit --probe`` without
+(``skipped``) for another family's target; ``enabled=False`` (``dora audit --family`` without
 ``counterfactual``) skips it the same way.
 """
 
@@ -48,7 +48,7 @@ GROUP = "counterfactual"
 def _skip_reason(context: dg.AssetExecutionContext, config: CounterfactualConfig):
     # a registry partition whose run does not run the family first (its run request turns it off too)
     reason = family_skip_reason(context, GROUP)
-    return reason or (None if config.enabled else "counterfactual probe not selected (dora audit --probe)")
+    return reason or (None if config.enabled else "counterfactual probe not selected (dora audit --family)")
 
 
 def _op(name: str, *specs: tuple):

@@ -51,7 +51,7 @@ class CounterfactualConfig(ErrorShareLimit, BatchApiOptions):
     set by set (``agg_lvlm_llm_max_toxicity``, section 5.1 / Table 3).
     """
 
-    enabled: bool = Field(True, description="run the family (dora audit --probe without counterfactual turns it off)")
+    enabled: bool = Field(True, description="run the family (dora audit --family without counterfactual turns it off)")
     model: str = Field(DEFAULT_MODEL, description="the audited text model (the --model flag)")
     backend: str = Field(T2T_BACKENDS[0], description="its backend (the --backend flag)")
     base_url: Optional[str] = None

@@ -52,16 +52,20 @@ def audit_log_readers(manifest: Mapping[str, Any]) -> frozenset[str]:
 class DoraDbtTranslator(DagsterDbtTranslator):
     """Where a dbt model shows in the Dagster UI.
 
-    Group: its first folder (``models/<folder>/<layer>/``): a family's (``biasdora``,
-    ``counterfactual``, ``modscan``, ``vlstereoset``) or ``audits``, the shared folder of
-    ``stg_audits`` and ``dim_audits``, which is the shared group. A family's models that read
-    the audit log through them (BiasDora's audit comparisons) join the shared group too: every
-    family's probes feed the audit log, so a family group holding a reader of it would make the
-    group graph circular (family -> audits -> family).
+    The project is laid out layer first (``models/<layer>/<folder>/``), so a model's dbt fqn is
+    ``[project, layer, folder, ..., name]``.
 
-    Layer: the model's sub-folder (``staging``, ``intermediate``, ``marts``) as a kind (a badge
-    on the graph node, next to ``dbt`` and ``duckdb``) and as the tag ``dora/layer``. Sources
-    keep the default ``[source, table]`` keys, i.e. ``landing/<table>``, the Python assets' keys.
+    Group: its folder under the layer: a family's (``biasdora``, ``counterfactual``,
+    ``modscan``, ``vlstereoset``) or ``audits``, the shared folder of ``stg_audits`` and
+    ``dim_audits``, which is the shared group. A family's models that read the audit log
+    through them (BiasDora's audit comparisons) join the shared group too: every family's
+    probes feed the audit log, so a family group holding a reader of it would make the group
+    graph circular (family -> audits -> family).
+
+    Layer: the model's first folder (``staging``, ``intermediate``, ``marts``) as a kind (a
+    badge on the graph node, next to ``dbt`` and ``duckdb``) and as the tag ``dora/layer``.
+    Neither changes an asset key: a model's key is its name (dagster-dbt's default), a
+    source's the default ``[source, table]``, i.e. ``landing/<table>``, the Python assets' keys.
     """
 
     def __init__(self, *args, **kwargs):
@@ -86,9 +90,9 @@ class DoraDbtTranslator(DagsterDbtTranslator):
         spec = super().get_asset_spec(manifest, unique_id, project)
         node = manifest.get("nodes", {}).get(unique_id) or {}
         fqn = node.get("fqn") or []
-        if node.get("resource_type") in ("model", "seed", "snapshot") and len(fqn) > 2:
-            group = SHARED_GROUP if unique_id in self._audit_log_readers(manifest) else fqn[1]
-            layer = fqn[2] if len(fqn) > 3 else "models"
+        if node.get("resource_type") in ("model", "seed", "snapshot") and len(fqn) > 3:
+            layer, folder = fqn[1], fqn[2]
+            group = SHARED_GROUP if unique_id in self._audit_log_readers(manifest) else folder
             spec = spec.replace_attributes(group_name=group).merge_attributes(
                 kinds={layer}, tags={"dora/layer": layer}
             )

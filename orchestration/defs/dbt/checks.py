@@ -193,7 +193,7 @@ def _count_text(n: int, what: str = "row") -> str:
 
 def dbt_test_label(manifest: Mapping[str, Any], unique_id: str) -> str:
     """A dbt test in a few words: its kind and the file declaring it (``model_rules in
-    dbt_project/models/biasdora/marts/fct_associations.yml``); its node name (up to ~1,000
+    dbt_project/models/marts/biasdora/fct_associations.yml``); its node name (up to ~1,000
     characters for a ``model_rules`` test) stays in the check spec's metadata."""
     node = manifest["nodes"][unique_id]
     kind = (node.get("test_metadata") or {}).get("name") or "singular test"

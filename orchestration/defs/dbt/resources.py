@@ -28,11 +28,15 @@ def dbt_project_files() -> list[Path]:
 
 
 def _manifest_is_stale(project: DbtProject) -> bool:
-    """True when the manifest is missing or older than any file of the dbt project."""
+    """True when the manifest is missing or older than any file of the dbt project, or than any of
+    its folders: a file moved or deleted keeps its own time (``mv`` does not touch it) but changes
+    its folders' times, and a model's folder is part of its configuration (its layer)."""
     if not project.manifest_path.exists():
         return True
     built = project.manifest_path.stat().st_mtime
-    return any(p.stat().st_mtime > built for p in dbt_project_files() if p.exists())
+    roots = [DBT_PROJECT_DIR / folder for folder in ("models", "tests", "macros")]
+    folders = roots + [p for root in roots for p in root.rglob("*") if p.is_dir()]
+    return any(p.stat().st_mtime > built for p in [*dbt_project_files(), *folders] if p.exists())
 
 
 def prepare_dbt_project(project: DbtProject) -> None:

@@ -1,6 +1,6 @@
 """ModSCAN asset: land the text-analogue queries (seed 000; docs/families/modscan.md#text-only-use).
 
-``landing/modscan_responses`` is the source of ``dbt_project/models/modscan/``
+``landing/modscan_responses`` is the source of ``dbt_project/models/*/modscan/``
 (``stg_modscan_responses`` -> ``fct_modscan_responses`` -> ``agg_modscan_selection`` ->
 ``agg_modscan_bias_scores``), built by the shared ``@dbt_assets``.
 
@@ -37,7 +37,7 @@ RESPONSE_OPS = ("modscan_queries", "modscan_text_block", "modscan_finish")
 def _skip_reason(context, config: ModscanConfig) -> str | None:
     # a registry partition whose run does not run the family first (its run request turns it off too)
     reason = family_skip_reason(context, "modscan")
-    return reason or (None if config.enabled else "not selected by --probe")
+    return reason or (None if config.enabled else "not selected by --family")
 
 
 def text_probe_config(config: ModscanConfig) -> TextProbeConfig:

@@ -17,7 +17,7 @@ from orchestration.defs.common import ErrorShareLimit
 from models_inference.probes.modscan.tables import ATTRIBUTES, SCENARIOS
 from models_inference.probes.modscan.text import ANSWER_MODES, CONDITIONS, TEXT_PROBES
 
-#: The family's name for ``dora audit --probe``.
+#: The family's name for ``dora audit --family``.
 PROBE_NAME = "modscan"
 #: Default audit sample: 5 instances per Table 1 scenario (spread over its list), 1 query per
 #: (instance, attribute, condition): 20 text_persona + 30 text_faces queries. Each query costs
@@ -38,7 +38,7 @@ class ModscanConfig(ErrorShareLimit):
     scenario). Paper scale: ``samples=200, instances_per_scenario=0``.
     """
 
-    enabled: bool = Field(True, description="run the family (dora audit --probe without modscan turns it off)")
+    enabled: bool = Field(True, description="run the family (dora audit --family without modscan turns it off)")
     model: str = Field(DEFAULT_MODEL, description=f"text model of the analogues ('{DEFAULT_MODEL}', a local folder/.gguf, a cached hub id, or an API model)")
     backend: str = Field(T2T_BACKENDS[0], description="text backend of the analogues")
     base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint (backend openai); key from $OPENAI_API_KEY")

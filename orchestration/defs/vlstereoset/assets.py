@@ -1,5 +1,5 @@
 """VLStereoSet assets: ``landing/vlstereoset_items`` -> ``landing/vlstereoset_scores`` -> the
-``vlstereoset`` dbt folder (``fct_vlstereoset_scores``, ``agg_vlstereoset_metrics``,
+``vlstereoset`` dbt models (``fct_vlstereoset_scores``, ``agg_vlstereoset_metrics``,
 ``fct_vlstereoset_shifts``). One graph-backed asset (``vlstereoset_probe``) materialises both
 landing tables:
 
@@ -11,7 +11,7 @@ landing tables:
    items and conditions through the resumable loop, one audit per scorer;
 3. ``vlstereoset_finish``: each audit's ``finished`` event once every block has landed.
 
-Disabled (``dora audit --probe`` without ``vlstereoset``): both assets materialise with
+Disabled (``dora audit --family`` without ``vlstereoset``): both assets materialise with
 ``status = skipped`` and land nothing. Registry targets (a partitioned run): the partition of a
 target that runs ``vlstereoset`` scores with the target's model as the text prior and its
 ``options.vlstereoset`` (audits tagged with the target; the text prior's version pinned to the
@@ -73,11 +73,11 @@ RESPONSE_OPS = ("vlstereoset_items", "vlstereoset_block", "vlstereoset_finish")
 
 
 def _skip_reason(context, config: VLStereoSetConfig) -> str | None:
-    """Why the family does nothing in this run, or None: not selected (``dora audit --probe``),
+    """Why the family does nothing in this run, or None: not selected (``dora audit --family``),
     or a registry partition whose target does not run the family (a target runs only the families it lists)."""
     # a registry partition whose run does not run the family first (its run request turns it off too)
     reason = family_skip_reason(context, PROBE_NAME, config.registry)
-    return reason or (None if config.enabled else "--probe does not include vlstereoset")
+    return reason or (None if config.enabled else "--family does not include vlstereoset")
 
 
 def _scored_items(dataset_id: str, config: VLStereoSetConfig) -> tuple[list[dict], str | None]:

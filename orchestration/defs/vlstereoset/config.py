@@ -1,4 +1,4 @@
-"""Run configuration and CLI flags of the VLStereoSet probe family (``dora audit --probe vlstereoset``).
+"""Run configuration and CLI flags of the VLStereoSet probe family (``dora audit --family vlstereoset``).
 
 :class:`VLStereoSetConfig` is the run config of the ``vlstereoset_probe`` op
 (:mod:`.assets`); its ``dora audit`` flags are derived from the fields in
@@ -17,7 +17,7 @@ from ingestion.vocabulary import DEFAULT_MODEL, I2T_BACKENDS, T2T_BACKENDS
 from models_inference.probes.vlstereoset.scorers import MCQ_ANSWER_MODES
 from orchestration.defs.common import ErrorShareLimit
 
-#: Probe family name (``dora audit --probe vlstereoset``) and its Dagster asset group.
+#: Probe family name (``dora audit --family vlstereoset``) and its Dagster asset group.
 PROBE_NAME = "vlstereoset"
 ASSET_GROUP = "vlstereoset"
 OP_NAME = "vlstereoset_probe"
@@ -33,7 +33,7 @@ class VLStereoSetConfig(ErrorShareLimit):
     """What the VLStereoSet probe scores (``dora audit --help``, group "VLStereoSet probe").
 
     Attributes:
-        enabled: run the family (``dora audit --probe`` without ``vlstereoset`` turns it off).
+        enabled: run the family (``dora audit --family`` without ``vlstereoset`` turns it off).
         csv: the released VLStereoSet CSV; ``None`` = dora's shipped SYNTHETIC file.
         images: a folder of the items' images (``manifest.csv`` or ``<row>.<ext>``), offline.
         download_images: fetch missing images from their URLs (needs the network; every
@@ -55,7 +55,7 @@ class VLStereoSetConfig(ErrorShareLimit):
         max_error_share: (inherited) share of a scorer's rows that may fail before the step fails.
     """
 
-    enabled: bool = Field(True, description="run the family (dora audit --probe without vlstereoset turns it off)")
+    enabled: bool = Field(True, description="run the family (dora audit --family without vlstereoset turns it off)")
     csv: Optional[str] = Field(None, description="the released VLStereoSet CSV (default: dora's synthetic file)")
     images: Optional[str] = Field(
         None, description="folder of the VLStereoSet images (manifest.csv with file,row|item_id|url, or <row>.<ext>)",

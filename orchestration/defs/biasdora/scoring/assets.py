@@ -48,7 +48,7 @@ SCORING_INPUT = dg.AssetKey("int_associations_to_score")
 NOT_IN_TARGET_SCORERS = "not in target scorers"
 
 
-#: The dbt model listing the associations to score (dbt_project/models/intermediate/).
+#: The dbt model listing the associations to score (dbt_project/models/intermediate/biasdora/).
 ASSOCIATIONS_TO_SCORE = "int_associations_to_score"
 
 
