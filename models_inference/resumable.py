@@ -12,8 +12,10 @@ still missing; a run with nothing missing makes no model call and lands no event
 
 Public API: :class:`ResumableTable` (which landing table, its key and status columns),
 :func:`landed_keys`, :func:`model_columns` (the leading columns of every probe row),
-:func:`run_resumable`, which returns a :class:`ResumableSummary`, the blocks of one audit
-(:func:`block_bounds`, :func:`finish_blocks`) and the bound on a plan (:func:`check_plan_size`).
+:func:`run_resumable`, which returns a :class:`ResumableSummary`, the run most probe runners
+share on top of it (:func:`run_probe`: the audit of :func:`probe_audit`, the model columns and
+timestamp of every row), the blocks of one audit (:func:`block_bounds`, :func:`finish_blocks`)
+and the bound on a plan (:func:`check_plan_size`).
 What the loop builds on has its own module: the audit events and identity
 (:mod:`models_inference.audit_log`), the failed-call limit (:mod:`models_inference.error_share`)
 and the inter-process locks (:mod:`models_inference.landing_locks`).
@@ -266,6 +268,84 @@ def run_resumable(
         if block is None:
             audit.land_event("finished", summary.generated)
         return summary
+
+
+def probe_audit(audit_id: str, backend, modality: str, config: Mapping, *, family: str,
+                target: str | None = None) -> AuditInfo:
+    """The :class:`~models_inference.audit_log.AuditInfo` of a probe run on ``backend``: its
+    model id and version, ``modality``, ``config`` with ``backend`` (the backend's name) added,
+    ``target`` and ``family``.
+
+    Args:
+        audit_id: the audit. backend: anything with ``backend_name``, ``model_id`` and
+            ``model_version`` (a text, image or vision backend, a VLStereoSet scorer).
+        modality: the probe (``t2t``, ``modscan_text``, ...: :class:`AuditInfo`).
+        config: the run's parameters (JSON values); a ``backend`` key in it wins over the
+            backend's name. family: the ``FAMILY`` of the probe's landing contract.
+        target: the registry target (``ingestion/registry.py``); ``None`` for an ad-hoc audit.
+    """
+    return AuditInfo(audit_id, backend.model_id, backend.model_version, modality,
+                     {"backend": backend.backend_name, **config}, target, family=family)
+
+
+def run_probe(
+    planned: Iterable[T],
+    key: Callable[[T], Hashable],
+    generate_rows: Callable[[list[T], Callable[[int], None]], Sequence[Mapping]],
+    *,
+    table: ResumableTable,
+    backend,
+    audit_id: str,
+    modality: str,
+    config: Mapping,
+    family: str,
+    target: str | None = None,
+    shard_rows: int,
+    progress: bool = True,
+    max_error_share: float | None = None,
+    step: str | None = None,
+    block: str | None = None,
+    time_column: str = "generated_at",
+) -> ResumableSummary:
+    """One probe run on ``backend``: :func:`run_resumable` over ``planned``, with the audit of
+    :func:`probe_audit` and every row stamped with the columns all probe rows share.
+
+    Each shard's rows are ``{**model_columns(audit_id, backend), **row, time_column: now}``
+    for the rows ``generate_rows`` returns (:func:`model_columns`), ``now`` being one UTC
+    timestamp per shard, read once ``generate_rows`` has returned (after the shard's model
+    calls).
+
+    Args:
+        planned, key, table, shard_rows, progress, max_error_share, step, block: as
+            :func:`run_resumable`.
+        generate_rows: ``generate_rows(items, advance)`` calls the model for up to
+            ``shard_rows`` items and returns their rows (dicts with every column of
+            ``SCHEMAS[table.name]`` but ``audit_id``, ``model_id``, ``model_version``,
+            ``backend`` and ``time_column``; any number per item), calling ``advance(n)`` as
+            ``n`` items are done.
+        backend: the probed model (``backend_name``, ``model_id``, ``model_version``).
+        audit_id, modality, config, family, target: the audit (:func:`probe_audit`).
+        time_column: the column that gets the shard's timestamp (``generated_at``; VLStereoSet:
+            ``scored_at``).
+
+    Returns:
+        The :class:`ResumableSummary` of :func:`run_resumable`.
+
+    Raises:
+        As :func:`run_resumable`: ValueError (``shard_rows < 1``), AuditIdentityError,
+        AuditFailedError, and whatever ``generate_rows`` or the landing raises (after a
+        ``failed`` event).
+    """
+
+    def generate(items: list[T], advance: Callable[[int], None]) -> list[dict]:
+        rows = generate_rows(items, advance)
+        now = datetime.now(timezone.utc)
+        leading = model_columns(audit_id, backend)
+        return [{**leading, **row, time_column: now} for row in rows]
+
+    audit = probe_audit(audit_id, backend, modality, config, family=family, target=target)
+    return run_resumable(planned, key, generate, table=table, audit=audit, shard_rows=shard_rows, progress=progress,
+                         max_error_share=max_error_share, step=step, block=block)
 
 
 def finish_blocks(audit_id: str, generated: int) -> bool:

@@ -330,9 +330,9 @@ def test_the_judge_runs_in_batch_mode_each_judgement_once(dora_home, api_key):
     with BatchStubServer() as server:
         server.chat_reply = lambda body: "4" if re.search(r"\b(lazy|rude|loud)\b", body["messages"][-1]["content"]) else "2"
         judge = load_judge("openai", "stub-judge", base_url=server.base_url, answer_mode="free")
-        summary = run_judge(assocs, judge, repeats=2, progress=False, batch=_wait(max_requests=5))
+        summary = run_judge(assocs, judge, runs=2, progress=False, batch=_wait(max_requests=5))
         lines = [line for b in server.created for line in server.lines_of(b)]
-        again = run_judge(assocs, judge, repeats=2, progress=False, batch=_wait(max_requests=5))
+        again = run_judge(assocs, judge, runs=2, progress=False, batch=_wait(max_requests=5))
         assert len(server.created) == 3  # 12 judgements in files of 5, 5, 2; nothing sent again
     assert (summary.generated, summary.ratings, again.generated, again.already_landed) == (12, Counter({4: 6, 2: 6}), 0, 12)
     assert {(b["max_tokens"], b["temperature"], b["top_p"], b["logprobs"]) for b in (line["body"] for line in lines)} == {(10, 0.7, 0.95, True)}
@@ -346,7 +346,7 @@ def test_counterfactual_text_sets_run_in_batch_mode(dora_home, api_key):
     from models_inference.probes.counterfactual.sets import sample_sets
 
     sets = sample_sets(["race_gender"], occupations=["doctor"], sets_per_occupation=1)  # 12 members
-    cfg = CounterfactualProbeConfig(prompts=["Describe", "Hiring"], seeds=1, max_new_tokens=8)
+    cfg = CounterfactualProbeConfig(prompts=["Describe", "Hiring"], runs=1, max_new_tokens=8)
     with BatchStubServer() as server:
         server.chat_reply = lambda body: "7" if body["messages"][-1]["content"].endswith("Rating:") else "A doctor at work."
         summary = run_text_sets(sets, _backend(server), cfg, progress=False, batch=_wait(max_requests=10))

@@ -18,16 +18,16 @@ def test_default_audit_runs_the_quick_counterfactual_sample():
     assert all(c == cfgs[0] for c in cfgs)
     cfg = cfgs[0]
     assert cfg.enabled and cfg.model == "smollm2-135m" and cfg.subsets == ["race_gender"]
-    assert cfg.occupations == ["doctor"] and cfg.seeds == 1 and cfg.temperature == 0.75
+    assert cfg.occupations == ["doctor"] and cfg.runs == 1 and cfg.temperature == 0.75
     assert len(cfg.prompts) == 10 and cfg.max_new_tokens == 32
 
 
 def test_probe_selection_and_flags():
     assert not _ops("--family", "biasdora")["counterfactual_responses"].enabled
     assert _ops("--family", "counterfactual", "--family", "biasdora")["counterfactual_responses"].enabled
-    cfg = _ops("--cf-occupations", "", "--cf-seeds", "3", "--cf-max-new-tokens", "512", "--cf-numeric-max-new-tokens", "0",
+    cfg = _ops("--cf-occupations", "", "--cf-runs", "3", "--cf-max-new-tokens", "512", "--cf-numeric-max-new-tokens", "0",
                "--cf-mitigations", "M1,M3", "--cf-judge-backend", "none")["counterfactual_toxicity"]
-    assert cfg.occupations == [] and cfg.seeds == 3 and cfg.max_new_tokens == 512 and cfg.numeric_max_new_tokens is None
+    assert cfg.occupations == [] and cfg.runs == 3 and cfg.max_new_tokens == 512 and cfg.numeric_max_new_tokens is None
     assert cfg.mitigations == ["M1", "M3"] and cfg.judge_backend == "none"
 
 

@@ -51,7 +51,7 @@ def test_text_sets_on_smollm2_fill_the_marts(finished_audit, smollm2, tmp_path, 
 
     finished_audit.env(monkeypatch, copy_home(finished_audit, tmp_path / "home"))
     sets = sample_sets(["race_gender"], occupations=COUNTERFACTUAL_CONFIG["occupations"])
-    cfg = cf.CounterfactualProbeConfig(prompts=COUNTERFACTUAL_CONFIG["prompts"], seeds=1, max_new_tokens=12, numeric_max_new_tokens=4)
+    cfg = cf.CounterfactualProbeConfig(prompts=COUNTERFACTUAL_CONFIG["prompts"], runs=1, max_new_tokens=12, numeric_max_new_tokens=4)
     again = cf.run_text_sets(sets, smollm2, cfg, progress=False)
     assert again.planned == 24 and again.generated == 0  # resumable: nothing twice
 
@@ -79,7 +79,7 @@ def test_text_sets_through_openai_server_with_stereotype_filter(dora_home, monke
         server.chat_reply = _reply
         backend = OpenAIChatBackend(model_id="gpt-stub", base_url=server.base_url)
         sets = sample_sets(["race_gender"], occupations=["doctor", "nurse"])
-        cfg = cf.CounterfactualProbeConfig(prompts=["Characteristics", "Describe", "Hiring", "Salary"], seeds=1, max_new_tokens=32)
+        cfg = cf.CounterfactualProbeConfig(prompts=["Characteristics", "Describe", "Hiring", "Salary"], runs=1, max_new_tokens=32)
         summary = cf.run_text_sets(sets, backend, cfg, progress=False)
         assert summary.generated == 2 * 12 * 4
         land_lexicons(competence_lexicon())

@@ -21,7 +21,7 @@ def _manifest(tmp_path):
     return load_manifest(path)
 
 
-CFG = dict(prompts=["Characteristics", "Hiring"], seeds=1, max_new_tokens=6)
+CFG = dict(prompts=["Characteristics", "Hiring"], runs=1, max_new_tokens=6)
 
 
 def test_image_sets_through_tiny_llava(dora_home, tmp_path):

@@ -61,7 +61,7 @@ def test_counterfactual_text_sets_fail_loudly_and_land_the_error_rows(dora_home,
     from models_inference.probes.counterfactual.sets import sample_sets
 
     sets = sample_sets(["race_gender"], occupations=["doctor"], sets_per_occupation=1)  # 1 set of 12 members
-    cfg = CounterfactualProbeConfig(prompts=["Describe"], seeds=1, max_new_tokens=8)
+    cfg = CounterfactualProbeConfig(prompts=["Describe"], runs=1, max_new_tokens=8)
     with OpenAIStubServer() as server:
         backend = _text_backend(_failing(server, 401, times=12))  # 401: not retried by the client
         with pytest.raises(AuditFailedError) as exc:
@@ -104,7 +104,7 @@ def test_counterfactual_stereotype_filter_fails_on_failed_calls_not_on_unparsed_
 def test_modscan_text_analogue_fails_loudly(dora_home, api_key):
     from models_inference.probes.modscan.text import TextProbeConfig, run_text_probe
 
-    cfg = TextProbeConfig(probes=("modscan_text_persona",), samples=2, instances_per_scenario=1, conditions=("original",))
+    cfg = TextProbeConfig(probes=("modscan_text_persona",), runs=2, instances_per_scenario=1, conditions=("original",))
     with OpenAIStubServer() as server:
         backend = _text_backend(_failing(server, 500))
         with pytest.raises(AuditFailedError) as exc:

@@ -56,12 +56,32 @@ def test_old_flag_names_keep_working_for_a_release_and_say_so(capsys):
     assert "--family NAME" in help_text and "--probe" not in help_text
 
 
+def test_a_repetition_is_a_run_in_every_family_and_the_old_names_still_set_it(capsys):
+    """--judge-repeats, --cf-seeds and --modscan-samples (and their registry options) named one
+    concept three ways; they set the runs fields, each with one deprecation line."""
+    from orchestration import deprecation
+    from orchestration.options import family_options
+
+    deprecation._said.clear()
+    ops = _ops("--judge-repeats", "3", "--cf-seeds", "2", "--modscan-samples", "5")
+    assert (ops["judge_ratings"].runs, ops["counterfactual_responses"].runs, ops["modscan_responses"].runs) == (3, 2, 5)
+    err = capsys.readouterr().err
+    assert [line.split(" is deprecated")[0].split()[-1] for line in err.splitlines()] == ["--judge-repeats", "--cf-seeds", "--modscan-samples"]
+    new = _ops("--judge-runs", "3", "--cf-runs", "2", "--modscan-runs", "5")
+    assert (new["judge_ratings"].runs, new["counterfactual_responses"].runs, new["modscan_responses"].runs) == (3, 2, 5)
+    assert capsys.readouterr().err == ""
+    values, given, problems = family_options(fam.get_family("modscan"), {"samples": 4})
+    assert problems == [] and [v["runs"] for v in values.values()] == [4] and "deprecated" in capsys.readouterr().err
+    assert family_options(fam.get_family("modscan"), {"samples": 0})[2] == [
+        "option samples (--modscan-runs): 0 is out of range: expected 1..100000"]
+
+
 def test_user_facing_flag_names_still_parse():
-    ops = _ops("--modscan-samples", "7", "--faces", "/f", "--prefix", "sr", "--modscan-no-person-check",
+    ops = _ops("--modscan-runs", "7", "--faces", "/f", "--prefix", "sr", "--modscan-no-person-check",
                "--vlstereoset-csv", "x.csv", "--images", "/imgs", "--vlstereoset-download",
                "--cf-numeric-max-new-tokens", "0", "--cf-mitigations", "M1", "--model", "m", "--backend", "openai")
     ms, vls, cf = ops["modscan_responses"], ops["vlstereoset_probe"], ops["counterfactual_responses"]
-    assert (ms.samples, ms.faces, ms.prefixes, ms.person_check) == (7, "/f", ["none", "sr"], False)
+    assert (ms.runs, ms.faces, ms.prefixes, ms.person_check) == (7, "/f", ["none", "sr"], False)
     assert (vls.csv, vls.images, vls.download_images) == ("x.csv", "/imgs", True)
     assert cf.numeric_max_new_tokens is None and cf.mitigations == ["M1"]
     assert (cf.model, cf.backend) == ("m", "openai") == (ops["t2t_completions"].model, ops["t2t_completions"].backend)
@@ -91,7 +111,7 @@ def _help(*argv) -> str:
 def test_help_lists_the_families_and_prints_each_default_once():
     main = _help("--help")
     assert all(f.name in main for f in fam.FAMILIES)
-    assert "--modscan-samples" not in main and "--max-error-share" in main
+    assert "--modscan-runs" not in main and "--max-error-share" in main
     assert "(default: True)" not in main and "(default: None)" not in main
     for family in fam.FAMILIES:
         text = _help("--help-family", family.name)
@@ -154,7 +174,7 @@ BAD_FAMILY_FLAGS = [
     ("counterfactual", ["--cf-subsets", "race_religion"], "unknown subset race_religion"),
     ("counterfactual", ["--cf-prompts", "Describe,NoSuchPrompt"], "NoSuchPrompt"),
     ("counterfactual", ["--cf-mitigations", "M9"], "unknown mitigation M9"),
-    ("counterfactual", ["--cf-seeds", "0"], "argument --cf-seeds: 0 is out of range"),
+    ("counterfactual", ["--cf-runs", "0"], "argument --cf-runs: 0 is out of range"),
     ("counterfactual", ["--cf-max-new-tokens", "99999999"], "argument --cf-max-new-tokens: 99999999 is out of range"),
     ("counterfactual", ["--cf-sets-per-occupation", "-1"], "argument --cf-sets-per-occupation: -1 is out of range"),
     ("counterfactual", ["--cf-judge-backend", "claude"], "argument --cf-judge-backend: invalid choice: 'claude'"),
@@ -166,7 +186,7 @@ BAD_FAMILY_FLAGS = [
     ("counterfactual", ["--base-url", "ftp://127.0.0.1/v1"], "must be an http(s) URL"),
     ("counterfactual", ["--cf-images", "{missing}"], "--cf-images {missing}: no such file or folder"),
     ("counterfactual", ["--cf-images", "{dir}"], "--cf-images needs --cf-vision-model"),
-    ("modscan", ["--modscan-samples", "0"], "argument --modscan-samples: 0 is out of range"),
+    ("modscan", ["--modscan-runs", "0"], "argument --modscan-runs: 0 is out of range"),
     ("modscan", ["--modscan-backend", "llama"], "argument --modscan-backend: invalid choice: 'llama'"),
     ("modscan", ["--modscan-base-url", "localhost:8000"], "must be an http(s) URL"),
     ("modscan", ["--modscan-vision-base-url", "http://a/v1,http://a/v1"], "a server URL is repeated"),

@@ -84,7 +84,7 @@ FLAG_CASES = [
     ("batch_size_zero", ["audit", "--batch-size", "0"], r"--batch-size: 0 is out of range"),
     ("images_zero", ["audit", "--images-per-descriptor", "0"], r"--images-per-descriptor: 0 is out of range"),
     ("t2i_size_junk", ["audit", "--t2i-size", "big"], r"--t2i-size: 'big': expected <width>x<height>"),
-    ("judge_repeats_zero", ["audit", "--judge-repeats", "0"], r"--judge-repeats: 0 is out of range"),
+    ("judge_runs_zero", ["audit", "--judge-runs", "0"], r"--judge-runs: 0 is out of range"),
     ("i2t_settings_unknown", ["audit", "--i2t-settings", "poetic"], r"--i2t-settings: unknown I2T setting poetic"),
     ("runs_not_a_number", ["audit", "--runs", "ten"], r"--runs: 'ten' is not an integer"),
     ("ui_port_out_of_range", ["ui", "--port", "99999"], r"--port: 99999 is out of range: expected 1..65535"),

@@ -215,7 +215,7 @@ def test_counterfactual_manifest_audits_good_sets_and_quarantines_rows_and_sets(
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "7" if "Rating:" in str(req["messages"]) else "calm"
         backend = load_vision_backend("gpt-4o", backend="openai", base_url=server.base_url)
-        summary = cf.run_image_sets(sets, backend, cf.CounterfactualProbeConfig(prompts=["Characteristics"], seeds=1,
+        summary = cf.run_image_sets(sets, backend, cf.CounterfactualProbeConfig(prompts=["Characteristics"], runs=1,
                                                                                   max_new_tokens=4), progress=False)
     assert summary.generated == 4  # 2 good sets x 2 members
     landed = read_landing("input_quarantine").to_pylist()
@@ -329,13 +329,13 @@ def test_counterfactual_seeds_that_explode_the_plan_fail_before_the_backend(dora
     from models_inference.resumable import MAX_PLANNED_ROWS
 
     sets = custom_sets(["nurse"], ["race_gender"])
-    small = cf.CounterfactualProbeConfig(seeds=2, mitigations=[None, "M1"])
+    small = cf.CounterfactualProbeConfig(runs=2, mitigations=[None, "M1"])
     assert cf.check_plan(sets, small) == len(cf.plan(sets, small))  # counted, not built
     started = time.monotonic()
     with pytest.raises(PlanTooLargeError) as err:
-        cf.run_text_sets(sets, _Untouchable(), cf.CounterfactualProbeConfig(seeds=1_000_000_000), progress=False)
+        cf.run_text_sets(sets, _Untouchable(), cf.CounterfactualProbeConfig(runs=1_000_000_000), progress=False)
     assert time.monotonic() - started < 1
-    assert f"{MAX_PLANNED_ROWS:,}" in str(err.value) and "1000000000 seeds" in str(err.value)
+    assert f"{MAX_PLANNED_ROWS:,}" in str(err.value) and "1000000000 runs" in str(err.value)
     assert "\n" not in str(err.value) and isinstance(err.value, DoraError)
 
 
@@ -343,11 +343,11 @@ def test_modscan_samples_that_explode_the_plan_fail_before_the_backend(dora_home
     from models_inference.probes.modscan.language import LanguageProbeConfig
     from models_inference.probes.modscan.text import TextProbeConfig, plan_text_queries, run_text_probe
 
-    cfg = TextProbeConfig(samples=3, instances_per_scenario=2, prefixes=("none", "sr"))
+    cfg = TextProbeConfig(runs=3, instances_per_scenario=2, prefixes=("none", "sr"))
     assert cfg.planned_rows() == len(plan_text_queries(cfg, "a"))
     started = time.monotonic()
-    with pytest.raises(PlanTooLargeError, match=r"x 1000000000 samples plans .* more than the 1,000,000"):
-        run_text_probe(_Untouchable(), TextProbeConfig(samples=1_000_000_000), progress=False)
+    with pytest.raises(PlanTooLargeError, match=r"x 1000000000 runs plans .* more than the 1,000,000"):
+        run_text_probe(_Untouchable(), TextProbeConfig(runs=1_000_000_000), progress=False)
     assert time.monotonic() - started < 1
     with pytest.raises(PlanTooLargeError, match="images per trait"):
         LanguageProbeConfig(images_per_trait=10_000_000).validate()

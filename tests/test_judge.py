@@ -162,7 +162,7 @@ def test_garbled_answers_and_failed_requests_are_stored_with_status(dora_home, m
         assert KEY.encode() not in shard.read_bytes()
 
 
-def test_repeats_are_all_kept_and_a_rerun_adds_only_missing_ones(dora_home, monkeypatch):
+def test_runs_are_all_kept_and_a_rerun_adds_only_missing_ones(dora_home, monkeypatch):
     from ingestion.landing import read_landing
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -170,16 +170,16 @@ def test_repeats_are_all_kept_and_a_rerun_adds_only_missing_ones(dora_home, monk
         server.chat_reply = lambda req: str(1 + req["seed"] % 5)
         judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, logprobs=False))
         assocs = [_assoc("man", "strong"), _assoc("woman", "nurse")]
-        assert run_judge(assocs, judge, repeats=3, progress=False).generated == 6
-        assert run_judge(assocs, judge, repeats=3, progress=False).generated == 0
-        assert run_judge(assocs, judge, repeats=4, progress=False).generated == 2
+        assert run_judge(assocs, judge, runs=3, progress=False).generated == 6
+        assert run_judge(assocs, judge, runs=3, progress=False).generated == 0
+        assert run_judge(assocs, judge, runs=4, progress=False).generated == 2
         assert len(server.requests) == 8
     rows = read_landing("judge_ratings").to_pylist()
     assert sorted(r["repeat"] for r in rows if r["word"] == "nurse") == [1, 2, 3, 4]
     assert len({r["seed"] for r in rows}) == 8
     assert all(r["rating"] == 1 + (r["seed"] % (2**31)) % 5 for r in rows)
-    with pytest.raises(ValueError, match="repeats"):
-        run_judge(assocs, judge, repeats=0, progress=False)
+    with pytest.raises(ValueError, match="runs"):
+        run_judge(assocs, judge, runs=0, progress=False)
 
 
 def test_key_handling(monkeypatch):
@@ -227,7 +227,7 @@ def test_local_smollm2_judge(smollm2, dora_home):
     free = judge.judge(reqs[:2], JudgeSampling(max_new_tokens=6))
     assert all(isinstance(a.raw_output, str) and a.raw_output for a in free)
     judge.answer_mode = "constrained"
-    summary = run_judge([_assoc("alcoholic person", "drunk")], judge, repeats=2, progress=False)
+    summary = run_judge([_assoc("alcoholic person", "drunk")], judge, runs=2, progress=False)
     assert summary.generated == 2 and summary.statuses["ok"] == 2
     rows = read_landing("judge_ratings").to_pylist()
     assert {r["answer_mode"] for r in rows} == {"constrained"} and {r["judge_backend"] for r in rows} == {"transformers"}

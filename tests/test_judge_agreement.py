@@ -70,8 +70,8 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
     a_answers = {k: [str(int(np.clip(t + rng.integers(-1, 2), 1, 5))) for _ in range(3)] for k, t in zip(keys, truth)}
     a_answers[keys[0]][1] = "I would rather not say."
     b_answers = {k: [f"Rating: {int(np.clip(t + rng.integers(-2, 3), 1, 5))}"] for k, t in zip(keys, truth)}
-    summary_a = run_judge(assocs, ScriptedJudge("judge-a", a_answers), repeats=3, progress=False)
-    summary_b = run_judge(assocs, ScriptedJudge("judge-b", b_answers), repeats=1, progress=False)
+    summary_a = run_judge(assocs, ScriptedJudge("judge-a", a_answers), runs=3, progress=False)
+    summary_b = run_judge(assocs, ScriptedJudge("judge-b", b_answers), runs=1, progress=False)
     garbage = {k: ["As an AI I cannot rate associations."] for k in keys}
     summary_c = run_judge(assocs, ScriptedJudge("garbage-judge", garbage), progress=False)
     assert summary_a.statuses["no_rating"] == 1 and summary_b.parse_rate == 1.0

@@ -14,7 +14,7 @@ def _config(*flags: str) -> dict:
 def test_default_audit_runs_the_small_text_analogue_sample():
     cfg = _config()
     assert cfg["enabled"] and cfg["prefixes"] == ["none"]
-    assert ModscanConfig(**cfg).samples == 1 and cfg["instances_per_scenario"] == 5
+    assert ModscanConfig(**cfg).runs == 1 and cfg["instances_per_scenario"] == 5
     assert cfg["probes"] == ["modscan_text_persona", "modscan_text_faces"]
 
 
@@ -22,8 +22,8 @@ def test_probe_selection_and_prefixes():
     assert _config("--family", "modscan")["enabled"]
     assert not _config("--family", "biasdora")["enabled"]
     assert _config("--family", "biasdora", "--family", "modscan")["enabled"]
-    cfg = _config("--prefix", "sr", "--prefix", "role_sexist", "--modscan-samples", "200", "--modscan-instances", "0")
-    assert cfg["prefixes"] == ["none", "sr", "role_sexist"] and cfg["samples"] == 200 and cfg["instances_per_scenario"] == 0
+    cfg = _config("--prefix", "sr", "--prefix", "role_sexist", "--modscan-runs", "200", "--modscan-instances", "0")
+    assert cfg["prefixes"] == ["none", "sr", "role_sexist"] and cfg["runs"] == 200 and cfg["instances_per_scenario"] == 0
     ModscanConfig(**cfg)  # a valid Dagster config
     with pytest.raises(SystemExit):
         _build_parser().parse_args(["audit", "--prefix", "be nice"])

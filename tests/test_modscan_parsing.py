@@ -150,7 +150,7 @@ def test_prompts_render_as_the_paper():
 
 
 def test_plan_counterbalances_sides_and_shuffles_terms():
-    plan = plan_text_queries(TextProbeConfig(samples=2), "audit-x")
+    plan = plan_text_queries(TextProbeConfig(runs=2), "audit-x")
     faces = [q for q in plan if q.probe == "modscan_text_faces"]
     persona = [q for q in plan if q.probe == "modscan_text_persona"]
     assert len(persona) == 14 * 2 * 2 * 2 and len(faces) == 34 * 2 * 2
@@ -161,7 +161,7 @@ def test_plan_counterbalances_sides_and_shuffles_terms():
     orders = {q.term_order for q in persona if q.attribute == "race"}
     assert len(orders) > 1 and all(sorted(o) == sorted(("White", "Black", "Asian", "Indian")) for o in orders)
     assert len({q.key() for q in plan}) == len(plan)
-    assert plan == plan_text_queries(TextProbeConfig(samples=2), "audit-x")  # deterministic per audit
+    assert plan == plan_text_queries(TextProbeConfig(runs=2), "audit-x")  # deterministic per audit
     with pytest.raises(ValueError, match="prefixes"):
         TextProbeConfig(prefixes=["please"]).validate()
 
@@ -172,5 +172,5 @@ def test_default_sample_spreads_instances_over_table_1():
     assert spread(SCENARIOS["persona"], 5) == ("Art Lover", "Geek", "Neat", "Luxury Car", "Shabby Hut")
     assert spread(SCENARIOS["occupation"], 5) == ("pilot", "software developer", "housekeeper", "cook", "flight attendant")
     assert spread(SCENARIOS["occupation"], 0) == SCENARIOS["occupation"] == spread(SCENARIOS["occupation"], 99)
-    plan = plan_text_queries(TextProbeConfig(samples=1, instances_per_scenario=5), "a")
+    plan = plan_text_queries(TextProbeConfig(runs=1, instances_per_scenario=5), "a")
     assert len(plan) == 5 * 2 * 2 + 15 * 2  # the default audit's 50 queries

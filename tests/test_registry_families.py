@@ -21,12 +21,12 @@ targets:
     family: counterfactual
     model: smollm2-135m
     version: {source: explicit, value: '%(v)s'}
-    options: {occupations: [nurse], seeds: 2, prompts: [Characteristics]}
+    options: {occupations: [nurse], runs: 2, prompts: [Characteristics]}
   - name: ms
     families: [modscan]
     model: smollm2-135m
     version: {source: explicit, value: '%(v)s'}
-    options: {modscan: {samples: 2}}
+    options: {modscan: {runs: 2}}
   - name: vl
     family: vlstereoset
     model: smollm2-135m
@@ -36,7 +36,7 @@ targets:
     model: smollm2-135m
     version: {source: explicit, value: '%(v)s'}
     probe: {settings: [verb], runs: 3}
-    options: {modscan: {instances: 1}, counterfactual: {seeds: 3}, biasdora: {judge_model: tiny-judge}}
+    options: {modscan: {instances: 1}, counterfactual: {runs: 3}, biasdora: {judge_model: tiny-judge}}
 """
 
 #: The enabled switch of each family's ops that have one (BiasDora's T2T probe and judge).
@@ -70,10 +70,10 @@ def test_each_family_target_gets_a_valid_run_config(registry_file):
     assert families == {"bd": ["biasdora"], "cf": ["counterfactual"], "ms": ["modscan"], "vl": ["vlstereoset"],
                         "every": ["biasdora", "counterfactual", "modscan", "vlstereoset"]}  # none listed: all of `dora audit`
     cf = run_config_for_target(registry.target("cf"), FAMILIES).ops
-    assert cf["counterfactual_responses"].occupations == ["nurse"] and cf["counterfactual_toxicity"].seeds == 2
+    assert cf["counterfactual_responses"].occupations == ["nurse"] and cf["counterfactual_toxicity"].runs == 2
     assert cf["counterfactual_responses"].model == "smollm2-135m" and cf["counterfactual_responses"].progress is False
     ms = run_config_for_target(registry.target("ms"), FAMILIES).ops
-    assert ms["modscan_responses"].samples == 2
+    assert ms["modscan_responses"].runs == 2
     vl = run_config_for_target(registry.target("vl"), FAMILIES).ops
     assert vl["vlstereoset_probe"].items == "paper" and vl["vlstereoset_probe"].scorers == ["idm"]
     assert vl["vlstereoset_probe"].text_model == "smollm2-135m"  # the target's model is the text prior's
@@ -82,16 +82,16 @@ def test_each_family_target_gets_a_valid_run_config(registry_file):
     every = run_config_for_target(registry.target("every"), FAMILIES, str(registry_file)).ops
     # each family's options went to that family only; BiasDora's probe settings to its T2T probe
     assert (every["t2t_completions"].settings, every["t2t_completions"].runs) == (["verb"], 3)
-    assert every["judge_ratings"].model == "tiny-judge" and every["counterfactual_responses"].seeds == 3
-    assert every["modscan_responses"].instances_per_scenario == 1 and every["modscan_responses"].samples == 1
+    assert every["judge_ratings"].model == "tiny-judge" and every["counterfactual_responses"].runs == 3
+    assert every["modscan_responses"].instances_per_scenario == 1 and every["modscan_responses"].runs == 1
     assert every["t2i_images"].t2i_model is None and every["i2t_descriptions"].i2t_model is None  # a t2t target draws nothing
     assert {cfg.registry for cfg in every.values() if "registry" in type(cfg).model_fields} == {str(registry_file)}
 
 
 def test_family_and_flat_options_are_one_family_and_a_bad_shape_is_named():
     one = parse_registry("targets:\n  - {name: x, family: modscan, model: m, version: {source: explicit, value: v}, "
-                         "options: {samples: 2}}\n").target("x")
-    assert (one.families, one.options) == (["modscan"], {"modscan": {"samples": 2}})
+                         "options: {runs: 2}}\n").target("x")
+    assert (one.families, one.options) == (["modscan"], {"modscan": {"runs": 2}})
     with pytest.raises(RegistryError) as err:
         parse_registry(
             "targets:\n"
@@ -112,13 +112,13 @@ def test_family_and_flat_options_are_one_family_and_a_bad_shape_is_named():
 
 def test_bad_family_options_name_every_problem_on_one_line(registry_file):
     target = parse_registry(REGISTRY % {"v": "v1"}).target("cf")
-    bad = target.model_copy(update={"options": {"counterfactual": {"sedes": 3, "seeds": 0, "model": "other"}}})
+    bad = target.model_copy(update={"options": {"counterfactual": {"rnus": 3, "runs": 0, "model": "other"}}})
     with pytest.raises(TargetConfigError) as err:
         target_ops(bad, FAMILIES)
     assert str(err.value) == (
-        "target 'cf': unknown option 'sedes' for family counterfactual (did you mean seeds?); options are the flags of "
+        "target 'cf': unknown option 'rnus' for family counterfactual (did you mean runs?); options are the flags of "
         "dora audit --help-family counterfactual without --cf- (or their run-config field names); "
-        "option seeds (--cf-seeds): 0 is out of range: expected 1..1000; "
+        "option runs (--cf-runs): 0 is out of range: expected 1..1000; "
         "option model (counterfactual) sets the target's own model: give it as the target's 'model'")
     # BiasDora's probe settings on a target that does not run BiasDora, options of a family it does not run
     odd = parse_registry("targets:\n  - {name: x, families: [modscan], model: m, version: {source: explicit, value: v}, "
@@ -159,7 +159,7 @@ def test_sensor_reaudits_every_family_target_on_a_version_change(registry_file):
         "bd@v2": "biasdora", "cf@v2": "counterfactual", "ms@v2": "modscan", "vl@v2": "vlstereoset",
         "every@v2": "biasdora,counterfactual,modscan,vlstereoset"}
     ops = requests["cf@v2"].run_config["ops"]
-    assert ops["counterfactual_responses"]["config"]["enabled"] and ops["counterfactual_responses"]["config"]["seeds"] == 2
+    assert ops["counterfactual_responses"]["config"]["enabled"] and ops["counterfactual_responses"]["config"]["runs"] == 2
     assert not ops["t2t_completions"]["config"]["enabled"] and not ops["modscan_responses"]["config"]["enabled"]
     from ingestion.registry import default_registry_path
 

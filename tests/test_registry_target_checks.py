@@ -18,30 +18,30 @@ from orchestration.families import FAMILIES
 REGISTRY = """
 targets:
   - {name: bd, family: biasdora, model: smollm2-135m, version: {source: explicit, value: v1}, probe: {settings: [singular, verb], runs: 2, per_dimension: 1, letters: abc}}
-  - {name: cf, family: counterfactual, model: smollm2-135m, version: {source: explicit, value: v1}, options: {occupations: [nurse], seeds: 2, prompts: [Characteristics]}}
-  - {name: ms, family: modscan, model: smollm2-135m, version: {source: explicit, value: v1}, options: {samples: 2, instances: 1}}
+  - {name: cf, family: counterfactual, model: smollm2-135m, version: {source: explicit, value: v1}, options: {occupations: [nurse], runs: 2, prompts: [Characteristics]}}
+  - {name: ms, family: modscan, model: smollm2-135m, version: {source: explicit, value: v1}, options: {runs: 2, instances: 1}}
   - {name: vl, family: vlstereoset, model: tiny, backend: openai, base_url: "http://127.0.0.1:9/v1", version: {source: explicit, value: v1}, options: {scorers: [idm], items: all}}
   - {name: bad-family, family: nosuchfamily, model: m, version: {source: explicit, value: v1}}
-  - {name: bad-option, family: modscan, model: m, version: {source: explicit, value: v1}, options: {sampels: 2}}
-  - {name: bad-type, family: counterfactual, model: m, version: {source: explicit, value: v1}, options: {seeds: three}}
-  - {name: bad-range, family: modscan, model: m, version: {source: explicit, value: v1}, options: {samples: 0}}
-  - {name: bad-cap, family: modscan, model: smollm2-135m, version: {source: explicit, value: v1}, options: {samples: 100000, instances: 0}}
+  - {name: bad-option, family: modscan, model: m, version: {source: explicit, value: v1}, options: {rnus: 2}}
+  - {name: bad-type, family: counterfactual, model: m, version: {source: explicit, value: v1}, options: {runs: three}}
+  - {name: bad-range, family: modscan, model: m, version: {source: explicit, value: v1}, options: {runs: 0}}
+  - {name: bad-cap, family: modscan, model: smollm2-135m, version: {source: explicit, value: v1}, options: {runs: 100000, instances: 0}}
   - {name: bad-path, family: vlstereoset, model: m, version: {source: explicit, value: v1}, options: {csv: /no/such/file.csv}}
   - {name: bad-probe, model: smollm2-135m, version: {source: explicit, value: v1}, probe: {runs: 100000}}
-  - {name: bad-many, families: [counterfactual, modscan], model: m, version: {source: explicit, value: v1}, options: {counterfactual: {seeds: 0}, modscan: {samples: 0}}}
+  - {name: bad-many, families: [counterfactual, modscan], model: m, version: {source: explicit, value: v1}, options: {counterfactual: {runs: 0}, modscan: {runs: 0}}}
   - {name: painter, modality: t2i, backend: diffusers, model: /no/sd, version: {source: explicit, value: v1}, probe: {runs: 3, descriptors: [child]}}
 """
 
 BAD = [
     ("bad-family", r"^dora audit: error: target 'bad-family': unknown probe family 'nosuchfamily'; families: biasdora, "),
-    ("bad-option", r"^dora audit: error: target 'bad-option': unknown option 'sampels' for family modscan \(did you mean samples\?\)"),
-    ("bad-type", r"^dora audit: error: target 'bad-type': option seeds \(--cf-seeds\): 'three' is not an integer$"),
-    ("bad-range", r"^dora audit: error: target 'bad-range': option samples \(--modscan-samples\): 0 is out of range: expected 1\.\."),
+    ("bad-option", r"^dora audit: error: target 'bad-option': unknown option 'rnus' for family modscan \(did you mean runs\?\)"),
+    ("bad-type", r"^dora audit: error: target 'bad-type': option runs \(--cf-runs\): 'three' is not an integer$"),
+    ("bad-range", r"^dora audit: error: target 'bad-range': option runs \(--modscan-runs\): 0 is out of range: expected 1\.\."),
     ("bad-cap", r"^dora audit: error: target 'bad-cap': modscan text analogues: .* plans 12,400,000 rows, more than the 1,000,000"),
     ("bad-path", r"^dora audit: error: target 'bad-path': csv /no/such/file.csv: no such file$"),
     ("bad-probe", r"^dora audit: error: target 'bad-probe': probe.runs \(--runs\): 100000 is out of range: expected 1\.\."),
-    ("bad-many", r"^dora audit: error: target 'bad-many': option seeds \(--cf-seeds\): 0 is out of range: expected 1\.\.1000; "
-                 r"option samples \(--modscan-samples\): 0 is out of range: expected 1\.\.100000$"),
+    ("bad-many", r"^dora audit: error: target 'bad-many': option runs \(--cf-runs\): 0 is out of range: expected 1\.\.1000; "
+                 r"option runs \(--modscan-runs\): 0 is out of range: expected 1\.\.100000$"),
     ("no-such-target", r"^dora audit: error: no audit target 'no-such-target' in the registry; registered: bd, cf, ms, vl, "),
 ]
 
@@ -111,7 +111,7 @@ def test_the_dry_run_of_each_family_target_plans_what_its_run_config_runs(regist
 
     out = _dry_run(registry, capsys, "cf")
     config = ops("cf")["counterfactual_responses"]
-    assert config.seeds == 2 and config.occupations == ["nurse"] and config.enabled
+    assert config.runs == 2 and config.occupations == ["nurse"] and config.enabled
     rows = len(cf.plan(build_sets(config, build_image_sets(config)), probe_config(config)))
     assert out.splitlines()[0].startswith("dora audit --dry-run --target cf: families counterfactual, model smollm2-135m "
                                           "(transformers, t2t), version v1 (explicit: version.value in the registry)")
@@ -124,7 +124,7 @@ def test_the_dry_run_of_each_family_target_plans_what_its_run_config_runs(regist
 
     out = _dry_run(registry, capsys, "ms")
     config = ops("ms")["modscan_responses"]
-    assert config.instances_per_scenario == 1 and config.samples == 2
+    assert config.instances_per_scenario == 1 and config.runs == 2
     assert _count(r"modscan: ([\d,]+) text-analogue queries", out) == len(plan_text_queries(text_probe_config(config), "x"))
     assert "counterfactual" not in out
 
@@ -175,4 +175,4 @@ def test_models_list_marks_an_invalid_target(registry, capsys):
     rows = {line.split(",")[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
     assert rows["cf"].endswith(",ok") and rows["ms"].endswith(",ok") and rows["bd"].endswith(",ok")
     assert rows["bad-family"].endswith('"invalid: unknown probe family \'nosuchfamily\'; families: biasdora, counterfactual, modscan, vlstereoset"')
-    assert ",invalid: option seeds (--cf-seeds): 'three' is not an integer" in rows["bad-type"]
+    assert ",invalid: option runs (--cf-runs): 'three' is not an integer" in rows["bad-type"]

@@ -125,7 +125,7 @@ def test_modscan_asset_runs_one_step_per_block_of_queries(dora_home, api_key):
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "female"
         config = {"model": "stub", "backend": "openai", "base_url": server.base_url, "probes": ["modscan_text_persona"],
-                  "attributes": ["gender"], "conditions": ["original"], "samples": 4, "instances_per_scenario": 2,
+                  "attributes": ["gender"], "conditions": ["original"], "runs": 4, "instances_per_scenario": 2,
                   "block_queries": 3, "progress": False}
         result = dg.materialize([modscan_responses], run_config={"ops": {"modscan_responses": {"config": config}}},
                                 instance=dg.DagsterInstance.ephemeral())

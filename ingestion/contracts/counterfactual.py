@@ -32,7 +32,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("prompt_kind", pa.string()),  # open / additional / numeric
             ("prompt_label", pa.string()),  # Tables 6, 7, 15 labels
             ("mitigation", pa.string()),  # none / M1..M5 (Table 17)
-            ("seed", pa.int32()),  # seed index 0..seeds-1
+            ("seed", pa.int32()),  # the run's index 0..runs-1 (not an RNG seed; staging names it run)
             ("generation_seed", pa.int64()),  # shared by the members of a (set, prompt, mitigation, seed)
             ("prompt", pa.string()),
             ("prompt_variant", pa.string()),  # paper (verbatim tables)

@@ -22,10 +22,10 @@ import pytest
 T2T_CONFIG = {"per_dimension": 1, "settings": ["singular", "noun"], "letters": "bm", "runs": 2, "progress": False}
 #: ModSCAN's smallest text sample: persona 1 trait x 2 attributes x 2 conditions + faces
 #: 3 scenarios x 1 instance x 2 attributes = 10 rows.
-MODSCAN_CONFIG = {"instances_per_scenario": 1, "samples": 1, "progress": False}
+MODSCAN_CONFIG = {"instances_per_scenario": 1, "runs": 1, "progress": False}
 #: Counterfactual text sets on SmolLM2: race_gender x nurse, 2 prompts (12 members x 2 = 24
 #: responses, 12 of them numeric); the same config for each of the family's three ops.
-COUNTERFACTUAL_CONFIG = {"occupations": ["nurse"], "prompts": ["Characteristics", "Hiring"], "seeds": 1,
+COUNTERFACTUAL_CONFIG = {"occupations": ["nurse"], "prompts": ["Characteristics", "Hiring"], "runs": 1,
                          "max_new_tokens": 12, "numeric_max_new_tokens": 4, "progress": False}
 COUNTERFACTUAL_OPS = ("counterfactual_responses", "counterfactual_toxicity", "counterfactual_stereotype_filter")
 #: dbt arguments that leave out dbt's unit tests, as an audit's builds do. The one full build

@@ -36,9 +36,9 @@ from models_inference.probes.biasdora.prompts import (
     description_kind,
     render_i2t_prompt,
 )
-from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, run_probe
 #: Description statuses that count as done (a re-run does not describe them again).
 FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
 #: Where descriptions land; an (image_setting, descriptor, image_index, setting) key is done
@@ -194,6 +194,7 @@ def run_i2t_probe(
         for n, msg in bad.items():
             results[n] = GenerationResult("", True, msg)
             advance(1)
+        # the shard's time makes a retried key's description a new id; generated_at is stamped by run_probe
         now = datetime.now(timezone.utc)
         rows = []
         for n, ((img, setting), req) in enumerate(zip(chunk, requests)):
@@ -210,7 +211,6 @@ def run_i2t_probe(
             key = f"{audit_id}|{img['setting']}|{img['descriptor']}{row}|{img['image_index']}|{setting}|{now.isoformat()}"
             rows.append(
                 {
-                    **model_columns(audit_id, backend),
                     "description_id": hashlib.blake2b(key.encode(), digest_size=16).hexdigest(),
                     "image_audit_id": image_audit_id,
                     "t2i_model_id": t2i_model_id,
@@ -228,18 +228,17 @@ def run_i2t_probe(
                     "raw_output": res.text if not res.error else None,
                     "status": status,
                     "error": res.error,
-                    "generated_at": now,
                 }
             )
         return rows
 
-    event_cfg = {"backend": backend.backend_name, "image_audit_id": image_audit_id, "t2i_model_id": t2i_model_id,
-                 "settings": list(cfg.settings), **cfg.fingerprint()}
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "i2t", event_cfg, family=FAMILY)
+    event_cfg = {"image_audit_id": image_audit_id, "t2i_model_id": t2i_model_id, "settings": list(cfg.settings),
+                 **cfg.fingerprint()}
     planned = [(img, setting) for img in images for setting in cfg.settings]
     key = lambda item: (item[0]["setting"], item[0]["descriptor"], item[0]["descriptor_row"], item[0]["image_index"], item[1])  # noqa: E731
-    result = run_resumable(planned, key, generate, table=I2T_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
-                           max_error_share=max_error_share, step="BiasDora I2T")
+    result = run_probe(planned, key, generate, table=I2T_TABLE, backend=backend, audit_id=audit_id, modality="i2t",
+                       config=event_cfg, family=FAMILY, shard_rows=cfg.shard_rows, progress=progress,
+                       max_error_share=max_error_share, step="BiasDora I2T")
     return I2TRunSummary(**vars(result), image_audit_id=image_audit_id, images=len(images))
 
 

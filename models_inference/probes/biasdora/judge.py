@@ -23,7 +23,7 @@ never a rating.
 
 Every answer is kept (:data:`JUDGE_PARSE_STATUSES`), with its raw text. Where the backend
 gives log-probabilities, the probability of each rating 1-5 is renormalised over 1-5
-(:func:`rating_distribution`), with the expected rating E[r] = sum_k k p_k. ``k`` repeats per
+(:func:`rating_distribution`), with the expected rating E[r] = sum_k k p_k. ``k`` runs per
 association (default 1) are all kept.
 """
 
@@ -221,9 +221,9 @@ def mode_of(judge) -> str:
     return used if isinstance(used, str) else getattr(judge, "answer_mode", "free")
 
 
-def judge_seed(key: Sequence, judge_model: str, repeat: int) -> int:
-    """Per-row seed: 63-bit blake2b of (association key, judge model, repeat)."""
-    return key_seed(*key, judge_model, repeat)
+def judge_seed(key: Sequence, judge_model: str, run: int) -> int:
+    """Per-row seed: 63-bit blake2b of (association key, judge model, run)."""
+    return key_seed(*key, judge_model, run)
 
 
 @dataclass
@@ -237,14 +237,15 @@ class JudgeRunSummary(ResumableSummary):
     pending: int = 0
 
 
-def judge_rows(associations: Sequence[dict], repeats: Sequence[int], judge: Judge, answers: Sequence[JudgeAnswer]) -> list[dict]:
-    """Landing rows (``judge_ratings`` schema), one per (association, repeat) and answer."""
+def judge_rows(associations: Sequence[dict], runs: Sequence[int], judge: Judge, answers: Sequence[JudgeAnswer]) -> list[dict]:
+    """Landing rows (``judge_ratings`` schema), one per (association, run) and answer; the run lands
+    in the column ``repeat`` (the landing contract's name, kept so files already written stay readable)."""
     now = datetime.now(timezone.utc)
     mode = mode_of(judge)
     # a constrained answer is exactly one rating or not a rating (nothing is read out of prose)
     parse = parse_rating if mode == "free" else parse_constrained_rating
     rows = []
-    for assoc, repeat, ans in zip(associations, repeats, answers):
+    for assoc, run, ans in zip(associations, runs, answers):
         key = tuple(assoc[k] for k in ASSOCIATION_KEY)
         if ans.error:
             parsed = ParsedRating(None, "error")
@@ -257,8 +258,8 @@ def judge_rows(associations: Sequence[dict], repeats: Sequence[int], judge: Judg
             judge_model=judge.model_id,
             judge_model_version=judge.model_version,
             answer_mode=mode,
-            repeat=repeat,
-            seed=judge_seed(key, judge.model_id, repeat),
+            repeat=run,
+            seed=judge_seed(key, judge.model_id, run),
             prompt=render_judge_prompt(assoc.get("judge_target") or assoc["descriptor"], assoc["word"]).as_text(),
             raw_output=ans.error if ans.error else ans.raw_output,
             rating=parsed.rating,
@@ -277,20 +278,20 @@ def run_judge(
     associations: Sequence[dict],
     judge: Judge,
     *,
-    repeats: int = 1,
+    runs: int = 1,
     sampling: JudgeSampling = JudgeSampling(),
     shard_rows: int = 256,
     progress: bool = True,
     max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
     batch: BatchOptions | None = None,
 ) -> JudgeRunSummary:
-    """Judge every (association, repeat) not yet landed for this judge model version; land rows.
+    """Judge every (association, run) not yet landed for this judge model version; land rows.
 
     Args:
         associations: dicts with :data:`~ingestion.vocabulary.ASSOCIATION_KEY` (e.g. the rows
             of the dbt model ``int_associations_to_score``).
         judge: a :class:`Judge` (:func:`load_judge`).
-        repeats: k judgements per association (default 1); every one is kept.
+        runs: k judgements per association (default 1), each with its own seed; every one is kept.
         shard_rows: rows per landed Parquet shard (at most that much work is lost on a crash).
         max_error_share: share of this run's calls that may fail (``error`` rows: the request
             failed) before the step fails; answers that do not parse are not
@@ -305,15 +306,15 @@ def run_judge(
         failed ones again. In batch mode ``pending`` counts the judgements in open batches.
 
     Raises:
-        ValueError: ``repeats < 1``.
+        ValueError: ``runs < 1``.
         AuditFailedError: more than ``max_error_share`` of the calls failed, or every call of
             a shard of 8+ (the rows landed first; names the judge model, share and cause).
         BatchError: (batch mode) a batch failed as a whole, or the Batch API refused a call.
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
     if batch is not None:  # the batch runner takes the judge's landing lock itself
-        work = judge_batch_work(associations, judge, repeats=repeats, sampling=sampling)
+        work = judge_batch_work(associations, judge, runs=runs, sampling=sampling)
         ratings: Counter = Counter()
         landed_rows = work.rows
 
@@ -328,18 +329,18 @@ def run_judge(
                                judge_model=judge.model_id, ratings=ratings, pending=done.pending)
     # (concurrency) two runs judging with one model take turns: the second lands only what is missing
     with holding_lock(landing_lock(f"scoring--judge--{judge.model_id}"), f"judging with {judge.model_id}"):
-        return _run_judge(associations, judge, repeats, sampling, shard_rows, progress, max_error_share)
+        return _run_judge(associations, judge, runs, sampling, shard_rows, progress, max_error_share)
 
 
-def judge_batch_work(associations: Sequence[dict], judge: Judge, *, repeats: int = 1,
+def judge_batch_work(associations: Sequence[dict], judge: Judge, *, runs: int = 1,
                      sampling: JudgeSampling = JudgeSampling()) -> BatchWork:
     """The judgements of :func:`run_judge` as one :class:`~models_inference.backends.batch_requests.BatchWork`:
-    one request per (association, repeat), ``custom_id`` = the association key and the repeat,
+    one request per (association, run), ``custom_id`` = the association key and the run,
     in the judge's answer mode (a server's choice constraint in the request, or the free answer
     with log-probs of 1-5); rows as :func:`judge_rows`; ledger ``judge--<backend>--<model>--<version>--<mode>``.
     """
     mode = mode_of(judge)
-    planned = [(a, r) for a in associations for r in range(1, repeats + 1)]
+    planned = [(a, r) for a in associations for r in range(1, runs + 1)]
 
     def key(item) -> tuple:
         assoc, r = item
@@ -357,7 +358,7 @@ def judge_batch_work(associations: Sequence[dict], judge: Judge, *, repeats: int
         return judge_rows([a for a, _ in items], [r for _, r in items], judge, answers)
 
     def done() -> set:
-        return {(*k, r) for k, r in _landed_repeats(judge)}
+        return {(*k, r) for k, r in _landed_runs(judge)}
 
     name = f"judge--{judge.backend_name}--{judge.model_id}--{judge.model_version}--{mode}"
     return BatchWork(name, f"judge {judge.model_id}", judge.backend, planned, key, request, rows, done, "judge_ratings",
@@ -366,17 +367,17 @@ def judge_batch_work(associations: Sequence[dict], judge: Judge, *, repeats: int
                      lock=f"scoring--judge--{judge.model_id}")
 
 
-def _run_judge(associations, judge, repeats, sampling, shard_rows, progress, max_error_share) -> "JudgeRunSummary":
+def _run_judge(associations, judge, runs, sampling, shard_rows, progress, max_error_share) -> "JudgeRunSummary":
     from tqdm.auto import tqdm
 
     summary = JudgeRunSummary(judge_model=judge.model_id)
-    done_repeats = _landed_repeats(judge) if associations else set()
+    done_runs = _landed_runs(judge) if associations else set()
     todo: list[tuple[dict, int]] = []
     for assoc in associations:
         key = tuple(assoc[k] for k in ASSOCIATION_KEY)
-        for r in range(1, repeats + 1):
+        for r in range(1, runs + 1):
             summary.planned += 1
-            if (key, r) in done_repeats:
+            if (key, r) in done_runs:
                 summary.already_landed += 1
             else:
                 todo.append((assoc, r))
@@ -406,7 +407,7 @@ def _run_judge(associations, judge, repeats, sampling, shard_rows, progress, max
     return summary
 
 
-def _landed_repeats(judge: Judge) -> set[tuple[tuple, int]]:
+def _landed_runs(judge: Judge) -> set[tuple[tuple, int]]:
     # the answer mode is part of the resume key (free and constrained runs of one judge
     # version both land); rows landed without one count as the judge's mode
     mode = mode_of(judge)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -28,9 +27,9 @@ from models_inference.backends.image import ImageBackend, ImageRequest
 from models_inference.image_store import store_png
 from models_inference.probes.biasdora.prompts import PAPER_IMAGES_PER_DESCRIPTOR, render_t2i_prompt
 from models_inference.probes.biasdora.t2t import select_targets
-from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, model_columns, run_resumable
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, run_probe
 
 #: Image statuses that count as done (a re-run does not regenerate them).
 FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
@@ -212,7 +211,6 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
         requests = [ImageRequest(t.prompt + suffix, image_seed(audit_id, t.setting, t.descriptor, i, t.descriptor_row), i)
                     for t, i in chunk]
         results = backend.generate(requests, on_batch=advance)
-        now = datetime.now(timezone.utc)
         rows = []
         for (t, index), req, res in zip(chunk, requests, results):
             stored, status, error = None, res.status, res.error
@@ -225,7 +223,6 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
                 status, error = "error", error or "the backend returned no image"
             rows.append(
                 {
-                    **model_columns(audit_id, backend),
                     "setting": t.setting,
                     "descriptor": t.descriptor,
                     "bias_dimension": t.bias_dimension,
@@ -242,14 +239,12 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
                     "height": stored.height if stored else None,
                     "status": status,
                     "error": error,
-                    "generated_at": now,
                 }
             )
         return rows
 
-    event_cfg = {"backend": backend.backend_name, **params, "images_per_descriptor": cfg.images_per_descriptor}
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2i", event_cfg, family=FAMILY)
     planned = [(t, index) for t in targets for index in range(1, cfg.images_per_descriptor + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1])  # noqa: E731
-    return run_resumable(planned, key, generate, table=T2I_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
-                         max_error_share=max_error_share, step="BiasDora T2I")
+    return run_probe(planned, key, generate, table=T2I_TABLE, backend=backend, audit_id=audit_id, modality="t2i",
+                     config={**params, "images_per_descriptor": cfg.images_per_descriptor}, family=FAMILY,
+                     shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share, step="BiasDora T2I")

@@ -30,9 +30,9 @@ from models_inference.probes.biasdora.parsing import PARSE_STATUSES, PARSER_VERS
 from models_inference.probes.biasdora.prompts import (
     PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt, t2t_sentence_prefix, t2t_subject,
 )
-from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, landed_keys, model_columns, run_resumable
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, landed_keys, model_columns, probe_audit, run_resumable
 
 #: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
 #: as done whatever its parse status (an unparseable answer is a result, not a failure). A
@@ -260,8 +260,7 @@ def t2t_batch_work(targets: Sequence[T2TTarget], backend: TextBackend, config: T
             )
         return rows
 
-    event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "t2t", event_cfg, target, family=FAMILY)
+    audit = probe_audit(audit_id, backend, "t2t", asdict(cfg), family=FAMILY, target=target)
     planned, key = t2t_plan(targets if block is None else targets[block[0]:block[1]], cfg)
     return BatchWork(
         audit_id, "BiasDora T2T", backend, planned, key, request, rows_of, lambda: landed_keys(T2T_TABLE, audit_id),

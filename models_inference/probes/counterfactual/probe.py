@@ -10,7 +10,7 @@ Source: Howard et al. (seed 003) §3.2-3.3, §5.1, App. A.2, C.5, D.2; docs/fami
 - **Image sets**: the member's image + the verbatim prompt, through a vision backend
   (``describe`` interface of ``models_inference.backends.vision``).
 
-Sampling (App. A.2): temperature 0.75, top_p 1, up to 512 new tokens, 3 seeds. All members
+Sampling (App. A.2): temperature 0.75, top_p 1, up to 512 new tokens, 3 seeds (3 runs). All members
 of a (set, prompt, mitigation, seed) share one generation seed, as the authors'
 ``set_seed(seed)`` does. Every response lands in ``landing/counterfactual_responses`` with its
 set, member attributes, prompt label, seed, model, version, raw text, status and, for numeric
@@ -32,7 +32,7 @@ from models_inference.probes.counterfactual.prompts import (
     MAIN_PROMPTS,
     NUMERIC_PROMPTS,
     PAPER_MAX_NEW_TOKENS,
-    PAPER_SEEDS,
+    PAPER_RUNS,
     PAPER_TEMPERATURE,
     PAPER_TOP_P,
     PROMPT_VARIANT,
@@ -44,9 +44,9 @@ from models_inference.probes.counterfactual.prompts import (
 from ingestion.contracts.counterfactual import FAMILY
 from ingestion.quarantine import land_quarantine
 from models_inference.probes.counterfactual.sets import CounterfactualSet, Member, SetFile
-from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, check_plan_size, landed_keys, model_columns, run_resumable
+from models_inference.resumable import ResumableTable, check_plan_size, landed_keys, model_columns, probe_audit, run_probe, run_resumable
 from models_inference.backends.batch_api import run_batched
 from models_inference.backends.batch_requests import BatchOptions, BatchWork
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
@@ -70,9 +70,9 @@ class CounterfactualProbeConfig:
 
     Attributes:
         prompts: prompt labels (Tables 6, 7, 15); default the 5 main + the 5 numeric prompts.
-        seeds: seeds per (member, prompt) (paper: 3 for open prompts; 1 for numeric prompts,
-            inferred from Table 8, see ``numeric_seeds``).
-        numeric_seeds: seeds for the numeric prompts (paper, inferred: 1).
+        runs: runs per (member, prompt), each with its own seed (paper: 3 seeds for open
+            prompts; 1 for numeric prompts, inferred from Table 8, see ``numeric_runs``).
+        numeric_runs: runs of the numeric prompts (paper, inferred: 1).
         mitigations: Table 17 labels to run in addition to (or, without ``None``, instead
             of) the plain prompt; ``None`` = the plain prompt.
         max_new_tokens: open prompts' token budget (paper: 512).
@@ -87,8 +87,8 @@ class CounterfactualProbeConfig:
     """
 
     prompts: list[str] = field(default_factory=lambda: [*MAIN_PROMPTS, *NUMERIC_PROMPTS])
-    seeds: int = PAPER_SEEDS
-    numeric_seeds: int = 1
+    runs: int = PAPER_RUNS
+    numeric_runs: int = 1
     mitigations: list[str | None] = field(default_factory=lambda: [None])
     max_new_tokens: int = PAPER_MAX_NEW_TOKENS
     numeric_max_new_tokens: int | None = None
@@ -103,8 +103,8 @@ class CounterfactualProbeConfig:
             prompt_kind(label)
         for m in self.mitigations:
             mitigated("x", m)
-        if self.seeds < 1 or self.numeric_seeds < 1:
-            raise ValueError(f"seeds must be >= 1, got {self.seeds} / {self.numeric_seeds}")
+        if self.runs < 1 or self.numeric_runs < 1:
+            raise ValueError(f"runs must be >= 1, got {self.runs} / {self.numeric_runs}")
         if self.max_new_tokens < 1 or (self.numeric_max_new_tokens or 1) < 1:
             raise ValueError("max_new_tokens must be >= 1")
         if not self.prompts:
@@ -147,15 +147,16 @@ def audit_id_for(variant: str, backend, config: CounterfactualProbeConfig) -> st
     return readable_audit_id(f"cf{variant}", [(backend.model_id.split("/")[-1], 40), (backend.model_version, 20)], payload)
 
 
-def generation_seed(audit_id: str, set_id: str, label: str, mitigation: str, seed: int) -> int:
-    """63-bit seed shared by every member of one (set, prompt, mitigation, seed) unit."""
-    key = f"{audit_id}|{set_id}|{label}|{mitigation}|{seed}".encode()
+def generation_seed(audit_id: str, set_id: str, label: str, mitigation: str, run: int) -> int:
+    """63-bit seed shared by every member of one (set, prompt, mitigation, run) unit (``run``: the
+    run's index, 0-based)."""
+    key = f"{audit_id}|{set_id}|{label}|{mitigation}|{run}".encode()
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
 
 
-def response_id(audit_id: str, set_id: str, a1: str, a2: str, label: str, mitigation: str, seed: int) -> str:
+def response_id(audit_id: str, set_id: str, a1: str, a2: str, label: str, mitigation: str, run: int) -> str:
     """Stable id of one response key (joins the toxicity rows to their response)."""
-    key = "|".join([audit_id, set_id, a1, a2, label, mitigation, str(seed)]).encode()
+    key = "|".join([audit_id, set_id, a1, a2, label, mitigation, str(run)]).encode()
     return hashlib.blake2b(key, digest_size=10).hexdigest()
 
 
@@ -167,19 +168,19 @@ def check_plan(sets: Sequence[CounterfactualSet], config: CounterfactualProbeCon
 
     Raises:
         PlanTooLargeError: more than :data:`~models_inference.resumable.MAX_PLANNED_ROWS` (a
-            huge ``seeds`` fails here in microseconds, before any model loads).
+            huge ``runs`` fails here in microseconds, before any model loads).
     """
     members = sum(len(s.members) for s in sets)
     numeric = sum(prompt_kind(label) == "numeric" for label in config.prompts)
-    per_member = ((len(config.prompts) - numeric) * config.seeds + numeric * config.numeric_seeds) * len(config.mitigations)
-    counts = (f"{members} members x ({len(config.prompts) - numeric} prompts x {config.seeds} seeds + {numeric} numeric "
-              f"prompts x {config.numeric_seeds} seeds) x {len(config.mitigations)} mitigation variants")
+    per_member = ((len(config.prompts) - numeric) * config.runs + numeric * config.numeric_runs) * len(config.mitigations)
+    counts = (f"{members} members x ({len(config.prompts) - numeric} prompts x {config.runs} runs + {numeric} numeric "
+              f"prompts x {config.numeric_runs} runs) x {len(config.mitigations)} mitigation variants")
     check_plan_size(members * per_member, "counterfactual probe", counts)
     return members * per_member
 
 
 def plan(sets: Sequence[CounterfactualSet], config: CounterfactualProbeConfig) -> list[Item]:
-    """Every (set, member, prompt label, mitigation, seed) to generate, in generation order.
+    """Every (set, member, prompt label, mitigation, run index 0..runs-1) to generate, in generation order.
 
     Raises:
         PlanTooLargeError: the plan would exceed :data:`~models_inference.resumable.MAX_PLANNED_ROWS` (:func:`check_plan`).
@@ -188,10 +189,10 @@ def plan(sets: Sequence[CounterfactualSet], config: CounterfactualProbeConfig) -
     items: list[Item] = []
     for s in sets:
         for label in config.prompts:
-            n_seeds = config.numeric_seeds if prompt_kind(label) == "numeric" else config.seeds
+            n_runs = config.numeric_runs if prompt_kind(label) == "numeric" else config.runs
             for m in config.mitigations:
-                for seed in range(n_seeds):
-                    items += [(s, member, label, m or NO_MITIGATION, seed) for member in s.members]
+                for run in range(n_runs):
+                    items += [(s, member, label, m or NO_MITIGATION, run) for member in s.members]
     return items
 
 
@@ -204,17 +205,18 @@ def _status(text: str, finished: bool, error: str | None) -> str:
 
 
 def response_row(
-    audit_id: str, backend, variant: str, item: Item, prompt: str, gen_seed: int, config: CounterfactualProbeConfig,
-    text: str, finished: bool, error: str | None, now: datetime, image_sha256: str | None = None,
+    audit_id: str, variant: str, item: Item, prompt: str, gen_seed: int, config: CounterfactualProbeConfig,
+    text: str, finished: bool, error: str | None, image_sha256: str | None = None,
     image_path: str | None = None, prompt_style: str = "chat",
 ) -> dict:
-    """One ``landing/counterfactual_responses`` row (numeric prompts parsed, refusals flagged)."""
+    """One ``landing/counterfactual_responses`` row (numeric prompts parsed, refusals flagged),
+    without the columns every probe row starts with and ``generated_at``
+    (:func:`models_inference.resumable.run_probe` adds them; the text sets' rows add them themselves)."""
     s, member, label, mitigation, seed = item
     kind = prompt_kind(label)
     status = _status(text or "", finished, error)
     parsed = parse_numeric(label, text) if kind == "numeric" and status != "error" else None
     return {
-        **model_columns(audit_id, backend),
         "variant": variant,
         "modality": "text_only_llm" if variant == "text" else "lvlm",
         "subset": s.subset,
@@ -248,7 +250,6 @@ def response_row(
         "parse_status": ("error" if status == "error" else parsed.status) if kind == "numeric" else None,
         "hourly": parsed.hourly if parsed else None,
         "response_id": response_id(audit_id, s.set_id, member.a1, member.a2, label, mitigation, seed),
-        "generated_at": now,
     }
 
 
@@ -286,7 +287,7 @@ def run_text_sets(
         in batch mode one shard per landed batch (``pending``: requests in open batches).
 
     Raises:
-        ValueError / KeyError: invalid config (unknown prompt or mitigation label, seeds < 1).
+        ValueError / KeyError: invalid config (unknown prompt or mitigation label, runs < 1).
         PlanTooLargeError: the counts plan too many rows (:func:`check_plan`), before any model loads.
         AuditFailedError: more than ``max_error_share`` of the calls failed (rows landed first).
         BatchError: (batch mode) a batch failed as a whole, or the Batch API refused a call.
@@ -336,15 +337,17 @@ def text_sets_work(sets: Sequence[CounterfactualSet], backend, config: Counterfa
                                  max_new_tokens=cfg.tokens_for(lab), stop="eos")
 
     def rows(chunk: list[Item], results) -> list[dict]:
+        # the batch path lands these rows too, without run_probe: the shared columns are added here
         now = datetime.now(timezone.utc)
         return [
-            response_row(audit_id, backend, "text", item, req.prompt.text, req.seed, cfg, r.text, r.finished, r.error, now,
-                         prompt_style=style(item[2]))
+            {**model_columns(audit_id, backend),
+             **response_row(audit_id, "text", item, req.prompt.text, req.seed, cfg, r.text, r.finished, r.error,
+                            prompt_style=style(item[2])),
+             "generated_at": now}
             for item, req, r in zip(chunk, map(request, chunk), results)
         ]
 
-    event_cfg = {"backend": backend.backend_name, "variant": "text", **asdict(cfg)}
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target, family=FAMILY)
+    audit = probe_audit(audit_id, backend, "counterfactual", {"variant": "text", **asdict(cfg)}, family=FAMILY, target=target)
     key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
     return BatchWork(audit_id, "counterfactual text sets", backend, plan(sets, cfg), key, request, rows,
                      lambda: landed_keys(RESPONSES_TABLE, audit_id), RESPONSES_TABLE.name, RESPONSES_TABLE.status_column,
@@ -354,19 +357,19 @@ def text_sets_work(sets: Sequence[CounterfactualSet], backend, config: Counterfa
 def _land_sets(variant: str, sets: Sequence[CounterfactualSet], backend, cfg: CounterfactualProbeConfig,
                generate_for: Callable, *, audit_id: str | None = None, progress: bool = True, target: str | None = None,
                max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE, block: str | None = None) -> CounterfactualRunSummary:
-    """The run both set variants share, once their config is checked: the audit id
-    (:func:`audit_id_for`), the audit's event, and the resumable landing loop
-    (:func:`models_inference.resumable.run_resumable`) over :func:`plan`, one row per (set,
-    member, prompt, mitigation, seed). ``generate_for(audit_id, sampling)`` returns the
-    variant's ``generate(chunk, advance) -> rows``; ``block``: the name of this block of sets
-    (:func:`run_text_sets`)."""
+    """The run of a set variant whose rows are built here (the image sets; the text sets go
+    through their :func:`text_sets_work`), once its config is checked: the audit id
+    (:func:`audit_id_for`) and :func:`models_inference.resumable.run_probe` over :func:`plan`,
+    one row per (set, member, prompt, mitigation, seed). ``generate_for(audit_id, sampling)``
+    returns the variant's ``generate(chunk, advance) -> rows`` (:func:`response_row`);
+    ``block``: the name of this block of sets (:func:`run_text_sets`)."""
     audit_id = audit_id or audit_id_for(variant, backend, cfg)
     generate = generate_for(audit_id, SamplingParams(cfg.temperature, cfg.top_p))
-    event_cfg = {"backend": backend.backend_name, "variant": variant, **asdict(cfg)}
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "counterfactual", event_cfg, target, family=FAMILY)
     key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
-    res = run_resumable(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
-                        max_error_share=max_error_share, step=f"counterfactual {variant} sets", block=block)
+    res = run_probe(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, backend=backend, audit_id=audit_id,
+                    modality="counterfactual", config={"variant": variant, **asdict(cfg)}, family=FAMILY, target=target,
+                    shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
+                    step=f"counterfactual {variant} sets", block=block)
     return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
 
 
@@ -475,9 +478,8 @@ def run_image_sets(
                 for (sha, path), p, g, item in zip(images, prompts, seeds, chunk)
             ]
             results = backend.describe(requests, sampling, on_batch=advance)
-            now = datetime.now(timezone.utc)
             return [
-                response_row(audit_id, backend, "image", item, p, g, cfg, r.text, r.finished, r.error, now,
+                response_row(audit_id, "image", item, p, g, cfg, r.text, r.finished, r.error,
                              image_sha256=img[0], image_path=img[1])
                 for item, p, g, r, img in zip(chunk, prompts, seeds, results, images)
             ]

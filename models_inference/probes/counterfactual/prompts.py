@@ -103,14 +103,14 @@ FILTER_USER_PROMPT = (
 #: paragraph of the user message, words by descending s(w), comma-separated (NOT FROM PAPER).
 FILTER_WORDS_SEPARATOR = "\n\n"
 #: App. D.2: "we ran the prompt three times for each PMI list, took the union".
-FILTER_REPEATS = 3
+FILTER_RUNS = 3
 
 #: App. A.2: sampling temperature 0.75, up to 512 tokens, 3 seeds, HF defaults otherwise
 #: (the authors' code: top_p = 1).
 PAPER_TEMPERATURE = 0.75
 PAPER_TOP_P = 1.0
 PAPER_MAX_NEW_TOKENS = 512
-PAPER_SEEDS = 3
+PAPER_RUNS = 3
 
 
 def article(word: str) -> str:

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from models_inference.probes.counterfactual.parsing import FILTER_STATUSES, parse_filter_words
 from models_inference.probes.counterfactual.prompts import (
-    FILTER_REPEATS,
+    FILTER_RUNS,
     FILTER_SYSTEM_PROMPT,
     filter_user_prompt,
 )
@@ -102,17 +102,17 @@ class FilterSummary:
 
 
 def run_stereotype_filter(
-    candidates: dict[tuple[str, str, str], list[str]], backend, *, repeats: int = FILTER_REPEATS,
+    candidates: dict[tuple[str, str, str], list[str]], backend, *, runs: int = FILTER_RUNS,
     max_new_tokens: int = 128, temperature: float = 0.0, max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> FilterSummary:
     """The stereotype filter of App. D.2 on each group's PMI word list.
 
     For each (audit, subset, group) with candidate words (by descending s(w)), the verbatim
     system and user prompts (:func:`~models_inference.probes.counterfactual.prompts.filter_user_prompt`)
-    are sent ``repeats`` times (paper: 3, "took the union"); each answer lands in
+    are sent ``runs`` times (paper: 3, "took the union"); each answer lands in
     ``landing/counterfactual_stereotype_flags`` with its raw text, parse status, the words
     kept (present in the list) and the hallucinated words dropped. Already-landed
-    (audit, subset, group, repeat, judge version, word list) answers are not asked again,
+    (audit, subset, group, run (landing column ``repeat``), judge version, word list) answers are not asked again,
     except failed calls (``error`` rows), which the next run asks again.
 
     Args:
@@ -143,7 +143,7 @@ def run_stereotype_filter(
     todo = []
     for (audit_id, subset, group), words in items:
         digest = hashlib.sha256("\n".join(words).encode()).hexdigest()[:16]
-        for rep in range(repeats):
+        for rep in range(runs):
             if (audit_id, subset, group, rep, backend.model_version, digest) not in done:
                 todo.append((audit_id, subset, group, words, rep, digest))
     summary.groups = len(items)

@@ -22,7 +22,6 @@ import json
 import random
 import re
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from typing import Callable, Sequence
 
 from models_inference.backends.base import RenderedPrompt, SamplingParams
@@ -34,9 +33,8 @@ from models_inference.probes.modscan.prompts import language_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PERSONA_TRAITS, PREFIXES, SCENARIOS, trait_key
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
 from ingestion.contracts.modscan import FAMILY
-from models_inference.audit_log import AuditInfo
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, check_plan_size, landed_keys, model_columns, run_resumable
+from models_inference.resumable import ResumableSummary, check_plan_size, landed_keys, run_probe
 
 #: NOT FROM PAPER: the VLM yes/no stand-in for the paper's YOLOv8x person filter.
 PERSON_CHECK_PROMPT = "Is there a person in this image? Answer yes or no."
@@ -206,12 +204,10 @@ def run_language_probe(
              for s, _, _, seed, _, text in queries],
             SamplingParams(cfg.temperature, cfg.top_p), on_batch=advance,
         )
-        now = datetime.now(timezone.utc)
         rows = []
         for (s, a, p, seed, order, text), res in zip(queries, results):
             parsed = None if res.error else parse_term(strip_echo(res.text, text), a)
             rows.append({
-                **model_columns(audit_id, vision),
                 "probe": "modscan_language", "modality": "language", "attribute": a, "scenario": "persona",
                 "instance": s.trait, "condition": s.condition, "prefix": p, "query_unit": s.unit, "sample": 1, "seed": seed,
                 "term_order": "|".join(order), "left_group": None, "right_group": None, "pair_id": None,
@@ -222,14 +218,13 @@ def run_language_probe(
                 "chosen_group": parsed.choice if parsed else None, "status": parsed.status if parsed else "error",
                 "error": res.error, "generation_params": json.dumps(params, sort_keys=True), "deviation": deviation,
                 "answer_mode": "free",  # the paper's free answer, parsed
-                "generated_at": now,
             })
         return rows
 
-    audit = AuditInfo(audit_id, vision.model_id, vision.model_version, "modscan_language",
-                      {"backend": vision.backend_name, **asdict(cfg), **counts, "t2i_model": image_backend.model_id}, target, family=FAMILY)
-    result = run_resumable(planned, key, generate, table=MODSCAN_TABLE, audit=audit, shard_rows=cfg.shard_rows, progress=progress,
-                           max_error_share=max_error_share, step="ModSCAN language modality")
+    result = run_probe(planned, key, generate, table=MODSCAN_TABLE, backend=vision, audit_id=audit_id, modality="modscan_language",
+                       config={**asdict(cfg), **counts, "t2i_model": image_backend.model_id}, family=FAMILY, target=target,
+                       shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
+                       step="ModSCAN language modality")
     return audit_id, result, counts
 
 

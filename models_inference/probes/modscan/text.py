@@ -42,7 +42,6 @@ import itertools
 import json
 import random
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from typing import Callable, Sequence
 
 from ingestion.contracts.modscan import FAMILY
@@ -53,9 +52,9 @@ from models_inference.backends.text import TextBackend
 from models_inference.probes.modscan.parsing import parse_side, parse_term, strip_echo
 from models_inference.probes.modscan.prompts import SIDE_CHOICES, term_phrases, text_faces_prompt, text_persona_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
-from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, ResumableSummary, check_plan_size, model_columns, run_resumable
+from models_inference.resumable import ResumableTable, ResumableSummary, check_plan_size, run_probe
 
 #: Where ModSCAN queries land; a key whose rows are all ``error`` is generated again.
 MODSCAN_TABLE = ResumableTable(
@@ -94,8 +93,8 @@ class TextProbeConfig:
             as the paper's language modality, §3.2).
         conditions: ``original`` / ``blank`` (text_persona only; text_faces is ``original``).
         prefixes: prompt prefixes (§7, App. C; ``none`` = the original prompt).
-        samples: queries per (instance, attribute, condition, prefix) (paper: 200 images per
-            trait; A.6 suggests 200 samples at temperature > 0).
+        runs: runs of each query per (instance, attribute, condition, prefix), each with its
+            own seed (paper: 200 images per trait; A.6 suggests 200 samples at temperature > 0).
         instances_per_scenario: k instances of each Table 1 scenario, spread evenly over its
             list (:func:`spread`; 0 = all).
         max_new_tokens, temperature, top_p: generation ([UNDEFINED] in the paper; A.2.3).
@@ -110,7 +109,7 @@ class TextProbeConfig:
     scenarios: Sequence[str] = tuple(SCENARIOS)
     conditions: Sequence[str] = CONDITIONS
     prefixes: Sequence[str] = ("none",)
-    samples: int = 2
+    runs: int = 2
     instances_per_scenario: int = 0
     max_new_tokens: int = 24
     temperature: float = 0.7
@@ -121,7 +120,7 @@ class TextProbeConfig:
 
     def validate(self) -> "TextProbeConfig":
         """Raises ValueError naming the first bad field; PlanTooLargeError when the counts
-        (samples x instances x ...) plan more than :data:`~models_inference.resumable.MAX_PLANNED_ROWS` queries."""
+        (runs x instances x ...) plan more than :data:`~models_inference.resumable.MAX_PLANNED_ROWS` queries."""
         checks = [
             ("probes", self.probes, TEXT_PROBES), ("attributes", self.attributes, ATTRIBUTES),
             ("scenarios", self.scenarios, tuple(SCENARIOS)), ("conditions", self.conditions, CONDITIONS),
@@ -131,8 +130,8 @@ class TextProbeConfig:
             bad = [v for v in values if v not in allowed]
             if bad or not values:
                 raise ValueError(f"modscan {name}: {list(values)!r} must be a non-empty subset of {list(allowed)}")
-        if self.samples < 1:
-            raise ValueError(f"modscan samples must be >= 1, got {self.samples}")
+        if self.runs < 1:
+            raise ValueError(f"modscan runs must be >= 1, got {self.runs}")
         if self.instances_per_scenario < 0:
             raise ValueError(f"modscan instances_per_scenario must be >= 0, got {self.instances_per_scenario}")
         if self.prompt_style != "chat":
@@ -141,7 +140,7 @@ class TextProbeConfig:
             raise ValueError(f"modscan answer_mode must be one of {list(ANSWER_MODES)}, got {self.answer_mode!r}")
         rows = self.planned_rows()
         check_plan_size(rows, "modscan text analogues",
-                        f"{rows // self.samples:,} (probe, attribute, scenario instance, condition, prefix) cells x {self.samples} samples")
+                        f"{rows // self.runs:,} (probe, attribute, scenario instance, condition, prefix) cells x {self.runs} runs")
         return self
 
     def planned_rows(self) -> int:
@@ -152,7 +151,7 @@ class TextProbeConfig:
             conditions = len(self.conditions) if probe == "modscan_text_persona" else 1
             instances = sum(len(spread(SCENARIOS[s], self.instances_per_scenario)) for s in scenarios)
             cells += len(self.attributes) * instances * conditions * len(self.prefixes)
-        return cells * self.samples
+        return cells * self.runs
 
     def generation_params(self) -> dict:
         """What changes the meaning of a row (part of the audit id and of every row). The answer
@@ -174,7 +173,7 @@ class TextQuery:
     instance: str
     condition: str
     prefix: str
-    sample: int
+    run: int
     term_order: tuple[str, ...] = ()
     left_group: str | None = None
     right_group: str | None = None
@@ -182,7 +181,8 @@ class TextQuery:
 
     @property
     def query_unit(self) -> str:
-        return f"sample-{self.sample}"
+        # the landed key spells a run "sample-k" (files already written keep their keys)
+        return f"sample-{self.run}"
 
     def key(self) -> tuple:
         return (self.probe, self.attribute, self.scenario, self.instance, self.condition, self.prefix, self.query_unit)
@@ -232,24 +232,24 @@ def plan_text_queries(config: TextProbeConfig, audit_id: str) -> list[TextQuery]
         for attribute, scenario, condition, prefix in itertools.product(cfg.attributes, scenarios, conditions, cfg.prefixes):
             instances = spread(SCENARIOS[scenario], cfg.instances_per_scenario)
             for index, instance in enumerate(instances):
-                for sample in range(1, cfg.samples + 1):
-                    seed = _seed(audit_id, probe, attribute, scenario, instance, condition, prefix, sample)
+                for run in range(1, cfg.runs + 1):
+                    seed = _seed(audit_id, probe, attribute, scenario, instance, condition, prefix, run)
                     groups = GROUPS[attribute]
                     if probe == "modscan_text_persona":  # Shuffle(.) of §3.2, drawn per query
                         order = tuple(random.Random(seed).sample(groups, len(groups)))
-                        queries.append(TextQuery(probe, attribute, scenario, instance, condition, prefix, sample,
+                        queries.append(TextQuery(probe, attribute, scenario, instance, condition, prefix, run,
                                                  term_order=order, seed=seed))
                     else:
-                        pair = groups if attribute == "gender" else RACE_PAIRS[((sample - 1) // 2 + index) % len(RACE_PAIRS)]
-                        left, right = pair if (sample + index) % 2 else pair[::-1]
-                        queries.append(TextQuery(probe, attribute, scenario, instance, condition, prefix, sample,
+                        pair = groups if attribute == "gender" else RACE_PAIRS[((run - 1) // 2 + index) % len(RACE_PAIRS)]
+                        left, right = pair if (run + index) % 2 else pair[::-1]
+                        queries.append(TextQuery(probe, attribute, scenario, instance, condition, prefix, run,
                                                  left_group=left, right_group=right, seed=seed))
     return queries
 
 
 def text_audit_id(backend: TextBackend, config: TextProbeConfig) -> str:
     """``modscan-text-<model>-<version>-<hash>``: the same model version probed with the same
-    generation parameters extends one audit (more samples, prefixes or instances add rows)."""
+    generation parameters extends one audit (more runs, prefixes or instances add rows)."""
     payload = {"backend": backend.backend_name, "model": backend.model_id, **config.generation_params()}
     return readable_audit_id("modscan-text", [(backend.model_id.split("/")[-1], 40), (backend.model_version, 20)], payload)
 
@@ -277,8 +277,7 @@ def answer_mode_for(backend, choices: Sequence[str]) -> str:
     return "constrained"
 
 
-def _row(query: TextQuery, prompt: str, raw: str | None, error: str | None, backend, audit_id, params, now,
-         mode: str = "free") -> dict:
+def _row(query: TextQuery, prompt: str, raw: str | None, error: str | None, params, mode: str = "free") -> dict:
     if error is not None:
         answer, parsed_choice, chosen, status, method = None, None, None, "error", None
     else:
@@ -291,7 +290,6 @@ def _row(query: TextQuery, prompt: str, raw: str | None, error: str | None, back
             chosen = parsed.choice
         parsed_choice, status, method = parsed.choice, parsed.status, parsed.method
     return {
-        **model_columns(audit_id, backend),
         "probe": query.probe,
         "modality": "text",
         "attribute": query.attribute,
@@ -300,7 +298,7 @@ def _row(query: TextQuery, prompt: str, raw: str | None, error: str | None, back
         "condition": query.condition,
         "prefix": query.prefix,
         "query_unit": query.query_unit,
-        "sample": query.sample,
+        "sample": query.run,  # the landing column of a run
         "seed": query.seed,
         "term_order": "|".join(query.term_order) or None,
         "left_group": query.left_group,
@@ -322,7 +320,6 @@ def _row(query: TextQuery, prompt: str, raw: str | None, error: str | None, back
         "answer_mode": mode,
         "deviation": _DEVIATION[query.probe] + ("" if mode == "free" else (
             f"; answer constrained to {'/'.join(query.choices())} (answer_mode {mode}; the paper parses free answers)")),
-        "generated_at": now,
     }
 
 
@@ -403,18 +400,15 @@ def run_text_probe(
                 out = backend.choose(batch, list(choices), sampling, on_batch=advance)
             for i, res in zip(idx, out):
                 results[i] = res
-        now = datetime.now(timezone.utc)
-        return [_row(q, p, r.text, r.error, backend, audit_id, params, now, mode)
-                for q, p, r, mode in zip(chunk, prompts, results, row_modes)]
+        return [_row(q, p, r.text, r.error, params, mode) for q, p, r, mode in zip(chunk, prompts, results, row_modes)]
 
-    event_cfg = {"backend": backend.backend_name, **asdict(cfg)}
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "modscan_text", event_cfg, target, family=FAMILY)
     planned = plan_text_queries(cfg, audit_id)
     if block is not None:
         planned = planned[block[0]:block[1]]
-    result = run_resumable(planned, TextQuery.key, generate, table=MODSCAN_TABLE, audit=audit,
-                           shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
-                           step="ModSCAN text analogues", block=None if block is None else f"queries-{block[0]}-{block[1]}")
+    result = run_probe(planned, TextQuery.key, generate, table=MODSCAN_TABLE, backend=backend, audit_id=audit_id,
+                       modality="modscan_text", config=asdict(cfg), family=FAMILY, target=target,
+                       shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
+                       step="ModSCAN text analogues", block=None if block is None else f"queries-{block[0]}-{block[1]}")
     return TextRunSummary(audit_id, result)
 
 

@@ -19,7 +19,6 @@ import hashlib
 import itertools
 import json
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from typing import Callable, Sequence
 
 from ingestion.contracts.modscan import FAMILY
@@ -33,9 +32,9 @@ from models_inference.probes.modscan.parsing import parse_side, strip_echo
 from models_inference.probes.modscan.prompts import vision_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
-from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, model_columns, run_resumable
+from models_inference.resumable import ResumableSummary, run_probe
 
 
 @dataclass
@@ -147,7 +146,6 @@ def run_vision_probe(
         requests = [DescriptionRequest(image_file(stored[q.pair.pair_key].path), RenderedPrompt("chat", p), s, cfg.max_new_tokens)
                     for q, p, s in zip(chunk, prompts, seeds)]
         results = backend.describe(requests, sampling, on_batch=advance)
-        now = datetime.now(timezone.utc)
         rows = []
         for q, prompt, seed, res in zip(chunk, prompts, seeds, results):
             image = stored[q.pair.pair_key]
@@ -159,7 +157,6 @@ def run_vision_probe(
                 status = parsed.status
                 chosen = {"left": q.pair.group(q.pair.left), "right": q.pair.group(q.pair.right)}.get(parsed.choice)
             rows.append({
-                **model_columns(audit_id, backend),
                 "probe": "modscan_vision", "modality": "vision", "attribute": q.pair.attribute, "scenario": q.scenario,
                 "instance": q.instance, "condition": "original", "prefix": q.prefix, "query_unit": q.pair.pair_key,
                 "sample": 1, "seed": seed, "term_order": None,
@@ -172,7 +169,6 @@ def run_vision_probe(
                 "generation_params": json.dumps(params, sort_keys=True),
                 "answer_mode": "free",  # the paper's free answer, parsed
                 "deviation": None if cfg.instances_per_scenario == 0 else f"NOT FROM PAPER: {cfg.instances_per_scenario} instances per scenario",
-                "generated_at": now,
             })
         return rows
 
@@ -182,12 +178,12 @@ def run_vision_probe(
         for scenario in cfg.scenarios
         for instance, prefix in itertools.product(spread(SCENARIOS[scenario], cfg.instances_per_scenario), cfg.prefixes)
     ]
-    audit = AuditInfo(audit_id, backend.model_id, backend.model_version, "modscan_vision",
-                      {"backend": backend.backend_name, **asdict(cfg), "faces_kept": len(faces.faces),
-                       "faces_invalid": len(faces.problems), "faces_filtered": dict(faces.filtered)}, target, family=FAMILY)
-    result = run_resumable(planned, _Query.key, generate, table=MODSCAN_TABLE, audit=audit,
-                           shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
-                           step="ModSCAN vision modality")
+    config = {**asdict(cfg), "faces_kept": len(faces.faces), "faces_invalid": len(faces.problems),
+              "faces_filtered": dict(faces.filtered)}
+    result = run_probe(planned, _Query.key, generate, table=MODSCAN_TABLE, backend=backend, audit_id=audit_id,
+                       modality="modscan_vision", config=config, family=FAMILY, target=target,
+                       shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
+                       step="ModSCAN vision modality")
     return audit_id, result
 
 

@@ -29,9 +29,9 @@ from ingestion.quarantine import land_quarantine
 from models_inference.probes.vlstereoset.dataset import ImageOutcome, ResolvedImages, VLStereoSetDataset, item_rows
 from models_inference.probes.vlstereoset.scorers import CONDITION_KINDS, CaptionScore, Unit, detail_json
 from models_inference.image_store import image_file, images_dir, store_png
-from models_inference.audit_log import AuditInfo, readable_audit_id
+from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, model_columns, run_resumable
+from models_inference.resumable import ResumableTable, run_probe
 
 #: Final statuses: an (item, condition) with such a row is not scored again (``error`` and
 #: ``no_image`` are retried).
@@ -181,7 +181,6 @@ def run_vlstereoset_probe(
     def generate(chunk: list[Unit], advance: Callable[[int], None]) -> list[dict]:
         ready = [u for u in chunk if not (scorer.needs_image and u.image_path is None)]
         scored = dict(zip(map(id, ready), scorer.score(ready))) if ready else {}
-        now = datetime.now(timezone.utc)
         rows = []
         for u in chunk:
             if id(u) in scored:
@@ -191,24 +190,23 @@ def run_vlstereoset_probe(
                           for k in CONDITION_KINDS[u.condition] for v in scorer.variants]
             for s in scores:
                 rows.append({
-                    **model_columns(audit_id, scorer), "scorer": scorer.name, "scorer_variant": s.variant,
+                    "scorer": scorer.name, "scorer_variant": s.variant,
                     "from_paper": scorer.from_paper, "score_kind": scorer.score_kind, "dataset_id": dataset_id,
                     "item_id": u.item_id, "condition": u.condition, "caption_kind": s.caption_kind,
                     "caption_text": u.captions[s.caption_kind], "score": s.score if s.status == "ok" else None,
                     "n_tokens": s.n_tokens, "status": s.status, "error": s.error, "detail_json": detail_json(s),
-                    "scored_at": now,
                 })
         advance(len(chunk))
         return rows
 
     config = {"dataset_id": dataset_id, "scorer": scorer.name, "variants": list(scorer.variants), "from_paper": scorer.from_paper,
-              "backend": scorer.backend_name, **scorer.config(), "item_set": item_set or "all", "items": len(items)}
-    audit = AuditInfo(audit_id, scorer.model_id, scorer.model_version, "vlstereoset", config, target, family=FAMILY)
+              **scorer.config(), "item_set": item_set or "all", "items": len(items)}
     units = plan_units(items if block is None else items[block[0]:block[1]], scorer)
     key = lambda u: (dataset_id, scorer.name, u.item_id, u.condition)  # noqa: E731
-    res = run_resumable(units, key, generate, table=VLSTEREOSET_SCORES, audit=audit, shard_rows=shard_rows, progress=progress,
-                        max_error_share=max_error_share, step=f"VLStereoSet {scorer.name}",
-                        block=None if block is None else f"items-{block[0]}-{block[1]}")
+    res = run_probe(units, key, generate, table=VLSTEREOSET_SCORES, backend=scorer, audit_id=audit_id, modality="vlstereoset",
+                    config=config, family=FAMILY, target=target, shard_rows=shard_rows, progress=progress,
+                    max_error_share=max_error_share, step=f"VLStereoSet {scorer.name}",
+                    block=None if block is None else f"items-{block[0]}-{block[1]}", time_column="scored_at")
     return VLStereoSetRunSummary(audit_id, scorer.name, res.planned, res.already_landed, res.generated, res.statuses)
 
 

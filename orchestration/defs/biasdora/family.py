@@ -70,7 +70,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((JudgeConfig, "backend"),), name="--judge-backend", choices=JUDGE_BACKENDS),
     Flag(((JudgeConfig, "model"),), name="--judge-model"),
     Flag(((JudgeConfig, "base_url"),), name="--judge-base-url", validator=v.base_urls),
-    Flag(((JudgeConfig, "repeats"),), name="--judge-repeats"),
+    Flag(((JudgeConfig, "runs"),), name="--judge-runs", deprecated=("--judge-repeats",)),
     Flag(((JudgeConfig, "answer_mode"),), name="--judge-answer", choices=ANSWER_MODES),
 )
 
@@ -129,7 +129,7 @@ def t2t_work(config, *, model_version: str | None = None, target: str | None = N
 
 
 def _judge_unknown(config) -> str:
-    return (f"one request per significant association x --judge-repeats {config.repeats}, known once the probes' rows "
+    return (f"one request per significant association x --judge-runs {config.runs}, known once the probes' rows "
             "are built (tf-idf, Fisher's exact test, q-values)")
 
 

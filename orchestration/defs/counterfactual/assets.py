@@ -114,7 +114,7 @@ def build_sets(config: CounterfactualConfig, image_sets=None):
 def probe_config(config: CounterfactualConfig) -> cf.CounterfactualProbeConfig:
     mitigations = ([None] if config.include_unmitigated else []) + list(config.mitigations)
     return cf.CounterfactualProbeConfig(
-        prompts=list(config.prompts), seeds=config.seeds, numeric_seeds=config.numeric_seeds,
+        prompts=list(config.prompts), runs=config.runs, numeric_runs=config.numeric_runs,
         mitigations=mitigations, max_new_tokens=config.max_new_tokens,
         numeric_max_new_tokens=config.numeric_max_new_tokens, temperature=config.temperature, top_p=config.top_p,
         numeric_prompt_style=config.numeric_prompt_style,

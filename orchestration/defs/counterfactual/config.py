@@ -42,7 +42,7 @@ class CounterfactualConfig(ErrorShareLimit, BatchApiOptions):
     Text sets (section 5.1): ``subsets`` x ``occupations`` (empty = all) x ``sets_per_occupation``
     released sets, or ``custom_occupations`` (user-defined sets over App. A.1's values).
     Paper scale for an LLM: every set (``sets_per_occupation=0``, ``occupations=[]``, 3 subsets),
-    ``seeds=3``, ``max_new_tokens=512``, ``numeric_max_new_tokens=None``.
+    ``runs=3``, ``max_new_tokens=512``, ``numeric_max_new_tokens=None``.
 
     Image sets (the paper's LVLM audit): ``images`` (a folder in the SocialCounterfactuals
     layout or a manifest, :func:`models_inference.probes.counterfactual.sets.load_image_sets`)
@@ -67,8 +67,8 @@ class CounterfactualConfig(ErrorShareLimit, BatchApiOptions):
     )
     custom_occupations: list[str] = Field([], description="user-defined text sets for these occupations instead of the released ones")
     prompts: list[str] = Field([*MAIN_PROMPTS, *NUMERIC_PROMPTS], description="prompt labels (App. B, F)")
-    seeds: int = Field(1, ge=1, le=MAX_RUNS, description="seeds per open prompt (paper: 3)")
-    numeric_seeds: int = Field(1, ge=1, le=MAX_RUNS)
+    runs: int = Field(1, ge=1, le=MAX_RUNS, description="runs per open prompt, each with its own seed (paper: 3 seeds)")
+    numeric_runs: int = Field(1, ge=1, le=MAX_RUNS)
     mitigations: list[str] = Field([], description="mitigation instructions to add (section 6)")
     include_unmitigated: bool = True
     max_new_tokens: int = Field(DEFAULT_MAX_NEW_TOKENS, ge=1, le=MAX_TOKENS, description="token budget of open prompts (paper: 512)")

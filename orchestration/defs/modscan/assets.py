@@ -44,7 +44,7 @@ def text_probe_config(config: ModscanConfig) -> TextProbeConfig:
     """The text analogues' probe config of a run config."""
     return TextProbeConfig(
         probes=config.probes, attributes=config.attributes, scenarios=config.scenarios, conditions=config.conditions,
-        prefixes=config.prefixes, samples=config.samples, instances_per_scenario=config.instances_per_scenario,
+        prefixes=config.prefixes, runs=config.runs, instances_per_scenario=config.instances_per_scenario,
         max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
         answer_mode=config.answer_mode,
     )

@@ -12,7 +12,7 @@ from typing import Optional
 from pydantic import Field
 
 from ingestion.vocabulary import DEFAULT_MODEL, I2T_BACKENDS, T2I_BACKENDS, T2T_BACKENDS
-from orchestration.defaults import MAX_BATCH, MAX_SAMPLES, MAX_TOKENS
+from orchestration.defaults import MAX_BATCH, MAX_COUNT, MAX_TOKENS
 from orchestration.defs.common import ErrorShareLimit
 from models_inference.probes.modscan.tables import ATTRIBUTES, SCENARIOS
 from models_inference.probes.modscan.text import ANSWER_MODES, CONDITIONS, TEXT_PROBES
@@ -23,7 +23,7 @@ PROBE_NAME = "modscan"
 #: (instance, attribute, condition): 20 text_persona + 30 text_faces queries. Each query costs
 #: ~1 CPU-second with SmolLM2-135M (its ~100-token chat prompt's prefill dominates), so the
 #: sample takes roughly 30-60 s on 2 idle cores.
-DEFAULT_SAMPLES = 1
+DEFAULT_RUNS = 1
 DEFAULT_INSTANCES = 5
 DEFAULT_MAX_NEW_TOKENS = 24
 
@@ -33,9 +33,9 @@ class ModscanConfig(ErrorShareLimit):
 
     The text-only analogues (docs/families/modscan.md#text-only-use, NOT FROM PAPER: ``modscan_text_persona``,
     ``modscan_text_faces``) run on any text backend, by default the embedded SmolLM2-135M,
-    and are part of the default audit with a small sample (``samples`` per instance,
+    and are part of the default audit with a small sample (``runs`` per instance,
     attribute and condition, over ``instances_per_scenario`` instances of each Table 1
-    scenario). Paper scale: ``samples=200, instances_per_scenario=0``.
+    scenario). Paper scale: ``runs=200, instances_per_scenario=0``.
     """
 
     enabled: bool = Field(True, description="run the family (dora audit --family without modscan turns it off)")
@@ -52,9 +52,9 @@ class ModscanConfig(ErrorShareLimit):
         ["none"], description="prompt prefix, repeatable: sr / debiasing (seed 000 section 7), role_sexist / role_racist / "
         "role_obama / role_trump (App. C); 'none' = the original prompt (always probed alongside, for the deltas)",
     )
-    samples: int = Field(DEFAULT_SAMPLES, ge=1, le=MAX_SAMPLES, description="queries per instance x attribute x condition x prefix (paper: 200)")
+    runs: int = Field(DEFAULT_RUNS, ge=1, le=MAX_COUNT, description="runs of each query per instance x attribute x condition x prefix, each with its own seed (paper: 200 samples)")
     instances_per_scenario: int = Field(
-        DEFAULT_INSTANCES, ge=0, le=MAX_SAMPLES, description="k instances of each Table 1 scenario, spread over its list; 0 = all (paper)",
+        DEFAULT_INSTANCES, ge=0, le=MAX_COUNT, description="k instances of each Table 1 scenario, spread over its list; 0 = all (paper)",
     )
     max_new_tokens: int = Field(DEFAULT_MAX_NEW_TOKENS, ge=1, le=MAX_TOKENS, description="answer budget in tokens (paper: unstated)")
     answer_mode: str = Field(
@@ -84,10 +84,10 @@ class ModscanConfig(ErrorShareLimit):
     )
     vision_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the vision model; key from $OPENAI_API_KEY")
     pairs_per_group: int = Field(
-        20, ge=1, le=MAX_SAMPLES, description="face pairs per (age, race) / (age, gender, race combination) group (paper: up to 20)",
+        20, ge=1, le=MAX_COUNT, description="face pairs per (age, race) / (age, gender, race combination) group (paper: up to 20)",
     )
     pair_seed: int = 0
-    vision_instances_per_scenario: int = Field(0, ge=0, le=MAX_SAMPLES, description="vision: k instances per scenario spread over Table 1; 0 = all (paper)")
+    vision_instances_per_scenario: int = Field(0, ge=0, le=MAX_COUNT, description="vision: k instances per scenario spread over Table 1; 0 = all (paper)")
     # language modality (seed 000 section 3.2): runs when a T2I model and the VLM above are named
     t2i_backend: str = Field(T2I_BACKENDS[0], description="T2I backend of the scene images")
     t2i_model: Optional[str] = Field(
@@ -95,7 +95,7 @@ class ModscanConfig(ErrorShareLimit):
         "(paper: SD-v2.1); needs --modscan-vision-model",
     )
     t2i_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the T2I model; key from $OPENAI_API_KEY")
-    images_per_trait: int = Field(200, ge=1, le=MAX_SAMPLES, description="language modality: kept scene images (and blank queries) per trait (paper: 200)")
+    images_per_trait: int = Field(200, ge=1, le=MAX_COUNT, description="language modality: kept scene images (and blank queries) per trait (paper: 200)")
     person_check: bool = Field(
         True, description="check every scene image for a person (the VLM is asked; images without one are dropped; NOT FROM "
         "PAPER stand-in for YOLOv8x)",

@@ -205,7 +205,7 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     run = target_of_run(context, config.registry)
     for model in judge_models(config, run.target if run else None):
         judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
-        summary = run_judge(assocs, judge, repeats=config.repeats, sampling=sampling, progress=config.progress,
+        summary = run_judge(assocs, judge, runs=config.runs, sampling=sampling, progress=config.progress,
                             max_error_share=config.max_error_share,
                             batch=batch_options(config, "judge") if config.backend == "openai" else None)
         context.log.info(f"judge {judge.model_id}: {summary.generated} ratings, answer mode {judge.mode_used}, "
@@ -219,7 +219,7 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
         "answer_mode": judge.mode_used,
         # the share of this run's judgements that are a rating (parse status ok)
         "rated_share": dg.MetadataValue.float(round(summary.parse_rate, 4)),
-        "repeats": config.repeats,
+        "runs": config.runs,
         "rows_judged": sum(s.generated for _, s in per_judge),
         "rows_already_landed": sum(s.already_landed for _, s in per_judge),
         "parse_rate": dg.MetadataValue.float(round(summary.parse_rate, 4)),
@@ -257,7 +257,7 @@ TOXICITY = ScorerSpec(
 JUDGE = ScorerSpec(
     "judge_ratings", "bias_level", "rows_judged", JudgeConfig,
     "LLM-judge bias levels (5-point Likert, the paper's prompts; docs/method.md#4-scoring) of "
-    "each significant association: k repeats, each kept with raw answer and parse status, and the "
+    "each significant association: k runs, each kept with raw answer and parse status, and the "
     "probability of each rating where the backend gives log-probabilities. Default judge: the "
     "embedded SmolLM2-135M-Instruct; any OpenAI-compatible endpoint (paper: GPT-4o).",
     _judge,

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ingestion.vocabulary import DEFAULT_MODEL, DEFAULT_SENTIMENT_SCORER, DEFAULT_TOXICITY_SCORER, JUDGE_BACKENDS
 from models_inference.probes.biasdora.prompts import PAPER_JUDGE_MAX_NEW_TOKENS, PAPER_JUDGE_TEMPERATURE
-from orchestration.defaults import MAX_REPEATS
+from orchestration.defaults import MAX_JUDGE_RUNS
 from orchestration.defs.common import BatchApiOptions, ErrorShareLimit
 
 
@@ -65,7 +65,7 @@ class JudgeConfig(ScoringSelection, ErrorShareLimit, BatchApiOptions):
         "(each judges every association, their agreement is in agg_judge_agreement)",
     )
     base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored); several, comma-separated: a fleet (least busy server, failover)")
-    repeats: int = Field(1, ge=1, le=MAX_REPEATS, description="judgements per association (k); every repeat is kept")
+    runs: int = Field(1, ge=1, le=MAX_JUDGE_RUNS, description="judgements per association (k runs, each with its own seed); every run is kept")
     answer_mode: Optional[str] = Field(
         None, description="constrained (default): the answer restricted to 1-5 (a local model's first token; a server's "
         "grammar / structured_outputs / regex / json_schema, found by a capability probe; free where a server has none), "
