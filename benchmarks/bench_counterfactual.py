@@ -5,7 +5,7 @@ Usage: python -m benchmarks.bench_counterfactual [--subsets race_gender]
        [--occupations doctor] [--sets-per-occupation 1] [--max-new-tokens 32]
        [--numeric-max-new-tokens 8] [--batch-size 64]
 
-Runs the probe (the 5 main + 5 numeric prompts, 1 seed) into a temporary DORA_HOME and prints
+Runs the probe (the 5 main + 5 numeric prompts, 1 run) into a temporary DORA_HOME and prints
 the model load time, responses, responses/s (open and numeric prompts separately, as their
 token budgets differ), the new-token budget and the load average before the run (other
 processes on the cores slow it down). Then scores the toxicity heads and prints their rate.
@@ -49,7 +49,7 @@ def main(argv=None) -> None:
     rates = {}
     for name, prompts in (("open", list(MAIN_PROMPTS)), ("numeric", list(NUMERIC_PROMPTS))):
         cfg = cf.CounterfactualProbeConfig(
-            prompts=prompts, seeds=1, max_new_tokens=args.max_new_tokens, numeric_max_new_tokens=args.numeric_max_new_tokens,
+            prompts=prompts, runs=1, max_new_tokens=args.max_new_tokens, numeric_max_new_tokens=args.numeric_max_new_tokens,
         )
         t0 = time.perf_counter()
         summary = cf.run_text_sets(sets, backend, cfg, progress=False)

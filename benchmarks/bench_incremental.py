@@ -138,13 +138,13 @@ def main(argv=None) -> int:
 
         # the probe alone on the finished audit, model already loaded: the cost of "nothing to do"
         from ingestion.templates import curated_t2t_templates
-        from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe, select_targets
+        from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe, select_templates
         from models_inference.backends.text import TransformersBackend
 
         backend = TransformersBackend.load("smollm2-135m")
-        targets = select_targets(curated_t2t_templates(), settings=SETTINGS.split(","), descriptors=BASE + [EXTRA])
+        templates = select_templates(curated_t2t_templates(), settings=SETTINGS.split(","), descriptors=BASE + [EXTRA])
         start = time.perf_counter()
-        summary = run_t2t_probe(targets, backend, T2TProbeConfig(runs=1), audit_id="bench-incremental", progress=False)
+        summary = run_t2t_probe(templates, backend, T2TProbeConfig(runs=1), audit_id="bench-incremental", progress=False)
         probe_s = time.perf_counter() - start
         probe_calls = counter.calls
 

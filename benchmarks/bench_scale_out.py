@@ -1,4 +1,4 @@
-"""Scale-out throughput: the BiasDora T2T probe (in blocks of targets, one Dagster step each) on
+"""Scale-out throughput: the BiasDora T2T probe (in blocks of templates, one Dagster step each) on
 1, 2 and 4 Celery workers, against the local OpenAI stub server answering every request after a
 fixed latency (I/O-bound, as a remote model server is), and the same run in one process.
 
@@ -7,7 +7,7 @@ workers (``dagster-celery worker start``, concurrency 1 each, Redis broker on a 
 the figure is completions landed per second of the run's wall time, and the ratio to one worker
 (goal: 4 workers >= 3x). The Celery path's overhead is one worker against the in-process run
 of the same blocks (both one request at a time). The embedded default (local SmolLM2-135M, in process) runs the
-same targets in one default-size block and in the small blocks: what a block costs there.
+same templates in one default-size block and in the small blocks: what a block costs there.
 The Celery runs use the cluster's instance (docs/cluster/dagster.yaml on a throwaway
 PostgreSQL; ``--instance sqlite``: the embedded one). Needs ``redis-server``, PostgreSQL and the ``cluster``
 extra; writes the section "Scale-out on Celery workers" of BENCHMARKS.md.
@@ -30,7 +30,7 @@ T2T_KEYS = (("landing", "t2t_completions"), ("landing", "audits"))
 def _config(base_url: str, args) -> dict:
     return {"model": "stub-model", "backend": "openai", "base_url": base_url, "prompt_style": "completion",
             "settings": ["noun", "singular"], "per_dimension": args.per_dimension, "letters": args.letters, "runs": 1,
-            "api_concurrency": 1, "t2t_block_targets": args.block_targets, "progress": False}
+            "api_concurrency": 1, "t2t_block_templates": args.block_templates, "progress": False}
 
 
 def _use_home(home: Path) -> None:
@@ -78,9 +78,9 @@ def run_once(home: Path, config: dict, broker: str | None) -> tuple[float, int, 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.5, help="seconds the stub server waits before each answer")
-    parser.add_argument("--letters", default="abcdefgh", help="first letters probed (rows = targets x letters)")
+    parser.add_argument("--letters", default="abcdefgh", help="first letters probed (rows = templates x letters)")
     parser.add_argument("--per-dimension", type=int, default=2, help="descriptors per bias dimension")
-    parser.add_argument("--block-targets", type=int, default=3, help="targets per block (one step each)")
+    parser.add_argument("--block-templates", type=int, default=3, help="templates per block (one step each)")
     parser.add_argument("--workers", default="1,2,4", help="Celery worker counts to measure")
     parser.add_argument("--no-write", action="store_true", help="do not write BENCHMARKS.md")
     parser.add_argument("--instance", choices=("postgres", "sqlite"), default="postgres",
@@ -119,23 +119,23 @@ def main(argv=None) -> None:
                 rows[f"celery x{n}"] = run_once(home, config, broker)
             print(f"celery x{n}: {rows[f'celery x{n}']}", flush=True)
         # The embedded default (local SmolLM2-135M, in process) with the default block size (the
-        # default audit's targets fit in one block, as before blocks existed) against the same
-        # targets in the small blocks above: what a block costs on the two-command default.
+        # default audit's templates fit in one block, as before blocks existed) against the same
+        # templates in the small blocks above: what a block costs on the two-command default.
         embedded: dict[str, tuple[float, int, int]] = {}
         if not args.no_embedded:
             from orchestration.defs.biasdora.config import AuditConfig
 
-            default_blocks = AuditConfig.model_fields["t2t_block_targets"].default
+            default_blocks = AuditConfig.model_fields["t2t_block_templates"].default
             local = {k: v for k, v in config.items() if k not in ("model", "backend", "base_url", "prompt_style",
-                                                                    "api_concurrency", "t2t_block_targets")}
-            for name, block_targets in ((f"blocks of {default_blocks} targets (default)", default_blocks),
-                                        (f"blocks of {args.block_targets} targets", args.block_targets)):
-                embedded[name] = run_once(root / f"embedded-{block_targets}", {**local, "t2t_block_targets": block_targets},
+                                                                    "api_concurrency", "t2t_block_templates")}
+            for name, block_templates in ((f"blocks of {default_blocks} templates (default)", default_blocks),
+                                          (f"blocks of {args.block_templates} templates", args.block_templates)):
+                embedded[name] = run_once(root / f"embedded-{block_templates}", {**local, "t2t_block_templates": block_templates},
                                           None)
                 print(f"embedded, {name}: {embedded[name]}", flush=True)
     one = next(v for k, v in rows.items() if k.startswith("celery x1"))
     lines = [
-        f"T2T probe alone (no dbt), {one[1]} completions in {one[2]} blocks of {args.block_targets} targets "
+        f"T2T probe alone (no dbt), {one[1]} completions in {one[2]} blocks of {args.block_templates} templates "
         f"(settings noun + singular, {args.per_dimension} descriptors per dimension, letters {args.letters!r}, 1 run), "
         f"the stub server answering after {args.latency:g} s, one request in flight per step; the Celery runs' "
         f"instance on {'PostgreSQL (docs/cluster/dagster.yaml)' if pg else 'SQLite'}, the in-process run's on SQLite. "
@@ -153,7 +153,7 @@ def main(argv=None) -> None:
         (d_s, d_n, d_b), (o_s, _, o_b) = embedded.values()
         lines += ["", f"Embedded default (SmolLM2-135M in process, the same {d_n} completions, model load included): "
                   f"{d_s:.1f} s in {d_b} block(s) of the default size, {o_s:.1f} s in {o_b} blocks of "
-                  f"{args.block_targets} targets ({o_s / d_s:.2f}x, {(o_s - d_s) / max(o_b - d_b, 1):+.2f} s per extra block)."]
+                  f"{args.block_templates} templates ({o_s / d_s:.2f}x, {(o_s - d_s) / max(o_b - d_b, 1):+.2f} s per extra block)."]
     body = "\n".join(lines)
     print(body)
     if not args.no_write:

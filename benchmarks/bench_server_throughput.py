@@ -64,17 +64,17 @@ os.environ.setdefault("OPENAI_API_KEY", "sk-bench-local")
 SAMPLING = {"max_tokens": 6, "temperature": 0.7, "top_p": 0.95}
 
 
-def pick_targets(n_prompts: int):
-    """``(targets, letters)`` giving about ``n_prompts`` distinct completion prompts: curated
+def pick_templates(n_prompts: int):
+    """``(templates, letters)`` giving about ``n_prompts`` distinct completion prompts: curated
     prefixes spread over the list (as bench_t2t_throughput picks them) x up to 12 letters each,
     so the prompts differ in prefix as well as in letter."""
     from ingestion.templates import curated_t2t_templates
 
-    templates = curated_t2t_templates()
-    n_targets = max(1, math.ceil(n_prompts / 12))
-    per = max(1, min(26, n_prompts // n_targets))
-    step = max(1, len(templates) // n_targets)
-    return templates[::step][:n_targets], "abcdefghijklmnopqrstuvwxyz"[:per]
+    curated = curated_t2t_templates()
+    n_templates = max(1, math.ceil(n_prompts / 12))
+    per = max(1, min(26, n_prompts // n_templates))
+    step = max(1, len(curated) // n_templates)
+    return curated[::step][:n_templates], "abcdefghijklmnopqrstuvwxyz"[:per]
 
 
 @contextmanager
@@ -210,15 +210,15 @@ class DoraRun(Meter):
         return (f"concurrency {b.concurrency}, batch_completions {b.batch_completions}, max_n {b.max_n}, "
                 f"prompts_per_request {b.prompts_per_request}, use_n {b.use_n}")
 
-    def run(self, targets, letters: str, runs: int) -> None:
+    def run(self, templates, letters: str, runs: int) -> None:
         from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
 
         cfg = T2TProbeConfig(runs=runs, letters=letters, prompt_style="completion")
-        n = len(targets) * len(letters) * runs
+        n = len(templates) * len(letters) * runs
         out = []
         with fresh_home():
             self.requests, self.generate_s = 0, 0.0
-            self.timed(self.server.proc.pid, n, lambda: out.append(run_t2t_probe(targets, self.backend, cfg, progress=False)))
+            self.timed(self.server.proc.pid, n, lambda: out.append(run_t2t_probe(templates, self.backend, cfg, progress=False)))
             done = out[0]
             if done.generated != n or done.statuses.get("error"):
                 raise RuntimeError(f"{self.label}: {done.generated} rows, statuses {dict(done.statuses)}")
@@ -294,8 +294,8 @@ def main(argv=None) -> None:
     binary, why = llama_server_binary()
     if binary is None:
         raise SystemExit(why)
-    targets, letters = pick_targets(args.prompts)
-    texts = [render_t2t_prompt(t.prefix, t.setting, c, "completion").as_text() for t in targets for c in letters]
+    templates, letters = pick_templates(args.prompts)
+    texts = [render_t2t_prompt(t.prefix, t.setting, c, "completion").as_text() for t in templates for c in letters]
     # the runs of one prompt back to back, as the probe plans them
     completions = [p for p in texts for _ in range(args.runs)]
     n = len(completions)
@@ -318,7 +318,7 @@ def main(argv=None) -> None:
         # warm-up: the server's first requests allocate its buffers; the clients' first import openai/httpx paths
         plain_rate(server.base_url, server.model, completions[: 2 * args.slots], args.slots)
         for c in contenders:
-            c.run(targets, letters[:2], 1)
+            c.run(templates, letters[:2], 1)
             c.clear()
         plain = {k: Meter(f"plain, concurrency {k}") for k in concurrencies}
         for r in range(args.rounds):
@@ -326,7 +326,7 @@ def main(argv=None) -> None:
             steps = [("dora", c) for c in contenders] + [("plain", k) for k in concurrencies]
             for kind, what in steps if r % 2 == 0 else reversed(steps):
                 if kind == "dora":
-                    what.run(targets, letters, args.runs)
+                    what.run(templates, letters, args.runs)
                 else:
                     plain[what].timed(server.proc.pid, n, lambda: asyncio.run(_plain(server.base_url, server.model, completions, what)))
             loads.append(os.getloadavg()[0])
@@ -344,7 +344,7 @@ def main(argv=None) -> None:
     round_ceilings = [max(plain[k].rates[r] for k in concurrencies) for r in range(args.rounds)]
     lines = [
         f"server: llama-server ({binary.parent.parent.name}), SmolLM2-135M-Instruct Q4_1 GGUF, {args.slots} slots (-np), {args.ctx} tokens of context per slot, 2 threads, 127.0.0.1",
-        f"work: {len(texts)} distinct T2T completion prompts ({len(targets)} curated prefixes x letters {letters[0]}..{letters[-1]}) x {args.runs} runs = {n} completions, "
+        f"work: {len(texts)} distinct T2T completion prompts ({len(templates)} curated prefixes x letters {letters[0]}..{letters[-1]}) x {args.runs} runs = {n} completions, "
         f"max 6 new tokens, temperature 0.7, top_p 0.95; {args.rounds} alternating rounds, medians",
         f"capability probe (once per process, not timed below): {probe_s:.2f} s: {caps.summary()}, slots {caps.slots}",
         "**plain asyncio client** (`openai.AsyncOpenAI`, one request per completion, semaphore + gather): "
@@ -377,12 +377,12 @@ def main(argv=None) -> None:
         load_s = time.perf_counter() - t0
         cfg = T2TProbeConfig(runs=args.runs, letters=letters, prompt_style="completion")
         with fresh_home():  # warm-up: torch's first forward passes
-            run_t2t_probe(targets, local, T2TProbeConfig(runs=1, letters=letters[:2], prompt_style="completion"), progress=False)
+            run_t2t_probe(templates, local, T2TProbeConfig(runs=1, letters=letters[:2], prompt_style="completion"), progress=False)
         emb = []
         for _ in range(args.rounds):
             with fresh_home():
                 start = time.perf_counter()
-                done = run_t2t_probe(targets, local, cfg, progress=False)
+                done = run_t2t_probe(templates, local, cfg, progress=False)
                 emb.append(done.generated / (time.perf_counter() - start))
         summary["embedded"] = statistics.median(emb)
         lines.append(

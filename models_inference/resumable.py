@@ -180,7 +180,7 @@ def run_resumable(
     landed), after checking the audit's identity (:func:`~models_inference.audit_log.check_audit_identity`).
 
     Args:
-        planned: the planned items, in generation order (e.g. ``(target, letter, run)``).
+        planned: the planned items, in generation order (e.g. ``(template, letter, run)``).
         key: maps an item to its key, a tuple in the order and types of
             ``table.key_columns`` (e.g. ``(setting, descriptor, letter, run)``).
         generate_batch: ``generate_batch(items, advance)`` generates up to ``shard_rows``
@@ -372,7 +372,7 @@ def finish_blocks(audit_id: str, generated: int) -> bool:
 
 
 def block_bounds(units: int, block_size: int) -> list[tuple[int, int]]:
-    """Split ``units`` planned units (T2T targets, counterfactual sets...) into contiguous
+    """Split ``units`` planned units (T2T templates, counterfactual sets...) into contiguous
     blocks of at most ``block_size``: ``[(start, stop), ...]``, always at least one (an empty
     ``(0, 0)`` when ``units`` is 0, so a fan-in step still runs).
 

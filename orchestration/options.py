@@ -123,7 +123,7 @@ def family_options(family: ProbeFamily, options: dict) -> tuple[dict[type, dict]
     Returns:
         ({Config class: {field: value}}, {(Config class, field): the option that set it}, problems):
         one line per unknown option (with the closest names), per two options setting one field,
-        per value its flag refuses (``option seeds (--cf-seeds): 0 is out of range: ...``).
+        per value its flag refuses (``option runs (--cf-runs): 0 is out of range: ...``).
     """
     import difflib
 

@@ -104,24 +104,24 @@ SELECTION_CASES = [
 
 @pytest.mark.parametrize("name,descriptors,message", SELECTION_CASES, ids=[c[0] for c in SELECTION_CASES])
 def test_bad_descriptors_flag_is_a_clear_error(name, descriptors, message):
-    """``dora audit --descriptors ...``: parsed by the CLI, resolved by the T2T asset's targets."""
+    """``dora audit --descriptors ...``: parsed by the CLI, resolved by the T2T asset's templates."""
     from orchestration.cli.flags import csv_list
     from orchestration.cli.parser import build_parser
     from orchestration.defs.biasdora.config import AuditConfig
-    from orchestration.defs.biasdora.t2t.assets import build_targets
+    from orchestration.defs.biasdora.t2t.assets import build_templates
 
     args = build_parser().parse_args(["audit", "--descriptors", descriptors])
     with pytest.raises(ValueError, match=message):
-        build_targets(AuditConfig(descriptors=csv_list(args.descriptors), settings=["singular"], per_dimension=0))
+        build_templates(AuditConfig(descriptors=csv_list(args.descriptors), settings=["singular"], per_dimension=0))
     _count()
 
 
 def test_unknown_setting_is_a_clear_error():
     from ingestion.templates import curated_t2t_templates
-    from models_inference.probes.biasdora.t2t import select_targets
+    from models_inference.probes.biasdora.t2t import select_templates
 
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['sideways'\]; expected some of"):
-        select_targets(curated_t2t_templates(), settings=["sideways"])
+        select_templates(curated_t2t_templates(), settings=["sideways"])
     _count()
 
 
@@ -166,17 +166,17 @@ def test_hostile_descriptors_from_a_crows_pairs_csv_land_verbatim_and_stay_insid
     keys = set(descriptors.column("descriptor").to_pylist())
     hostile = {k for k in keys if any(ch in k for ch in "';/\"") or not k.isascii()}
     assert len(hostile) >= 3, keys
-    targets = [t for t in render_t2t_templates(descriptors, settings=["singular"]) if t.descriptor in hostile]
+    templates = [t for t in render_t2t_templates(descriptors, settings=["singular"]) if t.descriptor in hostile]
     outside_before = {p for p in tmp_path.parent.rglob("*")}
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "[brave]"
         cfg = T2TProbeConfig(runs=1, letters="b", prompt_style="chat")
-        summary = run_t2t_probe(targets, _stub_backend(server), cfg, audit_id="../../host'ile", progress=False)
-    planned = len(targets)
+        summary = run_t2t_probe(templates, _stub_backend(server), cfg, audit_id="../../host'ile", progress=False)
+    planned = len(templates)
     rows = _landed("../../host'ile")
     assert summary.generated == planned == len(rows)
-    assert {r["descriptor"] for r in rows} == {t.descriptor for t in targets}
+    assert {r["descriptor"] for r in rows} == {t.descriptor for t in templates}
     new_files = _files_outside(tmp_path.parent, outside_before)
     assert new_files and all(dora_home.resolve() in p.resolve().parents for p in new_files), new_files
     run_dbt(["run", "--select", "+fct_associations", "--quiet"], dora_home)
@@ -185,7 +185,7 @@ def test_hostile_descriptors_from_a_crows_pairs_csv_land_verbatim_and_stay_insid
         stored = {r[0] for r in con.execute("select descriptor from stg_t2t_completions where audit_id = ?", aid).fetchall()}
         assocs = {r[0] for r in con.execute("select descriptor from fct_associations where audit_id = ?", aid).fetchall()}
         assert con.execute("select count(*) from information_schema.tables where table_name = 'fct_associations'").fetchone()[0] == 1
-    assert stored == assocs == {t.descriptor for t in targets}
+    assert stored == assocs == {t.descriptor for t in templates}
     _count(planned=planned, landed=len(rows))
 
 
@@ -270,12 +270,12 @@ def test_unknown_backend_and_missing_key_are_clear_errors(monkeypatch):
 
 
 # --------------------------------------------------------------------------- model output
-def _targets():
-    from models_inference.probes.biasdora.t2t import T2TTarget
+def _templates():
+    from models_inference.probes.biasdora.t2t import T2TTemplate
 
     return [
-        T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
-        T2TTarget("verb", "child", "age", "This child is"),
+        T2TTemplate("singular", "alcoholic person", "disability", "An alcoholic person is"),
+        T2TTemplate("verb", "child", "age", "This child is"),
     ]
 
 
@@ -298,7 +298,7 @@ def test_bad_model_output_is_kept_as_a_status_row(dora_home, monkeypatch, name, 
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: reply
         cfg = T2TProbeConfig(runs=1, letters="cx", prompt_style="chat")
-        summary = run_t2t_probe(_targets(), _stub_backend(server), cfg, audit_id=f"output-{name}", progress=False)
+        summary = run_t2t_probe(_templates(), _stub_backend(server), cfg, audit_id=f"output-{name}", progress=False)
     rows = _landed(f"output-{name}")
     assert summary.planned == 4 == len(rows)
     assert {r["parse_status"] for r in rows} == {status}
@@ -340,7 +340,7 @@ def test_api_errors_become_error_rows_or_are_retried(dora_home, monkeypatch, nam
         script(server)
         cfg = T2TProbeConfig(runs=1, letters="c", prompt_style="chat")
         # rows only here (the failed-audit threshold: tests/test_api_failures.py, test_hostile_inputs.py)
-        summary = run_t2t_probe(_targets(), _stub_backend(server, **kwargs), cfg, audit_id=f"api-{name}", progress=False,
+        summary = run_t2t_probe(_templates(), _stub_backend(server, **kwargs), cfg, audit_id=f"api-{name}", progress=False,
                                 max_error_share=None)
     rows = _landed(f"api-{name}")
     assert summary.planned == 2 == len(rows)

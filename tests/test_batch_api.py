@@ -28,15 +28,15 @@ from models_inference.backends.base import GenerationRequest, RenderedPrompt, Sa
 from models_inference.backends.batch_requests import CHAT_URL, COMPLETIONS_URL, MAX_FILE_BYTES, BatchOptions, key_of, plan_files, request_body, result_of, split_sizes
 from models_inference.backends.batch_ledger import load_ledger
 from models_inference.backends.openai_chat import OpenAIChatBackend
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, audit_id_for, run_t2t_probe
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, audit_id_for, run_t2t_probe
 from tests.helpers.batch_server import BatchStubServer, offline_run
 from tests.helpers.dora_cli import REPO
 
-TARGETS = [
-    T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
-    T2TTarget("noun", "child", "age", "This child is a/an"),
+TEMPLATES = [
+    T2TTemplate("singular", "alcoholic person", "disability", "An alcoholic person is"),
+    T2TTemplate("noun", "child", "age", "This child is a/an"),
 ]
-#: 2 targets x 3 letters x 2 runs
+#: 2 templates x 3 letters x 2 runs
 CHAT = T2TProbeConfig(runs=2, letters="bks", prompt_style="chat")
 
 
@@ -70,7 +70,7 @@ def _answered(rows: list[dict]) -> Counter:
 
 
 def _expected_keys(config: T2TProbeConfig = CHAT) -> set:
-    return {(t.setting, t.descriptor, 1, c, r) for t in TARGETS for c in config.letters for r in range(1, config.runs + 1)}
+    return {(t.setting, t.descriptor, 1, c, r) for t in TEMPLATES for c in config.letters for r in range(1, config.runs + 1)}
 
 
 def _events(audit_id: str) -> list[str]:
@@ -95,10 +95,10 @@ def test_a_paper_sized_key_set_splits_into_files_within_the_limits():
 @pytest.mark.slow  # builds the 529,620 request lines of the paper's audit (~7 s)
 def test_the_paper_scale_t2t_audit_plans_eleven_files_holding_every_key_once():
     from ingestion.templates import curated_t2t_templates
-    from models_inference.probes.biasdora.t2t import select_targets, t2t_batch_work
+    from models_inference.probes.biasdora.t2t import select_templates, t2t_batch_work
 
-    targets = select_targets(curated_t2t_templates(), per_dimension=0)
-    work = t2t_batch_work(targets, OpenAIChatBackend("gpt-4o"), T2TProbeConfig(runs=10))
+    templates = select_templates(curated_t2t_templates(), per_dimension=0)
+    work = t2t_batch_work(templates, OpenAIChatBackend("gpt-4o"), T2TProbeConfig(runs=10))
     files = plan_files(work, work.planned, BatchOptions(), keep_lines=False)
     assert len(work.planned) == 529_620
     assert [f.requests for f in files] == [50_000] * 10 + [29_620]
@@ -145,13 +145,13 @@ def test_a_batch_row_is_the_row_one_request_per_row_lands(dora_home, api_key, tm
     cfg = T2TProbeConfig(runs=2, letters="bk", prompt_style="completion")
     with OpenAIStubServer() as live:
         live.completion_reply = lambda req: "ind, and" if req["prompt"].endswith("k") else "umbling"
-        run_t2t_probe(TARGETS, OpenAIChatBackend("stub-model", base_url=live.base_url, batch_completions=False), cfg, progress=False)
+        run_t2t_probe(TEMPLATES, OpenAIChatBackend("stub-model", base_url=live.base_url, batch_completions=False), cfg, progress=False)
         sent_live = sorted((r["json"]["prompt"], r["json"]["seed"]) for r in live.requests)
     live_rows = read_landing("t2t_completions").to_pylist()
     monkeypatch.setenv("DORA_HOME", str(tmp_path / "batch_home"))
     with BatchStubServer() as server:
         server.completion_reply = lambda body: "ind, and" if body["prompt"].endswith("k") else "umbling"
-        summary = run_t2t_probe(TARGETS, _backend(server), cfg, progress=False, batch=_wait())
+        summary = run_t2t_probe(TEMPLATES, _backend(server), cfg, progress=False, batch=_wait())
         sent = sorted((line["body"]["prompt"], line["body"]["seed"]) for b in server.created for line in server.lines_of(b))
         assert {line["url"] for b in server.created for line in server.lines_of(b)} == {COMPLETIONS_URL}
     batch_rows = read_landing("t2t_completions").to_pylist()
@@ -176,7 +176,7 @@ def test_partial_errors_and_an_expired_batch_are_retried_and_every_key_lands_onc
     with BatchStubServer() as server:
         server.chat_reply, server.line_status = letter_reply, status
         server.outcomes = ["completed", "expired"]  # the second file expires with its first half run
-        summary = run_t2t_probe(TARGETS, _backend(server), cfg, progress=False, batch=_wait(max_requests=10))
+        summary = run_t2t_probe(TEMPLATES, _backend(server), cfg, progress=False, batch=_wait(max_requests=10))
         inputs = [[line["custom_id"] for line in server.lines_of(b)] for b in server.created]
         states = [server.batches[b]["status"] for b in server.created]
     assert [len(i) for i in inputs] == [10, 10, 4, 6, 1] and states == ["completed", "expired", *["completed"] * 3]
@@ -199,16 +199,16 @@ def test_a_batch_the_api_fails_as_a_whole_fails_the_audit_in_one_line(dora_home,
     with BatchStubServer() as server:
         server.chat_reply, server.max_requests = letter_reply, 5  # the server takes 5 requests per file
         with pytest.raises(BatchError) as exc:
-            run_t2t_probe(TARGETS, _backend(server), CHAT, progress=False, batch=_wait(max_requests=8))
+            run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=8))
         message = str(exc.value)
         assert "\n" not in message and re.fullmatch(
             r"BiasDora T2T: batch batch-\d+ \(8 requests, file b[0-9a-f]{16}\.jsonl\) failed as a whole: too_many_tasks: "
             r"The batch input file has 8 requests; the limit is 5 requests per batch\.; none of its requests ran: fix the "
             r"cause, then run the same command again", message), message
-        audit_id = audit_id_for(_backend(server), CHAT.resolved(_backend(server)), TARGETS)
+        audit_id = audit_id_for(_backend(server), CHAT.resolved(_backend(server)), TEMPLATES)
         assert _events(audit_id) == ["started", "failed"] and _rows(audit_id) == []
         # within the server's limit the same audit lands: the open 4-request batch, then the 8 again as 5 + 3
-        summary = run_t2t_probe(TARGETS, _backend(server), CHAT, progress=False, batch=_wait(max_requests=5))
+        summary = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=5))
         assert [len(server.lines_of(b)) for b in server.created] == [8, 4, 5, 3]
     assert summary.statuses == {"ok": 12} and set(_answered(_rows(audit_id)).values()) == {1}
     assert _events(audit_id)[-1] == "finished"
@@ -219,7 +219,7 @@ def test_without_wait_a_run_returns_and_dora_batches_lists_and_cancels(dora_home
 
     with BatchStubServer() as server:
         server.chat_reply, server.polls_to_finish = letter_reply, 3
-        first = run_t2t_probe(TARGETS, _backend(server), CHAT, progress=False, batch=BatchOptions(max_requests=6))
+        first = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions(max_requests=6))
         assert (first.generated, first.pending, first.files, len(server.created)) == (0, 12, 2, 2)
         assert _events(first.audit_id) == ["started"] and _rows(first.audit_id) == []
         capsys.readouterr()
@@ -231,11 +231,11 @@ def test_without_wait_a_run_returns_and_dora_batches_lists_and_cancels(dora_home
         assert "cancelling (6 requests)" in capsys.readouterr().out
         assert [server.batches[b]["status"] for b in server.created] == ["cancelling", "cancelling"]
         # the next run lands what the cancelled batches ran (3 of 6 each) and sends the rest in a new batch
-        second = run_t2t_probe(TARGETS, _backend(server), CHAT, progress=False, batch=BatchOptions(max_requests=6))
+        second = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions(max_requests=6))
         assert (second.generated, second.not_run, second.pending, len(server.created)) == (6, 6, 6, 3)
-        third = run_t2t_probe(TARGETS, _backend(server), CHAT, progress=False, batch=_wait(max_requests=6))
+        third = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=6))
         assert (third.generated, third.pending, len(server.created)) == (6, 0, 3)
-        assert run_t2t_probe(TARGETS, _backend(server), CHAT, progress=False, batch=_wait()).generated == 0
+        assert run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait()).generated == 0
         assert len(server.created) == 3  # nothing missing: nothing sent
     assert set(_answered(_rows(first.audit_id)).values()) == {1} and len(_rows(first.audit_id)) == 12
     assert main(["batches", "t2t-nope"]) == 2
@@ -263,11 +263,11 @@ def test_a_run_killed_while_landing_lands_that_batch_again_into_the_same_shard(d
         server.chat_reply, server.line_status = letter_reply, status
         monkeypatch.setattr(batch_api, "write_shard", killed)
         with pytest.raises(KeyboardInterrupt):
-            run_t2t_probe(TARGETS, _backend(server), CHAT, progress=False, max_error_share=None, batch=_wait(max_requests=6, retries=0))
-        audit_id = audit_id_for(_backend(server), CHAT.resolved(_backend(server)), TARGETS)
+            run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, max_error_share=None, batch=_wait(max_requests=6, retries=0))
+        audit_id = audit_id_for(_backend(server), CHAT.resolved(_backend(server)), TEMPLATES)
         assert [e.state for e in load_ledger(audit_id).entries] == ["landing", "submitted"] and len(_rows(audit_id)) == 6
         monkeypatch.setattr(batch_api, "write_shard", landed)
-        run_t2t_probe(TARGETS, _backend(server), CHAT, progress=False, max_error_share=None, batch=_wait(max_requests=6, retries=0))
+        run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, max_error_share=None, batch=_wait(max_requests=6, retries=0))
         assert [len(server.lines_of(b)) for b in server.created] == [6, 6, 4]  # the 4 failed requests sent once more
     rows = _rows(audit_id)
     assert set(_answered(rows)) == _expected_keys() and set(_answered(rows).values()) == {1}
@@ -279,10 +279,10 @@ CHILD = """
 import sys
 from models_inference.backends.batch_api import BatchOptions
 from models_inference.backends.text import OpenAIChatBackend
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
-targets = [T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
-           T2TTarget("noun", "child", "age", "This child is a/an")]
-run_t2t_probe(targets, OpenAIChatBackend("stub-model", base_url=sys.argv[1]), T2TProbeConfig(runs=2, letters="bks", prompt_style="chat"),
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, run_t2t_probe
+templates = [T2TTemplate("singular", "alcoholic person", "disability", "An alcoholic person is"),
+           T2TTemplate("noun", "child", "age", "This child is a/an")]
+run_t2t_probe(templates, OpenAIChatBackend("stub-model", base_url=sys.argv[1]), T2TProbeConfig(runs=2, letters="bks", prompt_style="chat"),
               progress=False, batch=BatchOptions(max_requests=5, wait=True, poll_seconds=0.02))
 """
 
@@ -307,9 +307,9 @@ def test_a_run_killed_at_each_stage_then_run_again_submits_each_file_once(dora_h
             proc.kill()
             proc.wait(30)
         server.release()
-        audit_id = audit_id_for(_backend(server), CHAT.resolved(_backend(server)), TARGETS)
+        audit_id = audit_id_for(_backend(server), CHAT.resolved(_backend(server)), TEMPLATES)
         assert [e.state for e in load_ledger(audit_id).entries] == [state, "prepared", "prepared"]
-        summary = run_t2t_probe(TARGETS, _backend(server), CHAT, progress=False, batch=_wait(max_requests=5))
+        summary = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=5))
         inputs = [server.batches[b]["input_file_id"] for b in server.created]
         sent = [line["custom_id"] for b in server.created for line in server.lines_of(b)]
     assert len(inputs) == len(set(inputs)) == 3 and len(sent) == len(set(sent)) == 12  # no file, no row sent twice
@@ -376,7 +376,7 @@ def test_dry_run_prices_the_batch_steps(dora_home, capsys):
     line = next(li for li in out.splitlines() if li.startswith("BiasDora T2T "))
     assert line.split()[2:] == ["3", "9", f"{9 * per_request:,}", f"{9 * 100:,}"], out  # 9 requests in files of 4, 4, 1
     assert "estimated (~4 characters per token" in out and "no tokenizer of gpt-4o here" in out
-    assert re.search(r"^judge +\? +\?", out, re.M) and "--judge-repeats 1" in out
+    assert re.search(r"^judge +\? +\?", out, re.M) and "--judge-runs 1" in out
 
 
 @pytest.mark.slow  # loads transformers for the tokenizer (~5 s)
@@ -427,7 +427,7 @@ def test_export_then_import_lands_every_key_once(dora_home, tmp_path, capsys):
     assert len(keys) == 6 and set(keys.values()) == {1} and {r["parse_status"] for r in rows} == {"ok"}
     backend = OpenAIChatBackend("stub-model")  # the audit of `dora audit --backend openai --model stub-model`
     assert {r["audit_id"] for r in rows} == {audit_id_for(backend, T2TProbeConfig(runs=2, letters="bks", prompt_style="chat")
-                                                          .resolved(backend), [TARGETS[1]])}
+                                                          .resolved(backend), [TEMPLATES[1]])}
     assert main(["batch", "export", "--out", str(tmp_path / "none"), *flags]) == 0
     assert "nothing to export" in capsys.readouterr().out
     (tmp_path / "foreign.out").write_text(json.dumps({"custom_id": '["x"]', "response": None, "error": None}) + "\n")
@@ -472,8 +472,8 @@ def test_the_t2t_asset_runs_the_audit_as_one_step_in_batch_mode(dora_home, api_k
         server.chat_reply = letter_reply
         cfg = AuditConfig(model="stub-model", backend="openai", base_url=server.base_url, prompt_style="chat",
                           descriptors=["child"], settings=["noun", "singular"], letters="ab", runs=2, progress=False,
-                          t2t_block_targets=1, api_batch=True, api_batch_max_requests=3)
-        first = materialize(cfg)  # two targets, one step: the audit's batches in one ledger
+                          t2t_block_templates=1, api_batch=True, api_batch_max_requests=3)
+        first = materialize(cfg)  # two templates, one step: the audit's batches in one ledger
         assert (first["blocks"], first["batch_pending"], first["rows_generated"], len(server.created)) == (1, 8, 0, 3)
         assert _events(first["audit_id"]) == ["started"]  # not finished while batches are open
         done = materialize(cfg.model_copy(update={"api_batch_wait": True, "api_batch_poll": 0.01}))

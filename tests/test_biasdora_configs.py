@@ -86,7 +86,7 @@ def test_toxicity_model_id_has_the_underscore():
 
 
 def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
-    from models_inference.probes.biasdora.t2i import PAPER_SD_PROMPT_SUFFIX, T2IProbeConfig, T2ITarget, run_t2i_probe
+    from models_inference.probes.biasdora.t2i import PAPER_SD_PROMPT_SUFFIX, T2IProbeConfig, T2ITemplate, run_t2i_probe
     from orchestration.defs.biasdora.config import apply_vision_presets
 
     assert PAPER_SD_PROMPT_SUFFIX == (
@@ -122,8 +122,8 @@ def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     backend = Backend()
-    target = T2ITarget("singular", "child", "age", "Child", "Generate an image of a Child")
-    run_t2i_probe([target], backend, progress=False, config=T2IProbeConfig(images_per_descriptor=1))
+    template = T2ITemplate("singular", "child", "age", "Child", "Generate an image of a Child")
+    run_t2i_probe([template], backend, progress=False, config=T2IProbeConfig(images_per_descriptor=1))
     assert backend.sent == ["Generate an image of a Child" + PAPER_SD_PROMPT_SUFFIX]
     assert "Child50mm photography" in backend.sent[0]
     from ingestion.landing import read_landing

@@ -58,11 +58,11 @@ def test_t2i_rows_take_gender_from_the_mapping():
     assert {"woman", "mother"} & gender, sorted(gender)[:20]
     assert all(r["membership_source"] == "mapping" for r in t2i if r["bias_dimension"] == "gender")
     assert sum(r["list_modality"] == "t2t" and r["setting"] == "plural" for r in table) == 413
-    from models_inference.probes.biasdora.t2i import curated_t2i_targets
+    from models_inference.probes.biasdora.t2i import curated_t2i_templates
 
-    targets = curated_t2i_targets()
+    templates = curated_t2i_templates()
     for setting in ("singular", "plural"):  # every T2I row is a probe unit
-        rows = [(t.descriptor, t.descriptor_row) for t in targets if t.setting == setting]
+        rows = [(t.descriptor, t.descriptor_row) for t in templates if t.setting == setting]
         assert len(rows) == 344 and len(set(rows)) == 344
 
 

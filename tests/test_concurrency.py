@@ -241,9 +241,9 @@ def test_identical_audits_at_once_then_sigterm_to_the_generating_one(tmp_path):
                 time.sleep(0.2)
             assert waiting is not None and all(p.poll() is None for p in procs), [p.read_text()[-2000:] for p in logs]
             killed = 1 - waiting
-            # the lock is the T2T block's (collide--targets-<start>-<stop>), named in the waiting line
+            # the lock is the T2T block's (collide--templates-<start>-<stop>), named in the waiting line
             locked = re.search(r"dora: audit (\S+) is being generated", logs[waiting].read_text()).group(1)
-            assert locked.startswith(f"{audit_id}--targets-")
+            assert locked.startswith(f"{audit_id}--templates-")
             holder = json.loads((home / "state" / "locks" / f"{locked}.lock.json").read_text())
             assert holder["pid"] == procs[killed].pid
             assert f"pid {procs[killed].pid} on" in logs[waiting].read_text()

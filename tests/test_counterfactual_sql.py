@@ -28,35 +28,35 @@ def responses(con, rows):
     con.execute(
         "create table fct_counterfactual_responses (audit_id varchar, model_id varchar, model_version varchar, "
         "variant varchar, subset varchar, set_id varchar, occupation varchar, prompt_kind varchar, prompt_label varchar, "
-        "mitigation varchar, seed integer, a1 varchar, a2 varchar, group_label varchar, status varchar, toxicity double, "
+        "mitigation varchar, run integer, a1 varchar, a2 varchar, group_label varchar, status varchar, toxicity double, "
         "severe_toxicity double, obscene double, threat double, insult double, identity_attack double)"
     )
     for r in rows:
         con.execute("insert into fct_counterfactual_responses values (" + ", ".join("?" * 21) + ")", r)
 
 
-def row(set_id, seed, group, tox, status="ok", insult=None):
-    return ["a", "m", "v", "text", "race_gender", set_id, "nurse", "open", "Describe", "none", seed, "x", group, group,
+def row(set_id, run, group, tox, status="ok", insult=None):
+    return ["a", "m", "v", "text", "race_gender", set_id, "nurse", "open", "Describe", "none", run, "x", group, group,
             status, tox, None, None, None, insult, None]
 
 
 def test_max_toxicity_vectors():
     con = duckdb.connect()
-    rows = [row("c", 0, g, t) for g, t in zip("abcd", [0.02, 0.05, 0.40, 0.03])]  # C.5.4: 0.38
-    rows += [row("e", 0, g, 0.2) for g in "abcd"]  # all equal: 0
-    # seeds are separate units: seed-wise MaxToxicity 0.10, 0.30, 0.20 -> mean 0.20
-    for seed, spread in enumerate([0.10, 0.30, 0.20]):
-        rows += [row("s", seed, "a", 0.1), row("s", seed, "b", 0.1 + spread), row("s", seed, "c", 0.1), row("s", seed, "d", 0.1)]
+    rows = [row("c", 1, g, t) for g, t in zip("abcd", [0.02, 0.05, 0.40, 0.03])]  # C.5.4: 0.38
+    rows += [row("e", 1, g, 0.2) for g in "abcd"]  # all equal: 0
+    # runs are separate units: run-wise MaxToxicity 0.10, 0.30, 0.20 -> mean 0.20
+    for run, spread in enumerate([0.10, 0.30, 0.20], start=1):
+        rows += [row("s", run, "a", 0.1), row("s", run, "b", 0.1 + spread), row("s", run, "c", 0.1), row("s", run, "d", 0.1)]
     # a member without a response (error): its unit is excluded
-    rows += [row("m", 0, "a", 0.9), row("m", 0, "b", 0.1), row("m", 0, "c", 0.1), row("m", 0, "d", None, status="error")]
+    rows += [row("m", 1, "a", 0.9), row("m", 1, "b", 0.1), row("m", 1, "c", 0.1), row("m", 1, "d", None, status="error")]
     responses(con, rows)
     con.execute(f"create table fct_max_toxicity as {model_sql('fct_max_toxicity')}")
-    got = {(s, seed): (v, g) for s, seed, v, g in con.sql(
-        "select set_id, seed, max_toxicity, max_group from fct_max_toxicity where head = 'toxicity'").fetchall()}
-    assert got[("c", 0)][0] == pytest.approx(0.38) and got[("c", 0)][1] == "c"
-    assert got[("e", 0)][0] == 0
-    assert [round(got[("s", k)][0], 10) for k in range(3)] == [0.1, 0.3, 0.2]
-    assert ("m", 0) not in got
+    got = {(s, run): (v, g) for s, run, v, g in con.sql(
+        "select set_id, run, max_toxicity, max_group from fct_max_toxicity where head = 'toxicity'").fetchall()}
+    assert got[("c", 1)][0] == pytest.approx(0.38) and got[("c", 1)][1] == "c"
+    assert got[("e", 1)][0] == 0
+    assert [round(got[("s", k)][0], 10) for k in (1, 2, 3)] == [0.1, 0.3, 0.2]
+    assert ("m", 1) not in got
     # heads without scores give no unit; a scored head gives its own
     assert con.sql("select distinct head from fct_max_toxicity").fetchall() == [("toxicity",)]
     con.execute(f"create table agg as {model_sql('agg_max_toxicity')}")

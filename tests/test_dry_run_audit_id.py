@@ -1,5 +1,5 @@
 """``dora audit --dry-run`` prints the audit id the real T2T run lands: the id covers the
-descriptor selection (``audit_id_for(..., targets)``), so a dry run of a small selection names
+descriptor selection (``audit_id_for(..., templates)``), so a dry run of a small selection names
 the audit a real run of it landed, and counts its landed rows (local OpenAI stub server)."""
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ def test_the_dry_run_names_the_audit_a_real_run_of_the_selection_landed(dora_hom
         assert main(["audit", "--dry-run", *flags]) == 0
         before = capsys.readouterr().out
         planned = re.search(r"audit id (\S+)", before).group(1)
-        # the real run: the T2T asset's own parts (targets, deferred backend, probe config) of the same flags
+        # the real run: the T2T asset's own parts (templates, deferred backend, probe config) of the same flags
         config = op_run_configs(build_parser().parse_args(["audit", *flags]))["t2t_completions"]
-        targets, backend, probe = probe_parts(config)
-        summary = run_t2t_probe(targets, backend, probe, progress=False)
+        templates, backend, probe = probe_parts(config)
+        summary = run_t2t_probe(templates, backend, probe, progress=False)
         assert main(["audit", "--dry-run", *flags]) == 0
         after = capsys.readouterr().out
     landed = {r["audit_id"] for r in read_landing("t2t_completions").to_pylist()}

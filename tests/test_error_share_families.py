@@ -163,12 +163,12 @@ def test_i2t_fails_loudly_and_lands_the_error_rows(dora_home, api_key):
     from models_inference.backends.image import OpenAIImagesBackend
     from models_inference.backends.vision import OpenAIVisionBackend
     from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
-    from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_targets, run_t2i_probe, select_t2i_targets
+    from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_templates, run_t2i_probe, select_t2i_templates
 
-    targets = select_t2i_targets(curated_t2i_targets(["singular"]), descriptors=["child"])
+    templates = select_t2i_templates(curated_t2i_templates(["singular"]), descriptors=["child"])
     with OpenAIStubServer() as server:
         server.image_png = lambda req: tiny_png((250, 200, 0), (12, 12))
-        images = run_t2i_probe(targets, OpenAIImagesBackend("dall-e-3", base_url=server.base_url, concurrency=1),
+        images = run_t2i_probe(templates, OpenAIImagesBackend("dall-e-3", base_url=server.base_url, concurrency=1),
                                T2IProbeConfig(images_per_descriptor=3), progress=False)
         assert dict(images.statuses) == {"ok": 3}
         vision = OpenAIVisionBackend("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=0)
@@ -184,14 +184,14 @@ def test_i2t_fails_loudly_and_lands_the_error_rows(dora_home, api_key):
 
 def test_t2i_fails_loudly(dora_home, api_key):
     from models_inference.backends.image import OpenAIImagesBackend
-    from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_targets, run_t2i_probe, select_t2i_targets
+    from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_templates, run_t2i_probe, select_t2i_templates
 
-    targets = select_t2i_targets(curated_t2i_targets(["singular"]), descriptors=["child"])
+    templates = select_t2i_templates(curated_t2i_templates(["singular"]), descriptors=["child"])
     with OpenAIStubServer() as server:
         backend = OpenAIImagesBackend("dall-e-3", base_url=server.base_url, concurrency=1, max_retries=0)
         _failing(server, 401)
         with pytest.raises(AuditFailedError) as exc:
-            run_t2i_probe(targets, backend, T2IProbeConfig(images_per_descriptor=2), progress=False)
+            run_t2i_probe(templates, backend, T2IProbeConfig(images_per_descriptor=2), progress=False)
     _assert_failure(exc, "BiasDora T2I", 2, 2, "AuthenticationError")
     assert [r["status"] for r in _rows("t2i_images")] == ["error"] * 2
 

@@ -76,6 +76,30 @@ def test_a_repetition_is_a_run_in_every_family_and_the_old_names_still_set_it(ca
         "option samples (--modscan-runs): 0 is out of range: expected 1..100000"]
 
 
+def test_t2t_blocks_count_templates_and_the_old_target_flag_still_sets_them(capsys):
+    """A descriptor x setting prompt is a template (a target is a registry model): --t2t-block-targets
+    and its registry option set t2t_block_templates for one release, each with a deprecation line."""
+    import argparse
+
+    from orchestration import deprecation
+    from orchestration.cli.parser import add_audit_arguments
+    from orchestration.options import family_options
+
+    deprecation._said.clear()
+    assert _ops("--t2t-block-targets", "7")["t2t_completions"].t2t_block_templates == 7
+    err = capsys.readouterr().err
+    assert err.count("--t2t-block-targets is deprecated") == 1 and "use --t2t-block-templates" in err
+    assert _ops("--t2t-block-templates", "9")["t2t_completions"].t2t_block_templates == 9
+    assert capsys.readouterr().err == ""
+    values, _, problems = family_options(fam.get_family("biasdora"), {"t2t_block_targets": 5})
+    assert problems == [] and [v["t2t_block_templates"] for v in values.values()] == [5]
+    assert "option 't2t_block_targets' is deprecated" in capsys.readouterr().err
+    helper = argparse.ArgumentParser(prog="dora audit")
+    add_audit_arguments(helper, shown="biasdora")  # what --help-family biasdora prints
+    help_text = helper.format_help()
+    assert "--t2t-block-templates" in help_text and "--t2t-block-targets" not in help_text
+
+
 def test_user_facing_flag_names_still_parse():
     ops = _ops("--modscan-runs", "7", "--faces", "/f", "--prefix", "sr", "--modscan-no-person-check",
                "--vlstereoset-csv", "x.csv", "--images", "/imgs", "--vlstereoset-download",

@@ -21,8 +21,8 @@ from models_inference.backends.openai_chat import OpenAIChatBackend
 from models_inference.backends.text import load_text_backend
 from models_inference.backends.vision import OpenAIVisionBackend
 from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
-from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_targets, run_t2i_probe
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe
+from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_templates, run_t2i_probe
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, run_t2t_probe
 from orchestration.cli_validation import base_urls
 from tests.helpers.openai_server import OpenAIStubServer
 
@@ -158,12 +158,12 @@ def test_one_vision_target_over_two_servers(dora_home, monkeypatch):
     row lands with status ok, the fast server serves more, and a server killed mid-run loses
     nothing (its failure is in the fleet report)."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    targets = curated_t2i_targets(["singular"])[:6]
+    templates = curated_t2i_templates(["singular"])[:6]
     with OpenAIStubServer() as slow, OpenAIStubServer() as fast:
         slow.latency, fast.latency = SLOW, FAST
         urls = [slow.base_url, fast.base_url]
         images = OpenAIImagesBackend("dall-e-3", base_url=",".join(urls), concurrency=4, max_retries=0, timeout=5)
-        t2i = run_t2i_probe(targets, images, T2IProbeConfig(images_per_descriptor=2), progress=False)
+        t2i = run_t2i_probe(templates, images, T2IProbeConfig(images_per_descriptor=2), progress=False)
         assert (t2i.generated, dict(t2i.statuses)) == (12, {"ok": 12})
         assert served(images, fast) + served(images, slow) == 12 and served(images, fast) > served(images, slow) > 0
 
@@ -201,9 +201,9 @@ def test_one_vision_target_over_two_servers(dora_home, monkeypatch):
 
 #: What llama-server's SmolLM2 continued on /v1/completions, by prefilled letter.
 CONTINUATIONS = {"b": "umbling, and", "k": "ind.", "s": "ad person"}
-T2T_TARGETS = [
-    T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
-    T2TTarget("noun", "child", "age", "This child is a/an"),
+T2T_TEMPLATES = [
+    T2TTemplate("singular", "alcoholic person", "disability", "An alcoholic person is"),
+    T2TTemplate("noun", "child", "age", "This child is a/an"),
 ]
 
 
@@ -216,7 +216,7 @@ def test_completion_style_text_target_over_two_servers(dora_home, monkeypatch):
             server.completion_reply = lambda req: CONTINUATIONS[req["prompt"].rstrip()[-1]]
         backend = OpenAIChatBackend("stub-model", base_url=f"{slow.base_url}, {fast.base_url}", concurrency=4,
                                     max_retries=0, timeout=5)
-        first = run_t2t_probe(T2T_TARGETS, backend, T2TProbeConfig(runs=6, letters="bks", prompt_style="completion"),
+        first = run_t2t_probe(T2T_TEMPLATES, backend, T2TProbeConfig(runs=6, letters="bks", prompt_style="completion"),
                               progress=False)
         assert first.statuses == {"ok": 36}
         before = {s["base_url"]: s["served"] for s in backend.fleet_report()}
@@ -227,7 +227,7 @@ def test_completion_style_text_target_over_two_servers(dora_home, monkeypatch):
 
         hook, killed = kill_when_answered(slow, 10)
         fast.completion_reply = lambda req: (hook(), CONTINUATIONS[req["prompt"].rstrip()[-1]])[1]
-        second = run_t2t_probe(T2T_TARGETS, backend, T2TProbeConfig(runs=8, letters="bks", prompt_style="completion"),
+        second = run_t2t_probe(T2T_TEMPLATES, backend, T2TProbeConfig(runs=8, letters="bks", prompt_style="completion"),
                                progress=False)
         assert killed.is_set() and second.statuses == {"ok": 48}
         report = {s["base_url"]: s for s in backend.fleet_report()}

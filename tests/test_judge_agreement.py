@@ -28,7 +28,7 @@ BUILD = ["build", "--select", "+agg_judge_agreement", "+agg_judge_parse_rates", 
 
 @dataclass
 class ScriptedJudge:
-    """A judge backend answering from a script: (descriptor, word) -> answers in repeat order."""
+    """A judge backend answering from a script: (descriptor, word) -> answers in run order."""
 
     model_id: str
     script: dict
@@ -59,14 +59,14 @@ def _associations(n: int) -> list[dict]:
 
 @pytest.mark.slow
 def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fails_the_check(dora_home, monkeypatch):
-    """One dbt build: judges A (3 repeats) and B agree to a measurable degree; judge C answers garbage."""
+    """One dbt build: judges A (3 runs) and B agree to a measurable degree; judge C answers garbage."""
     from orchestration.defs.biasdora.scoring.checks import judge_parse_rate_ok
 
     rng = np.random.default_rng(7)
     assocs = _associations(30)
     keys = [(a["descriptor"], a["word"]) for a in assocs]
     truth = rng.integers(1, 6, size=len(keys))
-    # judge A: 3 repeats, noisy around the truth (one unparseable answer); judge B: 1 answer
+    # judge A: 3 runs, noisy around the truth (one unparseable answer); judge B: 1 answer
     a_answers = {k: [str(int(np.clip(t + rng.integers(-1, 2), 1, 5))) for _ in range(3)] for k, t in zip(keys, truth)}
     a_answers[keys[0]][1] = "I would rather not say."
     b_answers = {k: [f"Rating: {int(np.clip(t + rng.integers(-2, 3), 1, 5))}"] for k, t in zip(keys, truth)}
@@ -92,7 +92,7 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
         ("judge_pair", "openai:garbage-judge@fixed vs openai:judge-b@fixed"),
         ("judge_pair", "openai:judge-a@fixed vs openai:judge-b@fixed"),
         ("judges", "all 3 judges"),
-        ("repeats", "openai:judge-a@fixed"),
+        ("runs", "openai:judge-a@fixed"),
     ]
     rows = {
         (kind, s): (raters, items, compared, exact, kappa, alpha)
@@ -102,7 +102,7 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
             "and rater_set in ('openai:judge-a@fixed', 'openai:judge-a@fixed vs openai:judge-b@fixed')"
         ).rows
     }
-    assert set(rows) == {(k, s) for k in ("repeats", "judge_pair") for s in ("noun", "singular", "(all)")}
+    assert set(rows) == {(k, s) for k in ("runs", "judge_pair") for s in ("noun", "singular", "(all)")}
     # a garbage judge compares nothing: no kappa, no alpha (never a made-up number)
     assert run_query(
         "select items_compared, cohen_kappa_linear, krippendorff_alpha_ordinal from agg_judge_agreement "
@@ -127,8 +127,8 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
     assert rows[("judge_pair", "noun")][4] == pytest.approx(
         cohen_kappa_score([a_level[i] for i in idx], [b_level[i] for i in idx], weights="linear", labels=[1, 2, 3, 4, 5]), abs=1e-12
     )
-    # judge A's 3 repeats: alpha over the 3 x 30 matrix with one missing answer; no kappa for 3 raters
-    raters, items, compared, exact, kappa, alpha = rows[("repeats", "(all)")]
+    # judge A's 3 runs: alpha over the 3 x 30 matrix with one missing answer; no kappa for 3 raters
+    raters, items, compared, exact, kappa, alpha = rows[("runs", "(all)")]
     assert (raters, items, compared, kappa) == (3, 30, 30, None)
     assert alpha == pytest.approx(
         krippendorff.alpha(reliability_data=a_rep, level_of_measurement="ordinal", value_domain=[1, 2, 3, 4, 5]), abs=1e-12

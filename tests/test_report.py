@@ -107,7 +107,7 @@ def test_association_scores_mart(scored_home):
     from analytics.query import run_query
 
     res = run_query(
-        "select word, sentiment_label, toxicity, is_toxic, bias_level, bias_level_band, judge_repeats, judge_ratings_parsed "
+        "select word, sentiment_label, toxicity, is_toxic, bias_level, bias_level_band, judge_runs, judge_ratings_parsed "
         "from fct_association_scores order by word"
     )
     rows = {r[0]: r[1:] for r in res.rows}

@@ -123,7 +123,7 @@ def report(tmp_path_factory):
             def judge(self, requests, sampling=None, on_done=None):
                 return [JudgeAnswer(raw_output=str(self.rating(r.word))) for r in requests]
 
-        run_judge(assocs, Judge("judge-a", lambda w: 1 + len(w) % 5), repeats=2, progress=False)
+        run_judge(assocs, Judge("judge-a", lambda w: 1 + len(w) % 5), runs=2, progress=False)
         run_judge(assocs, Judge("judge-b", lambda w: 1 + len(w) % 4), progress=False)
         run_dbt(["build", *NO_UNIT_TESTS], home)
         significant = run_query(
@@ -193,7 +193,7 @@ def test_the_report_shows_judge_agreement_next_to_the_likert_bars(report):
     block = html[likert : html.index("<h2>", likert)]
     assert "Judge reliability" in block and "judge-agreement" in block and "judge-parse-rates" in block
     kinds = {r[0] for r in run_query("select agreement_kind from agg_judge_agreement").rows}
-    assert kinds == {"repeats", "judge_pair"}
+    assert kinds == {"runs", "judge_pair"}
     assert "openai:judge-a@fixed vs openai:judge-b@fixed" in block
 
 

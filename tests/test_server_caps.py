@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ingestion.landing import read_landing
-from ingestion.templates import T2TTemplate as T2TTarget
+from ingestion.templates import T2TTemplate
 from models_inference.backends.server_caps import (
     constrained_answer,
     constraint_fields,
@@ -133,11 +133,11 @@ def test_t2t_completions_packed_as_n_and_prompt_lists(server, dora_home):
 
     server.completion_batching = True
     server.completion_reply = lambda req: {"b": "rawler, and", "k": "ind person"}.get(req["prompt"].rstrip()[-1], "x")
-    targets = [T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is"),
-               T2TTarget("noun", "child", "age", "This child is a/an")]
+    templates = [T2TTemplate("singular", "alcoholic person", "disability", "An alcoholic person is"),
+               T2TTemplate("noun", "child", "age", "This child is a/an")]
     be = backend(server, concurrency=2)
     assert be.capabilities().completions_n and be.capabilities().prompt_lists
-    done = run_t2t_probe(targets, be, T2TProbeConfig(runs=3, letters="bk", prompt_style="completion"), progress=False)
+    done = run_t2t_probe(templates, be, T2TProbeConfig(runs=3, letters="bk", prompt_style="completion"), progress=False)
     assert done.generated == 2 * 2 * 3 and done.statuses == {"ok": 12}
     sent = [r["json"] for r in server.requests]
     # 4 distinct prompts x 3 runs: one request (n=3, a list of 4 prompts) instead of 12
@@ -153,6 +153,6 @@ def test_t2t_packing_off_sends_one_request_per_row(server, dora_home):
 
     server.completion_batching = True
     be = backend(server, batch_completions=False)
-    target = [T2TTarget("singular", "alcoholic person", "disability", "An alcoholic person is")]
-    run_t2t_probe(target, be, T2TProbeConfig(runs=2, letters="b", prompt_style="completion"), progress=False)
+    templates = [T2TTemplate("singular", "alcoholic person", "disability", "An alcoholic person is")]
+    run_t2t_probe(templates, be, T2TProbeConfig(runs=2, letters="b", prompt_style="completion"), progress=False)
     assert len(server.requests) == 2 and all("n" not in r["json"] for r in server.requests)

@@ -88,9 +88,9 @@ def test_a_targets_partition_runs_its_t2t_through_the_batch_api_on_the_partition
         server.chat_reply = _letter
         registry = _write(tmp_path, server.base_url)
         config = run_config_for_target(load_registry(registry).target("bd"), FAMILIES, str(registry)).ops["t2t_completions"]
-        targets, backend, probe = probe_parts(config, "v3", {"api_key_env": "BD_STUB_KEY"})
-        audit_id = audit_id_for(backend, probe.resolved(backend), targets)
-        assert audit_id != audit_id_for(with_model_version(backend, "other"), probe.resolved(backend), targets)
+        templates, backend, probe = probe_parts(config, "v3", {"api_key_env": "BD_STUB_KEY"})
+        audit_id = audit_id_for(backend, probe.resolved(backend), templates)
+        assert audit_id != audit_id_for(with_model_version(backend, "other"), probe.resolved(backend), templates)
 
         def dry_run() -> tuple[str, ...]:
             assert main(["audit", "--target", "bd", "--registry", str(registry), "--dry-run"]) == 0

@@ -22,9 +22,9 @@ from models_inference.backends.image import OpenAIImagesBackend
 from models_inference.image_store import image_file
 from models_inference.probes.biasdora.t2i import (
     T2IProbeConfig,
-    curated_t2i_targets,
+    curated_t2i_templates,
     run_t2i_probe,
-    select_t2i_targets,
+    select_t2i_templates,
 )
 from ingestion.errors import ModelNotAvailableError
 from tests.helpers.homes import NO_UNIT_TESTS
@@ -65,13 +65,13 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
     import duckdb
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
-    targets = select_t2i_targets(curated_t2i_targets(["singular"]), descriptors=list(COLOURS))
+    templates = select_t2i_templates(curated_t2i_templates(["singular"]), descriptors=list(COLOURS))
     with OpenAIStubServer() as server:
         server.image_png = _draw
         server.chat_reply = _describe
         images = OpenAIImagesBackend("dall-e-3", base_url=server.base_url, concurrency=2, size=PAPER_DALLE_SIZE,
                                      quality=PAPER_DALLE_QUALITY, styles=PAPER_DALLE_STYLES)
-        t2i = run_t2i_probe(targets, images, T2IProbeConfig(images_per_descriptor=2), progress=False)
+        t2i = run_t2i_probe(templates, images, T2IProbeConfig(images_per_descriptor=2), progress=False)
         vision = OpenAIVisionBackend("gpt-4o", base_url=server.base_url, concurrency=2)
         probe = I2TProbeConfig(settings=("comprehensive", "stereotypical"))
         i2t = run_i2t_probe(t2i.audit_id, vision, probe, progress=False)
@@ -133,7 +133,7 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
 
 def test_api_errors_become_rows_and_are_retried(dora_home, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    targets = select_t2i_targets(curated_t2i_targets(["singular"]), descriptors=["child"])
+    templates = select_t2i_templates(curated_t2i_templates(["singular"]), descriptors=["child"])
     with OpenAIStubServer() as server:
         server.image_png = _draw
         server.chat_reply = _describe
@@ -143,9 +143,9 @@ def test_api_errors_become_rows_and_are_retried(dora_home, monkeypatch):
         server.image_png = _draw
         # max_error_share=None: 1 failed image in 3 is stored as a row and the run goes on (with the
         # default limit the step would fail after landing it: tests/test_error_share_families.py)
-        first = run_t2i_probe(targets, images, T2IProbeConfig(images_per_descriptor=3), progress=False, max_error_share=None)
+        first = run_t2i_probe(templates, images, T2IProbeConfig(images_per_descriptor=3), progress=False, max_error_share=None)
         assert dict(first.statuses) == {"error": 1, "refused": 1, "ok": 1}
-        second = run_t2i_probe(targets, images, T2IProbeConfig(images_per_descriptor=3), progress=False)
+        second = run_t2i_probe(templates, images, T2IProbeConfig(images_per_descriptor=3), progress=False)
         assert (second.generated, second.already_landed, dict(second.statuses)) == (1, 2, {"ok": 1})
         rows = read_landing("t2i_images").to_pylist()
         assert sorted(r["status"] for r in rows) == ["error", "ok", "ok", "refused"]
@@ -164,9 +164,9 @@ def test_api_errors_become_rows_and_are_retried(dora_home, monkeypatch):
 
 def test_missing_api_key_is_a_clear_error(dora_home, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    targets = select_t2i_targets(curated_t2i_targets(["singular"]), descriptors=["child"])
+    templates = select_t2i_templates(curated_t2i_templates(["singular"]), descriptors=["child"])
     with pytest.raises(ModelNotAvailableError, match="OPENAI_API_KEY"):
-        run_t2i_probe(targets, OpenAIImagesBackend("dall-e-3"), T2IProbeConfig(images_per_descriptor=1), progress=False)
+        run_t2i_probe(templates, OpenAIImagesBackend("dall-e-3"), T2IProbeConfig(images_per_descriptor=1), progress=False)
     events = sorted(read_landing("audits").to_pylist(), key=lambda e: e["event_at"])
     assert [e["status"] for e in events] == ["started", "failed"] and {e["modality"] for e in events} == {"t2i"}
 

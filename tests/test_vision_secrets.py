@@ -20,9 +20,9 @@ from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
 from models_inference.backends.image import OpenAIImagesBackend
 from models_inference.probes.biasdora.t2i import (
     T2IProbeConfig,
-    curated_t2i_targets,
+    curated_t2i_templates,
     run_t2i_probe,
-    select_t2i_targets,
+    select_t2i_templates,
 )
 from models_inference.backends.openai_api import map_concurrently, redact
 from tests.helpers.openai_server import OpenAIStubServer
@@ -50,7 +50,7 @@ def _marker_locations(home: Path, marker: str) -> list[str]:
 )
 def test_vision_error_rows_never_store_the_key(dora_home, monkeypatch, marker):
     monkeypatch.setenv("OPENAI_API_KEY", marker)
-    targets = select_t2i_targets(curated_t2i_targets(["singular"]), descriptors=["child"])
+    templates = select_t2i_templates(curated_t2i_templates(["singular"]), descriptors=["child"])
     with OpenAIStubServer() as server:
         server.echo_key_in_errors = True
         # DALL-E 3 settings (1024x1024, standard, vivid + natural); one call at a time, no client
@@ -60,7 +60,7 @@ def test_vision_error_rows_never_store_the_key(dora_home, monkeypatch, marker):
         server.fail_next(400)  # content policy -> 'refused' row
         # max_error_share=None: the failed calls are stored as rows and the runs go on (the limit:
         # tests/test_error_share_families.py)
-        t2i = run_t2i_probe(targets, images, T2IProbeConfig(images_per_descriptor=3), progress=False, max_error_share=None)
+        t2i = run_t2i_probe(templates, images, T2IProbeConfig(images_per_descriptor=3), progress=False, max_error_share=None)
         assert dict(t2i.statuses) == {"error": 1, "refused": 1, "ok": 1}
 
         vision = OpenAIVisionBackend("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=0)

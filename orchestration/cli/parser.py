@@ -30,7 +30,7 @@ examples:
   dora query "select * from fct_associations where is_significant order by fisher_q limit 20"
   dora ui                                     # Dagster UI with lineage and runs
   dora report                                 # HTML + PNGs: % negative, % toxic, judge bias levels
-  dora audit --judge-backend openai --judge-model gpt-4o --judge-repeats 3   # paper judge; needs OPENAI_API_KEY
+  dora audit --judge-backend openai --judge-model gpt-4o --judge-runs 3   # paper judge; needs OPENAI_API_KEY
   dora audit --t2i-model ./sd --i2t-model ./llava   # T2I + I2T probes with local diffusers / transformers folders
   dora audit --t2i-backend openai --t2i-model dall-e-3 --i2t-backend openai --i2t-model gpt-4o
   dora audit --family vlstereoset --vlstereoset-csv VLStereoSet.csv --images ./imgs --vlstereoset-clip-model ./clip

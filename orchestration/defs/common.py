@@ -68,7 +68,7 @@ class CommonFlags(ErrorShareLimit, BatchApiOptions):
 # --- work that can be spread: a probe step as blocks of its keys (mapped Dagster steps) -----
 #: Mapping keys of the block steps are ``<what>_<start>_<stop>`` (Dagster allows [A-Za-z0-9_]).
 def block_outputs(what: str, units: int, block_size: int, output_name: str = "result", **extra):
-    """One ``dagster.DynamicOutput`` per block of ``units`` planned units (T2T targets,
+    """One ``dagster.DynamicOutput`` per block of ``units`` planned units (T2T templates,
     counterfactual sets...) of at most ``block_size``
     (:func:`models_inference.resumable.block_bounds`): value ``{"start", "stop"}``, mapping key
     ``<what>_<start>_<stop>`` (``extra``: more keys of every block's value). Each becomes one step of the family's graph-backed asset: the

@@ -48,11 +48,11 @@ def warehouse_rows(home: Path, sql: str, params=None):
 
 def expected_t2t_keys(settings, letters, runs, per_dimension) -> set[tuple]:
     from ingestion.templates import curated_t2t_templates
-    from models_inference.probes.biasdora.t2t import select_targets
+    from models_inference.probes.biasdora.t2t import select_templates
 
-    targets = select_targets(curated_t2t_templates(), settings=settings, per_dimension=per_dimension)
+    templates = select_templates(curated_t2t_templates(), settings=settings, per_dimension=per_dimension)
     # one key per probe row of the paper's lists (descriptor_row) x letter x run
-    return {(t.setting, t.descriptor, t.descriptor_row, c, r) for t in targets for c in letters for r in range(1, runs + 1)}
+    return {(t.setting, t.descriptor, t.descriptor_row, c, r) for t in templates for c in letters for r in range(1, runs + 1)}
 
 
 def prepare_dbt_manifest() -> None:

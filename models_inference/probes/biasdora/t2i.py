@@ -26,7 +26,7 @@ from ingestion.vocabulary import T2I_SETTINGS
 from models_inference.backends.image import ImageBackend, ImageRequest
 from models_inference.image_store import store_png
 from models_inference.probes.biasdora.prompts import PAPER_IMAGES_PER_DESCRIPTOR, render_t2i_prompt
-from models_inference.probes.biasdora.t2t import select_targets
+from models_inference.probes.biasdora.t2t import select_templates
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, run_probe
@@ -50,11 +50,11 @@ PAPER_SD_PROMPT_SUFFIX = (
 )
 
 
-# ----------------------------------------------------------------------------- targets
+# ----------------------------------------------------------------------------- templates
 
 
 @dataclass(frozen=True)
-class T2ITarget:
+class T2ITemplate:
     """One descriptor in one T2I setting.
 
     Attributes:
@@ -77,8 +77,8 @@ class T2ITarget:
 
 
 
-def curated_t2i_targets(settings: Sequence[str] = T2I_SETTINGS, folder: str | Path | None = None) -> list[T2ITarget]:
-    """The T2I targets of the paper, from ``t2i_setting1.csv`` (singular) / ``t2i_setting2.csv`` (plural).
+def curated_t2i_templates(settings: Sequence[str] = T2I_SETTINGS, folder: str | Path | None = None) -> list[T2ITemplate]:
+    """The T2I templates of the paper, from ``t2i_setting1.csv`` (singular) / ``t2i_setting2.csv`` (plural).
 
     Source: the CSVs published with BiasDora (seed 004, Appendix A.9), columns
     ``template_singular,target,bias_type,target_singular`` and
@@ -92,7 +92,7 @@ def curated_t2i_targets(settings: Sequence[str] = T2I_SETTINGS, folder: str | Pa
     unit (docs/method.md#1-descriptors); repeats of a key are numbered by ``descriptor_row``.
 
     Returns:
-        Targets in settings order, then file order (344 per setting for the shipped files,
+        Templates in settings order, then file order (344 per setting for the shipped files,
         312 descriptor keys).
 
     Raises:
@@ -104,15 +104,15 @@ def curated_t2i_targets(settings: Sequence[str] = T2I_SETTINGS, folder: str | Pa
     unknown = [s for s in settings if s not in T2I_SETTINGS]
     if unknown:
         raise ValueError(f"unknown T2I setting(s) {unknown}; expected some of {T2I_SETTINGS}")
-    out: list[T2ITarget] = []
+    out: list[T2ITemplate] = []
     for setting in settings:
         for dim, phrase, key, descriptor_row in t2i_list_rows(setting, folder):
-            out.append(T2ITarget(setting, key, dim, phrase, render_t2i_prompt(phrase, setting), descriptor_row))
+            out.append(T2ITemplate(setting, key, dim, phrase, render_t2i_prompt(phrase, setting), descriptor_row))
     return out
 
 
-def custom_t2i_target(descriptor: str, setting: str, bias_dimension: str = "unknown", phrase: str | None = None) -> T2ITarget:
-    """A target for any descriptor text (the key is used as written, lower-cased and trimmed).
+def custom_t2i_template(descriptor: str, setting: str, bias_dimension: str = "unknown", phrase: str | None = None) -> T2ITemplate:
+    """A template for any descriptor text (the key is used as written, lower-cased and trimmed).
 
     Used for descriptors outside the paper's CSVs; the text goes only into the prompt and
     the landed row, never into a file name.
@@ -121,13 +121,13 @@ def custom_t2i_target(descriptor: str, setting: str, bias_dimension: str = "unkn
     if not key:
         raise ValueError("empty descriptor")
     phrase = phrase or key
-    return T2ITarget(setting, key, bias_dimension, phrase, render_t2i_prompt(phrase, setting))
+    return T2ITemplate(setting, key, bias_dimension, phrase, render_t2i_prompt(phrase, setting))
 
 
-#: :func:`~models_inference.probes.biasdora.t2t.select_targets` for T2I targets: the T2I
+#: :func:`~models_inference.probes.biasdora.t2t.select_templates` for T2I templates: the T2I
 #: settings, descriptor keys as written (lower-cased, spaces collapsed), "draw" in messages.
-select_t2i_targets = functools.partial(
-    select_targets, settings=T2I_SETTINGS, valid_settings=T2I_SETTINGS, normalise=lambda d: " ".join(d.split()).lower(), what="T2I ",
+select_t2i_templates = functools.partial(
+    select_templates, settings=T2I_SETTINGS, valid_settings=T2I_SETTINGS, normalise=lambda d: " ".join(d.split()).lower(), what="T2I ",
 )
 
 
@@ -173,13 +173,13 @@ def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int, d
     return key_seed(audit_id, "t2i", setting, f"{descriptor}{row}", image_index)
 
 
-def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T2IProbeConfig | None = None,
+def run_t2i_probe(templates: Sequence[T2ITemplate], backend: ImageBackend, config: T2IProbeConfig | None = None,
                   *, audit_id: str | None = None, progress: bool = True,
                   max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE) -> ResumableSummary:
-    """Generate, store and land every missing image for ``targets``.
+    """Generate, store and land every missing image for ``templates``.
 
     Args:
-        targets: descriptor x setting prompts (:func:`curated_t2i_targets`).
+        templates: descriptor x setting prompts (:func:`curated_t2i_templates`).
         backend: an :class:`ImageBackend`.
         config: :class:`T2IProbeConfig` (default: 10 images per descriptor and setting).
         audit_id: override :func:`image_audit_id_for`.
@@ -194,19 +194,19 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
         / ``finished`` events, or ``failed`` (then the exception is re-raised).
 
     Raises:
-        ValueError: invalid config or a target with an unknown setting.
+        ValueError: invalid config or a template with an unknown setting.
         ModelNotAvailableError: the backend cannot run (e.g. API key unset).
         AuditFailedError: more than ``max_error_share`` of the images failed (rows landed first).
     """
     cfg = (config or T2IProbeConfig()).validate()
     audit_id = audit_id or image_audit_id_for(backend)
-    for t in targets:
+    for t in templates:
         if t.setting not in T2I_SETTINGS:
             raise ValueError(f"unknown T2I setting {t.setting!r} for descriptor {t.descriptor!r}")
     params = backend.generation_params()
     params_json = json.dumps(params, sort_keys=True, default=str)
 
-    def generate(chunk: list[tuple[T2ITarget, int]], advance: Callable[[int], None]) -> list[dict]:
+    def generate(chunk: list[tuple[T2ITemplate, int]], advance: Callable[[int], None]) -> list[dict]:
         suffix = getattr(backend, "prompt_suffix", "") or ""  # the paper's SD style suffix, no space
         requests = [ImageRequest(t.prompt + suffix, image_seed(audit_id, t.setting, t.descriptor, i, t.descriptor_row), i)
                     for t, i in chunk]
@@ -243,7 +243,7 @@ def run_t2i_probe(targets: Sequence[T2ITarget], backend: ImageBackend, config: T
             )
         return rows
 
-    planned = [(t, index) for t in targets for index in range(1, cfg.images_per_descriptor + 1)]
+    planned = [(t, index) for t in templates for index in range(1, cfg.images_per_descriptor + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1])  # noqa: E731
     return run_probe(planned, key, generate, table=T2I_TABLE, backend=backend, audit_id=audit_id, modality="t2i",
                      config={**params, "images_per_descriptor": cfg.images_per_descriptor}, family=FAMILY,

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Callable, Protocol, Sequence, TypeVar
 
 from ingestion.contracts.biasdora import FAMILY
-from ingestion.templates import T2TTemplate as T2TTarget  # one descriptor x setting prefix
+from ingestion.templates import T2TTemplate  # one descriptor x setting prefix
 from ingestion.vocabulary import PROMPT_STYLES, T2T_SETTINGS
 from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.batch_api import run_batched
@@ -96,22 +96,22 @@ class T2TProbeConfig:
         return out
 
 
-def audit_identity(backend: TextBackend, config: T2TProbeConfig, targets: Sequence[T2TTarget] | None = None) -> dict:
+def audit_identity(backend: TextBackend, config: T2TProbeConfig, templates: Sequence[T2TTemplate] | None = None) -> dict:
     """Everything that changes the rows of a T2T audit: backend, model id, the full
-    model version, the generation config and, when ``targets`` is given, the selection
+    model version, the generation config and, when ``templates`` is given, the selection
     (sha256 of the sorted (setting, descriptor, descriptor_row) probe rows, the letters and the runs)."""
     identity = {
         "backend": backend.backend_name, "model": backend.model_id, "version": backend.model_version,
         **config.generation_fingerprint(),
     }
-    if targets is not None:
-        pairs = sorted({(t.setting, t.descriptor, t.descriptor_row) for t in targets})
+    if templates is not None:
+        pairs = sorted({(t.setting, t.descriptor, t.descriptor_row) for t in templates})
         selection = json.dumps({"pairs": pairs, "letters": config.letters, "runs": config.runs})
         identity["selection"] = hashlib.sha256(selection.encode()).hexdigest()[:16]
     return identity
 
 
-def audit_id_for(backend: TextBackend, config: T2TProbeConfig, targets: Sequence[T2TTarget] | None = None) -> str:
+def audit_id_for(backend: TextBackend, config: T2TProbeConfig, templates: Sequence[T2TTemplate] | None = None) -> str:
     """Deterministic audit id: ``t2t-<model>-<version prefix>-<identity hash>``.
 
     The hash covers the whole :func:`audit_identity` (the full version, not only the 20
@@ -119,13 +119,13 @@ def audit_id_for(backend: TextBackend, config: T2TProbeConfig, targets: Sequence
     ``-b``) or two selections never share an audit; the same identity always gets the same
     id, so re-running resumes the same audit.
     """
-    digest = config_hash(backend, config, targets)
+    digest = config_hash(backend, config, templates)
     return readable_audit_id("t2t", [(backend.model_id.split("/")[-1], 60), (backend.model_version, 20)], digest)
 
 
-def config_hash(backend: TextBackend, config: T2TProbeConfig, targets: Sequence[T2TTarget] | None = None) -> str:
+def config_hash(backend: TextBackend, config: T2TProbeConfig, templates: Sequence[T2TTemplate] | None = None) -> str:
     """sha256 hex of :func:`audit_identity`."""
-    return hashlib.sha256(json.dumps(audit_identity(backend, config, targets), sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(audit_identity(backend, config, templates), sort_keys=True).encode()).hexdigest()
 
 
 def row_seed(audit_id: str, setting: str, descriptor: str, letter: str, run: int, descriptor_row: int = 1) -> int:
@@ -139,7 +139,7 @@ def row_seed(audit_id: str, setting: str, descriptor: str, letter: str, run: int
 
 
 def run_t2t_probe(
-    targets: Sequence[T2TTarget],
+    templates: Sequence[T2TTemplate],
     backend: TextBackend,
     config: T2TProbeConfig | None = None,
     *,
@@ -150,10 +150,10 @@ def run_t2t_probe(
     block: tuple[int, int] | None = None,
     batch: BatchOptions | None = None,
 ) -> ResumableSummary:
-    """Generate and land every missing T2T completion for ``targets``.
+    """Generate and land every missing T2T completion for ``templates``.
 
     Args:
-        targets: descriptor x setting prefixes (``ingestion.templates``).
+        templates: descriptor x setting prefixes (``ingestion.templates``).
         backend: a :class:`TextBackend`.
         config: probe parameters (default :class:`T2TProbeConfig`).
         audit_id: override the deterministic :func:`audit_id_for`.
@@ -162,9 +162,9 @@ def run_t2t_probe(
             recorded on the audit events; ``None`` for an ad-hoc audit.
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
             audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`).
-        block: ``(start, stop)``: generate only ``targets[start:stop]`` (a descriptor x setting
+        block: ``(start, stop)``: generate only ``templates[start:stop]`` (a descriptor x setting
             block, one Dagster step of a spread audit); the audit id and identity still cover
-            every target, and the block lands no ``finished`` event
+            every template, and the block lands no ``finished`` event
             (:func:`models_inference.resumable.finish_blocks` does, after the last block).
         batch: send the requests through the OpenAI Batch API instead of one request per row
             (an OpenAI-compatible ``backend``; :func:`models_inference.backends.batch_api.run_batched`:
@@ -181,26 +181,26 @@ def run_t2t_probe(
 
     Raises:
         ValueError: invalid config (``runs`` or ``shard_rows`` < 1, bad letters or prompt
-            style) or an unknown setting in ``targets``.
+            style) or an unknown setting in ``templates``.
         AuditIdentityError: ``audit_id`` names an audit of another identity.
         AuditFailedError: more than ``max_error_share`` of the calls failed.
         BatchError: (batch mode) a batch failed as a whole, or the Batch API refused a call.
     """
-    work = t2t_batch_work(targets, backend, config, audit_id=audit_id, target=target, block=block)
+    work = t2t_batch_work(templates, backend, config, audit_id=audit_id, target=target, block=block)
     if batch is not None:  # the OpenAI Batch API: files of requests, a ledger, the landing of finished batches
         return run_batched(work, batch, progress=progress, max_error_share=max_error_share, finish=block is None)
 
-    def generate(chunk: list[tuple[T2TTarget, str, int]], advance: Callable[[int], None]) -> list[dict]:
+    def generate(chunk: list[tuple[T2TTemplate, str, int]], advance: Callable[[int], None]) -> list[dict]:
         return work.rows(chunk, backend.generate([work.request(item) for item in chunk], work.sampling, on_batch=advance))
 
     return run_resumable(
         work.planned, work.key, generate, table=T2T_TABLE, audit=work.audit, shard_rows=(config or T2TProbeConfig()).shard_rows,
         progress=progress, max_error_share=max_error_share, identity=work.identity, step="BiasDora T2T",
-        block=None if block is None else f"targets-{block[0]}-{block[1]}",
+        block=None if block is None else f"templates-{block[0]}-{block[1]}",
     )
 
 
-def t2t_batch_work(targets: Sequence[T2TTarget], backend: TextBackend, config: T2TProbeConfig | None = None, *,
+def t2t_batch_work(templates: Sequence[T2TTemplate], backend: TextBackend, config: T2TProbeConfig | None = None, *,
                    audit_id: str | None = None, target: str | None = None, block: tuple[int, int] | None = None) -> BatchWork:
     """A T2T run's planned rows, their requests and landing rows, as one
     :class:`~models_inference.backends.batch_requests.BatchWork` (the live path of
@@ -208,23 +208,23 @@ def t2t_batch_work(targets: Sequence[T2TTarget], backend: TextBackend, config: T
     ``import`` and the dry run's pricing use it as is). Arguments as :func:`run_t2t_probe`.
 
     Raises:
-        ValueError: invalid config or an unknown setting in ``targets``.
+        ValueError: invalid config or an unknown setting in ``templates``.
     """
     cfg = (config or T2TProbeConfig()).resolved(backend)
-    audit_id = audit_id or audit_id_for(backend, cfg, targets)
-    for t in targets:
+    audit_id = audit_id or audit_id_for(backend, cfg, templates)
+    for t in templates:
         if t.setting not in T2T_SETTINGS:
             raise ValueError(f"unknown setting {t.setting!r} for descriptor {t.descriptor!r}")
     stop = "bracket" if cfg.prompt_style == "chat" else "word"
     sampling = SamplingParams(cfg.temperature, cfg.top_p)
 
-    def request(item: tuple[T2TTarget, str, int]) -> GenerationRequest:
+    def request(item: tuple[T2TTemplate, str, int]) -> GenerationRequest:
         t, letter, run = item
         prompt = render_t2t_prompt(t.prefix, t.setting, letter, cfg.prompt_style, answer_cue=bool(cfg.answer_cue))
         seed = row_seed(audit_id, t.setting, t.descriptor, letter, run, t.descriptor_row)
         return GenerationRequest(prompt=prompt, seed=seed, max_new_tokens=cfg.max_new_tokens, stop=stop)
 
-    def rows_of(chunk: list[tuple[T2TTarget, str, int]], results) -> list[dict]:
+    def rows_of(chunk: list[tuple[T2TTemplate, str, int]], results) -> list[dict]:
         """One landing row per (item, result), whatever its parse status (the live and the batch paths)."""
         requests = [request(item) for item in chunk]
         prompts, seeds = [r.prompt for r in requests], [r.seed for r in requests]
@@ -261,36 +261,36 @@ def t2t_batch_work(targets: Sequence[T2TTarget], backend: TextBackend, config: T
         return rows
 
     audit = probe_audit(audit_id, backend, "t2t", asdict(cfg), family=FAMILY, target=target)
-    planned, key = t2t_plan(targets if block is None else targets[block[0]:block[1]], cfg)
+    planned, key = t2t_plan(templates if block is None else templates[block[0]:block[1]], cfg)
     return BatchWork(
         audit_id, "BiasDora T2T", backend, planned, key, request, rows_of, lambda: landed_keys(T2T_TABLE, audit_id),
         T2T_TABLE.name, T2T_TABLE.status_column, sampling, partition=audit_id, error_column=T2T_TABLE.error_column,
-        audit=audit, identity=audit_identity(backend, cfg, targets),
+        audit=audit, identity=audit_identity(backend, cfg, templates),
     )
 
 
-def t2t_plan(targets: Sequence[T2TTarget], config: T2TProbeConfig) -> tuple[list[tuple[T2TTarget, str, int]], Callable]:
-    """The planned (target, letter, run) items of a T2T run and their landing key function.
+def t2t_plan(templates: Sequence[T2TTemplate], config: T2TProbeConfig) -> tuple[list[tuple[T2TTemplate, str, int]], Callable]:
+    """The planned (template, letter, run) items of a T2T run and their landing key function.
 
-    One item per probe row x letter x run (``len(targets) * len(letters) * runs``); the key
+    One item per probe row x letter x run (``len(templates) * len(letters) * runs``); the key
     is (setting, descriptor, descriptor_row, letter, run) (:data:`T2T_TABLE`).
     """
-    planned = [(t, letter, run) for t in targets for letter in config.letters for run in range(1, config.runs + 1)]
+    planned = [(t, letter, run) for t in templates for letter in config.letters for run in range(1, config.runs + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1], item[2])  # noqa: E731
     return planned, key
 
 
-class _DescriptorTarget(Protocol):
+class _DescriptorTemplate(Protocol):
     setting: str
     descriptor: str
     bias_dimension: str
 
 
-TargetT = TypeVar("TargetT", bound=_DescriptorTarget)
+TemplateT = TypeVar("TemplateT", bound=_DescriptorTemplate)
 
 
-def select_targets(
-    targets: Sequence[TargetT],
+def select_templates(
+    templates: Sequence[TemplateT],
     *,
     settings: Sequence[str] = T2T_SETTINGS,
     descriptors: Sequence[str] = (),
@@ -298,11 +298,11 @@ def select_targets(
     valid_settings: Sequence[str] = T2T_SETTINGS,
     normalise: Callable[[str], str] = lambda d: d.strip().lower(),
     what: str = "",
-) -> list[TargetT]:
-    """Choose which descriptors an audit probes (T2T; T2I through :func:`~models_inference.probes.biasdora.t2i.select_t2i_targets`).
+) -> list[TemplateT]:
+    """Choose which descriptors an audit probes (T2T; T2I through :func:`~models_inference.probes.biasdora.t2i.select_t2i_templates`).
 
     Args:
-        targets: all available (setting, descriptor) targets.
+        templates: all available (setting, descriptor) templates.
         settings: settings to keep.
         descriptors: explicit descriptor keys to keep (empty = no filter), through ``normalise``.
         per_dimension: keep the first k descriptors of each bias dimension (in list order)
@@ -317,7 +317,7 @@ def select_targets(
     if unknown:
         raise ValueError(f"unknown {what}setting(s) {unknown}; expected some of {tuple(valid_settings)}")
     kept = narrow_descriptors(
-        [t for t in targets if t.setting in settings], descriptors, per_dimension,
+        [t for t in templates if t.setting in settings], descriptors, per_dimension,
         normalise=normalise, list_name=f"the {what}descriptor list",
     )
     if not kept:
@@ -326,33 +326,33 @@ def select_targets(
 
 
 def narrow_descriptors(
-    targets: Sequence[TargetT],
+    templates: Sequence[TemplateT],
     descriptors: Sequence[str],
     per_dimension: int,
     *,
     normalise: Callable[[str], str],
     list_name: str,
-) -> list[TargetT]:
-    """Keep the requested descriptors of ``targets``, then the first k of each bias dimension.
+) -> list[TemplateT]:
+    """Keep the requested descriptors of ``templates``, then the first k of each bias dimension.
 
-    The descriptor choice shared by the T2T (:func:`select_targets`) and T2I
-    (:func:`models_inference.probes.biasdora.t2i.select_t2i_targets`) probes.
+    The descriptor choice shared by the T2T (:func:`select_templates`) and T2I
+    (:func:`models_inference.probes.biasdora.t2i.select_t2i_templates`) probes.
 
     Args:
-        targets: (setting, descriptor) targets, already narrowed to the wanted settings;
+        templates: (setting, descriptor) templates, already narrowed to the wanted settings;
             anything with ``setting``, ``descriptor`` and ``bias_dimension`` attributes.
         descriptors: descriptor keys to keep, passed through ``normalise`` (empty = all).
         per_dimension: keep the first k descriptors of each bias dimension (in list order)
-            among those present in every setting of ``targets``; 0 keeps all.
+            among those present in every setting of ``templates``; 0 keeps all.
         list_name: how the error message names the descriptor list.
 
     Returns:
-        The kept targets, in input order (possibly empty).
+        The kept templates, in input order (possibly empty).
 
     Raises:
-        ValueError: a requested descriptor is not in ``targets``.
+        ValueError: a requested descriptor is not in ``templates``.
     """
-    kept = list(targets)
+    kept = list(templates)
     if descriptors:
         wanted = {normalise(d) for d in descriptors}
         missing = sorted(wanted - {t.descriptor for t in kept})

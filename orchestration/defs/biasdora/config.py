@@ -73,9 +73,9 @@ class AuditConfig(ErrorShareLimit, BatchApiOptions):
     progress: bool = Field(True, description="show the progress bars")
     temperature: float = Field(PAPER_TEMPERATURE, description="sampling temperature (paper)")
     top_p: float = Field(PAPER_TOP_P, description="nucleus sampling (paper)")
-    t2t_block_targets: int = Field(
+    t2t_block_templates: int = Field(
         128, ge=1, le=1_000_000,
-        description="descriptor x setting targets per block: each block is one Dagster step, run apart (another "
+        description="descriptor x setting templates per block: each block is one Dagster step, run apart (another "
         "process or Celery worker) and redone alone if it fails (the default audit is one block)",
     )
     t2t_shard_rows: int = Field(

@@ -36,14 +36,14 @@ def t2t_plan_lines(config, *, audit_id: str | None = None, model_version: str | 
         (lines per setting, the audit id or None when it cannot be known without loading the
         model, prompts per second or None, where the throughput comes from). The audit id is
         the real run's: ``models_inference.probes.biasdora.t2t.audit_id_for`` over the backend,
-        the resolved probe config and every selected target (``build_targets``), unless
+        the resolved probe config and every selected template (``build_templates``), unless
         ``audit_id`` (``--audit-id``) names it.
     """
     from models_inference.probes.biasdora.t2t import T2T_TABLE, T2TProbeConfig, audit_id_for, t2t_plan
     from models_inference.resumable import landed_keys
-    from orchestration.defs.biasdora.t2t.assets import build_targets
+    from orchestration.defs.biasdora.t2t.assets import build_templates
 
-    targets = build_targets(config)
+    templates = build_templates(config)
     probe = T2TProbeConfig(runs=config.runs, letters=config.letters, prompt_style=config.prompt_style,
                            temperature=config.temperature, top_p=config.top_p)
     backend, rate, rate_source = None, None, "unknown (no measured throughput for this model)"
@@ -66,12 +66,12 @@ def t2t_plan_lines(config, *, audit_id: str | None = None, model_version: str | 
 
         backend = with_model_version(backend, model_version)
     if audit_id is None and backend is not None:  # as run_t2t_probe derives it: the selection is part of the id
-        audit_id = audit_id_for(backend, probe.resolved(backend), targets)
+        audit_id = audit_id_for(backend, probe.resolved(backend), templates)
     cfg = probe.resolved(backend) if backend is not None else probe
-    planned, key = t2t_plan(targets, cfg)
+    planned, key = t2t_plan(templates, cfg)
     done = landed_keys(T2T_TABLE, audit_id) if audit_id else None
     rows_by, prompts_by, landed_by = Counter(), Counter(), Counter()
-    for t in targets:
+    for t in templates:
         rows_by[t.setting] += 1
     for item in planned:
         prompts_by[item[0].setting] += 1
@@ -90,11 +90,11 @@ def t2t_plan_lines(config, *, audit_id: str | None = None, model_version: str | 
 def t2i_plan_lines(settings, descriptors, per_dimension: int, images_per_descriptor: int) -> list[PlanLine]:
     """The T2I plan (rows of the paper's T2I lists x images); landed rows are not counted
     (the image audit id needs the image model's version, i.e. loading it)."""
-    from models_inference.probes.biasdora.t2i import curated_t2i_targets, select_t2i_targets
+    from models_inference.probes.biasdora.t2i import curated_t2i_templates, select_t2i_templates
 
-    targets = select_t2i_targets(curated_t2i_targets(settings), settings=settings, descriptors=descriptors,
-                                 per_dimension=per_dimension)
-    rows = Counter(t.setting for t in targets)
+    templates = select_t2i_templates(curated_t2i_templates(settings), settings=settings, descriptors=descriptors,
+                                     per_dimension=per_dimension)
+    rows = Counter(t.setting for t in templates)
     return [PlanLine("t2i", s, rows[s], rows[s] * images_per_descriptor, None, None) for s in settings if rows[s]]
 
 

@@ -42,7 +42,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((AuditConfig, "descriptors"), (VisionConfig, "descriptors"))),
     Flag(((AuditConfig, "per_dimension"), (VisionConfig, "per_dimension"))),
     Flag(((AuditConfig, "prompt_style"),), choices=PROMPT_STYLES),
-    *Flag.of(AuditConfig, "batch_size", "t2t_block_targets", "t2t_shard_rows"),
+    *Flag.of(AuditConfig, "batch_size"),
+    Flag(((AuditConfig, "t2t_block_templates"),), deprecated=("--t2t-block-targets",)),
+    *Flag.of(AuditConfig, "t2t_shard_rows"),
     Flag(((AuditConfig, "audit_id"),), validator=v.audit_id),
     *Flag.of(AuditConfig, "registry", "api_timeout", "api_concurrency", "api_max_retries"),
     # T2I / I2T probes (orchestration/defs/biasdora/vision/)
@@ -124,8 +126,8 @@ def t2t_work(config, *, model_version: str | None = None, target: str | None = N
     from models_inference.probes.biasdora.t2t import t2t_batch_work
     from orchestration.defs.biasdora.t2t.assets import probe_parts
 
-    targets, backend, probe = probe_parts(config, model_version, {"api_key_env": api_key_env} if api_key_env else None)
-    return t2t_batch_work(targets, backend, probe, audit_id=config.audit_id, target=target)
+    templates, backend, probe = probe_parts(config, model_version, {"api_key_env": api_key_env} if api_key_env else None)
+    return t2t_batch_work(templates, backend, probe, audit_id=config.audit_id, target=target)
 
 
 def _judge_unknown(config) -> str:

@@ -7,7 +7,7 @@ import dagster as dg
 
 from ingestion.landing import read_landing
 from ingestion.templates import curated_t2t_templates, render_t2t_templates
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTarget, run_t2t_probe, select_targets  # noqa: F401
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, run_t2t_probe, select_templates  # noqa: F401
 from models_inference.backends.text import load_text_backend
 from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import probe_metadata, with_model_version
@@ -18,7 +18,7 @@ from orchestration.defs.common import batch_options, block_outputs, same_config,
 from orchestration.instance import MODEL_INFERENCE_POOL
 
 
-def build_targets(config: AuditConfig) -> list[T2TTarget]:
+def build_templates(config: AuditConfig) -> list[T2TTemplate]:
     """The (setting, descriptor) prefixes an audit probes, from its descriptor source."""
     if config.descriptor_source == "biasdora":
         templates = curated_t2t_templates()
@@ -27,7 +27,7 @@ def build_targets(config: AuditConfig) -> list[T2TTarget]:
         templates = render_t2t_templates(table)
     else:
         raise ValueError(f"descriptor_source must be 'biasdora' or 'crows_pairs', got {config.descriptor_source!r}")
-    return select_targets(
+    return select_templates(
         templates, settings=config.settings, descriptors=config.descriptors, per_dimension=config.per_dimension
     )
 
@@ -36,20 +36,20 @@ T2T_OPS = ("t2t_blocks", "t2t_block", "t2t_finish")
 
 
 def _probe_setup(context, config: AuditConfig):
-    """The audit run, its targets (every one: the audit id covers them all), the backend
+    """The audit run, its templates (every one: the audit id covers them all), the backend
     (deferred: the weights load only if a row is missing, so a finished audit's re-run loads
     nothing) and the probe config."""
     run = resolve_audit_run(context, config)
-    targets, backend, probe = probe_parts(run.config, run.model_version, run.backend_kwargs)
-    return run, targets, backend, probe
+    templates, backend, probe = probe_parts(run.config, run.model_version, run.backend_kwargs)
+    return run, templates, backend, probe
 
 
 def probe_parts(config: AuditConfig, model_version: str | None = None, backend_kwargs: dict | None = None):
-    """The targets, the (deferred) backend and the probe config of a resolved T2T config; the
+    """The templates, the (deferred) backend and the probe config of a resolved T2T config; the
     backend reports ``model_version`` when given (a registry partition's). Also what
     ``dora batch import`` and the dry run's batch pricing rebuild a T2T step from
     (``orchestration/cli/batch.py``)."""
-    targets = build_targets(config)
+    templates = build_templates(config)
     extra = {"base_url": config.base_url} if config.backend == "openai" and config.base_url else {}
     if config.backend == "openai":
         extra.update(timeout=config.api_timeout, concurrency=config.api_concurrency, max_retries=config.api_max_retries)
@@ -62,39 +62,39 @@ def probe_parts(config: AuditConfig, model_version: str | None = None, backend_k
         runs=config.runs, letters=config.letters, prompt_style=config.prompt_style,
         temperature=config.temperature, top_p=config.top_p, shard_rows=config.t2t_shard_rows,
     )
-    return targets, backend, probe
+    return templates, backend, probe
 
 
-@dg.op(ins={"descriptors": dg.In(dg.Nothing)}, out=dg.DynamicOut(dict), description="Split the audit's descriptor x setting targets into blocks of --t2t-block-targets.")
+@dg.op(ins={"descriptors": dg.In(dg.Nothing)}, out=dg.DynamicOut(dict), description="Split the audit's descriptor x setting templates into blocks of --t2t-block-templates.")
 def t2t_blocks(context: dg.OpExecutionContext, config: AuditConfig):
     # a partition <target>@<version> audits that registry target (its settings in the run config)
     run = resolve_audit_run(context, config)
     if run.skip:  # one empty block: the fan-in step reports the skip
-        yield from block_outputs("targets", 0, 1)
+        yield from block_outputs("templates", 0, 1)
         return
-    targets = len(build_targets(run.config))
+    templates = len(build_templates(run.config))
     # batch mode: one step holds the audit's batches (its ledger), as the model runs at the API
     batched = config.api_batch and run.config.backend == "openai"
-    yield from block_outputs("targets", targets, max(1, targets) if batched else config.t2t_block_targets)
+    yield from block_outputs("templates", templates, max(1, templates) if batched else config.t2t_block_templates)
 
 
-@dg.op(pool=MODEL_INFERENCE_POOL, description="Generate and land the missing completions of one block of targets.")
+@dg.op(pool=MODEL_INFERENCE_POOL, description="Generate and land the missing completions of one block of templates.")
 def t2t_block(context: dg.OpExecutionContext, config: AuditConfig, block: dict) -> dict:
     if block["stop"] == block["start"]:
         return {"generated": 0}
-    run, targets, backend, probe = _probe_setup(context, config)
+    run, templates, backend, probe = _probe_setup(context, config)
     batch = batch_options(config, "t2t", record_config=run.config, model_version=backend.model_version,
                           target=run.target) if run.config.backend == "openai" else None
     summary = run_t2t_probe(
-        targets, backend, probe, audit_id=run.config.audit_id, progress=config.progress, target=run.target,
+        templates, backend, probe, audit_id=run.config.audit_id, progress=config.progress, target=run.target,
         max_error_share=config.max_error_share, block=(block["start"], block["stop"]), batch=batch,
     )
     pending = getattr(summary, "pending", 0)
-    context.log.info(f"audit {summary.audit_id}, targets {block['start']}-{block['stop']}: generated "
+    context.log.info(f"audit {summary.audit_id}, templates {block['start']}-{block['stop']}: generated "
                      f"{summary.generated} of {summary.planned} rows" + (f"; {pending} requests in open batches" if pending else ""))
     return {"audit_id": summary.audit_id, "planned": summary.planned, "already_landed": summary.already_landed,
             "generated": summary.generated, "statuses": dict(summary.statuses), "model_id": backend.model_id,
-            "model_version": backend.model_version, "descriptors": len({t.descriptor for t in targets}), "pending": pending}
+            "model_version": backend.model_version, "descriptors": len({t.descriptor for t in templates}), "pending": pending}
 
 
 @dg.op(out={"t2t_completions": dg.Out(dg.Nothing)},
@@ -105,7 +105,7 @@ def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list
         run = resolve_audit_run(context, config)
         if run.skip:
             context.log.warning(f"dora: the T2T probe has nothing to generate: {run.skip}")
-        reason = run.skip or "no descriptor x setting target selected"
+        reason = run.skip or "no descriptor x setting template selected"
         yield dg.Output(None, "t2t_completions", metadata=skipped_metadata(reason, target=run.target, modality=run.modality))
         return
     first = done[0]
@@ -137,7 +137,7 @@ def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list
             description="T2T word completions (BiasDora Section 2.1): one row per (audit, model, version, setting, "
             "descriptor, letter, run) with the raw output, the parsed word and its parse status. Partitioned by "
             "the audited model version: `<target>@<version>` for a registry target, `adhoc:<model>@<version>` for "
-            "`dora audit`. Generated in blocks of targets (one step each).",
+            "`dora audit`. Generated in blocks of templates (one step each).",
         ),
     },
     ins={"descriptors": dg.AssetIn(key=["landing", "descriptors"], dagster_type=dg.Nothing)},

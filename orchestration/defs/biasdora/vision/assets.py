@@ -45,9 +45,9 @@ from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
 from models_inference.probes.biasdora.prompts import description_kind
 from models_inference.probes.biasdora.t2i import (
     T2IProbeConfig,
-    curated_t2i_targets,
+    curated_t2i_templates,
     run_t2i_probe,
-    select_t2i_targets,
+    select_t2i_templates,
 )
 from models_inference.audit_log import record_audit_target
 from orchestration.defs.common import skipped_result
@@ -146,8 +146,8 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
     ok, reason = model_reachable(config.t2i_model, config.t2i_backend, api_key_env=api_key_env)
     if not ok:
         return _unreachable(context, "T2I probe", reason, ENABLE_T2I, run if audited else None, audited)
-    targets = select_t2i_targets(
-        curated_t2i_targets(config.t2i_settings),
+    templates = select_t2i_templates(
+        curated_t2i_templates(config.t2i_settings),
         settings=config.t2i_settings,
         descriptors=config.descriptors,
         per_dimension=config.per_dimension,
@@ -168,14 +168,14 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
     if audited:
         backend = with_model_version(backend, run.model_version)
     summary = run_t2i_probe(
-        targets, backend, T2IProbeConfig(images_per_descriptor=config.images_per_descriptor), progress=config.progress,
+        templates, backend, T2IProbeConfig(images_per_descriptor=config.images_per_descriptor), progress=config.progress,
         max_error_share=config.max_error_share,
     )
     context.log.info(f"dora: T2I audit {summary.audit_id}: generated {summary.generated} of {summary.planned} images")
     return dg.MaterializeResult(
         metadata=probe_metadata(
             summary, backend, run.target.name if audited else None, "image_status",
-            descriptors=len({t.descriptor for t in targets}),
+            descriptors=len({t.descriptor for t in templates}),
         )
     )
 
