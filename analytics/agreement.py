@@ -2,7 +2,7 @@
 
 The LLM judge rates an association's bias level on the 5-point Likert scale of BiasDora
 (seed 004, Section 3.3; docs/method.md#4-scoring). How far its ratings can be trusted is measured
-by how often raters agree: the k repeats of one judge (``--judge-repeats k``) or several
+by how often raters agree: the k runs of one judge (``--judge-runs k``) or several
 judges (``--judge-model a,b``: comma-separated). The mart ``agg_judge_agreement`` lays the
 ratings out as a reliability matrix (raters x associations, NULL = no parsed rating) and
 calls these functions through the DuckDB UDFs of :mod:`analytics.duckdb_plugin`:

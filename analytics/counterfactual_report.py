@@ -106,7 +106,7 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
     )
     words_html = (f"<table><thead><tr><th>subset</th><th>group</th><th>words (s(w) &gt; 1; * = flagged by the "
                   f"stereotype filter)</th></tr></thead><tbody>{word_rows}</tbody></table>") if words else \
-        "<p class='empty'>no word exceeds s(w) = 1 with the minimum frequency (10) yet: more sets or seeds</p>"
+        "<p class='empty'>no word exceeds s(w) = 1 with the minimum frequency (10) yet: more sets or runs</p>"
     num_rows = "".join(
         "<tr>" + "".join(f"<td>{html.escape(_text(r[c], c))}</td>"
                          for c in ("subset", "prompt_label", "group_label", "valid_answers", "group_mean", "sd_flag", "kruskal_q"))
@@ -124,7 +124,7 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
     pairs_html = (
         "<h2>Counterfactual probe: LVLM vs LLM (section 5.1, Table 3; agg_lvlm_llm_max_toxicity)</h2>"
         "<p class='note'>Pearson r (two-sided p) of the image-set audit's MaxToxicity against its paired text-set "
-        "audit's, over the paired (set, seed) units and over occupation means; Table 3's differences are LVLM minus LLM "
+        "audit's, over the paired (set, run) units and over occupation means; Table 3's differences are LVLM minus LLM "
         "(positive: the LVLM is more toxic).</p>"
         "<table><thead><tr><th>LVLM</th><th>LLM</th><th>subset</th><th>prompt</th><th>units</th><th>r (units)</th>"
         "<th>p</th><th>occupations</th><th>r (occupations)</th><th>p</th><th>mean diff.</th><th>P90 diff.</th></tr></thead>"
@@ -132,7 +132,7 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
     ) if pairs else ""
     return f"""
 <h2>Counterfactual probe (Howard et al.): MaxToxicity, Table 1 shape</h2>
-<p class="note">MaxToxicity = max - min toxicity over the members of a counterfactual set, per (set, seed);
+<p class="note">MaxToxicity = max - min toxicity over the members of a counterfactual set, per (set, run);
 mean and 90th percentile per subset and prompt (agg_max_toxicity). Toxicity: the offline Jigsaw BiLSTM, not the
 paper's Perspective API: compare within this report, not with the paper's numbers.</p>
 {table1}

@@ -64,10 +64,10 @@ def _judge_answers(audit_id: str | None) -> tuple[list[dict], str]:
 
     try:
         return _rows(
-            """select audit_id, modality, setting, descriptor, word, judge_model, answer_mode, judge_repeat,
+            """select audit_id, modality, setting, descriptor, word, judge_model, answer_mode, judge_run,
                       raw_output, rating, parse_status
                from stg_judge_ratings where (? is null or audit_id = ?)
-               order by audit_id, modality, setting, descriptor, word, judge_model, answer_mode, judge_repeat""",
+               order by audit_id, modality, setting, descriptor, word, judge_model, answer_mode, judge_run""",
             [audit_id, audit_id],
         ), ""
     except duckdb.CatalogException:
@@ -80,9 +80,9 @@ def _judge_table(answers: list[dict], unread: str = "") -> str:
     """The judge's raw answers to one association, with the rating read from each."""
     if not answers:
         return f"<p class='note'>LLM judge: {html.escape(unread or 'not judged')}</p>"
-    head = "".join(f"<th>{h}</th>" for h in ("judge", "answer mode", "repeat", "judge's raw answer", "rating", "parse status"))
+    head = "".join(f"<th>{h}</th>" for h in ("judge", "answer mode", "run", "judge's raw answer", "rating", "parse status"))
     body = "".join(
-        f"<tr class='judge'><td>{_cell(j['judge_model'])}</td><td>{_cell(j['answer_mode'])}</td><td>{_cell(j['judge_repeat'])}</td>"
+        f"<tr class='judge'><td>{_cell(j['judge_model'])}</td><td>{_cell(j['answer_mode'])}</td><td>{_cell(j['judge_run'])}</td>"
         f"<td class='raw'>{_cell(j['raw_output'])}</td><td>{_cell(j['rating'])}</td><td>{_cell(j['parse_status'])}</td></tr>"
         for j in answers
     )
@@ -253,7 +253,7 @@ def judge_reliability_html(audit_id: str | None = None) -> str:
     """The report's judge-reliability block: agreement (settings pooled) and parse rates.
 
     Reads ``agg_judge_agreement`` (setting '(all)') and ``agg_judge_parse_rates``; a short
-    note when they are empty (one judge, one repeat: nothing to compare) or not built.
+    note when they are empty (one judge, one run: nothing to compare) or not built.
     """
     import duckdb
 
@@ -288,5 +288,5 @@ def judge_reliability_html(audit_id: str | None = None) -> str:
     )
     if not agreement:
         note += ("<p class='empty'>No agreement to measure: one judge with one answer per association "
-                 "(use --judge-repeats k or several --judge-model).</p>")
+                 "(use --judge-runs k or several --judge-model).</p>")
     return note + table(agreement, "judge-agreement") + "<p class='note'>Parse rate of each judge (agg_judge_parse_rates):</p>" + table(parse, "judge-parse-rates")

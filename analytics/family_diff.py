@@ -13,7 +13,7 @@ The audits of a family are found in its fact table by registry target (``dim_aud
 or by model id (``model_id`` equal to the target, or ending in ``/<target>``), ordered by their first landed row, as the marts order them.
 
 Like with like: each mart tests a row on the units BOTH audits have (counterfactual: the
-(set, seed) units; ModSCAN: the answered queries; VLStereoSet: the scored items) and says so in
+(set, run) units; ModSCAN: the answered queries; VLStereoSet: the scored items) and says so in
 the optional columns ``units_compared`` / ``units_only_before`` / ``units_only_after``, which
 ``dora diff`` shows when the mart has them. Two audits without a row in common are refused
 (:class:`DiffError`, naming the columns of the family's facts whose values differ between them).
@@ -305,7 +305,7 @@ def family_diff(
 def _difference(spec: FamilyChangeTest, before: str, after: str) -> str:
     """What differs between two audits' rows of the family's facts, for the refusal: each column
     (not a row id unless the spec shows it, a version or a timestamp) whose sets of values differ
-    and are short in both audits, e.g. ``variant: text vs image; seed: 0 vs 0, 1``; else that no
+    and are short in both audits, e.g. ``variant: text vs image; run: 1 vs 1, 2``; else that no
     unit is shared."""
     types = {r[0]: str(r[1]).upper() for r in _read(spec, f"describe select * from {spec.facts}", []).rows}
     columns = [c for c, t in types.items()

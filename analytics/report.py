@@ -76,7 +76,7 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
     Returns:
         ``{"agg": agg_bias_by_dimension rows, "likert": (audit, model, bias_dimension,
         bias_level, n) counts, "overview": one row per audit, "toxic": top ``top`` by
-        toxicity, "rated": top ``top`` by bias level (the median of the judge's repeats, as
+        toxicity, "rated": top ``top`` by bias level (the median of the judge's runs, as
         the Likert chart), then the expected level,
         "dimensions": every audited dimension per audit (:func:`audited_dimensions`)}``; a row
         of "toxic" / "rated" is one association, with its ``bias_dimensions`` joined by ", ".
@@ -102,7 +102,7 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
     overview = read_relation("agg_scores_by_audit", filters=filters, order_by=["audit_id"])
     toxic = _top(audit_id, "toxicity", "toxicity desc, fisher_q, descriptor, word", top)
     # ranked by the bias level the Likert chart beside the table counts (the median of the
-    # judge's parsed repeats), then by the expected level: ranking by the expected level first
+    # judge's parsed runs), then by the expected level: ranking by the expected level first
     # put the associations of a judge that gives log-probabilities (all at level 1) above every
     # level-5 association of one that does not (expected level null)
     rated = _top(audit_id, "bias_level",
@@ -492,7 +492,7 @@ last two versions before and after.</p>
 <h2>Most toxic significant associations</h2>
 {_html_table(data["toxic"], top_cols, "most-toxic")}
 <h2>Highest-rated significant associations (LLM judge)</h2>
-<p class="note">Highest bias level first (the median of the judge's parsed repeats, the level the Likert bars count),
+<p class="note">Highest bias level first (the median of the judge's parsed runs, the level the Likert bars count),
 then the expected level.</p>
 {_html_table(data["rated"], top_cols, "highest-rated")}
 {"".join(section(audit_id, out) for section in sections)}

@@ -34,7 +34,7 @@ def _grammar_choices(grammar: str) -> list[str]:
 def _modscan_config(**kw):
     from models_inference.probes.modscan.text import TextProbeConfig
 
-    return TextProbeConfig(samples=1, instances_per_scenario=1, conditions=("original",), **kw)
+    return TextProbeConfig(runs=1, instances_per_scenario=1, conditions=("original",), **kw)
 
 
 def _text_backend(server):

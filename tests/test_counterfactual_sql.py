@@ -95,3 +95,36 @@ def test_kruskal_udf_matches_scipy():
     p = con.sql("select kruskal_p([1, 2, 3, 4, 5, 6, 7, 2.5, 3.5]::double[], "
                 "['a','a','a','a','b','b','b','c','c'])").fetchall()[0][0]
     assert p == pytest.approx(expected)
+
+
+def test_staging_numbers_runs_from_1_and_keeps_seed_for_the_random_seed():
+    """The landing columns `seed` (the run's 0-based index) and `generation_seed` (the random
+    seed) stage as `run` = seed + 1 and `seed`; the filter's `repeat` (0-based) as `run`; a
+    retried error is replaced by its later answer (docs/glossary.md)."""
+    from datetime import datetime, timedelta, timezone
+
+    import pyarrow as pa
+
+    from ingestion.contracts import SCHEMAS
+    from tests.helpers.dbt_jinja import render_model
+
+    def staged(table: str, rows: list[dict]) -> list[dict]:
+        con = duckdb.connect()
+        con.register(table, pa.Table.from_pylist(rows, schema=SCHEMAS[table]))
+        sql = render_model(next(MODELS.glob(f"staging/counterfactual/stg_{table}.sql")), source=lambda _, name: name)
+        rel = con.sql(sql)
+        return [dict(zip(rel.columns, r)) for r in rel.fetchall()]
+
+    t0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    key = {"audit_id": "a", "set_id": "s1", "a1": "x", "a2": "y", "prompt_label": "Describe", "mitigation": "none"}
+    rows = staged("counterfactual_responses", [
+        {**key, "seed": 0, "generation_seed": 111, "status": "error", "response_id": "r0", "generated_at": t0},
+        {**key, "seed": 0, "generation_seed": 111, "status": "ok", "response_id": "r0", "generated_at": t0 + timedelta(hours=1)},
+        {**key, "seed": 1, "generation_seed": 222, "status": "ok", "response_id": "r1", "generated_at": t0},
+    ])
+    assert "generation_seed" not in rows[0]
+    assert sorted((r["run"], r["seed"], r["status"]) for r in rows) == [(1, 111, "ok"), (2, 222, "ok")]
+    flags = staged("counterfactual_stereotype_flags", [
+        {"audit_id": "a", "subset": "race_gender", "group_label": "D", "repeat": k, "judge_model_version": "j",
+         "word_list_hash": "h", "parse_status": "ok", "judged_at": t0} for k in range(3)])
+    assert "repeat" not in flags[0] and sorted(r["run"] for r in flags) == [1, 2, 3]

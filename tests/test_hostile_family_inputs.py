@@ -245,7 +245,7 @@ def _landed(table: str) -> list[dict]:
 def _modscan_config(shard_rows: int = 1000):
     from models_inference.probes.modscan.text import TextProbeConfig
 
-    return TextProbeConfig(probes=("modscan_text_persona",), samples=3, instances_per_scenario=1, conditions=("original",),
+    return TextProbeConfig(probes=("modscan_text_persona",), runs=3, instances_per_scenario=1, conditions=("original",),
                            shard_rows=shard_rows)
 
 
@@ -255,7 +255,7 @@ def _cf_sets():
 
     # user-defined sets (no released data read): 2 races x 2 genders = 4 members
     sets = custom_sets(["nurse"], ["race_gender"], {"race": ["White", "Black"], "gender": ["male", "female"]})
-    return sets, CounterfactualProbeConfig(prompts=["Describe"], seeds=1, max_new_tokens=8)
+    return sets, CounterfactualProbeConfig(prompts=["Describe"], runs=1, max_new_tokens=8)
 
 
 def test_counterfactual_transient_503_is_retried_and_every_row_lands_ok(dora_home, monkeypatch):

@@ -100,10 +100,10 @@ def test_counterfactual_and_modscan_text_over_the_server(llama_server, dora_home
 
     backend = backend_for(llama_server)
     sets = sample_sets(["race_gender"], occupations=["doctor"])
-    cfg = cf.CounterfactualProbeConfig(prompts=["Characteristics"], seeds=1, max_new_tokens=24)
+    cfg = cf.CounterfactualProbeConfig(prompts=["Characteristics"], runs=1, max_new_tokens=24)
     summary = cf.run_text_sets(sets, backend, cfg, progress=False)
     assert summary.generated == 12 and "error" not in summary.statuses
-    config = TextProbeConfig(samples=1, probes=["modscan_text_faces"], attributes=["gender"], conditions=["original"])
+    config = TextProbeConfig(runs=1, probes=["modscan_text_faces"], attributes=["gender"], conditions=["original"])
     modscan = run_text_probe(backend, config, progress=False)
     assert modscan.result.generated == config.planned_rows() > 0 and "error" not in modscan.result.statuses
 

@@ -73,7 +73,7 @@ CHANGE_TEST = FamilyChangeTest(
      "mean_max_toxicity_before", "mean_max_toxicity_after", "change_p", "change_q", "is_significant_change", "change_type"),
     ("subset", "prompt_label", "mitigation", "head"),
     "mean MaxToxicity (max - min of a head's score over a counterfactual set) per subset, prompt, mitigation, head",
-    "two-sided Mann-Whitney U on the two audits' per-(set, seed) MaxToxicity values (bounded, skewed: a rank test)",
+    "two-sided Mann-Whitney U on the two audits' per-(set, run) MaxToxicity values (bounded, skewed: a rank test)",
     related=(
         "agg_lvlm_llm_max_toxicity", "LVLM vs LLM MaxToxicity (section 5.1 Pearson r / p, Table 3 differences)",
         ("lvlm_audit_id", "llm_audit_id"),

@@ -3,10 +3,10 @@
     (audit, modality, setting) and pooled over the audit's settings of a modality
     (setting = '(all)'), for three kinds of rater sets:
 
-    - `repeats`: the k answers of one judge to the same association (--judge-repeats k >= 2);
-      rater = repeat number, rating = that answer's rating;
+    - `runs`: the k runs of one judge on the same association (k >= 2, docs/glossary.md);
+      rater = run number, rating = that run's rating;
     - `judge_pair`: every pair of judges (several judges: --judge-model a,b); rater = judge,
-      rating = the judge's bias level of the association (lower median of its parsed repeats,
+      rating = the judge's bias level of the association (lower median of its parsed runs,
       as fct_association_scores.bias_level);
     - `judges`: all judges together, when there are 3 or more.
 
@@ -28,19 +28,19 @@ ratings as (
         descriptor,
         word,
         judge_backend || ':' || judge_model || '@' || judge_model_version as judge,
-        judge_repeat,
+        judge_run,
         rating
     from {{ ref('stg_judge_ratings') }}
 ),
 
-repeat_counts as (
-    select audit_id, judge, max(judge_repeat) as repeats
+run_counts as (
+    select audit_id, judge, max(judge_run) as runs
     from ratings
     group by audit_id, judge
 ),
 
 judge_levels as (
-    -- a judge's bias level per association: the lower median of its parsed repeats
+    -- a judge's bias level per association: the lower median of its parsed runs
     select audit_id, modality, setting, descriptor, word, judge, quantile_disc(rating, 0.5) as rating
     from ratings
     group by audit_id, modality, setting, descriptor, word, judge
@@ -65,14 +65,14 @@ cells as (
     -- one row per (rater set, rater, association): its rating (NULL = not parsed)
     select
         ratings.audit_id, ratings.modality, ratings.setting,
-        'repeats' as agreement_kind,
+        'runs' as agreement_kind,
         ratings.judge as rater_set,
-        'repeat ' || lpad(cast(ratings.judge_repeat as varchar), 4, '0') as rater,
+        'run ' || lpad(cast(ratings.judge_run as varchar), 4, '0') as rater,
         ratings.descriptor, ratings.word, ratings.rating
     from ratings
-    inner join repeat_counts
-        on ratings.audit_id = repeat_counts.audit_id and ratings.judge = repeat_counts.judge
-    where repeat_counts.repeats >= 2
+    inner join run_counts
+        on ratings.audit_id = run_counts.audit_id and ratings.judge = run_counts.judge
+    where run_counts.runs >= 2
 
     union all
 

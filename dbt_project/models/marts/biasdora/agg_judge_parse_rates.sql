@@ -29,7 +29,7 @@ final as (
         count(*) filter (where parse_status = 'ambiguous') as n_ambiguous,
         count(*) filter (where parse_status = 'out_of_range') as n_out_of_range,
         count(*) filter (where parse_status = 'error') as n_error,
-        max(judge_repeat) as repeats,
+        max(judge_run) as runs,
         max(judged_at) as last_judged_at
     from ratings
     group by audit_id, judge_backend, judge_model, judge_model_version

@@ -55,7 +55,7 @@ judge_ratings as (
     {{ only_audits_to_rebuild(rebuild_by_audit) }}
 ),
 
-judge_runs as (
+judges_landed as (
     -- one row per (association, judge) with the time its latest rating landed
     select
         {{ association_key() | join(', ') }},
@@ -68,7 +68,7 @@ judge_runs as (
 current_judge as (
     -- per association, the judge (backend, model, version) whose ratings landed last
     select *
-    from judge_runs
+    from judges_landed
     qualify row_number() over (
         partition by {{ association_key() | join(', ') }}
         order by last_judged_at desc, {{ judge_identity | join(', ') }}
@@ -81,7 +81,7 @@ judged as (
         r.judge_backend,
         r.judge_model,
         r.answer_mode,
-        count(*) as judge_repeats,
+        count(*) as judge_runs,
         count(r.rating) as judge_ratings_parsed,
         quantile_disc(r.rating, 0.5) as bias_level,
         avg(r.expected_rating) as bias_level_expected
@@ -105,7 +105,7 @@ final as (
         t.is_toxic,
         j.judge_backend,
         j.judge_model,
-        j.judge_repeats,
+        j.judge_runs,
         j.judge_ratings_parsed,
         cast(j.bias_level as integer) as bias_level,
         j.bias_level_expected,

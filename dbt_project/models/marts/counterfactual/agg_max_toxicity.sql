@@ -1,5 +1,5 @@
 -- Mean and 90th percentile (linear interpolation, as pandas) of MaxToxicity
--- over all (set, seed) units per (audit, subset, prompt, mitigation, head): the shape of
+-- over all (set, run) units per (audit, subset, prompt, mitigation, head): the shape of
 -- Howard et al. Table 1 (and Tables 10, 11-13 for the other heads).
 
 with

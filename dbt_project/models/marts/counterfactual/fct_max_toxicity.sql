@@ -1,7 +1,7 @@
 -- MaxToxicity (Howard et al. section 3.3, Eq. 1; App. C.5 Eqs. 2-4 for the
--- other heads) per (audit, set, seed, prompt, mitigation, head): max - min of the head's
+-- other heads) per (audit, set, run, prompt, mitigation, head): max - min of the head's
 -- score over the set's members. A unit counts only when every member of the set has a
--- scored response (docs/families/counterfactual.md#parsing-the-answers: a missing response excludes the whole set for that seed).
+-- scored response (docs/families/counterfactual.md#parsing-the-answers: a missing response excludes the whole set for that run).
 with responses as (
     select *
     from {{ ref('fct_counterfactual_responses') }}
@@ -18,7 +18,7 @@ members as (
 long as (
     unpivot (
         select audit_id, model_id, model_version, variant, subset, set_id, occupation, prompt_label,
-               mitigation, seed, group_label, toxicity, severe_toxicity, obscene, threat, insult, identity_attack
+               mitigation, run, group_label, toxicity, severe_toxicity, obscene, threat, insult, identity_attack
         from responses
         where status in ('ok', 'truncated')
     )
@@ -28,7 +28,7 @@ long as (
 
 units as (
     select
-        audit_id, model_id, model_version, variant, subset, set_id, occupation, prompt_label, mitigation, seed, head,
+        audit_id, model_id, model_version, variant, subset, set_id, occupation, prompt_label, mitigation, run, head,
         count(*) as members_scored,
         max(score) as max_score,
         min(score) as min_score,

@@ -2,8 +2,8 @@
     Change test of MaxToxicity (Howard et al., seed 003, section 3.3 Eq. 1)
     between two counterfactual audits of the same model and variant (e.g. two model versions):
     every earlier / later pair of audits (audits ordered by their first landed response), per
-    (subset, prompt, mitigation, head). Like with like: only the (set, seed) units of
-    `fct_max_toxicity` BOTH audits have in the cell are compared (the sets and seeds both
+    (subset, prompt, mitigation, head). Like with like: only the (set, run) units of
+    `fct_max_toxicity` BOTH audits have in the cell are compared (the sets and runs both
     probed; a unit of one audit only is left out and counted in units_only_before / _after),
     and a cell without a common unit is not tested. The samples are the common units'
     MaxToxicity values (the mean of which is the headline metric); change_p = two-sided
@@ -12,7 +12,7 @@
 -#}
 
 {%- set cell_key = ['subset', 'prompt_label', 'mitigation', 'head'] %}
-{%- set unit_key = cell_key + ['set_id', 'seed'] %}
+{%- set unit_key = cell_key + ['set_id', 'run'] %}
 
 with
 
@@ -33,7 +33,7 @@ cell_units as (
 ),
 
 common_units as (
-    -- the units both audits of a pair have: the same set and seed of the same cell
+    -- the units both audits of a pair have: the same set and run of the same cell
     select
         p.from_audit_id, p.to_audit_id, {{ qualified('b', unit_key) }},
         b.max_toxicity as before_value,
@@ -49,7 +49,7 @@ cells as (
         count(*) as units_compared,
         avg(before_value) as mean_max_toxicity_before,
         avg(after_value) as mean_max_toxicity_after,
-        mann_whitney_p(list(before_value order by set_id, seed), list(after_value order by set_id, seed)) as change_p
+        mann_whitney_p(list(before_value order by set_id, run), list(after_value order by set_id, run)) as change_p
     from common_units
     group by all
 ),

@@ -22,7 +22,7 @@ final as (
         group_label,
         prompt_label,
         mitigation,
-        seed,
+        run,
         raw_output,
         status,
         parsed_value,

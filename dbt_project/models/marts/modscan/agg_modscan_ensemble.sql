@@ -2,7 +2,7 @@
     PUBLIC CONTRACT: the ModSCAN Ensemble (seed 000 §5.3; docs/families/modscan.md): "a consensus
     (intersection) of the responses from all [the] models". Members: for each (probe, modality),
     the latest audit of every model in the warehouse (by its last answer), at least two models.
-    A query (same cell, instance, query unit and sample) enters the Ensemble only when every member
+    A query (same cell, instance, query unit and run) enters the Ensemble only when every member
     answered it with the same non-N/A group; every other query is dropped, not counted as N/A
     ([INFERRED] from Table 6: for Ensemble the raw and the N/A-filtered scores are the same).
     S_bias (Eq. 2) is computed over the consensus queries: p_ij per instance with at least one
@@ -43,7 +43,7 @@ ensembles as (
 
 queries as (
     select
-        r.probe, r.modality, r.attribute, r.scenario, r.condition, r.prefix, r.instance, r.query_unit, r.sample,
+        r.probe, r.modality, r.attribute, r.scenario, r.condition, r.prefix, r.instance, r.query_unit, r.run,
         count(distinct r.audit_id) as n_members_answered,
         count(*) filter (where r.status = 'ok') as n_choices,
         min(r.chosen_group) filter (where r.status = 'ok') as first_group,

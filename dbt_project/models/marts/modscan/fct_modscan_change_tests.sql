@@ -3,7 +3,7 @@
     ModSCAN audits of the same model id and probe (e.g. two model versions): every earlier /
     later pair of audits (ordered by their first landed answer), per (attribute, scenario,
     condition, prefix) cell. Like with like: only the answered queries BOTH audits asked are
-    compared (the same instance and query unit of the cell: sample, pair or image); a query of
+    compared (the same instance and query unit of the cell: run, pair or image); a query of
     one audit only is left out and counted in units_only_before / units_only_after, and a cell
     without a common query is not tested. S_bias is a function of each instance's answer
     counts (one count per social group of Eq. 1, plus the N/A answers, which enter through

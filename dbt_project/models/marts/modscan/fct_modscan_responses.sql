@@ -18,7 +18,7 @@ final as (
         condition,
         prefix,
         query_unit,
-        sample,
+        run,
         seed,
         term_order,
         left_group,

@@ -1,8 +1,9 @@
 {#-
     LLM-judge bias levels (docs/method.md#4-scoring), one row per
-    (association, judge_backend, judge_model, judge_model_version, answer_mode, repeat), kept
-    whatever
-    its parse_status; the latest judged_at wins on duplicates.
+    (association, judge_backend, judge_model, judge_model_version, answer_mode, judge_run),
+    kept whatever its parse_status; the latest judged_at wins on duplicates. The landing
+    column `repeat` is the run (docs/glossary.md), named `judge_run` here as the other judge_*
+    columns.
 -#}
 
 with
@@ -17,10 +18,10 @@ renamed as (
         judge_backend,
         judge_model,
         judge_model_version,
-        -- free (the paper's) or constrained; part of the key, so two runs of one
+        -- free (the paper's) or constrained; part of the key, so two scorings by one
         -- judge version in different modes both count (rows landed without one: 'free')
         coalesce(answer_mode, 'free') as answer_mode,
-        "repeat" as judge_repeat,
+        "repeat" as judge_run,  -- 1..K, as landed
         seed,
         prompt,
         raw_output,
@@ -38,10 +39,10 @@ renamed as (
 ),
 
 final as (
-    -- per (association, judge, repeat) a parsed rating before an error, then the latest
+    -- per (association, judge, run) a parsed rating before an error, then the latest
     {{ latest_per_key(
         'renamed',
-        key=association_key() + ['judge_backend', 'judge_model', 'judge_model_version', 'answer_mode', 'judge_repeat'],
+        key=association_key() + ['judge_backend', 'judge_model', 'judge_model_version', 'answer_mode', 'judge_run'],
         order_by=["(parse_status = 'error') asc", 'judged_at desc nulls last', 'raw_output desc nulls last'],
     ) }}
 )

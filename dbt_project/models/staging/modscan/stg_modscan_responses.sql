@@ -3,12 +3,14 @@
     condition, prefix, query_unit). The landing table is append-only: an `error` row is retried
     and lands again, so the latest generated_at wins, an answered row before an error row.
     `answer_mode`: rows landed before the column existed were answered freely (null -> 'free').
+    The landing column `sample` is the run (1-based, as landed), named `run` here
+    (docs/glossary.md).
 -#}
 
 with
 
 source as (
-    select * replace (coalesce(answer_mode, 'free') as answer_mode)
+    select * replace (coalesce(answer_mode, 'free') as answer_mode) rename (sample as run)
     from {{ source('landing', 'modscan_responses') }}
 ),
 
