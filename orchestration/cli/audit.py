@@ -371,7 +371,8 @@ def cmd_audit(args) -> int:
     log_path = log_dir / "last_audit_dbt.log"
     # dagster-dbt echoes every dbt event to stdout; keep the terminal for the summary.
     with open(log_path, "w") as log, contextlib.redirect_stdout(sys.stderr if args.verbose else log):
-        from orchestration.instance import DeadRunReaper, configure_instance, process_tags, reap_dead_runs
+        from orchestration.instance import configure_instance
+        from orchestration.run_reaper import DeadRunReaper, process_tags, reap_dead_runs
 
         configure_instance(instance)  # one DuckDB writer at a time (pool 'duckdb_writer' = 1 slot)
         prepare_run_readers()  # in-run readers wait for a writer

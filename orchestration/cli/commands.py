@@ -71,7 +71,8 @@ def cmd_ui(args) -> int:
     if problem:  # a port in use or a host that does not resolve: say so before the instance and dagster dev start
         print(f"dora ui: cannot listen on {args.host}:{args.port}: {problem}", file=sys.stderr)
         return 2
-    from orchestration.instance import configure_instance, open_instance, reap_dead_runs
+    from orchestration.instance import configure_instance, open_instance
+    from orchestration.run_reaper import reap_dead_runs
 
     with open_instance() as instance:  # creates / checks the storage before dagster dev opens it
         configure_instance(instance)  # runs launched from the UI share the 1-slot 'duckdb_writer' pool
