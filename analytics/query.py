@@ -278,7 +278,7 @@ def read_relation(
     """Rows of one warehouse relation (a dbt model) as dicts, read-only, filtered with ``?`` parameters.
 
     Args:
-        relation: the model's name (an identifier, e.g. ``int_associations_to_score``).
+        relation: the model's name (an identifier, e.g. ``fct_associations_to_score``).
         columns: columns to return (default: all).
         filters: ``{column: value}`` (``= ?``), ``{column: [values]}`` (``in (?, ...)``; empty
             matches nothing) or ``{column: None}`` (``is null``), ANDed.

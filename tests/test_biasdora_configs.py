@@ -214,7 +214,7 @@ def test_score_pool_selects_and_is_recorded(tmp_path, monkeypatch):
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
-        con.execute("""create table int_associations_to_score as select * from (values
+        con.execute("""create table fct_associations_to_score as select * from (values
             ('a', 'm', 'v', 't2t', 'singular', 'child', 'happy', ['age'], true, false, 'A child', 'A child is', 'A child is happy'),
             ('a', 'm', 'v', 't2t', 'plural', 'child', 'naive', ['age'], false, true, 'Children', 'Children are', 'Children are naive'),
             ('a', 'm', 'v', 't2t', 'singular', 'child', 'tall', ['age'], false, false, 'A child', 'A child is', 'A child is tall')

@@ -2,7 +2,9 @@
 ``models/{staging,intermediate,marts}/<family>/`` (and ``models/{staging,marts}/audits/`` for the
 models every family shares), one YAML per model with its columns described,
 a unit test for every int/fct/agg/dim model, materialisation stated once per layer, one landing
-source whose location is written once, and the significance level as a dbt var."""
+source whose location is written once, and the significance level as a dbt var; and two checked on
+the parsed project (its cached manifest) and the files: each layer reads only downward, and every
+model ends in ``select * from final`` (staging: ``select * from renamed``)."""
 
 import re
 from pathlib import Path
@@ -20,7 +22,7 @@ FOLDERS = {p.name for layer in LAYERS for p in (MODELS / layer).iterdir() if p.i
 #: the families: every model folder but the shared one
 FAMILIES = FOLDERS - {SHARED_FOLDER}
 #: what each layer builds (dbt_project.yml); a model states another materialisation only
-#: when it genuinely differs (incremental, or the two documented exceptions)
+#: when it genuinely differs (incremental, or an exception whose reason its SQL states)
 FOLDER_MATERIALIZED = {"staging": "view", "intermediate": "view", "marts": "table"}
 
 
@@ -164,3 +166,86 @@ def test_data_rules_are_stated_once_per_model():
             for t in tests:  # accepted_values stays only where its values are a dbt var (with a severity)
                 if isinstance(t, dict) and "accepted_values" in t:
                     assert isinstance(t["accepted_values"]["arguments"]["values"], str), (path, model["name"])
+
+#: what a model of each layer may read (``depends_on.nodes`` of the parsed manifest, which also
+#: holds the refs of the macros a model calls): staging reads the landing source and other
+#: staging models (stg_description_words keeps only the tokens of stg_i2t_descriptions' winning
+#: descriptions), intermediate reads staging and intermediate, a mart reads any model. The
+#: project has no seeds.
+LAYER_READS = {"staging": {"source", "staging"}, "intermediate": {"staging", "intermediate"}, "marts": {"staging", "intermediate", "marts"}}
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict:
+    """The parsed project (``dbt_project/target/manifest.json``), parsed first only when a file of
+    the project is newer than it (orchestration/defs/dbt/resources.py: dbt_project)."""
+    import json
+
+    from orchestration.defs.dbt.resources import dbt_project
+
+    return json.loads(dbt_project().manifest_path.read_text())
+
+
+def test_each_layer_reads_only_downward(manifest):
+    """Lineage runs staging -> intermediate -> marts: a relation of a lower layer never reads a
+    higher one, so a mart's rows never feed a working step (ARCHITECTURE.md)."""
+    models = {uid: node for uid, node in manifest["nodes"].items() if node["resource_type"] == "model"}
+    layer = {uid: Path(node["original_file_path"]).parts[1] for uid, node in models.items()}
+    assert sorted(node["name"] for node in models.values()) == sorted(p.stem for p in model_files()), "a stale manifest"
+    edges = [(node["name"], layer[uid], dep, layer.get(dep, dep.split(".")[0]))  # a source's "layer": source
+             for uid, node in models.items() for dep in node["depends_on"]["nodes"]]
+    assert [f"{name} ({lower}) reads {dep}" for name, lower, dep, upper in edges if upper not in LAYER_READS[lower]] == []
+    # every allowed kind of read occurs (staging -> staging included), so the rule is not vacuous
+    assert {(lower, upper) for _, lower, _, upper in edges} == {(lower, upper) for lower, allowed in LAYER_READS.items() for upper in allowed}
+
+
+#: the relation a model's last statement selects from: dbt's staging convention ends a staging
+#: model in ``select * from renamed``, every other model in ``select * from final``
+LAST_RELATION = {"staging": "renamed", "intermediate": "final", "marts": "final"}
+#: a CTE definition at the start of a line (``final as (``, ``renamed as not materialized (``)
+CTE = re.compile(r"^\s*(\w+) as (?:not materialized )?\(", re.M)
+#: a last line that is a macro call naming its relation first: ``{{ select_with_build_stamp('final', false) }}``
+RELATION_MACRO = re.compile(r"^\{\{ \w+\('(\w+)'.*\}\}$")
+#: a model whose whole body is one macro call: ``{{ staged_association_scores(...) }}``
+BODY_MACRO = re.compile(r"^\{\{ (\w+)\(.*\) \}\}$", re.S)
+
+
+def macro_body(name: str) -> str:
+    """The SQL of the project's macro ``name`` (dbt_project/macros/), comments removed."""
+    for path in sorted((PROJECT / "macros").glob("*.sql")):
+        found = re.search(r"\{% macro " + name + r"\(.*?%\}(.*?)\{%-? endmacro", sql_code(path.read_text()), re.S)
+        if found:
+            return found.group(1)
+    raise AssertionError(f"no macro {name}")
+
+
+def ending(code: str) -> tuple[str, str | None]:
+    """(the relation the last statement selects from, the last CTE defined) of a model's or a
+    macro's SQL; ``("?", ...)`` when the last line is neither ``select * from X`` nor a macro
+    call naming its relation first."""
+    lines = [line.strip() for line in code.strip().splitlines() if line.strip()]
+    ctes = CTE.findall(code)
+    last = re.fullmatch(r"select \* from (\w+)", lines[-1]) or RELATION_MACRO.match(lines[-1])
+    return (last.group(1) if last else "?"), (ctes[-1] if ctes else None)
+
+
+@pytest.mark.parametrize("sql", model_files(), ids=lambda p: p.stem)
+def test_every_model_ends_in_select_star_from_its_last_cte(sql):
+    """The last CTE is ``final`` (staging: ``renamed``) and the model ends by selecting all of it,
+    itself or through a macro that is handed its name or is the model's whole body."""
+    expected = LAST_RELATION[sql.relative_to(MODELS).parts[0]]
+    code = re.sub(r"\{%.*?%\}", "", sql_code(sql.read_text()), flags=re.S).strip()  # set / config blocks
+    code = re.sub(r"^\{\{ config\w*\(.*?\) \}\}\s*", "", code, flags=re.S).strip()
+    body = BODY_MACRO.match(code)
+    if body and not CTE.search(code):
+        code = macro_body(body.group(1))
+    assert ending(code) == (expected, expected), f"{sql.stem} must end in `select * from {expected}`, its last CTE"
+
+
+def test_the_ending_rule_reads_every_shape():
+    """The forms a model ends in, read as the rule reads them, and the ones it refuses."""
+    assert ending("with\n\nsource as (select 1),\n\nrenamed as (\n  select * from source\n)\n\nselect * from renamed") == ("renamed", "renamed")
+    assert ending("with\nfinal as not materialized (select 1)\n{{ select_with_build_stamp('final', false) }}") == ("final", "final")
+    assert ending("with\nfinal as (select 1),\nextra as (select 2)\nselect * from final") == ("final", "extra")
+    assert ending("with\nfinal as (select 1)\nselect a, b\nfrom final") == ("?", "final")
+    assert ending(macro_body("staged_association_scores")) == ("renamed", "renamed")

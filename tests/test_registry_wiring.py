@@ -215,7 +215,7 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
             run_config=_ops(targets.target("alpha"), ["t2t_completions", "t2i_images", "i2t_descriptions"], registry=registry),
         )
         assert probes.success
-    run_dbt(["run", "--select", "+int_associations_to_score"], dora_home)  # the scorers read it
+    run_dbt(["run", "--select", "+fct_associations_to_score"], dora_home)  # the scorers read it
     # alpha's partition scores: the scorers read the registry their run config names
     alpha = job.execute_in_process(
         partition_key="alpha@v1", instance=instance, asset_selection=[*T2T_KEYS, SENTIMENT, TOXICITY, JUDGE],
@@ -379,7 +379,7 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
     assert partition_audit_ids("critic", "c1") == [critic_descs["audit_id"]]
 
     # the marts: painter's associations are T2I ones of dall-e-3@r1, critic's I2T ones of gpt-4o-mini@c1
-    run_dbt(["run", "--select", "+int_associations_to_score +dim_audits"], dora_home)  # the scorers read int_associations_to_score
+    run_dbt(["run", "--select", "+fct_associations_to_score +dim_audits"], dora_home)  # the scorers read fct_associations_to_score
     audits = _warehouse(dora_home, "select target, model_id, model_version, modality from dim_audits where target in ('painter', 'critic') order by target")
     assert audits == [("critic", "gpt-4o-mini", "c1", "i2t"), ("painter", "dall-e-3", "r1", "t2i")]
     assoc = _warehouse(dora_home, "select audit_id, modality, model_id, model_version, count(*) from fct_associations group by all order by 1, 2")

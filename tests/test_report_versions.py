@@ -198,7 +198,7 @@ def test_wilson_interval_against_its_formula():
     """The interval of a share is Wilson's score interval (Wilson 1927), here from its formula."""
     import math
 
-    from analytics.version_report import difference_interval, share
+    from analytics.version_data import difference_interval, share
 
     z = 1.959963984540054
     for k, n in [(5, 6), (0, 3), (3, 3), (1, 8), (52, 68)]:
@@ -215,7 +215,8 @@ def test_wilson_interval_against_its_formula():
 def test_version_page_per_target_with_intervals_parse_rates_and_unrated_answers(versions_report, monkeypatch):
     from collections import Counter
 
-    from analytics.version_report import page_name, version_targets
+    from analytics.version_data import version_targets
+    from analytics.version_report import page_name
     from models_inference.probes.biasdora.ratings import parse_rating
 
     home, out = versions_report

@@ -113,7 +113,7 @@ def _reverse_parsed_text(modality, setting, descriptor, word, prompt, prompt_sty
 
 @pytest.mark.slow
 def test_association_text_from_sql_equals_the_reverse_parsed_text(dora_home, smollm2):
-    """A small real audit in both prompt styles: int_associations_to_score's SQL sentence
+    """A small real audit in both prompt styles: fct_associations_to_score's SQL sentence
     equals the one scoring used to parse back out of the prompt, for rows landed with
     subject / prefix and for the same rows landed without them (the SQL fallback)."""
     import duckdb
@@ -133,10 +133,10 @@ def test_association_text_from_sql_equals_the_reverse_parsed_text(dora_home, smo
         first_prompt.setdefault((r["audit_id"], r["setting"], r["descriptor"], r["word"]), r)
 
     def sql_texts(*extra):
-        run_dbt(["build", "--select", "+int_associations_to_score", *NO_UNIT_TESTS, *extra], str(dora_home))
+        run_dbt(["build", "--select", "+fct_associations_to_score", *NO_UNIT_TESTS, *extra], str(dora_home))
         with duckdb.connect(str(warehouse_path()), read_only=True) as con:
             rows = con.sql("select audit_id, modality, setting, descriptor, word, association_text "
-                           "from main.int_associations_to_score").fetchall()
+                           "from main.fct_associations_to_score").fetchall()
         return {r[:5]: r[5] for r in rows}
 
     landed = sql_texts()

@@ -97,7 +97,7 @@
         select * from {{ source_relation }}
     ),
 
-    renamed as (
+    landed_rows as (
         select
             {{ association_key() | join(', ') }},  -- the association key
             text,
@@ -109,15 +109,15 @@
         from source
     ),
 
-    final as (
+    renamed as (
         {{ latest_per_key(
-            'renamed',
+            'landed_rows',
             key=association_key() + ['scorer', 'scorer_version'],
             order_by=['scored_at desc nulls last', tie_breaker],
         ) }}
     )
 
-    select * from final
+    select * from renamed
 {%- endmacro %}
 
 

@@ -90,7 +90,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             # the sentence the completed word ends, so scoring never re-parses `prompt`:
             # `subject` "An alcoholic person", `prefix` "An alcoholic person is" (the noun
             # setting's a/an resolved for the row's letter). Shards landed before these
-            # columns read them as NULL; int_associations_to_score derives them from `prompt`.
+            # columns read them as NULL; fct_associations_to_score derives them from `prompt`.
             ("subject", pa.string()),
             ("prefix", pa.string()),
             # which parser read `word` / `parse_status` (parsing.PARSER_VERSION: a hash of

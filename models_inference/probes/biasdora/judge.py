@@ -289,7 +289,7 @@ def run_judge(
 
     Args:
         associations: dicts with :data:`~ingestion.vocabulary.ASSOCIATION_KEY` (e.g. the rows
-            of the dbt model ``int_associations_to_score``).
+            of the dbt model ``fct_associations_to_score``).
         judge: a :class:`Judge` (:func:`load_judge`).
         runs: k judgements per association (default 1), each with its own seed; every one is kept.
         shard_rows: rows per landed Parquet shard (at most that much work is lost on a crash).

@@ -2,7 +2,7 @@
 (BiasDora Section 3.2; docs/method.md#4-scoring), landed through the generic scoring loop.
 
 Every association (descriptor, word) chosen for scoring (the dbt model
-``int_associations_to_score``: the significant ones, or all with ``score_all``) carries its
+``fct_associations_to_score``: the significant ones, or all with ``score_all``) carries its
 *association sentence* ``association_text``, built in SQL: for T2T the sentence prefix the
 probe landed with the completion (``t2t_completions.prefix``, e.g. "An alcoholic person is"),
 a space and the word ("An alcoholic person is a brawler"); for other modalities
@@ -12,7 +12,7 @@ a space and the word ("An alcoholic person is a brawler"); for other modalities
 ``toxicity_scores`` (:data:`SCORE_TABLES`) with the text scored beside the score, skipping
 the associations already landed for the same scorer version, through
 :func:`models_inference.scoring.run.score_texts` (score cache, shards, landing lock). This
-module reads no warehouse: the orchestration layer reads ``int_associations_to_score`` and
+module reads no warehouse: the orchestration layer reads ``fct_associations_to_score`` and
 passes its rows in.
 """
 
@@ -60,7 +60,7 @@ def with_association_text(rows: Iterable[Mapping]) -> list[dict]:
     """The associations to score, each with its sentence ``text`` and the judge's target.
 
     Args:
-        rows: rows of the dbt model ``int_associations_to_score`` (read by the orchestration
+        rows: rows of the dbt model ``fct_associations_to_score`` (read by the orchestration
             layer with :func:`analytics.query.read_relation`): :data:`ASSOCIATION_KEY`,
             ``bias_dimensions``, ``association_text`` (the sentence, built in SQL), ``subject``
             and ``prefix`` (the T2T sentence's, null for other modalities), plus any other

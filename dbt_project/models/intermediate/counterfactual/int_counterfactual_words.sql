@@ -1,10 +1,11 @@
 -- Tokens of the main-prompt responses (Table 6 prompts, no mitigation), one row per token:
 -- lower-cased runs of letters with inner hyphens kept ("inner-city"; docs/families/counterfactual.md#parsing-the-answers default,
--- the paper gives no tokenisation).
+-- the paper gives no tokenisation). Reads the staged responses: their toxicity, which
+-- fct_counterfactual_responses adds (one row per response, a left join), is not needed here.
 with
 
 responses as (
-    select * from {{ ref('fct_counterfactual_responses') }}
+    select * from {{ ref('stg_counterfactual_responses') }}
 ),
 
 final as (

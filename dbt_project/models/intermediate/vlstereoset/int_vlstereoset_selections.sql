@@ -4,13 +4,30 @@
     item) with a complete distribution. Ties (NOT FROM PAPER, B.3 default): a tie is never
     "ranking above": is_relevant = max(p_s, p_a) > p_i, picks_stereotype = p_s > p_a and
     p_s > p_i, both strict; is_tie flags a top probability shared by two or three captions.
+    Probabilities from int_vlstereoset_caption_probabilities, the item's attributes from
+    stg_vlstereoset_items, joined as the caption scores mart (fct_vlstereoset_scores) joins them.
 -#}
 
 with
 
-original as (
-    select * from {{ ref('fct_vlstereoset_scores') }}
+probabilities as (
+    select * from {{ ref('int_vlstereoset_caption_probabilities') }}
     where condition = 'original'
+),
+
+items as (
+    select * from {{ ref('stg_vlstereoset_items') }}
+),
+
+original as (
+    select
+        probabilities.*,
+        items.is_synthetic,
+        items.category,
+        items.y
+    from probabilities
+    left join items
+        on items.dataset_id = probabilities.dataset_id and items.item_id = probabilities.item_id
 ),
 
 pivoted as (

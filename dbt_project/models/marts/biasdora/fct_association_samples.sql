@@ -93,14 +93,18 @@ description_samples as (
     where occurrences.modality in ('t2i', 'i2t')
 ),
 
-final as (
+samples as (
     select * from t2t_samples
     union all by name
     select * from description_samples
+),
+
+final as (
+    select
+        audit_id, model_id, model_version, modality, setting, descriptor, word, tf, fisher_q,
+        sample_kind, sample_id, occurrences, prompt, raw_output, parsed_word, parse_status, seed,
+        prompt_style, letter, run, image_path, image_sha256, image_prompt, image_seed
+    from samples
 )
 
-select
-    audit_id, model_id, model_version, modality, setting, descriptor, word, tf, fisher_q,
-    sample_kind, sample_id, occurrences, prompt, raw_output, parsed_word, parse_status, seed,
-    prompt_style, letter, run, image_path, image_sha256, image_prompt, image_seed
-from final
+select * from final

@@ -38,7 +38,7 @@ descriptions as (
     select description_id from {{ ref('stg_i2t_descriptions') }}
 ),
 
-renamed as not materialized (
+landed_rows as not materialized (
     select
         description_id,
         audit_id,
@@ -56,8 +56,8 @@ renamed as not materialized (
 
 new_tokens as not materialized (
     -- tokens of the winning description of each key (read where used: no buffered copy)
-    select renamed.*
-    from renamed
+    select landed_rows.*
+    from landed_rows
     inner join descriptions using (description_id)
 ),
 
@@ -96,10 +96,10 @@ latest_repeated_tokens as (
     ) = 1
 ),
 
-deduplicated as (
+renamed as (
     select * from single_tokens
     union all
     select * from latest_repeated_tokens
 )
 
-{{ select_with_build_stamp('deduplicated', landing_shards_staged('description_words') and has_columns(this, ['_dbt_built_at'])) }}
+{{ select_with_build_stamp('renamed', landing_shards_staged('description_words') and has_columns(this, ['_dbt_built_at'])) }}

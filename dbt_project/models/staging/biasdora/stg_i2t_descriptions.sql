@@ -18,7 +18,7 @@ source as (
     select * from {{ new_landing_shards('i2t_descriptions', source('landing', 'i2t_descriptions')) }}
 ),
 
-renamed as (
+landed_rows as (
     select
         audit_id,
         description_id,
@@ -47,14 +47,14 @@ renamed as (
 ),
 
 candidates as (
-    select * from renamed
+    select * from landed_rows
     {%- if landing_shards_staged('i2t_descriptions') %}
     union all by name
-    select staged.* from {{ this }} as staged semi join renamed using ({{ key | join(', ') }})
+    select staged.* from {{ this }} as staged semi join landed_rows using ({{ key | join(', ') }})
     {%- endif %}
 ),
 
-deduplicated as (
+renamed as (
     select *
     from candidates
     qualify row_number() over (
@@ -67,4 +67,4 @@ deduplicated as (
     ) = 1
 )
 
-{{ select_with_build_stamp('deduplicated', landing_shards_staged('i2t_descriptions') and has_columns(this, ['_dbt_built_at'])) }}
+{{ select_with_build_stamp('renamed', landing_shards_staged('i2t_descriptions') and has_columns(this, ['_dbt_built_at'])) }}

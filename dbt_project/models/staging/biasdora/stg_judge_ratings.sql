@@ -12,7 +12,7 @@ source as (
     select * from {{ source('landing', 'judge_ratings') }}
 ),
 
-renamed as (
+landed_rows as (
     select
         {{ association_key() | join(', ') }},  -- the association key
         judge_backend,
@@ -38,13 +38,13 @@ renamed as (
     from source
 ),
 
-final as (
+renamed as (
     -- per (association, judge, run) a parsed rating before an error, then the latest
     {{ latest_per_key(
-        'renamed',
+        'landed_rows',
         key=association_key() + ['judge_backend', 'judge_model', 'judge_model_version', 'answer_mode', 'judge_run'],
         order_by=["(parse_status = 'error') asc", 'judged_at desc nulls last', 'raw_output desc nulls last'],
     ) }}
 )
 
-select * from final
+select * from renamed

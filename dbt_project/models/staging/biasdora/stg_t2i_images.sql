@@ -15,7 +15,7 @@ source as (
     select * from {{ source('landing', 't2i_images') }}
 ),
 
-renamed as (
+landed_rows as (
     select
         {{ probe_row_columns() }},
         image_index,
@@ -34,12 +34,12 @@ renamed as (
     from source
 ),
 
-final as (
+renamed as (
     {{ latest_per_key(
-        'renamed',
+        'landed_rows',
         key=['audit_id', 'model_id', 'model_version', 'setting', 'descriptor', 'descriptor_row', 'image_index'],
         order_by=['generated_at desc nulls last', "(status = 'ok') desc", 'sha256 desc nulls last'],
     ) }}
 )
 
-select * from final
+select * from renamed

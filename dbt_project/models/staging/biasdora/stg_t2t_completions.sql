@@ -18,7 +18,7 @@ source as (
     select * from {{ new_landing_shards('t2t_completions', source('landing', 't2t_completions')) }}
 ),
 
-renamed as (
+landed_rows as (
     select
         {{ probe_row_columns() }},
         letter,
@@ -30,7 +30,7 @@ renamed as (
         word,
         parse_status,
         generated_at,
-        -- null for rows landed before the probe landed them (int_associations_to_score
+        -- null for rows landed before the probe landed them (fct_associations_to_score
         -- derives those from `prompt`)
         subject,
         prefix,
@@ -47,7 +47,7 @@ candidates as (
     -- a re-parsed row is not a model call: it adds no attempt
     select *, false as _is_staged, case when reparsed_at is null then 1 else 0 end as _prior_attempts,
            null::varchar as _prior_error
-    from renamed
+    from landed_rows
     {%- if landing_shards_staged('t2t_completions') %}
     union all by name
     select
@@ -55,7 +55,7 @@ candidates as (
         true as _is_staged,
         staged.attempts as _prior_attempts,
         staged.last_error as _prior_error
-    from {{ this }} as staged semi join renamed using ({{ key | join(', ') }})
+    from {{ this }} as staged semi join landed_rows using ({{ key | join(', ') }})
     {%- endif %}
 ),
 
@@ -73,7 +73,7 @@ with_history as (
     window key_rows as (partition by {{ key | join(', ') }})
 ),
 
-deduplicated as (
+renamed as (
     {{ latest_per_key(
         'with_history',
         key=key,
@@ -90,4 +90,4 @@ deduplicated as (
     ) }}
 )
 
-{{ select_with_build_stamp('deduplicated', landing_shards_staged('t2t_completions') and has_columns(this, ['_dbt_built_at'])) }}
+{{ select_with_build_stamp('renamed', landing_shards_staged('t2t_completions') and has_columns(this, ['_dbt_built_at'])) }}

@@ -7,9 +7,9 @@ source as (
     select * from {{ source('landing', 'counterfactual_lexicon') }}
 ),
 
-final as (
+renamed as (
     select distinct word, dimension, direction
     from source
 )
 
-select * from final
+select * from renamed

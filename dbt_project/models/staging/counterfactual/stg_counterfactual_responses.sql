@@ -9,13 +9,13 @@ source as (
     select * from {{ source('landing', 'counterfactual_responses') }}
 ),
 
-renamed as (
+landed_rows as (
     select * replace (run + 1 as run)
     from (select * rename (seed as run, generation_seed as seed) from source)
 ),
 
-final as (
-    {{ latest_per_key('renamed', ['audit_id', 'set_id', 'a1', 'a2', 'prompt_label', 'mitigation', 'run'], ['generated_at desc', 'response_id']) }}
+renamed as (
+    {{ latest_per_key('landed_rows', ['audit_id', 'set_id', 'a1', 'a2', 'prompt_label', 'mitigation', 'run'], ['generated_at desc', 'response_id']) }}
 )
 
-select * from final
+select * from renamed

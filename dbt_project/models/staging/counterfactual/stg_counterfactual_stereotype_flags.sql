@@ -7,13 +7,13 @@ source as (
     select * from {{ source('landing', 'counterfactual_stereotype_flags') }}
 ),
 
-renamed as (
+landed_rows as (
     select * replace (run + 1 as run)
     from (select * rename ("repeat" as run) from source)
 ),
 
-final as (
-    {{ latest_per_key('renamed', ['audit_id', 'subset', 'group_label', 'run', 'judge_model_version', 'word_list_hash'], ['judged_at desc']) }}
+renamed as (
+    {{ latest_per_key('landed_rows', ['audit_id', 'subset', 'group_label', 'run', 'judge_model_version', 'word_list_hash'], ['judged_at desc']) }}
 )
 
-select * from final
+select * from renamed

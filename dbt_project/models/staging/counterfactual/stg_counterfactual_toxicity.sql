@@ -5,8 +5,8 @@ source as (
     select * from {{ source('landing', 'counterfactual_toxicity') }}
 ),
 
-final as (
+renamed as (
     {{ latest_per_key('source', ['response_id', 'scorer', 'scorer_version'], ['scored_at desc']) }}
 )
 
-select * from final
+select * from renamed

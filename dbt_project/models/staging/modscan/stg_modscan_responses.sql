@@ -14,7 +14,7 @@ source as (
     from {{ source('landing', 'modscan_responses') }}
 ),
 
-final as (
+renamed as (
     {{ latest_per_key(
         'source',
         key=['audit_id', 'model_id', 'model_version', 'probe', 'attribute', 'scenario', 'instance', 'condition', 'prefix', 'query_unit'],
@@ -22,4 +22,4 @@ final as (
     ) }}
 )
 
-select * from final
+select * from renamed

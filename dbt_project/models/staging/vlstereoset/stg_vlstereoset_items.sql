@@ -14,7 +14,7 @@ latest as (
     {{ latest_per_key('source', ['dataset_id', 'item_id'], ['landed_at desc nulls last', 'source_row']) }}
 ),
 
-final as (
+renamed as (
     select
         dataset_id,
         source_file,
@@ -48,4 +48,4 @@ final as (
     from latest
 )
 
-select * from final
+select * from renamed

@@ -14,7 +14,7 @@ latest as (
                       ['scored_at desc nulls last', 'status']) }}
 ),
 
-final as (
+renamed as (
     select
         audit_id,
         model_id,
@@ -38,4 +38,4 @@ final as (
     from latest
 )
 
-select * from final
+select * from renamed

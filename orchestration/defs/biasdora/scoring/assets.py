@@ -9,7 +9,7 @@ by selection, so Python scoring can sit between dbt models)::
       -> stg_*_scores, stg_judge_ratings -> fct_association_scores -> agg_bias_by_dimension
          (dora_score_models, select tag:scores)
 
-Each scorer reads ``int_associations_to_score`` (a dbt model over ``fct_associations``) read-only, scores only what has not landed for the
+Each scorer reads ``fct_associations_to_score`` (a dbt mart over ``fct_associations``, a view) read-only, scores only what has not landed for the
 same scorer version, and lands Parquet; with no significant association it lands nothing
 and still succeeds.
 
@@ -43,13 +43,13 @@ from orchestration.instance import MODEL_INFERENCE_POOL
 
 #: dbt tag of the models built after scoring (set in their YAML).
 SCORES_TAG = "scores"
-SCORING_INPUT = dg.AssetKey("int_associations_to_score")
+SCORING_INPUT = dg.AssetKey("fct_associations_to_score")
 #: Metadata ``skipped`` of a scorer that a partition's registry target does not list.
 NOT_IN_TARGET_SCORERS = "not in target scorers"
 
 
-#: The dbt model listing the associations to score (dbt_project/models/intermediate/biasdora/).
-ASSOCIATIONS_TO_SCORE = "int_associations_to_score"
+#: The dbt mart listing the associations to score (dbt_project/models/marts/biasdora/).
+ASSOCIATIONS_TO_SCORE = "fct_associations_to_score"
 
 
 #: Which associations are scored: ``fisher`` = Fisher q < 0.05 (dora's default),
@@ -146,7 +146,7 @@ def associations_in_scope(context: dg.AssetExecutionContext, config, spec: Score
 
 def scoring_asset(spec: ScorerSpec) -> dg.AssetsDefinition:
     """The scoring asset of ``spec``: key ``landing/<table>``, group ``scoring``, after
-    ``int_associations_to_score``, op ``<table>`` (its run config: ``ops.<table>.config``), pool
+    ``fct_associations_to_score``, op ``<table>`` (its run config: ``ops.<table>.config``), pool
     ``model_inference``. It lands nothing (and succeeds) when nothing is in scope."""
 
     @dg.multi_asset(

@@ -1,5 +1,10 @@
+{#- A view, not a mart table: the scorers read it filtered by audit right after a build, and a
+    table would copy every association of every audit at each build for one sentence column. -#}
+{{ config(materialized='view') }}
+
 {#-
-    The associations the scorers read (docs/method.md#4-scoring): every association of
+    PUBLIC (read by the scoring assets, orchestration/defs/biasdora/scoring/assets.py): the
+    associations the scorers read (docs/method.md#4-scoring): every association of
     fct_associations with its significance flags and its association sentence
     (`association_text`): for T2T the sentence prefix the probe landed with the completion
     that produced the word, a space and the word ("An alcoholic person is" || ' ' || "brawler");
