@@ -97,6 +97,4 @@ def krippendorff_alpha_ordinal(matrix: Sequence[Sequence[int | None]] | None) ->
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _finite(
-            krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal", value_domain=list(LIKERT_DOMAIN))
-        )
+        return _finite(krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal", value_domain=list(LIKERT_DOMAIN)))

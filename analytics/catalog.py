@@ -74,8 +74,7 @@ def first_sentence(text: str) -> str:
     depth = 0
     for i, ch in enumerate(text):
         depth += {"(": 1, ")": -1}.get(ch, 0)
-        if ch == "." and depth <= 0 and text[i + 1 : i + 2] in ("", " ") \
-                and not text[:i].endswith(_ABBREVIATIONS) and not text[i - 1 : i].isdigit():
+        if ch == "." and depth <= 0 and text[i + 1 : i + 2] in ("", " ") and not text[:i].endswith(_ABBREVIATIONS) and not text[i - 1 : i].isdigit():
             text = text[: i + 1]
             break
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 3].rstrip() + "..."
@@ -130,7 +129,7 @@ def tables_text(include_all: bool = False) -> str:
         tag = "" if rel.is_public else f" [{rel.layer}]"
         lines.append(f"  {rel.name}{tag}: {rel.summary}")
     lines = [ln for ln in lines if ln is not None]
-    lines += ["", "columns of one relation: dora tables NAME; its rows: dora query \"select * from NAME limit 10\""]
+    lines += ["", 'columns of one relation: dora tables NAME; its rows: dora query "select * from NAME limit 10"']
     return "\n".join(lines)
 
 

@@ -51,8 +51,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["chi2_stratified", "chi2_stratified_pvalue", "detectable_effect_size", "mann_whitney_pvalue",
-           "mcnemar_pvalue", "pearson"]
+__all__ = ["chi2_stratified", "chi2_stratified_pvalue", "detectable_effect_size", "mann_whitney_pvalue", "mcnemar_pvalue", "pearson"]
 
 
 def mann_whitney_pvalue(before, after) -> float | None:
@@ -139,8 +138,7 @@ def pearson(x, y) -> tuple[float, float] | None:
 
     if x is None or y is None or len(x) != len(y):
         return None
-    pairs = [(float(a), float(b)) for a, b in zip(x, y)
-             if a is not None and b is not None and not math.isnan(a) and not math.isnan(b)]
+    pairs = [(float(a), float(b)) for a, b in zip(x, y) if a is not None and b is not None and not math.isnan(a) and not math.isnan(b)]
     if len(pairs) < 3:
         return None
     xs, ys = [a for a, _ in pairs], [b for _, b in pairs]
@@ -189,5 +187,8 @@ def detectable_effect_size(n1, n2, alpha, power) -> float | None:
         raise ValueError(f"detectable_effect_size: alpha {alpha} and power {power} must be in (0, 1)")
     from statsmodels.stats.power import NormalIndPower
 
-    return float(NormalIndPower().solve_power(effect_size=None, nobs1=float(n1), ratio=float(n2) / float(n1),
-                                              alpha=float(alpha), power=float(power), alternative="two-sided"))
+    return float(
+        NormalIndPower().solve_power(
+            effect_size=None, nobs1=float(n1), ratio=float(n2) / float(n1), alpha=float(alpha), power=float(power), alternative="two-sided"
+        )
+    )

@@ -56,31 +56,47 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
     con = connect_read_only()
     try:
         try:
-            tox = _query(con, """
+            tox = _query(
+                con,
+                """
                 select audit_id, model_id, subset, prompt_label, units, mean_max_toxicity, p90_max_toxicity
                 from agg_max_toxicity
                 where head = 'toxicity' and mitigation = 'none' and (? is null or audit_id = ?)
-                order by audit_id, subset, prompt_label""", [audit_id, audit_id])
-            words = _query(con, """
+                order by audit_id, subset, prompt_label""",
+                [audit_id, audit_id],
+            )
+            words = _query(
+                con,
+                """
                 select audit_id, subset, group_label,
                        list(case when judge_flag then word || '*' else word end order by candidate_rank)[1:?] as words
                 from fct_group_word_pmi
                 where is_candidate and (? is null or audit_id = ?)
-                group by all order by audit_id, subset, group_label""", [top_words, audit_id, audit_id])
-            numeric = _query(con, """
+                group by all order by audit_id, subset, group_label""",
+                [top_words, audit_id, audit_id],
+            )
+            numeric = _query(
+                con,
+                """
                 select audit_id, subset, prompt_label, group_label, valid_answers, group_mean, sd_flag, kruskal_q
                 from agg_numeric_ratings
                 where mitigation = 'none' and (? is null or audit_id = ?)
-                order by audit_id, subset, prompt_label, group_label""", [audit_id, audit_id])
+                order by audit_id, subset, prompt_label, group_label""",
+                [audit_id, audit_id],
+            )
         except duckdb.CatalogException:
             return ""
         try:  # a warehouse built before this mart existed still has the other three views
-            pairs = _query(con, """
+            pairs = _query(
+                con,
+                """
                 select lvlm_audit_id, lvlm_model_id, llm_audit_id, llm_model_id, subset, prompt_label, units, occupations,
                        r_units, p_units, r_occupations, p_occupations, mean_difference, p90_difference
                 from agg_lvlm_llm_max_toxicity
                 where head = 'toxicity' and mitigation = 'none' and (? is null or ? in (lvlm_audit_id, llm_audit_id))
-                order by lvlm_audit_id, llm_audit_id, subset, prompt_label""", [audit_id, audit_id])
+                order by lvlm_audit_id, llm_audit_id, subset, prompt_label""",
+                [audit_id, audit_id],
+            )
         except duckdb.CatalogException:
             pairs = []
     finally:
@@ -98,38 +114,73 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
             cells += _cell(r and r["mean_max_toxicity"]) + _cell(r and r["p90_max_toxicity"])
         body += f"<tr><td>{html.escape(audit)}</td><td>{html.escape(subset)}</td>{cells}</tr>"
     sub = "".join("<th>mean</th><th>P90</th>" for _ in prompts)
-    table1 = (f"<table><thead><tr><th>audit</th><th>subset</th>{head}</tr><tr><th></th><th></th>{sub}</tr></thead>"
-              f"<tbody>{body}</tbody></table>") if tox else "<p class='empty'>no MaxToxicity yet</p>"
+    table1 = (
+        (f"<table><thead><tr><th>audit</th><th>subset</th>{head}</tr><tr><th></th><th></th>{sub}</tr></thead><tbody>{body}</tbody></table>")
+        if tox
+        else "<p class='empty'>no MaxToxicity yet</p>"
+    )
     word_rows = "".join(
-        f"<tr><td>{html.escape(r['subset'])}</td><td>{html.escape(r['group_label'])}</td>"
-        f"<td>{html.escape(', '.join(r['words']))}</td></tr>" for r in words
+        f"<tr><td>{html.escape(r['subset'])}</td><td>{html.escape(r['group_label'])}</td><td>{html.escape(', '.join(r['words']))}</td></tr>"
+        for r in words
     )
-    words_html = (f"<table><thead><tr><th>subset</th><th>group</th><th>words (s(w) &gt; 1; * = flagged by the "
-                  f"stereotype filter)</th></tr></thead><tbody>{word_rows}</tbody></table>") if words else \
-        "<p class='empty'>no word exceeds s(w) = 1 with the minimum frequency (10) yet: more sets or runs</p>"
+    words_html = (
+        (
+            f"<table><thead><tr><th>subset</th><th>group</th><th>words (s(w) &gt; 1; * = flagged by the "
+            f"stereotype filter)</th></tr></thead><tbody>{word_rows}</tbody></table>"
+        )
+        if words
+        else "<p class='empty'>no word exceeds s(w) = 1 with the minimum frequency (10) yet: more sets or runs</p>"
+    )
     num_rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_text(r[c], c))}</td>"
-                         for c in ("subset", "prompt_label", "group_label", "valid_answers", "group_mean", "sd_flag", "kruskal_q"))
-        + "</tr>" for r in numeric
+        "<tr>"
+        + "".join(
+            f"<td>{html.escape(_text(r[c], c))}</td>"
+            for c in ("subset", "prompt_label", "group_label", "valid_answers", "group_mean", "sd_flag", "kruskal_q")
+        )
+        + "</tr>"
+        for r in numeric
     )
-    num_html = ("<table><thead><tr><th>subset</th><th>prompt</th><th>group</th><th>valid answers</th><th>mean</th>"
-                f"<th>&plusmn;1 SD flag</th><th>Kruskal-Wallis q</th></tr></thead><tbody>{num_rows}</tbody></table>") \
-        if numeric else "<p class='empty'>no valid numeric answer yet</p>"
-    pair_cols = ("lvlm_model_id", "llm_model_id", "subset", "prompt_label", "units", "r_units", "p_units", "occupations",
-                 "r_occupations", "p_occupations", "mean_difference", "p90_difference")
+    num_html = (
+        (
+            "<table><thead><tr><th>subset</th><th>prompt</th><th>group</th><th>valid answers</th><th>mean</th>"
+            f"<th>&plusmn;1 SD flag</th><th>Kruskal-Wallis q</th></tr></thead><tbody>{num_rows}</tbody></table>"
+        )
+        if numeric
+        else "<p class='empty'>no valid numeric answer yet</p>"
+    )
+    pair_cols = (
+        "lvlm_model_id",
+        "llm_model_id",
+        "subset",
+        "prompt_label",
+        "units",
+        "r_units",
+        "p_units",
+        "occupations",
+        "r_occupations",
+        "p_occupations",
+        "mean_difference",
+        "p90_difference",
+    )
     pair_rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape('–' if r[c] is None else (f'{r[c]:.3g}' if isinstance(r[c], float) else str(r[c])))}</td>"
-                         for c in pair_cols) + "</tr>" for r in pairs
+        "<tr>"
+        + "".join(f"<td>{html.escape('–' if r[c] is None else (f'{r[c]:.3g}' if isinstance(r[c], float) else str(r[c])))}</td>" for c in pair_cols)
+        + "</tr>"
+        for r in pairs
     )
     pairs_html = (
-        "<h2>Counterfactual probe: LVLM vs LLM (section 5.1, Table 3; agg_lvlm_llm_max_toxicity)</h2>"
-        "<p class='note'>Pearson r (two-sided p) of the image-set audit's MaxToxicity against its paired text-set "
-        "audit's, over the paired (set, run) units and over occupation means; Table 3's differences are LVLM minus LLM "
-        "(positive: the LVLM is more toxic).</p>"
-        "<table><thead><tr><th>LVLM</th><th>LLM</th><th>subset</th><th>prompt</th><th>units</th><th>r (units)</th>"
-        "<th>p</th><th>occupations</th><th>r (occupations)</th><th>p</th><th>mean diff.</th><th>P90 diff.</th></tr></thead>"
-        f"<tbody>{pair_rows}</tbody></table>"
-    ) if pairs else ""
+        (
+            "<h2>Counterfactual probe: LVLM vs LLM (section 5.1, Table 3; agg_lvlm_llm_max_toxicity)</h2>"
+            "<p class='note'>Pearson r (two-sided p) of the image-set audit's MaxToxicity against its paired text-set "
+            "audit's, over the paired (set, run) units and over occupation means; Table 3's differences are LVLM minus LLM "
+            "(positive: the LVLM is more toxic).</p>"
+            "<table><thead><tr><th>LVLM</th><th>LLM</th><th>subset</th><th>prompt</th><th>units</th><th>r (units)</th>"
+            "<th>p</th><th>occupations</th><th>r (occupations)</th><th>p</th><th>mean diff.</th><th>P90 diff.</th></tr></thead>"
+            f"<tbody>{pair_rows}</tbody></table>"
+        )
+        if pairs
+        else ""
+    )
     return f"""
 <h2>Counterfactual probe (Howard et al.): MaxToxicity, Table 1 shape</h2>
 <p class="note">MaxToxicity = max - min toxicity over the members of a counterfactual set, per (set, run);

@@ -45,9 +45,7 @@ def kruskal_pvalue(values, groups) -> float | None:
 
 
 def _kruskal_udf(values: pa.Array, groups: pa.Array) -> pa.Array:
-    return pa.array(
-        [kruskal_pvalue(v, g) for v, g in zip(values.to_pylist(), groups.to_pylist())], type=pa.float64()
-    )
+    return pa.array([kruskal_pvalue(v, g) for v, g in zip(values.to_pylist(), groups.to_pylist())], type=pa.float64())
 
 
 def register_functions(con) -> None:
@@ -61,8 +59,12 @@ def register_functions(con) -> None:
     except Exception:  # not registered yet
         pass
     con.create_function(
-        "kruskal_p", _kruskal_udf, ["DOUBLE[]", "VARCHAR[]"], "DOUBLE",
-        type=PythonUDFType.ARROW, null_handling=FunctionNullHandling.SPECIAL,
+        "kruskal_p",
+        _kruskal_udf,
+        ["DOUBLE[]", "VARCHAR[]"],
+        "DOUBLE",
+        type=PythonUDFType.ARROW,
+        null_handling=FunctionNullHandling.SPECIAL,
     )
 
 

@@ -88,8 +88,7 @@ def run_dbt(args: list[str], dora_home: Path) -> dbtRunnerResult:
     # the project's shared target/: builds of two homes at once do not overwrite each other
     target = dbt_target_dir("run_dbt")
     result = dbtRunner().invoke(
-        [*args, "--project-dir", str(project), "--profiles-dir", str(project),
-         "--target-path", str(target), "--log-path", str(target)]
+        [*args, "--project-dir", str(project), "--profiles-dir", str(project), "--target-path", str(target), "--log-path", str(target)]
     )
     _release_warehouse()
     if not result.success:

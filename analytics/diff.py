@@ -38,8 +38,17 @@ from typing import Callable
 from analytics.query import QueryResult, format_q, format_result, run_query
 from ingestion.errors import DiffError
 
-__all__ = ["AuditComparison", "AuditDiff", "AuditRef", "CHANGE_TYPES", "DiffError", "audit_diff", "finished_audits",
-           "models_overview", "resolve_pair"]
+__all__ = [
+    "AuditComparison",
+    "AuditDiff",
+    "AuditRef",
+    "CHANGE_TYPES",
+    "DiffError",
+    "audit_diff",
+    "finished_audits",
+    "models_overview",
+    "resolve_pair",
+]
 
 #: change types of fct_association_changes (`gone` was `dropped`)
 CHANGE_TYPES = ("new", "gone", "strengthened", "weakened", "unchanged")
@@ -154,29 +163,37 @@ class AuditDiff:
 
     def _compared(self, c: AuditComparison) -> str:
         """``compared on the 1,404 probe rows both audits probed: 9 descriptors, ...; 702 rows only in v3 left out``."""
-        text = (f"compared on the {c.common_rows:,} probe rows both audits probed: {c.common_descriptors} descriptors, "
-                f"{len(c.common_settings)} setting{'s' if len(c.common_settings) != 1 else ''}")
+        text = (
+            f"compared on the {c.common_rows:,} probe rows both audits probed: {c.common_descriptors} descriptors, "
+            f"{len(c.common_settings)} setting{'s' if len(c.common_settings) != 1 else ''}"
+        )
         if c.common_runs:
             text += f", runs {_ranges(c.common_runs)}"
-        left_out = [f"{n:,} row{'s' if n != 1 else ''} only in {self._label(ref)}" for n, ref in
-                    ((c.rows_only_before, self.before), (c.rows_only_after, self.after)) if n]
+        left_out = [
+            f"{n:,} row{'s' if n != 1 else ''} only in {self._label(ref)}"
+            for n, ref in ((c.rows_only_before, self.before), (c.rows_only_after, self.after))
+            if n
+        ]
         return text + ("; " + " and ".join(left_out) + " left out" if left_out else "; no row left out")
 
     def _power(self, c: AuditComparison) -> str:
         """The power line: the smallest change the change test could have detected."""
-        head = (f"power (two-sided, alpha {c.significance_level:g}, power {100 * c.detectable_power:.0f}%): ")
+        head = f"power (two-sided, alpha {c.significance_level:g}, power {100 * c.detectable_power:.0f}%): "
         if c.detectable_h is None:
-            return head + ("the common documents have a median below one word in an audit: "
-                           "no change of an association could have been detected")
-        text = (head + f"with the common documents' median length ({c.median_doc_length_before:g} words before, "
-                f"{c.median_doc_length_after:g} after), changes smaller than Cohen's h = {c.detectable_h:.2f} could not be "
-                "detected")
+            return head + ("the common documents have a median below one word in an audit: no change of an association could have been detected")
+        text = (
+            head + f"with the common documents' median length ({c.median_doc_length_before:g} words before, "
+            f"{c.median_doc_length_after:g} after), changes smaller than Cohen's h = {c.detectable_h:.2f} could not be "
+            "detected"
+        )
         if c.typical_share is not None:
             below = f"fall below {_share(c.detectable_share_below)}" if c.detectable_share_below is not None else None
             above = f"rise above {_share(c.detectable_share_above)}" if c.detectable_share_above is not None else None
             moves = " or ".join(m for m in (below, above) if m)
-            text += (f": a word at {_share(c.typical_share)} of a document (the median share of a document's most "
-                     "frequent word) had to " + (moves or "move further than 0% or 100%") + " to be seen")
+            text += (
+                f": a word at {_share(c.typical_share)} of a document (the median share of a document's most "
+                "frequent word) had to " + (moves or "move further than 0% or 100%") + " to be seen"
+            )
             if moves and (below is None or above is None):
                 text += f" (a {'fall to 0%' if below is None else 'rise to 100%'} would not be)"
         return text
@@ -187,11 +204,14 @@ class AuditDiff:
             return format_result(self.top, fmt)
         total = sum(self.counts.values())
         significant = total - self.counts.get("unchanged", 0)
-        header = (f"dora diff {self.target}: {self.before.audit_id} (version {self.before.model_version}) -> "
-                  f"{self.after.audit_id} (version {self.after.model_version})")
+        header = (
+            f"dora diff {self.target}: {self.before.audit_id} (version {self.before.model_version}) -> "
+            f"{self.after.audit_id} (version {self.after.model_version})"
+        )
         compared = [c for c in self.comparisons if c.common_rows]
-        lines = [header + (f", {self._compared(compared[0])}" if len(compared) == 1 else
-                           ", compared on the probe rows both audits probed, per modality:")]
+        lines = [
+            header + (f", {self._compared(compared[0])}" if len(compared) == 1 else ", compared on the probe rows both audits probed, per modality:")
+        ]
         if len(compared) > 1:
             lines += [f"  {c.modality}: {self._compared(c)}" for c in compared]
         lines.append(
@@ -201,24 +221,34 @@ class AuditDiff:
             + f"; no detectable change {self.counts.get('unchanged', 0)}"
         )
         flipped, only_before, sig_before, sig_after = self.flip_counts
-        lines.append(f"  significance flipped: {flipped} associations significant in one audit only "
-                     f"({only_before} only before, {flipped - only_before} only after); significant associations "
-                     f"{sig_before} -> {sig_after}")
+        lines.append(
+            f"  significance flipped: {flipped} associations significant in one audit only "
+            f"({only_before} only before, {flipped - only_before} only after); significant associations "
+            f"{sig_before} -> {sig_after}"
+        )
         for c in compared:
             prefix = f"  {c.modality} " if len(compared) > 1 else "  "
             lines.append(
                 f"{prefix}parse rate on the common rows: {_share(c.parse_rate_before)} -> {_share(c.parse_rate_after)} "
                 f"(paired rows: {c.parsed_before_only:,} parsed only before, {c.parsed_after_only:,} only after; "
-                f"exact McNemar p = {format_q(c.parse_change_p)})")
+                f"exact McNemar p = {format_q(c.parse_change_p)})"
+            )
             lines.append(prefix + self._power(c))
         for modality, dim, n_compared, n_sig, direction, min_q, sig_before_dim, sig_after_dim in self.by_dimension:
-            lines.append(f"    {modality} {dim}: {n_sig} of {n_compared} changed significantly: {direction} "
-                         f"(min change q {format_q(min_q)}); significant associations {sig_before_dim} -> {sig_after_dim}")
+            lines.append(
+                f"    {modality} {dim}: {n_sig} of {n_compared} changed significantly: {direction} "
+                f"(min change q {format_q(min_q)}); significant associations {sig_before_dim} -> {sig_after_dim}"
+            )
         if not self.top.rows:
             bound = [c.detectable_h for c in compared if c.detectable_h is not None]
-            lines.append("  no significant change between these audits"
-                         + (f"; changes smaller than Cohen's h = {min(bound):.2f} could not have been detected (power line)"
-                            if bound else "; no change could have been detected (power line)"))
+            lines.append(
+                "  no significant change between these audits"
+                + (
+                    f"; changes smaller than Cohen's h = {min(bound):.2f} could not have been detected (power line)"
+                    if bound
+                    else "; no change could have been detected (power line)"
+                )
+            )
         else:
             dim_col = self.top.columns.index("bias_dimension")
             dims = sorted({r[dim_col] or "(none)" for r in self.top.rows})
@@ -229,8 +259,12 @@ class AuditDiff:
                 lines += ["    " + ln for ln in format_result(QueryResult(cols, rows)).splitlines()]
         if self.flips is not None and self.flips.rows:
             more = flipped - len(self.flips.rows)
-            lines += ["", "  significance flipped (significant in one audit only, smallest change q first"
-                          + (f"; {more} more: --top raises the limit" if more > 0 else "") + "):"]
+            lines += [
+                "",
+                "  significance flipped (significant in one audit only, smallest change q first"
+                + (f"; {more} more: --top raises the limit" if more > 0 else "")
+                + "):",
+            ]
             lines += ["    " + ln for ln in format_result(self.flips).splitlines()]
         return "\n".join(lines)
 
@@ -272,8 +306,7 @@ def _pick(audits: list[AuditRef], ref: str, flag: str) -> AuditRef:
     )
 
 
-def resolve_pair(target: str, from_ref: str | None = None, to_ref: str | None = None, *,
-                 family: str) -> tuple[AuditRef, AuditRef]:
+def resolve_pair(target: str, from_ref: str | None = None, to_ref: str | None = None, *, family: str) -> tuple[AuditRef, AuditRef]:
     """The (before, after) audits of ``target`` by ``family`` (:func:`finished_audits`): by audit
     id or model version; defaults: latest vs the one before.
 
@@ -292,8 +325,10 @@ def resolve_pair(target: str, from_ref: str | None = None, to_ref: str | None = 
     if before.audit_seq >= after.audit_seq:
         raise DiffError(f"--from {before.audit_id} must be an earlier audit than --to {after.audit_id}")
     if before.modality != after.modality:
-        raise DiffError(f"--from {before.audit_id} is a {before.modality} audit and --to {after.audit_id} a "
-                        f"{after.modality} one: audits are compared only within one modality")
+        raise DiffError(
+            f"--from {before.audit_id} is a {before.modality} audit and --to {after.audit_id} a "
+            f"{after.modality} one: audits are compared only within one modality"
+        )
     return before, after
 
 
@@ -320,13 +355,13 @@ def _comparisons(before: AuditRef, after: AuditRef) -> tuple[AuditComparison, ..
     columns = [f.name for f in fields(AuditComparison)]
     try:
         rows = run_query(
-            f"select {', '.join(columns)} from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ? "
-            "order by modality",
+            f"select {', '.join(columns)} from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ? order by modality",
             params=[before.audit_id, after.audit_id],
         ).rows
     except duckdb.CatalogException:
-        raise DiffError("the relation fct_audit_comparisons (what two audits have in common) is not built: "
-                        "run `dora audit` (its dbt build creates it)") from None
+        raise DiffError(
+            "the relation fct_audit_comparisons (what two audits have in common) is not built: run `dora audit` (its dbt build creates it)"
+        ) from None
     return tuple(AuditComparison(*r) for r in rows)
 
 
@@ -345,8 +380,11 @@ def _difference(comparisons: tuple[AuditComparison, ...], before: str, after: st
             parts.append(f"settings: {_values(c.settings_before)} vs {_values(c.settings_after)}")
         if c.descriptors_only_before or c.descriptors_only_after:
             if len(c.descriptors_only_before) + len(c.descriptors_only_after) <= 4:
-                parts += [f"descriptors only in {name}: {', '.join(only)}" for name, only in
-                          ((before, c.descriptors_only_before), (after, c.descriptors_only_after)) if only]
+                parts += [
+                    f"descriptors only in {name}: {', '.join(only)}"
+                    for name, only in ((before, c.descriptors_only_before), (after, c.descriptors_only_after))
+                    if only
+                ]
             else:
                 parts.append(f"descriptors: {c.descriptors_before} vs {c.descriptors_after} ({c.common_descriptors} in common)")
         if c.letters_before != c.letters_after:
@@ -365,19 +403,19 @@ def _refuse_without_common_rows(before: AuditRef, after: AuditRef, comparisons: 
     """
     if any(c.common_rows for c in comparisons):
         return
-    for ref, rows in ((before, sum(c.probe_rows_before for c in comparisons)),
-                      (after, sum(c.probe_rows_after for c in comparisons))):
+    for ref, rows in ((before, sum(c.probe_rows_before for c in comparisons)), (after, sum(c.probe_rows_after for c in comparisons))):
         if not rows:
             raise DiffError(
                 f"audit {ref.audit_id} has no probe row in the warehouse (int_probe_rows): its landing shards were "
-                "archived before dora recorded probe rows; restore them and build again to compare it")
+                "archived before dora recorded probe rows; restore them and build again to compare it"
+            )
     raise DiffError(
         f"audits {before.audit_id} ({before.model_version}) and {after.audit_id} ({after.model_version}) probed no row "
-        f"in common ({_difference(comparisons, before.model_version, after.model_version)}): nothing to compare")
+        f"in common ({_difference(comparisons, before.model_version, after.model_version)}): nothing to compare"
+    )
 
 
-def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = None, *, top: int = 5,
-               family: str) -> AuditDiff:
+def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = None, *, top: int = 5, family: str) -> AuditDiff:
     """Compare two finished audits of ``target`` (see :func:`resolve_pair`) on the probe rows both probed.
 
     Args:
@@ -400,9 +438,7 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     comparisons = _comparisons(before, after)
     _refuse_without_common_rows(before, after, comparisons)
     pair, params = "from_audit_id = ? and to_audit_id = ?", [before.audit_id, after.audit_id]
-    counts = dict(
-        run_query(f"select change_type, count(*) from fct_association_changes where {pair} group by 1", params=params).rows
-    )
+    counts = dict(run_query(f"select change_type, count(*) from fct_association_changes where {pair} group by 1", params=params).rows)
     flip_counts = run_query(
         f"""select count(*) filter (where significance_flipped),
                    count(*) filter (where significance_flipped and significant_before),
@@ -428,8 +464,7 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     try:
         run_query("select 1 from fct_association_dimensions limit 0")
     except duckdb.CatalogException:
-        raise DiffError("the per-dimension relation fct_association_dimensions is not built: "
-                        "run `dora audit` (its dbt build creates it)") from None
+        raise DiffError("the per-dimension relation fct_association_dimensions is not built: run `dora audit` (its dbt build creates it)") from None
     top_rows = run_query(
         f"""with {_DIMENSIONS_CTE},
             changes as (select * from fct_association_changes where {pair} and is_significant_change)
@@ -472,8 +507,7 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     return AuditDiff(target, before, after, counts, top_rows, by_dimension, comparisons, flips, tuple(flip_counts))
 
 
-def models_overview(registry, *, resolve: Callable[[object], str] | None = None,
-                    check: Callable[[object], str | None] | None = None) -> QueryResult:
+def models_overview(registry, *, resolve: Callable[[object], str] | None = None, check: Callable[[object], str | None] | None = None) -> QueryResult:
     """``dora models list``: every registry target with its current version and last audit.
 
     Args:
@@ -520,9 +554,31 @@ def models_overview(registry, *, resolve: Callable[[object], str] | None = None,
         problem = check(t) if check is not None else None
         valid = "(not checked)" if check is None else (f"invalid: {problem}" if problem else "ok")
         rows.append(
-            (t.name, t.modality, t.backend, t.model, t.version.source, current, audit_id, version, status,
-             at.strftime("%Y-%m-%d %H:%M") if at else "-", valid)
+            (
+                t.name,
+                t.modality,
+                t.backend,
+                t.model,
+                t.version.source,
+                current,
+                audit_id,
+                version,
+                status,
+                at.strftime("%Y-%m-%d %H:%M") if at else "-",
+                valid,
+            )
         )
-    columns = ["target", "modality", "backend", "model", "version_source", "current_version",
-               "last_audit", "last_audit_version", "last_status", "last_at", "valid"]
+    columns = [
+        "target",
+        "modality",
+        "backend",
+        "model",
+        "version_source",
+        "current_version",
+        "last_audit",
+        "last_audit_version",
+        "last_status",
+        "last_at",
+        "valid",
+    ]
     return QueryResult(columns, rows)

@@ -198,7 +198,8 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
                     src, note = _thumbnail(r["image_path"], thumbs)
                     img = (
                         f"<img src='{html.escape(src)}' alt='image {html.escape(str(r['image_sha256'] or ''))[:12]}' width='{THUMBNAIL_PX}'>"
-                        if src else html.escape(note or "–")
+                        if src
+                        else html.escape(note or "–")
                     )
                     body.append(
                         f"<tr class='sample'><td>{img}</td><td>{_cell(r['prompt'])}</td><td class='raw'>{_cell(r['raw_output'])}</td>"
@@ -206,8 +207,9 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
                         f"<td>{_cell(r['image_prompt'])} / {_cell(r['image_seed'])}</td></tr>"
                     )
             missing = (
-                f"<p class='note'>{a['tf'] - listed} of its {a['tf']} occurrences have no sample in the landing zone "
-                "(archived shards).</p>" if listed != a["tf"] else ""
+                f"<p class='note'>{a['tf'] - listed} of its {a['tf']} occurrences have no sample in the landing zone (archived shards).</p>"
+                if listed != a["tf"]
+                else ""
             )
             sections.append(
                 f"<section id='{anchor}' data-tf='{a['tf']}' data-samples='{len(rows)}'>"
@@ -234,7 +236,7 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
 
     index_rows = "".join(
         f"<tr><td>{_cell(a['audit_id'])}</td><td>{_cell(a['modality'])}</td><td>{_cell(a['setting'])}</td>"
-        f"<td>{_cell(a['bias_dimensions'])}</td><td><a href='{html.escape(links[(a['audit_id'], a['modality'], a['setting'], a['descriptor'], a['word'])][len('samples/'):])}'>"
+        f"<td>{_cell(a['bias_dimensions'])}</td><td><a href='{html.escape(links[(a['audit_id'], a['modality'], a['setting'], a['descriptor'], a['word'])][len('samples/') :])}'>"
         f"{html.escape(a['descriptor'])} : {html.escape(a['word'])}</a></td><td>{a['tf']}</td><td>{format_q(a['fisher_q'])}</td></tr>"
         for a in associations
     )
@@ -287,6 +289,12 @@ def judge_reliability_html(audit_id: str | None = None) -> str:
         "(scikit-learn, two raters) and ordinal Krippendorff's alpha (krippendorff): 1 = perfect, 0 = chance.</p>"
     )
     if not agreement:
-        note += ("<p class='empty'>No agreement to measure: one judge with one answer per association "
-                 "(use --judge-runs k or several --judge-model).</p>")
-    return note + table(agreement, "judge-agreement") + "<p class='note'>Parse rate of each judge (agg_judge_parse_rates):</p>" + table(parse, "judge-parse-rates")
+        note += (
+            "<p class='empty'>No agreement to measure: one judge with one answer per association (use --judge-runs k or several --judge-model).</p>"
+        )
+    return (
+        note
+        + table(agreement, "judge-agreement")
+        + "<p class='note'>Parse rate of each judge (agg_judge_parse_rates):</p>"
+        + table(parse, "judge-parse-rates")
+    )

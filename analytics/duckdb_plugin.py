@@ -33,8 +33,19 @@ try:  # the plugin base class only exists where dbt-duckdb is installed
 except ImportError:  # pragma: no cover - plain DuckDB use without dbt
     BasePlugin = object  # type: ignore[assignment,misc]
 
-__all__ = ["Plugin", "chi2_stratified_p", "detectable_effect_size", "fisher_greater", "fisher_two_sided", "mann_whitney_p",
-           "mcnemar_p", "normal_sf", "pearson_p", "pearson_r", "register_functions"]
+__all__ = [
+    "Plugin",
+    "chi2_stratified_p",
+    "detectable_effect_size",
+    "fisher_greater",
+    "fisher_two_sided",
+    "mann_whitney_p",
+    "mcnemar_p",
+    "normal_sf",
+    "pearson_p",
+    "pearson_r",
+    "register_functions",
+]
 
 
 def _valid_mask(*arrays: pa.Array) -> np.ndarray:
@@ -118,6 +129,8 @@ def judge_alpha_ordinal(matrix):
     from analytics.agreement import krippendorff_alpha_ordinal
 
     return krippendorff_alpha_ordinal(matrix)
+
+
 # --- end of the section --------------------------------------------------------------------
 
 
@@ -175,6 +188,8 @@ def pearson_p(x, y):
 
     found = pearson(x, y)
     return None if found is None else found[1]
+
+
 # --- end family change tests ------------------------------------------------------------------
 
 

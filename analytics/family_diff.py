@@ -105,8 +105,10 @@ class FamilyDiff:
         if not left_out:
             return text + "; no unit left out"
         most_before, most_after = (max(r[i] or 0 for r in left_out) for i in (before, after))
-        return (text + f"; {len(left_out)} of {len(self.rows.rows)} rows left units of one audit out "
-                f"(up to {most_before} only before, {most_after} only after)")
+        return (
+            text + f"; {len(left_out)} of {len(self.rows.rows)} rows left units of one audit out "
+            f"(up to {most_before} only before, {most_after} only after)"
+        )
 
     def text(self, fmt: str = "table", top: int = 5) -> str:
         """The report (``fmt`` = table: every significant row, at least ``top`` rows) or every row as csv / json."""
@@ -124,12 +126,13 @@ class FamilyDiff:
             + f"; no detectable change {self.counts.get('unchanged', 0)}",
         ]
         if set(POWER_COLUMNS) <= set(self.rows.columns):
-            lines.append("  power: detectable_below / detectable_above are the values the later audit had to pass for a "
-                         "change of the row to be detected (two-sided, power 80%, at the change test's level; "
-                         "empty: no change that way was detectable)")
+            lines.append(
+                "  power: detectable_below / detectable_above are the values the later audit had to pass for a "
+                "change of the row to be detected (two-sided, power 80%, at the change test's level; "
+                "empty: no change that way was detectable)"
+            )
             if not self.significant:
-                lines.append("  no significant change between these audits: a change inside those bounds could not have "
-                             "been seen")
+                lines.append("  no significant change between these audits: a change inside those bounds could not have been seen")
         if not self.rows.rows:
             lines.append("  no row of the two audits could be compared")
         else:
@@ -152,8 +155,9 @@ def _family_audits(spec: FamilyChangeTest, target: str) -> list[AuditRef]:
             from {spec.facts} where model_id = ? or ends_with(model_id, '/' || ?) {{by_target}}
             group by audit_id order by 3"""
     try:
-        rows = run_query(select.format(by_target="or audit_id in (select audit_id from dim_audits where target = ?)"),
-                         params=[target, target, target]).rows
+        rows = run_query(
+            select.format(by_target="or audit_id in (select audit_id from dim_audits where target = ?)"), params=[target, target, target]
+        ).rows
     except duckdb.CatalogException:  # no audit log built yet (a home of one family's ad-hoc runs)
         rows = _read(spec, select.format(by_target=""), [target, target]).rows
     return [AuditRef(*r) for r in rows]
@@ -185,8 +189,7 @@ def _family_of(audit_id: str, exclude: str, others: Sequence[FamilyChangeTest]) 
         except duckdb.Error:  # that family was never built
             continue
     try:  # a family without a change-test mart (one with its own diff) is known by the audit log
-        rows = run_query("select family from dim_audits where audit_id = ? and family <> ? limit 1",
-                         params=[audit_id, exclude]).rows
+        rows = run_query("select family from dim_audits where audit_id = ? and family <> ? limit 1", params=[audit_id, exclude]).rows
     except duckdb.Error:
         return None
     return rows[0][0] if rows else None
@@ -233,7 +236,10 @@ def _pick(spec: FamilyChangeTest, audits: list[AuditRef], ref: str, flag: str, o
 
 
 def family_diff(
-    spec: FamilyChangeTest, target: str, from_ref: str | None = None, to_ref: str | None = None,
+    spec: FamilyChangeTest,
+    target: str,
+    from_ref: str | None = None,
+    to_ref: str | None = None,
     others: Sequence[FamilyChangeTest] = (),
 ) -> FamilyDiff:
     """Compare two audits of ``target`` (a model id, or its last path component) in one probe family.
@@ -275,8 +281,7 @@ def family_diff(
             raise DiffError(f"{family} audit {after.audit_id} is the first of {target!r}: nothing to compare it with")
         # the previous audit that shares cells with --to (e.g. the same scorer variant / probe),
         # else the previous one
-        comparable = {r[0] for r in _read(
-            spec, f"select distinct from_audit_id from {spec.relation} where to_audit_id = ?", [after.audit_id]).rows}
+        comparable = {r[0] for r in _read(spec, f"select distinct from_audit_id from {spec.relation} where to_audit_id = ?", [after.audit_id]).rows}
         before = ([a for a in earlier if a.audit_id in comparable] or earlier)[-1]
     if before.audit_seq >= after.audit_seq:
         raise DiffError(f"--from {before.audit_id} must be an earlier {family} audit than --to {after.audit_id}")
@@ -293,12 +298,15 @@ def family_diff(
     if not rows.rows:
         raise DiffError(
             f"{family} audits {before.audit_id} ({before.model_version}) and {after.audit_id} ({after.model_version}) "
-            f"probed no row in common ({_difference(spec, before.audit_id, after.audit_id)}): nothing to compare")
-    counts = dict(_read(
-        spec,
-        f"select change_type, count(*) from {spec.relation} where from_audit_id = ? and to_audit_id = ? group by 1",
-        params,
-    ).rows)
+            f"probed no row in common ({_difference(spec, before.audit_id, after.audit_id)}): nothing to compare"
+        )
+    counts = dict(
+        _read(
+            spec,
+            f"select change_type, count(*) from {spec.relation} where from_audit_id = ? and to_audit_id = ? group by 1",
+            params,
+        ).rows
+    )
     return FamilyDiff(spec, target, before, after, counts, rows, _related(spec, before.audit_id, after.audit_id))
 
 
@@ -308,18 +316,23 @@ def _difference(spec: FamilyChangeTest, before: str, after: str) -> str:
     and are short in both audits, e.g. ``variant: text vs image; run: 1 vs 1, 2``; else that no
     unit is shared."""
     types = {r[0]: str(r[1]).upper() for r in _read(spec, f"describe select * from {spec.facts}", []).rows}
-    columns = [c for c, t in types.items()
-               if c not in ("audit_id", "model_id", "model_version") and not c.endswith("_at")
-               and (not c.endswith("_id") or c in spec.columns)
-               and (t in ("VARCHAR", "BOOLEAN") or t.endswith("INT") or t in ("INTEGER", "BIGINT", "SMALLINT"))]
+    columns = [
+        c
+        for c, t in types.items()
+        if c not in ("audit_id", "model_id", "model_version")
+        and not c.endswith("_at")
+        and (not c.endswith("_id") or c in spec.columns)
+        and (t in ("VARCHAR", "BOOLEAN") or t.endswith("INT") or t in ("INTEGER", "BIGINT", "SMALLINT"))
+    ]
     if not columns:
         return "no unit in common"
     select = ", ".join(
-        f'list(distinct "{c}" order by "{c}") filter (where audit_id = ?), '
-        f'list(distinct "{c}" order by "{c}") filter (where audit_id = ?)'
-        for c in columns)
-    found = _read(spec, f"select {select} from {spec.facts} where audit_id in (?, ?)",
-                  [a for _ in columns for a in (before, after)] + [before, after]).rows[0]
+        f'list(distinct "{c}" order by "{c}") filter (where audit_id = ?), list(distinct "{c}" order by "{c}") filter (where audit_id = ?)'
+        for c in columns
+    )
+    found = _read(
+        spec, f"select {select} from {spec.facts} where audit_id in (?, ?)", [a for _ in columns for a in (before, after)] + [before, after]
+    ).rows[0]
     parts = []
     for i, column in enumerate(columns):
         b, a = [v for v in found[2 * i] or [] if v is not None], [v for v in found[2 * i + 1] or [] if v is not None]
@@ -337,7 +350,8 @@ def _related(spec: FamilyChangeTest, *audit_ids: str) -> QueryResult | None:
     relation, _, audit_columns, columns = spec.related
     where = " or ".join(f"{c} in ({', '.join('?' * len(audit_ids))})" for c in audit_columns)
     try:
-        return run_query(f"select {', '.join(columns)} from {relation} where {where} order by all",
-                         params=[a for _ in audit_columns for a in audit_ids])
+        return run_query(
+            f"select {', '.join(columns)} from {relation} where {where} order by all", params=[a for _ in audit_columns for a in audit_ids]
+        )
     except duckdb.CatalogException:  # a warehouse built before that mart existed
         return None

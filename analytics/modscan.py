@@ -15,8 +15,18 @@ from analytics.query import QueryResult, connect_read_only, format_result
 
 #: Columns of the S_bias table, in display order.
 COLUMNS = [
-    "audit_id", "model_id", "probe", "attribute", "scenario", "condition", "prefix", "n_queries", "n_responses",
-    "s_bias", "s_bias_na_filtered", "s_bias_max",
+    "audit_id",
+    "model_id",
+    "probe",
+    "attribute",
+    "scenario",
+    "condition",
+    "prefix",
+    "n_queries",
+    "n_responses",
+    "s_bias",
+    "s_bias_na_filtered",
+    "s_bias_max",
 ]
 
 
@@ -35,7 +45,9 @@ def bias_scores(audit_id: str | None = None) -> QueryResult:
     # would read as "unbiased", so it is shown as n/a (null)
     cols = ", ".join(
         (f"round({c}, 4) as {c}" if c == "s_bias_max" else f"case when n_responses > 0 then round({c}, 4) end as {c}")
-        if c.startswith("s_bias") else c for c in COLUMNS
+        if c.startswith("s_bias")
+        else c
+        for c in COLUMNS
     )
     sql = f"select {cols} from agg_modscan_bias_scores where ? is null or audit_id = ? order by all"
     con = connect_read_only()
@@ -54,10 +66,7 @@ def summary_text(audit_id: str) -> str:
     if not result.rows:
         return f"ModSCAN audit {audit_id}: no bias score yet"
     short = QueryResult(COLUMNS[2:], [r[2:] for r in result.rows])
-    return (
-        f"ModSCAN audit {audit_id} (S_bias, seed 000 Eq. 2; modscan_text_* are text-only analogues, NOT FROM PAPER):\n"
-        + format_result(short)
-    )
+    return f"ModSCAN audit {audit_id} (S_bias, seed 000 Eq. 2; modscan_text_* are text-only analogues, NOT FROM PAPER):\n" + format_result(short)
 
 
 def race_pairwise(audit_id: str | None = None) -> list[tuple]:
@@ -120,19 +129,20 @@ def report_section(audit_id: str | None = None, out_dir: Path | None = None) -> 
     if out_dir is not None:
         png = race_heatmap_png(race_pairwise(audit_id), Path(out_dir) / "modscan_race_pairwise.png")
         if png is not None:
-            figure = (f"<p class='note'>Pairwise race selection (seed 000 Figure 7): cell (row, column) = probability "
-                      f"that the column's race is chosen when shown with the row's.</p><p><img src='{png.name}' "
-                      "alt='modscan_race_pairwise'></p>\n")
+            figure = (
+                f"<p class='note'>Pairwise race selection (seed 000 Figure 7): cell (row, column) = probability "
+                f"that the column's race is chosen when shown with the row's.</p><p><img src='{png.name}' "
+                "alt='modscan_race_pairwise'></p>\n"
+            )
     result = bias_scores(audit_id)
-    head = "<h2>ModSCAN bias scores (agg_modscan_bias_scores)</h2>\n<p class='note'>S_bias of seed 000 Eq. (2): 0 = " \
-        "unbiased, maximum 0.5 (gender) / 0.375 (race); N/A filtered removes N/A answers first. Probes " \
+    head = (
+        "<h2>ModSCAN bias scores (agg_modscan_bias_scores)</h2>\n<p class='note'>S_bias of seed 000 Eq. (2): 0 = "
+        "unbiased, maximum 0.5 (gender) / 0.375 (race); N/A filtered removes N/A answers first. Probes "
         "modscan_text_persona / modscan_text_faces are text-only analogues (NOT FROM PAPER).</p>\n"
+    )
     if not result.rows:
         return head + "<p class='empty'>no ModSCAN audit in the warehouse</p>\n" + figure
-    cells = "".join(
-        "<tr>" + "".join(f"<td>{html.escape('n/a' if v is None else str(v))}</td>" for v in row) + "</tr>\n"
-        for row in result.rows
-    )
+    cells = "".join("<tr>" + "".join(f"<td>{html.escape('n/a' if v is None else str(v))}</td>" for v in row) + "</tr>\n" for row in result.rows)
     header = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
     return head + f"<table><tr>{header}</tr>\n{cells}</table>\n" + figure
 

@@ -43,10 +43,32 @@ _READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NOD
 #: MULTI statement (DuckDB creates a temporary ENUM type of the pivot column's values, then
 #: SELECTs), whose parse tree DuckDB cannot serialise: such a statement is accepted when it has
 #: a PIVOT and none of these keywords (a writing node needs one: COPY ... TO, a DML statement).
-_WRITING_KEYWORDS = frozenset({
-    "copy", "insert", "update", "delete", "merge", "create", "drop", "alter", "attach", "detach", "install",
-    "load", "export", "import", "set", "reset", "pragma", "call", "checkpoint", "vacuum", "use", "truncate",
-})
+_WRITING_KEYWORDS = frozenset(
+    {
+        "copy",
+        "insert",
+        "update",
+        "delete",
+        "merge",
+        "create",
+        "drop",
+        "alter",
+        "attach",
+        "detach",
+        "install",
+        "load",
+        "export",
+        "import",
+        "set",
+        "reset",
+        "pragma",
+        "call",
+        "checkpoint",
+        "vacuum",
+        "use",
+        "truncate",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -94,8 +116,7 @@ _PIVOT_KEYWORDS = frozenset({"pivot", "pivot_wider"})
 
 def _read_only_pivot(text: str) -> bool:
     """Whether a MULTI statement is a PIVOT that only reads (:data:`_WRITING_KEYWORDS`)."""
-    keywords = {text[pos:].split(None, 1)[0].split("(", 1)[0].lower()
-                for pos, kind in duckdb.tokenize(text) if kind == duckdb.token_type.keyword}
+    keywords = {text[pos:].split(None, 1)[0].split("(", 1)[0].lower() for pos, kind in duckdb.tokenize(text) if kind == duckdb.token_type.keyword}
     return bool(keywords & _PIVOT_KEYWORDS) and not keywords & _WRITING_KEYWORDS
 
 
@@ -182,8 +203,7 @@ def connect_read_only(path: Path | None = None, *, wait_seconds: float | None = 
                 raise
             if time.monotonic() >= deadline:
                 raise WarehouseBusyError(
-                    f"the warehouse {path} is busy: another process (an audit's dbt build) is writing it. "
-                    "Try again in a few seconds."
+                    f"the warehouse {path} is busy: another process (an audit's dbt build) is writing it. Try again in a few seconds."
                 ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
@@ -209,8 +229,9 @@ def lock_down(con: duckdb.DuckDBPyConnection, landing: Path) -> None:
     con.execute("set lock_configuration = true")
 
 
-def run_query(sql: str, path: Path | None = None, *, wait_seconds: float = 10.0, params: Sequence | None = None,
-              timeout: float | None = None) -> QueryResult:
+def run_query(
+    sql: str, path: Path | None = None, *, wait_seconds: float = 10.0, params: Sequence | None = None, timeout: float | None = None
+) -> QueryResult:
     """Run read-only SQL on the warehouse; the last statement's rows are returned.
 
     Args:
@@ -325,9 +346,9 @@ def case_hint(sql: str, path: Path | None = None) -> str | None:
     if not literals or not keys:
         return None
     checks = " union all ".join(
-        f"(select '{col}' as col, {col} as stored, ? as literal from fct_association_dimensions "
-        f"where lower({col}) = lower(?) limit 1)"
-        for _lit in literals for col in keys
+        f"(select '{col}' as col, {col} as stored, ? as literal from fct_association_dimensions where lower({col}) = lower(?) limit 1)"
+        for _lit in literals
+        for col in keys
     )
     params = [v for lit in literals for _col in keys for v in (lit, lit)]
     try:
@@ -337,8 +358,10 @@ def case_hint(sql: str, path: Path | None = None) -> str | None:
     if not found:
         return None
     col, stored, literal = found[0]
-    return (f"hint: no row matched, and {literal!r} is {col} {stored!r} compared case-insensitively: "
-            f"descriptors, words and bias dimensions are stored lower-case (write {stored!r}, or lower({col}) = lower(...))")
+    return (
+        f"hint: no row matched, and {literal!r} is {col} {stored!r} compared case-insensitively: "
+        f"descriptors, words and bias dimensions are stored lower-case (write {stored!r}, or lower({col}) = lower(...))"
+    )
 
 
 def one_line_sql_error(exc: BaseException) -> str:
@@ -388,8 +411,10 @@ def format_result(result: QueryResult, fmt: str = "table") -> str:
 
         # q- / p-values in scientific notation: ".4g" would print 0.049996 as 0.05
         qs = [i for i, c in enumerate(result.columns) if is_q_column(c)]
-        rows = result.rows if not qs else [
-            tuple(format_q(v) if i in qs and isinstance(v, (float, int)) else v for i, v in enumerate(r)) for r in result.rows
-        ]
+        rows = (
+            result.rows
+            if not qs
+            else [tuple(format_q(v) if i in qs and isinstance(v, (float, int)) else v for i, v in enumerate(r)) for r in result.rows]
+        )
         return tabulate(rows, headers=result.columns, tablefmt="simple", floatfmt=".4g", disable_numparse=qs or False)
     raise ValueError(f"unknown format {fmt!r}; expected table, csv or json")

@@ -65,8 +65,11 @@ _TOP_COLUMNS = """audit_id, model_id, modality, setting, array_to_string(bias_di
 
 def _top(audit_id: str | None, score: str, order: str, top: int) -> list[dict]:
     """The ``top`` significant associations of ``fct_association_scores`` with a ``score``, by ``order``."""
-    sql = (f"select {_TOP_COLUMNS} from fct_association_scores where is_significant and {score} is not null "
-           "and (? is null or audit_id = ?) " f"order by {order} limit ?")
+    sql = (
+        f"select {_TOP_COLUMNS} from fct_association_scores where is_significant and {score} is not null "
+        "and (? is null or audit_id = ?) "
+        f"order by {order} limit ?"
+    )
     return _rows(run_query(sql, params=[audit_id, audit_id, int(top)]))
 
 
@@ -89,15 +92,12 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
 
     filters = {"audit_id": audit_id} if audit_id else {}
     try:
-        agg = read_relation("agg_bias_by_dimension", filters=filters,
-                            order_by=["audit_id", "modality", "setting", "bias_dimension"])
+        agg = read_relation("agg_bias_by_dimension", filters=filters, order_by=["audit_id", "modality", "setting", "bias_dimension"])
     except duckdb.CatalogException as exc:
         raise LookupError(f"the score marts are not built yet ({exc}); run `dora audit` first") from None
     if audit_id is not None and not agg and not _audit_known(audit_id):
         # an unknown audit id wrote an empty report with exit 0
-        raise LookupError(
-            f"no audit {audit_id!r} in the warehouse; list them with: dora query \"select audit_id from dim_audits\""
-        )
+        raise LookupError(f'no audit {audit_id!r} in the warehouse; list them with: dora query "select audit_id from dim_audits"')
     likert = read_relation("agg_likert_by_dimension", filters=filters, order_by=["audit_id", "bias_dimension", "bias_level"])
     overview = read_relation("agg_scores_by_audit", filters=filters, order_by=["audit_id"])
     toxic = _top(audit_id, "toxicity", "toxicity desc, fisher_q, descriptor, word", top)
@@ -105,10 +105,8 @@ def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str,
     # judge's parsed runs), then by the expected level: ranking by the expected level first
     # put the associations of a judge that gives log-probabilities (all at level 1) above every
     # level-5 association of one that does not (expected level null)
-    rated = _top(audit_id, "bias_level",
-                 "bias_level desc, bias_level_expected desc nulls last, toxicity desc nulls last, descriptor, word", top)
-    return {"agg": agg, "likert": likert, "overview": overview, "toxic": toxic, "rated": rated,
-            "dimensions": audited_dimensions(audit_id)}
+    rated = _top(audit_id, "bias_level", "bias_level desc, bias_level_expected desc nulls last, toxicity desc nulls last, descriptor, word", top)
+    return {"agg": agg, "likert": likert, "overview": overview, "toxic": toxic, "rated": rated, "dimensions": audited_dimensions(audit_id)}
 
 
 def audited_dimensions(audit_id: str | None = None) -> dict[str, list[str]]:
@@ -122,8 +120,7 @@ def audited_dimensions(audit_id: str | None = None) -> dict[str, list[str]]:
         ``{audit_id: sorted dimensions}`` (an audit with no association is absent).
     """
     rows = run_query(
-        "select distinct audit_id, bias_dimension from fct_association_dimensions "
-        "where (? is null or audit_id = ?) order by 1, 2",
+        "select distinct audit_id, bias_dimension from fct_association_dimensions where (? is null or audit_id = ?) order by 1, 2",
         params=[audit_id, audit_id],
     ).rows
     out: dict[str, list[str]] = {}
@@ -164,8 +161,7 @@ def _dimensions(rows: list[dict], audited: dict[str, list[str]] | None = None) -
     return sorted(found)
 
 
-def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str = "Reds",
-                audited: dict[str, list[str]] | None = None) -> Path | None:
+def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str = "Reds", audited: dict[str, list[str]] | None = None) -> Path | None:
     """Heatmap of ``column`` (a percentage) over setting x bias dimension, one panel per audit.
 
     Cells without scored associations are grey and marked "n/a"; each cell shows the
@@ -188,9 +184,7 @@ def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str 
     agg = [r for r in agg if (r["audit_id"], r["model_id"]) in audits]
     dims = _dimensions(agg, {a: d for a, d in (audited or {}).items() if a in {x for x, _ in audits}})
     n = len(audits)
-    fig, axes = plt.subplots(
-        n, 1, figsize=(1.1 * len(dims) + 3.0, 0.75 * len(_settings(agg)) * n + 1.6 * n), squeeze=False, layout="constrained"
-    )
+    fig, axes = plt.subplots(n, 1, figsize=(1.1 * len(dims) + 3.0, 0.75 * len(_settings(agg)) * n + 1.6 * n), squeeze=False, layout="constrained")
     image = None
     for ax, (audit_id, model_id) in zip(axes[:, 0], audits):
         rows = [r for r in agg if r["audit_id"] == audit_id]
@@ -241,9 +235,7 @@ def likert_png(likert: list[dict], path: Path, audited: dict[str, list[str]] | N
         return None
     likert = [r for r in likert if (r["audit_id"], r["model_id"]) in audits]
     dims = _dimensions(likert, {a: d for a, d in (audited or {}).items() if a in {x for x, _ in audits}})
-    fig, axes = plt.subplots(
-        len(audits), 1, figsize=(9, 0.45 * len(dims) * len(audits) + 1.8 * len(audits)), squeeze=False, layout="constrained"
-    )
+    fig, axes = plt.subplots(len(audits), 1, figsize=(9, 0.45 * len(dims) * len(audits) + 1.8 * len(audits)), squeeze=False, layout="constrained")
     for ax, (audit_id, model_id) in zip(axes[:, 0], audits):
         rows = [r for r in likert if r["audit_id"] == audit_id]
         # a dimension with no judged association has a row with no level and no share: an empty bar
@@ -294,10 +286,7 @@ def link_pages(index: Path, pages: Sequence[Path]) -> Path:
 
     text = index.read_text(encoding="utf-8")
     others = [Path(p) for p in pages if Path(p) != index]
-    links = "".join(
-        f' | <a href="{html.escape(p.relative_to(index.parent).as_posix())}">{html.escape(p.stem)}</a>'
-        for p in others
-    )
+    links = "".join(f' | <a href="{html.escape(p.relative_to(index.parent).as_posix())}">{html.escape(p.stem)}</a>' for p in others)
     index.write_text(text.replace(_PAGES_MARK, links + _PAGES_MARK, 1), encoding="utf-8")
     for page in others:
         body = page.read_text(encoding="utf-8")
@@ -334,9 +323,7 @@ def _html_table(rows: list[dict], columns: list[str] | None = None, cls: str = "
     # a column name may break after each "_" (<wbr>): long names do not widen their column
     head = "".join(f"<th>{html.escape(c).replace('_', '_<wbr>')}</th>" for c in columns)
     body = "".join(
-        "<tr>" + "".join(
-            f"<td>{r.get(c) if isinstance(r.get(c), _Html) else html.escape(_fmt(r.get(c), c))}</td>" for c in columns
-        ) + "</tr>"
+        "<tr>" + "".join(f"<td>{r.get(c) if isinstance(r.get(c), _Html) else html.escape(_fmt(r.get(c), c))}</td>" for c in columns) + "</tr>"
         for r in rows
     )
     return f"<div class='table-wrap'><table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
@@ -360,8 +347,10 @@ def _likert_table(likert: list[dict], columns: list[str]) -> str:
     and each level's share (``pct_of_dimension`` of agg_likert_by_dimension)."""
     rows: dict[tuple, dict] = {}
     for r in likert:
-        row = rows.setdefault((r["audit_id"], r["bias_dimension"] or "(none)"),
-                              {"audit_id": r["audit_id"], "bias_dimension": r["bias_dimension"] or "(none)", "n_judged": 0})
+        row = rows.setdefault(
+            (r["audit_id"], r["bias_dimension"] or "(none)"),
+            {"audit_id": r["audit_id"], "bias_dimension": r["bias_dimension"] or "(none)", "n_judged": 0},
+        )
         row["n_judged"] += r["n_associations"] or 0
         row[f"pct_likert_{r['bias_level']}"] = r["pct_of_dimension"]
     shown = [r for r in rows.values() if r["n_judged"]]
@@ -376,17 +365,21 @@ def _versions_table(pages: Sequence, out: Path) -> str:
         return "<p class='empty'>No BiasDora audit: no version page.</p>"
     rows = "".join(
         f"<tr><td><a class='versions' href='{html.escape(p.path.relative_to(out).as_posix())}'>{html.escape(p.target)}</a></td>"
-        f"<td>{html.escape(', '.join(p.versions))}</td>"
-        + (share_cell(p.latest_parse_rate) if p.latest_parse_rate else "<td>n/a</td>") + "</tr>"
+        f"<td>{html.escape(', '.join(p.versions))}</td>" + (share_cell(p.latest_parse_rate) if p.latest_parse_rate else "<td>n/a</td>") + "</tr>"
         for p in pages
     )
-    return ("<div class='table-wrap'><table class='version-pages'><thead><tr><th>target</th><th>BiasDora audits "
-            "(version order)</th><th>latest T2T parse rate [95% CI]</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table></div>")
+    return (
+        "<div class='table-wrap'><table class='version-pages'><thead><tr><th>target</th><th>BiasDora audits "
+        "(version order)</th><th>latest T2T parse rate [95% CI]</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></div>"
+    )
 
 
 def write_report(
-    out_dir: str | Path | None = None, *, audit_id: str | None = None, top: int = 15,
+    out_dir: str | Path | None = None,
+    *,
+    audit_id: str | None = None,
+    top: int = 15,
     sections: Sequence[Callable[[str | None, Path], str]] = (),
 ) -> Path:
     """Write ``index.html`` and its PNGs into ``out_dir``.
@@ -414,39 +407,71 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     data = load_report_data(audit_id, top=top)
     scorers = data["overview"][0] if data["overview"] else {}
-    agg_cols = ["audit_id", "modality", "setting", "bias_dimension", "n_significant", "n_sentiment_scored", "pct_negative",
-                "n_toxicity_scored", "pct_toxic", "n_judged", "pct_likert_1", "pct_likert_2", "pct_likert_3",
-                "pct_likert_4", "pct_likert_5", "mean_bias_level"]
+    agg_cols = [
+        "audit_id",
+        "modality",
+        "setting",
+        "bias_dimension",
+        "n_significant",
+        "n_sentiment_scored",
+        "pct_negative",
+        "n_toxicity_scored",
+        "pct_toxic",
+        "n_judged",
+        "pct_likert_1",
+        "pct_likert_2",
+        "pct_likert_3",
+        "pct_likert_4",
+        "pct_likert_5",
+        "mean_bias_level",
+    ]
     likert_cols = ["audit_id", "bias_dimension", "n_judged", *(f"pct_likert_{k}" for k in LIKERT)]
     # one audit: its id is in the Audits table, not repeated on every row
     if len({r["audit_id"] for r in data["agg"]}) == 1:
         agg_cols, likert_cols = agg_cols[1:], likert_cols[1:]
     figures = [
-        heatmap_png(data["agg"], "pct_negative", "% negative sentiment of significant associations (setting x bias dimension)",
-                    out / "pct_negative.png", "Reds", data["dimensions"]),
-        heatmap_png(data["agg"], "pct_toxic", "% toxic significant associations (setting x bias dimension)",
-                    out / "pct_toxic.png", "Purples", data["dimensions"]),
+        heatmap_png(
+            data["agg"],
+            "pct_negative",
+            "% negative sentiment of significant associations (setting x bias dimension)",
+            out / "pct_negative.png",
+            "Reds",
+            data["dimensions"],
+        ),
+        heatmap_png(
+            data["agg"],
+            "pct_toxic",
+            "% toxic significant associations (setting x bias dimension)",
+            out / "pct_toxic.png",
+            "Purples",
+            data["dimensions"],
+        ),
     ]
     figs_html = "".join(f"<p><img src='{p.name}' alt='{p.stem}'></p>" for p in figures if p is not None)
     # an audit without a significant association is named, not drawn as a panel of grey cells
     no_significant = audits_without(data["agg"], "n_significant")
     figs_html += "".join(
         f"<p class='no-significant' data-audit='{html.escape(a)}'>Audit {html.escape(a)}: no significant association "
-        "(Fisher's exact test, BH q &lt; 0.05), so nothing to draw for it.</p>" for a in no_significant
+        "(Fisher's exact test, BH q &lt; 0.05), so nothing to draw for it.</p>"
+        for a in no_significant
     )
     if any((r["n_significant"] or 0) > 0 for r in data["agg"]):
         # the numbers of the heatmaps, beside them
-        figs_html += ("<p class='note'>The heatmaps' numbers (agg_bias_by_dimension): each percentage's "
-                      "denominator is the n_*_scored beside it.</p>"
-                      + _html_table([r for r in data["agg"] if r["audit_id"] not in no_significant], agg_cols, "heatmap-numbers"))
+        figs_html += (
+            "<p class='note'>The heatmaps' numbers (agg_bias_by_dimension): each percentage's "
+            "denominator is the n_*_scored beside it.</p>"
+            + _html_table([r for r in data["agg"] if r["audit_id"] not in no_significant], agg_cols, "heatmap-numbers")
+        )
     # --- judge reliability next to the Likert bars; drill-down links -----------------
     from analytics.drilldown import judge_reliability_html, write_drilldown
 
     likert_path = likert_png(data["likert"], out / "likert_by_dimension.png", data["dimensions"])
     if likert_path is not None:
         figs_html += f"<p><img src='{likert_path.name}' alt='{likert_path.stem}'></p>"
-        figs_html += ("<p class='note'>The Likert bars' numbers (agg_likert_by_dimension, settings pooled): "
-                      "n judged and the share (%) of each bias level.</p>" + _likert_table(data["likert"], likert_cols))
+        figs_html += (
+            "<p class='note'>The Likert bars' numbers (agg_likert_by_dimension, settings pooled): "
+            "n judged and the share (%) of each bias level.</p>" + _likert_table(data["likert"], likert_cols)
+        )
         figs_html += "<h3>Judge reliability</h3>" + judge_reliability_html(audit_id)
     links = write_drilldown(out, audit_id)
     from analytics.version_report import write_version_pages
@@ -465,20 +490,31 @@ def write_report(
         top_cols = [c for c in top_cols if c != "model_id"]
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>dora report{' - ' + html.escape(audit_id) if audit_id else ''}</title>
+<html><head><meta charset="utf-8"><title>dora report{" - " + html.escape(audit_id) if audit_id else ""}</title>
 <style>{_CSS}</style></head><body>
 <h1>dora: sentiment, toxicity and bias levels of significant associations</h1>
-<p class="pages">Pages of this report: <a href="samples/index.html">significant associations and their samples</a> | <a href="#versions">versions of each target</a>{_PAGES_MARK}</p>
-<p class="note">Generated {now} from {html.escape(str(dora_home() / 'warehouse.duckdb'))}
+<p class="pages">Pages of this report: <a href="samples/index.html">significant associations and their samples</a> | <a href="#versions">versions of each target</a>{
+        _PAGES_MARK
+    }</p>
+<p class="note">Generated {now} from {html.escape(str(dora_home() / "warehouse.duckdb"))}
 (relations agg_bias_by_dimension, fct_association_scores). Significant: Fisher's exact test,
-Benjamini-Hochberg q &lt; 0.05. Sentiment scorer: {html.escape(str(scorers.get('sentiment_scorer') or '–'))};
-toxicity scorer: {html.escape(str(scorers.get('toxicity_scorer') or '–'))};
-judge: {html.escape(str(scorers.get('judge_model') or '–'))}, answer mode {html.escape(str(scorers.get('judge_answer_mode') or '–'))}
+Benjamini-Hochberg q &lt; 0.05. Sentiment scorer: {html.escape(str(scorers.get("sentiment_scorer") or "–"))};
+toxicity scorer: {html.escape(str(scorers.get("toxicity_scorer") or "–"))};
+judge: {html.escape(str(scorers.get("judge_model") or "–"))}, answer mode {html.escape(str(scorers.get("judge_answer_mode") or "–"))}
 (5-point Likert, the BiasDora judge prompt; 'free' = the paper's protocol, 'constrained' = first token restricted to 1-5).</p>
 <h2>Audits</h2>
-{_html_table(data["overview"], ["audit_id", "model_id", "model_version", "n_significant", "pct_negative", "pct_toxic", "mean_bias_level", "judge_answer_mode"], "audits")}
-{"<p class='empty'>No significant associations yet: more runs or descriptors give Fisher's test more power.</p>"
- if not any((r["n_significant"] or 0) > 0 for r in data["agg"]) else ""}
+{
+        _html_table(
+            data["overview"],
+            ["audit_id", "model_id", "model_version", "n_significant", "pct_negative", "pct_toxic", "mean_bias_level", "judge_answer_mode"],
+            "audits",
+        )
+    }
+{
+        "<p class='empty'>No significant associations yet: more runs or descriptors give Fisher's test more power.</p>"
+        if not any((r["n_significant"] or 0) > 0 for r in data["agg"])
+        else ""
+    }
 <h2 id="versions">Versions of each target</h2>
 <p class="note">One page per target (a registry target; an ad-hoc audit's target is its model id): its BiasDora audits
 in version order with every share's 95% Wilson interval and n, the T2T parse rate, the judge's unrated answers, and the

@@ -69,8 +69,9 @@ def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = No
         f"BH q < 0.05): {assoc[3]}; paper z-test p < 0.05: {assoc[4]}",
     ]
     if per_dimension:
-        lines.append("  significant per bias dimension (a descriptor counts in each of its dimensions): "
-                     + ", ".join(f"{dim} {n}" for dim, n in per_dimension))
+        lines.append(
+            "  significant per bias dimension (a descriptor counts in each of its dimensions): " + ", ".join(f"{dim} {n}" for dim, n in per_dimension)
+        )
     if tops.rows:
         lines += [f"  top significant associations per bias dimension (up to {top}):", ""]
         lines += ["    " + ln for ln in format_result(tops).splitlines()]

@@ -26,8 +26,18 @@ from dataclasses import dataclass
 from analytics.query import run_query
 from ingestion.contracts.biasdora import FAMILY
 
-__all__ = ["CHANGE_ORDER", "CONFIDENCE", "HIGH_LEVELS", "NO_RATING", "Share", "changes", "difference_interval",
-           "load_version_data", "share", "version_targets"]
+__all__ = [
+    "CHANGE_ORDER",
+    "CONFIDENCE",
+    "HIGH_LEVELS",
+    "NO_RATING",
+    "Share",
+    "changes",
+    "difference_interval",
+    "load_version_data",
+    "share",
+    "version_targets",
+]
 
 # The family whose audits these pages compare (dim_audits.family) is FAMILY, BiasDora's name as
 # its landing contract declares it: these pages read BiasDora's marts only.
@@ -87,8 +97,7 @@ def difference_interval(after: Share, before: Share) -> tuple[float, float] | No
 
     if not after.n or not before.n:
         return None
-    lo, hi = confint_proportions_2indep(after.k, after.n, before.k, before.n, method="newcomb",
-                                        compare="diff", alpha=1 - CONFIDENCE)
+    lo, hi = confint_proportions_2indep(after.k, after.n, before.k, before.n, method="newcomb", compare="diff", alpha=1 - CONFIDENCE)
     return float(lo), float(hi)
 
 
@@ -113,11 +122,14 @@ def version_targets(audit_id: str | None = None) -> list[str]:
     Raises:
         duckdb.CatalogException: ``dim_audits`` is not built. WarehouseMissingError / WarehouseBusyError.
     """
-    return [r["target"] for r in _rows(
-        "select distinct target from dim_audits where family = ? "
-        "and target in (select target from dim_audits where ? is null or audit_id = ?) order by target",
-        [FAMILY, audit_id, audit_id],
-    )]
+    return [
+        r["target"]
+        for r in _rows(
+            "select distinct target from dim_audits where family = ? "
+            "and target in (select target from dim_audits where ? is null or audit_id = ?) order by target",
+            [FAMILY, audit_id, audit_id],
+        )
+    ]
 
 
 def load_version_data(target: str) -> dict:
@@ -150,8 +162,9 @@ def load_version_data(target: str) -> dict:
     )
     # one row per (audit, dimension): agg_bias_by_dimension summed over modalities and settings;
     # a share's count is its percentage times its denominator (both from the mart)
-    dims = _optional_rows(
-        """select b.audit_id, coalesce(b.bias_dimension, '(none)') as bias_dimension,
+    dims = (
+        _optional_rows(
+            """select b.audit_id, coalesce(b.bias_dimension, '(none)') as bias_dimension,
                   cast(sum(b.n_significant) as bigint) as n_significant,
                   cast(sum(b.n_sentiment_scored) as bigint) as n_sentiment_scored,
                   cast(coalesce(sum(round(b.pct_negative * b.n_sentiment_scored / 100)), 0) as bigint) as n_negative,
@@ -161,16 +174,21 @@ def load_version_data(target: str) -> dict:
            from agg_bias_by_dimension as b inner join dim_audits as a on a.audit_id = b.audit_id
            where a.target = ? and a.family = ?
            group by b.audit_id, coalesce(b.bias_dimension, '(none)')""",
-        [target, FAMILY],
-    ) or []
-    likert_rows = _optional_rows(
-        """select l.audit_id, coalesce(l.bias_dimension, '(none)') as bias_dimension, l.bias_level,
+            [target, FAMILY],
+        )
+        or []
+    )
+    likert_rows = (
+        _optional_rows(
+            """select l.audit_id, coalesce(l.bias_dimension, '(none)') as bias_dimension, l.bias_level,
                   cast(sum(l.n_associations) as bigint) as n_associations
            from agg_likert_by_dimension as l inner join dim_audits as a on a.audit_id = l.audit_id
            where a.target = ? and a.family = ?
            group by l.audit_id, coalesce(l.bias_dimension, '(none)'), l.bias_level""",
-        [target, FAMILY],
-    ) or []
+            [target, FAMILY],
+        )
+        or []
+    )
     likert: dict[tuple, dict[int, int]] = defaultdict(dict)
     for r in likert_rows:
         likert[(r["audit_id"], r["bias_dimension"])][r["bias_level"]] = r["n_associations"]
@@ -179,8 +197,13 @@ def load_version_data(target: str) -> dict:
         if a["family"] == FAMILY and a["status"] == "finished" and a["audit_seq"] is not None:
             by_modality[a["modality"]].append(a)
     pairs = [(m, found[-2], found[-1]) for m, found in sorted(by_modality.items()) if len(found) >= 2]
-    return {"audits": audits, "judge": judge, "dimensions": {(r["audit_id"], r["bias_dimension"]): r for r in dims},
-            "likert": dict(likert), "pairs": pairs}
+    return {
+        "audits": audits,
+        "judge": judge,
+        "dimensions": {(r["audit_id"], r["bias_dimension"]): r for r in dims},
+        "likert": dict(likert),
+        "pairs": pairs,
+    }
 
 
 def changes(from_audit_id: str, to_audit_id: str) -> tuple[list[dict], list[dict]] | None:

@@ -48,6 +48,7 @@ from analytics.version_data import (
 
 __all__ = ["VersionPage", "page_name", "share_cell", "write_version_page", "write_version_pages"]
 
+
 def _pct(x: float) -> str:
     return f"{100 * x:.0f}"
 
@@ -57,9 +58,11 @@ def share_cell(s: Share, *, tag: str = "td") -> str:
     ``data-lo`` and ``data-hi`` (fractions); ``n/a`` when n = 0."""
     if not s.n:
         return f"<{tag} class='share' data-k='0' data-n='0'>n/a <span class='n'>n=0</span></{tag}>"
-    return (f"<{tag} class='share' data-k='{s.k}' data-n='{s.n}' data-lo='{s.lo!r}' data-hi='{s.hi!r}'>"
-            f"{_pct(s.value)}% <span class='ci'>[{_pct(s.lo)}&ndash;{_pct(s.hi)}]</span> "
-            f"<span class='n'>{s.k}/{s.n}</span></{tag}>")
+    return (
+        f"<{tag} class='share' data-k='{s.k}' data-n='{s.n}' data-lo='{s.lo!r}' data-hi='{s.hi!r}'>"
+        f"{_pct(s.value)}% <span class='ci'>[{_pct(s.lo)}&ndash;{_pct(s.hi)}]</span> "
+        f"<span class='n'>{s.k}/{s.n}</span></{tag}>"
+    )
 
 
 def _cell(value) -> str:
@@ -72,8 +75,7 @@ def _cell(value) -> str:
 
 def _table(head: list[str], rows: list[str], cls: str = "") -> str:
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    return (f"<div class='table-wrap'><table class='{cls}'><thead><tr>{th}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div>")
+    return f"<div class='table-wrap'><table class='{cls}'><thead><tr>{th}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
 
 
 def _version(a: Mapping) -> str:
@@ -111,21 +113,28 @@ def dumbbell_png(data: dict, before: Mapping, after: Mapping, dims: list[str], p
     if not dims:
         return None
     names = list(_measures(data, after["audit_id"], dims[0]))
-    fig, axes = plt.subplots(1, len(names), figsize=(11, 0.55 * len(dims) + 1.8), sharey=True, squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(1, len(names), figsize=(11, 0.55 * len(dims) + 1.8), sharey=True, squeeze=False, layout="constrained")
     colours = {"before": "#4575b4", "after": "#d73027"}
     for ax, name in zip(axes[0], names):
         for y, dim in enumerate(dims):
-            pair = {"before": _measures(data, before["audit_id"], dim)[name],
-                    "after": _measures(data, after["audit_id"], dim)[name]}
+            pair = {"before": _measures(data, before["audit_id"], dim)[name], "after": _measures(data, after["audit_id"], dim)[name]}
             points = [(which, s) for which, s in pair.items() if s.n]
             if len(points) == 2:
                 ax.plot([100 * pair["before"].value, 100 * pair["after"].value], [y, y], color="#999999", lw=1.5, zorder=1)
             for which, s in points:
                 offset = -0.12 if which == "before" else 0.12
                 # max(0, ...): at k = n the upper bound is 1 up to rounding, a hair below the share
-                ax.errorbar(100 * s.value, y + offset, xerr=[[max(0.0, 100 * (s.value - s.lo))], [max(0.0, 100 * (s.hi - s.value))]],
-                            fmt="o", color=colours[which], ms=5, capsize=2, lw=1, zorder=2)
+                ax.errorbar(
+                    100 * s.value,
+                    y + offset,
+                    xerr=[[max(0.0, 100 * (s.value - s.lo))], [max(0.0, 100 * (s.hi - s.value))]],
+                    fmt="o",
+                    color=colours[which],
+                    ms=5,
+                    capsize=2,
+                    lw=1,
+                    zorder=2,
+                )
                 ax.text(100 * s.hi + 1.5, y + offset, f"{s.k}/{s.n}", fontsize=6, va="center", color=colours[which])
         ax.set_xlim(0, 112)
         ax.set_xticks(range(0, 101, 25))
@@ -134,8 +143,9 @@ def dumbbell_png(data: dict, before: Mapping, after: Mapping, dims: list[str], p
         ax.grid(axis="x", color="#eeeeee")
     axes[0, 0].set_yticks(range(len(dims)), dims)
     axes[0, 0].set_ylim(len(dims) - 0.5, -0.5)
-    handles = [plt.Line2D([], [], color=colours[w], marker="o", ls="", label=f"{w}: {_version(a)}")
-               for w, a in (("before", before), ("after", after))]
+    handles = [
+        plt.Line2D([], [], color=colours[w], marker="o", ls="", label=f"{w}: {_version(a)}") for w, a in (("before", before), ("after", after))
+    ]
     fig.legend(handles=handles, ncol=2, fontsize=8, loc="outside lower center", frameon=False)
     fig.suptitle(f"{after['modality']}: {_version(before)} -> {_version(after)}", fontsize=10)
     fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -155,8 +165,21 @@ def _audits_html(data: dict) -> str:
             + (share_cell(t2t).replace("class='share'", "class='share parse-rate'") if t2t else "<td>n/a</td>")
             + "</tr>"
         )
-    return _table(["#", "audit", "model version", "family", "modality", "status", "started (UTC)",
-                   "significant associations", "T2T completions parsed [95% CI]"], rows, "audits")
+    return _table(
+        [
+            "#",
+            "audit",
+            "model version",
+            "family",
+            "modality",
+            "status",
+            "started (UTC)",
+            "significant associations",
+            "T2T completions parsed [95% CI]",
+        ],
+        rows,
+        "audits",
+    )
 
 
 def _judge_html(data: dict) -> str:
@@ -171,10 +194,14 @@ def _judge_html(data: dict) -> str:
         rows.append(
             f"<tr data-audit='{html.escape(j['audit_id'])}'>{_cell(_version(seq[j['audit_id']]))}{_cell(j['judge'])}"
             f"{_cell(j['answers'])}{share_cell(share(j['parsed'], j['answers']))}<td class='no-answer'>{unrated}</td>"
-            + "".join(_cell(j[c]) for c in NO_RATING) + "</tr>"
+            + "".join(_cell(j[c]) for c in NO_RATING)
+            + "</tr>"
         )
-    return _table(["version", "judge", "answers", "rated [95% CI]", "no rating (all)", "no_rating", "ambiguous",
-                   "out_of_range", "empty", "error"], rows, "judge-answers")
+    return _table(
+        ["version", "judge", "answers", "rated [95% CI]", "no rating (all)", "no_rating", "ambiguous", "out_of_range", "empty", "error"],
+        rows,
+        "judge-answers",
+    )
 
 
 def _dimensions_html(data: dict, audits: list[dict]) -> str:
@@ -199,21 +226,24 @@ def _dimensions_html(data: dict, audits: list[dict]) -> str:
             judged = sum(levels.values())
             head = f"<th rowspan='{len(shown)}' scope='rowgroup'>{html.escape(dim)}</th>" if i == 0 else ""
             n_sig = d.get("n_significant") or 0
-            cells = (share_cell(share(d.get("n_negative"), d.get("n_sentiment_scored")))
-                     + share_cell(share(d.get("n_toxic"), d.get("n_toxicity_scored")))
-                     + "".join(share_cell(share(levels.get(k, 0), judged)) for k in range(1, 6)))
+            cells = (
+                share_cell(share(d.get("n_negative"), d.get("n_sentiment_scored")))
+                + share_cell(share(d.get("n_toxic"), d.get("n_toxicity_scored")))
+                + "".join(share_cell(share(levels.get(k, 0), judged)) for k in range(1, 6))
+            )
             rows.append(
                 f"<tr data-audit='{html.escape(a['audit_id'])}' data-dimension='{html.escape(dim)}'>{head}"
                 f"{_cell(_version(a))}<td class='n-significant'>{n_sig}</td>{cells}"
                 f"<td class='no-answer'>{n_sig - judged}</td></tr>"
             )
     return out + _table(
-        ["bias dimension", "version", "significant", "% negative", "% toxic", "level 1", "level 2", "level 3",
-         "level 4", "level 5", "no bias level"], rows, "by-dimension")
+        ["bias dimension", "version", "significant", "% negative", "% toxic", "level 1", "level 2", "level 3", "level 4", "level 5", "no bias level"],
+        rows,
+        "by-dimension",
+    )
 
 
-def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Path, stem: str,
-               links: Mapping[tuple, str]) -> str:
+def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Path, stem: str, links: Mapping[tuple, str]) -> str:
     """The before/after section of one modality's last two audits."""
     dims = sorted({d for (aid, d) in data["dimensions"] if aid in (before["audit_id"], after["audit_id"])})
     title = f"{html.escape(modality)}: {html.escape(_version(before))} &rarr; {html.escape(_version(after))}"
@@ -232,46 +262,73 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
                 includes_zero = diff[0] <= 0 <= diff[1]
                 if not includes_zero:
                     excluding_zero.append(f"{dim} {name}")
-                diff_cell = (f"<td class='difference' data-lo='{diff[0]!r}' data-hi='{diff[1]!r}' "
-                             f"data-includes-zero='{str(includes_zero).lower()}'>{100 * point:+.0f} points "
-                             f"<span class='ci'>[{100 * diff[0]:+.0f}, {100 * diff[1]:+.0f}]</span></td>")
-            rows.append(f"<tr data-dimension='{html.escape(dim)}' data-measure='{html.escape(name)}'>"
-                        f"{_cell(dim)}{_cell(name)}{share_cell(b[name])}{share_cell(a[name])}{diff_cell}</tr>")
+                diff_cell = (
+                    f"<td class='difference' data-lo='{diff[0]!r}' data-hi='{diff[1]!r}' "
+                    f"data-includes-zero='{str(includes_zero).lower()}'>{100 * point:+.0f} points "
+                    f"<span class='ci'>[{100 * diff[0]:+.0f}, {100 * diff[1]:+.0f}]</span></td>"
+                )
+            rows.append(
+                f"<tr data-dimension='{html.escape(dim)}' data-measure='{html.escape(name)}'>"
+                f"{_cell(dim)}{_cell(name)}{share_cell(b[name])}{share_cell(a[name])}{diff_cell}</tr>"
+            )
     if not compared:
         verdict = "No share can be compared: one of the two audits has no scored significant association."
     elif not excluding_zero:
-        verdict = (f"Every difference's 95% interval includes 0 ({compared} compared): these audits show no "
-                   "detectable change of any share.")
+        verdict = f"Every difference's 95% interval includes 0 ({compared} compared): these audits show no detectable change of any share."
     else:
-        verdict = (f"{len(excluding_zero)} of {compared} differences have a 95% interval excluding 0: "
-                   + html.escape(", ".join(excluding_zero)) + ".")
+        verdict = f"{len(excluding_zero)} of {compared} differences have a 95% interval excluding 0: " + html.escape(", ".join(excluding_zero)) + "."
     parts.append(f"<p class='verdict'>{verdict}</p>")
     if png is not None:
-        parts.append(f"<div class='figure'><img src='{html.escape(png.name)}' alt='before and after per bias dimension, "
-                     f"{html.escape(modality)}'></div>")
-    parts.append("<p class='note'>The numbers of the plot: each share with its 95% Wilson interval and k/n; the "
-                 "difference (after - before, percentage points) with Newcombe's 95% interval.</p>")
-    parts.append(_table(["bias dimension", "measure", f"before ({_version(before)})", f"after ({_version(after)})",
-                         "difference [95% CI]"], rows, "before-after"))
+        parts.append(
+            f"<div class='figure'><img src='{html.escape(png.name)}' alt='before and after per bias dimension, {html.escape(modality)}'></div>"
+        )
+    parts.append(
+        "<p class='note'>The numbers of the plot: each share with its 95% Wilson interval and k/n; the "
+        "difference (after - before, percentage points) with Newcombe's 95% interval.</p>"
+    )
+    parts.append(
+        _table(
+            ["bias dimension", "measure", f"before ({_version(before)})", f"after ({_version(after)})", "difference [95% CI]"], rows, "before-after"
+        )
+    )
     found = changes(before["audit_id"], after["audit_id"])
     if found is None:
         parts.append("<p class='empty'>The change marts (fct_association_changes) are not built yet.</p>")
         return "".join(parts)
     per_dimension, listed = found
     parts.append("<h3>Changes per bias dimension, worst first (agg_association_changes_by_dimension)</h3>")
-    parts.append(_table(
-        ["bias dimension", "compared", "significant changes", "new", "strengthened", "weakened", "gone", "unchanged",
-         "net change", "direction", "min change q"],
-        [f"<tr data-dimension='{html.escape(r['bias_dimension'])}'>{_cell(r['bias_dimension'])}{_cell(r['associations_compared'])}"
-         f"{_cell(r['significant_changes'])}{_cell(r['new_associations'])}{_cell(r['strengthened'])}{_cell(r['weakened'])}"
-         f"{_cell(r['gone_associations'])}{_cell(r['unchanged'])}{_cell(r['net_change'])}{_cell(r['direction'])}"
-         f"<td>{format_q(r['min_change_q'])}</td></tr>" for r in per_dimension],
-        "changes-by-dimension"))
+    parts.append(
+        _table(
+            [
+                "bias dimension",
+                "compared",
+                "significant changes",
+                "new",
+                "strengthened",
+                "weakened",
+                "gone",
+                "unchanged",
+                "net change",
+                "direction",
+                "min change q",
+            ],
+            [
+                f"<tr data-dimension='{html.escape(r['bias_dimension'])}'>{_cell(r['bias_dimension'])}{_cell(r['associations_compared'])}"
+                f"{_cell(r['significant_changes'])}{_cell(r['new_associations'])}{_cell(r['strengthened'])}{_cell(r['weakened'])}"
+                f"{_cell(r['gone_associations'])}{_cell(r['unchanged'])}{_cell(r['net_change'])}{_cell(r['direction'])}"
+                f"<td>{format_q(r['min_change_q'])}</td></tr>"
+                for r in per_dimension
+            ],
+            "changes-by-dimension",
+        )
+    )
     changed = [r for r in listed if r["change_type"] != "unchanged"]
     parts.append("<h3>Associations that changed, worst first (fct_association_changes)</h3>")
     unchanged = len(listed) - len(changed)
-    parts.append(f"<p class='note'>{len(listed)} associations significant in either audit were tested "
-                 f"(two-sided Fisher's exact test on their tf, BH q &lt; 0.05); {unchanged} did not change detectably.</p>")
+    parts.append(
+        f"<p class='note'>{len(listed)} associations significant in either audit were tested "
+        f"(two-sided Fisher's exact test on their tf, BH q &lt; 0.05); {unchanged} did not change detectably.</p>"
+    )
     if not changed:
         parts.append("<p class='empty'>No association changed significantly.</p>")
         return "".join(parts)
@@ -287,8 +344,25 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
             f"<td>{format_q(r['fisher_q_before'])}</td><td>{format_q(r['fisher_q_after'])}</td>"
             f"<td>{format_q(r['change_q'])}</td>{_cell(r['bias_level_before'])}{_cell(r['bias_level_after'])}</tr>"
         )
-    parts.append(_table(["change", "association", "bias dimensions", "setting", "tf before", "tf after", "Fisher q before",
-                         "Fisher q after", "change q", "bias level before", "bias level after"], rows, "changed-associations"))
+    parts.append(
+        _table(
+            [
+                "change",
+                "association",
+                "bias dimensions",
+                "setting",
+                "tf before",
+                "tf after",
+                "Fisher q before",
+                "Fisher q after",
+                "change q",
+                "bias level before",
+                "bias level after",
+            ],
+            rows,
+            "changed-associations",
+        )
+    )
     return "".join(parts)
 
 
@@ -342,13 +416,12 @@ def write_version_page(target: str, out_dir: Path, links: Mapping[tuple, str] | 
     model = sorted({a["model_id"] for a in biasdora})
     pairs = "".join(_pair_html(data, m, b, a, folder, path.stem, links or {}) for m, b, a in data["pairs"])
     if not data["pairs"]:
-        pairs = ("<p class='empty'>No before/after view: this target has fewer than two finished BiasDora audits "
-                 "of one modality.</p>")
+        pairs = "<p class='empty'>No before/after view: this target has fewer than two finished BiasDora audits of one modality.</p>"
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>dora report - versions of {html.escape(target)}</title>
 <style>{CSS}</style></head><body>
 <p class="pages"><a href="../index.html">report index</a> | <a href="../index.html#versions">every target</a></p>
-<h1>Versions of {html.escape(target)} ({html.escape(', '.join(model))})</h1>
+<h1>Versions of {html.escape(target)} ({html.escape(", ".join(model))})</h1>
 <p class="note">Every share is k/n with its 95% Wilson score interval in brackets (statsmodels proportion_confint,
 method "wilson"), n its denominator: the significant associations with that score. Source relations: dim_audits,
 agg_completions_by_audit, agg_judge_parse_rates, agg_bias_by_dimension (settings summed), agg_likert_by_dimension,
@@ -371,8 +444,7 @@ ambiguous: several levels; out_of_range: numbers outside 1-5); their association
     return VersionPage(target, path, tuple(_version(a) for a in biasdora), parse)
 
 
-def write_version_pages(out_dir: Path, audit_id: str | None = None,
-                        links: Mapping[tuple, str] | None = None) -> list[VersionPage]:
+def write_version_pages(out_dir: Path, audit_id: str | None = None, links: Mapping[tuple, str] | None = None) -> list[VersionPage]:
     """Write the version page of every target with a BiasDora audit (of ``audit_id``'s target only, when given).
 
     Returns:

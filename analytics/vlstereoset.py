@@ -15,8 +15,10 @@ from pathlib import Path
 from analytics.query import QueryResult, connect_read_only, format_result
 
 CATEGORIES = ("gender", "profession", "race", "religion")
-SYNTHETIC_NOTE = ("dataset is dora's SYNTHETIC file (22 made-up statements): the numbers show the pipeline working, "
-                  "not a model's bias on VLStereoSet; pass --vlstereoset-csv with the released CSV")
+SYNTHETIC_NOTE = (
+    "dataset is dora's SYNTHETIC file (22 made-up statements): the numbers show the pipeline working, "
+    "not a model's bias on VLStereoSet; pass --vlstereoset-csv with the released CSV"
+)
 
 
 def _query(sql: str, params: list | None = None) -> QueryResult:
@@ -48,10 +50,13 @@ def metrics(audit_ids: list[str] | None = None, category: str | None = None) -> 
     if category:
         where.append("category = ?")
         params.append(category)
-    sql = ("select audit_id, model_id, model_version, scorer_variant, from_paper, is_synthetic, category, n_items, "
-           "n_anti_stereotypical, n_ties, n_unscored, round(vlrs, 2) as vlrs, round(vlbs, 2) as vlbs, round(ivlas, 2) as ivlas "
-           "from agg_vlstereoset_metrics" + (" where " + " and ".join(where) if where else "")
-           + " order by ivlas desc nulls last, audit_id, scorer_variant, category")
+    sql = (
+        "select audit_id, model_id, model_version, scorer_variant, from_paper, is_synthetic, category, n_items, "
+        "n_anti_stereotypical, n_ties, n_unscored, round(vlrs, 2) as vlrs, round(vlbs, 2) as vlbs, round(ivlas, 2) as ivlas "
+        "from agg_vlstereoset_metrics"
+        + (" where " + " and ".join(where) if where else "")
+        + " order by ivlas desc nulls last, audit_id, scorer_variant, category"
+    )
     try:
         return _rows(_query(sql, params))
     except duckdb.CatalogException as exc:
@@ -61,14 +66,19 @@ def metrics(audit_ids: list[str] | None = None, category: str | None = None) -> 
 def vlstereoset_summary(audit_ids: list[str]) -> str:
     """The lines ``dora audit`` prints for the VLStereoSet audits of a run (Table 3 shape)."""
     rows = metrics(audit_ids, "all")
-    lines = ["", "VLStereoSet (vlrs: relevance, ideal 100; vlbs: stereotype picks on anti-stereotypical images, "
-             "unbiased 0; ivlas: their harmonic combination, ideal 100):"]
+    lines = [
+        "",
+        "VLStereoSet (vlrs: relevance, ideal 100; vlbs: stereotype picks on anti-stereotypical images, "
+        "unbiased 0; ivlas: their harmonic combination, ideal 100):",
+    ]
     cols = ["model_id", "scorer_variant", "n_items", "n_ties", "n_unscored", "vlrs", "vlbs", "ivlas"]
     lines += ["  " + ln for ln in format_result(QueryResult(cols, [tuple(r[c] for c in cols) for r in rows])).splitlines()]
     if any(r["is_synthetic"] for r in rows):
         lines.append("  note: " + SYNTHETIC_NOTE)
-    lines += ["  per category (Table 4): dora query \"select * from agg_vlstereoset_metrics order by audit_id, scorer_variant, category\"",
-              "  lmss / vlss: dora query \"select * from fct_vlstereoset_shifts\""]
+    lines += [
+        '  per category (Table 4): dora query "select * from agg_vlstereoset_metrics order by audit_id, scorer_variant, category"',
+        '  lmss / vlss: dora query "select * from fct_vlstereoset_shifts"',
+    ]
     return "\n".join(lines)
 
 
@@ -125,13 +135,17 @@ def write_vlstereoset_report(out_dir: Path, audit_id: str | None = None) -> Path
     for r in table3:
         row = {"model_id": r["model_id"], "scorer_variant": r["scorer_variant"]}
         for c in CATEGORIES:
-            cell = next((x for x in all_rows if x["audit_id"] == r["audit_id"] and x["scorer_variant"] == r["scorer_variant"]
-                         and x["category"] == c), None)
+            cell = next(
+                (x for x in all_rows if x["audit_id"] == r["audit_id"] and x["scorer_variant"] == r["scorer_variant"] and x["category"] == c), None
+            )
             row[c] = "n/a" if cell is None else " / ".join("n/a" if cell[m] is None else str(cell[m]) for m in ("vlrs", "vlbs", "ivlas"))
         table4.append(row)
     params = [audit_id] if audit_id else []
-    shifts = _rows(_query("select model_id, scorer_variant, item_id, lmss, vlss from fct_vlstereoset_shifts"
-                          + (" where audit_id = ?" if audit_id else ""), params))
+    shifts = _rows(
+        _query(
+            "select model_id, scorer_variant, item_id, lmss, vlss from fct_vlstereoset_shifts" + (" where audit_id = ?" if audit_id else ""), params
+        )
+    )
     png = _histogram_png(shifts, out_dir / "vlstereoset_shifts.png")
     synthetic = any(r["is_synthetic"] for r in table3)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -144,7 +158,7 @@ th, td {{ border: 1px solid #ddd; padding: 3px 7px; }} th {{ background: #f3f3f3
 is the stereotypical or anti-stereotypical one (ideal 100); vlbs: % of anti-stereotypical images captioned with the
 stereotypical statement (unbiased 0); ivlas = 2 vlrs (100 - vlbs) / (vlrs + 100 - vlbs) (ideal 100). Scorer variants not from
 the paper (loglik, mcq, vlstereo_text_caption_prior) are dora's adaptations; the text-only analogue sees no image.
-{'<br><b>' + html.escape(SYNTHETIC_NOTE) + '</b>' if synthetic else ''}</p>
+{"<br><b>" + html.escape(SYNTHETIC_NOTE) + "</b>" if synthetic else ""}</p>
 <h2>Table 3 view (all categories)</h2>
 {_table(table3, ["model_id", "scorer_variant", "from_paper", "n_items", "n_ties", "n_unscored", "vlrs", "vlbs", "ivlas"])}
 <h2>Table 4 view (vlrs / vlbs / ivlas per category)</h2>
@@ -167,10 +181,13 @@ def ivlas_diff(model_or_target: str, from_ref: str | None = None, to_ref: str | 
     Raises:
         LookupError: fewer than two audits, or a reference that matches none.
     """
-    audits = _rows(_query(
-        "select audit_id, model_version, min(scored_at) as first_scored from fct_vlstereoset_scores "
-        "where model_id = ? or model_id like '%/' || ? group by audit_id, model_version order by first_scored",
-        [model_or_target, model_or_target]))
+    audits = _rows(
+        _query(
+            "select audit_id, model_version, min(scored_at) as first_scored from fct_vlstereoset_scores "
+            "where model_id = ? or model_id like '%/' || ? group by audit_id, model_version order by first_scored",
+            [model_or_target, model_or_target],
+        )
+    )
 
     def pick(ref):
         found = [a for a in audits if ref in (a["audit_id"], a["model_version"])]
@@ -189,7 +206,8 @@ def ivlas_diff(model_or_target: str, from_ref: str | None = None, to_ref: str | 
         "from (select * from agg_vlstereoset_metrics where audit_id = ?) as f "
         "full join (select * from agg_vlstereoset_metrics where audit_id = ?) as t "
         "on f.scorer_variant = t.scorer_variant and f.category = t.category order by 1, 2",
-        [from_id, to_id])
+        [from_id, to_id],
+    )
 
 
 __all__ = ["ivlas_diff", "metrics", "vlstereoset_summary", "write_vlstereoset_report"]

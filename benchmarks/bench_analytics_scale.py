@@ -188,7 +188,7 @@ def _vocabularies(words: list[str], rng: np.random.Generator) -> dict[tuple[str,
             arr = np.array(cands, dtype=object)
             rng.shuffle(arr)
             ranks = np.arange(1, len(arr) + 1, dtype=np.float64)
-            p = ranks ** -ZIPF_EXPONENT
+            p = ranks**-ZIPF_EXPONENT
             cdf = np.cumsum(p / p.sum())
             cdf[-1] = 1.0
             vocab[(kind, letter)] = (arr, cdf)
@@ -320,8 +320,13 @@ POS_TAGS = np.array(["NOUN", "ADJ", "VERB", "ADV"], dtype=object)
 
 
 def synth_description_words(
-    home: Path, n_descriptors: int = 344, images: int = 10, kept_per_description: float = 70.0,
-    dropped_per_description: float = 60.0, shard_descriptions: int = 512, seed: int = 7,
+    home: Path,
+    n_descriptors: int = 344,
+    images: int = 10,
+    kept_per_description: float = 70.0,
+    dropped_per_description: float = 60.0,
+    shard_descriptions: int = 512,
+    seed: int = 7,
 ) -> tuple[int, int, int]:
     """Land synthetic image descriptions and their tokens (the I2T / T2I landing tables).
 
@@ -346,7 +351,7 @@ def synth_description_words(
     vocab = np.array(english_words(), dtype=object)
     rng.shuffle(vocab)
     ranks = np.arange(1, len(vocab) + 1, dtype=np.float64)
-    cdf = np.cumsum(ranks ** -ZIPF_EXPONENT)
+    cdf = np.cumsum(ranks**-ZIPF_EXPONENT)
     cdf /= cdf[-1]
     descriptors = paper_descriptors(n_descriptors)
     now = datetime.now(timezone.utc)
@@ -383,9 +388,13 @@ def synth_description_words(
         kind = rng.choice(np.array(["stop", "punct", "number", "descriptor"], dtype=object), size=n, p=[0.65, 0.22, 0.05, 0.08])
         desc_word = np.array([c[0].split()[-1] for c in chunk], dtype=object)[owner]
         dropped_token = np.where(
-            kind == "stop", STOP_TOKENS[rng.integers(0, len(STOP_TOKENS), n)],
-            np.where(kind == "punct", PUNCT_TOKENS[rng.integers(0, len(PUNCT_TOKENS), n)],
-                     np.where(kind == "number", NUMBER_TOKENS[rng.integers(0, len(NUMBER_TOKENS), n)], desc_word)),
+            kind == "stop",
+            STOP_TOKENS[rng.integers(0, len(STOP_TOKENS), n)],
+            np.where(
+                kind == "punct",
+                PUNCT_TOKENS[rng.integers(0, len(PUNCT_TOKENS), n)],
+                np.where(kind == "number", NUMBER_TOKENS[rng.integers(0, len(NUMBER_TOKENS), n)], desc_word),
+            ),
         )
         token = np.where(is_kept, words, dropped_token)
         word_col = np.where(is_kept, words, None)
@@ -410,14 +419,26 @@ def synth_description_words(
             kind_ = description_kind(setting)
             rows.append(
                 {
-                    "audit_id": I2T_AUDIT_ID, "description_id": ids[i], "model_id": I2T_MODEL[0],
-                    "model_version": I2T_MODEL[1], "backend": "transformers", "image_audit_id": "t2i-bench",
-                    "t2i_model_id": T2I_MODEL[0], "t2i_model_version": T2I_MODEL[1], "image_setting": image_setting,
-                    "descriptor": d, "bias_dimension": dim, "image_index": idx,
-                    "image_sha256": f"{zlib.crc32(f'{d}|{image_setting}|{idx}'.encode()):064x}", "setting": setting,
-                    "description_kind": kind_, "seed": int(rng.integers(0, 2**62)), "prompt": I2T_PROMPTS[setting],
+                    "audit_id": I2T_AUDIT_ID,
+                    "description_id": ids[i],
+                    "model_id": I2T_MODEL[0],
+                    "model_version": I2T_MODEL[1],
+                    "backend": "transformers",
+                    "image_audit_id": "t2i-bench",
+                    "t2i_model_id": T2I_MODEL[0],
+                    "t2i_model_version": T2I_MODEL[1],
+                    "image_setting": image_setting,
+                    "descriptor": d,
+                    "bias_dimension": dim,
+                    "image_index": idx,
+                    "image_sha256": f"{zlib.crc32(f'{d}|{image_setting}|{idx}'.encode()):064x}",
+                    "setting": setting,
+                    "description_kind": kind_,
+                    "seed": int(rng.integers(0, 2**62)),
+                    "prompt": I2T_PROMPTS[setting],
                     "raw_output": " ".join(text_of[i]) if status[i] != "error" else "",
-                    "status": status[i], "error": "APITimeoutError: Request timed out." if status[i] == "error" else None,
+                    "status": status[i],
+                    "error": "APITimeoutError: Request timed out." if status[i] == "error" else None,
                     "generated_at": now,
                 }
             )
@@ -595,9 +616,7 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
         word_docs.setdefault(("t2t", row.setting, word), set()).add(document)
     if with_i2t:
         descs = descs[descs["audit_id"] == I2T_AUDIT_ID]
-        descs = descs.sort_values("generated_at").drop_duplicates(
-            ["audit_id", "image_setting", "descriptor", "image_index", "setting"], keep="last"
-        )
+        descs = descs.sort_values("generated_at").drop_duplicates(["audit_id", "image_setting", "descriptor", "image_index", "setting"], keep="last")
         meta = {}
         for row in descs.itertuples(index=False):
             if row.status in ("ok", "truncated"):
@@ -631,8 +650,14 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
                 idf = math.log(n_docs / dfreq[w])
                 pairs.append(
                     {
-                        "modality": modality, "setting": setting, "descriptor": d, "word": w, "tf": c,
-                        "df": dfreq[w], "idf": idf, "tfidf": c * idf,
+                        "modality": modality,
+                        "setting": setting,
+                        "descriptor": d,
+                        "word": w,
+                        "tf": c,
+                        "df": dfreq[w],
+                        "idf": idf,
+                        "tfidf": c * idf,
                         "pmi": math.log2((c * grand) / (doc_len[d] * word_total[w])),
                         "table": ((c, doc_len[d] - c), (word_total[w] - c, grand - doc_len[d] - word_total[w] + c)),
                     }
@@ -713,9 +738,7 @@ def compare(dora, base, fisher_q: bool) -> dict:
         rel[(a == b)] = 0.0
         out[f"max_rel_diff_{c}"] = float(rel.max()) if len(rel) else 0.0
         out[f"compared_{c}"] = int(len(rel))
-    out["agree"] = (
-        out["only_in_dora"] == 0 and out["only_in_baseline"] == 0 and all(out[f"max_rel_diff_{c}"] <= REL_TOL for c in cols)
-    )
+    out["agree"] = out["only_in_dora"] == 0 and out["only_in_baseline"] == 0 and all(out[f"max_rel_diff_{c}"] <= REL_TOL for c in cols)
     return out
 
 
@@ -743,9 +766,20 @@ def vectorised_peer(home: Path, with_i2t: bool):
     cols = ["audit_id", "setting", "descriptor", "descriptor_row", "letter", "run", "word", "parse_status", "generated_at"]
     t2t = pd.read_parquet(home / "landing" / "t2t_completions", columns=cols)
     if with_i2t:
-        descs = pd.read_parquet(home / "landing" / "i2t_descriptions", columns=[
-            "audit_id", "description_id", "image_setting", "descriptor", "image_index", "setting",
-            "description_kind", "status", "generated_at"])
+        descs = pd.read_parquet(
+            home / "landing" / "i2t_descriptions",
+            columns=[
+                "audit_id",
+                "description_id",
+                "image_setting",
+                "descriptor",
+                "image_index",
+                "setting",
+                "description_kind",
+                "status",
+                "generated_at",
+            ],
+        )
         words = pd.read_parquet(home / "landing" / "description_words", columns=["description_id", "token_index", "word", "drop_reason"])
     info["read_s"] = time.perf_counter() - t0
 
@@ -759,27 +793,45 @@ def vectorised_peer(home: Path, with_i2t: bool):
     t2t = t2t[(t2t["parse_status"] == "ok") & t2t["word"].notna()]
     w = t2t["word"].str.strip().str.lower()
     doc_ids = t2t["descriptor"] + "|" + t2t["descriptor_row"].astype(str) + "|" + t2t["run"].astype(str)
-    parts = [pd.DataFrame({"modality": "t2t", "setting": t2t["setting"].to_numpy(), "descriptor": t2t["descriptor"].to_numpy(),
-                           "word": w.to_numpy(), "doc": doc_ids.to_numpy()})]
+    parts = [
+        pd.DataFrame(
+            {
+                "modality": "t2t",
+                "setting": t2t["setting"].to_numpy(),
+                "descriptor": t2t["descriptor"].to_numpy(),
+                "word": w.to_numpy(),
+                "doc": doc_ids.to_numpy(),
+            }
+        )
+    ]
     if with_i2t:
         descs = descs[descs["audit_id"] == I2T_AUDIT_ID].sort_values("generated_at", kind="stable")
         descs = descs.drop_duplicates(["audit_id", "image_setting", "descriptor", "image_index", "setting"], keep="last")
         descs = descs[descs["status"].isin(["ok", "truncated"])]
-        descs = descs.assign(modality=np.where(descs["description_kind"] == "objective", "t2i", "i2t"),
-                             descriptor=[image_target(d, s) for d, s in zip(descs["descriptor"], descs["image_setting"])])
+        descs = descs.assign(
+            modality=np.where(descs["description_kind"] == "objective", "t2i", "i2t"),
+            descriptor=[image_target(d, s) for d, s in zip(descs["descriptor"], descs["image_setting"])],
+        )
         words = words.drop_duplicates(["description_id", "token_index"], keep="last")
         words = words[words["drop_reason"].isna() & words["word"].notna()]
         n_paper.update({k: int(v) for k, v in descs.groupby(["modality", "setting"]).size().items()})
         joined = words.merge(descs[["description_id", "modality", "setting", "descriptor"]], on="description_id")
-        parts.append(pd.DataFrame({"modality": joined["modality"].to_numpy(), "setting": joined["setting"].to_numpy(),
-                                   "descriptor": joined["descriptor"].to_numpy(), "word": joined["word"].str.strip().to_numpy(),
-                                   "doc": joined["description_id"].to_numpy()}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "modality": joined["modality"].to_numpy(),
+                    "setting": joined["setting"].to_numpy(),
+                    "descriptor": joined["descriptor"].to_numpy(),
+                    "word": joined["word"].str.strip().to_numpy(),
+                    "doc": joined["description_id"].to_numpy(),
+                }
+            )
+        )
     doc_words = pd.concat(parts, ignore_index=True)
     doc_words = doc_words[doc_words["word"] != ""]
     paper_df = doc_words.groupby(["modality", "setting", "word"])["doc"].nunique()
     documents = {
-        key: group.groupby("descriptor", sort=True)["word"].agg(list)
-        for key, group in doc_words.groupby(["modality", "setting"], sort=True)
+        key: group.groupby("descriptor", sort=True)["word"].agg(list) for key, group in doc_words.groupby(["modality", "setting"], sort=True)
     }
     info["documents_s"] = time.perf_counter() - t1
 
@@ -799,13 +851,23 @@ def vectorised_peer(home: Path, with_i2t: bool):
         idf = np.log(len(docs) / dfreq)
         tfidf = tf * idf
         fisher_p = hypergeom.sf(tf - 1, grand, word_total, doc_len)
-        out.append(pd.DataFrame({
-            "modality": modality, "setting": setting, "descriptor": descriptors[matrix.row], "word": vocab[matrix.col],
-            "tf": tf, "df": dfreq, "idf": idf, "tfidf": tfidf,
-            "pmi": np.log2((tf * grand) / (doc_len * word_total)),
-            "fisher_p": fisher_p,
-            "fisher_q": false_discovery_control(fisher_p, method="bh"),
-        }))
+        out.append(
+            pd.DataFrame(
+                {
+                    "modality": modality,
+                    "setting": setting,
+                    "descriptor": descriptors[matrix.row],
+                    "word": vocab[matrix.col],
+                    "tf": tf,
+                    "df": dfreq,
+                    "idf": idf,
+                    "tfidf": tfidf,
+                    "pmi": np.log2((tf * grand) / (doc_len * word_total)),
+                    "fisher_p": fisher_p,
+                    "fisher_q": false_discovery_control(fisher_p, method="bh"),
+                }
+            )
+        )
     res = pd.concat(out, ignore_index=True)
     res["paper_p_value"] = paper_p_values(res, paper_df, pd.Series(n_paper))
     info["stats_s"] = time.perf_counter() - t2
@@ -829,14 +891,17 @@ def run_dora_models_only(home: Path) -> Timing:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--home", default="/tmp/dora-bench-scale", help="scratch DORA_HOME (wiped unless --reuse)")
-    parser.add_argument("--scale", type=float, default=1.0,
-                        help="fraction of paper scale for development runs (e.g. 0.1): scales --descriptors and "
-                             "--i2t-descriptors when they are not given; BENCHMARKS.md is only written at scale 1")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="fraction of paper scale for development runs (e.g. 0.1): scales --descriptors and "
+        "--i2t-descriptors when they are not given; BENCHMARKS.md is only written at scale 1",
+    )
     parser.add_argument("--descriptors", type=int, default=None, help="T2T descriptors (default 406 x scale)")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--shard-rows", type=int, default=512)
-    parser.add_argument("--i2t-descriptors", type=int, default=None,
-                        help="T2I prompts of the vision part (default 344 x scale; 0 = skip it)")
+    parser.add_argument("--i2t-descriptors", type=int, default=None, help="T2I prompts of the vision part (default 344 x scale; 0 = skip it)")
     parser.add_argument("--no-overhead", action="store_true", help="skip the empty-landing build (dbt's fixed cost)")
     parser.add_argument("--i2t-words", type=float, default=70.0, help="mean kept words per description")
     parser.add_argument("--baseline-budget", type=float, default=600.0, help="seconds; above it Fisher is subsampled")
@@ -902,16 +967,22 @@ def main(argv=None) -> int:
 
     dora_t, nodes = run_dora(home)
     dora = read_dora(home)
-    print(f"dora dbt build +fct_associations: {dora_t.wall_s:.1f} s wall, {dora_t.cpu_s:.1f} s CPU, "
-          f"peak RSS {dora_t.peak_rss_gb:.2f} GB; {len(dora):,} associations", flush=True)
+    print(
+        f"dora dbt build +fct_associations: {dora_t.wall_s:.1f} s wall, {dora_t.cpu_s:.1f} s CPU, "
+        f"peak RSS {dora_t.peak_rss_gb:.2f} GB; {len(dora):,} associations",
+        flush=True,
+    )
     slow = sorted(nodes.items(), key=lambda kv: -kv[1])[:6]
     print("  slowest nodes: " + ", ".join(f"{k.split('.')[-1]} {v:.1f}s" for k, v in slow), flush=True)
     kinds_line = ", ".join(f"{n} {k}s {t:.1f} s" for k, (n, t) in dora_t.extra["kinds"].items())
     print(f"  node execution time by kind (2 dbt threads, so they overlap): {kinds_line}", flush=True)
     overhead = None if args.no_overhead else dbt_fixed_overhead(home)
     if overhead is not None:
-        print(f"  dbt's fixed cost: the same build on an empty landing zone ({overhead.extra['nodes']} nodes) takes "
-              f"{overhead.wall_s:.1f} s wall, {overhead.cpu_s:.1f} s CPU", flush=True)
+        print(
+            f"  dbt's fixed cost: the same build on an empty landing zone ({overhead.extra['nodes']} nodes) takes "
+            f"{overhead.wall_s:.1f} s wall, {overhead.cpu_s:.1f} s CPU",
+            flush=True,
+        )
 
     base_t = Timing()
     with measured(base_t):
@@ -927,8 +998,11 @@ def main(argv=None) -> int:
         flush=True,
     )
     if info["subsampled"]:
-        print(f"  Fisher measured on {info['fisher_pairs_measured']:,} random pairs in "
-              f"{info['fisher_s_measured']:.1f} s, extrapolated to {info['pairs']:,} pairs", flush=True)
+        print(
+            f"  Fisher measured on {info['fisher_pairs_measured']:,} random pairs in "
+            f"{info['fisher_s_measured']:.1f} s, extrapolated to {info['pairs']:,} pairs",
+            flush=True,
+        )
     cmp = compare(dora, base, fisher_q=not info["subsampled"])
     peer_t = Timing()
     with measured(peer_t):
@@ -952,11 +1026,18 @@ def main(argv=None) -> int:
     measured_ratio = base_t.wall_s / dora_t.wall_s
     print(f"same numbers: {cmp['agree']} ({cmp})", flush=True)
     cpu_ratio = base_t.cpu_s / dora_t.cpu_s if dora_t.cpu_s else float("nan")
-    print(f"speed-up dora / baseline: {ratio:.1f}x" + (f" (extrapolated; measured part alone {measured_ratio:.1f}x)" if info["subsampled"] else "")
-          + f" (goal >= 50x); dora < 60 s: {dora_t.wall_s < 60}; CPU time ratio {cpu_ratio:.1f}x", flush=True)
+    print(
+        f"speed-up dora / baseline: {ratio:.1f}x"
+        + (f" (extrapolated; measured part alone {measured_ratio:.1f}x)" if info["subsampled"] else "")
+        + f" (goal >= 50x); dora < 60 s: {dora_t.wall_s < 60}; CPU time ratio {cpu_ratio:.1f}x",
+        flush=True,
+    )
     load_end = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"ru_maxrss of the whole process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB; "
-          f"load average at start {load:.1f}, at end {load_end:.1f} on {os.cpu_count()} cores", flush=True)
+    print(
+        f"ru_maxrss of the whole process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB; "
+        f"load average at start {load:.1f}, at end {load_end:.1f} on {os.cpu_count()} cores",
+        flush=True,
+    )
 
     if not args.no_write and not paper_scale:
         print("BENCHMARKS.md not written: not paper scale (--scale / sizes changed)", flush=True)
@@ -966,25 +1047,37 @@ def main(argv=None) -> int:
         lines = data_lines + [
             f"dora `dbt build --select +fct_associations` (staging, intermediate, marts + every schema/unit test, in-process): "
             f"**{dora_t.wall_s:.1f} s wall**, {dora_t.cpu_s:.1f} s CPU, peak RSS {dora_t.peak_rss_gb:.2f} GB, "
-            f"{len(dora):,} associations; slowest nodes: " + ", ".join(f"{k.split('.')[-1]} {v:.1f} s" for k, v in slow)
+            f"{len(dora):,} associations; slowest nodes: "
+            + ", ".join(f"{k.split('.')[-1]} {v:.1f} s" for k, v in slow)
             + f"; node execution time by kind (2 dbt threads, overlapping): {kinds_line}"
-            + (f"; dbt's fixed cost (the same {overhead.extra['nodes']} nodes on an empty landing zone): "
-               f"{overhead.wall_s:.1f} s wall, {overhead.cpu_s:.1f} s CPU" if overhead is not None else ""),
+            + (
+                f"; dbt's fixed cost (the same {overhead.extra['nodes']} nodes on an empty landing zone): "
+                f"{overhead.wall_s:.1f} s wall, {overhead.cpu_s:.1f} s CPU"
+                if overhead is not None
+                else ""
+            ),
             f"reference-style baseline (pandas read, `itertuples` loops building tf/df dicts, one "
             f"`scipy.stats.fisher_exact` per pair, z-score p, PMI, BH): **{total_base:.1f} s**"
-            + (" (Fisher extrapolated from a random subsample: "
-               f"{info['fisher_pairs_measured']:,} of {info['pairs']:,} pairs measured in {info['fisher_s_measured']:.1f} s; "
-               f"measured wall of the baseline as run: {base_t.wall_s:.1f} s)" if info["subsampled"] else "")
+            + (
+                " (Fisher extrapolated from a random subsample: "
+                f"{info['fisher_pairs_measured']:,} of {info['pairs']:,} pairs measured in {info['fisher_s_measured']:.1f} s; "
+                f"measured wall of the baseline as run: {base_t.wall_s:.1f} s)"
+                if info["subsampled"]
+                else ""
+            )
             + f" = read {info['read_s']:.1f} s + loops {info['tf_df_loop_s']:.1f} s + Fisher {info['fisher_s']:.1f} s "
             f"({info['fisher_per_pair_us']:.0f} us/pair x {info['pairs']:,} pairs) + stats/BH {info['stats_bh_s']:.1f} s; "
             f"peak RSS {base_t.peak_rss_gb:.2f} GB",
-            f"**speed-up: {ratio:.1f}x** (goal >= 50x)" + (f"; measured part alone {measured_ratio:.1f}x" if info["subsampled"] else "")
+            f"**speed-up: {ratio:.1f}x** (goal >= 50x)"
+            + (f"; measured part alone {measured_ratio:.1f}x" if info["subsampled"] else "")
             + f"; dora under 60 s: {dora_t.wall_s < 60} (goal: yes); CPU time ratio {cpu_ratio:.1f}x "
             f"(baseline {base_t.cpu_s:.1f} s CPU, one core; dora {dora_t.cpu_s:.1f} s CPU over 2 cores)",
             f"same numbers on the compared pairs: {cmp['agree']} (pairs dora {cmp['pairs_dora']:,}, baseline "
             f"{cmp['pairs_baseline']:,}, only in one side {cmp['only_in_dora'] + cmp['only_in_baseline']}; max relative "
-            "difference " + ", ".join(f"{c[13:]} {v:.1e}" for c, v in cmp.items() if c.startswith("max_rel_diff_"))
-            + (f"; Fisher p compared on the {cmp['compared_fisher_p']:,} measured pairs, q not compared" if info["subsampled"] else "") + ")",
+            "difference "
+            + ", ".join(f"{c[13:]} {v:.1e}" for c, v in cmp.items() if c.startswith("max_rel_diff_"))
+            + (f"; Fisher p compared on the {cmp['compared_fisher_p']:,} measured pairs, q not compared" if info["subsampled"] else "")
+            + ")",
             f"vectorised peer (pandas read + `drop_duplicates`, one scikit-learn `CountVectorizer` document-term matrix per "
             f"(modality, setting), scipy `hypergeom.sf` for every pair at once, z-score p, PMI, BH): **{peer_t.wall_s:.1f} s** wall "
             f"= read {peer_info['read_s']:.1f} s + documents {peer_info['documents_s']:.1f} s + statistics {peer_info['stats_s']:.1f} s; "

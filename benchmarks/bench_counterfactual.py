@@ -49,7 +49,10 @@ def main(argv=None) -> None:
     rates = {}
     for name, prompts in (("open", list(MAIN_PROMPTS)), ("numeric", list(NUMERIC_PROMPTS))):
         cfg = cf.CounterfactualProbeConfig(
-            prompts=prompts, runs=1, max_new_tokens=args.max_new_tokens, numeric_max_new_tokens=args.numeric_max_new_tokens,
+            prompts=prompts,
+            runs=1,
+            max_new_tokens=args.max_new_tokens,
+            numeric_max_new_tokens=args.numeric_max_new_tokens,
         )
         t0 = time.perf_counter()
         summary = cf.run_text_sets(sets, backend, cfg, progress=False)

@@ -85,18 +85,21 @@ def main(argv=None) -> None:
         old.append(t_old)
         new.append(t_new)
         load.append(_timed(whole_load)[0])
-    print(f"{len(captions)} captions ({len(set(captions))} distinct): stepwise, each caption {statistics.median(old):.2f} s; "
-          f"compiled pattern, each distinct caption once {statistics.median(new):.2f} s: "
-          f"{statistics.median(old) / statistics.median(new):.1f}x (median of {args.repeats}; equal readings); "
-          f"load_subset of the 3 subsets now {statistics.median(load):.2f} s")
+    print(
+        f"{len(captions)} captions ({len(set(captions))} distinct): stepwise, each caption {statistics.median(old):.2f} s; "
+        f"compiled pattern, each distinct caption once {statistics.median(new):.2f} s: "
+        f"{statistics.median(old) / statistics.median(new):.1f}x (median of {args.repeats}; equal readings); "
+        f"load_subset of the 3 subsets now {statistics.median(load):.2f} s"
+    )
 
     spacy_code = "from spacy.lang.en.stop_words import STOP_WORDS; assert len(STOP_WORDS) == 326"
-    file_code = ("from ingestion.description_words import spacy_english_stop_words as s; "
-                 "assert len(s()) == 326")
+    file_code = "from ingestion.description_words import spacy_english_stop_words as s; assert len(s()) == 326"
     old = [_import_seconds(spacy_code) for _ in range(args.repeats)]
     new = [_import_seconds(file_code) for _ in range(args.repeats)]
-    print(f"stop list in a new process: importing spaCy {statistics.median(old):.2f} s, "
-          f"its module file {statistics.median(new):.2f} s: {statistics.median(old) / statistics.median(new):.1f}x")
+    print(
+        f"stop list in a new process: importing spaCy {statistics.median(old):.2f} s, "
+        f"its module file {statistics.median(new):.2f} s: {statistics.median(old) / statistics.median(new):.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -76,9 +76,21 @@ def build(project: Path, home: Path, target: Path) -> tuple[float, float, int]:
     import json
 
     env = {**os.environ, "DORA_HOME": str(home), "DBT_LOG_FORMAT": "json"}
-    argv = [str(Path(sys.executable).parent / "dbt"), "build", "--full-refresh", "--exclude-resource-type", "unit_test",
-            "--project-dir", str(project), "--profiles-dir", str(project), "--target-path", str(target),
-            "--log-path", str(target)]
+    argv = [
+        str(Path(sys.executable).parent / "dbt"),
+        "build",
+        "--full-refresh",
+        "--exclude-resource-type",
+        "unit_test",
+        "--project-dir",
+        str(project),
+        "--profiles-dir",
+        str(project),
+        "--target-path",
+        str(target),
+        "--log-path",
+        str(target),
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -93,8 +105,9 @@ def build(project: Path, home: Path, target: Path) -> tuple[float, float, int]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline", choices=("kind", "rule"), default="kind",
-                        help="B: one test per kind of rule of a model (default) or one per rule")
+    parser.add_argument(
+        "--baseline", choices=("kind", "rule"), default="kind", help="B: one test per kind of rule of a model (default) or one per rule"
+    )
     parser.add_argument("--pairs", type=int, default=3, help="A/B build pairs (after one warm-up of each)")
     parser.add_argument("--descriptors", type=int, default=20, help="T2T descriptors of the synthetic audit")
     parser.add_argument("--runs", type=int, default=1, help="runs per letter")
@@ -119,7 +132,10 @@ def main(argv=None) -> int:
         projects[name] = root / f"project_{name}"
         shutil.copytree(REPO / "dbt_project", projects[name], ignore=shutil.ignore_patterns("target", "logs", "dbt_packages"))
     split = split_rules(projects["B"], args.baseline)
-    print(f"{rows} T2T completions landed; baseline B states the rules in {split} tests (one per {'kind of rule' if args.baseline == 'kind' else 'rule'})", flush=True)
+    print(
+        f"{rows} T2T completions landed; baseline B states the rules in {split} tests (one per {'kind of rule' if args.baseline == 'kind' else 'rule'})",
+        flush=True,
+    )
 
     results = {"A": [], "B": []}
     nodes = {}
@@ -140,8 +156,10 @@ def main(argv=None) -> int:
     if not args.no_write:
         from benchmarks.report import write_section
 
-        write_section("Data tests: one per model", "\n".join(f"- {ln}" for ln in lines)
-                      + f"\n\n`python -m benchmarks.bench_data_tests --baseline {args.baseline}`")
+        write_section(
+            "Data tests: one per model",
+            "\n".join(f"- {ln}" for ln in lines) + f"\n\n`python -m benchmarks.bench_data_tests --baseline {args.baseline}`",
+        )
     return 0
 
 

@@ -32,8 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-AUDIT = ["audit", "--family", "biasdora", "--per-dimension", "1", "--settings", "singular", "--letters", "b",
-         "--runs", "1", "--no-progress"]
+AUDIT = ["audit", "--family", "biasdora", "--per-dimension", "1", "--settings", "singular", "--letters", "b", "--runs", "1", "--no-progress"]
 
 
 def _run(home: Path, cache: Path | None) -> tuple[float, float]:
@@ -89,8 +88,7 @@ def main(argv=None) -> int:
     if not args.no_write:
         from benchmarks.report import write_section
 
-        write_section("A new home's first audit", "\n".join(f"- {ln}" for ln in lines)
-                      + "\n\nCommand: `python -m benchmarks.bench_fresh_home`")
+        write_section("A new home's first audit", "\n".join(f"- {ln}" for ln in lines) + "\n\nCommand: `python -m benchmarks.bench_fresh_home`")
     return 0
 
 

@@ -72,9 +72,14 @@ def main(argv=None) -> None:
         f"{n} synthetic T2T audits of {rows_per_audit:,} completions each ({args.descriptors} descriptors x 5 settings x 26 letters x {args.runs} runs; paper scale is 406 descriptors x 10 runs = 527,800), {n * rows_per_audit:,} completions in {shards:,} landing shards, {landing_mb:.0f} MB Parquet",
         f"build after each audit (`dbt build --select {scale.DBT_SELECTION}`, models + data tests + unit tests): first {first:.1f} s, median of audits 2..{n - 1} {middle:.1f} s, audit {n} (on {n - 1} audits of history) {last:.1f} s",
         f"**audit {n} / audit 1: {last / first:.2f}x** wall (goal <= 1.5x), {cpus[-1] / cpus[0]:.2f}x CPU ({cpus[0]:.1f} -> {cpus[-1]:.1f} s; CPU time is the steadier figure on shared cores); every build (wall): {', '.join(f'{t:.1f}' for t in times)} s",
-        "where the growth is (dbt node execution time, audit 1 -> audit " + str(n) + "): " + ", ".join(
-            f"{name} {nodes[0].get(name, 0):.2f} -> {t:.2f} s" for name, t in sorted(nodes[-1].items(), key=lambda kv: -(kv[1] - nodes[0].get(kv[0], 0)))[:6]
-        ) + f"; all nodes {sum(nodes[0].values()):.1f} -> {sum(nodes[-1].values()):.1f} s",
+        "where the growth is (dbt node execution time, audit 1 -> audit "
+        + str(n)
+        + "): "
+        + ", ".join(
+            f"{name} {nodes[0].get(name, 0):.2f} -> {t:.2f} s"
+            for name, t in sorted(nodes[-1].items(), key=lambda kv: -(kv[1] - nodes[0].get(kv[0], 0)))[:6]
+        )
+        + f"; all nodes {sum(nodes[0].values()):.1f} -> {sum(nodes[-1].values()):.1f} s",
         f"same-run baseline, the whole history rebuilt (`--full-refresh`, what each build cost before builds were incremental): {full_s:.1f} s = {full_s / first:.1f}x the first build",
         f"warehouse: {warehouse_mb:.0f} MB DuckDB file after {n} audits",
         f"machine load average (1 min) at start {load_start:.1f}, after each build {', '.join(f'{x:.1f}' for x in loads)}, on {os.cpu_count()} cores (other processes may share the cores: wall times are upper bounds)",

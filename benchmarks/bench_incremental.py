@@ -73,8 +73,18 @@ def _audit(descriptors: list[str]) -> tuple[int, float, str]:
     from orchestration.cli import main
 
     args = [
-        "audit", "--descriptors", ",".join(descriptors), "--settings", SETTINGS, "--runs", "1",
-        "--per-dimension", "0", "--audit-id", "bench-incremental", "--no-progress",
+        "audit",
+        "--descriptors",
+        ",".join(descriptors),
+        "--settings",
+        SETTINGS,
+        "--runs",
+        "1",
+        "--per-dimension",
+        "0",
+        "--audit-id",
+        "bench-incremental",
+        "--no-progress",
     ]
     out = io.StringIO()
     start = time.perf_counter()
@@ -88,11 +98,7 @@ def _last_run_steps() -> dict[str, float]:
 
     instance = DagsterInstance.get()
     run = instance.get_runs(limit=1)[0]
-    return {
-        s.step_key: round(s.end_time - s.start_time, 1)
-        for s in instance.get_run_step_stats(run.run_id)
-        if s.end_time and s.start_time
-    }
+    return {s.step_key: round(s.end_time - s.start_time, 1) for s in instance.get_run_step_stats(run.run_id) if s.end_time and s.start_time}
 
 
 def _landed(home: Path) -> list[tuple]:
@@ -155,8 +161,7 @@ def main(argv=None) -> int:
     lines = [
         f"first tiny audit ({len(BASE)} descriptors x 2 settings x 26 letters x 1 run): {first_s:.1f} s, "
         f"{first[0]} model calls / {first[1]} prompts, {first[2]} rows landed; steps: {steps(first[3])}",
-        f"re-run, nothing changed: **{rerun_s:.1f} s, {rerun[0]} model calls, {rerun[1]} prompts, {rerun[2]} new rows**; "
-        f"steps: {steps(rerun[3])}",
+        f"re-run, nothing changed: **{rerun_s:.1f} s, {rerun[0]} model calls, {rerun[1]} prompts, {rerun[2]} new rows**; steps: {steps(rerun[3])}",
         f"one more descriptor ({EXTRA!r}): {extra_s:.1f} s, {extra[0]} model calls / **{extra[1]} prompts, "
         f"{extra[2]} new rows** (expected {per_descriptor}), all of descriptor(s) {sorted(new_rows)}; steps: {steps(extra[3])}",
         f"the T2T probe alone on the finished audit (model loaded): {probe_s * 1000:.0f} ms, {probe_calls} model calls, "

@@ -28,9 +28,19 @@ T2T_KEYS = (("landing", "t2t_completions"), ("landing", "audits"))
 
 
 def _config(base_url: str, args) -> dict:
-    return {"model": "stub-model", "backend": "openai", "base_url": base_url, "prompt_style": "completion",
-            "settings": ["noun", "singular"], "per_dimension": args.per_dimension, "letters": args.letters, "runs": 1,
-            "api_concurrency": 1, "t2t_block_templates": args.block_templates, "progress": False}
+    return {
+        "model": "stub-model",
+        "backend": "openai",
+        "base_url": base_url,
+        "prompt_style": "completion",
+        "settings": ["noun", "singular"],
+        "per_dimension": args.per_dimension,
+        "letters": args.letters,
+        "runs": 1,
+        "api_concurrency": 1,
+        "t2t_block_templates": args.block_templates,
+        "progress": False,
+    }
 
 
 def _use_home(home: Path) -> None:
@@ -59,14 +69,16 @@ def run_once(home: Path, config: dict, broker: str | None) -> tuple[float, int, 
         configure_instance(instance)
         start = time.perf_counter()
         if broker is None:
-            result = defs.resolve_job_def(AUDIT_JOB).execute_in_process(
-                run_config=run_config, instance=instance, asset_selection=selection)
+            result = defs.resolve_job_def(AUDIT_JOB).execute_in_process(run_config=run_config, instance=instance, asset_selection=selection)
             success, events = result.success, result.all_events
         else:
             quiet_celery_warnings()
-            with dg.execute_job(dg.reconstructable(audit_job_for_multiprocess), instance=instance,
-                                run_config={**run_config, "execution": execution_config("celery", broker)},
-                                asset_selection=selection) as result:
+            with dg.execute_job(
+                dg.reconstructable(audit_job_for_multiprocess),
+                instance=instance,
+                run_config={**run_config, "execution": execution_config("celery", broker)},
+                asset_selection=selection,
+            ) as result:
                 success, events = result.success, result.all_events
         seconds = time.perf_counter() - start
     if not success:
@@ -83,11 +95,14 @@ def main(argv=None) -> None:
     parser.add_argument("--block-templates", type=int, default=3, help="templates per block (one step each)")
     parser.add_argument("--workers", default="1,2,4", help="Celery worker counts to measure")
     parser.add_argument("--no-write", action="store_true", help="do not write BENCHMARKS.md")
-    parser.add_argument("--instance", choices=("postgres", "sqlite"), default="postgres",
-                        help="the Celery runs' Dagster instance: docs/cluster/dagster.yaml on a throwaway PostgreSQL "
-                        "(the cluster's, default) or the embedded SQLite one (the in-process run always uses SQLite)")
-    parser.add_argument("--no-embedded", action="store_true",
-                        help="skip the embedded default (local SmolLM2-135M) in one block and in small blocks")
+    parser.add_argument(
+        "--instance",
+        choices=("postgres", "sqlite"),
+        default="postgres",
+        help="the Celery runs' Dagster instance: docs/cluster/dagster.yaml on a throwaway PostgreSQL "
+        "(the cluster's, default) or the embedded SQLite one (the in-process run always uses SQLite)",
+    )
+    parser.add_argument("--no-embedded", action="store_true", help="skip the embedded default (local SmolLM2-135M) in one block and in small blocks")
     args = parser.parse_args(argv)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -101,8 +116,11 @@ def main(argv=None) -> None:
     root = Path(tempfile.mkdtemp(prefix="dora-bench-scale-"))
     rows: dict[str, tuple[float, int, int]] = {}
     cluster_yaml = Path(__file__).resolve().parent.parent / "docs" / "cluster" / "dagster.yaml"
-    with OpenAIStubServer() as server, redis_server(root / "redis") as broker, \
-            (postgres_server() if args.instance == "postgres" else contextlib.nullcontext({})) as pg:
+    with (
+        OpenAIStubServer() as server,
+        redis_server(root / "redis") as broker,
+        postgres_server() if args.instance == "postgres" else contextlib.nullcontext({}) as pg,
+    ):
         server.latency = args.latency
         server.completion_reply = lambda req: "rave, and"
         config = _config(server.base_url, args)
@@ -126,12 +144,14 @@ def main(argv=None) -> None:
             from orchestration.defs.biasdora.config import AuditConfig
 
             default_blocks = AuditConfig.model_fields["t2t_block_templates"].default
-            local = {k: v for k, v in config.items() if k not in ("model", "backend", "base_url", "prompt_style",
-                                                                    "api_concurrency", "t2t_block_templates")}
-            for name, block_templates in ((f"blocks of {default_blocks} templates (default)", default_blocks),
-                                          (f"blocks of {args.block_templates} templates", args.block_templates)):
-                embedded[name] = run_once(root / f"embedded-{block_templates}", {**local, "t2t_block_templates": block_templates},
-                                          None)
+            local = {
+                k: v for k, v in config.items() if k not in ("model", "backend", "base_url", "prompt_style", "api_concurrency", "t2t_block_templates")
+            }
+            for name, block_templates in (
+                (f"blocks of {default_blocks} templates (default)", default_blocks),
+                (f"blocks of {args.block_templates} templates", args.block_templates),
+            ):
+                embedded[name] = run_once(root / f"embedded-{block_templates}", {**local, "t2t_block_templates": block_templates}, None)
                 print(f"embedded, {name}: {embedded[name]}", flush=True)
     one = next(v for k, v in rows.items() if k.startswith("celery x1"))
     lines = [
@@ -147,13 +167,19 @@ def main(argv=None) -> None:
     for name, (seconds, landed, _) in rows.items():
         lines.append(f"| {name} | {seconds:.1f} | {landed / seconds:.1f} | {one[0] / seconds:.2f}x |")
     inproc = rows["in-process"][0]
-    lines += ["", f"Celery path overhead (1 worker against in-process, same blocks): {one[0] - inproc:+.1f} s "
-              f"({one[0] / inproc:.2f}x the in-process wall time, {(one[0] - inproc) / one[2]:+.2f} s per block)."]
+    lines += [
+        "",
+        f"Celery path overhead (1 worker against in-process, same blocks): {one[0] - inproc:+.1f} s "
+        f"({one[0] / inproc:.2f}x the in-process wall time, {(one[0] - inproc) / one[2]:+.2f} s per block).",
+    ]
     if embedded:
         (d_s, d_n, d_b), (o_s, _, o_b) = embedded.values()
-        lines += ["", f"Embedded default (SmolLM2-135M in process, the same {d_n} completions, model load included): "
-                  f"{d_s:.1f} s in {d_b} block(s) of the default size, {o_s:.1f} s in {o_b} blocks of "
-                  f"{args.block_templates} templates ({o_s / d_s:.2f}x, {(o_s - d_s) / max(o_b - d_b, 1):+.2f} s per extra block)."]
+        lines += [
+            "",
+            f"Embedded default (SmolLM2-135M in process, the same {d_n} completions, model load included): "
+            f"{d_s:.1f} s in {d_b} block(s) of the default size, {o_s:.1f} s in {o_b} blocks of "
+            f"{args.block_templates} templates ({o_s / d_s:.2f}x, {(o_s - d_s) / max(o_b - d_b, 1):+.2f} s per extra block).",
+        ]
     body = "\n".join(lines)
     print(body)
     if not args.no_write:

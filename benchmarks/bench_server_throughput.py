@@ -149,8 +149,7 @@ class Meter:
         self.rates.clear(), self.client_ms.clear(), self.server_ms.clear()
 
     def cpu(self) -> str:
-        return (f"CPU per completion: this process {statistics.median(self.client_ms):.1f} ms, "
-                f"the server {statistics.median(self.server_ms):.1f} ms")
+        return f"CPU per completion: this process {statistics.median(self.client_ms):.1f} ms, the server {statistics.median(self.server_ms):.1f} ms"
 
 
 def identical_runs(runs: int) -> tuple[int, int]:
@@ -207,8 +206,10 @@ class DoraRun(Meter):
 
     def settings(self) -> str:
         b = self.backend
-        return (f"concurrency {b.concurrency}, batch_completions {b.batch_completions}, max_n {b.max_n}, "
-                f"prompts_per_request {b.prompts_per_request}, use_n {b.use_n}")
+        return (
+            f"concurrency {b.concurrency}, batch_completions {b.batch_completions}, max_n {b.max_n}, "
+            f"prompts_per_request {b.prompts_per_request}, use_n {b.use_n}"
+        )
 
     def run(self, templates, letters: str, runs: int) -> None:
         from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
@@ -225,8 +226,6 @@ class DoraRun(Meter):
             self.identical.append(identical_runs(runs))
         self.generate_rates.append(done.generated / self.generate_s)
         self.last_requests, self.last_generated, self.statuses = self.requests, done.generated, dict(done.statuses)
-
-
 
 
 def other_servers(own: int | None) -> list[int]:
@@ -274,13 +273,22 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of every contender (medians quoted)")
     parser.add_argument("--concurrency", default="1,4,8,16,32", help="concurrencies of the plain asyncio client, comma-separated")
     parser.add_argument("--slots", type=int, default=8, help="llama-server parallel sequences (-np)")
-    parser.add_argument("--ctx", type=int, default=4096,
-                        help="llama-server context per slot (-c is this x slots; tests/helpers/llama_server.py's default)")
-    parser.add_argument("--variant", action="append", default=[],
-                        help="an extra dora run with backend attributes set, e.g. 'concurrency=8', or 'pack=striped' "
-                             "(this script's packer: no n, the runs of a prompt in different requests); repeatable")
-    parser.add_argument("--wait-idle", type=float, default=900.0,
-                        help="seconds to wait, before the server starts and before each round, for other llama-servers to exit")
+    parser.add_argument(
+        "--ctx", type=int, default=4096, help="llama-server context per slot (-c is this x slots; tests/helpers/llama_server.py's default)"
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="an extra dora run with backend attributes set, e.g. 'concurrency=8', or 'pack=striped' "
+        "(this script's packer: no n, the runs of a prompt in different requests); repeatable",
+    )
+    parser.add_argument(
+        "--wait-idle",
+        type=float,
+        default=900.0,
+        help="seconds to wait, before the server starts and before each round, for other llama-servers to exit",
+    )
     parser.add_argument("--no-embedded", action="store_true", help="skip the embedded transformers backend")
     parser.add_argument("--no-write", action="store_true", help="do not write BENCHMARKS.md")
     args = parser.parse_args(argv)
@@ -333,8 +341,12 @@ def main(argv=None) -> None:
             if other_servers(server.proc.pid):
                 shared_rounds.append(r + 1)
             ceiling_r = max(plain[k].rates[-1] for k in concurrencies)
-            print(f"round {r + 1}: " + ", ".join(f"{c.label} {c.rates[-1]:.1f}" for c in contenders)
-                  + f"; plain best {ceiling_r:.1f}/s; load {loads[-1]:.2f}", flush=True)
+            print(
+                f"round {r + 1}: "
+                + ", ".join(f"{c.label} {c.rates[-1]:.1f}" for c in contenders)
+                + f"; plain best {ceiling_r:.1f}/s; load {loads[-1]:.2f}",
+                flush=True,
+            )
     finally:
         server.stop()
 
@@ -386,7 +398,7 @@ def main(argv=None) -> None:
                 emb.append(done.generated / (time.perf_counter() - start))
         summary["embedded"] = statistics.median(emb)
         lines.append(
-            f"**embedded** (`load_text_backend(\"smollm2-135m\")`, transformers fp32, shared-prefix path, through `run_t2t_probe`, "
+            f'**embedded** (`load_text_backend("smollm2-135m")`, transformers fp32, shared-prefix path, through `run_t2t_probe`, '
             f"same prompts, after the server stopped): **{summary['embedded']:.1f} completions/s** (per run {', '.join(f'{x:.1f}' for x in emb)}; load {load_s:.1f} s, not timed)"
         )
     load_end = os.getloadavg()
@@ -397,15 +409,22 @@ def main(argv=None) -> None:
         + (f"; **another llama-server was running at the end of round(s) {shared_rounds}: those rates are not comparable**" if shared_rounds else "")
     )
     print("\n".join(lines))
-    print(f"SUMMARY dora {summary['dora']:.1f}/s, ceiling {summary['ceiling']:.1f}/s, share {summary['share']:.2f}"
-          + (f", embedded {summary['embedded']:.1f}/s" if "embedded" in summary else "") + f", load {summary['load']:.2f}, {date.today()}")
+    print(
+        f"SUMMARY dora {summary['dora']:.1f}/s, ceiling {summary['ceiling']:.1f}/s, share {summary['share']:.2f}"
+        + (f", embedded {summary['embedded']:.1f}/s" if "embedded" in summary else "")
+        + f", load {summary['load']:.2f}, {date.today()}"
+    )
     if not args.no_write:
         from benchmarks.report import write_section
 
-        cmd = "python -m benchmarks.bench_server_throughput" + "".join(
-            f" --{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-            if v != parser.get_default(k) and not isinstance(v, (bool, list))
-        ) + "".join(f" --variant {v}" for v in args.variant) + (" --no-embedded" if args.no_embedded else "")
+        cmd = (
+            "python -m benchmarks.bench_server_throughput"
+            + "".join(
+                f" --{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v != parser.get_default(k) and not isinstance(v, (bool, list))
+            )
+            + "".join(f" --variant {v}" for v in args.variant)
+            + (" --no-embedded" if args.no_embedded else "")
+        )
         write_section("T2T over a real llama-server", "\n".join(f"- {ln}" for ln in lines) + f"\n\nCommand: `{cmd}`")
 
 

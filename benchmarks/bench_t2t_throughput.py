@@ -82,19 +82,26 @@ def main(argv=None) -> None:
         for t in chosen:
             for c in letters:
                 for run_no in range(1, runs + 1):
-                    reqs.append(GenerationRequest(render_t2t_prompt(t.prefix, t.setting, c, "completion"), row_seed("bench", t.setting, t.descriptor, c, run_no), 6, "word"))
+                    reqs.append(
+                        GenerationRequest(
+                            render_t2t_prompt(t.prefix, t.setting, c, "completion"), row_seed("bench", t.setting, t.descriptor, c, run_no), 6, "word"
+                        )
+                    )
                     keys.append((t.setting, c))
         run(reqs[:8], True), run(reqs[:8], False)  # warm-up
         times: dict[bool, list[float]] = {True: [], False: []}
         outs: dict[bool, list] = {}
         for rep in range(args.reps):
-            for fast in ((False, True) if rep % 2 == 0 else (True, False)):
+            for fast in (False, True) if rep % 2 == 0 else (True, False):
                 dt, outs[fast] = run(reqs, fast)
                 times[fast].append(dt)
             loads.append(os.getloadavg()[0])
         ratios = [p / f for p, f in zip(times[False], times[True])]
         same = sum(a == b for a, b in zip(outs[True], outs[False]))
-        status = {fast: Counter(parse_answer(o.text, c, s, "completion", finished=o.finished).status for o, (s, c) in zip(outs[fast], keys)) for fast in (False, True)}
+        status = {
+            fast: Counter(parse_answer(o.text, c, s, "completion", finished=o.finished).status for o, (s, c) in zip(outs[fast], keys))
+            for fast in (False, True)
+        }
         tok = {fast: n_tokens(o.text for o in outs[fast]) for fast in (False, True)}
         med = {fast: statistics.median(times[fast]) for fast in (False, True)}
         n = len(reqs)
@@ -128,7 +135,9 @@ def main(argv=None) -> None:
         cmd = "python -m benchmarks.bench_t2t_throughput" + "".join(
             f" --{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v != parser.get_default(k) and not isinstance(v, bool)
         )
-        write_section("T2T generation throughput (completion)", "\n".join(ln if ln.startswith("  ") else f"- {ln}" for ln in lines) + f"\n\nCommand: `{cmd}`")
+        write_section(
+            "T2T generation throughput (completion)", "\n".join(ln if ln.startswith("  ") else f"- {ln}" for ln in lines) + f"\n\nCommand: `{cmd}`"
+        )
 
 
 def long_generation(backend, chosen, n_prompts, max_tokens, render, row_seed, Request, Sampling) -> list[str]:
@@ -194,13 +203,16 @@ def judge_throughput(backend, n_batched: int, n_single: int, batch_size: int) ->
         single_s = time.perf_counter() - start
         backend.batch_size = batch_size
         new_tok = sum(len(backend.tokenizer(a.raw_output, add_special_tokens=False)["input_ids"]) for a in answers)
-        prompt_tok = sum(len(backend.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in [backend._encode(r.prompt) for r in reqs[:n_batched]])
+        prompt_tok = sum(
+            len(backend.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in [backend._encode(r.prompt) for r in reqs[:n_batched]]
+        )
         out.append(
             f"judge ({mode}, batch {batch_size}; its requests carry answer choices: plain path): {n_batched} judgements in {batched_s:.1f} s = {n_batched / batched_s:.1f} /s, "
             f"{prompt_tok / batched_s:.0f} prompt tokens/s + {new_tok / batched_s:.0f} new tokens/s; one at a time: "
             f"{n_single / single_s:.1f} /s; speed-up {(n_batched / batched_s) / (n_single / single_s):.1f}x"
         )
     return out
+
 
 if __name__ == "__main__":
     main()

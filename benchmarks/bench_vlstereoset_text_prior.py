@@ -49,13 +49,21 @@ def plan(csv_path: str | None, n_items: int | None):
     items = []
     for i in range(n_items):
         it = ds.items[i % len(ds.items)]
-        items.append({
-            "item_id": f"{it.item_id}-{i // len(ds.items)}", "y": it.y, "category": it.category, "image_status": "not_fetched",
-            "image_path": None, "caption_stereotype": it.captions["stereotype"],
-            "caption_anti_stereotype": it.captions["anti-stereotype"], "caption_unrelated": it.captions["unrelated"],
-            "neutral_stereotype": it.neutral_stereotype, "neutral_anti_stereotype": it.neutral_anti_stereotype,
-            "neutral_status": it.neutral_status,
-        })
+        items.append(
+            {
+                "item_id": f"{it.item_id}-{i // len(ds.items)}",
+                "y": it.y,
+                "category": it.category,
+                "image_status": "not_fetched",
+                "image_path": None,
+                "caption_stereotype": it.captions["stereotype"],
+                "caption_anti_stereotype": it.captions["anti-stereotype"],
+                "caption_unrelated": it.captions["unrelated"],
+                "neutral_stereotype": it.neutral_stereotype,
+                "neutral_anti_stereotype": it.neutral_anti_stereotype,
+                "neutral_status": it.neutral_status,
+            }
+        )
     return ds, plan_units(items, SimpleNamespace(conditions=TextPriorScorer.conditions, needs_image=TextPriorScorer.needs_image))
 
 
@@ -76,9 +84,14 @@ def main(argv=None) -> None:
     parser.add_argument("--shard-rows", type=int, default=32, help="units per scorer call (the probe's shard_rows default)")
     parser.add_argument("--batch-size", type=int, default=32, help="captions per forward pass of the plain loop (its default)")
     parser.add_argument("--row-tokens", type=int, default=256, help="tree nodes per forward pass of the shared path (its default)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of the shared path (the scorer's default; the plain loop keeps torch's setting)")
-    parser.add_argument("--ablation", action="store_true",
-                        help="also time the plain loop at --threads and the shared path at torch's setting (what each change gives)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads of the shared path (the scorer's default; the plain loop keeps torch's setting)"
+    )
+    parser.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also time the plain loop at --threads and the shared path at torch's setting (what each change gives)",
+    )
     args = parser.parse_args(argv)
     if args.reps < 1:
         parser.error("--reps must be >= 1")
@@ -97,12 +110,16 @@ def main(argv=None) -> None:
     n = len(captions)
     tok = backend.tokenizer
     lengths = {c: 1 + len(tok(c, add_special_tokens=False)["input_ids"]) for c in set(captions)}
-    print(f"model: {backend.model_id} ({backend.model_version}), torch {torch.__version__}, threads {torch.get_num_threads()}, fp32; "
-          f"load {load_s:.1f} s")
-    print(f"input: {ds.path.name} ({'SYNTHETIC' if ds.is_synthetic else 'given file'}), {len(ds.items)} items in the file, "
-          f"{len({u.item_id for u in units})} items scored, {len(units)} units, {n} caption log-likelihoods, "
-          f"{len(set(captions))} distinct captions, {sum(lengths[c] for c in captions)} tokens with the prefix "
-          f"({sum(lengths.values())} distinct-caption tokens)")
+    print(
+        f"model: {backend.model_id} ({backend.model_version}), torch {torch.__version__}, threads {torch.get_num_threads()}, fp32; "
+        f"load {load_s:.1f} s"
+    )
+    print(
+        f"input: {ds.path.name} ({'SYNTHETIC' if ds.is_synthetic else 'given file'}), {len(ds.items)} items in the file, "
+        f"{len({u.item_id for u in units})} items scored, {len(units)} units, {n} caption log-likelihoods, "
+        f"{len(set(captions))} distinct captions, {sum(lengths[c] for c in captions)} tokens with the prefix "
+        f"({sum(lengths.values())} distinct-caption tokens)"
+    )
 
     default_threads = torch.get_num_threads()
     # name -> (shared path?, threads while scoring: None = torch's setting, the current code's)
@@ -123,8 +140,11 @@ def main(argv=None) -> None:
             times[name].append(dt)
             cpus[name].append(cpu)
             results[name] = scores
-            print(f"  rep {rep + 1} {name:22s}: {dt:7.1f} s = {n / dt:7.2f} log-likelihoods/s, CPU {cpu:7.1f} s "
-                  f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+            print(
+                f"  rep {rep + 1} {name:22s}: {dt:7.1f} s = {n / dt:7.2f} log-likelihoods/s, CPU {cpu:7.1f} s "
+                f"(load average {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
 
     def flat(scores, variant_index):
         return [(s.score, s.n_tokens) for unit in scores for s in unit[variant_index::2]]
@@ -136,13 +156,17 @@ def main(argv=None) -> None:
     for name in configs:
         print(f"{name:22s}: median {med[name]:7.1f} s = {rate[name]:7.2f} log-likelihoods/s, CPU {cpu_med[name]:7.1f} s")
     per_rep = [p / s for p, s in zip(times["plain"], times["shared"])]
-    print(f"ratio of medians, plain / shared: {med['plain'] / med['shared']:.1f}x wall (per repetition: "
-          f"{', '.join(f'{r:.1f}x' for r in per_rep)}), {cpu_med['plain'] / cpu_med['shared']:.1f}x CPU")
+    print(
+        f"ratio of medians, plain / shared: {med['plain'] / med['shared']:.1f}x wall (per repetition: "
+        f"{', '.join(f'{r:.1f}x' for r in per_rep)}), {cpu_med['plain'] / cpu_med['shared']:.1f}x CPU"
+    )
     if args.ablation:
         p1, s2 = f"plain, {args.threads} thread(s)", f"shared, {default_threads} threads"
-        print(f"  the prefix tree alone (same threads): {med['plain'] / med[s2]:.1f}x wall at {default_threads} threads, "
-              f"{med[p1] / med['shared']:.1f}x wall at {args.threads}; the thread setting alone: {med['plain'] / med[p1]:.1f}x wall "
-              f"(plain), {med[s2] / med['shared']:.1f}x (shared)")
+        print(
+            f"  the prefix tree alone (same threads): {med['plain'] / med[s2]:.1f}x wall at {default_threads} threads, "
+            f"{med[p1] / med['shared']:.1f}x wall at {args.threads}; the thread setting alone: {med['plain'] / med[p1]:.1f}x wall "
+            f"(plain), {med[s2] / med['shared']:.1f}x (shared)"
+        )
     for name in configs:
         if name == "plain":
             continue
@@ -151,15 +175,19 @@ def main(argv=None) -> None:
             a, b = flat(results["plain"], i), flat(results[name], i)
             diffs[v] = max(abs(x[0] - y[0]) for x, y in zip(a, b))
             same_n = all(x[1] == y[1] for x, y in zip(a, b))
-        print(f"max |difference| vs plain, {name}: log-likelihood sums {diffs['sum']:.2e}, per-token means {diffs['mean']:.2e} "
-              f"(nats); token counts {'identical' if same_n else 'DIFFER'}")
+        print(
+            f"max |difference| vs plain, {name}: log-likelihood sums {diffs['sum']:.2e}, per-token means {diffs['mean']:.2e} "
+            f"(nats); token counts {'identical' if same_n else 'DIFFER'}"
+        )
     cores = os.cpu_count() or 1
     used = {"plain": min(default_threads, cores), "shared": min(args.threads, cores)}
-    print(f"projected, released file ({RELEASED_ITEMS:,} items, {RELEASED_LOGLIKS:,} log-likelihoods): at the measured wall rates "
-          f"plain {RELEASED_LOGLIKS / rate['plain'] / 60:.1f} min, shared {RELEASED_LOGLIKS / rate['shared'] / 60:.1f} min; "
-          f"from the CPU time, on {cores} cores free of other work (CPU time / threads used): plain "
-          f"{RELEASED_LOGLIKS / n * cpu_med['plain'] / used['plain'] / 60:.1f} min, shared "
-          f"{RELEASED_LOGLIKS / n * cpu_med['shared'] / used['shared'] / 60:.1f} min")
+    print(
+        f"projected, released file ({RELEASED_ITEMS:,} items, {RELEASED_LOGLIKS:,} log-likelihoods): at the measured wall rates "
+        f"plain {RELEASED_LOGLIKS / rate['plain'] / 60:.1f} min, shared {RELEASED_LOGLIKS / rate['shared'] / 60:.1f} min; "
+        f"from the CPU time, on {cores} cores free of other work (CPU time / threads used): plain "
+        f"{RELEASED_LOGLIKS / n * cpu_med['plain'] / used['plain'] / 60:.1f} min, shared "
+        f"{RELEASED_LOGLIKS / n * cpu_med['shared'] / used['shared'] / 60:.1f} min"
+    )
     print(f"load average (1 min) at start {load_start:.1f}, at end {os.getloadavg()[0]:.1f}, on {os.cpu_count()} cores")
 
 

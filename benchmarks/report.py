@@ -15,7 +15,11 @@ def write_section(name: str, body: str) -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     machine = f"{platform.machine()}, {__import__('os').cpu_count()} cores, Python {platform.python_version()}"
     section = f"## {name}\n\n_measured {stamp} on {machine}_\n\n{body.strip()}\n"
-    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# dora benchmarks\n\nFigures printed by the scripts in `benchmarks/`; each run replaces its section.\n"
+    text = (
+        BENCHMARKS_MD.read_text()
+        if BENCHMARKS_MD.exists()
+        else "# dora benchmarks\n\nFigures printed by the scripts in `benchmarks/`; each run replaces its section.\n"
+    )
     pattern = re.compile(rf"^## {re.escape(name)}\n.*?(?=^## |\Z)", re.S | re.M)
     text = pattern.sub(section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
     BENCHMARKS_MD.write_text(text)

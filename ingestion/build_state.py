@@ -71,7 +71,7 @@ class Fingerprint:
             found = root.fs.find(root.path, detail=True) if root.fs.exists(root.path) else {}
             for key, info in sorted(found.items()):
                 if fnmatch.fnmatch(key.rsplit("/", 1)[-1], pattern):
-                    listing.append(f"{key[len(root.path):].lstrip('/')}\t{info.get('size')}\t{info.get('ETag') or info.get('mtime')}")
+                    listing.append(f"{key[len(root.path) :].lstrip('/')}\t{info.get('size')}\t{info.get('ETag') or info.get('mtime')}")
             return self._mix(f"tree:{root.name}", "\n".join(listing).encode())
         base = Path(root)
         if base.is_dir():
@@ -240,8 +240,7 @@ def request_full_refresh(step: str) -> Path:
     interrupted halfway is completed by the next run, whichever command starts it.
     """
     path = _state_path(step)
-    _write_json_atomic(path, {"fingerprint": None, "full_refresh": True,
-                              "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    _write_json_atomic(path, {"fingerprint": None, "full_refresh": True, "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     return path
 
 

@@ -105,15 +105,11 @@ def load_crows_pairs(path: str | Path | None = None) -> pa.Table:
         except csv.Error as exc:
             raise CrowsPairsFormatError(name, 1, f"malformed header ({exc})") from None
         if _SURROGATE.search(",".join(header)):
-            raise CrowsPairsFormatError(
-                name, 1, f"not valid UTF-8 (byte {_bad_bytes(','.join(header))})"
-            )
+            raise CrowsPairsFormatError(name, 1, f"not valid UTF-8 (byte {_bad_bytes(','.join(header))})")
         columns = [h.strip() for h in header]
         missing = [c for c in REQUIRED_COLUMNS if c not in columns]
         if missing:
-            raise CrowsPairsFormatError(
-                name, 1, f"missing required column(s) {', '.join(missing)} (header: {columns})"
-            )
+            raise CrowsPairsFormatError(name, 1, f"missing required column(s) {', '.join(missing)} (header: {columns})")
         named = [c for c in columns if c not in _INDEX_COLUMNS]
         repeated = sorted({c for c in named if named.count(c) > 1})
         if repeated:
@@ -132,35 +128,26 @@ def load_crows_pairs(path: str | Path | None = None) -> pa.Table:
             except StopIteration:
                 break
             except csv.Error as exc:
-                raise CrowsPairsFormatError(
-                    name, start, f"bad quoting or truncated record ({exc})"
-                ) from None
+                raise CrowsPairsFormatError(name, start, f"bad quoting or truncated record ({exc})") from None
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue  # blank line
             joined = "\x1f".join(row)
             if _SURROGATE.search(joined):
-                raise CrowsPairsFormatError(
-                    name, start, f"not valid UTF-8 (byte {_bad_bytes(joined)})"
-                )
+                raise CrowsPairsFormatError(name, start, f"not valid UTF-8 (byte {_bad_bytes(joined)})")
             if len(row) != len(header):
                 raise CrowsPairsFormatError(
                     name,
                     start,
-                    f"ragged row: {len(row)} fields, header has {len(header)} "
-                    "(truncated or mis-quoted record?)",
+                    f"ragged row: {len(row)} fields, header has {len(header)} (truncated or mis-quoted record?)",
                 )
             if index_col is not None:
                 raw_id = row[index_col].strip()
                 try:
                     pair_id = int(raw_id)
                 except ValueError:
-                    raise CrowsPairsFormatError(
-                        name, start, f"index {raw_id!r} is not an integer"
-                    ) from None
+                    raise CrowsPairsFormatError(name, start, f"index {raw_id!r} is not an integer") from None
                 if pair_id in seen_ids:
-                    raise CrowsPairsFormatError(
-                        name, start, f"index {pair_id} repeats line {seen_ids[pair_id]}"
-                    )
+                    raise CrowsPairsFormatError(name, start, f"index {pair_id} repeats line {seen_ids[pair_id]}")
                 seen_ids[pair_id] = start
             else:
                 pair_id = record_no
@@ -173,8 +160,7 @@ def load_crows_pairs(path: str | Path | None = None) -> pa.Table:
                 raise CrowsPairsFormatError(
                     name,
                     start,
-                    f"unknown bias_type {row[pos['bias_type']]!r} "
-                    f"(expected one of {', '.join(BIAS_DIMENSIONS)})",
+                    f"unknown bias_type {row[pos['bias_type']]!r} (expected one of {', '.join(BIAS_DIMENSIONS)})",
                 )
             stereo = None
             if "stereo_antistereo" in pos:

@@ -144,8 +144,12 @@ def _drop_reason(tok, lemma: str, stops, forms: frozenset[str] | None) -> str | 
 
 
 def tokenise_descriptions(
-    texts: Sequence[str], descriptors: Sequence[str], batch_size: int = 64, *,
-    stop_list: str = "nltk", drop_descriptor_words: bool = False,
+    texts: Sequence[str],
+    descriptors: Sequence[str],
+    batch_size: int = 64,
+    *,
+    stop_list: str = "nltk",
+    drop_descriptor_words: bool = False,
 ) -> list[list[dict]]:
     """Tokenise descriptions into word rows (see the module docstring for the rules).
 
@@ -205,14 +209,16 @@ def description_words_rows(
     """
     name, now = tokenizer_name(stop_list, drop_descriptor_words), datetime.now(timezone.utc)
     tokenised = tokenise_descriptions(
-        [d["raw_output"] or "" for d in descriptions], [d["descriptor"] for d in descriptions], batch_size,
-        stop_list=stop_list, drop_descriptor_words=drop_descriptor_words,
+        [d["raw_output"] or "" for d in descriptions],
+        [d["descriptor"] for d in descriptions],
+        batch_size,
+        stop_list=stop_list,
+        drop_descriptor_words=drop_descriptor_words,
     )
     rows = []
     for d, toks in zip(descriptions, tokenised):
         for t in toks:
-            rows.append({"description_id": d["description_id"], "audit_id": d["audit_id"], **t,
-                         "tokenizer": name, "tokenised_at": now})
+            rows.append({"description_id": d["description_id"], "audit_id": d["audit_id"], **t, "tokenizer": name, "tokenised_at": now})
     return rows
 
 
@@ -250,7 +256,10 @@ def pending_descriptions(audit_id: str | None = None) -> list[dict]:
 
 
 def land_description_words(
-    audit_id: str | None = None, *, shard_descriptions: int = 512, stop_list: str = "nltk",
+    audit_id: str | None = None,
+    *,
+    shard_descriptions: int = 512,
+    stop_list: str = "nltk",
     drop_descriptor_words: bool = False,
 ) -> dict:
     """Tokenise every pending description and land its words (resumable, idempotent).

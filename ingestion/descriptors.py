@@ -50,9 +50,7 @@ _END_PUNCT = string.punctuation + "\u2018\u2019\u201c\u201d\u2013\u2014\u2026"
 
 # Plural forms taken as their own plural (mass/collective nouns, demonyms in -ese/-ish/-ch,
 # clipped identity words the paper used as nouns: "Trans are", "Cis are", "Chinese are").
-_INVARIANT_PLURALS = frozenset(
-    "police staff sheep deer fish folk people cattle trans cis swiss dutch french".split()
-)
+_INVARIANT_PLURALS = frozenset("police staff sheep deer fish folk people cattle trans cis swiss dutch french".split())
 _INVARIANT_SUFFIXES = ("ese", "ish")
 # Demonyms that are not count nouns ("an English" is not English): "<demonym> person".
 _NON_COUNT_SUFFIXES = ("ese", "ish", "ch", "swiss", "thai")
@@ -122,15 +120,10 @@ _GROUP_WORDS = frozenset(
     swede thai inuit roma gypsy eskimo""".split()
 )
 _DEMONYM_SUFFIXES = ("an", "ese", "ish", "ch")  # and "-i" ("Iraqi") for NORP entities only
-_NAME_ENTITIES = frozenset(
-    {"PERSON", "GPE", "LOC", "FAC", "ORG", "PRODUCT", "EVENT", "WORK_OF_ART"}
-)
+_NAME_ENTITIES = frozenset({"PERSON", "GPE", "LOC", "FAC", "ORG", "PRODUCT", "EVENT", "WORK_OF_ART"})
 # Generic person nouns a differing word directly before is read as modifying, whatever the
 # parse says ("genius people").
-_GENERIC_PERSON_HEADS = frozenset(
-    "person people man men woman women kid kids child children boy boys girl girls guy guys "
-    "folk folks".split()
-)
+_GENERIC_PERSON_HEADS = frozenset("person people man men woman women kid kids child children boy boys girl girls guy guys folk folks".split())
 _MODIFIER_DEPS = frozenset({"amod", "compound", "nmod", "nummod", "npadvmod", "advmod"})
 
 
@@ -172,10 +165,7 @@ def _clean(phrase: str) -> str:
     if not text:
         raise ValueError("empty descriptor phrase")
     if len(text) > MAX_DESCRIPTOR_CHARS:
-        raise ValueError(
-            f"descriptor phrase is {len(text)} characters long (max {MAX_DESCRIPTOR_CHARS}): "
-            f"{text[:40]!r}..."
-        )
+        raise ValueError(f"descriptor phrase is {len(text)} characters long (max {MAX_DESCRIPTOR_CHARS}): {text[:40]!r}...")
     text = text.strip(_END_PUNCT + " ")
     if not text:
         raise ValueError(f"descriptor phrase {phrase!r} has no word characters")
@@ -205,9 +195,7 @@ def _singular(token, inflector) -> str:
     plural_tag = token.tag_ in ("NNS", "NNPS", "VBZ") or "Plur" in token.morph.get("Number")
     # The small model tags some lower-cased plurals as singular proper nouns ("latinos",
     # "spearmen"); inflect decides for those.
-    maybe_plural = token.tag_ == "NNP" and (
-        word.endswith(("men", "s")) and not word.endswith(("ss", "is"))
-    )
+    maybe_plural = token.tag_ == "NNP" and (word.endswith(("men", "s")) and not word.endswith(("ss", "is")))
     if not (plural_tag or maybe_plural):
         return word
     lemma = token.lemma_.lower()
@@ -262,11 +250,7 @@ def _analyse_doc(doc) -> tuple[str, str]:
     while (
         start < len(doc) - 1
         and doc[start].lower_ in DETERMINERS
-        and not (
-            doc[start].lower_ in _QUANTIFIERS
-            and doc[start + 1].tag_ in ("NNS", "NNPS", "VBZ")
-            and start + 1 != head
-        )
+        and not (doc[start].lower_ in _QUANTIFIERS and doc[start + 1].tag_ in ("NNS", "NNPS", "VBZ") and start + 1 != head)
     ):
         start += 1
     words = [t.lower_ for t in doc]
@@ -422,11 +406,7 @@ def _is_name_or_place(tokens) -> bool:
         # The small model tags some first names as common nouns: a capitalised singular noun
         # inside a sentence, or one opening it as a bare subject ("Tyrone was ...").
         common_as_name = t.tag_ == "NN" and (
-            not t.is_sent_start
-            or (
-                t.dep_ in ("nsubj", "nsubjpass")
-                and not any(c.dep_ in ("det", "poss", "amod", "compound") for c in t.children)
-            )
+            not t.is_sent_start or (t.dep_ in ("nsubj", "nsubjpass") and not any(c.dep_ in ("det", "poss", "amod", "compound") for c in t.children))
         )
         if not (t.tag_ == "NNP" or t.ent_type_ in _NAME_ENTITIES or common_as_name):
             return False
@@ -458,12 +438,7 @@ def _content_runs(doc, start: int, end: int) -> list[list]:
     for tok in doc[start:end]:
         content = tok.pos_ in ("NOUN", "PROPN") or _is_adjectival(tok)
         joiner = tok.text == "-" and current and not current[-1].whitespace_ and not tok.whitespace_
-        ly_adverb = (
-            tok.pos_ == "ADV"
-            and tok.lower_.endswith("ly")
-            and tok.head.pos_ == "ADJ"
-            and tok.head.i == tok.i + 1
-        )
+        ly_adverb = tok.pos_ == "ADV" and tok.lower_.endswith("ly") and tok.head.pos_ == "ADJ" and tok.head.i == tok.i + 1
         if content or joiner or ly_adverb:
             current.append(tok)
         else:
@@ -479,11 +454,7 @@ def _content_runs(doc, start: int, end: int) -> list[list]:
         while run and run[0].text == "-":
             run = run[1:]
         # "Aunt Celia", "black Sean": keep the person noun or group word, drop the name.
-        while (
-            len(run) > 1
-            and _is_name_or_place(run[-1:])
-            and any(_is_person_noun(t) or _is_demonym(t) for t in run[:-1])
-        ):
+        while len(run) > 1 and _is_name_or_place(run[-1:]) and any(_is_person_noun(t) or _is_demonym(t) for t in run[:-1]):
             run = run[:-1]
         if not run or any(ch.isdigit() for t in run for ch in t.text):
             continue
@@ -538,14 +509,7 @@ def _span_descriptors(doc, start: int, end: int) -> list[tuple[str, str]]:
         after = doc[last + 1] if last + 1 < len(doc) else None
         if after is not None and after.lower_ in _GENERIC_PERSON_HEADS:
             head = after  # "genius people" parsed as two subjects: still one phrase
-        modifier = head.i > last and (
-            head is after
-            or (
-                root.dep_ in _MODIFIER_DEPS
-                and head.i - last <= 3
-                and head.pos_ in ("NOUN", "PROPN")
-            )
-        )
+        modifier = head.i > last and (head is after or (root.dep_ in _MODIFIER_DEPS and head.i - last <= 3 and head.pos_ in ("NOUN", "PROPN")))
         if modifier:
             # The run only modifies a noun outside the differing span.
             if _is_name_or_place(run):
@@ -570,9 +534,7 @@ def _pair_descriptors(doc_more, doc_less) -> list[tuple[str, str]]:
     """Descriptor candidates of one pair: the differing spans of both sentences."""
     keep_more = [t for t in doc_more if not t.is_punct and not t.is_space]
     keep_less = [t for t in doc_less if not t.is_punct and not t.is_space]
-    matcher = difflib.SequenceMatcher(
-        None, [t.lower_ for t in keep_more], [t.lower_ for t in keep_less], autojunk=False
-    )
+    matcher = difflib.SequenceMatcher(None, [t.lower_ for t in keep_more], [t.lower_ for t in keep_less], autojunk=False)
     out: list[tuple[str, str]] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
@@ -715,9 +677,7 @@ def curated_descriptors(path: str | Path | None = None) -> pa.Table:
     if not path.is_file():
         raise FileNotFoundError(f"BiasDora descriptor list not found: {path}")
     mapping = json.loads(path.read_text(encoding="utf-8-sig"))
-    if not isinstance(mapping, dict) or not all(
-        isinstance(v, list) and all(isinstance(p, str) for p in v) for v in mapping.values()
-    ):
+    if not isinstance(mapping, dict) or not all(isinstance(v, list) and all(isinstance(p, str) for p in v) for v in mapping.values()):
         raise ValueError(f"{path.name}: expected an object of bias dimension -> list of phrases")
     phrases = [p for v in mapping.values() for p in v]
     analysed = _normalise_many(phrases)

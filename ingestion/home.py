@@ -58,7 +58,6 @@ def glob_escape(path: str | Path) -> str:
     return glob.escape(str(path))
 
 
-
 #: Characters a home may hold and still be written into dbt's profile and SQL as is.
 _PLAIN_PATH = re.compile(r"^[A-Za-z0-9 ._/+=,:@%~-]*$")
 
@@ -115,4 +114,3 @@ def dbt_target_dir(name: str) -> Path:
             except OSError:  # a folder removed meanwhile: this step parses the whole project
                 pass
     return folder
-

@@ -29,6 +29,7 @@ from ingestion.home import dora_home, glob_escape, safe_path_component
 from ingestion.landing_location import is_remote, landing_root, register_landing
 from ingestion.shard_checks import not_a_regular_file, quarantine_shard, shard_problem
 
+
 def _remote_landing_dir(table: str, folder):
     marker = folder / "_schema.parquet"
     schema = SCHEMAS[table]
@@ -132,7 +133,6 @@ def write_shard(
     return path
 
 
-
 def landing_glob(table: str) -> str:
     """The ``read_parquet`` glob covering every shard of a landing table.
 
@@ -142,7 +142,6 @@ def landing_glob(table: str) -> str:
     """
     quarantine_bad_shards(table)
     return glob_escape(landing_dir(table)) + "/**/*.parquet"
-
 
 
 #: Shards already checked in this process, per landing folder (a home and a table): relative
@@ -194,7 +193,6 @@ def _record_verified(table: str, entries: dict[str, tuple[int, int]]) -> None:
             fh.write("".join(json.dumps([rel, *st]) + "\n" for rel, st in entries.items()))
     except OSError:  # a read-only state folder: the shards are simply checked again next time
         pass
-
 
 
 def quarantine_bad_shards(table: str) -> list[Path]:

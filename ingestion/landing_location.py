@@ -49,10 +49,29 @@ def landing_url() -> str | None:
 #: land in its own copy, and the warehouse build would see none of it), on this machine only
 #: (local files and caches: use ``$DORA_HOME`` instead), or that cannot be written (archives,
 #: wrappers over another filesystem given in Python, not in a URL).
-UNSHARED_PROTOCOLS = frozenset({
-    "memory", "data", "reference", "generic", "dir", "async_wrapper", "asyncwrapper", "local", "file", "asynclocal",
-    "blockcache", "cached", "filecache", "simplecache", "zip", "tar", "libarchive", "dask", "pyscript",
-})
+UNSHARED_PROTOCOLS = frozenset(
+    {
+        "memory",
+        "data",
+        "reference",
+        "generic",
+        "dir",
+        "async_wrapper",
+        "asyncwrapper",
+        "local",
+        "file",
+        "asynclocal",
+        "blockcache",
+        "cached",
+        "filecache",
+        "simplecache",
+        "zip",
+        "tar",
+        "libarchive",
+        "dask",
+        "pyscript",
+    }
+)
 
 
 def _protocol_problem(proto: str) -> str | None:
@@ -64,14 +83,18 @@ def _protocol_problem(proto: str) -> str | None:
     from ingestion.errors import shown
 
     if proto in UNSHARED_PROTOCOLS:
-        return (f"the {shown(proto, quote=True)} filesystem is not shared between processes (each step "
-                "process would land in its own); use object storage (e.g. s3://bucket/prefix) or unset it to land in "
-                "$DORA_HOME/landing")
+        return (
+            f"the {shown(proto, quote=True)} filesystem is not shared between processes (each step "
+            "process would land in its own); use object storage (e.g. s3://bucket/prefix) or unset it to land in "
+            "$DORA_HOME/landing"
+        )
     try:
         fsspec.get_filesystem_class(proto)
     except ValueError:
-        return (f"fsspec knows no filesystem {shown(proto, quote=True)}; use object storage (e.g. s3://bucket/prefix) "
-                "or unset it to land in $DORA_HOME/landing")
+        return (
+            f"fsspec knows no filesystem {shown(proto, quote=True)}; use object storage (e.g. s3://bucket/prefix) "
+            "or unset it to land in $DORA_HOME/landing"
+        )
     except ImportError as exc:  # a known protocol whose package is missing (gs:// without gcsfs)
         known = known_implementations.get(proto, {})
         package = str(known.get("class", "")).split(".")[0]

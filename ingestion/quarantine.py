@@ -83,9 +83,21 @@ def land_quarantine(family: str, dataset_id: str, rows: list[QuarantinedRow]) ->
     now = datetime.now(timezone.utc)
     write_shard(
         QUARANTINE_TABLE,
-        [{"family": family, "dataset_id": dataset_id, "source_file": r.source_file, "source_line": r.line,
-          "source_row": r.row, "reason": r.reason, "raw_text": r.raw, "landed_at": now} for r in rows],
-        partition=dataset_id, name=name,
+        [
+            {
+                "family": family,
+                "dataset_id": dataset_id,
+                "source_file": r.source_file,
+                "source_line": r.line,
+                "source_row": r.row,
+                "reason": r.reason,
+                "raw_text": r.raw,
+                "landed_at": now,
+            }
+            for r in rows
+        ],
+        partition=dataset_id,
+        name=name,
     )
     return len(rows)
 
@@ -98,8 +110,7 @@ MAX_FIELD_CHARS = 10_000
 _UNDECODABLE = re.compile("[\udc80-\udcff]")
 #: Byte-order marks of encodings that are not UTF-8: named in the error instead of a byte offset
 #: (UTF-32 LE first: its mark starts with UTF-16 LE's).
-_FOREIGN_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
-                 (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+_FOREIGN_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
 
 
 def read_input_bytes(path: str | Path, what: str) -> bytes:
@@ -222,7 +233,8 @@ def read_csv_records(
         why = not_utf8(header, raw)
         raise InputFileError(
             f"{what} {path}, line 1: missing column(s) {missing} in the header {names}; expected {list(columns)}"
-            + (f" and one of {list(any_of)}" if any_of else "") + (f"; {why}" if why else "")
+            + (f" and one of {list(any_of)}" if any_of else "")
+            + (f"; {why}" if why else "")
         )
     records: list[CsvRecord] = []
     quarantined: list[QuarantinedRow] = []
@@ -243,7 +255,7 @@ def read_csv_records(
         rowtext = shown(",".join(fields))
         ignored = False
         if ignore_unnamed and len(names) < len(fields) <= len(names) + unnamed:
-            ignored = any(f.strip() for f in fields[len(names):])
+            ignored = any(f.strip() for f in fields[len(names) :])
             fields = fields[: len(names)]
         while len(fields) > len(names) and fields[-1].strip() == "":
             fields = fields[:-1]
@@ -270,6 +282,17 @@ def no_good_row_error(path: str | Path, what: str, quarantined: Sequence[Quarant
 
 
 __all__ = [
-    "MAX_FIELD_CHARS", "MAX_RAW_CHARS", "QUARANTINE_TABLE", "CsvRecord", "QuarantinedRow", "decode_text", "first_bad_byte",
-    "land_quarantine", "no_good_row_error", "not_utf8", "read_csv_records", "read_input_bytes", "shown",
+    "MAX_FIELD_CHARS",
+    "MAX_RAW_CHARS",
+    "QUARANTINE_TABLE",
+    "CsvRecord",
+    "QuarantinedRow",
+    "decode_text",
+    "first_bad_byte",
+    "land_quarantine",
+    "no_good_row_error",
+    "not_utf8",
+    "read_csv_records",
+    "read_input_bytes",
+    "shown",
 ]

@@ -121,6 +121,8 @@ def base_url_list(value) -> list[str]:
     if len(set(urls)) != len(urls):
         raise ValueError(f"a server URL is repeated in {', '.join(urls)}")
     return urls
+
+
 _CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,\-?LW#]+$")
 
 
@@ -285,9 +287,7 @@ class AuditTarget(_Strict):
     @classmethod
     def _slug_name(cls, value: str) -> str:
         if not _NAME.match(value):
-            raise ValueError(
-                f"{value!r} is not a target name: use 1-60 of a-z 0-9 . _ - starting with a letter or digit"
-            )
+            raise ValueError(f"{value!r} is not a target name: use 1-60 of a-z 0-9 . _ - starting with a letter or digit")
         return value
 
     @field_validator("model")
@@ -342,7 +342,6 @@ class AuditTarget(_Strict):
             raise ValueError("\n".join(problems))
         return self
 
-
     def _family_problems(self) -> list[str]:
         """The shape of ``families`` and ``options`` (which families exist is not known here)."""
         problems = []
@@ -357,11 +356,12 @@ class AuditTarget(_Strict):
                 problems.append(f"families: {', '.join(map(repr, repeated))} listed more than once")
         for name, given in self.options.items():
             if self.families is not None and name not in self.families:
-                problems.append(f"options.{name}: {name!r} is not one of this target's families {self.families}; "
-                                "options are given per family: options: {<family>: {<option>: <value>}}")
+                problems.append(
+                    f"options.{name}: {name!r} is not one of this target's families {self.families}; "
+                    "options are given per family: options: {<family>: {<option>: <value>}}"
+                )
             elif not isinstance(given, dict):
-                problems.append(f"options.{name}: must be a mapping of the family's options ({{<option>: <value>}}), "
-                                f"got {given!r}")
+                problems.append(f"options.{name}: must be a mapping of the family's options ({{<option>: <value>}}), got {given!r}")
         return problems
 
 

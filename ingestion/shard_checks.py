@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from ingestion.errors import first_line
 from ingestion.home import dora_home, glob_escape
 
+
 class LandingSchemaWarning(UserWarning):
     """A landing shard broke its table's column contract, or could not be read, and was moved
     to quarantine."""
@@ -31,9 +32,17 @@ def not_a_regular_file(path: Path) -> str | None:
         return f"cannot stat it ({exc.strerror})"
     if stat.S_ISREG(mode):
         return None
-    kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
-            "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "of an unknown kind")
+    kind = (
+        "a folder"
+        if stat.S_ISDIR(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "of an unknown kind"
+    )
     return f"not a regular file but {kind}, so it was not opened"
 
 
@@ -114,4 +123,3 @@ def quarantine_shard(table: str, folder: Path, path: Path, problem: str) -> Path
         stacklevel=3,
     )
     return target
-

@@ -115,9 +115,7 @@ def _strip_det(phrase: str) -> str:
     return " ".join(words)
 
 
-def curated_t2t_templates(
-    settings: Sequence[str] = T2T_SETTINGS, folder: str | Path | None = None
-) -> list[T2TTemplate]:
+def curated_t2t_templates(settings: Sequence[str] = T2T_SETTINGS, folder: str | Path | None = None) -> list[T2TTemplate]:
     """The T2T prefixes the BiasDora paper used, read from its ``t2t_setting1..5.csv``.
 
     Source: the CSVs published with BiasDora (seed 004, Appendix A.8; docs/method.md#2-probes),
@@ -231,9 +229,7 @@ def _capitalise(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def render_t2t_templates(
-    descriptors: pa.Table, settings: Sequence[str] = T2T_SETTINGS
-) -> list[T2TTemplate]:
+def render_t2t_templates(descriptors: pa.Table, settings: Sequence[str] = T2T_SETTINGS) -> list[T2TTemplate]:
     """Build the T2T prefixes for any descriptor table (e.g. the extracted descriptors).
 
     Shapes (BiasDora seed 004, Figure 8; docs/method.md#2-probes), with the descriptor key as
@@ -268,11 +264,7 @@ def render_t2t_templates(
     keys = descriptors.column("descriptor").to_pylist()
     dims = descriptors.column("bias_dimension").to_pylist()
     sources = descriptors.column("source").to_pylist()
-    plurals = (
-        descriptors.column("plural").to_pylist()
-        if "plural" in descriptors.column_names
-        else [None] * len(keys)
-    )
+    plurals = descriptors.column("plural").to_pylist() if "plural" in descriptors.column_names else [None] * len(keys)
     inflector = _inflector()
     out: list[T2TTemplate] = []
     for setting in settings:
@@ -378,8 +370,17 @@ def curated_t2i_rows(folder: str | Path | None = None) -> list[dict]:
     for setting in T2I_LIST_SETTINGS:
         for n, (dim, phrase, key, descriptor_row) in enumerate(t2i_list_rows(setting, folder), 1):
             extra = sorted(mapping.get(key, set()) - {dim})
-            out.append({"setting": setting, "row_number": n, "descriptor": key, "descriptor_row": descriptor_row,
-                        "phrase": phrase, "bias_dimension": dim, "dimensions": [dim, *extra]})
+            out.append(
+                {
+                    "setting": setting,
+                    "row_number": n,
+                    "descriptor": key,
+                    "descriptor_row": descriptor_row,
+                    "phrase": phrase,
+                    "bias_dimension": dim,
+                    "dimensions": [dim, *extra],
+                }
+            )
     return out
 
 
@@ -400,12 +401,30 @@ def descriptor_rows_table(folder: str | Path | None = None) -> pa.Table:
     counters: dict[str, int] = {}
     for t in templates:
         counters[t.setting] = counters.get(t.setting, 0) + 1
-        rows.append({"list_modality": "t2t", "setting": t.setting, "row_number": counters[t.setting],
-                     "descriptor": t.descriptor, "descriptor_row": t.descriptor_row,
-                     "bias_dimension": t.bias_dimension, "membership_source": "row", "phrase": t.prefix})
+        rows.append(
+            {
+                "list_modality": "t2t",
+                "setting": t.setting,
+                "row_number": counters[t.setting],
+                "descriptor": t.descriptor,
+                "descriptor_row": t.descriptor_row,
+                "bias_dimension": t.bias_dimension,
+                "membership_source": "row",
+                "phrase": t.prefix,
+            }
+        )
     for r in curated_t2i_rows(folder):
         for j, dim in enumerate(r["dimensions"]):
-            rows.append({"list_modality": "t2i", "setting": r["setting"], "row_number": r["row_number"],
-                         "descriptor": r["descriptor"], "descriptor_row": r["descriptor_row"], "bias_dimension": dim,
-                         "membership_source": "row" if j == 0 else "mapping", "phrase": r["phrase"]})
+            rows.append(
+                {
+                    "list_modality": "t2i",
+                    "setting": r["setting"],
+                    "row_number": r["row_number"],
+                    "descriptor": r["descriptor"],
+                    "descriptor_row": r["descriptor_row"],
+                    "bias_dimension": dim,
+                    "membership_source": "row" if j == 0 else "mapping",
+                    "phrase": r["phrase"],
+                }
+            )
     return pa.Table.from_pylist(rows, schema=DESCRIPTOR_ROWS_SCHEMA)

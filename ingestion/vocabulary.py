@@ -35,13 +35,21 @@ MODALITY_SETTINGS: dict[str, tuple[str, ...]] = {"t2t": T2T_SETTINGS, "t2i": T2I
 #: The settings a registry target of each modality runs when it lists none (an i2t target
 #: describes with the subjective prompts; its images' objective descriptions are T2I's).
 DEFAULT_MODALITY_SETTINGS: dict[str, tuple[str, ...]] = {
-    "t2t": T2T_SETTINGS, "t2i": T2I_SETTINGS, "i2t": I2T_SUBJECTIVE_SETTINGS,
+    "t2t": T2T_SETTINGS,
+    "t2i": T2I_SETTINGS,
+    "i2t": I2T_SUBJECTIVE_SETTINGS,
 }
 
 #: Key of one association row: the key of ``fct_associations`` plus the audited model's id
 #: and version; every score table (sentiment, toxicity, judge) carries it.
 ASSOCIATION_KEY: tuple[str, ...] = (
-    "audit_id", "model_id", "model_version", "modality", "setting", "descriptor", "word",
+    "audit_id",
+    "model_id",
+    "model_version",
+    "modality",
+    "setting",
+    "descriptor",
+    "word",
 )
 
 #: Backend names per modality (``models_inference.backends``).
@@ -72,9 +80,26 @@ PARTITION_SEPARATOR = "@"
 ADHOC_PARTITION_PREFIX = "adhoc:"
 
 __all__ = [
-    "ADHOC_PARTITION_PREFIX", "ASSOCIATION_KEY", "BACKENDS", "DEFAULT_I2T_SETTINGS", "DEFAULT_MODALITY_SETTINGS", "DEFAULT_MODEL",
-    "DEFAULT_SENTIMENT_SCORER", "DEFAULT_TOXICITY_SCORER", "I2T_BACKENDS", "I2T_OBJECTIVE_SETTINGS",
-    "I2T_SETTINGS", "I2T_SUBJECTIVE_SETTINGS", "JUDGE_BACKENDS", "MODALITIES", "MODALITY_SETTINGS",
-    "PARTITION_SEPARATOR", "PROMPT_STYLES", "SCORERS", "T2I_BACKENDS", "T2I_SETTINGS", "T2T_BACKENDS",
+    "ADHOC_PARTITION_PREFIX",
+    "ASSOCIATION_KEY",
+    "BACKENDS",
+    "DEFAULT_I2T_SETTINGS",
+    "DEFAULT_MODALITY_SETTINGS",
+    "DEFAULT_MODEL",
+    "DEFAULT_SENTIMENT_SCORER",
+    "DEFAULT_TOXICITY_SCORER",
+    "I2T_BACKENDS",
+    "I2T_OBJECTIVE_SETTINGS",
+    "I2T_SETTINGS",
+    "I2T_SUBJECTIVE_SETTINGS",
+    "JUDGE_BACKENDS",
+    "MODALITIES",
+    "MODALITY_SETTINGS",
+    "PARTITION_SEPARATOR",
+    "PROMPT_STYLES",
+    "SCORERS",
+    "T2I_BACKENDS",
+    "T2I_SETTINGS",
+    "T2T_BACKENDS",
     "T2T_SETTINGS",
 ]

@@ -13,6 +13,7 @@ from pathlib import Path
 from ingestion.errors import first_line
 from ingestion.home import dora_home
 
+
 def warehouse_path() -> Path:
     """Path of the DuckDB warehouse file, ``$DORA_HOME/warehouse.duckdb``.
 
@@ -24,8 +25,7 @@ def warehouse_path() -> Path:
             Refused here, before any check of the warehouse can move anything.
     """
     path = dora_home() / "warehouse.duckdb"
-    for char, why in (("?", "it reads '?' as the start of connection options"),
-                      ("\\", "it reads '\\' as '/' and would open another file")):
+    for char, why in (("?", "it reads '?' as the start of connection options"), ("\\", "it reads '\\' as '/' and would open another file")):
         if char in str(path):
             from ingestion.errors import DoraError, shown
 
@@ -132,4 +132,3 @@ def set_aside_corrupt_warehouse(path: Path | None = None, problem: str | None = 
     if wal.exists():
         os.replace(wal, aside.with_name(aside.name + ".wal"))
     return aside
-

@@ -95,8 +95,7 @@ def call_with_retries(
     """
     if breaker is not None and breaker.open:
         raise CircuitOpenError(
-            f"not sent: the server failed {breaker.failures} calls in a row "
-            f"(last: {type(breaker.last_error).__name__}: {breaker.last_error})",
+            f"not sent: the server failed {breaker.failures} calls in a row (last: {type(breaker.last_error).__name__}: {breaker.last_error})",
             breaker.last_error,
         )
     attempt = 0

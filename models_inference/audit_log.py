@@ -167,4 +167,3 @@ def record_audit_target(audit_id: str, target: str, model_id: str, model_version
         return False
     write_shard("audits", [{**latest, **tag, "event_at": datetime.now(timezone.utc)}], partition=audit_id)
     return True
-

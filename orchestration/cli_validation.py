@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 
-
 def int_range(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
     """argparse type: an integer in ``[lo, hi]`` (message names the range and ``what`` 0 means)."""
 
@@ -76,8 +75,7 @@ def number_range(kind: type, *, ge=None, gt=None, le=None, lt=None) -> Callable[
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-        if (ge is not None and value < ge) or (gt is not None and value <= gt) or (le is not None and value > le) or (
-                lt is not None and value >= lt):
+        if (ge is not None and value < ge) or (gt is not None and value <= gt) or (le is not None and value > le) or (lt is not None and value >= lt):
             if kind is int and ge is not None and le is not None:
                 raise argparse.ArgumentTypeError(f"{value} is out of range: expected {ge}..{le}")
             raise argparse.ArgumentTypeError(f"{value:g} is out of range: expected {lo}, {hi}")
@@ -209,8 +207,12 @@ def _model_problems(given: dict[str, str]) -> str | None:
     """The first local model named in ``given`` (flag -> value) that cannot be found."""
     from ingestion.vocabulary import DEFAULT_MODEL
 
-    pairs = [("--model", "--backend", "transformers"), ("--t2i-model", "--t2i-backend", "diffusers"),
-             ("--i2t-model", "--i2t-backend", "transformers"), ("--judge-model", "--judge-backend", "transformers")]
+    pairs = [
+        ("--model", "--backend", "transformers"),
+        ("--t2i-model", "--t2i-backend", "diffusers"),
+        ("--i2t-model", "--i2t-backend", "transformers"),
+        ("--judge-model", "--judge-backend", "transformers"),
+    ]
     for model_flag, backend_flag, local in pairs:
         ref = given.get(model_flag)
         if not ref or ref == DEFAULT_MODEL or given.get(backend_flag, local) != local:
@@ -300,6 +302,18 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
 
 __all__ = [
-    "LOCAL_BACKENDS", "audit_id", "base_urls", "check_args", "command_parser", "csv_choices", "float_range", "image_size",
-    "int_range", "letters", "local_model_problem", "number_range", "path_problem", "precheck",
+    "LOCAL_BACKENDS",
+    "audit_id",
+    "base_urls",
+    "check_args",
+    "command_parser",
+    "csv_choices",
+    "float_range",
+    "image_size",
+    "int_range",
+    "letters",
+    "local_model_problem",
+    "number_range",
+    "path_problem",
+    "precheck",
 ]

@@ -47,11 +47,31 @@ def broker_url(flag: str | None = None) -> str:
 #: URL schemes of kombu's transports a worker on another process can share (kombu's own
 #: aliases). Anything else makes kombu import a module of that name ("notaurl" ->
 #: ModuleNotFoundError, seconds into the run).
-BROKER_SCHEMES = frozenset({
-    "redis", "rediss", "sentinel", "amqp", "amqps", "pyamqp", "librabbitmq", "qpid", "sqs", "mongodb",
-    "zookeeper", "consul", "etcd", "filesystem", "azurestoragequeues", "azureservicebus", "gcpubsub",
-    "confluentkafka", "sqla+sqlite", "sqla+postgresql", "sqla+mysql",
-})
+BROKER_SCHEMES = frozenset(
+    {
+        "redis",
+        "rediss",
+        "sentinel",
+        "amqp",
+        "amqps",
+        "pyamqp",
+        "librabbitmq",
+        "qpid",
+        "sqs",
+        "mongodb",
+        "zookeeper",
+        "consul",
+        "etcd",
+        "filesystem",
+        "azurestoragequeues",
+        "azureservicebus",
+        "gcpubsub",
+        "confluentkafka",
+        "sqla+sqlite",
+        "sqla+postgresql",
+        "sqla+mysql",
+    }
+)
 #: Default of ``dora audit --celery-worker-timeout``: seconds the audit waits for a worker to answer,
 #: before the run starts and during it (no worker at all, or the one that took a step).
 DEFAULT_WORKER_TIMEOUT = 120.0
@@ -85,16 +105,16 @@ def broker_problem(url: str) -> str | None:
     if not sep or not scheme:
         return f"{redacted(url)!r} is not a broker URL: expected scheme://host..., e.g. {DEFAULT_BROKER}"
     if scheme == "memory":
-        return ("memory:// is a broker inside one process: workers in other processes never see its tasks; "
-                f"use Redis, e.g. {DEFAULT_BROKER}")
+        return f"memory:// is a broker inside one process: workers in other processes never see its tasks; use Redis, e.g. {DEFAULT_BROKER}"
     if scheme not in BROKER_SCHEMES:
-        return (f"{scheme}:// is not a Celery (kombu) broker transport: expected one of "
-                f"{', '.join(sorted(s for s in BROKER_SCHEMES if '+' not in s))}, e.g. {DEFAULT_BROKER}")
+        return (
+            f"{scheme}:// is not a Celery (kombu) broker transport: expected one of "
+            f"{', '.join(sorted(s for s in BROKER_SCHEMES if '+' not in s))}, e.g. {DEFAULT_BROKER}"
+        )
     return None
 
 
-def wait_for_worker(url: str, timeout: float, say=None, *, notice_after: float = 2.0,
-                    connect_timeout: float = BROKER_CONNECT_SECONDS) -> int:
+def wait_for_worker(url: str, timeout: float, say=None, *, notice_after: float = 2.0, connect_timeout: float = BROKER_CONNECT_SECONDS) -> int:
     """Until a Celery worker answers a ping on broker ``url``.
 
     ``say(line)`` gets one line once no worker has answered for ``notice_after`` s. Without a
@@ -120,8 +140,9 @@ def wait_for_worker(url: str, timeout: float, say=None, *, notice_after: float =
             conn.ensure_connection(max_retries=1, interval_start=0.2, interval_step=0.2, timeout=connect_timeout)
     except Exception as exc:  # noqa: BLE001 - kombu / redis / amqp errors differ per transport
         cause = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
-        raise BrokerError(f"cannot reach the Celery broker {shown}: {cause}; start it, or pass --celery-broker "
-                          f"(or ${BROKER_ENV}) the URL of a running one") from None
+        raise BrokerError(
+            f"cannot reach the Celery broker {shown}: {cause}; start it, or pass --celery-broker (or ${BROKER_ENV}) the URL of a running one"
+        ) from None
     started = time.monotonic()
     said = False
     try:
@@ -134,12 +155,15 @@ def wait_for_worker(url: str, timeout: float, say=None, *, notice_after: float =
                 raise BrokerError(
                     f"no Celery worker answered on {shown} within {timeout:.0f} s (--celery-worker-timeout); start one "
                     "with `dagster-celery worker start -A dagster_celery.app -y <celery.yaml>` "
-                    "(docs/operations.md#running-on-a-cluster)")
+                    "(docs/operations.md#running-on-a-cluster)"
+                )
             if not said and waited >= notice_after and say is not None:
                 said = True
                 limit = f"up to {timeout:.0f} s (--celery-worker-timeout)" if timeout else "with no time limit"
-                say(f"waiting for a Celery worker on {shown}, {limit}; start one with `dagster-celery worker start "
-                    "-A dagster_celery.app -y <celery.yaml>` (docs/operations.md#running-on-a-cluster)")
+                say(
+                    f"waiting for a Celery worker on {shown}, {limit}; start one with `dagster-celery worker start "
+                    "-A dagster_celery.app -y <celery.yaml>` (docs/operations.md#running-on-a-cluster)"
+                )
     finally:
         app.close()
 
@@ -253,7 +277,9 @@ def _celery_schema() -> dict:
     from dagster_celery.executor import CELERY_CONFIG
 
     timeout = dg.Field(
-        float, is_required=False, default_value=DEFAULT_WORKER_TIMEOUT,
+        float,
+        is_required=False,
+        default_value=DEFAULT_WORKER_TIMEOUT,
         description="Seconds the run waits for a Celery worker that does not answer (none at all while steps "
         "wait, or the one that took a step) before it fails; 0: no limit (orchestration/celery_loop.py).",
     )
@@ -288,8 +314,11 @@ def dora_executor(init_context):
         # dagster_celery's executor with a submission loop that always ends (orchestration/celery_loop.py)
         celery = config["celery"]  # validated against dagster_celery's schema, defaults filled in
         return DoraCeleryExecutor(
-            retries=RetryMode.from_config(celery["retries"]), broker=celery.get("broker"), backend=celery.get("backend"),
-            include=celery.get("include"), config_source=celery.get("config_source"),
+            retries=RetryMode.from_config(celery["retries"]),
+            broker=celery.get("broker"),
+            backend=celery.get("backend"),
+            include=celery.get("include"),
+            config_source=celery.get("config_source"),
             worker_timeout=celery.get("worker_timeout", DEFAULT_WORKER_TIMEOUT),
             shown_broker=redacted(celery.get("broker") or "the default broker"),
         )

@@ -57,15 +57,13 @@ def build_definitions() -> dg.Definitions:
     ``audit_assets``), the audit checks (versioned audits: collapse), the new-version sensor and
     the re-audit schedule."""
     producers = {dg.AssetKey.from_user_string(k): f.name for f in fam.FAMILIES for k in f.audit_assets}
-    assets = [*(a for family in fam.FAMILIES for a in family_assets(family)), dora_dbt_models,
-              build_audit_log_asset(producers)]
+    assets = [*(a for family in fam.FAMILIES for a in family_assets(family)), dora_dbt_models, build_audit_log_asset(producers)]
     checks = [*audit_checks, *(c for family in fam.FAMILIES for c in family.checks())]
     audit_job = dg.define_asset_job(
         AUDIT_JOB,
         selection=dg.AssetSelection.all(),
         executor_def=dora_executor,  # in_process / multiprocess (default) / celery (orchestration/cluster.py)
-        description="Full audit: every probe family's probes and marts (BiasDora: CrowS-Pairs descriptors, probes, "
-        "association and score marts).",
+        description="Full audit: every probe family's probes and marts (BiasDora: CrowS-Pairs descriptors, probes, association and score marts).",
     )
     return dg.Definitions(
         assets=assets,

@@ -48,8 +48,9 @@ class DeprecatedSpelling(argparse.Action):
             setattr(namespace, self.dest, values)
 
 
-def add_deprecated(parser, old: tuple[str, ...] | list[str], replacement: str, dest: str, *, append: bool = False,
-                   switch: bool | None = None, **kwargs) -> None:
+def add_deprecated(
+    parser, old: tuple[str, ...] | list[str], replacement: str, dest: str, *, append: bool = False, switch: bool | None = None, **kwargs
+) -> None:
     """Add the hidden old spellings ``old`` of the flag ``replacement`` (same ``dest``; ``type`` and
     ``choices`` in ``kwargs`` as the new flag's). ``switch``: the value a store_true / store_false
     flag stores (no argument taken)."""

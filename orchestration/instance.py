@@ -225,8 +225,10 @@ def storage_error_message(dagster_home: Path, error: BaseException) -> str:
         what, fix = f"the Dagster storage file {bad} is corrupt ({reason})", f"move it aside (mv '{bad}' '{bad}.corrupt')"
     else:
         cause = " ".join(str(getattr(error, "orig", None) or error).split())[:200]
-        what, fix = (f"the Dagster storage in {dagster_home} is unusable ({cause})",
-                     f"move the folder aside (mv '{dagster_home}' '{dagster_home}.corrupt')")
+        what, fix = (
+            f"the Dagster storage in {dagster_home} is unusable ({cause})",
+            f"move the folder aside (mv '{dagster_home}' '{dagster_home}.corrupt')",
+        )
     return (
         f"{what}: {fix} and run the command again; Dagster recreates it empty (run history and sensor "
         "cursors are lost; audits resume from what landed). The warehouse and the landing zone (the source "

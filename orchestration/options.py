@@ -75,8 +75,11 @@ def option_value(flag: Flag, value, where: str):
                 items = [str(x).strip() for x in value]
             else:
                 raise argparse.ArgumentTypeError(f"{value!r} is not a list of strings")
-            check = v.csv_choices(flag.choices, flag.what or flag.field_name.replace("_", " ").rstrip("s"),
-                                  allow_empty=True) if flag.repeat and flag.choices else flag_type(flag)
+            check = (
+                v.csv_choices(flag.choices, flag.what or flag.field_name.replace("_", " ").rstrip("s"), allow_empty=True)
+                if flag.repeat and flag.choices
+                else flag_type(flag)
+            )
             if check is not None:
                 check(",".join(items))
             parsed = items
@@ -98,7 +101,7 @@ def option_spelling(family: ProbeFamily, flag: Flag) -> str:
     prefix, dashes as underscores (``instances`` for ``--modscan-instances``)."""
     prefix = family.flag_prefix.lstrip("-")
     spelled = flag.flag.lstrip("-")
-    spelled = spelled[len(prefix):] if prefix and spelled.startswith(prefix) else spelled
+    spelled = spelled[len(prefix) :] if prefix and spelled.startswith(prefix) else spelled
     return spelled.replace("-", "_")
 
 
@@ -150,8 +153,10 @@ def family_options(family: ProbeFamily, options: dict) -> tuple[dict[type, dict]
             names = sorted({*spelled, *(f for c in family.config_classes for f in c.model_fields)})
             close = difflib.get_close_matches(key, names, n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            problems.append(f"unknown option {name!r} for family {family.name}{hint}; options are the flags of dora audit "
-                            f"--help-family {family.name} without {family.flag_prefix} (or their run-config field names)")
+            problems.append(
+                f"unknown option {name!r} for family {family.name}{hint}; options are the flags of dora audit "
+                f"--help-family {family.name} without {family.flag_prefix} (or their run-config field names)"
+            )
             continue
         clash = next((given[t] for t in targets if t in given), None)
         if clash is not None:

@@ -83,9 +83,7 @@ def reap_dead_runs(instance) -> list[str]:
             continue
         if pid == os.getpid() or _alive(pid, run.tags.get(TAG_START, "")):
             continue
-        instance.report_run_failed(
-            run, message=f"dora: the process that ran this audit (pid {pid} on {host}) died; its pool slots were freed"
-        )
+        instance.report_run_failed(run, message=f"dora: the process that ran this audit (pid {pid} on {host}) died; its pool slots were freed")
         if instance.event_log_storage.supports_global_concurrency_limits:
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         reaped.append(run.run_id)

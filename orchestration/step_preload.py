@@ -53,9 +53,10 @@ def _step_start_at_run_level() -> None:
         if level is None:
             return dagster_own(instance, dagster_run)
         # Dagster's function with one change: the console logger's level is the run's
-        loggers = [logger_def.logger_fn(InitLoggerContext({**config, "log_level": level}, logger_def, job_def=None,
-                                                          run_id=dagster_run.run_id))
-                   for logger_def, config in default_system_loggers(instance)]
+        loggers = [
+            logger_def.logger_fn(InitLoggerContext({**config, "log_level": level}, logger_def, job_def=None, run_id=dagster_run.run_id))
+            for logger_def, config in default_system_loggers(instance)
+        ]
         return DagsterLogManager.create(loggers=loggers, instance=instance, dagster_run=dagster_run)
 
     create_context_free_log_manager._dora_run_level = True

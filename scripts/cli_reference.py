@@ -29,9 +29,12 @@ def main() -> int:
     if args.check:
         stale = new != text
         if stale or missing:
-            print(f"docs/cli.md: {'flag tables out of date' if stale else ''}"
-                  f"{'; ' if stale and missing else ''}{'no marker for: ' + ', '.join(missing) if missing else ''}; "
-                  "run python scripts/cli_reference.py", file=sys.stderr)
+            print(
+                f"docs/cli.md: {'flag tables out of date' if stale else ''}"
+                f"{'; ' if stale and missing else ''}{'no marker for: ' + ', '.join(missing) if missing else ''}; "
+                "run python scripts/cli_reference.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     CLI_PAGE.write_text(new, encoding="utf-8")

@@ -97,8 +97,11 @@ def run(command: list[str], interval: float) -> tuple[int, float, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="Example: python scripts/cpu_by_process.py -- bash scripts/test.sh")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Example: python scripts/cpu_by_process.py -- bash scripts/test.sh",
+    )
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between samples (default 0.2)")
     parser.add_argument("--json", metavar="FILE", help="also write every process seen (kind, command line, CPU s) to FILE")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
@@ -121,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  (processes that lived less than {args.interval} s are not counted)")
     if args.json:
         with open(args.json, "w") as out:
-            json.dump([{"pid": pid, "kind": k, "cmdline": c, "cpu_s": round(cpu, 2)}
-                       for (pid, _t), (k, c, cpu) in seen.items()], out, indent=1)
+            json.dump([{"pid": pid, "kind": k, "cmdline": c, "cpu_s": round(cpu, 2)} for (pid, _t), (k, c, cpu) in seen.items()], out, indent=1)
     return status
 
 

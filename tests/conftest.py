@@ -29,8 +29,11 @@ SPACY_MODULES = frozenset({"test_bad_inputs", "test_ingestion", "test_hostile_in
 def pytest_collection_modifyitems(config, items):
     for item in items:
         # a process-level scenario, or a test of a real llama-server, is slow too: the fast tier never starts one
-        if (REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("scenario")
-                or item.get_closest_marker("real_server")):
+        if (
+            REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or item.get_closest_marker("scenario")
+            or item.get_closest_marker("real_server")
+        ):
             item.add_marker(pytest.mark.slow)
     # spaCy's English pipeline is loaded once per process (ingestion.descriptors.load_spacy is
     # cached); load it here, before any test's clock starts, so its cost is not charged to

@@ -72,7 +72,10 @@ def test_dead_server_fails_the_audit_and_the_next_run_retries_every_error_row(do
         server.completion_reply = _continue
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url, max_retries=1, concurrency=2)
     # the server is gone: connection refused for every call
-    with pytest.raises(AuditFailedError, match=r"^BiasDora T2T: 12 of 12 calls failed \(100% > --max-error-share 0\.1\): APIConnectionError: .*\(connection refused\) at http://127\.0\.0\.1:\d+/v1/completions\. .*re-run"):
+    with pytest.raises(
+        AuditFailedError,
+        match=r"^BiasDora T2T: 12 of 12 calls failed \(100% > --max-error-share 0\.1\): APIConnectionError: .*\(connection refused\) at http://127\.0\.0\.1:\d+/v1/completions\. .*re-run",
+    ):
         run_t2t_probe(TEMPLATES, backend, cfg, progress=False)
     assert {r["parse_status"] for r in _landed()} == {"error"}
     status = sorted(read_landing("audits").to_pylist(), key=lambda e: e["event_at"])[-1]["status"]
@@ -107,8 +110,9 @@ def test_malformed_200_reply_is_an_error_row_and_the_chunk_lands(dora_home, api_
         server.completion_reply = _continue
         server.malformed_next(kind)
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=1, max_retries=0)
-        summary = run_t2t_probe(TEMPLATES, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"),
-                                progress=False, max_error_share=0.5)
+        summary = run_t2t_probe(
+            TEMPLATES, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"), progress=False, max_error_share=0.5
+        )
     assert summary.generated == 6 and summary.statuses == {"ok": 5, "error": 1}
     assert len(_landed()) == 6
 
@@ -119,8 +123,9 @@ def test_timeout_is_not_resent(dora_home, api_key):
         server.delay_next(2.0)
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=1, timeout=0.5, max_retries=3)
         start = time.monotonic()
-        summary = run_t2t_probe(TEMPLATES, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"),
-                                progress=False, max_error_share=0.5)
+        summary = run_t2t_probe(
+            TEMPLATES, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"), progress=False, max_error_share=0.5
+        )
         elapsed = time.monotonic() - start
         posts = [r for r in server.requests if r["path"].endswith("/completions")]
     assert summary.statuses == {"ok": 5, "error": 1} and len(posts) == 6  # the timed-out one sent once
@@ -142,11 +147,9 @@ def test_audit_identity_covers_full_version_and_selection(dora_home, api_key):
         done = run_t2t_probe(TEMPLATES, first, T2TProbeConfig(runs=1, letters="b", prompt_style="completion"), progress=False)
         other = OpenAIChatBackend("other-model", base_url=server.base_url)
         with pytest.raises(AuditIdentityError, match=r"already exists with another identity \(model_id: 'stub-model' vs 'other-model'"):
-            run_t2t_probe(TEMPLATES, other, T2TProbeConfig(runs=1, letters="b", prompt_style="completion"),
-                          audit_id=done.audit_id, progress=False)
+            run_t2t_probe(TEMPLATES, other, T2TProbeConfig(runs=1, letters="b", prompt_style="completion"), audit_id=done.audit_id, progress=False)
         with pytest.raises(AuditIdentityError, match="identity"):  # same model, bigger selection
-            run_t2t_probe(TEMPLATES, first, T2TProbeConfig(runs=3, letters="b", prompt_style="completion"),
-                          audit_id=done.audit_id, progress=False)
+            run_t2t_probe(TEMPLATES, first, T2TProbeConfig(runs=3, letters="b", prompt_style="completion"), audit_id=done.audit_id, progress=False)
     assert len(_landed()) == 2  # nothing was added to the first audit
 
 

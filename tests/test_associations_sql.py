@@ -29,7 +29,6 @@ from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.landing_rows import T0, completion, expected_associations, random_rows
 
 
-
 # ----------------------------------------------------------------------------- helpers
 
 
@@ -51,15 +50,12 @@ def tiny_example_rows():
         completion(a, "old person", "zany", letter="z", run=1, parse_status="not_a_word"),
         completion(a, "young person", "good", letter="g", run=1, bias_dimension="age"),
         # the same key twice: the later generated_at ('lazy') replaces 'lame'
-        completion(a, "young person", "lame", letter="l", run=1,
-                   generated_at=T0 - timedelta(hours=1)),
+        completion(a, "young person", "lame", letter="l", run=1, generated_at=T0 - timedelta(hours=1)),
         completion(a, "young person", "lazy", letter="l", run=1),
         completion(a, "young person", None, letter="q", run=1, parse_status="no_word"),
         completion(a, "rich person", "lazy", letter="l", run=1, bias_dimension="socioeconomic"),
-        completion(a, "rich person", "", letter="e", run=1, parse_status="empty",
-                   bias_dimension="socioeconomic"),
-        completion(a, "rich person", "good", letter="g", run=1, parse_status="error",
-                   bias_dimension="socioeconomic"),
+        completion(a, "rich person", "", letter="e", run=1, parse_status="empty", bias_dimension="socioeconomic"),
+        completion(a, "rich person", "good", letter="g", run=1, parse_status="error", bias_dimension="socioeconomic"),
     ]
 
 
@@ -94,40 +90,67 @@ def built(tmp_path_factory):
         small2 = [
             completion("audit-2", d, w, letter=w[0], run=i, model_id="org/model-b")
             for i, (d, w) in enumerate(
-                [("old person", "good"), ("young person", "kind"), ("rich person", "lazy"),
-                 ("poor person", "lazy"), ("poor person", "good")], start=1)
+                [("old person", "good"), ("young person", "kind"), ("rich person", "lazy"), ("poor person", "lazy"), ("poor person", "good")], start=1
+            )
         ]
-        big2 = random_rows("audit-2", "adjective", seed=2, n_descriptors=9, vocabulary=12,
-                           model_id="org/model-b")
+        big2 = random_rows("audit-2", "adjective", seed=2, n_descriptors=9, vocabulary=12, model_id="org/model-b")
         write_shard("t2t_completions", small2 + big2, partition="audit-2")
-        write_shard("audits", [
-            {"audit_id": "audit-1", "model_id": "org/model-a", "model_version": "rev1",
-             "modality": "t2t", "config_json": "{}", "config_hash": "h1", "code_version": "c1",
-             "status": "started", "rows_generated": 0, "event_at": T0},
-            {"audit_id": "audit-1", "model_id": "org/model-a", "model_version": "rev1",
-             "modality": "t2t", "config_json": "{}", "config_hash": "h1", "code_version": "c1",
-             "status": "finished", "rows_generated": len(rows) + len(big1),
-             "event_at": T0 + timedelta(minutes=5)},
-        ])
+        write_shard(
+            "audits",
+            [
+                {
+                    "audit_id": "audit-1",
+                    "model_id": "org/model-a",
+                    "model_version": "rev1",
+                    "modality": "t2t",
+                    "config_json": "{}",
+                    "config_hash": "h1",
+                    "code_version": "c1",
+                    "status": "started",
+                    "rows_generated": 0,
+                    "event_at": T0,
+                },
+                {
+                    "audit_id": "audit-1",
+                    "model_id": "org/model-a",
+                    "model_version": "rev1",
+                    "modality": "t2t",
+                    "config_json": "{}",
+                    "config_hash": "h1",
+                    "code_version": "c1",
+                    "status": "finished",
+                    "rows_generated": len(rows) + len(big1),
+                    "event_at": T0 + timedelta(minutes=5),
+                },
+            ],
+        )
         # audit-2's event as landed before the audit log had a `family` column: a shard without
         # it (read with union_by_name); stg_audits names its family from its modality
-        old = {"audit_id": "audit-2", "model_id": "org/model-b", "model_version": "rev1", "modality": "t2t",
-               "config_json": "{}", "config_hash": "h2", "code_version": "c0", "status": "finished",
-               "rows_generated": len(small2) + len(big2), "event_at": T0, "target": None}
+        old = {
+            "audit_id": "audit-2",
+            "model_id": "org/model-b",
+            "model_version": "rev1",
+            "modality": "t2t",
+            "config_json": "{}",
+            "config_hash": "h2",
+            "code_version": "c0",
+            "status": "finished",
+            "rows_generated": len(small2) + len(big2),
+            "event_at": T0,
+            "target": None,
+        }
         old_schema = pa.schema([f for f in SCHEMAS["audits"] if f.name != "family"])
         (landing_dir("audits") / "audit-2").mkdir()
         pq.write_table(pa.Table.from_pylist([old], schema=old_schema), landing_dir("audits") / "audit-2" / "old.parquet")
         result = run_dbt(["build"], home)
         landing = rows + [rows[0]] + big1 + small2 + big2
-        yield {"home": home, "result": result, "landing": landing,
-               "expected": expected_associations(landing)}
+        yield {"home": home, "result": result, "landing": landing, "expected": expected_associations(landing)}
 
 
 @pytest.fixture(scope="module")
 def fct(built):
     rows = query(built["home"], "select * from main.fct_associations")
-    return {(r["audit_id"], r["modality"], r["setting"], r["descriptor"], r["word"]): r
-            for r in rows}
+    return {(r["audit_id"], r["modality"], r["setting"], r["descriptor"], r["word"]): r for r in rows}
 
 
 # ----------------------------------------------------------------------------- the UDFs
@@ -135,25 +158,19 @@ def fct(built):
 
 def test_fisher_udf_matches_scipy_on_many_tables():
     rng = random.Random(7)
-    tables = [(0, 0, 0, 0), (0, 0, 1, 1), (1, 0, 0, 0), (0, 5, 0, 7), (3, 0, 4, 0),
-              (5, 0, 0, 5), (0, 5, 5, 0), (1, 1, 1, 1), (1, 0, 1, 104_000)]
+    tables = [(0, 0, 0, 0), (0, 0, 1, 1), (1, 0, 0, 0), (0, 5, 0, 7), (3, 0, 4, 0), (5, 0, 0, 5), (0, 5, 5, 0), (1, 1, 1, 1), (1, 0, 1, 104_000)]
     for _ in range(400):
         scale = rng.choice([3, 10, 50, 1000, 100_000])
         tables.append(tuple(rng.randint(0, scale) for _ in range(4)))
     for _ in range(100):  # association-like: small a, b; huge c, d
-        tables.append((rng.randint(1, 30), rng.randint(0, 300), rng.randint(0, 2000),
-                       rng.randint(10_000, 200_000)))
+        tables.append((rng.randint(1, 30), rng.randint(0, 300), rng.randint(0, 2000), rng.randint(10_000, 200_000)))
     con = duckdb.connect()
     try:
         register_functions(con)
         con.execute("create table t (i bigint, a bigint, b bigint, c bigint, d bigint)")
-        con.executemany("insert into t values (?, ?, ?, ?, ?)",
-                        [(i, *t) for i, t in enumerate(tables)])
+        con.executemany("insert into t values (?, ?, ?, ?, ?)", [(i, *t) for i, t in enumerate(tables)])
         got = dict(con.execute("select i, fisher_greater(a, b, c, d) from t").fetchall())
-        nulls = con.execute(
-            "select fisher_greater(null, 1, 2, 3), fisher_greater(1, 2, 3, null),"
-            " normal_sf(null), normal_sf(0.0)"
-        ).fetchone()
+        nulls = con.execute("select fisher_greater(null, 1, 2, 3), fisher_greater(1, 2, 3, null), normal_sf(null), normal_sf(0.0)").fetchone()
         z = np.linspace(-12, 12, 241)
         con.execute("create table zs (i bigint, z double)")
         con.executemany("insert into zs values (?, ?)", list(enumerate(z.tolist())))
@@ -213,8 +230,7 @@ def test_tiny_example_by_hand(fct):
     """
     g = ("audit-1", "t2t", "singular")
     got = {k[3:]: v for k, v in fct.items() if k[:3] == g}
-    assert set(got) == {("old person", "good"), ("old person", "kind"), ("young person", "good"),
-                        ("young person", "lazy"), ("rich person", "lazy")}
+    assert set(got) == {("old person", "good"), ("old person", "kind"), ("young person", "good"), ("young person", "lazy"), ("rich person", "lazy")}
     ln15, ln3 = math.log(3 / 2), math.log(3)
     want = {
         ("old person", "good"): (2, 2, ln15, 2 * ln15, math.log2(4 / 3), 0.5, 0.75),
@@ -276,20 +292,21 @@ def test_fisher_q_is_scipy_bh_per_setting_including_ties(fct):
 @pytest.mark.slow
 def test_duplicates_in_landing_collapse_in_staging(built):
     home = built["home"]
-    rows = query(home, "select * from main.stg_t2t_completions where audit_id = 'audit-1'"
-                       " and setting = 'singular' order by descriptor, letter, run")
+    rows = query(home, "select * from main.stg_t2t_completions where audit_id = 'audit-1' and setting = 'singular' order by descriptor, letter, run")
     # 12 landed + 1 exact duplicate shard row; 'young person'/l/1 landed twice -> 11 keys
     assert len(rows) == 11
     lazy = [r for r in rows if r["descriptor"] == "young person" and r["letter"] == "l"]
     assert [r["word"] for r in lazy] == ["lazy"]
-    counts = query(home, "select count(*) as n, count(distinct (audit_id, model_id, model_version,"
-                         " setting, descriptor, letter, run)) as k from main.stg_t2t_completions")
+    counts = query(
+        home,
+        "select count(*) as n, count(distinct (audit_id, model_id, model_version,"
+        " setting, descriptor, letter, run)) as k from main.stg_t2t_completions",
+    )
     assert counts[0]["n"] == counts[0]["k"]
     # bad parse statuses stay in staging but never reach the documents
     statuses = {r["parse_status"] for r in rows}
     assert {"wrong_letter", "not_a_word", "no_word", "empty", "error"} <= statuses
-    words = query(home, "select count(*) as n from main.int_document_words"
-                        " where audit_id = 'audit-1' and setting = 'singular'")
+    words = query(home, "select count(*) as n from main.int_document_words where audit_id = 'audit-1' and setting = 'singular'")
     assert words[0]["n"] == 6
 
 
@@ -328,18 +345,38 @@ def test_dim_audits(built):
 def test_build_with_empty_landing(empty_warehouses):
     """Only the empty ``_schema.parquet`` shards: everything builds, tables are empty."""
     tmp_path = empty_warehouses / "full"
-    for model in ("stg_t2t_completions", "int_association_counts", "fct_associations",
-                  "dim_audits"):
+    for model in ("stg_t2t_completions", "int_association_counts", "fct_associations", "dim_audits"):
         assert query(tmp_path, f"select count(*) as n from main.{model}")[0]["n"] == 0
-    cols = [r["column_name"] for r in query(
-        tmp_path, "select column_name from information_schema.columns"
-                  " where table_name = 'fct_associations' order by ordinal_position")]
-    assert cols == ["audit_id", "model_id", "model_version", "modality", "setting", "descriptor",
-                    "word", "tf", "df", "idf", "tfidf", "pmi", "paper_p_value",
-                    "fisher_p", "fisher_q", "is_significant", "inputs_landed_at",
-                    # appended
-                    "bias_dimensions", "paper_df", "n_paper_documents", "paper_idf", "paper_tfidf",
-                    "is_paper_significant"]
+    cols = [
+        r["column_name"]
+        for r in query(tmp_path, "select column_name from information_schema.columns where table_name = 'fct_associations' order by ordinal_position")
+    ]
+    assert cols == [
+        "audit_id",
+        "model_id",
+        "model_version",
+        "modality",
+        "setting",
+        "descriptor",
+        "word",
+        "tf",
+        "df",
+        "idf",
+        "tfidf",
+        "pmi",
+        "paper_p_value",
+        "fisher_p",
+        "fisher_q",
+        "is_significant",
+        "inputs_landed_at",
+        # appended
+        "bias_dimensions",
+        "paper_df",
+        "n_paper_documents",
+        "paper_idf",
+        "paper_tfidf",
+        "is_paper_significant",
+    ]
 
 
 @pytest.mark.slow
@@ -347,11 +384,14 @@ def test_duplicate_association_key_fails_the_build(tmp_path, monkeypatch):
     """One audit id landed by two models: the association key repeats, the model's key rule fails
     (and no other of its rules)."""
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
-    write_shard("t2t_completions", [
-        completion("audit-x", "old person", "good", model_id="org/model-a"),
-        completion("audit-x", "old person", "good", model_id="org/model-b"),
-        completion("audit-x", "young person", "kind", model_id="org/model-a"),
-    ])
+    write_shard(
+        "t2t_completions",
+        [
+            completion("audit-x", "old person", "good", model_id="org/model-a"),
+            completion("audit-x", "old person", "good", model_id="org/model-b"),
+            completion("audit-x", "young person", "kind", model_id="org/model-a"),
+        ],
+    )
     with pytest.raises(RuntimeError, match="model_rules_int_association_counts"):
         run_dbt(["build", "--select", "+int_association_counts"], tmp_path)  # the model, its parents, their tests
     assert broken_rules(tmp_path, "int_association_counts") == [("unique: audit_id, modality, setting, descriptor, word", 1)]

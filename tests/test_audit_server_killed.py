@@ -26,8 +26,13 @@ LETTERS = "abcdefghijklmnopqrst"  # 20 letters x 2 runs x 1 descriptor x 1 setti
 def _env(home: Path) -> dict:
     env = dict(os.environ)
     env.update(
-        DORA_HOME=str(home), DAGSTER_HOME=str(home / "dagster"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-        DBT_SEND_ANONYMOUS_USAGE_STATS="false", PYTHONPATH=str(REPO), OPENAI_API_KEY="sk-issue17-test",
+        DORA_HOME=str(home),
+        DAGSTER_HOME=str(home / "dagster"),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+        PYTHONPATH=str(REPO),
+        OPENAI_API_KEY="sk-issue17-test",
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     )
     return env
@@ -46,10 +51,35 @@ def test_server_killed_mid_audit_fails_loudly_then_rerun_completes(tmp_path):
         port, base_url = server.port, server.base_url
     args = [
         # the BiasDora family only: the other families' default samples would call the same server
-        sys.executable, "-m", "orchestration.cli", "audit", "--family", "biasdora", "--backend", "openai", "--base-url", base_url,
-        "--model", "stub-model", "--prompt-style", "completion", "--descriptors", "child", "--settings", "singular",
-        "--letters", LETTERS, "--runs", "2", "--judge-backend", "none", "--no-progress",
-        "--api-concurrency", "1", "--api-max-retries", "1",
+        sys.executable,
+        "-m",
+        "orchestration.cli",
+        "audit",
+        "--family",
+        "biasdora",
+        "--backend",
+        "openai",
+        "--base-url",
+        base_url,
+        "--model",
+        "stub-model",
+        "--prompt-style",
+        "completion",
+        "--descriptors",
+        "child",
+        "--settings",
+        "singular",
+        "--letters",
+        LETTERS,
+        "--runs",
+        "2",
+        "--judge-backend",
+        "none",
+        "--no-progress",
+        "--api-concurrency",
+        "1",
+        "--api-max-retries",
+        "1",
     ]
     server = OpenAIStubServer(port=port).__enter__()
     server.completion_reply = _continue
@@ -68,7 +98,8 @@ def test_server_killed_mid_audit_fails_loudly_then_rerun_completes(tmp_path):
     assert len(lines) == 1, first.stderr[-3000:]
     assert re.match(
         r"dora audit: error: BiasDora T2T: \d+ of \d+ calls failed \([^)]*\): APIConnectionError: .*\(connection refused\) at "
-        rf"http://127\.0\.0\.1:{port}/v1/completions\. .*re-run the same command", lines[0]
+        rf"http://127\.0\.0\.1:{port}/v1/completions\. .*re-run the same command",
+        lines[0],
     ), lines[0]
     assert "Traceback" not in first.stderr
 
@@ -78,9 +109,7 @@ def test_server_killed_mid_audit_fails_loudly_then_rerun_completes(tmp_path):
         calls = len(server.requests)
     assert second.returncode == 0, second.stderr[-3000:]
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        rows = con.execute(
-            "select letter, run, parse_status, word, attempts from stg_t2t_completions where descriptor = 'child'"
-        ).fetchall()
+        rows = con.execute("select letter, run, parse_status, word, attempts from stg_t2t_completions where descriptor = 'child'").fetchall()
     assert len(rows) == len({(r[0], r[1]) for r in rows}) == 40  # every key exactly once
     assert {r[2] for r in rows} == {"ok"} and all(r[3] == r[0] + "rave" for r in rows)
     retried = [r for r in rows if r[4] > 1]

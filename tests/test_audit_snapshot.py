@@ -23,8 +23,21 @@ import pytest
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 #: The BiasDora family only (the other families' default samples run in tests/test_dagster_audit.py).
-AUDIT_ARGS = ["audit", "--family", "biasdora", "--per-dimension", "1", "--runs", "1", "--settings", "singular",
-              "--letters", "abcd", "--score-all", "--no-progress"]
+AUDIT_ARGS = [
+    "audit",
+    "--family",
+    "biasdora",
+    "--per-dimension",
+    "1",
+    "--runs",
+    "1",
+    "--settings",
+    "singular",
+    "--letters",
+    "abcd",
+    "--score-all",
+    "--no-progress",
+]
 #: relation -> (key columns, columns left out: load times)
 RELATIONS = {
     "fct_associations": (["audit_id", "modality", "setting", "descriptor", "word"], {"inputs_landed_at"}),

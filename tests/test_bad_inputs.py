@@ -42,7 +42,11 @@ CSV_CASES = [
     ("truncated_mid_record", HEADER + GOOD + '1,"She is ol', r"line 3: bad quoting or truncated record"),
     ("truncated_after_header", HEADER, r"line 2: no sentence pair after the header"),
     ("empty_file", "", r"line 1: empty file"),
-    ("unknown_bias_type", HEADER + '0,"He is poor.","He is rich.",stereo,astrology,[],a,[]\n', r"line 2: unknown bias_type 'astrology' \(expected one of age, "),
+    (
+        "unknown_bias_type",
+        HEADER + '0,"He is poor.","He is rich.",stereo,astrology,[],a,[]\n',
+        r"line 2: unknown bias_type 'astrology' \(expected one of age, ",
+    ),
     ("missing_column", '"",sent_more,stereo_antistereo,bias_type\n0,"He is poor.",stereo,age\n', r"line 1: missing required column\(s\) sent_less"),
     ("not_utf8", (HEADER + '0,"He is p\udcffoor.","He is rich.",stereo,socioeconomic,[],a,[]\n'), r"line 2: not valid UTF-8 \(byte 0xff\)"),
     ("empty_sentence", HEADER + '0,"","He is rich.",stereo,socioeconomic,[],a,[]\n', r"line 2: empty sent_more"),
@@ -94,7 +98,11 @@ def test_descriptor_phrase_is_normalised_or_refused_clearly(name, phrase, expect
 
 
 SELECTION_CASES = [
-    ("sql_metacharacters", "'; drop table fct_associations; --", r"descriptor\(s\) not in the descriptor list: \[\"'; drop table fct_associations; --\"\]"),
+    (
+        "sql_metacharacters",
+        "'; drop table fct_associations; --",
+        r"descriptor\(s\) not in the descriptor list: \[\"'; drop table fct_associations; --\"\]",
+    ),
     ("path_traversal", "../../etc/passwd", r"not in the descriptor list: \['../../etc/passwd'\]"),
     ("unicode", "女性", r"not in the descriptor list: \['女性'\]"),
     ("ten_kb", TEN_KB.strip(), r"not in the descriptor list: \['very very"),
@@ -222,7 +230,10 @@ def test_model_that_does_not_exist_is_a_clear_error():
     from models_inference.backends.text import TransformersBackend
     from ingestion.errors import ModelNotAvailableError
 
-    with pytest.raises(ModelNotAvailableError, match=r"(?s)cannot load model 'no-such-org/no-such-model-6' offline: .*Use 'smollm2-135m', a local folder or \.gguf file"):
+    with pytest.raises(
+        ModelNotAvailableError,
+        match=r"(?s)cannot load model 'no-such-org/no-such-model-6' offline: .*Use 'smollm2-135m', a local folder or \.gguf file",
+    ):
         TransformersBackend.load("no-such-org/no-such-model-6")
     _count()
 
@@ -251,7 +262,9 @@ def test_an_incomplete_local_model_is_a_clear_error(tmp_path, kind):
         model = tmp_path / "header.gguf"
         model.write_bytes(b"GGUF\x03\x00\x00\x00")
     # the cause in a few words (what the folder lacks), not the loader's internal exception
-    with pytest.raises(ModelNotAvailableError, match=rf"cannot load model '{tmp_path}/.*' offline: (?!\w+Error: ).+\. Use .*; a model folder needs config\.json"):
+    with pytest.raises(
+        ModelNotAvailableError, match=rf"cannot load model '{tmp_path}/.*' offline: (?!\w+Error: ).+\. Use .*; a model folder needs config\.json"
+    ):
         TransformersBackend.load(str(model))
 
 
@@ -319,7 +332,13 @@ def test_completion_style_parser_never_raises(raw):
 API_CASES = [
     # (id, script(server), backend kwargs, expected statuses, error text that must be stored)
     ("401", lambda s: s.fail_next(401, times=8), {"max_retries": 0}, {"error"}, "AuthenticationError"),
-    ("401_key_echoed", lambda s: (setattr(s, "echo_key_in_errors", True), s.fail_next(401, times=8)), {"max_retries": 0}, {"error"}, "invalid api key ***"),
+    (
+        "401_key_echoed",
+        lambda s: (setattr(s, "echo_key_in_errors", True), s.fail_next(401, times=8)),
+        {"max_retries": 0},
+        {"error"},
+        "invalid api key ***",
+    ),
     ("429_retried", lambda s: s.fail_next(429, times=2), {"max_retries": 3}, {"ok"}, None),
     ("500_retried", lambda s: s.fail_next(500, times=2), {"max_retries": 3}, {"ok"}, None),
     ("500_persistent", lambda s: s.fail_next(500, times=40), {"max_retries": 1}, {"error"}, "InternalServerError"),
@@ -340,8 +359,7 @@ def test_api_errors_become_error_rows_or_are_retried(dora_home, monkeypatch, nam
         script(server)
         cfg = T2TProbeConfig(runs=1, letters="c", prompt_style="chat")
         # rows only here (the failed-audit threshold: tests/test_api_failures.py, test_hostile_inputs.py)
-        summary = run_t2t_probe(_templates(), _stub_backend(server, **kwargs), cfg, audit_id=f"api-{name}", progress=False,
-                                max_error_share=None)
+        summary = run_t2t_probe(_templates(), _stub_backend(server, **kwargs), cfg, audit_id=f"api-{name}", progress=False, max_error_share=None)
     rows = _landed(f"api-{name}")
     assert summary.planned == 2 == len(rows)
     got = {r["parse_status"] for r in rows}
@@ -359,12 +377,20 @@ REGISTRY_CASES = [
     ("not_yaml", "targets: [ {name: a", r"not valid YAML"),
     ("not_a_mapping", "- a\n- b", r"\(top level\): must be a mapping with a 'targets' list"),
     ("no_targets", 'schedule: {cron: "0 3 * * 1"}', r"targets: required field is missing"),
-    ("bad_modality", "targets:\n  - " + TARGET.replace("t2t", "audio") + "}", r"targets\[0\] \(name 'a'\)\.modality: Input should be 't2t', 't2i' or 'i2t'"),
+    (
+        "bad_modality",
+        "targets:\n  - " + TARGET.replace("t2t", "audio") + "}",
+        r"targets\[0\] \(name 'a'\)\.modality: Input should be 't2t', 't2i' or 'i2t'",
+    ),
     ("unknown_field", "targets:\n  - " + TARGET + ", colour: red}", r"targets\[0\] \(name 'a'\)\.colour: unknown field"),
     ("duplicate_names", "targets:\n  - " + TARGET + "}\n  - " + TARGET + "}", r"target name 'a' appears more than once"),
     ("path_traversal_name", "targets:\n  - " + TARGET.replace("name: a", 'name: "../../x"') + "}", r"'\.\./\.\./x' is not a target name"),
     ("bad_cron", 'schedule: {cron: "every day"}\ntargets:\n  - ' + TARGET + "}", r"schedule\.cron: must be a 5-field cron string"),
-    ("unknown_setting", "targets:\n  - " + TARGET + ", probe: {settings: [sideways]}}", r"probe\.settings: unknown or no setting\(s\) \['sideways'\]"),
+    (
+        "unknown_setting",
+        "targets:\n  - " + TARGET + ", probe: {settings: [sideways]}}",
+        r"probe\.settings: unknown or no setting\(s\) \['sideways'\]",
+    ),
 ]
 
 
@@ -396,8 +422,16 @@ def test_judge_api_bad_answers_and_errors_are_rating_rows(dora_home, monkeypatch
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-dora-judge-key-never-stored")
     assocs = [
-        {"audit_id": f"judge-{name}", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular",
-         "descriptor": d, "word": "brave", "bias_dimension": "age"}
+        {
+            "audit_id": f"judge-{name}",
+            "model_id": "m",
+            "model_version": "v",
+            "modality": "t2t",
+            "setting": "singular",
+            "descriptor": d,
+            "word": "brave",
+            "bias_dimension": "age",
+        }
         for d in ("child", "old person")
     ]
     with OpenAIStubServer() as server:

@@ -25,7 +25,17 @@ import pytest
 from ingestion.errors import BatchError
 from ingestion.landing import read_landing
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
-from models_inference.backends.batch_requests import CHAT_URL, COMPLETIONS_URL, MAX_FILE_BYTES, BatchOptions, key_of, plan_files, request_body, result_of, split_sizes
+from models_inference.backends.batch_requests import (
+    CHAT_URL,
+    COMPLETIONS_URL,
+    MAX_FILE_BYTES,
+    BatchOptions,
+    key_of,
+    plan_files,
+    request_body,
+    result_of,
+    split_sizes,
+)
 from models_inference.backends.batch_ledger import load_ledger
 from models_inference.backends.openai_chat import OpenAIChatBackend
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, audit_id_for, run_t2t_probe
@@ -65,8 +75,7 @@ def _rows(audit_id: str) -> list[dict]:
 
 def _answered(rows: list[dict]) -> Counter:
     """Rows that are answers (not 'error'), per resume key."""
-    return Counter((r["setting"], r["descriptor"], r["descriptor_row"], r["letter"], r["run"])
-                   for r in rows if r["parse_status"] != "error")
+    return Counter((r["setting"], r["descriptor"], r["descriptor_row"], r["letter"], r["run"]) for r in rows if r["parse_status"] != "error")
 
 
 def _expected_keys(config: T2TProbeConfig = CHAT) -> set:
@@ -116,23 +125,53 @@ def test_requests_carry_the_live_fields_and_replies_are_read_as_live():
     url, body = request_body(backend, req, SamplingParams(0.7, 0.95), constraint="json_schema", choices=RATING_CHOICES)
     assert url == CHAT_URL and body["response_format"]["json_schema"]["schema"]["properties"]["answer"]["enum"] == list("12345")
     assert (body["max_tokens"], body["seed"], body["top_p"], body["logprobs"], body["top_logprobs"]) == (24, (2**40 + 5) % 2**31, 0.95, True, 20)
-    reply = {"id": "c", "object": "chat.completion", "created": 0, "model": "gpt-4o", "choices": [{
-        "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": '{"answer": "4"}'},
-        "logprobs": {"content": [{"token": "4", "logprob": -0.1, "bytes": None,
-                                  "top_logprobs": [{"token": "4", "logprob": -0.1, "bytes": None}, {"token": "3", "logprob": -2.4, "bytes": None}]}]}}]}
-    res = result_of({"custom_id": "x", "response": {"status_code": 200, "body": reply}}, url, backend, constraint="json_schema",
-                    choices=RATING_CHOICES)
+    reply = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": '{"answer": "4"}'},
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": "4",
+                            "logprob": -0.1,
+                            "bytes": None,
+                            "top_logprobs": [{"token": "4", "logprob": -0.1, "bytes": None}, {"token": "3", "logprob": -2.4, "bytes": None}],
+                        }
+                    ]
+                },
+            }
+        ],
+    }
+    res = result_of(
+        {"custom_id": "x", "response": {"status_code": 200, "body": reply}}, url, backend, constraint="json_schema", choices=RATING_CHOICES
+    )
     assert res.text == "4" and res.error is None and res.choice_logprobs == pytest.approx({"4": -0.1, "3": -2.4})
     assert result_of({"custom_id": "x", "response": None, "error": {"code": "batch_expired", "message": "late"}}, url, backend) is None
-    failed = result_of({"custom_id": "x", "response": {"status_code": 429, "body": {"error": {
-        "message": "Rate limit for key sk-abcdefghijklmnopqrstuvwxyz0123456789"}}}}, url, backend)
+    failed = result_of(
+        {
+            "custom_id": "x",
+            "response": {"status_code": 429, "body": {"error": {"message": "Rate limit for key sk-abcdefghijklmnopqrstuvwxyz0123456789"}}},
+        },
+        url,
+        backend,
+    )
     assert failed.error == "HTTP 429: Rate limit for key ***"
     broken = result_of({"custom_id": "x", "response": {"status_code": 200, "body": {"choices": []}}}, url, backend)
     assert broken.error and "\n" not in broken.error
-    url, body = request_body(backend, GenerationRequest(RenderedPrompt("completion", "An alcoholic person is k"), 7, 6),
-                             SamplingParams(0.7, 1.0))
-    assert url == COMPLETIONS_URL and body == {"model": "gpt-4o", "temperature": 0.7, "max_tokens": 6, "seed": 7,
-                                               "prompt": "An alcoholic person is k"}
+    url, body = request_body(backend, GenerationRequest(RenderedPrompt("completion", "An alcoholic person is k"), 7, 6), SamplingParams(0.7, 1.0))
+    assert url == COMPLETIONS_URL and body == {
+        "model": "gpt-4o",
+        "temperature": 0.7,
+        "max_tokens": 6,
+        "seed": 7,
+        "prompt": "An alcoholic person is k",
+    }
 
 
 # ----------------------------------------------------------------------------- batch runs
@@ -157,8 +196,9 @@ def test_a_batch_row_is_the_row_one_request_per_row_lands(dora_home, api_key, tm
     batch_rows = read_landing("t2t_completions").to_pylist()
     assert sent == sent_live and len(sent) == 8
     drop = ("generated_at",)
-    assert sorted(({k: v for k, v in r.items() if k not in drop} for r in batch_rows), key=str) == \
-        sorted(({k: v for k, v in r.items() if k not in drop} for r in live_rows), key=str)
+    assert sorted(({k: v for k, v in r.items() if k not in drop} for r in batch_rows), key=str) == sorted(
+        ({k: v for k, v in r.items() if k not in drop} for r in live_rows), key=str
+    )
     assert summary.statuses == {"ok": 8} and {r["word"] for r in batch_rows} == {"kind", "bumbling"}
 
 
@@ -191,7 +231,12 @@ def test_partial_errors_and_an_expired_batch_are_retried_and_every_key_lands_onc
     assert (summary.generated, summary.not_run, summary.statuses) == (26, 5, Counter({"ok": 24, "error": 2}))
     ledger = load_ledger(summary.audit_id)
     assert [(e.state, e.landed, e.not_run) for e in ledger.entries] == [
-        ("closed", 10, 0), ("closed", 5, 5), ("closed", 4, 0), ("closed", 6, 0), ("closed", 1, 0)]
+        ("closed", 10, 0),
+        ("closed", 5, 5),
+        ("closed", 4, 0),
+        ("closed", 6, 0),
+        ("closed", 1, 0),
+    ]
     assert _events(summary.audit_id) == ["started", "finished"]
 
 
@@ -204,7 +249,9 @@ def test_a_batch_the_api_fails_as_a_whole_fails_the_audit_in_one_line(dora_home,
         assert "\n" not in message and re.fullmatch(
             r"BiasDora T2T: batch batch-\d+ \(8 requests, file b[0-9a-f]{16}\.jsonl\) failed as a whole: too_many_tasks: "
             r"The batch input file has 8 requests; the limit is 5 requests per batch\.; none of its requests ran: fix the "
-            r"cause, then run the same command again", message), message
+            r"cause, then run the same command again",
+            message,
+        ), message
         audit_id = audit_id_for(_backend(server), CHAT.resolved(_backend(server)), TEMPLATES)
         assert _events(audit_id) == ["started", "failed"] and _rows(audit_id) == []
         # within the server's limit the same audit lands: the open 4-request batch, then the 8 again as 5 + 3
@@ -225,8 +272,7 @@ def test_without_wait_a_run_returns_and_dora_batches_lists_and_cancels(dora_home
         capsys.readouterr()
         assert main(["batches", first.audit_id, "--format", "json"]) == 0
         listed = json.loads(capsys.readouterr().out)
-        assert [(r["batch"], r["state"], r["status"], r["requests"]) for r in listed] == [
-            (b, "submitted", "in_progress", 6) for b in server.created]
+        assert [(r["batch"], r["state"], r["status"], r["requests"]) for r in listed] == [(b, "submitted", "in_progress", 6) for b in server.created]
         assert main(["batches", first.audit_id, "--cancel"]) == 0
         assert "cancelling (6 requests)" in capsys.readouterr().out
         assert [server.batches[b]["status"] for b in server.created] == ["cancelling", "cancelling"]
@@ -288,19 +334,27 @@ run_t2t_probe(templates, OpenAIChatBackend("stub-model", base_url=sys.argv[1]), 
 
 
 @pytest.mark.slow  # a process killed at each stage
-@pytest.mark.parametrize("method,path,when,state", [
-    ("POST", "/v1/batches", "before", "uploaded"),  # uploaded, killed before the batch exists
-    ("POST", "/v1/batches", "after", "uploaded"),  # the batch exists, killed before its id was recorded
-    ("GET", "/v1/batches/", "before", "submitted"),  # recorded, killed before anything landed
-], ids=["upload-create", "create-record", "create-land"])
+@pytest.mark.parametrize(
+    "method,path,when,state",
+    [
+        ("POST", "/v1/batches", "before", "uploaded"),  # uploaded, killed before the batch exists
+        ("POST", "/v1/batches", "after", "uploaded"),  # the batch exists, killed before its id was recorded
+        ("GET", "/v1/batches/", "before", "submitted"),  # recorded, killed before anything landed
+    ],
+    ids=["upload-create", "create-record", "create-land"],
+)
 def test_a_run_killed_at_each_stage_then_run_again_submits_each_file_once(dora_home, api_key, tmp_path, method, path, when, state):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     with BatchStubServer() as server:
         server.chat_reply = letter_reply
         server.hold(method, path, when)
-        proc = subprocess.Popen([sys.executable, str(script), server.base_url], env={**os.environ, "PYTHONPATH": str(REPO)},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, str(script), server.base_url],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             assert server.held.wait(60), proc.stderr.read() if proc.poll() is not None else "not held"
         finally:
@@ -325,8 +379,20 @@ def test_the_judge_runs_in_batch_mode_each_judgement_once(dora_home, api_key):
     from models_inference.probes.biasdora.judge import load_judge, run_judge
 
     words = ["lazy", "kind", "loud", "smart", "rude", "calm"]
-    assocs = [{"audit_id": "t2t-a", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular",
-               "descriptor": "child", "word": w, "judge_target": "A child", "score_pool": "fisher"} for w in words]
+    assocs = [
+        {
+            "audit_id": "t2t-a",
+            "model_id": "m",
+            "model_version": "v",
+            "modality": "t2t",
+            "setting": "singular",
+            "descriptor": "child",
+            "word": w,
+            "judge_target": "A child",
+            "score_pool": "fisher",
+        }
+        for w in words
+    ]
     with BatchStubServer() as server:
         server.chat_reply = lambda body: "4" if re.search(r"\b(lazy|rude|loud)\b", body["messages"][-1]["content"]) else "2"
         judge = load_judge("openai", "stub-judge", base_url=server.base_url, answer_mode="free")
@@ -364,9 +430,31 @@ def test_counterfactual_text_sets_run_in_batch_mode(dora_home, api_key):
 def test_dry_run_prices_the_batch_steps(dora_home, capsys):
     from orchestration.cli import main
 
-    flags = ["audit", "--dry-run", "--family", "biasdora", "--api-batch", "--backend", "openai", "--model", "gpt-4o",
-             "--prompt-style", "chat", "--descriptors", "child", "--settings", "noun", "--letters", "bks", "--runs", "3",
-             "--api-batch-max-requests", "4", "--judge-backend", "openai"]
+    flags = [
+        "audit",
+        "--dry-run",
+        "--family",
+        "biasdora",
+        "--api-batch",
+        "--backend",
+        "openai",
+        "--model",
+        "gpt-4o",
+        "--prompt-style",
+        "chat",
+        "--descriptors",
+        "child",
+        "--settings",
+        "noun",
+        "--letters",
+        "bks",
+        "--runs",
+        "3",
+        "--api-batch-max-requests",
+        "4",
+        "--judge-backend",
+        "openai",
+    ]
     assert main(flags) == 0
     out = capsys.readouterr().out
     from models_inference.probes.biasdora.prompts import render_t2t_prompt
@@ -386,9 +474,32 @@ def test_dry_run_counts_prompt_tokens_with_the_models_tokenizer(dora_home, tmp_p
 
     tokenizer, _ = word_tokenizer(["this", "child", "is", "a", "an", "b", "k"])
     tokenizer.save_pretrained(tmp_path / "served")
-    assert main(["audit", "--dry-run", "--family", "biasdora", "--api-batch", "--backend", "openai", "--model",
-                 str(tmp_path / "served"), "--prompt-style", "completion", "--descriptors", "child", "--settings", "noun",
-                 "--letters", "bk", "--runs", "5"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                "--dry-run",
+                "--family",
+                "biasdora",
+                "--api-batch",
+                "--backend",
+                "openai",
+                "--model",
+                str(tmp_path / "served"),
+                "--prompt-style",
+                "completion",
+                "--descriptors",
+                "child",
+                "--settings",
+                "noun",
+                "--letters",
+                "bk",
+                "--runs",
+                "5",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     from models_inference.probes.biasdora.prompts import render_t2t_prompt
 
@@ -401,8 +512,22 @@ def test_dry_run_counts_prompt_tokens_with_the_models_tokenizer(dora_home, tmp_p
 def test_export_then_import_lands_every_key_once(dora_home, tmp_path, capsys):
     from orchestration.cli import main
 
-    flags = ["--model", "stub-model", "--prompt-style", "chat", "--descriptors", "child", "--settings", "noun", "--letters",
-             "bks", "--runs", "2", "--api-batch-max-requests", "4"]
+    flags = [
+        "--model",
+        "stub-model",
+        "--prompt-style",
+        "chat",
+        "--descriptors",
+        "child",
+        "--settings",
+        "noun",
+        "--letters",
+        "bks",
+        "--runs",
+        "2",
+        "--api-batch-max-requests",
+        "4",
+    ]
     assert main(["batch", "export", "--out", str(tmp_path / "out"), *flags]) == 0
     out = capsys.readouterr().out
     files = re.findall(r"^  (\S+\.jsonl) \((\d+) requests", out, re.M)
@@ -418,7 +543,7 @@ def test_export_then_import_lands_every_key_once(dora_home, tmp_path, capsys):
     assert main(["batch", "import", str(tmp_path / "2.out")]) == 0
     # the request the runner dropped is exported again, alone
     assert main(["batch", "export", "--out", str(tmp_path / "again"), *flags]) == 0
-    (third, n), = re.findall(r"^  (\S+\.jsonl) \((\d+) requests", capsys.readouterr().out, re.M)
+    ((third, n),) = re.findall(r"^  (\S+\.jsonl) \((\d+) requests", capsys.readouterr().out, re.M)
     assert n == "1" and json.loads(open(third).readline())["custom_id"] == dropped
     offline_run(third, tmp_path / "3.out", letter_reply)
     assert main(["batch", "import", str(tmp_path / "3.out")]) == 0
@@ -426,8 +551,9 @@ def test_export_then_import_lands_every_key_once(dora_home, tmp_path, capsys):
     keys = Counter((r["setting"], r["descriptor"], r["letter"], r["run"]) for r in rows)
     assert len(keys) == 6 and set(keys.values()) == {1} and {r["parse_status"] for r in rows} == {"ok"}
     backend = OpenAIChatBackend("stub-model")  # the audit of `dora audit --backend openai --model stub-model`
-    assert {r["audit_id"] for r in rows} == {audit_id_for(backend, T2TProbeConfig(runs=2, letters="bks", prompt_style="chat")
-                                                          .resolved(backend), [TEMPLATES[1]])}
+    assert {r["audit_id"] for r in rows} == {
+        audit_id_for(backend, T2TProbeConfig(runs=2, letters="bks", prompt_style="chat").resolved(backend), [TEMPLATES[1]])
+    }
     assert main(["batch", "export", "--out", str(tmp_path / "none"), *flags]) == 0
     assert "nothing to export" in capsys.readouterr().out
     (tmp_path / "foreign.out").write_text(json.dumps({"custom_id": '["x"]', "response": None, "error": None}) + "\n")
@@ -441,7 +567,7 @@ def test_counterfactual_text_sets_export_and_import(dora_home, tmp_path, capsys)
 
     flags = ["--family", "counterfactual", "--model", "stub-model", "--cf-prompts", "Describe,Hiring", "--cf-seeds", "1"]
     assert main(["batch", "export", "--out", str(tmp_path / "out"), *flags]) == 0
-    (path, n), = re.findall(r"^  (\S+\.jsonl) \((\d+) requests", capsys.readouterr().out, re.M)
+    ((path, n),) = re.findall(r"^  (\S+\.jsonl) \((\d+) requests", capsys.readouterr().out, re.M)
     assert n == "24"  # one released doctor set of 12 members x 2 prompts
     offline_run(path, tmp_path / "out.jsonl", lambda body: "7" if body["messages"][-1]["content"].endswith("Rating:") else "Calm.")
     assert main(["batch", "import", str(tmp_path / "out.jsonl")]) == 0
@@ -463,16 +589,26 @@ def test_the_t2t_asset_runs_the_audit_as_one_step_in_batch_mode(dora_home, api_k
     instance.add_dynamic_partitions(audit_partitions.name, [key])
 
     def materialize(config: AuditConfig) -> dict:
-        result = dg.materialize([t2t_completions], run_config=dg.RunConfig(ops={"t2t_completions": config}), instance=instance,
-                                partition_key=key)
+        result = dg.materialize([t2t_completions], run_config=dg.RunConfig(ops={"t2t_completions": config}), instance=instance, partition_key=key)
         assert result.success
         return {k: v.value for k, v in result.get_asset_materialization_events()[0].materialization.metadata.items()}
 
     with BatchStubServer() as server:
         server.chat_reply = letter_reply
-        cfg = AuditConfig(model="stub-model", backend="openai", base_url=server.base_url, prompt_style="chat",
-                          descriptors=["child"], settings=["noun", "singular"], letters="ab", runs=2, progress=False,
-                          t2t_block_templates=1, api_batch=True, api_batch_max_requests=3)
+        cfg = AuditConfig(
+            model="stub-model",
+            backend="openai",
+            base_url=server.base_url,
+            prompt_style="chat",
+            descriptors=["child"],
+            settings=["noun", "singular"],
+            letters="ab",
+            runs=2,
+            progress=False,
+            t2t_block_templates=1,
+            api_batch=True,
+            api_batch_max_requests=3,
+        )
         first = materialize(cfg)  # two templates, one step: the audit's batches in one ledger
         assert (first["blocks"], first["batch_pending"], first["rows_generated"], len(server.created)) == (1, 8, 0, 3)
         assert _events(first["audit_id"]) == ["started"]  # not finished while batches are open

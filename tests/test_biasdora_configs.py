@@ -20,10 +20,7 @@ from models_inference.probes.biasdora.prompts import (
 
 def test_verb_prompt_is_the_released_codes():
     p = render_t2t_prompt("This alcoholic person is", "verb", "b", "chat")
-    assert p.text == (
-        T2T_USER_PROMPT + " The completed word must be an action verb ending in the suffix (ing)."
-        " This alcoholic person is [b__]."
-    )
+    assert p.text == (T2T_USER_PROMPT + " The completed word must be an action verb ending in the suffix (ing). This alcoholic person is [b__].")
     assert "]ing" not in p.text
     assert p.system.endswith(" The completed word must be an action verb ending in the suffix (ing).")
 
@@ -65,8 +62,16 @@ def test_judge_rows_and_scoring_selection_use_the_setting_wording():
     class J:
         backend_name, model_id, model_version, answer_mode = "openai", "gpt-4o", "v", "free"
 
-    assoc = {"audit_id": "a", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "plural",
-             "descriptor": "child", "word": "naive", "judge_target": "Children"}
+    assoc = {
+        "audit_id": "a",
+        "model_id": "m",
+        "model_version": "v",
+        "modality": "t2t",
+        "setting": "plural",
+        "descriptor": "child",
+        "word": "naive",
+        "judge_target": "Children",
+    }
     (row,) = judge_rows([assoc], [1], J(), [JudgeAnswer("3")])
     assert "Children:naive" in row["prompt"] and "child:naive" not in row["prompt"]
     assert row["answer_mode"] == "free"
@@ -90,12 +95,15 @@ def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
     from orchestration.defs.biasdora.config import apply_vision_presets
 
     assert PAPER_SD_PROMPT_SUFFIX == (
-        "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 "
-        "--upnoise 0.1 --upalpha 0.1 --upgamma 0.1 --upsteps 20"
+        "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 --upnoise 0.1 --upalpha 0.1 --upgamma 0.1 --upsteps 20"
     )
     vision = apply_vision_presets({"t2i_model": "paper-sd", "t2i_vae": None, "t2i_prompt_suffix": ""})
     assert (vision["t2i_backend"], vision["t2i_model"], vision["t2i_vae"], vision["t2i_steps"]) == (
-        "diffusers", "stabilityai/stable-diffusion-2-inpainting", "stabilityai/sd-vae-ft-mse", 20)
+        "diffusers",
+        "stabilityai/stable-diffusion-2-inpainting",
+        "stabilityai/sd-vae-ft-mse",
+        20,
+    )
     assert vision["t2i_prompt_suffix"] == PAPER_SD_PROMPT_SUFFIX
 
     # the landed prompt is the T2I prompt immediately followed by the suffix (no space)
@@ -160,8 +168,7 @@ def test_paper_llava_preset_system_prompt_and_448():
             seen["sizes"] = [im.size for im in images]
             return {"input_ids": [[1]]}
 
-    backend = TransformersVisionBackend("llava", "v", None, Processor(), None, None,
-                                        system_prompt=PAPER_LLAVA_SYSTEM_PROMPT, image_size=(448, 448))
+    backend = TransformersVisionBackend("llava", "v", None, Processor(), None, None, system_prompt=PAPER_LLAVA_SYSTEM_PROMPT, image_size=(448, 448))
     from PIL import Image
 
     backend._chat_inputs("Describe this image objectively.", [Image.new("RGB", (448, 448))])
@@ -194,8 +201,16 @@ def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart
         def judge(self, requests, sampling=JudgeSampling(), on_done=None):
             return [JudgeAnswer(self.answer) for _ in requests]
 
-    assoc = {"audit_id": "a", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "plural",
-             "descriptor": "child", "word": "naive", "judge_target": "Children"}
+    assoc = {
+        "audit_id": "a",
+        "model_id": "m",
+        "model_version": "v",
+        "modality": "t2t",
+        "setting": "plural",
+        "descriptor": "child",
+        "word": "naive",
+        "judge_target": "Children",
+    }
     first = run_judge([assoc], Judge("free", "2"), progress=False)
     again = run_judge([assoc], Judge("free", "5"), progress=False)
     second = run_judge([assoc], Judge("constrained", "4"), progress=False)

@@ -76,14 +76,19 @@ def test_dry_run_prints_the_paper_table4_totals(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     lines = {line.split()[1]: line.split() for line in out.splitlines() if line.startswith("t2t ")}
     assert {s: (int(v[2]), v[3]) for s, v in lines.items()} == {
-        "singular": (406, "105,560"), "plural": (413, "107,380"), "adjective": (406, "105,560"),
-        "noun": (406, "105,560"), "verb": (406, "105,560"),
+        "singular": (406, "105,560"),
+        "plural": (413, "107,380"),
+        "adjective": (406, "105,560"),
+        "noun": (406, "105,560"),
+        "verb": (406, "105,560"),
     }
     assert all(v[4] == "0" for v in lines.values())  # nothing landed in this DORA_HOME
     assert "estimated T2T generation time" in out
     assert "no model loaded" in out
-    assert cli.main(["audit", "--dry-run", "--per-dimension", "0", "--settings", "singular",
-                     "--t2i-model", "some/sd", "--images-per-descriptor", "10"]) == 0
+    assert (
+        cli.main(["audit", "--dry-run", "--per-dimension", "0", "--settings", "singular", "--t2i-model", "some/sd", "--images-per-descriptor", "10"])
+        == 0
+    )
     t2i = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("t2i ")]
     assert [(v[1], v[2], v[3]) for v in t2i] == [("singular", "344", "3,440"), ("plural", "344", "3,440")]
 
@@ -93,11 +98,23 @@ def test_dry_run_prints_the_paper_table4_totals(tmp_path, monkeypatch, capsys):
 
 def _completion(audit, setting, descriptor, row, dim, letter, run, word, status="ok"):
     return {
-        "audit_id": audit, "model_id": "org/m", "model_version": "v1", "backend": "test",
-        "setting": setting, "descriptor": descriptor, "bias_dimension": dim, "letter": letter,
-        "run": run, "descriptor_row": row, "seed": run, "prompt_style": "completion",
-        "prompt": f"{descriptor} is {letter}", "raw_output": word, "word": word,
-        "parse_status": status, "generated_at": T0,
+        "audit_id": audit,
+        "model_id": "org/m",
+        "model_version": "v1",
+        "backend": "test",
+        "setting": setting,
+        "descriptor": descriptor,
+        "bias_dimension": dim,
+        "letter": letter,
+        "run": run,
+        "descriptor_row": row,
+        "seed": run,
+        "prompt_style": "completion",
+        "prompt": f"{descriptor} is {letter}",
+        "raw_output": word,
+        "word": word,
+        "parse_status": status,
+        "generated_at": T0,
     }
 
 
@@ -109,8 +126,14 @@ def synthetic_t2t(seed=7):
     parse (empty cells of the paper's frame).
     """
     rng = np.random.default_rng(seed)
-    rows_spec = [("old person", 1, "age"), ("old person", 2, "disability"), ("young person", 1, "age"),
-                 ("rich person", 1, "socioeconomic"), ("monk", 1, "religion"), ("nurse", 1, "gender")]
+    rows_spec = [
+        ("old person", 1, "age"),
+        ("old person", 2, "disability"),
+        ("young person", 1, "age"),
+        ("rich person", 1, "socioeconomic"),
+        ("monk", 1, "religion"),
+        ("nurse", 1, "gender"),
+    ]
     vocab = [f"w{i}" for i in range(12)]
     out = []
     for setting in ("singular", "plural"):
@@ -134,18 +157,47 @@ def synthetic_descriptions(seed=3):
     for k, descriptor in enumerate(["woman", "old person", "monk"]):
         for index in range(1, 5):
             did = f"d-{k}-{index}"
-            descriptions.append({
-                "audit_id": "vision-audit", "description_id": did, "model_id": "vlm", "model_version": "1",
-                "backend": "test", "image_audit_id": "t2i-x", "t2i_model_id": "sd", "t2i_model_version": "1",
-                "image_setting": "singular", "descriptor": descriptor, "bias_dimension": "age",
-                "image_index": index, "image_sha256": did, "setting": "subjective", "description_kind": "subjective",
-                "seed": index, "prompt": "p", "raw_output": "x", "status": "ok", "error": None, "generated_at": T0,
-            })
+            descriptions.append(
+                {
+                    "audit_id": "vision-audit",
+                    "description_id": did,
+                    "model_id": "vlm",
+                    "model_version": "1",
+                    "backend": "test",
+                    "image_audit_id": "t2i-x",
+                    "t2i_model_id": "sd",
+                    "t2i_model_version": "1",
+                    "image_setting": "singular",
+                    "descriptor": descriptor,
+                    "bias_dimension": "age",
+                    "image_index": index,
+                    "image_sha256": did,
+                    "setting": "subjective",
+                    "description_kind": "subjective",
+                    "seed": index,
+                    "prompt": "p",
+                    "raw_output": "x",
+                    "status": "ok",
+                    "error": None,
+                    "generated_at": T0,
+                }
+            )
             for t in range(int(rng.integers(3, 9))):
                 w = str(rng.choice(vocab))
-                words.append({"description_id": did, "audit_id": "vision-audit", "token_index": t, "token": w,
-                              "lemma": w, "pos": "NOUN", "word": w, "drop_reason": None, "tokenizer": "test",
-                              "tokenised_at": T0})
+                words.append(
+                    {
+                        "description_id": did,
+                        "audit_id": "vision-audit",
+                        "token_index": t,
+                        "token": w,
+                        "lemma": w,
+                        "pos": "NOUN",
+                        "word": w,
+                        "drop_reason": None,
+                        "tokenizer": "test",
+                        "tokenised_at": T0,
+                    }
+                )
     return descriptions, words
 
 
@@ -170,8 +222,7 @@ def paper_reference_t2t(landing: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(landing)
     frame["answer"] = frame["word"].where(frame["parse_status"] == "ok").str.strip().str.lower()
     for setting, part in frame.groupby("setting"):
-        wide = part.pivot_table(index=["descriptor", "descriptor_row", "run"], columns="letter", values="answer",
-                                aggfunc="first")
+        wide = part.pivot_table(index=["descriptor", "descriptor_row", "run"], columns="letter", values="answer", aggfunc="first")
         wide = wide.reindex(columns=list(LETTERS))
         n = len(wide) * 26
         wide.columns = [f"answer_{c}" for c in wide.columns]  # a letter column "w" would clash
@@ -219,8 +270,7 @@ def paper_warehouse(tmp_path_factory):
             counts = con.sql("select * from main.agg_association_counts").df()
             bridge = con.sql("select * from main.fct_association_dimensions").df()
             by_dim = con.sql("select * from main.agg_bias_by_dimension").df()
-        yield {"t2t": t2t, "descriptions": descriptions, "words": words, "fct": fct, "counts": counts,
-               "bridge": bridge, "by_dim": by_dim}
+        yield {"t2t": t2t, "descriptions": descriptions, "words": words, "fct": fct, "counts": counts, "bridge": bridge, "by_dim": by_dim}
 
 
 @pytest.mark.slow

@@ -73,8 +73,7 @@ def test_descriptor_inputs_fingerprint_is_stable():
     # inputs too: CrowS-Pairs, mapping, 5 T2T + 2 T2I CSVs, templates/descriptors/crows_pairs code.
     files = [p for p in a.parts if p.startswith("file:")]
     assert len(files) == 12
-    assert {f"file:t2t_setting{i}.csv" for i in range(1, 6)} | {"file:t2i_setting1.csv", "file:t2i_setting2.csv",
-                                                                 "file:templates.py"} <= set(files)
+    assert {f"file:t2t_setting{i}.csv" for i in range(1, 6)} | {"file:t2i_setting1.csv", "file:t2i_setting2.csv", "file:templates.py"} <= set(files)
 
 
 def test_a_new_dbt_target_folder_starts_from_the_homes_newest_partial_parse(dora_home):
@@ -136,10 +135,13 @@ def test_the_descriptors_step_of_a_second_home_reads_the_tables_the_first_comput
             monkeypatch.setattr(assets, "extract_descriptors", lambda *_: pytest.fail("extracted again"))
         result = dg.materialize([assets.descriptors])
         assert result.success
-        landed.append({t: read_landing(t).sort_by([(c, "ascending") for c in read_landing(t).column_names])
-                       for t in ("descriptors", "descriptor_rows")})
+        landed.append(
+            {t: read_landing(t).sort_by([(c, "ascending") for c in read_landing(t).column_names]) for t in ("descriptors", "descriptor_rows")}
+        )
         metadata.append({k: v.value for k, v in result.asset_materializations_for_node("descriptors")[0].metadata.items()})
-    assert landed[0]["descriptors"].num_rows > 800 and landed[0]["descriptor_rows"].num_rows >= 5 * 406 + 7 + 2 * 344  # a row per dimension of a list row
+    assert (
+        landed[0]["descriptors"].num_rows > 800 and landed[0]["descriptor_rows"].num_rows >= 5 * 406 + 7 + 2 * 344
+    )  # a row per dimension of a list row
     assert all(landed[0][t].equals(landed[1][t]) for t in landed[0])
     assert metadata[0] == metadata[1] and metadata[0]["extracted"] + metadata[0]["curated"] == landed[0]["descriptors"].num_rows
 

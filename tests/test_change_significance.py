@@ -108,21 +108,46 @@ def _land(version: str, order: int) -> None:
     for setting, docs, prompt in (("singular", _docs(version), "A {} is {}"), ("noun", _random_docs(version), "This {} is an {}")):
         for i, (descriptor, words) in enumerate(docs.items()):
             for run, word in enumerate(words, start=1):
-                rows.append({
-                    "audit_id": aid, "model_id": "org/planted", "model_version": version, "backend": "test",
-                    "setting": setting, "descriptor": descriptor, "bias_dimension": DIMENSIONS[i % 4],
-                    # one prompt per descriptor asked `run` times: both versions probe the same rows
-                    "letter": "a", "run": run, "seed": run, "prompt_style": "completion",
-                    "prompt": prompt.format(descriptor, "a"), "raw_output": word, "word": word, "parse_status": "ok",
-                    "generated_at": started + timedelta(minutes=1),
-                })
+                rows.append(
+                    {
+                        "audit_id": aid,
+                        "model_id": "org/planted",
+                        "model_version": version,
+                        "backend": "test",
+                        "setting": setting,
+                        "descriptor": descriptor,
+                        "bias_dimension": DIMENSIONS[i % 4],
+                        # one prompt per descriptor asked `run` times: both versions probe the same rows
+                        "letter": "a",
+                        "run": run,
+                        "seed": run,
+                        "prompt_style": "completion",
+                        "prompt": prompt.format(descriptor, "a"),
+                        "raw_output": word,
+                        "word": word,
+                        "parse_status": "ok",
+                        "generated_at": started + timedelta(minutes=1),
+                    }
+                )
     write_shard("t2t_completions", rows, partition=aid)
-    event = {"audit_id": aid, "model_id": "org/planted", "model_version": version, "modality": "t2t",
-             "config_json": "{}", "config_hash": "beef", "code_version": "test", "target": TARGET}
-    write_shard("audits", [
-        {**event, "status": "started", "rows_generated": 0, "event_at": started},
-        {**event, "status": "finished", "rows_generated": len(rows), "event_at": started + timedelta(minutes=2)},
-    ], partition=aid)
+    event = {
+        "audit_id": aid,
+        "model_id": "org/planted",
+        "model_version": version,
+        "modality": "t2t",
+        "config_json": "{}",
+        "config_hash": "beef",
+        "code_version": "test",
+        "target": TARGET,
+    }
+    write_shard(
+        "audits",
+        [
+            {**event, "status": "started", "rows_generated": 0, "event_at": started},
+            {**event, "status": "finished", "rows_generated": len(rows), "event_at": started + timedelta(minutes=2)},
+        ],
+        partition=aid,
+    )
 
 
 def _significant(docs: dict[str, list[str]]) -> set[tuple[str, str]]:
@@ -140,7 +165,10 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     _land("v1", 0)
     _land("v2", 1)
     # dora diff counts per dimension through the bridge fct_association_dimensions
-    run_dbt(["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions", "+fct_audit_comparisons", *NO_UNIT_TESTS], dora_home)
+    run_dbt(
+        ["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions", "+fct_audit_comparisons", *NO_UNIT_TESTS],
+        dora_home,
+    )
 
     # independent recomputation: listed = significant in either audit; two-sided Fisher; BH over them
     before, after = _docs("v1"), _docs("v2")
@@ -170,10 +198,7 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     nb, na = _random_docs("v1"), _random_docs("v2")
     noun_listed = sorted(_significant(nb) | _significant(na))
     cb, ca = {d: Counter(ws) for d, ws in nb.items()}, {d: Counter(ws) for d, ws in na.items()}
-    noun_p = [
-        stats.fisher_exact([[cb[d][w], len(nb[d]) - cb[d][w]], [ca[d][w], len(na[d]) - ca[d][w]]]).pvalue
-        for d, w in noun_listed
-    ]
+    noun_p = [stats.fisher_exact([[cb[d][w], len(nb[d]) - cb[d][w]], [ca[d][w], len(na[d]) - ca[d][w]]]).pvalue for d, w in noun_listed]
     noun_q = stats.false_discovery_control(noun_p, method="bh")
     noun_rows = run_query(
         "select descriptor, word, change_p, change_q, is_significant_change from fct_association_changes "
@@ -197,8 +222,7 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     assert main(["diff", TARGET]) == 0
     out = capsys.readouterr().out
     n_sig = 1 + sum(q < 0.05 for q in noun_q)
-    assert f"  {n_sig} of {len(listed) + len(noun_listed)} associations (significant in either audit on the common rows) " \
-           "changed significantly" in out
+    assert f"  {n_sig} of {len(listed) + len(noun_listed)} associations (significant in either audit on the common rows) changed significantly" in out
     assert "change_q" in out and "slow" not in out  # only significant changes are listed (top 5 per dimension)
     assert main(["diff", TARGET, "--format", "json", "--top", "100"]) == 0
     import json

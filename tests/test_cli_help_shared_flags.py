@@ -26,16 +26,18 @@ def _shown(text: str, flag: str) -> bool:
 
 
 def test_the_shared_flags_are_those_two_families_declare():
-    assert {families: [f.flag for f in flags] for families, flags in shared_family_flags().items()} == {
-        ("biasdora", "counterfactual"): SHARED}
+    assert {families: [f.flag for f in flags] for families, flags in shared_family_flags().items()} == {("biasdora", "counterfactual"): SHARED}
 
 
-@pytest.mark.parametrize("argv,shown", [
-    (["audit", "--help"], True),
-    (["audit", "--help-family", "counterfactual"], True),
-    (["audit", "--help-family", "biasdora"], True),
-    (["audit", "--help-family", "modscan"], False),
-])
+@pytest.mark.parametrize(
+    "argv,shown",
+    [
+        (["audit", "--help"], True),
+        (["audit", "--help-family", "counterfactual"], True),
+        (["audit", "--help-family", "biasdora"], True),
+        (["audit", "--help-family", "modscan"], False),
+    ],
+)
 def test_shared_flags_show_where_they_are_used(capsys, argv, shown):
     text = _help(capsys, argv)
     assert (TITLE in text) is shown

@@ -24,8 +24,11 @@ def test_every_family_flag_is_in_the_page():
     for family in FAMILIES:
         parser = argparse.ArgumentParser()
         add_audit_arguments(parser, shown=family.name)
-        flags = [a.option_strings[0] for a in parser._actions
-                 if a.option_strings and a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)]
+        flags = [
+            a.option_strings[0]
+            for a in parser._actions
+            if a.option_strings and a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)
+        ]
         assert flags and all(f"| `{f}`" in text for f in flags), [f for f in flags if f"| `{f}`" not in text]
 
 

@@ -53,8 +53,9 @@ def test_fresh_dagster_home_opened_by_three_processes_at_once(tmp_path):
         "with open_instance() as instance:\n"
         "    print(len(instance.get_runs()))\n"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-2000:]
@@ -95,7 +96,9 @@ def test_corrupt_dagster_storage_names_the_file_and_the_recovery(dagster_home, n
     else:
         with open(bad, "r+b") as fh:
             fh.truncate(bad.stat().st_size // 2 or 100)
-    kept = {p: _digest(dagster_home / p) for p in ("landing",)} | {"warehouse": hashlib.sha256((dagster_home / "warehouse.duckdb").read_bytes()).hexdigest()}
+    kept = {p: _digest(dagster_home / p) for p in ("landing",)} | {
+        "warehouse": hashlib.sha256((dagster_home / "warehouse.duckdb").read_bytes()).hexdigest()
+    }
     with pytest.raises(DagsterStorageError) as err:
         open_instance()
     message = str(err.value)
@@ -104,7 +107,9 @@ def test_corrupt_dagster_storage_names_the_file_and_the_recovery(dagster_home, n
     bad.rename(bad.with_name(bad.name + ".corrupt"))
     with open_instance() as instance:
         assert instance.get_runs() == []
-    assert kept == {p: _digest(dagster_home / p) for p in ("landing",)} | {"warehouse": hashlib.sha256((dagster_home / "warehouse.duckdb").read_bytes()).hexdigest()}
+    assert kept == {p: _digest(dagster_home / p) for p in ("landing",)} | {
+        "warehouse": hashlib.sha256((dagster_home / "warehouse.duckdb").read_bytes()).hexdigest()
+    }
 
 
 @pytest.mark.parametrize("command", [["ui", "--port", "1"], ["audit", "--family", "biasdora", "--no-progress"]])
@@ -157,7 +162,6 @@ def test_ui_signal_forwarding_leaves_no_process_of_the_group(tmp_path, child_ign
     time.sleep(0.2)
     assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
     assert signal.getsignal(signal.SIGTERM) == before  # handlers restored
-
 
 
 @pytest.mark.slow
@@ -222,9 +226,30 @@ def test_identical_audits_at_once_then_sigterm_to_the_generating_one(tmp_path):
     with OpenAIStubServer() as server:
         server.completion_reply = reply
         args = _dora(
-            "audit", "--family", "biasdora", "--backend", "openai", "--base-url", server.base_url, "--model", "stub-model",
-            "--prompt-style", "completion", "--per-dimension", "1", "--settings", "singular", "--letters", LETTERS,
-            "--runs", "3", "--judge-backend", "none", "--no-progress", "--audit-id", audit_id,
+            "audit",
+            "--family",
+            "biasdora",
+            "--backend",
+            "openai",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "stub-model",
+            "--prompt-style",
+            "completion",
+            "--per-dimension",
+            "1",
+            "--settings",
+            "singular",
+            "--letters",
+            LETTERS,
+            "--runs",
+            "3",
+            "--judge-backend",
+            "none",
+            "--no-progress",
+            "--audit-id",
+            audit_id,
         )
         env = _env(home, OPENAI_API_KEY="sk-test")
         logs = [tmp_path / f"run{i}.log" for i in range(2)]
@@ -265,7 +290,8 @@ def test_identical_audits_at_once_then_sigterm_to_the_generating_one(tmp_path):
     landed = _landed_t2t(home, audit_id)
     assert len(landed) == len(expected) == 702 and set(landed) == expected  # nothing lost, nothing twice
     count, unique = _warehouse(
-        home, "select count(*), count(distinct (setting, descriptor, descriptor_row, letter, run)) from stg_t2t_completions where audit_id = ?",
+        home,
+        "select count(*), count(distinct (setting, descriptor, descriptor_row, letter, run)) from stg_t2t_completions where audit_id = ?",
         [audit_id],
     )[0]
     assert count == unique == 702

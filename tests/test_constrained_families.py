@@ -31,6 +31,7 @@ def _grammar_choices(grammar: str) -> list[str]:
 
 # ----------------------------------------------------------------------------- ModSCAN text analogues
 
+
 def _modscan_config(**kw):
     from models_inference.probes.modscan.text import TextProbeConfig
 
@@ -95,8 +96,7 @@ def test_modscan_constrained_answer_outside_the_choices_keeps_its_status(dora_ho
         server.constraints = {"grammar"}
         # honoured for the capability probe, not for the audit's queries (a server that did not keep to them)
         server.constrained_reply = lambda req, choices: choices[0] if "alpha" in choices else "neither"
-        summary = run_text_probe(_text_backend(server), _modscan_config(answer_mode="constrained", probes=("modscan_text_faces",)),
-                                 progress=False)
+        summary = run_text_probe(_text_backend(server), _modscan_config(answer_mode="constrained", probes=("modscan_text_faces",)), progress=False)
     rows = _modscan_rows(summary.audit_id)
     assert rows and {(r["status"], r["answer_mode"], r["parsed_choice"]) for r in rows} == {("na_no_term", "grammar", None)}
 
@@ -106,8 +106,7 @@ def test_modscan_constrained_without_a_server_constraint_falls_back_to_free(dora
 
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "The nurse is the one on the left."
-        summary = run_text_probe(_text_backend(server), _modscan_config(answer_mode="constrained", probes=("modscan_text_faces",)),
-                                 progress=False)
+        summary = run_text_probe(_text_backend(server), _modscan_config(answer_mode="constrained", probes=("modscan_text_faces",)), progress=False)
         sent = [r["json"] for r in server.requests]
         probed = len(server.probe_requests)
     rows = _modscan_rows(summary.audit_id)
@@ -135,9 +134,11 @@ def test_modscan_default_is_free_sends_no_constraint_and_keeps_the_audit_id(dora
     rows = _modscan_rows(summary.audit_id)
     assert {r["answer_mode"] for r in rows} == {"free"} and "answer_mode" not in json.loads(rows[0]["generation_params"])
     # the id a free audit had before the option existed
-    old = readable_audit_id("modscan-text", [("stub-model", 40), ("stub-model", 20)],
-                            {"backend": "openai", "model": "stub-model", "max_new_tokens": 24, "temperature": 0.7,
-                             "top_p": 0.95, "prompt_style": "chat"})
+    old = readable_audit_id(
+        "modscan-text",
+        [("stub-model", 40), ("stub-model", 20)],
+        {"backend": "openai", "model": "stub-model", "max_new_tokens": 24, "temperature": 0.7, "top_p": 0.95, "prompt_style": "chat"},
+    )
     assert summary.audit_id == text_audit_id(backend, cfg) == old
 
 
@@ -181,6 +182,7 @@ def test_modscan_answer_mode_flag():
 
 
 # ----------------------------------------------------------------------------- VLStereoSet mcq
+
 
 def _stereotype_letter(req: dict, choices: list) -> str:
     """A "biased" model: the letter of the option holding the stereotypical attribute (the

@@ -25,8 +25,20 @@ def test_default_audit_runs_the_quick_counterfactual_sample():
 def test_probe_selection_and_flags():
     assert not _ops("--family", "biasdora")["counterfactual_responses"].enabled
     assert _ops("--family", "counterfactual", "--family", "biasdora")["counterfactual_responses"].enabled
-    cfg = _ops("--cf-occupations", "", "--cf-runs", "3", "--cf-max-new-tokens", "512", "--cf-numeric-max-new-tokens", "0",
-               "--cf-mitigations", "M1,M3", "--cf-judge-backend", "none")["counterfactual_toxicity"]
+    cfg = _ops(
+        "--cf-occupations",
+        "",
+        "--cf-runs",
+        "3",
+        "--cf-max-new-tokens",
+        "512",
+        "--cf-numeric-max-new-tokens",
+        "0",
+        "--cf-mitigations",
+        "M1,M3",
+        "--cf-judge-backend",
+        "none",
+    )["counterfactual_toxicity"]
     assert cfg.occupations == [] and cfg.runs == 3 and cfg.max_new_tokens == 512 and cfg.numeric_max_new_tokens is None
     assert cfg.mitigations == ["M1", "M3"] and cfg.judge_backend == "none"
 
@@ -36,8 +48,15 @@ def test_assets_are_in_the_audit_job():
     from orchestration.instance import AUDIT_JOB
 
     keys = {k.to_user_string() for k in defs.resolve_job_def(AUDIT_JOB).asset_layer.executable_asset_keys}
-    assert {"landing/counterfactual_responses", "landing/counterfactual_toxicity", "landing/counterfactual_stereotype_flags",
-            "fct_max_toxicity", "agg_max_toxicity", "fct_group_word_pmi", "agg_numeric_ratings"} <= keys
+    assert {
+        "landing/counterfactual_responses",
+        "landing/counterfactual_toxicity",
+        "landing/counterfactual_stereotype_flags",
+        "fct_max_toxicity",
+        "agg_max_toxicity",
+        "fct_group_word_pmi",
+        "agg_numeric_ratings",
+    } <= keys
 
 
 @pytest.mark.slow
@@ -55,8 +74,15 @@ def test_assets_materialise_through_dagster(dora_home, monkeypatch):
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "7" if "Rating:" in str(req["messages"]) else "calm, careful, kind"
         cfg = CounterfactualConfig(
-            model="gpt-stub", backend="openai", base_url=server.base_url, occupations=["nurse"], subsets=["physical_gender"],
-            prompts=["Characteristics", "Hiring"], judge_backend="openai", judge_model="gpt-stub", judge_base_url=server.base_url,
+            model="gpt-stub",
+            backend="openai",
+            base_url=server.base_url,
+            occupations=["nurse"],
+            subsets=["physical_gender"],
+            prompts=["Characteristics", "Hiring"],
+            judge_backend="openai",
+            judge_model="gpt-stub",
+            judge_base_url=server.base_url,
             progress=False,
         )
         ops = {op: cfg for op in ("counterfactual_responses", "counterfactual_toxicity", "counterfactual_stereotype_filter")}

@@ -4,7 +4,6 @@ against scipy, and one end-to-end audit (tiny random-weight LLaVA for the image 
 local OpenAI stub for the paired text sets) read back from ``agg_lvlm_llm_max_toxicity``,
 ``dora report`` and ``dora diff --family counterfactual``."""
 
-
 import pytest
 
 from ingestion.errors import CounterfactualInputError
@@ -30,7 +29,10 @@ def image_folder(root, occupations=("nurse", "doctor", "plumber")):
 def test_folder_layout_gives_sets_and_quarantines_the_rest(tmp_path):
     sets = load_image_folder(image_folder(tmp_path / "imgs"))
     assert [(s.set_id, s.subset, s.occupation, len(s.members)) for s in sets] == [
-        ("doctor-0", "race_gender", "doctor", 4), ("nurse-0", "race_gender", "nurse", 4), ("plumber-0", "race_gender", "plumber", 4)]
+        ("doctor-0", "race_gender", "doctor", 4),
+        ("nurse-0", "race_gender", "nurse", 4),
+        ("plumber-0", "race_gender", "plumber", 4),
+    ]
     nurse = sets[1]
     assert {m.group for m in nurse.members} == {"White male", "White female", "Black male", "Black female"}
     assert all(m.image_path.endswith(".png") and m.caption.startswith("A photo of a ") for m in nurse.members)
@@ -52,8 +54,9 @@ def test_folder_errors_are_one_line(tmp_path):
 def test_folder_with_a_manifest_reads_the_manifest(tmp_path):
     for i, (a1, a2) in enumerate(MEMBERS[:2]):
         (tmp_path / f"m{i}.png").write_bytes(tiny_png((9 * i, 0, 0)))
-    (tmp_path / "manifest.csv").write_text("set_id,subset,occupation,a1,a2,image_path\n"
-                                           "k,race_gender,nurse,White,male,m0.png\nk,race_gender,nurse,White,female,m1.png\n")
+    (tmp_path / "manifest.csv").write_text(
+        "set_id,subset,occupation,a1,a2,image_path\nk,race_gender,nurse,White,male,m0.png\nk,race_gender,nurse,White,female,m1.png\n"
+    )
     sets = load_image_sets(tmp_path)
     assert [(s.set_id, len(s.members)) for s in sets] == [("k", 2)]
 
@@ -78,12 +81,39 @@ def test_cf_images_flags_and_dry_run_plan(tmp_path, capsys):
     from orchestration.cli.parser import build_parser
 
     folder = image_folder(tmp_path / "imgs")
-    args = build_parser().parse_args(["audit", "--cf-images", str(folder), "--cf-vision-model", "tiny", "--cf-vision-backend",
-                                      "transformers", "--cf-vision-batch-size", "2", "--cf-no-paired-text"])
+    args = build_parser().parse_args(
+        [
+            "audit",
+            "--cf-images",
+            str(folder),
+            "--cf-vision-model",
+            "tiny",
+            "--cf-vision-backend",
+            "transformers",
+            "--cf-vision-batch-size",
+            "2",
+            "--cf-no-paired-text",
+        ]
+    )
     cfg = audit_run_config(args).ops["counterfactual_responses"]
     assert (cfg.images, cfg.vision_model, cfg.vision_batch_size, cfg.paired_text) == (str(folder), "tiny", 2, False)
-    assert main(["audit", "--family", "counterfactual", "--cf-images", str(folder), "--cf-vision-model", "tiny",
-                 "--cf-prompts", "Characteristics", "--dry-run"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                "--family",
+                "counterfactual",
+                "--cf-images",
+                str(folder),
+                "--cf-vision-model",
+                "tiny",
+                "--cf-prompts",
+                "Characteristics",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "counterfactual: 3 sets x 1 prompts" in out  # the paired text sets are the image sets
     assert "counterfactual image sets: 3 sets (2 images quarantined) x 1 prompts on tiny (transformers): 12 responses" in out
@@ -118,16 +148,39 @@ def test_dora_audit_cf_images_end_to_end(dora_home, tmp_path, monkeypatch, capsy
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
         server.chat_reply = _reply
-        code = main(["audit", "--family", "counterfactual", "--model", "gpt-stub", "--backend", "openai", "--base-url", server.base_url,
-                     "--cf-images", str(folder), "--cf-vision-model", llava, "--cf-prompts", "Characteristics",
-                     "--cf-max-new-tokens", "4", "--cf-judge-backend", "none", "--no-progress"])
+        code = main(
+            [
+                "audit",
+                "--family",
+                "counterfactual",
+                "--model",
+                "gpt-stub",
+                "--backend",
+                "openai",
+                "--base-url",
+                server.base_url,
+                "--cf-images",
+                str(folder),
+                "--cf-vision-model",
+                llava,
+                "--cf-prompts",
+                "Characteristics",
+                "--cf-max-new-tokens",
+                "4",
+                "--cf-judge-backend",
+                "none",
+                "--no-progress",
+            ]
+        )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "(image sets on " in out and "12 new responses (12 planned, 3 sets, 2 images quarantined" in out
     rows = warehouse_rows(dora_home, "select variant, count(*), count(toxicity) from fct_counterfactual_responses group by 1 order by 1")
     assert rows == [("image", 12, 12), ("text", 12, 12)]
-    pairs = warehouse_rows(dora_home, "select units, occupations, llm_model_id, r_units, p_units, llm_mean_max_toxicity "
-                                      "from agg_lvlm_llm_max_toxicity where head = 'toxicity'")
+    pairs = warehouse_rows(
+        dora_home,
+        "select units, occupations, llm_model_id, r_units, p_units, llm_mean_max_toxicity from agg_lvlm_llm_max_toxicity where head = 'toxicity'",
+    )
     assert len(pairs) == 1 and pairs[0][:3] == (3, 3, "gpt-stub")
     r, p = pairs[0][3:5]
     assert r is None or (-1 <= r <= 1 and 0 <= p <= 1)  # random LVLM text: any r; null when its MaxToxicity is constant
@@ -147,10 +200,10 @@ def test_diff_shows_the_lvlm_llm_rows_of_its_audits():
     from orchestration.defs.counterfactual.family import CHANGE_TEST
 
     cols = list(CHANGE_TEST.related[3])
-    related = QueryResult(cols, [("cfimage-a", "cftext-b", "race_gender", "Characteristics", "none", "toxicity", 5, 0.79, 0.11,
-                                  4, 0.99, 0.008, 0.1, 0.125)])
-    diff = FamilyDiff(CHANGE_TEST, "llava", AuditRef("cfimage-0", "v0", 1), AuditRef("cfimage-a", "v1", 2), {}, QueryResult([], []),
-                      related)
+    related = QueryResult(
+        cols, [("cfimage-a", "cftext-b", "race_gender", "Characteristics", "none", "toxicity", 5, 0.79, 0.11, 4, 0.99, 0.008, 0.1, 0.125)]
+    )
+    diff = FamilyDiff(CHANGE_TEST, "llava", AuditRef("cfimage-0", "v0", 1), AuditRef("cfimage-a", "v1", 2), {}, QueryResult([], []), related)
     text = diff.text()
     assert "LVLM vs LLM MaxToxicity (section 5.1 Pearson r / p, Table 3 differences) (agg_lvlm_llm_max_toxicity, 1 rows):" in text
     assert "cftext-b" in text and "0.79" in text

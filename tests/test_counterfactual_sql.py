@@ -36,8 +36,29 @@ def responses(con, rows):
 
 
 def row(set_id, run, group, tox, status="ok", insult=None):
-    return ["a", "m", "v", "text", "race_gender", set_id, "nurse", "open", "Describe", "none", run, "x", group, group,
-            status, tox, None, None, None, insult, None]
+    return [
+        "a",
+        "m",
+        "v",
+        "text",
+        "race_gender",
+        set_id,
+        "nurse",
+        "open",
+        "Describe",
+        "none",
+        run,
+        "x",
+        group,
+        group,
+        status,
+        tox,
+        None,
+        None,
+        None,
+        insult,
+        None,
+    ]
 
 
 def test_max_toxicity_vectors():
@@ -51,8 +72,10 @@ def test_max_toxicity_vectors():
     rows += [row("m", 1, "a", 0.9), row("m", 1, "b", 0.1), row("m", 1, "c", 0.1), row("m", 1, "d", None, status="error")]
     responses(con, rows)
     con.execute(f"create table fct_max_toxicity as {model_sql('fct_max_toxicity')}")
-    got = {(s, run): (v, g) for s, run, v, g in con.sql(
-        "select set_id, run, max_toxicity, max_group from fct_max_toxicity where head = 'toxicity'").fetchall()}
+    got = {
+        (s, run): (v, g)
+        for s, run, v, g in con.sql("select set_id, run, max_toxicity, max_group from fct_max_toxicity where head = 'toxicity'").fetchall()
+    }
     assert got[("c", 1)][0] == pytest.approx(0.38) and got[("c", 1)][1] == "c"
     assert got[("e", 1)][0] == 0
     assert [round(got[("s", k)][0], 10) for k in (1, 2, 3)] == [0.1, 0.3, 0.2]
@@ -69,14 +92,18 @@ def test_max_toxicity_vectors():
 
 def test_pmi_vector():
     con = duckdb.connect()
-    con.execute("create table int_counterfactual_words (audit_id varchar, model_id varchar, model_version varchar, "
-                "variant varchar, subset varchar, group_label varchar, response_id varchar, word varchar)")
+    con.execute(
+        "create table int_counterfactual_words (audit_id varchar, model_id varchar, model_version varchar, "
+        "variant varchar, subset varchar, group_label varchar, response_id varchar, word varchar)"
+    )
     words = [("D", "w", 20), ("D", "x", 971), ("D", "v", 9), ("O", "w", 30), ("O", "x", 8739), ("O", "y", 231)]
     for g, w, n in words:
         con.execute("insert into int_counterfactual_words select 'a', 'm', 'v', 'text', 'rg', ?, 'r', ? from range(?)", [g, w, n])
     con.execute(f"create table pmi as {model_sql('int_counterfactual_word_pmi')}")
-    got = {(g, w): (s, pg, po, c) for g, w, s, pg, po, c in con.sql(
-        "select group_label, word, s_w, pmi_group, pmi_other, is_candidate from pmi").fetchall()}
+    got = {
+        (g, w): (s, pg, po, c)
+        for g, w, s, pg, po, c in con.sql("select group_label, word, s_w, pmi_group, pmi_other, is_candidate from pmi").fetchall()
+    }
     s, pmi_d, pmi_other, cand = got[("D", "w")]
     assert pmi_d == pytest.approx(2.0) and pmi_other == pytest.approx(-0.5850, abs=1e-4)  # C.5.4
     assert s == pytest.approx(math.log2(6)) and s == pytest.approx(pmi_d - pmi_other) and cand
@@ -92,8 +119,7 @@ def test_kruskal_udf_matches_scipy():
     assert kruskal_pvalue([3.0, 3.0, 3.0], ["a", "b", "c"]) is None  # all equal
     con = duckdb.connect()
     register_functions(con)
-    p = con.sql("select kruskal_p([1, 2, 3, 4, 5, 6, 7, 2.5, 3.5]::double[], "
-                "['a','a','a','a','b','b','b','c','c'])").fetchall()[0][0]
+    p = con.sql("select kruskal_p([1, 2, 3, 4, 5, 6, 7, 2.5, 3.5]::double[], ['a','a','a','a','b','b','b','c','c'])").fetchall()[0][0]
     assert p == pytest.approx(expected)
 
 
@@ -117,14 +143,30 @@ def test_staging_numbers_runs_from_1_and_keeps_seed_for_the_random_seed():
 
     t0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
     key = {"audit_id": "a", "set_id": "s1", "a1": "x", "a2": "y", "prompt_label": "Describe", "mitigation": "none"}
-    rows = staged("counterfactual_responses", [
-        {**key, "seed": 0, "generation_seed": 111, "status": "error", "response_id": "r0", "generated_at": t0},
-        {**key, "seed": 0, "generation_seed": 111, "status": "ok", "response_id": "r0", "generated_at": t0 + timedelta(hours=1)},
-        {**key, "seed": 1, "generation_seed": 222, "status": "ok", "response_id": "r1", "generated_at": t0},
-    ])
+    rows = staged(
+        "counterfactual_responses",
+        [
+            {**key, "seed": 0, "generation_seed": 111, "status": "error", "response_id": "r0", "generated_at": t0},
+            {**key, "seed": 0, "generation_seed": 111, "status": "ok", "response_id": "r0", "generated_at": t0 + timedelta(hours=1)},
+            {**key, "seed": 1, "generation_seed": 222, "status": "ok", "response_id": "r1", "generated_at": t0},
+        ],
+    )
     assert "generation_seed" not in rows[0]
     assert sorted((r["run"], r["seed"], r["status"]) for r in rows) == [(1, 111, "ok"), (2, 222, "ok")]
-    flags = staged("counterfactual_stereotype_flags", [
-        {"audit_id": "a", "subset": "race_gender", "group_label": "D", "repeat": k, "judge_model_version": "j",
-         "word_list_hash": "h", "parse_status": "ok", "judged_at": t0} for k in range(3)])
+    flags = staged(
+        "counterfactual_stereotype_flags",
+        [
+            {
+                "audit_id": "a",
+                "subset": "race_gender",
+                "group_label": "D",
+                "repeat": k,
+                "judge_model_version": "j",
+                "word_list_hash": "h",
+                "parse_status": "ok",
+                "judged_at": t0,
+            }
+            for k in range(3)
+        ],
+    )
     assert "repeat" not in flags[0] and sorted(r["run"] for r in flags) == [1, 2, 3]

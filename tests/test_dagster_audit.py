@@ -24,9 +24,7 @@ def test_audit_job_materialises_every_asset(finished_audit, monkeypatch):
     rows = run_query("select count(*), count(distinct bias_dimension) from stg_t2t_completions").rows[0]
     assert rows == (72, 9)
     n_assoc = run_query("select count(*) from fct_associations").rows[0][0]
-    ok_words = run_query(
-        "select count(distinct (setting, descriptor, word)) from stg_t2t_completions where parse_status = 'ok'"
-    ).rows[0][0]
+    ok_words = run_query("select count(distinct (setting, descriptor, word)) from stg_t2t_completions where parse_status = 'ok'").rows[0][0]
     assert n_assoc == ok_words > 0
 
 
@@ -93,8 +91,7 @@ def test_rerun_is_a_no_op_and_another_selection_is_another_audit(finished_audit,
         to_associations = dg.AssetSelection.assets("fct_associations").upstream() & dg.AssetSelection.assets(dora_dbt_models)
         t2t_assets = {dg.AssetKey(["landing", name]) for name in ("descriptors", "descriptor_rows", "t2t_completions", "audits")}
         more_config = {"ops": {"t2t_completions": {"config": {**T2T_CONFIG, "letters": "bmz"}}}}
-        more = job.execute_in_process(run_config=more_config, instance=instance,
-                                      asset_selection=sorted(to_associations.resolve(graph) | t2t_assets))
+        more = job.execute_in_process(run_config=more_config, instance=instance, asset_selection=sorted(to_associations.resolve(graph) | t2t_assets))
         assert more.success
         md3 = {tuple(e.materialization.asset_key.path): e.materialization.metadata for e in more.get_asset_materialization_events()}
         assert md3[("landing", "t2t_completions")]["rows_generated"].value == 108
@@ -112,12 +109,18 @@ def test_yaml_descriptions_reach_the_warehouse_as_comments(finished_audit):
 
     con = duckdb.connect(str(finished_audit.home / "warehouse.duckdb"), read_only=True)
     try:
-        comments = dict(con.execute(
-            "select table_name || '.' || column_name, comment from duckdb_columns() "
-            "where table_name in ('fct_associations', 'fct_association_dimensions')").fetchall())
-        relations = dict(con.execute(
-            "select table_name, comment from duckdb_tables() where table_name = 'fct_associations' "
-            "union all select view_name, comment from duckdb_views() where view_name = 'fct_association_dimensions'").fetchall())
+        comments = dict(
+            con.execute(
+                "select table_name || '.' || column_name, comment from duckdb_columns() "
+                "where table_name in ('fct_associations', 'fct_association_dimensions')"
+            ).fetchall()
+        )
+        relations = dict(
+            con.execute(
+                "select table_name, comment from duckdb_tables() where table_name = 'fct_associations' "
+                "union all select view_name, comment from duckdb_views() where view_name = 'fct_association_dimensions'"
+            ).fetchall()
+        )
     finally:
         con.close()
     assert comments["fct_associations.tf"].startswith("Term frequency tf(d,w)")

@@ -17,16 +17,19 @@ TEST_ID = "test.dora.model_rules_fct_x_a__b.0123456789"
 TEST = "model_rules in dbt_project/models/marts/fam/fct_x.yml"
 
 
-@pytest.mark.parametrize("rule,name", [
-    ("fisher_q >= fisher_p", "fisher_q_ge_fisher_p"),
-    ("is_significant = (fisher_q < 0.05)", "is_significant_eq_fisher_q_lt_0_05"),
-    ("paper_p_value >= 0 and paper_p_value <= 1", "paper_p_value_between_0_and_1"),
-    ("r_units >= -1.000000001 and r_units <= 1.000000001", "r_units_between_minus_1_000000001_and_1_000000001"),
-    ("modality in ('t2t', 't2i', 'i2t')", "modality_in_t2t_t2i_i2t"),
-    ("from_audit_id <> to_audit_id", "from_audit_id_ne_to_audit_id"),
-    ("(rating is not null) = (parse_status = 'ok')", "rating_is_not_null_eq_parse_status_eq_ok"),
-    ("n_selected <= n_responses and n_responses <= n_queries", "n_selected_le_n_responses_and_n_responses_le_n_queries"),
-])
+@pytest.mark.parametrize(
+    "rule,name",
+    [
+        ("fisher_q >= fisher_p", "fisher_q_ge_fisher_p"),
+        ("is_significant = (fisher_q < 0.05)", "is_significant_eq_fisher_q_lt_0_05"),
+        ("paper_p_value >= 0 and paper_p_value <= 1", "paper_p_value_between_0_and_1"),
+        ("r_units >= -1.000000001 and r_units <= 1.000000001", "r_units_between_minus_1_000000001_and_1_000000001"),
+        ("modality in ('t2t', 't2i', 'i2t')", "modality_in_t2t_t2i_i2t"),
+        ("from_audit_id <> to_audit_id", "from_audit_id_ne_to_audit_id"),
+        ("(rating is not null) = (parse_status = 'ok')", "rating_is_not_null_eq_parse_status_eq_ok"),
+        ("n_selected <= n_responses and n_responses <= n_queries", "n_selected_le_n_responses_and_n_responses_le_n_queries"),
+    ],
+)
 def test_a_rule_is_named_after_what_it_says(rule, name):
     assert rule_name(rule) == name
 
@@ -44,11 +47,20 @@ def _manifest(**nodes):
 
 
 def test_a_model_rules_test_is_one_check_per_rule_and_repeats_are_numbered():
-    node = {"name": "model_rules_fct_x_a__b", "original_file_path": "models/marts/fam/fct_x.yml",
-            "test_metadata": {"name": "model_rules", "kwargs": {
-                "not_null": ["a", "b"], "unique": ["a", "b"], "rules": ["b >= a", "b>=a", "a in ('x', 'y')"]}}}
-    unique = {"name": "unique_fct_x_a", "column_name": "a", "original_file_path": "models/marts/fam/fct_x.yml",
-              "test_metadata": {"name": "unique", "kwargs": {"column_name": "a"}}}
+    node = {
+        "name": "model_rules_fct_x_a__b",
+        "original_file_path": "models/marts/fam/fct_x.yml",
+        "test_metadata": {
+            "name": "model_rules",
+            "kwargs": {"not_null": ["a", "b"], "unique": ["a", "b"], "rules": ["b >= a", "b>=a", "a in ('x', 'y')"]},
+        },
+    }
+    unique = {
+        "name": "unique_fct_x_a",
+        "column_name": "a",
+        "original_file_path": "models/marts/fam/fct_x.yml",
+        "test_metadata": {"name": "unique", "kwargs": {"column_name": "a"}},
+    }
     manifest = _manifest(**{TEST_ID: node, "test.dora.unique_fct_x_a.1": unique})
     checks = named_checks(manifest, TEST_ID, "fct_x")
     assert [(c.name, c.rule, c.labels) for c in checks] == [
@@ -67,12 +79,23 @@ def test_a_model_rules_test_is_one_check_per_rule_and_repeats_are_numbered():
 
 
 def test_dbt_own_tests_and_a_singular_test_are_named_after_their_column_or_file():
-    rel = {"name": "relationships_fct_x_b__a__ref_fct_y_", "column_name": "b", "original_file_path": "m.yml",
-           "test_metadata": {"name": "relationships", "kwargs": {"column_name": "b", "to": "ref('fct_y')", "field": "a"}}}
-    values = {"name": "accepted_values_fct_x_c", "column_name": "c", "original_file_path": "m.yml",
-              "test_metadata": {"name": "accepted_values", "kwargs": {"column_name": "c", "values": ["p", "q"]}}}
-    singular = {"name": "fct_x_pairs_one_kind", "original_file_path": "tests/fct_x_pairs_one_kind.sql",
-                "raw_code": "{#-\n    Pairs of one kind only:\n    the same target. -#}\nselect 1"}
+    rel = {
+        "name": "relationships_fct_x_b__a__ref_fct_y_",
+        "column_name": "b",
+        "original_file_path": "m.yml",
+        "test_metadata": {"name": "relationships", "kwargs": {"column_name": "b", "to": "ref('fct_y')", "field": "a"}},
+    }
+    values = {
+        "name": "accepted_values_fct_x_c",
+        "column_name": "c",
+        "original_file_path": "m.yml",
+        "test_metadata": {"name": "accepted_values", "kwargs": {"column_name": "c", "values": ["p", "q"]}},
+    }
+    singular = {
+        "name": "fct_x_pairs_one_kind",
+        "original_file_path": "tests/fct_x_pairs_one_kind.sql",
+        "raw_code": "{#-\n    Pairs of one kind only:\n    the same target. -#}\nselect 1",
+    }
     manifest = _manifest(**{"test.r": rel, "test.v": values, "test.s": singular})
     (r,), (v,), (s,) = (named_checks(manifest, uid, "fct_x") for uid in ("test.r", "test.v", "test.s"))
     assert dbt_test_label(manifest, "test.r") == "relationships in dbt_project/m.yml"
@@ -81,8 +104,9 @@ def test_dbt_own_tests_and_a_singular_test_are_named_after_their_column_or_file(
     assert r.description == "Every non-NULL `b` of `fct_x` is a `a` of `fct_y` (dbt's relationships test)."
     assert (v.name, v.rule) == ("accepted_values_c", "c in ['p', 'q']")
     assert s.name == "fct_x_pairs_one_kind"
-    assert s.description == ("Pairs of one kind only: the same target. (dbt_project/tests/fct_x_pairs_one_kind.sql: "
-                             "fails on every row its query returns)")
+    assert s.description == (
+        "Pairs of one kind only: the same target. (dbt_project/tests/fct_x_pairs_one_kind.sql: fails on every row its query returns)"
+    )
 
 
 NOT_NULL = NamedCheck("not_null", "d", "not null: a, b", ("not null: a", "not null: b"))
@@ -106,14 +130,15 @@ def test_each_check_result_names_what_broke_and_how_many_rows():
     # a rule of a failing test that no row breaks passes
     assert _result(ROW_RULE, "fail", {"not null: b": 3}) == (True, dg.AssetCheckSeverity.ERROR, None, 0)
     assert _result(ROW_RULE, "warn", {"b >= a": 4}) == (False, dg.AssetCheckSeverity.WARN, "4 rows break `b >= a`", 4)
-    assert _result(WHOLE, "fail", {"": 5})[:3] == (False, dg.AssetCheckSeverity.ERROR,
-                                                    f"5 rows fail `unique: a` ({TEST})")
+    assert _result(WHOLE, "fail", {"": 5})[:3] == (False, dg.AssetCheckSeverity.ERROR, f"5 rows fail `unique: a` ({TEST})")
     assert _result(WHOLE, "pass", {"": 0})[0] and _result(NOT_NULL, "pass", None)[0]
     assert _result(ROW_RULE, "error", None, "the dbt test could not run: boom")[:3] == (
-        False, dg.AssetCheckSeverity.ERROR, "the dbt test could not run: boom")
+        False,
+        dg.AssetCheckSeverity.ERROR,
+        "the dbt test could not run: boom",
+    )
     metadata = check_result(KEY, ROW_RULE, status="fail", test=TEST, failing=failing).metadata
-    assert {k: v.value for k, v in metadata.items()} == {"rule": "b >= a", "dbt_test": TEST, "dbt_status": "fail",
-                                                          "failing_rows": 1}
+    assert {k: v.value for k, v in metadata.items()} == {"rule": "b >= a", "dbt_test": TEST, "dbt_status": "fail", "failing_rows": 1}
 
 
 @pytest.mark.slow
@@ -125,15 +150,12 @@ def test_a_failing_rule_is_named_in_its_check_in_a_real_build(dora_home):
     from orchestration.definitions import defs
     from tests.helpers.landing_rows import completion
 
-    write_shard("t2t_completions", [completion("audit-x", "old person", "good", setting="sideways"),
-                                    completion("audit-x", "old person", "kind")])
+    write_shard("t2t_completions", [completion("audit-x", "old person", "good", setting="sideways"), completion("audit-x", "old person", "kind")])
     job = defs.resolve_implicit_global_asset_job_def()
     with dg.instance_for_test() as instance:
-        result = job.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("stg_t2t_completions")],
-                                        raise_on_error=False)
+        result = job.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("stg_t2t_completions")], raise_on_error=False)
     assert not result.success
-    checks = {e.event_specific_data.check_name: e.event_specific_data for e in result.all_events
-              if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    checks = {e.event_specific_data.check_name: e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
     setting = "setting_in_singular_plural_adjective_noun_verb"
     assert {name for name, c in checks.items() if not c.passed} == {setting}
     assert {"not_null", "unique_key", "accepted_values_bias_dimension", setting} <= set(checks)

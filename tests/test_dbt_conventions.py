@@ -130,15 +130,23 @@ def test_model_rules_lists_each_broken_rule():
 
     body = (PROJECT / "tests" / "generic" / "model_rules.sql").read_text()
     env = jinja2.Environment(extensions=["jinja2.ext.do"])
-    template = env.from_string(body.replace("{% test", "{% macro").replace("{% endtest %}", "{% endmacro %}")
-                               + "{{ model_rules(model, not_null, unique, rules) }}")
+    template = env.from_string(
+        body.replace("{% test", "{% macro").replace("{% endtest %}", "{% endmacro %}") + "{{ model_rules(model, not_null, unique, rules) }}"
+    )
     rules = ["q >= p", "p >= 0 and p <= 1", "modality in ('t2t', 'i2t')"]
     sql = template.render(model="t", not_null=["k", "modality"], unique=["k", "modality"], rules=rules)
     with duckdb.connect() as con:
-        con.execute("create table t as select * from (values (1, 0.1, 0.2, 't2t'), (2, 0.5, 0.4, 'i2t'), (3, 1.5, 1.6, 't2i'),"
-                    " (4, null, null, null), (5, null, null, null), (5, null, null, null)) v(k, p, q, modality)")
+        con.execute(
+            "create table t as select * from (values (1, 0.1, 0.2, 't2t'), (2, 0.5, 0.4, 'i2t'), (3, 1.5, 1.6, 't2i'),"
+            " (4, null, null, null), (5, null, null, null), (5, null, null, null)) v(k, p, q, modality)"
+        )
         assert sorted(con.execute(sql).fetchall()) == [
-            (2, "not null: modality", 3), (3, "unique: k, modality", 1), (4, "q >= p", 1), (5, rules[1], 1), (6, rules[2], 1)]
+            (2, "not null: modality", 3),
+            (3, "unique: k, modality", 1),
+            (4, "q >= p", 1),
+            (5, rules[1], 1),
+            (6, rules[2], 1),
+        ]
         con.execute("delete from t where p >= 0.5 or p is null")
         assert con.execute(sql).fetchall() == []
         only_rules = template.render(model="t", not_null=None, unique=None, rules=rules)
@@ -156,8 +164,9 @@ def test_data_rules_are_stated_once_per_model():
             tests = [*(model.get("data_tests") or []), *(t for c in model.get("columns", []) for t in c.get("data_tests") or [])]
             kinds = [next(iter(t)) if isinstance(t, dict) else t for t in tests]
             assert kinds.count("model_rules") <= 1, (path, model["name"])
-            assert not {"not_null", "accepted_range", "expression_is_true", "not_null_columns",
-                        "unique_combination_of_columns", "row_rules"} & set(kinds), (path, model["name"])
+            assert not {"not_null", "accepted_range", "expression_is_true", "not_null_columns", "unique_combination_of_columns", "row_rules"} & set(
+                kinds
+            ), (path, model["name"])
             for t in tests:
                 if isinstance(t, dict) and "model_rules" in t:
                     arguments = t["model_rules"]["arguments"]
@@ -166,6 +175,7 @@ def test_data_rules_are_stated_once_per_model():
             for t in tests:  # accepted_values stays only where its values are a dbt var (with a severity)
                 if isinstance(t, dict) and "accepted_values" in t:
                     assert isinstance(t["accepted_values"]["arguments"]["values"], str), (path, model["name"])
+
 
 #: what a model of each layer may read (``depends_on.nodes`` of the parsed manifest, which also
 #: holds the refs of the macros a model calls): staging reads the landing source and other
@@ -192,8 +202,11 @@ def test_each_layer_reads_only_downward(manifest):
     models = {uid: node for uid, node in manifest["nodes"].items() if node["resource_type"] == "model"}
     layer = {uid: Path(node["original_file_path"]).parts[1] for uid, node in models.items()}
     assert sorted(node["name"] for node in models.values()) == sorted(p.stem for p in model_files()), "a stale manifest"
-    edges = [(node["name"], layer[uid], dep, layer.get(dep, dep.split(".")[0]))  # a source's "layer": source
-             for uid, node in models.items() for dep in node["depends_on"]["nodes"]]
+    edges = [
+        (node["name"], layer[uid], dep, layer.get(dep, dep.split(".")[0]))  # a source's "layer": source
+        for uid, node in models.items()
+        for dep in node["depends_on"]["nodes"]
+    ]
     assert [f"{name} ({lower}) reads {dep}" for name, lower, dep, upper in edges if upper not in LAYER_READS[lower]] == []
     # every allowed kind of read occurs (staging -> staging included), so the rule is not vacuous
     assert {(lower, upper) for _, lower, _, upper in edges} == {(lower, upper) for lower, allowed in LAYER_READS.items() for upper in allowed}

@@ -60,7 +60,8 @@ def test_tokenising_lemmas_pos_and_drop_reasons():
 def test_numbers_symbols_case_and_plural_descriptor_words():
     rows = tokenise_descriptions(
         ["She looks carefree and HAPPY; 2 birds fly by! Three $ signs.", "The elderly people are resting."],
-        ["young person", "old person"], **LEGACY,
+        ["young person", "old person"],
+        **LEGACY,
     )
     words = [[r["word"] for r in doc if r["word"]] for doc in rows]
     assert words == [["look", "carefree", "happy", "bird", "fly", "sign"], ["elderly", "rest"]]
@@ -81,13 +82,26 @@ def description(did, descriptor, image_setting, image_index, setting, text, *, s
     """One landing/i2t_descriptions row of the fixture description audit 'vision-fixture'."""
     kind = "objective" if setting in ("straightforward", "moderate", "comprehensive") else "subjective"
     return {
-        "audit_id": "vision-fixture", "description_id": did, "model_id": "llava-fixture",
-        "model_version": "lv1", "backend": "transformers", "image_audit_id": "t2i-fixture",
-        "t2i_model_id": "sd-fixture", "t2i_model_version": "sv1", "image_setting": image_setting,
-        "descriptor": descriptor, "bias_dimension": "age", "image_index": image_index,
-        "image_sha256": f"{image_setting}-{descriptor}-{image_index}", "setting": setting,
-        "description_kind": kind, "seed": image_index, "prompt": f"prompt of {setting}",
-        "raw_output": text, "status": status, "error": "boom" if status == "error" else None,
+        "audit_id": "vision-fixture",
+        "description_id": did,
+        "model_id": "llava-fixture",
+        "model_version": "lv1",
+        "backend": "transformers",
+        "image_audit_id": "t2i-fixture",
+        "t2i_model_id": "sd-fixture",
+        "t2i_model_version": "sv1",
+        "image_setting": image_setting,
+        "descriptor": descriptor,
+        "bias_dimension": "age",
+        "image_index": image_index,
+        "image_sha256": f"{image_setting}-{descriptor}-{image_index}",
+        "setting": setting,
+        "description_kind": kind,
+        "seed": image_index,
+        "prompt": f"prompt of {setting}",
+        "raw_output": text,
+        "status": status,
+        "error": "boom" if status == "error" else None,
         "generated_at": at,
     }
 
@@ -198,13 +212,9 @@ def test_staging_keeps_every_token_with_its_reason(fixture_warehouse):
     home, *_ = fixture_warehouse
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         reasons = dict(
-            con.execute(
-                "select coalesce(drop_reason, 'kept'), count(*) from stg_description_words "
-                "where description_id = 'o1' group by 1"
-            ).fetchall()
+            con.execute("select coalesce(drop_reason, 'kept'), count(*) from stg_description_words where description_id = 'o1' group by 1").fetchall()
         )
-        statuses = dict(con.execute(
-            "select status, count(*) from stg_i2t_descriptions group by 1").fetchall())
+        statuses = dict(con.execute("select status, count(*) from stg_i2t_descriptions group by 1").fetchall())
     assert reasons == {"kept": 7, "stop": 6, "descriptor": 1, "punct": 1}
     # o4 (error) is replaced by the later o5 for the same key
     assert statuses == {"ok": 6, "truncated": 1, "empty": 1}
@@ -242,7 +252,9 @@ def test_spacy_stop_list_is_spacys_read_without_importing_spacy():
     from ingestion.description_words import spacy_english_stop_words
 
     assert spacy_english_stop_words() == frozenset(STOP_WORDS) and len(STOP_WORDS) == 326
-    code = ("import sys; from ingestion.description_words import spacy_english_stop_words as s; "
-            "print(len(s()), 'spacy' in sys.modules, 'torch' in sys.modules)")
+    code = (
+        "import sys; from ingestion.description_words import spacy_english_stop_words as s; "
+        "print(len(s()), 'spacy' in sys.modules, 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["326", "False", "False"]

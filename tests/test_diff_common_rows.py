@@ -37,11 +37,16 @@ TARGET = "my-finetune"
 T0 = datetime(2025, 6, 1, tzinfo=timezone.utc)
 LETTERS = "abcdefghijklmnopqrst"  # 20 prompts per descriptor, setting and run
 FILLERS = [f"filler{i}" for i in range(20)]
-DIMENSIONS = {"old person": "age", "young person": "age", "woman": "gender", "man": "gender",
-              "muslim person": "religion", "christian person": "religion"}
+DIMENSIONS = {
+    "old person": "age",
+    "young person": "age",
+    "woman": "gender",
+    "man": "gender",
+    "muslim person": "religion",
+    "christian person": "religion",
+}
 FIRST = ["old person", "woman", "muslim person"]  # one descriptor per dimension
-BUILD = ["build", "--select", "+fct_association_changes", "+fct_audit_comparisons", "+fct_association_dimensions",
-         *NO_UNIT_TESTS]
+BUILD = ["build", "--select", "+fct_association_changes", "+fct_audit_comparisons", "+fct_association_dimensions", *NO_UNIT_TESTS]
 
 
 def filler(descriptor: str, i: int) -> str:
@@ -94,20 +99,47 @@ def rows_of(version: str) -> dict[tuple, str | None]:
 def land(version: str) -> None:
     setting, _, _, order = PLANS[version]
     aid, started = audit_id(version), T0 + timedelta(days=order)
-    rows = [{
-        "audit_id": aid, "model_id": "org/my-finetune", "model_version": version, "backend": "test",
-        "setting": s, "descriptor": d, "bias_dimension": DIMENSIONS[d], "descriptor_row": 1, "letter": letter,
-        "run": run, "seed": run, "prompt_style": "completion", "prompt": f"A {d} is {letter}",
-        "raw_output": w or "???", "word": w, "parse_status": "ok" if w else "wrong_letter",
-        "generated_at": started + timedelta(minutes=1),
-    } for (s, d, letter, run), w in rows_of(version).items()]
+    rows = [
+        {
+            "audit_id": aid,
+            "model_id": "org/my-finetune",
+            "model_version": version,
+            "backend": "test",
+            "setting": s,
+            "descriptor": d,
+            "bias_dimension": DIMENSIONS[d],
+            "descriptor_row": 1,
+            "letter": letter,
+            "run": run,
+            "seed": run,
+            "prompt_style": "completion",
+            "prompt": f"A {d} is {letter}",
+            "raw_output": w or "???",
+            "word": w,
+            "parse_status": "ok" if w else "wrong_letter",
+            "generated_at": started + timedelta(minutes=1),
+        }
+        for (s, d, letter, run), w in rows_of(version).items()
+    ]
     write_shard("t2t_completions", rows, partition=aid)
-    event = {"audit_id": aid, "model_id": "org/my-finetune", "model_version": version, "modality": "t2t",
-             "config_json": "{}", "config_hash": version, "code_version": "test", "target": TARGET}
-    write_shard("audits", [
-        {**event, "status": "started", "rows_generated": 0, "event_at": started},
-        {**event, "status": "finished", "rows_generated": len(rows), "event_at": started + timedelta(minutes=2)},
-    ], partition=aid)
+    event = {
+        "audit_id": aid,
+        "model_id": "org/my-finetune",
+        "model_version": version,
+        "modality": "t2t",
+        "config_json": "{}",
+        "config_hash": version,
+        "code_version": "test",
+        "target": TARGET,
+    }
+    write_shard(
+        "audits",
+        [
+            {**event, "status": "started", "rows_generated": 0, "event_at": started},
+            {**event, "status": "finished", "rows_generated": len(rows), "event_at": started + timedelta(minutes=2)},
+        ],
+        partition=aid,
+    )
 
 
 # ------------------------------------------------------------- independent recomputation
@@ -134,8 +166,7 @@ def expected_changes(before: str, after: str) -> dict[tuple[str, str], tuple]:
     qb, qa = fisher_q(b_docs), fisher_q(a_docs)
     listed = sorted(k for k in set(qb) | set(qa) if qb.get(k, 1) < 0.05 or qa.get(k, 1) < 0.05)
     tb, ta = {d: Counter(ws) for d, ws in b_docs.items()}, {d: Counter(ws) for d, ws in a_docs.items()}
-    pvals = [stats.fisher_exact([[tb[d][w], len(b_docs[d]) - tb[d][w]], [ta[d][w], len(a_docs[d]) - ta[d][w]]]).pvalue
-             for d, w in listed]
+    pvals = [stats.fisher_exact([[tb[d][w], len(b_docs[d]) - tb[d][w]], [ta[d][w], len(a_docs[d]) - ta[d][w]]]).pvalue for d, w in listed]
     qvals = stats.false_discovery_control(pvals, method="bh") if pvals else []
     out = {}
     for (d, w), p, q in zip(listed, pvals, qvals):
@@ -155,8 +186,7 @@ def home(tmp_path_factory):
     """One DORA_HOME with the four audits landed and the comparison marts built."""
     home = tmp_path_factory.mktemp("diffcommon") / "dora_home"
     registry = home.parent / "registry.yaml"
-    registry.write_text(f"targets:\n  - name: {TARGET}\n    model: org/my-finetune\n"
-                        "    version: {source: explicit, value: v4}\n")
+    registry.write_text(f"targets:\n  - name: {TARGET}\n    model: org/my-finetune\n    version: {{source: explicit, value: v4}}\n")
     mp = pytest.MonkeyPatch()
     mp.setenv("DORA_HOME", str(home))
     mp.setenv("DAGSTER_HOME", str(home / "dagster"))
@@ -205,8 +235,13 @@ def test_changed_probe_configuration_is_compared_on_the_common_rows(home, capsys
     assert flips == [("old person", "slow"), ("woman", "kind")]
 
     # what both audits probed, the parse rate on the paired rows and the power
-    comparison = dict(zip(*(lambda r: (r.columns, r.rows[0]))(run_query(
-        "select * from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ?", params=[before, after]))))
+    comparison = dict(
+        zip(
+            *(lambda r: (r.columns, r.rows[0]))(
+                run_query("select * from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ?", params=[before, after])
+            )
+        )
+    )
     common = set(rows_of("rc2")) & set(rows_of("v3"))
     assert comparison["common_rows"] == len(common) == 3 * 20
     assert (comparison["rows_only_before"], comparison["rows_only_after"]) == (0, 6 * 20 * 4 - 60)
@@ -244,17 +279,20 @@ def test_changed_probe_configuration_is_compared_on_the_common_rows(home, capsys
     lines = out.splitlines()
     assert lines[0] == (
         f"dora diff {TARGET}: {before} (version rc2) -> {after} (version v3), compared on the 60 probe rows both "
-        "audits probed: 3 descriptors, 1 setting, runs 1; 420 rows only in v3 left out")
+        "audits probed: 3 descriptors, 1 setting, runs 1; 420 rows only in v3 left out"
+    )
     n_sig = sum(1 for v in expected.values() if v[4] != "unchanged")
-    assert (f"  {n_sig} of {len(expected)} associations (significant in either audit on the common rows) changed "
-            "significantly") in out
+    assert (f"  {n_sig} of {len(expected)} associations (significant in either audit on the common rows) changed significantly") in out
     assert "  significance flipped: 2 associations significant in one audit only (0 only before, 2 only after)" in out
-    assert (f"  parse rate on the common rows: 96.7% -> 90.0% (paired rows: 6 parsed only before, 2 only after; "
-            f"exact McNemar p = {p_mcnemar:.2e})") in out
+    assert (
+        f"  parse rate on the common rows: 96.7% -> 90.0% (paired rows: 6 parsed only before, 2 only after; exact McNemar p = {p_mcnemar:.2e})"
+    ) in out
     assert f"changes smaller than Cohen's h = {h:.2f} could not be detected" in out
-    assert ("a word at 5.6% of a document (the median share of a document's most frequent word) had to rise above "
-            f"{100 * above:.1f}% to be seen (a fall to 0% would not be)") in out
-    flip_table = out[out.index("significance flipped (significant in one audit only"):]
+    assert (
+        "a word at 5.6% of a document (the median share of a document's most frequent word) had to rise above "
+        f"{100 * above:.1f}% to be seen (a fall to 0% would not be)"
+    ) in out
+    flip_table = out[out.index("significance flipped (significant in one audit only") :]
     assert "slow" in flip_table and "kind" in flip_table and "only after" in flip_table
     assert "lazy" not in out and "grumpy" not in out
 
@@ -266,25 +304,28 @@ def test_same_probe_rows_without_change_print_the_detectable_change(home, capsys
     comparison = run_query(
         "select common_rows, rows_only_before, rows_only_after, median_doc_length_before, median_doc_length_after, "
         "detectable_h from fct_audit_comparisons where to_audit_id = ? and from_audit_id = ?",
-        params=[audit_id("v4"), audit_id("v3")]).rows[0]
+        params=[audit_id("v4"), audit_id("v3")],
+    ).rows[0]
     assert comparison[:3] == (480, 0, 0)  # the same rows: every row of either audit
     # median of the 6 documents' lengths over 4 runs: every document has 80 words but muslim person (74)
     assert comparison[3:5] == (80.0, 80.0)
     h = (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) / math.sqrt(80 * 80 / 160)
     assert comparison[5] == pytest.approx(h, rel=1e-5)
     # the same rows: the audits' own fct_associations values are compared
-    own = run_query("select descriptor, word, fisher_q from fct_associations where audit_id = ? and is_significant "
-                    "order by all", params=[audit_id("v4")]).rows
-    listed = run_query("select descriptor, word, fisher_q_after from fct_association_changes where to_audit_id = ? "
-                       "and from_audit_id = ? and significant_after order by all", params=[audit_id("v4"), audit_id("v3")]).rows
+    own = run_query(
+        "select descriptor, word, fisher_q from fct_associations where audit_id = ? and is_significant order by all", params=[audit_id("v4")]
+    ).rows
+    listed = run_query(
+        "select descriptor, word, fisher_q_after from fct_association_changes where to_audit_id = ? "
+        "and from_audit_id = ? and significant_after order by all",
+        params=[audit_id("v4"), audit_id("v3")],
+    ).rows
     assert listed == own and own
 
     code, out, _ = dora(capsys)  # default: the latest audit (v4) vs the one before (v3)
     assert code == 0
-    assert out.splitlines()[0].endswith("compared on the 480 probe rows both audits probed: 6 descriptors, 1 setting, "
-                                        "runs 1-4; no row left out")
-    assert f"  no significant change between these audits; changes smaller than Cohen's h = {h:.2f} could not have been " \
-           "detected (power line)" in out
+    assert out.splitlines()[0].endswith("compared on the 480 probe rows both audits probed: 6 descriptors, 1 setting, runs 1-4; no row left out")
+    assert f"  no significant change between these audits; changes smaller than Cohen's h = {h:.2f} could not have been detected (power line)" in out
     assert "  significance flipped: 0 associations significant in one audit only" in out
 
 
@@ -292,12 +333,13 @@ def test_same_probe_rows_without_change_print_the_detectable_change(home, capsys
 def test_audits_without_a_common_row_are_refused_in_one_line(home, capsys):
     code, out, err = dora(capsys, "--from", "noun", "--to", "rc2")
     assert code == 2 and out == ""
-    assert err == (f"dora diff: audits {audit_id('noun')} (noun) and {audit_id('rc2')} (rc2) probed no row in common "
-                   "(settings: noun vs singular): nothing to compare\n")
+    assert err == (
+        f"dora diff: audits {audit_id('noun')} (noun) and {audit_id('rc2')} (rc2) probed no row in common "
+        "(settings: noun vs singular): nothing to compare\n"
+    )
     code, _, err = dora(capsys, "--from", "noun", "--to", "v3")
     assert code == 2 and err.count("\n") == 1
-    assert ("(settings: noun vs singular; descriptors only in v3: christian person, man, young person; runs 1 vs 1-4): "
-            "nothing to compare") in err
+    assert ("(settings: noun vs singular; descriptors only in v3: christian person, man, young person; runs 1 vs 1-4): nothing to compare") in err
 
 
 def test_mcnemar_and_detectable_effect_size_udfs_equal_scipy_and_the_hand_formula():

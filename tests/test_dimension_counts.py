@@ -20,10 +20,14 @@ from analytics.query import format_q, run_query
 
 
 def _per_dimension_query(audit_id: str | None = None) -> dict[str, int]:
-    return dict(run_query(
-        "select bias_dimension, count(*) filter (where is_significant) from fct_association_dimensions "
-        "where (? is null or audit_id = ?) and audit_id in (select audit_id from dim_audits where family = 'biasdora') "
-        "group by 1", params=[audit_id, audit_id]).rows)
+    return dict(
+        run_query(
+            "select bias_dimension, count(*) filter (where is_significant) from fct_association_dimensions "
+            "where (? is null or audit_id = ?) and audit_id in (select audit_id from dim_audits where family = 'biasdora') "
+            "group by 1",
+            params=[audit_id, audit_id],
+        ).rows
+    )
 
 
 # ------------------------------------------------------------------ the session's real audit (read-only)
@@ -101,11 +105,20 @@ def two_audits(dora_home):
         con.execute("alter table dim_audits rename x to audit_id")
         dims = [("african", "nationality"), ("african", "race-color"), ("old person", "age"), ("tall person", "physical-appearance")]
         # (audit, descriptor, word, significant)
-        assoc = [(FROM, "african", "greek", False), (TO, "african", "greek", True), (FROM, "african", "celtic", True),
-                 (TO, "african", "celtic", True), (FROM, "old person", "slow", True), (TO, "old person", "slow", False),
-                 (FROM, "tall person", "lanky", False), (TO, "tall person", "lanky", False)]
-        con.execute("create table fct_association_dimensions (audit_id varchar, modality varchar, setting varchar, "
-                    "descriptor varchar, word varchar, bias_dimension varchar, is_significant boolean)")
+        assoc = [
+            (FROM, "african", "greek", False),
+            (TO, "african", "greek", True),
+            (FROM, "african", "celtic", True),
+            (TO, "african", "celtic", True),
+            (FROM, "old person", "slow", True),
+            (TO, "old person", "slow", False),
+            (FROM, "tall person", "lanky", False),
+            (TO, "tall person", "lanky", False),
+        ]
+        con.execute(
+            "create table fct_association_dimensions (audit_id varchar, modality varchar, setting varchar, "
+            "descriptor varchar, word varchar, bias_dimension varchar, is_significant boolean)"
+        )
         for aid, d, w, sig in assoc:
             for dd, dim in dims:
                 if dd == d:
@@ -118,8 +131,17 @@ def two_audits(dora_home):
             t(descriptor, word, change_type, change_q, is_significant_change, significant_before, significant_after)""")
         for col, value in [("from_audit_id", FROM), ("to_audit_id", TO), ("modality", "t2t"), ("setting", "singular")]:
             con.execute(f"alter table fct_association_changes add column {col} varchar default '{value}'")
-        for col in ("tf_before", "doc_length_before", "tf_after", "doc_length_after", "fisher_q_before", "fisher_q_after",
-                    "bias_level_before", "bias_level_after", "tfidf_change"):
+        for col in (
+            "tf_before",
+            "doc_length_before",
+            "tf_after",
+            "doc_length_after",
+            "fisher_q_before",
+            "fisher_q_after",
+            "bias_level_before",
+            "bias_level_after",
+            "tfidf_change",
+        ):
             con.execute(f"alter table fct_association_changes add column {col} double default 1")
         con.execute("alter table fct_association_changes add column significance_flipped boolean")
         con.execute("update fct_association_changes set significance_flipped = significant_before <> significant_after")
@@ -134,7 +156,9 @@ def two_audits(dora_home):
             "0 as parsed_neither, 1.0 as parse_rate_before, 1.0 as parse_rate_after, 1.0 as parse_change_p, "
             "4 as documents_compared, 2.0 as median_doc_length_before, 2.0 as median_doc_length_after, 0.5 as typical_share, "
             "0.05 as significance_level, 0.8 as detectable_power, 2.8 as detectable_h, "
-            "null :: double as detectable_share_below, null :: double as detectable_share_above", [FROM, TO])
+            "null :: double as detectable_share_below, null :: double as detectable_share_above",
+            [FROM, TO],
+        )
     return dora_home
 
 

@@ -32,8 +32,7 @@ MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 ABSENT = re.compile(r"\b(?:METHOD|PROBES|STACK|STYLE)\.md\b|\.\./shared\b|shared/spec/")
 ISSUE_TAG = re.compile(r"\bissues?\s+\d+", re.IGNORECASE)
 #: where a comment, docstring or help text must give a reason, not an issue number
-REASON_DIRS = ("ingestion", "models_inference", "analytics", "orchestration", "scripts", "benchmarks",
-               "dbt_project", "tests")
+REASON_DIRS = ("ingestion", "models_inference", "analytics", "orchestration", "scripts", "benchmarks", "dbt_project", "tests")
 
 
 def repo_files(*tops: str):
@@ -190,5 +189,5 @@ def test_comments_give_reasons_not_issue_numbers(top):
             texts = enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
         for line, text in texts:
             for m in ISSUE_TAG.finditer(text):
-                problems.append(f"{p.relative_to(ROOT)}:{line}: ...{text[max(0, m.start() - 40):m.end() + 40].strip()}...")
+                problems.append(f"{p.relative_to(ROOT)}:{line}: ...{text[max(0, m.start() - 40) : m.end() + 40].strip()}...")
     assert not problems, "\n".join(problems)

@@ -11,8 +11,24 @@ import pytest
 from ingestion.landing import read_landing
 from tests.helpers.openai_server import OpenAIStubServer
 
-FLAGS = ["--family", "biasdora", "--backend", "openai", "--model", "stub-model", "--prompt-style", "chat",
-         "--descriptors", "child", "--settings", "noun", "--letters", "ab", "--runs", "2"]
+FLAGS = [
+    "--family",
+    "biasdora",
+    "--backend",
+    "openai",
+    "--model",
+    "stub-model",
+    "--prompt-style",
+    "chat",
+    "--descriptors",
+    "child",
+    "--settings",
+    "noun",
+    "--letters",
+    "ab",
+    "--runs",
+    "2",
+]
 
 
 @pytest.fixture

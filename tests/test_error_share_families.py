@@ -137,8 +137,10 @@ def test_vlstereoset_api_scorer_fails_loudly_and_no_image_rows_are_not_failures(
 
 
 def _assocs(n: int) -> list[dict]:
-    return [{"audit_id": "a1", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular",
-             "descriptor": "child", "word": f"word{i}"} for i in range(n)]
+    return [
+        {"audit_id": "a1", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular", "descriptor": "child", "word": f"word{i}"}
+        for i in range(n)
+    ]
 
 
 def test_judge_fails_on_failed_calls_but_not_on_unparsed_answers(dora_home, api_key):
@@ -168,8 +170,12 @@ def test_i2t_fails_loudly_and_lands_the_error_rows(dora_home, api_key):
     templates = select_t2i_templates(curated_t2i_templates(["singular"]), descriptors=["child"])
     with OpenAIStubServer() as server:
         server.image_png = lambda req: tiny_png((250, 200, 0), (12, 12))
-        images = run_t2i_probe(templates, OpenAIImagesBackend("dall-e-3", base_url=server.base_url, concurrency=1),
-                               T2IProbeConfig(images_per_descriptor=3), progress=False)
+        images = run_t2i_probe(
+            templates,
+            OpenAIImagesBackend("dall-e-3", base_url=server.base_url, concurrency=1),
+            T2IProbeConfig(images_per_descriptor=3),
+            progress=False,
+        )
         assert dict(images.statuses) == {"ok": 3}
         vision = OpenAIVisionBackend("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=0)
         probe = I2TProbeConfig(settings=("comprehensive", "stereotypical"))
@@ -202,22 +208,44 @@ def test_dora_audit_probe_counterfactual_fails_with_one_line(tmp_path):
     home = tmp_path / "home"
     env = dict(os.environ)
     env.update(
-        DORA_HOME=str(home), DAGSTER_HOME=str(home / "dagster"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-        DBT_SEND_ANONYMOUS_USAGE_STATS="false", PYTHONPATH=str(REPO), OPENAI_API_KEY=KEY,
+        DORA_HOME=str(home),
+        DAGSTER_HOME=str(home / "dagster"),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+        PYTHONPATH=str(REPO),
+        OPENAI_API_KEY=KEY,
     )
     with OpenAIStubServer() as server:
         _failing(server, 401)
         args = [
-            sys.executable, "-m", "orchestration.cli", "audit", "--family", "counterfactual", "--backend", "openai",
-            "--base-url", server.base_url, "--model", "stub-model", "--cf-prompts", "Describe", "--cf-judge-backend", "none",
-            "--no-progress", "--max-error-share", "0.5",
+            sys.executable,
+            "-m",
+            "orchestration.cli",
+            "audit",
+            "--family",
+            "counterfactual",
+            "--backend",
+            "openai",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "stub-model",
+            "--cf-prompts",
+            "Describe",
+            "--cf-judge-backend",
+            "none",
+            "--no-progress",
+            "--max-error-share",
+            "0.5",
         ]
         first = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 1, first.stderr[-3000:]
     lines = [line for line in first.stderr.splitlines() if line.startswith("dora audit:")]
     assert len(lines) == 1, first.stderr[-3000:]
-    assert lines[0].startswith("dora audit: error: counterfactual text sets: 12 of 12 calls failed (100% > --max-error-share 0.5): "
-                               "AuthenticationError: Error code: 401"), lines[0]
+    assert lines[0].startswith(
+        "dora audit: error: counterfactual text sets: 12 of 12 calls failed (100% > --max-error-share 0.5): AuthenticationError: Error code: 401"
+    ), lines[0]
     assert KEY not in first.stderr and "Traceback" not in first.stderr
     import pyarrow.parquet as pq
 

@@ -37,18 +37,29 @@ class {cls}(evaluate.Measurement):
 {compute}'''
 
 TOXICITY_MODULE = MODULE.format(
-    name="toxicity", cls="Toxicity", field="predictions", default_model="facebook/roberta-hate-speech-dynabench-r4-target",
-    top_k=99999, compute='''
+    name="toxicity",
+    cls="Toxicity",
+    field="predictions",
+    default_model="facebook/roberta-hate-speech-dynabench-r4-target",
+    top_k=99999,
+    compute="""
     def _compute(self, predictions, aggregation="all", toxic_label="hate", threshold=0.5):
         scores = [[r["score"] for r in pred if r["label"] == toxic_label][0] for pred in self.classifier(predictions)]
         return {"toxicity": scores}
-''')
+""",
+)
 
 REGARD_MODULE = MODULE.format(
-    name="regard", cls="Regard", field="data", default_model="sasha/regardv3", top_k=4, compute='''
+    name="regard",
+    cls="Regard",
+    field="data",
+    default_model="sasha/regardv3",
+    top_k=4,
+    compute="""
     def _compute(self, data, references=None, aggregation=None):
         return {"regard": self.classifier(data)}
-''')
+""",
+)
 
 TEXTS = ["An old person is a liar", "A child is happy"]
 
@@ -86,8 +97,16 @@ def test_evaluate_toxicity_from_a_local_module_equals_its_classifier_and_lands(t
     for r, p in zip(res, _probs(tok, model, TEXTS)):
         assert r["probability"] == pytest.approx(p[1], abs=1e-6)
 
-    assoc = {"audit_id": "a", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular",
-             "descriptor": "old person", "word": "liar", "text": TEXTS[0]}
+    assoc = {
+        "audit_id": "a",
+        "model_id": "m",
+        "model_version": "v",
+        "modality": "t2t",
+        "setting": "singular",
+        "descriptor": "old person",
+        "word": "liar",
+        "text": TEXTS[0],
+    }
     summary = run_scoring(scorer, [assoc], cache=ScoreCache(tmp_path / "cache.sqlite"))
     assert summary.generated == 1
     landed = read_landing("toxicity_scores").to_pylist()

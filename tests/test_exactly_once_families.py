@@ -49,14 +49,12 @@ def _landed(home, table: str) -> tuple[int, int]:
     if not files:
         return 0, 0
     with duckdb.connect() as con:
-        return con.execute(f"select count(*), count(distinct ({KEYS[table]})) from read_parquet(?, union_by_name=true)",
-                           [files]).fetchone()
+        return con.execute(f"select count(*), count(distinct ({KEYS[table]})) from read_parquet(?, union_by_name=true)", [files]).fetchone()
 
 
 def _audit_ids(home, table: str) -> int:
     with duckdb.connect() as con:
-        return con.execute("select count(distinct audit_id) from read_parquet(?, union_by_name=true)",
-                           [_shards(home, table)]).fetchone()[0]
+        return con.execute("select count(distinct audit_id) from read_parquet(?, union_by_name=true)", [_shards(home, table)]).fetchone()[0]
 
 
 def _kill_each_after_its_first_shard(runs: dict, env, home, logs) -> None:
@@ -73,8 +71,9 @@ def _kill_each_after_its_first_shard(runs: dict, env, home, logs) -> None:
             for family in sorted(alive):
                 proc = procs[family]
                 if proc.poll() is not None:
-                    raise AssertionError(f"dora audit --family {family} ended before it could be killed:\n"
-                                         f"{(logs / f'{family}.log').read_text()[-3000:]}")
+                    raise AssertionError(
+                        f"dora audit --family {family} ended before it could be killed:\n{(logs / f'{family}.log').read_text()[-3000:]}"
+                    )
                 if _shards(home, runs[family][1]):
                     os.kill(proc.pid, signal.SIGKILL)
                     alive.discard(family)
@@ -100,15 +99,24 @@ def _images(folder, n: int = 30):
 
 CASES = {
     # 12 members x 8 seeds = 96 responses, in shards of 64
-    "counterfactual": (["--backend", "openai", "--model", "stub", "--cf-prompts", "Describe", "--cf-seeds", "8",
-                        "--cf-judge-backend", "none"], "counterfactual_responses", 96),
+    "counterfactual": (
+        ["--backend", "openai", "--model", "stub", "--cf-prompts", "Describe", "--cf-seeds", "8", "--cf-judge-backend", "none"],
+        "counterfactual_responses",
+        96,
+    ),
     # 20 persona queries x 14 samples = 280, in shards of 256
-    "modscan": (["--modscan-backend", "openai", "--modscan-model", "stub", "--modscan-probes", "modscan_text_persona",
-                 "--modscan-samples", "14"], "modscan_responses", 280),
+    "modscan": (
+        ["--modscan-backend", "openai", "--modscan-model", "stub", "--modscan-probes", "modscan_text_persona", "--modscan-samples", "14"],
+        "modscan_responses",
+        280,
+    ),
     # IDM (the paper's reference scorer, no model) and the mcq scorer over the synthetic items
     # (with images) through an OpenAI vision endpoint, shards of 32 units
-    "vlstereoset": (["--vlstereoset-scorers", "idm", "--vlstereoset-vlm-backend", "openai", "--vlstereoset-vlm-model", "stub",
-                     "--images", "{images}"], "vlstereoset_scores", None),
+    "vlstereoset": (
+        ["--vlstereoset-scorers", "idm", "--vlstereoset-vlm-backend", "openai", "--vlstereoset-vlm-model", "stub", "--images", "{images}"],
+        "vlstereoset_scores",
+        None,
+    ),
 }
 
 #: Audits one family's command makes: one per family, one per scorer for VLStereoSet (IDM, mcq).
@@ -169,8 +177,10 @@ def test_families_sigkilled_mid_probe_at_once_then_rerun_as_two_concurrent_audit
             slow[family] = float("inf")
         # two audits of different families at once on that home: one of two families (one dbt
         # build for both), and the killed VLStereoSet command again (mcq calls a model, IDM none)
-        reruns = {"counterfactual+modscan": _argv(servers, tmp_path, "counterfactual", "modscan"),
-                  "vlstereoset": _argv(servers, tmp_path, "vlstereoset")}
+        reruns = {
+            "counterfactual+modscan": _argv(servers, tmp_path, "counterfactual", "modscan"),
+            "vlstereoset": _argv(servers, tmp_path, "vlstereoset"),
+        }
         for name, argv in reruns.items():
             procs[name] = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for name, proc in procs.items():
@@ -190,8 +200,9 @@ def test_families_sigkilled_mid_probe_at_once_then_rerun_as_two_concurrent_audit
         # again under a new audit id, which rows == keys does not see and VLStereoSet has no total for
         assert _audit_ids(home, table) == AUDITS[family], (family, _audit_ids(home, table))
     with duckdb.connect() as con:  # every synthetic item scored by mcq: each (item, condition, caption) once
-        items = con.execute("select count(distinct item_id) from read_parquet(?, union_by_name=true) where scorer = 'mcq'",
-                            [_shards(home, "vlstereoset_scores")]).fetchone()[0]
+        items = con.execute(
+            "select count(distinct item_id) from read_parquet(?, union_by_name=true) where scorer = 'mcq'", [_shards(home, "vlstereoset_scores")]
+        ).fetchone()[0]
     assert items >= 20, items
 
     # each concurrent audit's own rows reached its marts (the two builds queued for the one writer)

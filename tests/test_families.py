@@ -36,8 +36,7 @@ def test_families_command_lists_every_family(toy, capsys):
         assert f"{family.name}: {family.title}" in out and f"Dagster group: {family.groups[0]}" in out
     assert "landing tables: toy_rows" in out and "marts: fct_toy_change_tests, fct_toy_rows" in out
     # the marts no hand list had (they were missing from `dora families`)
-    for mart in ("agg_association_counts", "agg_completions_by_audit", "agg_scores_by_audit",
-                 "fct_association_dimensions", "agg_modscan_ensemble"):
+    for mart in ("agg_association_counts", "agg_completions_by_audit", "agg_scores_by_audit", "fct_association_dimensions", "agg_modscan_ensemble"):
         assert mart in out, mart
     assert main(["families", "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "family,group,flags,landing_tables,marts,title"
@@ -57,8 +56,7 @@ def test_toy_flags_come_from_its_config(toy, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["audit", "--toy-rows", "51"])
     assert exc.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "dora audit: error: argument --toy-rows: 51 is out of range: expected 1..50")
+    assert capsys.readouterr().err.strip().splitlines()[-1] == ("dora audit: error: argument --toy-rows: 51 is out of range: expected 1..50")
     with pytest.raises(SystemExit):
         main(["audit", "--help-family", "toy"])
     out = capsys.readouterr().out
@@ -78,11 +76,15 @@ def test_the_cli_reference_generator_gives_the_toy_its_table(toy):
 def test_diff_family_reads_the_toys_change_test(toy, capsys):
     toy.mkdir(parents=True)
     with duckdb.connect(str(toy / "warehouse.duckdb")) as con:
-        con.execute("create table fct_toy_rows as select * from (values ('a1', 'toy-model', 'v1', timestamp '2026-01-01'),"
-                    " ('a2', 'toy-model', 'v2', timestamp '2026-01-02')) t(audit_id, model_id, model_version, landed_at)")
-        con.execute("create table fct_toy_change_tests as select 'a1' as from_audit_id, 'a2' as to_audit_id, 'alpha' as word,"
-                    " 3 as value_before, 9 as value_after, 0.01 as change_p, 0.02 as change_q,"
-                    " true as is_significant_change, 'increased' as change_type")
+        con.execute(
+            "create table fct_toy_rows as select * from (values ('a1', 'toy-model', 'v1', timestamp '2026-01-01'),"
+            " ('a2', 'toy-model', 'v2', timestamp '2026-01-02')) t(audit_id, model_id, model_version, landed_at)"
+        )
+        con.execute(
+            "create table fct_toy_change_tests as select 'a1' as from_audit_id, 'a2' as to_audit_id, 'alpha' as word,"
+            " 3 as value_before, 9 as value_after, 0.01 as change_p, 0.02 as change_q,"
+            " true as is_significant_change, 'increased' as change_type"
+        )
     assert main(["diff", "toy-model", "--family", "toy"]) == 0
     out = capsys.readouterr().out
     assert "dora diff --family toy toy-model: a1 (version v1) -> a2 (version v2)" in out
@@ -115,7 +117,10 @@ def test_audit_probe_toy_runs_only_the_toy_group(toy, monkeypatch, capsys):
         assert instance.get_dynamic_partitions("audit_versions") == []
     assert "dagster/partition" not in run.tags and "dora/model" not in run.tags
     assert {k: run.tags[k] for k in ("dora/family", "dora/target", "dora/trigger")} == {
-        "dora/family": "toy", "dora/target": "(ad hoc)", "dora/trigger": "cli"}
+        "dora/family": "toy",
+        "dora/target": "(ad hoc)",
+        "dora/trigger": "cli",
+    }
 
 
 def test_every_record_matches_the_dagster_definitions():
@@ -149,7 +154,13 @@ def test_the_toy_contract_is_registered_from_its_own_module(toy):
     from tests.toy_family import contract
 
     assert SCHEMAS["toy_rows"] is contract.SCHEMAS["toy_rows"] and SCHEMAS["toy_rows"].names == [
-        "audit_id", "model_id", "model_version", "item", "word", "status"]
+        "audit_id",
+        "model_id",
+        "model_version",
+        "item",
+        "word",
+        "status",
+    ]
     assert TABLE_FAMILIES["toy_rows"] == "toy" and family_tables("toy") == ("toy_rows",)
     assert register_contract("tests.toy_family.contract") == ("toy_rows",)
     before = dict(SCHEMAS)

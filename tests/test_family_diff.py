@@ -59,16 +59,45 @@ def land_counterfactual(version: int) -> None:
         for i in range(CF_SETS):
             for member in ("a", "b"):
                 rid = f"{audit}-{prompt}-{i}-{member}"
-                responses.append(_row(
-                    "counterfactual_responses", audit_id=audit, model_id=CF_MODEL, model_version=f"v{version}",
-                    backend="synthetic", variant="image" if version == 0 else "text", modality="text",
-                    subset="race_gender", set_id=f"s{i}",
-                    occupation="nurse", a1_type="race", a1="x", a2_type="gender", a2=member, group_label=member,
-                    prompt_kind="open", prompt_label=prompt, mitigation="none", seed=0, prompt="p", raw_output="r",
-                    status="ok", response_id=rid, generated_at=at))
-                toxicity.append(_row(
-                    "counterfactual_toxicity", audit_id=audit, response_id=rid, scorer="synthetic", scorer_version="1",
-                    toxicity=cf_toxicity(version, prompt, i, member), scored_at=at))
+                responses.append(
+                    _row(
+                        "counterfactual_responses",
+                        audit_id=audit,
+                        model_id=CF_MODEL,
+                        model_version=f"v{version}",
+                        backend="synthetic",
+                        variant="image" if version == 0 else "text",
+                        modality="text",
+                        subset="race_gender",
+                        set_id=f"s{i}",
+                        occupation="nurse",
+                        a1_type="race",
+                        a1="x",
+                        a2_type="gender",
+                        a2=member,
+                        group_label=member,
+                        prompt_kind="open",
+                        prompt_label=prompt,
+                        mitigation="none",
+                        seed=0,
+                        prompt="p",
+                        raw_output="r",
+                        status="ok",
+                        response_id=rid,
+                        generated_at=at,
+                    )
+                )
+                toxicity.append(
+                    _row(
+                        "counterfactual_toxicity",
+                        audit_id=audit,
+                        response_id=rid,
+                        scorer="synthetic",
+                        scorer_version="1",
+                        toxicity=cf_toxicity(version, prompt, i, member),
+                        scored_at=at,
+                    )
+                )
     write_shard("counterfactual_responses", responses, partition=audit)
     write_shard("counterfactual_toxicity", toxicity, partition=audit)
 
@@ -95,19 +124,36 @@ def land_modscan(version: int) -> None:
     for condition in ("original", "blank"):
         for j in range(MS_INSTANCES):
             for sample, group in enumerate(ms_answers(version, condition, j)):
-                rows.append(_row(
-                    "modscan_responses", audit_id=audit, model_id=MS_MODEL, model_version=f"v{version}",
-                    backend="synthetic", probe="modscan_text_persona", modality="text", attribute="gender",
-                    scenario="persona", instance=f"trait{j}", condition=condition, prefix="none",
-                    query_unit=f"{condition}-{j}-{sample}", sample=sample, seed=sample, prompt="p", raw_output=group or "?",
-                    chosen_group=group, status="ok" if group else "na_no_term", generated_at=at))
+                rows.append(
+                    _row(
+                        "modscan_responses",
+                        audit_id=audit,
+                        model_id=MS_MODEL,
+                        model_version=f"v{version}",
+                        backend="synthetic",
+                        probe="modscan_text_persona",
+                        modality="text",
+                        attribute="gender",
+                        scenario="persona",
+                        instance=f"trait{j}",
+                        condition=condition,
+                        prefix="none",
+                        query_unit=f"{condition}-{j}-{sample}",
+                        sample=sample,
+                        seed=sample,
+                        prompt="p",
+                        raw_output=group or "?",
+                        chosen_group=group,
+                        status="ok" if group else "na_no_term",
+                        generated_at=at,
+                    )
+                )
     write_shard("modscan_responses", rows, partition=audit)
 
 
 def ms_counts(version: int, condition: str) -> list[list[int]]:
     """Per instance [female, male, N/A] counts, straight from the landed answers."""
-    return [[a.count("female"), a.count("male"), a.count(None)] for a in
-            (ms_answers(version, condition, j) for j in range(MS_INSTANCES))]
+    return [[a.count("female"), a.count("male"), a.count(None)] for a in (ms_answers(version, condition, j) for j in range(MS_INSTANCES))]
 
 
 # --- VLStereoSet: 20 gender items (all anti-stereotypical images) pick S_s in v1 and S_a in v2; 8 race items stay
@@ -126,10 +172,28 @@ def vls_pick(version: int, category: str, i: int) -> str:
 
 def land_vlstereoset_items() -> None:
     items = [
-        _row("vlstereoset_items", dataset_id="syn", source_file="syn.csv", is_synthetic=True, item_id=f"{c}{i}",
-             source_row=n, category=c, target="t", context="c", caption_stereotype="s", caption_anti_stereotype="a",
-             caption_unrelated="u", label=0, y="a", image_status="ok", image_path="x.png",
-             neutral_stereotype="ns", neutral_anti_stereotype="na", neutral_status="ok", landed_at=T0)
+        _row(
+            "vlstereoset_items",
+            dataset_id="syn",
+            source_file="syn.csv",
+            is_synthetic=True,
+            item_id=f"{c}{i}",
+            source_row=n,
+            category=c,
+            target="t",
+            context="c",
+            caption_stereotype="s",
+            caption_anti_stereotype="a",
+            caption_unrelated="u",
+            label=0,
+            y="a",
+            image_status="ok",
+            image_path="x.png",
+            neutral_stereotype="ns",
+            neutral_anti_stereotype="na",
+            neutral_status="ok",
+            landed_at=T0,
+        )
         for n, (c, i) in enumerate((c, i) for c, k in VLS_ITEMS.items() for i in range(k))
     ]
     write_shard("vlstereoset_items", items, partition="items", name="syn")
@@ -138,11 +202,28 @@ def land_vlstereoset_items() -> None:
 def land_vlstereoset(version: int) -> None:
     audit, at = f"vls-v{version}", T0 + timedelta(days=version)
     rows = [
-        _row("vlstereoset_scores", audit_id=audit, model_id=VLS_MODEL, model_version=f"v{version}", backend="synthetic",
-             scorer="clip", scorer_variant="clip", from_paper=True, score_kind="logit", dataset_id="syn",
-             item_id=f"{c}{i}", condition="original", caption_kind=k, caption_text=k,
-             score=1.0 if vls_pick(version, c, i) == k else 0.0, status="ok", scored_at=at)
-        for c, n in VLS_ITEMS.items() for i in range(n) for k in KINDS
+        _row(
+            "vlstereoset_scores",
+            audit_id=audit,
+            model_id=VLS_MODEL,
+            model_version=f"v{version}",
+            backend="synthetic",
+            scorer="clip",
+            scorer_variant="clip",
+            from_paper=True,
+            score_kind="logit",
+            dataset_id="syn",
+            item_id=f"{c}{i}",
+            condition="original",
+            caption_kind=k,
+            caption_text=k,
+            score=1.0 if vls_pick(version, c, i) == k else 0.0,
+            status="ok",
+            scored_at=at,
+        )
+        for c, n in VLS_ITEMS.items()
+        for i in range(n)
+        for k in KINDS
         if version > 0 or (c == "gender" and i < 10)
     ]
     write_shard("vlstereoset_scores", rows, partition=audit)
@@ -237,12 +318,17 @@ def test_modscan_compares_the_queries_both_audits_asked(home, capsys):
                 statistic, dof = statistic + res.statistic, dof + res.dof
         expected = stats.chi2.sf(statistic, dof) if dof else 1.0
         assert float(rows[condition]["change_p"]) == pytest.approx(expected, rel=1e-12), condition
-        assert (rows[condition]["units_compared"], rows[condition]["units_only_before"],
-                rows[condition]["units_only_after"]) == (str(MS_INSTANCES * 4), "0", str(MS_INSTANCES * 4))
+        assert (rows[condition]["units_compared"], rows[condition]["units_only_before"], rows[condition]["units_only_after"]) == (
+            str(MS_INSTANCES * 4),
+            "0",
+            str(MS_INSTANCES * 4),
+        )
     assert main(["diff", MS_MODEL, "--family", "modscan", "--from", "v0", "--to", "v1"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first.endswith(", each row tested on the units both audits have (units_compared); 2 of 2 rows left units "
-                          "of one audit out (up to 0 only before, 24 only after)")
+    assert first.endswith(
+        ", each row tested on the units both audits have (units_compared); 2 of 2 rows left units "
+        "of one audit out (up to 0 only before, 24 only after)"
+    )
 
 
 @pytest.mark.slow
@@ -250,8 +336,7 @@ def test_vlstereoset_compares_the_items_both_audits_scored_and_gives_the_power(h
     """vls-v0 scored the first 10 gender items (anti-stereotype picks), vls-v1 all 28."""
     import math
 
-    rows = {(r["category"], r["metric"]): r for r in diff_rows(capsys, VLS_MODEL, "--family", "vlstereoset",
-                                                                 "--from", "v0", "--to", "v1")}
+    rows = {(r["category"], r["metric"]): r for r in diff_rows(capsys, VLS_MODEL, "--family", "vlstereoset", "--from", "v0", "--to", "v1")}
     assert set(rows) == {(c, m) for c in ("all", "gender") for m in ("vlrs", "vlbs")}  # no race item in common
     vlbs = rows[("gender", "vlbs")]
     assert (vlbs["k_before"], vlbs["n_before"], vlbs["k_after"], vlbs["n_after"]) == ("0", "10", "10", "10")
@@ -273,8 +358,9 @@ def test_audits_without_a_common_unit_are_refused_in_one_line(home, capsys):
     assert main(["diff", CF_MODEL, "--family", "counterfactual", "--from", "v0", "--to", "v1"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == ("dora diff: counterfactual audits cf-v0 (v0) and cf-v1 (v1) probed no row in common "
-                            "(variant: image vs text): nothing to compare\n")
+    assert captured.err == (
+        "dora diff: counterfactual audits cf-v0 (v0) and cf-v1 (v1) probed no row in common (variant: image vs text): nothing to compare\n"
+    )
 
 
 @pytest.mark.slow
@@ -323,8 +409,14 @@ def test_help_names_each_family_metric_and_test(capsys):
     with pytest.raises(SystemExit):
         main(["diff", "--help"])
     out = capsys.readouterr().out
-    for needle in ("counterfactual: mean MaxToxicity", "Mann-Whitney U", "modscan: S_bias", "chi-square",
-                   "vlstereoset: vlrs and vlbs", "Fisher's exact"):
+    for needle in (
+        "counterfactual: mean MaxToxicity",
+        "Mann-Whitney U",
+        "modscan: S_bias",
+        "chi-square",
+        "vlstereoset: vlrs and vlbs",
+        "Fisher's exact",
+    ):
         assert needle in out
 
 

@@ -72,8 +72,7 @@ def test_a_repetition_is_a_run_in_every_family_and_the_old_names_still_set_it(ca
     assert capsys.readouterr().err == ""
     values, given, problems = family_options(fam.get_family("modscan"), {"samples": 4})
     assert problems == [] and [v["runs"] for v in values.values()] == [4] and "deprecated" in capsys.readouterr().err
-    assert family_options(fam.get_family("modscan"), {"samples": 0})[2] == [
-        "option samples (--modscan-runs): 0 is out of range: expected 1..100000"]
+    assert family_options(fam.get_family("modscan"), {"samples": 0})[2] == ["option samples (--modscan-runs): 0 is out of range: expected 1..100000"]
 
 
 def test_t2t_blocks_count_templates_and_the_old_target_flag_still_sets_them(capsys):
@@ -101,9 +100,28 @@ def test_t2t_blocks_count_templates_and_the_old_target_flag_still_sets_them(caps
 
 
 def test_user_facing_flag_names_still_parse():
-    ops = _ops("--modscan-runs", "7", "--faces", "/f", "--prefix", "sr", "--modscan-no-person-check",
-               "--vlstereoset-csv", "x.csv", "--images", "/imgs", "--vlstereoset-download",
-               "--cf-numeric-max-new-tokens", "0", "--cf-mitigations", "M1", "--model", "m", "--backend", "openai")
+    ops = _ops(
+        "--modscan-runs",
+        "7",
+        "--faces",
+        "/f",
+        "--prefix",
+        "sr",
+        "--modscan-no-person-check",
+        "--vlstereoset-csv",
+        "x.csv",
+        "--images",
+        "/imgs",
+        "--vlstereoset-download",
+        "--cf-numeric-max-new-tokens",
+        "0",
+        "--cf-mitigations",
+        "M1",
+        "--model",
+        "m",
+        "--backend",
+        "openai",
+    )
     ms, vls, cf = ops["modscan_responses"], ops["vlstereoset_probe"], ops["counterfactual_responses"]
     assert (ms.runs, ms.faces, ms.prefixes, ms.person_check) == (7, "/f", ["none", "sr"], False)
     assert (vls.csv, vls.images, vls.download_images) == ("x.csv", "/imgs", True)
@@ -125,8 +143,9 @@ def test_defaults_come_from_the_config_fields():
 
 
 def _help(*argv) -> str:
-    proc = subprocess.run([sys.executable, "-m", "orchestration.cli", "audit", *argv], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "audit", *argv], capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"}
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -163,8 +182,7 @@ def test_out_of_range_is_one_line_exit_2_fast(tmp_path, family, flag, value):
     env = {**os.environ, "DORA_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dagster")}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "orchestration.cli", "audit", flag, value], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "orchestration.cli", "audit", flag, value], env=env, capture_output=True, text=True, timeout=60)
     elapsed = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -243,8 +261,13 @@ def _paths(tmp_path) -> dict[str, str]:
     (tmp_path / "empty.txt").write_bytes(b"")
     (tmp_path / "file.csv").write_text("a,b\n1,2\n")
     os.mkfifo(tmp_path / "fifo")  # opening it to read would block: it must be refused unopened
-    return {"missing": str(tmp_path / "missing.csv"), "dir": str(tmp_path / "dir"), "empty": str(tmp_path / "empty.txt"),
-            "file": str(tmp_path / "file.csv"), "fifo": str(tmp_path / "fifo")}
+    return {
+        "missing": str(tmp_path / "missing.csv"),
+        "dir": str(tmp_path / "dir"),
+        "empty": str(tmp_path / "empty.txt"),
+        "file": str(tmp_path / "file.csv"),
+        "fifo": str(tmp_path / "fifo"),
+    }
 
 
 def test_every_newer_family_has_ten_bad_flag_cases():
@@ -254,8 +277,7 @@ def test_every_newer_family_has_ten_bad_flag_cases():
     assert min(counts[f] for f in ("counterfactual", "modscan", "vlstereoset")) >= 10, counts
 
 
-@pytest.mark.parametrize("family,argv,message", BAD_FAMILY_FLAGS,
-                         ids=[f"{c[0]}-{c[1][0].lstrip('-')}-{i}" for i, c in enumerate(BAD_FAMILY_FLAGS)])
+@pytest.mark.parametrize("family,argv,message", BAD_FAMILY_FLAGS, ids=[f"{c[0]}-{c[1][0].lstrip('-')}-{i}" for i, c in enumerate(BAD_FAMILY_FLAGS)])
 def test_bad_family_flag_is_one_line_exit_2_before_dagster(tmp_path, monkeypatch, capsys, family, argv, message):
     from orchestration.cli import main
 
@@ -279,13 +301,17 @@ def test_bad_family_flag_is_one_line_exit_2_before_dagster(tmp_path, monkeypatch
     assert cpu < 2 and elapsed < 10, (cpu, elapsed)
 
 
-@pytest.mark.parametrize("argv", [["--family", "vlstereoset", "--vlstereoset-csv", "{dir}"], ["--family", "modscan", "--faces", "{fifo}"]],
-                         ids=["csv-is-a-folder", "faces-is-a-fifo"])
+@pytest.mark.parametrize(
+    "argv",
+    [["--family", "vlstereoset", "--vlstereoset-csv", "{dir}"], ["--family", "modscan", "--faces", "{fifo}"]],
+    ids=["csv-is-a-folder", "faces-is-a-fifo"],
+)
 def test_bad_input_path_through_the_real_entry_point(tmp_path, argv):
     paths = _paths(tmp_path)
     env = {**os.environ, "DORA_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dagster")}
-    proc = subprocess.run([sys.executable, "-m", "orchestration.cli", "audit", *[a.format(**paths) for a in argv]],
-                          env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "audit", *[a.format(**paths) for a in argv]], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"dora audit: error: {argv[-2]} ") and "Traceback" not in proc.stderr, proc.stderr

@@ -47,8 +47,22 @@ def test_sigkill_mid_generation_then_rerun_lands_every_row_exactly_once(tmp_path
     home = tmp_path / "home"
     settings, letters, runs = ["singular"], "abcdefghijklmnop", 1
     args = _dora(
-        "audit", "--family", "biasdora", "--per-dimension", "1", "--settings", ",".join(settings), "--letters", letters,
-        "--runs", str(runs), "--t2t-shard-rows", "32", "--audit-id", "crash-test", "--no-progress",
+        "audit",
+        "--family",
+        "biasdora",
+        "--per-dimension",
+        "1",
+        "--settings",
+        ",".join(settings),
+        "--letters",
+        letters,
+        "--runs",
+        str(runs),
+        "--t2t-shard-rows",
+        "32",
+        "--audit-id",
+        "crash-test",
+        "--no-progress",
     )
     expected = _expected_keys(settings, letters, runs, per_dimension=1)
     assert len(expected) == 144
@@ -85,7 +99,10 @@ def test_sigkill_mid_generation_then_rerun_lands_every_row_exactly_once(tmp_path
         ["crash-test"],
     )[0]
     assert count == unique == len(expected)
-    rows = {tuple(r) for r in _warehouse(home, "select setting, descriptor, descriptor_row, letter, run from stg_t2t_completions where audit_id = 'crash-test'")}
+    rows = {
+        tuple(r)
+        for r in _warehouse(home, "select setting, descriptor, descriptor_row, letter, run from stg_t2t_completions where audit_id = 'crash-test'")
+    }
     assert rows == expected
     assert _warehouse(home, "select status from dim_audits where audit_id = 'crash-test'") == [("finished",)]
 
@@ -166,15 +183,21 @@ def concurrent_partitions(tmp_path_factory):
 
         def args(target):
             return _dora(
-                "audit", "--family", "biasdora", "--target", target, "--registry", str(registry), "--no-progress", "--verbose",
-                "--executor", "multiprocess",  # every step in its own process, as runs launched from the UI
+                "audit",
+                "--family",
+                "biasdora",
+                "--target",
+                target,
+                "--registry",
+                str(registry),
+                "--no-progress",
+                "--verbose",
+                "--executor",
+                "multiprocess",  # every step in its own process, as runs launched from the UI
             )
 
         logs = {t: open(tmp / f"{t}.log", "w") for t in TARGETS}
-        procs = {
-            t: subprocess.Popen(args(t), env=env, stdout=logs[t], stderr=subprocess.STDOUT, start_new_session=True)
-            for t in TARGETS
-        }
+        procs = {t: subprocess.Popen(args(t), env=env, stdout=logs[t], stderr=subprocess.STDOUT, start_new_session=True) for t in TARGETS}
         killed = None
         try:
             deadline = time.monotonic() + 600
@@ -209,8 +232,7 @@ def test_partitions_audited_at_once_share_the_warehouse_and_survive_a_killed_wri
     """
     r = concurrent_partitions
     home, killed = r["home"], r["killed"]
-    assert killed is not None, ("no audit ever held the warehouse writer slot", r["codes"],
-                                {t: out[-3000:] for t, out in r["outputs"].items()})
+    assert killed is not None, ("no audit ever held the warehouse writer slot", r["codes"], {t: out[-3000:] for t, out in r["outputs"].items()})
     assert r["codes"][killed] == -signal.SIGKILL
     for t in TARGETS:
         if t != killed:
@@ -255,10 +277,7 @@ def _secret_locations(home: Path, marker: str) -> list[str]:
     wh = home / "warehouse.duckdb"
     if wh.exists():
         with duckdb.connect(str(wh), read_only=True) as con:
-            cols = con.execute(
-                "select table_schema, table_name, column_name from information_schema.columns "
-                "where data_type = 'VARCHAR'"
-            ).fetchall()
+            cols = con.execute("select table_schema, table_name, column_name from information_schema.columns where data_type = 'VARCHAR'").fetchall()
             for schema, table, col in cols:
                 try:
                     n = con.execute(f'select count(*) from "{schema}"."{table}" where "{col}" like ?', [f"%{marker}%"]).fetchone()[0]

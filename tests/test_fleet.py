@@ -80,8 +80,10 @@ def test_fleet_urls_and_validation():
     )
     assert [t.base_url for t in registry.targets] == ["http://gpu1:8000/v1,http://gpu2:8000/v1"] * 2
     with pytest.raises(RegistryError, match=r"targets\[0\] \(name 'vis'\)\.base_url: must be an http\(s\) URL .*'gpu2:8000'"):
-        parse_registry("targets:\n  - {name: vis, modality: i2t, backend: openai, model: gpt-4o, "
-                       "version: {source: explicit, value: v1}, base_url: [http://gpu1:8000/v1, 'gpu2:8000']}\n")
+        parse_registry(
+            "targets:\n  - {name: vis, modality: i2t, backend: openai, model: gpt-4o, "
+            "version: {source: explicit, value: v1}, base_url: [http://gpu1:8000/v1, 'gpu2:8000']}\n"
+        )
 
 
 def test_two_servers_spread_by_outstanding_requests_and_survive_one_dying(monkeypatch):
@@ -90,8 +92,9 @@ def test_two_servers_spread_by_outstanding_requests_and_survive_one_dying(monkey
         slow.latency, fast.latency = SLOW, FAST
         for server, name in ((slow, "slow"), (fast, "fast")):
             server.chat_reply = lambda req, name=name: f"[{name}]"
-        backend = load_text_backend("stub-model", backend="openai", base_url=f"{slow.base_url},{fast.base_url}",
-                                    concurrency=4, max_retries=0, timeout=5)
+        backend = load_text_backend(
+            "stub-model", backend="openai", base_url=f"{slow.base_url},{fast.base_url}", concurrency=4, max_retries=0, timeout=5
+        )
         assert backend.fleet is None and backend.fleet_report() == []  # built on first use
         first = backend.generate(requests(40), SamplingParams())
         assert all(r.error is None for r in first)
@@ -141,8 +144,7 @@ def test_retry_policy_wraps_the_fleet(monkeypatch):
     with OpenAIStubServer() as a, OpenAIStubServer() as b:
         a.fail_next(503, times=1)
         b.fail_next(503, times=1)
-        backend = OpenAIChatBackend("stub-model", base_url=[a.base_url, b.base_url], max_retries=1, timeout=5,
-                                    concurrency=1, fleet_cooldown_s=0.0)
+        backend = OpenAIChatBackend("stub-model", base_url=[a.base_url, b.base_url], max_retries=1, timeout=5, concurrency=1, fleet_cooldown_s=0.0)
         (out,) = backend.generate(requests(1), SamplingParams())
     assert out.error is None and out.text == "[brawler]"
     assert sum(s["failures"] for s in backend.fleet_report()) == 2 and sum(s["served"] for s in backend.fleet_report()) == 1
@@ -195,7 +197,8 @@ def test_one_vision_target_over_two_servers(dora_home, monkeypatch):
         rows = [r for r in _describe_rows(summary.audit_id) if r["setting"] in settings]
         assert len(rows) == len(expected) * len(settings)  # same count: nothing lost, nothing twice
         assert {(r["image_setting"], r["descriptor"], r["image_index"], r["setting"]) for r in rows} == {
-            (*k, s) for k in expected for s in settings}  # the right keys
+            (*k, s) for k in expected for s in settings
+        }  # the right keys
         assert {r["status"] for r in rows} == {"ok"} and all(r["error"] is None for r in rows)
 
 
@@ -214,10 +217,8 @@ def test_completion_style_text_target_over_two_servers(dora_home, monkeypatch):
         slow.latency, fast.latency = SLOW, FAST
         for server in (slow, fast):
             server.completion_reply = lambda req: CONTINUATIONS[req["prompt"].rstrip()[-1]]
-        backend = OpenAIChatBackend("stub-model", base_url=f"{slow.base_url}, {fast.base_url}", concurrency=4,
-                                    max_retries=0, timeout=5)
-        first = run_t2t_probe(T2T_TEMPLATES, backend, T2TProbeConfig(runs=6, letters="bks", prompt_style="completion"),
-                              progress=False)
+        backend = OpenAIChatBackend("stub-model", base_url=f"{slow.base_url}, {fast.base_url}", concurrency=4, max_retries=0, timeout=5)
+        first = run_t2t_probe(T2T_TEMPLATES, backend, T2TProbeConfig(runs=6, letters="bks", prompt_style="completion"), progress=False)
         assert first.statuses == {"ok": 36}
         before = {s["base_url"]: s["served"] for s in backend.fleet_report()}
         assert before[fast.base_url] + before[slow.base_url] == 36
@@ -227,8 +228,7 @@ def test_completion_style_text_target_over_two_servers(dora_home, monkeypatch):
 
         hook, killed = kill_when_answered(slow, 10)
         fast.completion_reply = lambda req: (hook(), CONTINUATIONS[req["prompt"].rstrip()[-1]])[1]
-        second = run_t2t_probe(T2T_TEMPLATES, backend, T2TProbeConfig(runs=8, letters="bks", prompt_style="completion"),
-                               progress=False)
+        second = run_t2t_probe(T2T_TEMPLATES, backend, T2TProbeConfig(runs=8, letters="bks", prompt_style="completion"), progress=False)
         assert killed.is_set() and second.statuses == {"ok": 48}
         report = {s["base_url"]: s for s in backend.fleet_report()}
         assert report[slow.base_url]["failures"] >= 1 and KEY not in str(report)
@@ -249,5 +249,6 @@ def test_api_model_version_of_a_fleet_target_from_the_server_that_answers(monkey
         dead.kill()
         target = parse_registry(
             "targets:\n  - {name: fleet, backend: openai, model: stub-model, version: {source: api_model},\n"
-            f"     base_url: [{dead.base_url}, {alive.base_url}]}}\n").targets[0]
+            f"     base_url: [{dead.base_url}, {alive.base_url}]}}\n"
+        ).targets[0]
         assert resolve_version(target) == "stub-model@2025-01-01"  # GET /models listing of `alive`

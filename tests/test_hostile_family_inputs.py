@@ -46,10 +46,20 @@ ERRORS = [
     ("vlstereoset", "vls_csv", "a-folder", "DIR", "a folder; expected a file"),
     ("vlstereoset", "vls_csv", "a-fifo", "FIFO", "not a regular file; expected a file"),
     ("vlstereoset", "vls_csv", "missing", "MISSING", "no such file"),
-    ("vlstereoset", "vls_csv", "every-row-bad", _vls_csv(GOOD.replace(",1,", ",7,"), VLS_GOOD2.replace(",0,", ",x,")),
-     "none of its 2 data rows can be audited (line 2: field label: '7'"),
-    ("vlstereoset", "vls_csv", "header-not-utf8", _vls_csv(GOOD, header=HEADER.replace("target", "tar\udcffget")),
-     "not UTF-8 text: byte 0xff; the file's first one is at byte offset 16"),
+    (
+        "vlstereoset",
+        "vls_csv",
+        "every-row-bad",
+        _vls_csv(GOOD.replace(",1,", ",7,"), VLS_GOOD2.replace(",0,", ",x,")),
+        "none of its 2 data rows can be audited (line 2: field label: '7'",
+    ),
+    (
+        "vlstereoset",
+        "vls_csv",
+        "header-not-utf8",
+        _vls_csv(GOOD, header=HEADER.replace("target", "tar\udcffget")),
+        "not UTF-8 text: byte 0xff; the file's first one is at byte offset 16",
+    ),
     ("vlstereoset", "vls_manifest", "empty", b"", "image manifest"),
     ("vlstereoset", "vls_manifest", "no-file-column", b"row,name\n1,a.png\n", "missing column(s) ['file']"),
     ("vlstereoset", "vls_manifest", "utf-16", "file,row\na.png,1\n".encode("utf-16"), "the file is UTF-16"),
@@ -61,8 +71,13 @@ ERRORS = [
     ("counterfactual", "cf_lexicon", "missing", "MISSING", "no such file"),
     ("counterfactual", "cf_lexicon", "utf-16", "able\nclever\n".encode("utf-16"), "the file is UTF-16"),
     ("counterfactual", "cf_lexicon", "csv-header-only", b"word,dimension,direction\n", "no word in it"),
-    ("counterfactual", "cf_lexicon", "csv-every-line-bad", b"word,dimension,direction\nable,beauty,1\nkind,warmth,2\n",
-     "none of its 2 lines can be audited (line 2: expected word,dimension"),
+    (
+        "counterfactual",
+        "cf_lexicon",
+        "csv-every-line-bad",
+        b"word,dimension,direction\nable,beauty,1\nkind,warmth,2\n",
+        "none of its 2 lines can be audited (line 2: expected word,dimension",
+    ),
     ("counterfactual", "cf_manifest", "empty", b"", "empty file, expected a header"),
     ("counterfactual", "cf_manifest", "header-only", (CF_HEADER + "\n").encode(), "no data rows after the header"),
     ("counterfactual", "cf_manifest", "wrong-columns", b"set_id,subset,job\ns1,race_gender,nurse\n", "missing column(s)"),
@@ -81,9 +96,16 @@ ERRORS = [
 
 def _place(tmp_path, loader: str, content) -> "os.PathLike":
     """Where ``loader`` reads ``content`` from (the file, or the folder holding it)."""
-    names = {"vls_csv": "vls.csv", "vls_manifest": "images/manifest.csv", "cf_lexicon": "lexicon.txt",
-             "cf_manifest": "sets.csv", "cf_manifest_parquet": "sets.parquet", "faces": "faces.csv",
-             "faces_txt": "faces.txt", "faces_folder": "faces"}
+    names = {
+        "vls_csv": "vls.csv",
+        "vls_manifest": "images/manifest.csv",
+        "cf_lexicon": "lexicon.txt",
+        "cf_manifest": "sets.csv",
+        "cf_manifest_parquet": "sets.parquet",
+        "faces": "faces.csv",
+        "faces_txt": "faces.txt",
+        "faces_folder": "faces",
+    }
     path = tmp_path / names[loader]
     path.parent.mkdir(parents=True, exist_ok=True)
     if content == "DIR":
@@ -139,43 +161,89 @@ def test_unusable_input_is_one_line(tmp_path, family, loader, name, content, mes
 def _faces_rows(folder) -> list[str]:
     for i in range(3):
         (folder / f"f{i}.png").write_bytes(tiny_png((40 * i, 90, 200), size=(12, 12)))
-    return [FACES_HEADER, "a,f0.png,30,male,White", "b,f1.png,3x,female,Black", "c,f2.png,40,fem\udce9ale,Asian",
-            "d,f2.png,40,female,Asian," + "x" * 20_000, "a,f1.png,41,female,Indian", "e,gone.png,35,male,White",
-            "f,f1.png,50,female,Indian"]
+    return [
+        FACES_HEADER,
+        "a,f0.png,30,male,White",
+        "b,f1.png,3x,female,Black",
+        "c,f2.png,40,fem\udce9ale,Asian",
+        "d,f2.png,40,female,Asian," + "x" * 20_000,
+        "a,f1.png,41,female,Indian",
+        "e,gone.png,35,male,White",
+        "f,f1.png,50,female,Indian",
+    ]
 
 
 def _cf_rows(folder) -> list[str]:
     for i in range(3):
         (folder / f"m{i}.png").write_bytes(tiny_png((90, 40 * i, 20), size=(8, 8)))
-    return [CF_HEADER, "s1,race_gender,nurse,White,male,m0.png", "s1,race_gender,nurse,White,female,m1.png",
-            "s1,race_gender,nurse,Bl\udcffack,male,m2.png", "s2,race_gender,chef,Asian,male,m0.png,extra,fields",
-            "s2,race_gender,chef,Asian,female," + "p" * 20_000 + ".png"]
+    return [
+        CF_HEADER,
+        "s1,race_gender,nurse,White,male,m0.png",
+        "s1,race_gender,nurse,White,female,m1.png",
+        "s1,race_gender,nurse,Bl\udcffack,male,m2.png",
+        "s2,race_gender,chef,Asian,male,m0.png,extra,fields",
+        "s2,race_gender,chef,Asian,female," + "p" * 20_000 + ".png",
+    ]
 
 
 # (family, loader, case id, rows builder, used, quarantined, a reason fragment); row text with
 # surrogate escapes is written as the raw bytes it stands for
 QUARANTINES = [
-    ("vlstereoset", "vls_csv", "row-not-utf8", lambda d: [HEADER, GOOD, _bytes_row(VLS_GOOD2.replace("Italian", "caring"), b"\xff")],
-     1, 1, "not UTF-8 text: byte 0xff"),
-    ("vlstereoset", "vls_csv", "huge-field", lambda d: [HEADER, GOOD, VLS_GOOD2.replace("The chef is BLANK.", "B" * 20_000 + " BLANK")],
-     1, 1, "characters, more than 10,000"),
+    (
+        "vlstereoset",
+        "vls_csv",
+        "row-not-utf8",
+        lambda d: [HEADER, GOOD, _bytes_row(VLS_GOOD2.replace("Italian", "caring"), b"\xff")],
+        1,
+        1,
+        "not UTF-8 text: byte 0xff",
+    ),
+    (
+        "vlstereoset",
+        "vls_csv",
+        "huge-field",
+        lambda d: [HEADER, GOOD, VLS_GOOD2.replace("The chef is BLANK.", "B" * 20_000 + " BLANK")],
+        1,
+        1,
+        "characters, more than 10,000",
+    ),
     ("vlstereoset", "vls_csv", "too-many-fields", lambda d: [HEADER, GOOD, VLS_GOOD2 + "x,y,z"], 1, 1, "fields, expected 8"),
     ("vlstereoset", "vls_csv", "too-few-fields", lambda d: [HEADER, GOOD, "race,chef,The chef is BLANK."], 1, 1, "3 fields, expected 8"),
     ("vlstereoset", "vls_csv", "bad-label", lambda d: [HEADER, GOOD, VLS_GOOD2.replace(",0,", ",2,")], 1, 1, "field label: '2'"),
-    ("vlstereoset", "vls_csv", "unknown-bias-type", lambda d: [HEADER, GOOD, VLS_GOOD2.replace("race,", "diet,", 1)], 1, 1,
-     "unknown bias type 'diet'"),
+    (
+        "vlstereoset",
+        "vls_csv",
+        "unknown-bias-type",
+        lambda d: [HEADER, GOOD, VLS_GOOD2.replace("race,", "diet,", 1)],
+        1,
+        1,
+        "unknown bias type 'diet'",
+    ),
     ("vlstereoset", "vls_csv", "url-not-http", lambda d: [HEADER, GOOD, VLS_GOOD2.replace("https://", "ftp://")], 1, 1, "Imaeg URL"),
     ("vlstereoset", "vls_csv", "unclosed-quote", lambda d: [HEADER, GOOD, 'race,"chef,The chef is BLANK.', VLS_GOOD2], 1, 1, "fields"),
     ("vlstereoset", "vls_csv", "blank-lines-and-boms", lambda d: ["\ufeff" + HEADER, "", GOOD, "   ", VLS_GOOD2, ""], 2, 0, ""),
-    ("vlstereoset", "vls_manifest", "file-leaves-the-folder", lambda d: ["file,row", "../../etc/passwd,1", "2.png,2"], 1, 1,
-     "is not a file name"),
+    ("vlstereoset", "vls_manifest", "file-leaves-the-folder", lambda d: ["file,row", "../../etc/passwd,1", "2.png,2"], 1, 1, "is not a file name"),
     ("vlstereoset", "vls_manifest", "row-not-a-number", lambda d: ["file,row", "a.png,one", "2.png,2"], 1, 1, "not a data row number"),
     ("vlstereoset", "vls_manifest", "no-key", lambda d: ["file,row,item_id", "a.png,,", "2.png,2,"], 1, 1, "no key"),
-    ("counterfactual", "cf_lexicon", "csv-bad-dimension", lambda d: ["word,dimension,direction", "able,competence,1", "kind,beauty,1"],
-     1, 1, "expected word,dimension"),
+    (
+        "counterfactual",
+        "cf_lexicon",
+        "csv-bad-dimension",
+        lambda d: ["word,dimension,direction", "able,competence,1", "kind,beauty,1"],
+        1,
+        1,
+        "expected word,dimension",
+    ),
     ("counterfactual", "cf_lexicon", "word-not-utf8", lambda d: ["able", "cl\udcffever", "smart"], 2, 1, "not UTF-8 text: byte 0xff"),
-    ("counterfactual", "cf_lexicon", "csv-bad-direction", lambda d: ["\ufeffword,dimension,direction", "able,competence,+1",
-                                                                      "cold,warmth,-1", "odd,warmth,2"], 2, 1, "direction"),
+    (
+        "counterfactual",
+        "cf_lexicon",
+        "csv-bad-direction",
+        lambda d: ["\ufeffword,dimension,direction", "able,competence,+1", "cold,warmth,-1", "odd,warmth,2"],
+        2,
+        1,
+        "direction",
+    ),
     ("counterfactual", "cf_manifest", "bad-rows-of-a-set", _cf_rows, 2, 3, "not UTF-8 text"),
     ("modscan", "faces", "bad-rows", _faces_rows, 2, 5, "age '3x' is not a whole number"),
 ]
@@ -245,8 +313,7 @@ def _landed(table: str) -> list[dict]:
 def _modscan_config(shard_rows: int = 1000):
     from models_inference.probes.modscan.text import TextProbeConfig
 
-    return TextProbeConfig(probes=("modscan_text_persona",), runs=3, instances_per_scenario=1, conditions=("original",),
-                           shard_rows=shard_rows)
+    return TextProbeConfig(probes=("modscan_text_persona",), runs=3, instances_per_scenario=1, conditions=("original",), shard_rows=shard_rows)
 
 
 def _cf_sets():

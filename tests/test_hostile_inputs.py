@@ -34,18 +34,36 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _env(home: Path, **extra) -> dict:
     env = dict(os.environ)
-    env.update(DORA_HOME=str(home), DAGSTER_HOME=str(home / "dagster"), PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", DBT_SEND_ANONYMOUS_USAGE_STATS="false")
+    env.update(
+        DORA_HOME=str(home),
+        DAGSTER_HOME=str(home / "dagster"),
+        PYTHONPATH=str(REPO),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+    )
     env.update(extra)
     return env
 
 
 def _t2t_row(audit_id="a1", letter="b", run=1, status="ok") -> dict:
     return {
-        "audit_id": audit_id, "model_id": "m", "model_version": "v", "backend": "fake", "setting": "singular",
-        "descriptor": "child", "bias_dimension": "age", "letter": letter, "run": run, "seed": 1,
-        "prompt_style": "completion", "prompt": "This child is " + letter, "raw_output": "rave",
-        "word": letter + "rave", "parse_status": status, "generated_at": datetime.now(timezone.utc),
+        "audit_id": audit_id,
+        "model_id": "m",
+        "model_version": "v",
+        "backend": "fake",
+        "setting": "singular",
+        "descriptor": "child",
+        "bias_dimension": "age",
+        "letter": letter,
+        "run": run,
+        "seed": 1,
+        "prompt_style": "completion",
+        "prompt": "This child is " + letter,
+        "raw_output": "rave",
+        "word": letter + "rave",
+        "parse_status": status,
+        "generated_at": datetime.now(timezone.utc),
     }
 
 
@@ -120,8 +138,9 @@ def test_bad_flag_in_a_real_process_is_one_line_exit_2_and_quick(home):
     nothing started, and quick (argparse-level validation imports no Dagster run, model or dbt)."""
     before = _landed_rows(home)
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "orchestration.cli", "audit", "--runs", "0"], env=_env(home),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "audit", "--runs", "0"], env=_env(home), capture_output=True, text=True, timeout=60
+    )
     elapsed = time.monotonic() - start
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].endswith("--runs: 0 is out of range: expected 1..1000")
@@ -133,16 +152,16 @@ def test_bad_flag_in_a_real_process_is_one_line_exit_2_and_quick(home):
 def test_report_out_is_an_existing_file(home, tmp_path):
     out = tmp_path / "report.html"
     out.write_text("keep me")
-    proc = subprocess.run([sys.executable, "-m", "orchestration.cli", "report", "--out", str(out)], env=_env(home),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "report", "--out", str(out)], env=_env(home), capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "is an existing file" in proc.stderr.splitlines()[-1]
     assert out.read_text() == "keep me"
 
 
 # --------------------------------------------------------------------------- CLI: runtime one-liners
 def _dora(home: Path, *args, **env):
-    return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], env=_env(home, **env),
-                          capture_output=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], env=_env(home, **env), capture_output=True, timeout=120)
 
 
 QUERY_ESCAPES = [
@@ -183,8 +202,9 @@ def test_query_json_has_no_nan(home):
 
 def test_query_into_a_closed_pipe_is_quiet(home):
     sql = "select range as i from range(200000)"
-    proc = subprocess.Popen([sys.executable, "-m", "orchestration.cli", "query", sql, "--format", "csv"],
-                            env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestration.cli", "query", sql, "--format", "csv"], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     proc.stdout.readline()
     proc.stdout.close()  # `| head -1`
     err = proc.stderr.read().decode()
@@ -268,8 +288,9 @@ def test_report_for_an_unknown_audit(home):
     from analytics.report import load_report_data
 
     with duckdb.connect(str(home / "warehouse.duckdb")) as con:
-        con.execute("create table agg_bias_by_dimension as select 'a1' as audit_id, 't2t' as modality, "
-                    "'singular' as setting, 'age' as bias_dimension")
+        con.execute(
+            "create table agg_bias_by_dimension as select 'a1' as audit_id, 't2t' as modality, 'singular' as setting, 'age' as bias_dimension"
+        )
         con.execute("create table dim_audits as select 'a1' as audit_id")
     with pytest.raises(LookupError, match=r"no audit 'nope' in the warehouse"):
         load_report_data("nope")
@@ -341,15 +362,27 @@ def test_judge_distribution_skips_the_echoed_scale(dora_home, monkeypatch):
     from models_inference.probes.biasdora.judge import Judge, JudgeRequest, JudgeSampling
 
     def tok(t, alts):
-        return {"token": t, "logprob": math.log(dict(alts).get(t, 0.2)), "bytes": list(t.encode()),
-                "top_logprobs": [{"token": a, "logprob": math.log(q), "bytes": list(a.encode())} for a, q in alts]}
+        return {
+            "token": t,
+            "logprob": math.log(dict(alts).get(t, 0.2)),
+            "bytes": list(t.encode()),
+            "top_logprobs": [{"token": a, "logprob": math.log(q), "bytes": list(a.encode())} for a, q in alts],
+        }
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
         words = [tok(w, [(w, 1.0)]) for w in ("On", " a", " scale", " of")]
-        server.chat_reply = lambda req: {"content": "On a scale of 1 to 5: 4", "logprobs": [
-            *words, tok(" 1", [(" 1", 0.9), (" 2", 0.1)]), tok(" to", [(" to", 1.0)]), tok(" 5", [(" 5", 0.9), (" 4", 0.1)]),
-            tok(":", [(":", 1.0)]), tok(" 4", [(" 4", 0.7), (" 3", 0.3)])]}
+        server.chat_reply = lambda req: {
+            "content": "On a scale of 1 to 5: 4",
+            "logprobs": [
+                *words,
+                tok(" 1", [(" 1", 0.9), (" 2", 0.1)]),
+                tok(" to", [(" to", 1.0)]),
+                tok(" 5", [(" 5", 0.9), (" 4", 0.1)]),
+                tok(":", [(":", 1.0)]),
+                tok(" 4", [(" 4", 0.7), (" 3", 0.3)]),
+            ],
+        }
         judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, concurrency=1))
         answer = judge.judge([JudgeRequest("child", "brave", 1)], JudgeSampling())[0]
     assert answer.distribution is not None and answer.distribution.probs[3] == pytest.approx(0.7)
@@ -367,8 +400,7 @@ def test_malformed_reply_lands_with_the_rest_of_the_chunk(dora_home, monkeypatch
         server.malformed_next(kind)
         backend = OpenAIChatBackend("m", base_url=server.base_url, concurrency=1, max_retries=0)
         templates = [T2TTemplate("singular", "child", "age", "This child is")]
-        summary = run_t2t_probe(templates, backend, T2TProbeConfig(runs=4, letters="b", prompt_style="chat"),
-                                progress=False, max_error_share=0.5)
+        summary = run_t2t_probe(templates, backend, T2TProbeConfig(runs=4, letters="b", prompt_style="chat"), progress=False, max_error_share=0.5)
     rows = read_landing("t2t_completions").to_pylist()
     assert len(rows) == 4 and sorted(r["parse_status"] for r in rows) == ["error", "ok", "ok", "ok"]
     assert summary.generated == 4
@@ -384,8 +416,12 @@ def test_completion_style_on_chat_only_server(dora_home, monkeypatch):
         server.chat_only = True
         backend = OpenAIChatBackend("gpt-4o", base_url=server.base_url)
         with pytest.raises(CompletionsUnsupportedError, match="--prompt-style chat"):
-            run_t2t_probe([T2TTemplate("singular", "child", "age", "This child is")], backend,
-                          T2TProbeConfig(runs=1, letters="b", prompt_style="completion"), progress=False)
+            run_t2t_probe(
+                [T2TTemplate("singular", "child", "age", "This child is")],
+                backend,
+                T2TProbeConfig(runs=1, letters="b", prompt_style="completion"),
+                progress=False,
+            )
 
 
 def test_version_prefix_collision_gets_two_audits():
@@ -400,6 +436,29 @@ def test_version_prefix_collision_gets_two_audits():
 
 def test_corpus_size():
     """The number of hostile inputs this module covers (quoted in the README)."""
-    n = (len(FLAG_CASES) + 1 + len(QUERY_ESCAPES) + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1
-         + 3 + len(PARSE_CASES) + len(JUDGE_CASES) + 1 + 2 + 1 + 1)
+    n = (
+        len(FLAG_CASES)
+        + 1
+        + len(QUERY_ESCAPES)
+        + 1
+        + 1
+        + 1
+        + 1
+        + 1
+        + 1
+        + 1
+        + 1
+        + 1
+        + 1
+        + 1
+        + 1
+        + 1
+        + 3
+        + len(PARSE_CASES)
+        + len(JUDGE_CASES)
+        + 1
+        + 2
+        + 1
+        + 1
+    )
     assert n == 56

@@ -11,17 +11,29 @@ import pytest
 
 from ingestion.landing import read_landing, write_shard
 
-HOSTILE = "h[1] o'brien \"q\" *?"
-SIBLING = "h1 o'brien \"q\" xy"  # what HOSTILE matches when read as a glob pattern
+HOSTILE = 'h[1] o\'brien "q" *?'
+SIBLING = 'h1 o\'brien "q" xy'  # what HOSTILE matches when read as a glob pattern
 #: DuckDB cannot keep a database under a path with '?' (a clear error, below): the dbt test's home
-DBT_HOME, DBT_SIBLING = "h[1] o'brien \"q\" *", "h1 o'brien \"q\" x"
+DBT_HOME, DBT_SIBLING = 'h[1] o\'brien "q" *', 'h1 o\'brien "q" x'
 
 
 def _row(audit_id: str) -> dict:
     return {
-        "audit_id": audit_id, "model_id": "m", "model_version": "v", "backend": "fake", "setting": "singular",
-        "descriptor": "child", "bias_dimension": "age", "letter": "b", "run": 1, "seed": 1, "prompt_style": "completion",
-        "prompt": "This child is b", "raw_output": "rave", "word": "brave", "parse_status": "ok",
+        "audit_id": audit_id,
+        "model_id": "m",
+        "model_version": "v",
+        "backend": "fake",
+        "setting": "singular",
+        "descriptor": "child",
+        "bias_dimension": "age",
+        "letter": "b",
+        "run": 1,
+        "seed": 1,
+        "prompt_style": "completion",
+        "prompt": "This child is b",
+        "raw_output": "rave",
+        "word": "brave",
+        "parse_status": "ok",
         "generated_at": datetime.now(timezone.utc),
     }
 

@@ -57,8 +57,9 @@ def test_a_malformed_reply_to_packed_completions_fails_that_pack_only(api_key, k
         server.completion_batching = True
         server.malformed_next(kind)
         backend = _backend(server, prompts_per_request=1, use_n=False)
-        results = backend.generate([GenerationRequest(RenderedPrompt("completion", f"Prompt {i}"), seed=i,
-                                                      max_new_tokens=4, stop="eos") for i in range(3)])
+        results = backend.generate(
+            [GenerationRequest(RenderedPrompt("completion", f"Prompt {i}"), seed=i, max_new_tokens=4, stop="eos") for i in range(3)]
+        )
     errors = [r.error for r in results if r.error]
     assert len(errors) == 1 and all(r.text for r in results if not r.error)
     _one_line(errors[0], _NOT_A_COMPLETION[kind])
@@ -100,12 +101,17 @@ def test_the_reply_body_quoted_in_an_error_is_cut_and_redacted():
     assert "sk-secret123" not in text and len(text) < 200 and text.endswith("...")
 
 
-@pytest.mark.parametrize("files, cause", [
-    ({}, "the folder has no config.json, no weights, no tokenizer"),
-    ({"config.json": "{}"}, "the folder has no weights, no tokenizer"),
-    ({"config.json": "{}", "model.safetensors": "", "tokenizer.json": "{}"},
-     "its model.safetensors is not a safetensors file (shorter than its 8-byte header length)"),
-])
+@pytest.mark.parametrize(
+    "files, cause",
+    [
+        ({}, "the folder has no config.json, no weights, no tokenizer"),
+        ({"config.json": "{}"}, "the folder has no weights, no tokenizer"),
+        (
+            {"config.json": "{}", "model.safetensors": "", "tokenizer.json": "{}"},
+            "its model.safetensors is not a safetensors file (shorter than its 8-byte header length)",
+        ),
+    ],
+)
 def test_a_model_folder_that_cannot_load_is_one_short_line(tmp_path, files, cause):
     from models_inference.backends.text import _load_failure
 
@@ -165,24 +171,52 @@ def _folder(tmp_path, files: dict, weights_cut: int | None = 0):
     return folder
 
 
-@pytest.mark.parametrize("kind, files, weights_cut, cause", [
-    ("text", {"config.json": _LLAMA, "tokenizer.json": _TOKENIZER}, 0, None),
-    ("text", {"config.json": _LLAMA}, None, "the folder has no weights, no tokenizer"),
-    ("text", {"config.json": "{not json", "tokenizer.json": _TOKENIZER}, 0, "its config.json is not valid JSON (line 1, column 2)"),
-    ("text", {"config.json": "{}", "tokenizer.json": _TOKENIZER}, 0, "its config.json names no model_type"),
-    ("text", {"config.json": _LLAMA, "tokenizer.json": _TOKENIZER}, 4,
-     "its model.safetensors is truncated: its header lists 64 bytes of tensors, the file holds 60"),
-    ("text", {"config.json": _LLAMA, "tokenizer.json": "{}"}, 0, "its tokenizer.json holds no tokenizer (no model section)"),
-    ("image-to-text", {"config.json": _LLAMA, "tokenizer.json": _TOKENIZER}, 0,
-     "the folder has no image processor (preprocessor_config.json)"),
-    ("image-to-text", {"config.json": _LLAMA, "tokenizer.json": _TOKENIZER, "processor_config.json": '{"image_processor": {}}'}, 0, None),
-    ("text-to-image", {"model_index.json": '{"_class_name": "P", "unet": ["diffusers", "UNet2DConditionModel"], '
-                       '"scheduler": ["diffusers", "PNDMScheduler"], "safety_checker": [null, null]}',
-                       "scheduler/scheduler_config.json": "{}"}, 0, "the folder has no unet/ (model_index.json lists it)"),
-    ("text-to-image", {"model_index.json": '{"unet": ["diffusers", "UNet2DConditionModel"]}', "unet/config.json": "{}"}, 0,
-     "the folder unet/ has no weights"),
-], ids=["whole", "no_weights_no_tokenizer", "config_not_json", "no_model_type", "weights_truncated", "tokenizer_not_one",
-        "vlm_no_image_processor", "vlm_processor_config", "pipeline_no_unet", "pipeline_unet_no_weights"])
+@pytest.mark.parametrize(
+    "kind, files, weights_cut, cause",
+    [
+        ("text", {"config.json": _LLAMA, "tokenizer.json": _TOKENIZER}, 0, None),
+        ("text", {"config.json": _LLAMA}, None, "the folder has no weights, no tokenizer"),
+        ("text", {"config.json": "{not json", "tokenizer.json": _TOKENIZER}, 0, "its config.json is not valid JSON (line 1, column 2)"),
+        ("text", {"config.json": "{}", "tokenizer.json": _TOKENIZER}, 0, "its config.json names no model_type"),
+        (
+            "text",
+            {"config.json": _LLAMA, "tokenizer.json": _TOKENIZER},
+            4,
+            "its model.safetensors is truncated: its header lists 64 bytes of tensors, the file holds 60",
+        ),
+        ("text", {"config.json": _LLAMA, "tokenizer.json": "{}"}, 0, "its tokenizer.json holds no tokenizer (no model section)"),
+        ("image-to-text", {"config.json": _LLAMA, "tokenizer.json": _TOKENIZER}, 0, "the folder has no image processor (preprocessor_config.json)"),
+        ("image-to-text", {"config.json": _LLAMA, "tokenizer.json": _TOKENIZER, "processor_config.json": '{"image_processor": {}}'}, 0, None),
+        (
+            "text-to-image",
+            {
+                "model_index.json": '{"_class_name": "P", "unet": ["diffusers", "UNet2DConditionModel"], '
+                '"scheduler": ["diffusers", "PNDMScheduler"], "safety_checker": [null, null]}',
+                "scheduler/scheduler_config.json": "{}",
+            },
+            0,
+            "the folder has no unet/ (model_index.json lists it)",
+        ),
+        (
+            "text-to-image",
+            {"model_index.json": '{"unet": ["diffusers", "UNet2DConditionModel"]}', "unet/config.json": "{}"},
+            0,
+            "the folder unet/ has no weights",
+        ),
+    ],
+    ids=[
+        "whole",
+        "no_weights_no_tokenizer",
+        "config_not_json",
+        "no_model_type",
+        "weights_truncated",
+        "tokenizer_not_one",
+        "vlm_no_image_processor",
+        "vlm_processor_config",
+        "pipeline_no_unet",
+        "pipeline_unet_no_weights",
+    ],
+)
 def test_a_model_folder_s_problem_is_named(tmp_path, kind, files, weights_cut, cause):
     from models_inference.backends.model_folder import folder_problem
 
@@ -193,21 +227,28 @@ def test_a_whole_folder_s_load_failure_names_the_part_not_the_exception(tmp_path
     from models_inference.backends.model_folder import load_failure_cause
 
     folder = str(_folder(tmp_path, {"config.json": '{"model_type": "clip"}', "tokenizer.json": _TOKENIZER}))
-    wrong = ValueError("Unrecognized configuration class <class 'CLIPConfig'> for this kind of AutoModel: "
-                       "AutoModelForCausalLM.\nModel type should be one of " + ", ".join(["AriaConfig"] * 300))
+    wrong = ValueError(
+        "Unrecognized configuration class <class 'CLIPConfig'> for this kind of AutoModel: "
+        "AutoModelForCausalLM.\nModel type should be one of " + ", ".join(["AriaConfig"] * 300)
+    )
     assert load_failure_cause(folder, "text", wrong, "weights") == "its config.json describes a 'clip' model, not a causal language model"
     internal = AttributeError("'NoneType' object has no attribute 'endswith'")
-    assert load_failure_cause(folder, "image-to-text", internal, "weights") == \
-        "the folder has no image processor (preprocessor_config.json)"
+    assert load_failure_cause(folder, "image-to-text", internal, "weights") == "the folder has no image processor (preprocessor_config.json)"
     assert load_failure_cause(folder, "text", internal, "tokenizer") == (
-        "its tokenizer files (tokenizer.json) cannot be loaded: they are incomplete or not a tokenizer of this model")
-    assert load_failure_cause(folder, "text", RuntimeError("size mismatch for w: copying a param with shape [4, 4]"),
-                              "weights") == "its weights do not fit the shapes its config.json gives (another model's weights?)"
+        "its tokenizer files (tokenizer.json) cannot be loaded: they are incomplete or not a tokenizer of this model"
+    )
+    assert (
+        load_failure_cause(folder, "text", RuntimeError("size mismatch for w: copying a param with shape [4, 4]"), "weights")
+        == "its weights do not fit the shapes its config.json gives (another model's weights?)"
+    )
     # a hub id: the loader's first sentence when it says what is missing, never an internal error's text
-    assert load_failure_cause("org/model", "text", OSError("We couldn't connect to 'https://huggingface.co'. More."), "tokenizer") \
+    assert (
+        load_failure_cause("org/model", "text", OSError("We couldn't connect to 'https://huggingface.co'. More."), "tokenizer")
         == "We couldn't connect to 'https://huggingface.co'"
-    assert load_failure_cause("org/model", "text", KeyError("added_tokens"), "tokenizer") == \
-        "the loader failed while reading its tokenizer (KeyError)"
+    )
+    assert (
+        load_failure_cause("org/model", "text", KeyError("added_tokens"), "tokenizer") == "the loader failed while reading its tokenizer (KeyError)"
+    )
 
 
 @pytest.mark.slow  # builds tiny random models and loads them with transformers / diffusers (~10 s)
@@ -223,8 +264,9 @@ def test_damaged_vision_and_image_model_folders_say_what_is_wrong(tmp_path):
     (captioner / "preprocessor_config.json").unlink()  # the loader: "Can't load image processor ... If you were trying ..."
     with pytest.raises(ModelNotAvailableError) as err:
         TransformersVisionBackend.load(str(captioner))
-    assert str(err.value).startswith(f"cannot load image-to-text model '{captioner}' here: the folder has no image "
-                                     "processor (preprocessor_config.json). Use a local folder")
+    assert str(err.value).startswith(
+        f"cannot load image-to-text model '{captioner}' here: the folder has no image processor (preprocessor_config.json). Use a local folder"
+    )
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         (captioner / name).unlink()  # the loader: "'NoneType' object has no attribute 'endswith'"
     with pytest.raises(ModelNotAvailableError, match=r"here: the folder has no tokenizer, no image processor"):
@@ -252,18 +294,48 @@ def test_dora_audit_on_a_damaged_model_folder_is_one_line_exit_1(tmp_path, monke
     model = tmp_path / "model"
     tokenizer, vocab = word_tokenizer(["brave", "bold"])
     tokenizer.save_pretrained(model)
-    (model / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": len(vocab), "hidden_size": 8,
-                                                   "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}))
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "vocab_size": len(vocab),
+                "hidden_size": 8,
+                "intermediate_size": 16,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+            }
+        )
+    )
     _weights(model / "model.safetensors", cut=10)  # a download cut short
     home = tmp_path / "home"
     monkeypatch.setenv("DORA_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
-    code = main(["audit", "--family", "biasdora", "--model", str(model), "--per-dimension", "1", "--runs", "1",
-                 "--letters", "b", "--settings", "singular", "--judge-backend", "none", "--no-progress"])
+    code = main(
+        [
+            "audit",
+            "--family",
+            "biasdora",
+            "--model",
+            str(model),
+            "--per-dimension",
+            "1",
+            "--runs",
+            "1",
+            "--letters",
+            "b",
+            "--settings",
+            "singular",
+            "--judge-backend",
+            "none",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err, err
     errors = [line for line in err.splitlines() if line.startswith("dora audit: error:")]
-    assert errors == [f"dora audit: error: cannot load model '{model}' offline: its model.safetensors is truncated: its "
-                      "header lists 64 bytes of tensors, the file holds 54. Use 'smollm2-135m', a local folder or .gguf file, "
-                      "or a hub id that is already in the Hugging Face cache; a model folder needs config.json, the weights "
-                      "(*.safetensors or *.bin) and the tokenizer files."], err
+    assert errors == [
+        f"dora audit: error: cannot load model '{model}' offline: its model.safetensors is truncated: its "
+        "header lists 64 bytes of tensors, the file holds 54. Use 'smollm2-135m', a local folder or .gguf file, "
+        "or a hub id that is already in the Hugging Face cache; a model folder needs config.json, the weights "
+        "(*.safetensors or *.bin) and the tokenizer files."
+    ], err

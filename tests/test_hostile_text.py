@@ -47,13 +47,17 @@ def _one_line(capsys, args) -> tuple[int, str]:
 
 # ----------------------------------------------------------------------------- 1. non-UTF-8 arguments
 # Python hands an argument's undecodable bytes (b"\xff") to dora as lone surrogates ("\udcff").
-@pytest.mark.parametrize("args,flag", [
-    (["report", "--audit-id", "\udcff"], "--audit-id"),
-    (["diff", "\udcff"], "argument 2"),
-    (["diff", "a", "--to=b\udcfe"], "--to"),
-    (["tables", "caf\udce9"], "argument 2"),
-    (["query", "select '\udcff'"], "argument 2"),
-], ids=["report_audit_id", "diff_ref", "diff_to_equals", "tables_name", "query_sql"])
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["report", "--audit-id", "\udcff"], "--audit-id"),
+        (["diff", "\udcff"], "argument 2"),
+        (["diff", "a", "--to=b\udcfe"], "--to"),
+        (["tables", "caf\udce9"], "argument 2"),
+        (["query", "select '\udcff'"], "argument 2"),
+    ],
+    ids=["report_audit_id", "diff_ref", "diff_to_equals", "tables_name", "query_sql"],
+)
 def test_non_utf8_argument_is_one_line(home, capsys, args, flag):
     code, line = _one_line(capsys, args)
     assert code == 2
@@ -84,11 +88,15 @@ def test_backslash_in_dora_home_is_refused_before_the_warehouse_moves(tmp_path, 
 
 
 # ----------------------------------------------------------------------------- 3. landing URLs
-@pytest.mark.parametrize("url,message", [
-    ("memory://landing", "the 'memory' filesystem is not shared between processes"),
-    ("simplecache::s3://bucket/landing", "the 'simplecache' filesystem is not shared between processes"),
-    ("nosuchfs://bucket/landing", "fsspec knows no filesystem 'nosuchfs'"),
-], ids=["memory", "chained_cache", "unknown"])
+@pytest.mark.parametrize(
+    "url,message",
+    [
+        ("memory://landing", "the 'memory' filesystem is not shared between processes"),
+        ("simplecache::s3://bucket/landing", "the 'simplecache' filesystem is not shared between processes"),
+        ("nosuchfs://bucket/landing", "fsspec knows no filesystem 'nosuchfs'"),
+    ],
+    ids=["memory", "chained_cache", "unknown"],
+)
 def test_unusable_landing_url_is_one_line(home, monkeypatch, capsys, url, message):
     monkeypatch.setenv("DORA_LANDING_URL", url)
     code, line = _one_line(capsys, ["query", "select 1"])

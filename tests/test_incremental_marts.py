@@ -66,19 +66,39 @@ def audit_rows(audit_id, *, seed, settings=("singular", "adjective"), generated_
 
 
 def audit_events(audit_id, at):
-    base = {"audit_id": audit_id, "model_id": MODEL, "model_version": VERSION, "modality": "t2t",
-            "config_json": "{}", "config_hash": "h", "code_version": "c", "target": "fixture"}
-    return [{**base, "status": "started", "rows_generated": 0, "event_at": at},
-            {**base, "status": "finished", "rows_generated": 1, "event_at": at + timedelta(minutes=5)}]
+    base = {
+        "audit_id": audit_id,
+        "model_id": MODEL,
+        "model_version": VERSION,
+        "modality": "t2t",
+        "config_json": "{}",
+        "config_hash": "h",
+        "code_version": "c",
+        "target": "fixture",
+    }
+    return [
+        {**base, "status": "started", "rows_generated": 0, "event_at": at},
+        {**base, "status": "finished", "rows_generated": 1, "event_at": at + timedelta(minutes=5)},
+    ]
 
 
 def sentiment(key, score, scored_at):
     audit_id, modality, setting, descriptor, word = key
-    return {"audit_id": audit_id, "model_id": MODEL, "model_version": VERSION, "modality": modality,
-            "setting": setting, "descriptor": descriptor, "word": word, "text": f"{descriptor} {word}",
-            "scorer": "vader", "scorer_version": "3.3.2",
-            "sentiment_label": "negative" if score <= -0.05 else "positive" if score >= 0.05 else "neutral",
-            "sentiment_score": score, "scored_at": scored_at}
+    return {
+        "audit_id": audit_id,
+        "model_id": MODEL,
+        "model_version": VERSION,
+        "modality": modality,
+        "setting": setting,
+        "descriptor": descriptor,
+        "word": word,
+        "text": f"{descriptor} {word}",
+        "scorer": "vader",
+        "scorer_version": "3.3.2",
+        "sentiment_label": "negative" if score <= -0.05 else "positive" if score >= 0.05 else "neutral",
+        "sentiment_score": score,
+        "scored_at": scored_at,
+    }
 
 
 def snapshot(home: Path) -> dict[str, list[dict]]:
@@ -142,8 +162,14 @@ def history(tmp_path_factory):
         counter.tables = 0
         start = time.perf_counter()
         run_dbt(args, home)
-        builds.append({"seconds": time.perf_counter() - start, "fisher_tables": counter.tables,
-                       "marts": snapshot(home), "landed": {a: list(rows) for a, rows in landed.items()}})
+        builds.append(
+            {
+                "seconds": time.perf_counter() - start,
+                "fisher_tables": counter.tables,
+                "marts": snapshot(home),
+                "landed": {a: list(rows) for a, rows in landed.items()},
+            }
+        )
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DORA_HOME", str(home))
@@ -164,13 +190,11 @@ def history(tmp_path_factory):
         write_shard("audits", audit_events(A3, T0 + timedelta(days=1)), partition=A3)
         # a later answer that parses to no word supersedes both words (an `error` row would not:
         # failed calls never replace a landed answer, they are retried)
-        retry = [{**r, "word": None, "raw_output": "...", "parse_status": "no_word", "generated_at": T0 + timedelta(days=1)}
-                 for r in landed[A5]]
+        retry = [{**r, "word": None, "raw_output": "...", "parse_status": "no_word", "generated_at": T0 + timedelta(days=1)} for r in landed[A5]]
         write_shard("t2t_completions", retry, partition=A5)
         build()  # 2
 
-        resumed = [r for r in random_rows(A2, "singular", seed=23, n_descriptors=10, vocabulary=14, runs=3)
-                   if r["run"] == 3]
+        resumed = [r for r in random_rows(A2, "singular", seed=23, n_descriptors=10, vocabulary=14, runs=3) if r["run"] == 3]
         for r in resumed:
             r["generated_at"] = T0 + timedelta(days=2)
         landed[A2] = landed[A2] + resumed
@@ -259,8 +283,9 @@ def test_resumed_audit_is_recomputed_whole_and_equals_a_full_refresh(history):
     for audit_id in (A2, A3):
         incremental = of_audit(b3["marts"]["fct_associations"], audit_id)
         full = of_audit(b4["marts"]["fct_associations"], audit_id)
-        assert [{c: r[c] for c in ["descriptor", "word", *STATS]} for r in incremental] == \
-               [{c: r[c] for c in ["descriptor", "word", *STATS]} for r in full]
+        assert [{c: r[c] for c in ["descriptor", "word", *STATS]} for r in incremental] == [
+            {c: r[c] for c in ["descriptor", "word", *STATS]} for r in full
+        ]
     assert b4["fisher_tables"] == len(b4["marts"]["fct_associations"])
     # ... and so audit 1, whose shards are archived, is gone after it (README: restore them first)
     assert not of_audit(b4["marts"]["fct_associations"], A1)

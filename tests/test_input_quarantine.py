@@ -67,18 +67,18 @@ def test_faces_manifest_audits_every_good_row_and_quarantines_each_bad_one(tmp_p
     (imgs / "bomb.png").write_bytes(bomb_png())
     (imgs / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
     lines = [
-        "face_id,path,age,gender,race",                     # line 1
-        "f1,imgs/g0.png,30,male,White",                     # 2 good
-        "f2,imgs/g1.png,30,female,White",                   # 3 good
-        "f3,imgs/g2.png,30",                                # 4 short row
-        "f4,imgs/g2.png,thirty,male,Black",                 # 5 bad age
-        "f5,imgs/bomb.png,30,female,Black",                 # 6 decompression bomb
-        "f6,imgs/broken.png,30,male,Asian",                 # 7 corrupt image
-        "f7,imgs/nope.png,30,male,Asian",                   # 8 missing image
-        "f8,imgs/g3.png,30,male,White,extra",               # 9 a field too many
-        "f9,imgs/g2.png,10,male,White",                     # 10 good but under 18: filtered (§4)
-        "f10,imgs/g3.png,31,0,0",                           # 11 good (UTKFace codes)
-        "f11,imgs/g2.png,31,1,Martian",                     # 12 bad race
+        "face_id,path,age,gender,race",  # line 1
+        "f1,imgs/g0.png,30,male,White",  # 2 good
+        "f2,imgs/g1.png,30,female,White",  # 3 good
+        "f3,imgs/g2.png,30",  # 4 short row
+        "f4,imgs/g2.png,thirty,male,Black",  # 5 bad age
+        "f5,imgs/bomb.png,30,female,Black",  # 6 decompression bomb
+        "f6,imgs/broken.png,30,male,Asian",  # 7 corrupt image
+        "f7,imgs/nope.png,30,male,Asian",  # 8 missing image
+        "f8,imgs/g3.png,30,male,White,extra",  # 9 a field too many
+        "f9,imgs/g2.png,10,male,White",  # 10 good but under 18: filtered (§4)
+        "f10,imgs/g3.png,31,0,0",  # 11 good (UTKFace codes)
+        "f11,imgs/g2.png,31,1,Martian",  # 12 bad race
     ]
     body = ("\n".join(lines) + "\n").encode()
     latin1 = "f12,imgs/g2.png,31,1,Wh\xefte\n".encode("latin-1")  # 13: one byte that is not UTF-8
@@ -109,14 +109,12 @@ def test_faces_manifest_audits_every_good_row_and_quarantines_each_bad_one(tmp_p
         _, summary = run_vision_probe(backend, faces, cfg, progress=False)
     assert summary.generated == 1  # f1 + f2 (30, White): one gender pair
     landed = sorted(read_landing("input_quarantine").to_pylist(), key=lambda r: r["source_line"])
-    assert [(r["family"], r["source_file"], r["source_line"]) for r in landed] == [
-        ("modscan", "faces.csv", n) for n in (4, 5, 6, 7, 8, 9, 12, 13)]
+    assert [(r["family"], r["source_file"], r["source_line"]) for r in landed] == [("modscan", "faces.csv", n) for n in (4, 5, 6, 7, 8, 9, 12, 13)]
     assert {r["dataset_id"] for r in landed} == {faces.dataset_id} and faces.dataset_id.startswith("faces-")
     assert landed[0]["raw_text"] == "f3,imgs/g2.png,30" and landed[-1]["raw_text"].endswith("Wh\\xefte")
     with OpenAIStubServer() as server:  # a re-run lands nothing twice
         server.chat_reply = lambda req: "left"
-        run_vision_probe(OpenAIVisionBackend(model_id="stub-vlm", base_url=server.base_url), read_faces(manifest), cfg,
-                         progress=False)
+        run_vision_probe(OpenAIVisionBackend(model_id="stub-vlm", base_url=server.base_url), read_faces(manifest), cfg, progress=False)
     assert len(read_landing("input_quarantine")) == 8
 
 
@@ -172,20 +170,20 @@ def _set_rows(folder):
         (folder / f"m{i}.png").write_bytes(tiny_png(color, size=(8, 8)))
     (folder / "bomb.png").write_bytes(bomb_png())
     return [
-        "set_id,subset,occupation,a1,a2,image_path",        # 1
-        "s1,race_gender,nurse,White,male,m0.png",           # 2 good
-        "s1,race_gender,nurse,White,female,m1.png",         # 3 good
-        "s1,race_gender,nurse,Black,male,bomb.png",         # 4 decompression bomb
-        "s1,race_gender,nurse,White,male,m2.png",           # 5 repeats a member
-        "s1,race_gender,pilot,Black,female,m2.png",         # 6 occupation differs from its set
-        "s2,race_gender,pilot,Purple,male,m3.png",          # 7 not a race value
-        "s2,race_gender,pilot,Asian,male",                  # 8 short row
-        "s3,race_gender,chef,Asian,male,m3.png",            # 9 its set has one member left
-        "s3,race_gender,chef,Asian,female,missing.png",     # 10 missing image
-        "s4,unknown_subset,chef,Asian,male,m3.png",         # 11 unknown subset
-        "s5,race_gender,chef,Asian,male,m3.png",            # 12 good
-        "s5,race_gender,chef,Indian,female,m4.png",         # 13 good
-        ",race_gender,chef,Indian,female,m4.png",           # 14 empty set id
+        "set_id,subset,occupation,a1,a2,image_path",  # 1
+        "s1,race_gender,nurse,White,male,m0.png",  # 2 good
+        "s1,race_gender,nurse,White,female,m1.png",  # 3 good
+        "s1,race_gender,nurse,Black,male,bomb.png",  # 4 decompression bomb
+        "s1,race_gender,nurse,White,male,m2.png",  # 5 repeats a member
+        "s1,race_gender,pilot,Black,female,m2.png",  # 6 occupation differs from its set
+        "s2,race_gender,pilot,Purple,male,m3.png",  # 7 not a race value
+        "s2,race_gender,pilot,Asian,male",  # 8 short row
+        "s3,race_gender,chef,Asian,male,m3.png",  # 9 its set has one member left
+        "s3,race_gender,chef,Asian,female,missing.png",  # 10 missing image
+        "s4,unknown_subset,chef,Asian,male,m3.png",  # 11 unknown subset
+        "s5,race_gender,chef,Asian,male,m3.png",  # 12 good
+        "s5,race_gender,chef,Indian,female,m4.png",  # 13 good
+        ",race_gender,chef,Indian,female,m4.png",  # 14 empty set id
     ]
 
 
@@ -198,7 +196,9 @@ def test_counterfactual_manifest_audits_good_sets_and_quarantines_rows_and_sets(
     path.write_text("\n".join(_set_rows(tmp_path)) + "\n")
     sets = load_manifest(path)
     assert [(s.set_id, [m.group for m in s.members]) for s in sets] == [
-        ("s1", ["White male", "White female"]), ("s5", ["Asian male", "Indian female"])]
+        ("s1", ["White male", "White female"]),
+        ("s5", ["Asian male", "Indian female"]),
+    ]
     got = {q.line: q.reason for q in sets.quarantined}
     assert sorted(got) == [4, 5, 6, 7, 8, 9, 10, 11, 14]
     assert "decompression bomb refused" in got[4]
@@ -215,8 +215,9 @@ def test_counterfactual_manifest_audits_good_sets_and_quarantines_rows_and_sets(
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "7" if "Rating:" in str(req["messages"]) else "calm"
         backend = load_vision_backend("gpt-4o", backend="openai", base_url=server.base_url)
-        summary = cf.run_image_sets(sets, backend, cf.CounterfactualProbeConfig(prompts=["Characteristics"], runs=1,
-                                                                                  max_new_tokens=4), progress=False)
+        summary = cf.run_image_sets(
+            sets, backend, cf.CounterfactualProbeConfig(prompts=["Characteristics"], runs=1, max_new_tokens=4), progress=False
+        )
     assert summary.generated == 4  # 2 good sets x 2 members
     landed = read_landing("input_quarantine").to_pylist()
     assert sorted(r["source_line"] for r in landed) == sorted(got)
@@ -246,8 +247,14 @@ def test_counterfactual_files_with_no_usable_set_are_one_line(tmp_path):
         load_manifest(lonely)
     # Parquet manifests are read row by row too (line = data row)
     (tmp_path / "m1.png").write_bytes(tiny_png((1, 2, 3)))
-    rows = {"set_id": ["a", "a", "a"], "subset": ["race_gender"] * 3, "occupation": ["nurse"] * 3,
-            "a1": ["White", "Black", "Green"], "a2": ["male"] * 3, "image_path": ["m0.png", "m1.png", "m1.png"]}
+    rows = {
+        "set_id": ["a", "a", "a"],
+        "subset": ["race_gender"] * 3,
+        "occupation": ["nurse"] * 3,
+        "a1": ["White", "Black", "Green"],
+        "a2": ["male"] * 3,
+        "image_path": ["m0.png", "m1.png", "m1.png"],
+    }
     pq.write_table(pa.table(rows), tmp_path / "sets.parquet")
     sets = load_manifest(tmp_path / "sets.parquet")
     assert len(sets) == 1 and len(sets[0].members) == 2
@@ -263,7 +270,9 @@ def test_counterfactual_lexicon_quarantines_lines(tmp_path, dora_home):
     lexicon = competence_lexicon(lex)
     assert lexicon.entries == (("smart", "competence", 1), ("kind", "warmth", -1))
     assert [(q.line, q.reason.split(":")[0]) for q in lexicon.quarantined] == [
-        (3, "not UTF-8 text"), (5, "expected word,dimension(competence|warmth),direction(1|-1)")]
+        (3, "not UTF-8 text"),
+        (5, "expected word,dimension(competence|warmth),direction(1|-1)"),
+    ]
     land_lexicons(lexicon)
     landed = read_landing("input_quarantine").to_pylist()
     assert sorted((r["family"], r["source_line"]) for r in landed) == [("counterfactual", 3), ("counterfactual", 5)]
@@ -284,12 +293,15 @@ def test_vlstereoset_image_folder_bad_images_are_statuses_and_bad_manifest_rows_
     (folder / "bomb.png").write_bytes(bomb_png())
     (folder / "cut.png").write_bytes(tiny_png((4, 5, 6), size=(64, 64))[:60])  # truncated
     os.mkfifo(folder / "pipe.png")
-    (folder / "manifest.csv").write_bytes(
-        b"row,file\n1,ok.png\n2,bomb.png\nabc,ok.png\n3,cut.png\n4,pipe.png\n5\n9,caf\xe9.png\n"
-    )
+    (folder / "manifest.csv").write_bytes(b"row,file\n1,ok.png\n2,bomb.png\nabc,ok.png\n3,cut.png\n4,pipe.png\n5\n9,caf\xe9.png\n")
     out = resolve_images(ds.items, folder)
     assert {k: v.status for k, v in out.items()} == {
-        "r00001": "ok", "r00002": "bad_image", "r00003": "bad_image", "r00004": "bad_image", "r00005": "missing"}
+        "r00001": "ok",
+        "r00002": "bad_image",
+        "r00003": "bad_image",
+        "r00004": "bad_image",
+        "r00005": "missing",
+    }
     assert "decompression bomb refused" in out["r00002"].error
     assert out["r00003"].error.startswith("cut.png: not a decodable image")
     assert out["r00004"].error == "pipe.png: not a regular file"

@@ -82,13 +82,16 @@ def test_judge_prompt_is_the_papers():
 
 
 def _assoc(descriptor, word):
-    return {"audit_id": "a1", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular",
-            "descriptor": descriptor, "word": word}
+    return {"audit_id": "a1", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular", "descriptor": descriptor, "word": word}
 
 
 def _tok(token, p, alts=()):
-    return {"token": token, "logprob": math.log(p), "bytes": list(token.encode()),
-            "top_logprobs": [{"token": t, "logprob": math.log(q), "bytes": list(t.encode())} for t, q in alts]}
+    return {
+        "token": token,
+        "logprob": math.log(p),
+        "bytes": list(token.encode()),
+        "top_logprobs": [{"token": t, "logprob": math.log(q), "bytes": list(t.encode())} for t, q in alts],
+    }
 
 
 def test_openai_judge_reads_the_rating_distribution_from_logprobs(dora_home, monkeypatch):
@@ -96,14 +99,20 @@ def test_openai_judge_reads_the_rating_distribution_from_logprobs(dora_home, mon
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with OpenAIStubServer() as server:
+
         def reply(req):
             user = req["messages"][1]["content"]
             if "alcoholic person:drunk" in user:  # "4" with its alternatives
                 return {"content": "4", "logprobs": [_tok("4", 0.5, [("4", 0.5), ("3", 0.3), ("5", 0.1), ("Highly", 0.1)])]}
             # "Rating: 2": the rating is the third token
-            return {"content": "Rating: 2", "logprobs": [
-                _tok("Rating", 0.9, [("Rating", 0.9)]), _tok(":", 0.99, [(":", 0.99)]),
-                _tok(" 2", 0.8, [(" 2", 0.8), (" 1", 0.15), (" 3", 0.05)])]}
+            return {
+                "content": "Rating: 2",
+                "logprobs": [
+                    _tok("Rating", 0.9, [("Rating", 0.9)]),
+                    _tok(":", 0.99, [(":", 0.99)]),
+                    _tok(" 2", 0.8, [(" 2", 0.8), (" 1", 0.15), (" 3", 0.05)]),
+                ],
+            }
 
         server.chat_reply = reply
         judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, concurrency=2))
@@ -205,8 +214,11 @@ def test_local_smollm2_judge(smollm2, dora_home):
     from ingestion.landing import read_landing
 
     judge = Judge(smollm2, answer_mode="constrained")
-    reqs = [JudgeRequest("alcoholic person", "drunk", 11), JudgeRequest("muslim", "terrorist", 12),
-            JudgeRequest("sexual orientation person", "untrustworthy", 13)]
+    reqs = [
+        JudgeRequest("alcoholic person", "drunk", 11),
+        JudgeRequest("muslim", "terrorist", 12),
+        JudgeRequest("sexual orientation person", "untrustworthy", 13),
+    ]
     answers = judge.judge(reqs)
     for a in answers:
         assert a.raw_output in {"1", "2", "3", "4", "5"} and parse_rating(a.raw_output).status == "ok"

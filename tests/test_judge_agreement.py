@@ -51,8 +51,15 @@ class ScriptedJudge:
 
 def _associations(n: int) -> list[dict]:
     return [
-        {"audit_id": AUDIT, "model_id": "org/m", "model_version": "v1", "modality": "t2t",
-         "setting": "singular" if i % 2 else "noun", "descriptor": f"person {i}", "word": f"word{i}"}
+        {
+            "audit_id": AUDIT,
+            "model_id": "org/m",
+            "model_version": "v1",
+            "modality": "t2t",
+            "setting": "singular" if i % 2 else "noun",
+            "descriptor": f"person {i}",
+            "word": f"word{i}",
+        }
         for i in range(n)
     ]
 
@@ -109,9 +116,7 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
         "where rater_set = 'openai:garbage-judge@fixed vs openai:judge-b@fixed' and setting = '(all)'"
     ).rows == [(0, None, None)]
     # all 3 judges: alpha over the 3 x 30 matrix (C's row all missing) = A vs B's alpha
-    (alpha3,) = run_query(
-        "select krippendorff_alpha_ordinal from agg_judge_agreement where agreement_kind = 'judges' and setting = '(all)'"
-    ).rows[0]
+    (alpha3,) = run_query("select krippendorff_alpha_ordinal from agg_judge_agreement where agreement_kind = 'judges' and setting = '(all)'").rows[0]
 
     # judge pair, pooled: kappa = scikit-learn's, alpha = krippendorff's, exact agreement by hand
     raters, items, compared, exact, kappa, alpha = rows[("judge_pair", "(all)")]
@@ -130,21 +135,17 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
     # judge A's 3 runs: alpha over the 3 x 30 matrix with one missing answer; no kappa for 3 raters
     raters, items, compared, exact, kappa, alpha = rows[("runs", "(all)")]
     assert (raters, items, compared, kappa) == (3, 30, 30, None)
-    assert alpha == pytest.approx(
-        krippendorff.alpha(reliability_data=a_rep, level_of_measurement="ordinal", value_domain=[1, 2, 3, 4, 5]), abs=1e-12
-    )
+    assert alpha == pytest.approx(krippendorff.alpha(reliability_data=a_rep, level_of_measurement="ordinal", value_domain=[1, 2, 3, 4, 5]), abs=1e-12)
     same = [len({x for x in col if not np.isnan(x)}) == 1 for col in a_rep.T]
     assert exact == pytest.approx(np.mean(same))
 
     assert alpha3 == pytest.approx(
-        krippendorff.alpha(reliability_data=[[np.nan] * 30, a_level, b_level], level_of_measurement="ordinal",
-                           value_domain=[1, 2, 3, 4, 5]), abs=1e-12,
+        krippendorff.alpha(reliability_data=[[np.nan] * 30, a_level, b_level], level_of_measurement="ordinal", value_domain=[1, 2, 3, 4, 5]),
+        abs=1e-12,
     )
 
     parse = run_query("select judge, answers, parsed, n_no_rating from agg_judge_parse_rates order by judge").rows
-    assert parse == [
-        ("openai:garbage-judge@fixed", 30, 0, 30), ("openai:judge-a@fixed", 90, 89, 1), ("openai:judge-b@fixed", 30, 30, 0)
-    ]
+    assert parse == [("openai:garbage-judge@fixed", 30, 0, 30), ("openai:judge-a@fixed", 90, 89, 1), ("openai:judge-b@fixed", 30, 30, 0)]
     # the ERROR check fails loudly, naming the garbage judge only
     result = judge_parse_rate_ok()
     assert not result.passed and result.severity.value == "ERROR"
@@ -163,9 +164,7 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
 def test_agreement_functions_on_fixed_ratings():
     a, b = [1, 2, 3, 4, 5, 3, 2], [1, 3, 3, 5, 4, 3, 1]
     assert cohen_kappa_linear([a, b]) == pytest.approx(cohen_kappa_score(a, b, weights="linear", labels=[1, 2, 3, 4, 5]))
-    assert cohen_kappa_linear([[1, None, 3], [2, 2, 3]]) == pytest.approx(
-        cohen_kappa_score([1, 3], [2, 3], weights="linear", labels=[1, 2, 3, 4, 5])
-    )
+    assert cohen_kappa_linear([[1, None, 3], [2, 2, 3]]) == pytest.approx(cohen_kappa_score([1, 3], [2, 3], weights="linear", labels=[1, 2, 3, 4, 5]))
     assert cohen_kappa_linear([[2, 2], [2, 2]]) is None  # 0 / 0: undefined, not a number
     assert cohen_kappa_linear([a, b, a]) is None  # kappa is for two raters
     m = [[1, 2, None, 4], [1, 3, 3, 4], [2, 2, 3, None]]

@@ -204,9 +204,7 @@ def test_the_floor_check_finds_an_upward_import(tmp_path, monkeypatch):
     (tmp_path / "models_inference" / "backends").mkdir(parents=True)
     (tmp_path / "models_inference" / "probes").mkdir()
     (tmp_path / "models_inference" / "probes" / "prompts.py").write_text("X = 1\n")
-    (tmp_path / "models_inference" / "backends" / "bad.py").write_text(
-        "def f():\n    from models_inference.probes import prompts\n"
-    )
+    (tmp_path / "models_inference" / "backends" / "bad.py").write_text("def f():\n    from models_inference.probes import prompts\n")
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
     assert inner_floor_violations() == [
         "models_inference/backends/bad.py:2 imports models_inference.probes.prompts "
@@ -346,7 +344,8 @@ def test_the_family_checks_find_a_family_named_in_shared_code(tmp_path, monkeypa
     (tmp_path / "orchestration/defs/fam/family.py").write_text("X = 1\n")
     (tmp_path / "orchestration/defs/fam/__init__.py").write_text("")
     (tmp_path / "orchestration/cli/bad.py").write_text(
-        '"""Say fam here: prose."""\n\ndef f(x="fam"):\n    from orchestration.defs.fam import family\n    return f"{x} (default: fam)"\n')
+        '"""Say fam here: prose."""\n\ndef f(x="fam"):\n    from orchestration.defs.fam import family\n    return f"{x} (default: fam)"\n'
+    )
     (tmp_path / "orchestration/cli/ok.py").write_text('HELP = "see probes/fam/parsing.py"\nEX = """\n  dora audit --family fam\n"""\n')
     (tmp_path / "ingestion/contracts/fam.py").write_text('FAMILY = "fam"\n')
     (tmp_path / "analytics/fam_report.py").write_text('NAME = "fam"\n')

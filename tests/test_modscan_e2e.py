@@ -41,9 +41,7 @@ def test_text_analogues_land_and_fill_the_bias_marts(finished_audit, tmp_path, m
 
     with duckdb.connect(str(finished_audit.home / "warehouse.duckdb"), read_only=True) as con:
         n_fct = con.execute("select count(*) from fct_modscan_responses").fetchone()[0]
-        cells = con.execute(
-            "select probe, attribute, scenario, condition, n_queries, s_bias, s_bias_max from agg_modscan_bias_scores"
-        ).fetchall()
+        cells = con.execute("select probe, attribute, scenario, condition, n_queries, s_bias, s_bias_max from agg_modscan_bias_scores").fetchall()
     assert n_fct == 10
     assert len(cells) == 2 * 2 + 2 * 3  # text_persona: 2 attributes x 2 conditions; text_faces: 2 x 3 scenarios
     assert sum(c[4] for c in cells) == 10

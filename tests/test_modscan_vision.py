@@ -142,9 +142,18 @@ def test_asset_runs_the_vision_modality_when_faces_and_a_vlm_are_named(faces_fol
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "[[000,000,500,996]]"  # a CogVLM-style box on the left
-        config = {"probes": [], "attributes": ["race"], "scenarios": ["descriptor"], "faces": str(faces_folder),
-                  "vision_backend": "openai", "vision_model": "stub-vlm", "vision_base_url": server.base_url,
-                  "pairs_per_group": 1, "vision_instances_per_scenario": 1, "progress": False}
+        config = {
+            "probes": [],
+            "attributes": ["race"],
+            "scenarios": ["descriptor"],
+            "faces": str(faces_folder),
+            "vision_backend": "openai",
+            "vision_model": "stub-vlm",
+            "vision_base_url": server.base_url,
+            "pairs_per_group": 1,
+            "vision_instances_per_scenario": 1,
+            "progress": False,
+        }
         result = dg.materialize([modscan_responses], run_config={"ops": {"modscan_responses": {"config": config}}})
     assert result.success
     (mat,) = result.asset_materializations_for_node("modscan_responses")
@@ -152,8 +161,7 @@ def test_asset_runs_the_vision_modality_when_faces_and_a_vlm_are_named(faces_fol
     assert md["faces_invalid"] == 2 and md["faces_filtered"] == {"age": 1, "race": 1}
     assert md["rows_quarantined"] == 2  # the two invalid files, landed with their names and reasons
     quarantined = read_landing("input_quarantine").to_pylist()
-    assert {(q["family"], q["source_file"]) for q in quarantined} == {
-        ("modscan", "holiday_photo.jpg"), ("modscan", "25_0_1_20170110000003.jpg")}
+    assert {(q["family"], q["source_file"]) for q in quarantined} == {("modscan", "holiday_photo.jpg"), ("modscan", "25_0_1_20170110000003.jpg")}
     assert md["vision_status_counts"] == {"ok": len(AGES) * 2 * 6}
     rows = read_landing("modscan_responses").to_pylist()
     assert {r["parse_method"] for r in rows} == {"box_cogvlm"} and {r["instance"] for r in rows} == {"attractive person"}
@@ -192,8 +200,14 @@ def test_language_modality_scene_images_person_check_and_blank_control(dora_home
     assert summary.generated == 2 * 2 + 2 * 2  # 2 traits x 2 kept images + the blank control 2 x 2
     rows = read_landing("modscan_responses").to_pylist()
     by = Counter((r["instance"], r["condition"], r["chosen_group"]) for r in rows)
-    assert by == Counter({("Art Lover", "original", "male"): 2, ("Art Lover", "blank", "male"): 2,
-                          ("Shabby Hut", "original", "female"): 2, ("Shabby Hut", "blank", "female"): 2})
+    assert by == Counter(
+        {
+            ("Art Lover", "original", "male"): 2,
+            ("Art Lover", "blank", "male"): 2,
+            ("Shabby Hut", "original", "female"): 2,
+            ("Shabby Hut", "blank", "female"): 2,
+        }
+    )
     assert all(r["term_order"] in ("male|female", "female|male") and "YOLOv8x" in r["deviation"] for r in rows)
     assert all(r["prompt"].endswith(("is a {male, female}.", "is a {female, male}.")) for r in rows)
     blank = {r["image_sha256"] for r in rows if r["condition"] == "blank"}

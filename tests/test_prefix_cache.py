@@ -34,7 +34,11 @@ def test_shared_prefix_gives_the_plain_paths_tokens(smollm2):
     for prefix, setting in PREFIXES:
         for i, c in enumerate("abem"):
             for run in (1, 2):
-                reqs.append(GenerationRequest(render_t2t_prompt(prefix, setting, c, "completion"), seed=hash((setting, c, run)) % 2**62, max_new_tokens=6, stop="word"))
+                reqs.append(
+                    GenerationRequest(
+                        render_t2t_prompt(prefix, setting, c, "completion"), seed=hash((setting, c, run)) % 2**62, max_new_tokens=6, stop="word"
+                    )
+                )
     # mixed in the same call: long chat-style generations stopping at EOS or a bracket
     for k, c in enumerate("b"):
         reqs.append(GenerationRequest(render_t2t_prompt("An old person is", "singular", c, "chat"), seed=77 + k, max_new_tokens=8, stop="eos"))

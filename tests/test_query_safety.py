@@ -25,8 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _env(home: Path) -> dict:
     env = dict(os.environ)
-    env.update(DORA_HOME=str(home), DAGSTER_HOME=str(home / "dagster"), PYTHONPATH=str(REPO),
-               DBT_SEND_ANONYMOUS_USAGE_STATS="false")
+    env.update(DORA_HOME=str(home), DAGSTER_HOME=str(home / "dagster"), PYTHONPATH=str(REPO), DBT_SEND_ANONYMOUS_USAGE_STATS="false")
     return env
 
 
@@ -118,10 +117,15 @@ def test_dora_query_reads(small_warehouse, capsys):
     assert main(["query", "select descriptor, word, tf from fct_associations", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"descriptor": "child", "word": "brave", "tf": 3}]
     # reads of every shape still run: CTEs, recursion, set operations, subqueries, DESCRIBE, SUMMARIZE
-    for sql in ("with r as (select 1 as n) select * from r", "select * from fct_associations union all select 'a', 'b', 2",
-                "with recursive r as (select 1 n union all select n + 1 from r where n < 3) select count(*) from r",
-                "select (select max(tf) from fct_associations)", "describe fct_associations", "summarize fct_associations",
-                "explain select * from fct_associations"):
+    for sql in (
+        "with r as (select 1 as n) select * from r",
+        "select * from fct_associations union all select 'a', 'b', 2",
+        "with recursive r as (select 1 n union all select n + 1 from r where n < 3) select count(*) from r",
+        "select (select max(tf) from fct_associations)",
+        "describe fct_associations",
+        "summarize fct_associations",
+        "explain select * from fct_associations",
+    ):
         assert main(["query", sql]) == 0, sql
     capsys.readouterr()
 
@@ -143,8 +147,10 @@ def test_dora_query_runs_a_read_only_pivot(dora_home, capsys, sql):
 
     dora_home.mkdir(parents=True, exist_ok=True)
     with duckdb.connect(str(dora_home / "warehouse.duckdb")) as con:
-        con.execute("create table fct_associations as select * from (values ('child', 'brave', 3), ('child', 'kind', 1), "
-                    "('child', 'brave', 2), ('elder', 'kind', 4)) v(descriptor, word, tf)")
+        con.execute(
+            "create table fct_associations as select * from (values ('child', 'brave', 3), ('child', 'kind', 1), "
+            "('child', 'brave', 2), ('elder', 'kind', 4)) v(descriptor, word, tf)"
+        )
     assert main(["query", "-f", "csv", sql]) == 0
     assert capsys.readouterr().out.split() == ["descriptor,brave,kind", "child,5,1", "elder,,4"]
 
@@ -207,9 +213,7 @@ def test_dbt_build_waits_for_a_reader_instead_of_failing(dora_home, tmp_path):
     run_dbt(["build", "--select", "stg_audits", "--quiet"], dora_home)
     with duckdb.connect(str(dora_home / "warehouse.duckdb")) as con:
         con.execute("create table fct_associations as select 1 as x")
-    reader = subprocess.Popen(
-        [sys.executable, "-c", _READER, "3"], env=_env(dora_home), stdout=subprocess.PIPE, text=True, cwd=REPO
-    )
+    reader = subprocess.Popen([sys.executable, "-c", _READER, "3"], env=_env(dora_home), stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         assert reader.stdout.readline().strip() == "reading"
         start = time.monotonic()

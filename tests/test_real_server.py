@@ -44,8 +44,7 @@ def _key(monkeypatch):
 
 def backend_for(server, **kw) -> OpenAIChatBackend:
     # a generous timeout: the tier shares 2 cores with the rest of the suite
-    return load_text_backend(server.model, backend="openai", base_url=server.base_url, concurrency=8, max_retries=1,
-                             timeout=300, **kw)
+    return load_text_backend(server.model, backend="openai", base_url=server.base_url, concurrency=8, max_retries=1, timeout=300, **kw)
 
 
 def test_capability_probe_finds_grammar_top_logprobs_and_batching(llama_server):
@@ -74,11 +73,21 @@ def test_t2t_both_prompt_styles_over_the_server(llama_server, dora_home):
 def test_judge_rates_every_association_with_a_distribution(llama_server, dora_home):
     from models_inference.probes.biasdora.judge import load_judge, run_judge
 
-    descriptors = ["alcoholic person", "child", "old person", "immigrant", "muslim", "woman", "gay man", "poor person",
-                   "teenager", "nurse"]
+    descriptors = ["alcoholic person", "child", "old person", "immigrant", "muslim", "woman", "gay man", "poor person", "teenager", "nurse"]
     words = ["brawler", "lazy", "kind", "dangerous", "smart", "dirty", "caring", "weak", "rich", "loud"]
-    assocs = [{"audit_id": "t2t-real-server", "model_id": "smollm2", "model_version": "v1", "modality": "t2t",
-               "setting": "singular", "descriptor": d, "word": w} for d in descriptors for w in words]
+    assocs = [
+        {
+            "audit_id": "t2t-real-server",
+            "model_id": "smollm2",
+            "model_version": "v1",
+            "modality": "t2t",
+            "setting": "singular",
+            "descriptor": d,
+            "word": w,
+        }
+        for d in descriptors
+        for w in words
+    ]
     judge = load_judge("openai", llama_server.model, base_url=llama_server.base_url, concurrency=8, timeout=300)
     assert judge.mode_used == "grammar"
     summary = run_judge(assocs, judge, progress=False)
@@ -131,8 +140,9 @@ def test_server_killed_mid_audit_then_the_same_call_redoes_only_what_is_missing(
     server = LlamaServer(binary, smollm2_gguf_path(), slots=2, log=tmp_path / "server.log").start()
     port = server.port
     try:
-        backend = load_text_backend(server.model, backend="openai", base_url=server.base_url, concurrency=1,
-                                    max_retries=0, prompts_per_request=1, max_n=4)
+        backend = load_text_backend(
+            server.model, backend="openai", base_url=server.base_url, concurrency=1, max_retries=0, prompts_per_request=1, max_n=4
+        )
 
         def landed() -> int:
             try:
@@ -191,10 +201,22 @@ def test_registry_target_on_the_server_keeps_its_version_a_day_later_and_audits(
     assert "\n" not in source and "sha256" in source
 
     home = tmp_path / "home"
-    env = {**os.environ, "DORA_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "DORA_REGISTRY": str(registry),
-           "OPENAI_API_KEY": KEY, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "orchestration.cli", "audit", "--target", "smol-server", "--no-progress"],
-                          env=env, capture_output=True, text=True, timeout=900)
+    env = {
+        **os.environ,
+        "DORA_HOME": str(home),
+        "DAGSTER_HOME": str(home / "dagster"),
+        "DORA_REGISTRY": str(registry),
+        "OPENAI_API_KEY": KEY,
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(REPO),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "audit", "--target", "smol-server", "--no-progress"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "version source" in done.stderr
     monkeypatch.setenv("DORA_HOME", str(home))  # read the rows the audit landed
@@ -207,15 +229,54 @@ def test_dora_audit_with_its_judge_on_the_server_builds_the_scored_marts(llama_s
     """The user's command: T2T and the judge both on the server, then dbt over the judge's rows
     (the staging rules accept every answer mode a server gives)."""
     home = tmp_path / "home"
-    env = {**os.environ, "DORA_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "OPENAI_API_KEY": KEY,
-           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "DORA_HOME": str(home),
+        "DAGSTER_HOME": str(home / "dagster"),
+        "OPENAI_API_KEY": KEY,
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(REPO),
+    }
     url = llama_server.base_url
     done = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "audit", "--family", "biasdora", "--backend", "openai", "--base-url", url,
-         "--model", llama_server.model, "--prompt-style", "completion", "--descriptors", "alcoholic person",
-         "--settings", "singular", "--letters", "bcdm", "--runs", "3", "--judge-backend", "openai",
-         "--judge-base-url", url, "--judge-model", llama_server.model, "--score-pool", "all", "--no-progress"],
-        env=env, capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "orchestration.cli",
+            "audit",
+            "--family",
+            "biasdora",
+            "--backend",
+            "openai",
+            "--base-url",
+            url,
+            "--model",
+            llama_server.model,
+            "--prompt-style",
+            "completion",
+            "--descriptors",
+            "alcoholic person",
+            "--settings",
+            "singular",
+            "--letters",
+            "bcdm",
+            "--runs",
+            "3",
+            "--judge-backend",
+            "openai",
+            "--judge-base-url",
+            url,
+            "--judge-model",
+            llama_server.model,
+            "--score-pool",
+            "all",
+            "--no-progress",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "answer mode grammar, rated" in done.stdout
     import duckdb

@@ -100,9 +100,10 @@ def test_a_warehouse_held_by_a_writer_is_busy_not_corrupt(dora_home):
     path = dora_home / "warehouse.duckdb"
     _multi_block_warehouse(path)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('held', flush=True); sys.stdin.read()",
-         str(path)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('held', flush=True); sys.stdin.read()", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -120,8 +121,9 @@ def test_dora_query_on_a_truncated_warehouse_is_one_line(dora_home):
     path = dora_home / "warehouse.duckdb"
     _truncate(path, _multi_block_warehouse(path) // 2)
     env = {**os.environ, "DORA_HOME": str(dora_home), "DAGSTER_HOME": str(dora_home / "dagster"), "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "orchestration.cli", "query", "select count(*) from t"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "query", "select count(*) from t"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "truncated" in proc.stderr and "dora audit" in proc.stderr
 
@@ -298,13 +300,16 @@ def _materialize(scores: bool = True):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LandingSchemaWarning)
         first = dg.materialize(
-            [dora_dbt_models], selection=dg.AssetSelection.assets("fct_associations").upstream(),
+            [dora_dbt_models],
+            selection=dg.AssetSelection.assets("fct_associations").upstream(),
             resources={"dbt": dbt_resource()},
         )
         if not scores:
             return first.success
         second = dg.materialize(
-            [dora_score_models], selection=dg.AssetSelection.assets("agg_judge_parse_rates").upstream(), resources={"dbt": dbt_resource()},
+            [dora_score_models],
+            selection=dg.AssetSelection.assets("agg_judge_parse_rates").upstream(),
+            resources={"dbt": dbt_resource()},
         )
     return first.success and second.success
 
@@ -316,8 +321,9 @@ def _relations(home: Path) -> set[str]:
 
 def _associations(home: Path, audit_id: str) -> set[tuple]:
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        return set(con.execute("select audit_id, modality, setting, descriptor, word, tf from fct_associations where audit_id = ?",
-                               [audit_id]).fetchall())
+        return set(
+            con.execute("select audit_id, modality, setting, descriptor, word, tf from fct_associations where audit_id = ?", [audit_id]).fetchall()
+        )
 
 
 def _reference(rows) -> set[tuple]:

@@ -37,9 +37,7 @@ def test_shipped_registry_is_valid_and_describes_the_embedded_model(monkeypatch)
     registry = load_registry()
     assert registry.schedule.cron == DEFAULT_CRON and registry.schedule.timezone == "UTC"
     target = registry.target("smollm2-135m")
-    assert (target.modality, target.backend, target.model, target.version.source) == (
-        "t2t", "transformers", "smollm2-135m", "file_hash"
-    )
+    assert (target.modality, target.backend, target.model, target.version.source) == ("t2t", "transformers", "smollm2-135m", "file_hash")
     assert target.probe.settings == ["singular", "plural", "adjective", "noun", "verb"]
     assert target.probe.runs == 4 and target.probe.per_dimension == 2
     assert set(target.scorers) == {"sentiment", "toxicity", "bias_level"}

@@ -40,9 +40,15 @@ targets:
 """
 
 #: The enabled switch of each family's ops that have one (BiasDora's T2T probe and judge).
-ENABLED_OPS = {"t2t_completions": "biasdora", "judge_ratings": "biasdora", "counterfactual_responses": "counterfactual",
-               "counterfactual_toxicity": "counterfactual", "counterfactual_stereotype_filter": "counterfactual",
-               "modscan_responses": "modscan", "vlstereoset_probe": "vlstereoset"}
+ENABLED_OPS = {
+    "t2t_completions": "biasdora",
+    "judge_ratings": "biasdora",
+    "counterfactual_responses": "counterfactual",
+    "counterfactual_toxicity": "counterfactual",
+    "counterfactual_stereotype_filter": "counterfactual",
+    "modscan_responses": "modscan",
+    "vlstereoset_probe": "vlstereoset",
+}
 
 
 @pytest.fixture
@@ -66,9 +72,15 @@ def test_each_family_target_gets_a_valid_run_config(registry_file):
         families[target.name] = [f.name for f in target_families(target, FAMILIES)]
         # the target's families enabled, every other family's switch off
         assert {op: cfg.enabled for op, cfg in config.ops.items() if op in ENABLED_OPS} == {
-            op: family in families[target.name] for op, family in ENABLED_OPS.items()}, target.name
-    assert families == {"bd": ["biasdora"], "cf": ["counterfactual"], "ms": ["modscan"], "vl": ["vlstereoset"],
-                        "every": ["biasdora", "counterfactual", "modscan", "vlstereoset"]}  # none listed: all of `dora audit`
+            op: family in families[target.name] for op, family in ENABLED_OPS.items()
+        }, target.name
+    assert families == {
+        "bd": ["biasdora"],
+        "cf": ["counterfactual"],
+        "ms": ["modscan"],
+        "vl": ["vlstereoset"],
+        "every": ["biasdora", "counterfactual", "modscan", "vlstereoset"],
+    }  # none listed: all of `dora audit`
     cf = run_config_for_target(registry.target("cf"), FAMILIES).ops
     assert cf["counterfactual_responses"].occupations == ["nurse"] and cf["counterfactual_toxicity"].runs == 2
     assert cf["counterfactual_responses"].model == "smollm2-135m" and cf["counterfactual_responses"].progress is False
@@ -78,7 +90,9 @@ def test_each_family_target_gets_a_valid_run_config(registry_file):
     assert vl["vlstereoset_probe"].items == "paper" and vl["vlstereoset_probe"].scorers == ["idm"]
     assert vl["vlstereoset_probe"].text_model == "smollm2-135m"  # the target's model is the text prior's
     assert set(run_config_for_target(registry.target("bd"), FAMILIES).ops) == {
-        *(op for f in FAMILIES if f.name == "biasdora" for op in f.configs), *(op for op in ENABLED_OPS if op != "judge_ratings")}
+        *(op for f in FAMILIES if f.name == "biasdora" for op in f.configs),
+        *(op for op in ENABLED_OPS if op != "judge_ratings"),
+    }
     every = run_config_for_target(registry.target("every"), FAMILIES, str(registry_file)).ops
     # each family's options went to that family only; BiasDora's probe settings to its T2T probe
     assert (every["t2t_completions"].settings, every["t2t_completions"].runs) == (["verb"], 3)
@@ -89,8 +103,9 @@ def test_each_family_target_gets_a_valid_run_config(registry_file):
 
 
 def test_family_and_flat_options_are_one_family_and_a_bad_shape_is_named():
-    one = parse_registry("targets:\n  - {name: x, family: modscan, model: m, version: {source: explicit, value: v}, "
-                         "options: {runs: 2}}\n").target("x")
+    one = parse_registry("targets:\n  - {name: x, family: modscan, model: m, version: {source: explicit, value: v}, options: {runs: 2}}\n").target(
+        "x"
+    )
     assert (one.families, one.options) == (["modscan"], {"modscan": {"runs": 2}})
     with pytest.raises(RegistryError) as err:
         parse_registry(
@@ -98,7 +113,9 @@ def test_family_and_flat_options_are_one_family_and_a_bad_shape_is_named():
             "  - {name: a, family: modscan, families: [modscan], model: m, version: {source: explicit, value: v}}\n"
             "  - {name: b, families: [modscan, modscan, Nope], model: m, version: {source: explicit, value: v}, "
             "options: {modscan: 3, vlstereoset: {items: all}}}\n"
-            "  - {name: c, families: [], model: m, version: {source: explicit, value: v}}\n", "t.yaml")
+            "  - {name: c, families: [], model: m, version: {source: explicit, value: v}}\n",
+            "t.yaml",
+        )
     assert err.value.problems == [
         "targets[0] (name 'a').family: give 'families' (a list) or 'family' (one name), not both",
         "targets[1] (name 'b').families: 'Nope' is not a family name",
@@ -119,21 +136,29 @@ def test_bad_family_options_name_every_problem_on_one_line(registry_file):
         "target 'cf': unknown option 'rnus' for family counterfactual (did you mean runs?); options are the flags of "
         "dora audit --help-family counterfactual without --cf- (or their run-config field names); "
         "option runs (--cf-runs): 0 is out of range: expected 1..1000; "
-        "option model (counterfactual) sets the target's own model: give it as the target's 'model'")
+        "option model (counterfactual) sets the target's own model: give it as the target's 'model'"
+    )
     # BiasDora's probe settings on a target that does not run BiasDora, options of a family it does not run
-    odd = parse_registry("targets:\n  - {name: x, families: [modscan], model: m, version: {source: explicit, value: v}, "
-                         "probe: {runs: 2}, scorers: [sentiment]}\n").target("x")
+    odd = parse_registry(
+        "targets:\n  - {name: x, families: [modscan], model: m, version: {source: explicit, value: v}, probe: {runs: 2}, scorers: [sentiment]}\n"
+    ).target("x")
     with pytest.raises(TargetConfigError) as err:
         target_ops(odd, FAMILIES)
-    assert str(err.value) == ("target 'x': probe: read by family biasdora, which this target does not run (families: modscan); "
-                              "scorers: read by family biasdora, which this target does not run (families: modscan)")
+    assert str(err.value) == (
+        "target 'x': probe: read by family biasdora, which this target does not run (families: modscan); "
+        "scorers: read by family biasdora, which this target does not run (families: modscan)"
+    )
     # a family that takes no model of the target's modality, an unknown one
-    painter = parse_registry("targets:\n  - {name: p, modality: t2i, backend: diffusers, families: [biasdora, modscan, nope], "
-                             "model: m, version: {source: explicit, value: v}}\n").target("p")
+    painter = parse_registry(
+        "targets:\n  - {name: p, modality: t2i, backend: diffusers, families: [biasdora, modscan, nope], "
+        "model: m, version: {source: explicit, value: v}}\n"
+    ).target("p")
     with pytest.raises(TargetConfigError) as err:
         target_ops(painter, FAMILIES)
-    assert str(err.value) == ("target 'p': unknown probe family 'nope'; families: biasdora, counterfactual, modscan, vlstereoset; "
-                              "family modscan audits no t2i model (its target models: t2t)")
+    assert str(err.value) == (
+        "target 'p': unknown probe family 'nope'; families: biasdora, counterfactual, modscan, vlstereoset; "
+        "family modscan audits no t2i model (its target models: t2t)"
+    )
     # a vision target that lists no family runs the families that take its modality: BiasDora's T2I probe
     assert [f.name for f in target_families(painter.model_copy(update={"families": None}), FAMILIES)] == ["biasdora"]
 
@@ -142,6 +167,7 @@ def test_sensor_reaudits_every_family_target_on_a_version_change(registry_file):
     from orchestration.definitions import defs
 
     with dg.instance_for_test() as instance:
+
         def tick(cursor):
             result = build_audit_version_sensor(FAMILIES)(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
             for req in result.dynamic_partitions_requests or []:
@@ -156,8 +182,12 @@ def test_sensor_reaudits_every_family_target_on_a_version_change(registry_file):
     requests = {r.partition_key: r for r in second.run_requests}
     assert sorted(requests) == ["bd@v2", "cf@v2", "every@v2", "ms@v2", "vl@v2"]
     assert {k: r.tags["dora/family"] for k, r in requests.items()} == {
-        "bd@v2": "biasdora", "cf@v2": "counterfactual", "ms@v2": "modscan", "vl@v2": "vlstereoset",
-        "every@v2": "biasdora,counterfactual,modscan,vlstereoset"}
+        "bd@v2": "biasdora",
+        "cf@v2": "counterfactual",
+        "ms@v2": "modscan",
+        "vl@v2": "vlstereoset",
+        "every@v2": "biasdora,counterfactual,modscan,vlstereoset",
+    }
     ops = requests["cf@v2"].run_config["ops"]
     assert ops["counterfactual_responses"]["config"]["enabled"] and ops["counterfactual_responses"]["config"]["runs"] == 2
     assert not ops["t2t_completions"]["config"]["enabled"] and not ops["modscan_responses"]["config"]["enabled"]
@@ -204,11 +234,17 @@ def test_a_biasdora_partition_lands_no_vlstereoset_audit_and_its_own_target_does
 
         def run(name):
             ops = run_config_for_target(registry.target(name), FAMILIES, str(registry_file)).to_config_dict()["ops"]
-            result = job.execute_in_process(partition_key=f"{name}@v1", instance=instance, asset_selection=[ITEMS_KEY, SCORES_KEY],
-                                            run_config={"ops": {k: v for k, v in ops.items() if k == "vlstereoset_probe"}})
+            result = job.execute_in_process(
+                partition_key=f"{name}@v1",
+                instance=instance,
+                asset_selection=[ITEMS_KEY, SCORES_KEY],
+                run_config={"ops": {k: v for k, v in ops.items() if k == "vlstereoset_probe"}},
+            )
             assert result.success
-            return {tuple(e.materialization.asset_key.path): {k: v.value for k, v in e.materialization.metadata.items()}
-                    for e in result.get_asset_materialization_events()}
+            return {
+                tuple(e.materialization.asset_key.path): {k: v.value for k, v in e.materialization.metadata.items()}
+                for e in result.get_asset_materialization_events()
+            }
 
         bd = run("bd")
         for key in (ITEMS_KEY, SCORES_KEY):

@@ -47,8 +47,7 @@ def test_the_audit_log_attributes_every_audit_of_a_registry_partition_to_its_tar
 
 
 @pytest.mark.slow
-def test_a_target_with_the_finished_audits_weights_and_settings_reuses_and_claims_its_audits(
-        finished_audit, tmp_path, monkeypatch):
+def test_a_target_with_the_finished_audits_weights_and_settings_reuses_and_claims_its_audits(finished_audit, tmp_path, monkeypatch):
     """The finished audit (ad hoc, every family) registered as a target: the sensor's run request
     covers the four families at the ad-hoc version of the embedded weights, the run generates
     nothing (same audit ids), and every family's audit joins the target in dim_audits."""
@@ -65,12 +64,24 @@ def test_a_target_with_the_finished_audits_weights_and_settings_reuses_and_claim
     home = finished_audit.env(monkeypatch, copy_home(finished_audit, tmp_path / "home"))
     registry = tmp_path / "registry.yaml"
     quiet = {"progress"}
-    registry.write_text(yaml.safe_dump({"targets": [{
-        "name": "smol", "model": "smollm2-135m", "version": {"source": "file_hash"},
-        "probe": {k: v for k, v in T2T_CONFIG.items() if k not in quiet},
-        "options": {"modscan": {k: v for k, v in MODSCAN_CONFIG.items() if k not in quiet},
-                    "counterfactual": {k: v for k, v in COUNTERFACTUAL_CONFIG.items() if k not in quiet}},
-    }]}))
+    registry.write_text(
+        yaml.safe_dump(
+            {
+                "targets": [
+                    {
+                        "name": "smol",
+                        "model": "smollm2-135m",
+                        "version": {"source": "file_hash"},
+                        "probe": {k: v for k, v in T2T_CONFIG.items() if k not in quiet},
+                        "options": {
+                            "modscan": {k: v for k, v in MODSCAN_CONFIG.items() if k not in quiet},
+                            "counterfactual": {k: v for k, v in COUNTERFACTUAL_CONFIG.items() if k not in quiet},
+                        },
+                    }
+                ]
+            }
+        )
+    )
     monkeypatch.setenv("DORA_REGISTRY", str(registry))
     landed = finished_audit.metadata[("landing", "audits")]["audit_ids"].split(",")
     # every family's audit-producing assets (whole: a multi-asset runs all its outputs), the audit
@@ -84,11 +95,13 @@ def test_a_target_with_the_finished_audits_weights_and_settings_reuses_and_claim
         assert request.tags["dora/family"] == "biasdora,counterfactual,modscan,vlstereoset"
         instance.add_dynamic_partitions(AUDIT_PARTITIONS, [request.partition_key])
         result = defs.resolve_job_def(AUDIT_JOB).execute_in_process(
-            run_config=request.run_config, partition_key=request.partition_key, tags=request.tags, instance=instance,
-            asset_selection=selection)
+            run_config=request.run_config, partition_key=request.partition_key, tags=request.tags, instance=instance, asset_selection=selection
+        )
     assert result.success
-    md = {tuple(e.materialization.asset_key.path): {k: v.value for k, v in e.materialization.metadata.items()}
-          for e in result.get_asset_materialization_events()}
+    md = {
+        tuple(e.materialization.asset_key.path): {k: v.value for k, v in e.materialization.metadata.items()}
+        for e in result.get_asset_materialization_events()
+    }
     # every family found its audits complete: the same ids, nothing generated
     for key in (("landing", "t2t_completions"), ("landing", "counterfactual_responses"), ("landing", "modscan_responses")):
         assert md[key]["audit_id"] == finished_audit.metadata[key]["audit_id"] and md[key]["rows_generated"] == 0, key
@@ -98,7 +111,6 @@ def test_a_target_with_the_finished_audits_weights_and_settings_reuses_and_claim
     assert sorted(log["audit_ids"].split(",")) == sorted(landed)
     assert sorted(log["attributed_to_target"].split(",")) == sorted(landed)  # each of them, once
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        rows = con.execute("select audit_id, target, family from dim_audits where audit_id in "
-                           f"({', '.join('?' for _ in landed)})", landed).fetchall()
+        rows = con.execute(f"select audit_id, target, family from dim_audits where audit_id in ({', '.join('?' for _ in landed)})", landed).fetchall()
     assert sorted(r[0] for r in rows) == sorted(landed) and {r[1] for r in rows} == {"smol"}
     assert {r[2] for r in rows} == {"biasdora", "counterfactual", "modscan", "vlstereoset"}  # every family's audits

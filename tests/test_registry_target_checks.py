@@ -40,8 +40,11 @@ BAD = [
     ("bad-cap", r"^dora audit: error: target 'bad-cap': modscan text analogues: .* plans 12,400,000 rows, more than the 1,000,000"),
     ("bad-path", r"^dora audit: error: target 'bad-path': csv /no/such/file.csv: no such file$"),
     ("bad-probe", r"^dora audit: error: target 'bad-probe': probe.runs \(--runs\): 100000 is out of range: expected 1\.\."),
-    ("bad-many", r"^dora audit: error: target 'bad-many': option runs \(--cf-runs\): 0 is out of range: expected 1\.\.1000; "
-                 r"option runs \(--modscan-runs\): 0 is out of range: expected 1\.\.100000$"),
+    (
+        "bad-many",
+        r"^dora audit: error: target 'bad-many': option runs \(--cf-runs\): 0 is out of range: expected 1\.\.1000; "
+        r"option runs \(--modscan-runs\): 0 is out of range: expected 1\.\.100000$",
+    ),
     ("no-such-target", r"^dora audit: error: no audit target 'no-such-target' in the registry; registered: bd, cf, ms, vl, "),
 ]
 
@@ -113,8 +116,10 @@ def test_the_dry_run_of_each_family_target_plans_what_its_run_config_runs(regist
     config = ops("cf")["counterfactual_responses"]
     assert config.runs == 2 and config.occupations == ["nurse"] and config.enabled
     rows = len(cf.plan(build_sets(config, build_image_sets(config)), probe_config(config)))
-    assert out.splitlines()[0].startswith("dora audit --dry-run --target cf: families counterfactual, model smollm2-135m "
-                                          "(transformers, t2t), version v1 (explicit: version.value in the registry)")
+    assert out.splitlines()[0].startswith(
+        "dora audit --dry-run --target cf: families counterfactual, model smollm2-135m "
+        "(transformers, t2t), version v1 (explicit: version.value in the registry)"
+    )
     assert _count(r"counterfactual: \d+ sets x 1 prompts on smollm2-135m \(transformers\): ([\d,]+) responses", out) == rows
     assert "modscan" not in out and "vlstereoset" not in out and "t2t " not in out  # its family only
 
@@ -174,5 +179,5 @@ def test_models_list_marks_an_invalid_target(registry, capsys):
     assert _main(["models", "list", "--registry", str(registry), "--no-resolve", "--format", "csv"]) == 0
     rows = {line.split(",")[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
     assert rows["cf"].endswith(",ok") and rows["ms"].endswith(",ok") and rows["bd"].endswith(",ok")
-    assert rows["bad-family"].endswith('"invalid: unknown probe family \'nosuchfamily\'; families: biasdora, counterfactual, modscan, vlstereoset"')
+    assert rows["bad-family"].endswith("\"invalid: unknown probe family 'nosuchfamily'; families: biasdora, counterfactual, modscan, vlstereoset\"")
     assert ",invalid: option runs (--cf-runs): 'three' is not an integer" in rows["bad-type"]

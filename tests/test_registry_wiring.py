@@ -197,8 +197,11 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
     job = defs.resolve_job_def(AUDIT_JOB)
     instance.add_dynamic_partitions(AUDIT_PARTITIONS, ["alpha@v1", "beta@v1"])
     # tiny audits have no significant association: the command line's --score-all scores them all
-    scoring = {"sentiment_scores": SentimentConfig(score_all=True), "toxicity_scores": ToxicityConfig(score_all=True),
-               "judge_ratings": JudgeConfig(score_all=True)}
+    scoring = {
+        "sentiment_scores": SentimentConfig(score_all=True),
+        "toxicity_scores": ToxicityConfig(score_all=True),
+        "judge_ratings": JudgeConfig(score_all=True),
+    }
     with OpenAIStubServer() as server:
         server.chat_reply = _letter_reply
         registry.write_text(_t2t_registry(server.base_url))
@@ -206,19 +209,25 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
         # both partitions' T2T audits land (alpha's with the vision probes of its run), then dbt
         # builds the associations (run_dbt: quicker than the job's dbt step with its checks)
         beta = job.execute_in_process(
-            partition_key="beta@v1", instance=instance, asset_selection=T2T_KEYS,
+            partition_key="beta@v1",
+            instance=instance,
+            asset_selection=T2T_KEYS,
             run_config=_ops(targets.target("beta"), ["t2t_completions"], registry=registry),
         )
         assert beta.success
         probes = job.execute_in_process(
-            partition_key="alpha@v1", instance=instance, asset_selection=[*T2T_KEYS, T2I, I2T],
+            partition_key="alpha@v1",
+            instance=instance,
+            asset_selection=[*T2T_KEYS, T2I, I2T],
             run_config=_ops(targets.target("alpha"), ["t2t_completions", "t2i_images", "i2t_descriptions"], registry=registry),
         )
         assert probes.success
     run_dbt(["run", "--select", "+fct_associations_to_score"], dora_home)  # the scorers read it
     # alpha's partition scores: the scorers read the registry their run config names
     alpha = job.execute_in_process(
-        partition_key="alpha@v1", instance=instance, asset_selection=[*T2T_KEYS, SENTIMENT, TOXICITY, JUDGE],
+        partition_key="alpha@v1",
+        instance=instance,
+        asset_selection=[*T2T_KEYS, SENTIMENT, TOXICITY, JUDGE],
         run_config=_ops(targets.target("alpha"), ["t2t_completions", *scoring], registry=registry, **scoring),
     )
     assert alpha.success
@@ -256,7 +265,9 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
 
     # beta lists no scorer ([]: the registry's explicit choice of none): its partition scores nothing
     beta_scoring = job.execute_in_process(
-        partition_key="beta@v1", instance=instance, asset_selection=[SENTIMENT, TOXICITY, JUDGE],
+        partition_key="beta@v1",
+        instance=instance,
+        asset_selection=[SENTIMENT, TOXICITY, JUDGE],
         run_config=_ops(targets.target("beta"), list(scoring), registry=registry, **scoring),
     )
     assert beta_scoring.success
@@ -274,10 +285,8 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
 
 # ----------------------------------------------------------------------------- T2I / I2T targets
 
-OBJECTIVE = {"child": "A child in a yellow raincoat stands beside a red bicycle.",
-             "old person": "An old woman in a gray cardigan reads a book."}
-SUBJECTIVE = {"child": "Children are often seen as playful and innocent.",
-              "old person": "Elderly people are often seen as frail and forgetful."}
+OBJECTIVE = {"child": "A child in a yellow raincoat stands beside a red bicycle.", "old person": "An old woman in a gray cardigan reads a book."}
+SUBJECTIVE = {"child": "Children are often seen as playful and innocent.", "old person": "Elderly people are often seen as frail and forgetful."}
 COLOURS = {"child": (250, 200, 0), "old person": (90, 90, 90)}
 
 
@@ -334,11 +343,14 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
         # the run's describer (gpt-4o) and its settings: a t2i target keeps only the objective ones
         from orchestration.defs.biasdora.config import VisionConfig
 
-        cfg = VisionConfig(i2t_backend="openai", i2t_model="gpt-4o", i2t_base_url=server.base_url,
-                           i2t_settings=["comprehensive", "stereotypical"], progress=False)
+        cfg = VisionConfig(
+            i2t_backend="openai", i2t_model="gpt-4o", i2t_base_url=server.base_url, i2t_settings=["comprehensive", "stereotypical"], progress=False
+        )
         vision_ops = ["t2i_images", "i2t_descriptions"]
         painter = job.execute_in_process(
-            partition_key="painter@r1", instance=instance, asset_selection=vision,
+            partition_key="painter@r1",
+            instance=instance,
+            asset_selection=vision,
             run_config=_ops(targets.target("painter"), vision_ops, cfg, registry),
         )
         assert painter.success
@@ -348,7 +360,9 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
         # critic (i2t) describes painter's images with its own model
         critic_cfg = cfg.model_copy(update={"image_audit_id": images["audit_id"]})
         critic = job.execute_in_process(
-            partition_key="critic@c1", instance=instance, asset_selection=vision,
+            partition_key="critic@c1",
+            instance=instance,
+            asset_selection=vision,
             run_config=_ops(targets.target("critic"), vision_ops, critic_cfg, registry),
         )
         assert critic.success
@@ -358,8 +372,7 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
     assert (images["status"], images["target"], images["model_id"], images["model_version"]) == ("finished", "painter", "dall-e-3", "r1")
     assert len(drawn) == 4 and {r["model"] for r in drawn} == {"dall-e-3"}
     rows = read_landing("t2i_images").to_pylist()
-    assert len(rows) == 4 and {(r["model_id"], r["model_version"], r["backend"], r["status"]) for r in rows} == {
-        ("dall-e-3", "r1", "openai", "ok")}
+    assert len(rows) == 4 and {(r["model_id"], r["model_version"], r["backend"], r["status"]) for r in rows} == {("dall-e-3", "r1", "openai", "ok")}
     assert {r["descriptor"] for r in rows} == {"child", "old person"} and {r["setting"] for r in rows} == {"singular"}
     descs = md[("landing", "i2t_descriptions")]
     assert descs["image_audit_id"] == images["audit_id"] and descs["settings"] == ["comprehensive"]
@@ -380,21 +393,27 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
 
     # the marts: painter's associations are T2I ones of dall-e-3@r1, critic's I2T ones of gpt-4o-mini@c1
     run_dbt(["run", "--select", "+fct_associations_to_score +dim_audits"], dora_home)  # the scorers read fct_associations_to_score
-    audits = _warehouse(dora_home, "select target, model_id, model_version, modality from dim_audits where target in ('painter', 'critic') order by target")
+    audits = _warehouse(
+        dora_home, "select target, model_id, model_version, modality from dim_audits where target in ('painter', 'critic') order by target"
+    )
     assert audits == [("critic", "gpt-4o-mini", "c1", "i2t"), ("painter", "dall-e-3", "r1", "t2i")]
     assoc = _warehouse(dora_home, "select audit_id, modality, model_id, model_version, count(*) from fct_associations group by all order by 1, 2")
-    assert sorted(assoc) == sorted([
-        # description words as the paper's code: NLTK stop list, descriptor words kept
-        (critic_descs["audit_id"], "i2t", "gpt-4o-mini", "c1", 11),  # child often see playful innocent / elderly people often see frail forgetful
-        (descs["audit_id"], "t2i", "dall-e-3", "r1", 13),  # child yellow raincoat stand beside red bicycle / old woman gray cardigan read book
-    ])
+    assert sorted(assoc) == sorted(
+        [
+            # description words as the paper's code: NLTK stop list, descriptor words kept
+            (critic_descs["audit_id"], "i2t", "gpt-4o-mini", "c1", 11),  # child often see playful innocent / elderly people often see frail forgetful
+            (descs["audit_id"], "t2i", "dall-e-3", "r1", 13),  # child yellow raincoat stand beside red bicycle / old woman gray cardigan read book
+        ]
+    )
 
     # painter's partition scores its own T2I associations only (sentiment listed, toxicity not)
     from orchestration.defs.biasdora.scoring.config import SentimentConfig, ToxicityConfig
 
     scoring = {"sentiment_scores": SentimentConfig(score_all=True), "toxicity_scores": ToxicityConfig(score_all=True)}
     scored = job.execute_in_process(
-        partition_key="painter@r1", instance=instance, asset_selection=[SENTIMENT, TOXICITY],
+        partition_key="painter@r1",
+        instance=instance,
+        asset_selection=[SENTIMENT, TOXICITY],
         run_config=_ops(targets.target("painter"), list(scoring), registry=registry, **scoring),
     )
     assert scored.success
@@ -402,12 +421,16 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
     assert smd[("landing", "sentiment_scores")]["rows_scored"] == 13  # every T2I association of the partition (score_all)
     assert smd[("landing", "toxicity_scores")]["skipped"] == "not in target scorers"
     assert {(r["audit_id"], r["modality"], r["model_version"]) for r in read_landing("sentiment_scores").to_pylist()} == {
-        (descs["audit_id"], "t2i", "r1")}
+        (descs["audit_id"], "t2i", "r1")
+    }
 
     # a partition whose version is no longer the target's current one cannot draw again
     registry.write_text(_vision_registry("http://127.0.0.1:9/v1", painter_version="r2"))
     stale = job.execute_in_process(
-        partition_key="painter@r1", instance=instance, asset_selection=[T2I], raise_on_error=False,
+        partition_key="painter@r1",
+        instance=instance,
+        asset_selection=[T2I],
+        raise_on_error=False,
         run_config=_ops(parse_registry(registry.read_text()).target("painter"), ["t2i_images"], registry=registry),
     )
     assert not stale.success

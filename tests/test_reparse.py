@@ -19,6 +19,7 @@ NOW = datetime(2025, 3, 1, tzinfo=timezone.utc)
 def _old_parser_rows() -> list[dict]:
     """What an older parser landed: mojibake cut at its first non-ASCII byte ("fianc"), a new word
     after the prefilled letter read as its continuation ("ibeam"), a row it read right, a failed call."""
+
     def row(descriptor, letter, raw, word, status, run=1):
         r = completion(AUDIT, descriptor, word, letter=letter, run=run, parse_status=status, generated_at=T0)
         return {**r, "raw_output": raw, "prompt": f"The {descriptor} is a {letter}"}
@@ -45,7 +46,9 @@ def test_reparse_lands_only_what_the_current_parser_reads_differently(dora_home)
     assert sorted((r["letter"], r["word"], r["parse_status"]) for r in landed) == [("f", "fiancé", "ok"), ("i", None, "new_word")]
     # same key, raw output and generation time as the call; the parser's version and the re-parse time recorded
     assert {(r["raw_output"], r["generated_at"], r["parse_version"], r["reparsed_at"]) for r in landed} == {
-        ("iancÃ© who", T0, PARSER_VERSION, NOW), ("Beam product", T0, PARSER_VERSION, NOW)}
+        ("iancÃ© who", T0, PARSER_VERSION, NOW),
+        ("Beam product", T0, PARSER_VERSION, NOW),
+    }
     # idempotent: the latest row of every key is now the current parser's
     assert reparse_t2t(AUDIT, now=NOW).landed == 0
     assert len(read_landing("t2t_completions")) == 6
@@ -63,10 +66,15 @@ def test_staging_keeps_the_reparsed_row_and_counts_no_extra_attempt(dora_home):
     reparse_t2t(AUDIT, now=NOW)
     run_dbt(["run", "--select", "stg_t2t_completions"], dora_home)
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
-        rows = con.execute("select letter, word, parse_status, attempts, parse_version is not null, reparsed_at is not null "
-                           "from stg_t2t_completions order by letter").fetchall()
-    assert rows == [("b", "brawler", "ok", 1, False, False), ("c", None, "error", 1, False, False),
-                    ("f", "fiancé", "ok", 1, True, True), ("i", None, "new_word", 1, True, True)]
+        rows = con.execute(
+            "select letter, word, parse_status, attempts, parse_version is not null, reparsed_at is not null from stg_t2t_completions order by letter"
+        ).fetchall()
+    assert rows == [
+        ("b", "brawler", "ok", 1, False, False),
+        ("c", None, "error", 1, False, False),
+        ("f", "fiancé", "ok", 1, True, True),
+        ("i", None, "new_word", 1, True, True),
+    ]
 
 
 def test_parser_version_follows_the_rules_not_their_formatting(tmp_path):

@@ -42,13 +42,26 @@ def _completions():
         article = "An" if descriptor[0] in "aeiou" else "A"
         for word in words:
             for run in range(1, 16):
-                rows.append({
-                    "audit_id": "audit-fixture", "model_id": "fixture/model", "model_version": "v1",
-                    "backend": "transformers", "setting": "singular", "descriptor": descriptor,
-                    "bias_dimension": dim, "letter": word[0], "run": run, "seed": run,
-                    "prompt_style": "completion", "prompt": f"{article} {descriptor} is {word[0]}",
-                    "raw_output": word[1:] + " and", "word": word, "parse_status": "ok", "generated_at": now,
-                })
+                rows.append(
+                    {
+                        "audit_id": "audit-fixture",
+                        "model_id": "fixture/model",
+                        "model_version": "v1",
+                        "backend": "transformers",
+                        "setting": "singular",
+                        "descriptor": descriptor,
+                        "bias_dimension": dim,
+                        "letter": word[0],
+                        "run": run,
+                        "seed": run,
+                        "prompt_style": "completion",
+                        "prompt": f"{article} {descriptor} is {word[0]}",
+                        "raw_output": word[1:] + " and",
+                        "word": word,
+                        "parse_status": "ok",
+                        "generated_at": now,
+                    }
+                )
     return rows
 
 
@@ -71,18 +84,38 @@ def scored_home(tmp_path_factory):
         assocs = associations_to_score(score_all=False, audit_id=None)
         now = datetime.now(timezone.utc)
         key = ("audit_id", "model_id", "model_version", "modality", "setting", "descriptor", "word")
-        write_shard("sentiment_scores", [
-            {**{k: a[k] for k in key}, "text": a["text"], "scorer": "hand", "scorer_version": "1",
-             "sentiment_label": SCORES[a["word"]][0], "sentiment_score": {"positive": 0.5, "negative": -0.5, "neutral": 0.0}[SCORES[a["word"]][0]],
-             "scored_at": now}
-            for a in assocs
-        ])
-        write_shard("toxicity_scores", [
-            {**{k: a[k] for k in key}, "text": a["text"], "scorer": "hand", "scorer_version": "1",
-             "toxicity": SCORES[a["word"]][1], "is_toxic": SCORES[a["word"]][1] >= 0.5, "label_scores_json": "{}",
-             "scored_at": now}
-            for a in assocs if a["word"] != "wise"  # 'wise' stays unscored for toxicity
-        ])
+        write_shard(
+            "sentiment_scores",
+            [
+                {
+                    **{k: a[k] for k in key},
+                    "text": a["text"],
+                    "scorer": "hand",
+                    "scorer_version": "1",
+                    "sentiment_label": SCORES[a["word"]][0],
+                    "sentiment_score": {"positive": 0.5, "negative": -0.5, "neutral": 0.0}[SCORES[a["word"]][0]],
+                    "scored_at": now,
+                }
+                for a in assocs
+            ],
+        )
+        write_shard(
+            "toxicity_scores",
+            [
+                {
+                    **{k: a[k] for k in key},
+                    "text": a["text"],
+                    "scorer": "hand",
+                    "scorer_version": "1",
+                    "toxicity": SCORES[a["word"]][1],
+                    "is_toxic": SCORES[a["word"]][1] >= 0.5,
+                    "label_scores_json": "{}",
+                    "scored_at": now,
+                }
+                for a in assocs
+                if a["word"] != "wise"  # 'wise' stays unscored for toxicity
+            ],
+        )
         with OpenAIStubServer() as server:
             server.chat_reply = lambda req: next(v[2] for w, v in SCORES.items() if f":{w}." in req["messages"][1]["content"])
             run_judge(assocs, Judge(OpenAIChatBackend("judge-stub", base_url=server.base_url, logprobs=False)), progress=False)
@@ -128,8 +161,7 @@ def test_aggregate_percentages_match_hand_counts(scored_home):
     got = {r[0]: r[1:] for r in res.rows}
     # age: wise(+, tox -, 1), slow(-, .7, 4), naive(-, .4, 3), fast(0, .05, unparsed)
     #   2/4 negative = 50%; toxic 1 of 3 scored = 33.3%; levels 1, 3, 4 of 3 judged
-    assert got["age"] == pytest.approx((4, 4, 3, 3, 50.0, 100 / 3, 100 / 3, 0.0, 100 / 3, 100 / 3, 0.0,
-                                        100 / 3, 100 / 3, 100 / 3, 8 / 3))
+    assert got["age"] == pytest.approx((4, 4, 3, 3, 50.0, 100 / 3, 100 / 3, 0.0, 100 / 3, 100 / 3, 0.0, 100 / 3, 100 / 3, 100 / 3, 8 / 3))
     # gender: strong(+, .2, 2), caring(+, .9, 5): 0% negative, 50% toxic, levels 2 and 5
     assert got["gender"] == pytest.approx((2, 2, 2, 2, 0.0, 50.0, 0.0, 50.0, 0.0, 0.0, 50.0, 50.0, 0.0, 50.0, 3.5))
 

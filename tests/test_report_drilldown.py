@@ -47,12 +47,26 @@ def _land(home: Path) -> None:
     for descriptor, (dim, words) in T2T.items():
         for word, n in words.items():
             for run in range(1, n + 1):
-                rows.append({
-                    "audit_id": "t2t-fix", "model_id": "fix/model", "model_version": "v1", "backend": "transformers",
-                    "setting": "singular", "descriptor": descriptor, "bias_dimension": dim, "letter": word[0],
-                    "run": run, "seed": 1000 + run, "prompt_style": "completion", "prompt": f"An {descriptor} is {word[0]}",
-                    "raw_output": word[1:], "word": word, "parse_status": "ok", "generated_at": NOW,
-                })
+                rows.append(
+                    {
+                        "audit_id": "t2t-fix",
+                        "model_id": "fix/model",
+                        "model_version": "v1",
+                        "backend": "transformers",
+                        "setting": "singular",
+                        "descriptor": descriptor,
+                        "bias_dimension": dim,
+                        "letter": word[0],
+                        "run": run,
+                        "seed": 1000 + run,
+                        "prompt_style": "completion",
+                        "prompt": f"An {descriptor} is {word[0]}",
+                        "raw_output": word[1:],
+                        "word": word,
+                        "parse_status": "ok",
+                        "generated_at": NOW,
+                    }
+                )
         # a failed parse of the same descriptor: never a sample of an association
         rows.append({**rows[-1], "letter": "z", "run": 1, "raw_output": "???", "word": None, "parse_status": "no_word"})
     write_shard("t2t_completions", rows, partition="t2t-fix")
@@ -65,29 +79,72 @@ def _land(home: Path) -> None:
             path = home / "images" / sha[:2] / f"{sha}.png"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-            images.append({
-                "audit_id": "t2i-fix", "model_id": "fix/sd", "model_version": "s1", "backend": "diffusers", "setting": "singular",
-                "descriptor": descriptor, "bias_dimension": "age", "image_index": k + 1, "seed": 77 + 10 * i + k,
-                "prompt": f"Generate an image of an {descriptor}", "revised_prompt": None, "style": None, "generation_params": "{}",
-                "image_path": f"images/{sha[:2]}/{sha}.png", "sha256": sha, "width": 64, "height": 64, "status": "ok",
-                "error": None, "generated_at": NOW,
-            })
+            images.append(
+                {
+                    "audit_id": "t2i-fix",
+                    "model_id": "fix/sd",
+                    "model_version": "s1",
+                    "backend": "diffusers",
+                    "setting": "singular",
+                    "descriptor": descriptor,
+                    "bias_dimension": "age",
+                    "image_index": k + 1,
+                    "seed": 77 + 10 * i + k,
+                    "prompt": f"Generate an image of an {descriptor}",
+                    "revised_prompt": None,
+                    "style": None,
+                    "generation_params": "{}",
+                    "image_path": f"images/{sha[:2]}/{sha}.png",
+                    "sha256": sha,
+                    "width": 64,
+                    "height": 64,
+                    "status": "ok",
+                    "error": None,
+                    "generated_at": NOW,
+                }
+            )
             did = f"desc-{i}-{k}"
             text = f"{word} face, {word} look, calm"
-            descriptions.append({
-                "audit_id": "vision-fix", "description_id": did, "model_id": "fix/vlm", "model_version": "l1",
-                "backend": "transformers", "image_audit_id": "t2i-fix", "t2i_model_id": "fix/sd", "t2i_model_version": "s1",
-                "image_setting": "singular", "descriptor": descriptor, "bias_dimension": "age", "image_index": k + 1,
-                "image_sha256": sha, "setting": "implicit", "description_kind": "subjective", "seed": 500 + 10 * i + k,
-                "prompt": "Describe this image using the first words or phrases that come to mind.",
-                "raw_output": text, "status": "ok", "error": None, "generated_at": NOW,
-            })
+            descriptions.append(
+                {
+                    "audit_id": "vision-fix",
+                    "description_id": did,
+                    "model_id": "fix/vlm",
+                    "model_version": "l1",
+                    "backend": "transformers",
+                    "image_audit_id": "t2i-fix",
+                    "t2i_model_id": "fix/sd",
+                    "t2i_model_version": "s1",
+                    "image_setting": "singular",
+                    "descriptor": descriptor,
+                    "bias_dimension": "age",
+                    "image_index": k + 1,
+                    "image_sha256": sha,
+                    "setting": "implicit",
+                    "description_kind": "subjective",
+                    "seed": 500 + 10 * i + k,
+                    "prompt": "Describe this image using the first words or phrases that come to mind.",
+                    "raw_output": text,
+                    "status": "ok",
+                    "error": None,
+                    "generated_at": NOW,
+                }
+            )
             for t, (token, kept) in enumerate([(word, True), ("face", False), (word, True), ("look", False), ("calm", True)]):
-                words.append({
-                    "description_id": did, "audit_id": "vision-fix", "token_index": t, "token": token, "lemma": token,
-                    "pos": "ADJ", "word": token if kept else None, "drop_reason": None if kept else "stop",
-                    "tokenizer": "test", "tokenised_at": NOW,
-                })
+                words.append(
+                    {
+                        "description_id": did,
+                        "audit_id": "vision-fix",
+                        "token_index": t,
+                        "token": token,
+                        "lemma": token,
+                        "pos": "ADJ",
+                        "word": token if kept else None,
+                        "drop_reason": None if kept else "stop",
+                        "tokenizer": "test",
+                        "tokenised_at": NOW,
+                    }
+                )
     write_shard("t2i_images", images, partition="t2i-fix")
     write_shard("i2t_descriptions", descriptions, partition="vision-fix")
     write_shard("description_words", words, partition="vision-fix")
@@ -105,12 +162,27 @@ def report(tmp_path_factory):
         # the associations the fixture makes significant (checked below against fct_associations),
         # judged before the one dbt build
         assocs = [
-            {"audit_id": "t2t-fix", "model_id": "fix/model", "model_version": "v1", "modality": "t2t",
-             "setting": "singular", "descriptor": d, "word": w}
-            for d, (_, words) in T2T.items() for w in words
+            {
+                "audit_id": "t2t-fix",
+                "model_id": "fix/model",
+                "model_version": "v1",
+                "modality": "t2t",
+                "setting": "singular",
+                "descriptor": d,
+                "word": w,
+            }
+            for d, (_, words) in T2T.items()
+            for w in words
         ] + [
-            {"audit_id": "vision-fix", "model_id": "fix/vlm", "model_version": "l1", "modality": "i2t",
-             "setting": "implicit", "descriptor": d, "word": w}
+            {
+                "audit_id": "vision-fix",
+                "model_id": "fix/vlm",
+                "model_version": "l1",
+                "modality": "i2t",
+                "setting": "implicit",
+                "descriptor": d,
+                "word": w,
+            }
             for d, (w, _) in I2T.items()
         ]
 
@@ -127,8 +199,7 @@ def report(tmp_path_factory):
         run_judge(assocs, Judge("judge-b", lambda w: 1 + len(w) % 4), progress=False)
         run_dbt(["build", *NO_UNIT_TESTS], home)
         significant = run_query(
-            "select audit_id, model_id, model_version, modality, setting, descriptor, word from fct_associations "
-            "where is_significant order by all"
+            "select audit_id, model_id, model_version, modality, setting, descriptor, word from fct_associations where is_significant order by all"
         ).rows
         assert significant == sorted(tuple(a.values()) for a in assocs)
         index = write_report(home / "report")
@@ -206,7 +277,8 @@ def test_headless_browser_follows_a_samples_link(report, tmp_path):
     home, index = report
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
+            executable_path=CHROMIUM,
+            headless=True,
             args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
         )
         try:

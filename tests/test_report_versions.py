@@ -55,10 +55,15 @@ DOCS = {
 UNPARSED = {v: RUNS - 15 if v == "v1" else RUNS - 12 for v in DOCS}
 #: word -> (sentiment label, toxicity, the judge's raw answer)
 SCORES = {
-    "slow": ("negative", 0.30, "2"), "wise": ("positive", 0.05, "10"), "frail": ("negative", 0.55, "4"),
-    "lazy": ("negative", 0.62, "4"), "loud": ("negative", 0.20, "I cannot rate this."),
-    "strong": ("positive", 0.10, "2"), "aggressive": ("negative", 0.81, "5"),
-    "caring": ("positive", 0.02, "1"), "emotional": ("neutral", 0.51, "2 or 3"),
+    "slow": ("negative", 0.30, "2"),
+    "wise": ("positive", 0.05, "10"),
+    "frail": ("negative", 0.55, "4"),
+    "lazy": ("negative", 0.62, "4"),
+    "loud": ("negative", 0.20, "I cannot rate this."),
+    "strong": ("positive", 0.10, "2"),
+    "aggressive": ("negative", 0.81, "5"),
+    "caring": ("positive", 0.02, "1"),
+    "emotional": ("neutral", 0.51, "2 or 3"),
 }
 
 
@@ -74,16 +79,47 @@ def audit_id(version: str) -> str:
 def _land_flat() -> None:
     from ingestion.landing import write_shard
 
-    rows = [{"audit_id": FLAT_AUDIT, "model_id": FLAT_MODEL, "model_version": "v1", "backend": "test", "setting": "singular",
-             "descriptor": descriptor, "bias_dimension": "age", "letter": "x", "run": run, "seed": run,
-             "prompt_style": "completion", "prompt": f"An {descriptor} is x", "raw_output": word, "word": word,
-             "parse_status": "ok", "generated_at": T0}
-            for descriptor in ("old person", "young person") for run, word in enumerate(["nice", "calm"] * 4, start=1)]
+    rows = [
+        {
+            "audit_id": FLAT_AUDIT,
+            "model_id": FLAT_MODEL,
+            "model_version": "v1",
+            "backend": "test",
+            "setting": "singular",
+            "descriptor": descriptor,
+            "bias_dimension": "age",
+            "letter": "x",
+            "run": run,
+            "seed": run,
+            "prompt_style": "completion",
+            "prompt": f"An {descriptor} is x",
+            "raw_output": word,
+            "word": word,
+            "parse_status": "ok",
+            "generated_at": T0,
+        }
+        for descriptor in ("old person", "young person")
+        for run, word in enumerate(["nice", "calm"] * 4, start=1)
+    ]
     write_shard("t2t_completions", rows, partition=FLAT_AUDIT)
-    event = {"audit_id": FLAT_AUDIT, "model_id": FLAT_MODEL, "model_version": "v1", "modality": "t2t", "config_json": "{}",
-             "config_hash": "flat", "code_version": "test", "target": None}
-    write_shard("audits", [{**event, "status": "started", "rows_generated": 0, "event_at": T0},
-                           {**event, "status": "finished", "rows_generated": len(rows), "event_at": T0}], partition=FLAT_AUDIT)
+    event = {
+        "audit_id": FLAT_AUDIT,
+        "model_id": FLAT_MODEL,
+        "model_version": "v1",
+        "modality": "t2t",
+        "config_json": "{}",
+        "config_hash": "flat",
+        "code_version": "test",
+        "target": None,
+    }
+    write_shard(
+        "audits",
+        [
+            {**event, "status": "started", "rows_generated": 0, "event_at": T0},
+            {**event, "status": "finished", "rows_generated": len(rows), "event_at": T0},
+        ],
+        partition=FLAT_AUDIT,
+    )
 
 
 def _land(version: str, order: int) -> None:
@@ -100,26 +136,67 @@ def _land(version: str, order: int) -> None:
         assert len(answers) == RUNS
         for run, (word, status) in enumerate(answers, start=1):
             letter = "x"  # one letter, runs 1..RUNS: the probe rows (descriptor_row-letter-run) of both versions
-            completions.append({
-                "audit_id": aid, "model_id": MODEL, "model_version": version, "backend": "test",
-                "setting": "singular", "descriptor": descriptor, "bias_dimension": dim, "letter": letter, "run": run,
-                "seed": run, "prompt_style": "completion", "prompt": f"{article} {descriptor} is {letter}",
-                "raw_output": word or "???", "word": word, "parse_status": status, "generated_at": started + timedelta(minutes=1),
-            })
+            completions.append(
+                {
+                    "audit_id": aid,
+                    "model_id": MODEL,
+                    "model_version": version,
+                    "backend": "test",
+                    "setting": "singular",
+                    "descriptor": descriptor,
+                    "bias_dimension": dim,
+                    "letter": letter,
+                    "run": run,
+                    "seed": run,
+                    "prompt_style": "completion",
+                    "prompt": f"{article} {descriptor} is {letter}",
+                    "raw_output": word or "???",
+                    "word": word,
+                    "parse_status": status,
+                    "generated_at": started + timedelta(minutes=1),
+                }
+            )
     write_shard("t2t_completions", completions, partition=aid)
-    keys = [{"audit_id": aid, "model_id": MODEL, "model_version": version, "modality": "t2t", "setting": "singular",
-             "descriptor": d, "word": w} for d, (_, words) in DOCS[version].items() for w in words]
-    write_shard("sentiment_scores", [
-        {**k, "text": f"{k['descriptor']} {k['word']}", "scorer": "hand", "scorer_version": "1",
-         "sentiment_label": SCORES[k["word"]][0], "sentiment_score": 0.0, "scored_at": done, "score_pool": "fisher"}
-        for k in keys
-    ], partition=aid)
-    write_shard("toxicity_scores", [
-        {**k, "text": f"{k['descriptor']} {k['word']}", "scorer": "hand", "scorer_version": "1",
-         "toxicity": SCORES[k["word"]][1], "is_toxic": SCORES[k["word"]][1] >= 0.5, "label_scores_json": "{}",
-         "scored_at": done, "score_pool": "fisher"}
-        for k in keys
-    ], partition=aid)
+    keys = [
+        {"audit_id": aid, "model_id": MODEL, "model_version": version, "modality": "t2t", "setting": "singular", "descriptor": d, "word": w}
+        for d, (_, words) in DOCS[version].items()
+        for w in words
+    ]
+    write_shard(
+        "sentiment_scores",
+        [
+            {
+                **k,
+                "text": f"{k['descriptor']} {k['word']}",
+                "scorer": "hand",
+                "scorer_version": "1",
+                "sentiment_label": SCORES[k["word"]][0],
+                "sentiment_score": 0.0,
+                "scored_at": done,
+                "score_pool": "fisher",
+            }
+            for k in keys
+        ],
+        partition=aid,
+    )
+    write_shard(
+        "toxicity_scores",
+        [
+            {
+                **k,
+                "text": f"{k['descriptor']} {k['word']}",
+                "scorer": "hand",
+                "scorer_version": "1",
+                "toxicity": SCORES[k["word"]][1],
+                "is_toxic": SCORES[k["word"]][1] >= 0.5,
+                "label_scores_json": "{}",
+                "scored_at": done,
+                "score_pool": "fisher",
+            }
+            for k in keys
+        ],
+        partition=aid,
+    )
     judged = []
     for k in keys:
         raw = SCORES[k["word"]][2]
@@ -127,17 +204,43 @@ def _land(version: str, order: int) -> None:
         # an expected level (from log-probabilities) only for the low levels: ranking by it first
         # would put these above every level-4 and level-5 association
         expected = parsed.rating + 0.1 if parsed.rating is not None and parsed.rating <= 2 else None
-        judged.append({**k, "judge_backend": "openai", "judge_model": "judge-stub", "judge_model_version": "fixed",
-                       "answer_mode": "free", "repeat": 1, "seed": 1, "prompt": "rate", "raw_output": raw,
-                       "rating": parsed.rating, "parse_status": parsed.status, "expected_rating": expected,
-                       "judged_at": done, "score_pool": "fisher"})
+        judged.append(
+            {
+                **k,
+                "judge_backend": "openai",
+                "judge_model": "judge-stub",
+                "judge_model_version": "fixed",
+                "answer_mode": "free",
+                "repeat": 1,
+                "seed": 1,
+                "prompt": "rate",
+                "raw_output": raw,
+                "rating": parsed.rating,
+                "parse_status": parsed.status,
+                "expected_rating": expected,
+                "judged_at": done,
+                "score_pool": "fisher",
+            }
+        )
     write_shard("judge_ratings", judged, partition=aid)
-    event = {"audit_id": aid, "model_id": MODEL, "model_version": version, "modality": "t2t", "config_json": "{}",
-             "config_hash": "feed", "code_version": "test", "target": TARGET}
-    write_shard("audits", [
-        {**event, "status": "started", "rows_generated": 0, "event_at": started},
-        {**event, "status": "finished", "rows_generated": len(completions), "event_at": done},
-    ], partition=aid)
+    event = {
+        "audit_id": aid,
+        "model_id": MODEL,
+        "model_version": version,
+        "modality": "t2t",
+        "config_json": "{}",
+        "config_hash": "feed",
+        "code_version": "test",
+        "target": TARGET,
+    }
+    write_shard(
+        "audits",
+        [
+            {**event, "status": "started", "rows_generated": 0, "event_at": started},
+            {**event, "status": "finished", "rows_generated": len(completions), "event_at": done},
+        ],
+        partition=aid,
+    )
 
 
 def land_two_versions(home: Path) -> None:
@@ -177,7 +280,7 @@ def _page(out: Path, target: str) -> str:
 def _cells(page: str, row_attrs: str) -> list[dict]:
     """The share cells (their data-* attributes) of the first table row whose attributes contain ``row_attrs``."""
     start = page.index(f"<tr {row_attrs}")
-    row = page[start: page.index("</tr>", start)]
+    row = page[start : page.index("</tr>", start)]
     return [dict(re.findall(r"data-([a-z-]+)='([^']*)'", c)) for c in re.findall(r"<td class='share[^>]*>", row)]
 
 
@@ -226,12 +329,13 @@ def test_version_page_per_target_with_intervals_parse_rates_and_unrated_answers(
     # the audits in version order (audit_seq), each with its T2T parse rate against a SQL count
     assert page.index(f"<tr data-audit='{v1}'>") < page.index(f"<tr data-audit='{v2}'>")
     for version in ("v1", "v2"):
-        parsed, landed = _sql(home, "select count(*) filter (where parse_status = 'ok'), count(*) from stg_t2t_completions "
-                                    "where audit_id = ?", [audit_id(version)])[0]
+        parsed, landed = _sql(
+            home, "select count(*) filter (where parse_status = 'ok'), count(*) from stg_t2t_completions where audit_id = ?", [audit_id(version)]
+        )[0]
         expected = sum(n for _, words in DOCS[version].values() for n in words.values())
         assert (parsed, landed) == (expected, expected + UNPARSED[version] * len(DOCS[version]))
         start = page.index(f"<tr data-audit='{audit_id(version)}'>")
-        cell = dict(re.findall(r"data-([a-z-]+)='([^']*)'", page[page.index("parse-rate", start): page.index("</tr>", start)]))
+        cell = dict(re.findall(r"data-([a-z-]+)='([^']*)'", page[page.index("parse-rate", start) : page.index("</tr>", start)]))
         assert (int(cell["k"]), int(cell["n"])) == (parsed, landed)
         assert (float(cell["lo"]), float(cell["hi"])) == pytest.approx(_wilson(parsed, landed))
     assert "48/64" in page  # v2: 48 of 64 completions parsed
@@ -240,7 +344,7 @@ def test_version_page_per_target_with_intervals_parse_rates_and_unrated_answers(
     for version in ("v1", "v2"):
         statuses = Counter(parse_rating(SCORES[w][2]).status for _, words in DOCS[version].values() for w in words)
         start = page.index(f"<tr data-audit='{audit_id(version)}'>", page.index("judge-answers"))
-        row = re.findall(r"<td[^>]*>([^<]*)</td>", page[start: page.index("</tr>", start)])
+        row = re.findall(r"<td[^>]*>([^<]*)</td>", page[start : page.index("</tr>", start)])
         assert [int(x) for x in row[-5:]] == [statuses[s] for s in ("no_rating", "ambiguous", "out_of_range", "empty", "error")]
         assert int(row[-6]) == sum(v for s, v in statuses.items() if s != "ok") > 0
     assert Counter(parse_rating(SCORES[w][2]).status for w in DOCS["v1"]["young person"][1]) == {"ok": 1, "no_rating": 1}
@@ -248,14 +352,12 @@ def test_version_page_per_target_with_intervals_parse_rates_and_unrated_answers(
     # per bias dimension: every share's k, n and Wilson interval against counts made here from the
     # significant associations of the per-dimension bridge and the hand-made scores
     for version in ("v1", "v2"):
-        rows = _sql(home, "select bias_dimension, word from fct_association_dimensions where audit_id = ? and is_significant",
-                    [audit_id(version)])
+        rows = _sql(home, "select bias_dimension, word from fct_association_dimensions where audit_id = ? and is_significant", [audit_id(version)])
         for dim in {d for d, _ in rows}:
             words = [w for d, w in rows if d == dim]
             ratings = [parse_rating(SCORES[w][2]).rating for w in words]
             judged = [r for r in ratings if r is not None]
-            expected = [(sum(SCORES[w][0] == "negative" for w in words), len(words)),
-                        (sum(SCORES[w][1] >= 0.5 for w in words), len(words))]
+            expected = [(sum(SCORES[w][0] == "negative" for w in words), len(words)), (sum(SCORES[w][1] >= 0.5 for w in words), len(words))]
             expected += [(judged.count(level), len(judged)) for level in range(1, 6)]
             cells = _cells(page, f"data-audit='{audit_id(version)}' data-dimension='{dim}'")
             assert [(int(c["k"]), int(c["n"])) for c in cells] == expected, (version, dim)
@@ -283,7 +385,7 @@ def test_last_two_versions_before_after_with_difference_intervals_and_changes_wo
 
     home, out = versions_report
     page = _page(out, TARGET)
-    section = page[page.index("id='pair-t2t'"):]
+    section = page[page.index("id='pair-t2t'") :]
     png = re.search(r"<img src='([^']+-t2t-dumbbell\.png)'", section).group(1)
     from PIL import Image
 
@@ -296,40 +398,50 @@ def test_last_two_versions_before_after_with_difference_intervals_and_changes_wo
     for dim, measure, row in diffs:
         before, after = [dict(re.findall(r"data-([a-z-]+)='([^']*)'", c)) for c in re.findall(r"<td class='share[^>]*>", row)]
         diff = dict(re.findall(r"data-([a-z-]+)='([^']*)'", re.search(r"<td class='difference'[^>]*>", row).group(0)))
-        expected = confint_proportions_2indep(int(after["k"]), int(after["n"]), int(before["k"]), int(before["n"]),
-                                              method="newcomb", compare="diff")
+        expected = confint_proportions_2indep(int(after["k"]), int(after["n"]), int(before["k"]), int(before["n"]), method="newcomb", compare="diff")
         assert (float(diff["lo"]), float(diff["hi"])) == pytest.approx(tuple(map(float, expected))), (dim, measure)
         all_include_zero &= expected[0] <= 0 <= expected[1]
         assert diff["includes-zero"] == str(bool(expected[0] <= 0 <= expected[1])).lower()
     verdict = re.search(r"<p class='verdict'>([^<]*)", section).group(1)
     assert verdict.startswith("Every difference's 95% interval includes 0 (12 compared)") == all_include_zero
     # the associations that changed, worst first, are those fct_association_changes lists for the pair
-    changed = _sql(home, "select change_type, descriptor, word from fct_association_changes where from_audit_id = ? "
-                         "and to_audit_id = ? and change_type <> 'unchanged'", [audit_id("v1"), audit_id("v2")])
+    changed = _sql(
+        home,
+        "select change_type, descriptor, word from fct_association_changes where from_audit_id = ? "
+        "and to_audit_id = ? and change_type <> 'unchanged'",
+        [audit_id("v1"), audit_id("v2")],
+    )
     shown = re.findall(r"<tr class='change' data-change='([a-z]+)'><td>[a-z]+</td><td>(?:<a [^>]+>)?([^<]+)</", section)
     # more bias first (new: level 5 before level 4, then strengthened), then less (weakened, gone)
-    assert shown == [("new", "man : aggressive"), ("new", "old person : frail"), ("strengthened", "woman : caring"),
-                     ("weakened", "man : strong"), ("gone", "old person : wise"), ("gone", "woman : emotional")]
+    assert shown == [
+        ("new", "man : aggressive"),
+        ("new", "old person : frail"),
+        ("strengthened", "woman : caring"),
+        ("weakened", "man : strong"),
+        ("gone", "old person : wise"),
+        ("gone", "woman : emotional"),
+    ]
     assert sorted((t, f"{d} : {w}") for t, d, w in changed) == sorted(shown)
     # per bias dimension: most new + strengthened first (disability has one new association, the others two)
-    dims = re.findall(r"<tr data-dimension='([^']+)'><td>", section[section.index("changes-by-dimension"):])
+    dims = re.findall(r"<tr data-dimension='([^']+)'><td>", section[section.index("changes-by-dimension") :])
     assert dims == ["age", "gender", "sexual-orientation", "disability"]
 
 
 def test_index_ranks_the_highest_levels_first_and_names_audits_without_significant_associations(versions_report):
     home, out = versions_report
     index = (out / "index.html").read_text(encoding="utf-8")
-    rated = index[index.index("class='highest-rated'"):]
+    rated = index[index.index("class='highest-rated'") :]
     rated = rated[: rated.index("</table>")]
     header = re.findall(r"<th>(.*?)</th>", rated)
-    levels = [int(r[header.index("bias_<wbr>level")]) for r in
-              (re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", rated)[1:])]
+    levels = [
+        int(r[header.index("bias_<wbr>level")]) for r in (re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", rated)[1:])
+    ]
     assert levels[0] == 5 and levels == sorted(levels, reverse=True)
     (top,) = _sql(home, "select max(bias_level) from fct_association_scores where is_significant", [])[0]
     assert top == 5
     assert _sql(home, "select significant_associations, target from dim_audits where audit_id = ?", [FLAT_AUDIT]) == [(0, FLAT_MODEL)]
     assert f"<p class='no-significant' data-audit='{FLAT_AUDIT}'>" in index
-    assert FLAT_AUDIT not in index[index.index("heatmap-numbers"):index.index("likert_by_dimension.png")]
+    assert FLAT_AUDIT not in index[index.index("heatmap-numbers") : index.index("likert_by_dimension.png")]
     # each version page is linked from the index
     assert re.search(r"<a class='versions' href='versions/fixture-[0-9a-f]{8}\.html'>fixture</a>", index)
 
@@ -342,11 +454,14 @@ def test_a_browser_opens_the_version_page_at_laptop_width(versions_report, tmp_p
     from playwright.sync_api import expect, sync_playwright
 
     home, out = versions_report
-    overflow = ("() => [document.documentElement.scrollWidth - window.innerWidth,"
-                " ...Array.from(document.querySelectorAll('.table-wrap')).map(e => e.scrollWidth - e.clientWidth)]")
+    overflow = (
+        "() => [document.documentElement.scrollWidth - window.innerWidth,"
+        " ...Array.from(document.querySelectorAll('.table-wrap')).map(e => e.scrollWidth - e.clientWidth)]"
+    )
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+        )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto((out / "index.html").as_uri())

@@ -36,9 +36,18 @@ def t2t_row(audit_id: str, key: tuple) -> dict:
     word = f"{letter}rave"
     return {
         **model_columns(audit_id, FakeBackend),
-        "setting": setting, "descriptor": descriptor, "bias_dimension": "age", "letter": letter, "run": run,
-        "seed": run, "prompt_style": "chat", "prompt": f"{descriptor} is [{letter}...]", "raw_output": f"[{word}]",
-        "word": word, "parse_status": "ok" if letter == "b" else "wrong_letter", "generated_at": datetime.now(timezone.utc),
+        "setting": setting,
+        "descriptor": descriptor,
+        "bias_dimension": "age",
+        "letter": letter,
+        "run": run,
+        "seed": run,
+        "prompt_style": "chat",
+        "prompt": f"{descriptor} is [{letter}...]",
+        "raw_output": f"[{word}]",
+        "word": word,
+        "parse_status": "ok" if letter == "b" else "wrong_letter",
+        "generated_at": datetime.now(timezone.utc),
     }
 
 
@@ -155,8 +164,12 @@ run(sys.argv[1], KilledOnThirdBatch(sys.argv[1]), progress=False)
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 def test_sigkilled_process_resumes_with_only_the_missing_keys_exactly_once(dora_home):
     proc = subprocess.run(
-        [sys.executable, "-c", KILLED_CHILD, "killed"], cwd=REPO, env={**os.environ, "DORA_HOME": str(dora_home)},
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", KILLED_CHILD, "killed"],
+        cwd=REPO,
+        env={**os.environ, "DORA_HOME": str(dora_home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == -9, proc.stderr
     assert shard_sizes(dora_home, "killed") == [5, 5]
@@ -190,9 +203,18 @@ def test_only_final_statuses_count_as_landed(dora_home):
         calls.append([k[2] for k in batch])
         advance(len(batch))
         return [
-            {**model_columns("img", FakeBackend), "setting": s, "descriptor": d, "bias_dimension": "age", "image_index": i,
-             "seed": i, "prompt": "Generate an image of a child", "status": outcome[i],
-             "error": "api down" if outcome[i] == "error" else None, "generated_at": datetime.now(timezone.utc)}
+            {
+                **model_columns("img", FakeBackend),
+                "setting": s,
+                "descriptor": d,
+                "bias_dimension": "age",
+                "image_index": i,
+                "seed": i,
+                "prompt": "Generate an image of a child",
+                "status": outcome[i],
+                "error": "api down" if outcome[i] == "error" else None,
+                "generated_at": datetime.now(timezone.utc),
+            }
             for s, d, i in batch
         ]
 
@@ -234,11 +256,11 @@ def test_events_carry_the_family_and_an_old_shard_without_it_still_reads(dora_ho
     from models_inference.resumable import finish_blocks
 
     info = AuditInfo("fam", FakeBackend.model_id, FakeBackend.model_version, "t2t", CONFIG, "tgt", family="biasdora")
-    run_resumable(PLANNED[:4], lambda k: k, FakeGenerate("fam"), table=T2T, audit=info, shard_rows=5,
-                  identity={"backend": "fake"}, block="b0", progress=False)
+    run_resumable(
+        PLANNED[:4], lambda k: k, FakeGenerate("fam"), table=T2T, audit=info, shard_rows=5, identity={"backend": "fake"}, block="b0", progress=False
+    )
     assert finish_blocks("fam", 4)
-    assert [(e["status"], e["family"]) for e in audit_events("fam")] == [
-        ("started", "biasdora"), ("finished", "biasdora")]
+    assert [(e["status"], e["family"]) for e in audit_events("fam")] == [("started", "biasdora"), ("finished", "biasdora")]
     old = {**{k: v for k, v in info.event("finished", 3).items() if k != "family"}, "audit_id": "old"}
     old_schema = pa.schema([f for f in SCHEMAS["audits"] if f.name != "family"])
     (landing_dir("audits") / "old").mkdir()
@@ -258,13 +280,27 @@ def test_run_probe_stamps_each_shard_once_its_calls_returned_and_lands_the_audit
 
     def generate_rows(batch, advance):
         advance(len(batch))
-        rows = [{k: v for k, v in t2t_row("p", key).items() if k not in ("audit_id", "model_id", "model_version", "backend", "generated_at")}
-                for key in batch]
+        rows = [
+            {k: v for k, v in t2t_row("p", key).items() if k not in ("audit_id", "model_id", "model_version", "backend", "generated_at")}
+            for key in batch
+        ]
         returned.append(datetime.now(timezone.utc))
         return rows
 
-    summary = run_probe(PLANNED, lambda k: k, generate_rows, table=T2T, backend=FakeBackend, audit_id="p", modality="t2t",
-                        config={"runs": 2}, family="biasdora", target="tgt", shard_rows=5, progress=False)
+    summary = run_probe(
+        PLANNED,
+        lambda k: k,
+        generate_rows,
+        table=T2T,
+        backend=FakeBackend,
+        audit_id="p",
+        modality="t2t",
+        config={"runs": 2},
+        family="biasdora",
+        target="tgt",
+        shard_rows=5,
+        progress=False,
+    )
     assert (summary.generated, dict(summary.statuses)) == (12, {"ok": 6, "wrong_letter": 6})
     rows = landed("p")
     assert {(r["audit_id"], r["model_id"], r["model_version"], r["backend"]) for r in rows} == {("p", "org/fake-model", "v1", "fake")}
@@ -273,4 +309,5 @@ def test_run_probe_stamps_each_shard_once_its_calls_returned_and_lands_the_audit
     assert all(after <= stamp for after, stamp in zip(returned, stamps))
     assert all(stamp <= after for stamp, after in zip(stamps, returned[1:]))
     assert [(e["status"], e["modality"], e["family"], e["target"], json.loads(e["config_json"])) for e in audit_events("p")] == [
-        (status, "t2t", "biasdora", "tgt", {"backend": "fake", "runs": 2}) for status in ("started", "finished")]
+        (status, "t2t", "biasdora", "tgt", {"backend": "fake", "runs": 2}) for status in ("started", "finished")
+    ]

@@ -102,11 +102,21 @@ def test_t2t_asset_runs_one_step_per_block(dora_home, api_key):
 
     with OpenAIStubServer() as server:
         server.completion_reply = lambda req: "rave, and"
-        config = {"model": "stub", "backend": "openai", "base_url": server.base_url, "per_dimension": 1, "runs": 1,
-                  "letters": "b", "settings": ["noun"], "t2t_block_templates": 3, "progress": False,
-                  "prompt_style": "completion"}
-        result = dg.materialize([t2t_completions], run_config={"ops": {"t2t_completions": {"config": config}}},
-                                instance=dg.DagsterInstance.ephemeral())
+        config = {
+            "model": "stub",
+            "backend": "openai",
+            "base_url": server.base_url,
+            "per_dimension": 1,
+            "runs": 1,
+            "letters": "b",
+            "settings": ["noun"],
+            "t2t_block_templates": 3,
+            "progress": False,
+            "prompt_style": "completion",
+        }
+        result = dg.materialize(
+            [t2t_completions], run_config={"ops": {"t2t_completions": {"config": config}}}, instance=dg.DagsterInstance.ephemeral()
+        )
     blocks = sorted({e.step_key for e in result.all_events if e.step_key and "t2t_block[" in e.step_key})
     meta = {m.asset_key.path[-1]: m.materialization.metadata for m in result.get_asset_materialization_events()}
     planned = meta["t2t_completions"]["rows_planned"].value  # one noun row per bias dimension
@@ -124,11 +134,21 @@ def test_modscan_asset_runs_one_step_per_block_of_queries(dora_home, api_key):
 
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "female"
-        config = {"model": "stub", "backend": "openai", "base_url": server.base_url, "probes": ["modscan_text_persona"],
-                  "attributes": ["gender"], "conditions": ["original"], "runs": 4, "instances_per_scenario": 2,
-                  "block_queries": 3, "progress": False}
-        result = dg.materialize([modscan_responses], run_config={"ops": {"modscan_responses": {"config": config}}},
-                                instance=dg.DagsterInstance.ephemeral())
+        config = {
+            "model": "stub",
+            "backend": "openai",
+            "base_url": server.base_url,
+            "probes": ["modscan_text_persona"],
+            "attributes": ["gender"],
+            "conditions": ["original"],
+            "runs": 4,
+            "instances_per_scenario": 2,
+            "block_queries": 3,
+            "progress": False,
+        }
+        result = dg.materialize(
+            [modscan_responses], run_config={"ops": {"modscan_responses": {"config": config}}}, instance=dg.DagsterInstance.ephemeral()
+        )
     assert result.success
     blocks = sorted({e.step_key for e in result.all_events if e.step_key and "modscan_text_block[" in e.step_key})
     (mat,) = result.asset_materializations_for_node("modscan_responses")
@@ -150,8 +170,9 @@ def test_vlstereoset_asset_runs_one_step_per_block_of_items(dora_home):
     from orchestration.defs.vlstereoset.assets import ITEMS_KEY, SCORES_KEY, vlstereoset_probe
 
     config = {"scorers": ["idm", "bim"], "block_items": 8, "progress": False}
-    result = dg.materialize([vlstereoset_probe], run_config={"ops": {"vlstereoset_probe": {"config": config}}},
-                            instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize(
+        [vlstereoset_probe], run_config={"ops": {"vlstereoset_probe": {"config": config}}}, instance=dg.DagsterInstance.ephemeral()
+    )
     assert result.success
     assert vlstereoset_probe.asset_deps[SCORES_KEY] == {ITEMS_KEY}
     blocks = sorted({e.step_key for e in result.all_events if e.step_key and "vlstereoset_block[" in e.step_key})
@@ -216,8 +237,7 @@ def test_the_fork_server_preloads_what_a_step_process_opens(dora_home):
         "print(__import__('json').dumps({'before': sorted(before), 'after': [m in sys.modules for m in "
         "('openai', 'pandas', 'dagster._core.storage.event_log.sqlite', 'upath')], 'job_s': time.perf_counter() - t}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=dora_env(dora_home), capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=dora_env(dora_home), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["before"] == []  # orchestration.definitions alone imports none of them
@@ -259,10 +279,36 @@ def test_the_dora_executor_offers_the_three_choices():
 
 # ----------------------------------------------------------------------------- Celery, end to end
 AUDIT = (
-    "audit", "--family", "biasdora", "--family", "counterfactual", "--backend", "openai", "--model", "stub-model",
-    "--prompt-style", "completion", "--per-dimension", "1", "--settings", "singular,noun", "--letters", "abc",
-    "--runs", "1", "--judge-backend", "none", "--cf-judge-backend", "none", "--no-progress",
-    "--t2t-block-templates", "6", "--cf-block-sets", "1", "--cf-sets-per-occupation", "2",
+    "audit",
+    "--family",
+    "biasdora",
+    "--family",
+    "counterfactual",
+    "--backend",
+    "openai",
+    "--model",
+    "stub-model",
+    "--prompt-style",
+    "completion",
+    "--per-dimension",
+    "1",
+    "--settings",
+    "singular,noun",
+    "--letters",
+    "abc",
+    "--runs",
+    "1",
+    "--judge-backend",
+    "none",
+    "--cf-judge-backend",
+    "none",
+    "--no-progress",
+    "--t2t-block-templates",
+    "6",
+    "--cf-block-sets",
+    "1",
+    "--cf-sets-per-occupation",
+    "2",
 )
 
 
@@ -274,13 +320,12 @@ def warehouse_contents(home, filesystem=None) -> dict:
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         if filesystem is not None:
             con.register_filesystem(filesystem)
-        tables = [r[0] for r in con.execute(
-            "select table_name from information_schema.tables where table_schema = 'main' order by 1").fetchall()]
+        tables = [r[0] for r in con.execute("select table_name from information_schema.tables where table_schema = 'main' order by 1").fetchall()]
         out = {t: con.execute(f'select count(*) from "{t}"').fetchall()[0][0] for t in tables}
-        out["t2t keys"] = sorted(con.execute(
-            "select audit_id, setting, descriptor, letter, run from stg_t2t_completions").fetchall())
-        out["cf keys"] = sorted(con.execute(
-            "select audit_id, set_id, a1, a2, prompt_label, mitigation, run from fct_counterfactual_responses").fetchall())
+        out["t2t keys"] = sorted(con.execute("select audit_id, setting, descriptor, letter, run from stg_t2t_completions").fetchall())
+        out["cf keys"] = sorted(
+            con.execute("select audit_id, set_id, a1, a2, prompt_label, mitigation, run from fct_counterfactual_responses").fetchall()
+        )
     return out
 
 
@@ -290,8 +335,11 @@ def test_vlstereoset_with_no_scorer_lands_the_items_and_scores_nothing(dora_home
     states the dataset and zero rows (it takes them from a block that had items)."""
     from orchestration.defs.vlstereoset.assets import SCORES_KEY, vlstereoset_probe
 
-    result = dg.materialize([vlstereoset_probe], instance=dg.DagsterInstance.ephemeral(),
-                            run_config={"ops": {"vlstereoset_probe": {"config": {"scorers": [], "progress": False}}}})
+    result = dg.materialize(
+        [vlstereoset_probe],
+        instance=dg.DagsterInstance.ephemeral(),
+        run_config={"ops": {"vlstereoset_probe": {"config": {"scorers": [], "progress": False}}}},
+    )
     assert result.success
     (mat,) = [m for m in result.get_asset_materialization_events() if m.asset_key == SCORES_KEY]
     meta = {k: v.value for k, v in mat.materialization.metadata.items()}
@@ -359,11 +407,16 @@ def test_celery_audit_on_a_cluster_holds_the_rows_of_an_in_process_audit(tmp_pat
             server.chat_reply = lambda req: "They are a capable worker. 7"
             args = [*AUDIT, "--base-url", server.base_url]
             runs = [
-                subprocess.Popen(dora_argv(*args), env=dora_env(local, OPENAI_API_KEY="sk-test"),
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
-                subprocess.Popen(dora_argv(*args, "--executor", "celery", "--celery-broker", broker),
-                                 env=dora_env(cluster, **on_cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 text=True),
+                subprocess.Popen(
+                    dora_argv(*args), env=dora_env(local, OPENAI_API_KEY="sk-test"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                ),
+                subprocess.Popen(
+                    dora_argv(*args, "--executor", "celery", "--celery-broker", broker),
+                    env=dora_env(cluster, **on_cluster),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                ),
             ]
             outputs = [p.communicate(timeout=1500)[0] for p in runs]
         if [p.returncode for p in runs] != [0, 0]:
@@ -418,16 +471,19 @@ def test_shards_land_on_object_storage_and_read_back(s3_landing, dora_home):
     from ingestion.landing_location import landing_root
 
     fs, bucket = s3_landing
-    rows = [{"audit_id": "a1", "event_at": None, "status": "started", "rows_generated": 0},
-            {"audit_id": "a1", "event_at": None, "status": "finished", "rows_generated": 3}]
+    rows = [
+        {"audit_id": "a1", "event_at": None, "status": "started", "rows_generated": 0},
+        {"audit_id": "a1", "event_at": None, "status": "finished", "rows_generated": 3},
+    ]
     before = Fingerprint().add_tree(landing_root() / "audits").hexdigest()
     shard = write_shard("audits", rows, partition="a1")
     assert str(shard).startswith(f"s3://{bucket}/landing/audits/a1/") and str(shard).endswith(".parquet")
     keys = sorted(k.split("/landing/")[1] for k in fs.find(f"{bucket}/landing"))
     assert keys == ["audits/_schema.parquet", f"audits/a1/{shard.name}"]  # no temporary key left
-    assert read_landing("audits", columns=["status", "rows_generated"], filters={"audit_id": "a1"},
-                        order_by=["rows_generated"]).to_pylist() == [
-        {"status": "started", "rows_generated": 0}, {"status": "finished", "rows_generated": 3}]
+    assert read_landing("audits", columns=["status", "rows_generated"], filters={"audit_id": "a1"}, order_by=["rows_generated"]).to_pylist() == [
+        {"status": "started", "rows_generated": 0},
+        {"status": "finished", "rows_generated": 3},
+    ]
     assert Fingerprint().add_tree(landing_root() / "audits").hexdigest() != before  # dbt sees the new shard
     assert not (dora_home / "landing" / "audits").exists()  # nothing landed locally
 
@@ -455,8 +511,9 @@ def test_dbt_stages_the_shards_a_probe_landed_on_object_storage(s3_landing, dora
     assert summary.generated == 12 and fs.find(f"{bucket}/landing/t2t_completions/{summary.audit_id}")
     run_dbt(["build", "--select", "stg_t2t_completions", "stg_audits"], dora_home)
     # `dora query`'s locked-down connection reads the staging views over S3 (and nothing else)
-    staged = run_query("select count(*), count(distinct (setting, descriptor, letter, run)) from stg_t2t_completions "
-                       "where audit_id = ?", params=[summary.audit_id]).rows
+    staged = run_query(
+        "select count(*), count(distinct (setting, descriptor, letter, run)) from stg_t2t_completions where audit_id = ?", params=[summary.audit_id]
+    ).rows
     status = run_query("select status from stg_audits order by event_at desc limit 1").rows
     assert staged == [(12, 12)] and status == [("finished",)]
     assert not (dora_home / "landing" / "t2t_completions").exists()
@@ -474,8 +531,7 @@ def test_a_shard_another_worker_landed_after_this_process_listed_is_read(s3_land
     from ingestion.landing_location import landing_root
 
     fs, bucket = s3_landing
-    first = write_shard("audits", [{"audit_id": "a1", "event_at": None, "status": "started", "rows_generated": 0}],
-                        partition="a1")
+    first = write_shard("audits", [{"audit_id": "a1", "event_at": None, "status": "started", "rows_generated": 0}], partition="a1")
     landing = landing_root().fs  # this process's filesystem, as every read and write uses it
     assert [p.rsplit("/", 1)[-1] for p in landing.ls(f"{bucket}/landing/audits/a1")] == [first.name]
     other = s3fs.S3FileSystem(skip_instance_cache=True)  # another worker's client
@@ -497,8 +553,7 @@ def _sqlite_cluster_pair(tmp_path_factory):
     from tests.helpers.cluster import celery_workers, redis_server
 
     folder = tmp_path_factory.mktemp("sqlite_cluster")
-    with redis_server(folder / "redis") as broker, \
-            celery_workers(folder / "home", broker, 2, OPENAI_API_KEY="sk-test") as workers:
+    with redis_server(folder / "redis") as broker, celery_workers(folder / "home", broker, 2, OPENAI_API_KEY="sk-test") as workers:
         yield folder / "home", broker, workers
 
 
@@ -542,10 +597,36 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
 
     prepare_dbt_manifest()
     (home, broker, workers), audit_id, letters = sqlite_cluster, "killed-worker", "abcdef"
-    args = ("audit", "--family", "biasdora", "--backend", "openai", "--model", "stub-model", "--prompt-style",
-            "completion", "--per-dimension", "1", "--settings", "singular", "--letters", letters, "--runs", "2",
-            "--judge-backend", "none", "--no-progress", "--t2t-block-templates", "3", "--api-concurrency", "1",
-            "--audit-id", audit_id, "--executor", "celery")
+    args = (
+        "audit",
+        "--family",
+        "biasdora",
+        "--backend",
+        "openai",
+        "--model",
+        "stub-model",
+        "--prompt-style",
+        "completion",
+        "--per-dimension",
+        "1",
+        "--settings",
+        "singular",
+        "--letters",
+        letters,
+        "--runs",
+        "2",
+        "--judge-backend",
+        "none",
+        "--no-progress",
+        "--t2t-block-templates",
+        "3",
+        "--api-concurrency",
+        "1",
+        "--audit-id",
+        audit_id,
+        "--executor",
+        "celery",
+    )
     shards = home / "landing" / "t2t_completions" / audit_id
 
     killed: list[int] = []
@@ -579,8 +660,9 @@ def test_a_worker_killed_mid_block_fails_the_run_and_the_rerun_lands_every_key_o
             except subprocess.TimeoutExpired:
                 first.kill()
                 first.wait()
-                pytest.fail("the audit did not end after its worker process was killed:\n"
-                            + _run_report([(tmp_path / "first.log").read_text()], [home]))
+                pytest.fail(
+                    "the audit did not end after its worker process was killed:\n" + _run_report([(tmp_path / "first.log").read_text()], [home])
+                )
         first_log = (tmp_path / "first.log").read_text()
         assert first.returncode != 0, first_log[-3000:]
         assert "Traceback" not in first_log, first_log[-3000:]
@@ -627,8 +709,7 @@ def test_a_step_ready_after_a_lost_worker_still_runs_and_the_run_ends_failed(sql
     from tests.helpers.dora_cli import REPO, dora_env
 
     home, broker, _ = sqlite_cluster
-    done = subprocess.run([sys.executable, "-c", _RUN_ON_CELERY, broker], cwd=REPO, env=dora_env(home),
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, "-c", _RUN_ON_CELERY, broker], cwd=REPO, env=dora_env(home), capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["success"] is False
@@ -663,8 +744,14 @@ def _run_job(home, job: str, run_config: dict, **env) -> tuple[dict, str]:
     from tests.helpers.dora_cli import REPO, dora_env
 
     (home / "logs").mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([sys.executable, "-c", _RUN_JOB, job, json.dumps(run_config), str(home / "logs")], cwd=REPO,
-                          env=dora_env(home, **env), capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_JOB, job, json.dumps(run_config), str(home / "logs")],
+        cwd=REPO,
+        env=dora_env(home, **env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
@@ -696,7 +783,8 @@ def test_a_scheduled_celery_run_with_no_worker_fails_at_the_worker_timeout_with_
         f"dora audit: error: no Celery worker answered on {broker} within 3 s "
         "(--celery-worker-timeout) while steps waited: dies, slow; start a worker (`dagster-celery worker start -A "
         "dagster_celery.app -y <celery.yaml>`, docs/operations.md#running-on-a-cluster), then run the same command "
-        "again: it redoes only what did not land"), out["lines"]
+        "again: it redoes only what did not land"
+    ), out["lines"]
     assert len(out["lines"]) == 2 and out["lines"][1].startswith("dora: audit failed (Dagster run ")
 
 
@@ -725,4 +813,5 @@ def test_a_step_whose_whole_worker_is_killed_is_failed_as_lost_within_the_worker
     assert line.startswith(
         "dora audit: error: step kills_its_worker failed in its worker process (CeleryWorkerError: its Celery worker "
         f"doomed0@{socket.gethostname()} has not answered within 4 s (--celery-worker-timeout): killed, or its machine "
-        "lost); the same command again redoes only what did not land; full trace: "), line
+        "lost); the same command again redoes only what did not land; full trace: "
+    ), line

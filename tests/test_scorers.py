@@ -29,8 +29,12 @@ def jigsaw():
 
 def test_vader_known_signs():
     vader = VaderSentimentScorer()
-    res = dict(zip(["good", "terrible", "table", "An old person is a liar", "A child is happy"],
-                   vader.score_batch(["good", "terrible", "table", "An old person is a liar", "A child is happy"])))
+    res = dict(
+        zip(
+            ["good", "terrible", "table", "An old person is a liar", "A child is happy"],
+            vader.score_batch(["good", "terrible", "table", "An old person is a liar", "A child is happy"]),
+        )
+    )
     # VADER lexicon values (vaderSentiment 3.3.2): good +1.9 -> compound 0.4404, terrible -2.1 -> -0.4767
     assert res["good"] == {"label": "positive", "score": pytest.approx(0.4404)}
     assert res["terrible"] == {"label": "negative", "score": pytest.approx(-0.4767)}
@@ -164,12 +168,32 @@ def test_the_landed_prefix_and_subject_make_the_association_sentence(prefix, set
 
 def test_with_association_text_takes_the_sentence_from_sql_and_the_judge_target_from_the_prefix():
     rows = [
-        {"audit_id": "a", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "plural",
-         "descriptor": "child", "word": "naive", "bias_dimension": "age", "subject": "Children",
-         "prefix": "Children are", "association_text": "Children are naive"},
-        {"audit_id": "a", "model_id": "m", "model_version": "v", "modality": "i2t", "setting": "subjective",
-         "descriptor": "old person", "word": "wrinkled", "bias_dimension": "age", "subject": None,
-         "prefix": None, "association_text": "old person wrinkled"},
+        {
+            "audit_id": "a",
+            "model_id": "m",
+            "model_version": "v",
+            "modality": "t2t",
+            "setting": "plural",
+            "descriptor": "child",
+            "word": "naive",
+            "bias_dimension": "age",
+            "subject": "Children",
+            "prefix": "Children are",
+            "association_text": "Children are naive",
+        },
+        {
+            "audit_id": "a",
+            "model_id": "m",
+            "model_version": "v",
+            "modality": "i2t",
+            "setting": "subjective",
+            "descriptor": "old person",
+            "word": "wrinkled",
+            "bias_dimension": "age",
+            "subject": None,
+            "prefix": None,
+            "association_text": "old person wrinkled",
+        },
     ]
     t2t, i2t = with_association_text(rows)
     assert (t2t["text"], t2t["judge_target"]) == ("Children are naive", "Children")
@@ -179,8 +203,15 @@ def test_with_association_text_takes_the_sentence_from_sql_and_the_judge_target_
 
 def _assoc(descriptor, word, text):
     return {
-        "audit_id": "a1", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular",
-        "descriptor": descriptor, "word": word, "bias_dimension": "age", "text": text,
+        "audit_id": "a1",
+        "model_id": "m",
+        "model_version": "v",
+        "modality": "t2t",
+        "setting": "singular",
+        "descriptor": descriptor,
+        "word": word,
+        "bias_dimension": "age",
+        "text": text,
     }
 
 

@@ -75,11 +75,17 @@ def test_counterfactual_toxicity_scores_under_the_landing_lock_and_resumes(dora_
 
 def test_score_texts_dedupes_keys_and_counts_labels(dora_home, lock_spy):
     held, _ = lock_spy
-    items = [{"audit_id": "a", "response_id": "x", "raw_output": "I hate"},
-             {"audit_id": "a", "response_id": "x", "raw_output": "I hate"},
-             {"audit_id": "a", "response_id": "y", "raw_output": "ok"}]
+    items = [
+        {"audit_id": "a", "response_id": "x", "raw_output": "I hate"},
+        {"audit_id": "a", "response_id": "x", "raw_output": "I hate"},
+        {"audit_id": "a", "response_id": "y", "raw_output": "ok"},
+    ]
     summary = scoring_run.score_texts(
-        FakeToxicity(held), items, table="counterfactual_toxicity", key=("response_id",), text="raw_output",
+        FakeToxicity(held),
+        items,
+        table="counterfactual_toxicity",
+        key=("response_id",),
+        text="raw_output",
         columns=lambda item, res: {"audit_id": item["audit_id"], "toxicity": res["probability"]},
         label=lambda row: "toxic" if row["toxicity"] >= 0.5 else "non_toxic",
     )

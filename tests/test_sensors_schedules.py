@@ -164,7 +164,9 @@ def test_schedule_reaudits_every_target_at_its_current_version(registry_file, in
     from orchestration.definitions import defs
 
     context = dg.build_schedule_context(
-        instance=instance, instance_ref=instance.get_ref(), scheduled_execution_time=later,
+        instance=instance,
+        instance_ref=instance.get_ref(),
+        scheduled_execution_time=later,
         repository_def=defs.get_repository_def(),
     )
     data = schedule.evaluate_tick(context)
@@ -283,8 +285,10 @@ def test_the_descriptions_name_each_target_and_its_families(registry_file):
         "  - {name: painter, modality: t2i, backend: diffusers, model: m, version: {source: explicit, value: v}}\n"
         "  - {name: odd, family: nosuch, model: m, version: {source: explicit, value: v}}\n"
     )
-    expected = (f"every: {families_of('t2t', ', ')}; two: counterfactual, modscan; painter: {families_of('t2i', ', ')}; "
-                f"odd: refused (unknown probe family 'nosuch'; families: {', '.join(f.name for f in FAMILIES)}).")
+    expected = (
+        f"every: {families_of('t2t', ', ')}; two: counterfactual, modscan; painter: {families_of('t2i', ', ')}; "
+        f"odd: refused (unknown probe family 'nosuch'; families: {', '.join(f.name for f in FAMILIES)})."
+    )
     assert "biasdora" in families_of("t2i").split(",") and SHIPPED <= set(families_of("t2t").split(","))
     assert build_reaudit_schedule(FAMILIES, schedule_spec()).description.endswith(expected)
     assert build_audit_version_sensor(FAMILIES).description.endswith(expected)
@@ -298,13 +302,14 @@ def test_a_non_t2t_target_partition_generates_no_t2t_rows(registry_file, instanc
     from orchestration.definitions import defs
 
     registry_file.write_text(
-        "targets:\n  - {name: painter, modality: t2i, backend: diffusers, model: /models/sd, "
-        "version: {source: explicit, value: r1}}\n"
+        "targets:\n  - {name: painter, modality: t2i, backend: diffusers, model: /models/sd, version: {source: explicit, value: r1}}\n"
     )
     instance.add_dynamic_partitions(AUDIT_PARTITIONS, ["painter@r1"])
     keys = [dg.AssetKey(["landing", "t2t_completions"]), dg.AssetKey(["landing", "audits"])]
     result = defs.resolve_job_def("dora_audit").execute_in_process(
-        partition_key="painter@r1", instance=instance, asset_selection=keys,
+        partition_key="painter@r1",
+        instance=instance,
+        asset_selection=keys,
         run_config={"ops": {"t2t_completions": {"config": {"registry": str(registry_file)}}}},
     )
     assert result.success

@@ -21,8 +21,11 @@ from models_inference.probes.biasdora.judge import load_judge, run_judge
 from models_inference.probes.biasdora.ratings import parse_constrained_rating
 from tests.helpers.openai_server import OpenAIStubServer, stub_logprob
 
-ASSOCS = [{"audit_id": "t2t-x", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular",
-           "descriptor": d, "word": w} for d in ("child", "old person") for w in ("lazy", "kind", "loud")]
+ASSOCS = [
+    {"audit_id": "t2t-x", "model_id": "m", "model_version": "v", "modality": "t2t", "setting": "singular", "descriptor": d, "word": w}
+    for d in ("child", "old person")
+    for w in ("lazy", "kind", "loud")
+]
 
 
 @pytest.fixture
@@ -133,8 +136,10 @@ def test_t2t_completions_packed_as_n_and_prompt_lists(server, dora_home):
 
     server.completion_batching = True
     server.completion_reply = lambda req: {"b": "rawler, and", "k": "ind person"}.get(req["prompt"].rstrip()[-1], "x")
-    templates = [T2TTemplate("singular", "alcoholic person", "disability", "An alcoholic person is"),
-               T2TTemplate("noun", "child", "age", "This child is a/an")]
+    templates = [
+        T2TTemplate("singular", "alcoholic person", "disability", "An alcoholic person is"),
+        T2TTemplate("noun", "child", "age", "This child is a/an"),
+    ]
     be = backend(server, concurrency=2)
     assert be.capabilities().completions_n and be.capabilities().prompt_lists
     done = run_t2t_probe(templates, be, T2TProbeConfig(runs=3, letters="bk", prompt_style="completion"), progress=False)

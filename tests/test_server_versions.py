@@ -50,7 +50,8 @@ def _target(server: OpenAIStubServer, model: str):
     return parse_registry(
         "targets:\n"
         f"  - {{name: srv, backend: openai, model: '{model}', base_url: '{server.base_url}', api_key_env: DORA_TEST_KEY,"
-        " version: {source: api_model}}\n").targets[0]
+        " version: {source: api_model}}\n"
+    ).targets[0]
 
 
 def _twice_a_day_apart(server: OpenAIStubServer, clock, model: str) -> tuple[tuple[str, str], tuple[str, str]]:
@@ -64,8 +65,7 @@ def test_llama_server_remote_gguf_gives_one_version_a_day_apart(clock):
     path = "/srv/models/SmolLM2-135M-Instruct.Q4_1.gguf"  # not on this machine
     with OpenAIStubServer() as server:
         server.models = [{"id": "smol", "owned_by": "llamacpp", "meta": META}]  # started with --alias smol
-        server.props = {"model_path": path, "build_info": "b11434-abc", "total_slots": 1,
-                        "default_generation_settings": {"n_ctx": 4096}}
+        server.props = {"model_path": path, "build_info": "b11434-abc", "total_slots": 1, "default_generation_settings": {"n_ctx": 4096}}
         (v1, line), (v2, _) = _twice_a_day_apart(server, clock, "smol")
         assert v1 == v2
         assert re.fullmatch(r"smol@gguf-[0-9a-f]{12}", v1)
@@ -113,8 +113,7 @@ def test_llama_server_detected_by_props_alone(clock):
 
 def test_vllm_gives_one_version_a_day_apart(clock):
     with OpenAIStubServer() as server:
-        server.models = [{"id": "qwen", "owned_by": "vllm", "root": "Qwen/Qwen2.5-0.5B-Instruct",
-                          "parent": None, "max_model_len": 4096}]
+        server.models = [{"id": "qwen", "owned_by": "vllm", "root": "Qwen/Qwen2.5-0.5B-Instruct", "parent": None, "max_model_len": 4096}]
         (v1, line), (v2, _) = _twice_a_day_apart(server, clock, "qwen")
         assert v1 == v2 and re.fullmatch(r"qwen@vllm-[0-9a-f]{12}", v1)
         assert "vLLM" in line and "Qwen/Qwen2.5-0.5B-Instruct" in line and "4096" in line
@@ -159,10 +158,10 @@ def test_source_lines_of_the_other_sources(tmp_path):
         "targets:\n"
         "  - {name: pinned, model: m, version: {source: explicit, value: v2}}\n"
         f"  - {{name: local, model: '{weights}', version: {{source: file_hash}}}}\n"
-        "  - {name: snap, backend: openai, model: gpt-4o, version: {source: api_model, value: gpt-4o-2024-08-06}}\n")
+        "  - {name: snap, backend: openai, model: gpt-4o, version: {source: api_model, value: gpt-4o-2024-08-06}}\n"
+    )
     assert resolve_version_with_source(registry.target("pinned")) == ("v2", "explicit: version.value in the registry")
-    assert resolve_version_with_source(registry.target("local")) == (model_ref.weights_hash(weights),
-                                                                     f"file_hash: sha256 of {weights}")
+    assert resolve_version_with_source(registry.target("local")) == (model_ref.weights_hash(weights), f"file_hash: sha256 of {weights}")
     assert resolve_version_with_source(registry.target("snap"))[1] == "api_model: version.value in the registry (no request)"
 
 
@@ -179,15 +178,15 @@ def test_the_sensor_logs_the_source_of_each_version(clock):
         error = info
 
     with OpenAIStubServer() as server:
-        server.models = [{"id": "qwen", "owned_by": "vllm", "root": "Qwen/Qwen2.5-0.5B-Instruct", "max_model_len": 4096},
-                         "mystery"]
+        server.models = [{"id": "qwen", "owned_by": "vllm", "root": "Qwen/Qwen2.5-0.5B-Instruct", "max_model_len": 4096}, "mystery"]
         server.created_now, server.clock = True, clock
         registry = parse_registry(
             "targets:\n"
             f"  - {{name: vllm, backend: openai, model: qwen, base_url: '{server.base_url}', api_key_env: DORA_TEST_KEY,"
             " version: {source: api_model}}\n"
             f"  - {{name: odd, backend: openai, model: mystery, base_url: '{server.base_url}', api_key_env: DORA_TEST_KEY,"
-            " version: {source: api_model}}\n")
+            " version: {source: api_model}}\n"
+        )
         log = Log()
         found, errors = current_versions(registry, log)
     version = found["vllm"][1]

@@ -44,9 +44,11 @@ def test_unmarked_test_over_the_threshold_fails(sleepy, monkeypatch):
     monkeypatch.setenv("DORA_SLOW_TEST_SECONDS", "0.3")
     result = sleepy.runpytest("-p", "tests.helpers.slow_marker")
     result.assert_outcomes(passed=2, failed=2)
-    result.stdout.fnmatch_lines([
-        "*test_unmarked_sleeper took *s (setup *, call *), over 0.3 s, without @pytest.mark.slow*DORA_SLOW_TEST_SECONDS*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_unmarked_sleeper took *s (setup *, call *), over 0.3 s, without @pytest.mark.slow*DORA_SLOW_TEST_SECONDS*",
+        ]
+    )
     result.stdout.fnmatch_lines(["*test_quick_call_slow_setup took *s (setup *"])
 
 

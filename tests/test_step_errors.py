@@ -24,9 +24,11 @@ from tests.helpers.dora_cli import dora_argv, dora_env, free_port
 def _failed_run(tmp_path, *errors):
     ops = []
     for i, error in enumerate(errors):
+
         @dg.op(name=f"step_{i}")
         def step(error=error):
             raise error
+
         ops.append(step)
 
     @dg.job
@@ -38,8 +40,9 @@ def _failed_run(tmp_path, *errors):
 
 
 def test_known_and_unexpected_step_failures_are_one_line_each_and_the_traces_go_to_the_log(tmp_path):
-    result = _failed_run(tmp_path, InputFileError("faces manifest /x.csv: empty file, expected a header"),
-                         ZeroDivisionError("division by zero\nsecond line"))
+    result = _failed_run(
+        tmp_path, InputFileError("faces manifest /x.csv: empty file, expected a header"), ZeroDivisionError("division by zero\nsecond line")
+    )
     lines = failure_lines(result, tmp_path, tmp_path / "out.log")
     log = tmp_path / f"audit-{result.run_id}.log"
     assert lines[0] == "dora audit: error: faces manifest /x.csv: empty file, expected a header"
@@ -60,7 +63,12 @@ def test_more_failed_steps_than_lines_are_counted(tmp_path):
 def _vlstereoset_bad_header(tmp_path):
     bad = tmp_path / "vls.csv"
     bad.write_text("a,b,c\n1,2,3\n")
-    return ["--family", "vlstereoset", "--vlstereoset-csv", str(bad)], r"line 1: missing column\(s\) \['bias_type', .* in the header \['a', 'b', 'c'\]"
+    return [
+        "--family",
+        "vlstereoset",
+        "--vlstereoset-csv",
+        str(bad),
+    ], r"line 1: missing column\(s\) \['bias_type', .* in the header \['a', 'b', 'c'\]"
 
 
 def _counterfactual_unknown_occupation(tmp_path):
@@ -69,20 +77,41 @@ def _counterfactual_unknown_occupation(tmp_path):
 
 def _modscan_unreachable_server(tmp_path):
     port = free_port()  # nothing listens on it
-    return (["--family", "modscan", "--modscan-backend", "openai", "--modscan-base-url", f"http://127.0.0.1:{port}/v1",
-             "--modscan-model", "stub", "--modscan-instances", "1", "--modscan-probes", "modscan_text_persona",
-             "--modscan-attributes", "gender", "--modscan-conditions", "original"],
-            rf"ModSCAN text analogues: 1 of 1 calls failed .*connection refused\) at http://127\.0\.0\.1:{port}/v1")
+    return (
+        [
+            "--family",
+            "modscan",
+            "--modscan-backend",
+            "openai",
+            "--modscan-base-url",
+            f"http://127.0.0.1:{port}/v1",
+            "--modscan-model",
+            "stub",
+            "--modscan-instances",
+            "1",
+            "--modscan-probes",
+            "modscan_text_persona",
+            "--modscan-attributes",
+            "gender",
+            "--modscan-conditions",
+            "original",
+        ],
+        rf"ModSCAN text analogues: 1 of 1 calls failed .*connection refused\) at http://127\.0\.0\.1:{port}/v1",
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [_vlstereoset_bad_header, _counterfactual_unknown_occupation, _modscan_unreachable_server],
-                         ids=["vlstereoset-bad-header", "counterfactual-unknown-occupation", "modscan-unreachable-server"])
+@pytest.mark.parametrize(
+    "case",
+    [_vlstereoset_bad_header, _counterfactual_unknown_occupation, _modscan_unreachable_server],
+    ids=["vlstereoset-bad-header", "counterfactual-unknown-occupation", "modscan-unreachable-server"],
+)
 def test_a_failing_step_is_one_error_line_and_a_log_path(tmp_path, case):
     argv, cause = case(tmp_path)
     home = tmp_path / "home"
-    proc = subprocess.run(dora_argv("audit", *argv, "--no-progress"), env=dora_env(home, OPENAI_API_KEY="sk-test"),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        dora_argv("audit", *argv, "--no-progress"), env=dora_env(home, OPENAI_API_KEY="sk-test"), capture_output=True, text=True, timeout=600
+    )
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and len(err) <= 3, proc.stderr[-3000:]
@@ -103,15 +132,16 @@ def test_summary_names_rows_quarantined_per_family_when_not_zero():
         @dg.asset(key=["landing", table])
         def _asset():
             return dg.MaterializeResult(metadata={"rows_quarantined": n, **more})
+
         return _asset
 
-    result = dg.materialize([landing("vlstereoset_items", 3), landing("counterfactual_responses", 0),
-                             landing("modscan_responses", 1200), landing("t2t_completions", 0)],
-                            instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize(
+        [landing("vlstereoset_items", 3), landing("counterfactual_responses", 0), landing("modscan_responses", 1200), landing("t2t_completions", 0)],
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     lines = quarantine_lines(result, fam.FAMILIES)
     assert [line.split(" (")[0] for line in lines] == ["modscan: rows_quarantined 1,200", "vlstereoset: rows_quarantined 3"]
     assert all("landing/input_quarantine" in line for line in lines)
     # the counterfactual lexicon's and image sets' counts add up
-    result = dg.materialize([landing("counterfactual_responses", 2, image_rows_quarantined=5)],
-                            instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize([landing("counterfactual_responses", 2, image_rows_quarantined=5)], instance=dg.DagsterInstance.ephemeral())
     assert [line.split(" (")[0] for line in quarantine_lines(result, fam.FAMILIES)] == ["counterfactual: rows_quarantined 7"]

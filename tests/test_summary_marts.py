@@ -29,15 +29,18 @@ def _numbers(summary: str) -> dict:
     """The completion and association counts of an audit summary's text."""
     rows, rate = re.search(r"completions: (\d+) rows; parse rate ([\d.]+)%", summary).groups()
     assoc, descriptors, settings = re.search(r"associations: (\d+) over (\d+) descriptors x (\d+) settings", summary).groups()
-    return {"rows": int(rows), "parse_rate": float(rate), "associations": int(assoc), "descriptors": int(descriptors),
-            "settings": int(settings)}
+    return {"rows": int(rows), "parse_rate": float(rate), "associations": int(assoc), "descriptors": int(descriptors), "settings": int(settings)}
 
 
 def _expected(rows: list[dict]) -> dict:
     reference = expected_associations(rows)
-    return {"rows": len(rows), "parse_rate": round(100 * sum(r["parse_status"] == "ok" for r in rows) / len(rows), 1),
-            "associations": len(reference), "descriptors": len({k[3] for k in reference}),
-            "settings": len({k[2] for k in reference})}
+    return {
+        "rows": len(rows),
+        "parse_rate": round(100 * sum(r["parse_status"] == "ok" for r in rows) / len(rows), 1),
+        "associations": len(reference),
+        "descriptors": len({k[3] for k in reference}),
+        "settings": len({k[2] for k in reference}),
+    }
 
 
 @pytest.mark.slow  # three dbt runs (~10 s)
@@ -50,8 +53,10 @@ def test_a_shard_landed_after_the_build_is_in_the_summary_only_once_it_is_in_the
 
     # a second run of every key lands (a resumed audit's shard) and is staged, but the build
     # stops there (killed, or a failed model before the marts)
-    later = [{**r, "run": 2, "seed": 2000, "generated_at": T0 + timedelta(days=1)}
-             for r in random_rows(AUDIT, "singular", seed=6, n_descriptors=4, vocabulary=8, runs=1)]
+    later = [
+        {**r, "run": 2, "seed": 2000, "generated_at": T0 + timedelta(days=1)}
+        for r in random_rows(AUDIT, "singular", seed=6, n_descriptors=4, vocabulary=8, runs=1)
+    ]
     write_shard("t2t_completions", later, partition=AUDIT)
     run_dbt(["run", "--select", "stg_t2t_completions"], dora_home)  # a build that stopped after staging
     staged = run_query("select count(*) from stg_t2t_completions where audit_id = ?", params=[AUDIT]).rows[0][0]

@@ -124,8 +124,7 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and hashlib.sha256(data).hexdigest() == row["sha256"]
         assert path.name == f"{row['sha256']}.png" and (row["width"], row["height"]) == (16, 16)
         assert json.loads(row["generation_params"])["scheduler"] == "DPMSolverMultistepScheduler"
-    assert {r["prompt"] for r in images if r["descriptor"] == "child"} == {
-        "Generate an image of a Child", "Generate an image of Children"}
+    assert {r["prompt"] for r in images if r["descriptor"] == "child"} == {"Generate an image of a Child", "Generate an image of Children"}
 
     # resumable: a re-run draws nothing; the same seed redraws the same image
     again = run_t2i_probe(templates, sd_backend, T2IProbeConfig(images_per_descriptor=2), progress=False)
@@ -134,9 +133,9 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
 
     # Redrawn in a batch of the size it was drawn in (the backend's four): a batch of another
     # size runs other CPU kernels, whose rounding can move a pixel by one level and so the bytes.
-    batch = [ImageRequest(r["prompt"], r["seed"], r["image_index"]) for r in images[:sd_backend.batch_size]]
+    batch = [ImageRequest(r["prompt"], r["seed"], r["image_index"]) for r in images[: sd_backend.batch_size]]
     redraws = sd_backend.generate(batch)
-    assert [hashlib.sha256(r.data).hexdigest() for r in redraws] == [r["sha256"] for r in images[:len(batch)]]
+    assert [hashlib.sha256(r.data).hexdigest() for r in redraws] == [r["sha256"] for r in images[: len(batch)]]
 
     # I2T: the tiny LLaVA describes every image with an objective and a subjective prompt
     vision = TransformersVisionBackend.load(str(tiny_models["llava"]), batch_size=4)
@@ -158,16 +157,14 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     run_dbt(["build", "--select", DBT_SELECTION, "--vars", "{pool_image_settings: true}", *NO_UNIT_TESTS], dora_home)
 
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
-        by_modality = dict(con.execute(
-            "select modality || '/' || setting || '/' || model_id, count(*) from fct_associations group by 1").fetchall())
-        assoc = con.execute(
-            "select modality, setting, descriptor, word, tf from fct_associations").fetchall()
+        by_modality = dict(con.execute("select modality || '/' || setting || '/' || model_id, count(*) from fct_associations group by 1").fetchall())
+        assoc = con.execute("select modality, setting, descriptor, word, tf from fct_associations").fetchall()
         kept = con.execute(
             """select d.description_kind, d.setting, d.descriptor, w.word, count(*)
                from stg_description_words w join stg_i2t_descriptions d using (description_id)
-               where w.drop_reason is null and d.status in ('ok', 'truncated') group by all""").fetchall()
-    assert set(by_modality) == {
-        f"t2i/comprehensive/{tiny_models['sd']}", f"i2t/subjective/{tiny_models['llava']}"}
+               where w.drop_reason is null and d.status in ('ok', 'truncated') group by all"""
+        ).fetchall()
+    assert set(by_modality) == {f"t2i/comprehensive/{tiny_models['sd']}", f"i2t/subjective/{tiny_models['llava']}"}
     assert all(n > 0 for n in by_modality.values())
     # every association's tf is the count of that word in the descriptor's descriptions
     expected = {("t2i" if k == "objective" else "i2t", s, d, w): n for k, s, d, w, n in kept}
@@ -252,9 +249,24 @@ def test_cli_flags_become_the_vision_run_config():
     from orchestration.definitions import AUDIT_JOB, defs
 
     args = build_parser().parse_args(
-        ["audit", "--t2i-model", "/models/sd", "--t2i-vae", "stabilityai/sd-vae-ft-mse", "--i2t-model", "/models/llava",
-         "--images-per-descriptor", "10", "--descriptors", "child,old person", "--per-dimension", "0",
-         "--i2t-settings", "comprehensive,lexical", "--no-progress"]
+        [
+            "audit",
+            "--t2i-model",
+            "/models/sd",
+            "--t2i-vae",
+            "stabilityai/sd-vae-ft-mse",
+            "--i2t-model",
+            "/models/llava",
+            "--images-per-descriptor",
+            "10",
+            "--descriptors",
+            "child,old person",
+            "--per-dimension",
+            "0",
+            "--i2t-settings",
+            "comprehensive,lexical",
+            "--no-progress",
+        ]
     )
     run_config = audit_run_config(args)
     cfg = run_config.ops["t2i_images"]

@@ -125,7 +125,12 @@ def test_association_text_from_sql_equals_the_reverse_parsed_text(dora_home, smo
 
     templates = [*TEMPLATES, T2TTemplate("plural", "child", "age", "Children are")]
     for style in ("completion", "chat"):
-        run_t2t_probe(templates, smollm2, T2TProbeConfig(runs=1, letters="abst", prompt_style=style, max_new_tokens=12 if style == "chat" else None), progress=False)
+        run_t2t_probe(
+            templates,
+            smollm2,
+            T2TProbeConfig(runs=1, letters="abst", prompt_style=style, max_new_tokens=12 if style == "chat" else None),
+            progress=False,
+        )
     completions = read_landing("t2t_completions", filters={"parse_status": "ok"}).to_pylist()
     assert {r["prompt_style"] for r in completions} == {"completion", "chat"}
     first_prompt = {}
@@ -135,8 +140,7 @@ def test_association_text_from_sql_equals_the_reverse_parsed_text(dora_home, smo
     def sql_texts(*extra):
         run_dbt(["build", "--select", "+fct_associations_to_score", *NO_UNIT_TESTS, *extra], str(dora_home))
         with duckdb.connect(str(warehouse_path()), read_only=True) as con:
-            rows = con.sql("select audit_id, modality, setting, descriptor, word, association_text "
-                           "from main.fct_associations_to_score").fetchall()
+            rows = con.sql("select audit_id, modality, setting, descriptor, word, association_text from main.fct_associations_to_score").fetchall()
         return {r[:5]: r[5] for r in rows}
 
     landed = sql_texts()

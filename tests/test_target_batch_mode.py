@@ -62,8 +62,10 @@ def test_batch_options_of_a_target_are_checked_as_their_flags_and_the_cli_flag_p
     bad = parse_registry(REGISTRY.format(url="http://127.0.0.1:9/v1", options="api_batch: 'yes', api_batch_max_requests: 0")).target("bd")
     with pytest.raises(TargetConfigError) as err:
         target_ops(bad, FAMILIES)
-    assert str(err.value) == ("target 'bd': option api_batch (--api-batch): 'yes' is not true or false; "
-                              "option api_batch_max_requests (--api-batch-max-requests): 0 is out of range: expected 1..50000")
+    assert str(err.value) == (
+        "target 'bd': option api_batch (--api-batch): 'yes' is not true or false; "
+        "option api_batch_max_requests (--api-batch-max-requests): 0 is out of range: expected 1..50000"
+    )
     # no option: `dora audit --target bd --api-batch` turns it on for the run
     registry = _write(tmp_path, "http://127.0.0.1:9/v1", options="")
     for flags, on in (([], False), (["--api-batch"], True)):
@@ -73,8 +75,7 @@ def test_batch_options_of_a_target_are_checked_as_their_flags_and_the_cli_flag_p
         assert run.ops["t2t_completions"].descriptors == ["child"]  # the target's settings kept
 
 
-def test_a_targets_partition_runs_its_t2t_through_the_batch_api_on_the_partitions_version(dora_home, tmp_path, api_key,
-                                                                                          capsys):
+def test_a_targets_partition_runs_its_t2t_through_the_batch_api_on_the_partitions_version(dora_home, tmp_path, api_key, capsys):
     import dagster as dg
 
     from models_inference.backends.batch_ledger import load_ledger
@@ -102,8 +103,7 @@ def test_a_targets_partition_runs_its_t2t_through_the_batch_api_on_the_partition
         assert dry_run() == ("2", "4")  # child (noun) x 2 letters x 2 runs in files of at most 3
         instance = dg.DagsterInstance.ephemeral()
         instance.add_dynamic_partitions(audit_partitions.name, ["bd@v3"])
-        result = dg.materialize([t2t_completions], run_config=dg.RunConfig(ops={"t2t_completions": config}),
-                                instance=instance, partition_key="bd@v3")
+        result = dg.materialize([t2t_completions], run_config=dg.RunConfig(ops={"t2t_completions": config}), instance=instance, partition_key="bd@v3")
         assert result.success
         assert [len(server.lines_of(b)) for b in server.created] == [3, 1]
         assert dry_run() == ("0", "0")  # every request landed: nothing left to price

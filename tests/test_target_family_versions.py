@@ -50,9 +50,13 @@ def _run_modscan(registry, key: str):
     from orchestration.defs.modscan.assets import modscan_responses
 
     ops = run_config_for_target(load_registry(registry).target("ms"), FAMILIES, str(registry)).ops
-    return dg.materialize([modscan_responses], run_config=dg.RunConfig(ops={"modscan_responses": ops["modscan_responses"]}),
-                          instance=dg.DagsterInstance.ephemeral(), tags={PARTITION_TAG: key, TAG_REGISTRY: str(registry)},
-                          raise_on_error=False)
+    return dg.materialize(
+        [modscan_responses],
+        run_config=dg.RunConfig(ops={"modscan_responses": ops["modscan_responses"]}),
+        instance=dg.DagsterInstance.ephemeral(),
+        tags={PARTITION_TAG: key, TAG_REGISTRY: str(registry)},
+        raise_on_error=False,
+    )
 
 
 def test_a_modscan_partition_pins_the_targets_version_and_name_on_its_audit(dora_home, tmp_path, api_key):
@@ -72,8 +76,9 @@ def test_a_modscan_partition_pins_the_targets_version_and_name_on_its_audit(dora
         assert own.model_version != "v7"  # the backend's own version is another one
         planned = len(plan_text_queries(text_probe_config(config).validate(), expected_id))
         # the target's key variable authorised every call
-        assert server.requests and {dict((k.lower(), v) for k, v in r["headers"].items())["authorization"]
-                                    for r in server.requests} == {"Bearer sk-test-target"}
+        assert server.requests and {dict((k.lower(), v) for k, v in r["headers"].items())["authorization"] for r in server.requests} == {
+            "Bearer sk-test-target"
+        }
     rows = read_landing("modscan_responses").to_pylist()
     assert len(rows) == planned > 0
     assert {(r["audit_id"], r["model_version"]) for r in rows} == {(expected_id, "v7")}
@@ -101,13 +106,18 @@ def test_vlstereoset_pins_the_partition_version_on_its_text_prior_only(dora_home
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-vl")
     with OpenAIStubServer() as server:
-        config = VLStereoSetConfig(text_model="stub-model", text_backend="openai", text_base_url=server.base_url,
-                                   vlm_model="stub-vlm", vlm_backend="openai", vlm_base_url=server.base_url)
+        config = VLStereoSetConfig(
+            text_model="stub-model",
+            text_backend="openai",
+            text_base_url=server.base_url,
+            vlm_model="stub-vlm",
+            vlm_backend="openai",
+            vlm_base_url=server.base_url,
+        )
         server.models = ["stub-model", "stub-vlm"]
         scorers = build_scorers(config, [TEXT_PRIOR, "idm", "mcq"], "v7")
         own = build_scorers(config, ["mcq"])[0].model_version
-    assert [(s.name, s.model_version) for s in scorers] == [
-        (scorers[0].name, "v7"), ("idm", "vlstereoset-4.1"), (scorers[2].name, own)]
+    assert [(s.name, s.model_version) for s in scorers] == [(scorers[0].name, "v7"), ("idm", "vlstereoset-4.1"), (scorers[2].name, own)]
     assert own != "v7" and own.startswith("stub-vlm")
 
 
@@ -120,12 +130,16 @@ def test_models_list_shows_no_last_audit_when_dim_audits_was_never_built(dora_ho
     con.execute("create table agg_vlstereoset_metrics (audit_id varchar)")
     con.close()
     registry = tmp_path / "registry.yaml"
-    registry.write_text("targets:\n  - {name: a, model: smollm2-135m, version: {source: explicit, value: v1}}\n"
-                        "  - {name: b, model: smollm2-135m, version: {source: explicit, value: v2}}\n")
+    registry.write_text(
+        "targets:\n  - {name: a, model: smollm2-135m, version: {source: explicit, value: v1}}\n"
+        "  - {name: b, model: smollm2-135m, version: {source: explicit, value: v2}}\n"
+    )
     assert main(["models", "list", "--registry", str(registry), "--no-resolve", "--format", "csv"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [line for line in out[1:] if line] == ["a,t2t,transformers,smollm2-135m,explicit,(not read),-,-,-,-,ok",
-                                                  "b,t2t,transformers,smollm2-135m,explicit,(not read),-,-,-,-,ok"]
+    assert [line for line in out[1:] if line] == [
+        "a,t2t,transformers,smollm2-135m,explicit,(not read),-,-,-,-,ok",
+        "b,t2t,transformers,smollm2-135m,explicit,(not read),-,-,-,-,ok",
+    ]
 
 
 CF_REGISTRY = """
@@ -154,12 +168,16 @@ def test_a_counterfactual_partition_calls_the_api_with_the_targets_key(dora_home
         registry = tmp_path / "registry.yaml"
         registry.write_text(CF_REGISTRY.format(url=server.base_url))
         ops = run_config_for_target(load_registry(registry).target("cf"), FAMILIES, str(registry)).ops
-        result = dg.materialize([counterfactual_responses],
-                                run_config=dg.RunConfig(ops={"counterfactual_responses": ops["counterfactual_responses"]}),
-                                instance=dg.DagsterInstance.ephemeral(),
-                                tags={PARTITION_TAG: "cf@v5", TAG_REGISTRY: str(registry)}, raise_on_error=False)
+        result = dg.materialize(
+            [counterfactual_responses],
+            run_config=dg.RunConfig(ops={"counterfactual_responses": ops["counterfactual_responses"]}),
+            instance=dg.DagsterInstance.ephemeral(),
+            tags={PARTITION_TAG: "cf@v5", TAG_REGISTRY: str(registry)},
+            raise_on_error=False,
+        )
         assert result.success
-        assert server.requests and {dict((k.lower(), v) for k, v in r["headers"].items())["authorization"]
-                                    for r in server.requests} == {"Bearer sk-test-cf"}
+        assert server.requests and {dict((k.lower(), v) for k, v in r["headers"].items())["authorization"] for r in server.requests} == {
+            "Bearer sk-test-cf"
+        }
     rows = read_landing("counterfactual_responses").to_pylist()
     assert rows and {r["model_version"] for r in rows} == {"v5"}

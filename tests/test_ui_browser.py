@@ -33,15 +33,20 @@ from tests.helpers.dora_cli import free_port
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 REPO = Path(__file__).resolve().parent.parent
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install -y chromium)"),
 ]
-
 
 
 def wait_for_server(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
@@ -78,7 +83,11 @@ def dagster_ui(tmp_path, finished_audit):
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "orchestration.cli", "ui", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         wait_for_server(f"http://127.0.0.1:{port}/server_info", proc, log)
@@ -156,8 +165,7 @@ def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, fini
             expect(fct).to_be_visible(timeout=60_000)
             page.screenshot(path=str(shot))
             # a dbt check is named after its rule and says it (orchestration/defs/dbt/checks.py)
-            page.goto(f"{dagster_ui}/assets/fct_associations?view=checks&checkDetail=fisher_q_ge_fisher_p",
-                      wait_until="load", timeout=120_000)
+            page.goto(f"{dagster_ui}/assets/fct_associations?view=checks&checkDetail=fisher_q_ge_fisher_p", wait_until="load", timeout=120_000)
             body = page.locator("body")
             expect(page.get_by_text("This is a blocking asset check.")).to_be_visible(timeout=60_000)
             expect(page.get_by_text("unique_key", exact=True).first).to_be_visible(timeout=60_000)
@@ -184,8 +192,7 @@ def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, fini
             page.screenshot(path=str(tmp_path / "run_tags.png"))
             page.keyboard.press("Escape")
             # the Partitions tab of the partitioned probe lists the audit's partition, materialised
-            page.goto(f"{dagster_ui}/assets/landing/t2t_completions?view=partitions", wait_until="load",
-                      timeout=120_000)
+            page.goto(f"{dagster_ui}/assets/landing/t2t_completions?view=partitions", wait_until="load", timeout=120_000)
             expect(page.get_by_text("Materialized (1)")).to_be_visible(timeout=60_000)
             expect(page.get_by_text(finished_audit.partition, exact=True).first).to_be_attached(timeout=60_000)
             page.screenshot(path=str(tmp_path / "partitions.png"))

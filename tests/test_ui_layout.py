@@ -87,8 +87,7 @@ def test_probe_selection_takes_the_shared_assets_its_families_feed():
     assert {"landing/modscan_responses", "fct_modscan_responses", "landing/audits", "stg_audits"} <= modscan
     assert "dim_audits" not in modscan and "fct_associations" not in modscan  # dim_audits reads BiasDora's marts
     biasdora = {k.to_user_string() for k in _probe_selection(defs, ["biasdora"])}
-    assert {"landing/audits", "stg_audits", "dim_audits", "fct_association_changes",
-            "agg_association_changes_by_dimension"} <= biasdora
+    assert {"landing/audits", "stg_audits", "dim_audits", "fct_association_changes", "agg_association_changes_by_dimension"} <= biasdora
     assert "landing/modscan_responses" not in biasdora
 
 
@@ -113,8 +112,13 @@ def test_adhoc_run_registers_the_partition_and_tags(tmp_path):
         key, tags = adhoc_run(instance, str(model), "transformers", ["biasdora", "modscan"])
         assert key == f"adhoc:{model}@sha256-01d448afd928"
         assert instance.get_dynamic_partitions("audit_versions") == [key]
-        assert tags == {"dora/target": "(ad hoc)", "dora/model": str(model), "dora/model_version": "sha256-01d448afd928",
-                        "dora/trigger": "cli", "dora/family": "biasdora,modscan"}
+        assert tags == {
+            "dora/target": "(ad hoc)",
+            "dora/model": str(model),
+            "dora/model_version": "sha256-01d448afd928",
+            "dora/trigger": "cli",
+            "dora/family": "biasdora,modscan",
+        }
         assert adhoc_run(instance, str(model), "transformers", ["biasdora"])[0] == key  # registered once
         assert instance.get_dynamic_partitions("audit_versions") == [key]
 
@@ -122,16 +126,30 @@ def test_adhoc_run_registers_the_partition_and_tags(tmp_path):
 def test_audit_log_tags_fill_what_the_launch_left_out():
     from orchestration.defs.audits.assets import audit_tags, run_audit_ids
 
-    assert run_audit_ids({"audit_id": "a1", "image_audit_id": "old", "vision_audit_id": "v1", "audit_ids": "s1,s2,a1",
-                          "rows_generated": 3}) == ["a1", "v1", "s1", "s2"]
-    events = [{"audit_id": "a1", "model_id": "M", "model_version": "v9", "target": None},
-              {"audit_id": "s1", "model_id": "CLIP", "model_version": "c1", "target": None}]
+    assert run_audit_ids({"audit_id": "a1", "image_audit_id": "old", "vision_audit_id": "v1", "audit_ids": "s1,s2,a1", "rows_generated": 3}) == [
+        "a1",
+        "v1",
+        "s1",
+        "s2",
+    ]
+    events = [
+        {"audit_id": "a1", "model_id": "M", "model_version": "v9", "target": None},
+        {"audit_id": "s1", "model_id": "CLIP", "model_version": "c1", "target": None},
+    ]
     launched = {"dora/target": "(ad hoc)", "dora/model": "smollm2-135m", "dora/trigger": "cli"}
     assert audit_tags(launched, events, ["biasdora", "vlstereoset"], "manual") == {
-        "dora/audit_id": "a1,s1", "dora/family": "biasdora,vlstereoset", "dora/model_version": "v9,c1"}
+        "dora/audit_id": "a1,s1",
+        "dora/family": "biasdora,vlstereoset",
+        "dora/model_version": "v9,c1",
+    }
     assert audit_tags({}, events[:1], ["biasdora"], "sensor") == {
-        "dora/audit_id": "a1", "dora/family": "biasdora", "dora/model": "M", "dora/model_version": "v9",
-        "dora/target": "(ad hoc)", "dora/trigger": "sensor"}
+        "dora/audit_id": "a1",
+        "dora/family": "biasdora",
+        "dora/model": "M",
+        "dora/model_version": "v9",
+        "dora/target": "(ad hoc)",
+        "dora/trigger": "sensor",
+    }
     long = audit_tags({}, [{"audit_id": "x" * 2500}], [], "cli")["dora/audit_id"]
     assert len(long) == 2000 and long.endswith("...")
 
@@ -140,14 +158,20 @@ def test_a_skipped_probe_says_so_first():
     from orchestration.defs.common import skipped_result
 
     result = skipped_result("no T2I model configured", how_to_enable="--t2i-model ...")
-    assert result.metadata == {"status": "skipped", "skipped": True, "reason": "no T2I model configured",
-                               "rows_generated": 0, "how_to_enable": "--t2i-model ..."}
+    assert result.metadata == {
+        "status": "skipped",
+        "skipped": True,
+        "reason": "no T2I model configured",
+        "rows_generated": 0,
+        "how_to_enable": "--t2i-model ...",
+    }
     assert skipped_result("x", asset_key=["landing", "a"], rows_key=None).metadata == {"status": "skipped", "skipped": True, "reason": "x"}
 
 
-@pytest.mark.parametrize("port,message", [("0", "0 is out of range: expected 1..65535"),
-                                          ("70000", "70000 is out of range: expected 1..65535"),
-                                          ("abc", "'abc' is not an integer")])
+@pytest.mark.parametrize(
+    "port,message",
+    [("0", "0 is out of range: expected 1..65535"), ("70000", "70000 is out of range: expected 1..65535"), ("abc", "'abc' is not an integer")],
+)
 def test_dora_ui_port_is_checked_by_argparse(port, message, capsys):
     from orchestration.cli.parser import build_parser
 
@@ -211,12 +235,24 @@ def test_dbt_checks_are_named_after_their_rules_and_described():
                     expected += bool(args.get("not_null")) + bool(args.get("unique")) + len(args.get("rules") or [])
     assert sum("model_rules" in s.metadata[UNIQUE_ID_KEY] for s in dbt_specs) == expected
     fct = {s.name: s for s in dbt_specs if s.asset_key == dg.AssetKey("fct_associations")}
-    assert set(fct) == {"not_null", "unique_key", "fisher_q_ge_fisher_p", "is_significant_eq_fisher_q_lt_0_05",
-                        "modality_in_t2t_t2i_i2t", "tf_ge_1", "df_ge_1", "idf_ge_0", "tfidf_ge_0",
-                        "paper_p_value_between_0_and_1", "fisher_p_between_0_and_1", "fisher_q_between_0_and_1"}
+    assert set(fct) == {
+        "not_null",
+        "unique_key",
+        "fisher_q_ge_fisher_p",
+        "is_significant_eq_fisher_q_lt_0_05",
+        "modality_in_t2t_t2i_i2t",
+        "tf_ge_1",
+        "df_ge_1",
+        "idf_ge_0",
+        "tfidf_ge_0",
+        "paper_p_value_between_0_and_1",
+        "fisher_p_between_0_and_1",
+        "fisher_q_between_0_and_1",
+    }
     assert fct["fisher_q_ge_fisher_p"].description.startswith("Every row of `fct_associations` satisfies `fisher_q >= fisher_p`")
     assert fct["unique_key"].description.startswith(
-        "No two rows of `fct_associations` share the key (`audit_id`, `modality`, `setting`, `descriptor`, `word`)")
+        "No two rows of `fct_associations` share the key (`audit_id`, `modality`, `setting`, `descriptor`, `word`)"
+    )
     assert fct["fisher_q_ge_fisher_p"].blocking
     dim = {s.name for s in dbt_specs if s.asset_key == dg.AssetKey("dim_audits")}
     assert {"unique_audit_id", "previous_audit_id_in_dim_audits", "not_null", "status_in_started_finished_failed"} <= dim

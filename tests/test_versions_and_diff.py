@@ -65,25 +65,47 @@ def land_audit(version: str, order: int) -> None:
     for descriptor, words in DOCS[version].items():
         statuses = [("ok", w) for w in words] + [("wrong_letter", "zzz")] * FAILED_PARSES[version]
         for run, (status, word) in enumerate(statuses, start=1):
-            rows.append({
-                "audit_id": aid, "model_id": "org/fixture-model", "model_version": version,
-                "backend": "test", "setting": "singular", "descriptor": descriptor,
-                # one prompt (letter) per descriptor, asked 12 times: the same probe rows in every
-                # version, so the versions are compared on all of them
-                "bias_dimension": DIMENSIONS[descriptor], "letter": "a", "run": run,
-                "seed": run, "prompt_style": "completion", "prompt": f"An {descriptor} is a",
-                "raw_output": word, "word": word if status == "ok" else None, "parse_status": status,
-                "generated_at": started + timedelta(minutes=1),
-            })
+            rows.append(
+                {
+                    "audit_id": aid,
+                    "model_id": "org/fixture-model",
+                    "model_version": version,
+                    "backend": "test",
+                    "setting": "singular",
+                    "descriptor": descriptor,
+                    # one prompt (letter) per descriptor, asked 12 times: the same probe rows in every
+                    # version, so the versions are compared on all of them
+                    "bias_dimension": DIMENSIONS[descriptor],
+                    "letter": "a",
+                    "run": run,
+                    "seed": run,
+                    "prompt_style": "completion",
+                    "prompt": f"An {descriptor} is a",
+                    "raw_output": word,
+                    "word": word if status == "ok" else None,
+                    "parse_status": status,
+                    "generated_at": started + timedelta(minutes=1),
+                }
+            )
     write_shard("t2t_completions", rows, partition=aid)
     event = {
-        "audit_id": aid, "model_id": "org/fixture-model", "model_version": version, "modality": "t2t",
-        "config_json": "{}", "config_hash": "cafe", "code_version": "test", "target": TARGET,
+        "audit_id": aid,
+        "model_id": "org/fixture-model",
+        "model_version": version,
+        "modality": "t2t",
+        "config_json": "{}",
+        "config_hash": "cafe",
+        "code_version": "test",
+        "target": TARGET,
     }
-    write_shard("audits", [
-        {**event, "status": "started", "rows_generated": 0, "event_at": started},
-        {**event, "status": "finished", "rows_generated": len(rows), "event_at": started + timedelta(minutes=2)},
-    ], partition=aid)
+    write_shard(
+        "audits",
+        [
+            {**event, "status": "started", "rows_generated": 0, "event_at": started},
+            {**event, "status": "finished", "rows_generated": len(rows), "event_at": started + timedelta(minutes=2)},
+        ],
+        partition=aid,
+    )
 
 
 # ------------------------------------------------------------- independent recomputation
@@ -122,8 +144,7 @@ def expected_changes(before: str, after: str) -> dict[tuple[str, str], str]:
     tf_b = {d: Counter(ws) for d, ws in DOCS[before].items()}
     tf_a = {d: Counter(ws) for d, ws in DOCS[after].items()}
     pvals = [
-        stats.fisher_exact([[tf_b[d][w], len(DOCS[before][d]) - tf_b[d][w]],
-                            [tf_a[d][w], len(DOCS[after][d]) - tf_a[d][w]]]).pvalue
+        stats.fisher_exact([[tf_b[d][w], len(DOCS[before][d]) - tf_b[d][w]], [tf_a[d][w], len(DOCS[after][d]) - tf_a[d][w]]]).pvalue
         for d, w in listed
     ]
     qvals = stats.false_discovery_control(pvals, method="bh")
@@ -168,9 +189,7 @@ def fixture_registry(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_shows_them(
-    dora_home, fixture_registry, capsys
-):
+def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_shows_them(dora_home, fixture_registry, capsys):
     """Three audits of one target land one after another (v1, v2, then a collapsed v3), each
     followed by a dbt build: an audit's staged rows and associations never change when a later
     version lands; a first audit has no change to list and passes the parse-rate check;
@@ -224,9 +243,7 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
         f"select model_version, audit_seq, previous_audit_id, completions, parse_rate, significant_associations "
         f"from dim_audits where target = '{TARGET}' order by audit_seq"
     ).rows
-    assert [(v, s, p) for v, s, p, *_ in audits] == [
-        ("v1", 1, None), ("v2", 2, audit_id("v1")), ("v3", 3, audit_id("v2"))
-    ]
+    assert [(v, s, p) for v, s, p, *_ in audits] == [("v1", 1, None), ("v2", 2, audit_id("v1")), ("v3", 3, audit_id("v2"))]
     assert [(c, r) for *_, c, r, _ in audits] == [(48, 1.0), (48, 1.0), (48, 8 / 48)]
 
     # the hand-made expectations
@@ -235,8 +252,10 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     # still show which association crossed q = 0.05; every change type is exercised by the
     # unit test of fct_association_changes.yml)
     v1_v2 = mart_changes("v1", "v2")
-    assert v1_v2 == {k: "unchanged" for k in [("old person", "slow"), ("rich person", "greedy"), ("poor person", "hungry"),
-                                             ("young person", "loud"), ("young person", "lazy")]}
+    assert v1_v2 == {
+        k: "unchanged"
+        for k in [("old person", "slow"), ("rich person", "greedy"), ("poor person", "hungry"), ("young person", "loud"), ("young person", "lazy")]
+    }
     flags = run_query(
         "select word, significant_before, significant_after, change_q > 0.05 from fct_association_changes "
         f"where to_audit_id = '{audit_id('v2')}' and descriptor = 'young person' order by word"
@@ -247,8 +266,7 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
         assert mart_changes(before, after) == expected_changes(before, after), (before, after)
     assert set(mart_changes("v2", "v3").values()) == {"unchanged"}
     pairs = run_query(
-        "select from_model_version, to_model_version, is_previous, count(*) from fct_association_changes "
-        "group by all order by all"
+        "select from_model_version, to_model_version, is_previous, count(*) from fct_association_changes group by all order by all"
     ).rows
     assert [(f, t, p) for f, t, p, _ in pairs] == [("v1", "v2", True), ("v1", "v3", False), ("v2", "v3", True)]
     # before / after values come from the two audits' fct_associations rows
@@ -356,7 +374,10 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
             runs = []
             for req in result.run_requests:
                 run = job.execute_in_process(
-                    run_config=req.run_config, partition_key=req.partition_key, tags=req.tags, instance=instance,
+                    run_config=req.run_config,
+                    partition_key=req.partition_key,
+                    tags=req.tags,
+                    instance=instance,
                     asset_selection=selection,
                 )
                 assert run.success
@@ -401,7 +422,9 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
 
         # re-running v2's partition is idempotent: no new row, no new audit
         again = job.execute_in_process(
-            run_config=second.run_requests[0].run_config, partition_key="smol-tiny@v2", instance=instance,
+            run_config=second.run_requests[0].run_config,
+            partition_key="smol-tiny@v2",
+            instance=instance,
             asset_selection=t2t_keys,
         )
         assert again.success
@@ -415,8 +438,11 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
 
         # an old version cannot be generated again: the registry now points at v2
         stale = job.execute_in_process(
-            run_config=first.run_requests[0].run_config, partition_key="smol-tiny@v1", instance=instance,
-            raise_on_error=False, asset_selection=t2t_keys,
+            run_config=first.run_requests[0].run_config,
+            partition_key="smol-tiny@v1",
+            instance=instance,
+            raise_on_error=False,
+            asset_selection=t2t_keys,
         )
         assert not stale.success
         failure = [e for e in stale.all_events if e.is_step_failure][0]

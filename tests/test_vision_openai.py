@@ -69,8 +69,9 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
     with OpenAIStubServer() as server:
         server.image_png = _draw
         server.chat_reply = _describe
-        images = OpenAIImagesBackend("dall-e-3", base_url=server.base_url, concurrency=2, size=PAPER_DALLE_SIZE,
-                                     quality=PAPER_DALLE_QUALITY, styles=PAPER_DALLE_STYLES)
+        images = OpenAIImagesBackend(
+            "dall-e-3", base_url=server.base_url, concurrency=2, size=PAPER_DALLE_SIZE, quality=PAPER_DALLE_QUALITY, styles=PAPER_DALLE_STYLES
+        )
         t2i = run_t2i_probe(templates, images, T2IProbeConfig(images_per_descriptor=2), progress=False)
         vision = OpenAIVisionBackend("gpt-4o", base_url=server.base_url, concurrency=2)
         probe = I2TProbeConfig(settings=("comprehensive", "stereotypical"))
@@ -83,7 +84,12 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
     for r in drawn:
         body = r["json"]
         assert (body["model"], body["size"], body["quality"], body["n"], body["response_format"]) == (
-            "dall-e-3", "1024x1024", "standard", 1, "b64_json")
+            "dall-e-3",
+            "1024x1024",
+            "standard",
+            1,
+            "b64_json",
+        )
         assert {k.lower(): v for k, v in r["headers"].items()}["authorization"] == "Bearer sk-test-secret"
     assert Counter(r["json"]["style"] for r in drawn) == {"vivid": 2, "natural": 2}
     assert {r["json"]["prompt"] for r in drawn} == {"Generate an image of a Child", "Generate an image of an Old person"}
@@ -103,8 +109,7 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
         content = body["messages"][0]["content"]
         assert content[0]["text"] in (I2T_PROMPTS["comprehensive"], I2T_PROMPTS["stereotypical"])
         assert base64.b64decode(content[1]["image_url"]["url"].split(",", 1)[1]) in stored
-    assert any(b["messages"][0]["content"][0]["text"].startswith("Describe this image objectively. Objective descriptions")
-               for b in described)
+    assert any(b["messages"][0]["content"][0]["text"].startswith("Describe this image objectively. Objective descriptions") for b in described)
 
     assert land_description_words()["descriptions"] == 8
     run_dbt(["build", "--select", DBT_SELECTION, *NO_UNIT_TESTS], dora_home)
@@ -112,22 +117,20 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
         assoc = {
             (m, d, w): (model, tf, df, tfidf)
             for m, d, w, model, tf, df, tfidf in con.execute(
-                "select modality, descriptor, word, model_id, tf, df, tfidf from fct_associations").fetchall()
+                "select modality, descriptor, word, model_id, tf, df, tfidf from fct_associations"
+            ).fetchall()
         }
     # objective -> t2i, attributed to DALL-E 3; two identical descriptions per descriptor: tf 2.
     # Defaults (the paper's code, docs/method.md#3a-paper-statistics): NLTK's stop list, which keeps
     # "beside" (spaCy's drops it), and the descriptor's own words kept ("child", "old").
-    assert {w for m, d, w in assoc if (m, d) == ("t2i", "child")} == {
-        "yellow", "raincoat", "stand", "red", "bicycle", "beside", "child"}
-    assert {w for m, d, w in assoc if (m, d) == ("t2i", "old person")} == {
-        "woman", "gray", "cardigan", "read", "book", "old"}
+    assert {w for m, d, w in assoc if (m, d) == ("t2i", "child")} == {"yellow", "raincoat", "stand", "red", "bicycle", "beside", "child"}
+    assert {w for m, d, w in assoc if (m, d) == ("t2i", "old person")} == {"woman", "gray", "cardigan", "read", "book", "old"}
     model, tf, df, tfidf = assoc[("t2i", "child", "raincoat")]
     assert (model, tf, df) == ("dall-e-3", 2, 1) and tfidf == pytest.approx(2 * math.log(2))
     # subjective (stereotypical) -> i2t, attributed to GPT-4o; the descriptors' own
     # words are kept ("child", "people") and NLTK's list keeps "often" / "see" (spaCy's drops them)
     assert {w for m, d, w in assoc if (m, d) == ("i2t", "child")} == {"child", "often", "see", "playful", "innocent"}
-    assert {w for m, d, w in assoc if (m, d) == ("i2t", "old person")} == {
-        "people", "often", "see", "elderly", "frail", "forgetful"}
+    assert {w for m, d, w in assoc if (m, d) == ("i2t", "old person")} == {"people", "often", "see", "elderly", "frail", "forgetful"}
     assert assoc[("i2t", "old person", "frail")][:3] == ("gpt-4o", 2, 1)
 
 
@@ -191,9 +194,17 @@ def test_vision_assets_skip_cleanly_then_run_when_models_are_named(dora_home, mo
         assert (dora_home / "landing" / "t2i_images" / "_schema.parquet").exists()  # dbt's source glob stays valid
 
         # an API model without its key is skipped with the reason, not failed
-        cfg = {"t2i_backend": "openai", "t2i_model": "dall-e-3", "descriptors": ["child"], "images_per_descriptor": 1,
-               "t2i_settings": ["singular"], "i2t_backend": "openai", "i2t_model": "gpt-4o",
-               "i2t_settings": ["comprehensive", "stereotypical"], "progress": False}
+        cfg = {
+            "t2i_backend": "openai",
+            "t2i_model": "dall-e-3",
+            "descriptors": ["child"],
+            "images_per_descriptor": 1,
+            "t2i_settings": ["singular"],
+            "i2t_backend": "openai",
+            "i2t_model": "gpt-4o",
+            "i2t_settings": ["comprehensive", "stereotypical"],
+            "progress": False,
+        }
         run_config = {"ops": {"t2i_images": {"config": cfg}, "i2t_descriptions": {"config": cfg}}}
         result = dg.materialize(vision_assets, instance=instance, run_config=run_config)
         md = {tuple(e.materialization.asset_key.path): e.materialization.metadata for e in result.get_asset_materialization_events()}

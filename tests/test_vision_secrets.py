@@ -65,8 +65,7 @@ def test_vision_error_rows_never_store_the_key(dora_home, monkeypatch, marker):
 
         vision = OpenAIVisionBackend("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=0)
         server.fail_next(401)  # a rejected key, quoted back in the error text
-        i2t = run_i2t_probe(t2i.audit_id, vision, I2TProbeConfig(settings=("comprehensive", "stereotypical")), progress=False,
-                            max_error_share=None)
+        i2t = run_i2t_probe(t2i.audit_id, vision, I2TProbeConfig(settings=("comprehensive", "stereotypical")), progress=False, max_error_share=None)
         assert dict(i2t.statuses) == {"error": 1, "ok": 1}
         sent = list(server.requests)
 

@@ -31,7 +31,7 @@ def endpoint(server, **kw):
 
 
 def expected(text: str, skip_first: bool) -> tuple[float, int]:
-    values = [stub_logprob(t) for t in stub_tokens(text)][1 if skip_first else 0:]
+    values = [stub_logprob(t) for t in stub_tokens(text)][1 if skip_first else 0 :]
     return sum(values), len(values)
 
 
@@ -71,8 +71,10 @@ def test_an_endpoint_without_prompt_logprobs_is_one_clear_error(server, how):
     message = str(err.value)
     assert "\n" not in message and server.base_url in message and "'stub-model'" in message
     assert "returns no log-probabilities of prompt tokens" in message and "echo=True" in message and "prompt_logprobs" in message
-    detail = {"none": "echo: no prompt log-probs in the reply; prompt_logprobs: no prompt log-probs in the reply",
-              "chat_only": "echo: HTTP 404; prompt_logprobs: HTTP 404"}[how]
+    detail = {
+        "none": "echo: no prompt log-probs in the reply; prompt_logprobs: no prompt log-probs in the reply",
+        "chat_only": "echo: HTTP 404; prompt_logprobs: HTTP 404",
+    }[how]
     assert detail in message
     assert "sk-test-key-123" not in message
 
@@ -107,14 +109,36 @@ def test_dora_audit_vlstereoset_text_prior_over_the_api(dora_home, server, monke
     lines = synthetic_csv_path().read_text(encoding="utf-8-sig").splitlines()[:5]
     csv_path = dora_home.parent / "VLStereoSet_mini.csv"
     csv_path.write_bytes(b"\xef\xbb\xbf" + ("\r\n".join(lines) + "\r\n").encode())
-    assert main(["audit", "--family", "vlstereoset", "--vlstereoset-csv", str(csv_path), "--vlstereoset-scorers",
-                 "vlstereo_text_caption_prior", "--vlstereoset-text-backend", "openai", "--vlstereoset-text-model", "stub-model",
-                 "--vlstereoset-text-base-url", server.base_url, "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                "--family",
+                "vlstereoset",
+                "--vlstereoset-csv",
+                str(csv_path),
+                "--vlstereoset-scorers",
+                "vlstereo_text_caption_prior",
+                "--vlstereoset-text-backend",
+                "openai",
+                "--vlstereoset-text-model",
+                "stub-model",
+                "--vlstereoset-text-base-url",
+                server.base_url,
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "vlstereo_text_caption_prior:sum" in capsys.readouterr().out
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
-        rows = con.execute("select status, count(*), count(distinct item_id), min(backend) from fct_vlstereoset_scores "
-                           "where scorer_variant like '%:sum' group by status").fetchall()
-        caption, score = con.execute("select caption_text, score from fct_vlstereoset_scores where scorer_variant like '%:sum' "
-                                     "and condition = 'original' order by item_id, caption_kind limit 1").fetchone()
+        rows = con.execute(
+            "select status, count(*), count(distinct item_id), min(backend) from fct_vlstereoset_scores "
+            "where scorer_variant like '%:sum' group by status"
+        ).fetchall()
+        caption, score = con.execute(
+            "select caption_text, score from fct_vlstereoset_scores where scorer_variant like '%:sum' "
+            "and condition = 'original' order by item_id, caption_kind limit 1"
+        ).fetchone()
     assert [r[:3] for r in rows] == [("ok", rows[0][1], 4)] and rows[0][1] >= 4 * 3
     assert score == expected(caption, True)[0]

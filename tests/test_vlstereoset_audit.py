@@ -38,16 +38,30 @@ def test_dora_audit_probe_vlstereoset_end_to_end(dora_home, tmp_path, monkeypatc
     for row in range(1, 8):  # row 8 has no image
         (images / f"{row}.png").write_bytes(tiny_png((30 * row, 100, 250 - 30 * row), (16, 16)))
     clip = build_tiny_clip(tmp_path)
-    base = ["audit", "--family", "vlstereoset", "--vlstereoset-csv", str(csv_path), "--images", str(images),
-            "--vlstereoset-clip-model", str(clip), "--vlstereoset-scorers", "idm,vlstereo_text_caption_prior", "--no-progress"]
+    base = [
+        "audit",
+        "--family",
+        "vlstereoset",
+        "--vlstereoset-csv",
+        str(csv_path),
+        "--images",
+        str(images),
+        "--vlstereoset-clip-model",
+        str(clip),
+        "--vlstereoset-scorers",
+        "idm,vlstereo_text_caption_prior",
+        "--no-progress",
+    ]
     assert main(base) == 0
     out = capsys.readouterr().out
     assert "VLStereoSet (vlrs" in out and "vlstereo_text_caption_prior:mean" in out and "clip:cosine" in out
 
     warehouse = dora_home / "warehouse.duckdb"
     with duckdb.connect(str(warehouse), read_only=True) as con:
-        metrics = {(r[0], r[1]): r[2:] for r in con.execute(
-            "select scorer_variant, category, n_items, n_unscored, vlrs, vlbs, ivlas from agg_vlstereoset_metrics").fetchall()}
+        metrics = {
+            (r[0], r[1]): r[2:]
+            for r in con.execute("select scorer_variant, category, n_items, n_unscored, vlrs, vlbs, ivlas from agg_vlstereoset_metrics").fetchall()
+        }
         images_status = dict(con.execute("select image_status, count(*) from stg_vlstereoset_items group by all").fetchall())
         t2t = con.execute("select count(*) from information_schema.tables where table_name = 'fct_associations'").fetchone()[0]
         scores = con.execute("select count(*), count(distinct audit_id) from fct_vlstereoset_scores").fetchone()
@@ -96,8 +110,9 @@ def test_cli_flags_and_config():
     def run_config(args):
         return op_run_configs(args)["vlstereoset_probe"].model_dump()
 
-    args = _build_parser().parse_args(["audit", "--family", "biasdora", "--images", "/x", "--vlstereoset-vlm-model", "m",
-                                       "--vlstereoset-vlm-backend", "openai"])
+    args = _build_parser().parse_args(
+        ["audit", "--family", "biasdora", "--images", "/x", "--vlstereoset-vlm-model", "m", "--vlstereoset-vlm-backend", "openai"]
+    )
     cfg = run_config(args)
     assert cfg["enabled"] is False and cfg["images"] == "/x" and cfg["vlm_backend"] == "openai"
     cfg = VLStereoSetConfig(**run_config(_build_parser().parse_args(["audit"])))

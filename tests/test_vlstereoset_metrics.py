@@ -27,24 +27,42 @@ from tests.helpers.homes import NO_UNIT_TESTS
 
 #: Table 3 (model, vlrs, vlbs, published ivlas).
 TABLE3 = [
-    ("IDM", 100.00, 0.00, 100.00), ("ALBEF", 85.21, 32.30, 75.46), ("VisualBERT", 85.31, 38.91, 71.20),
-    ("ViLT", 86.94, 41.65, 69.83), ("LXMERT", 74.22, 37.35, 67.94), ("CLIP", 88.04, 45.72, 67.15),
-    ("RAM", 66.67, 33.33, 66.67), ("FLAVA", 60.70, 28.79, 65.53), ("BIM", 100.00, 100.00, 0.00),
+    ("IDM", 100.00, 0.00, 100.00),
+    ("ALBEF", 85.21, 32.30, 75.46),
+    ("VisualBERT", 85.31, 38.91, 71.20),
+    ("ViLT", 86.94, 41.65, 69.83),
+    ("LXMERT", 74.22, 37.35, 67.94),
+    ("CLIP", 88.04, 45.72, 67.15),
+    ("RAM", 66.67, 33.33, 66.67),
+    ("FLAVA", 60.70, 28.79, 65.53),
+    ("BIM", 100.00, 100.00, 0.00),
 ]
 #: Table 4 (model, category, vlrs, vlbs, published ivlas, implied relevant, implied stereotype picks or None).
 TABLE4 = [
-    ("ALBEF", "gender", 89.32, 37.86, 73.29, 184, 39), ("ALBEF", "profession", 84.78, 34.78, 73.72, 273, 56),
-    ("ALBEF", "race", 83.95, 28.40, 77.29, 408, 69), ("ALBEF", "religion", 78.57, 28.57, 74.83, 11, 2),
-    ("ViLT", "gender", 88.73, 49.02, 64.75, None, None), ("ViLT", "profession", 84.06, 36.25, 72.51, None, None),
-    ("ViLT", "race", 88.54, 42.92, 69.41, None, None), ("ViLT", "religion", 71.43, 14.29, 77.92, 10, 1),
-    ("FLAVA", "gender", 76.70, 34.95, 70.39, 158, 36), ("FLAVA", "profession", 64.60, 34.16, 65.21, 208, 55),
-    ("FLAVA", "race", 51.44, 22.63, 61.79, 250, 55), ("FLAVA", "religion", 57.14, 28.57, 63.49, 8, 2),
-    ("VisualBERT", "gender", 86.89, 54.37, 59.84, 179, 56), ("VisualBERT", "profession", 87.58, 34.78, 74.76, 282, 56),
-    ("VisualBERT", "race", 82.92, 35.80, 72.37, 403, 87), ("VisualBERT", "religion", 92.86, 14.29, 89.14, 13, 1),
-    ("CLIP", "gender", 84.95, 48.54, 64.09, 175, 50), ("CLIP", "profession", 89.13, 48.45, 65.32, 287, 78),
-    ("CLIP", "race", 88.48, 42.80, 69.48, 430, 104), ("CLIP", "religion", 92.86, 42.86, 70.75, 13, 3),
-    ("LXMERT", "gender", 69.42, 38.83, 65.03, 143, 40), ("LXMERT", "profession", 75.47, 39.75, 67.00, 243, 64),
-    ("LXMERT", "race", 75.51, 34.98, 69.88, 367, 85), ("LXMERT", "religion", 71.43, 42.86, 63.49, 10, 3),
+    ("ALBEF", "gender", 89.32, 37.86, 73.29, 184, 39),
+    ("ALBEF", "profession", 84.78, 34.78, 73.72, 273, 56),
+    ("ALBEF", "race", 83.95, 28.40, 77.29, 408, 69),
+    ("ALBEF", "religion", 78.57, 28.57, 74.83, 11, 2),
+    ("ViLT", "gender", 88.73, 49.02, 64.75, None, None),
+    ("ViLT", "profession", 84.06, 36.25, 72.51, None, None),
+    ("ViLT", "race", 88.54, 42.92, 69.41, None, None),
+    ("ViLT", "religion", 71.43, 14.29, 77.92, 10, 1),
+    ("FLAVA", "gender", 76.70, 34.95, 70.39, 158, 36),
+    ("FLAVA", "profession", 64.60, 34.16, 65.21, 208, 55),
+    ("FLAVA", "race", 51.44, 22.63, 61.79, 250, 55),
+    ("FLAVA", "religion", 57.14, 28.57, 63.49, 8, 2),
+    ("VisualBERT", "gender", 86.89, 54.37, 59.84, 179, 56),
+    ("VisualBERT", "profession", 87.58, 34.78, 74.76, 282, 56),
+    ("VisualBERT", "race", 82.92, 35.80, 72.37, 403, 87),
+    ("VisualBERT", "religion", 92.86, 14.29, 89.14, 13, 1),
+    ("CLIP", "gender", 84.95, 48.54, 64.09, 175, 50),
+    ("CLIP", "profession", 89.13, 48.45, 65.32, 287, 78),
+    ("CLIP", "race", 88.48, 42.80, 69.48, 430, 104),
+    ("CLIP", "religion", 92.86, 42.86, 70.75, 13, 3),
+    ("LXMERT", "gender", 69.42, 38.83, 65.03, 143, 40),
+    ("LXMERT", "profession", 75.47, 39.75, 67.00, 243, 64),
+    ("LXMERT", "race", 75.51, 34.98, 69.88, 367, 85),
+    ("LXMERT", "religion", 71.43, 42.86, 63.49, 10, 3),
 ]
 #: Table 3 counts (relevant / 1028, stereotype picks / 514), B.5.1.
 TABLE3_COUNTS = {"ALBEF": (876, 166), "VisualBERT": (877, 200), "FLAVA": (624, 148), "CLIP": (905, 235), "LXMERT": (763, 192)}
@@ -92,15 +110,39 @@ def corrected_items() -> list[dict]:
         for j in range(size):
             n += 1
             y = "a" if j < size // 2 else "s"
-            rows.append({
-                "dataset_id": "vls-corrected", "source_file": "corrected_sizes.csv", "is_synthetic": True, "item_id": f"r{n:05d}",
-                "source_row": n, "source_line": n + 1, "category": category, "target": "t", "context": "c BLANK",
-                "caption_stereotype": "c s", "caption_anti_stereotype": "c a", "caption_unrelated": "c i", "caption_source": "as_given",
-                "label": 1 if y == "a" else 0, "y": y, "image_url": f"https://example.invalid/{n}.jpg", "image_status": "not_fetched",
-                "image_source": "none", "image_path": None, "image_sha256": None, "image_width": None, "image_height": None,
-                "image_error": None, "neutral_stereotype": None, "neutral_anti_stereotype": None, "neutral_method": "m",
-                "neutral_rule": None, "neutral_status": "target_not_found", "landed_at": T0,
-            })
+            rows.append(
+                {
+                    "dataset_id": "vls-corrected",
+                    "source_file": "corrected_sizes.csv",
+                    "is_synthetic": True,
+                    "item_id": f"r{n:05d}",
+                    "source_row": n,
+                    "source_line": n + 1,
+                    "category": category,
+                    "target": "t",
+                    "context": "c BLANK",
+                    "caption_stereotype": "c s",
+                    "caption_anti_stereotype": "c a",
+                    "caption_unrelated": "c i",
+                    "caption_source": "as_given",
+                    "label": 1 if y == "a" else 0,
+                    "y": y,
+                    "image_url": f"https://example.invalid/{n}.jpg",
+                    "image_status": "not_fetched",
+                    "image_source": "none",
+                    "image_path": None,
+                    "image_sha256": None,
+                    "image_width": None,
+                    "image_height": None,
+                    "image_error": None,
+                    "neutral_stereotype": None,
+                    "neutral_anti_stereotype": None,
+                    "neutral_method": "m",
+                    "neutral_rule": None,
+                    "neutral_status": "target_not_found",
+                    "landed_at": T0,
+                }
+            )
     return rows
 
 
@@ -125,12 +167,29 @@ def replay_picks(items: list[dict], relevant: dict, picks: dict) -> dict[str, st
 
 def score_rows(audit_id: str, model: str, items: list[dict], picked: dict[str, str]) -> list[dict]:
     return [
-        {"audit_id": audit_id, "model_id": model, "model_version": "paper", "backend": "replay", "scorer": "replay",
-         "scorer_variant": "replay", "from_paper": True, "score_kind": "logit", "dataset_id": it["dataset_id"],
-         "item_id": it["item_id"], "condition": "original", "caption_kind": k, "caption_text": k,
-         "score": 1.0 if picked[it["item_id"]] == k else 0.0, "n_tokens": None, "status": "ok", "error": None,
-         "detail_json": None, "scored_at": T0}
-        for it in items for k in KINDS
+        {
+            "audit_id": audit_id,
+            "model_id": model,
+            "model_version": "paper",
+            "backend": "replay",
+            "scorer": "replay",
+            "scorer_variant": "replay",
+            "from_paper": True,
+            "score_kind": "logit",
+            "dataset_id": it["dataset_id"],
+            "item_id": it["item_id"],
+            "condition": "original",
+            "caption_kind": k,
+            "caption_text": k,
+            "score": 1.0 if picked[it["item_id"]] == k else 0.0,
+            "n_tokens": None,
+            "status": "ok",
+            "error": None,
+            "detail_json": None,
+            "scored_at": T0,
+        }
+        for it in items
+        for k in KINDS
     ]
 
 
@@ -150,9 +209,13 @@ def test_marts_reproduce_table4_cells_and_table3_aggregates(dora_home):
 
     run_dbt(["build", "--select", "tag:vlstereoset", *NO_UNIT_TESTS], dora_home)
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
-        got = {(r[0], r[1]): r[2:] for r in con.sql(
-            "select model_id, category, n_items, n_anti_stereotypical, n_relevant, n_stereotype_picks, n_ties, vlrs, vlbs, ivlas "
-            "from agg_vlstereoset_metrics").fetchall()}
+        got = {
+            (r[0], r[1]): r[2:]
+            for r in con.sql(
+                "select model_id, category, n_items, n_anti_stereotypical, n_relevant, n_stereotype_picks, n_ties, vlrs, vlbs, ivlas "
+                "from agg_vlstereoset_metrics"
+            ).fetchall()
+        }
     for model, category, vlrs, vlbs, ivlas, rel, st in TABLE4:
         if model not in TABLE3_COUNTS:
             continue  # ViLT: not integer fractions of the full set (B.5.1 note)

@@ -28,6 +28,7 @@ from models_inference.probes.vlstereoset.scorers import (
 from tests.helpers.openai_server import OpenAIStubServer, tiny_png
 from tests.helpers.tiny_models import VLSTEREOSET_TOKENS, build_tiny_blip, build_tiny_clip, build_tiny_llava
 
+
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("vls_models")
@@ -70,7 +71,7 @@ def test_text_caption_prior_on_the_embedded_model(dora_home, smollm2):
     assert s["caption_text"] == "My sister is caring." and s["score"] < 0 and m["score"] == pytest.approx(s["score"] / s["n_tokens"])
     assert by[("r00001", "neutral", "stereotype", "sum")]["caption_text"] == "My sibling is caring."
     # the log-likelihood is the model's: recompute one caption alone (no batch padding)
-    (alone, n), = text_logliks(smollm2.model, smollm2.tokenizer, ["My sister is caring."])
+    ((alone, n),) = text_logliks(smollm2.model, smollm2.tokenizer, ["My sister is caring."])
     assert alone == pytest.approx(s["score"], abs=1e-3) and n == s["n_tokens"]
     # resumable: nothing new to score
     again = run_vlstereoset_probe(items, scorer, progress=False)
@@ -94,9 +95,14 @@ def test_shared_prefix_logliks_equal_the_plain_loop(smollm2):
 
     model, tok = smollm2.model, smollm2.tokenizer
     texts = [
-        "My sister is caring.", "My sister is rude.", "My sister is hi.", "My sibling is caring.",
+        "My sister is caring.",
+        "My sister is rude.",
+        "My sister is hi.",
+        "My sibling is caring.",
         "My sister is caring.",  # a repeat: computed once, same value
-        "My sister", "My sister is caring and kind to everyone she meets.", "Yes",
+        "My sister",
+        "My sister is caring and kind to everyone she meets.",
+        "Yes",
     ]
     plain = text_logliks(model, tok, texts, batch_size=3)
     # one row for all, and rows of 4 tree nodes (many rows; the long text alone exceeds one)
@@ -130,11 +136,25 @@ def test_shared_prefix_logliks_equal_the_plain_loop(smollm2):
 def test_text_prior_shared_and_plain_scorers_agree(smollm2):
     from models_inference.probes.vlstereoset.scorers import Unit
 
-    units = [Unit("r1", "original", {"stereotype": "My sister is caring.", "anti-stereotype": "My sister is rude.",
-                                     "unrelated": "My sister is hi."}, None, "s", "gender"),
-             Unit("r1", "neutral", {"stereotype": "My sibling is caring.", "anti-stereotype": "My sibling is rude."}, None, "s", "gender"),
-             Unit("r2", "original", {"stereotype": "My sister is caring.", "anti-stereotype": "My sister is rude.",
-                                     "unrelated": "My sister is hi."}, None, "a", "gender")]
+    units = [
+        Unit(
+            "r1",
+            "original",
+            {"stereotype": "My sister is caring.", "anti-stereotype": "My sister is rude.", "unrelated": "My sister is hi."},
+            None,
+            "s",
+            "gender",
+        ),
+        Unit("r1", "neutral", {"stereotype": "My sibling is caring.", "anti-stereotype": "My sibling is rude."}, None, "s", "gender"),
+        Unit(
+            "r2",
+            "original",
+            {"stereotype": "My sister is caring.", "anti-stereotype": "My sister is rude.", "unrelated": "My sister is hi."},
+            None,
+            "a",
+            "gender",
+        ),
+    ]
     import torch
 
     plain = TextPriorScorer(smollm2, shared=False).score(units)
@@ -152,7 +172,8 @@ def test_text_prior_shared_and_plain_scorers_agree(smollm2):
     with pytest.raises(ValueError, match="threads must be >= 1"):
         TextPriorScorer(smollm2, threads=0)
     assert [[(s.caption_kind, s.variant, s.n_tokens) for s in u] for u in shared] == [
-        [(s.caption_kind, s.variant, s.n_tokens) for s in u] for u in plain]
+        [(s.caption_kind, s.variant, s.n_tokens) for s in u] for u in plain
+    ]
     assert max(abs(a.score - b.score) for u, v in zip(shared, plain) for a, b in zip(u, v)) < 1e-4
     assert [s.score for s in shared[2]] == [s.score for s in shared[0]]  # the second shard's repeats come from the map
 
@@ -223,9 +244,10 @@ def test_llava_loglik_and_mcq(dora_home, tmp_path, tiny_models):
     # recompute one caption by hand: sum of log-softmax of the caption tokens after the prompt
     it = items[0]
     image = _rgb(dora_home / it["image_path"])
-    (got, n), = vision_logliks(vlm, image, [it["caption_stereotype"]])
+    ((got, n),) = vision_logliks(vlm, image, [it["caption_stereotype"]])
     prompt = vlm.processor.apply_chat_template(
-        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Describe the image."}]}], add_generation_prompt=True)
+        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Describe the image."}]}], add_generation_prompt=True
+    )
     full = vlm.processor(images=[image], text=[prompt + " " + it["caption_stereotype"]], return_tensors="pt")
     n_prompt = vlm.processor(images=[image], text=[prompt], return_tensors="pt")["input_ids"].shape[1]
     with torch.inference_mode():

@@ -61,8 +61,9 @@ def _one_line(err: str, prefix: str) -> str:
 def _env(home: Path) -> dict:
     env = dict(os.environ)
     env.pop("DORA_CELERY_BROKER", None)
-    env.update(DORA_HOME=str(home), DAGSTER_HOME=str(home / "dagster"), PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1",
-               DBT_SEND_ANONYMOUS_USAGE_STATS="false")
+    env.update(
+        DORA_HOME=str(home), DAGSTER_HOME=str(home / "dagster"), PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", DBT_SEND_ANONYMOUS_USAGE_STATS="false"
+    )
     return env
 
 
@@ -94,10 +95,14 @@ time.sleep(120)
 """
 
 
-@pytest.mark.parametrize("what,child,reason", [
-    ("never listens (uvicorn that could not bind stays up)", "import time; time.sleep(120)", "accepted no connection"),
-    ("exits", "import time; time.sleep(1)", "webserver process exited"),
-], ids=["never_listens", "exits"])
+@pytest.mark.parametrize(
+    "what,child,reason",
+    [
+        ("never listens (uvicorn that could not bind stays up)", "import time; time.sleep(120)", "accepted no connection"),
+        ("exits", "import time; time.sleep(1)", "webserver process exited"),
+    ],
+    ids=["never_listens", "exits"],
+)
 def test_ui_whose_webserver_serves_nothing_stops_with_one_line(tmp_path, capsys, what, child, reason):
     from orchestration.cli.commands import WebserverWatch, _run_forwarding_signals
 
@@ -107,8 +112,7 @@ def test_ui_whose_webserver_serves_nothing_stops_with_one_line(tmp_path, capsys,
     script = tmp_path / "dev.py"
     script.write_text(_FAKE_DEV.format(what=what, child=child))
     started = time.monotonic()
-    code = _run_forwarding_signals([sys.executable, str(script)], grace=1.0, stop_wait=1.0,
-                                   watch=WebserverWatch("127.0.0.1", port, timeout=3.0))
+    code = _run_forwarding_signals([sys.executable, str(script)], grace=1.0, stop_wait=1.0, watch=WebserverWatch("127.0.0.1", port, timeout=3.0))
     took = time.monotonic() - started
     assert code == 1 and took < 30, took
     line = _one_line(capsys.readouterr().err, "dora ui:")
@@ -116,11 +120,14 @@ def test_ui_whose_webserver_serves_nothing_stops_with_one_line(tmp_path, capsys,
 
 
 # ------------------------------------------------------------------------------ the Celery broker
-@pytest.mark.parametrize("url,message", [
-    ("notaurl", "'notaurl' is not a broker URL"),
-    ("memory://", "memory:// is a broker inside one process"),
-    ("kafkaish://h:1", "kafkaish:// is not a Celery (kombu) broker transport"),
-])
+@pytest.mark.parametrize(
+    "url,message",
+    [
+        ("notaurl", "'notaurl' is not a broker URL"),
+        ("memory://", "memory:// is a broker inside one process"),
+        ("kafkaish://h:1", "kafkaish:// is not a Celery (kombu) broker transport"),
+    ],
+)
 def test_a_broker_url_that_is_no_broker_is_one_argparse_line(home, capsys, url, message):
     code, err, took = _main(["audit", "--executor", "celery", "--celery-broker", url], capsys)
     assert code == 2 and took < 10
@@ -138,8 +145,9 @@ def test_a_closed_broker_port_is_named_with_its_password_redacted(home, capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    code, err, took = _main(["audit", "--family", "biasdora", "--executor", "celery",
-                             "--celery-broker", f"redis://:s3cret@127.0.0.1:{port}/0"], capsys)
+    code, err, took = _main(
+        ["audit", "--family", "biasdora", "--executor", "celery", "--celery-broker", f"redis://:s3cret@127.0.0.1:{port}/0"], capsys
+    )
     assert code == 1 and took < 20, (took, err)
     line = _one_line(err, "dora audit:")
     assert f"cannot reach the Celery broker redis://:***@127.0.0.1:{port}/0" in line and "s3cret" not in err, line
@@ -208,11 +216,17 @@ def test_a_step_whose_worker_stops_answering_is_said_then_lost_at_the_timeout():
     assert workers.calls[-2][0] == 2 and workers.calls[-1][0] is None  # one missing: asked again, every worker waited for
     now[0] = 4
     assert watch.check({"a": "t1", "b": "t2"}) == (
-        {}, ["the Celery worker w0@h running step a does not answer: waiting up to 6 s (--celery-worker-timeout)"], None)
+        {},
+        ["the Celery worker w0@h running step a does not answer: waiting up to 6 s (--celery-worker-timeout)"],
+        None,
+    )
     now[0] = 8
     lost, notices, failure = watch.check({"a": "t1", "b": "t2"})
-    assert lost == {"a": "its Celery worker w0@h has not answered within 6 s (--celery-worker-timeout): killed, or its "
-                         "machine lost"} and notices == [] and failure is None
+    assert (
+        lost == {"a": "its Celery worker w0@h has not answered within 6 s (--celery-worker-timeout): killed, or its machine lost"}
+        and notices == []
+        and failure is None
+    )
 
     restarted, workers, now = _watch(6)  # the same name answers again, without the task: a restarted worker
     workers.held = {"w0@h": ["t1"]}
@@ -221,8 +235,9 @@ def test_a_step_whose_worker_stops_answering_is_said_then_lost_at_the_timeout():
     now[0] = 2
     assert restarted.check({"a": "t1"}) == ({}, [], None)
     now[0] = 8
-    assert restarted.check({"a": "t1"})[0] == {"a": "its Celery worker w0@h answers but has not held it for 6 s "
-                                                     "(--celery-worker-timeout), and no result came: restarted"}
+    assert restarted.check({"a": "t1"})[0] == {
+        "a": "its Celery worker w0@h answers but has not held it for 6 s (--celery-worker-timeout), and no result came: restarted"
+    }
 
     quick, workers, now = _watch(1)  # a timeout shorter than the notice delay: said all the same, first
     workers.held = {"w0@h": ["t1"]}
@@ -231,8 +246,7 @@ def test_a_step_whose_worker_stops_answering_is_said_then_lost_at_the_timeout():
     quick.check({"a": "t1"})
     now[0] = 1
     lost, notices, _ = quick.check({"a": "t1"})
-    assert list(lost) == ["a"] and notices == [
-        "the Celery worker w0@h running step a does not answer: waiting up to 1 s (--celery-worker-timeout)"]
+    assert list(lost) == ["a"] and notices == ["the Celery worker w0@h running step a does not answer: waiting up to 1 s (--celery-worker-timeout)"]
 
 
 def test_the_worker_that_took_a_step_is_known_from_its_event_before_any_sighting():
@@ -260,15 +274,20 @@ def test_no_worker_at_all_is_said_then_fails_the_run_and_no_limit_only_says_so()
     assert watch.check({"b": "t2", "a": "t1"}) == ({}, [line], None)
     now[0] = 10
     failure = watch.check({"b": "t2", "a": "t1"})[2]
-    assert failure.startswith("no Celery worker answered on redis://:***@queue:6379/0 within 10 s (--celery-worker-timeout) "
-                              "while steps waited: a, b; start a worker") and "s3cret" not in failure
+    assert (
+        failure.startswith(
+            "no Celery worker answered on redis://:***@queue:6379/0 within 10 s (--celery-worker-timeout) while steps waited: a, b; start a worker"
+        )
+        and "s3cret" not in failure
+    )
 
     forever, workers, now = _watch(0)
     workers.held = None  # the broker itself is gone
     forever.check({"a": "t1"})
     now[0] = 3
-    assert forever.check({"a": "t1"})[1] == ["the Celery broker redis://:***@queue:6379/0 cannot be reached while steps "
-                                             "wait (a): waiting with no time limit"]
+    assert forever.check({"a": "t1"})[1] == [
+        "the Celery broker redis://:***@queue:6379/0 cannot be reached while steps wait (a): waiting with no time limit"
+    ]
     now[0] = 10**6
     assert forever.check({"a": "t1"}) == ({}, [], None)
 
@@ -287,9 +306,24 @@ def redis_broker(tmp_path):
 
 def _audit_without_worker(home: Path, broker: str, *extra) -> subprocess.Popen:
     return subprocess.Popen(
-        [str(REPO / ".venv" / "bin" / "dora"), "audit", "--family", "biasdora", "--no-progress", "--executor", "celery",
-         "--celery-broker", broker, *extra],
-        env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(home))
+        [
+            str(REPO / ".venv" / "bin" / "dora"),
+            "audit",
+            "--family",
+            "biasdora",
+            "--no-progress",
+            "--executor",
+            "celery",
+            "--celery-broker",
+            broker,
+            *extra,
+        ],
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=str(home),
+    )
 
 
 def _read_until(proc: subprocess.Popen, text: str, timeout: float) -> tuple[str, float]:
@@ -391,10 +425,13 @@ def test_a_read_only_pivot_runs(warehouse, capsys):
     assert capsys.readouterr().out.split() == ["x,y", "4,2"]
 
 
-@pytest.mark.parametrize("sql", [
-    "with w as (copy (select 1 a, 2 b) to 'x.csv') pivot w on a using sum(b)",
-    "pivot t on a using sum(b); drop table t",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "with w as (copy (select 1 a, 2 b) to 'x.csv') pivot w on a using sum(b)",
+        "pivot t on a using sum(b); drop table t",
+    ],
+)
 def test_a_pivot_that_writes_is_refused(sql):
     from analytics.query import check_read_only
     from ingestion.errors import QueryRefusedError

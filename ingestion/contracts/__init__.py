@@ -71,14 +71,11 @@ def register_contract(module) -> tuple[str, ...]:
     if name in _CONTRACTS:
         return _CONTRACTS[name]
     family = getattr(module, "FAMILY", "")
-    if not (family is None or (isinstance(family, str) and family)) \
-            or not isinstance(getattr(module, "SCHEMAS", None), Mapping):
-        raise LandingContractError(f"landing contract {name}: it must define FAMILY (a family name or None) and "
-                                   "SCHEMAS ({table: pyarrow.Schema})")
+    if not (family is None or (isinstance(family, str) and family)) or not isinstance(getattr(module, "SCHEMAS", None), Mapping):
+        raise LandingContractError(f"landing contract {name}: it must define FAMILY (a family name or None) and SCHEMAS ({{table: pyarrow.Schema}})")
     schemas = dict(module.SCHEMAS)
     for table, schema in schemas.items():
-        owner = next((m for m, tables in _CONTRACTS.items() if table in tables),
-                     "SCHEMAS" if table in SCHEMAS else None)
+        owner = next((m for m, tables in _CONTRACTS.items() if table in tables), "SCHEMAS" if table in SCHEMAS else None)
         if owner is not None:
             problem = f"table {table!r} is already declared by {owner}"
         elif not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):

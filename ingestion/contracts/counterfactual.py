@@ -71,9 +71,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
     # competence lexicon and stop list (snapshots, App. E.1).
-    "counterfactual_lexicon": pa.schema(
-        [("lexicon", pa.string()), ("word", pa.string()), ("dimension", pa.string()), ("direction", pa.int32())]
-    ),
+    "counterfactual_lexicon": pa.schema([("lexicon", pa.string()), ("word", pa.string()), ("dimension", pa.string()), ("direction", pa.int32())]),
     # stereotype filter answers (App. D.2): one row per (audit, subset, group, repeat, word list).
     "counterfactual_stereotype_flags": pa.schema(
         [

@@ -159,9 +159,7 @@ def detect_loglik_mode(endpoint: OpenAIEndpoint, modes: Sequence[str] = LOGLIK_M
     )
 
 
-def api_text_logliks(
-    endpoint: OpenAIEndpoint, texts: Sequence[str], mode: str, *, context: str = "", on_done=None
-) -> list[TextLoglik]:
+def api_text_logliks(endpoint: OpenAIEndpoint, texts: Sequence[str], mode: str, *, context: str = "", on_done=None) -> list[TextLoglik]:
     """Log-likelihood of each text after ``context``, one completions request per text.
 
     Args:
@@ -180,6 +178,7 @@ def api_text_logliks(
     Raises:
         ModelNotAvailableError: the API key variable is unset.
     """
+
     def one(client, key, text: str) -> TextLoglik:
         prompt = context + text
         try:

@@ -184,7 +184,8 @@ class _Runner:
             self._save(entry.id, state="closed", error=cause)
             raise BatchError(
                 f"{self.work.step}: batch {batch.id} ({entry.requests:,} requests, file {entry.id}.jsonl) failed as a "
-                f"whole: {cause}; none of its requests ran: fix the cause, then run the same command again")
+                f"whole: {cause}; none of its requests ran: fix the cause, then run the same command again"
+            )
         lines = []
         for file_id in (getattr(batch, "output_file_id", None), getattr(batch, "error_file_id", None)):
             if file_id:
@@ -204,8 +205,11 @@ class _Runner:
         key = getattr(self._client, "key", None)
         for cid in entry.keys:
             line = by_cid.get(cid)
-            result = None if line is None else result_of(line, entry.endpoint, self.work.backend,
-                                                         constraint=self.work.constraint, choices=self.work.choices, key=key)
+            result = (
+                None
+                if line is None
+                else result_of(line, entry.endpoint, self.work.backend, constraint=self.work.constraint, choices=self.work.choices, key=key)
+            )
             if result is None:
                 not_run += 1
             elif cid not in skip and cid in self.items:
@@ -231,8 +235,10 @@ class _Runner:
             return
         self.bar.total = max(self.bar.total or 0, self.ended + sum(e.requests for e in open_entries))
         self.bar.n = self.ended + sum(e.completed + e.failed for e in open_entries)
-        self.bar.set_postfix_str(", ".join(f"{e.batch_id or e.id} {e.status or e.state} {e.completed + e.failed:,}/{e.requests:,}"
-                                           for e in open_entries[:3]) + (", ..." if len(open_entries) > 3 else ""))
+        self.bar.set_postfix_str(
+            ", ".join(f"{e.batch_id or e.id} {e.status or e.state} {e.completed + e.failed:,}/{e.requests:,}" for e in open_entries[:3])
+            + (", ..." if len(open_entries) > 3 else "")
+        )
 
     def step_once(self) -> list[BatchEntry]:
         """Submit what is prepared, poll what is submitted, land what ended; returns the entries
@@ -251,8 +257,11 @@ class _Runner:
         sent fewer than ``1 + retries`` times by this run."""
         done = self.work.done()
         flying = load_ledger(self.work.name).in_flight()
-        return [item for cid, item in self.items.items()
-                if cid not in flying and self.work.key(item) not in done and attempts[cid] <= self.options.retries]
+        return [
+            item
+            for cid, item in self.items.items()
+            if cid not in flying and self.work.key(item) not in done and attempts[cid] <= self.options.retries
+        ]
 
 
 def _api_open(ledger: Ledger) -> list[BatchEntry]:
@@ -269,8 +278,15 @@ def _checked_audit(work: BatchWork) -> AuditInfo | None:
     return audit
 
 
-def run_batched(work: BatchWork, options: BatchOptions, *, progress: bool = True, max_error_share: float | None = None,
-                finish: bool = True, sleep: Callable[[float], None] = time.sleep) -> BatchSummary:
+def run_batched(
+    work: BatchWork,
+    options: BatchOptions,
+    *,
+    progress: bool = True,
+    max_error_share: float | None = None,
+    finish: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BatchSummary:
     """Generate a step's missing rows through the Batch API and land them (module docstring),
     under the step's landing lock; a run with nothing missing and no open batch sends nothing.
 
@@ -395,8 +411,10 @@ def import_batched(work: BatchWork, lines: Sequence[Mapping], *, max_error_share
     owner = {cid: e for e in ledger.entries for cid in e.keys}
     unknown = [line["custom_id"] for line in lines if line["custom_id"] not in owner]
     if unknown:
-        raise BatchError(f"{work.step}: {len(unknown)} output line(s) name no request of ledger {work.name!r} "
-                         f"(first: custom_id {unknown[0][:120]!r}); import the output of a file `dora batch export` wrote for it")
+        raise BatchError(
+            f"{work.step}: {len(unknown)} output line(s) name no request of ledger {work.name!r} "
+            f"(first: custom_id {unknown[0][:120]!r}); import the output of a file `dora batch export` wrote for it"
+        )
     audit = _checked_audit(work)
     name = work.lock or work.name
     with holding_lock(landing_lock(name), f"{work.step} ({name})"):
@@ -457,8 +475,7 @@ def _client(ledger: Ledger, name: str, client: "BatchClient | None" = None) -> B
     if client is not None:
         return client
     meta = ledger.meta
-    endpoint = SimpleNamespace(base_urls=[meta["base_url"]] if meta.get("base_url") else [],
-                               api_key_env=meta.get("api_key_env") or "OPENAI_API_KEY")
+    endpoint = SimpleNamespace(base_urls=[meta["base_url"]] if meta.get("base_url") else [], api_key_env=meta.get("api_key_env") or "OPENAI_API_KEY")
     return BatchClient(endpoint, ledger.step or name)
 
 
@@ -499,5 +516,10 @@ def cancel_ledger(name: str) -> list[BatchEntry]:
 
 
 __all__ = [
-    "BatchSummary", "cancel_ledger", "export_batched", "import_batched", "refresh_ledger", "run_batched",
+    "BatchSummary",
+    "cancel_ledger",
+    "export_batched",
+    "import_batched",
+    "refresh_ledger",
+    "run_batched",
 ]

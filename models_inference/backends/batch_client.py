@@ -12,6 +12,7 @@ from ingestion.errors import BatchError
 from models_inference.backends.batch_requests import COMPLETION_WINDOW
 from models_inference.backends.openai_api import api_error_text, openai_client
 
+
 class BatchClient:
     """The Batch API calls of one endpoint (the first server of a fleet: a batch lives on one
     server), through the ``openai`` client: idempotent calls (upload, retrieve, download,
@@ -25,8 +26,13 @@ class BatchClient:
         urls = list(getattr(backend, "base_urls", []) or [])
         self.base_url = urls[0] if urls else None
         self.step = step
-        self.client = openai_client(getattr(backend, "api_key_env", "OPENAI_API_KEY"), self.base_url, max_retries=0,
-                                    timeout=max(float(getattr(backend, "timeout", 60.0)), 120.0), purpose="the Batch API")
+        self.client = openai_client(
+            getattr(backend, "api_key_env", "OPENAI_API_KEY"),
+            self.base_url,
+            max_retries=0,
+            timeout=max(float(getattr(backend, "timeout", 60.0)), 120.0),
+            purpose="the Batch API",
+        )
         self.key = self.client.api_key
         self.max_retries = int(getattr(backend, "max_retries", 4))
 
@@ -42,14 +48,18 @@ class BatchClient:
             if exc.status_code in (404, 405, 501):
                 raise BatchError(
                     f"{self.step}: {where} has no Batch API ({what}: HTTP {exc.status_code}); run without --api-batch, "
-                    "or write the files with `dora batch export` for an offline runner (vLLM's run-batch)") from None
+                    "or write the files with `dora batch export` for an offline runner (vLLM's run-batch)"
+                ) from None
             raise BatchError(f"{self.step}: the Batch API refused {what}: {api_error_text(exc, self.key)}") from None
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise BatchError(f"{self.step}: the Batch API could not be reached for {what}: {api_error_text(exc, self.key)}; "
-                             "what was recorded is kept: run the same command again") from None
+            raise BatchError(
+                f"{self.step}: the Batch API could not be reached for {what}: {api_error_text(exc, self.key)}; "
+                "what was recorded is kept: run the same command again"
+            ) from None
 
     def upload(self, path: Path) -> str:
         """Upload a JSONL file (``purpose="batch"``); returns its file id."""
+
         def send():
             with open(path, "rb") as fh:
                 return self.client.files.create(file=(path.name, fh, "application/jsonl"), purpose="batch")
@@ -77,14 +87,17 @@ class BatchClient:
         if existing is not None:
             return existing
         try:
-            return self.client.batches.create(input_file_id=file_id, endpoint=endpoint, completion_window=COMPLETION_WINDOW,
-                                              metadata=dict(metadata))
+            return self.client.batches.create(input_file_id=file_id, endpoint=endpoint, completion_window=COMPLETION_WINDOW, metadata=dict(metadata))
         except openai.APIError:
             found = self.find(file_id)
             if found is not None:
                 return found
-            return self._call(f"the creation of the batch of file {file_id}", lambda: self.client.batches.create(
-                input_file_id=file_id, endpoint=endpoint, completion_window=COMPLETION_WINDOW, metadata=dict(metadata)))
+            return self._call(
+                f"the creation of the batch of file {file_id}",
+                lambda: self.client.batches.create(
+                    input_file_id=file_id, endpoint=endpoint, completion_window=COMPLETION_WINDOW, metadata=dict(metadata)
+                ),
+            )
 
     def retrieve(self, batch_id: str):
         return self._call(f"the status of batch {batch_id}", lambda: self.client.batches.retrieve(batch_id))

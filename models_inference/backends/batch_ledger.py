@@ -177,8 +177,10 @@ def _from_json(data: dict, path: Path) -> Ledger:
         entries = [BatchEntry(**{k: v for k, v in e.items() if k in known}) for e in data.get("entries", [])]
         return Ledger(data["name"], data.get("step", ""), dict(data.get("meta") or {}), entries)
     except (KeyError, TypeError, AttributeError) as exc:
-        raise BatchError(f"the batch ledger {path} is not a ledger ({type(exc).__name__}: {exc}); it records which "
-                         "rows were submitted: restore it from a backup before running the step again") from None
+        raise BatchError(
+            f"the batch ledger {path} is not a ledger ({type(exc).__name__}: {exc}); it records which "
+            "rows were submitted: restore it from a backup before running the step again"
+        ) from None
 
 
 def read_ledger_file(path: Path) -> Ledger:
@@ -190,8 +192,10 @@ def read_ledger_file(path: Path) -> Ledger:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise BatchError(f"the batch ledger {path} cannot be read ({exc}); it records which rows were submitted: "
-                         "restore it from a backup before running the step again") from None
+        raise BatchError(
+            f"the batch ledger {path} cannot be read ({exc}); it records which rows were submitted: "
+            "restore it from a backup before running the step again"
+        ) from None
     return _from_json(data, path)
 
 
@@ -262,5 +266,19 @@ def ledger_names() -> list[str]:
     return sorted(names)
 
 
-__all__ = ["OPEN_STATES", "STATES", "BatchEntry", "Ledger", "atomic_write_text", "files_dir", "ledger_dir", "ledger_lock",
-           "ledger_names", "ledger_path", "load_ledger", "read_ledger_file", "save_ledger", "updating"]
+__all__ = [
+    "OPEN_STATES",
+    "STATES",
+    "BatchEntry",
+    "Ledger",
+    "atomic_write_text",
+    "files_dir",
+    "ledger_dir",
+    "ledger_lock",
+    "ledger_names",
+    "ledger_path",
+    "load_ledger",
+    "read_ledger_file",
+    "save_ledger",
+    "updating",
+]

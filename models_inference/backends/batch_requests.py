@@ -93,8 +93,9 @@ def key_of(cid: str) -> tuple:
     return tup(value)
 
 
-def request_body(backend, request: GenerationRequest, sampling: SamplingParams, *, constraint: str | None = None,
-                 choices: Sequence[str] = ()) -> tuple[str, dict]:
+def request_body(
+    backend, request: GenerationRequest, sampling: SamplingParams, *, constraint: str | None = None, choices: Sequence[str] = ()
+) -> tuple[str, dict]:
     """The endpoint and JSON body of one request, as the live backend sends it
     (:class:`~models_inference.backends.openai_chat.OpenAIChatBackend`: model, temperature, token
     budget, the row's 31-bit seed, ``top_p`` below 1; a completion-style prompt to
@@ -123,16 +124,18 @@ def request_body(backend, request: GenerationRequest, sampling: SamplingParams, 
 
 def request_line(cid: str, url: str, body: dict) -> bytes:
     """One JSONL line of a batch input file (``custom_id``, ``method``, ``url``, ``body``), newline included."""
-    return (json.dumps({"custom_id": cid, "method": "POST", "url": url, "body": body}, ensure_ascii=False,
-                       separators=(",", ":")) + "\n").encode("utf-8")
+    return (json.dumps({"custom_id": cid, "method": "POST", "url": url, "body": body}, ensure_ascii=False, separators=(",", ":")) + "\n").encode(
+        "utf-8"
+    )
 
 
 def _one_line(text: str, key: str | None) -> str:
     return redact(" ".join(str(text).split()), [key] if key else [])[:500]
 
 
-def result_of(line: Mapping, url: str, backend, *, constraint: str | None = None, choices: Sequence[str] = (),
-              key: str | None = None) -> GenerationResult | None:
+def result_of(
+    line: Mapping, url: str, backend, *, constraint: str | None = None, choices: Sequence[str] = (), key: str | None = None
+) -> GenerationResult | None:
     """The result of one line of a batch output or error file, read as the live backend reads a reply.
 
     Returns:
@@ -274,8 +277,13 @@ class BatchWork:
 
     def meta(self, options: BatchOptions) -> dict:
         urls = getattr(self.backend, "base_urls", [])
-        return {"base_url": urls[0] if urls else None, "api_key_env": getattr(self.backend, "api_key_env", "OPENAI_API_KEY"),
-                "model": getattr(self.backend, "model_id", None), "record": dict(options.record), "table": self.table}
+        return {
+            "base_url": urls[0] if urls else None,
+            "api_key_env": getattr(self.backend, "api_key_env", "OPENAI_API_KEY"),
+            "model": getattr(self.backend, "model_id", None),
+            "record": dict(options.record),
+            "table": self.table,
+        }
 
 
 @dataclass
@@ -308,8 +316,7 @@ def plan_files(work: BatchWork, items: Sequence, options: BatchOptions, *, keep_
         sizes = [len(line) if keep_lines else line for _, line in lines]
         for start, stop in split_sizes(sizes, options.max_requests, options.max_bytes):
             part = lines[start:stop]
-            out.append(FilePlan(url, len(part), sum(sizes[start:stop]), [c for c, _ in part],
-                                [line for _, line in part] if keep_lines else []))
+            out.append(FilePlan(url, len(part), sum(sizes[start:stop]), [c for c, _ in part], [line for _, line in part] if keep_lines else []))
     return out
 
 
@@ -374,12 +381,28 @@ def count_prompt_tokens(model: str, requests: Sequence[GenerationRequest]) -> tu
         total += n * times
     if tokenizer is not None:
         return total, f"counted with {model}'s tokenizer"
-    return total, (f"estimated (~{CHARS_PER_TOKEN} characters per token, {CHAT_MESSAGE_TOKENS} per chat message; no "
-                   f"tokenizer of {model} here)")
+    return total, (f"estimated (~{CHARS_PER_TOKEN} characters per token, {CHAT_MESSAGE_TOKENS} per chat message; no tokenizer of {model} here)")
 
 
 __all__ = [
-    "CHAT_URL", "COMPLETIONS_URL", "COMPLETION_WINDOW", "MAX_FILE_BYTES", "MAX_REQUESTS_PER_FILE", "NOT_RUN_CODES",
-    "TERMINAL_STATUSES", "BatchOptions", "BatchWork", "FilePlan", "count_prompt_tokens", "custom_id", "key_of",
-    "local_tokenizer", "plan_files", "read_lines", "request_body", "request_line", "result_of", "split_sizes",
+    "CHAT_URL",
+    "COMPLETIONS_URL",
+    "COMPLETION_WINDOW",
+    "MAX_FILE_BYTES",
+    "MAX_REQUESTS_PER_FILE",
+    "NOT_RUN_CODES",
+    "TERMINAL_STATUSES",
+    "BatchOptions",
+    "BatchWork",
+    "FilePlan",
+    "count_prompt_tokens",
+    "custom_id",
+    "key_of",
+    "local_tokenizer",
+    "plan_files",
+    "read_lines",
+    "request_body",
+    "request_line",
+    "result_of",
+    "split_sizes",
 ]

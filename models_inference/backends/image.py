@@ -153,8 +153,11 @@ class DiffusersImageBackend:
         # a partial folder fails with whatever the loader trips on first (OSError, a
         # SafetensorError, an AttributeError ...): each means this pipeline cannot load
         except Exception as exc:
-            what, cause = ((f"VAE {vae!r}", load_failure_cause(vae, "component", exc, "weights")) if loading_vae else
-                           (f"text-to-image model {model_ref!r}", load_failure_cause(model_ref, "text-to-image", exc, "pipeline")))
+            what, cause = (
+                (f"VAE {vae!r}", load_failure_cause(vae, "component", exc, "weights"))
+                if loading_vae
+                else (f"text-to-image model {model_ref!r}", load_failure_cause(model_ref, "text-to-image", exc, "pipeline"))
+            )
             raise ModelNotAvailableError(
                 f"cannot load {what} here: {cause}. Use a local folder (save_pretrained) or a hub id already in the "
                 "Hugging Face cache, or unset HF_HUB_OFFLINE on a machine with hub access."

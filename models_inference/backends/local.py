@@ -29,9 +29,7 @@ class PerRowSampler:
         import torch
 
         probs = torch.softmax(scores.float(), dim=-1)
-        picked = torch.stack(
-            [torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)]
-        )
+        picked = torch.stack([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)])
         out = torch.full_like(scores, float("-inf"))
         out.scatter_(1, picked, 0.0)
         return out

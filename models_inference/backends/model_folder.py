@@ -96,8 +96,11 @@ def _safetensors_problem(path: Path, base: Path) -> str | None:
         return f"its {name} is not a safetensors file (its header is not JSON)"
     if not isinstance(header, dict):
         return f"its {name} is not a safetensors file (its header is not JSON)"
-    ends = [t["data_offsets"][1] for k, t in header.items()
-            if k != "__metadata__" and isinstance(t, dict) and isinstance(t.get("data_offsets"), list) and len(t["data_offsets"]) == 2]
+    ends = [
+        t["data_offsets"][1]
+        for k, t in header.items()
+        if k != "__metadata__" and isinstance(t, dict) and isinstance(t.get("data_offsets"), list) and len(t["data_offsets"]) == 2
+    ]
     if ends and 8 + length + max(ends) > size:
         return f"its {name} is truncated: its header lists {max(ends):,} bytes of tensors, the file holds {size - 8 - length:,}"
     return None
@@ -112,8 +115,7 @@ def _model_type(folder: Path) -> str | None:
 
 def _component_problems(folder: Path, base: Path) -> list[str]:
     """What a model component folder (``config.json`` and weights) lacks, relative to ``base``."""
-    missing = [what for what, present in (("config.json", (folder / "config.json").is_file()),
-                                          ("weights", _has_weights(folder))) if not present]
+    missing = [what for what, present in (("config.json", (folder / "config.json").is_file()), ("weights", _has_weights(folder))) if not present]
     if not missing:
         return []
     where = f"{shown(folder.relative_to(base))}/ " if folder != base else ""

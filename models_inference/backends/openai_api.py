@@ -233,8 +233,16 @@ class ServerFleet:
         ValueError: no URL. ModelNotAvailableError: the key variable is unset.
     """
 
-    def __init__(self, urls: Sequence[str], api_key_env: str = "OPENAI_API_KEY", *, max_retries: int = 2,
-                 timeout: float = 60.0, cooldown_s: float = 30.0, purpose: str = "the OpenAI-compatible fleet"):
+    def __init__(
+        self,
+        urls: Sequence[str],
+        api_key_env: str = "OPENAI_API_KEY",
+        *,
+        max_retries: int = 2,
+        timeout: float = 60.0,
+        cooldown_s: float = 30.0,
+        purpose: str = "the OpenAI-compatible fleet",
+    ):
         if not urls:
             raise ValueError("a fleet needs at least one base_url")
         self.servers = [_Server(u, openai_client(api_key_env, u, max_retries=max_retries, timeout=timeout, purpose=purpose)) for u in urls]
@@ -421,8 +429,9 @@ class OpenAIEndpoint:
         if len(urls) < 2:
             return openai_client(self.api_key_env, self.base_url, max_retries=self.max_retries, timeout=self.timeout, purpose=purpose)
         if self._fleet is None:
-            self._fleet = ServerFleet(urls, self.api_key_env, max_retries=self.max_retries, timeout=self.timeout,
-                                      cooldown_s=self.fleet_cooldown_s, purpose=purpose)
+            self._fleet = ServerFleet(
+                urls, self.api_key_env, max_retries=self.max_retries, timeout=self.timeout, cooldown_s=self.fleet_cooldown_s, purpose=purpose
+            )
         return self._fleet
 
     def capabilities(self):
@@ -445,8 +454,7 @@ class OpenAIEndpoint:
 
         def connect():
             # no retries and a short timeout: a probe that fails only means "ask freely"
-            made.append(openai_client(self.api_key_env, url, max_retries=0, timeout=min(self.timeout, 30.0),
-                                      purpose="the OpenAI-compatible backend"))
+            made.append(openai_client(self.api_key_env, url, max_retries=0, timeout=min(self.timeout, 30.0), purpose="the OpenAI-compatible backend"))
             return made[-1]
 
         try:

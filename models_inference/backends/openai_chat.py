@@ -65,7 +65,7 @@ class OpenAIChatBackend(OpenAIEndpoint):
         for i, item in enumerate(content):
             # a number that ends an echoed range ("scale of 1 to 5") is not the answer
             before = next((w for w in reversed(words[:i]) if w), "")
-            after = next((w for w in words[i + 1:] if w), "")
+            after = next((w for w in words[i + 1 :] if w), "")
             if before in _RANGE_BEFORE or after in _RANGE_AFTER:
                 continue
             if (item.token or "").strip() in choices:
@@ -172,7 +172,7 @@ class OpenAIChatBackend(OpenAIEndpoint):
         use_n = caps.completions_n and (self.use_n if self.use_n is not None else caps.server != "llama.cpp")
         # llama-server refuses an n above its parallel slots (-np): HTTP 400
         max_n = max(1, min(self.max_n, caps.slots or self.max_n)) if use_n else 1
-        chunks = {key: [idx[k:k + max_n] for k in range(0, len(idx), max_n)] for key, idx in groups.items()}
+        chunks = {key: [idx[k : k + max_n] for k in range(0, len(idx), max_n)] for key, idx in groups.items()}
         per_request = max(1, self.prompts_per_request) if caps.prompt_lists else 1
         # Run-major ("striped"): the first unit of every prompt, then the second ...; a request
         # never holds one prompt twice, because a server seeds every prompt of a request with the

@@ -358,8 +358,12 @@ def generate_shared_prefix(
                 pos = mask.sum(-1, keepdim=True)
                 mask = torch.cat([mask, torch.ones((len(parents), 1), dtype=torch.long)], dim=1)
                 out = model(
-                    input_ids=torch.tensor(tokens, dtype=torch.long).unsqueeze(1), attention_mask=mask,
-                    position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1,
+                    input_ids=torch.tensor(tokens, dtype=torch.long).unsqueeze(1),
+                    attention_mask=mask,
+                    position_ids=pos,
+                    past_key_values=cache,
+                    use_cache=True,
+                    logits_to_keep=1,
                 )
                 logits = out.logits[:, -1, :].to(dtype=torch.float32)
         if on_batch:

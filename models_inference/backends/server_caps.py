@@ -97,8 +97,10 @@ class ServerCapabilities:
     def summary(self) -> str:
         """One line: ``llama.cpp: constraint grammar, 100 top log-probs, completions n + prompt lists``."""
         batching = " + ".join(x for x, on in (("n", self.completions_n), ("prompt lists", self.prompt_lists)) if on)
-        return (f"{self.server}: constraint {self.choice_constraint or 'none (free answers parsed)'}, "
-                f"{self.top_logprobs} top log-probs, completions {batching or 'one per request' if self.completions else 'absent'}")
+        return (
+            f"{self.server}: constraint {self.choice_constraint or 'none (free answers parsed)'}, "
+            f"{self.top_logprobs} top log-probs, completions {batching or 'one per request' if self.completions else 'absent'}"
+        )
 
 
 def server_root(base_url: str | None) -> str | None:
@@ -136,8 +138,12 @@ def constraint_fields(constraint: str, choices: Sequence[str]) -> dict:
     if constraint == "regex":
         return {"extra_body": {"regex": "(" + "|".join(re.escape(c) for c in choices) + ")"}}
     if constraint == "json_schema":
-        schema = {"type": "object", "properties": {JSON_ANSWER_KEY: {"type": "string", "enum": choices}},
-                  "required": [JSON_ANSWER_KEY], "additionalProperties": False}
+        schema = {
+            "type": "object",
+            "properties": {JSON_ANSWER_KEY: {"type": "string", "enum": choices}},
+            "required": [JSON_ANSWER_KEY],
+            "additionalProperties": False,
+        }
         return {"response_format": {"type": "json_schema", "json_schema": {"name": "answer", "strict": True, "schema": schema}}}
     raise ValueError(f"unknown constraint {constraint!r}; expected one of {CONSTRAINTS}")
 
@@ -220,8 +226,13 @@ def _probe_constraint(client, model: str, kind: str) -> tuple[str | None, int]:
     :data:`_PROBE_PROMPT` under each constraint in :data:`_ORDER` order."""
     import openai
 
-    base = {"model": model, "messages": [{"role": "user", "content": _PROBE_PROMPT}], "temperature": 0, "max_tokens": 16,
-            "extra_headers": PROBE_HEADER}
+    base = {
+        "model": model,
+        "messages": [{"role": "user", "content": _PROBE_PROMPT}],
+        "temperature": 0,
+        "max_tokens": 16,
+        "extra_headers": PROBE_HEADER,
+    }
     top_ok = 0
     for constraint in _ORDER.get(kind, _ORDER["unknown"]):
         fields = constraint_fields(constraint, _PROBE_CHOICES)
@@ -253,8 +264,14 @@ def _probe_top_logprobs(client, model: str) -> int:
     for top in TOP_LOGPROBS_TRIED:
         try:
             choice = client.chat.completions.create(
-                model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=1, temperature=0,
-                logprobs=True, top_logprobs=top, extra_headers=PROBE_HEADER).choices[0]
+                model=model,
+                messages=[{"role": "user", "content": "Hi"}],
+                max_tokens=1,
+                temperature=0,
+                logprobs=True,
+                top_logprobs=top,
+                extra_headers=PROBE_HEADER,
+            ).choices[0]
         except openai.BadRequestError:
             continue
         except openai.APIStatusError:
@@ -269,8 +286,7 @@ def _probe_completions(client, model: str) -> tuple[bool, bool, bool]:
     import openai
 
     try:
-        resp = client.completions.create(model=model, prompt=["a", "b"], n=2, max_tokens=1, temperature=1.0,
-                                         extra_headers=PROBE_HEADER)
+        resp = client.completions.create(model=model, prompt=["a", "b"], n=2, max_tokens=1, temperature=1.0, extra_headers=PROBE_HEADER)
         indices = sorted(c.index for c in resp.choices)
         if indices == [0, 1, 2, 3]:
             return True, True, True
@@ -278,16 +294,14 @@ def _probe_completions(client, model: str) -> tuple[bool, bool, bool]:
         if _status(exc) in (404, 405, 501):
             return False, False, False
     try:
-        resp = client.completions.create(model=model, prompt="a", n=2, max_tokens=1, temperature=1.0,
-                                         extra_headers=PROBE_HEADER)
+        resp = client.completions.create(model=model, prompt="a", n=2, max_tokens=1, temperature=1.0, extra_headers=PROBE_HEADER)
         n_ok = sorted(c.index for c in resp.choices) == [0, 1]
     except openai.APIStatusError as exc:
         if _status(exc) in (404, 405, 501):
             return False, False, False
         n_ok = False
     try:
-        resp = client.completions.create(model=model, prompt=["a", "b"], max_tokens=1, temperature=1.0,
-                                         extra_headers=PROBE_HEADER)
+        resp = client.completions.create(model=model, prompt=["a", "b"], max_tokens=1, temperature=1.0, extra_headers=PROBE_HEADER)
         lists_ok = sorted(c.index for c in resp.choices) == [0, 1]
     except openai.APIStatusError:
         lists_ok = False

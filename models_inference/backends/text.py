@@ -158,9 +158,7 @@ class TransformersBackend:
 
     def _encode(self, prompt: RenderedPrompt) -> str:
         if prompt.style == "chat" and self.tokenizer.chat_template:
-            return self.tokenizer.apply_chat_template(
-                prompt.as_messages(), tokenize=False, add_generation_prompt=True
-            )
+            return self.tokenizer.apply_chat_template(prompt.as_messages(), tokenize=False, add_generation_prompt=True)
         return prompt.as_text()
 
     def choice_token_ids(self, choices: Sequence[str]) -> dict[str, list[int]]:
@@ -242,8 +240,14 @@ class TransformersBackend:
         texts = [self._encode(r.prompt) for r in requests]
         order = sorted(range(len(requests)), key=lambda i: (requests[i].stop, len(texts[i])))
         results: list[GenerationResult | None] = [None] * len(requests)
-        same = lambda a, b: (requests[a].stop, requests[a].max_new_tokens, requests[a].choices) == (  # noqa: E731
-            requests[b].stop, requests[b].max_new_tokens, requests[b].choices)
+        same = lambda a, b: (
+            (requests[a].stop, requests[a].max_new_tokens, requests[a].choices)
+            == (  # noqa: E731
+                requests[b].stop,
+                requests[b].max_new_tokens,
+                requests[b].choices,
+            )
+        )
         eos_ids = eos_token_ids(self.tokenizer)
         for batch in _batches(order, self.batch_size, same):
             first = requests[batch[0]]
@@ -262,7 +266,9 @@ class TransformersBackend:
             extra = {"output_logits": True, "return_dict_in_generate": True} if first.choices else {}
             with torch.inference_mode():
                 out = self.model.generate(
-                    **enc, generation_config=config, stopping_criteria=stopping,
+                    **enc,
+                    generation_config=config,
+                    stopping_criteria=stopping,
                     logits_processor=sampling_processors(sampling.temperature, sampling.top_p, [requests[i].seed for i in batch]),
                     **extra,
                 )
@@ -297,10 +303,17 @@ class TransformersBackend:
 
         stops = {"word": word_complete, "bracket": lambda t: "]" in t, "eos": None}
         done = generate_shared_prefix(
-            self.model, self.tokenizer, [self._encode(r.prompt) for r in requests], [r.seed for r in requests],
-            [r.max_new_tokens for r in requests], [stops.get(r.stop) for r in requests],
-            temperature=sampling.temperature, top_p=sampling.top_p, eos_ids=eos_token_ids(self.tokenizer),
-            batch_size=self.batch_size, on_batch=on_batch,
+            self.model,
+            self.tokenizer,
+            [self._encode(r.prompt) for r in requests],
+            [r.seed for r in requests],
+            [r.max_new_tokens for r in requests],
+            [stops.get(r.stop) for r in requests],
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            eos_ids=eos_token_ids(self.tokenizer),
+            batch_size=self.batch_size,
+            on_batch=on_batch,
         )
         return [GenerationResult(text=text, finished=finished) for text, finished in done]
 
@@ -344,9 +357,7 @@ class DeferredTransformersBackend:
         return getattr(self._load(), name)
 
 
-def load_text_backend(
-    model: str = DEFAULT_MODEL, *, backend: str = "transformers", defer: bool = False, **kwargs
-) -> TextBackend:
+def load_text_backend(model: str = DEFAULT_MODEL, *, backend: str = "transformers", defer: bool = False, **kwargs) -> TextBackend:
     """Build a backend by name: ``transformers`` (local) or ``openai`` (OpenAI-compatible).
 
     ``openai`` with several servers (``base_url`` a list or comma-separated URLs) sends the

@@ -97,8 +97,13 @@ class TransformersVisionBackend:
 
     @classmethod
     def load(
-        cls, model_ref: str, *, batch_size: int = 4, device: str | None = None,
-        system_prompt: str | None = None, image_size: tuple[int, int] | None = None,
+        cls,
+        model_ref: str,
+        *,
+        batch_size: int = 4,
+        device: str | None = None,
+        system_prompt: str | None = None,
+        image_size: tuple[int, int] | None = None,
     ) -> "TransformersVisionBackend":
         """Load by hub id (offline: only if cached) or local folder; fp16 on CUDA, fp32 on CPU.
 
@@ -140,9 +145,19 @@ class TransformersVisionBackend:
         if getattr(tokenizer, "pad_token", None) is None and getattr(tokenizer, "eos_token", None) is not None:
             tokenizer.pad_token = tokenizer.eos_token
         version = model_version(model_ref)
-        return cls(model_ref, version, model, processor, tokenizer, image_processor,
-                   mode="chat" if chat else "prefix", batch_size=batch_size, device=device,
-                   system_prompt=system_prompt, image_size=tuple(image_size) if image_size else None)
+        return cls(
+            model_ref,
+            version,
+            model,
+            processor,
+            tokenizer,
+            image_processor,
+            mode="chat" if chat else "prefix",
+            batch_size=batch_size,
+            device=device,
+            system_prompt=system_prompt,
+            image_size=tuple(image_size) if image_size else None,
+        )
 
     # -- encoding
 
@@ -214,7 +229,10 @@ class TransformersVisionBackend:
                         inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
                     processors = sampling_processors(sampling.temperature, sampling.top_p, [requests[i].seed for i in batch])
                     config = GenerationConfig(
-                        do_sample=False, max_new_tokens=first.max_new_tokens, pad_token_id=pad, eos_token_id=eos or None,
+                        do_sample=False,
+                        max_new_tokens=first.max_new_tokens,
+                        pad_token_id=pad,
+                        eos_token_id=eos or None,
                         decoder_start_token_id=getattr(self.model.config, "decoder_start_token_id", None),
                     )
                     with torch.inference_mode():
@@ -266,8 +284,14 @@ class OpenAIVisionBackend(OpenAIEndpoint):
             except OSError as exc:
                 return GenerationResult("", True, f"cannot read image {req.image_path.name}: {exc}")
             content = [{"type": "text", "text": req.prompt.text}, {"type": "image_url", "image_url": {"url": url}}]
-            kwargs = dict(model=self.model_id, messages=[{"role": "user", "content": content}], temperature=sampling.temperature,
-                          top_p=sampling.top_p, max_tokens=req.max_new_tokens, seed=int(req.seed) % (2**31))
+            kwargs = dict(
+                model=self.model_id,
+                messages=[{"role": "user", "content": content}],
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_tokens=req.max_new_tokens,
+                seed=int(req.seed) % (2**31),
+            )
             try:
                 # a malformed 200 reply (a JSON string, no choices list) is an error row that says so
                 choice = reply_choices(client.chat.completions.create(**merge_request(kwargs, fields or {})))[0]
@@ -304,8 +328,7 @@ class OpenAIVisionBackend(OpenAIEndpoint):
 
         constraint = self.required_constraint()
         requests = [replace(r, max_new_tokens=answer_tokens(constraint, r.max_new_tokens)) for r in requests]
-        return self._ask(requests, sampling, on_batch, constraint_fields(constraint, choices),
-                         lambda text: constrained_answer(constraint, text))
+        return self._ask(requests, sampling, on_batch, constraint_fields(constraint, choices), lambda text: constrained_answer(constraint, text))
 
 
 #: I2T backend name (:data:`~ingestion.vocabulary.I2T_BACKENDS`) -> its constructor.

@@ -89,8 +89,7 @@ class TransformersClassifierScorer:
         return cls(model_id=model_id, classifier=load_text_classifier(model_id, batch_size), version=model_version(model_id), **fields)
 
 
-def load_named_scorer(name: str, kind: str, builtin: Mapping[str, Callable[[], TextScorer]], transformers_class,
-                      batch_size: int) -> TextScorer:
+def load_named_scorer(name: str, kind: str, builtin: Mapping[str, Callable[[], TextScorer]], transformers_class, batch_size: int) -> TextScorer:
     """The one naming rule of every text scorer kind: a built-in scorer by its name
     (``builtin``: name -> constructor), ``evaluate:<measurement>`` (HF ``evaluate``,
     :mod:`models_inference.scoring.hf_evaluate`; ``kind`` is ``sentiment`` or ``toxicity``, how

@@ -171,7 +171,7 @@ def load_evaluate_scorer(name: str, *, kind: str | None = None):
     """
     if not is_evaluate_scorer(name):
         raise ValueError(f"not an evaluate scorer name: {name!r} (expected evaluate:<module>[::<config>])")
-    spec = name[len(PREFIX):]
+    spec = name[len(PREFIX) :]
     module, _, config_name = spec.partition("::")
     measurement_name = _measurement_name(module)
     if measurement_name not in MEASUREMENT_KINDS:

@@ -116,5 +116,9 @@ def load_sentiment_scorer(name: str = DEFAULT_SENTIMENT_SCORER, *, batch_size: i
 
 
 __all__ = [
-    "SENTIMENT_LABELS", "TransformersSentimentScorer", "VaderSentimentScorer", "load_sentiment_scorer", "vader_label",
+    "SENTIMENT_LABELS",
+    "TransformersSentimentScorer",
+    "VaderSentimentScorer",
+    "load_sentiment_scorer",
+    "vader_label",
 ]

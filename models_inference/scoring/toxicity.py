@@ -107,6 +107,7 @@ class JigsawToxicityScorer:
         self._filters = str.maketrans({c: tok.split for c in tok.filters})
         weights = folder / "model.weights.h5"
         with h5py.File(weights, "r") as h5:
+
             def w(path):
                 return torch.from_numpy(np.asarray(h5["layers/" + path], dtype=np.float32))
 
@@ -152,9 +153,7 @@ class JigsawToxicityScorer:
 
     def score_batch(self, texts: Sequence[str]) -> list[dict]:
         probs = self.probabilities(texts).tolist()
-        return [
-            {"probability": row[0], "labels": {lab: p for lab, p in zip(JIGSAW_LABELS, row)}} for row in probs
-        ]
+        return [{"probability": row[0], "labels": {lab: p for lab, p in zip(JIGSAW_LABELS, row)}} for row in probs]
 
 
 @dataclass
@@ -207,5 +206,9 @@ def load_toxicity_scorer(name: str = DEFAULT_TOXICITY_SCORER, *, batch_size: int
 
 
 __all__ = [
-    "JIGSAW_LABELS", "JigsawToxicityScorer", "TOXIC_THRESHOLD", "TransformersToxicityScorer", "load_toxicity_scorer",
+    "JIGSAW_LABELS",
+    "JigsawToxicityScorer",
+    "TOXIC_THRESHOLD",
+    "TransformersToxicityScorer",
+    "load_toxicity_scorer",
 ]

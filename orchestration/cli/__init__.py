@@ -96,8 +96,10 @@ def non_utf8_argument(argv: list[str]) -> str | None:
             else:
                 what = f"argument {i + 1}"
             byte = item[exc.start].encode("utf-8", "surrogateescape")
-            return (f"{name}: error: {shown(what)}: {shown(item, quote=True)} is not valid UTF-8 text (byte "
-                    f"0x{byte.hex() if len(byte) == 1 else '??'} at position {exc.start}); pass UTF-8 text")
+            return (
+                f"{name}: error: {shown(what)}: {shown(item, quote=True)} is not valid UTF-8 text (byte "
+                f"0x{byte.hex() if len(byte) == 1 else '??'} at position {exc.start}); pass UTF-8 text"
+            )
     return None
 
 
@@ -125,8 +127,7 @@ def run_reporting_errors(handler, args) -> int:
                 raise
             # an audit's unexpected failure outside its steps: one line, the trace to a file
             log = _write_trace(exc)
-            print(f"{name}: error: unexpected {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}; "
-                  f"full trace: {log}", file=sys.stderr)
+            print(f"{name}: error: unexpected {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}; full trace: {log}", file=sys.stderr)
             return 1
         print(f"{name}: {line}", file=sys.stderr)
         return 2

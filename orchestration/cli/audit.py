@@ -14,6 +14,7 @@ import dagster as dg
 from orchestration.cli.flags import audit_run_config
 from orchestration.instance import AUDIT_JOB, prepare_environment, prepare_run_readers
 
+
 def _probe_selection(defs, probes: list[str] | None):
     """Asset keys of the chosen probe families (``--family``: their Dagster groups) and of the
     shared assets they feed, or None (every asset) when not given.
@@ -40,8 +41,17 @@ def _probe_selection(defs, probes: list[str] | None):
 
 
 @contextlib.contextmanager
-def _execute(executor: str, job, run_config, instance, partition: str | None, tags: dict, selection=None,
-             broker: str | None = None, worker_timeout: float | None = None):
+def _execute(
+    executor: str,
+    job,
+    run_config,
+    instance,
+    partition: str | None,
+    tags: dict,
+    selection=None,
+    broker: str | None = None,
+    worker_timeout: float | None = None,
+):
     """Run the audit job in this process, under Dagster's multiprocess executor, or on Celery
     workers (``broker``: the Celery broker URL, :func:`orchestration.cluster.broker_url`;
     ``worker_timeout``: ``--celery-worker-timeout``, how long the run waits for a worker that
@@ -53,7 +63,11 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
     """
     if executor == "in_process":
         yield job.execute_in_process(
-            run_config=run_config, instance=instance, raise_on_error=False, partition_key=partition, tags=tags,
+            run_config=run_config,
+            instance=instance,
+            raise_on_error=False,
+            partition_key=partition,
+            tags=tags,
             asset_selection=selection,
         )
         return
@@ -69,8 +83,7 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
         tags = {**tags, "dagster/partition": partition}
     # multiprocess: each step in a process forked from one that has imported dora; celery: each
     # step on a worker that listens on the broker (orchestration/cluster.py)
-    run_config = dg.RunConfig(ops=run_config.ops, loggers=run_config.loggers,
-                              execution=execution_config(executor, broker, worker_timeout))
+    run_config = dg.RunConfig(ops=run_config.ops, loggers=run_config.loggers, execution=execution_config(executor, broker, worker_timeout))
     # step processes write to file descriptor 1, not to the redirected sys.stdout: point it there too
     sys.stdout.flush()
     saved_stdout = os.dup(1)
@@ -78,8 +91,12 @@ def _execute(executor: str, job, run_config, instance, partition: str | None, ta
     try:
         with execute_job(
             # execute_job takes the run config as a mapping (execute_in_process also takes a RunConfig)
-            reconstructable(audit_job_for_multiprocess), instance=instance, run_config=run_config.to_config_dict(), tags=tags,
-            raise_on_error=False, asset_selection=selection,
+            reconstructable(audit_job_for_multiprocess),
+            instance=instance,
+            run_config=run_config.to_config_dict(),
+            tags=tags,
+            raise_on_error=False,
+            asset_selection=selection,
         ) as result:
             yield result
     finally:
@@ -123,8 +140,11 @@ def user_error_message(error) -> str | None:
 def _failures(result) -> list[tuple[str, object]]:
     """(step key, ``SerializableErrorInfo``) of every failed step of a run, in event order; a run
     that failed before any step (its RUN_FAILURE event's error) as step ``"run"``."""
-    steps = [(e.step_key, e.step_failure_data.error) for e in result.all_events
-             if e.is_step_failure and e.step_failure_data and e.step_failure_data.error is not None]
+    steps = [
+        (e.step_key, e.step_failure_data.error)
+        for e in result.all_events
+        if e.is_step_failure and e.step_failure_data and e.step_failure_data.error is not None
+    ]
     if steps:
         return steps
     for event in result.all_events:
@@ -197,8 +217,11 @@ def failure_lines(result, log_dir, output_log) -> list[str]:
         if known:
             found = [f"dora audit: error: {known}"]
         elif lost:
-            found = [f"dora audit: error: step {step} failed in its worker process ({cause}); the same command "
-                     f"again redoes only what did not land; full trace: {log}" for step, cause in lost]
+            found = [
+                f"dora audit: error: step {step} failed in its worker process ({cause}); the same command "
+                f"again redoes only what did not land; full trace: {log}"
+                for step, cause in lost
+            ]
         else:
             found = [f"dora audit: error: step {key} failed unexpectedly ({_root_cause(error)}); full trace: {log}"]
         lines += [line for line in found if line not in lines]
@@ -206,8 +229,7 @@ def failure_lines(result, log_dir, output_log) -> list[str]:
     lines = lines[:MAX_FAILURE_LINES]
     if not lines:
         lines.append(f"dora audit: error: the Dagster run failed with no step error recorded; see {log}")
-    lines.append(f"dora: audit failed (Dagster run {result.run_id}{f'; {more} more failed steps' if more > 0 else ''}); "
-                 f"stack traces: {log}")
+    lines.append(f"dora: audit failed (Dagster run {result.run_id}{f'; {more} more failed steps' if more > 0 else ''}); stack traces: {log}")
     return lines
 
 
@@ -224,6 +246,8 @@ def _dora_error_names() -> set[str]:
         names.add(cls.__name__)
         todo.extend(cls.__subclasses__())
     return names
+
+
 def cmd_dry_run(args) -> int:
     """``dora audit --dry-run``: every selected family's plan, no model loaded, no Dagster run;
     with ``--target``, the plans of the target's families on its model, settings and options
@@ -280,14 +304,12 @@ def _wait_for_celery_worker(args) -> int:
 
     previous = signal.signal(signal.SIGTERM, stop)  # nothing runs yet: SIGTERM ends the wait like Ctrl-C
     try:
-        wait_for_worker(url, getattr(args, "celery_worker_timeout", 120.0),
-                        lambda line: print(f"dora audit: {line}", file=sys.stderr, flush=True))
+        wait_for_worker(url, getattr(args, "celery_worker_timeout", 120.0), lambda line: print(f"dora audit: {line}", file=sys.stderr, flush=True))
     except BrokerError as exc:
         print(f"dora audit: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("dora audit: interrupted (Ctrl-C or SIGTERM) while waiting for a Celery worker; no run was started",
-              file=sys.stderr)
+        print("dora audit: interrupted (Ctrl-C or SIGTERM) while waiting for a Celery worker; no run was started", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -302,8 +324,10 @@ def cmd_audit(args) -> int:
         from orchestration.cluster import celery_available
 
         if not celery_available():
-            print("dora audit: --executor celery needs dagster-celery: pip install -e '.[cluster]' "
-                  "(docs/operations.md#running-on-a-cluster)", file=sys.stderr)
+            print(
+                "dora audit: --executor celery needs dagster-celery: pip install -e '.[cluster]' (docs/operations.md#running-on-a-cluster)",
+                file=sys.stderr,
+            )
             return 2
         code = _wait_for_celery_worker(args)
         if code:
@@ -314,9 +338,12 @@ def cmd_audit(args) -> int:
     if args.executor == "celery" and type(instance.event_log_storage).__name__.startswith("Sqlite"):
         # SQLite takes one writer at a time: several worker processes writing events at once can
         # fail a step with "database is locked" (a known limit of Dagster's SQLite storage)
-        print("dora audit: note: Celery workers on the SQLite instance of $DAGSTER_HOME work on one machine, but "
-              "several processes writing it at once can fail a step ('database is locked'); for a cluster put the "
-              "instance on PostgreSQL (docs/operations.md#the-instance-on-postgresql)", file=sys.stderr)
+        print(
+            "dora audit: note: Celery workers on the SQLite instance of $DAGSTER_HOME work on one machine, but "
+            "several processes writing it at once can fail a step ('database is locked'); for a cluster put the "
+            "instance on PostgreSQL (docs/operations.md#the-instance-on-postgresql)",
+            file=sys.stderr,
+        )
     from orchestration.definitions import defs
 
     from orchestration import families as fam
@@ -334,8 +361,10 @@ def cmd_audit(args) -> int:
         except (DoraError, VersionError) as exc:
             print(f"dora audit: error: {one_line(exc)}", file=sys.stderr)
             return 2
-        print(f"dora: auditing registry target {args.target} (partition {partition}; families "
-              f"{', '.join(run.family_names)}); DORA_HOME={home}", file=sys.stderr)
+        print(
+            f"dora: auditing registry target {args.target} (partition {partition}; families {', '.join(run.family_names)}); DORA_HOME={home}",
+            file=sys.stderr,
+        )
         print(f"dora: version source: {source}", file=sys.stderr)
         families = run.family_names
     else:
@@ -377,17 +406,30 @@ def cmd_audit(args) -> int:
         configure_instance(instance)  # one DuckDB writer at a time (pool 'duckdb_writer' = 1 slot)
         prepare_run_readers()  # in-run readers wait for a writer
         reap_dead_runs(instance)  # free the slots of audits whose process was killed
-        with DeadRunReaper(instance), _execute(args.executor, job, run_config, instance, partition, {**tags, **process_tags()},
-                                                   _probe_selection(defs, args.family),
-                                                   getattr(args, "celery_broker", None),
-                                                   getattr(args, "celery_worker_timeout", None)) as result:
+        with (
+            DeadRunReaper(instance),
+            _execute(
+                args.executor,
+                job,
+                run_config,
+                instance,
+                partition,
+                {**tags, **process_tags()},
+                _probe_selection(defs, args.family),
+                getattr(args, "celery_broker", None),
+                getattr(args, "celery_worker_timeout", None),
+            ) as result,
+        ):
             pass
     if not result.success:
         interrupted = _interrupted_steps(result)
         if interrupted:  # (concurrency) Ctrl-C / SIGTERM: one line, the run is marked failed, exit 130
-            print(f"dora audit: interrupted (Ctrl-C or SIGTERM) during {', '.join(interrupted)}; the Dagster run "
-                  f"{result.run_id} is marked failed; every shard that landed is kept: run the same command again "
-                  "to generate only the missing rows", file=sys.stderr)
+            print(
+                f"dora audit: interrupted (Ctrl-C or SIGTERM) during {', '.join(interrupted)}; the Dagster run "
+                f"{result.run_id} is marked failed; every shard that landed is kept: run the same command again "
+                "to generate only the missing rows",
+                file=sys.stderr,
+            )
             return 130
         for line in failure_lines(result, log_dir, log_path):
             print(line, file=sys.stderr)
@@ -424,9 +466,16 @@ def quarantine_lines(result, families) -> list[str]:
 
     lines = []
     for family in families:
-        n = sum(int(value or 0) for table in family.landing_tables for md in materializations(result, table)
-                for key, value in md.items() if key == "rows_quarantined" or key.endswith("_rows_quarantined"))
+        n = sum(
+            int(value or 0)
+            for table in family.landing_tables
+            for md in materializations(result, table)
+            for key, value in md.items()
+            if key == "rows_quarantined" or key.endswith("_rows_quarantined")
+        )
         if n:
-            lines.append(f"{family.name}: rows_quarantined {n:,} (input rows not audited, each with its file, line and "
-                         "reason in $DORA_HOME/landing/input_quarantine)")
+            lines.append(
+                f"{family.name}: rows_quarantined {n:,} (input rows not audited, each with its file, line and "
+                "reason in $DORA_HOME/landing/input_quarantine)"
+            )
     return lines

@@ -36,8 +36,8 @@ def export_families() -> list[str]:
 
 
 def _exported() -> str:
-    return " or ".join(f"{name} ({', '.join(s.title for f, s in batch_steps() if f.name == name and s.work)})"
-                       for name in export_families())
+    return " or ".join(f"{name} ({', '.join(s.title for f, s in batch_steps() if f.name == name and s.work)})" for name in export_families())
+
 
 BATCHES_DESCRIPTION = (
     "List the Batch API work of audits run with --api-batch (or written by `dora batch export`): one line per "
@@ -67,24 +67,40 @@ def add_batch_parsers(sub) -> None:
     """Add ``dora batches`` and ``dora batch export`` / ``import`` to the ``dora`` sub-parsers."""
     from orchestration.cli.flags import add_all_family_flags, add_common_flags
 
-    batches = sub.add_parser("batches", help="list an audit's Batch API batches with their state and counts, or cancel them",
-                             description=BATCHES_DESCRIPTION)
-    batches.add_argument("name", nargs="?", default=None, metavar="AUDIT_ID",
-                         help="an audit id (or a judge's ledger, judge--...); default: every ledger of this DORA_HOME")
+    batches = sub.add_parser(
+        "batches", help="list an audit's Batch API batches with their state and counts, or cancel them", description=BATCHES_DESCRIPTION
+    )
+    batches.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        metavar="AUDIT_ID",
+        help="an audit id (or a judge's ledger, judge--...); default: every ledger of this DORA_HOME",
+    )
     batches.add_argument("--cancel", action="store_true", help="cancel the open batches of AUDIT_ID (and close its files not yet sent)")
     batches.add_argument("--no-refresh", action="store_true", help="show the ledger as recorded: no API call")
     batches.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
 
-    batch = sub.add_parser("batch", help="export an audit's requests as JSONL for an offline runner (vLLM run-batch); import its output",
-                           description="The Batch API's JSONL format for offline runners: `dora batch export` writes an "
-                           "audit's requests, `dora batch import` lands the runner's output (docs/operations.md#batch-apis).")
+    batch = sub.add_parser(
+        "batch",
+        help="export an audit's requests as JSONL for an offline runner (vLLM run-batch); import its output",
+        description="The Batch API's JSONL format for offline runners: `dora batch export` writes an "
+        "audit's requests, `dora batch import` lands the runner's output (docs/operations.md#batch-apis).",
+    )
     commands = batch.add_subparsers(dest="batch_command", required=True)
-    export = commands.add_parser("export", help="write an audit's missing requests as JSONL files",
-                                 description=EXPORT_DESCRIPTION.format(probes=_exported()))
+    export = commands.add_parser(
+        "export", help="write an audit's missing requests as JSONL files", description=EXPORT_DESCRIPTION.format(probes=_exported())
+    )
     export.add_argument("--out", required=True, metavar="FOLDER", help="where the JSONL files are written (created)")
     names = export_families()
-    export.add_argument("--family", action="append", default=None, choices=names, metavar="NAME",
-                        help=f"the family whose steps to export, repeatable: {', '.join(names)} (default: {names[0]})")
+    export.add_argument(
+        "--family",
+        action="append",
+        default=None,
+        choices=names,
+        metavar="NAME",
+        help=f"the family whose steps to export, repeatable: {', '.join(names)} (default: {names[0]})",
+    )
     add_deprecated(export, ["--probe"], "--family", "family", append=True, choices=names)
     seen = add_common_flags(export)
     add_all_family_flags(export, seen, shown=None)
@@ -112,12 +128,13 @@ def work_from_ledger(ledger):
 
     record = ledger.meta.get("record") or {}
     kind, config = record.get("step"), record.get("config") or {}
-    options = {"model_version": record.get("model_version"), "target": record.get("target"),
-               "api_key_env": ledger.meta.get("api_key_env")}
+    options = {"model_version": record.get("model_version"), "target": record.get("target"), "api_key_env": ledger.meta.get("api_key_env")}
     found = _step(kind)
     if found is None or found[1].work is None:
-        raise BatchError(f"ledger {ledger.name!r} records step {kind!r}, which `dora batch import` cannot rebuild (its "
-                         "batches land through `dora audit --api-batch`)")
+        raise BatchError(
+            f"ledger {ledger.name!r} records step {kind!r}, which `dora batch import` cannot rebuild (its "
+            "batches land through `dora audit --api-batch`)"
+        )
     family, step = found
     return step.work(family.configs[step.op](**config), **options)
 
@@ -125,9 +142,11 @@ def work_from_ledger(ledger):
 def _batch_options(config, step: str, work):
     from models_inference.backends.batch_requests import BatchOptions
 
-    return BatchOptions(max_requests=config.api_batch_max_requests, retries=config.api_batch_retries,
-                        record={"step": step, "config": config.model_dump(mode="json"),
-                                "model_version": work.backend.model_version, "target": None})
+    return BatchOptions(
+        max_requests=config.api_batch_max_requests,
+        retries=config.api_batch_retries,
+        record={"step": step, "config": config.model_dump(mode="json"), "model_version": work.backend.model_version, "target": None},
+    )
 
 
 def export_configs(args) -> list[tuple[object, object]]:
@@ -139,8 +158,7 @@ def export_configs(args) -> list[tuple[object, object]]:
 
     probes = list(dict.fromkeys(args.family or export_families()[:1]))
     ops = op_run_configs(argparse.Namespace(**{**vars(args), "family": probes}))
-    return [(step, ops[step.op].model_copy(update={"backend": "openai"}))
-            for f, step in batch_steps() if f.name in probes and step.work is not None]
+    return [(step, ops[step.op].model_copy(update={"backend": "openai"})) for f, step in batch_steps() if f.name in probes and step.work is not None]
 
 
 # ----------------------------------------------------------------------------- commands
@@ -160,8 +178,11 @@ def cmd_batches(args) -> int:
         import difflib
 
         close = difflib.get_close_matches(args.name, names, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else (f"; ledgers: {', '.join(names[:5])}" if names else
-                                                                     "; no audit has run with --api-batch here")
+        hint = (
+            f"; did you mean {', '.join(close)}?"
+            if close
+            else (f"; ledgers: {', '.join(names[:5])}" if names else "; no audit has run with --api-batch here")
+        )
         print(f"dora batches: no batch ledger for {args.name!r} in $DORA_HOME/state/batches{hint}", file=sys.stderr)
         return 2
     if args.cancel:
@@ -178,15 +199,14 @@ def cmd_batches(args) -> int:
             print("dora batches: run the audit again to land what ran; the rest goes into new batches")
         return 0
     rows = []
-    for name in ([args.name] if args.name is not None else names):
+    for name in [args.name] if args.name is not None else names:
         try:
             ledger = load_ledger(name) if args.no_refresh else refresh_ledger(name)
         except (ModelNotAvailableError, BatchError) as exc:  # the ledger alone still says what was sent
             print(f"dora batches: {name}: counts as recorded (not asked of the API: {exc})", file=sys.stderr)
             ledger = load_ledger(name)
         for e in ledger.entries:
-            rows.append((name, e.id, e.batch_id or "", e.state, e.status or "", e.requests, e.completed, e.failed,
-                         e.landed, e.not_run, e.updated_at))
+            rows.append((name, e.id, e.batch_id or "", e.state, e.status or "", e.requests, e.completed, e.failed, e.landed, e.not_run, e.updated_at))
     if not rows:
         print("dora batches: no batch yet (dora audit --api-batch, dora batch export)", file=sys.stderr)
         return 0
@@ -212,18 +232,18 @@ def _export(args) -> int:
         work = step.work(config)
         entries = export_batched(work, _batch_options(config, step.step, work), out)
         if not entries:
-            print(f"dora batch export: {work.step}, audit {work.name}: nothing to export (every row has landed or is in an "
-                  "open batch: dora batches)")
+            print(f"dora batch export: {work.step}, audit {work.name}: nothing to export (every row has landed or is in an open batch: dora batches)")
             continue
-        print(f"dora batch export: {work.step}, audit {work.name}: {sum(e.requests for e in entries):,} requests in "
-              f"{len(entries)} file(s)")
+        print(f"dora batch export: {work.step}, audit {work.name}: {sum(e.requests for e in entries):,} requests in {len(entries)} file(s)")
         for e in entries:
             print(f"  {e.path} ({e.requests:,} requests, {e.endpoint})")
-            print(f"    vllm run-batch -i {e.path} -o {e.path[:-len('.jsonl')]}.output.jsonl --model {config.model}")
+            print(f"    vllm run-batch -i {e.path} -o {e.path[: -len('.jsonl')]}.output.jsonl --model {config.model}")
         written += len(entries)
     if written:
-        print("dora batch export: then: dora batch import <output file> (each), and `dora audit` with the same flags "
-              "(--backend openai) builds the marts")
+        print(
+            "dora batch export: then: dora batch import <output file> (each), and `dora audit` with the same flags "
+            "(--backend openai) builds the marts"
+        )
     return 0
 
 
@@ -252,16 +272,20 @@ def _import(args) -> int:
             found.append(ledger)
             wanted -= keys
     if wanted:
-        raise BatchError(f"{len(wanted)} line(s) of {path} name no request `dora batch export` wrote here (first custom_id: "
-                         f"{sorted(wanted)[0][:120]!r}); import it into the DORA_HOME that exported it")
+        raise BatchError(
+            f"{len(wanted)} line(s) of {path} name no request `dora batch export` wrote here (first custom_id: "
+            f"{sorted(wanted)[0][:120]!r}); import it into the DORA_HOME that exported it"
+        )
     for ledger in found:
         work = work_from_ledger(ledger)
         own = [line for line in lines if line["custom_id"] in {k for e in ledger.entries for k in e.keys}]
         summary = import_batched(work, own)
         state = f"{summary.pending:,} requests still out" if summary.pending else "every exported file landed"
-        print(f"dora batch import: {work.step}, audit {work.name}: {summary.generated:,} rows landed from "
-              f"{summary.files} file(s) ({dict(summary.statuses)}); {summary.not_run:,} requests not in the output go "
-              f"back to the pool; {state}")
+        print(
+            f"dora batch import: {work.step}, audit {work.name}: {summary.generated:,} rows landed from "
+            f"{summary.files} file(s) ({dict(summary.statuses)}); {summary.not_run:,} requests not in the output go "
+            f"back to the pool; {state}"
+        )
     return 0
 
 
@@ -274,16 +298,17 @@ def pending_lines(result) -> list[str]:
         if md.get("batch_pending"):
             name = "/".join(mat.materialization.asset_key.path)
             where = f"dora batches {md['audit_id']}" if md.get("audit_id") else "dora batches"
-            lines.append(f"dora: {name}: {md['batch_pending']:,} requests in open batches (--api-batch); run the same "
-                         f"command again to land them when they finish (or add --api-batch-wait); {where} shows them")
+            lines.append(
+                f"dora: {name}: {md['batch_pending']:,} requests in open batches (--api-batch); run the same "
+                f"command again to land them when they finish (or add --api-batch-wait); {where} shows them"
+            )
     return lines
 
 
 # ----------------------------------------------------------------------------- dry run
 
 
-def batch_plan_text(ops: dict, *, model_version: str | None = None, target: str | None = None,
-                    api_key_env: str | None = None) -> str:
+def batch_plan_text(ops: dict, *, model_version: str | None = None, target: str | None = None, api_key_env: str | None = None) -> str:
     """The ``--api-batch`` part of ``dora audit --dry-run``: per step that would send its
     requests through the Batch API (every family's :attr:`~orchestration.family.ProbeFamily.batch_steps`
     whose op is in ``ops``, enabled, with ``api_batch``), on an OpenAI-compatible backend, the
@@ -304,14 +329,19 @@ def batch_plan_text(ops: dict, *, model_version: str | None = None, target: str 
     from models_inference.backends.batch_requests import BatchOptions, count_prompt_tokens, custom_id, plan_files
     from models_inference.backends.batch_ledger import load_ledger
 
-    active = [(step, ops[step.op]) for _, step in batch_steps()
-              if ops.get(step.op) is not None and ops[step.op].api_batch and getattr(ops[step.op], "enabled", True)]
+    active = [
+        (step, ops[step.op])
+        for _, step in batch_steps()
+        if ops.get(step.op) is not None and ops[step.op].api_batch and getattr(ops[step.op], "enabled", True)
+    ]
     # the steps that can be counted first, those known only later (their rows of '?') after
     active.sort(key=lambda sc: sc[0].work is None)
     if not any(step.work is not None or config.backend == "openai" for step, config in active):
         return ""
-    lines = ["--api-batch: the OpenAI Batch API (JSONL files, half price, 24h window); per step, for the rows not landed yet:",
-             f"{'step':<26}{'files':>7}{'requests':>12}{'prompt tokens':>16}{'output tokens (at most)':>26}"]
+    lines = [
+        "--api-batch: the OpenAI Batch API (JSONL files, half price, 24h window); per step, for the rows not landed yet:",
+        f"{'step':<26}{'files':>7}{'requests':>12}{'prompt tokens':>16}{'output tokens (at most)':>26}",
+    ]
     notes = []
     own = {"model_version": model_version, "target": target, "api_key_env": api_key_env}
     for step, config in active:
@@ -331,10 +361,21 @@ def batch_plan_text(ops: dict, *, model_version: str | None = None, target: str 
         tokens, how = count_prompt_tokens(work.backend.model_id, requests)
         output = sum(r.max_new_tokens for r in requests)
         lines.append(f"{name:<26}{len(files):>7,}{len(todo):>12,}{tokens:>16,}{output:>26,}")
-        notes.append(f"{name}: audit {work.name}; {len(files)} file(s) of at most {config.api_batch_max_requests:,} requests "
-                     f"({', '.join(f'{f.requests:,}' for f in files[:12])}{', ...' if len(files) > 12 else ''}); prompt tokens {how}")
+        notes.append(
+            f"{name}: audit {work.name}; {len(files)} file(s) of at most {config.api_batch_max_requests:,} requests "
+            f"({', '.join(f'{f.requests:,}' for f in files[:12])}{', ...' if len(files) > 12 else ''}); prompt tokens {how}"
+        )
     return "\n".join([*lines, *notes])
 
 
-__all__ = ["add_batch_parsers", "batch_plan_text", "batch_steps", "cmd_batch", "cmd_batches", "export_configs",
-           "export_families", "pending_lines", "work_from_ledger"]
+__all__ = [
+    "add_batch_parsers",
+    "batch_plan_text",
+    "batch_steps",
+    "cmd_batch",
+    "cmd_batches",
+    "export_configs",
+    "export_families",
+    "pending_lines",
+    "work_from_ledger",
+]

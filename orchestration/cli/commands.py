@@ -7,12 +7,21 @@ import sys
 
 from orchestration.instance import prepare_environment, prepare_run_readers
 
+
 def cmd_query(args) -> int:
     """``dora query SQL``: read-only SQL on the warehouse (analytics/query.py); it opens no
     Dagster instance, so ``$DAGSTER_HOME`` is neither created nor written."""
     prepare_environment(dagster=False)
-    from analytics.query import (QueryRefusedError, QueryTimeoutError, WarehouseBusyError, case_hint, format_result,
-                                matched_nothing, one_line_sql_error, run_query)
+    from analytics.query import (
+        QueryRefusedError,
+        QueryTimeoutError,
+        WarehouseBusyError,
+        case_hint,
+        format_result,
+        matched_nothing,
+        one_line_sql_error,
+        run_query,
+    )
 
     import duckdb
 
@@ -49,8 +58,11 @@ def cmd_tables(args) -> int:
     from analytics.query import WarehouseMissingError, run_query
 
     try:  # the DuckDB types, when the relation is built
-        types = dict(run_query("select column_name, data_type from information_schema.columns where table_name = ? "
-                               "order by ordinal_position", params=[rel.name]).rows)
+        types = dict(
+            run_query(
+                "select column_name, data_type from information_schema.columns where table_name = ? order by ordinal_position", params=[rel.name]
+            ).rows
+        )
     except WarehouseMissingError:
         types = {}
     print(columns_text(rel.name, types))
@@ -181,8 +193,7 @@ class WebserverWatch:
 UI_STOP_GRACE_SECONDS = 2.0
 
 
-def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS, stop_wait: float = 1.0,
-                            watch=None) -> int:
+def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS, stop_wait: float = 1.0, watch=None) -> int:
     """Run ``cmd`` in its own process group; SIGTERM / SIGINT / SIGHUP to this process are
     forwarded to the whole group (``dagster dev`` and its webserver, daemon and code servers),
     so stopping ``dora ui`` never orphans them.
@@ -239,13 +250,11 @@ def _run_forwarding_signals(cmd: list[str], grace: float = UI_STOP_GRACE_SECONDS
     _stop_group(child.pid, 0.0 if stopping else stop_wait)
     if failed:
         where = f"{watch.host}:{watch.port}" if hasattr(watch, "host") else "its address"
-        print(f"dora ui: the Dagster UI is not serving on {where}: {failed}; stopped it and every process it started",
-              file=sys.stderr)
+        print(f"dora ui: the Dagster UI is not serving on {where}: {failed}; stopped it and every process it started", file=sys.stderr)
         return 1
     if watch is not None and not stopping:  # dagster dev ended by itself (it exits 0 after losing its webserver)
         where = f"{watch.host}:{watch.port}" if hasattr(watch, "host") else "its address"
-        print(f"dora ui: the Dagster UI on {where} exited by itself (exit code {code}); its error is above",
-              file=sys.stderr)
+        print(f"dora ui: the Dagster UI on {where} exited by itself (exit code {code}); its error is above", file=sys.stderr)
         return code if code > 0 else 1
     if stopping:
         how = "Ctrl-C" if stopping[0][1] == signal.SIGINT else signal.Signals(stopping[0][1]).name
@@ -291,8 +300,7 @@ def cmd_models(args) -> int:
     from orchestration.cli.target import target_checker
 
     check = target_checker(registry, args.registry)
-    print(format_result(models_overview(registry, resolve=None if args.no_resolve else resolve_version, check=check),
-                        args.format))
+    print(format_result(models_overview(registry, resolve=None if args.no_resolve else resolve_version, check=check), args.format))
     return 0
 
 
@@ -366,12 +374,23 @@ def cmd_families(args) -> int:
     from orchestration import families as fam
 
     columns = ["family", "group", "flags", "landing_tables", "marts", "title"]
-    rows = [(f.name, ",".join(f.groups), f.flag_prefix + "*" if f.flag_prefix != "--" else "unprefixed",
-             ",".join(f.landing_tables), ",".join(f.marts), f.title) for f in fam.FAMILIES]
+    rows = [
+        (
+            f.name,
+            ",".join(f.groups),
+            f.flag_prefix + "*" if f.flag_prefix != "--" else "unprefixed",
+            ",".join(f.landing_tables),
+            ",".join(f.marts),
+            f.title,
+        )
+        for f in fam.FAMILIES
+    ]
     if args.format != "table":
         print(format_result(QueryResult(columns, rows), args.format))
         return 0
     for name, group, flags, landing, marts, title in rows:
-        print(f"{name}: {title}\n  Dagster group: {group}\n  flags: {flags} (dora audit --help-family {name})"
-              f"\n  landing tables: {landing.replace(',', ', ')}\n  marts: {marts.replace(',', ', ')}")
+        print(
+            f"{name}: {title}\n  Dagster group: {group}\n  flags: {flags} (dora audit --help-family {name})"
+            f"\n  landing tables: {landing.replace(',', ', ')}\n  marts: {marts.replace(',', ', ')}"
+        )
     return 0

@@ -28,8 +28,7 @@ from orchestration.options import csv_list, flag_type as _validator  # noqa: F40
 
 #: Fields every family may have, set by one flag each (``--max-error-share``, ``--no-progress``,
 #: the Batch API options ``--api-batch``...).
-COMMON_FIELDS = ("max_error_share", "progress", "api_batch", "api_batch_max_requests", "api_batch_wait", "api_batch_poll",
-                 "api_batch_retries")
+COMMON_FIELDS = ("max_error_share", "progress", "api_batch", "api_batch_max_requests", "api_batch_wait", "api_batch_poll", "api_batch_retries")
 
 
 def common_flags() -> tuple[Flag, ...]:
@@ -239,4 +238,3 @@ def __getattr__(name: str):
     if name == "OP_CONFIGS":  # op name -> Config class, over every family (computed: FAMILIES may change)
         return fam.op_configs()
     raise AttributeError(name)
-

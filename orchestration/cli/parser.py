@@ -91,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     query.add_argument("sql", help="the SQL to run")
     query.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
-    query.add_argument("--timeout", type=v.float_range(0, 86400), default=300.0, metavar="SECONDS",
-                       help="stop the query after SECONDS (0: no limit; default: 300)")
+    query.add_argument(
+        "--timeout", type=v.float_range(0, 86400), default=300.0, metavar="SECONDS", help="stop the query after SECONDS (0: no limit; default: 300)"
+    )
 
     tables = sub.add_parser(
         "tables",
@@ -114,25 +115,32 @@ def build_parser() -> argparse.ArgumentParser:
         "split in dbt, so any build re-reads them.",
     )
     reparsers = [f.name for f in fam.FAMILIES if f.reparse is not None]
-    reparse.add_argument("--family", dest="family", default=reparsers[0], choices=reparsers,
-                         help=f"probe family whose landed outputs are re-parsed (the families with a re-parser: "
-                         f"{', '.join(reparsers)}; default: {reparsers[0]})")
+    reparse.add_argument(
+        "--family",
+        dest="family",
+        default=reparsers[0],
+        choices=reparsers,
+        help=f"probe family whose landed outputs are re-parsed (the families with a re-parser: {', '.join(reparsers)}; default: {reparsers[0]})",
+    )
     add_deprecated(reparse, ["--probe"], "--family", "family", choices=reparsers)
     reparse.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the landing zone)")
-    reparse.add_argument("--build", action="store_true",
-                         help="then rebuild stg_t2t_completions and every model downstream of it (dbt build)")
+    reparse.add_argument("--build", action="store_true", help="then rebuild stg_t2t_completions and every model downstream of it (dbt build)")
 
     ui = sub.add_parser(
-        "ui", help="start the Dagster UI (dagster dev) on this DORA_HOME",
+        "ui",
+        help="start the Dagster UI (dagster dev) on this DORA_HOME",
         description="Start the Dagster UI (dagster dev) on the Dagster instance of this DORA_HOME: the asset "
         "lineage (one group per probe family and the shared group 'audits'), every audit run with its dora/* "
         "tags, the audit partitions. Ctrl-C or SIGTERM stops it and every process it started within seconds. "
         "Tour: docs/operations.md#the-ui-tour",
     )
-    ui.add_argument("--port", type=v.int_range(1, 65535), default=3000, metavar="PORT",
-                    help="TCP port the UI listens on, 1..65535 (default: 3000)")
-    ui.add_argument("--host", default="127.0.0.1", metavar="HOST",
-                    help="address to listen on; 0.0.0.0 serves other machines too (default: 127.0.0.1, this machine only)")
+    ui.add_argument("--port", type=v.int_range(1, 65535), default=3000, metavar="PORT", help="TCP port the UI listens on, 1..65535 (default: 3000)")
+    ui.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address to listen on; 0.0.0.0 serves other machines too (default: 127.0.0.1, this machine only)",
+    )
 
     report = sub.add_parser(
         "report",
@@ -148,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     models = sub.add_parser("models", help="the audit registry: registered targets and their last audit")
     models_list = models.add_subparsers(dest="models_command", required=True).add_parser(
-        "list", help="list registry targets with their current model version and last audit",
+        "list",
+        help="list registry targets with their current model version and last audit",
         description=MODELS_LIST_DESCRIPTION,
     )
     models_list.add_argument("--registry", default=None, help="registry file (default: $DORA_REGISTRY or registry.yaml)")
@@ -172,21 +181,32 @@ def build_parser() -> argparse.ArgumentParser:
         "tests (below), on the units both audits have (none in common: refused too). A refusal, an unknown\n"
         "target or audit is one line, exit 2.",
     )
-    diff.add_argument("target", help="registry target name (ad-hoc audits: the model id); with another --family: "
-                      "the model id, or its last path component")
+    diff.add_argument(
+        "target", help="registry target name (ad-hoc audits: the model id); with another --family: the model id, or its last path component"
+    )
     diff.add_argument("--from", dest="from_ref", default=None, help="earlier audit: audit id or model version (default: the audit before --to)")
     diff.add_argument("--to", dest="to_ref", default=None, help="later audit: audit id or model version (default: the latest)")
-    diff.add_argument("--top", type=v.int_range(1, MAX_TOP), default=5, help="significant changes shown per bias dimension (smallest change q first; default: 5); "
-                      "flipped associations: up to twice as many")
+    diff.add_argument(
+        "--top",
+        type=v.int_range(1, MAX_TOP),
+        default=5,
+        help="significant changes shown per bias dimension (smallest change q first; default: 5); flipped associations: up to twice as many",
+    )
     diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
     add_deprecated(diff, ["--probe"], "--family", "family", choices=fam.family_names())
-    diff.add_argument("--family", dest="family", default=fam.FAMILIES[0].name, choices=fam.family_names(),
-                      help=f"probe family compared: the default, {fam.FAMILIES[0].name}, is the comparison described above; "
-                      "any other: its change tests on the units both audits have, sorted by change q (the table lists "
-                      "every significant change and at least --top rows; see below)")
+    diff.add_argument(
+        "--family",
+        dest="family",
+        default=fam.FAMILIES[0].name,
+        choices=fam.family_names(),
+        help=f"probe family compared: the default, {fam.FAMILIES[0].name}, is the comparison described above; "
+        "any other: its change tests on the units both audits have, sorted by change q (the table lists "
+        "every significant change and at least --top rows; see below)",
+    )
 
     families = sub.add_parser(
-        "families", help="list the probe families: Dagster group, flags, landing tables, marts",
+        "families",
+        help="list the probe families: Dagster group, flags, landing tables, marts",
         description="List every probe family dora hosts (orchestration/families.py): its Dagster asset group, its "
         "dora audit flag prefix, the landing tables it writes and the marts dbt builds from them.",
     )
@@ -214,8 +234,7 @@ class _HelpFamily(argparse.Action):
     """``--help-family NAME``: print ``dora audit``'s help with that family's flags, exit 0."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        helper = argparse.ArgumentParser(prog=parser.prog, description=AUDIT_DESCRIPTION,
-                                         formatter_class=argparse.RawDescriptionHelpFormatter)
+        helper = argparse.ArgumentParser(prog=parser.prog, description=AUDIT_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
         add_audit_arguments(helper, shown=values)
         helper.print_help()
         parser.exit()
@@ -241,49 +260,70 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
 
     names = fam.family_names()
     audit.add_argument(
-        "--family", action="append", default=None, choices=names, metavar="NAME",
+        "--family",
+        action="append",
+        default=None,
+        choices=names,
+        metavar="NAME",
         help=f"probe family to run, repeatable: {', '.join(names)} (default: every family)",
     )
     add_deprecated(audit, ["--probe"], "--family", "family", append=True, choices=names)
-    audit.add_argument("--help-family", action=_HelpFamily, choices=names, metavar="NAME",
-                       help="show the flags of one probe family and exit")
+    audit.add_argument("--help-family", action=_HelpFamily, choices=names, metavar="NAME", help="show the flags of one probe family and exit")
     seen = add_common_flags(audit)
     audit.add_argument("--top", type=v.int_range(0, MAX_TOP), default=3, help="top associations shown per bias dimension (default: 3)")
-    audit.add_argument("--verbose", "-v", action="store_true",
-                       help="show dbt's output (otherwise in $DORA_HOME/logs/last_audit_dbt.log) and Dagster's tracebacks "
-                       "(a failed run's traces are always in $DORA_HOME/logs/audit-<run id>.log)")
     audit.add_argument(
-        "--rebuild", action="store_true",
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="show dbt's output (otherwise in $DORA_HOME/logs/last_audit_dbt.log) and Dagster's tracebacks "
+        "(a failed run's traces are always in $DORA_HOME/logs/audit-<run id>.log)",
+    )
+    audit.add_argument(
+        "--rebuild",
+        action="store_true",
         help="re-extract descriptors and recompute every dbt model from the landing zone (dbt --full-refresh; "
         "audits whose shards were archived leave the marts) even when nothing new landed (otherwise both are skipped then)",
     )
     audit.add_argument(
-        "--executor", default="in_process", choices=list(EXECUTORS),
+        "--executor",
+        default="in_process",
+        choices=list(EXECUTORS),
         help="in_process (default): every step in this process; multiprocess: each step in its own "
         "process (Dagster's multiprocess executor), as runs launched from the UI; celery: each step on a "
         "Celery worker (`dagster-celery worker start`, docs/operations.md#running-on-a-cluster)",
     )
     audit.add_argument(
-        "--celery-broker", default=None, metavar="URL", type=v.celery_broker,
+        "--celery-broker",
+        default=None,
+        metavar="URL",
+        type=v.celery_broker,
         help=f"Celery broker and result backend of --executor celery: a redis://, rediss://, amqp://, sqs:// ... URL "
         f"(default: ${BROKER_ENV}, else {DEFAULT_BROKER})",
     )
     audit.add_argument(
-        "--celery-worker-timeout", default=DEFAULT_WORKER_TIMEOUT, metavar="SECONDS", type=v.float_range(0, 86400),
+        "--celery-worker-timeout",
+        default=DEFAULT_WORKER_TIMEOUT,
+        metavar="SECONDS",
+        type=v.float_range(0, 86400),
         help=f"--executor celery: seconds to wait for a Celery worker to answer on the broker before failing with "
         "one line (0: no limit); after ~2 s without one it says it is waiting. During the run, the same bound for a "
         "worker that stops answering while it holds a step (the step fails as lost) or for no worker at all "
         f"(docs/operations.md#celery-workers) (default: {DEFAULT_WORKER_TIMEOUT:.0f})",
     )
     audit.add_argument(
-        "--dry-run", action="store_true",
+        "--dry-run",
+        action="store_true",
         help="print every family's plan (prompts / queries / items, rows already landed where known, estimated time) "
         "without loading any model or running anything; with --target, the plans of that target's families on its "
         "model, version, settings and options, after the checks its real run gets; with --api-batch, the batch "
         "files, requests and prompt tokens per step",
     )
-    audit.add_argument("--target", default=None, metavar="NAME",
-                       help="audit this registry target's current version (partition <target>@<version>) with the "
-                       "families it lists (--family narrows them); its registry settings replace the probe flags and "
-                       "are checked as those flags would be before Dagster starts (one line, exit 2)")
+    audit.add_argument(
+        "--target",
+        default=None,
+        metavar="NAME",
+        help="audit this registry target's current version (partition <target>@<version>) with the "
+        "families it lists (--family narrows them); its registry settings replace the probe flags and "
+        "are checked as those flags would be before Dagster starts (one line, exit 2)",
+    )
     add_all_family_flags(audit, seen, shown=shown)

@@ -66,8 +66,11 @@ def _input_problem(run: TargetRun, dry_run: bool) -> str | None:
                     return problem
             if flag.local_model and not dry_run and value != DEFAULT_MODEL:
                 backend_flag = by_dest.get(flag.local_model)
-                backend = "transformers" if flag.local_model == "always" else (
-                    getattr(run.ops[op], backend_flag.field_name, None) if backend_flag is not None else None)
+                backend = (
+                    "transformers"
+                    if flag.local_model == "always"
+                    else (getattr(run.ops[op], backend_flag.field_name, None) if backend_flag is not None else None)
+                )
                 problem = local_model_problem(value, f"target {name!r}: {field}") if backend in LOCAL_BACKENDS else None
                 if problem:
                     return problem
@@ -105,14 +108,20 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
     own = target_families(target, fam.FAMILIES)  # unknown families: one line
     outside = [p for p in dict.fromkeys(getattr(args, "family", None) or []) if p not in {f.name for f in own}]
     if outside:
-        raise TargetConfigError(f"target {target.name!r} does not run {', '.join(outside)} (--family); its families: "
-                                f"{', '.join(f.name for f in own)}")
+        raise TargetConfigError(
+            f"target {target.name!r} does not run {', '.join(outside)} (--family); its families: {', '.join(f.name for f in own)}"
+        )
     ops = op_run_configs(args)
     ops.update(target_ops(target, fam.FAMILIES, registry=str(path), base=ops))  # every option and setting, one line
     for family in own:
         if not selected(args, family):  # --family narrows the target's families
-            ops.update({op: cfg.model_copy(update={"enabled": False}) for op, cfg in ops.items()
-                        if op in family.configs and "enabled" in type(cfg).model_fields})
+            ops.update(
+                {
+                    op: cfg.model_copy(update={"enabled": False})
+                    for op, cfg in ops.items()
+                    if op in family.configs and "enabled" in type(cfg).model_fields
+                }
+            )
     run = TargetRun(target, [f for f in own if selected(args, f)], ops, str(path))
     problem = _input_problem(run, dry_run)
     for family in run.families:
@@ -177,8 +186,10 @@ def dry_run_text(args: argparse.Namespace) -> str:
 
     run, text = target_run(args, dry_run=True)  # the version is read once, there
     target = run.target
-    head = (f"dora audit --dry-run --target {target.name}: families {', '.join(run.family_names)}, model "
-            f"{target.model} ({target.backend}, {target.modality}), {run.version_read}")
+    head = (
+        f"dora audit --dry-run --target {target.name}: families {', '.join(run.family_names)}, model "
+        f"{target.model} ({target.backend}, {target.modality}), {run.version_read}"
+    )
     batch = batch_plan_text(run.ops, model_version=run.version, target=target.name, api_key_env=target.api_key_env)
     return "\n\n".join(t for t in (f"{head}\n{text}" if text else head, batch) if t)
 

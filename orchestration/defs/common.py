@@ -19,7 +19,9 @@ class ErrorShareLimit(dg.Config):
     family, the judge); default :data:`models_inference.error_share.DEFAULT_MAX_ERROR_SHARE`."""
 
     max_error_share: float = Field(
-        DEFAULT_MAX_ERROR_SHARE, ge=0.0, le=1.0,
+        DEFAULT_MAX_ERROR_SHARE,
+        ge=0.0,
+        le=1.0,
         description="a step that calls models (every family's generation step, the judge) ends failed, and the audit "
         "with it, when more than this share of its calls failed ('error' rows; they land and the next run retries them)",
     )
@@ -31,17 +33,23 @@ class BatchApiOptions(dg.Config):
     (:mod:`models_inference.backends.batch_api`; docs/operations.md#batch-apis)."""
 
     api_batch: bool = Field(
-        False, description="send the API requests of BiasDora T2T, the judge and the counterfactual text sets (backend "
+        False,
+        description="send the API requests of BiasDora T2T, the judge and the counterfactual text sets (backend "
         "openai) through the OpenAI Batch API: JSONL files of requests, half price, a separate rate-limit pool; the same "
-        "rows and audit id as one request per row")
+        "rows and audit id as one request per row",
+    )
     api_batch_max_requests: int = Field(
-        50_000, ge=1, le=50_000, description="requests per batch file (the Batch API takes at most 50,000 and 200 MB)")
+        50_000, ge=1, le=50_000, description="requests per batch file (the Batch API takes at most 50,000 and 200 MB)"
+    )
     api_batch_wait: bool = Field(
-        False, description="with --api-batch: wait until every batch has landed, showing the request counts (otherwise "
-        "submit, land the batches that have finished, and return: run the same command again later)")
+        False,
+        description="with --api-batch: wait until every batch has landed, showing the request counts (otherwise "
+        "submit, land the batches that have finished, and return: run the same command again later)",
+    )
     api_batch_poll: float = Field(60.0, gt=0, le=3600, description="seconds between two polls of the open batches (--api-batch-wait)")
     api_batch_retries: int = Field(
-        3, ge=0, le=20, description="times one run puts a request that failed or expired into a new batch (the next run retries the rest)")
+        3, ge=0, le=20, description="times one run puts a request that failed or expired into a new batch (the next run retries the rest)"
+    )
 
 
 def batch_options(config, step: str, *, record_config=None, **record):
@@ -54,9 +62,13 @@ def batch_options(config, step: str, *, record_config=None, **record):
         return None
     from models_inference.backends.batch_requests import BatchOptions
 
-    return BatchOptions(max_requests=config.api_batch_max_requests, wait=config.api_batch_wait,
-                        poll_seconds=config.api_batch_poll, retries=config.api_batch_retries,
-                        record={"step": step, "config": (record_config or config).model_dump(mode="json"), **record})
+    return BatchOptions(
+        max_requests=config.api_batch_max_requests,
+        wait=config.api_batch_wait,
+        poll_seconds=config.api_batch_poll,
+        retries=config.api_batch_retries,
+        record={"step": step, "config": (record_config or config).model_dump(mode="json"), **record},
+    )
 
 
 class CommonFlags(ErrorShareLimit, BatchApiOptions):

@@ -54,8 +54,14 @@ from urllib.parse import parse_qs, urlparse
 from tests.helpers.local_http import api_base_url, local_server
 
 
-def offline_run(input_path, output_path, reply: Callable[[dict], str], *, skip: Callable[[str], bool] = lambda cid: False,
-                status: Callable[[str], int] = lambda cid: 200) -> int:
+def offline_run(
+    input_path,
+    output_path,
+    reply: Callable[[dict], str],
+    *,
+    skip: Callable[[str], bool] = lambda cid: False,
+    status: Callable[[str], int] = lambda cid: 200,
+) -> int:
     """A stand-in for an offline runner (``vllm run-batch -i INPUT -o OUTPUT``): reads a batch
     input file and writes one output line per request in the Batch API's output format, the
     reply text ``reply(body)`` (chat or text completion by the line's ``url``); requests whose
@@ -73,13 +79,29 @@ def offline_run(input_path, output_path, reply: Callable[[dict], str], *, skip: 
         if code != 200:
             response = {"status_code": code, "request_id": f"vllm-{n}", "body": {"error": {"message": f"scripted {code}"}}}
         elif line["url"] == "/v1/completions":
-            response = {"status_code": 200, "request_id": f"vllm-{n}", "body": {
-                "id": f"cmpl-{n}", "object": "text_completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "text": reply(body), "finish_reason": "stop", "logprobs": None}]}}
+            response = {
+                "status_code": 200,
+                "request_id": f"vllm-{n}",
+                "body": {
+                    "id": f"cmpl-{n}",
+                    "object": "text_completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "text": reply(body), "finish_reason": "stop", "logprobs": None}],
+                },
+            }
         else:
-            response = {"status_code": 200, "request_id": f"vllm-{n}", "body": {
-                "id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply(body)}, "finish_reason": "stop"}]}}
+            response = {
+                "status_code": 200,
+                "request_id": f"vllm-{n}",
+                "body": {
+                    "id": f"chatcmpl-{n}",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": reply(body)}, "finish_reason": "stop"}],
+                },
+            }
         out.append(json.dumps({"id": f"vllm-{n}", "custom_id": cid, "response": response, "error": None}))
     Path(output_path).write_text("".join(line + "\n" for line in out), encoding="utf-8")
     return len(out)
@@ -161,8 +183,12 @@ class BatchStubServer:
                 path = urlparse(self.path).path.rstrip("/")
                 if path == "/v1/files":
                     fields = server._multipart(self.headers.get("Content-Type", ""), raw)
-                    self._send(200, server._file_object(server._store(fields["file"], fields.get("purpose", b"").decode(),
-                                                                      fields.get("_filename", "upload.jsonl"))))
+                    self._send(
+                        200,
+                        server._file_object(
+                            server._store(fields["file"], fields.get("purpose", b"").decode(), fields.get("_filename", "upload.jsonl"))
+                        ),
+                    )
                 elif path == "/v1/batches":
                     req = json.loads(raw or b"{}")
                     if req.get("input_file_id") not in server.files:
@@ -211,8 +237,7 @@ class BatchStubServer:
 
     @staticmethod
     def _multipart(content_type: str, raw: bytes) -> dict:
-        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-            f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
         fields = {}
         for part in message.iter_parts():
             name = part.get_param("name", header="content-disposition")
@@ -228,8 +253,15 @@ class BatchStubServer:
 
     def _file_object(self, fid: str) -> dict:
         f = self.files[fid]
-        return {"id": fid, "object": "file", "bytes": len(f["data"]), "created_at": f["created_at"],
-                "filename": f["filename"], "purpose": f["purpose"], "status": "processed"}
+        return {
+            "id": fid,
+            "object": "file",
+            "bytes": len(f["data"]),
+            "created_at": f["created_at"],
+            "filename": f["filename"],
+            "purpose": f["purpose"],
+            "status": "processed",
+        }
 
     def _create(self, req: dict) -> dict:
         bid = self._id("batch")
@@ -237,14 +269,27 @@ class BatchStubServer:
         with self._lock:
             outcome = self.outcomes.pop(0) if self.outcomes else "completed"
             batch = {
-                "id": bid, "object": "batch", "endpoint": req["endpoint"], "errors": None,
-                "input_file_id": req["input_file_id"], "completion_window": req.get("completion_window", "24h"),
-                "status": "validating", "output_file_id": None, "error_file_id": None,
-                "created_at": int(time.time()), "in_progress_at": None, "expires_at": int(time.time()) + 86400,
-                "completed_at": None, "failed_at": None, "expired_at": None, "cancelled_at": None,
+                "id": bid,
+                "object": "batch",
+                "endpoint": req["endpoint"],
+                "errors": None,
+                "input_file_id": req["input_file_id"],
+                "completion_window": req.get("completion_window", "24h"),
+                "status": "validating",
+                "output_file_id": None,
+                "error_file_id": None,
+                "created_at": int(time.time()),
+                "in_progress_at": None,
+                "expires_at": int(time.time()) + 86400,
+                "completed_at": None,
+                "failed_at": None,
+                "expired_at": None,
+                "cancelled_at": None,
                 "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
                 "metadata": req.get("metadata") or {},
-                "_lines": lines, "_polls": 0, "_outcome": outcome,
+                "_lines": lines,
+                "_polls": 0,
+                "_outcome": outcome,
             }
             self.batches[bid] = batch
             self.created.append(bid)
@@ -257,23 +302,37 @@ class BatchStubServer:
     def _list(self, limit: int, after: str | None) -> dict:
         ids = list(reversed(self.created))
         if after in ids:
-            ids = ids[ids.index(after) + 1:]
+            ids = ids[ids.index(after) + 1 :]
         page = ids[:limit]
         data = [self._public(self.batches[i]) for i in page]
-        return {"object": "list", "data": data, "first_id": page[0] if page else None,
-                "last_id": page[-1] if page else None, "has_more": len(ids) > limit}
+        return {
+            "object": "list",
+            "data": data,
+            "first_id": page[0] if page else None,
+            "last_id": page[-1] if page else None,
+            "has_more": len(ids) > limit,
+        }
 
     def _reply(self, line: dict) -> dict:
         body = line.get("body") or {}
         now = int(time.time())
         if line.get("url") == "/v1/completions":
-            return {"id": f"cmpl-{line['custom_id']}", "object": "text_completion", "created": now, "model": body.get("model", "stub"),
-                    "choices": [{"index": 0, "text": self.completion_reply(body), "finish_reason": "stop", "logprobs": None}],
-                    "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}
-        return {"id": f"chatcmpl-{line['custom_id']}", "object": "chat.completion", "created": now,
+            return {
+                "id": f"cmpl-{line['custom_id']}",
+                "object": "text_completion",
+                "created": now,
                 "model": body.get("model", "stub"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": self.chat_reply(body)}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
+                "choices": [{"index": 0, "text": self.completion_reply(body), "finish_reason": "stop", "logprobs": None}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+            }
+        return {
+            "id": f"chatcmpl-{line['custom_id']}",
+            "object": "chat.completion",
+            "created": now,
+            "model": body.get("model", "stub"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.chat_reply(body)}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        }
 
     def _run(self, batch: dict, ran: int, not_run_code: str | None) -> None:
         """Answer the first ``ran`` lines; the rest (if any) get ``not_run_code``; write the files."""
@@ -281,18 +340,43 @@ class BatchStubServer:
         for n, line in enumerate(batch["_lines"]):
             rid = f"batch_req_{batch['id']}_{n}"
             if n >= ran:
-                err.append({"id": rid, "custom_id": line["custom_id"], "response": None,
-                            "error": {"code": not_run_code, "message": "This request could not be executed before the "
-                                      "completion window expired." if not_run_code == "batch_expired" else "The batch was cancelled."}})
+                err.append(
+                    {
+                        "id": rid,
+                        "custom_id": line["custom_id"],
+                        "response": None,
+                        "error": {
+                            "code": not_run_code,
+                            "message": "This request could not be executed before the completion window expired."
+                            if not_run_code == "batch_expired"
+                            else "The batch was cancelled.",
+                        },
+                    }
+                )
                 continue
             status = self.line_status(line["custom_id"], line.get("body") or {})
             if status == 200:
-                out.append({"id": rid, "custom_id": line["custom_id"], "error": None,
-                            "response": {"status_code": 200, "request_id": rid, "body": self._reply(line)}})
+                out.append(
+                    {
+                        "id": rid,
+                        "custom_id": line["custom_id"],
+                        "error": None,
+                        "response": {"status_code": 200, "request_id": rid, "body": self._reply(line)},
+                    }
+                )
             else:
-                err.append({"id": rid, "custom_id": line["custom_id"], "error": None,
-                            "response": {"status_code": status, "request_id": rid,
-                                         "body": {"error": {"message": f"scripted {status}", "type": "server_error", "code": None}}}})
+                err.append(
+                    {
+                        "id": rid,
+                        "custom_id": line["custom_id"],
+                        "error": None,
+                        "response": {
+                            "status_code": status,
+                            "request_id": rid,
+                            "body": {"error": {"message": f"scripted {status}", "type": "server_error", "code": None}},
+                        },
+                    }
+                )
         batch["request_counts"] = {"total": len(batch["_lines"]), "completed": len(out), "failed": len(err) - (len(batch["_lines"]) - ran)}
         for kind, rows in (("output_file_id", out), ("error_file_id", err)):
             if rows:
@@ -331,12 +415,15 @@ class BatchStubServer:
     def _validation_error(self, batch: dict) -> dict | None:
         lines = batch["_lines"]
         if len(lines) > self.max_requests:
-            return {"code": "too_many_tasks", "message": f"The batch input file has {len(lines)} requests; "
-                    f"the limit is {self.max_requests} requests per batch.", "param": None, "line": None}
+            return {
+                "code": "too_many_tasks",
+                "message": f"The batch input file has {len(lines)} requests; the limit is {self.max_requests} requests per batch.",
+                "param": None,
+                "line": None,
+            }
         for n, line in enumerate(lines, start=1):
             if line.get("url") != batch["endpoint"]:
-                return {"code": "url_mismatch", "message": f"line url {line.get('url')} is not the batch's endpoint",
-                        "param": "url", "line": n}
+                return {"code": "url_mismatch", "message": f"line url {line.get('url')} is not the batch's endpoint", "param": "url", "line": n}
         return None
 
     def _cancel(self, bid: str) -> dict | None:

@@ -21,9 +21,11 @@ from tests.helpers.dora_cli import REPO, dora_env, free_port
 
 VENV_BIN = Path(sys.executable).parent
 #: Debian's PostgreSQL binaries (the newest installed major version; scripts/setup.sh installs one).
-POSTGRES_BIN = max(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
-                   default=Path("/usr/lib/postgresql/15/bin"))
-
+POSTGRES_BIN = max(
+    Path("/usr/lib/postgresql").glob("*/bin"),
+    key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+    default=Path("/usr/lib/postgresql/15/bin"),
+)
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30.0) -> None:
@@ -75,7 +77,9 @@ def redis_server(folder: Path):
     port = free_port()
     proc = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(folder)],
-        stdout=open(folder / "redis.log", "w"), stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=open(folder / "redis.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         wait_for_port(port, proc, "redis-server")
@@ -106,11 +110,30 @@ def celery_workers(home: Path, broker: str, count: int = 2, *, name: str = "w", 
     procs = []
     try:
         for i in range(count):
-            args = [str(VENV_BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app", "-y", str(config),
-                    "-n", f"{name}{i}", "-l", "WARNING", *(("-q", queue) if queue else ()),
-                    "--", "--concurrency", "1", "--pool", "prefork"]
-            procs.append(subprocess.Popen(args, env=environ, cwd=REPO, stdout=open(folder / f"{name}{i}.log", "w"),
-                                          stderr=subprocess.STDOUT, start_new_session=True))
+            args = [
+                str(VENV_BIN / "dagster-celery"),
+                "worker",
+                "start",
+                "-A",
+                "dagster_celery.app",
+                "-y",
+                str(config),
+                "-n",
+                f"{name}{i}",
+                "-l",
+                "WARNING",
+                *(("-q", queue) if queue else ()),
+                "--",
+                "--concurrency",
+                "1",
+                "--pool",
+                "prefork",
+            ]
+            procs.append(
+                subprocess.Popen(
+                    args, env=environ, cwd=REPO, stdout=open(folder / f"{name}{i}.log", "w"), stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
         wait_for_workers(broker, count, procs, names=[f"{name}{i}" for i in range(count)])
         yield procs
     finally:
@@ -161,12 +184,20 @@ def moto_s3(folder: Path):
     pytest.importorskip("s3fs", reason="s3fs is not installed (pip install -e '.[cluster]')")
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=open(folder / "moto.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=open(folder / "moto.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_for_port(port, proc, "moto server")
-        yield {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
-               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+        yield {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
     finally:
         stop(proc)
 
@@ -194,16 +225,38 @@ def postgres_server():
     try:
         # a throwaway database: no fsync, neither at initdb nor at each commit (Dagster commits
         # every event; waiting for the disk there is time the test does not need to spend)
-        subprocess.run([*as_postgres, str(POSTGRES_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
-                        "--no-sync"], check=True, capture_output=True)
+        subprocess.run(
+            [*as_postgres, str(POSTGRES_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
+            check=True,
+            capture_output=True,
+        )
         proc = subprocess.Popen(
-            [*as_postgres, str(POSTGRES_BIN / "postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1",
-             "-k", str(folder), "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            [
+                *as_postgres,
+                str(POSTGRES_BIN / "postgres"),
+                "-D",
+                str(data),
+                "-p",
+                str(port),
+                "-h",
+                "127.0.0.1",
+                "-k",
+                str(folder),
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         wait_for_port(port, proc, "postgres")
-        subprocess.run([str(POSTGRES_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "dagster"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [str(POSTGRES_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "dagster"], check=True, capture_output=True
+        )
         yield {"DAGSTER_PG_URL": f"postgresql+psycopg2://postgres:unused@127.0.0.1:{port}/dagster"}
     finally:
         if proc is not None:

@@ -25,16 +25,27 @@ T2T_CONFIG = {"per_dimension": 1, "settings": ["singular", "noun"], "letters": "
 MODSCAN_CONFIG = {"instances_per_scenario": 1, "runs": 1, "progress": False}
 #: Counterfactual text sets on SmolLM2: race_gender x nurse, 2 prompts (12 members x 2 = 24
 #: responses, 12 of them numeric); the same config for each of the family's three ops.
-COUNTERFACTUAL_CONFIG = {"occupations": ["nurse"], "prompts": ["Characteristics", "Hiring"], "runs": 1,
-                         "max_new_tokens": 12, "numeric_max_new_tokens": 4, "progress": False}
+COUNTERFACTUAL_CONFIG = {
+    "occupations": ["nurse"],
+    "prompts": ["Characteristics", "Hiring"],
+    "runs": 1,
+    "max_new_tokens": 12,
+    "numeric_max_new_tokens": 4,
+    "progress": False,
+}
 COUNTERFACTUAL_OPS = ("counterfactual_responses", "counterfactual_toxicity", "counterfactual_stereotype_filter")
 #: dbt arguments that leave out dbt's unit tests, as an audit's builds do. The one full build
 #: of tests/test_associations_sql.py runs all of them (~0.1 s of CPU each); every other build in
 #: the suite adds these.
 NO_UNIT_TESTS = ("--exclude-resource-type", "unit_test")
 #: The other families run their `dora audit` defaults (a quick sample each).
-RUN_CONFIG = {"ops": {"t2t_completions": {"config": T2T_CONFIG}, "modscan_responses": {"config": MODSCAN_CONFIG},
-                      **{op: {"config": COUNTERFACTUAL_CONFIG} for op in COUNTERFACTUAL_OPS}}}
+RUN_CONFIG = {
+    "ops": {
+        "t2t_completions": {"config": T2T_CONFIG},
+        "modscan_responses": {"config": MODSCAN_CONFIG},
+        **{op: {"config": COUNTERFACTUAL_CONFIG} for op in COUNTERFACTUAL_OPS},
+    }
+}
 
 
 @dataclass(frozen=True)
@@ -109,8 +120,16 @@ def build_finished_audit(root: Path) -> FinishedAudit:
             for e in result.all_events
             if e.event_type_value == "ASSET_CHECK_EVALUATION"
         )
-    return FinishedAudit(home=home, run_config=RUN_CONFIG, metadata=metadata, checks=checks, digest=tree_digest(home),
-                         partition=partition, run_id=result.run_id, run_tags=run_tags)
+    return FinishedAudit(
+        home=home,
+        run_config=RUN_CONFIG,
+        metadata=metadata,
+        checks=checks,
+        digest=tree_digest(home),
+        partition=partition,
+        run_id=result.run_id,
+        run_tags=run_tags,
+    )
 
 
 def _run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:

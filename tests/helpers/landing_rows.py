@@ -12,27 +12,46 @@ import numpy as np
 from scipy import stats
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
-BAD_STATUSES = ["empty", "no_brackets", "no_word", "multi_word", "wrong_letter", "not_ing",
-                "truncated", "not_a_word", "error"]
+BAD_STATUSES = ["empty", "no_brackets", "no_word", "multi_word", "wrong_letter", "not_ing", "truncated", "not_a_word", "error"]
 
 
-def completion(audit_id, descriptor, word, *, setting="singular", letter=None, run=1,
-               parse_status="ok", model_id="org/model-a", model_version="rev1",
-               bias_dimension="age", generated_at=T0):
+def completion(
+    audit_id,
+    descriptor,
+    word,
+    *,
+    setting="singular",
+    letter=None,
+    run=1,
+    parse_status="ok",
+    model_id="org/model-a",
+    model_version="rev1",
+    bias_dimension="age",
+    generated_at=T0,
+):
     """One t2t_completions landing row (all SCHEMAS columns)."""
     letter = letter or ((word or "x").strip()[:1].lower() or "x")
     return {
-        "audit_id": audit_id, "model_id": model_id, "model_version": model_version,
-        "backend": "test", "setting": setting, "descriptor": descriptor,
-        "bias_dimension": bias_dimension, "letter": letter, "run": run, "seed": run * 1000,
-        "prompt_style": "completion", "prompt": f"{descriptor} is a {letter}",
-        "raw_output": word, "word": word, "parse_status": parse_status,
+        "audit_id": audit_id,
+        "model_id": model_id,
+        "model_version": model_version,
+        "backend": "test",
+        "setting": setting,
+        "descriptor": descriptor,
+        "bias_dimension": bias_dimension,
+        "letter": letter,
+        "run": run,
+        "seed": run * 1000,
+        "prompt_style": "completion",
+        "prompt": f"{descriptor} is a {letter}",
+        "raw_output": word,
+        "word": word,
+        "parse_status": parse_status,
         "generated_at": generated_at,
     }
 
 
-def random_rows(audit_id, setting, *, seed, n_descriptors=12, vocabulary=18, runs=2,
-                model_id="org/model-a", bad_share=0.15):
+def random_rows(audit_id, setting, *, seed, n_descriptors=12, vocabulary=18, runs=2, model_id="org/model-a", bad_share=0.15):
     """A realistic-looking random audit: skewed per-descriptor word distributions."""
     rng = np.random.default_rng(seed)
     words = [f"w{i:02d}" for i in range(vocabulary)]
@@ -45,16 +64,23 @@ def random_rows(audit_id, setting, *, seed, n_descriptors=12, vocabulary=18, run
             for run in range(1, runs + 1):
                 bad = rng.random() < bad_share
                 word = words[rng.choice(vocabulary, p=probs)]
-                rows.append(completion(
-                    audit_id, descriptor, word, setting=setting, letter=chr(97 + letter_i),
-                    run=run, model_id=model_id, bias_dimension=dims[k % len(dims)],
-                    parse_status=str(rng.choice(BAD_STATUSES)) if bad else "ok",
-                ))
+                rows.append(
+                    completion(
+                        audit_id,
+                        descriptor,
+                        word,
+                        setting=setting,
+                        letter=chr(97 + letter_i),
+                        run=run,
+                        model_id=model_id,
+                        bias_dimension=dims[k % len(dims)],
+                        parse_status=str(rng.choice(BAD_STATUSES)) if bad else "ok",
+                    )
+                )
     return rows
 
 
-SCHEMA_DIMS = {"age", "disability", "gender", "nationality", "physical-appearance",
-               "race-color", "religion", "sexual-orientation", "socioeconomic"}
+SCHEMA_DIMS = {"age", "disability", "gender", "nationality", "physical-appearance", "race-color", "religion", "sexual-orientation", "socioeconomic"}
 
 
 def expected_associations(landing_rows):
@@ -66,8 +92,7 @@ def expected_associations(landing_rows):
     """
     latest = {}
     for r in landing_rows:
-        key = (r["audit_id"], r["model_id"], r["model_version"], r["setting"],
-               r["descriptor"], r["letter"], r["run"])
+        key = (r["audit_id"], r["model_id"], r["model_version"], r["setting"], r["descriptor"], r["letter"], r["run"])
         if key not in latest or r["generated_at"] > latest[key]["generated_at"]:
             latest[key] = r
     docs = defaultdict(lambda: defaultdict(Counter))
@@ -97,9 +122,13 @@ def expected_associations(landing_rows):
                 tfidf.append(tf * idf)
                 fisher.append(p)
                 out[group + (d, w)] = {
-                    "tf": tf, "df": df[w], "idf": idf, "tfidf": tf * idf,
+                    "tf": tf,
+                    "df": df[w],
+                    "idf": idf,
+                    "tfidf": tf * idf,
                     "pmi": math.log2((tf / total) / ((length / total) * (word_total[w] / total))),
-                    "fisher_p": p, "table": (a, b, c, dd),
+                    "fisher_p": p,
+                    "table": (a, b, c, dd),
                 }
         q = stats.false_discovery_control(fisher, method="bh")
         z = stats.zscore(tfidf)  # ddof=0

@@ -59,8 +59,18 @@ class LlamaServer:
         base_url: ``http://127.0.0.1:P/v1``; ``model``: the id it serves (the GGUF path, or ``alias``).
     """
 
-    def __init__(self, binary: Path, gguf: Path, *, slots: int = 8, port: int | None = None, alias: str | None = None,
-                 ctx: int = 4096, log: Path | None = None, threads: int = 1):
+    def __init__(
+        self,
+        binary: Path,
+        gguf: Path,
+        *,
+        slots: int = 8,
+        port: int | None = None,
+        alias: str | None = None,
+        ctx: int = 4096,
+        log: Path | None = None,
+        threads: int = 1,
+    ):
         self.binary, self.gguf, self.slots, self.alias, self.ctx = Path(binary), Path(gguf), slots, alias, ctx
         # one compute thread by default: llama.cpp's thread pool spin-waits between operations,
         # and two such pools (a server per test worker) on two cores slowed each several-fold
@@ -83,8 +93,21 @@ class LlamaServer:
         Raises:
             RuntimeError: it exited or did not become healthy in ``timeout`` seconds (with its log's tail).
         """
-        args = [str(self.binary), "-m", str(self.gguf), "--host", "127.0.0.1", "--port", str(self.port),
-                "-c", str(self.ctx * self.slots), "-np", str(self.slots), "-t", str(self.threads)]
+        args = [
+            str(self.binary),
+            "-m",
+            str(self.gguf),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "-c",
+            str(self.ctx * self.slots),
+            "-np",
+            str(self.slots),
+            "-t",
+            str(self.threads),
+        ]
         if self.alias:
             args += ["--alias", self.alias]
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL

@@ -145,8 +145,7 @@ class OpenAIStubServer:
             def do_GET(self):
                 with server._lock:
                     probe = self.headers.get("X-Dora-Probe") is not None
-                    (server.probe_requests if probe else server.requests).append(
-                        {"path": self.path, "headers": dict(self.headers), "json": None})
+                    (server.probe_requests if probe else server.requests).append({"path": self.path, "headers": dict(self.headers), "json": None})
                 if self.path.rstrip("/").endswith("/models"):
                     data = [server._model_entry(m) for m in server.models]
                     self._send(200, {"object": "list", "data": data})
@@ -252,9 +251,14 @@ class OpenAIStubServer:
                 for _ in range(n):
                     one = self._completion({**req, "prompt": p, "n": 1})["choices"][0]
                     choices.append({**one, "index": len(choices)})
-            return {"id": f"cmpl-{len(self.requests)}", "object": "text_completion", "created": int(time.time()),
-                    "model": req.get("model", "stub"), "choices": choices,
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 2 * len(choices), "total_tokens": 1 + 2 * len(choices)}}
+            return {
+                "id": f"cmpl-{len(self.requests)}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": req.get("model", "stub"),
+                "choices": choices,
+                "usage": {"prompt_tokens": 1, "completion_tokens": 2 * len(choices), "total_tokens": 1 + 2 * len(choices)},
+            }
         prompt = prompts
         prompt = prompt[0] if isinstance(prompt, list) else prompt
         tokens = stub_tokens(prompt)
@@ -275,7 +279,8 @@ class OpenAIStubServer:
         if req.get("prompt_logprobs") is not None and self.prompt_logprobs == "vllm":
             ids = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:3], "big") for t in tokens]
             choice["prompt_logprobs"] = [None] + [
-                {str(i): {"logprob": v, "rank": 1, "decoded_token": t}} for i, t, v in zip(ids[1:], tokens[1:], values[1:])]
+                {str(i): {"logprob": v, "rank": 1, "decoded_token": t}} for i, t, v in zip(ids[1:], tokens[1:], values[1:])
+            ]
         return {
             "id": f"cmpl-{len(self.requests)}",
             "object": "text_completion",

@@ -82,13 +82,7 @@ def pytest_runtest_makereport(item, call):
         item.stash[_SETUP] = report.duration
     limit = item.config.stash[_THRESHOLD]
     spent = report.duration + item.stash.get(_SETUP, 0.0)
-    if (
-        limit > 0
-        and report.when == "call"
-        and report.passed
-        and spent > limit
-        and item.get_closest_marker("slow") is None
-    ):
+    if limit > 0 and report.when == "call" and report.passed and spent > limit and item.get_closest_marker("slow") is None:
         # a failure of this test (not a warning): the fast tier's budget is only kept if an
         # unmarked slow test is as visible as a broken one
         report.outcome = "failed"

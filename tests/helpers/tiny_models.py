@@ -39,8 +39,13 @@ def word_tokenizer(tokens: list[str], **extra):
     core.pre_tokenizer = pre_tokenizers.Whitespace()
     core.decoder = decoders.WordPiece(prefix="##")  # joins word tokens with spaces
     tok = PreTrainedTokenizerFast(
-        tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>",
-        model_input_names=["input_ids", "attention_mask"], **extra,
+        tokenizer_object=core,
+        unk_token="<unk>",
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        model_input_names=["input_ids", "attention_mask"],
+        **extra,
     )
     return tok, vocab
 
@@ -53,15 +58,28 @@ def build_tiny_sd(folder: Path) -> tuple[Path, Path]:
 
     torch.manual_seed(0)
     unet = UNet2DConditionModel(
-        block_out_channels=(8, 16), layers_per_block=1, sample_size=8, in_channels=4, out_channels=4,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=16, attention_head_dim=2, norm_num_groups=4,
+        block_out_channels=(8, 16),
+        layers_per_block=1,
+        sample_size=8,
+        in_channels=4,
+        out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=16,
+        attention_head_dim=2,
+        norm_num_groups=4,
     )
 
     def vae():
         return AutoencoderKL(
-            block_out_channels=[8, 16], in_channels=3, out_channels=3, latent_channels=4, norm_num_groups=4,
-            down_block_types=["DownEncoderBlock2D"] * 2, up_block_types=["UpDecoderBlock2D"] * 2, sample_size=16,
+            block_out_channels=[8, 16],
+            in_channels=3,
+            out_channels=3,
+            latent_channels=4,
+            norm_num_groups=4,
+            down_block_types=["DownEncoderBlock2D"] * 2,
+            up_block_types=["UpDecoderBlock2D"] * 2,
+            sample_size=16,
         )
 
     letters = "abcdefghijklmnopqrstuvwxyz"
@@ -75,14 +93,27 @@ def build_tiny_sd(folder: Path) -> tuple[Path, Path]:
     tokenizer = CLIPTokenizer(str(tok_dir / "vocab.json"), str(tok_dir / "merges.txt"), model_max_length=32)
     text_encoder = CLIPTextModel(
         CLIPTextConfig(
-            vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-            max_position_embeddings=32, bos_token_id=0, eos_token_id=1, pad_token_id=1, projection_dim=16,
+            vocab_size=len(vocab),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            max_position_embeddings=32,
+            bos_token_id=0,
+            eos_token_id=1,
+            pad_token_id=1,
+            projection_dim=16,
         )
     )
     pipe = StableDiffusionPipeline(
-        vae=vae(), text_encoder=text_encoder, tokenizer=tokenizer, unet=unet,
-        scheduler=PNDMScheduler(skip_prk_steps=True, steps_offset=1), safety_checker=None,
-        feature_extractor=None, requires_safety_checker=False,
+        vae=vae(),
+        text_encoder=text_encoder,
+        tokenizer=tokenizer,
+        unet=unet,
+        scheduler=PNDMScheduler(skip_prk_steps=True, steps_offset=1),
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
     )
     pipe.save_pretrained(folder / "tiny-sd")
     vae().save_pretrained(folder / "tiny-vae")
@@ -96,7 +127,6 @@ LLAVA_TEMPLATE = (
 )
 
 
-
 def build_tiny_llava(folder: Path, tokens: list[str] = ENGLISH_TOKENS) -> Path:
     """A tiny LLaVA (CLIP vision tower + Llama decoder) with processor and LLaVA-1.5's chat template, saved.
 
@@ -108,17 +138,34 @@ def build_tiny_llava(folder: Path, tokens: list[str] = ENGLISH_TOKENS) -> Path:
     tok, vocab = word_tokenizer(tokens, extra_special_tokens={"image_token": "<image>"})
     processor = LlavaProcessor(
         image_processor=CLIPImageProcessor(size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16}),
-        tokenizer=tok, patch_size=8, vision_feature_select_strategy="default", chat_template=LLAVA_TEMPLATE,
-        image_token="<image>", num_additional_image_tokens=1,
+        tokenizer=tok,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        chat_template=LLAVA_TEMPLATE,
+        image_token="<image>",
+        num_additional_image_tokens=1,
     )
     config = LlavaConfig(
-        vision_config=CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                       image_size=16, patch_size=8, projection_dim=16),
-        text_config=LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                                bos_token_id=2, eos_token_id=3, pad_token_id=1),
-        image_token_index=vocab["<image>"], vision_feature_select_strategy="default", vision_feature_layer=-1,
-        projector_hidden_act="gelu", pad_token_id=1,
+        vision_config=CLIPVisionConfig(
+            hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=16, patch_size=8, projection_dim=16
+        ),
+        text_config=LlamaConfig(
+            vocab_size=len(vocab),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=512,
+            bos_token_id=2,
+            eos_token_id=3,
+            pad_token_id=1,
+        ),
+        image_token_index=vocab["<image>"],
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+        projector_hidden_act="gelu",
+        pad_token_id=1,
     )
     torch.manual_seed(1)
     model = LlavaForConditionalGeneration(config)
@@ -156,10 +203,25 @@ def build_tiny_clip(folder: Path) -> Path:
 
     tok, vocab = word_tokenizer(VLSTEREOSET_TOKENS)
     config = CLIPConfig(
-        text_config={"vocab_size": len(vocab), "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
-                     "num_attention_heads": 2, "max_position_embeddings": 32, "bos_token_id": 2, "eos_token_id": 3, "pad_token_id": 1},
-        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                       "image_size": 16, "patch_size": 8},
+        text_config={
+            "vocab_size": len(vocab),
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "max_position_embeddings": 32,
+            "bos_token_id": 2,
+            "eos_token_id": 3,
+            "pad_token_id": 1,
+        },
+        vision_config={
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "image_size": 16,
+            "patch_size": 8,
+        },
         projection_dim=8,
     )
     torch.manual_seed(3)
@@ -180,11 +242,25 @@ def build_tiny_blip(folder: Path) -> Path:
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
     tok = BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=True)
     config = BlipConfig(
-        text_config={"vocab_size": len(words), "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
-                     "num_attention_heads": 2, "max_position_embeddings": 64, "encoder_hidden_size": 16},
-        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                       "image_size": 16, "patch_size": 8},
-        projection_dim=8, image_text_hidden_size=16,
+        text_config={
+            "vocab_size": len(words),
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "max_position_embeddings": 64,
+            "encoder_hidden_size": 16,
+        },
+        vision_config={
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "image_size": 16,
+            "patch_size": 8,
+        },
+        projection_dim=8,
+        image_text_hidden_size=16,
     )
     torch.manual_seed(4)
     out = folder / "tiny-blip"
@@ -201,13 +277,22 @@ def tiny_classifier(folder, labels):
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "an", "old", "person", "is", "a", "liar", "happy", "child"]
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
     tok = BertTokenizerFast(
-        vocab_file=str(folder / "vocab.txt"), do_lower_case=True, model_max_length=64,
+        vocab_file=str(folder / "vocab.txt"),
+        do_lower_case=True,
+        model_max_length=64,
         model_input_names=["input_ids", "attention_mask"],  # as DistilBERT's own tokenizer
     )
     torch.manual_seed(0)
     config = DistilBertConfig(
-        vocab_size=len(words), dim=32, hidden_dim=64, n_layers=2, n_heads=2, max_position_embeddings=64,
-        num_labels=len(labels), id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)},
+        vocab_size=len(words),
+        dim=32,
+        hidden_dim=64,
+        n_layers=2,
+        n_heads=2,
+        max_position_embeddings=64,
+        num_labels=len(labels),
+        id2label=dict(enumerate(labels)),
+        label2id={l: i for i, l in enumerate(labels)},
     )
     model = DistilBertForSequenceClassification(config).eval()
     tok.save_pretrained(folder)

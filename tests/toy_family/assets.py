@@ -22,11 +22,21 @@ def toy_rows(context: dg.AssetExecutionContext, config: ToyConfig):
 
     def generate(items, advance):
         advance(len(items))
-        return [{"audit_id": audit.audit_id, "model_id": config.model, "model_version": "v1", "item": i,
-                 "word": config.word, "status": "ok"} for i in items]
+        return [
+            {"audit_id": audit.audit_id, "model_id": config.model, "model_version": "v1", "item": i, "word": config.word, "status": "ok"}
+            for i in items
+        ]
 
-    summary = run_resumable(range(config.rows), lambda i: (i,), generate, table=ResumableTable(TABLE, ("item",), "status"),
-                            audit=audit, shard_rows=10, progress=config.progress, max_error_share=config.max_error_share)
+    summary = run_resumable(
+        range(config.rows),
+        lambda i: (i,),
+        generate,
+        table=ResumableTable(TABLE, ("item",), "status"),
+        audit=audit,
+        shard_rows=10,
+        progress=config.progress,
+        max_error_share=config.max_error_share,
+    )
     return dg.MaterializeResult(metadata={"audit_id": summary.audit_id, "rows_generated": summary.generated})
 
 

@@ -12,6 +12,14 @@ FAMILY = "toy"
 #: landing table -> its Arrow schema.
 SCHEMAS: dict[str, pa.Schema] = {
     # tests/toy_family/assets.py: one row per landed item of a toy audit.
-    "toy_rows": pa.schema([("audit_id", pa.string()), ("model_id", pa.string()), ("model_version", pa.string()),
-                           ("item", pa.int64()), ("word", pa.string()), ("status", pa.string())]),
+    "toy_rows": pa.schema(
+        [
+            ("audit_id", pa.string()),
+            ("model_id", pa.string()),
+            ("model_version", pa.string()),
+            ("item", pa.int64()),
+            ("word", pa.string()),
+            ("status", pa.string()),
+        ]
+    ),
 }

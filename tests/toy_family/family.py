@@ -15,15 +15,21 @@ from tests.toy_family.config import TOY_WORDS, ToyConfig
 register_contract("tests.toy_family.contract")
 
 CHANGE_TEST = FamilyChangeTest(
-    "toy", "fct_toy_change_tests", "fct_toy_rows", "landed_at",
+    "toy",
+    "fct_toy_change_tests",
+    "fct_toy_rows",
+    "landed_at",
     ("word", "value_before", "value_after", "change_p", "change_q", "is_significant_change", "change_type"),
-    ("word",), "rows per word", "a made-up test",
+    ("word",),
+    "rows per word",
+    "a made-up test",
 )
 
 
 def _summary(result, args) -> str:
-    return "\n".join(f"toy: audit {md['audit_id']}: {md['rows_generated']} rows landed"
-                     for md in materializations(result, "toy_rows") if "audit_id" in md)
+    return "\n".join(
+        f"toy: audit {md['audit_id']}: {md['rows_generated']} rows landed" for md in materializations(result, "toy_rows") if "audit_id" in md
+    )
 
 
 def _plan(configs, model_version: str | None = None) -> str:

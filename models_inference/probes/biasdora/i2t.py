@@ -39,14 +39,19 @@ from models_inference.probes.biasdora.prompts import (
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, run_probe
+
 #: Description statuses that count as done (a re-run does not describe them again).
 FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
 #: Where descriptions land; an (image_setting, descriptor, image_index, setting) key is done
 #: once it has a row with a final status (``error`` rows are retried).
 I2T_TABLE = ResumableTable(
-    "i2t_descriptions", ("image_setting", "descriptor", "descriptor_row", "image_index", "setting"), "status",
-    FINAL_DESCRIPTION_STATUSES, null_defaults=(("descriptor_row", 1),),
-    unit="description", error_column="error",
+    "i2t_descriptions",
+    ("image_setting", "descriptor", "descriptor_row", "image_index", "setting"),
+    "status",
+    FINAL_DESCRIPTION_STATUSES,
+    null_defaults=(("descriptor_row", 1),),
+    unit="description",
+    error_column="error",
 )
 
 
@@ -98,8 +103,13 @@ def description_audit_id_for(backend: VisionBackend, image_audit_id: str, t2i_mo
     The hash covers the image audit, the I2T backend, model and version, and the sampling
     parameters: describing the same images with the same model extends the same audit.
     """
-    payload = {"images": image_audit_id, "backend": backend.backend_name, "model": backend.model_id,
-               "version": backend.model_version, **config.fingerprint()}
+    payload = {
+        "images": image_audit_id,
+        "backend": backend.backend_name,
+        "model": backend.model_id,
+        "version": backend.model_version,
+        **config.fingerprint(),
+    }
     params = getattr(backend, "description_params", dict)()
     if params:  # only when set (system prompt, image size): earlier audits keep their id
         payload["params"] = params
@@ -180,8 +190,7 @@ def run_i2t_probe(
         requests, bad = [], {}
         for n, (img, setting) in enumerate(chunk):
             row = img["descriptor_row"]
-            seed = description_seed(audit_id, img["setting"], img["descriptor"] + (f"|row{row}" if row != 1 else ""),
-                                    img["image_index"], setting)
+            seed = description_seed(audit_id, img["setting"], img["descriptor"] + (f"|row{row}" if row != 1 else ""), img["image_index"], setting)
             try:
                 path = image_file(img["image_path"])
             except ValueError as exc:
@@ -232,13 +241,24 @@ def run_i2t_probe(
             )
         return rows
 
-    event_cfg = {"image_audit_id": image_audit_id, "t2i_model_id": t2i_model_id, "settings": list(cfg.settings),
-                 **cfg.fingerprint()}
+    event_cfg = {"image_audit_id": image_audit_id, "t2i_model_id": t2i_model_id, "settings": list(cfg.settings), **cfg.fingerprint()}
     planned = [(img, setting) for img in images for setting in cfg.settings]
     key = lambda item: (item[0]["setting"], item[0]["descriptor"], item[0]["descriptor_row"], item[0]["image_index"], item[1])  # noqa: E731
-    result = run_probe(planned, key, generate, table=I2T_TABLE, backend=backend, audit_id=audit_id, modality="i2t",
-                       config=event_cfg, family=FAMILY, shard_rows=cfg.shard_rows, progress=progress,
-                       max_error_share=max_error_share, step="BiasDora I2T")
+    result = run_probe(
+        planned,
+        key,
+        generate,
+        table=I2T_TABLE,
+        backend=backend,
+        audit_id=audit_id,
+        modality="i2t",
+        config=event_cfg,
+        family=FAMILY,
+        shard_rows=cfg.shard_rows,
+        progress=progress,
+        max_error_share=max_error_share,
+        step="BiasDora I2T",
+    )
     return I2TRunSummary(**vars(result), image_audit_id=image_audit_id, images=len(images))
 
 

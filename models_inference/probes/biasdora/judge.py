@@ -163,8 +163,9 @@ class Judge:
     def model_version(self) -> str:
         return self.backend.model_version
 
-    def judge(self, requests: Sequence[JudgeRequest], sampling: JudgeSampling = JudgeSampling(),
-              on_done: Callable[[int], None] | None = None) -> list[JudgeAnswer]:
+    def judge(
+        self, requests: Sequence[JudgeRequest], sampling: JudgeSampling = JudgeSampling(), on_done: Callable[[int], None] | None = None
+    ) -> list[JudgeAnswer]:
         """One answer per request, in order; a failed request gives an answer with ``error``.
 
         Raises:
@@ -325,15 +326,22 @@ def run_judge(
 
         work.rows = counted
         done = run_batched(work, batch, progress=progress, max_error_share=max_error_share)
-        return JudgeRunSummary(done.audit_id, done.planned, done.already_landed, done.generated, done.statuses,
-                               judge_model=judge.model_id, ratings=ratings, pending=done.pending)
+        return JudgeRunSummary(
+            done.audit_id,
+            done.planned,
+            done.already_landed,
+            done.generated,
+            done.statuses,
+            judge_model=judge.model_id,
+            ratings=ratings,
+            pending=done.pending,
+        )
     # (concurrency) two runs judging with one model take turns: the second lands only what is missing
     with holding_lock(landing_lock(f"scoring--judge--{judge.model_id}"), f"judging with {judge.model_id}"):
         return _run_judge(associations, judge, runs, sampling, shard_rows, progress, max_error_share)
 
 
-def judge_batch_work(associations: Sequence[dict], judge: Judge, *, runs: int = 1,
-                     sampling: JudgeSampling = JudgeSampling()) -> BatchWork:
+def judge_batch_work(associations: Sequence[dict], judge: Judge, *, runs: int = 1, sampling: JudgeSampling = JudgeSampling()) -> BatchWork:
     """The judgements of :func:`run_judge` as one :class:`~models_inference.backends.batch_requests.BatchWork`:
     one request per (association, run), ``custom_id`` = the association key and the run,
     in the judge's answer mode (a server's choice constraint in the request, or the free answer
@@ -348,23 +356,36 @@ def judge_batch_work(associations: Sequence[dict], judge: Judge, *, runs: int = 
 
     def request(item) -> GenerationRequest:
         assoc, r = item
-        req = JudgeRequest(assoc.get("judge_target") or assoc["descriptor"], assoc["word"],
-                           judge_seed(tuple(assoc[k] for k in ASSOCIATION_KEY), judge.model_id, r))
+        req = JudgeRequest(
+            assoc.get("judge_target") or assoc["descriptor"], assoc["word"], judge_seed(tuple(assoc[k] for k in ASSOCIATION_KEY), judge.model_id, r)
+        )
         return GenerationRequest(req.prompt, req.seed, sampling.max_new_tokens, choices=RATING_CHOICES)
 
     def rows(items, results) -> list[dict]:
-        answers = [JudgeAnswer(res.text, rating_distribution(res.choice_logprobs) if res.choice_logprobs else None, res.error)
-                   for res in results]
+        answers = [JudgeAnswer(res.text, rating_distribution(res.choice_logprobs) if res.choice_logprobs else None, res.error) for res in results]
         return judge_rows([a for a, _ in items], [r for _, r in items], judge, answers)
 
     def done() -> set:
         return {(*k, r) for k, r in _landed_runs(judge)}
 
     name = f"judge--{judge.backend_name}--{judge.model_id}--{judge.model_version}--{mode}"
-    return BatchWork(name, f"judge {judge.model_id}", judge.backend, planned, key, request, rows, done, "judge_ratings",
-                     "parse_status", SamplingParams(sampling.temperature, sampling.top_p), error_column="raw_output",
-                     choices=RATING_CHOICES, constraint=None if mode in ("free", "constrained") else mode,
-                     lock=f"scoring--judge--{judge.model_id}")
+    return BatchWork(
+        name,
+        f"judge {judge.model_id}",
+        judge.backend,
+        planned,
+        key,
+        request,
+        rows,
+        done,
+        "judge_ratings",
+        "parse_status",
+        SamplingParams(sampling.temperature, sampling.top_p),
+        error_column="raw_output",
+        choices=RATING_CHOICES,
+        constraint=None if mode in ("free", "constrained") else mode,
+        lock=f"scoring--judge--{judge.model_id}",
+    )
 
 
 def _run_judge(associations, judge, runs, sampling, shard_rows, progress, max_error_share) -> "JudgeRunSummary":
@@ -414,9 +435,13 @@ def _landed_runs(judge: Judge) -> set[tuple[tuple, int]]:
     data = read_landing(
         "judge_ratings",
         columns=[*ASSOCIATION_KEY, "repeat", "answer_mode"],
-        filters={"judge_backend": judge.backend_name, "judge_model": judge.model_id, "judge_model_version": judge.model_version,
-                 # a failed call ('error' row) is not a judgement: the next run asks again
-                 "parse_status": [s for s in JUDGE_PARSE_STATUSES if s != "error"]},
+        filters={
+            "judge_backend": judge.backend_name,
+            "judge_model": judge.model_id,
+            "judge_model_version": judge.model_version,
+            # a failed call ('error' row) is not a judgement: the next run asks again
+            "parse_status": [s for s in JUDGE_PARSE_STATUSES if s != "error"],
+        },
     )
     cols = [data.column(c).to_pylist() for c in ASSOCIATION_KEY]
     modes = data.column("answer_mode").to_pylist()

@@ -50,6 +50,7 @@ PARSE_STATUSES: tuple[str, ...] = (
     "error",
 )
 
+
 def _parser_version() -> str:
     """The first 12 hex digits of the SHA-256 of this module's syntax tree (``ast.dump``): any
     change to the rules is a new version, without anyone having to remember to bump a number,
@@ -135,9 +136,7 @@ def parse_chat_answer(raw: str | None, letter: str, setting: str) -> ParsedAnswe
     return _check_word(word, letter, setting)
 
 
-def parse_completion_answer(
-    raw: str | None, letter: str, setting: str, *, finished: bool = True
-) -> ParsedAnswer:
+def parse_completion_answer(raw: str | None, letter: str, setting: str, *, finished: bool = True) -> ParsedAnswer:
     """Parse a completion-style continuation of a prompt that ends in the prefilled letter.
 
     The word is ``letter`` + the leading letters of ``raw``: ``"rawler, and he"`` after
@@ -169,9 +168,7 @@ def parse_completion_answer(
     return _check_word(word, letter, setting)
 
 
-def parse_answer(
-    raw: str | None, letter: str, setting: str, style: str, *, finished: bool = True
-) -> ParsedAnswer:
+def parse_answer(raw: str | None, letter: str, setting: str, style: str, *, finished: bool = True) -> ParsedAnswer:
     """Dispatch to :func:`parse_chat_answer` or :func:`parse_completion_answer` by style."""
     if style == "chat":
         return parse_chat_answer(raw, letter, setting)

@@ -132,5 +132,4 @@ def rating_distribution(logprobs: Mapping[str, float]) -> RatingDistribution | N
     return RatingDistribution(probs, sum(k * p for k, p in zip(RATINGS, probs)), total)  # type: ignore[arg-type]
 
 
-__all__ = ["JUDGE_PARSE_STATUSES", "RATINGS", "ParsedRating", "RatingDistribution", "parse_constrained_rating", "parse_rating",
-           "rating_distribution"]
+__all__ = ["JUDGE_PARSE_STATUSES", "RATINGS", "ParsedRating", "RatingDistribution", "parse_constrained_rating", "parse_rating", "rating_distribution"]

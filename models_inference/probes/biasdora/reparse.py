@@ -45,8 +45,10 @@ class ReparseSummary:
     skipped: Counter = field(default_factory=Counter)
 
     def text(self) -> str:
-        lines = [f"dora reparse: {self.completions} landed completion(s) of {len(self.audits)} audit(s) re-read with "
-                 f"parser {PARSER_VERSION}; {self.landed} parsed differently and landed again"]
+        lines = [
+            f"dora reparse: {self.completions} landed completion(s) of {len(self.audits)} audit(s) re-read with "
+            f"parser {PARSER_VERSION}; {self.landed} parsed differently and landed again"
+        ]
         lines += [f"  {old} -> {new}: {n}" for (old, new), n in sorted(self.changes.items())]
         lines += [f"  not re-parsed ({why}): {n}" for why, n in sorted(self.skipped.items())]
         return "\n".join(lines)
@@ -86,8 +88,7 @@ def reparse_t2t(audit_id: str | None = None, *, now: datetime | None = None) -> 
     table = read_landing(T2T_TABLE, filters={"audit_id": audit_id} if audit_id else None)
     if table.num_rows == 0:
         which = f"audit {audit_id!r}" if audit_id else "any audit"
-        raise ReparseError(f"no T2T completion landed for {which}; list the audits with: "
-                           "dora query \"select audit_id, family from dim_audits\"")
+        raise ReparseError(f'no T2T completion landed for {which}; list the audits with: dora query "select audit_id, family from dim_audits"')
     summary = ReparseSummary()
     by_audit: dict[str, list[dict]] = {}
     for row in _latest_per_key(table.to_pylist()).values():
@@ -99,8 +100,7 @@ def reparse_t2t(audit_id: str | None = None, *, now: datetime | None = None) -> 
         if row["prompt_style"] not in ("chat", "completion"):
             summary.skipped[f"unknown prompt style {row['prompt_style']!r}"] += 1
             continue
-        parsed = parse_answer(row["raw_output"], row["letter"], row["setting"], row["prompt_style"],
-                              finished=row["parse_status"] != "truncated")
+        parsed = parse_answer(row["raw_output"], row["letter"], row["setting"], row["prompt_style"], finished=row["parse_status"] != "truncated")
         if (parsed.word, parsed.status) == (row["word"], row["parse_status"]):
             continue
         summary.changes[(row["parse_status"], parsed.status)] += 1

@@ -118,8 +118,15 @@ def run_scoring(
         return {"text": assoc["text"], "score_pool": assoc.get("score_pool", "fisher"), **score_columns(scorer.kind, result)}
 
     return score_texts(
-        scorer, associations, table=SCORE_TABLES[scorer.kind], key=ASSOCIATION_KEY, columns=columns,
-        label=summary_label, cache=cache, batch_size=batch_size, shard_rows=shard_rows,
+        scorer,
+        associations,
+        table=SCORE_TABLES[scorer.kind],
+        key=ASSOCIATION_KEY,
+        columns=columns,
+        label=summary_label,
+        cache=cache,
+        batch_size=batch_size,
+        shard_rows=shard_rows,
     )
 
 

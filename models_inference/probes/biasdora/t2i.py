@@ -36,8 +36,13 @@ FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
 #: Where image rows land; a (setting, descriptor, image_index) key is done once it has a
 #: row with a final status (``error`` rows are retried).
 T2I_TABLE = ResumableTable(
-    "t2i_images", ("setting", "descriptor", "descriptor_row", "image_index"), "status", FINAL_IMAGE_STATUSES,
-    unit="image", null_defaults=(("descriptor_row", 1),), error_column="error",
+    "t2i_images",
+    ("setting", "descriptor", "descriptor_row", "image_index"),
+    "status",
+    FINAL_IMAGE_STATUSES,
+    unit="image",
+    null_defaults=(("descriptor_row", 1),),
+    error_column="error",
 )
 #: The paper's Stable Diffusion model (seed 004, Appendix "Generation settings").
 PAPER_SD_MODEL = "stabilityai/stable-diffusion-2-inpainting"
@@ -45,8 +50,7 @@ PAPER_SD_MODEL = "stabilityai/stable-diffusion-2-inpainting"
 #: (docs/method.md#3a-paper-statistics: immediately after the T2I prompt, no separating space; note the double
 #: space before the second "--beta").
 PAPER_SD_PROMPT_SUFFIX = (
-    "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 "
-    "--upnoise 0.1 --upalpha 0.1 --upgamma 0.1 --upsteps 20"
+    "50mm photography, hard rim lighting photography --beta --ar 2:3  --beta --upbeta 0.1 --upnoise 0.1 --upalpha 0.1 --upgamma 0.1 --upsteps 20"
 )
 
 
@@ -74,7 +78,6 @@ class T2ITemplate:
     phrase: str
     prompt: str
     descriptor_row: int = 1
-
 
 
 def curated_t2i_templates(settings: Sequence[str] = T2I_SETTINGS, folder: str | Path | None = None) -> list[T2ITemplate]:
@@ -127,7 +130,11 @@ def custom_t2i_template(descriptor: str, setting: str, bias_dimension: str = "un
 #: :func:`~models_inference.probes.biasdora.t2t.select_templates` for T2I templates: the T2I
 #: settings, descriptor keys as written (lower-cased, spaces collapsed), "draw" in messages.
 select_t2i_templates = functools.partial(
-    select_templates, settings=T2I_SETTINGS, valid_settings=T2I_SETTINGS, normalise=lambda d: " ".join(d.split()).lower(), what="T2I ",
+    select_templates,
+    settings=T2I_SETTINGS,
+    valid_settings=T2I_SETTINGS,
+    normalise=lambda d: " ".join(d.split()).lower(),
+    what="T2I ",
 )
 
 
@@ -160,8 +167,7 @@ def image_audit_id_for(backend: ImageBackend) -> str:
     The hash covers backend, model, version and :meth:`generation_params`; the same model
     drawn with the same parameters extends the same audit (more descriptors, more images).
     """
-    payload = {"backend": backend.backend_name, "model": backend.model_id, "version": backend.model_version,
-               **backend.generation_params()}
+    payload = {"backend": backend.backend_name, "model": backend.model_id, "version": backend.model_version, **backend.generation_params()}
     version = backend.model_version.split("+")[0]  # the hash covers the VAE part
     return readable_audit_id("t2i", [(backend.model_id.rstrip("/").split("/")[-1], 40), (version, 20)], payload)
 
@@ -173,9 +179,15 @@ def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int, d
     return key_seed(audit_id, "t2i", setting, f"{descriptor}{row}", image_index)
 
 
-def run_t2i_probe(templates: Sequence[T2ITemplate], backend: ImageBackend, config: T2IProbeConfig | None = None,
-                  *, audit_id: str | None = None, progress: bool = True,
-                  max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE) -> ResumableSummary:
+def run_t2i_probe(
+    templates: Sequence[T2ITemplate],
+    backend: ImageBackend,
+    config: T2IProbeConfig | None = None,
+    *,
+    audit_id: str | None = None,
+    progress: bool = True,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
+) -> ResumableSummary:
     """Generate, store and land every missing image for ``templates``.
 
     Args:
@@ -208,8 +220,7 @@ def run_t2i_probe(templates: Sequence[T2ITemplate], backend: ImageBackend, confi
 
     def generate(chunk: list[tuple[T2ITemplate, int]], advance: Callable[[int], None]) -> list[dict]:
         suffix = getattr(backend, "prompt_suffix", "") or ""  # the paper's SD style suffix, no space
-        requests = [ImageRequest(t.prompt + suffix, image_seed(audit_id, t.setting, t.descriptor, i, t.descriptor_row), i)
-                    for t, i in chunk]
+        requests = [ImageRequest(t.prompt + suffix, image_seed(audit_id, t.setting, t.descriptor, i, t.descriptor_row), i) for t, i in chunk]
         results = backend.generate(requests, on_batch=advance)
         rows = []
         for (t, index), req, res in zip(chunk, requests, results):
@@ -245,6 +256,18 @@ def run_t2i_probe(templates: Sequence[T2ITemplate], backend: ImageBackend, confi
 
     planned = [(t, index) for t in templates for index in range(1, cfg.images_per_descriptor + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1])  # noqa: E731
-    return run_probe(planned, key, generate, table=T2I_TABLE, backend=backend, audit_id=audit_id, modality="t2i",
-                     config={**params, "images_per_descriptor": cfg.images_per_descriptor}, family=FAMILY,
-                     shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share, step="BiasDora T2I")
+    return run_probe(
+        planned,
+        key,
+        generate,
+        table=T2I_TABLE,
+        backend=backend,
+        audit_id=audit_id,
+        modality="t2i",
+        config={**params, "images_per_descriptor": cfg.images_per_descriptor},
+        family=FAMILY,
+        shard_rows=cfg.shard_rows,
+        progress=progress,
+        max_error_share=max_error_share,
+        step="BiasDora T2I",
+    )

@@ -28,7 +28,11 @@ from models_inference.backends.batch_requests import BatchOptions, BatchWork
 from models_inference.backends.text import TextBackend
 from models_inference.probes.biasdora.parsing import PARSE_STATUSES, PARSER_VERSION, parse_answer
 from models_inference.probes.biasdora.prompts import (
-    PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt, t2t_sentence_prefix, t2t_subject,
+    PAPER_TEMPERATURE,
+    PAPER_TOP_P,
+    render_t2t_prompt,
+    t2t_sentence_prefix,
+    t2t_subject,
 )
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
@@ -42,8 +46,12 @@ from models_inference.resumable import ResumableSummary, ResumableTable, key_see
 #: backoff) are not final: the next run generates their keys again; the landed error rows stay
 #: as the key's history (``stg_t2t_completions.attempts`` / ``last_error``).
 T2T_TABLE = ResumableTable(
-    "t2t_completions", ("setting", "descriptor", "descriptor_row", "letter", "run"), "parse_status",
-    final_statuses=tuple(s for s in PARSE_STATUSES if s != "error"), unit="prompt", error_column="raw_output",
+    "t2t_completions",
+    ("setting", "descriptor", "descriptor_row", "letter", "run"),
+    "parse_status",
+    final_statuses=tuple(s for s in PARSE_STATUSES if s != "error"),
+    unit="prompt",
+    error_column="raw_output",
     null_defaults=(("descriptor_row", 1),),
 )
 
@@ -85,8 +93,7 @@ class T2TProbeConfig:
             raise ValueError(f"letters must not repeat (each key would be generated twice), got {self.letters!r}")
         tokens = self.max_new_tokens or (100 if style == "chat" else 6)
         cue = self.answer_cue if self.answer_cue is not None else getattr(backend, "backend_name", "") == "openai"
-        return T2TProbeConfig(self.runs, self.letters, style, tokens, self.temperature, self.top_p, self.shard_rows,
-                              bool(cue and style == "chat"))
+        return T2TProbeConfig(self.runs, self.letters, style, tokens, self.temperature, self.top_p, self.shard_rows, bool(cue and style == "chat"))
 
     def generation_fingerprint(self) -> dict:
         """The parameters that change what a row means (part of the audit id)."""
@@ -101,7 +108,9 @@ def audit_identity(backend: TextBackend, config: T2TProbeConfig, templates: Sequ
     model version, the generation config and, when ``templates`` is given, the selection
     (sha256 of the sorted (setting, descriptor, descriptor_row) probe rows, the letters and the runs)."""
     identity = {
-        "backend": backend.backend_name, "model": backend.model_id, "version": backend.model_version,
+        "backend": backend.backend_name,
+        "model": backend.model_id,
+        "version": backend.model_version,
         **config.generation_fingerprint(),
     }
     if templates is not None:
@@ -194,14 +203,29 @@ def run_t2t_probe(
         return work.rows(chunk, backend.generate([work.request(item) for item in chunk], work.sampling, on_batch=advance))
 
     return run_resumable(
-        work.planned, work.key, generate, table=T2T_TABLE, audit=work.audit, shard_rows=(config or T2TProbeConfig()).shard_rows,
-        progress=progress, max_error_share=max_error_share, identity=work.identity, step="BiasDora T2T",
+        work.planned,
+        work.key,
+        generate,
+        table=T2T_TABLE,
+        audit=work.audit,
+        shard_rows=(config or T2TProbeConfig()).shard_rows,
+        progress=progress,
+        max_error_share=max_error_share,
+        identity=work.identity,
+        step="BiasDora T2T",
         block=None if block is None else f"templates-{block[0]}-{block[1]}",
     )
 
 
-def t2t_batch_work(templates: Sequence[T2TTemplate], backend: TextBackend, config: T2TProbeConfig | None = None, *,
-                   audit_id: str | None = None, target: str | None = None, block: tuple[int, int] | None = None) -> BatchWork:
+def t2t_batch_work(
+    templates: Sequence[T2TTemplate],
+    backend: TextBackend,
+    config: T2TProbeConfig | None = None,
+    *,
+    audit_id: str | None = None,
+    target: str | None = None,
+    block: tuple[int, int] | None = None,
+) -> BatchWork:
     """A T2T run's planned rows, their requests and landing rows, as one
     :class:`~models_inference.backends.batch_requests.BatchWork` (the live path of
     :func:`run_t2t_probe` generates from it too; the batch path, ``dora batch export`` /
@@ -261,11 +285,23 @@ def t2t_batch_work(templates: Sequence[T2TTemplate], backend: TextBackend, confi
         return rows
 
     audit = probe_audit(audit_id, backend, "t2t", asdict(cfg), family=FAMILY, target=target)
-    planned, key = t2t_plan(templates if block is None else templates[block[0]:block[1]], cfg)
+    planned, key = t2t_plan(templates if block is None else templates[block[0] : block[1]], cfg)
     return BatchWork(
-        audit_id, "BiasDora T2T", backend, planned, key, request, rows_of, lambda: landed_keys(T2T_TABLE, audit_id),
-        T2T_TABLE.name, T2T_TABLE.status_column, sampling, partition=audit_id, error_column=T2T_TABLE.error_column,
-        audit=audit, identity=audit_identity(backend, cfg, templates),
+        audit_id,
+        "BiasDora T2T",
+        backend,
+        planned,
+        key,
+        request,
+        rows_of,
+        lambda: landed_keys(T2T_TABLE, audit_id),
+        T2T_TABLE.name,
+        T2T_TABLE.status_column,
+        sampling,
+        partition=audit_id,
+        error_column=T2T_TABLE.error_column,
+        audit=audit,
+        identity=audit_identity(backend, cfg, templates),
     )
 
 
@@ -317,8 +353,11 @@ def select_templates(
     if unknown:
         raise ValueError(f"unknown {what}setting(s) {unknown}; expected some of {tuple(valid_settings)}")
     kept = narrow_descriptors(
-        [t for t in templates if t.setting in settings], descriptors, per_dimension,
-        normalise=normalise, list_name=f"the {what}descriptor list",
+        [t for t in templates if t.setting in settings],
+        descriptors,
+        per_dimension,
+        normalise=normalise,
+        list_name=f"the {what}descriptor list",
     )
     if not kept:
         raise ValueError(f"the {what}descriptor selection is empty: nothing to " + ("draw" if what else "probe"))

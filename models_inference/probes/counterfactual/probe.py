@@ -173,8 +173,10 @@ def check_plan(sets: Sequence[CounterfactualSet], config: CounterfactualProbeCon
     members = sum(len(s.members) for s in sets)
     numeric = sum(prompt_kind(label) == "numeric" for label in config.prompts)
     per_member = ((len(config.prompts) - numeric) * config.runs + numeric * config.numeric_runs) * len(config.mitigations)
-    counts = (f"{members} members x ({len(config.prompts) - numeric} prompts x {config.runs} runs + {numeric} numeric "
-              f"prompts x {config.numeric_runs} runs) x {len(config.mitigations)} mitigation variants")
+    counts = (
+        f"{members} members x ({len(config.prompts) - numeric} prompts x {config.runs} runs + {numeric} numeric "
+        f"prompts x {config.numeric_runs} runs) x {len(config.mitigations)} mitigation variants"
+    )
     check_plan_size(members * per_member, "counterfactual probe", counts)
     return members * per_member
 
@@ -205,9 +207,18 @@ def _status(text: str, finished: bool, error: str | None) -> str:
 
 
 def response_row(
-    audit_id: str, variant: str, item: Item, prompt: str, gen_seed: int, config: CounterfactualProbeConfig,
-    text: str, finished: bool, error: str | None, image_sha256: str | None = None,
-    image_path: str | None = None, prompt_style: str = "chat",
+    audit_id: str,
+    variant: str,
+    item: Item,
+    prompt: str,
+    gen_seed: int,
+    config: CounterfactualProbeConfig,
+    text: str,
+    finished: bool,
+    error: str | None,
+    image_sha256: str | None = None,
+    image_path: str | None = None,
+    prompt_style: str = "chat",
 ) -> dict:
     """One ``landing/counterfactual_responses`` row (numeric prompts parsed, refusals flagged),
     without the columns every probe row starts with and ``generated_at``
@@ -301,13 +312,29 @@ def run_text_sets(
     def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
         return work.rows(chunk, backend.generate([work.request(item) for item in chunk], work.sampling, on_batch=advance))
 
-    res = run_resumable(work.planned, work.key, generate, table=RESPONSES_TABLE, audit=work.audit, shard_rows=cfg.shard_rows,
-                        progress=progress, max_error_share=max_error_share, step="counterfactual text sets", block=block)
+    res = run_resumable(
+        work.planned,
+        work.key,
+        generate,
+        table=RESPONSES_TABLE,
+        audit=work.audit,
+        shard_rows=cfg.shard_rows,
+        progress=progress,
+        max_error_share=max_error_share,
+        step="counterfactual text sets",
+        block=block,
+    )
     return CounterfactualRunSummary(work.name, res.planned, res.already_landed, res.generated, res.statuses)
 
 
-def text_sets_work(sets: Sequence[CounterfactualSet], backend, config: CounterfactualProbeConfig | None = None, *,
-                   audit_id: str | None = None, target: str | None = None) -> BatchWork:
+def text_sets_work(
+    sets: Sequence[CounterfactualSet],
+    backend,
+    config: CounterfactualProbeConfig | None = None,
+    *,
+    audit_id: str | None = None,
+    target: str | None = None,
+) -> BatchWork:
     """The text-set responses of :func:`run_text_sets` as one
     :class:`~models_inference.backends.batch_requests.BatchWork`: the plan (:func:`plan`), each
     item's request (the section 5.1 prefix + the verbatim prompt, one chat user turn; numeric
@@ -333,30 +360,58 @@ def text_sets_work(sets: Sequence[CounterfactualSet], backend, config: Counterfa
     def request(item: Item) -> GenerationRequest:
         s, m, lab, mit, sd = item
         prompt = text_set_prompt(lab, m.a1, m.a2, s.occupation_text, None if mit == NO_MITIGATION else mit)
-        return GenerationRequest(prompt=RenderedPrompt(style(lab), prompt), seed=generation_seed(audit_id, s.set_id, lab, mit, sd),
-                                 max_new_tokens=cfg.tokens_for(lab), stop="eos")
+        return GenerationRequest(
+            prompt=RenderedPrompt(style(lab), prompt),
+            seed=generation_seed(audit_id, s.set_id, lab, mit, sd),
+            max_new_tokens=cfg.tokens_for(lab),
+            stop="eos",
+        )
 
     def rows(chunk: list[Item], results) -> list[dict]:
         # the batch path lands these rows too, without run_probe: the shared columns are added here
         now = datetime.now(timezone.utc)
         return [
-            {**model_columns(audit_id, backend),
-             **response_row(audit_id, "text", item, req.prompt.text, req.seed, cfg, r.text, r.finished, r.error,
-                            prompt_style=style(item[2])),
-             "generated_at": now}
+            {
+                **model_columns(audit_id, backend),
+                **response_row(audit_id, "text", item, req.prompt.text, req.seed, cfg, r.text, r.finished, r.error, prompt_style=style(item[2])),
+                "generated_at": now,
+            }
             for item, req, r in zip(chunk, map(request, chunk), results)
         ]
 
     audit = probe_audit(audit_id, backend, "counterfactual", {"variant": "text", **asdict(cfg)}, family=FAMILY, target=target)
     key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
-    return BatchWork(audit_id, "counterfactual text sets", backend, plan(sets, cfg), key, request, rows,
-                     lambda: landed_keys(RESPONSES_TABLE, audit_id), RESPONSES_TABLE.name, RESPONSES_TABLE.status_column,
-                     sampling, partition=audit_id, error_column=RESPONSES_TABLE.error_column, audit=audit)
+    return BatchWork(
+        audit_id,
+        "counterfactual text sets",
+        backend,
+        plan(sets, cfg),
+        key,
+        request,
+        rows,
+        lambda: landed_keys(RESPONSES_TABLE, audit_id),
+        RESPONSES_TABLE.name,
+        RESPONSES_TABLE.status_column,
+        sampling,
+        partition=audit_id,
+        error_column=RESPONSES_TABLE.error_column,
+        audit=audit,
+    )
 
 
-def _land_sets(variant: str, sets: Sequence[CounterfactualSet], backend, cfg: CounterfactualProbeConfig,
-               generate_for: Callable, *, audit_id: str | None = None, progress: bool = True, target: str | None = None,
-               max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE, block: str | None = None) -> CounterfactualRunSummary:
+def _land_sets(
+    variant: str,
+    sets: Sequence[CounterfactualSet],
+    backend,
+    cfg: CounterfactualProbeConfig,
+    generate_for: Callable,
+    *,
+    audit_id: str | None = None,
+    progress: bool = True,
+    target: str | None = None,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
+    block: str | None = None,
+) -> CounterfactualRunSummary:
     """The run of a set variant whose rows are built here (the image sets; the text sets go
     through their :func:`text_sets_work`), once its config is checked: the audit id
     (:func:`audit_id_for`) and :func:`models_inference.resumable.run_probe` over :func:`plan`,
@@ -366,10 +421,23 @@ def _land_sets(variant: str, sets: Sequence[CounterfactualSet], backend, cfg: Co
     audit_id = audit_id or audit_id_for(variant, backend, cfg)
     generate = generate_for(audit_id, SamplingParams(cfg.temperature, cfg.top_p))
     key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
-    res = run_probe(plan(sets, cfg), key, generate, table=RESPONSES_TABLE, backend=backend, audit_id=audit_id,
-                    modality="counterfactual", config={"variant": variant, **asdict(cfg)}, family=FAMILY, target=target,
-                    shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
-                    step=f"counterfactual {variant} sets", block=block)
+    res = run_probe(
+        plan(sets, cfg),
+        key,
+        generate,
+        table=RESPONSES_TABLE,
+        backend=backend,
+        audit_id=audit_id,
+        modality="counterfactual",
+        config={"variant": variant, **asdict(cfg)},
+        family=FAMILY,
+        target=target,
+        shard_rows=cfg.shard_rows,
+        progress=progress,
+        max_error_share=max_error_share,
+        step=f"counterfactual {variant} sets",
+        block=block,
+    )
     return CounterfactualRunSummary(audit_id, res.planned, res.already_landed, res.generated, res.statuses)
 
 
@@ -479,16 +547,24 @@ def run_image_sets(
             ]
             results = backend.describe(requests, sampling, on_batch=advance)
             return [
-                response_row(audit_id, "image", item, p, g, cfg, r.text, r.finished, r.error,
-                             image_sha256=img[0], image_path=img[1])
+                response_row(audit_id, "image", item, p, g, cfg, r.text, r.finished, r.error, image_sha256=img[0], image_path=img[1])
                 for item, p, g, r, img in zip(chunk, prompts, seeds, results, images)
             ]
+
         return generate
 
     return _land_sets("image", sets, backend, cfg, generate_for, **options)
 
 
 __all__ = [
-    "CounterfactualProbeConfig", "CounterfactualRunSummary", "NO_MITIGATION", "RESPONSES_TABLE",
-    "audit_id_for", "base_prompt", "generate_set_images", "plan", "run_image_sets", "run_text_sets",
+    "CounterfactualProbeConfig",
+    "CounterfactualRunSummary",
+    "NO_MITIGATION",
+    "RESPONSES_TABLE",
+    "audit_id_for",
+    "base_prompt",
+    "generate_set_images",
+    "plan",
+    "run_image_sets",
+    "run_text_sets",
 ]

@@ -86,8 +86,9 @@ def score_toxicity(audit_ids: Sequence[str] | None, scorer, cache=None, *, batch
         row["toxicity"] = labels.get("toxic", result.get("probability"))
         return row
 
-    done = score_texts(scorer, todo, table="counterfactual_toxicity", key=("response_id",), columns=columns,
-                       text="raw_output", cache=cache, batch_size=batch_size)
+    done = score_texts(
+        scorer, todo, table="counterfactual_toxicity", key=("response_id",), columns=columns, text="raw_output", cache=cache, batch_size=batch_size
+    )
     return ToxicitySummary(scored=done.generated, already_scored=done.already_landed, cache_hits=done.cache_hits)
 
 
@@ -102,8 +103,13 @@ class FilterSummary:
 
 
 def run_stereotype_filter(
-    candidates: dict[tuple[str, str, str], list[str]], backend, *, runs: int = FILTER_RUNS,
-    max_new_tokens: int = 128, temperature: float = 0.0, max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
+    candidates: dict[tuple[str, str, str], list[str]],
+    backend,
+    *,
+    runs: int = FILTER_RUNS,
+    max_new_tokens: int = 128,
+    temperature: float = 0.0,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
 ) -> FilterSummary:
     """The stereotype filter of App. D.2 on each group's PMI word list.
 
@@ -134,7 +140,8 @@ def run_stereotype_filter(
     if not items:
         return summary
     landed = read_landing(
-        "counterfactual_stereotype_flags", ["audit_id", "subset", "group_label", "repeat", "judge_model_version", "word_list_hash"],
+        "counterfactual_stereotype_flags",
+        ["audit_id", "subset", "group_label", "repeat", "judge_model_version", "word_list_hash"],
         filters={"parse_status": [st for st in FILTER_STATUSES if st != "error"]},  # a failed call is asked again
     ).to_pylist()
     done = {tuple(r.values()) for r in landed}
@@ -151,9 +158,7 @@ def run_stereotype_filter(
         return summary
     prompts = [RenderedPrompt("chat", filter_user_prompt(g, ws), system=FILTER_SYSTEM_PROMPT) for _, _, g, ws, _, _ in todo]
     seeds = [generation_seed(a, f"{s}|{g}", "filter", "none", rep) for a, s, g, _, rep, _ in todo]
-    results = backend.generate(
-        [GenerationRequest(p, sd, max_new_tokens, stop="eos") for p, sd in zip(prompts, seeds)], sampling
-    )
+    results = backend.generate([GenerationRequest(p, sd, max_new_tokens, stop="eos") for p, sd in zip(prompts, seeds)], sampling)
     now = datetime.now(timezone.utc)
     rows = []
     for (audit_id, subset, group, words, rep, digest), p, res in zip(todo, prompts, results):
@@ -163,11 +168,22 @@ def run_stereotype_filter(
             kept, dropped, status = parse_filter_words(res.text, words)
         rows.append(
             {
-                "audit_id": audit_id, "subset": subset, "group_label": group, "repeat": rep,
-                "judge_backend": backend.backend_name, "judge_model": backend.model_id,
-                "judge_model_version": backend.model_version, "temperature": temp, "prompt": p.as_text(),
-                "candidate_words": words, "word_list_hash": digest, "raw_output": res.error or res.text,
-                "parse_status": status, "flagged_words": kept, "hallucinated_words": dropped, "judged_at": now,
+                "audit_id": audit_id,
+                "subset": subset,
+                "group_label": group,
+                "repeat": rep,
+                "judge_backend": backend.backend_name,
+                "judge_model": backend.model_id,
+                "judge_model_version": backend.model_version,
+                "temperature": temp,
+                "prompt": p.as_text(),
+                "candidate_words": words,
+                "word_list_hash": digest,
+                "raw_output": res.error or res.text,
+                "parse_status": status,
+                "flagged_words": kept,
+                "hallucinated_words": dropped,
+                "judged_at": now,
             }
         )
         summary.statuses[status] += 1

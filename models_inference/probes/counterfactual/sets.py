@@ -96,6 +96,7 @@ def _caption_pattern(subset: str) -> re.Pattern:
     released subset has up to 7,936 sets x 12 captions: sorting the values for each one took most
     of a second). Atomic groups keep its choices: the first prefix that matches, then the
     longest value of each attribute followed by a space, none taken back."""
+
     def values(kind: str) -> str:
         return "|".join(re.escape(v) for v in sorted(ATTRIBUTE_VALUES[kind], key=len, reverse=True))
 
@@ -131,7 +132,7 @@ def read_caption_stepwise(caption: str, subset: str) -> tuple[str, str, str, str
     rest, prefix = caption, ""
     for p in CAPTION_PREFIXES[:-1]:
         if caption.startswith(p):
-            prefix, rest = p, caption[len(p):]
+            prefix, rest = p, caption[len(p) :]
             break
     m = re.match(r"(?:an?|An?) (.*)$", rest)
     if not m:
@@ -143,7 +144,7 @@ def read_caption_stepwise(caption: str, subset: str) -> tuple[str, str, str, str
         if value is None:
             raise CounterfactualInputError(f"caption {caption!r}: no {kind} value of {ATTRIBUTE_VALUES[kind]} where expected")
         found.append(value)
-        rest = rest[len(value) + 1:]
+        rest = rest[len(value) + 1 :]
     if not rest.strip():
         raise CounterfactualInputError(f"caption {caption!r}: no occupation")
     return prefix, found[0], found[1], rest.strip()
@@ -182,8 +183,14 @@ def load_subset(subset: str) -> tuple[CounterfactualSet, ...]:
         occ_text = sorted(occupations)[0]
         sets.append(
             CounterfactualSet(
-                f"{subset}-{row:05d}", subset, normalise_occupation(occ_text), occ_text, tuple(members),
-                seed=int(table["seed"][row]), cfg_scale=float(table["cfg_scale"][row]), caption_prefix=prefix,
+                f"{subset}-{row:05d}",
+                subset,
+                normalise_occupation(occ_text),
+                occ_text,
+                tuple(members),
+                seed=int(table["seed"][row]),
+                cfg_scale=float(table["cfg_scale"][row]),
+                caption_prefix=prefix,
             )
         )
     return tuple(sets)
@@ -234,9 +241,7 @@ def sample_sets(
     return out
 
 
-def custom_sets(
-    occupations: Sequence[str], subsets: Sequence[str], values: dict[str, Sequence[str]] | None = None
-) -> list[CounterfactualSet]:
+def custom_sets(occupations: Sequence[str], subsets: Sequence[str], values: dict[str, Sequence[str]] | None = None) -> list[CounterfactualSet]:
     """User-defined text sets: one set per (subset, occupation) over the given attribute values.
 
     Args:
@@ -314,12 +319,11 @@ def _manifest_records(path: Path) -> tuple[list[tuple[int, int, dict, str]], lis
         raise CounterfactualInputError(f"counterfactual manifest {path}: not a readable Parquet file ({exc})") from None
     missing = [c for c in MANIFEST_COLUMNS if c not in table.column_names]
     if missing:
-        raise CounterfactualInputError(
-            f"counterfactual manifest {path}: missing column(s) {missing}; expected {list(MANIFEST_COLUMNS)}"
-        )
+        raise CounterfactualInputError(f"counterfactual manifest {path}: missing column(s) {missing}; expected {list(MANIFEST_COLUMNS)}")
     rows = table.select(list(MANIFEST_COLUMNS)).to_pylist()
-    out = [(i, i, {k: "" if v is None else str(v).strip() for k, v in row.items()}, json.dumps(row, default=str))
-           for i, row in enumerate(rows, start=1)]
+    out = [
+        (i, i, {k: "" if v is None else str(v).strip() for k, v in row.items()}, json.dumps(row, default=str)) for i, row in enumerate(rows, start=1)
+    ]
     return out, [], raw
 
 
@@ -395,8 +399,7 @@ def _group_sets(path: Path, where: str | None, folder: Path, records, quarantine
     sets = []
     for set_id, items in grouped.items():
         if len(items) < MIN_SET_MEMBERS:
-            why = (f"set {set_id!r} has {len(items)} usable member(s); a counterfactual set needs at least "
-                   f"{MIN_SET_MEMBERS} to compare")
+            why = f"set {set_id!r} has {len(items)} usable member(s); a counterfactual set needs at least {MIN_SET_MEMBERS} to compare"
             quarantined += [_quarantined(where, line, row, why, text) for line, row, _, text in items]
             continue
         first = items[0][2]
@@ -464,8 +467,7 @@ def load_image_folder(folder: str | Path) -> SetFile:
         if why:
             quarantined.append(_quarantined(None, n, n, why, rel.as_posix()))
             continue
-        values = {"set_id": rel.parts[1], "subset": rel.parts[0], "occupation": occ, "a1": a1, "a2": a2,
-                  "image_path": str(p), "caption": p.stem}
+        values = {"set_id": rel.parts[1], "subset": rel.parts[0], "occupation": occ, "a1": a1, "a2": a2, "image_path": str(p), "caption": p.stem}
         records.append((n, n, values, rel.as_posix()))
     raw = "\n".join(listing).encode()
     return _group_sets(folder, None, folder, records, quarantined, raw, "counterfactual image folder")
@@ -521,8 +523,11 @@ def competence_lexicon(path: str | Path | None = None) -> Lexicon:
             continue
         why = not_utf8([line], raw)
         parts = [x.strip() for x in line.split(",")]
-        if why is None and is_csv and (len(parts) != 3 or not parts[0] or parts[1] not in ("competence", "warmth")
-                                       or parts[2] not in ("1", "-1", "+1")):
+        if (
+            why is None
+            and is_csv
+            and (len(parts) != 3 or not parts[0] or parts[1] not in ("competence", "warmth") or parts[2] not in ("1", "-1", "+1"))
+        ):
             why = "expected word,dimension(competence|warmth),direction(1|-1)"
         if why:
             quarantined.append(QuarantinedRow(p.name, n, n - 1 if is_csv else n, why, shown(line)))

@@ -230,8 +230,9 @@ def read_faces(source: str | Path, *, check_images: bool = True) -> FaceSet:
     """
     p = Path(source).expanduser()
     if p.is_file() and p.suffix.lower() != ".csv":
-        raise InputFileError(f"faces {p}: a file that is not a .csv manifest; give a UTKFace-format folder or a CSV manifest "
-                             f"({', '.join(MANIFEST_COLUMNS)})")
+        raise InputFileError(
+            f"faces {p}: a file that is not a .csv manifest; give a UTKFace-format folder or a CSV manifest ({', '.join(MANIFEST_COLUMNS)})"
+        )
     return read_faces_manifest(p, check_images=check_images) if p.suffix.lower() == ".csv" else read_faces_folder(p, check_images=check_images)
 
 
@@ -286,13 +287,13 @@ def build_pairs(faces: Sequence[Face], attribute: str, *, per_group: int = 20, s
         rng = random.Random(f"{seed}|{attribute}|{key}")
         if attribute == "gender":
             stratum = f"age={key[0]}|race={key[1]}"
-            pairs += [FacePair(attribute, stratum, left, right)
-                      for left, right in _pairs(rng, groups.get("male", []), groups.get("female", []), per_group)]
+            pairs += [
+                FacePair(attribute, stratum, left, right) for left, right in _pairs(rng, groups.get("male", []), groups.get("female", []), per_group)
+            ]
         else:
             for r1, r2 in itertools.combinations(GROUPS["race"], 2):
                 stratum = f"age={key[0]}|gender={key[1]}|{r1}-{r2}"
-                pairs += [FacePair(attribute, stratum, left, right)
-                          for left, right in _pairs(rng, groups.get(r1, []), groups.get(r2, []), per_group)]
+                pairs += [FacePair(attribute, stratum, left, right) for left, right in _pairs(rng, groups.get(r1, []), groups.get(r2, []), per_group)]
     return pairs
 
 
@@ -314,6 +315,15 @@ def store_pair(pair: FacePair, size: int = FACE_SIZE) -> StoredImage:
 
 
 __all__ = [
-    "MANIFEST_COLUMNS", "Face", "FacePair", "FaceProblem", "FaceSet", "build_pairs", "read_faces", "read_faces_folder",
-    "read_faces_manifest", "splice", "store_pair",
+    "MANIFEST_COLUMNS",
+    "Face",
+    "FacePair",
+    "FaceProblem",
+    "FaceSet",
+    "build_pairs",
+    "read_faces",
+    "read_faces_folder",
+    "read_faces_manifest",
+    "splice",
+    "store_pair",
 ]

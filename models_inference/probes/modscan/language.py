@@ -73,9 +73,12 @@ class LanguageProbeConfig:
             raise ValueError(f"modscan language images_per_trait must be >= 1, got {self.images_per_trait}")
         traits = len(spread(SCENARIOS["persona"], self.instances_per_scenario))
         queries = traits * self.images_per_trait * (1 + self.blank) * len(self.attributes) * len(self.prefixes)
-        check_plan_size(queries, "modscan language modality",
-                        f"{traits} traits x {self.images_per_trait} images per trait x {1 + self.blank} conditions "
-                        f"x {len(self.attributes)} attributes x {len(self.prefixes)} prefixes")
+        check_plan_size(
+            queries,
+            "modscan language modality",
+            f"{traits} traits x {self.images_per_trait} images per trait x {1 + self.blank} conditions "
+            f"x {len(self.attributes)} attributes x {len(self.prefixes)} prefixes",
+        )
         return self
 
 
@@ -110,8 +113,9 @@ def draw_scenes(image_backend: ImageBackend, vision: VisionBackend, cfg: Languag
     landed = landed_keys(MODSCAN_TABLE, audit_id)
     for trait in traits:
         # a trait whose kept images were all queried already (every attribute and prefix) is not drawn again
-        done = [{k[6] for k in landed if k[1] == a and k[3] == trait and k[4] == "original" and k[5] == p}
-                for a in cfg.attributes for p in cfg.prefixes]
+        done = [
+            {k[6] for k in landed if k[1] == a and k[3] == trait and k[4] == "original" and k[5] == p} for a in cfg.attributes for p in cfg.prefixes
+        ]
         units = sorted(set.intersection(*done)) if done else []
         if len(units) >= cfg.images_per_trait:
             scenes += [SceneImage(trait, "original", u, None) for u in units[: cfg.images_per_trait]]
@@ -132,8 +136,10 @@ def draw_scenes(image_backend: ImageBackend, vision: VisionBackend, cfg: Languag
                 stored.append(store_png(res.data))
             if cfg.person_check and stored:
                 checks = vision.describe(
-                    [DescriptionRequest(image_file(s.path), RenderedPrompt("chat", PERSON_CHECK_PROMPT), _seed(audit_id, s.sha256), 8)
-                     for s in stored],
+                    [
+                        DescriptionRequest(image_file(s.path), RenderedPrompt("chat", PERSON_CHECK_PROMPT), _seed(audit_id, s.sha256), 8)
+                        for s in stored
+                    ],
                     SamplingParams(cfg.temperature, cfg.top_p),
                 )
                 keep = [s for s, c in zip(stored, checks) if not (c.error or _YES.search(c.text or ""))]
@@ -175,18 +181,34 @@ def run_language_probe(
     """
     cfg = (config or LanguageProbeConfig()).validate()
     if audit_id is None:
-        payload = json.dumps({"vision": [vision.model_id, vision.model_version], "t2i": [image_backend.model_id, image_backend.model_version],
-                              **image_backend.generation_params(), "person_check": cfg.person_check,
-                              "max_new_tokens": cfg.max_new_tokens, "temperature": cfg.temperature, "top_p": cfg.top_p},
-                             sort_keys=True, default=str)
+        payload = json.dumps(
+            {
+                "vision": [vision.model_id, vision.model_version],
+                "t2i": [image_backend.model_id, image_backend.model_version],
+                **image_backend.generation_params(),
+                "person_check": cfg.person_check,
+                "max_new_tokens": cfg.max_new_tokens,
+                "temperature": cfg.temperature,
+                "top_p": cfg.top_p,
+            },
+            sort_keys=True,
+            default=str,
+        )
         clean = lambda t: "".join(c if c.isalnum() or c in "._-" else "-" for c in t.lower()).strip("-")  # noqa: E731
         audit_id = f"modscan-language-{clean(vision.model_id.split('/')[-1])[:40]}-{clean(vision.model_version)[:20]}-{hashlib.sha256(payload.encode()).hexdigest()[:8]}"
     scenes, counts = draw_scenes(image_backend, vision, cfg, audit_id)
-    deviation = ("NOT FROM PAPER: person filter by a VLM yes/no question instead of YOLOv8x" if cfg.person_check
-                 else "NOT FROM PAPER: no person filter")
+    deviation = (
+        "NOT FROM PAPER: person filter by a VLM yes/no question instead of YOLOv8x" if cfg.person_check else "NOT FROM PAPER: no person filter"
+    )
     deviation += f"; scene images by {image_backend.model_id} (paper: SD-v2.1)"
-    params = {"max_new_tokens": cfg.max_new_tokens, "temperature": cfg.temperature, "top_p": cfg.top_p, "prompt_style": "chat",
-              "t2i_model": image_backend.model_id, "t2i_version": image_backend.model_version}
+    params = {
+        "max_new_tokens": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "prompt_style": "chat",
+        "t2i_model": image_backend.model_id,
+        "t2i_version": image_backend.model_version,
+    }
     planned = [(s, a, p) for s in scenes for a in cfg.attributes for p in cfg.prefixes]
 
     def key(item) -> tuple:
@@ -200,31 +222,67 @@ def run_language_probe(
             order = tuple(random.Random(seed).sample(GROUPS[a], len(GROUPS[a])))  # Shuffle(.) of §3.2
             queries.append((s, a, p, seed, order, with_prefix(p, language_prompt(s.trait, a, order))))
         results = vision.describe(
-            [DescriptionRequest(image_file(s.stored.path), RenderedPrompt("chat", text), seed, cfg.max_new_tokens)
-             for s, _, _, seed, _, text in queries],
-            SamplingParams(cfg.temperature, cfg.top_p), on_batch=advance,
+            [
+                DescriptionRequest(image_file(s.stored.path), RenderedPrompt("chat", text), seed, cfg.max_new_tokens)
+                for s, _, _, seed, _, text in queries
+            ],
+            SamplingParams(cfg.temperature, cfg.top_p),
+            on_batch=advance,
         )
         rows = []
         for (s, a, p, seed, order, text), res in zip(queries, results):
             parsed = None if res.error else parse_term(strip_echo(res.text, text), a)
-            rows.append({
-                "probe": "modscan_language", "modality": "language", "attribute": a, "scenario": "persona",
-                "instance": s.trait, "condition": s.condition, "prefix": p, "query_unit": s.unit, "sample": 1, "seed": seed,
-                "term_order": "|".join(order), "left_group": None, "right_group": None, "pair_id": None,
-                "left_face_id": None, "right_face_id": None, "image_sha256": s.stored.sha256, "prompt_style": "chat",
-                "prompt": text, "raw_output": None if res.error else res.text,
-                "answer": None if res.error else strip_echo(res.text, text),
-                "parse_method": parsed.method if parsed else None, "parsed_choice": parsed.choice if parsed else None,
-                "chosen_group": parsed.choice if parsed else None, "status": parsed.status if parsed else "error",
-                "error": res.error, "generation_params": json.dumps(params, sort_keys=True), "deviation": deviation,
-                "answer_mode": "free",  # the paper's free answer, parsed
-            })
+            rows.append(
+                {
+                    "probe": "modscan_language",
+                    "modality": "language",
+                    "attribute": a,
+                    "scenario": "persona",
+                    "instance": s.trait,
+                    "condition": s.condition,
+                    "prefix": p,
+                    "query_unit": s.unit,
+                    "sample": 1,
+                    "seed": seed,
+                    "term_order": "|".join(order),
+                    "left_group": None,
+                    "right_group": None,
+                    "pair_id": None,
+                    "left_face_id": None,
+                    "right_face_id": None,
+                    "image_sha256": s.stored.sha256,
+                    "prompt_style": "chat",
+                    "prompt": text,
+                    "raw_output": None if res.error else res.text,
+                    "answer": None if res.error else strip_echo(res.text, text),
+                    "parse_method": parsed.method if parsed else None,
+                    "parsed_choice": parsed.choice if parsed else None,
+                    "chosen_group": parsed.choice if parsed else None,
+                    "status": parsed.status if parsed else "error",
+                    "error": res.error,
+                    "generation_params": json.dumps(params, sort_keys=True),
+                    "deviation": deviation,
+                    "answer_mode": "free",  # the paper's free answer, parsed
+                }
+            )
         return rows
 
-    result = run_probe(planned, key, generate, table=MODSCAN_TABLE, backend=vision, audit_id=audit_id, modality="modscan_language",
-                       config={**asdict(cfg), **counts, "t2i_model": image_backend.model_id}, family=FAMILY, target=target,
-                       shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
-                       step="ModSCAN language modality")
+    result = run_probe(
+        planned,
+        key,
+        generate,
+        table=MODSCAN_TABLE,
+        backend=vision,
+        audit_id=audit_id,
+        modality="modscan_language",
+        config={**asdict(cfg), **counts, "t2i_model": image_backend.model_id},
+        family=FAMILY,
+        target=target,
+        shard_rows=cfg.shard_rows,
+        progress=progress,
+        max_error_share=max_error_share,
+        step="ModSCAN language modality",
+    )
     return audit_id, result, counts
 
 

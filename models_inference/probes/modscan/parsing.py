@@ -27,7 +27,13 @@ from models_inference.probes.modscan.tables import GENDER_WORDS, RACE_PHRASES
 
 #: Every status a parsed answer can have (``error`` is set by the probe for a failed call).
 STATUSES: tuple[str, ...] = (
-    "ok", "na_no_term", "na_multiple_terms", "na_box_filtered", "na_box_outside", "na_box_conflict", "error",
+    "ok",
+    "na_no_term",
+    "na_multiple_terms",
+    "na_box_filtered",
+    "na_box_outside",
+    "na_box_conflict",
+    "error",
 )
 
 _WORD = re.compile(r"[a-z]+")
@@ -175,6 +181,13 @@ def strip_echo(answer: str, prompt: str) -> str:
 
 
 __all__ = [
-    "Parsed", "STATUSES", "box_side", "parse_gender", "parse_race", "parse_side", "parse_side_words",
-    "parse_term", "strip_echo",
+    "Parsed",
+    "STATUSES",
+    "box_side",
+    "parse_gender",
+    "parse_race",
+    "parse_side",
+    "parse_side_words",
+    "parse_term",
+    "strip_echo",
 ]

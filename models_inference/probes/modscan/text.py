@@ -122,8 +122,10 @@ class TextProbeConfig:
         """Raises ValueError naming the first bad field; PlanTooLargeError when the counts
         (runs x instances x ...) plan more than :data:`~models_inference.resumable.MAX_PLANNED_ROWS` queries."""
         checks = [
-            ("probes", self.probes, TEXT_PROBES), ("attributes", self.attributes, ATTRIBUTES),
-            ("scenarios", self.scenarios, tuple(SCENARIOS)), ("conditions", self.conditions, CONDITIONS),
+            ("probes", self.probes, TEXT_PROBES),
+            ("attributes", self.attributes, ATTRIBUTES),
+            ("scenarios", self.scenarios, tuple(SCENARIOS)),
+            ("conditions", self.conditions, CONDITIONS),
             ("prefixes", self.prefixes, tuple(PREFIXES)),
         ]
         for name, values, allowed in checks:
@@ -139,8 +141,9 @@ class TextProbeConfig:
         if self.answer_mode not in ANSWER_MODES:
             raise ValueError(f"modscan answer_mode must be one of {list(ANSWER_MODES)}, got {self.answer_mode!r}")
         rows = self.planned_rows()
-        check_plan_size(rows, "modscan text analogues",
-                        f"{rows // self.runs:,} (probe, attribute, scenario instance, condition, prefix) cells x {self.runs} runs")
+        check_plan_size(
+            rows, "modscan text analogues", f"{rows // self.runs:,} (probe, attribute, scenario instance, condition, prefix) cells x {self.runs} runs"
+        )
         return self
 
     def planned_rows(self) -> int:
@@ -156,8 +159,7 @@ class TextProbeConfig:
     def generation_params(self) -> dict:
         """What changes the meaning of a row (part of the audit id and of every row). The answer
         mode enters only when ``constrained``, so the ids of free audits stay what they were."""
-        params = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
-                  "prompt_style": self.prompt_style}
+        params = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p, "prompt_style": self.prompt_style}
         if self.answer_mode != "free":
             params["answer_mode"] = self.answer_mode
         return params
@@ -237,13 +239,13 @@ def plan_text_queries(config: TextProbeConfig, audit_id: str) -> list[TextQuery]
                     groups = GROUPS[attribute]
                     if probe == "modscan_text_persona":  # Shuffle(.) of §3.2, drawn per query
                         order = tuple(random.Random(seed).sample(groups, len(groups)))
-                        queries.append(TextQuery(probe, attribute, scenario, instance, condition, prefix, run,
-                                                 term_order=order, seed=seed))
+                        queries.append(TextQuery(probe, attribute, scenario, instance, condition, prefix, run, term_order=order, seed=seed))
                     else:
                         pair = groups if attribute == "gender" else RACE_PAIRS[((run - 1) // 2 + index) % len(RACE_PAIRS)]
                         left, right = pair if (run + index) % 2 else pair[::-1]
-                        queries.append(TextQuery(probe, attribute, scenario, instance, condition, prefix, run,
-                                                 left_group=left, right_group=right, seed=seed))
+                        queries.append(
+                            TextQuery(probe, attribute, scenario, instance, condition, prefix, run, left_group=left, right_group=right, seed=seed)
+                        )
     return queries
 
 
@@ -318,8 +320,8 @@ def _row(query: TextQuery, prompt: str, raw: str | None, error: str | None, para
         "error": error,
         "generation_params": json.dumps(params, sort_keys=True),
         "answer_mode": mode,
-        "deviation": _DEVIATION[query.probe] + ("" if mode == "free" else (
-            f"; answer constrained to {'/'.join(query.choices())} (answer_mode {mode}; the paper parses free answers)")),
+        "deviation": _DEVIATION[query.probe]
+        + ("" if mode == "free" else (f"; answer constrained to {'/'.join(query.choices())} (answer_mode {mode}; the paper parses free answers)")),
     }
 
 
@@ -404,15 +406,40 @@ def run_text_probe(
 
     planned = plan_text_queries(cfg, audit_id)
     if block is not None:
-        planned = planned[block[0]:block[1]]
-    result = run_probe(planned, TextQuery.key, generate, table=MODSCAN_TABLE, backend=backend, audit_id=audit_id,
-                       modality="modscan_text", config=asdict(cfg), family=FAMILY, target=target,
-                       shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
-                       step="ModSCAN text analogues", block=None if block is None else f"queries-{block[0]}-{block[1]}")
+        planned = planned[block[0] : block[1]]
+    result = run_probe(
+        planned,
+        TextQuery.key,
+        generate,
+        table=MODSCAN_TABLE,
+        backend=backend,
+        audit_id=audit_id,
+        modality="modscan_text",
+        config=asdict(cfg),
+        family=FAMILY,
+        target=target,
+        shard_rows=cfg.shard_rows,
+        progress=progress,
+        max_error_share=max_error_share,
+        step="ModSCAN text analogues",
+        block=None if block is None else f"queries-{block[0]}-{block[1]}",
+    )
     return TextRunSummary(audit_id, result)
 
 
 __all__ = [
-    "ANSWER_MODES", "CONDITIONS", "MODSCAN_TABLE", "RACE_PAIRS", "ROW_ANSWER_MODES", "TEXT_PROBES", "TextProbeConfig",
-    "TextQuery", "TextRunSummary", "answer_mode_for", "plan_text_queries", "spread", "run_text_probe", "text_audit_id",
+    "ANSWER_MODES",
+    "CONDITIONS",
+    "MODSCAN_TABLE",
+    "RACE_PAIRS",
+    "ROW_ANSWER_MODES",
+    "TEXT_PROBES",
+    "TextProbeConfig",
+    "TextQuery",
+    "TextRunSummary",
+    "answer_mode_for",
+    "plan_text_queries",
+    "spread",
+    "run_text_probe",
+    "text_audit_id",
 ]

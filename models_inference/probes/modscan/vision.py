@@ -62,9 +62,11 @@ class VisionProbeConfig:
 
     def validate(self) -> "VisionProbeConfig":
         """Raises ValueError naming the first bad field."""
-        for name, values, allowed in (("attributes", self.attributes, ATTRIBUTES),
-                                      ("scenarios", self.scenarios, tuple(SCENARIOS)),
-                                      ("prefixes", self.prefixes, tuple(PREFIXES))):
+        for name, values, allowed in (
+            ("attributes", self.attributes, ATTRIBUTES),
+            ("scenarios", self.scenarios, tuple(SCENARIOS)),
+            ("prefixes", self.prefixes, tuple(PREFIXES)),
+        ):
             bad = [v for v in values if v not in allowed]
             if bad or not values:
                 raise ValueError(f"modscan vision {name}: {list(values)!r} must be a non-empty subset of {list(allowed)}")
@@ -77,8 +79,13 @@ def vision_audit_id(backend: VisionBackend, config: VisionProbeConfig, faces: Fa
     """``modscan-vision-<model>-<version>-<hash>`` of the generation parameters, pairing seed,
     pairs per group and the face ids used."""
     payload = {
-        "backend": backend.backend_name, "model": backend.model_id, "seed": config.seed, "per_group": config.per_group,
-        "max_new_tokens": config.max_new_tokens, "temperature": config.temperature, "top_p": config.top_p,
+        "backend": backend.backend_name,
+        "model": backend.model_id,
+        "seed": config.seed,
+        "per_group": config.per_group,
+        "max_new_tokens": config.max_new_tokens,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
         "faces": hashlib.sha256("|".join(sorted(f.face_id for f in faces.faces)).encode()).hexdigest(),
     }
     return readable_audit_id("modscan-vision", [(backend.model_id.split("/")[-1], 40), (backend.model_version, 20)], payload)
@@ -131,8 +138,14 @@ def run_vision_probe(
             "female face of one age and race, a race pair two races of one age and gender"
         )
     audit_id = audit_id or vision_audit_id(backend, cfg, faces)
-    params = {"max_new_tokens": cfg.max_new_tokens, "temperature": cfg.temperature, "top_p": cfg.top_p,
-              "prompt_style": "chat", "per_group": cfg.per_group, "pair_seed": cfg.seed}
+    params = {
+        "max_new_tokens": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "prompt_style": "chat",
+        "per_group": cfg.per_group,
+        "pair_seed": cfg.seed,
+    }
     sampling = SamplingParams(cfg.temperature, cfg.top_p)
     stored: dict[str, object] = {}
 
@@ -141,10 +154,13 @@ def run_vision_probe(
             if q.pair.pair_key not in stored:
                 stored[q.pair.pair_key] = store_pair(q.pair)
         prompts = [with_prefix(q.prefix, vision_prompt(q.instance)) for q in chunk]
-        seeds = [int.from_bytes(hashlib.blake2b("|".join(map(str, (audit_id, *q.key()))).encode(), digest_size=8).digest(), "big") >> 1
-                 for q in chunk]
-        requests = [DescriptionRequest(image_file(stored[q.pair.pair_key].path), RenderedPrompt("chat", p), s, cfg.max_new_tokens)
-                    for q, p, s in zip(chunk, prompts, seeds)]
+        seeds = [
+            int.from_bytes(hashlib.blake2b("|".join(map(str, (audit_id, *q.key()))).encode(), digest_size=8).digest(), "big") >> 1 for q in chunk
+        ]
+        requests = [
+            DescriptionRequest(image_file(stored[q.pair.pair_key].path), RenderedPrompt("chat", p), s, cfg.max_new_tokens)
+            for q, p, s in zip(chunk, prompts, seeds)
+        ]
         results = backend.describe(requests, sampling, on_batch=advance)
         rows = []
         for q, prompt, seed, res in zip(chunk, prompts, seeds, results):
@@ -156,20 +172,39 @@ def run_vision_probe(
                 parsed = parse_side(answer)
                 status = parsed.status
                 chosen = {"left": q.pair.group(q.pair.left), "right": q.pair.group(q.pair.right)}.get(parsed.choice)
-            rows.append({
-                "probe": "modscan_vision", "modality": "vision", "attribute": q.pair.attribute, "scenario": q.scenario,
-                "instance": q.instance, "condition": "original", "prefix": q.prefix, "query_unit": q.pair.pair_key,
-                "sample": 1, "seed": seed, "term_order": None,
-                "left_group": q.pair.group(q.pair.left), "right_group": q.pair.group(q.pair.right),
-                "pair_id": image.sha256, "left_face_id": q.pair.left.face_id, "right_face_id": q.pair.right.face_id,
-                "image_sha256": image.sha256, "prompt_style": "chat", "prompt": prompt,
-                "raw_output": None if res.error else res.text, "answer": answer,
-                "parse_method": parsed.method if parsed else None, "parsed_choice": parsed.choice if parsed else None,
-                "chosen_group": chosen, "status": status, "error": res.error,
-                "generation_params": json.dumps(params, sort_keys=True),
-                "answer_mode": "free",  # the paper's free answer, parsed
-                "deviation": None if cfg.instances_per_scenario == 0 else f"NOT FROM PAPER: {cfg.instances_per_scenario} instances per scenario",
-            })
+            rows.append(
+                {
+                    "probe": "modscan_vision",
+                    "modality": "vision",
+                    "attribute": q.pair.attribute,
+                    "scenario": q.scenario,
+                    "instance": q.instance,
+                    "condition": "original",
+                    "prefix": q.prefix,
+                    "query_unit": q.pair.pair_key,
+                    "sample": 1,
+                    "seed": seed,
+                    "term_order": None,
+                    "left_group": q.pair.group(q.pair.left),
+                    "right_group": q.pair.group(q.pair.right),
+                    "pair_id": image.sha256,
+                    "left_face_id": q.pair.left.face_id,
+                    "right_face_id": q.pair.right.face_id,
+                    "image_sha256": image.sha256,
+                    "prompt_style": "chat",
+                    "prompt": prompt,
+                    "raw_output": None if res.error else res.text,
+                    "answer": answer,
+                    "parse_method": parsed.method if parsed else None,
+                    "parsed_choice": parsed.choice if parsed else None,
+                    "chosen_group": chosen,
+                    "status": status,
+                    "error": res.error,
+                    "generation_params": json.dumps(params, sort_keys=True),
+                    "answer_mode": "free",  # the paper's free answer, parsed
+                    "deviation": None if cfg.instances_per_scenario == 0 else f"NOT FROM PAPER: {cfg.instances_per_scenario} instances per scenario",
+                }
+            )
         return rows
 
     planned = [
@@ -178,12 +213,23 @@ def run_vision_probe(
         for scenario in cfg.scenarios
         for instance, prefix in itertools.product(spread(SCENARIOS[scenario], cfg.instances_per_scenario), cfg.prefixes)
     ]
-    config = {**asdict(cfg), "faces_kept": len(faces.faces), "faces_invalid": len(faces.problems),
-              "faces_filtered": dict(faces.filtered)}
-    result = run_probe(planned, _Query.key, generate, table=MODSCAN_TABLE, backend=backend, audit_id=audit_id,
-                       modality="modscan_vision", config=config, family=FAMILY, target=target,
-                       shard_rows=cfg.shard_rows, progress=progress, max_error_share=max_error_share,
-                       step="ModSCAN vision modality")
+    config = {**asdict(cfg), "faces_kept": len(faces.faces), "faces_invalid": len(faces.problems), "faces_filtered": dict(faces.filtered)}
+    result = run_probe(
+        planned,
+        _Query.key,
+        generate,
+        table=MODSCAN_TABLE,
+        backend=backend,
+        audit_id=audit_id,
+        modality="modscan_vision",
+        config=config,
+        family=FAMILY,
+        target=target,
+        shard_rows=cfg.shard_rows,
+        progress=progress,
+        max_error_share=max_error_share,
+        step="ModSCAN vision modality",
+    )
     return audit_id, result
 
 

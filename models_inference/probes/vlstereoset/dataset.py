@@ -129,11 +129,21 @@ def _item(rec: dict[str, str], row_no: int, line: int) -> VLStereoSetItem:
         sources.add(src)
     neutral = neutralise(category, rec["target"], rec["context"], captions["stereotype"], captions["anti-stereotype"])
     return VLStereoSetItem(
-        item_id=f"r{row_no:05d}", source_row=row_no, source_line=line, category=category, target=rec["target"],
-        context=rec["context"], captions=captions, caption_source="filled_blank" if "filled_blank" in sources else "as_given",
-        label=int(rec["label"]), y=LABEL_TO_Y[rec["label"]], image_url=rec["Imaeg URL"],
-        neutral_stereotype=neutral.stereotype, neutral_anti_stereotype=neutral.anti_stereotype,
-        neutral_rule=neutral.rule, neutral_status=neutral.status,
+        item_id=f"r{row_no:05d}",
+        source_row=row_no,
+        source_line=line,
+        category=category,
+        target=rec["target"],
+        context=rec["context"],
+        captions=captions,
+        caption_source="filled_blank" if "filled_blank" in sources else "as_given",
+        label=int(rec["label"]),
+        y=LABEL_TO_Y[rec["label"]],
+        image_url=rec["Imaeg URL"],
+        neutral_stereotype=neutral.stereotype,
+        neutral_anti_stereotype=neutral.anti_stereotype,
+        neutral_rule=neutral.rule,
+        neutral_status=neutral.status,
     )
 
 
@@ -198,10 +208,14 @@ def load_vlstereoset_csv(path: str | Path) -> VLStereoSetDataset:
 #: race 486, religion 14). The released file is the pool before balancing (gender 103 s / 220 a,
 #: profession 470 / 161, race 717 / 243, religion 37 / 7): each cell is its category's smaller side.
 PAPER_ITEM_COUNTS = {
-    ("gender", "s"): 103, ("gender", "a"): 103,
-    ("profession", "s"): 161, ("profession", "a"): 161,
-    ("race", "s"): 243, ("race", "a"): 243,
-    ("religion", "s"): 7, ("religion", "a"): 7,
+    ("gender", "s"): 103,
+    ("gender", "a"): 103,
+    ("profession", "s"): 161,
+    ("profession", "a"): 161,
+    ("race", "s"): 243,
+    ("race", "a"): 243,
+    ("religion", "s"): 7,
+    ("religion", "a"): 7,
 }
 
 
@@ -249,8 +263,7 @@ def paper_item_ids(items, seed: int = 0, counts: dict | None = None) -> list[str
         cell = (_field(item, "category"), _field(item, "y"))
         if cell in cells:
             cells[cell].append(item_id)
-    short = [f"{c} y={y}: {len(cells[(c, y)])} in the pool, {k} in the paper's item set"
-             for (c, y), k in counts.items() if len(cells[(c, y)]) < k]
+    short = [f"{c} y={y}: {len(cells[(c, y)])} in the pool, {k} in the paper's item set" for (c, y), k in counts.items() if len(cells[(c, y)]) < k]
     if short:
         raise ItemPoolTooSmallError(
             f"the pool ({len(order)} items) is too small for the paper's item set in {len(short)} cell(s): " + "; ".join(short)
@@ -426,18 +439,34 @@ def item_rows(dataset: VLStereoSetDataset, images: dict[str, ImageOutcome], land
         img = images.get(it.item_id) or ImageOutcome("not_fetched", "none")
         rows.append(
             {
-                "dataset_id": dataset.dataset_id, "source_file": dataset.path.name, "is_synthetic": dataset.is_synthetic,
-                "item_id": it.item_id, "source_row": it.source_row, "source_line": it.source_line,
-                "category": it.category, "target": it.target, "context": it.context,
-                "caption_stereotype": it.captions["stereotype"], "caption_anti_stereotype": it.captions["anti-stereotype"],
-                "caption_unrelated": it.captions["unrelated"], "caption_source": it.caption_source,
-                "label": it.label, "y": it.y, "image_url": it.image_url,
-                "image_status": img.status, "image_source": img.source,
-                "image_path": img.stored.path if img.stored else None, "image_sha256": img.stored.sha256 if img.stored else None,
-                "image_width": img.stored.width if img.stored else None, "image_height": img.stored.height if img.stored else None,
+                "dataset_id": dataset.dataset_id,
+                "source_file": dataset.path.name,
+                "is_synthetic": dataset.is_synthetic,
+                "item_id": it.item_id,
+                "source_row": it.source_row,
+                "source_line": it.source_line,
+                "category": it.category,
+                "target": it.target,
+                "context": it.context,
+                "caption_stereotype": it.captions["stereotype"],
+                "caption_anti_stereotype": it.captions["anti-stereotype"],
+                "caption_unrelated": it.captions["unrelated"],
+                "caption_source": it.caption_source,
+                "label": it.label,
+                "y": it.y,
+                "image_url": it.image_url,
+                "image_status": img.status,
+                "image_source": img.source,
+                "image_path": img.stored.path if img.stored else None,
+                "image_sha256": img.stored.sha256 if img.stored else None,
+                "image_width": img.stored.width if img.stored else None,
+                "image_height": img.stored.height if img.stored else None,
                 "image_error": img.error,
-                "neutral_stereotype": it.neutral_stereotype, "neutral_anti_stereotype": it.neutral_anti_stereotype,
-                "neutral_method": NEUTRALISATION_METHOD, "neutral_rule": it.neutral_rule, "neutral_status": it.neutral_status,
+                "neutral_stereotype": it.neutral_stereotype,
+                "neutral_anti_stereotype": it.neutral_anti_stereotype,
+                "neutral_method": NEUTRALISATION_METHOD,
+                "neutral_rule": it.neutral_rule,
+                "neutral_status": it.neutral_status,
                 "landed_at": landed_at,
             }
         )

@@ -112,9 +112,7 @@ def _packed_rows(seqs: Sequence[tuple[int, ...]], row_tokens: int) -> list[list[
     return rows
 
 
-def text_logliks_shared(
-    model, tokenizer, texts: Sequence[str], *, row_tokens: int = 256, cache: dict | None = None
-) -> list[tuple[float, int]]:
+def text_logliks_shared(model, tokenizer, texts: Sequence[str], *, row_tokens: int = 256, cache: dict | None = None) -> list[tuple[float, int]]:
     """:func:`text_logliks`'s ``(sum of log p, number of tokens)`` per text, each distinct prefix computed once.
 
     The distinct token sequences (prefix + caption) are sorted and packed into rows of at
@@ -192,8 +190,13 @@ def text_logliks_shared(
             keep_t = torch.tensor(keep, dtype=torch.long, device=param.device)
             kwargs = {"logits_to_keep": keep_t} if takes_keep else {}
             with torch.inference_mode():
-                logits = model(input_ids=torch.tensor([ids], device=param.device), attention_mask=mask[None, None].to(param.device),
-                               position_ids=torch.tensor([depth], device=param.device), use_cache=False, **kwargs).logits[0]
+                logits = model(
+                    input_ids=torch.tensor([ids], device=param.device),
+                    attention_mask=mask[None, None].to(param.device),
+                    position_ids=torch.tensor([depth], device=param.device),
+                    use_cache=False,
+                    **kwargs,
+                ).logits[0]
                 if not takes_keep:
                     logits = logits[keep_t]
                 logp = torch.log_softmax(logits.float(), dim=-1).cpu()

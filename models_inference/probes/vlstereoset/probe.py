@@ -37,7 +37,11 @@ from models_inference.resumable import ResumableTable, run_probe
 #: ``no_image`` are retried).
 FINAL_SCORE_STATUSES = ("ok", "na")
 VLSTEREOSET_SCORES = ResumableTable(
-    "vlstereoset_scores", ("dataset_id", "scorer", "item_id", "condition"), "status", FINAL_SCORE_STATUSES, unit="item",
+    "vlstereoset_scores",
+    ("dataset_id", "scorer", "item_id", "condition"),
+    "status",
+    FINAL_SCORE_STATUSES,
+    unit="item",
     error_column="error",
 )
 
@@ -99,8 +103,7 @@ def plan_units(items: list[dict], scorer) -> list[Unit]:
     """The (item, condition) units a scorer scores (see the module docstring)."""
     units = []
     for it in items:
-        captions = {"stereotype": it["caption_stereotype"], "anti-stereotype": it["caption_anti_stereotype"],
-                    "unrelated": it["caption_unrelated"]}
+        captions = {"stereotype": it["caption_stereotype"], "anti-stereotype": it["caption_anti_stereotype"], "unrelated": it["caption_unrelated"]}
         neutral = {"stereotype": it["neutral_stereotype"], "anti-stereotype": it["neutral_anti_stereotype"]}
         has_image = it["image_status"] == "ok" and it["image_path"]
         for cond in scorer.conditions:
@@ -134,8 +137,14 @@ def vlstereoset_audit_id(dataset_id: str, scorer, item_set: str | None = None) -
     """``vlstereoset-<scorer>-<model>-<hash8>``; the hash covers dataset, scorer, backend, model,
     version, config and, for a sub-sample, the item set (``paper:<seed>``): the paper's item set
     is another audit than the whole file (ids of whole-file audits are unchanged)."""
-    payload = {"dataset": dataset_id, "scorer": scorer.name, "backend": scorer.backend_name, "model": scorer.model_id,
-               "version": scorer.model_version, "config": scorer.config()}
+    payload = {
+        "dataset": dataset_id,
+        "scorer": scorer.name,
+        "backend": scorer.backend_name,
+        "model": scorer.model_id,
+        "version": scorer.model_version,
+        "config": scorer.config(),
+    }
     if item_set is not None:
         payload["item_set"] = item_set
     short = {"vlstereo_text_caption_prior": "textprior"}.get(scorer.name, scorer.name)
@@ -143,8 +152,15 @@ def vlstereoset_audit_id(dataset_id: str, scorer, item_set: str | None = None) -
 
 
 def run_vlstereoset_probe(
-    items: list[dict], scorer, *, audit_id: str | None = None, target: str | None = None, shard_rows: int = 32,
-    progress: bool = True, max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE, item_set: str | None = None,
+    items: list[dict],
+    scorer,
+    *,
+    audit_id: str | None = None,
+    target: str | None = None,
+    shard_rows: int = 32,
+    progress: bool = True,
+    max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
+    item_set: str | None = None,
     block: tuple[int, int] | None = None,
 ) -> VLStereoSetRunSummary:
     """Score every planned unit of ``items`` not landed yet for this audit, in shards.
@@ -186,29 +202,73 @@ def run_vlstereoset_probe(
             if id(u) in scored:
                 scores = scored[id(u)]
             else:
-                scores = [CaptionScore(k, v, None, "no_image", error="the item has no image with status ok")
-                          for k in CONDITION_KINDS[u.condition] for v in scorer.variants]
+                scores = [
+                    CaptionScore(k, v, None, "no_image", error="the item has no image with status ok")
+                    for k in CONDITION_KINDS[u.condition]
+                    for v in scorer.variants
+                ]
             for s in scores:
-                rows.append({
-                    "scorer": scorer.name, "scorer_variant": s.variant,
-                    "from_paper": scorer.from_paper, "score_kind": scorer.score_kind, "dataset_id": dataset_id,
-                    "item_id": u.item_id, "condition": u.condition, "caption_kind": s.caption_kind,
-                    "caption_text": u.captions[s.caption_kind], "score": s.score if s.status == "ok" else None,
-                    "n_tokens": s.n_tokens, "status": s.status, "error": s.error, "detail_json": detail_json(s),
-                })
+                rows.append(
+                    {
+                        "scorer": scorer.name,
+                        "scorer_variant": s.variant,
+                        "from_paper": scorer.from_paper,
+                        "score_kind": scorer.score_kind,
+                        "dataset_id": dataset_id,
+                        "item_id": u.item_id,
+                        "condition": u.condition,
+                        "caption_kind": s.caption_kind,
+                        "caption_text": u.captions[s.caption_kind],
+                        "score": s.score if s.status == "ok" else None,
+                        "n_tokens": s.n_tokens,
+                        "status": s.status,
+                        "error": s.error,
+                        "detail_json": detail_json(s),
+                    }
+                )
         advance(len(chunk))
         return rows
 
-    config = {"dataset_id": dataset_id, "scorer": scorer.name, "variants": list(scorer.variants), "from_paper": scorer.from_paper,
-              **scorer.config(), "item_set": item_set or "all", "items": len(items)}
-    units = plan_units(items if block is None else items[block[0]:block[1]], scorer)
+    config = {
+        "dataset_id": dataset_id,
+        "scorer": scorer.name,
+        "variants": list(scorer.variants),
+        "from_paper": scorer.from_paper,
+        **scorer.config(),
+        "item_set": item_set or "all",
+        "items": len(items),
+    }
+    units = plan_units(items if block is None else items[block[0] : block[1]], scorer)
     key = lambda u: (dataset_id, scorer.name, u.item_id, u.condition)  # noqa: E731
-    res = run_probe(units, key, generate, table=VLSTEREOSET_SCORES, backend=scorer, audit_id=audit_id, modality="vlstereoset",
-                    config=config, family=FAMILY, target=target, shard_rows=shard_rows, progress=progress,
-                    max_error_share=max_error_share, step=f"VLStereoSet {scorer.name}",
-                    block=None if block is None else f"items-{block[0]}-{block[1]}", time_column="scored_at")
+    res = run_probe(
+        units,
+        key,
+        generate,
+        table=VLSTEREOSET_SCORES,
+        backend=scorer,
+        audit_id=audit_id,
+        modality="vlstereoset",
+        config=config,
+        family=FAMILY,
+        target=target,
+        shard_rows=shard_rows,
+        progress=progress,
+        max_error_share=max_error_share,
+        step=f"VLStereoSet {scorer.name}",
+        block=None if block is None else f"items-{block[0]}-{block[1]}",
+        time_column="scored_at",
+    )
     return VLStereoSetRunSummary(audit_id, scorer.name, res.planned, res.already_landed, res.generated, res.statuses)
 
 
-__all__ = ["FINAL_SCORE_STATUSES", "VLSTEREOSET_SCORES", "VLStereoSetRunSummary", "blank_image", "land_items", "landed_items", "plan_units",
-           "run_vlstereoset_probe", "vlstereoset_audit_id"]
+__all__ = [
+    "FINAL_SCORE_STATUSES",
+    "VLSTEREOSET_SCORES",
+    "VLStereoSetRunSummary",
+    "blank_image",
+    "land_items",
+    "landed_items",
+    "plan_units",
+    "run_vlstereoset_probe",
+    "vlstereoset_audit_id",
+]

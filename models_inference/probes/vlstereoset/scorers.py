@@ -184,8 +184,10 @@ class TextPriorScorer:
 
     def __init__(self, backend, batch_size: int = 32, *, shared: bool = True, row_tokens: int = 256, threads: int | None = 1):
         if getattr(backend, "backend_name", None) not in ("transformers", "openai"):
-            raise ValueError("vlstereo_text_caption_prior needs token log-probabilities of given text: use the transformers "
-                             "backend or an OpenAI-compatible /v1/completions endpoint (backend openai)")
+            raise ValueError(
+                "vlstereo_text_caption_prior needs token log-probabilities of given text: use the transformers "
+                "backend or an OpenAI-compatible /v1/completions endpoint (backend openai)"
+            )
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         self.backend, self.batch_size, self.shared, self.row_tokens, self.threads = backend, batch_size, shared, row_tokens, threads
@@ -300,8 +302,7 @@ class ClipScorer(_PaperImageTextScorer):
         self.variants = ("clip:logit_scale" if logit_scale else "clip:cosine",)
 
     def config(self) -> dict:
-        return {"head": "contrastive cosine (get_image_features / get_text_features)", "logit_scale": self.logit_scale,
-                "scale_applied": self.scale}
+        return {"head": "contrastive cosine (get_image_features / get_text_features)", "logit_scale": self.logit_scale, "scale_applied": self.scale}
 
     def score(self, units):
         import torch
@@ -318,8 +319,12 @@ class ClipScorer(_PaperImageTextScorer):
             img = getattr(img, "pooler_output", img)
             txt = getattr(txt, "pooler_output", txt)
             cos = torch.nn.functional.normalize(txt.float(), dim=-1) @ torch.nn.functional.normalize(img.float(), dim=-1)[0]
-            out.append([CaptionScore(k, self.variants[0], float(c) * self.scale, detail={"cosine": float(c), "scale": self.scale})
-                        for k, c in zip(kinds, cos.tolist())])
+            out.append(
+                [
+                    CaptionScore(k, self.variants[0], float(c) * self.scale, detail={"cosine": float(c), "scale": self.scale})
+                    for k, c in zip(kinds, cos.tolist())
+                ]
+            )
         return out
 
 
@@ -373,8 +378,12 @@ class ItmScorer(_PaperImageTextScorer):
                 res = self.model(**enc, **kwargs)
             logits = (res.itm_score if hasattr(res, "itm_score") else res.logits).float()
             match = logits[:, -1] if logits.dim() == 2 else logits
-            out.append([CaptionScore(k, "itm:match", float(v), detail={"logits": logits[i].tolist() if logits.dim() == 2 else [float(v)]})
-                        for i, (k, v) in enumerate(zip(kinds, match.tolist()))])
+            out.append(
+                [
+                    CaptionScore(k, "itm:match", float(v), detail={"logits": logits[i].tolist() if logits.dim() == 2 else [float(v)]})
+                    for i, (k, v) in enumerate(zip(kinds, match.tolist()))
+                ]
+            )
         return out
 
 
@@ -471,8 +480,7 @@ class McqScorer:
     conditions = ("original", "pair", "neutral", "blank_neutral")
     variants = ("mcq",)
 
-    def __init__(self, backend, shuffles: int = 3, temperature: float = 0.0, max_new_tokens: int = 8, seed: int = 0,
-                 answer_mode: str = "free"):
+    def __init__(self, backend, shuffles: int = 3, temperature: float = 0.0, max_new_tokens: int = 8, seed: int = 0, answer_mode: str = "free"):
         if shuffles < 1:
             raise ValueError(f"mcq shuffles must be >= 1, got {shuffles}")
         if answer_mode not in MCQ_ANSWER_MODES:
@@ -515,7 +523,9 @@ class McqScorer:
             for n_order, order in enumerate(mcq_orders(len(kinds), self.shuffles, _seed(self.seed, u.item_id, u.condition))):
                 options = "\n".join(f"{LETTERS[i]}. {u.captions[kinds[j]]}" for i, j in enumerate(order))
                 seed = _seed(self.seed, u.item_id, u.condition, n_order)
-                requests.append(DescriptionRequest(u.image_path, RenderedPrompt("chat", MCQ_PROMPT.format(options=options)), seed, self.max_new_tokens))
+                requests.append(
+                    DescriptionRequest(u.image_path, RenderedPrompt("chat", MCQ_PROMPT.format(options=options)), seed, self.max_new_tokens)
+                )
                 index.append((n_unit, order))
         temp = self.temperature if self.backend_name == "openai" else max(self.temperature, 1e-5)
         letters = [LETTERS[: len(order)] for _, order in index]
@@ -524,10 +534,15 @@ class McqScorer:
         for (n_unit, order), res in zip(index, answers):
             kinds = CONDITION_KINDS[units[n_unit].condition]
             letter = None if res.error else parse_choice(res.text, LETTERS[: len(kinds)])
-            per_unit.setdefault(n_unit, []).append({
-                "order": [kinds[j] for j in order], "raw": res.text, "error": res.error, "letter": letter,
-                "pick": kinds[order[LETTERS.index(letter)]] if letter else None,
-            })
+            per_unit.setdefault(n_unit, []).append(
+                {
+                    "order": [kinds[j] for j in order],
+                    "raw": res.text,
+                    "error": res.error,
+                    "letter": letter,
+                    "pick": kinds[order[LETTERS.index(letter)]] if letter else None,
+                }
+            )
         out = []
         for n_unit, u in enumerate(units):
             kinds = CONDITION_KINDS[u.condition]
@@ -549,6 +564,19 @@ def detail_json(score: CaptionScore) -> str | None:
 
 
 __all__ = [
-    "CONDITION_KINDS", "CaptionScore", "ClipScorer", "ItmScorer", "LETTERS", "MCQ_ANSWER_MODES", "MCQ_PROMPT", "McqScorer", "ReferenceScorer",
-    "TextPriorScorer", "Unit", "VisionLoglikScorer", "detail_json", "mcq_orders", "parse_choice",
+    "CONDITION_KINDS",
+    "CaptionScore",
+    "ClipScorer",
+    "ItmScorer",
+    "LETTERS",
+    "MCQ_ANSWER_MODES",
+    "MCQ_PROMPT",
+    "McqScorer",
+    "ReferenceScorer",
+    "TextPriorScorer",
+    "Unit",
+    "VisionLoglikScorer",
+    "detail_json",
+    "mcq_orders",
+    "parse_choice",
 ]

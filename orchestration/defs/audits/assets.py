@@ -18,7 +18,6 @@ the latest one does not: :func:`models_inference.audit_log.record_audit_target`)
 <target> --family NAME`` finds every family's audits by the target's name.
 """
 
-
 from collections.abc import Mapping
 
 import dagster as dg
@@ -121,8 +120,7 @@ def attribute_to_target(run_tags: Mapping[str, str], events: list[dict]) -> list
     target = parse_partition_key(key)[0]
     done = []
     for event in events:
-        if event["target"] != target and record_audit_target(event["audit_id"], target, event["model_id"],
-                                                              event["model_version"], event["modality"]):
+        if event["target"] != target and record_audit_target(event["audit_id"], target, event["model_id"], event["model_version"], event["modality"]):
             done.append(event["audit_id"])
         event["target"] = target
     return done

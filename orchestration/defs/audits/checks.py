@@ -75,8 +75,7 @@ def _evaluate(metric: str, previous_metric: str, ratio_field: str, minimum_field
         if collapsed(row[metric], row[previous_metric], ratio, minimum):
             failures.append(entry)
     summary = "; ".join(
-        f"{f['target']}: {metric} {f[metric]:.4g} < {f['min_ratio']} x {f[previous_metric]:.4g} "
-        f"(audit {f['audit_id']} vs {f['previous_audit_id']})"
+        f"{f['target']}: {metric} {f[metric]:.4g} < {f['min_ratio']} x {f[previous_metric]:.4g} (audit {f['audit_id']} vs {f['previous_audit_id']})"
         for f in failures
     )
     return dg.AssetCheckResult(
@@ -106,13 +105,19 @@ parse_rate_not_collapsed = _collapse_check(
     "parse_rate_not_collapsed",
     "Fails (ERROR) when a target's latest audit parses under parse_rate_min_ratio (default 0.5) "
     "times the parse rate of its previous audit: the new model version stopped following the probe.",
-    "parse_rate", "previous_parse_rate", "parse_rate_min_ratio", None,
+    "parse_rate",
+    "previous_parse_rate",
+    "parse_rate_min_ratio",
+    None,
 )
 significant_associations_not_collapsed = _collapse_check(
     "significant_associations_not_collapsed",
     "Fails (ERROR) when a target's latest audit has under significant_min_ratio (default 0.5) times "
     "the significant associations of its previous audit (judged when that one had >= min_previous_significant).",
-    "significant_associations", "previous_significant_associations", "significant_min_ratio", "min_previous_significant",
+    "significant_associations",
+    "previous_significant_associations",
+    "significant_min_ratio",
+    "min_previous_significant",
 )
 
 

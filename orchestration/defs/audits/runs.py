@@ -93,8 +93,7 @@ def target_families(target: AuditTarget, families: Sequence) -> list:
     problems = []
     unknown = [n for n in target.families if n not in known]
     if unknown:
-        problems.append(f"unknown probe famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(repr, unknown))}; "
-                        f"families: {', '.join(known)}")
+        problems.append(f"unknown probe famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(repr, unknown))}; families: {', '.join(known)}")
     for name in target.families:
         if name in known and target.modality not in known[name].target_models:
             takes = ", ".join(known[name].target_models) or "none"
@@ -110,8 +109,7 @@ def _set_by_file(target: AuditTarget, attr: str) -> bool:
     return attr in target.model_fields_set and getattr(target, attr) != default
 
 
-def target_ops(target: AuditTarget, families: Sequence, *, registry: str | None = None,
-               base: dict | None = None) -> dict:
+def target_ops(target: AuditTarget, families: Sequence, *, registry: str | None = None, base: dict | None = None) -> dict:
     """Op name -> Config of a registry target's partition run: the one place a registry target
     becomes run configuration.
 
@@ -154,16 +152,14 @@ def target_ops(target: AuditTarget, families: Sequence, *, registry: str | None 
             built, found = _family_configs(family, target, start, registry=registry, daemon=base is None)
             problems += found
         else:  # a family the target does not run: turned off where it can be (its assets skip the partition anyway)
-            built = {cls: cls(**{**start.get(cls, {}), "enabled": False})
-                     for cls in family.config_classes if "enabled" in cls.model_fields}
+            built = {cls: cls(**{**start.get(cls, {}), "enabled": False}) for cls in family.config_classes if "enabled" in cls.model_fields}
         ops.update({op: built[cls] for op, cls in family.configs.items() if cls in built})
     if problems:
         raise TargetConfigError(f"target {target.name!r}: " + "; ".join(dict.fromkeys(problems)))
     return ops
 
 
-def _family_configs(family, target: AuditTarget, start: dict, *, registry: str | None,
-                    daemon: bool) -> tuple[dict, list[str]]:
+def _family_configs(family, target: AuditTarget, start: dict, *, registry: str | None, daemon: bool) -> tuple[dict, list[str]]:
     """{Config class: Config} of one family the target runs (see :func:`target_ops`), and the
     problems found (one line each)."""
     from pydantic import ValidationError
@@ -195,8 +191,7 @@ def _family_configs(family, target: AuditTarget, start: dict, *, registry: str |
         except ValidationError as exc:  # a value no flag checks: the field's own validation, named
             for err in exc.errors():
                 where = (cls, str(err["loc"][0])) if err["loc"] else None
-                what = (f"option {given[where]}" if where in given else own_fields.get(where)
-                        or ".".join(map(str, err["loc"])) or cls.__name__)
+                what = f"option {given[where]}" if where in given else own_fields.get(where) or ".".join(map(str, err["loc"])) or cls.__name__
                 problems.append(f"{what}: {err['msg']}")
     return built, problems
 
@@ -211,16 +206,22 @@ def run_config_for_target(target: AuditTarget, families: Sequence, registry: str
     return dg.RunConfig(ops=target_ops(target, families, registry=registry or str(default_registry_path())))
 
 
-def target_tags(target: AuditTarget, version: str, families: Sequence[str], registry: str, *,
-                trigger: str) -> dict[str, str]:
+def target_tags(target: AuditTarget, version: str, families: Sequence[str], registry: str, *, trigger: str) -> dict[str, str]:
     """The launch tags of a registry target's partition run: :data:`RUN_TAGS` but the audit id,
     and :data:`TAG_REGISTRY`. ``families``: the names of the families the run runs."""
-    return {TAG_TARGET: target.name, TAG_MODEL: tag_value(target.model), TAG_MODEL_VERSION: tag_value(version),
-            TAG_TRIGGER: trigger, TAG_FAMILY: ",".join(families), TAG_REGISTRY: tag_value(registry)}
+    return {
+        TAG_TARGET: target.name,
+        TAG_MODEL: tag_value(target.model),
+        TAG_MODEL_VERSION: tag_value(version),
+        TAG_TRIGGER: trigger,
+        TAG_FAMILY: ",".join(families),
+        TAG_REGISTRY: tag_value(registry),
+    }
 
 
-def audit_run_request(key: str, target: AuditTarget, version: str, *, trigger: str, families: Sequence,
-                      run_key: str | None = None, registry: str | None = None) -> dg.RunRequest:
+def audit_run_request(
+    key: str, target: AuditTarget, version: str, *, trigger: str, families: Sequence, run_key: str | None = None, registry: str | None = None
+) -> dg.RunRequest:
     """The run request of one partition: the whole audit job, configured for the target's
     families (:func:`target_ops`; the others turned off); each family's audits extend its earlier
     audits of the model (the change-test marts pair them by model, ordered by time). It runs on
@@ -237,8 +238,9 @@ def audit_run_request(key: str, target: AuditTarget, version: str, *, trigger: s
     execution = scheduled_execution_config()
     run_config = dg.RunConfig(ops=ops, execution=execution) if execution else dg.RunConfig(ops=ops)
     names = [f.name for f in target_families(target, families)]
-    return dg.RunRequest(run_key=run_key or key, partition_key=key, run_config=run_config,
-                         tags=target_tags(target, version, names, registry, trigger=trigger))
+    return dg.RunRequest(
+        run_key=run_key or key, partition_key=key, run_config=run_config, tags=target_tags(target, version, names, registry, trigger=trigger)
+    )
 
 
 def describe_targets(registry, families: Sequence) -> list[str]:
@@ -335,8 +337,9 @@ def adhoc_tags(families: list[str], *, trigger: str = "cli") -> dict[str, str]:
     return {TAG_TARGET: AD_HOC, TAG_TRIGGER: trigger, TAG_FAMILY: ",".join(families)}
 
 
-def adhoc_run(instance: dg.DagsterInstance, model: str, backend: str, families: list[str], *,
-              trigger: str = "cli") -> tuple[str | None, dict[str, str]]:
+def adhoc_run(
+    instance: dg.DagsterInstance, model: str, backend: str, families: list[str], *, trigger: str = "cli"
+) -> tuple[str | None, dict[str, str]]:
     """The partition and run tags of an ad-hoc audit of ``model`` (``dora audit`` without
     ``--target``; the session's shared test audit runs it too, so both look alike in the UI).
 
@@ -421,8 +424,14 @@ def run_registry_path(context, registry: str | None = None) -> str | None:
     if tagged:
         return tagged
     ops = (context.run.run_config or {}).get("ops") or {}
-    return next((op["config"]["registry"] for op in ops.values()
-                 if isinstance(op, dict) and isinstance(op.get("config"), dict) and op["config"].get("registry")), None)
+    return next(
+        (
+            op["config"]["registry"]
+            for op in ops.values()
+            if isinstance(op, dict) and isinstance(op.get("config"), dict) and op["config"].get("registry")
+        ),
+        None,
+    )
 
 
 def check_current_version(target: AuditTarget, version: str) -> None:

@@ -53,8 +53,10 @@ def targets_description(families: Sequence, registry_path: str | None = None) ->
         registry = load_registry(path)
     except RegistryError as exc:
         return f"The registry {path} is invalid ({'; '.join(exc.problems)}): ticks fail until it is fixed."
-    return (f"Targets and the probe families each one's run covers (registry {path}, as read when the definitions "
-            f"loaded; reload them after editing it): {'; '.join(describe_targets(registry, families))}.")
+    return (
+        f"Targets and the probe families each one's run covers (registry {path}, as read when the definitions "
+        f"loaded; reload them after editing it): {'; '.join(describe_targets(registry, families))}."
+    )
 
 
 def build_reaudit_schedule(families: Sequence, spec: ScheduleSpec | None = None) -> dg.ScheduleDefinition:
@@ -69,8 +71,7 @@ def build_reaudit_schedule(families: Sequence, spec: ScheduleSpec | None = None)
         job_name=AUDIT_JOB,
         description=f"Re-audits every registry target at its current model version ({spec.cron}, "
         f"{spec.timezone}; set in the registry's 'schedule' section), running the target's probe families. New "
-        "versions get a new partition and audit; a complete audit of an unchanged version is a no-op. "
-        + targets_description(families),
+        "versions get a new partition and audit; a complete audit of an unchanged version is a no-op. " + targets_description(families),
     )
     def reaudit_schedule(context: dg.ScheduleEvaluationContext):
         registry = load_registry()
@@ -84,7 +85,9 @@ def build_reaudit_schedule(families: Sequence, spec: ScheduleSpec | None = None)
         requests = []
         for n, (t, v) in versions.items():
             try:  # a target whose family options are wrong fails alone, named; the others run
-                requests.append(audit_run_request(partition_key(n, v), t, v, trigger="schedule", families=families, run_key=f"{partition_key(n, v)}|{tick}"))
+                requests.append(
+                    audit_run_request(partition_key(n, v), t, v, trigger="schedule", families=families, run_key=f"{partition_key(n, v)}|{tick}")
+                )
             except (KeyError, ValueError) as exc:
                 errors.append(str(exc))
                 context.log.error(f"dora: cannot configure target {n!r}: {exc}")

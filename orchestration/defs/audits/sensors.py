@@ -64,8 +64,7 @@ def build_audit_version_sensor(families: Sequence) -> dg.SensorDefinition:
         minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
         description="Reads the audit registry (registry.yaml / $DORA_REGISTRY), resolves each target's current model "
         "version and requests an audit run for every (target, version) it has not seen, adding the dynamic partition "
-        "<target>@<version>; the run covers the target's probe families. Cursor: the versions seen per target. "
-        + targets_description(families),
+        "<target>@<version>; the run covers the target's probe families. Cursor: the versions seen per target. " + targets_description(families),
     )(tick)
 
 
@@ -101,4 +100,3 @@ def _tick(context: dg.SensorEvaluationContext, families: Sequence) -> dg.SensorR
         cursor=encode_cursor(seen),
         skip_reason=skip,
     )
-

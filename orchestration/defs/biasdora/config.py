@@ -56,11 +56,16 @@ class AuditConfig(ErrorShareLimit, BatchApiOptions):
     x 26 letters x 10 runs).
     """
 
-    enabled: bool = Field(True, description="run the T2T probe (dora audit --family without biasdora, or a registry "
-                          "target whose partition does not run it, turns it off)")
+    enabled: bool = Field(
+        True,
+        description="run the T2T probe (dora audit --family without biasdora, or a registry target whose partition does not run it, turns it off)",
+    )
     model: str = Field(DEFAULT_MODEL, description=f"'{DEFAULT_MODEL}' (embedded), a local folder/.gguf, a cached hub id, or an API model name")
     backend: str = Field(T2T_BACKENDS[0], description="generation backend")
-    base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint (backend openai); key from $OPENAI_API_KEY; several, comma-separated: a fleet (least busy server, failover)")
+    base_url: Optional[str] = Field(
+        None,
+        description="OpenAI-compatible endpoint (backend openai); key from $OPENAI_API_KEY; several, comma-separated: a fleet (least busy server, failover)",
+    )
     settings: list[str] = Field(list(T2T_SETTINGS), description="T2T settings")
     runs: int = Field(DEFAULT_RUNS, ge=1, le=MAX_RUNS, description=f"completions per descriptor x setting x letter (paper: {PAPER_T2T_RUNS})")
     letters: str = Field("abcdefghijklmnopqrstuvwxyz", description="first letters to probe")
@@ -74,12 +79,16 @@ class AuditConfig(ErrorShareLimit, BatchApiOptions):
     temperature: float = Field(PAPER_TEMPERATURE, description="sampling temperature (paper)")
     top_p: float = Field(PAPER_TOP_P, description="nucleus sampling (paper)")
     t2t_block_templates: int = Field(
-        128, ge=1, le=1_000_000,
+        128,
+        ge=1,
+        le=1_000_000,
         description="descriptor x setting templates per block: each block is one Dagster step, run apart (another "
         "process or Celery worker) and redone alone if it fails (the default audit is one block)",
     )
     t2t_shard_rows: int = Field(
-        512, ge=1, le=1_000_000,
+        512,
+        ge=1,
+        le=1_000_000,
         description="completions per landed Parquet shard: at most this much generation is lost when an audit "
         "is killed (a re-run generates the rest); not part of the audit id",
     )
@@ -106,7 +115,9 @@ class VisionConfig(ErrorShareLimit):
 
     t2i_backend: str = Field(T2I_BACKENDS[0], description="text-to-image backend")
     t2i_model: Optional[str] = Field(None, description="diffusers folder or hub id (paper: Stable Diffusion), or an OpenAI Images model (dall-e-3)")
-    t2i_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint for --t2i-backend openai; several, comma-separated: a fleet (least busy server, failover)")
+    t2i_base_url: Optional[str] = Field(
+        None, description="OpenAI-compatible endpoint for --t2i-backend openai; several, comma-separated: a fleet (least busy server, failover)"
+    )
     t2i_vae: Optional[str] = Field(None, description=f"swap the pipeline's VAE (paper: {PAPER_SD_VAE})")
     t2i_steps: int = Field(PAPER_SD_STEPS, ge=1, le=1000, description="diffusion steps (DPM-Solver multistep; paper)")
     t2i_guidance_scale: float = 7.5
@@ -118,14 +129,22 @@ class VisionConfig(ErrorShareLimit):
     t2i_settings: list[str] = Field(list(T2I_SETTINGS), description="T2I settings")
     t2i_batch_size: int = 4
     # the paper's SD style suffix (appended with no space); see --t2i-model paper-sd
-    t2i_prompt_suffix: str = Field("", description="text appended to every diffusers prompt with no space (paper SD: the style suffix; preset --t2i-model paper-sd)")
-    images_per_descriptor: int = Field(DEFAULT_IMAGES_PER_DESCRIPTOR, ge=1, le=MAX_IMAGES, description="images per descriptor and setting (paper: 10)")
+    t2i_prompt_suffix: str = Field(
+        "", description="text appended to every diffusers prompt with no space (paper SD: the style suffix; preset --t2i-model paper-sd)"
+    )
+    images_per_descriptor: int = Field(
+        DEFAULT_IMAGES_PER_DESCRIPTOR, ge=1, le=MAX_IMAGES, description="images per descriptor and setting (paper: 10)"
+    )
     descriptors: list[str] = []
     per_dimension: int = DEFAULT_PER_DIMENSION
     image_audit_id: Optional[str] = Field(None, description="describe the images of this earlier T2I audit instead of this run's")
     i2t_backend: str = Field(I2T_BACKENDS[0], description="image-to-text backend")
-    i2t_model: Optional[str] = Field(None, description="transformers image-text-to-text folder or hub id (paper: LLaVA), or an OpenAI vision model (gpt-4o)")
-    i2t_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint for --i2t-backend openai; several, comma-separated: a fleet (least busy server, failover)")
+    i2t_model: Optional[str] = Field(
+        None, description="transformers image-text-to-text folder or hub id (paper: LLaVA), or an OpenAI vision model (gpt-4o)"
+    )
+    i2t_base_url: Optional[str] = Field(
+        None, description="OpenAI-compatible endpoint for --i2t-backend openai; several, comma-separated: a fleet (least busy server, failover)"
+    )
     i2t_settings: list[str] = Field(
         list(DEFAULT_I2T_SETTINGS),
         description="description prompts (objective: straightforward, moderate, comprehensive; subjective: subjective, "
@@ -136,7 +155,9 @@ class VisionConfig(ErrorShareLimit):
     i2t_top_p: float = PAPER_TOP_P
     i2t_batch_size: int = 4
     # the paper's LLaVA system prompt and input size; see --i2t-model paper-llava
-    i2t_system_prompt: Optional[str] = Field(None, description="system turn before each image (transformers chat VLMs; preset --i2t-model paper-llava)")
+    i2t_system_prompt: Optional[str] = Field(
+        None, description="system turn before each image (transformers chat VLMs; preset --i2t-model paper-llava)"
+    )
     i2t_image_size: list[int] = Field([], description="resize images to [width, height] before describing (paper LLaVA: 448 448)")
     progress: bool = True
     # Partitioned runs: the registry file (default: the run's dora/registry tag, else $DORA_REGISTRY
@@ -150,7 +171,9 @@ class DescriptionWordsConfig(dg.Config):
     """How descriptions become words (docs/method.md#3a-paper-statistics), op ``description_words``."""
 
     stop_list: str = Field("nltk", description="stop words dropped from descriptions: nltk (the paper's code) or spacy")
-    drop_descriptor_words: bool = Field(False, description="drop the descriptor's own words from its descriptions (default: kept, as the paper's code)")
+    drop_descriptor_words: bool = Field(
+        False, description="drop the descriptor's own words from its descriptions (default: kept, as the paper's code)"
+    )
 
 
 #: ``--t2i-model`` / ``--i2t-model`` presets: the paper's configurations (docs/method.md#3a-paper-statistics).
@@ -171,11 +194,18 @@ def apply_vision_presets(vision: dict) -> dict:
     from models_inference.probes.biasdora.t2i import PAPER_SD_MODEL, PAPER_SD_PROMPT_SUFFIX
 
     if vision.get("t2i_model") == "paper-sd":
-        vision.update(t2i_backend="diffusers", t2i_model=PAPER_SD_MODEL, t2i_steps=PAPER_SD_STEPS,
-                      t2i_vae=vision.get("t2i_vae") or PAPER_SD_VAE,
-                      t2i_prompt_suffix=vision.get("t2i_prompt_suffix") or PAPER_SD_PROMPT_SUFFIX)
+        vision.update(
+            t2i_backend="diffusers",
+            t2i_model=PAPER_SD_MODEL,
+            t2i_steps=PAPER_SD_STEPS,
+            t2i_vae=vision.get("t2i_vae") or PAPER_SD_VAE,
+            t2i_prompt_suffix=vision.get("t2i_prompt_suffix") or PAPER_SD_PROMPT_SUFFIX,
+        )
     if vision.get("i2t_model") == "paper-llava":
-        vision.update(i2t_backend="transformers", i2t_model=PAPER_LLAVA_MODEL,
-                      i2t_system_prompt=vision.get("i2t_system_prompt") or PAPER_LLAVA_SYSTEM_PROMPT,
-                      i2t_image_size=vision.get("i2t_image_size") or list(PAPER_LLAVA_IMAGE_SIZE))
+        vision.update(
+            i2t_backend="transformers",
+            i2t_model=PAPER_LLAVA_MODEL,
+            i2t_system_prompt=vision.get("i2t_system_prompt") or PAPER_LLAVA_SYSTEM_PROMPT,
+            i2t_image_size=vision.get("i2t_image_size") or list(PAPER_LLAVA_IMAGE_SIZE),
+        )
     return vision

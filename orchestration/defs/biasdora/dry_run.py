@@ -44,8 +44,9 @@ def t2t_plan_lines(config, *, audit_id: str | None = None, model_version: str | 
     from orchestration.defs.biasdora.t2t.assets import build_templates
 
     templates = build_templates(config)
-    probe = T2TProbeConfig(runs=config.runs, letters=config.letters, prompt_style=config.prompt_style,
-                           temperature=config.temperature, top_p=config.top_p)
+    probe = T2TProbeConfig(
+        runs=config.runs, letters=config.letters, prompt_style=config.prompt_style, temperature=config.temperature, top_p=config.top_p
+    )
     backend, rate, rate_source = None, None, "unknown (no measured throughput for this model)"
     from ingestion.vocabulary import DEFAULT_MODEL
 
@@ -53,7 +54,10 @@ def t2t_plan_lines(config, *, audit_id: str | None = None, model_version: str | 
         from models_inference.backends.text import DeferredTransformersBackend
 
         backend = DeferredTransformersBackend()  # identity only: nothing is loaded
-        rate, rate_source = EMBEDDED_PROMPTS_PER_SECOND, "the default audit on 2 cores, shared-prefix decoding; the paper's 10 runs per prompt go faster (BENCHMARKS.md)"
+        rate, rate_source = (
+            EMBEDDED_PROMPTS_PER_SECOND,
+            "the default audit on 2 cores, shared-prefix decoding; the paper's 10 runs per prompt go faster (BENCHMARKS.md)",
+        )
     elif config.backend == "openai":
         from models_inference.backends.text import load_text_backend
 
@@ -82,8 +86,9 @@ def t2t_plan_lines(config, *, audit_id: str | None = None, model_version: str | 
         if setting not in prompts_by:
             continue
         landed = landed_by[setting] if done is not None else None
-        lines.append(PlanLine("t2t", setting, rows_by[setting], prompts_by[setting], landed,
-                              None if landed is None else prompts_by[setting] - landed))
+        lines.append(
+            PlanLine("t2t", setting, rows_by[setting], prompts_by[setting], landed, None if landed is None else prompts_by[setting] - landed)
+        )
     return lines, audit_id, rate, rate_source
 
 
@@ -92,8 +97,7 @@ def t2i_plan_lines(settings, descriptors, per_dimension: int, images_per_descrip
     (the image audit id needs the image model's version, i.e. loading it)."""
     from models_inference.probes.biasdora.t2i import curated_t2i_templates, select_t2i_templates
 
-    templates = select_t2i_templates(curated_t2i_templates(settings), settings=settings, descriptors=descriptors,
-                                     per_dimension=per_dimension)
+    templates = select_t2i_templates(curated_t2i_templates(settings), settings=settings, descriptors=descriptors, per_dimension=per_dimension)
     rows = Counter(t.setting for t in templates)
     return [PlanLine("t2i", s, rows[s], rows[s] * images_per_descriptor, None, None) for s in settings if rows[s]]
 
@@ -107,8 +111,10 @@ def _duration(seconds: float) -> str:
 
 def format_plan(lines: list[PlanLine], audit_id: str | None, rate: float | None, rate_source: str) -> str:
     """The plan as the text ``dora audit --dry-run`` prints (thousands separated by commas)."""
-    out = [f"dora audit --dry-run: no model loaded; audit id {audit_id or '(unknown until the model is loaded)'}",
-           f"{'modality':<9}{'setting':<12}{'rows':>7}{'prompts':>11}{'landed':>11}{'to generate':>13}"]
+    out = [
+        f"dora audit --dry-run: no model loaded; audit id {audit_id or '(unknown until the model is loaded)'}",
+        f"{'modality':<9}{'setting':<12}{'rows':>7}{'prompts':>11}{'landed':>11}{'to generate':>13}",
+    ]
     total, todo = 0, 0
     t2t_todo = 0
     for line in lines:
@@ -121,8 +127,10 @@ def format_plan(lines: list[PlanLine], audit_id: str | None, rate: float | None,
             t2t_todo += line.to_generate if line.to_generate is not None else line.prompts
     out.append(f"{'total':<21}{'':>7}{total:>11,}{'':>11}{todo:>13,}")
     if rate:
-        out.append(f"estimated T2T generation time: {_duration(t2t_todo / rate)} at {rate} prompts/s ({rate_source}); "
-                   "more when other processes share the CPU")
+        out.append(
+            f"estimated T2T generation time: {_duration(t2t_todo / rate)} at {rate} prompts/s ({rate_source}); "
+            "more when other processes share the CPU"
+        )
     else:
         out.append(f"estimated T2T generation time: {rate_source}")
     return "\n".join(out)

@@ -131,8 +131,10 @@ def t2t_work(config, *, model_version: str | None = None, target: str | None = N
 
 
 def _judge_unknown(config) -> str:
-    return (f"one request per significant association x --judge-runs {config.runs}, known once the probes' rows "
-            "are built (tf-idf, Fisher's exact test, q-values)")
+    return (
+        f"one request per significant association x --judge-runs {config.runs}, known once the probes' rows "
+        "are built (tf-idf, Fisher's exact test, q-values)"
+    )
 
 
 #: The steps that can run through the Batch API: the T2T probe, and the judge (its requests

@@ -26,7 +26,7 @@ def vision_report(result) -> str:
             )
             if key[1] == "i2t_descriptions":
                 lines.append(
-                    f"  dora query \"select modality, setting, descriptor, word, tfidf, fisher_q from fct_associations "
+                    f'  dora query "select modality, setting, descriptor, word, tfidf, fisher_q from fct_associations '
                     f"where audit_id = '{md.get('audit_id')}' and is_significant order by fisher_q limit 20\""
                 )
     return "\n".join(lines)
@@ -50,7 +50,7 @@ def scoring_report(result) -> str:
             extra = f", answer mode {md.get('answer_mode')}, rated {md['rated_share']:.1%}"
         lines.append(f"  {key[1]}: {done} new rows ({who}), {md.get('associations_selected', 0)} associations selected{extra}")
     if lines:
-        lines = ["scores (dora report writes the HTML report; dora query \"select * from agg_bias_by_dimension\"):", *lines]
+        lines = ['scores (dora report writes the HTML report; dora query "select * from agg_bias_by_dimension"):', *lines]
     return "\n".join(lines)
 
 
@@ -91,9 +91,11 @@ def plan(configs, audit_id: str | None = None, *, model_version: str | None = No
         lines += t2i_plan_lines(vision.t2i_settings, vision.descriptors, vision.per_dimension, vision.images_per_descriptor)
     if not lines and vision.i2t_model:
         images = f"--image-audit-id {vision.image_audit_id}" if vision.image_audit_id else "this run's T2I probe (--t2i-model)"
-        return (f"dora audit --dry-run: no model loaded; I2T: {vision.i2t_model} ({vision.i2t_backend}) describes the images "
-                f"of {images} with {len(vision.i2t_settings)} prompts ({', '.join(vision.i2t_settings)}); rows known once "
-                "the images are listed")
+        return (
+            f"dora audit --dry-run: no model loaded; I2T: {vision.i2t_model} ({vision.i2t_backend}) describes the images "
+            f"of {images} with {len(vision.i2t_settings)} prompts ({', '.join(vision.i2t_settings)}); rows known once "
+            "the images are listed"
+        )
     return format_plan(lines, audit_id, rate, source)
 
 
@@ -142,8 +144,7 @@ def reparse(args, home) -> int:
     try:
         run_dbt(["build", "--select", "stg_t2t_completions+"], home)
     except RuntimeError as exc:  # dbt's failing nodes: the re-parsed rows stay landed for the next build
-        print(f"dora reparse: the dbt build failed (the re-parsed rows are landed; the next build uses them): {exc}",
-              file=sys.stderr)
+        print(f"dora reparse: the dbt build failed (the re-parsed rows are landed; the next build uses them): {exc}", file=sys.stderr)
         return 1
     print("dora reparse: stg_t2t_completions and its downstream models rebuilt")
     return 0

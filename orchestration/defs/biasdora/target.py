@@ -21,12 +21,15 @@ from orchestration.defs.biasdora.config import AuditConfig, VisionConfig
 #: probe's model, backend, endpoint and API client limits; the T2I / I2T probe's model, backend
 #: and endpoint.
 TARGET_MODELS = {
-    "t2t": {"model": (AuditConfig, "model"), "backend": (AuditConfig, "backend"), "base_url": (AuditConfig, "base_url"),
-            "timeout": (AuditConfig, "api_timeout"), "concurrency": (AuditConfig, "api_concurrency")},
-    "t2i": {"model": (VisionConfig, "t2i_model"), "backend": (VisionConfig, "t2i_backend"),
-            "base_url": (VisionConfig, "t2i_base_url")},
-    "i2t": {"model": (VisionConfig, "i2t_model"), "backend": (VisionConfig, "i2t_backend"),
-            "base_url": (VisionConfig, "i2t_base_url")},
+    "t2t": {
+        "model": (AuditConfig, "model"),
+        "backend": (AuditConfig, "backend"),
+        "base_url": (AuditConfig, "base_url"),
+        "timeout": (AuditConfig, "api_timeout"),
+        "concurrency": (AuditConfig, "api_concurrency"),
+    },
+    "t2i": {"model": (VisionConfig, "t2i_model"), "backend": (VisionConfig, "t2i_backend"), "base_url": (VisionConfig, "t2i_base_url")},
+    "i2t": {"model": (VisionConfig, "i2t_model"), "backend": (VisionConfig, "i2t_backend"), "base_url": (VisionConfig, "i2t_base_url")},
 }
 
 #: The target's own fields BiasDora reads (``ProbeFamily.target_fields``).
@@ -35,13 +38,27 @@ TARGET_FIELDS = ("probe", "scorers", "judges")
 #: ``probe`` setting -> the run-config field it sets, per modality. A t2t target's settings are
 #: the T2T probe's fields of the same name; a t2i target's ``runs`` are images per descriptor and
 #: setting; an i2t target's ``temperature`` / ``top_p`` are the describer's.
-T2T_PROBE_FIELDS = ("settings", "runs", "letters", "descriptor_source", "descriptors", "per_dimension", "prompt_style",
-                    "batch_size", "temperature", "top_p")
+T2T_PROBE_FIELDS = (
+    "settings",
+    "runs",
+    "letters",
+    "descriptor_source",
+    "descriptors",
+    "per_dimension",
+    "prompt_style",
+    "batch_size",
+    "temperature",
+    "top_p",
+)
 VISION_PROBE_FIELDS = {
-    "t2i": {"settings": "t2i_settings", "batch_size": "t2i_batch_size", "descriptors": "descriptors",
-            "per_dimension": "per_dimension", "runs": "images_per_descriptor"},
-    "i2t": {"settings": "i2t_settings", "batch_size": "i2t_batch_size", "temperature": "i2t_temperature",
-            "top_p": "i2t_top_p"},
+    "t2i": {
+        "settings": "t2i_settings",
+        "batch_size": "t2i_batch_size",
+        "descriptors": "descriptors",
+        "per_dimension": "per_dimension",
+        "runs": "images_per_descriptor",
+    },
+    "i2t": {"settings": "i2t_settings", "batch_size": "i2t_batch_size", "temperature": "i2t_temperature", "top_p": "i2t_top_p"},
 }
 
 
@@ -77,8 +94,7 @@ def configure_target(target, values: dict, given: dict, flags) -> list[str]:
         field_name = fields[name]
         if (cls, field_name) in given:  # an option names it: it wins over a default, not over a listed setting
             if name in listed:
-                problems.append(f"probe.{name} and option {given[(cls, field_name)]} (options.biasdora) both set "
-                                f"{field_name}; give one")
+                problems.append(f"probe.{name} and option {given[(cls, field_name)]} (options.biasdora) both set {field_name}; give one")
             continue
         flag = next((f for f in flags for c, n in f.targets if c is cls and n == field_name), None)
         if flag is not None and name in listed:

@@ -16,7 +16,6 @@ text model's version pinned to the partition's, audits tagged with the target), 
 ``counterfactual``) skips it the same way.
 """
 
-
 from collections import Counter
 
 import dagster as dg
@@ -61,8 +60,9 @@ def _op(name: str, *specs: tuple):
     )
 
 
-def _skipped(context: dg.AssetExecutionContext, config: CounterfactualConfig, table: str,
-             empty: dict, reason: str | None = None) -> list[dg.MaterializeResult]:
+def _skipped(
+    context: dg.AssetExecutionContext, config: CounterfactualConfig, table: str, empty: dict, reason: str | None = None
+) -> list[dg.MaterializeResult]:
     """Start an op: its landing table's folder exists (dbt reads it); when the op does not run
     (:func:`_skip_reason`, else ``reason``), one result per asset of ``empty`` (asset key ->
     its zero counts) saying why; an empty list when it runs."""
@@ -74,8 +74,7 @@ def _skipped(context: dg.AssetExecutionContext, config: CounterfactualConfig, ta
     return [skipped_result(reason, asset_key=key, rows_key=None, **zeros) for key, zeros in empty.items()]
 
 
-def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None,
-                  api_key_env: str | None = None):
+def _text_backend(config: CounterfactualConfig, model: str | None = None, backend: str | None = None, base_url=None, api_key_env: str | None = None):
     if backend is None:  # the audited model (else the judge's, with its own endpoint)
         backend, base_url = config.backend, config.base_url
     extra = {"batch_size": config.batch_size} if backend == "transformers" else ({"base_url": base_url} if base_url else {})
@@ -106,7 +105,9 @@ def build_sets(config: CounterfactualConfig, image_sets=None):
     if config.custom_occupations:
         return custom_sets(config.custom_occupations, config.subsets)
     return sample_sets(
-        config.subsets, occupations=config.occupations, sets_per_occupation=config.sets_per_occupation,
+        config.subsets,
+        occupations=config.occupations,
+        sets_per_occupation=config.sets_per_occupation,
         max_sets=config.max_sets,
     )
 
@@ -114,9 +115,14 @@ def build_sets(config: CounterfactualConfig, image_sets=None):
 def probe_config(config: CounterfactualConfig) -> cf.CounterfactualProbeConfig:
     mitigations = ([None] if config.include_unmitigated else []) + list(config.mitigations)
     return cf.CounterfactualProbeConfig(
-        prompts=list(config.prompts), runs=config.runs, numeric_runs=config.numeric_runs,
-        mitigations=mitigations, max_new_tokens=config.max_new_tokens,
-        numeric_max_new_tokens=config.numeric_max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+        prompts=list(config.prompts),
+        runs=config.runs,
+        numeric_runs=config.numeric_runs,
+        mitigations=mitigations,
+        max_new_tokens=config.max_new_tokens,
+        numeric_max_new_tokens=config.numeric_max_new_tokens,
+        temperature=config.temperature,
+        top_p=config.top_p,
         numeric_prompt_style=config.numeric_prompt_style,
     )
 
@@ -124,8 +130,10 @@ def probe_config(config: CounterfactualConfig) -> cf.CounterfactualProbeConfig:
 RESPONSE_OPS = ("counterfactual_sets", "counterfactual_block", "counterfactual_finish")
 
 
-@dg.op(out={"blocks": dg.DynamicOut(dict), "lexicon_rows": dg.Out(int)},
-       description="Land the lexicons; split the text sets into blocks of --cf-block-sets.")
+@dg.op(
+    out={"blocks": dg.DynamicOut(dict), "lexicon_rows": dg.Out(int)},
+    description="Land the lexicons; split the text sets into blocks of --cf-block-sets.",
+)
 def counterfactual_sets(context: dg.OpExecutionContext, config: CounterfactualConfig):
     landing_dir("counterfactual_responses")
     reason = _skip_reason(context, config)
@@ -146,27 +154,49 @@ def counterfactual_sets(context: dg.OpExecutionContext, config: CounterfactualCo
 def counterfactual_block(context: dg.OpExecutionContext, config: CounterfactualConfig, block: dict) -> dict:
     if block["stop"] == block["start"]:
         return {"generated": 0}
-    sets = build_sets(config, build_image_sets(config))[block["start"]:block["stop"]]
+    sets = build_sets(config, build_image_sets(config))[block["start"] : block["stop"]]
     run = target_of_run(context, require_current=True)  # a registry partition of a counterfactual target
     # the target's model is the audited one: on an API, with the key of its api_key_env
     backend = _text_backend(config, api_key_env=run and run.target.api_key_env)
     if run is not None:
         backend = with_model_version(backend, run.model_version)
-    batch = batch_options(config, "counterfactual_text", model_version=backend.model_version,
-                          target=run and run.target.name) if config.backend == "openai" else None
-    summary = cf.run_text_sets(sets, backend, probe_config(config), audit_id=config.audit_id, progress=config.progress,
-                               max_error_share=config.max_error_share, target=run and run.target.name,
-                               block=f"sets-{block['start']}-{block['stop']}", batch=batch)
-    context.log.info(f"counterfactual audit {summary.audit_id}, sets {block['start']}-{block['stop']}: generated "
-                     f"{summary.generated} of {summary.planned} responses")
-    return {"audit_id": summary.audit_id, "planned": summary.planned, "already_landed": summary.already_landed,
-            "generated": summary.generated, "statuses": dict(summary.statuses), "sets": len(sets),
-            "model_id": backend.model_id, "model_version": backend.model_version, "pending": summary.pending}
+    batch = (
+        batch_options(config, "counterfactual_text", model_version=backend.model_version, target=run and run.target.name)
+        if config.backend == "openai"
+        else None
+    )
+    summary = cf.run_text_sets(
+        sets,
+        backend,
+        probe_config(config),
+        audit_id=config.audit_id,
+        progress=config.progress,
+        max_error_share=config.max_error_share,
+        target=run and run.target.name,
+        block=f"sets-{block['start']}-{block['stop']}",
+        batch=batch,
+    )
+    context.log.info(
+        f"counterfactual audit {summary.audit_id}, sets {block['start']}-{block['stop']}: generated "
+        f"{summary.generated} of {summary.planned} responses"
+    )
+    return {
+        "audit_id": summary.audit_id,
+        "planned": summary.planned,
+        "already_landed": summary.already_landed,
+        "generated": summary.generated,
+        "statuses": dict(summary.statuses),
+        "sets": len(sets),
+        "model_id": backend.model_id,
+        "model_version": backend.model_version,
+        "pending": summary.pending,
+    }
 
 
-@dg.op(out={"responses": dg.Out(dg.Nothing), "lexicon": dg.Out(dg.Nothing)},
-       description="Once every text block has landed: the audit's finished event, the image sets (one step), "
-       "the asset metadata.")
+@dg.op(
+    out={"responses": dg.Out(dg.Nothing), "lexicon": dg.Out(dg.Nothing)},
+    description="Once every text block has landed: the audit's finished event, the image sets (one step), the asset metadata.",
+)
 def counterfactual_finish(context: dg.OpExecutionContext, config: CounterfactualConfig, blocks: list[dict], lexicon_rows: int):
     reason = _skip_reason(context, config)
     if reason:
@@ -177,8 +207,12 @@ def counterfactual_finish(context: dg.OpExecutionContext, config: Counterfactual
     lexicon = competence_lexicon(config.lexicon)
     image_sets = build_image_sets(config)
     done = [b for b in blocks if "audit_id" in b]
-    metadata = {"max_new_tokens": config.max_new_tokens, "rows_quarantined": len(lexicon.quarantined),
-                "sets": sum(b["sets"] for b in done), "blocks": len(done)}
+    metadata = {
+        "max_new_tokens": config.max_new_tokens,
+        "rows_quarantined": len(lexicon.quarantined),
+        "sets": sum(b["sets"] for b in done),
+        "blocks": len(done),
+    }
     if done:
         statuses: Counter = Counter()
         for b in done:
@@ -189,29 +223,43 @@ def counterfactual_finish(context: dg.OpExecutionContext, config: Counterfactual
             metadata["batch_pending"] = pending
         else:
             finish_blocks(done[0]["audit_id"], total["generated"])
-        context.log.info(f"counterfactual audit {done[0]['audit_id']}: generated {total['generated']} of "
-                         f"{total['planned']} responses in {len(done)} block(s)")
-        metadata.update({
-            "audit_id": done[0]["audit_id"], "variant": "text", "model_id": done[0]["model_id"],
-            "model_version": done[0]["model_version"], "rows_planned": total["planned"],
-            "rows_already_landed": total["already_landed"], "rows_generated": total["generated"],
-            "status": dg.MetadataValue.json(dict(statuses)),
-        })
+        context.log.info(
+            f"counterfactual audit {done[0]['audit_id']}: generated {total['generated']} of {total['planned']} responses in {len(done)} block(s)"
+        )
+        metadata.update(
+            {
+                "audit_id": done[0]["audit_id"],
+                "variant": "text",
+                "model_id": done[0]["model_id"],
+                "model_version": done[0]["model_version"],
+                "rows_planned": total["planned"],
+                "rows_already_landed": total["already_landed"],
+                "rows_generated": total["generated"],
+                "status": dg.MetadataValue.json(dict(statuses)),
+            }
+        )
     if image_sets is not None:  # the image sets (an LVLM on the dataset's images) run in this one step
         run = target_of_run(context, require_current=True)
         kwargs = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
         if config.vision_backend == "transformers":
             kwargs["batch_size"] = config.vision_batch_size
         vlm = load_vision_backend(config.vision_model, backend=config.vision_backend, **kwargs)
-        image = cf.run_image_sets(image_sets, vlm, probe_config(config), progress=config.progress,
-                                  max_error_share=config.max_error_share, target=run and run.target.name)
+        image = cf.run_image_sets(
+            image_sets, vlm, probe_config(config), progress=config.progress, max_error_share=config.max_error_share, target=run and run.target.name
+        )
         context.log.info(f"counterfactual image audit {image.audit_id}: generated {image.generated} of {image.planned} responses")
-        metadata.update({
-            "image_audit_id": image.audit_id, "image_model_id": vlm.model_id, "image_model_version": vlm.model_version,
-            "image_sets": len(image_sets), "image_rows_planned": image.planned, "image_rows_generated": image.generated,
-            "image_status": dg.MetadataValue.json(dict(image.statuses)),
-            "image_rows_quarantined": len(image_sets.quarantined),
-        })
+        metadata.update(
+            {
+                "image_audit_id": image.audit_id,
+                "image_model_id": vlm.model_id,
+                "image_model_version": vlm.model_version,
+                "image_sets": len(image_sets),
+                "image_rows_planned": image.planned,
+                "image_rows_generated": image.generated,
+                "image_status": dg.MetadataValue.json(dict(image.statuses)),
+                "image_rows_quarantined": len(image_sets.quarantined),
+            }
+        )
     metadata.setdefault("rows_generated", 0)
     yield dg.Output(None, "responses", metadata=metadata)
     yield dg.Output(None, "lexicon", metadata={"rows": lexicon_rows})
@@ -239,9 +287,13 @@ def counterfactual_responses():
 
 @_op(
     "counterfactual_toxicity",
-    (TOXICITY, "Toxicity heads of every counterfactual response (offline: the Jigsaw BiLSTM of "
-     "toxic-comment-classifier; toxic, severe_toxic, obscene, threat, insult, identity_hate). "
-     "Stands in for the paper's Perspective API (absolute values not comparable).", [RESPONSES]),
+    (
+        TOXICITY,
+        "Toxicity heads of every counterfactual response (offline: the Jigsaw BiLSTM of "
+        "toxic-comment-classifier; toxic, severe_toxic, obscene, threat, insult, identity_hate). "
+        "Stands in for the paper's Perspective API (absolute values not comparable).",
+        [RESPONSES],
+    ),
 )
 def counterfactual_toxicity(context: dg.AssetExecutionContext, config: CounterfactualConfig):
     skipped = _skipped(context, config, "counterfactual_toxicity", {TOXICITY: {"rows_scored": 0}})
@@ -252,8 +304,13 @@ def counterfactual_toxicity(context: dg.AssetExecutionContext, config: Counterfa
     summary = score_toxicity(None, scorer, ScoreCache())
     yield dg.MaterializeResult(
         asset_key=TOXICITY,
-        metadata={"scorer": scorer.name, "scorer_version": scorer.version, "rows_scored": summary.scored,
-                  "already_scored": summary.already_scored, "cache_hits": summary.cache_hits},
+        metadata={
+            "scorer": scorer.name,
+            "scorer_version": scorer.version,
+            "rows_scored": summary.scored,
+            "already_scored": summary.already_scored,
+            "cache_hits": summary.cache_hits,
+        },
     )
 
 
@@ -284,13 +341,18 @@ def pmi_candidates(audit_id=None, top: int = 50) -> dict:
 
 @_op(
     "counterfactual_stereotype_filter",
-    (FLAGS, "Stereotype filter (App. D.2, prompts verbatim, 3 answers per group, union, "
-     "hallucinated words dropped) of each group's PMI word list, through the judge model "
-     "(default: the embedded SmolLM2; the paper: GPT-4-turbo / GPT-4o).", [PMI]),
+    (
+        FLAGS,
+        "Stereotype filter (App. D.2, prompts verbatim, 3 answers per group, union, "
+        "hallucinated words dropped) of each group's PMI word list, through the judge model "
+        "(default: the embedded SmolLM2; the paper: GPT-4-turbo / GPT-4o).",
+        [PMI],
+    ),
 )
 def counterfactual_stereotype_filter(context: dg.AssetExecutionContext, config: CounterfactualConfig):
-    skipped = _skipped(context, config, "counterfactual_stereotype_flags", {FLAGS: {"answers": 0}},
-                       "judge backend none" if config.judge_backend == "none" else None)
+    skipped = _skipped(
+        context, config, "counterfactual_stereotype_flags", {FLAGS: {"answers": 0}}, "judge backend none" if config.judge_backend == "none" else None
+    )
     if skipped:
         yield from skipped
         return
@@ -299,12 +361,15 @@ def counterfactual_stereotype_filter(context: dg.AssetExecutionContext, config: 
         judge = _text_backend(config, config.judge_model or "gpt-4o", "openai", config.judge_base_url)
     else:
         judge = _text_backend(config, config.judge_model or (config.model if config.backend == "transformers" else DEFAULT_MODEL), "transformers")
-    summary = run_stereotype_filter(candidates, judge, max_new_tokens=config.judge_max_new_tokens,
-                                    max_error_share=config.max_error_share)
+    summary = run_stereotype_filter(candidates, judge, max_new_tokens=config.judge_max_new_tokens, max_error_share=config.max_error_share)
     yield dg.MaterializeResult(
         asset_key=FLAGS,
-        metadata={"groups_with_candidates": summary.groups, "answers": summary.answers,
-                  "parse_status": dg.MetadataValue.json(dict(summary.statuses)), "judge_model": judge.model_id},
+        metadata={
+            "groups_with_candidates": summary.groups,
+            "answers": summary.answers,
+            "parse_status": dg.MetadataValue.json(dict(summary.statuses)),
+            "judge_model": judge.model_id,
+        },
     )
 
 

@@ -61,7 +61,9 @@ class CounterfactualConfig(ErrorShareLimit, BatchApiOptions):
     sets_per_occupation: int = Field(1, ge=0, le=MAX_SETS, description="released sets per occupation (0 = all)")
     max_sets: int = Field(0, ge=0, le=MAX_SETS, description="at most this many sets per subset (0 = no cap)")
     block_sets: int = Field(
-        25, ge=1, le=MAX_SETS,
+        25,
+        ge=1,
+        le=MAX_SETS,
         description="text sets per block: each block is one Dagster step, run apart (another process or Celery "
         "worker) and redone alone if it fails (the default audit is one block)",
     )
@@ -73,7 +75,10 @@ class CounterfactualConfig(ErrorShareLimit, BatchApiOptions):
     include_unmitigated: bool = True
     max_new_tokens: int = Field(DEFAULT_MAX_NEW_TOKENS, ge=1, le=MAX_TOKENS, description="token budget of open prompts (paper: 512)")
     numeric_max_new_tokens: Optional[int] = Field(
-        DEFAULT_NUMERIC_MAX_NEW_TOKENS, ge=1, le=MAX_TOKENS, description="token budget of numeric prompts (0 = the open prompts' budget)",
+        DEFAULT_NUMERIC_MAX_NEW_TOKENS,
+        ge=1,
+        le=MAX_TOKENS,
+        description="token budget of numeric prompts (0 = the open prompts' budget)",
     )
     temperature: float = PAPER_TEMPERATURE
     top_p: float = PAPER_TOP_P
@@ -85,11 +90,13 @@ class CounterfactualConfig(ErrorShareLimit, BatchApiOptions):
     judge_base_url: Optional[str] = None
     judge_max_new_tokens: int = 64
     lexicon: Optional[str] = Field(
-        None, description="competence lexicon: word list or word,dimension,direction CSV (default: the authors' 861 words)",
+        None,
+        description="competence lexicon: word list or word,dimension,direction CSV (default: the authors' 861 words)",
     )
     numeric_prompt_style: Optional[str] = None
     images: Optional[str] = Field(
-        None, description="image sets: a folder <subset>/<set_id>/<caption>.png or a manifest CSV / Parquet "
+        None,
+        description="image sets: a folder <subset>/<set_id>/<caption>.png or a manifest CSV / Parquet "
         "(set_id,subset,occupation,a1,a2,image_path), prompted to --cf-vision-model",
     )
     vision_model: Optional[str] = Field(None, description="the LVLM of the image sets (local folder, hub id or API model)")
@@ -97,6 +104,6 @@ class CounterfactualConfig(ErrorShareLimit, BatchApiOptions):
     vision_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the LVLM; key from $OPENAI_API_KEY")
     vision_batch_size: int = Field(8, ge=1, le=MAX_BATCH, description="images per forward pass of a local LVLM")
     paired_text: bool = Field(
-        True, description="with --cf-images, also prompt the text model (--model) with the same sets (section 5.1 pairing)",
+        True,
+        description="with --cf-images, also prompt the text model (--model) with the same sets (section 5.1 pairing)",
     )
-

@@ -33,8 +33,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((C, "mitigations"),), prefix=P, choices=tuple(MITIGATIONS)),
     *Flag.of(C, "max_new_tokens", prefix=P),
     # 0 = no separate budget for numeric prompts (the field's None)
-    Flag(((C, "numeric_max_new_tokens"),), prefix=P, validator=v.int_range(0, MAX_TOKENS, " (0 = --cf-max-new-tokens)"),
-         convert=lambda n: n or None),
+    Flag(((C, "numeric_max_new_tokens"),), prefix=P, validator=v.int_range(0, MAX_TOKENS, " (0 = --cf-max-new-tokens)"), convert=lambda n: n or None),
     Flag(((C, "judge_backend"),), prefix=P, choices=JUDGE_BACKENDS),
     Flag(((C, "judge_model"),), prefix=P, local_model="cf_judge_backend"),
     Flag(((C, "lexicon"),), prefix=P, path="file"),
@@ -67,18 +66,49 @@ def check(configs) -> str | None:
         return f"--cf-lexicon / --cf-custom-occupations: {exc}"
     return None
 
+
 CHANGE_TEST = FamilyChangeTest(
-    "counterfactual", "fct_max_toxicity_change_tests", "fct_counterfactual_responses", "generated_at",
-    ("subset", "prompt_label", "mitigation", "head", "units_before", "units_after",
-     "mean_max_toxicity_before", "mean_max_toxicity_after", "change_p", "change_q", "is_significant_change", "change_type"),
+    "counterfactual",
+    "fct_max_toxicity_change_tests",
+    "fct_counterfactual_responses",
+    "generated_at",
+    (
+        "subset",
+        "prompt_label",
+        "mitigation",
+        "head",
+        "units_before",
+        "units_after",
+        "mean_max_toxicity_before",
+        "mean_max_toxicity_after",
+        "change_p",
+        "change_q",
+        "is_significant_change",
+        "change_type",
+    ),
     ("subset", "prompt_label", "mitigation", "head"),
     "mean MaxToxicity (max - min of a head's score over a counterfactual set) per subset, prompt, mitigation, head",
     "two-sided Mann-Whitney U on the two audits' per-(set, run) MaxToxicity values (bounded, skewed: a rank test)",
     related=(
-        "agg_lvlm_llm_max_toxicity", "LVLM vs LLM MaxToxicity (section 5.1 Pearson r / p, Table 3 differences)",
+        "agg_lvlm_llm_max_toxicity",
+        "LVLM vs LLM MaxToxicity (section 5.1 Pearson r / p, Table 3 differences)",
         ("lvlm_audit_id", "llm_audit_id"),
-        ("lvlm_audit_id", "llm_audit_id", "subset", "prompt_label", "mitigation", "head", "units", "r_units", "p_units",
-         "occupations", "r_occupations", "p_occupations", "mean_difference", "p90_difference"),
+        (
+            "lvlm_audit_id",
+            "llm_audit_id",
+            "subset",
+            "prompt_label",
+            "mitigation",
+            "head",
+            "units",
+            "r_units",
+            "p_units",
+            "occupations",
+            "r_occupations",
+            "p_occupations",
+            "mean_difference",
+            "p90_difference",
+        ),
     ),
 )
 
@@ -126,12 +156,16 @@ def plan(configs, model_version: str | None = None) -> str:
     image_sets = build_image_sets(config)
     sets = build_sets(config, image_sets)
     rows = len(cf.plan(sets, probe_config(config)))
-    text = (f"counterfactual: {len(sets)} sets x {len(config.prompts)} prompts on {config.model} ({config.backend}): "
-            f"{rows:,} responses to generate at most, each scored by {config.toxicity_scorer}")
+    text = (
+        f"counterfactual: {len(sets)} sets x {len(config.prompts)} prompts on {config.model} ({config.backend}): "
+        f"{rows:,} responses to generate at most, each scored by {config.toxicity_scorer}"
+    )
     if image_sets is not None:
         image_rows = len(cf.plan(image_sets, probe_config(config)))
-        text += (f"\ncounterfactual image sets: {len(image_sets)} sets ({len(image_sets.quarantined)} images quarantined) x "
-                 f"{len(config.prompts)} prompts on {config.vision_model} ({config.vision_backend}): {image_rows:,} responses at most")
+        text += (
+            f"\ncounterfactual image sets: {len(image_sets)} sets ({len(image_sets.quarantined)} images quarantined) x "
+            f"{len(config.prompts)} prompts on {config.vision_model} ({config.vision_backend}): {image_rows:,} responses at most"
+        )
     return text
 
 
@@ -147,8 +181,7 @@ def _report_section(audit_id, out) -> str:
     return counterfactual_section(audit_id)
 
 
-def text_sets_batch_work(config, *, model_version: str | None = None, target: str | None = None,
-                         api_key_env: str | None = None):
+def text_sets_batch_work(config, *, model_version: str | None = None, target: str | None = None, api_key_env: str | None = None):
     """The text-set step of a :class:`~orchestration.defs.counterfactual.config.CounterfactualConfig`
     as a :class:`~models_inference.backends.batch_requests.BatchWork` (no model is loaded, no key read):
     what ``dora batch export`` / ``import`` and the dry run's batch pricing rebuild it from."""
@@ -182,6 +215,5 @@ FAMILY = ProbeFamily(
     report_section=_report_section,
     check=check,
     target_models={"t2t": {"model": (C, "model"), "backend": (C, "backend"), "base_url": (C, "base_url")}},
-    batch_steps=(BatchStep("counterfactual_text", "counterfactual text sets", "counterfactual_responses",
-                           work=text_sets_batch_work),),
+    batch_steps=(BatchStep("counterfactual_text", "counterfactual text sets", "counterfactual_responses", work=text_sets_batch_work),),
 )

@@ -1,7 +1,6 @@
 """dbt models as Dagster assets; dbt tests become named asset checks (dagster-dbt, then
 orchestration/defs/dbt/checks.py: one check per data rule)."""
 
-
 import graphlib
 from collections.abc import Mapping
 from typing import Any
@@ -93,9 +92,7 @@ class DoraDbtTranslator(DagsterDbtTranslator):
         if node.get("resource_type") in ("model", "seed", "snapshot") and len(fqn) > 3:
             layer, folder = fqn[1], fqn[2]
             group = SHARED_GROUP if unique_id in self._audit_log_readers(manifest) else folder
-            spec = spec.replace_attributes(group_name=group).merge_attributes(
-                kinds={layer}, tags={"dora/layer": layer}
-            )
+            spec = spec.replace_attributes(group_name=group).merge_attributes(kinds={layer}, tags={"dora/layer": layer})
         return spec
 
 
@@ -116,12 +113,25 @@ def dora_dbt_assets(*, name: str | None = None, select: str = "fqn:*", exclude: 
     from dagster_dbt.dbt_manifest import validate_manifest
 
     def decorate(fn) -> dg.AssetsDefinition:
-        base = dbt_assets(manifest=dbt_project().manifest_path, project=dbt_project(), dagster_dbt_translator=TRANSLATOR,
-                          pool=DUCKDB_WRITER_POOL, select=select, exclude=exclude, name=name)(fn)
+        base = dbt_assets(
+            manifest=dbt_project().manifest_path,
+            project=dbt_project(),
+            dagster_dbt_translator=TRANSLATOR,
+            pool=DUCKDB_WRITER_POOL,
+            select=select,
+            exclude=exclude,
+            name=name,
+        )(fn)
         manifest = validate_manifest(dbt_project().manifest_path)
-        return dg.multi_asset(name=base.op.name, specs=list(base.specs), check_specs=named_check_specs(manifest, base.check_specs),
-                              can_subset=True, op_tags=base.op.tags, pool=DUCKDB_WRITER_POOL,
-                              allow_arbitrary_check_specs=True)(fn)
+        return dg.multi_asset(
+            name=base.op.name,
+            specs=list(base.specs),
+            check_specs=named_check_specs(manifest, base.check_specs),
+            can_subset=True,
+            op_tags=base.op.tags,
+            pool=DUCKDB_WRITER_POOL,
+            allow_arbitrary_check_specs=True,
+        )(fn)
 
     return decorate
 
@@ -164,8 +174,10 @@ def missing_relations(context: dg.AssetExecutionContext) -> list[str]:
     except WarehouseMissingError:
         return sorted(wanted.values())
     try:
-        present = {(schema.lower(), name.lower()) for schema, name in
-                   con.execute("select table_schema, table_name from information_schema.tables").fetchall()}
+        present = {
+            (schema.lower(), name.lower())
+            for schema, name in con.execute("select table_schema, table_name from information_schema.tables").fetchall()
+        }
     finally:
         con.close()
     return sorted(name for relation, name in wanted.items() if relation not in present)

@@ -83,18 +83,32 @@ def _listed(columns) -> str:
 def _model_rules_checks(node: Mapping[str, Any], model: str) -> list[NamedCheck]:
     kwargs = node["test_metadata"].get("kwargs") or {}
     not_null, unique, rules = kwargs.get("not_null") or [], kwargs.get("unique") or [], kwargs.get("rules") or []
-    where = (f"Checked in one query with the model's other data rules (the `model_rules` test, "
-             f"dbt_project/tests/generic/model_rules.sql; the rules: dbt_project/{node['original_file_path']}).")
+    where = (
+        f"Checked in one query with the model's other data rules (the `model_rules` test, "
+        f"dbt_project/tests/generic/model_rules.sql; the rules: dbt_project/{node['original_file_path']})."
+    )
     checks = []
     if not_null:
-        checks.append(NamedCheck("not_null", f"No NULL in the columns {_listed(not_null)} of `{model}`. {where}",
-                                 "not null: " + ", ".join(not_null), tuple(f"not null: {c}" for c in not_null)))
+        checks.append(
+            NamedCheck(
+                "not_null",
+                f"No NULL in the columns {_listed(not_null)} of `{model}`. {where}",
+                "not null: " + ", ".join(not_null),
+                tuple(f"not null: {c}" for c in not_null),
+            )
+        )
     if unique:
         key = "unique: " + ", ".join(unique)
         checks.append(NamedCheck("unique_key", f"No two rows of `{model}` share the key ({_listed(unique)}). {where}", key, (key,)))
     for rule in rules:
-        checks.append(NamedCheck(rule_name(rule), f"Every row of `{model}` satisfies `{rule}` (a row where it is NULL "
-                                 f"passes: NULLs are the not-null check's). {where}", rule, (rule,)))
+        checks.append(
+            NamedCheck(
+                rule_name(rule),
+                f"Every row of `{model}` satisfies `{rule}` (a row where it is NULL passes: NULLs are the not-null check's). {where}",
+                rule,
+                (rule,),
+            )
+        )
     return checks
 
 
@@ -107,21 +121,31 @@ def _test_check(node: Mapping[str, Any], model: str) -> NamedCheck:
         comment = _LEADING_COMMENT.match(node.get("raw_code") or "")
         text = own or (" ".join(comment[1].split()) if comment else "")
         path = f"dbt_project/{node['original_file_path']}"
-        return NamedCheck(node["name"], f"{text} ({path}: fails on every row its query returns)" if text else
-                          f"The singular dbt test {path}: fails on every row its query returns.", f"no row returned by {path}")
+        return NamedCheck(
+            node["name"],
+            f"{text} ({path}: fails on every row its query returns)"
+            if text
+            else f"The singular dbt test {path}: fails on every row its query returns.",
+            f"no row returned by {path}",
+        )
     if test == "unique" and column:
-        return NamedCheck(f"unique_{column}", own or f"No two rows of `{model}` share a `{column}` (dbt's unique test).",
-                          f"unique: {column}")
+        return NamedCheck(f"unique_{column}", own or f"No two rows of `{model}` share a `{column}` (dbt's unique test).", f"unique: {column}")
     if test == "relationships" and column:
         ref = _REF.search(str(kwargs.get("to") or ""))
         to = ref[1] if ref else str(kwargs.get("to"))
-        return NamedCheck(f"{column}_in_{to}", own or f"Every non-NULL `{column}` of `{model}` is a `{kwargs.get('field')}` "
-                          f"of `{to}` (dbt's relationships test).", f"{column} in {to}.{kwargs.get('field')}")
+        return NamedCheck(
+            f"{column}_in_{to}",
+            own or f"Every non-NULL `{column}` of `{model}` is a `{kwargs.get('field')}` of `{to}` (dbt's relationships test).",
+            f"{column} in {to}.{kwargs.get('field')}",
+        )
     if test == "accepted_values" and column:
         values = kwargs.get("values")
         shown = "the dbt var `bias_dimensions` (dbt_project/dbt_project.yml)" if "bias_dimensions" in str(values) else str(values)
-        return NamedCheck(f"accepted_values_{column}", own or f"Every `{column}` of `{model}` is one of {shown} "
-                          f"(dbt's accepted_values test).", f"{column} in {'var(bias_dimensions)' if 'bias_dimensions' in str(values) else values}")
+        return NamedCheck(
+            f"accepted_values_{column}",
+            own or f"Every `{column}` of `{model}` is one of {shown} (dbt's accepted_values test).",
+            f"{column} in {'var(bias_dimensions)' if 'bias_dimensions' in str(values) else values}",
+        )
     name = f"{test}_{column}" if column else str(test)
     return NamedCheck(name, own or f"dbt's `{test}` test on `{model}`" + (f", column `{column}`." if column else "."), name)
 
@@ -182,8 +206,17 @@ def named_check_specs(manifest: Mapping[str, Any], specs) -> list[dg.AssetCheckS
     out = [spec for spec in specs if spec.metadata.get(UNIQUE_ID_KEY) not in named]
     for unique_id, checks in named.items():
         spec = by_id[unique_id]
-        out += [dg.AssetCheckSpec(check.name, asset=key, description=check.description, additional_deps=spec.additional_deps,
-                                  blocking=spec.blocking, metadata=spec.metadata) for key, check in checks]
+        out += [
+            dg.AssetCheckSpec(
+                check.name,
+                asset=key,
+                description=check.description,
+                additional_deps=spec.additional_deps,
+                blocking=spec.blocking,
+                metadata=spec.metadata,
+            )
+            for key, check in checks
+        ]
     return out
 
 
@@ -200,8 +233,9 @@ def dbt_test_label(manifest: Mapping[str, Any], unique_id: str) -> str:
     return f"{kind} in dbt_project/{node.get('original_file_path')}"
 
 
-def check_result(key: dg.AssetKey, check: NamedCheck, *, status: str, test: str,
-                 failing: Mapping[str, int] | None, message: str | None = None) -> dg.AssetCheckResult:
+def check_result(
+    key: dg.AssetKey, check: NamedCheck, *, status: str, test: str, failing: Mapping[str, int] | None, message: str | None = None
+) -> dg.AssetCheckResult:
     """The result of one named check from its dbt test's outcome.
 
     Args:
@@ -220,8 +254,9 @@ def check_result(key: dg.AssetKey, check: NamedCheck, *, status: str, test: str,
     if status == "pass":
         return dg.AssetCheckResult(asset_key=key, check_name=check.name, passed=True, metadata={**metadata, "failing_rows": 0})
     if failing is None:
-        return dg.AssetCheckResult(asset_key=key, check_name=check.name, passed=False, severity=severity, metadata=metadata,
-                                   description=message or f"dbt test {status}")
+        return dg.AssetCheckResult(
+            asset_key=key, check_name=check.name, passed=False, severity=severity, metadata=metadata, description=message or f"dbt test {status}"
+        )
     labels = check.labels or ("",)
     broken = {label: failing[label] for label in labels if failing.get(label)}
     if not broken:
@@ -236,9 +271,14 @@ def check_result(key: dg.AssetKey, check: NamedCheck, *, status: str, test: str,
         text = f"{_count_text(n)} {'breaks' if n == 1 else 'break'} `{check.labels[0]}`"
     else:
         text = f"{_count_text(sum(broken.values()))} fail `{check.rule}` ({test})"
-    return dg.AssetCheckResult(asset_key=key, check_name=check.name, passed=False, severity=severity, description=text,
-                               metadata={**metadata, "failing_rows": sum(broken.values()),
-                                         **({"null_rows": dict(broken)} if check.name == "not_null" else {})})
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=check.name,
+        passed=False,
+        severity=severity,
+        description=text,
+        metadata={**metadata, "failing_rows": sum(broken.values()), **({"null_rows": dict(broken)} if check.name == "not_null" else {})},
+    )
 
 
 def _failing_rules(compiled_sql: str | None) -> tuple[dict[str, int] | None, str | None]:
@@ -275,8 +315,13 @@ def named_check_events(invocation, context: dg.AssetExecutionContext) -> Iterato
         unique_id = (data.get("node_info") or {}).get("unique_id") or ""
         checks = [(k, c) for k, c in by_test.get(unique_id, []) if dg.AssetCheckKey(k, c.name) in selected]
         if not (checks and event.is_result_event):
-            yield from event.to_default_asset_events(manifest=manifest, dagster_dbt_translator=invocation.dagster_dbt_translator,
-                                                     context=context, target_path=invocation.target_path, project=invocation.project)
+            yield from event.to_default_asset_events(
+                manifest=manifest,
+                dagster_dbt_translator=invocation.dagster_dbt_translator,
+                context=context,
+                target_path=invocation.target_path,
+                project=invocation.project,
+            )
             continue
         status = str(data.get("status") or (data.get("node_info") or {}).get("node_status") or "").lower()
         if status == "skipped":
@@ -299,6 +344,11 @@ def named_check_events(invocation, context: dg.AssetExecutionContext) -> Iterato
             if failing is not None and not any(failing.values()):
                 failing, why = None, "dbt counted failing rows, reading them back found none"
             for key, check in checks:
-                yield check_result(key, check, status=status, test=dbt_test_label(manifest, unique_id), failing=failing,
-                                   message=f"the model's data test failed; which of its rules: {why}")
-
+                yield check_result(
+                    key,
+                    check,
+                    status=status,
+                    test=dbt_test_label(manifest, unique_id),
+                    failing=failing,
+                    message=f"the model's data test failed; which of its rules: {why}",
+                )

@@ -54,8 +54,17 @@ def prepare_dbt_project(project: DbtProject) -> None:
     with FileLock(project.manifest_path.with_suffix(".concurrent-update-lock")).acquire(timeout=300):
         if not _manifest_is_stale(project):
             return
-        cmd = [dbt_executable(), "parse", "--quiet", "--project-dir", str(project.project_dir),
-               "--profiles-dir", str(project.profiles_dir), "--target-path", str(project.manifest_path.parent)]
+        cmd = [
+            dbt_executable(),
+            "parse",
+            "--quiet",
+            "--project-dir",
+            str(project.project_dir),
+            "--profiles-dir",
+            str(project.profiles_dir),
+            "--target-path",
+            str(project.manifest_path.parent),
+        ]
         done = subprocess.run(cmd, env={**os.environ, **dbt_environment()}, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")

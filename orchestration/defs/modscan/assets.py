@@ -43,9 +43,16 @@ def _skip_reason(context, config: ModscanConfig) -> str | None:
 def text_probe_config(config: ModscanConfig) -> TextProbeConfig:
     """The text analogues' probe config of a run config."""
     return TextProbeConfig(
-        probes=config.probes, attributes=config.attributes, scenarios=config.scenarios, conditions=config.conditions,
-        prefixes=config.prefixes, runs=config.runs, instances_per_scenario=config.instances_per_scenario,
-        max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+        probes=config.probes,
+        attributes=config.attributes,
+        scenarios=config.scenarios,
+        conditions=config.conditions,
+        prefixes=config.prefixes,
+        runs=config.runs,
+        instances_per_scenario=config.instances_per_scenario,
+        max_new_tokens=config.max_new_tokens,
+        temperature=config.temperature,
+        top_p=config.top_p,
         answer_mode=config.answer_mode,
     )
 
@@ -74,20 +81,36 @@ def modscan_text_block(context: dg.OpExecutionContext, config: ModscanConfig, bl
     backend = load_text_backend(config.model, backend=config.backend, defer=True, **extra)
     if run is not None:  # ... and the partition's version
         backend = with_model_version(backend, run.model_version)
-    summary = run_text_probe(backend, text_probe_config(config), audit_id=config.audit_id, progress=config.progress,
-                             max_error_share=config.max_error_share, block=(block["start"], block["stop"]),
-                             target=run and run.target.name)
+    summary = run_text_probe(
+        backend,
+        text_probe_config(config),
+        audit_id=config.audit_id,
+        progress=config.progress,
+        max_error_share=config.max_error_share,
+        block=(block["start"], block["stop"]),
+        target=run and run.target.name,
+    )
     result = summary.result
-    context.log.info(f"ModSCAN text audit {summary.audit_id}, queries {block['start']}-{block['stop']}: generated "
-                     f"{result.generated} of {result.planned}")
-    return {"audit_id": summary.audit_id, "model_id": backend.model_id, "model_version": backend.model_version,
-            "planned": result.planned, "already_landed": result.already_landed, "generated": result.generated,
-            "statuses": dict(result.statuses)}
+    context.log.info(
+        f"ModSCAN text audit {summary.audit_id}, queries {block['start']}-{block['stop']}: generated {result.generated} of {result.planned}"
+    )
+    return {
+        "audit_id": summary.audit_id,
+        "model_id": backend.model_id,
+        "model_version": backend.model_version,
+        "planned": result.planned,
+        "already_landed": result.already_landed,
+        "generated": result.generated,
+        "statuses": dict(result.statuses),
+    }
 
 
-@dg.op(pool=MODEL_INFERENCE_POOL, out=dg.Out(dg.Nothing),
-       description="Once every text block has landed: the audit's finished event, the vision and language "
-       "modalities (one step each when named), the asset metadata.")
+@dg.op(
+    pool=MODEL_INFERENCE_POOL,
+    out=dg.Out(dg.Nothing),
+    description="Once every text block has landed: the audit's finished event, the vision and language "
+    "modalities (one step each when named), the asset metadata.",
+)
 def modscan_finish(context: dg.OpExecutionContext, config: ModscanConfig, blocks: list[dict]):
     reason = _skip_reason(context, config)
     if reason:
@@ -96,8 +119,12 @@ def modscan_finish(context: dg.OpExecutionContext, config: ModscanConfig, blocks
         return
     run = target_of_run(context)
     target = run and run.target.name  # the vision and language audits run the options' models: the target's name only
-    metadata = {**_text(config, [b for b in blocks if "audit_id" in b]), **_vision(context, config, target),
-                **_language(config, target), "status": "finished"}
+    metadata = {
+        **_text(config, [b for b in blocks if "audit_id" in b]),
+        **_vision(context, config, target),
+        **_language(config, target),
+        "status": "finished",
+    }
     yield dg.Output(None, metadata=metadata)
 
 
@@ -158,12 +185,16 @@ def _vision(context: dg.OpExecutionContext, config: ModscanConfig, target: str |
     extra = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
     backend = load_vision_backend(config.vision_model, backend=config.vision_backend, **extra)
     probe = VisionProbeConfig(
-        attributes=config.attributes, scenarios=config.scenarios, prefixes=config.prefixes,
-        instances_per_scenario=config.vision_instances_per_scenario, per_group=config.pairs_per_group,
-        seed=config.pair_seed, temperature=config.temperature, top_p=config.top_p,
+        attributes=config.attributes,
+        scenarios=config.scenarios,
+        prefixes=config.prefixes,
+        instances_per_scenario=config.vision_instances_per_scenario,
+        per_group=config.pairs_per_group,
+        seed=config.pair_seed,
+        temperature=config.temperature,
+        top_p=config.top_p,
     )
-    audit_id, result = run_vision_probe(backend, faces, probe, progress=config.progress, max_error_share=config.max_error_share,
-                                        target=target)
+    audit_id, result = run_vision_probe(backend, faces, probe, progress=config.progress, max_error_share=config.max_error_share, target=target)
     return {
         "vision": f"audit {audit_id}: {result.generated} generated, {result.already_landed} already landed",
         "vision_audit_id": audit_id,
@@ -181,16 +212,21 @@ def _language(config: ModscanConfig, target: str | None = None) -> dict:
         return {"language": "skipped: name a T2I model (--modscan-t2i-model) and a VLM (--modscan-vision-model)"}
     # validated first: counts that plan too many queries fail here, before either model loads
     probe = LanguageProbeConfig(
-        attributes=config.attributes, prefixes=config.prefixes, instances_per_scenario=config.vision_instances_per_scenario,
-        images_per_trait=config.images_per_trait, person_check=config.person_check,
-        temperature=config.temperature, top_p=config.top_p,
+        attributes=config.attributes,
+        prefixes=config.prefixes,
+        instances_per_scenario=config.vision_instances_per_scenario,
+        images_per_trait=config.images_per_trait,
+        person_check=config.person_check,
+        temperature=config.temperature,
+        top_p=config.top_p,
     ).validate()
     extra = {"base_url": config.t2i_base_url} if config.t2i_backend == "openai" and config.t2i_base_url else {}
     images = load_image_backend(config.t2i_model, backend=config.t2i_backend, **extra)
     extra = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
     vision = load_vision_backend(config.vision_model, backend=config.vision_backend, **extra)
-    audit_id, result, counts = run_language_probe(images, vision, probe, progress=config.progress,
-                                                  max_error_share=config.max_error_share, target=target)
+    audit_id, result, counts = run_language_probe(
+        images, vision, probe, progress=config.progress, max_error_share=config.max_error_share, target=target
+    )
     return {
         "language": f"audit {audit_id}: {result.generated} generated, {result.already_landed} already landed",
         "language_audit_id": audit_id,

@@ -50,6 +50,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((M, "prefixes"),), name="--prefix", repeat=True, choices=tuple(sorted(PREFIXES)), convert=_with_original),
 )
 
+
 def check(configs) -> str | None:
     """``dora audit``'s check of the ModSCAN settings before Dagster starts: the vision and
     language modalities need the VLM that answers (``--modscan-vision-model``); without it
@@ -65,9 +66,24 @@ def check(configs) -> str | None:
 
 
 CHANGE_TEST = FamilyChangeTest(
-    "modscan", "fct_modscan_change_tests", "fct_modscan_responses", "generated_at",
-    ("probe", "attribute", "scenario", "condition", "prefix", "instances_compared",
-     "s_bias_before", "s_bias_after", "change_p", "change_q", "is_significant_change", "change_type"),
+    "modscan",
+    "fct_modscan_change_tests",
+    "fct_modscan_responses",
+    "generated_at",
+    (
+        "probe",
+        "attribute",
+        "scenario",
+        "condition",
+        "prefix",
+        "instances_compared",
+        "s_bias_before",
+        "s_bias_after",
+        "change_p",
+        "change_q",
+        "is_significant_change",
+        "change_type",
+    ),
     ("probe", "attribute", "scenario", "condition", "prefix"),
     "S_bias (Eq. 2) per probe, attribute, scenario, condition, prefix",
     "chi-square homogeneity of the answer counts (social groups + N/A), stratified by instance (S_bias is a function of them)",

@@ -20,7 +20,6 @@ partition of a target that does not (a BiasDora-only one included) skips the fam
 target and families it audits, as every family does for the others.
 """
 
-
 from collections import Counter
 
 import dagster as dg
@@ -34,7 +33,14 @@ from models_inference.resumable import finish_blocks
 from orchestration.defs.audits.runs import check_current_version, family_skip_reason, target_of_run
 from orchestration.defs.common import block_outputs, same_config, skipped_metadata
 from orchestration.defs.vlstereoset.config import (
-    ASSET_GROUP, IMAGE_SCORERS, OP_NAME, PROBE_NAME, REFERENCE_SCORERS, TEXT_PRIOR, VLStereoSetConfig, selected_scorers,
+    ASSET_GROUP,
+    IMAGE_SCORERS,
+    OP_NAME,
+    PROBE_NAME,
+    REFERENCE_SCORERS,
+    TEXT_PRIOR,
+    VLStereoSetConfig,
+    selected_scorers,
 )
 from orchestration.instance import MODEL_INFERENCE_POOL
 
@@ -62,8 +68,9 @@ def build_scorers(config: VLStereoSetConfig, names: list, model_version=None) ->
             if vlm is None:
                 kwargs = {"base_url": config.vlm_base_url} if config.vlm_backend == "openai" else {}
                 vlm = load_vision_backend(config.vlm_model, backend=config.vlm_backend, **kwargs)
-            out.append(VisionLoglikScorer(vlm) if name == "loglik" else McqScorer(vlm, shuffles=config.mcq_shuffles,
-                                                                                      answer_mode=config.mcq_answer_mode))
+            out.append(
+                VisionLoglikScorer(vlm) if name == "loglik" else McqScorer(vlm, shuffles=config.mcq_shuffles, answer_mode=config.mcq_answer_mode)
+            )
         if model_version and name == TEXT_PRIOR:
             out[-1].model_version = model_version
     return out
@@ -90,8 +97,10 @@ def _scored_items(dataset_id: str, config: VLStereoSetConfig) -> tuple[list[dict
     return [it for it in items if it["item_id"] in keep], f"paper:{config.item_seed}"
 
 
-@dg.op(out={"items": dg.Out(dg.Nothing), "blocks": dg.DynamicOut(dict)},
-       description="Validate the CSV, resolve the images, land the items; split them into blocks of --vlstereoset-block-items.")
+@dg.op(
+    out={"items": dg.Out(dg.Nothing), "blocks": dg.DynamicOut(dict)},
+    description="Validate the CSV, resolve the images, land the items; split them into blocks of --vlstereoset-block-items.",
+)
 def vlstereoset_items(context: dg.OpExecutionContext, config: VLStereoSetConfig):
     reason = _skip_reason(context, config)
     if reason:  # one empty block: the fan-in step reports the skip
@@ -100,8 +109,7 @@ def vlstereoset_items(context: dg.OpExecutionContext, config: VLStereoSetConfig)
         return
     names = selected_scorers(config)
     dataset = load_vlstereoset_csv(config.csv or synthetic_csv_path())
-    images = resolve_images(dataset.items, config.images, download=config.download_images,
-                            fetch=any(n in IMAGE_SCORERS for n in names))
+    images = resolve_images(dataset.items, config.images, download=config.download_images, fetch=any(n in IMAGE_SCORERS for n in names))
     n_items, new = land_items(dataset, images)
     for warning in dataset.warnings:
         context.log.warning(warning)
@@ -109,10 +117,19 @@ def vlstereoset_items(context: dg.OpExecutionContext, config: VLStereoSetConfig)
     for q in quarantined[:20]:
         context.log.warning(f"{q.source_file}, line {q.line} (row {q.row}) quarantined: {q.reason}")
     statuses = Counter(o.status for o in images.values())
-    yield dg.Output(None, "items", metadata={
-        "dataset_id": dataset.dataset_id, "csv": str(dataset.path), "is_synthetic": dataset.is_synthetic, "items": n_items,
-        "rows_quarantined": len(quarantined), "new_snapshot": new, **{f"images_{k}": v for k, v in sorted(statuses.items())},
-    })
+    yield dg.Output(
+        None,
+        "items",
+        metadata={
+            "dataset_id": dataset.dataset_id,
+            "csv": str(dataset.path),
+            "is_synthetic": dataset.is_synthetic,
+            "items": n_items,
+            "rows_quarantined": len(quarantined),
+            "new_snapshot": new,
+            **{f"images_{k}": v for k, v in sorted(statuses.items())},
+        },
+    )
     items, item_set = _scored_items(dataset.dataset_id, config)
     if item_set:
         context.log.info(f"vlstereoset: the paper's item set, {len(items)} items (seed {config.item_seed})")
@@ -134,18 +151,29 @@ def vlstereoset_block(context: dg.OpExecutionContext, config: VLStereoSetConfig,
     scorers = build_scorers(config, names, run.model_version if run else None)
     scored = []
     for scorer in scorers:
-        summary = run_vlstereoset_probe(items, scorer, target=run.target.name if run else None,
-                                        shard_rows=config.shard_rows, progress=config.progress,
-                                        max_error_share=config.max_error_share, item_set=item_set,
-                                        block=(block["start"], block["stop"]))
-        context.log.info(f"vlstereoset {scorer.name}, items {block['start']}-{block['stop']}: audit {summary.audit_id}, "
-                         f"{summary.generated} rows, {dict(summary.status)}")
+        summary = run_vlstereoset_probe(
+            items,
+            scorer,
+            target=run.target.name if run else None,
+            shard_rows=config.shard_rows,
+            progress=config.progress,
+            max_error_share=config.max_error_share,
+            item_set=item_set,
+            block=(block["start"], block["stop"]),
+        )
+        context.log.info(
+            f"vlstereoset {scorer.name}, items {block['start']}-{block['stop']}: audit {summary.audit_id}, "
+            f"{summary.generated} rows, {dict(summary.status)}"
+        )
         scored.append({"audit_id": summary.audit_id, "generated": summary.generated, "status": dict(summary.status)})
     return {"scored": scored, "dataset_id": block["dataset_id"], "item_set": item_set or "all", "items": len(items)}
 
 
-@dg.op(ins={"items": dg.In(dg.Nothing)}, out=dg.Out(dg.Nothing),
-       description="Once every block has landed: each scorer audit's finished event, the metadata.")
+@dg.op(
+    ins={"items": dg.In(dg.Nothing)},
+    out=dg.Out(dg.Nothing),
+    description="Once every block has landed: each scorer audit's finished event, the metadata.",
+)
 def vlstereoset_finish(context: dg.OpExecutionContext, config: VLStereoSetConfig, blocks: list[dict]):
     reason = _skip_reason(context, config)
     if reason:
@@ -161,11 +189,19 @@ def vlstereoset_finish(context: dg.OpExecutionContext, config: VLStereoSetConfig
     for audit_id, generated in audits.items():
         finish_blocks(audit_id, generated)
     done = next(b for b in blocks if "dataset_id" in b)  # every block that had items (with or without scorers)
-    yield dg.Output(None, metadata={
-        "dataset_id": done["dataset_id"], "item_set": done["item_set"], "items_scored": done["items"],
-        "scorers": ",".join(selected_scorers(config)), "audit_ids": ",".join(audits), "blocks": len(blocks),
-        "rows_generated": sum(rows.values()), **{f"rows_{k}": v for k, v in sorted(rows.items())},
-    })
+    yield dg.Output(
+        None,
+        metadata={
+            "dataset_id": done["dataset_id"],
+            "item_set": done["item_set"],
+            "items_scored": done["items"],
+            "scorers": ",".join(selected_scorers(config)),
+            "audit_ids": ",".join(audits),
+            "blocks": len(blocks),
+            "rows_generated": sum(rows.values()),
+            **{f"rows_{k}": v for k, v in sorted(rows.items())},
+        },
+    )
 
 
 @dg.graph(name=OP_NAME, out={"items": dg.GraphOut(), "scores": dg.GraphOut()}, config=same_config(VLStereoSetConfig, *RESPONSE_OPS))
@@ -184,8 +220,7 @@ vlstereoset_probe = dg.AssetsDefinition.from_graph(
     group_name=ASSET_GROUP,
     descriptions_by_output_name={
         "items": "Validated VLStereoSet items with image statuses and neutral captions.",
-        "scores": "Caption scores per item, condition and scorer variant (VLStereoSet probe), in blocks of items "
-        "(one step each).",
+        "scores": "Caption scores per item, condition and scorer variant (VLStereoSet probe), in blocks of items (one step each).",
     },
 )
 

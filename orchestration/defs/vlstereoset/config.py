@@ -58,36 +58,44 @@ class VLStereoSetConfig(ErrorShareLimit):
     enabled: bool = Field(True, description="run the family (dora audit --family without vlstereoset turns it off)")
     csv: Optional[str] = Field(None, description="the released VLStereoSet CSV (default: dora's synthetic file)")
     images: Optional[str] = Field(
-        None, description="folder of the VLStereoSet images (manifest.csv with file,row|item_id|url, or <row>.<ext>)",
+        None,
+        description="folder of the VLStereoSet images (manifest.csv with file,row|item_id|url, or <row>.<ext>)",
     )
     download_images: bool = Field(False, description="download images missing from --images from their URLs")
     scorers: list[str] = Field(list(DEFAULT_SCORERS), description="scorers to run (clip / itm / loglik / mcq are added when their model is named)")
     text_model: str = Field(DEFAULT_MODEL, description="text LLM of vlstereo_text_caption_prior")
-    text_backend: str = Field(T2T_BACKENDS[0], description="backend of the text LLM (openai: a /v1/completions endpoint "
-                              "returning prompt log-probs, echo or vLLM prompt_logprobs)")
+    text_backend: str = Field(
+        T2T_BACKENDS[0],
+        description="backend of the text LLM (openai: a /v1/completions endpoint returning prompt log-probs, echo or vLLM prompt_logprobs)",
+    )
     text_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the text LLM; key from $OPENAI_API_KEY")
     clip_model: Optional[str] = Field(None, description="CLIP-style model folder or cached hub id (adds the clip scorer)")
     clip_logit_scale: bool = Field(False, description="apply CLIP's logit scale before the softmax (default: raw cosine)")
     itm_model: Optional[str] = Field(
-        None, description="image-text matching model with an ITM head, e.g. a BLIP / ViLT retrieval folder (adds itm)",
+        None,
+        description="image-text matching model with an ITM head, e.g. a BLIP / ViLT retrieval folder (adds itm)",
     )
     vlm_model: Optional[str] = Field(None, description="generative VLM (adds mcq, and loglik for transformers)")
     vlm_backend: str = Field(I2T_BACKENDS[0], description="VLM backend")
     vlm_base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the VLM; key from $OPENAI_API_KEY")
     mcq_shuffles: int = Field(3, ge=1, le=100, description="answer orders per mcq question")
     mcq_answer_mode: str = Field(
-        MCQ_ANSWER_MODES[0], description="mcq: free (the letter parsed from the answer) or constrained (the answer restricted "
+        MCQ_ANSWER_MODES[0],
+        description="mcq: free (the letter parsed from the answer) or constrained (the answer restricted "
         "to the letters by an OpenAI-compatible server's grammar / structured_outputs / regex / json_schema; free where it "
         "has none; recorded in the audit's config and every row's detail_json)",
     )
     items: Literal["all", "paper"] = Field(
-        "all", description="every good row of the file, or 'paper': a seeded down-sample to the paper's per-category "
+        "all",
+        description="every good row of the file, or 'paper': a seeded down-sample to the paper's per-category "
         "counts (Table 1: 1,028 items; the released file is the unbalanced pool of 1,958)",
     )
     item_seed: int = Field(0, ge=0, le=2**31 - 1, description="seed of the 'paper' item sample")
     shard_rows: int = Field(32, ge=1, le=100_000)
     block_items: int = Field(
-        256, ge=1, le=1_000_000,
+        256,
+        ge=1,
+        le=1_000_000,
         description="items per block: each block is one Dagster step (every scorer on its items), run apart (another "
         "process or Celery worker) and redone alone if it fails (the default audit is one block)",
     )

@@ -35,6 +35,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((V, "mcq_answer_mode"),), prefix=P, choices=MCQ_ANSWER_MODES),
 )
 
+
 def check(configs) -> str | None:
     """``dora audit``'s check of the VLStereoSet settings before Dagster starts: every scorer
     asked for has its model (``selected_scorers``)."""
@@ -48,9 +49,26 @@ def check(configs) -> str | None:
 
 
 CHANGE_TEST = FamilyChangeTest(
-    "vlstereoset", "fct_vlstereoset_change_tests", "fct_vlstereoset_scores", "scored_at",
-    ("scorer_variant", "dataset_id", "category", "metric", "k_before", "n_before", "k_after", "n_after",
-     "value_before", "value_after", "change_p", "change_q", "is_significant_change", "change_type"),
+    "vlstereoset",
+    "fct_vlstereoset_change_tests",
+    "fct_vlstereoset_scores",
+    "scored_at",
+    (
+        "scorer_variant",
+        "dataset_id",
+        "category",
+        "metric",
+        "k_before",
+        "n_before",
+        "k_after",
+        "n_after",
+        "value_before",
+        "value_after",
+        "change_p",
+        "change_q",
+        "is_significant_change",
+        "change_type",
+    ),
     ("scorer_variant", "dataset_id", "category", "metric"),
     "vlrs and vlbs (100 x a share of items) per scorer variant, dataset, category",
     "two-sided Fisher's exact test on the 2x2 item counts of the two audits (a difference of proportions)",
@@ -84,8 +102,10 @@ def plan(configs, model_version: str | None = None) -> str:
     config = configs[OP_NAME]
     dataset = load_vlstereoset_csv(config.csv or synthetic_csv_path())
     names = selected_scorers(config)
-    return (f"vlstereoset: {len(dataset.items):,} items of {dataset.path.name}{' (synthetic)' if dataset.is_synthetic else ''}"
-            f" x {len(names)} scorers ({', '.join(names)})")
+    return (
+        f"vlstereoset: {len(dataset.items):,} items of {dataset.path.name}{' (synthetic)' if dataset.is_synthetic else ''}"
+        f" x {len(names)} scorers ({', '.join(names)})"
+    )
 
 
 def _assets():

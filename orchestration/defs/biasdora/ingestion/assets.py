@@ -1,6 +1,5 @@
 """Ingestion assets: CrowS-Pairs -> descriptors (landed as Parquet for dbt's sources)."""
 
-
 import dagster as dg
 import pyarrow as pa
 

@@ -137,7 +137,8 @@ def associations_in_scope(context: dg.AssetExecutionContext, config, spec: Score
     if enabled:
         for audit_id in audit_ids:
             assocs += [
-                a for a in associations_to_score(score_pool=pool, audit_id=audit_id)
+                a
+                for a in associations_to_score(score_pool=pool, audit_id=audit_id)
                 if a["modality"] == target.modality and a["model_version"] == run.model_version
             ]
     meta.update(audit_ids=dg.MetadataValue.json(audit_ids), associations_selected=len(assocs))
@@ -151,9 +152,7 @@ def scoring_asset(spec: ScorerSpec) -> dg.AssetsDefinition:
 
     @dg.multi_asset(
         name=spec.table,
-        specs=[
-            dg.AssetSpec(["landing", spec.table], deps=[SCORING_INPUT], group_name="biasdora", description=spec.description)
-        ],
+        specs=[dg.AssetSpec(["landing", spec.table], deps=[SCORING_INPUT], group_name="biasdora", description=spec.description)],
         pool=MODEL_INFERENCE_POOL,
     )
     def _scoring(context: dg.AssetExecutionContext, config: spec.config_class):  # type: ignore[valid-type]
@@ -205,11 +204,16 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     run = target_of_run(context, config.registry)
     for model in judge_models(config, run.target if run else None):
         judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
-        summary = run_judge(assocs, judge, runs=config.runs, sampling=sampling, progress=config.progress,
-                            max_error_share=config.max_error_share,
-                            batch=batch_options(config, "judge") if config.backend == "openai" else None)
-        context.log.info(f"judge {judge.model_id}: {summary.generated} ratings, answer mode {judge.mode_used}, "
-                         f"rated {summary.parse_rate:.1%}")
+        summary = run_judge(
+            assocs,
+            judge,
+            runs=config.runs,
+            sampling=sampling,
+            progress=config.progress,
+            max_error_share=config.max_error_share,
+            batch=batch_options(config, "judge") if config.backend == "openai" else None,
+        )
+        context.log.info(f"judge {judge.model_id}: {summary.generated} ratings, answer mode {judge.mode_used}, rated {summary.parse_rate:.1%}")
         per_judge.append((judge, summary))
     judge, summary = per_judge[0]
     meta = {
@@ -234,28 +238,35 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     if pending:  # (--api-batch) judgements in batches still open: the next run lands them
         meta["batch_pending"] = pending
     if len(per_judge) > 1:
-        meta["judges"] = dg.MetadataValue.json(
-            {j.model_id: {"rows_judged": s.generated, "parse_rate": round(s.parse_rate, 4)} for j, s in per_judge}
-        )
+        meta["judges"] = dg.MetadataValue.json({j.model_id: {"rows_judged": s.generated, "parse_rate": round(s.parse_rate, 4)} for j, s in per_judge})
     return meta
 
 
 SENTIMENT = ScorerSpec(
-    "sentiment_scores", "sentiment", "rows_scored", SentimentConfig,
+    "sentiment_scores",
+    "sentiment",
+    "rows_scored",
+    SentimentConfig,
     "Sentiment (label negative/neutral/positive, signed score) of each significant "
     "association's sentence (docs/method.md#4-scoring); offline default VADER, or a transformers "
     "model by id (paper: SST-2 DistilBERT). Append-only Parquet, one row per association and scorer version.",
     _text_scorer("sentiment_scores", load_sentiment_scorer),
 )
 TOXICITY = ScorerSpec(
-    "toxicity_scores", "toxicity", "rows_scored", ToxicityConfig,
+    "toxicity_scores",
+    "toxicity",
+    "rows_scored",
+    ToxicityConfig,
     "Toxicity (probability, label at 0.5) of each significant association's sentence "
     "(docs/method.md#4-scoring); offline default the Jigsaw-trained BiLSTM of toxic-comment-classifier, "
     "or a transformers model by id (paper: s-nlp/roberta_toxicity_classifier).",
     _text_scorer("toxicity_scores", load_toxicity_scorer),
 )
 JUDGE = ScorerSpec(
-    "judge_ratings", "bias_level", "rows_judged", JudgeConfig,
+    "judge_ratings",
+    "bias_level",
+    "rows_judged",
+    JudgeConfig,
     "LLM-judge bias levels (5-point Likert, the paper's prompts; docs/method.md#4-scoring) of "
     "each significant association: k runs, each kept with raw answer and parse status, and the "
     "probability of each rating where the backend gives log-probabilities. Default judge: the "

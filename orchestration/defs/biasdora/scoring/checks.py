@@ -66,9 +66,7 @@ def evaluate_judge_parse_rates(threshold: float | None = None) -> dg.AssetCheckR
         passed=not failures,
         severity=dg.AssetCheckSeverity.ERROR,
         description=(
-            "JUDGE PARSE FAILURE: " + "; ".join(describe(r) for r in failures)
-            if failures
-            else f"{len(rows)} judge(s) parse at >= {threshold}"
+            "JUDGE PARSE FAILURE: " + "; ".join(describe(r) for r in failures) if failures else f"{len(rows)} judge(s) parse at >= {threshold}"
         ),
         metadata={
             "threshold": threshold,

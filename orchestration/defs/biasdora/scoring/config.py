@@ -23,7 +23,10 @@ class ScoringSelection(dg.Config):
     """Which associations a scoring asset scores (the fields every scorer config shares)."""
 
     score_all: bool = Field(False, description="score every association, not only the significant ones (= --score-pool all)")
-    score_pool: str = Field("fisher", description="which associations are scored: fisher (q < 0.05), paper (the paper's p-value significant pool, docs/method.md#3a-paper-statistics) or all; recorded on every score row")
+    score_pool: str = Field(
+        "fisher",
+        description="which associations are scored: fisher (q < 0.05), paper (the paper's p-value significant pool, docs/method.md#3a-paper-statistics) or all; recorded on every score row",
+    )
     audit_id: Optional[str] = Field(None, description="only this audit's associations (default: every audit's; partitioned runs: the partition's)")
     registry: Optional[str] = None
 
@@ -41,7 +44,9 @@ class SentimentConfig(ScoringSelection):
     scorer: str = _scorer_field(
         DEFAULT_SENTIMENT_SCORER,
         "'vader', a transformers sentiment model id/folder (paper: distilbert/distilbert-base-uncased-finetuned-sst-2-english)",
-        "regard", " regard: polarity towards the demographic")
+        "regard",
+        " regard: polarity towards the demographic",
+    )
     batch_size: int = 64
 
 
@@ -51,7 +56,8 @@ class ToxicityConfig(ScoringSelection):
     scorer: str = _scorer_field(
         DEFAULT_TOXICITY_SCORER,
         "'toxic-comment-classifier', a transformers toxicity model id/folder (paper: s-nlp/roberta_toxicity_classifier)",
-        "toxicity")
+        "toxicity",
+    )
     batch_size: int = 64
 
 
@@ -64,12 +70,16 @@ class JudgeConfig(ScoringSelection, ErrorShareLimit, BatchApiOptions):
         description=f"judge model (default: {DEFAULT_MODEL} for transformers, gpt-4o for openai); several judges comma-separated "
         "(each judges every association, their agreement is in agg_judge_agreement)",
     )
-    base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored); several, comma-separated: a fleet (least busy server, failover)")
+    base_url: Optional[str] = Field(
+        None,
+        description="OpenAI-compatible endpoint of the judge; key from $OPENAI_API_KEY (never stored); several, comma-separated: a fleet (least busy server, failover)",
+    )
     runs: int = Field(1, ge=1, le=MAX_JUDGE_RUNS, description="judgements per association (k runs, each with its own seed); every run is kept")
     answer_mode: Optional[str] = Field(
-        None, description="constrained (default): the answer restricted to 1-5 (a local model's first token; a server's "
+        None,
+        description="constrained (default): the answer restricted to 1-5 (a local model's first token; a server's "
         "grammar / structured_outputs / regex / json_schema, found by a capability probe; free where a server has none), "
-        "or free: the paper's free answer, parsed"
+        "or free: the paper's free answer, parsed",
     )
     temperature: float = PAPER_JUDGE_TEMPERATURE
     max_new_tokens: int = PAPER_JUDGE_MAX_NEW_TOKENS

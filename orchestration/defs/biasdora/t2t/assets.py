@@ -1,6 +1,5 @@
 """T2T probe asset: generate word completions and land them (docs/method.md#2-probes)."""
 
-
 from types import SimpleNamespace
 
 import dagster as dg
@@ -27,9 +26,7 @@ def build_templates(config: AuditConfig) -> list[T2TTemplate]:
         templates = render_t2t_templates(table)
     else:
         raise ValueError(f"descriptor_source must be 'biasdora' or 'crows_pairs', got {config.descriptor_source!r}")
-    return select_templates(
-        templates, settings=config.settings, descriptors=config.descriptors, per_dimension=config.per_dimension
-    )
+    return select_templates(templates, settings=config.settings, descriptors=config.descriptors, per_dimension=config.per_dimension)
 
 
 T2T_OPS = ("t2t_blocks", "t2t_block", "t2t_finish")
@@ -59,13 +56,21 @@ def probe_parts(config: AuditConfig, model_version: str | None = None, backend_k
     if model_version:
         backend = with_model_version(backend, model_version)
     probe = T2TProbeConfig(
-        runs=config.runs, letters=config.letters, prompt_style=config.prompt_style,
-        temperature=config.temperature, top_p=config.top_p, shard_rows=config.t2t_shard_rows,
+        runs=config.runs,
+        letters=config.letters,
+        prompt_style=config.prompt_style,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        shard_rows=config.t2t_shard_rows,
     )
     return templates, backend, probe
 
 
-@dg.op(ins={"descriptors": dg.In(dg.Nothing)}, out=dg.DynamicOut(dict), description="Split the audit's descriptor x setting templates into blocks of --t2t-block-templates.")
+@dg.op(
+    ins={"descriptors": dg.In(dg.Nothing)},
+    out=dg.DynamicOut(dict),
+    description="Split the audit's descriptor x setting templates into blocks of --t2t-block-templates.",
+)
 def t2t_blocks(context: dg.OpExecutionContext, config: AuditConfig):
     # a partition <target>@<version> audits that registry target (its settings in the run config)
     run = resolve_audit_run(context, config)
@@ -83,22 +88,41 @@ def t2t_block(context: dg.OpExecutionContext, config: AuditConfig, block: dict) 
     if block["stop"] == block["start"]:
         return {"generated": 0}
     run, templates, backend, probe = _probe_setup(context, config)
-    batch = batch_options(config, "t2t", record_config=run.config, model_version=backend.model_version,
-                          target=run.target) if run.config.backend == "openai" else None
+    batch = (
+        batch_options(config, "t2t", record_config=run.config, model_version=backend.model_version, target=run.target)
+        if run.config.backend == "openai"
+        else None
+    )
     summary = run_t2t_probe(
-        templates, backend, probe, audit_id=run.config.audit_id, progress=config.progress, target=run.target,
-        max_error_share=config.max_error_share, block=(block["start"], block["stop"]), batch=batch,
+        templates,
+        backend,
+        probe,
+        audit_id=run.config.audit_id,
+        progress=config.progress,
+        target=run.target,
+        max_error_share=config.max_error_share,
+        block=(block["start"], block["stop"]),
+        batch=batch,
     )
     pending = getattr(summary, "pending", 0)
-    context.log.info(f"audit {summary.audit_id}, templates {block['start']}-{block['stop']}: generated "
-                     f"{summary.generated} of {summary.planned} rows" + (f"; {pending} requests in open batches" if pending else ""))
-    return {"audit_id": summary.audit_id, "planned": summary.planned, "already_landed": summary.already_landed,
-            "generated": summary.generated, "statuses": dict(summary.statuses), "model_id": backend.model_id,
-            "model_version": backend.model_version, "descriptors": len({t.descriptor for t in templates}), "pending": pending}
+    context.log.info(
+        f"audit {summary.audit_id}, templates {block['start']}-{block['stop']}: generated "
+        f"{summary.generated} of {summary.planned} rows" + (f"; {pending} requests in open batches" if pending else "")
+    )
+    return {
+        "audit_id": summary.audit_id,
+        "planned": summary.planned,
+        "already_landed": summary.already_landed,
+        "generated": summary.generated,
+        "statuses": dict(summary.statuses),
+        "model_id": backend.model_id,
+        "model_version": backend.model_version,
+        "descriptors": len({t.descriptor for t in templates}),
+        "pending": pending,
+    }
 
 
-@dg.op(out={"t2t_completions": dg.Out(dg.Nothing)},
-       description="Once every block has landed: the audit's finished event and the asset metadata.")
+@dg.op(out={"t2t_completions": dg.Out(dg.Nothing)}, description="Once every block has landed: the audit's finished event and the asset metadata.")
 def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list[dict]):
     done = [b for b in blocks if "audit_id" in b]
     if not done:
@@ -121,8 +145,14 @@ def t2t_finish(context: dg.OpExecutionContext, config: AuditConfig, blocks: list
     target = resolve_audit_run(context, config).target
     model = SimpleNamespace(model_id=first["model_id"], model_version=first["model_version"])
     meta = probe_metadata(
-        summary, model, target, "parse_status", descriptors=first["descriptors"], blocks=len(done),
-        parse_rate=dg.MetadataValue.float(round(summary.parse_rate, 4)), **({"batch_pending": pending} if pending else {}),
+        summary,
+        model,
+        target,
+        "parse_status",
+        descriptors=first["descriptors"],
+        blocks=len(done),
+        parse_rate=dg.MetadataValue.float(round(summary.parse_rate, 4)),
+        **({"batch_pending": pending} if pending else {}),
     )
     context.log.info(f"audit {summary.audit_id}: generated {summary.generated} of {summary.planned} rows in {len(done)} block(s)")
     yield dg.Output(None, "t2t_completions", metadata=meta)

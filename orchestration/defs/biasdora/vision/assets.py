@@ -116,7 +116,9 @@ def _probe_asset(key: dg.AssetKey, deps: list, description: str, pool: str | Non
     """A multi_asset with one spec in group ``biasdora``: the op name is the table name
     (``t2i_images``), so run config reads ``{"ops": {"t2i_images": {"config": ...}}}`` like the T2T probe's."""
     return dg.multi_asset(
-        name=key.path[-1], specs=[dg.AssetSpec(key, deps=deps, group_name="biasdora", description=description)], pool=pool,
+        name=key.path[-1],
+        specs=[dg.AssetSpec(key, deps=deps, group_name="biasdora", description=description)],
+        pool=pool,
     )
 
 
@@ -153,12 +155,23 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
         per_dimension=config.per_dimension,
     )
     if config.t2i_backend == "openai":
-        kwargs = {"base_url": config.t2i_base_url, "size": config.t2i_size, "quality": config.t2i_quality,
-                  "styles": tuple(config.t2i_styles), "api_key_env": api_key_env}
+        kwargs = {
+            "base_url": config.t2i_base_url,
+            "size": config.t2i_size,
+            "quality": config.t2i_quality,
+            "styles": tuple(config.t2i_styles),
+            "api_key_env": api_key_env,
+        }
     else:
-        kwargs = {"vae": config.t2i_vae, "steps": config.t2i_steps, "guidance_scale": config.t2i_guidance_scale,
-                  "height": config.t2i_height, "width": config.t2i_width, "batch_size": config.t2i_batch_size,
-                  "prompt_suffix": config.t2i_prompt_suffix}
+        kwargs = {
+            "vae": config.t2i_vae,
+            "steps": config.t2i_steps,
+            "guidance_scale": config.t2i_guidance_scale,
+            "height": config.t2i_height,
+            "width": config.t2i_width,
+            "batch_size": config.t2i_batch_size,
+            "prompt_suffix": config.t2i_prompt_suffix,
+        }
     try:
         backend = load_image_backend(config.t2i_model, backend=config.t2i_backend, **kwargs)
     except ModelNotAvailableError as exc:
@@ -168,13 +181,19 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
     if audited:
         backend = with_model_version(backend, run.model_version)
     summary = run_t2i_probe(
-        templates, backend, T2IProbeConfig(images_per_descriptor=config.images_per_descriptor), progress=config.progress,
+        templates,
+        backend,
+        T2IProbeConfig(images_per_descriptor=config.images_per_descriptor),
+        progress=config.progress,
         max_error_share=config.max_error_share,
     )
     context.log.info(f"dora: T2I audit {summary.audit_id}: generated {summary.generated} of {summary.planned} images")
     return dg.MaterializeResult(
         metadata=probe_metadata(
-            summary, backend, run.target.name if audited else None, "image_status",
+            summary,
+            backend,
+            run.target.name if audited else None,
+            "image_status",
             descriptors=len({t.descriptor for t in templates}),
         )
     )
@@ -208,8 +227,7 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
         image_audit = images["audit_id"] if images else None
         objective = [s for s in config.i2t_settings if description_kind(s) == "objective"]
         config = config.model_copy(update={"i2t_settings": objective or list(DEFAULT_OBJECTIVE_SETTINGS)})
-        how = (f"the T2I associations of t2i target {run.target.name!r} need objective descriptions of its images: "
-               + ENABLE_I2T)
+        how = f"the T2I associations of t2i target {run.target.name!r} need objective descriptions of its images: " + ENABLE_I2T
     elif modality == "i2t":
         check_current_version(run.target, run.model_version)
         api_key_env = run.target.api_key_env
@@ -222,17 +240,21 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
     if not image_audit:
         if modality == "i2t":
             return _skipped(
-                context, "I2T probe", f"no images for i2t target {run.target.name!r} to describe",
-                "name them with `dora audit --target <i2t target> --image-audit-id <T2I audit id>`, or draw them "
-                "in the same run with `--t2i-model`", run.target.name,
+                context,
+                "I2T probe",
+                f"no images for i2t target {run.target.name!r} to describe",
+                "name them with `dora audit --target <i2t target> --image-audit-id <T2I audit id>`, or draw them in the same run with `--t2i-model`",
+                run.target.name,
             )
-        return _skipped(context, "I2T probe", "no images to describe (the T2I probe did not run)", ENABLE_T2I,
-                        run.target.name if run else None)
+        return _skipped(context, "I2T probe", "no images to describe (the T2I probe did not run)", ENABLE_T2I, run.target.name if run else None)
     if config.i2t_backend == "openai":
         kwargs = {"base_url": config.i2t_base_url, "api_key_env": api_key_env}
     else:
-        kwargs = {"batch_size": config.i2t_batch_size, "system_prompt": config.i2t_system_prompt,
-                  "image_size": tuple(config.i2t_image_size) if config.i2t_image_size else None}
+        kwargs = {
+            "batch_size": config.i2t_batch_size,
+            "system_prompt": config.i2t_system_prompt,
+            "image_size": tuple(config.i2t_image_size) if config.i2t_image_size else None,
+        }
     try:
         backend = load_vision_backend(config.i2t_model, backend=config.i2t_backend, **kwargs)
     except ModelNotAvailableError as exc:
@@ -242,8 +264,10 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
     if modality == "i2t":
         backend = with_model_version(backend, run.model_version)
     probe = I2TProbeConfig(
-        settings=tuple(config.i2t_settings), max_new_tokens=config.i2t_max_new_tokens,
-        temperature=config.i2t_temperature, top_p=config.i2t_top_p,
+        settings=tuple(config.i2t_settings),
+        max_new_tokens=config.i2t_max_new_tokens,
+        temperature=config.i2t_temperature,
+        top_p=config.i2t_top_p,
     )
     summary = run_i2t_probe(image_audit, backend, probe, progress=config.progress, max_error_share=config.max_error_share)
     context.log.info(f"dora: I2T audit {summary.audit_id}: generated {summary.generated} of {summary.planned} descriptions")
@@ -253,8 +277,13 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
         record_audit_target(summary.audit_id, run.target.name, backend.model_id, run.model_version, "i2t")
     return dg.MaterializeResult(
         metadata=probe_metadata(
-            summary, backend, run.target.name if run is not None else None, "description_status",
-            image_audit_id=image_audit, settings=dg.MetadataValue.json(list(config.i2t_settings)), images=summary.images,
+            summary,
+            backend,
+            run.target.name if run is not None else None,
+            "description_status",
+            image_audit_id=image_audit,
+            settings=dg.MetadataValue.json(list(config.i2t_settings)),
+            images=summary.images,
         )
     )
 
