@@ -312,14 +312,15 @@ def family_diff(
 
 def _difference(spec: FamilyChangeTest, before: str, after: str) -> str:
     """What differs between two audits' rows of the family's facts, for the refusal: each column
-    (not a row id unless the spec shows it, a version or a timestamp) whose sets of values differ
+    (not a row id unless the spec shows it, a version, a timestamp or a random seed, which differ
+    between any two audits) whose sets of values differ
     and are short in both audits, e.g. ``variant: text vs image; run: 1 vs 1, 2``; else that no
     unit is shared."""
     types = {r[0]: str(r[1]).upper() for r in _read(spec, f"describe select * from {spec.facts}", []).rows}
     columns = [
         c
         for c, t in types.items()
-        if c not in ("audit_id", "model_id", "model_version")
+        if c not in ("audit_id", "model_id", "model_version", "seed")
         and not c.endswith("_at")
         and (not c.endswith("_id") or c in spec.columns)
         and (t in ("VARCHAR", "BOOLEAN") or t.endswith("INT") or t in ("INTEGER", "BIGINT", "SMALLINT"))

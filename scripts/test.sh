@@ -75,6 +75,8 @@ if [ "$fast" = 0 ] && [ -z "${DORA_NO_LLAMA_SERVER:-}" ] && [ -z "${DORA_LLAMA_S
   rm -f /tmp/dora-llama-build.$$
 fi
 
+# The whole suite lists its 20 slowest tests (setup and call): where its time goes, run by run.
+[ "$fast" = 0 ] && args=(--durations=20 "${args[@]}")
 [ "$fast" = 1 ] && cov=0
 [ -n "$want_cov" ] && cov=$want_cov
 if [ "$cov" = 0 ]; then
