@@ -35,6 +35,7 @@ def pytest_collection_modifyitems(config, items):
             or item.get_closest_marker("real_server")
         ):
             item.add_marker(pytest.mark.slow)
+    _heavy_first_in_each_half(config, items)
     # spaCy's English pipeline is loaded once per process (ingestion.descriptors.load_spacy is
     # cached); load it here, before any test's clock starts, so its cost is not charged to
     # whichever unit test happens to normalise a phrase first (the slow-marker check)
@@ -42,6 +43,48 @@ def pytest_collection_modifyitems(config, items):
         from ingestion.descriptors import load_spacy
 
         load_spacy()
+
+
+def _is_heavy(item) -> bool:
+    """A process-level scenario or a real-server test: minutes of killed, racing and restarted
+    processes, dbt builds and servers each, against tenths of a second for most tests."""
+    return bool(item.get_closest_marker("scenario") or item.get_closest_marker("real_server"))
+
+
+def _heavy_first_in_each_half(config, items) -> None:
+    """Order the tests so that each of two pytest-xdist workers starts with half of the heavy
+    modules (in place; modules stay contiguous, so a module fixture is set up once per worker).
+
+    pytest-xdist's ``worksteal`` gives worker 0 the first half of the collection and worker 1
+    the second, and a worker that runs dry steals from the END of the other's queue. In
+    collection (file name) order the heavy modules bunch up, so one worker could be left with
+    a few-minute scenario at the very end while the other idles. Heavy modules go first in
+    each half, balanced by their count of heavy tests, and the light tests fill each half after
+    them: what is left to steal near the end is light. A run without ``-n 2`` keeps the
+    collection order."""
+    # collection runs on the workers, which see the run's worker count and command line in workerinput
+    worker = getattr(config, "workerinput", None)
+    if not worker or worker.get("workercount") != 2 or "worksteal" not in " ".join(map(str, worker.get("mainargv", []))):
+        return
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    heavy = sorted((m for m in modules.values() if any(_is_heavy(i) for i in m)), key=lambda m: -sum(map(_is_heavy, m)))
+    if not heavy:
+        return
+    halves: list[list] = [[], []]
+    weights = [0, 0]
+    for module in heavy:  # greedy: the next heaviest module to the lighter half
+        side = weights.index(min(weights))
+        halves[side] += module
+        weights[side] += sum(map(_is_heavy, module))
+    light = [i for m in modules.values() if not any(_is_heavy(i) for i in m) for i in m]
+    half = len(items) // 2
+    fill = max(0, half - len(halves[0]))
+    ordered = halves[0] + light[:fill] + halves[1] + light[fill:]
+    if len(halves[0]) > half or len(ordered) != len(items):
+        return  # the heavy modules alone overflow a half: keep the collection order
+    items[:] = ordered
 
 
 @pytest.fixture
