@@ -74,7 +74,7 @@ def test_an_in_process_dbt_call_runs_untraced_and_the_tracer_comes_back():
     from tests.helpers.untraced import untraced
 
     if sys.gettrace() is None:
-        pytest.skip("no line tracer in this run (the fast tier or --no-cov): nothing to take off")
+        pytest.skip("no line tracer in this run (no --cov): nothing to take off")
     from dbt.cli.main import dbtRunner
 
     assert getattr(dbtRunner.invoke, "__wrapped__", None) is not None, "dbtRunner.invoke runs traced"

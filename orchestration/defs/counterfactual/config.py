@@ -105,5 +105,5 @@ class CounterfactualConfig(ErrorShareLimit, BatchApiOptions):
     vision_batch_size: int = Field(8, ge=1, le=MAX_BATCH, description="images per forward pass of a local LVLM")
     paired_text: bool = Field(
         True,
-        description="with --cf-images, also prompt the text model (--model) with the same sets (section 5.1 pairing)",
+        description="prompt the text model (--model) with the image sets' members too, with --cf-images (section 5.1 pairing)",
     )
