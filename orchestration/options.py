@@ -11,8 +11,6 @@ imports it).
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
-
 from orchestration.deprecation import deprecation_notice
 
 from orchestration.family import Flag, ProbeFamily
@@ -96,11 +94,12 @@ def option_value(flag: Flag, value, where: str):
     return flag.convert(parsed) if flag.convert is not None else parsed
 
 
-def option_spelling(family: ProbeFamily, flag: Flag) -> str:
-    """The option name of ``flag`` in a registry target: the flag without ``--`` and the family's
-    prefix, dashes as underscores (``instances`` for ``--modscan-instances``)."""
+def option_spelling(family: ProbeFamily, flag: Flag | str) -> str:
+    """The option name of ``flag`` (or of a flag name such as an old spelling) in a registry
+    target: the flag without ``--`` and the family's prefix, dashes as underscores (``instances``
+    for ``--modscan-instances``)."""
     prefix = family.flag_prefix.lstrip("-")
-    spelled = flag.flag.lstrip("-")
+    spelled = (flag if isinstance(flag, str) else flag.flag).lstrip("-")
     spelled = spelled[len(prefix) :] if prefix and spelled.startswith(prefix) else spelled
     return spelled.replace("-", "_")
 
@@ -134,7 +133,7 @@ def family_options(family: ProbeFamily, options: dict) -> tuple[dict[type, dict]
 
     spelled = {option_spelling(family, f): f for f in family.flags if not (f.kind is bool and f.negated)}
     # an option spelled as a flag's old name (kept for one release) is read as the flag, with a notice
-    old_names = {option_spelling(family, replace(f, name=old)): f for f in family.flags for old in f.deprecated}
+    old_names = {option_spelling(family, old): f for f in family.flags for old in f.deprecated}
     by_field = {(c, name): f for f in family.flags for c, name in f.targets}
     values: dict[type, dict] = {}
     given: dict[tuple[type, str], str] = {}
