@@ -206,6 +206,30 @@ class CollapseThresholds(_Strict):
     min_previous_significant: Annotated[int, Field(ge=1)] = 5
 
 
+class NotifySpec(_Strict):
+    """Where a target's alarms go: ``notify: {webhook: URL}``. Every drift alarm (a collapse or a
+    significant change of a check between the target's last two audits of a family) is POSTed
+    once as JSON to ``webhook`` (``orchestration/alarms.py``; docs/operations.md#drift-checks)."""
+
+    webhook: Optional[str] = None
+
+    @field_validator("webhook")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(value)
+            port_ok = parts.port is None or 0 < parts.port < 65536
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a URL ({exc})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or any(c.isspace() for c in value):
+            raise ValueError(f"{value!r} is not an http(s) URL with a host (e.g. https://hooks.example.com/dora)")
+        return value
+
+
 class AuditTarget(_Strict):
     """One model to audit, re-audited whenever its version changes.
 
@@ -236,6 +260,10 @@ class AuditTarget(_Strict):
     (an explicit choice per target, e.g. to keep API judge costs off). ``judges``: the LLM judge
     models, on the run's judge backend; several give ``agg_judge_agreement`` rows; default
     ``[]``: the run's ``--judge-model``.
+
+    ``notify``: where the target's drift alarms are POSTed (:class:`NotifySpec`). ``checks``:
+    BiasDora's collapse ratios as an older registry spelled them, still read for one release
+    (``options: {<family>: {checks: {<check>: <ratio>}}}`` is the place now).
     """
 
     name: str
@@ -257,6 +285,7 @@ class AuditTarget(_Strict):
     scorers: list[Literal["sentiment", "toxicity", "bias_level"]] = Field(default_factory=list)
     judges: list[str] = Field(default_factory=list)  # several judges -> agg_judge_agreement
     checks: CollapseThresholds = Field(default_factory=CollapseThresholds)
+    notify: Optional[NotifySpec] = None
 
     @model_validator(mode="before")
     @classmethod

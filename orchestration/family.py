@@ -231,6 +231,12 @@ class ProbeFamily:
             landed raw outputs with its current parser (``dora reparse --family NAME``), or ``None``.
         batch_steps: its steps that can run through the Batch API (:class:`BatchStep`), in
             dry-run order; those with ``work`` are what ``dora batch export --family NAME`` writes.
+        drift: its drift checks and their mart (``analytics.drift.FamilyDrift``): each becomes a
+            Dagster asset check on that mart (``orchestration/defs/audits/checks.py``), judged in
+            ``dora audit``, ``dora models list`` and the version pages; a registry target sets
+            their collapse ratios under ``options: {<name>: {checks: {<check>: <ratio>}}}``.
+        legacy_thresholds: (registry target) -> {check: ratio} read from a registry field older
+            than ``options.<name>.checks`` (kept readable for one release), or ``None``.
     """
 
     name: str
@@ -260,6 +266,8 @@ class ProbeFamily:
     plan_before_run: bool = True
     reparse: Callable[[Any, Path], int] | None = None
     batch_steps: tuple[BatchStep, ...] = ()
+    drift: Any = None
+    legacy_thresholds: Callable[[Any], Mapping[str, float]] | None = None
     config_classes: tuple[type, ...] = field(init=False)
 
     def __post_init__(self):

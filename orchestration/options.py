@@ -112,6 +112,39 @@ def _common_flag(field: str) -> Flag | None:
     return Flag(((CommonFlags, field),)) if field in CommonFlags.model_fields else None
 
 
+#: the option of a family's drift checks' collapse thresholds: ``options: {<family>: {checks: {<check>: <ratio>}}}``
+CHECKS_OPTION = "checks"
+
+
+def drift_threshold_problems(family: ProbeFamily, value) -> list[str]:
+    """The problems (one line each) of a family's ``checks`` option: a mapping of its drift
+    checks' names (``family.drift.checks``) to a collapse ratio in (0, 1]."""
+    checks = [c.name for c in family.drift.checks] if family.drift else []
+    if not isinstance(value, dict):
+        return [
+            f"option checks ({family.name}): must be a mapping of drift checks to a collapse ratio in (0, 1] ({{<check>: <ratio>}}), got {value!r}"
+        ]
+    problems = []
+    for name, ratio in value.items():
+        if name not in checks:
+            problems.append(f"option checks.{name} ({family.name}): not a drift check of the family; its checks: {', '.join(checks) or 'none'}")
+        elif isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+            problems.append(f"option checks.{name} ({family.name}): the collapse ratio must be a number in (0, 1], got {ratio!r}")
+    return problems
+
+
+def drift_thresholds(target, family: ProbeFamily) -> dict[str, float]:
+    """{drift check: collapse ratio} a registry target sets for ``family`` (its ``options:
+    {<family>: {checks: ...}}``, checked when the registry's targets are), plus what the
+    family's ``legacy_thresholds`` reads from older registry fields."""
+    out = dict(family.legacy_thresholds(target)) if family.legacy_thresholds else {}
+    given = (getattr(target, "options", None) or {}).get(family.name) or {}
+    checks = given.get(CHECKS_OPTION) if isinstance(given, dict) else None
+    if isinstance(checks, dict):
+        out.update({k: float(v) for k, v in checks.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    return out
+
+
 def family_options(family: ProbeFamily, options: dict) -> tuple[dict[type, dict], dict[tuple[type, str], str], list[str]]:
     """A registry target's options for ``family`` as run-config values, each checked as its flag.
 
@@ -140,6 +173,9 @@ def family_options(family: ProbeFamily, options: dict) -> tuple[dict[type, dict]
     problems: list[str] = []
     for name, value in options.items():
         key = str(name).replace("-", "_")
+        if key == CHECKS_OPTION:  # the drift checks' thresholds are no flag: read by drift_thresholds
+            problems += drift_threshold_problems(family, value)
+            continue
         flag = spelled.get(key)
         if flag is None and key in old_names:
             flag = old_names[key]

@@ -198,8 +198,14 @@ def test_definitions_wire_automation_groups_and_descriptions():
     t2t = graph.get(dg.AssetKey(["landing", "t2t_completions"]))
     assert t2t.partitions_def is not None and t2t.partitions_def.name == AUDIT_PARTITIONS
     assert dg.AssetKey("fct_association_changes") in graph.get_all_asset_keys()
-    checks = {c.name for c in graph.asset_check_keys if c.asset_key == dg.AssetKey("dim_audits")}
-    assert {"parse_rate_not_collapsed", "significant_associations_not_collapsed"} <= checks
+    # every family's drift checks sit on its drift mart, in its own group
+    for family in FAMILIES:
+        if family.drift is None:
+            continue
+        mart = dg.AssetKey(family.drift.relation)
+        assert graph.get(mart).group_name == family.group
+        checks = {c.name for c in graph.asset_check_keys if c.asset_key == mart}
+        assert checks == {f"drift_{c.name}" for c in family.drift.checks}
     assert defs.resolve_schedule_def("reaudit_schedule").job_name == "dora_audit"
     assert defs.resolve_job_def("dora_audit").partitions_def.name == AUDIT_PARTITIONS
 

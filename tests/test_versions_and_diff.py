@@ -14,6 +14,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from scipy import stats as scipy_stats
 from scipy import stats
 
 from analytics.dbt_runner import run_dbt
@@ -25,7 +26,15 @@ T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 TARGET = "fixture"
 #: the models (and their tests) these tests read: the diff marts and everything upstream of them
 # dora diff counts per dimension through the bridge fct_association_dimensions
-BUILD = ["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions", "+fct_audit_comparisons", *NO_UNIT_TESTS]
+BUILD = [
+    "build",
+    "--select",
+    "+agg_association_changes_by_dimension",
+    "+fct_association_dimensions",
+    "+fct_audit_comparisons",
+    "+agg_biasdora_drift",
+    *NO_UNIT_TESTS,
+]
 DIMENSIONS = {"old person": "age", "young person": "age", "rich person": "socioeconomic", "poor person": "socioeconomic"}
 
 #: documents (descriptor -> words) of each audit, setting 'singular'
@@ -182,7 +191,7 @@ def fixture_registry(tmp_path, monkeypatch):
         f"  - name: {TARGET}\n"
         "    model: org/fixture-model\n"
         "    version: {source: explicit, value: v3}\n"
-        "    checks: {min_previous_significant: 2}\n"
+        "    options: {biasdora: {checks: {significant_associations: 0.5}}}\n"
     )
     monkeypatch.setenv("DORA_REGISTRY", str(path))
     return path
@@ -197,7 +206,14 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     diff` shows the change summary, takes explicit pairs, and fails clearly; both collapse
     checks fail loudly on v3; `dora models list` shows the last audit; a rebuild is idempotent."""
     from orchestration.cli import main
-    from orchestration.defs.audits.checks import parse_rate_not_collapsed, significant_associations_not_collapsed
+    from orchestration.defs.audits.checks import check_result, judge_families
+    from orchestration.families import FAMILIES
+
+    def drift(check: str):
+        """The drift check ``check``'s results for the fixture target and its asset check result."""
+        results = [r for r in judge_families(FAMILIES)[0] if r.check == check and r.target == TARGET]
+        spec = next(f.drift for f in FAMILIES if f.drift and check in [c.name for c in f.drift.checks])
+        return results, check_result(spec.check(check), results)
 
     # --- v1 alone: nothing to compare
     land_audit("v1", 0)
@@ -208,7 +224,7 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     v1_completions = run_query(v1_completions_sql).rows
     assert len(v1_rows) == len(associations(DOCS["v1"])) == 16
     assert run_query("select count(*) from fct_association_changes").rows == [(0,)]
-    assert parse_rate_not_collapsed().passed  # a first audit has nothing to collapse from
+    assert drift("parse_rate")[0] == [] and drift("parse_rate")[1].passed  # a first audit has nothing to compare with
 
     # --- v2 lands: no collapse; `dora diff` shows v1 -> v2
     land_audit("v2", 1)
@@ -217,8 +233,8 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     # sensor test's real-model audits rely on this check, built by the same dbt models)
     assert run_query(v1_sql).rows == v1_rows
     assert run_query(v1_completions_sql).rows == v1_completions
-    assert parse_rate_not_collapsed().passed
-    assert significant_associations_not_collapsed().passed
+    assert [r.state for r in drift("parse_rate")[0]] == ["ok"] and drift("parse_rate")[1].passed
+    assert [r.state for r in drift("significant_associations")[0]] == ["ok"]
     capsys.readouterr()  # drop dbt's log lines
     assert main(["diff", TARGET, "--top", "2"]) == 0
     out = capsys.readouterr().out
@@ -278,13 +294,16 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     assert row[2] == pytest.approx(6 * math.log(4)) and row[3] == pytest.approx(8 * math.log(4))
     assert row[4] == pytest.approx(2 * math.log(4)) and row[5] is None  # not judged in this fixture
 
-    # the collapse checks fail loudly on v3 (parse rate 8/48 vs 1.0; no significant association left)
-    failed = parse_rate_not_collapsed()
+    # the drift checks fail loudly on v3 (parse rate 8/48 vs 1.0 on the 48 common probe rows)
+    results, failed = drift("parse_rate")
+    assert [(r.state, r.value_before, r.value_after, r.units_compared) for r in results] == [("collapse", 1.0, 8 / 48, 48)]
     assert not failed.passed and failed.severity.value == "ERROR"
-    assert "COLLAPSE: fixture: parse_rate 0.1667 < 0.5 x 1" in failed.description
-    assert failed.metadata["collapsed_targets"].value == ["fixture"]
-    sig = significant_associations_not_collapsed()
-    assert not sig.passed and "fixture: significant_associations 0 < 0.5 x" in sig.description
+    assert (
+        f"COLLAPSE: fixture biasdora (t2t) parse_rate: 1 -> 0.1667 on 48 common units, under the collapse ratio 0.5, version v2 -> v3 (audit {audit_id('v2')} -> {audit_id('v3')})"
+        in failed.description
+    )
+    # the exact McNemar p of the 40 rows parsed in v2 only, BH over the audit's two tested checks
+    assert results[0].change_p == pytest.approx(scipy_stats.binomtest(0, 40).pvalue)
 
     # explicit pair by model version, non-consecutive; json output
     capsys.readouterr()

@@ -1,124 +1,106 @@
-"""Collapse checks: a new audit's parse rate / significant associations vs the previous one.
+"""Drift checks as Dagster asset checks: one per check a family declares, on its drift mart.
 
-Both checks read ``dim_audits`` (built by dbt: each finished audit with the counts of the
-previous finished audit of the same target) and judge, for every target, its latest
-finished audit. They fail with severity ERROR (red in the UI, listed on the run) when
+Each probe family declares its drift checks in its record (``ProbeFamily.drift``, an
+``analytics.drift.FamilyDrift``) and counts them in its own drift mart
+(``dbt_project/models/marts/<family>/agg_<family>_drift``). For every such check this module
+makes an asset check on that mart (so it sits in the family's group and runs whenever a run
+builds the mart) that judges, for every target, the family's latest finished audit of each
+modality against its previous one (:func:`analytics.drift.evaluate_drift`): whichever family's
+audit finished last, each family is judged on its own pair.
 
-* parse rate: ``parse_rate < parse_rate_min_ratio x previous_parse_rate``;
-* significant associations: the previous audit had at least ``min_previous_significant``
-  and ``significant_associations < significant_min_ratio x previous``,
-
-with the thresholds of the target in the audit registry (``checks:``; defaults 0.5, 0.5
-and 5). A target's first audit has nothing to compare with and passes.
+The check fails with severity ERROR when a target's pair collapsed (the ratio threshold: the
+check's default, or the target's ``options: {<family>: {checks: {<check>: <ratio>}}}``), with
+severity WARN when it changed significantly (the family's change test, BH-adjusted over the
+checks of the audit, at the audit's significance level) or when the two audits have no probe
+unit in common for it ("not comparable": never a pass). Every alarm (collapse or change) of a
+target whose registry entry names ``notify: {webhook: URL}`` is POSTed there once
+(``orchestration/alarms.py``); a failed delivery never fails the check.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import dagster as dg
 
-from analytics.query import run_query
-from ingestion.registry import CollapseThresholds, RegistryError, load_registry
+from analytics.drift import DriftCheck, DriftResult, evaluate_drift, worst_state
+from ingestion.registry import RegistryError, load_registry
+from orchestration.alarms import deliver_alarms, registry_webhooks
 from orchestration.instance import DUCKDB_WRITER_POOL
-
-DIM_AUDITS = dg.AssetKey("dim_audits")
-
-_LATEST_SQL = """
-select target, audit_id, model_version, previous_audit_id, completions, parse_rate, previous_parse_rate,
-       significant_associations, previous_significant_associations
-from dim_audits
-where status = 'finished'
-qualify row_number() over (partition by target order by audit_seq desc) = 1
-order by target
-"""
+from orchestration.options import drift_thresholds
 
 
-def _thresholds() -> dict[str, CollapseThresholds]:
+def _registry_targets():
+    """{target name: AuditTarget} of the registry, ``{}`` (with a warning) when it does not load."""
     try:
-        return {t.name: t.checks for t in load_registry().targets}
+        registry = load_registry()
     except RegistryError as exc:
-        warnings.warn(f"{exc}\ncollapse checks use the default thresholds", stacklevel=2)
-        return {}
+        warnings.warn(f"{exc}\ndrift checks use the default thresholds and send no webhook", stacklevel=2)
+        return None, {}
+    return registry, {t.name: t for t in registry.targets}
 
 
-def latest_audits() -> list[dict]:
-    """The latest finished audit of every target, with its previous audit's counts."""
-    result = run_query(_LATEST_SQL)
-    return [dict(zip(result.columns, row)) for row in result.rows]
+def judge_families(families: Sequence, *, deliver: bool = True) -> tuple[list[DriftResult], list[str]]:
+    """Every family's drift results (targets' thresholds from the registry) and, with ``deliver``,
+    the alarms POSTed to the targets' webhooks.
+
+    Returns:
+        (results, one line per webhook delivery that failed)."""
+    registry, targets = _registry_targets()
+    by_spec = {f.drift.family: f for f in families if f.drift is not None}
+
+    def thresholds(target: str, spec) -> dict[str, float]:
+        found = targets.get(target)
+        return drift_thresholds(found, by_spec[spec.family]) if found is not None else {}
+
+    results = evaluate_drift([f.drift for f in by_spec.values()], thresholds)
+    failures = deliver_alarms(results, registry_webhooks(registry)) if deliver and registry is not None else []
+    return results, failures
 
 
-def collapsed(new: float | None, previous: float | None, ratio: float, minimum_previous: float = 0.0) -> bool:
-    """True when ``new < ratio x previous`` (and ``previous >= minimum_previous``); None never collapses."""
-    if new is None or previous is None or previous < minimum_previous or previous <= 0:
-        return False
-    return new < ratio * previous
-
-
-def _evaluate(metric: str, previous_metric: str, ratio_field: str, minimum_field: str | None) -> dg.AssetCheckResult:
-    thresholds = _thresholds()
-    rows = latest_audits()
-    failures, judged = [], []
-    for row in rows:
-        th = thresholds.get(row["target"], CollapseThresholds())
-        ratio = getattr(th, ratio_field)
-        minimum = getattr(th, minimum_field) if minimum_field else 0.0
-        entry = {
-            "target": row["target"],
-            "audit_id": row["audit_id"],
-            "previous_audit_id": row["previous_audit_id"],
-            metric: row[metric],
-            previous_metric: row[previous_metric],
-            "min_ratio": ratio,
-        }
-        judged.append(entry)
-        if collapsed(row[metric], row[previous_metric], ratio, minimum):
-            failures.append(entry)
-    summary = "; ".join(
-        f"{f['target']}: {metric} {f[metric]:.4g} < {f['min_ratio']} x {f[previous_metric]:.4g} (audit {f['audit_id']} vs {f['previous_audit_id']})"
-        for f in failures
-    )
+def check_result(check: DriftCheck, results: Sequence[DriftResult], delivery_failures: Sequence[str] = ()) -> dg.AssetCheckResult:
+    """The asset check's result for ``check`` over ``results`` (those of that check)."""
+    state = worst_state([r.state for r in results])
+    flagged = [r for r in results if r.state != "ok"]
+    if not results:
+        description = "nothing to compare: no target has two finished audits of the family"
+    elif not flagged:
+        description = f"ok on {len(results)} target pair(s)"
+    else:
+        description = "; ".join(r.text for r in flagged)
     return dg.AssetCheckResult(
-        passed=not failures,
-        severity=dg.AssetCheckSeverity.ERROR,
-        description=(f"COLLAPSE: {summary}" if failures else f"no collapse over {len(judged)} target(s)"),
+        passed=not flagged,
+        severity=dg.AssetCheckSeverity.ERROR if state == "collapse" else dg.AssetCheckSeverity.WARN,
+        description=description,
         metadata={
-            "targets_judged": len(judged),
-            "collapsed_targets": dg.MetadataValue.json([f["target"] for f in failures]),
-            "latest_audits": dg.MetadataValue.json(judged),
+            "state": state,
+            "pairs_judged": len(results),
+            "alarms": dg.MetadataValue.json([r.as_json() for r in flagged]),
+            "judged": dg.MetadataValue.json([r.as_json() for r in results]),
+            "webhook_failures": dg.MetadataValue.json(list(delivery_failures)),
         },
     )
 
 
-def _collapse_check(name: str, description: str, *metric_fields: str | None) -> dg.AssetChecksDefinition:
-    """An ERROR-severity check on ``dim_audits`` comparing each target's latest audit with its
-    previous one (:func:`_evaluate` of ``metric_fields``), in the warehouse writer pool."""
+def _drift_check(family, check: DriftCheck) -> dg.AssetChecksDefinition:
+    spec = family.drift
+    direction = {"falls": "falls under", "rises": "rises past", None: "(no collapse level)"}[check.collapse]
+    description = (
+        f"{family.name} drift, {check.name}: {check.title}. Each target's latest audit vs its previous one on the probe "
+        f"units both have. ERROR when it {direction} the collapse ratio (default {check.min_ratio:g}; registry "
+        f"options.{family.name}.checks.{check.name}); WARN on a significant change (BH over the audit's checks) or "
+        "when the two audits have no unit in common (not comparable)."
+    )
 
-    @dg.asset_check(asset=DIM_AUDITS, name=name, description=description, pool=DUCKDB_WRITER_POOL)
+    @dg.asset_check(asset=dg.AssetKey(spec.relation), name=f"drift_{check.name}", description=description, pool=DUCKDB_WRITER_POOL)
     def _check() -> dg.AssetCheckResult:
-        return _evaluate(*metric_fields)
+        results, failures = judge_families([family])
+        return check_result(check, [r for r in results if r.check == check.name], failures)
 
     return _check
 
 
-parse_rate_not_collapsed = _collapse_check(
-    "parse_rate_not_collapsed",
-    "Fails (ERROR) when a target's latest audit parses under parse_rate_min_ratio (default 0.5) "
-    "times the parse rate of its previous audit: the new model version stopped following the probe.",
-    "parse_rate",
-    "previous_parse_rate",
-    "parse_rate_min_ratio",
-    None,
-)
-significant_associations_not_collapsed = _collapse_check(
-    "significant_associations_not_collapsed",
-    "Fails (ERROR) when a target's latest audit has under significant_min_ratio (default 0.5) times "
-    "the significant associations of its previous audit (judged when that one had >= min_previous_significant).",
-    "significant_associations",
-    "previous_significant_associations",
-    "significant_min_ratio",
-    "min_previous_significant",
-)
-
-
-audit_checks = [parse_rate_not_collapsed, significant_associations_not_collapsed]
+def drift_asset_checks(families: Sequence) -> list[dg.AssetChecksDefinition]:
+    """One asset check per drift check of every family in ``families`` (those declaring ``drift``)."""
+    return [_drift_check(f, c) for f in families if f.drift is not None for c in f.drift.checks]

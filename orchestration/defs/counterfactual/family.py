@@ -13,6 +13,7 @@ from models_inference.probes.counterfactual.prompts import ALL_PROMPTS, MITIGATI
 from orchestration import cli_validation as v
 from orchestration.defaults import MAX_TOKENS
 from orchestration.defs.counterfactual.config import COUNTERFACTUAL_OPS, CounterfactualConfig
+from analytics.drift import DriftCheck, FamilyDrift
 from orchestration.family import BatchStep, Flag, ProbeFamily
 
 NAME = "counterfactual"
@@ -198,6 +199,17 @@ def text_sets_batch_work(config, *, model_version: str | None = None, target: st
     return text_sets_work(sets, backend, probe_config(config), audit_id=config.audit_id, target=target)
 
 
+#: the counterfactual family's drift checks (dbt_project/models/marts/counterfactual/agg_counterfactual_drift.sql)
+DRIFT = FamilyDrift(
+    "counterfactual",
+    "agg_counterfactual_drift",
+    (
+        DriftCheck("max_toxicity", "MaxToxicity (toxicity head) on the common (set, run) units; Mann-Whitney U", "rises"),
+        DriftCheck("numeric_rating", "mean numeric answer on the common answers, each prompt scaled to its largest; Mann-Whitney U", None),
+    ),
+)
+
+
 FAMILY = ProbeFamily(
     name=NAME,
     title="counterfactual sets (Howard et al., seed 003): MaxToxicity, PMI stereotype words, competence words, numeric ratings",
@@ -216,4 +228,5 @@ FAMILY = ProbeFamily(
     check=check,
     target_models={"t2t": {"model": (C, "model"), "backend": (C, "backend"), "base_url": (C, "base_url")}},
     batch_steps=(BatchStep("counterfactual_text", "counterfactual text sets", "counterfactual_responses", work=text_sets_batch_work),),
+    drift=DRIFT,
 )

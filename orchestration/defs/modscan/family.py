@@ -12,6 +12,7 @@ from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARI
 from models_inference.probes.modscan.text import ANSWER_MODES, CONDITIONS, TEXT_PROBES
 from orchestration import cli_validation as v
 from orchestration.defs.modscan.config import ModscanConfig
+from analytics.drift import DriftCheck, FamilyDrift
 from orchestration.family import Flag, ProbeFamily
 
 NAME = "modscan"
@@ -137,6 +138,17 @@ def _report_section(audit_id, out) -> str:
     return report_section(audit_id, out)
 
 
+#: ModSCAN's drift checks (dbt_project/models/marts/modscan/agg_modscan_drift.sql)
+DRIFT = FamilyDrift(
+    "modscan",
+    "agg_modscan_drift",
+    (
+        DriftCheck("answered_share", "share of the common queries answered with a choice; exact McNemar", "falls"),
+        DriftCheck("s_bias", "S_bias (Eq. 2) on the common queries; stratified chi-square", "rises"),
+    ),
+)
+
+
 FAMILY = ProbeFamily(
     name=NAME,
     title="ModSCAN (seed 000): S_bias of social-group selections, text analogues + vision / language modalities",
@@ -155,4 +167,5 @@ FAMILY = ProbeFamily(
     report_section=_report_section,
     check=check,
     target_models={"t2t": {"model": (M, "model"), "backend": (M, "backend"), "base_url": (M, "base_url")}},
+    drift=DRIFT,
 )

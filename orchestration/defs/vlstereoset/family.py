@@ -11,6 +11,7 @@ from ingestion.vocabulary import I2T_BACKENDS, T2T_BACKENDS
 from orchestration import cli_validation as v
 from models_inference.probes.vlstereoset.scorers import MCQ_ANSWER_MODES
 from orchestration.defs.vlstereoset.config import ASSET_GROUP, OP_NAME, SCORERS, VLStereoSetConfig
+from analytics.drift import DriftCheck, FamilyDrift
 from orchestration.family import Flag, ProbeFamily
 
 NAME = "vlstereoset"
@@ -120,6 +121,18 @@ def _report_page(out, audit_id, **_):
     return write_vlstereoset_report(out, audit_id)
 
 
+#: VLStereoSet's drift checks (dbt_project/models/marts/vlstereoset/agg_vlstereoset_drift.sql)
+DRIFT = FamilyDrift(
+    "vlstereoset",
+    "agg_vlstereoset_drift",
+    (
+        DriftCheck("scored_share", "share of the common items with a score for each caption; exact McNemar", "falls"),
+        DriftCheck("vlbs", "vlbs (0-100, unbiased 0) on the common items; Fisher's exact test", "rises", scale=100.0),
+        DriftCheck("vlrs", "vlrs (0-100, ideal 100) on the common items; Fisher's exact test", "falls"),
+    ),
+)
+
+
 FAMILY = ProbeFamily(
     name=NAME,
     title="VLStereoSet (seed 001): caption selection, vlrs / vlbs / ivlas / lmss / vlss",
@@ -142,4 +155,5 @@ FAMILY = ProbeFamily(
     # its plan reads the CSV and neutralises every caption with spaCy (seconds): `dora audit
     # --target` and `dora models list` check its inputs' paths, the run reads the file
     plan_before_run=False,
+    drift=DRIFT,
 )
