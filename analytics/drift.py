@@ -2,9 +2,9 @@
 
 Every probe family declares its drift checks (:class:`FamilyDrift`, names and thresholds only)
 in its record, and one drift mart (``dbt_project/models/marts/<family>/agg_<family>_drift``,
-shaped by ``macros/drift.sql``) that counts each check for every (audit, previous audit) pair of
-one target, family and modality on the probe units both audits have: the comparison ``dora
-diff`` prints, not a second one. This module knows no family: it reads the marts it is given
+shaped by ``macros/drift.sql``) that counts each check for every (earlier, later) pair of the
+family's audits its change tests compare, on the probe units both audits have: the comparison
+``dora diff`` prints, not a second one. This module knows no family: it reads the marts it is given
 and judges each target's **latest** finished audit of every (family, modality) against its
 previous one (``dim_audits.previous_audit_id``), whichever family finished last.
 
@@ -183,9 +183,9 @@ def latest_audits() -> list[dict]:
     return [dict(zip(result.columns, row)) for row in result.rows]
 
 
-def _mart_rows(spec: FamilyDrift, audit_ids: Sequence[str]) -> dict[tuple[str, str], dict]:
-    """{(audit_id, check_name): row} of the family's drift mart for ``audit_ids``; ``{}`` when it
-    is not built (every check is then not comparable)."""
+def _mart_rows(spec: FamilyDrift, audit_ids: Sequence[str]) -> dict[tuple[str, str, str], dict]:
+    """{(previous_audit_id, audit_id, check_name): row} of the family's drift mart for the later
+    audits ``audit_ids``; ``{}`` when it is not built (every check is then not comparable)."""
     import duckdb
 
     if not audit_ids:
@@ -195,7 +195,7 @@ def _mart_rows(spec: FamilyDrift, audit_ids: Sequence[str]) -> dict[tuple[str, s
     except duckdb.CatalogException:
         return {}
     rows = [dict(zip(result.columns, r)) for r in result.rows]
-    return {(r["audit_id"], r["check_name"]): r for r in rows}
+    return {(r["previous_audit_id"], r["audit_id"], r["check_name"]): r for r in rows}
 
 
 def evaluate_drift(
@@ -228,7 +228,7 @@ def evaluate_drift(
         rows = _mart_rows(spec, [a["audit_id"] for a in audits])
         for audit in audits:
             given = dict(thresholds(audit["target"], spec)) if thresholds else {}
-            found = {c.name: rows.get((audit["audit_id"], c.name)) for c in spec.checks}
+            found = {c.name: rows.get((audit["previous_audit_id"], audit["audit_id"], c.name)) for c in spec.checks}
             tested = [name for name, row in found.items() if row and row["change_p"] is not None and not math.isnan(row["change_p"])]
             qs = dict(zip(tested, multipletests([found[n]["change_p"] for n in tested], method="fdr_bh")[1])) if tested else {}
             for check in spec.checks:

@@ -17,10 +17,6 @@
 
 with
 
-pairs as (
-    {{ drift_pairs('biasdora') }}
-),
-
 comparisons as (
     select * from {{ ref('fct_audit_comparisons') }}
 ),
@@ -90,7 +86,7 @@ checks as (
 ),
 
 final as (
-    {{ drift_final('pairs', 'checks') }}
+    {{ drift_final('biasdora', 'checks') }}
 )
 
 select * from final

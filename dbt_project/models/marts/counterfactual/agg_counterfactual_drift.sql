@@ -16,7 +16,8 @@
 with
 
 pairs as (
-    {{ drift_pairs('counterfactual') }}
+    -- every earlier / later pair of the family's audits, as its change tests pair them
+    {{ audit_pairs_of(ref('fct_counterfactual_responses'), ['model_id', 'variant'], 'generated_at') }}
 ),
 
 toxicity_tests as (
@@ -46,15 +47,15 @@ max_toxicity as (
 common_ratings as (
     -- the answers both audits of a pair gave to the same question
     select
-        pairs.previous_audit_id as from_audit_id,
-        pairs.audit_id as to_audit_id,
+        pairs.from_audit_id,
+        pairs.to_audit_id,
         before.prompt_label,
         before.parsed_value as value_before,
         after.parsed_value as value_after
     from pairs
-    inner join ratings as before on before.audit_id = pairs.previous_audit_id
+    inner join ratings as before on before.audit_id = pairs.from_audit_id
     inner join ratings as after
-        on after.audit_id = pairs.audit_id
+        on after.audit_id = pairs.to_audit_id
         and after.subset = before.subset
         and after.set_id = before.set_id
         and after.a1 is not distinct from before.a1
@@ -96,7 +97,7 @@ checks as (
 ),
 
 final as (
-    {{ drift_final('pairs', 'checks') }}
+    {{ drift_final('counterfactual', 'checks') }}
 )
 
 select * from final

@@ -17,7 +17,8 @@
 with
 
 pairs as (
-    {{ drift_pairs('modscan') }}
+    -- every earlier / later pair of the family's audits, as its change tests pair them
+    {{ audit_pairs_of(ref('fct_modscan_responses'), ['model_id', 'probe'], 'generated_at') }}
 ),
 
 s_bias_tests as (
@@ -32,13 +33,13 @@ queries as (
 
 common_queries as (
     select
-        pairs.previous_audit_id as from_audit_id,
-        pairs.audit_id as to_audit_id,
+        pairs.from_audit_id,
+        pairs.to_audit_id,
         before.is_chosen as chosen_before,
         after.is_chosen as chosen_after
     from pairs
-    inner join queries as before on before.audit_id = pairs.previous_audit_id
-    inner join queries as after on after.audit_id = pairs.audit_id and {{ join_on('after', 'before', query_key) }}
+    inner join queries as before on before.audit_id = pairs.from_audit_id
+    inner join queries as after on after.audit_id = pairs.to_audit_id and {{ join_on('after', 'before', query_key) }}
 ),
 
 answered_share as (
@@ -78,7 +79,7 @@ checks as (
 ),
 
 final as (
-    {{ drift_final('pairs', 'checks') }}
+    {{ drift_final('modscan', 'checks') }}
 )
 
 select * from final

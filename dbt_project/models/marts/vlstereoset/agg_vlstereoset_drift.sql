@@ -17,7 +17,8 @@
 with
 
 pairs as (
-    {{ drift_pairs('vlstereoset') }}
+    -- every earlier / later pair of the family's audits, as its change tests pair them
+    {{ audit_pairs_of(ref('fct_vlstereoset_scores'), ['model_id'], 'scored_at') }}
 ),
 
 metric_tests as (
@@ -34,13 +35,13 @@ items as (
 
 common_items as (
     select
-        pairs.previous_audit_id as from_audit_id,
-        pairs.audit_id as to_audit_id,
+        pairs.from_audit_id,
+        pairs.to_audit_id,
         before.is_scored as scored_before,
         after.is_scored as scored_after
     from pairs
-    inner join items as before on before.audit_id = pairs.previous_audit_id
-    inner join items as after on after.audit_id = pairs.audit_id and {{ join_on('after', 'before', item_key) }}
+    inner join items as before on before.audit_id = pairs.from_audit_id
+    inner join items as after on after.audit_id = pairs.to_audit_id and {{ join_on('after', 'before', item_key) }}
 ),
 
 scored_share as (
@@ -80,7 +81,7 @@ checks as (
 ),
 
 final as (
-    {{ drift_final('pairs', 'checks') }}
+    {{ drift_final('vlstereoset', 'checks') }}
 )
 
 select * from final
