@@ -33,7 +33,6 @@ as in ``dora report``), the top significant changes per bias dimension ranked by
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Callable
 
 from analytics.query import QueryResult, format_q, format_result, run_query
 from ingestion.errors import DiffError
@@ -46,7 +45,6 @@ __all__ = [
     "DiffError",
     "audit_diff",
     "finished_audits",
-    "models_overview",
     "resolve_pair",
 ]
 
@@ -505,80 +503,3 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
         ).rows
     )
     return AuditDiff(target, before, after, counts, top_rows, by_dimension, comparisons, flips, tuple(flip_counts))
-
-
-def models_overview(registry, *, resolve: Callable[[object], str] | None = None, check: Callable[[object], str | None] | None = None) -> QueryResult:
-    """``dora models list``: every registry target with its current version and last audit.
-
-    Args:
-        registry: a parsed :class:`ingestion.registry.Registry`.
-        resolve: reads a target's current version (``models_inference.model_ref.resolve_version``,
-            passed in by the CLI: analytics does not load models); it may raise any
-            exception, shown as ``unreadable: ...``. None: versions are not read.
-        check: a target's problem (one line) or ``None`` when ``dora audit --target`` would
-            accept it (the CLI passes ``orchestration.cli.target.check_target``); shown in the
-            last column ``valid`` as ``ok`` or ``invalid: <reason>``. None: ``(not checked)``.
-
-    The last audit is the latest finished-or-not audit of the target in ``dim_audits`` (by
-    ``started_at``); ``-`` when the warehouse does not exist yet, ``dim_audits`` was never built
-    in it (a home that only ran families without an audit log mart, e.g. ``--family vlstereoset``)
-    or the target was never audited.
-
-    Raises:
-        WarehouseBusyError, WarehouseCorruptError: see :func:`analytics.query.connect_read_only`.
-    """
-    import duckdb
-
-    from analytics.query import WarehouseMissingError
-
-    last: dict[str, tuple] = {}
-    try:
-        result = run_query(
-            """select target, audit_id, model_version, status, coalesce(finished_at, started_at) as at
-               from dim_audits
-               qualify row_number() over (partition by target order by started_at desc, audit_id desc) = 1"""
-        )
-        last = {r[0]: r[1:] for r in result.rows}
-    except (WarehouseMissingError, duckdb.CatalogException):  # no warehouse, or no dim_audits in it
-        pass
-    rows = []
-    for t in registry.targets:
-        if resolve is not None:
-            try:
-                current = resolve(t)
-            except Exception as exc:  # noqa: BLE001 - any reason the version is unreadable is shown
-                current = f"unreadable: {exc}"[:80]
-        else:
-            current = "(not read)"
-        audit_id, version, status, at = last.get(t.name, ("-", "-", "-", None))
-        problem = check(t) if check is not None else None
-        valid = "(not checked)" if check is None else (f"invalid: {problem}" if problem else "ok")
-        rows.append(
-            (
-                t.name,
-                t.modality,
-                t.backend,
-                t.model,
-                t.version.source,
-                current,
-                audit_id,
-                version,
-                status,
-                at.strftime("%Y-%m-%d %H:%M") if at else "-",
-                valid,
-            )
-        )
-    columns = [
-        "target",
-        "modality",
-        "backend",
-        "model",
-        "version_source",
-        "current_version",
-        "last_audit",
-        "last_audit_version",
-        "last_status",
-        "last_at",
-        "valid",
-    ]
-    return QueryResult(columns, rows)

@@ -58,6 +58,10 @@ class DriftCheck:
         scale: the value's maximum, for ``"rises"`` (1; 100 for a percentage).
         min_before: a collapse is judged only when the previous value is at least this (a count
             of 2 falling to 0 is noise, not a collapse).
+        optional: the mart has its row only when both audits measured it (the judge's unscored
+            share needs two judged audits): a missing row is "not measured" and the check is left
+            out of the pair's results, unless no check of the pair has a row (then every check is
+            not comparable).
     """
 
     name: str
@@ -66,6 +70,7 @@ class DriftCheck:
     min_ratio: float = 0.5
     scale: float = 1.0
     min_before: float = 0.0
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -231,8 +236,11 @@ def evaluate_drift(
             found = {c.name: rows.get((audit["previous_audit_id"], audit["audit_id"], c.name)) for c in spec.checks}
             tested = [name for name, row in found.items() if row and row["change_p"] is not None and not math.isnan(row["change_p"])]
             qs = dict(zip(tested, multipletests([found[n]["change_p"] for n in tested], method="fdr_bh")[1])) if tested else {}
+            any_row = any(found.values())
             for check in spec.checks:
                 row = found[check.name]
+                if row is None and check.optional and any_row:
+                    continue  # not measured in both audits (e.g. no judge): nothing to judge
                 ratio = given.get(check.name, check.min_ratio)
                 base = dict(
                     target=audit["target"],

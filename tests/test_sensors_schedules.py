@@ -198,6 +198,7 @@ def test_definitions_wire_automation_groups_and_descriptions():
     t2t = graph.get(dg.AssetKey(["landing", "t2t_completions"]))
     assert t2t.partitions_def is not None and t2t.partitions_def.name == AUDIT_PARTITIONS
     assert dg.AssetKey("fct_association_changes") in graph.get_all_asset_keys()
+
     def reads_audit_log(key: dg.AssetKey) -> bool:
         parents = graph.get(key).parent_keys
         return dg.AssetKey("dim_audits") in parents or any(reads_audit_log(p) for p in parents if graph.has(p))

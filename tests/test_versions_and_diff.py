@@ -14,7 +14,6 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from scipy import stats as scipy_stats
 from scipy import stats
 
 from analytics.dbt_runner import run_dbt
@@ -303,7 +302,7 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
         in failed.description
     )
     # the exact McNemar p of the 40 rows parsed in v2 only, BH over the audit's two tested checks
-    assert results[0].change_p == pytest.approx(scipy_stats.binomtest(0, 40).pvalue)
+    assert results[0].change_p == pytest.approx(stats.binomtest(0, 40).pvalue)
 
     # explicit pair by model version, non-consecutive; json output
     capsys.readouterr()

@@ -446,7 +446,42 @@ def cmd_audit(args) -> int:
 
     for line in pending_lines(result):
         print(line, file=sys.stderr)
-    return 0
+    return alarm_exit(result, ran)
+
+
+#: ``dora audit``'s exit status when a drift check of an audit it ran collapsed (docs/cli.md)
+EXIT_COLLAPSE = 3
+
+
+def alarm_exit(result, families) -> int:
+    """Print one line per drift alarm (a collapse or a significant change) of the audits this run
+    landed, after the summaries, and one line for the checks that could not be compared; the
+    alarms not yet POSTed to the target's webhook are sent (once: ``orchestration/alarms.py``).
+
+    Returns:
+        :data:`EXIT_COLLAPSE` when a collapse fired, else 0."""
+    from orchestration.defs.audits.assets import run_audit_ids
+    from orchestration.defs.audits.checks import judge_families
+    from orchestration.family import materializations
+
+    ids = {a for m in materializations(result, "audits") for a in run_audit_ids(m)}
+    if not ids:
+        return 0
+    try:
+        results, failures = judge_families(families)
+    except Exception as exc:  # noqa: BLE001 - the audit itself succeeded; say why its checks were not judged
+        print(f"dora: drift checks not judged: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
+        return 0
+    ours = [r for r in results if r.audit_id in ids]
+    for r in ours:
+        if r.is_alarm:
+            print(f"dora: alarm: {r.text}")
+    unmatched = [f"{r.family} {r.check}" for r in ours if r.state == "not comparable"]
+    if unmatched:
+        print(f"dora: not comparable with the previous audit (no probe unit in common): {', '.join(unmatched)}")
+    for line in failures:
+        print(f"dora: {line}", file=sys.stderr)
+    return EXIT_COLLAPSE if any(r.state == "collapse" for r in ours) else 0
 
 
 def _audits_model(args) -> bool:

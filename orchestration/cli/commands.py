@@ -286,8 +286,10 @@ def _stop_group(pgid: int, wait: float = 5.0) -> None:
 
 
 def cmd_models(args) -> int:
+    """``dora models list``: one row per registry target and family it runs, with the family's
+    latest audit and its drift-check state (``orchestration/defs/audits/checks.py``)."""
     prepare_environment()
-    from analytics.diff import models_overview
+    from analytics.models_overview import models_overview
     from analytics.query import format_result
     from ingestion.registry import RegistryError, load_registry
 
@@ -297,10 +299,21 @@ def cmd_models(args) -> int:
         print(f"dora models: {exc}", file=sys.stderr)
         return 2
     from models_inference.model_ref import resolve_version
+    from orchestration import families as fam
     from orchestration.cli.target import target_checker
+    from orchestration.defs.audits.checks import judge_families
+    from orchestration.defs.audits.runs import target_families
+
+    def families_of(target) -> list[str]:
+        try:
+            return [f.name for f in target_families(target, fam.FAMILIES)]
+        except ValueError:  # an invalid target: its problem is in the `valid` column
+            return list(target.families or ["-"])
 
     check = target_checker(registry, args.registry)
-    print(format_result(models_overview(registry, resolve=None if args.no_resolve else resolve_version, check=check), args.format))
+    drift, _ = judge_families(fam.FAMILIES, deliver=False, registry_path=args.registry)
+    overview = models_overview(registry, resolve=None if args.no_resolve else resolve_version, check=check, families_of=families_of, drift=drift)
+    print(format_result(overview, args.format))
     return 0
 
 

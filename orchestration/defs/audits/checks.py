@@ -31,23 +31,24 @@ from orchestration.instance import DUCKDB_WRITER_POOL
 from orchestration.options import drift_thresholds
 
 
-def _registry_targets():
-    """{target name: AuditTarget} of the registry, ``{}`` (with a warning) when it does not load."""
+def _registry_targets(path: str | None = None):
+    """(registry, {target name: AuditTarget}); ``(None, {})`` (with a warning) when it does not load."""
     try:
-        registry = load_registry()
+        registry = load_registry(path)
     except RegistryError as exc:
         warnings.warn(f"{exc}\ndrift checks use the default thresholds and send no webhook", stacklevel=2)
         return None, {}
     return registry, {t.name: t for t in registry.targets}
 
 
-def judge_families(families: Sequence, *, deliver: bool = True) -> tuple[list[DriftResult], list[str]]:
-    """Every family's drift results (targets' thresholds from the registry) and, with ``deliver``,
-    the alarms POSTed to the targets' webhooks.
+def judge_families(families: Sequence, *, deliver: bool = True, registry_path: str | None = None) -> tuple[list[DriftResult], list[str]]:
+    """Every family's drift results (targets' thresholds from the registry at ``registry_path``,
+    default ``$DORA_REGISTRY`` or the shipped one) and, with ``deliver``, the alarms POSTed to
+    the targets' webhooks.
 
     Returns:
         (results, one line per webhook delivery that failed)."""
-    registry, targets = _registry_targets()
+    registry, targets = _registry_targets(registry_path)
     by_spec = {f.drift.family: f for f in families if f.drift is not None}
 
     def thresholds(target: str, spec) -> dict[str, float]:

@@ -175,7 +175,10 @@ DRIFT = FamilyDrift(
             min_before=5,
         ),
         DriftCheck(
-            "judge_unscored_share", "share of the associations significant in both audits without a Likert bias level; exact McNemar", "rises"
+            "judge_unscored_share",
+            "share of the associations significant in both audits without a Likert bias level; exact McNemar",
+            "rises",
+            optional=True,
         ),
     ),
 )
