@@ -217,6 +217,25 @@ def detect_server(base_url: str | None, timeout: float = 5.0) -> tuple[str, int 
     return "unknown", None
 
 
+_TOKEN_FIELDS: dict[str, str] = {}
+
+
+def token_limit_field(base_url: str | None) -> str:
+    """The field a chat request's token budget goes in at ``base_url``, found once per endpoint
+    in this process by :func:`detect_server`: ``max_completion_tokens`` for OpenAI (its reasoning
+    models refuse the older ``max_tokens``), ``max_tokens`` for every other server (llama.cpp,
+    vLLM, SGLang, Ollama and servers not recognised all take it; not all take the newer name)."""
+    key = base_url or ""
+    with _CACHE_LOCK:
+        if key in _TOKEN_FIELDS:
+            return _TOKEN_FIELDS[key]
+    kind, _ = detect_server(base_url)
+    field = "max_completion_tokens" if kind == "openai" else "max_tokens"
+    with _CACHE_LOCK:
+        _TOKEN_FIELDS[key] = field
+    return field
+
+
 def _status(exc: BaseException) -> int | None:
     return getattr(exc, "status_code", None)
 
@@ -354,6 +373,7 @@ def forget_capabilities() -> None:
     """Empty the per-process cache (a server restarted with other options)."""
     with _CACHE_LOCK:
         _CACHE.clear()
+        _TOKEN_FIELDS.clear()
 
 
 __all__ = [
@@ -372,4 +392,5 @@ __all__ = [
     "probe_capabilities",
     "server_capabilities",
     "server_root",
+    "token_limit_field",
 ]
