@@ -345,7 +345,9 @@ class _Runner:
             slots = len(waiting) if bound is None else max(0, bound - open_batches_of(self.work.meta(self.options)))
             for entry in waiting[:slots]:
                 try:
-                    self.submit(entry)
+                    entry = self.submit(entry)
+                    if entry.state == "submitted":  # a first look at once: a batch refused at validation ends here
+                        self.poll(entry)
                 except BatchLostError as exc:
                     self.lose(entry, exc)
         return _api_open(load_ledger(self.work.name))

@@ -36,6 +36,8 @@ Modes of the real API's other behaviours (each off by default):
   with ``token_limit_exceeded`` (the model's enqueued-token limit);
 * ``server.error_shape = "vllm"``: a failed line as vLLM's ``run-batch`` writes it (status 400,
   ``body: null``, ``error: {"error": {"message", "type", "code"}}``);
+* ``server.output_text``: ``rows -> text`` writes a finished batch's output file (default one
+  JSON line per row): a test's corrupt lines, a line cut short, raw U+2028 in an answer;
 * ``server.chat_only``: the live ``POST /v1/completions`` answers 404 as a chat-only model's
   server does (``POST /v1/chat/completions`` and ``/v1/completions`` answer live requests, for
   the capability probe).
@@ -45,7 +47,8 @@ Modes of the real API's other behaviours (each off by default):
 ``"before"``: before it does anything, and it is dropped when released; ``"after"``: after
 the batch is created, before the reply is sent); ``server.held`` is set once a request is
 waiting, ``server.release()`` lets it go. ``server.calls`` lists ``(method, path)`` of every
-request; ``server.created`` the ids of the batches created, in order. :func:`offline_run` stands
+request; ``server.created`` the ids of the batches created, in order; ``server.most_open`` the
+most batches open (not ended) at once. :func:`offline_run` stands
 in for an offline runner on a file ``dora batch export`` wrote; :func:`vllm_run_batch` for
 vLLM's ``run-batch`` itself, taking only what it takes.
 
@@ -194,6 +197,8 @@ class BatchStubServer:
         self.token_limit_failures = 0
         self.error_shape = "openai"
         self.chat_only = False
+        self.output_text: Callable[[list[dict]], str] | None = None
+        self.most_open = 0
         self.held = threading.Event()
         self._release = threading.Event()
         self._hold: tuple[str, str, str] | None = None
@@ -382,6 +387,8 @@ class BatchStubServer:
             }
             self.batches[bid] = batch
             self.created.append(bid)
+            still = sum(1 for b in self.batches.values() if b["status"] not in ("completed", "expired", "failed", "cancelled"))
+            self.most_open = max(self.most_open, still)
         return self._public(batch)
 
     @staticmethod
@@ -389,7 +396,7 @@ class BatchStubServer:
         return {k: v for k, v in batch.items() if not k.startswith("_")}
 
     def _list(self, limit: int, after: str | None) -> dict:
-        ids = list(reversed(self.created))
+        ids = [i for i in reversed(self.created) if i in self.batches]  # a forgotten batch is not listed
         if after in ids:
             ids = ids[ids.index(after) + 1 :]
         page = ids[:limit]
@@ -479,7 +486,8 @@ class BatchStubServer:
             out.reverse()
         for kind, rows in (("output_file_id", out), ("error_file_id", err)):
             if rows:
-                batch[kind] = self._store("".join(json.dumps(r) + "\n" for r in rows).encode(), "batch_output", f"{batch['id']}_{kind}.jsonl")
+                text = self.output_text(rows) if self.output_text and kind == "output_file_id" else "".join(json.dumps(r) + "\n" for r in rows)
+                batch[kind] = self._store(text.encode(), "batch_output", f"{batch['id']}_{kind}.jsonl")
                 if self.expire_outputs:
                     self.files[batch[kind]]["gone"] = True
 
