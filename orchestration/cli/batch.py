@@ -23,10 +23,10 @@ from orchestration import families as fam
 from orchestration.deprecation import add_deprecated
 
 
-def batch_steps() -> list[tuple[object, object]]:
-    """``(family, step)`` of every :class:`~orchestration.family.BatchStep` of every family, in
-    :data:`~orchestration.families.FAMILIES` order."""
-    return [(f, step) for f in fam.FAMILIES for step in f.batch_steps]
+def batch_steps(families=None) -> list[tuple[object, object]]:
+    """``(family, step)`` of every :class:`~orchestration.family.BatchStep` of every family of
+    ``families`` (default :data:`~orchestration.families.FAMILIES`), in their order."""
+    return [(f, step) for f in (fam.FAMILIES if families is None else families) for step in f.batch_steps]
 
 
 def export_families() -> list[str]:
@@ -125,14 +125,15 @@ def add_batch_parsers(sub) -> None:
 # ----------------------------------------------------------------------------- steps from their config
 
 
-def _step(kind: str):
+def _step(kind: str, families=None):
     """``(family, step)`` whose :attr:`~orchestration.family.BatchStep.step` is ``kind``, else ``None``."""
-    return next(((f, s) for f, s in batch_steps() if s.step == kind), None)
+    return next(((f, s) for f, s in batch_steps(families) if s.step == kind), None)
 
 
-def work_from_ledger(ledger):
+def work_from_ledger(ledger, families=None):
     """Rebuild the step a ledger belongs to from what it recorded (``meta.record``: the step's
-    kind, its run config, model version and target), through the family that declares the step.
+    kind, its run config, model version and target), through the family of ``families``
+    (default :data:`~orchestration.families.FAMILIES`) that declares the step.
 
     Raises:
         BatchError: the ledger records no step ``dora batch import`` can rebuild (one without
@@ -143,7 +144,7 @@ def work_from_ledger(ledger):
     record = ledger.meta.get("record") or {}
     kind, config = record.get("step"), record.get("config") or {}
     options = {"model_version": record.get("model_version"), "target": record.get("target"), "api_key_env": ledger.meta.get("api_key_env")}
-    found = _step(kind)
+    found = _step(kind, families)
     if found is None or found[1].work is None:
         raise BatchError(
             f"ledger {ledger.name!r} records step {kind!r}, which `dora batch import` cannot rebuild (its "

@@ -1,0 +1,103 @@
+"""The batch sensor: land the finished Batch API batches of every audit without a person.
+
+A run in batch mode without ``--api-batch-wait`` (a scheduled re-audit, a registry target's
+partition) submits its batches and returns; until now its rows waited for someone to run the
+same command again. On every tick this sensor reads every batch ledger of ``$DORA_HOME``
+(``models_inference/backends/batch_ledger.py``) and, for each with batches open at the API,
+rebuilds its step from what the ledger recorded (the family's
+:class:`~orchestration.family.BatchStep`) and runs one pass of it
+(:func:`~models_inference.backends.batch_api.land_open_batches`): batches that ended are
+landed, requests that failed, never ran or were lost are sent again, and the audit's
+``finished`` event lands once nothing is missing. Each pass holds the step's landing lock, and
+an audit whose lock is held (a ``dora audit`` of it is landing right now) is left to that run
+for this tick: every batch lands exactly once. Ledgers of steps that cannot be rebuilt alone
+(BiasDora's judge: its requests follow from the marts) land through their audit's own run.
+
+A ledger that cannot be read is named in the tick's log, never skipped silently. The families
+are an argument of :func:`build_batch_sensor` (``orchestration/definitions.py`` passes
+:data:`orchestration.families.FAMILIES`): this shared module names none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import dagster as dg
+
+#: The sensor's name in the UI, and seconds between ticks (a batch takes minutes to hours).
+BATCH_SENSOR_NAME = "batch_landing_sensor"
+BATCH_SENSOR_INTERVAL_SECONDS = 120
+
+_OPEN_AT_THE_API = ("prepared", "uploaded", "submitted", "landing")
+
+
+def _options(ledger):
+    """The batch options a ledger's step ran with (its recorded Config's ``api_batch_*``)."""
+    from models_inference.backends.batch_requests import BatchOptions
+
+    record = ledger.meta.get("record") or {}
+    config = record.get("config") or {}
+    return BatchOptions(
+        max_requests=int(config.get("api_batch_max_requests") or 50_000),
+        retries=int(config.get("api_batch_retries", 3)),
+        max_open=int(config.get("api_batch_max_open") or 0) or None,
+        record=record,
+    )
+
+
+def land_batches(families: Sequence) -> list[str]:
+    """One pass over every ledger with batches open at the API: land what ended (see the
+    module docstring).
+
+    Returns:
+        One line per ledger acted on or left alone, and per ledger that cannot be read.
+    """
+    from ingestion.errors import DoraError
+    from models_inference.backends.batch_api import land_open_batches
+    from models_inference.backends.batch_ledger import ledger_names, load_ledger, unreadable_ledgers
+    from orchestration.cli.batch import work_from_ledger
+
+    lines = list(unreadable_ledgers())
+    for name in ledger_names():
+        try:
+            ledger = load_ledger(name)
+            if not any(e.state in _OPEN_AT_THE_API for e in ledger.entries):
+                continue
+            work = work_from_ledger(ledger, families)
+            summary = land_open_batches(work, _options(ledger))
+        except DoraError as exc:  # one audit's problem (a key unset, the API refusing) leaves the others alone
+            lines.append(f"{name}: {exc}")
+            continue
+        if summary is None:
+            lines.append(f"{name}: being landed by another run (its landing lock is held); left to it")
+            continue
+        lost = f"; {len(summary.lost)} lost batch(es) sent again" if summary.lost else ""
+        lines.append(f"{name}: {summary.generated:,} rows landed, {summary.pending:,} requests still in open batches{lost}")
+    return lines
+
+
+def build_batch_sensor(families: Sequence) -> dg.SensorDefinition:
+    """The batch sensor over ``families`` (every :class:`~orchestration.family.ProbeFamily`)."""
+
+    def tick(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+        from orchestration.instance import prepare_environment
+
+        prepare_environment(dagster=False)
+        lines = land_batches(families)
+        for line in lines:
+            context.log.info(line)
+        return dg.SkipReason("; ".join(lines) if lines else "no batch open at the API")
+
+    return dg.SensorDefinition(
+        name=BATCH_SENSOR_NAME,
+        evaluation_fn=tick,
+        minimum_interval_seconds=BATCH_SENSOR_INTERVAL_SECONDS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Lands the finished Batch API batches of every audit (--api-batch without --api-batch-wait, "
+        "scheduled re-audits): one pass per ledger with open batches, under the audit's landing lock, so a "
+        "concurrent `dora audit` of it and this sensor land each batch once; failed, expired and lost requests "
+        "are sent again; the audit's finished event lands once nothing is missing.",
+    )
+
+
+__all__ = ["BATCH_SENSOR_INTERVAL_SECONDS", "BATCH_SENSOR_NAME", "build_batch_sensor", "land_batches"]

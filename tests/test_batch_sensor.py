@@ -1,0 +1,100 @@
+"""The batch sensor lands the finished batches of an audit run in batch mode without waiting
+(as a scheduled re-audit runs), so the audit reaches ``finished`` with no command run by hand,
+and a concurrent run holding the audit's landing lock keeps every batch landed exactly once.
+
+Against the local Files + Batches server (tests/helpers/batch_server.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from models_inference.backends.batch_api import run_batched
+from models_inference.backends.batch_ledger import ledger_path, load_ledger
+from models_inference.landing_locks import landing_lock
+from tests.helpers.batch_server import BatchStubServer
+from tests.test_batch_api import _answered, _events, _rows, letter_reply
+
+
+@pytest.fixture
+def api_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-batch")
+
+
+def _submitted(server):
+    """A T2T audit in batch mode, run as its asset runs it (no --api-batch-wait): submitted, returned."""
+    from orchestration.defs.biasdora.config import AuditConfig
+    from orchestration.defs.biasdora.family import t2t_work
+    from orchestration.defs.common import batch_options
+
+    config = AuditConfig(
+        model="stub-model",
+        backend="openai",
+        base_url=server.base_url,
+        prompt_style="chat",
+        descriptors=["child"],
+        settings=["noun"],
+        letters="bks",
+        runs=2,
+        progress=False,
+        api_batch=True,
+        api_batch_max_requests=4,
+    )
+    work = t2t_work(config, model_version="stub-model")
+    summary = run_batched(work, batch_options(config, "t2t", model_version="stub-model", target=None), progress=False)
+    assert (summary.pending, summary.generated, len(server.created)) == (6, 0, 2)
+    return work
+
+
+def _tick():
+    import dagster as dg
+
+    from orchestration import families as fam
+    from orchestration.defs.audits.batch_sensor import build_batch_sensor
+
+    sensor = build_batch_sensor(fam.FAMILIES)
+    with dg.build_sensor_context(instance=dg.DagsterInstance.ephemeral()) as context:
+        return sensor(context)
+
+
+def test_the_sensor_finishes_an_audit_and_leaves_a_locked_one_to_its_run(dora_home, api_key):
+    with BatchStubServer() as server:
+        server.chat_reply = letter_reply
+        work = _submitted(server)
+        assert _events(work.name) == ["started"]
+        lock = landing_lock(work.name)
+        lock.acquire()  # a `dora audit` of the same audit is landing right now
+        try:
+            skipped = _tick()
+        finally:
+            lock.release()
+        assert "left to it" in skipped.skip_message and _rows(work.name) == []
+        assert [e.state for e in load_ledger(work.name).entries] == ["submitted", "submitted"]
+        landed = _tick()  # the batches ended meanwhile: landed, and the audit finished
+        assert f"{work.name}: 6 rows landed, 0 requests still in open batches" in landed.skip_message
+        assert "no batch open at the API" in _tick().skip_message  # nothing left: nothing sent, nothing landed
+        again = run_batched(work, load_options(work), progress=False)  # the audit's own next run: nothing to do
+        assert (again.generated, len(server.created)) == (0, 2)
+    rows = _rows(work.name)
+    assert len(rows) == 6 and set(_answered(rows).values()) == {1}
+    events = _events(work.name)
+    assert events[-1] == "finished" and events.count("finished") == 1  # the sensor's pass is a run: 'started', then 'finished'
+
+    assert [e.state for e in load_ledger(work.name).entries] == ["closed", "closed"]
+
+
+def test_the_sensor_names_an_unreadable_ledger_and_goes_on(dora_home, api_key):
+    with BatchStubServer() as server:
+        server.chat_reply = letter_reply
+        work = _submitted(server)
+        broken = ledger_path("t2t-other-audit")
+        broken.write_text('{"name": "t2t-other-audit", "entries": [')
+        result = _tick()
+    assert f"the batch ledger {broken} is not JSON (cut short?)" in result.skip_message
+    assert f"{work.name}: 6 rows landed" in result.skip_message and len(_rows(work.name)) == 6
+
+
+def load_options(work):
+    from orchestration.defs.audits.batch_sensor import _options
+
+    return _options(load_ledger(work.name))
