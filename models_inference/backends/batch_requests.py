@@ -353,9 +353,10 @@ def plan_files(work: BatchWork, items: Sequence, options: BatchOptions, *, keep_
     """
     tag = ledger_tag(work.name)
     id_bytes = len(b'{"custom_id":"",') + MAX_CUSTOM_ID
+    token_field = options.token_field or (chat_token_field(work.backend) if items else None)  # once per plan, not per line
     by_url: dict[str, list[tuple[str, bytes | int]]] = {}
     for item in items:
-        cid, url, tail = work.line(item, options.token_field)
+        cid, url, tail = work.line(item, token_field)
         by_url.setdefault(url, []).append((cid, tail if keep_lines else len(tail)))
     out = []
     for url, lines in by_url.items():
