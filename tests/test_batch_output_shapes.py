@@ -159,3 +159,23 @@ def test_an_unreadable_ledger_is_named_in_one_line_never_skipped(dora_home, api_
         path.write_text(json.dumps({"name": first.audit_id, "entries": [{"id": "b1", "keys": "x"}]}))
         assert main(["batches", "--no-refresh"]) == 1
         assert "is not a ledger (entries.0.keys: Input should be a valid" in capsys.readouterr().err
+
+
+def test_dora_audit_names_its_cut_short_ledger_in_one_line_and_import_refuses_a_fifo(dora_home, tmp_path, capsys):
+    import os
+
+    from models_inference.backends.batch_ledger import ledger_names
+    from orchestration.cli import main
+
+    assert main(["batch", "export", "--out", str(tmp_path / "out"), *FLAGS]) == 0
+    (name,) = ledger_names()
+    path = ledger_path(name)
+    path.write_text(path.read_text()[:-10])
+    capsys.readouterr()
+    assert main(["audit", "--dry-run", "--family", "biasdora", "--api-batch", "--backend", "openai", *FLAGS]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"dora audit: the batch ledger {path} is not JSON (cut short?)") and "\n" not in err
+    os.mkfifo(tmp_path / "fifo.out")  # a FIFO would block a reader for ever
+    assert main(["batch", "import", str(tmp_path / "fifo.out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dora batch import: cannot read") and "\n" not in err
