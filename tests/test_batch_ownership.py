@@ -249,3 +249,17 @@ def test_finish_reason_abort_is_read_as_the_live_path_reads_it():
     }
     res = result_of({"custom_id": "x", "response": {"status_code": 200, "body": body}}, CHAT_URL, OpenAIChatBackend("m"))
     assert (res.text, res.error, res.finished) == ("[kind]", None, True)
+
+
+def test_an_output_of_a_file_exported_before_ids_named_their_file_still_lands(dora_home, tmp_path, capsys):
+    from orchestration.cli import main
+
+    audit, (path,) = _export(main, capsys, tmp_path / "x", "stub-model")
+    (entry,) = load_ledger(audit).entries
+    lines = [json.loads(line) for line in open(path)]
+    with open(path, "w") as fh:  # the line format of earlier versions: custom_id = the row's resume key
+        fh.writelines(json.dumps({**line, "custom_id": entry.keys[n]}) + "\n" for n, line in enumerate(lines))
+    offline_run(path, tmp_path / "x.out", letter_reply)
+    assert main(["batch", "import", str(tmp_path / "x.out")]) == 0
+    assert "6 rows landed from 1 file(s)" in capsys.readouterr().out
+    assert set(_answered(_rows(audit)).values()) == {1} and len(_rows(audit)) == 6

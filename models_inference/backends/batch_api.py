@@ -236,11 +236,12 @@ class _Runner:
 
     def land(self, entry: BatchEntry, batch) -> BatchEntry:
         """Land an ended batch's output and error files. A batch failed as a whole on the
-        enqueued-token limit is queued again; any other is closed and its cause kept for the
+        enqueued-token limit is queued again (at most ``retries`` times); any other is closed and its cause kept for the
         run's end (:attr:`failures`), its rows not sent again by this run."""
         if batch.status == "failed" and not getattr(batch, "output_file_id", None):
             cause = _failure_cause(batch)
-            if TOKEN_LIMIT_CODE in _failure_codes(batch):
+            # queued again while the limit is the only cause, up to `retries` times: a file over the limit on its own would loop for ever
+            if TOKEN_LIMIT_CODE in _failure_codes(batch) and len(entry.failed_batches) <= self.options.retries:
                 self.summary.requeued += 1
                 return self._save(
                     entry.id, state="uploaded", batch_id=None, status="requeued", failed_batches=[*entry.failed_batches, batch.id], error=cause

@@ -88,19 +88,25 @@ def output_owner(lines: Sequence[tuple[int, OutputLine]], *, source: str, audit:
     for name in ledger_names():
         ledger = load_ledger(name)
         ledgers[ledger.meta.get("tag") or ledger_tag(name)] = ledger
-    owners: dict[tuple[str, str], int] = {}
+    entries = {(tag, e.id): led.name for tag, led in ledgers.items() for e in led.entries}
+    legacy: dict[str, set] | None = None  # resume key -> open entries holding it (files written before ids named their file)
+    owners: Counter = Counter()
     unknown = []
     for _, line in lines:
         parsed = parse_custom_id(line.custom_id)
-        if parsed is not None and parsed[0] in ledgers and any(e.id == parsed[1] for e in ledgers[parsed[0]].entries):
-            owners[(ledgers[parsed[0]].name, parsed[1])] = owners.get((ledgers[parsed[0]].name, parsed[1]), 0) + 1
+        if parsed is not None and parsed[:2] in entries:
+            owners[(entries[parsed[:2]], parsed[1])] += 1
             continue
-        holders = {
-            (led.name, e.id) for led in ledgers.values() for e in led.entries if e.state in ("exported", "landing") and line.custom_id in e.keys
-        }
-        if parsed is None and len(holders) == 1:
-            key = holders.pop()
-            owners[key] = owners.get(key, 0) + 1
+        if parsed is None and legacy is None:
+            legacy = {}
+            for led in ledgers.values():
+                for e in led.entries:
+                    if e.state in ("exported", "landing"):
+                        for k in e.keys:
+                            legacy.setdefault(k, set()).add((led.name, e.id))
+        holders = legacy.get(line.custom_id, set()) if parsed is None else set()
+        if len(holders) == 1:
+            owners[next(iter(holders))] += 1
         else:
             unknown.append(line.custom_id)
     if unknown:
