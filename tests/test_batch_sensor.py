@@ -98,3 +98,42 @@ def load_options(work):
     from orchestration.defs.audits.batch_sensor import _options
 
     return _options(load_ledger(work.name))
+
+
+@pytest.mark.slow  # the T2T asset under Dagster (in process), as a scheduled run of a partition runs it
+def test_a_partition_run_in_batch_mode_reaches_finished_through_the_sensor_alone(dora_home, api_key):
+    import dagster as dg
+
+    from orchestration.defs.audits.partitions import audit_partitions
+    from orchestration.defs.biasdora.config import AuditConfig
+    from orchestration.defs.biasdora.t2t.assets import t2t_completions
+
+    instance, key = dg.DagsterInstance.ephemeral(), "adhoc:stub-model@stub-model"
+    instance.add_dynamic_partitions(audit_partitions.name, [key])
+    with BatchStubServer() as server:
+        server.chat_reply, server.polls_to_finish = letter_reply, 3
+        config = AuditConfig(
+            model="stub-model",
+            backend="openai",
+            base_url=server.base_url,
+            prompt_style="chat",
+            descriptors=["child"],
+            settings=["noun", "singular"],
+            letters="ab",
+            runs=2,
+            progress=False,
+            api_batch=True,
+            api_batch_max_requests=3,
+        )
+        result = dg.materialize([t2t_completions], run_config=dg.RunConfig(ops={"t2t_completions": config}), instance=instance, partition_key=key)
+        md = {k: v.value for k, v in result.get_asset_materialization_events()[0].materialization.metadata.items()}
+        audit_id = md["audit_id"]
+        assert (md["batch_pending"], md["rows_generated"], len(server.created)) == (8, 0, 3) and _events(audit_id) == ["started"]
+        ticks = 0
+        while _events(audit_id)[-1] != "finished" and ticks < 5:  # what the daemon does every 2 minutes; no command by hand
+            _tick()
+            ticks += 1
+        assert len(server.created) == 3
+    rows = _rows(audit_id)
+    assert ticks == 2 and len(rows) == 8 and set(_answered(rows).values()) == {1} and {r["parse_status"] for r in rows} == {"ok"}
+    assert [e.state for e in load_ledger(audit_id).entries] == ["closed"] * 3
