@@ -263,3 +263,22 @@ def test_an_output_of_a_file_exported_before_ids_named_their_file_still_lands(do
     assert main(["batch", "import", str(tmp_path / "x.out")]) == 0
     assert "6 rows landed from 1 file(s)" in capsys.readouterr().out
     assert set(_answered(_rows(audit)).values()) == {1} and len(_rows(audit)) == 6
+
+
+def test_chat_requests_to_openai_carry_max_completion_tokens_live_and_in_batch(monkeypatch):
+    from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
+    from models_inference.backends.batch_requests import request_body
+    from models_inference.backends.server_caps import token_limit_field
+    from tests.helpers.openai_server import OpenAIStubServer
+
+    assert token_limit_field(None) == token_limit_field("https://api.openai.com/v1") == "max_completion_tokens"
+    assert token_limit_field("http://127.0.0.1:8000/v1") == "max_tokens"  # llama.cpp, vLLM, ...: the field they all take
+    req = GenerationRequest(RenderedPrompt("chat", "Hi"), 3, 7)
+    with OpenAIStubServer() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)  # the default endpoint, as the client resolves it: OpenAI's
+        OpenAIChatBackend("gpt-4o").generate([req])
+        OpenAIChatBackend("gpt-4o", base_url=server.base_url).generate([req])
+        sent = [r["json"] for r in server.requests]
+    assert [(s.get("max_completion_tokens"), s.get("max_tokens")) for s in sent] == [(7, None), (None, 7)]
+    assert request_body(OpenAIChatBackend("gpt-4o"), req, SamplingParams())[1]["max_completion_tokens"] == 7

@@ -109,9 +109,10 @@ def key_of(cid: str) -> tuple:
 
 
 def chat_token_field(backend) -> str:
-    """The field of a chat request's token budget at ``backend``'s endpoint: OpenAI's
-    ``max_completion_tokens`` (its reasoning models refuse ``max_tokens``), ``max_tokens`` for
-    the servers the capability probe recognises as another kind (llama.cpp, vLLM, SGLang...)."""
+    """The field of a chat request's token budget at ``backend``'s endpoint, as the live path
+    sends it: OpenAI's ``max_completion_tokens`` (its reasoning models refuse ``max_tokens``),
+    ``max_tokens`` for every other server
+    (:func:`~models_inference.backends.server_caps.token_limit_field`)."""
     from models_inference.backends.server_caps import token_limit_field
 
     urls = getattr(backend, "base_urls", None) or [getattr(backend, "base_url", None)]

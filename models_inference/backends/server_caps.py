@@ -217,23 +217,24 @@ def detect_server(base_url: str | None, timeout: float = 5.0) -> tuple[str, int 
     return "unknown", None
 
 
-_TOKEN_FIELDS: dict[str, str] = {}
-
-
 def token_limit_field(base_url: str | None) -> str:
-    """The field a chat request's token budget goes in at ``base_url``, found once per endpoint
-    in this process by :func:`detect_server`: ``max_completion_tokens`` for OpenAI (its reasoning
-    models refuse the older ``max_tokens``), ``max_tokens`` for every other server (llama.cpp,
-    vLLM, SGLang, Ollama and servers not recognised all take it; not all take the newer name)."""
-    key = base_url or ""
-    with _CACHE_LOCK:
-        if key in _TOKEN_FIELDS:
-            return _TOKEN_FIELDS[key]
-    kind, _ = detect_server(base_url)
-    field = "max_completion_tokens" if kind == "openai" else "max_tokens"
-    with _CACHE_LOCK:
-        _TOKEN_FIELDS[key] = field
-    return field
+    """The field a chat request's token budget goes in at ``base_url``: ``max_completion_tokens``
+    for OpenAI (its reasoning models refuse the older ``max_tokens``), ``max_tokens`` for every
+    other server (llama.cpp, vLLM, SGLang, Ollama and servers not recognised all take it; not
+    all take the newer name). OpenAI is recognised as :func:`detect_server` recognises it, by
+    its URL (none, or ``api.openai.com``), so no request is sent."""
+    root = server_root(base_url)
+    return "max_completion_tokens" if root is None or "api.openai.com" in root else "max_tokens"
+
+
+def chat_token_kwargs(kwargs: dict, base_url: str | None) -> dict:
+    """``kwargs`` of a chat request with its ``max_tokens`` moved to the field ``base_url``
+    takes (:func:`token_limit_field`)."""
+    field = token_limit_field(base_url)
+    if field != "max_tokens" and "max_tokens" in kwargs:
+        kwargs = {**kwargs, field: kwargs["max_tokens"]}
+        del kwargs["max_tokens"]
+    return kwargs
 
 
 def _status(exc: BaseException) -> int | None:
@@ -373,7 +374,6 @@ def forget_capabilities() -> None:
     """Empty the per-process cache (a server restarted with other options)."""
     with _CACHE_LOCK:
         _CACHE.clear()
-        _TOKEN_FIELDS.clear()
 
 
 __all__ = [
@@ -392,5 +392,6 @@ __all__ = [
     "probe_capabilities",
     "server_capabilities",
     "server_root",
+    "chat_token_kwargs",
     "token_limit_field",
 ]
