@@ -282,3 +282,13 @@ def test_chat_requests_to_openai_carry_max_completion_tokens_live_and_in_batch(m
         sent = [r["json"] for r in server.requests]
     assert [(s.get("max_completion_tokens"), s.get("max_tokens")) for s in sent] == [(7, None), (None, 7)]
     assert request_body(OpenAIChatBackend("gpt-4o"), req, SamplingParams())[1]["max_completion_tokens"] == 7
+
+
+def test_a_batch_servers_vllm_shaped_error_lines_land_with_their_message(dora_home, api_key):
+    with BatchStubServer() as server:
+        server.chat_reply, server.error_shape = letter_reply, "vllm"
+        server.line_status = lambda cid, body: 503 if "[s__]" in body["messages"][-1]["content"] else 200
+        summary = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, max_error_share=None, batch=_wait(retries=0))
+    rows = _rows(summary.audit_id)
+    errors = [r["raw_output"] for r in rows if r["parse_status"] == "error"]
+    assert len(rows) == 12 and errors == ["batch request failed: 503: scripted 503"] * 4  # not "None: None"
