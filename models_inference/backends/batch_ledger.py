@@ -110,10 +110,6 @@ class BatchEntry:
     created_at: str = field(default_factory=now_text)
     updated_at: str = field(default_factory=now_text)
 
-    @staticmethod
-    def new_id() -> str:
-        return f"b{uuid.uuid4().hex[:16]}"
-
     @property
     def open(self) -> bool:
         """Whether its keys are in flight (:data:`OPEN_STATES`)."""
