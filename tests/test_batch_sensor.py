@@ -137,3 +137,35 @@ def test_a_partition_run_in_batch_mode_reaches_finished_through_the_sensor_alone
     rows = _rows(audit_id)
     assert ticks == 2 and len(rows) == 8 and set(_answered(rows).values()) == {1} and {r["parse_status"] for r in rows} == {"ok"}
     assert [e.state for e in load_ledger(audit_id).entries] == ["closed"] * 3
+
+
+@pytest.mark.slow  # a registry partition's T2T asset under Dagster (in process)
+def test_a_registry_partitions_landed_batches_get_one_run_that_builds_its_marts(dora_home, tmp_path, monkeypatch):
+    import dagster as dg
+
+    from ingestion.registry import load_registry
+    from orchestration import families as fam
+    from orchestration.defs.audits.partitions import audit_partitions
+    from orchestration.defs.audits.runs import run_config_for_target
+    from orchestration.defs.biasdora.t2t.assets import t2t_completions
+    from tests.test_target_batch_mode import REGISTRY, _letter
+
+    monkeypatch.setenv("BD_STUB_KEY", "sk-test-target-batch")
+    with BatchStubServer() as server:
+        server.chat_reply, server.polls_to_finish = _letter, 3
+        registry = tmp_path / "registry.yaml"
+        registry.write_text(REGISTRY.format(url=server.base_url, options="api_batch: true, api_batch_max_requests: 3"))
+        monkeypatch.setenv("DORA_REGISTRY", str(registry))
+        config = run_config_for_target(load_registry(registry).target("bd"), fam.FAMILIES, str(registry)).ops["t2t_completions"]
+        instance = dg.DagsterInstance.ephemeral()
+        instance.add_dynamic_partitions(audit_partitions.name, ["bd@v3"])
+        result = dg.materialize([t2t_completions], run_config=dg.RunConfig(ops={"t2t_completions": config}), instance=instance, partition_key="bd@v3")
+        md = {k: v.value for k, v in result.get_asset_materialization_events()[0].materialization.metadata.items()}
+        assert md["batch_pending"] == 4
+        first = _tick()  # the batches are still running
+        assert isinstance(first, dg.SkipReason) and "0 rows landed, 4 requests still in open batches" in first.skip_message
+        second = _tick()
+    (run,) = second.run_requests
+    assert (run.partition_key, run.tags["dora/trigger"]) == ("bd@v3", "sensor") and run.run_key.startswith("bd@v3:batches-landed:")
+    assert len(_rows(md["audit_id"])) == 4 and _events(md["audit_id"])[-1] == "finished"
+    assert "no batch open at the API" in _tick().skip_message  # one run only: nothing left to land

@@ -8,7 +8,10 @@ rebuilds its step from what the ledger recorded (the family's
 :class:`~orchestration.family.BatchStep`) and runs one pass of it
 (:func:`~models_inference.backends.batch_api.land_open_batches`): batches that ended are
 landed, requests that failed, never ran or were lost are sent again, and the audit's
-``finished`` event lands once nothing is missing. Each pass holds the step's landing lock, and
+``finished`` event lands once nothing is missing. When the batches of a registry target's
+partition have all landed, the sensor requests one run of that partition (run key: the
+ledger and its number of files, so once), which finds nothing left to generate and builds the
+marts. Each pass holds the step's landing lock, and
 an audit whose lock is held (a ``dora audit`` of it is landing right now) is left to that run
 for this tick: every batch lands exactly once. Ledgers of steps that cannot be rebuilt alone
 (BiasDora's judge: its requests follow from the marts) land through their audit's own run.
@@ -23,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import dagster as dg
+
+from orchestration.instance import AUDIT_JOB
 
 #: The sensor's name in the UI, and seconds between ticks (a batch takes minutes to hours).
 BATCH_SENSOR_NAME = "batch_landing_sensor"
@@ -45,19 +50,36 @@ def _options(ledger):
     )
 
 
-def land_batches(families: Sequence) -> list[str]:
+def _marts_run(ledger, summary, families: Sequence) -> dg.RunRequest | None:
+    """The run of a registry target's partition once its ledger's batches have all landed (its
+    marts then hold every row), else ``None`` (an ad-hoc audit's marts are built by its next
+    ``dora audit``)."""
+    from ingestion.registry import load_registry, partition_key
+    from orchestration.defs.audits.runs import audit_run_request
+
+    record = ledger.meta.get("record") or {}
+    target, version = record.get("target"), record.get("model_version")
+    if not target or not version or summary.pending or not summary.generated:
+        return None
+    key = partition_key(target, version)
+    run_key = f"{key}:batches-landed:{ledger.name}:{len(ledger.entries)}"
+    return audit_run_request(key, load_registry().target(target), version, trigger="sensor", families=families, run_key=run_key)
+
+
+def land_batches(families: Sequence) -> tuple[list[str], list[dg.RunRequest]]:
     """One pass over every ledger with batches open at the API: land what ended (see the
     module docstring).
 
     Returns:
-        One line per ledger acted on or left alone, and per ledger that cannot be read.
+        One line per ledger acted on or left alone, and per ledger that cannot be read; the runs
+        of the registry partitions whose batches have all landed.
     """
     from ingestion.errors import DoraError
     from models_inference.backends.batch_api import land_open_batches
     from models_inference.backends.batch_ledger import ledger_names, load_ledger, unreadable_ledgers
     from orchestration.cli.batch import work_from_ledger
 
-    lines = list(unreadable_ledgers())
+    lines, runs = list(unreadable_ledgers()), []
     for name in ledger_names():
         try:
             ledger = load_ledger(name)
@@ -65,6 +87,7 @@ def land_batches(families: Sequence) -> list[str]:
                 continue
             work = work_from_ledger(ledger, families)
             summary = land_open_batches(work, _options(ledger))
+            run = _marts_run(load_ledger(name), summary, families) if summary is not None else None
         except DoraError as exc:  # one audit's problem (a key unset, the API refusing) leaves the others alone
             lines.append(f"{name}: {exc}")
             continue
@@ -72,31 +95,38 @@ def land_batches(families: Sequence) -> list[str]:
             lines.append(f"{name}: being landed by another run (its landing lock is held); left to it")
             continue
         lost = f"; {len(summary.lost)} lost batch(es) sent again" if summary.lost else ""
-        lines.append(f"{name}: {summary.generated:,} rows landed, {summary.pending:,} requests still in open batches{lost}")
-    return lines
+        marts = f"; a run of partition {run.partition_key} builds its marts" if run is not None else ""
+        lines.append(f"{name}: {summary.generated:,} rows landed, {summary.pending:,} requests still in open batches{lost}{marts}")
+        if run is not None:
+            runs.append(run)
+    return lines, runs
 
 
 def build_batch_sensor(families: Sequence) -> dg.SensorDefinition:
     """The batch sensor over ``families`` (every :class:`~orchestration.family.ProbeFamily`)."""
 
-    def tick(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+    def tick(context: dg.SensorEvaluationContext):
         from orchestration.instance import prepare_environment
 
         prepare_environment(dagster=False)
-        lines = land_batches(families)
+        lines, runs = land_batches(families)
         for line in lines:
             context.log.info(line)
+        if runs:
+            return dg.SensorResult(run_requests=runs)
         return dg.SkipReason("; ".join(lines) if lines else "no batch open at the API")
 
     return dg.SensorDefinition(
         name=BATCH_SENSOR_NAME,
+        job_name=AUDIT_JOB,
         evaluation_fn=tick,
         minimum_interval_seconds=BATCH_SENSOR_INTERVAL_SECONDS,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Lands the finished Batch API batches of every audit (--api-batch without --api-batch-wait, "
         "scheduled re-audits): one pass per ledger with open batches, under the audit's landing lock, so a "
         "concurrent `dora audit` of it and this sensor land each batch once; failed, expired and lost requests "
-        "are sent again; the audit's finished event lands once nothing is missing.",
+        "are sent again; the audit's finished event lands once nothing is missing, and a registry partition whose "
+        "batches have all landed gets one run that builds its marts.",
     )
 
 
