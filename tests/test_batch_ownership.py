@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +43,11 @@ def _wait(**kw) -> BatchOptions:
     return BatchOptions(wait=True, poll_seconds=0.01, **kw)
 
 
+def _lines(path) -> list[str]:
+    """The lines of a JSONL file (split on newlines only)."""
+    return [line for line in Path(path).read_text(encoding="utf-8").split("\n") if line]
+
+
 def _export(main, capsys, out, model: str, *extra) -> tuple[str, list[str]]:
     """Export ``model``'s audit; returns (its audit id, the files written)."""
     assert main(["batch", "export", "--out", str(out), "--model", model, *FLAGS, *extra]) == 0
@@ -59,7 +65,7 @@ def test_two_models_exported_with_the_same_flags_each_output_lands_in_its_own_au
     audit_a, (file_a,) = _export(main, capsys, tmp_path / "a", "model-a")
     audit_b, (file_b,) = _export(main, capsys, tmp_path / "b", "model-b")
     assert audit_a != audit_b
-    lines = [json.loads(line) for line in open(file_a)]
+    lines = [json.loads(line) for line in _lines(file_a)]
     assert all(len(line["custom_id"]) < 64 for line in lines) and len({line["custom_id"] for line in lines}) == 6
     vllm_run_batch(file_a, tmp_path / "a.out", letter_reply)
     vllm_run_batch(file_b, tmp_path / "b.out", letter_reply)
@@ -84,7 +90,7 @@ def test_two_models_exported_with_the_same_flags_each_output_lands_in_its_own_au
     again = capsys.readouterr().out
     assert again.count("\n") == 1 and "landed already (6 rows" in again and len(_rows(audit_a)) == 6
     # one output holding the lines of two files is refused: an output answers one file
-    (tmp_path / "both.out").write_text(open(tmp_path / "a.out").read() + open(tmp_path / "b.out").read())
+    (tmp_path / "both.out").write_text((tmp_path / "a.out").read_text() + (tmp_path / "b.out").read_text())
     assert main(["batch", "import", str(tmp_path / "both.out")]) == 2
     assert "holds the answers of 2 exported files" in capsys.readouterr().err
 
@@ -93,12 +99,12 @@ def test_an_old_output_imported_again_after_a_newer_export_duplicates_and_closes
     from orchestration.cli import main
 
     audit, (first,) = _export(main, capsys, tmp_path / "1", "stub-model")
-    failing = {json.loads(line)["custom_id"] for line in list(open(first))[:2]}
+    failing = {json.loads(line)["custom_id"] for line in _lines(first)[:2]}
     offline_run(first, tmp_path / "1.out", letter_reply, status=lambda cid: 500 if cid in failing else 200)
     assert main(["batch", "import", str(tmp_path / "1.out")]) == 0
     capsys.readouterr()
     _, (second,) = _export(main, capsys, tmp_path / "2", "stub-model")  # the 2 failed requests, again
-    assert sum(1 for _ in open(second)) == 2
+    assert len(_lines(second)) == 2
     assert main(["batch", "import", str(tmp_path / "1.out")]) == 0  # the old output, once more
     assert "landed already" in capsys.readouterr().out
     assert [e.state for e in load_ledger(audit).entries] == ["closed", "exported"]  # the newer export stays open
@@ -175,7 +181,7 @@ def test_vllm_chat_requests_carry_max_tokens_and_its_nested_error_lines_keep_the
     from orchestration.cli import main
 
     audit, (path,) = _export(main, capsys, tmp_path / "x", "stub-model")
-    assert {("max_tokens" in json.loads(line)["body"]) for line in open(path)} == {True}
+    assert {("max_tokens" in json.loads(line)["body"]) for line in _lines(path)} == {True}
     vllm_run_batch(path, tmp_path / "x.out", letter_reply, chat_template=False)  # a model without a chat template
     assert main(["batch", "import", str(tmp_path / "x.out")]) == 0
     rows = _rows(audit)
@@ -256,7 +262,7 @@ def test_an_output_of_a_file_exported_before_ids_named_their_file_still_lands(do
 
     audit, (path,) = _export(main, capsys, tmp_path / "x", "stub-model")
     (entry,) = load_ledger(audit).entries
-    lines = [json.loads(line) for line in open(path)]
+    lines = [json.loads(line) for line in _lines(path)]
     with open(path, "w") as fh:  # the line format of earlier versions: custom_id = the row's resume key
         fh.writelines(json.dumps({**line, "custom_id": entry.keys[n]}) + "\n" for n, line in enumerate(lines))
     offline_run(path, tmp_path / "x.out", letter_reply)
