@@ -246,10 +246,9 @@ class _Runner:
                 return self._save(
                     entry.id, state="uploaded", batch_id=None, status="requeued", failed_batches=[*entry.failed_batches, batch.id], error=cause
                 )
-            self._save(entry.id, state="closed", error=cause)
             self.held.update(entry.keys)
             self.failures.append(f"batch {batch.id} ({entry.requests:,} requests, file {entry.id}.jsonl) failed as a whole: {cause}")
-            return entry
+            return self._save(entry.id, state="closed", error=cause)
         good, bad = [], []
         for file_id in (getattr(batch, "output_file_id", None), getattr(batch, "error_file_id", None)):
             if file_id:

@@ -287,13 +287,18 @@ def _import(args) -> int:
         print(f"dora batch import: {path} holds no output line{why}", file=sys.stderr)
         return 2
     ledger, entry = output_owner(lines, source=str(path), audit=getattr(args, "audit", None))
-    work = work_from_ledger(ledger)
+    if entry.state == "closed":  # landed (or closed by --cancel) once, never re-opened: a newer export stays open
+        how = f"closed ({entry.error})" if entry.error else f"landed already ({entry.landed:,} rows, {entry.updated_at})"
+        print(f"dora batch import: {path} answers file {entry.id} of audit {ledger.name}, {how}: nothing landed again")
+        return 0
     if entry.state not in ("exported", "landing"):
         print(
-            f"dora batch import: {path} answers file {entry.id} of audit {ledger.name}, landed already "
-            f"({entry.landed:,} rows, {entry.updated_at}): nothing landed again"
+            f"dora batch import: {path} answers file {entry.id} of audit {ledger.name}, which was sent to the Batch API "
+            f"(state {entry.state}): its batch lands through the audit's run (or the batch sensor), not by import",
+            file=sys.stderr,
         )
-        return 0
+        return 2
+    work = work_from_ledger(ledger)
     summary = import_batched(work, entry.id, lines, bad, source=str(path))
     state = f"{summary.pending:,} requests still out" if summary.pending else "every exported file landed"
     quarantined = f"; {summary.quarantined} line(s) of another shape quarantined (landing/input_quarantine)" if summary.quarantined else ""
