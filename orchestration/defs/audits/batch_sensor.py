@@ -14,7 +14,7 @@ ledger and its number of files, so once), which finds nothing left to generate a
 marts. Each pass holds the step's landing lock, and
 an audit whose lock is held (a ``dora audit`` of it is landing right now) is left to that run
 for this tick: every batch lands exactly once. Ledgers of steps that cannot be rebuilt alone
-(BiasDora's judge: its requests follow from the marts) land through their audit's own run.
+(a step whose requests follow from the marts, without ``work``) land through their audit's own run.
 
 A ledger that cannot be read is named in the tick's log, never skipped silently. The families
 are an argument of :func:`build_batch_sensor` (``orchestration/definitions.py`` passes
