@@ -169,3 +169,16 @@ def test_a_registry_partitions_landed_batches_get_one_run_that_builds_its_marts(
     assert (run.partition_key, run.tags["dora/trigger"]) == ("bd@v3", "sensor") and run.run_key.startswith("bd@v3:batches-landed:")
     assert len(_rows(md["audit_id"])) == 4 and _events(md["audit_id"])[-1] == "finished"
     assert "no batch open at the API" in _tick().skip_message  # one run only: nothing left to land
+
+
+def test_after_a_cancel_the_sensor_lands_what_ran_and_sends_nothing_new(dora_home, api_key, capsys):
+    from orchestration.cli import main
+
+    with BatchStubServer() as server:
+        server.chat_reply = letter_reply
+        work = _submitted(server)
+        assert main(["batches", work.name, "--cancel"]) == 0
+        landed = _tick()  # the cancelled batches ran half of their requests
+        assert f"{work.name}: 3 rows landed, 0 requests still in open batches" in landed.skip_message
+        assert len(server.created) == 2 and "no batch open at the API" in _tick().skip_message
+    assert len(_rows(work.name)) == 3 and _events(work.name)[-1] != "finished"

@@ -447,11 +447,15 @@ def run_batched(
         return _run_locked(work, options, progress=progress, max_error_share=max_error_share, finish=finish, sleep=sleep)
 
 
-def land_open_batches(work: BatchWork, options: BatchOptions) -> BatchSummary | None:
+def land_open_batches(work: BatchWork, options: BatchOptions, *, send: bool = True) -> BatchSummary | None:
     """One pass of :func:`run_batched` without waiting (land the batches that ended, send what
     is missing again, ``finished`` when nothing is left) if the step's landing lock is free;
     ``None`` when another process holds it (a ``dora audit`` of the same audit is landing:
     its rows land once, by that process). What the batch sensor calls on every tick.
+
+    Args:
+        send: put the missing rows into new batches (``False``: only poll and land, e.g. for an
+            audit whose batches were cancelled by hand).
 
     Raises:
         As :func:`run_batched`.
@@ -464,12 +468,14 @@ def land_open_batches(work: BatchWork, options: BatchOptions) -> BatchSummary | 
     except Timeout:
         return None
     try:
-        return _run_locked(work, dataclasses.replace(options, wait=False), progress=False, max_error_share=None, finish=True, sleep=time.sleep)
+        return _run_locked(
+            work, dataclasses.replace(options, wait=False), progress=False, max_error_share=None, finish=True, sleep=time.sleep, send=send
+        )
     finally:
         lock.release()
 
 
-def _run_locked(work: BatchWork, options: BatchOptions, *, progress, max_error_share, finish, sleep) -> BatchSummary:
+def _run_locked(work: BatchWork, options: BatchOptions, *, progress, max_error_share, finish, sleep, send: bool = True) -> BatchSummary:
     audit = _checked_audit(work)
     summary = BatchSummary(work.name)
     tally = ErrorShare(work.step, max_error_share)
@@ -493,7 +499,7 @@ def _run_locked(work: BatchWork, options: BatchOptions, *, progress, max_error_s
 
         open_entries = runner.step_once()  # batches of earlier runs first: their rows may be all that is missing
         while True:
-            todo = runner.todo(attempts)
+            todo = runner.todo(attempts) if send else []
             if todo:
                 if not checked:
                     check_endpoint(work, todo)
@@ -521,7 +527,8 @@ def _run_locked(work: BatchWork, options: BatchOptions, *, progress, max_error_s
             runner.bar.close()
     open_entries = load_ledger(work.name).open_entries
     summary.pending = sum(e.requests for e in open_entries)
-    if audit is not None and finish and not open_entries:
+    complete = send or all(work.key(i) in work.done() for i in work.planned)  # a pass that sent nothing may leave rows missing
+    if audit is not None and finish and not open_entries and complete:
         audit.land_event("finished", summary.generated)
     return summary
 

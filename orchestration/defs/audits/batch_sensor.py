@@ -7,7 +7,8 @@ same command again. On every tick this sensor reads every batch ledger of ``$DOR
 rebuilds its step from what the ledger recorded (the family's
 :class:`~orchestration.family.BatchStep`) and runs one pass of it
 (:func:`~models_inference.backends.batch_api.land_open_batches`): batches that ended are
-landed, requests that failed, never ran or were lost are sent again, and the audit's
+landed, requests that failed, never ran or were lost are sent again (not for an audit whose
+batches a person cancelled: it lands what ran and waits for the audit's next run), and the audit's
 ``finished`` event lands once nothing is missing. When the batches of a registry target's
 partition have all landed, the sensor requests one run of that partition (run key: the
 ledger and its number of files, so once), which finds nothing left to generate and builds the
@@ -50,6 +51,12 @@ def _options(ledger):
     )
 
 
+def _cancelled(ledger) -> bool:
+    """Whether a person cancelled batches of the ledger (``dora batches --cancel``): the sensor
+    then lands what ran and sends nothing new (the audit's next run does, when asked)."""
+    return any(e.status in ("cancelling", "cancelled") or (e.error or "").startswith("cancelled by") for e in ledger.entries)
+
+
 def _marts_run(ledger, summary, families: Sequence) -> dg.RunRequest | None:
     """The run of a registry target's partition once its ledger's batches have all landed (its
     marts then hold every row), else ``None`` (an ad-hoc audit's marts are built by its next
@@ -86,7 +93,7 @@ def land_batches(families: Sequence) -> tuple[list[str], list[dg.RunRequest]]:
             if not any(e.state in _OPEN_AT_THE_API for e in ledger.entries):
                 continue
             work = work_from_ledger(ledger, families)
-            summary = land_open_batches(work, _options(ledger))
+            summary = land_open_batches(work, _options(ledger), send=not _cancelled(ledger))
             run = _marts_run(load_ledger(name), summary, families) if summary is not None else None
         except DoraError as exc:  # one audit's problem (a key unset, the API refusing) leaves the others alone
             lines.append(f"{name}: {exc}")
