@@ -88,7 +88,8 @@ def offline_run(
     from pathlib import Path
 
     out = []
-    for n, raw in enumerate(Path(input_path).read_text(encoding="utf-8").splitlines()):
+    # split on newlines only, as the API does: U+2028 and its kind are text inside a JSON string
+    for n, raw in enumerate(r for r in Path(input_path).read_text(encoding="utf-8").split("\n") if r.strip()):
         line = json.loads(raw)
         cid, body = line["custom_id"], line["body"]
         if skip(cid):
@@ -356,7 +357,7 @@ class BatchStubServer:
 
     def _create(self, req: dict) -> dict:
         bid = self._id("batch")
-        lines = [json.loads(line) for line in self.files[req["input_file_id"]]["data"].decode().splitlines() if line.strip()]
+        lines = [json.loads(line) for line in self.files[req["input_file_id"]]["data"].decode().split("\n") if line.strip()]
         with self._lock:
             outcome = self.outcomes.pop(0) if self.outcomes else "completed"
             if self.token_limit_failures > 0:
