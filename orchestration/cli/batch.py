@@ -49,12 +49,12 @@ BATCHES_DESCRIPTION = (
 )
 EXPORT_DESCRIPTION = (
     "Write the requests of an audit's rows not yet landed as JSONL files in the OpenAI Batch API's format "
-    "(one line per request, custom_id = the row's resume key; at most --api-batch-max-requests requests and "
+    "(one line per request, its custom_id naming the audit, the file and the line; at most --api-batch-max-requests requests and "
     "200 MB per file) for an offline runner such as vLLM's `vllm run-batch -i FILE -o OUTPUT --model MODEL`. "
     "Takes the flags of `dora audit` (--model is the name the runner serves; the audit is the one of "
     "`dora audit --backend openai --model MODEL`); --family {probes}, the first the default. vLLM's run-batch "
     "takes chat requests only (/v1/chat/completions): a completion-style export for it is refused (--runner openai "
-    "writes /v1/completions files for a host that takes them). Each line's custom_id names the audit and the file. The files are "
+    "writes /v1/completions files for a host that takes them). The files are "
     "recorded in the audit's ledger: their rows go into no other batch until `dora batch import` lands the "
     "output (or `dora batches AUDIT --cancel`)."
 )
