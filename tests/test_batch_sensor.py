@@ -182,3 +182,30 @@ def test_after_a_cancel_the_sensor_lands_what_ran_and_sends_nothing_new(dora_hom
         assert f"{work.name}: 3 rows landed, 0 requests still in open batches" in landed.skip_message
         assert len(server.created) == 2 and "no batch open at the API" in _tick().skip_message
     assert len(_rows(work.name)) == 3 and _events(work.name)[-1] != "finished"
+
+
+@pytest.mark.slow  # a run waiting on its batches in a thread while the sensor ticks (~4 s)
+def test_a_concurrent_run_and_the_sensor_land_every_key_once(dora_home, api_key):
+    import threading
+    import time
+
+    from models_inference.backends.batch_requests import BatchOptions
+
+    assert "no batch open at the API" in _tick().skip_message  # (the sensor's imports done before the race)
+    with BatchStubServer() as server:
+        server.chat_reply, server.polls_to_finish = letter_reply, 8
+        work = _submitted(server)
+        waiting = threading.Thread(
+            target=run_batched, args=(work, BatchOptions(max_requests=4, wait=True, poll_seconds=0.05)), kwargs={"progress": False}
+        )
+        waiting.start()  # `dora audit --api-batch-wait` of the same audit, holding its landing lock while it waits
+        skipped = 0
+        while waiting.is_alive():
+            skipped += "left to it" in (_tick().skip_message or "")
+            time.sleep(0.05)
+        waiting.join()
+        _tick()
+        assert len(server.created) == 2
+    rows = _rows(work.name)
+    assert skipped >= 1 and len(rows) == 6 and set(_answered(rows).values()) == {1}
+    assert _events(work.name).count("finished") == 1
