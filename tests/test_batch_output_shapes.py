@@ -179,3 +179,20 @@ def test_dora_audit_names_its_cut_short_ledger_in_one_line_and_import_refuses_a_
     assert main(["batch", "import", str(tmp_path / "fifo.out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("dora batch import: cannot read") and "\n" not in err
+
+
+def test_an_api_output_line_naming_another_file_is_quarantined_not_landed(dora_home, api_key):
+    from models_inference.backends.batch_lines import ledger_tag
+
+    def foreign(rows: list[dict]) -> str:  # one more line, naming a file of another audit
+        extra = {**rows[0], "custom_id": f"{ledger_tag('t2t-another-audit')}-b0123456789abcdef-0"}
+        return "".join(json.dumps(r) + "\n" for r in [*rows, extra])
+
+    with BatchStubServer() as server:
+        server.chat_reply, server.output_text = letter_reply, foreign
+        backend = OpenAIChatBackend("stub-model", base_url=server.base_url)
+        summary = run_t2t_probe(TEMPLATES, backend, CHAT, progress=False, batch=BatchOptions(wait=True, poll_seconds=0.01))
+    (bad,) = _quarantine()
+    assert bad["source_line"] == 13 and "names no line of file" in bad["reason"] and json.loads(bad["raw_text"])["custom_id"].endswith("-0")
+    rows = _rows(summary.audit_id)
+    assert len(rows) == 12 and set(_answered(rows).values()) == {1} and summary.quarantined == 1

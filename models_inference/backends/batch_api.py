@@ -70,7 +70,7 @@ from models_inference.backends.batch_ledger import (
     load_ledger,
     updating,
 )
-from models_inference.backends.batch_lines import BadLine, OutputLine, ledger_tag, parse_custom_id, read_output
+from models_inference.backends.batch_lines import MAX_RAW, BadLine, OutputLine, ledger_tag, parse_custom_id, read_output
 from models_inference.backends.batch_requests import (
     TERMINAL_STATUSES,
     BatchOptions,
@@ -269,7 +269,8 @@ class _Runner:
             elif parsed is None and line.custom_id in legacy:  # a file written before ids named their file
                 key = line.custom_id
             else:
-                foreign.append(BadLine(n, f"custom_id {line.custom_id[:80]!r} names no line of file {entry.id} of {self.work.name}", ""))
+                why = f"custom_id {line.custom_id[:80]!r} names no line of file {entry.id} of {self.work.name}"
+                foreign.append(BadLine(n, why, line.model_dump_json()[:MAX_RAW]))
                 continue
             own.setdefault(key, line)
         return own, foreign

@@ -174,6 +174,7 @@ def parse_custom_id(cid: str) -> tuple[str, str, int] | None:
 
 __all__ = [
     "MAX_CUSTOM_ID",
+    "MAX_RAW",
     "BadLine",
     "LineError",
     "LineResponse",
