@@ -196,3 +196,16 @@ def test_an_api_output_line_naming_another_file_is_quarantined_not_landed(dora_h
     assert bad["source_line"] == 13 and "names no line of file" in bad["reason"] and json.loads(bad["raw_text"])["custom_id"].endswith("-0")
     rows = _rows(summary.audit_id)
     assert len(rows) == 12 and set(_answered(rows).values()) == {1} and summary.quarantined == 1
+
+
+def test_error_objects_of_every_shape_keep_their_message():
+    from models_inference.backends.batch_lines import OutputLine
+
+    def text(error) -> str | None:
+        return OutputLine.model_validate({"custom_id": "x", "response": {"status_code": 400, "body": None}, "error": error}).error_text()
+
+    assert text({"error": {"message": "bad template", "type": "BadRequestError", "code": 400}}) == "400: bad template"  # vLLM
+    assert text({"object": "error", "message": "too long", "type": "BadRequestError", "code": 400}) == "400: too long"  # older vLLM
+    assert text({"code": "batch_expired", "message": "late"}) == "batch_expired: late"  # OpenAI
+    assert text("URL /v1/completions was used") == "URL /v1/completions was used"
+    assert text({}) is None  # an empty object beside a response is no error

@@ -79,6 +79,8 @@ class OutputLine(BaseModel):
 
     @model_validator(mode="after")
     def _answers_something(self):
+        if isinstance(self.error, LineError) and not self.error.model_dump(exclude_none=True):
+            self.error = None  # an empty error object beside a response: no error
         if self.response is None and self.error is None:
             raise ValueError("neither a response nor an error")
         return self
