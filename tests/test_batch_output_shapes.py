@@ -209,3 +209,17 @@ def test_error_objects_of_every_shape_keep_their_message():
     assert text({"code": "batch_expired", "message": "late"}) == "batch_expired: late"  # OpenAI
     assert text("URL /v1/completions was used") == "URL /v1/completions was used"
     assert text({}) is None  # an empty object beside a response is no error
+
+
+def test_dora_batches_of_an_unreadable_ledger_names_it_once(dora_home, tmp_path, capsys):
+    from models_inference.backends.batch_ledger import ledger_names
+    from orchestration.cli import main
+
+    assert main(["batch", "export", "--out", str(tmp_path / "out"), *FLAGS]) == 0
+    (name,) = ledger_names()
+    ledger_path(name).write_text("{")
+    capsys.readouterr()
+    for command in (["batches", name], ["batches", name, "--cancel"]):
+        assert main(command) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not JSON (cut short?)" in err

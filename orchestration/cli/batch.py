@@ -204,6 +204,8 @@ def cmd_batches(args) -> int:
         )
         print(f"dora batches: no batch ledger for {args.name!r} in $DORA_HOME/state/batches{hint}", file=sys.stderr)
         return 2
+    if args.name is not None and args.name not in names:  # its file cannot be read: named above, once
+        return 1
     if args.cancel:
         if args.name is None:
             print("dora batches: --cancel needs the AUDIT_ID whose batches to cancel (dora batches lists them)", file=sys.stderr)
