@@ -4,8 +4,9 @@ A batch run (:mod:`models_inference.backends.batch_api`) records every file of r
 *before* the side effect that would repeat it (upload, batch creation, landing), so a process
 killed at any point never submits the same rows twice and lands each batch once:
 
-* ``prepared``: the JSONL file is written (its custom ids = the rows' resume keys are listed
-  here); nothing was sent. A re-run uploads it.
+* ``prepared``: the JSONL file is written (its rows' resume keys are listed here in line order;
+  line ``n``'s ``custom_id`` names this ledger, the entry and ``n``:
+  :mod:`~models_inference.backends.batch_lines`); nothing was sent. A re-run uploads it.
 * ``uploaded``: the file is on the server (``file_id``); a re-run first looks for a batch
   already created from that file (``batches.list``, matched on ``input_file_id``) and
   creates one only if there is none.
@@ -68,8 +69,10 @@ class BatchEntry:
     """One file of requests and the batch made of it.
 
     Attributes:
-        id: dora's id of the file (``b`` + 16 hex), also the batch's ``metadata.dora_entry``.
-        keys: the custom ids of its requests, in file order (each a row's resume key as JSON).
+        id: dora's id of the file (``b`` + 16 hex), also the batch's ``metadata.dora_entry`` and
+            the middle part of each of its lines' ``custom_id``.
+        keys: the resume keys of its requests as JSON, in file order (line ``n``: ``keys[n]``;
+            in files of earlier versions also the lines' ``custom_id``).
         endpoint: ``/v1/chat/completions`` or ``/v1/completions``.
         requests, bytes: lines and size of the JSONL file.
         path: the local JSONL file (removed once the entry is closed; for ``exported``: the
@@ -80,7 +83,7 @@ class BatchEntry:
             ``completed``, ``expired``, ``failed``, ``cancelling``, ``cancelled``).
         completed, failed: the batch's request counts last seen.
         error: why the batch failed as a whole (closed entries only).
-        skip: custom ids that had landed by another way when the entry was landed (not landed again).
+        skip: resume keys that had landed by another way when the entry was landed (not landed again).
         landed, not_run: rows landed from it; requests it never ran (expired, cancelled, missing).
         quarantined: lines of its output that were not of the output's shape (landed in
             ``input_quarantine`` with their line number and reason; their requests go back to the pool).
@@ -153,7 +156,7 @@ class Ledger:
         return [e for e in self.entries if e.open]
 
     def in_flight(self) -> set[str]:
-        """The custom ids of every open entry (not to be put into another batch)."""
+        """The resume keys (JSON) of every open entry (not to be put into another batch)."""
         return {k for e in self.open_entries for k in e.keys}
 
     def as_json(self) -> dict:
