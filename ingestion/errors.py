@@ -221,6 +221,17 @@ class BatchError(DoraError):
     submitted (:mod:`models_inference.backends.batch_api`)."""
 
 
+class BatchLostError(BatchError):
+    """A batch or one of its files is gone at the API (HTTP 404): the file expired or was
+    deleted (OpenAI deletes batch files after 30 days by default), or the batch is unknown to
+    this key. The ledger entry is closed as lost and its rows go back to the pool."""
+
+
+class BatchOwnerError(BatchError):
+    """A batch output handed to ``dora batch import`` belongs to another audit or another
+    exported file than the one it would land in (its ``custom_id`` s or its answers' model)."""
+
+
 # ----------------------------------------------------------------------------- message text
 
 #: The most characters of one piece of user input a message repeats (a 100 kB relation name
@@ -269,6 +280,8 @@ __all__ = [
     "CrowsPairsFormatError",
     "AuditFailedError",
     "BatchError",
+    "BatchLostError",
+    "BatchOwnerError",
     "AuditIdentityError",
     "CeleryWorkerError",
     "CircuitOpenError",

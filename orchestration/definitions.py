@@ -25,6 +25,7 @@ import dagster as dg
 from orchestration import families as fam
 from orchestration.cluster import dora_executor
 from orchestration.defs.audits.assets import build_audit_log_asset
+from orchestration.defs.audits.batch_sensor import build_batch_sensor
 from orchestration.defs.audits.checks import drift_asset_checks
 from orchestration.defs.audits.schedules import build_reaudit_schedule
 from orchestration.defs.audits.sensors import build_audit_version_sensor
@@ -54,8 +55,8 @@ def build_definitions() -> dg.Definitions:
     (read at call time): each family's assets and checks, the dbt models of every family
     (their Dagster group is their folder under the layer, i.e. the family's group; readers of the audit log
     are in the shared group ``audits``), the audit log asset (parents: every family's
-    ``audit_assets``), every family's drift checks (versioned audits: collapse, change), the new-version sensor and
-    the re-audit schedule."""
+    ``audit_assets``), every family's drift checks (versioned audits: collapse, change), the
+    new-version sensor, the batch sensor (lands finished Batch API batches) and the re-audit schedule."""
     producers = {dg.AssetKey.from_user_string(k): f.name for f in fam.FAMILIES for k in f.audit_assets}
     assets = [*(a for family in fam.FAMILIES for a in family_assets(family)), dora_dbt_models, build_audit_log_asset(producers)]
     checks = [*drift_asset_checks(fam.FAMILIES), *(c for family in fam.FAMILIES for c in family.checks())]
@@ -70,7 +71,7 @@ def build_definitions() -> dg.Definitions:
         jobs=[audit_job],
         resources={"dbt": dbt_resource()},
         asset_checks=checks,
-        sensors=[build_audit_version_sensor(fam.FAMILIES)],
+        sensors=[build_audit_version_sensor(fam.FAMILIES), build_batch_sensor(fam.FAMILIES)],
         schedules=[build_reaudit_schedule(fam.FAMILIES)],
     )
 

@@ -31,7 +31,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
     # Rows of a user's input file that a family's loader could not read (ingestion/quarantine.py):
-    # the good rows are audited, each bad one lands here with its file, line and reason.
+    # the good rows are audited, each bad one lands here with its file, line and reason. Lines of a
+    # batch output of another shape land here too (dataset_id batch-<file id>; source_file: the
+    # batch id or the imported output's path; models_inference/backends/batch_api.py).
     "input_quarantine": pa.schema(
         [
             ("family", pa.string()),  # the probe family that read the file

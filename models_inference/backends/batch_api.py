@@ -21,25 +21,30 @@ A step's batch run (:func:`run_batched`), for its planned rows not yet landed:
 3. polls the batches (with ``wait``, until none is open, showing the request counts; without,
    once) and lands each finished batch's output and error files as rows with their status, in
    one shard named after the batch (landing a batch again rewrites the same shard: exactly
-   once). Requests that failed (an HTTP error, a reply that is not a completion) land as
-   ``error`` rows; requests that never ran (``batch_expired`` / ``batch_cancelled`` lines,
-   or missing from an expired or cancelled batch's files) land nothing; both go into the next
-   batch (at most ``retries`` times per row in one run; the next run retries the rest). A batch
-   the API failed as a whole (a bad file, over a limit) fails the step in one line naming the
-   cause (:class:`~ingestion.errors.BatchError`).
+   once). Output lines are read through pydantic models of their shape
+   (:mod:`models_inference.backends.batch_lines`): a line of another shape (cut short, a
+   ``custom_id`` that is not a string...) is quarantined with its line number and the rest
+   lands. Requests that failed (an HTTP error, an error object, a reply that is not a
+   completion) land as ``error`` rows; requests that never ran (``batch_expired`` /
+   ``batch_cancelled`` lines, or missing from an expired or cancelled batch's files) land
+   nothing; both go into the next batch (at most ``retries`` times per row in one run; the next
+   run retries the rest). A batch or file the API no longer has (HTTP 404) closes its entry as
+   lost and its rows go into a new batch. Batches the API failed as a whole (a bad file, over a
+   limit) are each named, in one line, once the others have landed
+   (:class:`~ingestion.errors.BatchError`); one that failed on the model's enqueued-token
+   limit (``token_limit_exceeded``) is queued again instead. At most ``max_open`` batches of a
+   model are open at once.
 
 Requests carry what the live backend would send (:func:`request_body`: the same fields as
 :class:`~models_inference.backends.openai_chat.OpenAIChatBackend`), and replies are read the same way
 (:func:`result_of`), so a row is the same whichever way it was generated; the audit id does not
-depend on the mode. Offline engines: :func:`export_batched` writes the files and records them
-as ``exported``; :func:`import_batched` lands a runner's output file, each file once.
+depend on the mode. Offline engines and ``dora batches`` are in
+:mod:`models_inference.backends.batch_tools`; :func:`land_open_batches` is one pass for the
+batch sensor (skipped while a run of the same audit holds its landing lock).
 
-Public API: :class:`BatchSummary`, :func:`run_batched`, :func:`export_batched`,
-:func:`import_batched`, :func:`refresh_ledger`, :func:`cancel_ledger`. The line format, the
-step's work and options and the file plan are in :mod:`models_inference.backends.batch_requests`
-(:class:`~models_inference.backends.batch_requests.BatchOptions`,
-:class:`~models_inference.backends.batch_requests.BatchWork`, ``plan_files``, ``split_sizes``,
-``custom_id``, ``key_of``, ``request_body``, ``result_of``); the API calls in
+Public API: :class:`BatchSummary`, :func:`run_batched`, :func:`land_open_batches`,
+:func:`check_endpoint`. The line format, the step's work and options and the file plan are in
+:mod:`models_inference.backends.batch_requests`; the API calls in
 :class:`~models_inference.backends.batch_client.BatchClient`.
 """
 
@@ -53,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from ingestion.errors import BatchError
+from ingestion.errors import BatchError, BatchLostError, CompletionsUnsupportedError
 from ingestion.landing import write_shard
 from models_inference.backends.batch_client import BatchClient
 from models_inference.backends.batch_ledger import (
@@ -61,17 +66,17 @@ from models_inference.backends.batch_ledger import (
     Ledger,
     atomic_write_text,
     files_dir,
+    ledger_names,
     load_ledger,
-    now_text,
     updating,
 )
+from models_inference.backends.batch_lines import MAX_RAW, BadLine, OutputLine, ledger_tag, parse_custom_id, read_output
 from models_inference.backends.batch_requests import (
     TERMINAL_STATUSES,
     BatchOptions,
     BatchWork,
     custom_id,
     plan_files,
-    read_lines,
     result_of,
 )
 from models_inference.audit_log import AuditInfo, audit_events, check_audit_identity
@@ -90,7 +95,11 @@ class BatchSummary(ResumableSummary):
     Attributes:
         files: files written by this run. submitted: requests sent by this run.
         batches: batch ids created by this run. pending: requests in batches still open at the end.
-        not_run: requests that never ran (expired, cancelled), put back for the next batch.
+        not_run: requests that never ran (expired, cancelled, lost), put back for the next batch.
+        quarantined: output lines not of the output's shape (landed in ``input_quarantine``).
+        lost: one line per batch whose batch or files the API no longer has (HTTP 404), closed
+            as lost (its requests went back to the pool).
+        requeued: batches that failed on the enqueued-token limit, their files queued again.
     """
 
     files: int = 0
@@ -98,6 +107,9 @@ class BatchSummary(ResumableSummary):
     batches: list[str] = field(default_factory=list)
     pending: int = 0
     not_run: int = 0
+    quarantined: int = 0
+    lost: list[str] = field(default_factory=list)
+    requeued: int = 0
 
 
 def _failure_cause(batch) -> str:
@@ -109,6 +121,38 @@ def _failure_cause(batch) -> str:
     return "; ".join(parts) or f"status {batch.status} without an error message"
 
 
+def _failure_codes(batch) -> set:
+    return {getattr(err, "code", None) for err in (getattr(getattr(batch, "errors", None), "data", None) or [])}
+
+
+#: The failure code of a batch refused because the model's enqueued tokens are over the
+#: organisation's limit: nothing is wrong with the file, it is sent again later.
+TOKEN_LIMIT_CODE = "token_limit_exceeded"
+
+
+def open_batches_of(meta: Mapping) -> int:
+    """Batches of ``meta``'s model at ``meta``'s endpoint open at the API in any ledger of this
+    ``$DORA_HOME`` (entries ``submitted`` or ``landing``): what ``--api-batch-max-open`` bounds."""
+    count = 0
+    for name in ledger_names():
+        try:
+            ledger = load_ledger(name)
+        except BatchError:  # named by `dora batches`; it holds no slot this run can see
+            continue
+        if ledger.meta.get("model") == meta.get("model") and ledger.meta.get("base_url") == meta.get("base_url"):
+            count += sum(1 for e in ledger.entries if e.state in ("submitted", "landing"))
+    return count
+
+
+def quarantine_lines(family: str | None, entry_id: str, source: str, bad: Sequence[BadLine]) -> int:
+    """Land ``bad`` output lines of file ``entry_id`` in ``landing/input_quarantine`` (partition
+    ``batch-<entry id>``, with their line numbers and reasons); returns how many."""
+    from ingestion.quarantine import QuarantinedRow, land_quarantine
+
+    rows = [QuarantinedRow(source, b.line, None, b.reason, b.raw) for b in bad]
+    return land_quarantine(family or "batch", f"batch-{entry_id}", rows)
+
+
 class _Runner:
     """One batch run of a step (see :func:`run_batched`)."""
 
@@ -117,9 +161,12 @@ class _Runner:
         self.items = {}
         for item in work.planned:
             self.items.setdefault(custom_id(work.key(item)), item)
+        self.tag = ledger_tag(work.name)
         self._client: BatchClient | None = None
         self.bar = None
         self.ended = 0  # requests of the batches this run landed (the progress bar's done part)
+        self.failures: list[str] = []  # batches failed as a whole: every one is reported at the end
+        self.held: set[str] = set()  # their keys: not sent again by this run (the cause needs fixing first)
 
     @property
     def client(self) -> BatchClient:
@@ -135,7 +182,7 @@ class _Runner:
             ledger.step = self.work.step
             ledger.meta = {**ledger.meta, **self.work.meta(self.options)}
             for plan in plans:
-                entry = BatchEntry(BatchEntry.new_id(), plan.keys, plan.endpoint, plan.requests, plan.bytes, state=state)
+                entry = BatchEntry(plan.id, plan.keys, plan.endpoint, plan.requests, plan.bytes, state=state)
                 path = (folder or files_dir(self.work.name)) / f"{entry.id}.jsonl"
                 # the file first, then its entry: a kill in between leaves a file nothing points to
                 atomic_write_text(path, b"".join(plan.lines).decode("utf-8"))
@@ -159,7 +206,8 @@ class _Runner:
             file_id = self.client.upload(Path(entry.path))
             entry = self._save(entry.id, file_id=file_id, state="uploaded")
         if entry.state == "uploaded":
-            batch = self.client.create(entry.file_id, entry.endpoint, {"dora_entry": entry.id, "dora_ledger": self.work.name[:500]})
+            metadata = {"dora_entry": entry.id, "dora_audit": self.tag, "dora_ledger": self.work.name[:500]}
+            batch = self.client.create(entry.file_id, entry.endpoint, metadata, skip=entry.failed_batches)
             entry = self._save(entry.id, batch_id=batch.id, state="submitted", status=batch.status)
             self.summary.submitted += entry.requests
             self.summary.batches.append(batch.id)
@@ -176,35 +224,72 @@ class _Runner:
             entry = self.land(entry, batch)
         return entry
 
+    def lose(self, entry: BatchEntry, exc: BatchLostError) -> BatchEntry:
+        """Close ``entry`` as lost (its batch or a file of it is gone at the API): its rows go
+        back to the pool, and the one-line cause is kept in the ledger and the summary."""
+        what = f"{exc}; file {entry.id}.jsonl ({entry.requests:,} requests) closed as lost: its requests go into a new batch"
+        entry = self._save(entry.id, state="closed", error=f"lost: {exc}", not_run=entry.requests)
+        self.summary.lost.append(what)
+        self.summary.not_run += entry.requests
+        print(f"dora: {what}", file=sys.stderr, flush=True)
+        return entry
+
     def land(self, entry: BatchEntry, batch) -> BatchEntry:
-        """Land an ended batch's output and error files (or, for a batch failed as a whole,
-        close it and raise :class:`BatchError` naming the cause)."""
+        """Land an ended batch's output and error files. A batch failed as a whole on the
+        enqueued-token limit is queued again (at most ``retries`` times); any other is closed and its cause kept for the
+        run's end (:attr:`failures`), its rows not sent again by this run."""
         if batch.status == "failed" and not getattr(batch, "output_file_id", None):
             cause = _failure_cause(batch)
-            self._save(entry.id, state="closed", error=cause)
-            raise BatchError(
-                f"{self.work.step}: batch {batch.id} ({entry.requests:,} requests, file {entry.id}.jsonl) failed as a "
-                f"whole: {cause}; none of its requests ran: fix the cause, then run the same command again"
-            )
-        lines = []
+            # queued again while the limit is the only cause, up to `retries` times: a file over the limit on its own would loop for ever
+            if TOKEN_LIMIT_CODE in _failure_codes(batch) and len(entry.failed_batches) <= self.options.retries:
+                self.summary.requeued += 1
+                return self._save(
+                    entry.id, state="uploaded", batch_id=None, status="requeued", failed_batches=[*entry.failed_batches, batch.id], error=cause
+                )
+            self.held.update(entry.keys)
+            self.failures.append(f"batch {batch.id} ({entry.requests:,} requests, file {entry.id}.jsonl) failed as a whole: {cause}")
+            return self._save(entry.id, state="closed", error=cause)
+        good, bad = [], []
         for file_id in (getattr(batch, "output_file_id", None), getattr(batch, "error_file_id", None)):
             if file_id:
-                lines += read_lines(self.client.content(file_id))
-        return self.land_lines(entry, lines)
+                lines, wrong = read_output(self.client.content(file_id))
+                good += lines
+                bad += [dataclasses.replace(b, reason=f"{file_id}: {b.reason}") for b in wrong]
+        return self.land_lines(entry, good, bad, source=batch.id)
 
-    def land_lines(self, entry: BatchEntry, lines: Sequence[Mapping]) -> BatchEntry:
+    def keyed(self, entry: BatchEntry, lines: Sequence[tuple[int, OutputLine]]) -> tuple[dict, list[BadLine]]:
+        """``{resume key as JSON: line}`` of ``entry``'s lines (the first of a key counts), and the
+        lines that name another file or ledger, or a line past its file's end, as bad lines."""
+        own, foreign = {}, []
+        legacy = set(entry.keys)
+        for n, line in lines:
+            parsed = parse_custom_id(line.custom_id)
+            if parsed is not None and parsed[:2] == (self.tag, entry.id) and parsed[2] < len(entry.keys):
+                key = entry.keys[parsed[2]]
+            elif parsed is None and line.custom_id in legacy:  # a file written before ids named their file
+                key = line.custom_id
+            else:
+                why = f"custom_id {line.custom_id[:80]!r} names no line of file {entry.id} of {self.work.name}"
+                foreign.append(BadLine(n, why, line.model_dump_json()[:MAX_RAW]))
+                continue
+            own.setdefault(key, line)
+        return own, foreign
+
+    def land_lines(self, entry: BatchEntry, lines: Sequence[tuple[int, OutputLine]], bad: Sequence[BadLine] = (), source: str = "") -> BatchEntry:
         """Land the rows of ``entry``'s requests found in ``lines`` (one shard named after the
-        entry: landing it again rewrites that shard), close the entry and count the rows."""
-        by_cid = {line["custom_id"]: line for line in lines}
+        entry: landing it again rewrites that shard), quarantine ``bad`` lines, close the entry
+        and count the rows. Requests without a line (missing, on a bad line) go back to the pool."""
+        by_key, foreign = self.keyed(entry, lines)
+        bad = [*bad, *foreign]
         if entry.state != "landing":  # the keys landed by another way meanwhile are left out, once and for all
             done = self.work.done()
-            skip = [c for c in entry.keys if c in by_cid and c in self.items and self.work.key(self.items[c]) in done]
+            skip = [c for c in entry.keys if c in by_key and c in self.items and self.work.key(self.items[c]) in done]
             entry = self._save(entry.id, state="landing", skip=skip)
         skip = set(entry.skip)
         items, results, not_run = [], [], 0
         key = getattr(self._client, "key", None)
         for cid in entry.keys:
-            line = by_cid.get(cid)
+            line = by_key.get(cid)
             result = (
                 None
                 if line is None
@@ -216,12 +301,14 @@ class _Runner:
                 items.append(self.items[cid])
                 results.append(result)
         rows = self.work.rows(items, results) if items else []
+        quarantined = quarantine_lines(getattr(self.work.audit, "family", None), entry.id, source or entry.id, bad) if bad else 0
         write_shard(self.work.table, rows, partition=self.work.partition, name=f"batch-{entry.id}")
         if entry.path and Path(entry.path).parent == files_dir(self.work.name):
             Path(entry.path).unlink(missing_ok=True)
-        entry = self._save(entry.id, state="closed", landed=len(rows), not_run=not_run)
+        entry = self._save(entry.id, state="closed", landed=len(rows), not_run=not_run, quarantined=quarantined)
         self.summary.generated += len(rows)
         self.summary.not_run += not_run
+        self.summary.quarantined += quarantined
         self.summary.statuses.update(r[self.work.status_column] for r in rows)
         if self.tally is not None and rows:
             self.tally.add(rows, self.work.status_column, self.work.error_column, self.work.error_status)
@@ -241,27 +328,49 @@ class _Runner:
         )
 
     def step_once(self) -> list[BatchEntry]:
-        """Submit what is prepared, poll what is submitted, land what ended; returns the entries
-        still open at the API (``exported`` ones wait for ``dora batch import``, not for a poll)."""
+        """Poll what is submitted and land what ended, then submit what is prepared (at most
+        ``max_open`` batches of the model open at once); returns the entries still open at the
+        API (``exported`` ones wait for ``dora batch import``, not for a poll). An entry whose
+        batch or files are gone (HTTP 404) is closed as lost (:meth:`lose`)."""
         for entry in load_ledger(self.work.name).open_entries:
-            if entry.state in ("prepared", "uploaded"):
-                entry = self.submit(entry)
-            if entry.state == "landing" and entry.batch_id:  # killed while landing: land the same rows again
-                entry = self.land(entry, self.client.retrieve(entry.batch_id))
-            elif entry.state == "submitted":
-                entry = self.poll(entry)
+            try:
+                if entry.state == "landing" and entry.batch_id:  # killed while landing: land the same rows again
+                    self.land(entry, self.client.retrieve(entry.batch_id))
+                elif entry.state == "submitted":
+                    self.poll(entry)
+            except BatchLostError as exc:
+                self.lose(entry, exc)
+        waiting = [e for e in load_ledger(self.work.name).open_entries if e.state in ("prepared", "uploaded")]
+        if waiting:
+            bound = self.options.max_open
+            slots = len(waiting) if bound is None else max(0, bound - open_batches_of(self.work.meta(self.options)))
+            for entry in waiting[:slots]:
+                try:
+                    entry = self.submit(entry)
+                    if entry.state == "submitted":  # a first look at once: a batch refused at validation ends here
+                        self.poll(entry)
+                except BatchLostError as exc:
+                    self.lose(entry, exc)
         return _api_open(load_ledger(self.work.name))
 
     def todo(self, attempts: Counter) -> list:
-        """The planned items to put into new batches: not landed, not in an open entry, and
-        sent fewer than ``1 + retries`` times by this run."""
+        """The planned items to put into new batches: not landed, not in an open entry, not in
+        a batch this run saw fail as a whole, and sent fewer than ``1 + retries`` times by this run."""
         done = self.work.done()
         flying = load_ledger(self.work.name).in_flight()
         return [
             item
             for cid, item in self.items.items()
-            if cid not in flying and self.work.key(item) not in done and attempts[cid] <= self.options.retries
+            if cid not in flying and cid not in self.held and self.work.key(item) not in done and attempts[cid] <= self.options.retries
         ]
+
+    def raise_failures(self) -> None:
+        """One :class:`BatchError` naming every batch of this run that failed as a whole."""
+        if self.failures:
+            whose = "its" if len(self.failures) == 1 else "their"
+            raise BatchError(
+                f"{self.work.step}: {'; '.join(self.failures)}; none of {whose} requests ran: fix the cause, then run the same command again"
+            )
 
 
 def _api_open(ledger: Ledger) -> list[BatchEntry]:
@@ -278,6 +387,27 @@ def _checked_audit(work: BatchWork) -> AuditInfo | None:
     return audit
 
 
+def check_endpoint(work: BatchWork, items: Sequence) -> None:
+    """Refuse, before anything is uploaded, completion-style requests to an endpoint without
+    text completions (a chat-only model), as the live path refuses them at its first request:
+    the backend's capability probe (:mod:`~models_inference.backends.server_caps`) says so.
+
+    Raises:
+        CompletionsUnsupportedError: ``items`` hold completion-style requests and the endpoint
+            has no ``/completions`` for the model.
+    """
+    caps = getattr(work.backend, "capabilities", None)
+    if caps is None or not any(work.request(i).prompt.style == "completion" for i in items):
+        return
+    found = caps()
+    if found is not None and not found.completions:  # None: not reachable now; its requests fail in their own words
+        raise CompletionsUnsupportedError(
+            f"{work.step}: {getattr(work.backend, 'base_url', None) or 'the OpenAI API'} has no text-completions endpoint for model "
+            f"{getattr(work.backend, 'model_id', '?')!r} (its capability probe); the completion prompt style needs it: use "
+            "--prompt-style chat (nothing was uploaded)"
+        )
+
+
 def run_batched(
     work: BatchWork,
     options: BatchOptions,
@@ -292,7 +422,7 @@ def run_batched(
 
     Args:
         work: the step's requests and rows (:class:`BatchWork`).
-        options: limits, waiting, retries (:class:`BatchOptions`).
+        options: limits, waiting, retries, pacing (:class:`BatchOptions`).
         progress: show the requests landed so far (tqdm on stderr) while waiting.
         max_error_share: as :func:`~models_inference.resumable.run_resumable`: more than this
             share of the rows landed by this run with ``error_status`` fails the step.
@@ -306,220 +436,110 @@ def run_batched(
         nothing is open at the end, ``failed`` (then re-raised) on any exception.
 
     Raises:
-        BatchError: a batch failed as a whole, the API refused a call, the ledger is unreadable.
+        BatchError: batches failed as a whole (every one named, after the others landed), the
+            API refused a call, the ledger is unreadable.
+        CompletionsUnsupportedError: completion-style requests to a chat-only endpoint.
         ModelNotAvailableError: the key variable is unset. AuditIdentityError: as
             :func:`~models_inference.audit_log.check_audit_identity`.
         AuditFailedError: too many failed requests.
     """
-    audit = _checked_audit(work)
     name = work.lock or work.name
     with holding_lock(landing_lock(name), f"{work.step} ({name})"):
-        summary = BatchSummary(work.name)
-        tally = ErrorShare(work.step, max_error_share)
-        runner = _Runner(work, options, summary, tally)
-        done = work.done()
-        summary.planned = len(work.planned)
-        summary.already_landed = sum(1 for item in work.planned if work.key(item) in done)
-        missing = summary.already_landed < summary.planned
-        if not missing and not _api_open(load_ledger(work.name)):
-            if audit is not None and finish and summary.planned:
-                events = audit_events(audit.audit_id)
-                if events and events[-1]["status"] != "finished":
-                    audit.land_event("finished", 0)
-            return summary
-        if audit is not None:
-            audit.land_event("started", 0)
-        attempts: Counter = Counter()
-        try:
-            from tqdm.auto import tqdm
-
-            open_entries = runner.step_once()  # batches of earlier runs first: their rows may be all that is missing
-            while True:
-                todo = runner.todo(attempts)
-                if todo:
-                    for entry in runner.prepare(todo):
-                        for cid in entry.keys:
-                            attempts[cid] += 1
-                    open_entries = runner.step_once()
-                if not open_entries or not options.wait:
-                    break
-                if runner.bar is None:
-                    runner.bar = tqdm(total=0, desc=f"{work.step} batches", unit="request", disable=not progress, file=sys.stderr)
-                runner.show(open_entries)
-                sleep(options.poll_seconds)
-                open_entries = runner.step_once()
-                runner.show(open_entries)
-            tally.check()
-        except BaseException:
-            if audit is not None:
-                audit.land_event("failed", summary.generated)
-            raise
-        finally:
-            if runner.bar is not None:
-                runner.bar.close()
-        open_entries = load_ledger(work.name).open_entries
-        summary.pending = sum(e.requests for e in open_entries)
-        if audit is not None and finish and not open_entries:
-            audit.land_event("finished", summary.generated)
-        return summary
+        return _run_locked(work, options, progress=progress, max_error_share=max_error_share, finish=finish, sleep=sleep)
 
 
-# ----------------------------------------------------------------------------- offline runners
+def land_open_batches(work: BatchWork, options: BatchOptions, *, send: bool = True) -> BatchSummary | None:
+    """One pass of :func:`run_batched` without waiting (land the batches that ended, send what
+    is missing again, ``finished`` when nothing is left) if the step's landing lock is free;
+    ``None`` when another process holds it (a ``dora audit`` of the same audit is landing:
+    its rows land once, by that process). What the batch sensor calls on every tick.
 
-
-def export_batched(work: BatchWork, options: BatchOptions, folder: str | Path) -> list[BatchEntry]:
-    """Write the requests of the step's rows not landed and not in an open batch as JSONL
-    files into ``folder`` for an offline runner (``vllm run-batch -i <file> -o <output>``),
-    recorded as ``exported`` in the step's ledger (they go into no other batch until
-    :func:`import_batched` lands their output or :func:`cancel_ledger` closes them).
-
-    Returns:
-        The exported entries (``path``: each file; empty when nothing is missing).
+    Args:
+        send: put the missing rows into new batches (``False``: only poll and land, e.g. for an
+            audit whose batches were cancelled by hand).
 
     Raises:
-        BatchError: a request larger than a file may hold; the ledger is unreadable.
+        As :func:`run_batched`.
     """
-    folder = Path(folder).expanduser().resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    audit = _checked_audit(work)
-    name = work.lock or work.name
-    with holding_lock(landing_lock(name), f"{work.step} ({name})"):
-        runner = _Runner(work, options, BatchSummary(work.name), None)
-        todo = runner.todo(Counter())
-        if not todo:
-            return []
-        entries = runner.prepare(todo, state="exported", folder=folder)
-        if audit is not None:  # the audit exists (model, version, identity) from its first export on
-            audit.land_event("started", 0)
-        return entries
+    from filelock import Timeout
 
-
-def import_batched(work: BatchWork, lines: Sequence[Mapping], *, max_error_share: float | None = None) -> BatchSummary:
-    """Land an offline runner's output lines (vLLM ``run-batch``: the Batch API's output format)
-    as the step's rows: each ``exported`` file whose requests appear in ``lines`` is landed
-    once and closed; its requests missing from ``lines`` go back to the pool (the next export
-    or batch run sends them again). Lines of files already imported are left alone.
-
-    Returns:
-        A :class:`BatchSummary` (``generated``: rows landed; ``files``: files landed).
-
-    Raises:
-        BatchError: a line whose ``custom_id`` is in no exported file of the step (names it).
-        AuditFailedError: too many failed requests (the rows landed first).
-    """
-    ledger = load_ledger(work.name)
-    owner = {cid: e for e in ledger.entries for cid in e.keys}
-    unknown = [line["custom_id"] for line in lines if line["custom_id"] not in owner]
-    if unknown:
-        raise BatchError(
-            f"{work.step}: {len(unknown)} output line(s) name no request of ledger {work.name!r} "
-            f"(first: custom_id {unknown[0][:120]!r}); import the output of a file `dora batch export` wrote for it"
+    lock = landing_lock(work.lock or work.name)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return None
+    try:
+        return _run_locked(
+            work, dataclasses.replace(options, wait=False), progress=False, max_error_share=None, finish=True, sleep=time.sleep, send=send
         )
+    finally:
+        lock.release()
+
+
+def _run_locked(work: BatchWork, options: BatchOptions, *, progress, max_error_share, finish, sleep, send: bool = True) -> BatchSummary:
     audit = _checked_audit(work)
-    name = work.lock or work.name
-    with holding_lock(landing_lock(name), f"{work.step} ({name})"):
-        summary = BatchSummary(work.name, planned=len(work.planned))
-        before = work.done()
-        summary.already_landed = sum(1 for item in work.planned if work.key(item) in before)
-        tally = ErrorShare(work.step, max_error_share)
-        runner = _Runner(work, BatchOptions(), summary, tally)
-        touched = {owner[line["custom_id"]].id for line in lines}
-        try:
-            for entry in load_ledger(work.name).entries:
-                if entry.id in touched and entry.state in ("exported", "landing"):
-                    runner.land_lines(entry, lines)
-                    summary.files += 1
-            tally.check()
-        except BaseException:
-            if audit is not None and summary.generated:
-                audit.land_event("failed", summary.generated)
-            raise
-        done = work.done()
-        summary.pending = sum(e.requests for e in load_ledger(work.name).open_entries)
-        if audit is not None and summary.generated and not summary.pending and all(work.key(i) in done for i in work.planned):
-            audit.land_event("finished", summary.generated)
+    summary = BatchSummary(work.name)
+    tally = ErrorShare(work.step, max_error_share)
+    runner = _Runner(work, options, summary, tally)
+    done = work.done()
+    summary.planned = len(work.planned)
+    summary.already_landed = sum(1 for item in work.planned if work.key(item) in done)
+    missing = summary.already_landed < summary.planned
+    if not missing and not _api_open(load_ledger(work.name)):
+        if audit is not None and finish and summary.planned:
+            events = audit_events(audit.audit_id)
+            if events and events[-1]["status"] != "finished":
+                audit.land_event("finished", 0)
         return summary
+    if audit is not None:
+        audit.land_event("started", 0)
+    attempts: Counter = Counter()
+    checked = False
+    try:
+        from tqdm.auto import tqdm
 
-
-# ----------------------------------------------------------------------------- dora batches
-
-
-def refresh_ledger(name: str) -> Ledger:
-    """``name``'s ledger with the status and counts of its submitted batches asked of the API
-    (nothing is landed: the step's next run does that).
-
-    Raises:
-        BatchError: the API cannot be reached or refuses. ModelNotAvailableError: no key.
-    """
-    ledger = load_ledger(name)
-    submitted = [e for e in ledger.entries if e.state == "submitted"]
-    if not submitted:
-        return ledger
-    client = _client(ledger, name)
-    with updating(name) as fresh:
-        for entry in fresh.entries:
-            if entry.state == "submitted":
-                batch = client.retrieve(entry.batch_id)
-                counts = getattr(batch, "request_counts", None)
-                entry.status = batch.status
-                entry.completed = getattr(counts, "completed", 0) or 0
-                entry.failed = getattr(counts, "failed", 0) or 0
-                entry.touch()
-    return load_ledger(name)
-
-
-def _client(ledger: Ledger, name: str, client: "BatchClient | None" = None) -> BatchClient:
-    """A client of the endpoint ``ledger`` recorded (its base URL and key variable), or ``client``."""
-    from types import SimpleNamespace
-
-    if client is not None:
-        return client
-    meta = ledger.meta
-    endpoint = SimpleNamespace(base_urls=[meta["base_url"]] if meta.get("base_url") else [], api_key_env=meta.get("api_key_env") or "OPENAI_API_KEY")
-    return BatchClient(endpoint, ledger.step or name)
-
-
-def cancel_ledger(name: str) -> list[BatchEntry]:
-    """Cancel every open batch of ``name`` (``batches.cancel``: the API ends it as
-    ``cancelled``; the step's next run lands what ran and sends the rest again) and close its
-    entries not yet submitted or exported (their rows go back to the pool).
-
-    Returns:
-        The entries acted on.
-
-    Raises:
-        BatchError: the API refused or cannot be reached. ModelNotAvailableError: no key.
-    """
-    ledger = load_ledger(name)
-    acted = []
-    client = None
-    with updating(name) as fresh:
-        for entry in fresh.entries:
-            found = None
-            if entry.state == "uploaded":  # a batch created from the file before its id was recorded?
-                client = _client(ledger, name, client)
-                found = client.find(entry.file_id)
-                if found is not None:
-                    entry.batch_id, entry.state, entry.status = found.id, "submitted", found.status
-            if entry.state == "submitted" and entry.status not in TERMINAL_STATUSES and entry.status != "cancelling":
-                client = _client(ledger, name, client)
-                entry.status = client.cancel(entry.batch_id).status
-            elif entry.state in ("prepared", "uploaded", "exported"):
-                entry.state, entry.error = "closed", f"cancelled by dora batches --cancel ({now_text()})"
-                if entry.path and Path(entry.path).parent == files_dir(name):
-                    Path(entry.path).unlink(missing_ok=True)
-            else:
-                continue
-            entry.touch()
-            acted.append(entry)
-    return acted
+        open_entries = runner.step_once()  # batches of earlier runs first: their rows may be all that is missing
+        while True:
+            todo = runner.todo(attempts) if send else []
+            if todo:
+                if not checked:
+                    check_endpoint(work, todo)
+                    checked = True
+                for entry in runner.prepare(todo):
+                    for cid in entry.keys:
+                        attempts[cid] += 1
+                open_entries = runner.step_once()
+            if not open_entries or not options.wait:
+                break
+            if runner.bar is None:
+                runner.bar = tqdm(total=0, desc=f"{work.step} batches", unit="request", disable=not progress, file=sys.stderr)
+            runner.show(open_entries)
+            sleep(options.poll_seconds)
+            open_entries = runner.step_once()
+            runner.show(open_entries)
+        runner.raise_failures()
+        tally.check()
+    except BaseException:
+        if audit is not None:
+            audit.land_event("failed", summary.generated)
+        raise
+    finally:
+        if runner.bar is not None:
+            runner.bar.close()
+    open_entries = load_ledger(work.name).open_entries
+    summary.pending = sum(e.requests for e in open_entries)
+    complete = send or all(work.key(i) in work.done() for i in work.planned)  # a pass that sent nothing may leave rows missing
+    if audit is not None and finish and not open_entries and complete:
+        audit.land_event("finished", summary.generated)
+    return summary
 
 
 __all__ = [
     "BatchSummary",
-    "cancel_ledger",
-    "export_batched",
-    "import_batched",
-    "refresh_ledger",
+    "TOKEN_LIMIT_CODE",
+    "check_endpoint",
+    "land_open_batches",
+    "open_batches_of",
+    "quarantine_lines",
     "run_batched",
 ]

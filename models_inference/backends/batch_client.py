@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from ingestion.errors import BatchError
+from ingestion.errors import BatchError, BatchLostError
 from models_inference.backends.batch_requests import COMPLETION_WINDOW
 from models_inference.backends.openai_api import api_error_text, openai_client
 
@@ -36,7 +36,13 @@ class BatchClient:
         self.key = self.client.api_key
         self.max_retries = int(getattr(backend, "max_retries", 4))
 
-    def _call(self, what: str, call):
+    def _call(self, what: str, call, *, gone: str | None = None):
+        """``call()`` under the retry policy; API errors as one-line :class:`BatchError` s.
+
+        Args:
+            gone: what an HTTP 404 means for this call (the batch or file it names is gone),
+                raised as :class:`BatchLostError`; ``None``: a 404 means the server has no Batch API.
+        """
         import openai
 
         from models_inference.api_retry import call_with_retries
@@ -45,6 +51,8 @@ class BatchClient:
             return call_with_retries(call, self.max_retries)
         except openai.APIStatusError as exc:
             where = self.base_url or "the OpenAI API"
+            if exc.status_code == 404 and gone is not None:
+                raise BatchLostError(f"{self.step}: {gone} (HTTP 404 at {where}: {api_error_text(exc, self.key)})") from None
             if exc.status_code in (404, 405, 501):
                 raise BatchError(
                     f"{self.step}: {where} has no Batch API ({what}: HTTP {exc.status_code}); run without --api-batch, "
@@ -66,30 +74,32 @@ class BatchClient:
 
         return self._call(f"the upload of {path.name}", send).id
 
-    def find(self, file_id: str, pages: int = 20):
-        """The batch created from ``file_id`` among the latest ``pages`` x 100 batches, or ``None``."""
+    def find(self, file_id: str, pages: int = 20, skip=()):
+        """The batch created from ``file_id`` among the latest ``pages`` x 100 batches, or
+        ``None``; batches in ``skip`` (earlier batches of the file that failed) are passed over."""
         page = self._call("the batch listing", lambda: self.client.batches.list(limit=100))
         for _ in range(pages):
             for batch in page.data:
-                if batch.input_file_id == file_id:
+                if batch.input_file_id == file_id and batch.id not in skip:
                     return batch
             if not page.has_next_page():
                 return None
             page = self._call("the batch listing", page.get_next_page)
         return None
 
-    def create(self, file_id: str, endpoint: str, metadata: Mapping[str, str]):
-        """Create the batch of ``file_id``, unless one exists already (:meth:`find`): a create
-        call that failed may still have created it, so it is looked for, never re-sent."""
+    def create(self, file_id: str, endpoint: str, metadata: Mapping[str, str], skip=()):
+        """Create the batch of ``file_id``, unless one exists already (:meth:`find`, passing over
+        the batches in ``skip``): a create call that failed may still have created it, so it is
+        looked for, never re-sent."""
         import openai
 
-        existing = self.find(file_id)
+        existing = self.find(file_id, skip=skip)
         if existing is not None:
             return existing
         try:
             return self.client.batches.create(input_file_id=file_id, endpoint=endpoint, completion_window=COMPLETION_WINDOW, metadata=dict(metadata))
         except openai.APIError:
-            found = self.find(file_id)
+            found = self.find(file_id, skip=skip)
             if found is not None:
                 return found
             return self._call(
@@ -100,13 +110,28 @@ class BatchClient:
             )
 
     def retrieve(self, batch_id: str):
-        return self._call(f"the status of batch {batch_id}", lambda: self.client.batches.retrieve(batch_id))
+        """The batch. Raises :class:`BatchLostError` when the API does not know it (HTTP 404)."""
+        return self._call(
+            f"the status of batch {batch_id}",
+            lambda: self.client.batches.retrieve(batch_id),
+            gone=f"batch {batch_id} is unknown to this API key (deleted, or created with another key or organisation)",
+        )
 
     def cancel(self, batch_id: str):
-        return self._call(f"the cancellation of batch {batch_id}", lambda: self.client.batches.cancel(batch_id))
+        """Cancel the batch. Raises :class:`BatchLostError` when the API does not know it (HTTP 404)."""
+        return self._call(
+            f"the cancellation of batch {batch_id}",
+            lambda: self.client.batches.cancel(batch_id),
+            gone=f"batch {batch_id} is unknown to this API key (deleted, or created with another key or organisation)",
+        )
 
     def content(self, file_id: str) -> str:
-        return self._call(f"the download of file {file_id}", lambda: self.client.files.content(file_id)).content.decode("utf-8")
+        """A file's text (UTF-8). Raises :class:`BatchLostError` when it is gone (HTTP 404)."""
+        return self._call(
+            f"the download of file {file_id}",
+            lambda: self.client.files.content(file_id),
+            gone=f"file {file_id} expired or was deleted (the Batch API keeps batch files 30 days by default)",
+        ).content.decode("utf-8")
 
 
 __all__ = ["BatchClient"]

@@ -4,8 +4,9 @@ A batch run (:mod:`models_inference.backends.batch_api`) records every file of r
 *before* the side effect that would repeat it (upload, batch creation, landing), so a process
 killed at any point never submits the same rows twice and lands each batch once:
 
-* ``prepared``: the JSONL file is written (its custom ids = the rows' resume keys are listed
-  here); nothing was sent. A re-run uploads it.
+* ``prepared``: the JSONL file is written (its rows' resume keys are listed here in line order;
+  line ``n``'s ``custom_id`` names this ledger, the entry and ``n``:
+  :mod:`~models_inference.backends.batch_lines`); nothing was sent. A re-run uploads it.
 * ``uploaded``: the file is on the server (``file_id``); a re-run first looks for a batch
   already created from that file (``batches.list``, matched on ``input_file_id``) and
   creates one only if there is none.
@@ -14,8 +15,17 @@ killed at any point never submits the same rows twice and lands each batch once:
   are listed (``skip``), so a re-run lands exactly the same rows into the same shard name.
 * ``exported``: written for an offline runner (``dora batch export``; vLLM's ``run-batch``);
   ``dora batch import`` lands its output.
-* ``closed``: landed (or cancelled, or failed: ``error``). Its keys are free again: those that
-  did not land (failed lines, expired or cancelled requests) go into the next batch.
+* ``closed``: landed (or cancelled, or failed: ``error``; or lost: the API answered 404 for
+  its batch or files, ``error`` says which). Its keys are free again: those that did not land
+  (failed lines, expired or cancelled requests, a lost batch's) go into the next batch.
+
+A batch that failed because the model's enqueued-token limit was reached
+(``token_limit_exceeded``) goes back to ``uploaded`` (its id kept in ``failed_batches``), so its
+file is sent again when a slot is free.
+
+A ledger file is read through a pydantic model of its shape: a file cut short or of another
+shape is one :class:`~ingestion.errors.BatchError` line naming it, never skipped
+(:func:`unreadable_ledgers` lists them for ``dora batches``).
 
 One ledger per step of an audit (``name``: the audit id; the judge's: its model and mode), a
 JSON file in ``$DORA_HOME/state/batches/`` written atomically (temporary file, fsync, rename)
@@ -23,7 +33,7 @@ under an inter-process lock (:mod:`filelock`), beside a folder holding the JSONL
 closed. The API key is never written: only the name of its environment variable.
 
 Public API: :class:`BatchEntry`, :class:`Ledger`, :func:`load_ledger`, :func:`updating`,
-:func:`ledger_names`, :func:`ledger_dir`.
+:func:`ledger_names`, :func:`unreadable_ledgers`, :func:`ledger_dir`.
 """
 
 from __future__ import annotations
@@ -33,10 +43,12 @@ import hashlib
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
+
+from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
 
 from ingestion.errors import BatchError
 from ingestion.home import dora_home, safe_path_component
@@ -57,8 +69,10 @@ class BatchEntry:
     """One file of requests and the batch made of it.
 
     Attributes:
-        id: dora's id of the file (``b`` + 16 hex), also the batch's ``metadata.dora_entry``.
-        keys: the custom ids of its requests, in file order (each a row's resume key as JSON).
+        id: dora's id of the file (``b`` + 16 hex), also the batch's ``metadata.dora_entry`` and
+            the middle part of each of its lines' ``custom_id``.
+        keys: the resume keys of its requests as JSON, in file order (line ``n``: ``keys[n]``;
+            in files of earlier versions also the lines' ``custom_id``).
         endpoint: ``/v1/chat/completions`` or ``/v1/completions``.
         requests, bytes: lines and size of the JSONL file.
         path: the local JSONL file (removed once the entry is closed; for ``exported``: the
@@ -69,8 +83,12 @@ class BatchEntry:
             ``completed``, ``expired``, ``failed``, ``cancelling``, ``cancelled``).
         completed, failed: the batch's request counts last seen.
         error: why the batch failed as a whole (closed entries only).
-        skip: custom ids that had landed by another way when the entry was landed (not landed again).
+        skip: resume keys that had landed by another way when the entry was landed (not landed again).
         landed, not_run: rows landed from it; requests it never ran (expired, cancelled, missing).
+        quarantined: lines of its output that were not of the output's shape (landed in
+            ``input_quarantine`` with their line number and reason; their requests go back to the pool).
+        failed_batches: batches made of its file that failed on the enqueued-token limit (the
+            file was queued again; a look-up for its batch skips them).
         created_at, updated_at: ISO 8601 UTC.
     """
 
@@ -90,12 +108,10 @@ class BatchEntry:
     skip: list[str] = field(default_factory=list)
     landed: int = 0
     not_run: int = 0
+    quarantined: int = 0
+    failed_batches: list[str] = field(default_factory=list)
     created_at: str = field(default_factory=now_text)
     updated_at: str = field(default_factory=now_text)
-
-    @staticmethod
-    def new_id() -> str:
-        return f"b{uuid.uuid4().hex[:16]}"
 
     @property
     def open(self) -> bool:
@@ -140,7 +156,7 @@ class Ledger:
         return [e for e in self.entries if e.open]
 
     def in_flight(self) -> set[str]:
-        """The custom ids of every open entry (not to be put into another batch)."""
+        """The resume keys (JSON) of every open entry (not to be put into another batch)."""
         return {k for e in self.open_entries for k in e.keys}
 
     def as_json(self) -> dict:
@@ -171,32 +187,40 @@ def files_dir(name: str) -> Path:
     return folder
 
 
-def _from_json(data: dict, path: Path) -> Ledger:
-    known = {f.name for f in fields(BatchEntry)}
-    try:
-        entries = [BatchEntry(**{k: v for k, v in e.items() if k in known}) for e in data.get("entries", [])]
-        return Ledger(data["name"], data.get("step", ""), dict(data.get("meta") or {}), entries)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise BatchError(
-            f"the batch ledger {path} is not a ledger ({type(exc).__name__}: {exc}); it records which "
-            "rows were submitted: restore it from a backup before running the step again"
-        ) from None
+class _LedgerFile(BaseModel):
+    """The shape of a ledger file (entries checked field by field as :class:`BatchEntry`;
+    fields this version does not know are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: StrictStr
+    step: str = ""
+    meta: dict = {}
+    entries: list[BatchEntry] = []
+
+
+_RESTORE = "it records which rows were submitted: restore it from a backup before running the step again"
 
 
 def read_ledger_file(path: Path) -> Ledger:
     """The ledger stored in ``path``.
 
     Raises:
-        BatchError: the file is not readable JSON of a ledger.
+        BatchError: the file cannot be read, is not JSON (e.g. cut short) or not of a ledger's
+            shape (one line naming the file and the first problem).
     """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BatchError(
-            f"the batch ledger {path} cannot be read ({exc}); it records which rows were submitted: "
-            "restore it from a backup before running the step again"
-        ) from None
-    return _from_json(data, path)
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BatchError(f"the batch ledger {path} cannot be read ({exc}); {_RESTORE}") from None
+    try:
+        data = _LedgerFile.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "the file"
+        what = "is not JSON (cut short?)" if first.get("type") == "json_invalid" else "is not a ledger"
+        raise BatchError(f"the batch ledger {path} {what} ({where}: {first.get('msg')}); {_RESTORE}") from None
+    return Ledger(data.name, data.step, dict(data.meta), list(data.entries))
 
 
 def load_ledger(name: str) -> Ledger:
@@ -255,15 +279,27 @@ def updating(name: str) -> Iterator[Ledger]:
 
 
 def ledger_names() -> list[str]:
-    """The name of every ledger in this ``$DORA_HOME``, sorted (unreadable files are skipped:
-    :func:`load_ledger` names them when asked for)."""
+    """The name of every readable ledger in this ``$DORA_HOME``, sorted (those that cannot be
+    read are :func:`unreadable_ledgers`, which callers name)."""
     names = []
     for path in sorted(ledger_dir().glob("*.json")):
         try:
-            names.append(json.loads(path.read_text(encoding="utf-8"))["name"])
-        except (OSError, ValueError, KeyError, TypeError):
+            names.append(read_ledger_file(path).name)
+        except BatchError:
             continue
     return sorted(names)
+
+
+def unreadable_ledgers() -> list[str]:
+    """One line per ledger file of this ``$DORA_HOME`` that cannot be read (cut short, not a
+    ledger): the :class:`~ingestion.errors.BatchError` message naming it."""
+    problems = []
+    for path in sorted(ledger_dir().glob("*.json")):
+        try:
+            read_ledger_file(path)
+        except BatchError as exc:
+            problems.append(str(exc))
+    return problems
 
 
 __all__ = [
@@ -280,5 +316,6 @@ __all__ = [
     "load_ledger",
     "read_ledger_file",
     "save_ledger",
+    "unreadable_ledgers",
     "updating",
 ]

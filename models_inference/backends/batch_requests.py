@@ -1,6 +1,7 @@
 """The request side of batch mode (:mod:`models_inference.backends.batch_api`): the JSONL line
 format of the OpenAI Batch API and of vLLM's ``run-batch`` (:func:`custom_id`, :func:`key_of`,
-:func:`request_body`, :func:`request_line`, :func:`result_of`, :func:`read_lines`), what a step
+:func:`request_body`, :func:`request_line`, :func:`result_of`; an output line's shape and the
+file-naming custom ids in :mod:`models_inference.backends.batch_lines`), what a step
 gives a batch run (:class:`BatchWork`) and its options (:class:`BatchOptions`), files within the
 API's limits (:func:`split_sizes`, :func:`plan_files`: at most :data:`MAX_REQUESTS_PER_FILE`
 requests and :data:`MAX_FILE_BYTES` per file) and the prompt tokens of the requests, counted
@@ -10,13 +11,15 @@ before anything is sent (:func:`count_prompt_tokens`).
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ingestion.errors import BatchError
+from ingestion.errors import BatchError, MalformedReplyError
 from models_inference.backends.base import GenerationRequest, GenerationResult, SamplingParams
+from models_inference.backends.batch_lines import MAX_CUSTOM_ID, OutputLine, entry_custom_id, ledger_tag
 from models_inference.backends.openai_api import api_error_text, redact, reply_choices
 from models_inference.audit_log import AuditInfo
 
@@ -31,6 +34,9 @@ COMPLETIONS_URL = "/v1/completions"
 TERMINAL_STATUSES: tuple[str, ...] = ("completed", "expired", "failed", "cancelled")
 #: Error codes of a line that was never run (it goes into the next batch; nothing lands).
 NOT_RUN_CODES: tuple[str, ...] = ("batch_expired", "batch_cancelled")
+#: The endpoints each offline runner takes (vLLM's ``run-batch``: chat, embeddings, score and
+#: rerank; not text completions, so a completion-style step cannot be exported for it).
+RUNNER_ENDPOINTS: dict[str, tuple[str, ...]] = {"vllm": (CHAT_URL,), "openai": (CHAT_URL, COMPLETIONS_URL)}
 
 
 @dataclass(frozen=True)
@@ -45,9 +51,14 @@ class BatchOptions:
         retries: times one run puts a row whose request failed or never ran into a new batch.
         record: what the ledger keeps to rebuild the step without its command (its kind and
             run config, JSON-serialisable; ``dora batch import`` reads it).
+        max_open: batches of the model open at once at the endpoint (every ledger counted;
+            the other files wait, prepared, for a slot); ``None``: no bound.
+        token_field: the chat requests' token budget field (``max_completion_tokens``,
+            ``max_tokens``); ``None``: as the endpoint wants it (:func:`chat_token_field`).
 
     Raises:
-        ValueError: a limit below 1 or above the API's, a poll interval <= 0, retries < 0.
+        ValueError: a limit below 1 or above the API's, a poll interval <= 0, retries < 0,
+            ``max_open`` < 1.
     """
 
     max_requests: int = MAX_REQUESTS_PER_FILE
@@ -56,6 +67,8 @@ class BatchOptions:
     poll_seconds: float = 60.0
     retries: int = 3
     record: Mapping = field(default_factory=dict)
+    max_open: int | None = None
+    token_field: str | None = None
 
     def __post_init__(self):
         if not 1 <= self.max_requests <= MAX_REQUESTS_PER_FILE:
@@ -66,6 +79,8 @@ class BatchOptions:
             raise ValueError(f"poll_seconds must be > 0, got {self.poll_seconds}")
         if self.retries < 0:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
+        if self.max_open is not None and self.max_open < 1:
+            raise ValueError(f"max_open must be >= 1, got {self.max_open}")
 
 
 # ----------------------------------------------------------------------------- the line format
@@ -93,14 +108,32 @@ def key_of(cid: str) -> tuple:
     return tup(value)
 
 
+def chat_token_field(backend) -> str:
+    """The field of a chat request's token budget at ``backend``'s endpoint, as the live path
+    sends it: OpenAI's ``max_completion_tokens`` (its reasoning models refuse ``max_tokens``),
+    ``max_tokens`` for every other server
+    (:func:`~models_inference.backends.server_caps.token_limit_field`)."""
+    from models_inference.backends.server_caps import token_limit_field
+
+    urls = getattr(backend, "base_urls", None) or [getattr(backend, "base_url", None)]
+    return token_limit_field(urls[0])
+
+
 def request_body(
-    backend, request: GenerationRequest, sampling: SamplingParams, *, constraint: str | None = None, choices: Sequence[str] = ()
+    backend,
+    request: GenerationRequest,
+    sampling: SamplingParams,
+    *,
+    constraint: str | None = None,
+    choices: Sequence[str] = (),
+    token_field: str | None = None,
 ) -> tuple[str, dict]:
     """The endpoint and JSON body of one request, as the live backend sends it
     (:class:`~models_inference.backends.openai_chat.OpenAIChatBackend`: model, temperature, token
     budget, the row's 31-bit seed, ``top_p`` below 1; a completion-style prompt to
     ``/v1/completions``, a chat prompt as messages; log-probs when ``choices`` are asked for;
-    a choice ``constraint``'s fields merged into the body).
+    a choice ``constraint``'s fields merged into the body). A chat request's budget is sent as
+    ``token_field`` (default :func:`chat_token_field`); ``/v1/completions`` has only ``max_tokens``.
 
     Returns:
         ``(url, body)``: :data:`CHAT_URL` or :data:`COMPLETIONS_URL` and the request body.
@@ -119,14 +152,26 @@ def request_body(
     if constraint:
         body = merge_request(body, constraint_fields(constraint, choices))
         body.update(body.pop("extra_body", {}))  # the client would merge these into the JSON body
+    field_name = token_field or chat_token_field(backend)
+    if field_name != "max_tokens" and "max_tokens" in body:
+        body[field_name] = body.pop("max_tokens")
     return CHAT_URL, body
 
 
 def request_line(cid: str, url: str, body: dict) -> bytes:
     """One JSONL line of a batch input file (``custom_id``, ``method``, ``url``, ``body``), newline included."""
-    return (json.dumps({"custom_id": cid, "method": "POST", "url": url, "body": body}, ensure_ascii=False, separators=(",", ":")) + "\n").encode(
-        "utf-8"
-    )
+    return join_line(cid, line_tail(url, body))
+
+
+def line_tail(url: str, body: dict) -> bytes:
+    """A JSONL line of a batch input file without its ``custom_id`` (``"method":...}`` and the
+    newline): the id is given when the file it goes into is known (:func:`join_line`)."""
+    return (json.dumps({"method": "POST", "url": url, "body": body}, ensure_ascii=False, separators=(",", ":"))[1:] + "\n").encode("utf-8")
+
+
+def join_line(cid: str, tail: bytes) -> bytes:
+    """The JSONL line of custom id ``cid`` and the rest of the line ``tail`` (:func:`line_tail`)."""
+    return b'{"custom_id":' + json.dumps(cid, ensure_ascii=False).encode("utf-8") + b"," + tail
 
 
 def _one_line(text: str, key: str | None) -> str:
@@ -134,66 +179,54 @@ def _one_line(text: str, key: str | None) -> str:
 
 
 def result_of(
-    line: Mapping, url: str, backend, *, constraint: str | None = None, choices: Sequence[str] = (), key: str | None = None
+    line: OutputLine | Mapping, url: str, backend, *, constraint: str | None = None, choices: Sequence[str] = (), key: str | None = None
 ) -> GenerationResult | None:
-    """The result of one line of a batch output or error file, read as the live backend reads a reply.
+    """The result of one line of a batch output or error file, read as the live backend reads a
+    reply (the ``openai`` client builds a reply without validating it, and so does this: a
+    ``finish_reason`` such as vLLM's ``abort`` is kept as the live path keeps it).
+
+    Args:
+        line: an :class:`~models_inference.backends.batch_lines.OutputLine` (a mapping is
+            validated into one: pydantic.ValidationError when it has another shape).
 
     Returns:
         ``None`` when the request never ran (an error code of :data:`NOT_RUN_CODES`); a result
-        with ``error`` (redacted of ``key``) for a failed request (an ``error`` object, an
-        HTTP status other than 200, a body that is not a completion); else the answer
-        (``choice_logprobs`` read when ``choices`` are given, a constrained answer unwrapped).
+        with ``error`` (redacted of ``key``) for a failed request (an ``error`` object, nested
+        ones read to their message; an HTTP status other than 200; a body that is not a
+        completion); else the answer (``choice_logprobs`` read when ``choices`` are given, a
+        constrained answer unwrapped).
     """
     import openai
 
-    error = line.get("error")
-    response = line.get("response") or {}
-    if isinstance(error, Mapping) and error.get("code") in NOT_RUN_CODES:
+    if not isinstance(line, OutputLine):
+        line = OutputLine.model_validate(line)
+    if line.error_code() in NOT_RUN_CODES:
         return None
-    if error:
-        what = f"{error.get('code')}: {error.get('message')}" if isinstance(error, Mapping) else str(error)
-        return GenerationResult("", True, error=_one_line(f"batch request failed: {what}", key))
-    status, body = response.get("status_code"), response.get("body")
+    if line.error is not None:
+        return GenerationResult("", True, error=_one_line(f"batch request failed: {line.error_text()}", key))
+    status, body = line.response.status_code, line.response.body
     if status != 200:
         message = body.get("error", body) if isinstance(body, Mapping) else body
         if isinstance(message, Mapping):
             message = message.get("message", message)
         return GenerationResult("", True, error=_one_line(f"HTTP {status}: {message}", key))
     try:
+        if not isinstance(body, Mapping):
+            raise MalformedReplyError(f"the server's reply is not a completion (a JSON {type(body).__name__}): {str(body)[:120]!r}")
         if url == CHAT_URL:
             from openai.types.chat import ChatCompletion
 
             from models_inference.backends.server_caps import constrained_answer
 
-            choice = reply_choices(ChatCompletion.model_validate(body))[0]
+            choice = reply_choices(ChatCompletion.construct(**body))[0]
             content = choice.message.content or ""
             text = constrained_answer(constraint, content) if constraint else content
             lps = backend._choice_logprobs(choice, tuple(choices)) if choices else None
             return GenerationResult(text, choice.finish_reason != "length", choice_logprobs=lps)
-        choice = reply_choices(openai.types.Completion.model_validate(body))[0]
+        choice = reply_choices(openai.types.Completion.construct(**body))[0]
         return GenerationResult(choice.text or "", choice.finish_reason != "length")
     except Exception as exc:  # noqa: BLE001 - kept as an 'error' row, never dropped
         return GenerationResult("", True, error=_one_line(api_error_text(exc, key), key))
-
-
-def read_lines(text: str) -> list[dict]:
-    """The JSON objects of a JSONL file's text (blank lines skipped).
-
-    Raises:
-        BatchError: a line that is not a JSON object (names its number).
-    """
-    out = []
-    for n, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            value = json.loads(raw)
-        except ValueError as exc:
-            raise BatchError(f"batch output line {n} is not JSON ({exc}): {raw[:120]!r}") from None
-        if not isinstance(value, dict) or "custom_id" not in value:
-            raise BatchError(f"batch output line {n} has no custom_id: {raw[:120]!r}")
-        out.append(value)
-    return out
 
 
 # ----------------------------------------------------------------------------- files within the limits
@@ -269,11 +302,13 @@ class BatchWork:
     identity: Mapping | None = None
     lock: str | None = None
 
-    def line(self, item) -> tuple[str, str, bytes]:
-        """``(custom_id, url, JSONL line)`` of ``item``."""
-        cid = custom_id(self.key(item))
-        url, body = request_body(self.backend, self.request(item), self.sampling, constraint=self.constraint, choices=self.choices)
-        return cid, url, request_line(cid, url, body)
+    def line(self, item, token_field: str | None = None) -> tuple[str, str, bytes]:
+        """``(key, url, tail)`` of ``item``: its resume key as JSON (:func:`custom_id`), its
+        endpoint and its JSONL line after the ``custom_id`` (:func:`line_tail`)."""
+        url, body = request_body(
+            self.backend, self.request(item), self.sampling, constraint=self.constraint, choices=self.choices, token_field=token_field
+        )
+        return custom_id(self.key(item)), url, line_tail(url, body)
 
     def meta(self, options: BatchOptions) -> dict:
         urls = getattr(self.backend, "base_urls", [])
@@ -283,23 +318,33 @@ class BatchWork:
             "model": getattr(self.backend, "model_id", None),
             "record": dict(options.record),
             "table": self.table,
+            "tag": ledger_tag(self.name),
         }
+
+
+def new_entry_id() -> str:
+    """A new file (ledger entry) id: ``b`` + 16 hex characters."""
+    return f"b{uuid.uuid4().hex[:16]}"
 
 
 @dataclass
 class FilePlan:
-    """One file of a plan (:func:`plan_files`): endpoint, requests, bytes and its lines."""
+    """One file of a plan (:func:`plan_files`): its entry id, endpoint, requests, bytes, the
+    resume keys of its lines (JSON, in file order) and its lines (each ``custom_id`` naming the
+    ledger, the file and the line: :func:`~models_inference.backends.batch_lines.entry_custom_id`)."""
 
     endpoint: str
     requests: int
     bytes: int
     keys: list[str]
     lines: list[bytes] = field(repr=False, default_factory=list)
+    id: str = field(default_factory=new_entry_id)
 
 
 def plan_files(work: BatchWork, items: Sequence, options: BatchOptions, *, keep_lines: bool = True) -> list[FilePlan]:
     """The files ``items``' requests go into: one endpoint per file (chat and completion
-    requests apart), each within ``options``' limits (:func:`split_sizes`), in plan order.
+    requests apart), each within ``options``' limits (:func:`split_sizes`, a line's size counted
+    with the longest custom id), in plan order.
 
     Args:
         keep_lines: keep each file's lines (to write them); ``False`` counts only (dry run).
@@ -307,16 +352,23 @@ def plan_files(work: BatchWork, items: Sequence, options: BatchOptions, *, keep_
     Raises:
         BatchError: a request larger than a file may hold.
     """
-    by_url: dict[str, list[tuple[str, bytes]]] = {}
+    tag = ledger_tag(work.name)
+    id_bytes = len(b'{"custom_id":"",') + MAX_CUSTOM_ID
+    token_field = options.token_field or (chat_token_field(work.backend) if items else None)  # once per plan, not per line
+    by_url: dict[str, list[tuple[str, bytes | int]]] = {}
     for item in items:
-        cid, url, line = work.line(item)
-        by_url.setdefault(url, []).append((cid, line if keep_lines else len(line)))
+        cid, url, tail = work.line(item, token_field)
+        by_url.setdefault(url, []).append((cid, tail if keep_lines else len(tail)))
     out = []
     for url, lines in by_url.items():
-        sizes = [len(line) if keep_lines else line for _, line in lines]
+        sizes = [id_bytes + (len(tail) if keep_lines else tail) for _, tail in lines]
         for start, stop in split_sizes(sizes, options.max_requests, options.max_bytes):
             part = lines[start:stop]
-            out.append(FilePlan(url, len(part), sum(sizes[start:stop]), [c for c, _ in part], [line for _, line in part] if keep_lines else []))
+            plan = FilePlan(url, len(part), sum(sizes[start:stop]), [c for c, _ in part])
+            if keep_lines:
+                plan.lines = [join_line(entry_custom_id(tag, plan.id, n), tail) for n, (_, tail) in enumerate(part)]
+                plan.bytes = sum(len(line) for line in plan.lines)
+            out.append(plan)
     return out
 
 
@@ -399,8 +451,12 @@ __all__ = [
     "custom_id",
     "key_of",
     "local_tokenizer",
+    "RUNNER_ENDPOINTS",
+    "chat_token_field",
+    "join_line",
+    "line_tail",
+    "new_entry_id",
     "plan_files",
-    "read_lines",
     "request_body",
     "request_line",
     "result_of",

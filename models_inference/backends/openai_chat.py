@@ -103,7 +103,7 @@ class OpenAIChatBackend(OpenAIEndpoint):
                 use :meth:`generate` and parse the free answer).
             ModelNotAvailableError: the API key variable is unset.
         """
-        from models_inference.backends.server_caps import answer_tokens, constrained_answer, constraint_fields, merge_request
+        from models_inference.backends.server_caps import answer_tokens, chat_token_kwargs, constrained_answer, constraint_fields, merge_request
 
         constraint = self.required_constraint()
         fields = constraint_fields(constraint, choices)
@@ -115,6 +115,7 @@ class OpenAIChatBackend(OpenAIEndpoint):
             if top:
                 kwargs.update(logprobs=True, top_logprobs=top)
             try:
+                kwargs = chat_token_kwargs(kwargs, (self.base_urls or [None])[0])  # OpenAI: max_completion_tokens
                 choice = reply_choices(client.chat.completions.create(**merge_request(kwargs, fields)))[0]
             except Exception as exc:  # noqa: BLE001 - kept as an 'error' row, never dropped
                 return GenerationResult(text="", finished=True, error=api_error_text(exc, key))
@@ -229,6 +230,8 @@ class OpenAIChatBackend(OpenAIEndpoint):
     def _generate_each(self, requests, sampling, on_batch) -> list[GenerationResult]:
         import openai
 
+        from models_inference.backends.server_caps import chat_token_kwargs
+
         def send(client, req: GenerationRequest) -> GenerationResult:
             kwargs = self._sampling_kwargs(sampling, req.max_new_tokens, req.seed)
             if req.prompt.style == "completion":  # a continuation: the text-completions endpoint
@@ -236,6 +239,7 @@ class OpenAIChatBackend(OpenAIEndpoint):
                 return GenerationResult(choice.text or "", choice.finish_reason != "length")
             if req.choices and self.logprobs:
                 kwargs.update(logprobs=True, top_logprobs=self.top_logprobs)
+            kwargs = chat_token_kwargs(kwargs, (self.base_urls or [None])[0])  # OpenAI's reasoning models refuse max_tokens
             choice = reply_choices(client.chat.completions.create(messages=req.prompt.as_messages(), **kwargs))[0]
             lps = self._choice_logprobs(choice, req.choices) if req.choices else None
             return GenerationResult(choice.message.content or "", choice.finish_reason != "length", choice_logprobs=lps)

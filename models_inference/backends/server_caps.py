@@ -217,6 +217,26 @@ def detect_server(base_url: str | None, timeout: float = 5.0) -> tuple[str, int 
     return "unknown", None
 
 
+def token_limit_field(base_url: str | None) -> str:
+    """The field a chat request's token budget goes in at ``base_url``: ``max_completion_tokens``
+    for OpenAI (its reasoning models refuse the older ``max_tokens``), ``max_tokens`` for every
+    other server (llama.cpp, vLLM, SGLang, Ollama and servers not recognised all take it; not
+    all take the newer name). OpenAI is recognised as :func:`detect_server` recognises it, by
+    its URL (none, or ``api.openai.com``), so no request is sent."""
+    root = server_root(base_url)
+    return "max_completion_tokens" if root is None or "api.openai.com" in root else "max_tokens"
+
+
+def chat_token_kwargs(kwargs: dict, base_url: str | None) -> dict:
+    """``kwargs`` of a chat request with its ``max_tokens`` moved to the field ``base_url``
+    takes (:func:`token_limit_field`)."""
+    field = token_limit_field(base_url)
+    if field != "max_tokens" and "max_tokens" in kwargs:
+        kwargs = {**kwargs, field: kwargs["max_tokens"]}
+        del kwargs["max_tokens"]
+    return kwargs
+
+
 def _status(exc: BaseException) -> int | None:
     return getattr(exc, "status_code", None)
 
@@ -372,4 +392,6 @@ __all__ = [
     "probe_capabilities",
     "server_capabilities",
     "server_root",
+    "chat_token_kwargs",
+    "token_limit_field",
 ]

@@ -23,10 +23,10 @@ from orchestration import families as fam
 from orchestration.deprecation import add_deprecated
 
 
-def batch_steps() -> list[tuple[object, object]]:
-    """``(family, step)`` of every :class:`~orchestration.family.BatchStep` of every family, in
-    :data:`~orchestration.families.FAMILIES` order."""
-    return [(f, step) for f in fam.FAMILIES for step in f.batch_steps]
+def batch_steps(families=None) -> list[tuple[object, object]]:
+    """``(family, step)`` of every :class:`~orchestration.family.BatchStep` of every family of
+    ``families`` (default :data:`~orchestration.families.FAMILIES`), in their order."""
+    return [(f, step) for f in (fam.FAMILIES if families is None else families) for step in f.batch_steps]
 
 
 def export_families() -> list[str]:
@@ -44,14 +44,17 @@ BATCHES_DESCRIPTION = (
     "file of requests, with its batch id, its state in dora's ledger (prepared, uploaded, submitted, landing, "
     "exported, closed), the batch's status at the API and its request counts (asked of the API for the open "
     "batches unless --no-refresh; needs the key variable the audit used). --cancel cancels an audit's open "
-    "batches: its next run lands what ran and sends the rest again."
+    "batches and closes its other open or stuck files (not sent, exported, stuck while landing, lost at the API): its "
+    "next run lands what ran and sends the rest again. A ledger file that cannot be read is named, one line each (exit 1)."
 )
 EXPORT_DESCRIPTION = (
     "Write the requests of an audit's rows not yet landed as JSONL files in the OpenAI Batch API's format "
-    "(one line per request, custom_id = the row's resume key; at most --api-batch-max-requests requests and "
+    "(one line per request, its custom_id naming the audit, the file and the line; at most --api-batch-max-requests requests and "
     "200 MB per file) for an offline runner such as vLLM's `vllm run-batch -i FILE -o OUTPUT --model MODEL`. "
     "Takes the flags of `dora audit` (--model is the name the runner serves; the audit is the one of "
-    "`dora audit --backend openai --model MODEL`); --family {probes}, the first the default. The files are "
+    "`dora audit --backend openai --model MODEL`); --family {probes}, the first the default. vLLM's run-batch "
+    "takes chat requests only (/v1/chat/completions): a completion-style export for it is refused (--runner openai "
+    "writes /v1/completions files for a host that takes them). The files are "
     "recorded in the audit's ledger: their rows go into no other batch until `dora batch import` lands the "
     "output (or `dora batches AUDIT --cancel`)."
 )
@@ -59,7 +62,10 @@ IMPORT_DESCRIPTION = (
     "Land an offline runner's output file (the Batch API's output format: custom_id, response.status_code, "
     "response.body) as the audit's rows, each exported file once: answers with their parse status, failed "
     "requests as 'error' rows; requests missing from the output go back to the pool (the next export or audit "
-    "sends them again). Then `dora audit` with the same flags builds the marts without calling any model."
+    "sends them again); a line of another shape (cut short, a custom_id that is not a string...) is quarantined "
+    "with its line number (landing/input_quarantine) and the rest lands. The output lands only in the audit and "
+    "file its custom_ids name, answered by the model they asked: any other output is refused in one line; an "
+    "output already landed lands nothing. Then `dora audit` with the same flags builds the marts without calling any model."
 )
 
 
@@ -102,23 +108,32 @@ def add_batch_parsers(sub) -> None:
         help=f"the family whose steps to export, repeatable: {', '.join(names)} (default: {names[0]})",
     )
     add_deprecated(export, ["--probe"], "--family", "family", append=True, choices=names)
+    export.add_argument(
+        "--runner",
+        default="vllm",
+        choices=["vllm", "openai"],
+        help="the runner the files are for: vllm (run-batch: chat requests only) or openai (a host of the Batch API's "
+        "format: chat and text completions)",
+    )
     seen = add_common_flags(export)
     add_all_family_flags(export, seen, shown=None)
     imp = commands.add_parser("import", help="land a runner's output JSONL file as an audit's rows", description=IMPORT_DESCRIPTION)
     imp.add_argument("output", metavar="OUTPUT", help="the runner's output file (JSONL)")
+    imp.add_argument("--audit", default=None, metavar="AUDIT_ID", help="refuse the output unless it answers a file exported for this audit")
 
 
 # ----------------------------------------------------------------------------- steps from their config
 
 
-def _step(kind: str):
+def _step(kind: str, families=None):
     """``(family, step)`` whose :attr:`~orchestration.family.BatchStep.step` is ``kind``, else ``None``."""
-    return next(((f, s) for f, s in batch_steps() if s.step == kind), None)
+    return next(((f, s) for f, s in batch_steps(families) if s.step == kind), None)
 
 
-def work_from_ledger(ledger):
+def work_from_ledger(ledger, families=None):
     """Rebuild the step a ledger belongs to from what it recorded (``meta.record``: the step's
-    kind, its run config, model version and target), through the family that declares the step.
+    kind, its run config, model version and target), through the family of ``families``
+    (default :data:`~orchestration.families.FAMILIES`) that declares the step.
 
     Raises:
         BatchError: the ledger records no step ``dora batch import`` can rebuild (one without
@@ -129,7 +144,7 @@ def work_from_ledger(ledger):
     record = ledger.meta.get("record") or {}
     kind, config = record.get("step"), record.get("config") or {}
     options = {"model_version": record.get("model_version"), "target": record.get("target"), "api_key_env": ledger.meta.get("api_key_env")}
-    found = _step(kind)
+    found = _step(kind, families)
     if found is None or found[1].work is None:
         raise BatchError(
             f"ledger {ledger.name!r} records step {kind!r}, which `dora batch import` cannot rebuild (its "
@@ -139,12 +154,13 @@ def work_from_ledger(ledger):
     return step.work(family.configs[step.op](**config), **options)
 
 
-def _batch_options(config, step: str, work):
+def _batch_options(config, step: str, work, runner: str = "vllm"):
     from models_inference.backends.batch_requests import BatchOptions
 
     return BatchOptions(
         max_requests=config.api_batch_max_requests,
         retries=config.api_batch_retries,
+        token_field="max_tokens" if runner == "vllm" else None,
         record={"step": step, "config": config.model_dump(mode="json"), "model_version": work.backend.model_version, "target": None},
     )
 
@@ -168,12 +184,15 @@ def cmd_batches(args) -> int:
     """``dora batches [AUDIT_ID] [--cancel]``: the ledgers' files and batches, or cancel one audit's."""
     from analytics.query import QueryResult, format_result
     from ingestion.errors import BatchError, ModelNotAvailableError
-    from models_inference.backends.batch_api import cancel_ledger, refresh_ledger
-    from models_inference.backends.batch_ledger import ledger_names, ledger_path, load_ledger
+    from models_inference.backends.batch_ledger import ledger_names, ledger_path, load_ledger, unreadable_ledgers
+    from models_inference.backends.batch_tools import cancel_ledger, refresh_ledger
     from orchestration.instance import prepare_environment
 
     prepare_environment(dagster=False)
     names = ledger_names()
+    unreadable = unreadable_ledgers()
+    for problem in unreadable:  # a ledger that cannot be read may hold submitted batches: never skipped silently
+        print(f"dora batches: {problem}", file=sys.stderr)
     if args.name is not None and not ledger_path(args.name).exists():
         import difflib
 
@@ -185,13 +204,15 @@ def cmd_batches(args) -> int:
         )
         print(f"dora batches: no batch ledger for {args.name!r} in $DORA_HOME/state/batches{hint}", file=sys.stderr)
         return 2
+    if args.name is not None and args.name not in names:  # its file cannot be read: named above, once
+        return 1
     if args.cancel:
         if args.name is None:
             print("dora batches: --cancel needs the AUDIT_ID whose batches to cancel (dora batches lists them)", file=sys.stderr)
             return 2
         acted = cancel_ledger(args.name)
         for e in acted:
-            what = f"batch {e.batch_id}: {e.status}" if e.batch_id else f"file {e.id}: closed, not sent"
+            what = f"batch {e.batch_id}: {e.status}" if e.state == "submitted" else f"file {e.id}: closed ({e.error or 'not sent'})"
             print(f"dora batches: {args.name}: {what} ({e.requests:,} requests)")
         if not acted:
             print(f"dora batches: {args.name}: no open batch to cancel")
@@ -208,11 +229,12 @@ def cmd_batches(args) -> int:
         for e in ledger.entries:
             rows.append((name, e.id, e.batch_id or "", e.state, e.status or "", e.requests, e.completed, e.failed, e.landed, e.not_run, e.updated_at))
     if not rows:
-        print("dora batches: no batch yet (dora audit --api-batch, dora batch export)", file=sys.stderr)
-        return 0
+        if not unreadable:
+            print("dora batches: no batch yet (dora audit --api-batch, dora batch export)", file=sys.stderr)
+        return 1 if unreadable else 0
     columns = ["ledger", "file", "batch", "state", "status", "requests", "completed", "failed", "landed", "not_run", "updated"]
     print(format_result(QueryResult(columns, rows), args.format))
-    return 0
+    return 1 if unreadable else 0
 
 
 def cmd_batch(args) -> int:
@@ -224,20 +246,22 @@ def cmd_batch(args) -> int:
 
 
 def _export(args) -> int:
-    from models_inference.backends.batch_api import export_batched
+    from models_inference.backends.batch_tools import export_batched
 
     out = Path(args.out).expanduser().resolve()
     written = 0
+    runner = getattr(args, "runner", "vllm")
     for step, config in export_configs(args):
         work = step.work(config)
-        entries = export_batched(work, _batch_options(config, step.step, work), out)
+        entries = export_batched(work, _batch_options(config, step.step, work, runner), out, runner=runner)
         if not entries:
             print(f"dora batch export: {work.step}, audit {work.name}: nothing to export (every row has landed or is in an open batch: dora batches)")
             continue
         print(f"dora batch export: {work.step}, audit {work.name}: {sum(e.requests for e in entries):,} requests in {len(entries)} file(s)")
         for e in entries:
             print(f"  {e.path} ({e.requests:,} requests, {e.endpoint})")
-            print(f"    vllm run-batch -i {e.path} -o {e.path[: -len('.jsonl')]}.output.jsonl --model {config.model}")
+            if runner == "vllm":
+                print(f"    vllm run-batch -i {e.path} -o {e.path[: -len('.jsonl')]}.output.jsonl --model {config.model}")
         written += len(entries)
     if written:
         print(
@@ -248,44 +272,43 @@ def _export(args) -> int:
 
 
 def _import(args) -> int:
-    from ingestion.errors import BatchError
-    from models_inference.backends.batch_api import import_batched
-    from models_inference.backends.batch_requests import read_lines
-    from models_inference.backends.batch_ledger import ledger_names, load_ledger
+    from ingestion.errors import InputFileError
+    from ingestion.quarantine import read_input_bytes
+    from models_inference.backends.batch_lines import read_output
+    from models_inference.backends.batch_tools import import_batched, output_owner
 
     path = Path(args.output).expanduser()
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_input_bytes(path, "the batch output").decode("utf-8")
+    except (InputFileError, UnicodeDecodeError) as exc:
         print(f"dora batch import: cannot read {path}: {exc}", file=sys.stderr)
         return 2
-    lines = read_lines(text)
+    lines, bad = read_output(text)
     if not lines:
-        print(f"dora batch import: {path} holds no output line", file=sys.stderr)
+        why = f"; line {bad[0].line}: {bad[0].reason}" if bad else ""
+        print(f"dora batch import: {path} holds no output line{why}", file=sys.stderr)
         return 2
-    wanted = {line["custom_id"] for line in lines}
-    found = []
-    for name in ledger_names():
-        ledger = load_ledger(name)
-        keys = {k for e in ledger.entries if e.state in ("exported", "landing", "closed") for k in e.keys}
-        if keys & wanted:
-            found.append(ledger)
-            wanted -= keys
-    if wanted:
-        raise BatchError(
-            f"{len(wanted)} line(s) of {path} name no request `dora batch export` wrote here (first custom_id: "
-            f"{sorted(wanted)[0][:120]!r}); import it into the DORA_HOME that exported it"
-        )
-    for ledger in found:
-        work = work_from_ledger(ledger)
-        own = [line for line in lines if line["custom_id"] in {k for e in ledger.entries for k in e.keys}]
-        summary = import_batched(work, own)
-        state = f"{summary.pending:,} requests still out" if summary.pending else "every exported file landed"
+    ledger, entry = output_owner(lines, source=str(path), audit=getattr(args, "audit", None))
+    if entry.state == "closed":  # landed (or closed by --cancel) once, never re-opened: a newer export stays open
+        how = f"closed ({entry.error})" if entry.error else f"landed already ({entry.landed:,} rows, {entry.updated_at})"
+        print(f"dora batch import: {path} answers file {entry.id} of audit {ledger.name}, {how}: nothing landed again")
+        return 0
+    if entry.state not in ("exported", "landing"):
         print(
-            f"dora batch import: {work.step}, audit {work.name}: {summary.generated:,} rows landed from "
-            f"{summary.files} file(s) ({dict(summary.statuses)}); {summary.not_run:,} requests not in the output go "
-            f"back to the pool; {state}"
+            f"dora batch import: {path} answers file {entry.id} of audit {ledger.name}, which was sent to the Batch API "
+            f"(state {entry.state}): its batch lands through the audit's run (or the batch sensor), not by import",
+            file=sys.stderr,
         )
+        return 2
+    work = work_from_ledger(ledger)
+    summary = import_batched(work, entry.id, lines, bad, source=str(path))
+    state = f"{summary.pending:,} requests still out" if summary.pending else "every exported file landed"
+    quarantined = f"; {summary.quarantined} line(s) of another shape quarantined (landing/input_quarantine)" if summary.quarantined else ""
+    print(
+        f"dora batch import: {work.step}, audit {work.name}: {summary.generated:,} rows landed from "
+        f"{summary.files} file(s) ({dict(summary.statuses)}); {summary.not_run:,} requests not in the output go "
+        f"back to the pool{quarantined}; {state}"
+    )
     return 0
 
 

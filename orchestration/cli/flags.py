@@ -28,7 +28,16 @@ from orchestration.options import csv_list, flag_type as _validator  # noqa: F40
 
 #: Fields every family may have, set by one flag each (``--max-error-share``, ``--no-progress``,
 #: the Batch API options ``--api-batch``...).
-COMMON_FIELDS = ("max_error_share", "progress", "api_batch", "api_batch_max_requests", "api_batch_wait", "api_batch_poll", "api_batch_retries")
+COMMON_FIELDS = (
+    "max_error_share",
+    "progress",
+    "api_batch",
+    "api_batch_max_requests",
+    "api_batch_wait",
+    "api_batch_poll",
+    "api_batch_retries",
+    "api_batch_max_open",
+)
 
 
 def common_flags() -> tuple[Flag, ...]:

@@ -50,6 +50,13 @@ class BatchApiOptions(dg.Config):
     api_batch_retries: int = Field(
         3, ge=0, le=20, description="times one run puts a request that failed or expired into a new batch (the next run retries the rest)"
     )
+    api_batch_max_open: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description="with --api-batch: at most this many batches of the model open at once at the endpoint (every audit "
+        "counted; the other files wait their turn, so the model's enqueued-token limit is not hit); 0: no bound",
+    )
 
 
 def batch_options(config, step: str, *, record_config=None, **record):
@@ -67,6 +74,7 @@ def batch_options(config, step: str, *, record_config=None, **record):
         wait=config.api_batch_wait,
         poll_seconds=config.api_batch_poll,
         retries=config.api_batch_retries,
+        max_open=getattr(config, "api_batch_max_open", 0) or None,
         record={"step": step, "config": (record_config or config).model_dump(mode="json"), **record},
     )
 

@@ -26,13 +26,31 @@ in creation order (default ``"completed"``):
 * ``POST .../cancel``: ``cancelling``, then ``cancelled`` at the next retrieve, its first half
   of lines run (the rest ``batch_cancelled``).
 
+Modes of the real API's other behaviours (each off by default):
+
+* ``server.finalizing``: ``in_progress`` -> ``finalizing`` -> the outcome (one more retrieve);
+* ``server.shuffle``: the output file's lines in another order than the input's;
+* ``server.expire_outputs``: a finished batch's output and error files are gone (HTTP 404 on
+  download, as after OpenAI's 30 days); ``server.forget(batch_id)``: the batch itself is gone;
+* ``server.token_limit_failures``: that many of the next created batches fail at validation
+  with ``token_limit_exceeded`` (the model's enqueued-token limit);
+* ``server.error_shape = "vllm"``: a failed line as vLLM's ``run-batch`` writes it (status 400,
+  ``body: null``, ``error: {"error": {"message", "type", "code"}}``);
+* ``server.output_text``: ``rows -> text`` writes a finished batch's output file (default one
+  JSON line per row): a test's corrupt lines, a line cut short, raw U+2028 in an answer;
+* ``server.chat_only``: the live ``POST /v1/completions`` answers 404 as a chat-only model's
+  server does (``POST /v1/chat/completions`` and ``/v1/completions`` answer live requests, for
+  the capability probe).
+
 ``request_counts`` follow (``total``, ``completed``, ``failed``). For process-kill tests,
 ``server.hold(method, path_prefix, when)`` makes the next matching request wait (``when``
 ``"before"``: before it does anything, and it is dropped when released; ``"after"``: after
 the batch is created, before the reply is sent); ``server.held`` is set once a request is
 waiting, ``server.release()`` lets it go. ``server.calls`` lists ``(method, path)`` of every
-request; ``server.created`` the ids of the batches created, in order. :func:`offline_run` stands
-in for an offline runner (vLLM's ``run-batch``) on a file ``dora batch export`` wrote.
+request; ``server.created`` the ids of the batches created, in order; ``server.most_open`` the
+most batches open (not ended) at once. :func:`offline_run` stands
+in for an offline runner on a file ``dora batch export`` wrote; :func:`vllm_run_batch` for
+vLLM's ``run-batch`` itself, taking only what it takes.
 
 Usage::
 
@@ -70,7 +88,8 @@ def offline_run(
     from pathlib import Path
 
     out = []
-    for n, raw in enumerate(Path(input_path).read_text(encoding="utf-8").splitlines()):
+    # split on newlines only, as the API does: U+2028 and its kind are text inside a JSON string
+    for n, raw in enumerate(r for r in Path(input_path).read_text(encoding="utf-8").split("\n") if r.strip()):
         line = json.loads(raw)
         cid, body = line["custom_id"], line["body"]
         if skip(cid):
@@ -107,6 +126,56 @@ def offline_run(
     return len(out)
 
 
+#: The endpoints vLLM's ``run-batch`` takes (its ``BatchRequestInput.url``).
+VLLM_BATCH_URLS = ("/v1/chat/completions", "/v1/embeddings", "/v1/score", "/v1/rerank")
+#: vLLM's error for a chat request to a model whose tokenizer has no chat template.
+NO_CHAT_TEMPLATE = (
+    "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one."
+)
+
+
+def vllm_run_batch(input_path, output_path, reply: Callable[[dict], str], *, chat_template: bool = True, model: str | None = None) -> int:
+    """A stand-in for ``vllm run-batch -i INPUT -o OUTPUT --model MODEL`` that takes only what
+    it takes: every line is checked as vLLM's ``BatchRequestInput`` (``custom_id`` a string,
+    ``method`` POST, ``url`` one of :data:`VLLM_BATCH_URLS`, ``body`` an object), and a file with
+    any other line is refused as a whole (``ValueError``, as vLLM exits on a validation error).
+    Chat requests are answered ``reply(body)`` by ``model`` (default: the request's), or, for a
+    model without a chat template, each with vLLM's error line (status 400, ``body`` null,
+    ``error: {"error": {...}}``). Returns the lines written."""
+    from pathlib import Path
+    from typing import Literal
+
+    from pydantic import BaseModel, StrictStr
+
+    class BatchRequestInput(BaseModel):
+        custom_id: StrictStr
+        method: Literal["POST"]
+        url: Literal[VLLM_BATCH_URLS]  # type: ignore[valid-type]
+        body: dict
+
+    out = []
+    for n, raw in enumerate(Path(input_path).read_text(encoding="utf-8").split("\n")):
+        if not raw.strip():
+            continue
+        line = BatchRequestInput.model_validate_json(raw)  # raises pydantic.ValidationError (a ValueError)
+        if not chat_template:
+            error = {"error": {"message": NO_CHAT_TEMPLATE, "type": "BadRequestError", "param": None, "code": 400}}
+            response = {"status_code": 400, "request_id": f"vllm-batch-{n}", "body": None}
+            out.append(json.dumps({"id": f"vllm-{n}", "custom_id": line.custom_id, "response": response, "error": error}))
+            continue
+        body = {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model or line.body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply(line.body)}, "finish_reason": "stop"}],
+        }
+        response = {"status_code": 200, "request_id": f"vllm-batch-{n}", "body": body}
+        out.append(json.dumps({"id": f"vllm-{n}", "custom_id": line.custom_id, "response": response, "error": None}))
+    Path(output_path).write_text("".join(line + "\n" for line in out), encoding="utf-8")
+    return len(out)
+
+
 class BatchStubServer:
     """Threaded HTTP server of the Files and Batches endpoints (see the module docstring)."""
 
@@ -123,6 +192,14 @@ class BatchStubServer:
         self.outcomes: list[str] = []
         self.expired_ran = 0.5
         self.failure_code, self.failure_message = "invalid_json_line", "This line is not parseable as valid JSON."
+        self.finalizing = False
+        self.shuffle = False
+        self.expire_outputs = False
+        self.token_limit_failures = 0
+        self.error_shape = "openai"
+        self.chat_only = False
+        self.output_text: Callable[[list[dict]], str] | None = None
+        self.most_open = 0
         self.held = threading.Event()
         self._release = threading.Event()
         self._hold: tuple[str, str, str] | None = None
@@ -168,6 +245,9 @@ class BatchStubServer:
                     batch = server._advance(parts[3])
                     self._send(200, batch) if batch else self._send(404, {"error": {"message": "no such batch"}})
                 elif len(parts) == 5 and parts[2] == "files" and parts[4] == "content" and parts[3] in server.files:
+                    if server.files[parts[3]].get("gone"):
+                        self._send(404, {"error": {"message": f"No such File object: {parts[3]}", "type": "invalid_request_error"}})
+                        return
                     self._send(200, raw=server.files[parts[3]]["data"])
                 elif len(parts) == 4 and parts[2] == "files" and parts[3] in server.files:
                     self._send(200, server._file_object(parts[3]))
@@ -200,6 +280,13 @@ class BatchStubServer:
                         self._send(200, batch)
                     except (BrokenPipeError, ConnectionResetError):
                         pass
+                elif path in ("/v1/chat/completions", "/v1/completions"):  # live requests (the capability probe)
+                    req = json.loads(raw or b"{}")
+                    if path == "/v1/completions" and server.chat_only:
+                        message = "The model does not support Completions API"
+                        self._send(404, {"error": {"message": message, "type": "NotFoundError", "code": 404}})
+                    else:
+                        self._send(200, server._reply({"custom_id": "live", "url": path, "body": req}))
                 elif path.startswith("/v1/batches/") and path.endswith("/cancel"):
                     batch = server._cancel(path.split("/")[3])
                     self._send(200, batch) if batch else self._send(404, {"error": {"message": "no such batch"}})
@@ -227,6 +314,11 @@ class BatchStubServer:
     def lines_of(self, batch_id: str) -> list[dict]:
         """The request lines of a batch's input file."""
         return self.batches[batch_id]["_lines"]
+
+    def forget(self, batch_id: str) -> None:
+        """The batch is gone (its retrieve and cancel answer 404), as for another key's batch."""
+        with self._lock:
+            self.batches.pop(batch_id, None)
 
     # ------------------------------------------------------------------ state
 
@@ -265,9 +357,12 @@ class BatchStubServer:
 
     def _create(self, req: dict) -> dict:
         bid = self._id("batch")
-        lines = [json.loads(line) for line in self.files[req["input_file_id"]]["data"].decode().splitlines() if line.strip()]
+        lines = [json.loads(line) for line in self.files[req["input_file_id"]]["data"].decode().split("\n") if line.strip()]
         with self._lock:
             outcome = self.outcomes.pop(0) if self.outcomes else "completed"
+            if self.token_limit_failures > 0:
+                self.token_limit_failures -= 1
+                outcome = "token_limit"
             batch = {
                 "id": bid,
                 "object": "batch",
@@ -293,6 +388,8 @@ class BatchStubServer:
             }
             self.batches[bid] = batch
             self.created.append(bid)
+            still = sum(1 for b in self.batches.values() if b["status"] not in ("completed", "expired", "failed", "cancelled"))
+            self.most_open = max(self.most_open, still)
         return self._public(batch)
 
     @staticmethod
@@ -300,7 +397,7 @@ class BatchStubServer:
         return {k: v for k, v in batch.items() if not k.startswith("_")}
 
     def _list(self, limit: int, after: str | None) -> dict:
-        ids = list(reversed(self.created))
+        ids = [i for i in reversed(self.created) if i in self.batches]  # a forgotten batch is not listed
         if after in ids:
             ids = ids[ids.index(after) + 1 :]
         page = ids[:limit]
@@ -355,7 +452,12 @@ class BatchStubServer:
                 )
                 continue
             status = self.line_status(line["custom_id"], line.get("body") or {})
-            if status == 200:
+            if status != 200 and self.error_shape == "vllm":
+                error = {"error": {"message": f"scripted {status}", "type": "BadRequestError", "param": None, "code": status}}
+                err.append(
+                    {"id": rid, "custom_id": line["custom_id"], "response": {"status_code": 400, "request_id": rid, "body": None}, "error": error}
+                )
+            elif status == 200:
                 out.append(
                     {
                         "id": rid,
@@ -378,9 +480,17 @@ class BatchStubServer:
                     }
                 )
         batch["request_counts"] = {"total": len(batch["_lines"]), "completed": len(out), "failed": len(err) - (len(batch["_lines"]) - ran)}
+        if self.shuffle:  # the API writes output lines in any order
+            import random
+
+            random.Random(batch["id"]).shuffle(out)
+            out.reverse()
         for kind, rows in (("output_file_id", out), ("error_file_id", err)):
             if rows:
-                batch[kind] = self._store("".join(json.dumps(r) + "\n" for r in rows).encode(), "batch_output", f"{batch['id']}_{kind}.jsonl")
+                text = self.output_text(rows) if self.output_text and kind == "output_file_id" else "".join(json.dumps(r) + "\n" for r in rows)
+                batch[kind] = self._store(text.encode(), "batch_output", f"{batch['id']}_{kind}.jsonl")
+                if self.expire_outputs:
+                    self.files[batch[kind]]["gone"] = True
 
     def _advance(self, bid: str) -> dict | None:
         with self._lock:
@@ -398,11 +508,16 @@ class BatchStubServer:
                 problem = self._validation_error(batch)
                 if problem is None and batch["_outcome"] == "failed":
                     problem = {"code": self.failure_code, "message": self.failure_message, "param": None, "line": 1}
+                if problem is None and batch["_outcome"] == "token_limit":
+                    message = "Enqueued token limit reached for stub-model in organization org-stub. Limit: 90,000 enqueued tokens."
+                    problem = {"code": "token_limit_exceeded", "message": message, "param": None, "line": None}
                 if problem:
                     batch.update(status="failed", failed_at=now, errors={"object": "list", "data": [problem]})
                 else:
                     batch.update(status="in_progress", in_progress_at=now)
-            if batch["status"] == "in_progress" and batch["_polls"] >= self.polls_to_finish:
+            if batch["status"] == "in_progress" and batch["_polls"] >= self.polls_to_finish and self.finalizing:
+                batch.update(status="finalizing", finalizing_at=now)
+            elif batch["status"] in ("in_progress", "finalizing") and batch["_polls"] >= self.polls_to_finish:
                 outcome = batch["_outcome"]
                 if outcome == "expired":
                     self._run(batch, int(len(batch["_lines"]) * self.expired_ran), "batch_expired")
