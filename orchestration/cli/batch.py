@@ -249,11 +249,16 @@ def _export(args) -> int:
 
 def _import(args) -> int:
     from ingestion.errors import BatchError
+    from ingestion.input_paths import path_problem
     from models_inference.backends.batch_api import import_batched
     from models_inference.backends.batch_requests import read_lines
     from models_inference.backends.batch_ledger import ledger_names, load_ledger
 
     path = Path(args.output).expanduser()
+    problem = path_problem(path, "file", "OUTPUT")  # a FIFO would block the read for ever
+    if problem:
+        print(f"dora batch import: {problem}", file=sys.stderr)
+        return 2
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
