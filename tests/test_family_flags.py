@@ -13,6 +13,7 @@ import pytest
 from orchestration import families as fam
 from orchestration.cli.flags import op_run_configs
 from orchestration.cli.parser import build_parser
+from tests.helpers.dora_cli import dora_process_imports
 
 
 def _ops(*argv):
@@ -215,7 +216,7 @@ def test_defaults_come_from_the_config_fields():
 
 def _help(*argv) -> str:
     proc = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "audit", *argv], capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"}
+        [sys.executable, "-m", "orchestration.cli", "audit", *argv], capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"}
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -246,38 +247,11 @@ def _out_of_range_cases():
     return cases
 
 
-#: Packages a refused flag must not import: the model stack and dbt (the parser itself is built
-#: from the families' Dagster Config classes, so ``dagster`` is imported, but no run, instance
-#: or storage is opened: no Dagster home is created).
-HEAVY = ("torch", "transformers", "diffusers", "accelerate", "dbt", "dagster_dbt", "spacy")
-
-#: Runs the real entry point (``python -m orchestration.cli``), then prints the heavy packages it
-#: imported on stdout (argparse's refusal is on stderr), however it exits.
-_ENTRY_POINT = """
-import runpy, sys
-sys.argv = ["dora", *sys.argv[1:]]
-try:
-    runpy.run_module("orchestration.cli", run_name="__main__")
-finally:
-    print("imported:", ",".join(sorted({m.split(".")[0] for m in sys.modules} & set(HEAVY))))
-"""
-
-
-def refused_in_process(tmp_path, *argv) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """``dora *argv`` as its own process with a fresh home: (the process, the heavy packages it imported)."""
-    env = {**os.environ, "DORA_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dagster")}
-    code = f"HEAVY = {HEAVY!r}\n" + _ENTRY_POINT
-    proc = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True, timeout=120)
-    imported = [line for line in proc.stdout.splitlines() if line.startswith("imported:")]
-    assert imported, proc.stdout
-    return proc, [m for m in imported[-1].removeprefix("imported:").strip().split(",") if m]
-
-
 @pytest.mark.parametrize("family,flag,value", _out_of_range_cases(), ids=[c[0] for c in _out_of_range_cases()])
 def test_out_of_range_is_one_line_exit_2_fast(tmp_path, family, flag, value):
     """Refused before anything starts, checked by what was not done (no Dagster or dora home,
     no model stack or dbt imported), not by CPU seconds, which a loaded machine stretches."""
-    proc, imported = refused_in_process(tmp_path, "audit", flag, value)
+    proc, imported = dora_process_imports(tmp_path, "audit", flag, value)
     assert proc.returncode == 2
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"dora audit: error: argument {flag}: ") and "out of range" in last, proc.stderr
@@ -285,11 +259,11 @@ def test_out_of_range_is_one_line_exit_2_fast(tmp_path, family, flag, value):
     assert imported == [], imported
 
 
-def test_the_import_check_sees_a_heavy_import():
-    """The check above can fail: the same probe around a process that imports torch names it."""
-    code = f"HEAVY = {HEAVY!r}\n" + _ENTRY_POINT.replace('runpy.run_module("orchestration.cli", run_name="__main__")', "import torch")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
-    assert out.strip().splitlines()[-1] == "imported: torch", out
+@pytest.mark.slow  # imports torch, then starts dora
+def test_the_import_check_sees_a_heavy_import(tmp_path):
+    """The check above can fail: the same probe names torch when the process imports it."""
+    proc, imported = dora_process_imports(tmp_path, "audit", "--cf-runs", "100001", before="import torch")
+    assert proc.returncode == 2 and imported == ["torch"], imported
 
 
 def test_every_range_checked_flag_matches_its_field():
@@ -406,7 +380,7 @@ def test_bad_input_path_through_the_real_entry_point(tmp_path, argv):
     paths = _paths(tmp_path)
     env = {**os.environ, "DORA_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dagster")}
     proc = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "audit", *[a.format(**paths) for a in argv]], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "orchestration.cli", "audit", *[a.format(**paths) for a in argv]], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
