@@ -58,6 +58,14 @@ def test_an_unknown_kind_is_a_programming_error():
         path_problem("x", "fiel")
 
 
+@pytest.fixture
+def no_command_runs(monkeypatch):
+    """A path that is not refused would let the command run (an audit): fail at once instead."""
+    import orchestration.cli
+
+    monkeypatch.setattr(orchestration.cli, "run_reporting_errors", lambda handler, args: pytest.fail(f"{handler.__name__} ran"))
+
+
 def _main(argv) -> int:
     from orchestration.cli import main
 
@@ -83,7 +91,7 @@ def test_the_registry_flag_is_a_path_flag():
 
 
 @pytest.mark.parametrize("family,flag", _path_flags(), ids=[f"{f}:{g}" for f, g in _path_flags()])
-def test_every_path_flag_refuses_a_fifo(tmp_path, monkeypatch, capsys, paths, family, flag):
+def test_every_path_flag_refuses_a_fifo(tmp_path, monkeypatch, capsys, paths, no_command_runs, family, flag):
     monkeypatch.setenv("DORA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
     assert _main(["audit", "--family", family, flag, paths["fifo"]]) == 2
@@ -93,7 +101,7 @@ def test_every_path_flag_refuses_a_fifo(tmp_path, monkeypatch, capsys, paths, fa
 
 
 @pytest.mark.timeout(120)  # before the fix the loader blocked on the FIFO: a hang fails here
-def test_a_local_model_that_is_a_fifo_is_refused(tmp_path, monkeypatch, capsys, paths):
+def test_a_local_model_that_is_a_fifo_is_refused(tmp_path, monkeypatch, capsys, paths, no_command_runs):
     """It exists, so it used to pass as a model path, and the loader would block reading it."""
     monkeypatch.setenv("DORA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
@@ -104,7 +112,7 @@ def test_a_local_model_that_is_a_fifo_is_refused(tmp_path, monkeypatch, capsys, 
     )
 
 
-def test_models_list_refuses_a_fifo_registry(tmp_path, monkeypatch, capsys, paths):
+def test_models_list_refuses_a_fifo_registry(tmp_path, monkeypatch, capsys, paths, no_command_runs):
     monkeypatch.setenv("DORA_HOME", str(tmp_path / "home"))
     assert _main(["models", "list", "--no-resolve", "--registry", paths["fifo"]]) == 2
     assert (
