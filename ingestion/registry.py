@@ -62,6 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from ingestion.contracts.biasdora import CURATED_SOURCE, DESCRIPTOR_SOURCES
 from ingestion.errors import RegistryError, UnknownTargetError
+from ingestion.input_paths import path_problem
 from ingestion.vocabulary import (
     ADHOC_PARTITION_PREFIX,
     BACKENDS,
@@ -535,11 +536,14 @@ def load_registry(path: Path | str | None = None) -> Registry:
     """Read and validate the registry file (default :func:`default_registry_path`).
 
     Raises:
-        RegistryError: the file is missing or invalid (every bad field named).
+        RegistryError: the file is missing, not a regular file (a FIFO is refused unopened), not
+            readable or invalid (every bad field named).
     """
     path = Path(path).expanduser().resolve() if path else default_registry_path()
-    if not path.is_file():
-        raise RegistryError(path, ["file not found (set $DORA_REGISTRY or create registry.yaml)"])
+    problem = path_problem(path, "file")  # a FIFO would block the read
+    if problem:
+        fix = " (set $DORA_REGISTRY or create registry.yaml)" if not path.exists() else ""
+        raise RegistryError(path, [problem + fix])
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

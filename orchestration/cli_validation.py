@@ -11,7 +11,7 @@ or dbt is imported): one line of message, exit code 2, about a second. Two layer
 * :func:`check_args` for what depends on several flags (a local model named for a local
   backend must exist, except for ``dora audit --dry-run``, which loads no model) or on the
   file system (``--out`` must not be a file; every family flag declared with ``path=`` must
-  name an existing file or folder of the right kind, :func:`path_problem`); each selected
+  name an existing file or folder of the right kind, :func:`ingestion.input_paths.path_problem`); each selected
   family's own ``check`` of its settings taken together runs next
   (``orchestration/cli/flags.py: family_problem``, which knows the families).
 
@@ -27,6 +27,8 @@ import os
 import re
 from pathlib import Path
 from typing import Callable, Sequence
+
+from ingestion.input_paths import path_problem  # the one check of every input path (re-exported: the families' flags use it)
 
 
 def int_range(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
@@ -169,8 +171,8 @@ def local_model_problem(ref: str, flag: str) -> str | None:
     """Why ``ref`` cannot name a local model for ``flag`` (``None`` if it can): a path that
     does not exist, or a name that is neither a path nor a hub id in the Hugging Face cache."""
     path = Path(ref).expanduser()
-    if path.exists():
-        return None
+    if path.exists():  # a model file or folder: a FIFO or device would block the loader
+        return path_problem(ref, "file_or_folder", flag)
     if _looks_like_path(ref):
         return f"{flag} {ref}: no such file or folder"
     if _hub_cached(ref):
@@ -229,37 +231,6 @@ def _model_problems(given: dict[str, str]) -> str | None:
 LOCAL_BACKENDS = ("transformers", "diffusers")
 
 
-def path_problem(value: str, kind: str, flag: str) -> str | None:
-    """Why ``value`` cannot be the input ``flag`` names (``None`` if it can).
-
-    Args:
-        value: the path as given. kind: ``"file"``, ``"folder"`` or ``"file_or_folder"``.
-        flag: the flag, for the message.
-
-    Returns:
-        One line: no such path, a folder where a file is expected (or the reverse), a FIFO,
-        socket or device (reading one could block forever), or a file that cannot be read.
-    """
-    path = Path(value).expanduser()
-    wanted = {"file": "file", "folder": "folder"}.get(kind, "file or folder")
-    if not path.exists():
-        broken = " (a broken symbolic link)" if path.is_symlink() else ""
-        return f"{flag} {value}: no such {wanted}{broken}"
-    if path.is_dir():
-        if kind == "file":
-            return f"{flag} {value}: is a folder; expected a file"
-        if not os.access(path, os.R_OK | os.X_OK):
-            return f"{flag} {value}: the folder cannot be read (permission denied)"
-        return None
-    if not path.is_file():
-        return f"{flag} {value}: not a regular file (a FIFO, socket or device); expected a {wanted}"
-    if kind == "folder":
-        return f"{flag} {value}: is a file; expected a folder"
-    if not os.access(path, os.R_OK):
-        return f"{flag} {value}: the file cannot be read (permission denied)"
-    return None
-
-
 def command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
     """The sub-parser of ``command`` (its ``prog`` is ``dora <command>``), else ``parser``."""
     for action in parser._actions:
@@ -292,6 +263,10 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
             problem = local_model_problem(args.judge_model, "--judge-model")
             if problem:
                 parser.error(problem)
+    if command == "models" and args.registry:  # (dora audit's --registry is a family flag declared with path=)
+        problem = path_problem(args.registry, "file", "--registry")
+        if problem:
+            parser.error(problem)
     if command == "report" and args.out:
         out = Path(args.out).expanduser()
         if out.exists() and not out.is_dir():

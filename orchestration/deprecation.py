@@ -4,7 +4,8 @@ sets the new one's value, and says once on stderr which name to use instead.
 dora names a concept one way everywhere (docs/glossary.md): a probe family is a *family*
 (``--family``, not ``--probe``), a prompt's repetitions are *runs* (``--judge-runs``, not
 ``--judge-repeats``). The old spellings are hidden from ``--help`` and read until
-:data:`REMOVED_IN`.
+:data:`REMOVED_IN`; an old name given together with its new one is refused
+(:func:`old_and_new_given`), as the registry refuses such a pair of options.
 """
 
 from __future__ import annotations
@@ -48,6 +49,36 @@ class DeprecatedSpelling(argparse.Action):
             setattr(namespace, self.dest, values)
 
 
+def old_and_new_given(parser: argparse.ArgumentParser, arg_strings: list[str]) -> str | None:
+    """The one-line refusal of an old flag name given together with its new name, else ``None``.
+
+    ``--cf-seeds 2 --cf-runs 5`` would otherwise let the last one win without a word; the registry
+    refuses the same pair (``orchestration/options.py``). Read from ``parser``'s own options before
+    it parses ``arg_strings`` (so no deprecation notice is printed for a refused line), the way
+    argparse reads them: ``--flag value`` and ``--flag=value``, an unambiguous prefix of a flag
+    when the parser allows abbreviations, nothing after ``--``.
+    """
+    actions = parser._option_string_actions
+    given: dict[argparse.Action, str] = {}
+    for arg in arg_strings:
+        if arg == "--":
+            break
+        if not arg.startswith("--"):
+            continue
+        name = arg.split("=", 1)[0]
+        action = actions.get(name)
+        if action is None and parser.allow_abbrev:
+            matches = {actions[o] for o in actions if o.startswith(name)}
+            action = matches.pop() if len(matches) == 1 else None
+        if action is not None:
+            given.setdefault(action, name)
+    for action, old in given.items():
+        new = actions.get(action.replacement) if isinstance(action, DeprecatedSpelling) else None
+        if new is not None and new in given:
+            return f"{old} and {action.replacement} given together: {old} is the old name of {action.replacement}; give {action.replacement} only"
+    return None
+
+
 def add_deprecated(
     parser, old: tuple[str, ...] | list[str], replacement: str, dest: str, *, append: bool = False, switch: bool | None = None, **kwargs
 ) -> None:
@@ -61,4 +92,4 @@ def add_deprecated(
     parser.add_argument(*old, dest=dest, action=DeprecatedSpelling, replacement=replacement, append=append, **kwargs)
 
 
-__all__ = ["REMOVED_IN", "DeprecatedSpelling", "add_deprecated", "deprecation_notice"]
+__all__ = ["REMOVED_IN", "DeprecatedSpelling", "add_deprecated", "deprecation_notice", "old_and_new_given"]

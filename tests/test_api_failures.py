@@ -8,7 +8,6 @@ timeouts are not re-sent, and ``api_model`` versions come from the ``/models`` l
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -122,14 +121,12 @@ def test_timeout_is_not_resent(dora_home, api_key):
         server.completion_reply = _continue
         server.delay_next(2.0)
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=1, timeout=0.5, max_retries=3)
-        start = time.monotonic()
         summary = run_t2t_probe(
             TEMPLATES, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"), progress=False, max_error_share=0.5
         )
-        elapsed = time.monotonic() - start
         posts = [r for r in server.requests if r["path"].endswith("/completions")]
-    assert summary.statuses == {"ok": 5, "error": 1} and len(posts) == 6  # the timed-out one sent once
-    assert elapsed < 5
+    # the timed-out one sent once (the count, not the run's seconds, which a loaded machine stretches)
+    assert summary.statuses == {"ok": 5, "error": 1} and len(posts) == 6
     assert "APITimeoutError" in [r for r in _landed() if r["parse_status"] == "error"][0]["raw_output"]
 
 

@@ -56,7 +56,7 @@ def test_fresh_dagster_home_opened_by_three_processes_at_once(tmp_path):
     procs = [
         subprocess.Popen([sys.executable, "-c", code], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)
     ]
-    outs = [p.communicate(timeout=120) for p in procs]
+    outs = [p.communicate(timeout=600) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-2000:]
         assert out.strip() == "0"
@@ -116,7 +116,7 @@ def test_corrupt_dagster_storage_names_the_file_and_the_recovery(dagster_home, n
 def test_corrupt_dagster_storage_cli_is_one_line_exit_2(dagster_home, command):
     bad = dagster_home / "dagster" / "history" / "runs.db"
     bad.write_bytes(b"not a database" * 100)
-    done = subprocess.run(_dora(*command), env=_env(dagster_home), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(_dora(*command), env=_env(dagster_home), capture_output=True, text=True, timeout=600)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith(f"dora {command[0]}:")]

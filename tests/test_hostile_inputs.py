@@ -16,7 +16,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingestion.landing import read_landing, write_shard
+from tests.helpers.dora_cli import dora_process_imports
 from tests.helpers.openai_server import OpenAIStubServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -135,17 +135,14 @@ def test_bad_flag_is_one_argparse_line(home, monkeypatch, capsys, name, args, me
 
 def test_bad_flag_in_a_real_process_is_one_line_exit_2_and_quick(home):
     """The ``dora`` process itself: exit 2, the one argparse line last on stderr, no traceback,
-    nothing started, and quick (argparse-level validation imports no Dagster run, model or dbt)."""
+    nothing started: no Dagster home, no model stack or dbt imported (argparse-level validation;
+    checked by what was not done, not by seconds, which a loaded machine stretches)."""
     before = _landed_rows(home)
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "audit", "--runs", "0"], env=_env(home), capture_output=True, text=True, timeout=60
-    )
-    elapsed = time.monotonic() - start
+    proc, imported = dora_process_imports(home.parent, "audit", "--runs", "0")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].endswith("--runs: 0 is out of range: expected 1..1000")
-    assert "Traceback" not in proc.stderr and not (home / "dagster").exists()
-    assert elapsed < 10  # well under 1 s idle (README); loose here for a shared CI machine
+    assert "Traceback" not in proc.stderr and imported == [], imported
+    assert not (home.parent / "dagster").exists() and not (home / "dagster").exists()
     assert _landed_rows(home) == before
 
 
@@ -153,7 +150,7 @@ def test_report_out_is_an_existing_file(home, tmp_path):
     out = tmp_path / "report.html"
     out.write_text("keep me")
     proc = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "report", "--out", str(out)], env=_env(home), capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "orchestration.cli", "report", "--out", str(out)], env=_env(home), capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 2 and "is an existing file" in proc.stderr.splitlines()[-1]
     assert out.read_text() == "keep me"
@@ -161,7 +158,7 @@ def test_report_out_is_an_existing_file(home, tmp_path):
 
 # --------------------------------------------------------------------------- CLI: runtime one-liners
 def _dora(home: Path, *args, **env):
-    return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], env=_env(home, **env), capture_output=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], env=_env(home, **env), capture_output=True, timeout=600)
 
 
 QUERY_ESCAPES = [
@@ -208,7 +205,7 @@ def test_query_into_a_closed_pipe_is_quiet(home):
     proc.stdout.readline()
     proc.stdout.close()  # `| head -1`
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 0 and "Traceback" not in err, err
+    assert proc.wait(timeout=600) == 0 and "Traceback" not in err, err
 
 
 def test_query_with_invalid_utf8_sql(home):

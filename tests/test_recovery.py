@@ -113,7 +113,7 @@ def test_a_warehouse_held_by_a_writer_is_busy_not_corrupt(dora_home):
         assert recover_warehouse(STEPS) == [] and path.exists()
     finally:
         holder.stdin.close()
-        holder.wait(timeout=60)
+        holder.wait(timeout=600)
 
 
 def test_dora_query_on_a_truncated_warehouse_is_one_line(dora_home):
@@ -122,7 +122,7 @@ def test_dora_query_on_a_truncated_warehouse_is_one_line(dora_home):
     _truncate(path, _multi_block_warehouse(path) // 2)
     env = {**os.environ, "DORA_HOME": str(dora_home), "DAGSTER_HOME": str(dora_home / "dagster"), "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "query", "select count(*) from t"], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "orchestration.cli", "query", "select count(*) from t"], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "truncated" in proc.stderr and "dora audit" in proc.stderr

@@ -169,7 +169,7 @@ def test_sigkilled_process_resumes_with_only_the_missing_keys_exactly_once(dora_
         env={**os.environ, "DORA_HOME": str(dora_home)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert proc.returncode == -9, proc.stderr
     assert shard_sizes(dora_home, "killed") == [5, 5]

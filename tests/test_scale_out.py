@@ -237,7 +237,7 @@ def test_the_fork_server_preloads_what_a_step_process_opens(dora_home):
         "print(__import__('json').dumps({'before': sorted(before), 'after': [m in sys.modules for m in "
         "('openai', 'pandas', 'dagster._core.storage.event_log.sqlite', 'upath')], 'job_s': time.perf_counter() - t}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=dora_env(dora_home), capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=dora_env(dora_home), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["before"] == []  # orchestration.definitions alone imports none of them

@@ -1,6 +1,7 @@
 """The fast tier's guard (tests/helpers/slow_marker.py), run on a throw-away test file through
 pytest's own ``pytester``: an unmarked test over the threshold (setup included) fails with a message naming the
-mark and the variable; a marked one, a quick one and a switched-off check pass. Under coverage,
+mark and the variable; a marked one, a quick one, one that only waits (wall seconds without CPU,
+as on a loaded machine) and a switched-off check pass. Under coverage,
 an in-process dbt call runs untraced and the tracer is back after it (tests/conftest.py)."""
 
 import pytest
@@ -11,22 +12,30 @@ SLEEPY = """
 import time
 import pytest
 
+def busy(seconds):
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+
 def test_unmarked_sleeper():
-    time.sleep(0.6)
+    busy(0.6)
 
 @pytest.mark.slow
 def test_marked_sleeper():
-    time.sleep(0.6)
+    busy(0.6)
 
 def test_quick():
     pass
 
 @pytest.fixture
 def sleepy_fixture():
-    time.sleep(0.6)
+    busy(0.6)
 
 def test_quick_call_slow_setup(sleepy_fixture):
     pass
+
+def test_unmarked_waiter():
+    time.sleep(0.6)  # wall seconds with no CPU: what other processes on the cores do to a test
 """
 
 
@@ -43,10 +52,10 @@ def sleepy(pytester, monkeypatch):
 def test_unmarked_test_over_the_threshold_fails(sleepy, monkeypatch):
     monkeypatch.setenv("DORA_SLOW_TEST_SECONDS", "0.3")
     result = sleepy.runpytest("-p", "tests.helpers.slow_marker")
-    result.assert_outcomes(passed=2, failed=2)
+    result.assert_outcomes(passed=3, failed=2)  # the waiter passes: a loaded machine stretches wall time, not CPU time
     result.stdout.fnmatch_lines(
         [
-            "*test_unmarked_sleeper took *s (setup *, call *), over 0.3 s, without @pytest.mark.slow*DORA_SLOW_TEST_SECONDS*",
+            "*test_unmarked_sleeper took *s (setup *, call *; the smaller of wall and CPU seconds), over 0.3 s, without @pytest.mark.slow*DORA_SLOW_TEST_SECONDS*",
         ]
     )
     result.stdout.fnmatch_lines(["*test_quick_call_slow_setup took *s (setup *"])
@@ -54,7 +63,7 @@ def test_unmarked_test_over_the_threshold_fails(sleepy, monkeypatch):
 
 def test_threshold_zero_switches_the_check_off(sleepy, monkeypatch):
     monkeypatch.setenv("DORA_SLOW_TEST_SECONDS", "0")
-    sleepy.runpytest("-p", "tests.helpers.slow_marker").assert_outcomes(passed=4)
+    sleepy.runpytest("-p", "tests.helpers.slow_marker").assert_outcomes(passed=5)
 
 
 def test_a_bad_threshold_is_a_usage_error(sleepy, monkeypatch):

@@ -263,6 +263,7 @@ def generate_shared_prefix(
     import torch
     from transformers import DynamicCache, TopPLogitsWarper
 
+    from models_inference.backends.cpu_share import adjust_threads
     from models_inference.backends.local import PerRowSampler, sampling_processors
 
     n = len(texts)
@@ -319,6 +320,7 @@ def generate_shared_prefix(
             new: dict[int, list[int]] = {r: [] for r in state_of}
             active = list(state_of)
             while True:
+                adjust_threads()  # threads for a shared machine: spinning ones only on the cores left free
                 scores = logits
                 for warp in warpers:
                     scores = top_p_filter(scores, warp.top_p, warp) if isinstance(warp, TopPLogitsWarper) else warp(None, scores)

@@ -114,14 +114,24 @@ class TransformersBackend:
     def load(cls, model_ref: str = DEFAULT_MODEL, *, batch_size: int = 64, threads: int | None = None):
         """Load a model offline-first; its version is :func:`models_inference.model_ref.model_version`.
 
+        Args:
+            threads: fix torch's intra-op threads at this count for the process; default: chosen
+                for a shared machine (:mod:`models_inference.backends.cpu_share`: OpenMP threads
+                that sleep when they wait, one per usable core; ``DORA_TORCH_THREADS`` fixes them too).
+
         Raises:
             ModelNotAvailableError: the model is neither packaged, local, nor in the hub cache.
+            ValueError: ``DORA_TORCH_THREADS`` is set but not a positive integer.
         """
+        from models_inference.backends.cpu_share import adjust_threads, fix_threads, prefer_passive_openmp
+
+        prefer_passive_openmp()  # before torch loads: OpenMP reads its wait policy once
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if threads:
-            torch.set_num_threads(threads)
+            fix_threads(threads)
+        adjust_threads()  # the first look at how busy the machine is: the load itself is the interval
         kwargs: dict = {}
         if model_ref == DEFAULT_MODEL:
             gguf = smollm2_gguf_path()
@@ -149,6 +159,7 @@ class TransformersBackend:
         except Exception as exc:
             raise ModelNotAvailableError(_load_failure(model_ref, exc, part)) from exc
         model.eval()
+        adjust_threads()
         version = version or model_version(model_ref)
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:

@@ -273,11 +273,16 @@ def _export(args) -> int:
 
 def _import(args) -> int:
     from ingestion.errors import InputFileError
+    from ingestion.input_paths import path_problem
     from ingestion.quarantine import read_input_bytes
     from models_inference.backends.batch_lines import read_output
     from models_inference.backends.batch_tools import import_batched, output_owner
 
     path = Path(args.output).expanduser()
+    problem = path_problem(path, "file", "OUTPUT")  # a FIFO would block the read for ever
+    if problem:
+        print(f"dora batch import: {problem}", file=sys.stderr)
+        return 2
     try:
         text = read_input_bytes(path, "the batch output").decode("utf-8")
     except (InputFileError, UnicodeDecodeError) as exc:

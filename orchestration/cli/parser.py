@@ -52,7 +52,8 @@ MODELS_LIST_DESCRIPTION = (
 class _OneLineParser(argparse.ArgumentParser):
     """argparse whose error stays one line when a value in it holds a newline (a path): its
     characters that are not printable are written escaped, and a value too long to read back
-    (``unrecognized arguments: <100 kB>``) is cut. Sub-parsers are of the same class."""
+    (``unrecognized arguments: <100 kB>``) is cut; an old flag name given with its new one is
+    refused. Sub-parsers are of the same class."""
 
     def error(self, message: str):
         import re
@@ -60,6 +61,18 @@ class _OneLineParser(argparse.ArgumentParser):
         from ingestion.errors import MAX_SHOWN, one_line, shown
 
         super().error(re.sub(rf"\S{{{MAX_SHOWN + 1},}}", lambda m: shown(m.group()), one_line(message)))
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, after refusing an old flag name given with its new one (one line, exit 2):
+        each sub-parser checks its own options, on the arguments it is given."""
+        import sys
+
+        from orchestration.deprecation import old_and_new_given
+
+        problem = old_and_new_given(self, sys.argv[1:] if args is None else list(args))
+        if problem:
+            self.error(problem)
+        return super().parse_known_args(args, namespace)
 
 
 def build_parser() -> argparse.ArgumentParser:

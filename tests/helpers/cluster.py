@@ -28,7 +28,14 @@ POSTGRES_BIN = max(
 )
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30.0) -> None:
+#: Seconds after which a wait for a started process gives up: a guard against a process that hangs
+#: alive, not an expectation of speed. The waits end on events (it listens, a worker answers, or
+#: it exits: then at once, with its code), so a loaded machine only makes them longer.
+HANG_GUARD = 600.0
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = HANG_GUARD) -> None:
+    """Until ``proc`` listens on ``port``; raises as soon as it exits (or after ``timeout``: hung)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -152,7 +159,7 @@ def init_instance(dagster_home: Path) -> None:
         instance.get_runs(limit=1)
 
 
-def wait_for_workers(broker: str, count: int, procs, timeout: float = 120.0, names=None) -> None:
+def wait_for_workers(broker: str, count: int, procs, timeout: float = HANG_GUARD, names=None) -> None:
     """Until ``count`` workers answer a ping on ``broker`` (each of ``procs`` still running; with
     ``names``, the workers of those names: others may share the broker)."""
     from celery import Celery

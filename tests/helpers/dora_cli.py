@@ -32,6 +32,39 @@ def dora_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "orchestration.cli", *args]
 
 
+#: Packages a refused command must not import: the model stack and dbt. (``dora audit``'s
+#: parser is built from the families' Dagster Config classes, so ``dagster`` is imported, but no
+#: run, instance or storage is opened.)
+HEAVY = ("torch", "transformers", "diffusers", "accelerate", "dbt", "dagster_dbt", "spacy")
+
+#: The real entry point (``python -m orchestration.cli``), then the heavy packages it imported,
+#: on stdout (an argparse refusal is on stderr), however it exits.
+_ENTRY_POINT = """
+import runpy, sys
+HEAVY = {heavy!r}
+{before}
+sys.argv = ["dora", *sys.argv[1:]]
+try:
+    runpy.run_module("orchestration.cli", run_name="__main__")
+finally:
+    print("imported:", ",".join(sorted({{m.split(".")[0] for m in sys.modules}} & set(HEAVY))))
+"""
+
+
+def dora_process_imports(tmp_path: Path, *args: str, before: str = "") -> tuple:
+    """``dora *args`` in its own process on a fresh home under ``tmp_path`` (``before``: Python run
+    first): ``(the CompletedProcess, the packages of HEAVY it imported)``. What a refused command
+    did not do, where a CPU-seconds bound would fail on a loaded machine."""
+    import subprocess
+
+    env = {**os.environ, "DORA_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dagster")}
+    code = _ENTRY_POINT.format(heavy=HEAVY, before=before)
+    proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600)
+    imported = [line for line in proc.stdout.splitlines() if line.startswith("imported:")]
+    assert imported, (proc.stdout, proc.stderr)
+    return proc, [m for m in imported[-1].removeprefix("imported:").strip().split(",") if m]
+
+
 def landed_t2t(home: Path, audit_id: str) -> list[tuple]:
     glob = str(home / "landing" / "t2t_completions" / "**" / "*.parquet")
     with duckdb.connect() as con:

@@ -87,11 +87,13 @@ class LlamaServer:
     def model(self) -> str:
         return self.alias or str(self.gguf)
 
-    def start(self, timeout: float = 120.0) -> "LlamaServer":
-        """Start the server and wait until ``/health`` answers 200.
+    def start(self, timeout: float = 600.0) -> "LlamaServer":
+        """Start the server and wait until ``/health`` answers 200, or it exits (then at once).
 
         Raises:
-            RuntimeError: it exited or did not become healthy in ``timeout`` seconds (with its log's tail).
+            RuntimeError: it exited, or did not become healthy in ``timeout`` seconds (with its
+                log's tail); ``timeout`` guards against a server hung alive, it is no speed
+                expectation: loading the model takes longer on a loaded machine.
         """
         args = [
             str(self.binary),

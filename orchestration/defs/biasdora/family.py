@@ -47,7 +47,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((AuditConfig, "t2t_block_templates"),), deprecated=("--t2t-block-targets",)),
     *Flag.of(AuditConfig, "t2t_shard_rows"),
     Flag(((AuditConfig, "audit_id"),), validator=v.audit_id),
-    *Flag.of(AuditConfig, "registry", "api_timeout", "api_concurrency", "api_max_retries"),
+    Flag(((AuditConfig, "registry"),), path="file"),
+    *Flag.of(AuditConfig, "api_timeout", "api_concurrency", "api_max_retries"),
     # T2I / I2T probes (orchestration/defs/biasdora/vision/)
     Flag(((VisionConfig, "t2i_backend"),), choices=T2I_BACKENDS),
     Flag(((VisionConfig, "t2i_model"),)),
