@@ -381,6 +381,7 @@ def write_report(
     audit_id: str | None = None,
     top: int = 15,
     sections: Sequence[Callable[[str | None, Path], str]] = (),
+    notes: list[str] | None = None,
 ) -> Path:
     """Write ``index.html`` and its PNGs into ``out_dir``.
 
@@ -390,6 +391,8 @@ def write_report(
         top: rows of the most toxic / highest-rated tables.
         sections: the other probe families' HTML sections, ``(audit_id, out_dir) -> html``,
             appended in order (the caller passes them: this module knows no other family).
+        notes: one line is appended per version page left unwritten (and so not linked), for
+            the caller to print; the index names them too.
 
     Also writes the drill-down pages (``samples/``) and one version page per target with a
     BiasDora audit (``versions/``; only ``audit_id``'s target when it is given).
@@ -476,7 +479,11 @@ def write_report(
     links = write_drilldown(out, audit_id)
     from analytics.version_report import write_version_pages
 
-    versions_html = _versions_table(write_version_pages(out, audit_id, links), out)
+    version_notes: list[str] = []
+    versions_html = _versions_table(write_version_pages(out, audit_id, links, version_notes), out)
+    versions_html += "".join(f"<p class='empty skipped-page'>{html.escape(line)}</p>" for line in version_notes)
+    if notes is not None:
+        notes.extend(version_notes)
     for row in data["toxic"] + data["rated"]:
         href = links.get((row["audit_id"], row["modality"], row["setting"], row["descriptor"], row["word"]))
         row["samples"] = _Html(f"<a class='samples' href='{html.escape(href)}'>samples</a>") if href else None

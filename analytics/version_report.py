@@ -248,7 +248,6 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
     dims = sorted({d for (aid, d) in data["dimensions"] if aid in (before["audit_id"], after["audit_id"])})
     title = f"{html.escape(modality)}: {html.escape(_version(before))} &rarr; {html.escape(_version(after))}"
     parts = [f"<h2 id='pair-{html.escape(modality)}'>Last two versions, {title}</h2>"]
-    png = dumbbell_png(data, before, after, dims, out_dir / f"{stem}-{modality}-dumbbell.png")
     rows, excluding_zero, compared = [], [], 0
     for dim in dims:
         b, a = _measures(data, before["audit_id"], dim), _measures(data, after["audit_id"], dim)
@@ -278,6 +277,8 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
     else:
         verdict = f"{len(excluding_zero)} of {compared} differences have a 95% interval excluding 0: " + html.escape(", ".join(excluding_zero)) + "."
     parts.append(f"<p class='verdict'>{verdict}</p>")
+    # no share to compare: a plot would be empty axes under a sentence that says so
+    png = dumbbell_png(data, before, after, dims, out_dir / f"{stem}-{modality}-dumbbell.png") if compared else None
     if png is not None:
         parts.append(
             f"<div class='figure'><img src='{html.escape(png.name)}' alt='before and after per bias dimension, {html.escape(modality)}'></div>"
@@ -444,19 +445,38 @@ ambiguous: several levels; out_of_range: numbers outside 1-5); their association
     return VersionPage(target, path, tuple(_version(a) for a in biasdora), parse)
 
 
-def write_version_pages(out_dir: Path, audit_id: str | None = None, links: Mapping[tuple, str] | None = None) -> list[VersionPage]:
+def write_version_pages(
+    out_dir: Path, audit_id: str | None = None, links: Mapping[tuple, str] | None = None, notes: list[str] | None = None
+) -> list[VersionPage]:
     """Write the version page of every target with a BiasDora audit (of ``audit_id``'s target only, when given).
 
+    Only a page whose file exists once written is returned, so the index never links a page that
+    is not there: a target whose page could not be written (its marts not built, an unreadable
+    row) is left out and named in one line appended to ``notes``.
+
     Returns:
-        The pages, sorted by target; ``[]`` when ``dim_audits`` is not built.
+        The pages, sorted by target; ``[]`` when ``dim_audits`` is not built (one line in ``notes``).
 
     Raises:
         WarehouseMissingError / WarehouseBusyError.
     """
     import duckdb
 
+    notes = notes if notes is not None else []
     try:
         targets = version_targets(audit_id)
     except duckdb.CatalogException:
+        notes.append("no version page: the audit dimension dim_audits is not built (run `dora audit`)")
         return []
-    return [write_version_page(t, out_dir, links) for t in targets]
+    pages = []
+    for target in targets:
+        try:
+            page = write_version_page(target, out_dir, links)
+        except (duckdb.Error, OSError) as exc:  # a mart missing, a file that cannot be written: the other pages still are
+            notes.append(f"no version page for target {target!r}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            continue
+        if not page.path.is_file():
+            notes.append(f"no version page for target {target!r}: {page.path} was not written")
+            continue
+        pages.append(page)
+    return pages

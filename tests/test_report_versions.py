@@ -16,6 +16,7 @@ at 1,400 px and finds no horizontal overflow.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from datetime import datetime, timedelta, timezone
@@ -72,18 +73,19 @@ SCORES = {
 FLAT_MODEL, FLAT_AUDIT = "org/flat-model", "t2t-flat-v1-feed0000"
 
 
-def audit_id(version: str) -> str:
-    return f"t2t-fixture-{version}-feed0000"
+def audit_id(version: str, target: str = TARGET) -> str:
+    return f"t2t-{target}-{version}-feed0000"
 
 
-def _land_flat() -> None:
+def _land_flat(aid: str = FLAT_AUDIT, model: str = FLAT_MODEL, target: str | None = None, started=T0, version: str = "v1") -> None:
+    """An audit in which every descriptor answers the same words: no association is significant."""
     from ingestion.landing import write_shard
 
     rows = [
         {
-            "audit_id": FLAT_AUDIT,
-            "model_id": FLAT_MODEL,
-            "model_version": "v1",
+            "audit_id": aid,
+            "model_id": model,
+            "model_version": version,
             "backend": "test",
             "setting": "singular",
             "descriptor": descriptor,
@@ -96,53 +98,57 @@ def _land_flat() -> None:
             "raw_output": word,
             "word": word,
             "parse_status": "ok",
-            "generated_at": T0,
+            "generated_at": started,
         }
         for descriptor in ("old person", "young person")
         for run, word in enumerate(["nice", "calm"] * 4, start=1)
     ]
-    write_shard("t2t_completions", rows, partition=FLAT_AUDIT)
+    write_shard("t2t_completions", rows, partition=aid)
     event = {
-        "audit_id": FLAT_AUDIT,
-        "model_id": FLAT_MODEL,
-        "model_version": "v1",
+        "audit_id": aid,
+        "model_id": model,
+        "model_version": version,
         "modality": "t2t",
         "config_json": "{}",
         "config_hash": "flat",
         "code_version": "test",
-        "target": None,
+        "target": target,
     }
     write_shard(
         "audits",
         [
-            {**event, "status": "started", "rows_generated": 0, "event_at": T0},
-            {**event, "status": "finished", "rows_generated": len(rows), "event_at": T0},
+            {**event, "status": "started", "rows_generated": 0, "event_at": started},
+            {**event, "status": "finished", "rows_generated": len(rows), "event_at": started + timedelta(minutes=5)},
         ],
-        partition=FLAT_AUDIT,
+        partition=aid,
     )
 
 
-def _land(version: str, order: int) -> None:
-    """One audit of target ``fixture``: its events, completions, scores and the judge's answers."""
+def _land(version: str, order: int, *, target: str = TARGET, docs: dict | None = None, setting: str = "singular") -> None:
+    """One audit of ``target`` (default ``fixture``; ``docs``: DOCS[version]; ``setting``: the
+    T2T setting its rows are in): its events, completions, scores and the judge's answers."""
     from ingestion.landing import write_shard
     from models_inference.probes.biasdora.ratings import parse_rating
 
-    aid, started = audit_id(version), T0 + timedelta(days=order)
+    aid, started = audit_id(version, target), T0 + timedelta(days=order)
+    model = MODEL if target == TARGET else f"org/{target}-model"
+    docs = DOCS[version] if docs is None else docs
+    unparsed = RUNS - max(sum(words.values()) for _, words in docs.values())
     done = started + timedelta(minutes=5)
     completions = []
-    for descriptor, (dim, words) in DOCS[version].items():
+    for descriptor, (dim, words) in docs.items():
         article = "An" if descriptor[0] in "aeiou" else "A"
-        answers = [(w, "ok") for w, n in words.items() for _ in range(n)] + [(None, "no_word")] * UNPARSED[version]
+        answers = [(w, "ok") for w, n in words.items() for _ in range(n)] + [(None, "no_word")] * unparsed
         assert len(answers) == RUNS
         for run, (word, status) in enumerate(answers, start=1):
             letter = "x"  # one letter, runs 1..RUNS: the probe rows (descriptor_row-letter-run) of both versions
             completions.append(
                 {
                     "audit_id": aid,
-                    "model_id": MODEL,
+                    "model_id": model,
                     "model_version": version,
                     "backend": "test",
-                    "setting": "singular",
+                    "setting": setting,
                     "descriptor": descriptor,
                     "bias_dimension": dim,
                     "letter": letter,
@@ -158,8 +164,8 @@ def _land(version: str, order: int) -> None:
             )
     write_shard("t2t_completions", completions, partition=aid)
     keys = [
-        {"audit_id": aid, "model_id": MODEL, "model_version": version, "modality": "t2t", "setting": "singular", "descriptor": d, "word": w}
-        for d, (_, words) in DOCS[version].items()
+        {"audit_id": aid, "model_id": model, "model_version": version, "modality": "t2t", "setting": setting, "descriptor": d, "word": w}
+        for d, (_, words) in docs.items()
         for w in words
     ]
     write_shard(
@@ -225,13 +231,13 @@ def _land(version: str, order: int) -> None:
     write_shard("judge_ratings", judged, partition=aid)
     event = {
         "audit_id": aid,
-        "model_id": MODEL,
+        "model_id": model,
         "model_version": version,
         "modality": "t2t",
-        "config_json": "{}",
-        "config_hash": "feed",
+        "config_json": json.dumps({"settings": [setting]}),
+        "config_hash": f"feed-{setting}",
         "code_version": "test",
-        "target": TARGET,
+        "target": target,
     }
     write_shard(
         "audits",
@@ -486,3 +492,139 @@ def test_a_browser_opens_the_version_page_at_laptop_width(versions_report, tmp_p
                 assert page.url.endswith("/index.html"), other.name
         finally:
             browser.close()
+
+
+# ----------------------------------------------------------------------------- every page it links
+
+
+def _report(home: Path, out: Path, capsys) -> str:
+    """``dora report --out out`` on ``home``: its stderr (exit 0 asserted)."""
+    from orchestration.cli import main
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DORA_HOME", str(home))
+        mp.setenv("DAGSTER_HOME", str(home / "dagster"))
+        capsys.readouterr()
+        assert main(["report", "--out", str(out)]) == 0
+    return capsys.readouterr().err
+
+
+def _broken_links(out: Path) -> list[str]:
+    """Every ``href`` / ``src`` of every page reachable from ``out/index.html`` that names no file
+    (page anchors and external addresses aside), as ``page -> link``."""
+    from urllib.parse import unquote, urlsplit
+
+    seen, todo, broken = set(), [out / "index.html"], []
+    while todo:
+        page = todo.pop()
+        if page in seen:
+            continue
+        seen.add(page)
+        for link in re.findall(r"""(?:href|src)=["']([^"']+)["']""", page.read_text(encoding="utf-8")):
+            parts = urlsplit(link)
+            if parts.scheme or not parts.path:
+                continue
+            target = (page.parent / unquote(parts.path)).resolve()
+            if not target.is_file():
+                broken.append(f"{page.relative_to(out)} -> {link}")
+            elif target.suffix == ".html":
+                todo.append(target)
+    assert len(seen) >= 3, "the walk found too few pages"
+    return broken
+
+
+#: target -> its BiasDora audits as (version, DOCS entry, setting): one, three and four audits,
+#: the last of "quad" probing another setting (another probe configuration)
+MANY = {
+    TARGET: [("v1", "v1", "singular"), ("v2", "v2", "singular"), ("v3", "v1", "singular")],
+    "quad": [("q1", "v1", "singular"), ("q2", "v2", "singular"), ("q3", "v1", "singular"), ("q4", "v2", "plural")],
+}
+
+
+def land_many(home: Path) -> None:
+    """Land MANY and the flat ad-hoc audit into ``home``; rebuild the BiasDora and audit-log models."""
+    from analytics.dbt_runner import run_dbt
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DORA_HOME", str(home))
+        for target, audits in MANY.items():
+            for order, (version, docs, setting) in enumerate(audits):
+                _land(version, order, target=target, docs=DOCS[docs], setting=setting)
+        _land_flat()
+        run_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)
+
+
+@pytest.fixture(scope="module")
+def many_versions(finished_audit, tmp_path_factory):
+    """A copy of the finished audit's home (one audit of every family) with MANY and the flat
+    audit: targets with 1, 1, 3 and 4 BiasDora audits."""
+    home = copy_home(finished_audit, tmp_path_factory.mktemp("many") / "home")
+    land_many(home)
+    return home
+
+
+def test_every_link_of_a_report_leads_to_a_written_page(many_versions, tmp_path, capsys):
+    """Several targets with 1-4 audits, every family: every page the index links (and every page
+    those link) is written; a target with three audits has its version page."""
+    from analytics.version_report import page_name
+
+    out = tmp_path / "report"
+    err = _report(many_versions, out, capsys)
+    assert _broken_links(out) == []
+    index = (out / "index.html").read_text(encoding="utf-8")
+    for target in (TARGET, "quad", FLAT_MODEL):
+        assert (out / "versions" / page_name(target)).is_file(), target
+        assert f"href='versions/{page_name(target)}'" in index, target
+    assert "no version page" not in err, err
+    # the finished audit has one audit of every family: each family page is written and linked
+    assert (out / "vlstereoset.html").is_file() and 'href="vlstereoset.html"' in index
+
+
+@pytest.fixture(scope="module")
+def light_home(empty_warehouses, tmp_path_factory):
+    """A home without the finished audit (dbt built on an empty landing zone, so every family's
+    marts exist and are empty) and with target ``lone``: v1 (significant, scored associations),
+    then v2 in which no association is significant."""
+    from analytics.dbt_runner import run_dbt
+
+    home = tmp_path_factory.mktemp("light") / "home"
+    shutil.copytree(empty_warehouses / "full", home, symlinks=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DORA_HOME", str(home))
+        _land("v1", 0, target="lone")
+        _land_flat(audit_id("v2", "lone"), "org/lone-model", "lone", T0 + timedelta(days=1), "v2")
+        run_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)
+    return home
+
+
+def test_no_page_for_a_family_without_an_audit_and_no_empty_plot(light_home, tmp_path, capsys):
+    from analytics.version_report import page_name
+
+    out = tmp_path / "report"
+    err = _report(light_home, out, capsys)
+    # no VLStereoSet audit: no page, not linked, and the command says why in one line
+    assert not (out / "vlstereoset.html").exists()
+    assert "vlstereoset.html" not in (out / "index.html").read_text(encoding="utf-8")
+    lines = [ln for ln in err.splitlines() if "vlstereoset" in ln]
+    assert lines == ["dora report: no vlstereoset page: no VLStereoSet audit in the warehouse (agg_vlstereoset_metrics has no row)"]
+    # v2 has no significant association: no share can be compared, and no plot is drawn under that sentence
+    page = (out / "versions" / page_name("lone")).read_text(encoding="utf-8")
+    assert "No share can be compared" in page
+    assert "dumbbell" not in page and not list((out / "versions").glob("*.png"))
+    assert _broken_links(out) == []
+
+
+def test_a_version_page_that_cannot_be_written_is_not_linked_and_is_said(light_home, tmp_path, capsys):
+    """A stale directory where the page goes (the file cannot be written): the report is still
+    written, the index does not link the page and names it, and the command says why in one line."""
+    from analytics.version_report import page_name
+
+    out = tmp_path / "report"
+    (out / "versions" / page_name("lone")).mkdir(parents=True)
+    err = _report(light_home, out, capsys)
+    index = (out / "index.html").read_text(encoding="utf-8")
+    assert f"href='versions/{page_name('lone')}'" not in index
+    lines = [ln for ln in err.splitlines() if "version page" in ln]
+    assert len(lines) == 1 and lines[0].startswith("dora report: no version page for target 'lone': IsADirectoryError"), err
+    assert "no version page for target &#x27;lone&#x27;" in index
+    assert _broken_links(out) == []

@@ -340,14 +340,16 @@ def cmd_report(args) -> int:
 
     out = Path(args.out) if args.out else home / "reports" / (safe_path_component(args.audit_id) if args.audit_id else "all")
     sections = [f.report_section for f in fam.FAMILIES if f.report_section is not None]
-    written, missing = [], None
+    # every page left unwritten or unlinked is said in one line, where the user looks: a link to a
+    # missing page, or a page of empty tables, said nothing
+    written, skipped, notes = [], [], []
     for family in fam.FAMILIES:
         if family.report_page is None:
             continue
         try:
-            page = family.report_page(out, args.audit_id, top=args.top, sections=sections)
-        except LookupError as exc:  # that family's marts are not built: the other pages may exist
-            missing = missing or exc
+            page = family.report_page(out, args.audit_id, top=args.top, sections=sections, notes=notes)
+        except LookupError as exc:  # that family's marts are not built, or hold no audit of it: the other pages may exist
+            skipped.append(f"no {family.name} page: {exc}")
             continue
         except (WarehouseMissingError, WarehouseBusyError) as exc:
             print(f"dora report: {exc}", file=sys.stderr)
@@ -355,7 +357,7 @@ def cmd_report(args) -> int:
         if page is not None:
             written.append(page)
     if not written:
-        print(f"dora report: {missing or 'nothing to report: no family has built its marts'}", file=sys.stderr)
+        print(f"dora report: {skipped[0] if skipped else 'nothing to report: no family has built its marts'}", file=sys.stderr)
         return 2
     index = out / "index.html"
     if index in written:  # the index links every page written beside it
@@ -364,6 +366,8 @@ def cmd_report(args) -> int:
         link_pages(index, [p for p in written if p != index])
     for page in written:
         print(f"dora: report written to {page} (DORA_HOME={home})")
+    for line in skipped + notes:
+        print(f"dora report: {line}", file=sys.stderr)
     return 0
 
 

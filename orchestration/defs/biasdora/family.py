@@ -155,10 +155,10 @@ def _reparse(args, home) -> int:
     return reparse(args, home)
 
 
-def _report_page(out, audit_id, *, top: int = 15, sections=()):
+def _report_page(out, audit_id, *, top: int = 15, sections=(), notes=None):
     from analytics.report import write_report
 
-    return write_report(out, audit_id=audit_id, top=top, sections=sections)
+    return write_report(out, audit_id=audit_id, top=top, sections=sections, notes=notes)
 
 
 FAMILY = ProbeFamily(
