@@ -319,12 +319,22 @@ def cmd_diff(args) -> int:
     if family.change_test is None:
         print(f"dora diff: the {family.name} family has no change test", file=sys.stderr)
         return 2
+    if args.fail_on == "collapse":
+        print(
+            f"dora diff: --fail-on collapse reads the parse rate and the significant associations, which the {family.name} "
+            "family does not have: use --fail-on change",
+            file=sys.stderr,
+        )
+        return 2
     try:
         report = family_diff(family.change_test, args.target, args.from_ref, args.to_ref, others=fam.change_tests())
         print(report.text(args.format, top=args.top))
     except (DiffError, WarehouseBusyError, WarehouseMissingError) as exc:
         print(f"dora diff: {exc}", file=sys.stderr)
         return 2
+    if args.fail_on == "change" and report.significant:
+        print(f"dora diff: --fail-on change: {report.significant} rows changed significantly (BH change q < 0.05)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -110,8 +110,11 @@ def diff(args, change_tests: list, *, family: str) -> int:
     from analytics.family_diff import family_hint
     from analytics.query import WarehouseBusyError, WarehouseMissingError
 
+    from analytics.diff_result import diff_csv, diff_json, verdict, with_background
+
     try:
         report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top, family=family)
+        report, background = with_background(report)
     except (DiffError, duckdb.CatalogException) as exc:  # CatalogException: no BiasDora marts built
         hint = family_hint(change_tests, args.target, args.from_ref, args.to_ref)
         print(f"dora diff: {str(exc).splitlines()[0]}{hint}", file=sys.stderr)
@@ -119,8 +122,31 @@ def diff(args, change_tests: list, *, family: str) -> int:
     except (WarehouseBusyError, WarehouseMissingError) as exc:
         print(f"dora diff: {exc}", file=sys.stderr)
         return 2
-    print(report.text(args.format))
+    state = verdict(report, _collapse_thresholds(args.target))
+    fail_on = getattr(args, "fail_on", None)
+    if args.format == "json":
+        print(diff_json(report, state, background))
+    elif args.format == "csv":
+        print(diff_csv(report, state, background), end="")
+    else:
+        print(report.text())
+        print(f"  verdict: {state.state}" + (f" ({'; '.join(state.reasons)})" if state.reasons else ""))
+    if state.fails(fail_on):
+        # the verdict on stderr too: a CI log shows why the job failed whatever the format
+        print(f"dora diff: --fail-on {fail_on}: {state.state}: {'; '.join(state.reasons)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _collapse_thresholds(target: str):
+    """The registry target's collapse thresholds (the collapse checks'), or ``None`` (the
+    defaults) for an ad-hoc target or an unreadable registry."""
+    from ingestion.registry import RegistryError, load_registry
+
+    try:
+        return next((t.checks for t in load_registry().targets if t.name == target), None)
+    except (RegistryError, OSError):
+        return None
 
 
 def reparse(args, home) -> int:
