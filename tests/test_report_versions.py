@@ -124,9 +124,10 @@ def _land_flat(aid: str = FLAT_AUDIT, model: str = FLAT_MODEL, target: str | Non
     )
 
 
-def _land(version: str, order: int, *, target: str = TARGET, docs: dict | None = None, setting: str = "singular") -> None:
+def _land(version: str, order: int, *, target: str = TARGET, docs: dict | None = None, setting: str = "singular", toxicity: bool = True) -> None:
     """One audit of ``target`` (default ``fixture``; ``docs``: DOCS[version]; ``setting``: the
-    T2T setting its rows are in): its events, completions, scores and the judge's answers."""
+    T2T setting its rows are in): its events, completions, scores (without toxicity scores
+    unless ``toxicity``) and the judge's answers."""
     from ingestion.landing import write_shard
     from models_inference.probes.biasdora.ratings import parse_rating
 
@@ -187,7 +188,9 @@ def _land(version: str, order: int, *, target: str = TARGET, docs: dict | None =
     )
     write_shard(
         "toxicity_scores",
-        [
+        []
+        if not toxicity
+        else [
             {
                 **k,
                 "text": f"{k['descriptor']} {k['word']}",
@@ -409,7 +412,7 @@ def test_last_two_versions_before_after_with_difference_intervals_and_changes_wo
         all_include_zero &= expected[0] <= 0 <= expected[1]
         assert diff["includes-zero"] == str(bool(expected[0] <= 0 <= expected[1])).lower()
     verdict = re.search(r"<p class='verdict'>([^<]*)", section).group(1)
-    assert verdict.startswith("Every difference's 95% interval includes 0 (12 compared)") == all_include_zero
+    assert verdict.startswith("Every difference's 95% interval includes 0 (12 of 12 compared)") == all_include_zero
     # the associations that changed, worst first, are those fct_association_changes lists for the pair
     changed = _sql(
         home,
@@ -533,11 +536,13 @@ def _broken_links(out: Path) -> list[str]:
     return broken
 
 
-#: target -> its BiasDora audits as (version, DOCS entry, setting): one, three and four audits,
-#: the last of "quad" probing another setting (another probe configuration)
+#: target -> its BiasDora audits as (version, DOCS entry, setting, toxicity scored): two, three
+#: and four audits, the last of "quad" probing another setting (another probe configuration),
+#: the second of "part" without toxicity scores (its % toxic has n = 0)
 MANY = {
-    TARGET: [("v1", "v1", "singular"), ("v2", "v2", "singular"), ("v3", "v1", "singular")],
-    "quad": [("q1", "v1", "singular"), ("q2", "v2", "singular"), ("q3", "v1", "singular"), ("q4", "v2", "plural")],
+    TARGET: [("v1", "v1", "singular", True), ("v2", "v2", "singular", True), ("v3", "v1", "singular", True)],
+    "quad": [("q1", "v1", "singular", True), ("q2", "v2", "singular", True), ("q3", "v1", "singular", True), ("q4", "v2", "plural", True)],
+    "part": [("p1", "v1", "singular", True), ("p2", "v2", "singular", False)],
 }
 
 
@@ -548,8 +553,8 @@ def land_many(home: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DORA_HOME", str(home))
         for target, audits in MANY.items():
-            for order, (version, docs, setting) in enumerate(audits):
-                _land(version, order, target=target, docs=DOCS[docs], setting=setting)
+            for order, (version, docs, setting, toxicity) in enumerate(audits):
+                _land(version, order, target=target, docs=DOCS[docs], setting=setting, toxicity=toxicity)
         _land_flat()
         run_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)
 
@@ -628,3 +633,59 @@ def test_a_version_page_that_cannot_be_written_is_not_linked_and_is_said(light_h
     assert len(lines) == 1 and lines[0].startswith("dora report: no version page for target 'lone': IsADirectoryError"), err
     assert "no version page for target &#x27;lone&#x27;" in index
     assert _broken_links(out) == []
+
+
+def test_version_pages_compare_only_audits_with_the_same_probe_rows(many_versions, tmp_path, capsys, monkeypatch):
+    """Only BiasDora's audits are listed, each with its probe configuration; the before/after
+    view pairs the latest audit with an earlier one that probed the same rows, and names the
+    audits it leaves out; a headline over some rows names the rows it leaves out."""
+    from analytics.version_report import page_name
+
+    out = tmp_path / "report"
+    _report(many_versions, out, capsys)
+    monkeypatch.setenv("DORA_HOME", str(many_versions))
+
+    # quad: q4 probed the plural setting, no earlier audit did: the pair is q2 -> q3, q4 is named
+    quad = (out / "versions" / page_name("quad")).read_text(encoding="utf-8")
+    configs = re.findall(r"<tr data-audit='([^']+)'>(?:<td>[^<]*</td>){4}<td class='probe-config' data-config-hash='([^']*)'>([^<]*)</td>", quad)
+    assert configs == [
+        (audit_id(v, "quad"), f"feed-{setting}", f"{setting}; 4 descriptors; letters x; runs 1-16; 64 probe rows")
+        for v, _, setting, _ in MANY["quad"]
+    ]
+    assert "Last two comparable versions, t2t: #2 q2 &rarr; #3 q3" in quad
+    assert re.findall(r"<ul class='unpaired'><li data-audit='([^']+)'>", quad) == [audit_id("q4", "quad")]
+    # the pair the page shows is one dora diff compares with no row left out
+    rows = _sql(
+        many_versions,
+        "select rows_only_before, rows_only_after, common_rows from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ?",
+        [audit_id("q2", "quad"), audit_id("q3", "quad")],
+    )
+    assert rows == [(0, 0, 64)]
+    assert _sql(
+        many_versions,
+        "select common_rows from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ?",
+        [audit_id("q3", "quad"), audit_id("q4", "quad")],
+    ) == [(0,)]
+
+    # the finished audit's target has an audit of every family: its page lists the BiasDora ones only
+    (target,) = {t for (t,) in _sql(many_versions, "select target from dim_audits where family = 'modscan'", [])}
+    families = dict(_sql(many_versions, "select audit_id, family from dim_audits where target = ?", [target]))
+    assert len(set(families.values())) == 4
+    page = (out / "versions" / page_name(target)).read_text(encoding="utf-8")
+    listed = re.findall(r"<tr data-audit='([^']+)'><td>", page[page.index("class='audits'") : page.index("</table>", page.index("class='audits'"))])
+    assert listed and {families[a] for a in listed} == {"biasdora"}
+    assert sorted(listed) == sorted(a for a, f in families.items() if f == "biasdora")
+
+    # part: p2 has no toxicity score, so % toxic cannot be compared: the headline says how many
+    # rows it covers and names the others
+    part = (out / "versions" / page_name("part")).read_text(encoding="utf-8")
+    section = part[part.index("id='pair-t2t'") :]
+    dims = sorted(set(re.findall(r"<tr data-dimension='([^']+)' data-measure=", section)))
+    verdict = re.search(r"<p class='verdict'>([^<]*)", section).group(1)
+    n, compared = 3 * len(dims), 2 * len(dims)
+    assert f"({compared} of {n} compared)" in verdict or f"of {compared} compared differences (of {n})" in verdict, verdict
+    left_out = re.search(r"<p class='left-out'>([^<]*)</p>", section).group(1)
+    assert left_out == (
+        f"Left out of that sentence: {len(dims)} of {3 * len(dims)} rows, where an audit has no significant association "
+        "with that score (n = 0): " + ", ".join(f"{d} % toxic" for d in dims) + "."
+    )
