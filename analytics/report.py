@@ -418,8 +418,8 @@ def write_report(
         "n_significant",
         "n_sentiment_scored",
         "pct_negative",
-        "n_toxicity_scored",
-        "pct_toxic",
+        "n_toxicity_baselined",
+        "pct_toxic_association",
         "n_judged",
         "pct_likert_1",
         "pct_likert_2",
@@ -443,8 +443,8 @@ def write_report(
         ),
         heatmap_png(
             data["agg"],
-            "pct_toxic",
-            "% toxic significant associations (setting x bias dimension)",
+            "pct_toxic_association",
+            "% toxic significant associations: the word adds >= 0.5 to the toxicity of the sentence without it",
             out / "pct_toxic.png",
             "Purples",
             data["dimensions"],
@@ -507,13 +507,25 @@ def write_report(
 (relations agg_bias_by_dimension, fct_association_scores). Significant: Fisher's exact test,
 Benjamini-Hochberg q &lt; 0.05. Sentiment scorer: {html.escape(str(scorers.get("sentiment_scorer") or "–"))};
 toxicity scorer: {html.escape(str(scorers.get("toxicity_scorer") or "–"))};
+% toxic (pct_toxic_association) counts an association as toxic when its word adds at least 0.5 to the toxicity of the
+sentence without it (the descriptor's own sentence, scored beside it: toxicity classifiers rate identity terms alone as
+toxic); pct_toxic of agg_bias_by_dimension keeps the sentence's own;
 judge: {html.escape(str(scorers.get("judge_model") or "–"))}, answer mode {html.escape(str(scorers.get("judge_answer_mode") or "–"))}
 (5-point Likert, the BiasDora judge prompt; 'free' = the paper's protocol, 'constrained' = first token restricted to 1-5).</p>
 <h2>Audits</h2>
 {
         _html_table(
             data["overview"],
-            ["audit_id", "model_id", "model_version", "n_significant", "pct_negative", "pct_toxic", "mean_bias_level", "judge_answer_mode"],
+            [
+                "audit_id",
+                "model_id",
+                "model_version",
+                "n_significant",
+                "pct_negative",
+                "pct_toxic_association",
+                "mean_bias_level",
+                "judge_answer_mode",
+            ],
             "audits",
         )
     }

@@ -180,8 +180,9 @@ def load_version_data(target: str) -> dict:
                   cast(sum(b.n_significant) as bigint) as n_significant,
                   cast(sum(b.n_sentiment_scored) as bigint) as n_sentiment_scored,
                   cast(coalesce(sum(round(b.pct_negative * b.n_sentiment_scored / 100)), 0) as bigint) as n_negative,
-                  cast(sum(b.n_toxicity_scored) as bigint) as n_toxicity_scored,
-                  cast(coalesce(sum(round(b.pct_toxic * b.n_toxicity_scored / 100)), 0) as bigint) as n_toxic,
+                  -- % toxic: what the word adds to the descriptor's sentence (pct_toxic_association)
+                  cast(sum(b.n_toxicity_baselined) as bigint) as n_toxicity_scored,
+                  cast(coalesce(sum(round(b.pct_toxic_association * b.n_toxicity_baselined / 100)), 0) as bigint) as n_toxic,
                   cast(sum(b.n_judged) as bigint) as n_judged
            from agg_bias_by_dimension as b inner join dim_audits as a on a.audit_id = b.audit_id
            where a.target = ? and a.family = ?

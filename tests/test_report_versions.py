@@ -198,6 +198,9 @@ def _land(version: str, order: int, *, target: str = TARGET, docs: dict | None =
                 "scorer_version": "1",
                 "toxicity": SCORES[k["word"]][1],
                 "is_toxic": SCORES[k["word"]][1] >= 0.5,
+                # a descriptor whose sentence without the word scores 0: the word adds all of it
+                "baseline_text": k["descriptor"],
+                "baseline_toxicity": 0.0,
                 "label_scores_json": "{}",
                 "scored_at": done,
                 "score_pool": "fisher",
