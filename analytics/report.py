@@ -161,13 +161,26 @@ def _dimensions(rows: list[dict], audited: dict[str, list[str]] | None = None) -
     return sorted(found)
 
 
-def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str = "Reds", audited: dict[str, list[str]] | None = None) -> Path | None:
+def heatmap_png(
+    agg: list[dict],
+    column: str,
+    title: str,
+    path: Path,
+    cmap: str = "Reds",
+    audited: dict[str, list[str]] | None = None,
+    denominator: str | None = None,
+) -> Path | None:
     """Heatmap of ``column`` (a percentage) over setting x bias dimension, one panel per audit.
 
     Cells without scored associations are grey and marked "n/a"; each cell shows the
     percentage and, below it, the number of significant associations (``n=0`` in an audited
     dimension without any: every dimension of ``audited``, ``{audit_id: dimensions}``, gets a
     column). An audit without any significant association gets no panel (:func:`audits_without`).
+
+    With ``denominator`` (the mart column the percentage is of, e.g. ``n_sentiment_scored``) a
+    cell shows the share as k/n with its 95% Wilson interval (:func:`analytics.version_data.share`),
+    and its colour is as strong as the interval is narrow (opacity 1 - interval width), so a
+    cell of one association (1/1: [21-100]) is pale however high its share.
 
     Returns:
         ``path``, or ``None`` when no audit of ``agg`` has a significant association (nothing is drawn).
@@ -197,7 +210,24 @@ def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str 
             if r[column] is not None:
                 grid[i, j] = r[column]
         cmap_obj = matplotlib.colormaps[cmap].with_extremes(bad="#dddddd")
+        shares = {}
+        if denominator is not None:
+            from analytics.version_data import share
+
+            for r in rows:
+                if r[column] is not None and r[denominator]:
+                    n_scored = int(r[denominator])
+                    shares[(settings.index(r["setting"]), dims.index(r["bias_dimension"] or "(none)"))] = share(
+                        round(r[column] * n_scored / 100), n_scored
+                    )
         image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap_obj, vmin=0, vmax=100, aspect="auto")
+        if shares:
+            # the colour of a share weighs by how much its n pins it down: opacity 1 - Wilson interval width over white
+            rgba = cmap_obj(np.ma.masked_invalid(grid) / 100.0)
+            for (i, j), s in shares.items():
+                weight = 1.0 - (s.hi - s.lo)
+                rgba[i, j, :3] = weight * rgba[i, j, :3] + (1.0 - weight) * 1.0
+            ax.imshow(rgba, aspect="auto")
         ax.set_xticks(range(len(dims)), dims, rotation=35, ha="right")
         ax.set_yticks(range(len(settings)), settings)
         ax.set_title(_panel_label(audit_id, model_id).replace("\n", "  |  "), fontsize=9)
@@ -205,8 +235,12 @@ def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str 
             for j in range(len(dims)):
                 value = grid[i, j]
                 text = "n/a" if math.isnan(value) else f"{value:.0f}%"
-                text += f"\nn={counts[i, j]}"
-                dark = not math.isnan(value) and value > 60
+                s = shares.get((i, j))
+                if s is not None:
+                    text += f" [{100 * s.lo:.0f}-{100 * s.hi:.0f}]\n{s.k}/{s.n} (n={counts[i, j]})"
+                else:
+                    text += f"\nn={counts[i, j]}"
+                dark = not math.isnan(value) and value > 60 and (s is None or s.hi - s.lo < 0.4)
                 ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
     fig.suptitle(title, fontsize=11)
     fig.colorbar(image, ax=axes[:, 0].tolist(), label="% of significant associations", shrink=0.8)
@@ -342,6 +376,25 @@ td.share { white-space: nowrap; } .ci, .n { color: #666; font-size: 0.9em; }
 """
 
 
+def _with_intervals(row: dict) -> dict:
+    """A row of agg_bias_by_dimension with its two heatmap shares as ``k/n [lo-hi]`` (95% Wilson
+    interval, :func:`analytics.version_data.share`; the count is the mart's percentage x its
+    denominator / 100, exact as the percentage is 100 k / n)."""
+    from analytics.version_data import share
+
+    out = dict(row)
+    for name, pct, n in (
+        ("negative_k_n_ci", "pct_negative", "n_sentiment_scored"),
+        ("toxic_k_n_ci", "pct_toxic_association", "n_toxicity_baselined"),
+    ):
+        if row.get(pct) is None or not row.get(n):
+            out[name] = None
+            continue
+        s = share(round(row[pct] * row[n] / 100), row[n])
+        out[name] = f"{s.k}/{s.n} [{100 * s.lo:.0f}-{100 * s.hi:.0f}%]"
+    return out
+
+
 def _likert_table(likert: list[dict], columns: list[str]) -> str:
     """The Likert bars' numbers: per (audit, bias dimension) with a judged association, n judged
     and each level's share (``pct_of_dimension`` of agg_likert_by_dimension)."""
@@ -440,6 +493,7 @@ def write_report(
             out / "pct_negative.png",
             "Reds",
             data["dimensions"],
+            "n_sentiment_scored",
         ),
         heatmap_png(
             data["agg"],
@@ -448,6 +502,7 @@ def write_report(
             out / "pct_toxic.png",
             "Purples",
             data["dimensions"],
+            "n_toxicity_baselined",
         ),
     ]
     figs_html = "".join(f"<p><img src='{p.name}' alt='{p.stem}'></p>" for p in figures if p is not None)
@@ -463,7 +518,17 @@ def write_report(
         figs_html += (
             "<p class='note'>The heatmaps' numbers (agg_bias_by_dimension): each percentage's "
             "denominator is the n_*_scored beside it.</p>"
-            + _html_table([r for r in data["agg"] if r["audit_id"] not in no_significant], agg_cols, "heatmap-numbers")
+            + _html_table(
+                [_with_intervals(r) for r in data["agg"] if r["audit_id"] not in no_significant],
+                [
+                    *agg_cols[: agg_cols.index("pct_negative") + 1],
+                    "negative_k_n_ci",
+                    *agg_cols[agg_cols.index("pct_negative") + 1 : agg_cols.index("pct_toxic_association") + 1],
+                    "toxic_k_n_ci",
+                    *agg_cols[agg_cols.index("pct_toxic_association") + 1 :],
+                ],
+                "heatmap-numbers",
+            )
         )
     # --- judge reliability next to the Likert bars; drill-down links -----------------
     from analytics.drilldown import judge_reliability_html, write_drilldown
@@ -540,8 +605,10 @@ in version order with every share's 95% Wilson interval and n, the T2T parse rat
 last two versions before and after.</p>
 {versions_html}
 <h2>Figures</h2>
-<p class="note">Heatmap cells: % of the significant associations of that setting and bias dimension
-(n = how many); grey "n/a": no significant association there.</p>
+<p class="note">Heatmap cells: % of the significant associations of that setting and bias dimension with a score,
+its 95% Wilson interval in brackets and k/n (n = significant associations in the cell); the colour is paler the wider
+the interval (opacity 1 - its width), so a share of one or two associations does not look like a finding; grey "n/a":
+no significant association there.</p>
 {figs_html or "<p class='empty'>no figures: nothing has been scored</p>"}
 <p><a href="samples/index.html">Every significant association and the samples behind it</a> (drill-down pages).</p>
 <h2>Most toxic significant associations</h2>

@@ -124,10 +124,12 @@ def _land_flat(aid: str = FLAT_AUDIT, model: str = FLAT_MODEL, target: str | Non
     )
 
 
-def _land(version: str, order: int, *, target: str = TARGET, docs: dict | None = None, setting: str = "singular", toxicity: bool = True) -> None:
+def _land(
+    version: str, order: int, *, target: str = TARGET, docs: dict | None = None, setting: str = "singular", toxicity: bool = True, scores: bool = True
+) -> None:
     """One audit of ``target`` (default ``fixture``; ``docs``: DOCS[version]; ``setting``: the
     T2T setting its rows are in): its events, completions, scores (without toxicity scores
-    unless ``toxicity``) and the judge's answers."""
+    unless ``toxicity``) and the judge's answers (no score and no answer unless ``scores``)."""
     from ingestion.landing import write_shard
     from models_inference.probes.biasdora.ratings import parse_rating
 
@@ -171,7 +173,9 @@ def _land(version: str, order: int, *, target: str = TARGET, docs: dict | None =
     ]
     write_shard(
         "sentiment_scores",
-        [
+        []
+        if not scores
+        else [
             {
                 **k,
                 "text": f"{k['descriptor']} {k['word']}",
@@ -189,7 +193,7 @@ def _land(version: str, order: int, *, target: str = TARGET, docs: dict | None =
     write_shard(
         "toxicity_scores",
         []
-        if not toxicity
+        if not (toxicity and scores)
         else [
             {
                 **k,
@@ -234,7 +238,7 @@ def _land(version: str, order: int, *, target: str = TARGET, docs: dict | None =
                 "score_pool": "fisher",
             }
         )
-    write_shard("judge_ratings", judged, partition=aid)
+    write_shard("judge_ratings", judged if scores else [], partition=aid)
     event = {
         "audit_id": aid,
         "model_id": model,
@@ -592,7 +596,7 @@ def test_every_link_of_a_report_leads_to_a_written_page(many_versions, tmp_path,
 def light_home(empty_warehouses, tmp_path_factory):
     """A home without the finished audit (dbt built on an empty landing zone, so every family's
     marts exist and are empty) and with target ``lone``: v1 (significant, scored associations),
-    then v2 in which no association is significant."""
+    then v2 on the same rows whose associations were never scored or judged."""
     from analytics.dbt_runner import run_dbt
 
     home = tmp_path_factory.mktemp("light") / "home"
@@ -600,7 +604,7 @@ def light_home(empty_warehouses, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DORA_HOME", str(home))
         _land("v1", 0, target="lone")
-        _land_flat(audit_id("v2", "lone"), "org/lone-model", "lone", T0 + timedelta(days=1), "v2")
+        _land("v2", 1, target="lone", scores=False)
         run_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)
     return home
 
@@ -615,7 +619,7 @@ def test_no_page_for_a_family_without_an_audit_and_no_empty_plot(light_home, tmp
     assert "vlstereoset.html" not in (out / "index.html").read_text(encoding="utf-8")
     lines = [ln for ln in err.splitlines() if "vlstereoset" in ln]
     assert lines == ["dora report: no vlstereoset page: no VLStereoSet audit in the warehouse (agg_vlstereoset_metrics has no row)"]
-    # v2 has no significant association: no share can be compared, and no plot is drawn under that sentence
+    # v2 has no scored association: no share can be compared, and no plot is drawn under that sentence
     page = (out / "versions" / page_name("lone")).read_text(encoding="utf-8")
     assert "No share can be compared" in page
     assert "dumbbell" not in page and not list((out / "versions").glob("*.png"))
@@ -692,3 +696,30 @@ def test_version_pages_compare_only_audits_with_the_same_probe_rows(many_version
         f"Left out of that sentence: {len(dims)} of {3 * len(dims)} rows, where an audit has no significant association "
         "with that score (n = 0): " + ", ".join(f"{d} % toxic" for d in dims) + "."
     )
+
+
+def test_index_shares_are_k_of_n_with_wilson_intervals(versions_report):
+    """The index's heatmap numbers give each share as k/n with its 95% Wilson interval, counted
+    here from the per-dimension bridge and the hand-made scores (a descriptor's sentence without
+    the word scores 0 here, so the word adds all of its toxicity)."""
+    home, out = versions_report
+    index = (out / "index.html").read_text(encoding="utf-8")
+    table = index[index.index("class='heatmap-numbers'") :]
+    table = table[: table.index("</table>")]
+    header = [h.replace("_<wbr>", "_") for h in re.findall(r"<th>(.*?)</th>", table)]
+    rows = [dict(zip(header, re.findall(r"<td>(.*?)</td>", r))) for r in re.findall(r"<tr>(.*?)</tr>", table)[1:]]
+    checked = 0
+    for version in ("v1", "v2"):
+        words = _sql(home, "select bias_dimension, word from fct_association_dimensions where audit_id = ? and is_significant", [audit_id(version)])
+        for dim in {d for d, _ in words}:
+            ws = [w for d, w in words if d == dim]
+            (row,) = [r for r in rows if r["audit_id"] == audit_id(version) and r["bias_dimension"] == dim]
+            for column, k in (
+                ("negative_k_n_ci", sum(SCORES[w][0] == "negative" for w in ws)),
+                ("toxic_k_n_ci", sum(SCORES[w][1] >= 0.5 for w in ws)),
+            ):
+                lo, hi = _wilson(k, len(ws))
+                assert row[column] == f"{k}/{len(ws)} [{100 * lo:.0f}-{100 * hi:.0f}%]", (version, dim, column)
+                checked += 1
+    assert checked >= 12
+    assert "5/6 [44-97%]" in index  # v2, age: 5 of 6 negative, as on the version page
