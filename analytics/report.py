@@ -377,21 +377,22 @@ td.share { white-space: nowrap; } .ci, .n { color: #666; font-size: 0.9em; }
 
 
 def _with_intervals(row: dict) -> dict:
-    """A row of agg_bias_by_dimension with its two heatmap shares as ``k/n [lo-hi]`` (95% Wilson
-    interval, :func:`analytics.version_data.share`; the count is the mart's percentage x its
-    denominator / 100, exact as the percentage is 100 k / n)."""
+    """A row of agg_bias_by_dimension with its two heatmap shares as ``"83% [44-97] 5/6"`` (the
+    share, its 95% Wilson interval, k/n: :func:`analytics.version_data.share`; the count is the
+    mart's percentage x its denominator / 100, exact as the percentage is 100 k / n), in
+    ``pct_negative_ci`` and ``pct_toxic_ci``."""
     from analytics.version_data import share
 
     out = dict(row)
     for name, pct, n in (
-        ("negative_k_n_ci", "pct_negative", "n_sentiment_scored"),
-        ("toxic_k_n_ci", "pct_toxic_association", "n_toxicity_baselined"),
+        ("pct_negative_ci", "pct_negative", "n_sentiment_scored"),
+        ("pct_toxic_ci", "pct_toxic_association", "n_toxicity_baselined"),
     ):
         if row.get(pct) is None or not row.get(n):
             out[name] = None
             continue
         s = share(round(row[pct] * row[n] / 100), row[n])
-        out[name] = f"{s.k}/{s.n} [{100 * s.lo:.0f}-{100 * s.hi:.0f}%]"
+        out[name] = f"{100 * s.value:.0f}% [{100 * s.lo:.0f}-{100 * s.hi:.0f}] {s.k}/{s.n}"
     return out
 
 
@@ -516,16 +517,16 @@ def write_report(
     if any((r["n_significant"] or 0) > 0 for r in data["agg"]):
         # the numbers of the heatmaps, beside them
         figs_html += (
-            "<p class='note'>The heatmaps' numbers (agg_bias_by_dimension): each percentage's "
-            "denominator is the n_*_scored beside it.</p>"
+            "<p class='note'>The heatmaps' numbers (agg_bias_by_dimension): each share with its 95% Wilson "
+            "interval and k/n (pct_negative_ci of the sentiment-scored, pct_toxic_ci of the toxicity-scored "
+            "with a baseline: what the word adds).</p>"
             + _html_table(
                 [_with_intervals(r) for r in data["agg"] if r["audit_id"] not in no_significant],
+                # each share and its n in one cell: the table fits a laptop screen
                 [
-                    *agg_cols[: agg_cols.index("pct_negative") + 1],
-                    "negative_k_n_ci",
-                    *agg_cols[agg_cols.index("pct_negative") + 1 : agg_cols.index("pct_toxic_association") + 1],
-                    "toxic_k_n_ci",
-                    *agg_cols[agg_cols.index("pct_toxic_association") + 1 :],
+                    {"pct_negative": "pct_negative_ci", "pct_toxic_association": "pct_toxic_ci"}.get(c, c)
+                    for c in agg_cols
+                    if c not in ("n_sentiment_scored", "n_toxicity_baselined")
                 ],
                 "heatmap-numbers",
             )

@@ -715,11 +715,11 @@ def test_index_shares_are_k_of_n_with_wilson_intervals(versions_report):
             ws = [w for d, w in words if d == dim]
             (row,) = [r for r in rows if r["audit_id"] == audit_id(version) and r["bias_dimension"] == dim]
             for column, k in (
-                ("negative_k_n_ci", sum(SCORES[w][0] == "negative" for w in ws)),
-                ("toxic_k_n_ci", sum(SCORES[w][1] >= 0.5 for w in ws)),
+                ("pct_negative_ci", sum(SCORES[w][0] == "negative" for w in ws)),
+                ("pct_toxic_ci", sum(SCORES[w][1] >= 0.5 for w in ws)),
             ):
                 lo, hi = _wilson(k, len(ws))
-                assert row[column] == f"{k}/{len(ws)} [{100 * lo:.0f}-{100 * hi:.0f}%]", (version, dim, column)
+                assert row[column] == f"{100 * k / len(ws):.0f}% [{100 * lo:.0f}-{100 * hi:.0f}] {k}/{len(ws)}", (version, dim, column)
                 checked += 1
     assert checked >= 12
-    assert "5/6 [44-97%]" in index  # v2, age: 5 of 6 negative, as on the version page
+    assert "83% [44-97] 5/6" in index  # v2, age: 5 of 6 negative, as on the version page
