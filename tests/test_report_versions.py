@@ -674,6 +674,18 @@ def test_version_pages_compare_only_audits_with_the_same_probe_rows(many_version
         [audit_id("q3", "quad"), audit_id("q4", "quad")],
     ) == [(0,)]
 
+    # dora diff agrees: the latest (q4) has no row in common with q3 (refused in one line, exit 2),
+    # and the page's pair is compared on all its rows, its whole result in JSON
+    from orchestration.cli import main
+
+    capsys.readouterr()
+    assert main(["diff", "quad", "--format", "json"]) == 2
+    assert "probed no row in common (settings: singular vs plural)" in capsys.readouterr().err
+    assert main(["diff", "quad", "--from", "q2", "--to", "q3", "--format", "json", "--fail-on", "collapse"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["header"].endswith("; no row left out") and result["notes"] == []
+    assert result["comparisons"][0]["common_rows"] == 64 and result["verdict"]["state"] in ("no change", "change")
+
     # the finished audit's target has an audit of every family: its page lists the BiasDora ones only
     (target,) = {t for (t,) in _sql(many_versions, "select target from dim_audits where family = 'modscan'", [])}
     families = dict(_sql(many_versions, "select audit_id, family from dim_audits where target = ?", [target]))
