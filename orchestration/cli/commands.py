@@ -359,7 +359,9 @@ def cmd_report(args) -> int:
         try:
             page = family.report_page(out, args.audit_id, top=args.top, sections=sections, notes=notes)
         except LookupError as exc:  # that family's marts are not built, or hold no audit of it: the other pages may exist
-            skipped.append(f"no {family.name} page: {exc}")
+            from ingestion.errors import first_line
+
+            skipped.append(f"no {family.name} page: {first_line(exc)}")  # a library's message may span lines
             continue
         except (WarehouseMissingError, WarehouseBusyError) as exc:
             print(f"dora report: {exc}", file=sys.stderr)
