@@ -96,7 +96,41 @@ def plan(configs, audit_id: str | None = None, *, model_version: str | None = No
             f"of {images} with {len(vision.i2t_settings)} prompts ({', '.join(vision.i2t_settings)}); rows known once "
             "the images are listed"
         )
-    return format_plan(lines, audit_id, rate, source)
+    text = format_plan(lines, audit_id, rate, source)
+    from ingestion.vocabulary import DEFAULT_MODEL
+
+    if t2t.enabled and t2t.backend == "transformers" and t2t.model == DEFAULT_MODEL:
+        # the embedded defaults' steps have measured times: the whole audit, not only its generation
+        from orchestration.defs.biasdora.dry_run import format_steps, step_estimates
+
+        judge = configs["judge_ratings"]
+        todo = sum(ln.to_generate if ln.to_generate is not None else ln.prompts for ln in lines if ln.modality == "t2t")
+        embedded_judge = judge.backend == "transformers" and judge.model in (None, DEFAULT_MODEL)
+        steps = step_estimates(
+            todo, rate, judge_runs=judge.runs, judge_on=judge.enabled, significant=_last_significant(), judge_measured=embedded_judge
+        )
+        text += "\n" + format_steps(steps)
+    return text
+
+
+def _last_significant() -> tuple[int, str] | None:
+    """The significant associations of the embedded model's latest finished BiasDora audit in
+    the warehouse and its id, or ``None`` (no warehouse, no such audit)."""
+    from analytics.query import run_query
+    from ingestion.contracts.biasdora import FAMILY
+    from models_inference.backends.text import DeferredTransformersBackend
+
+    model_id = DeferredTransformersBackend().model_id  # its identity only: nothing is loaded
+
+    try:
+        rows = run_query(
+            "select significant_associations, audit_id from dim_audits where model_id = ? and family = ? and status = 'finished' "
+            "order by started_at desc limit 1",
+            params=[model_id, FAMILY],
+        ).rows
+    except Exception:  # noqa: BLE001 - no warehouse or no dim_audits yet: the estimate assumes instead
+        return None
+    return (int(rows[0][0]), f"audit {rows[0][1]}") if rows else None
 
 
 def diff(args, change_tests: list, *, family: str) -> int:
