@@ -40,3 +40,21 @@ def test_the_default_dry_run_prints_the_steps(dora_home, capsys):
         assert f"  {step}" in section
     # a fresh home has no earlier audit: the number of significant associations is assumed
     assert "(assumed: 68 significant associations" in section and "  total: " in section
+
+
+def test_a_rerun_of_a_landed_audit_skips_generation_scoring_and_the_judge():
+    """A re-run of an audit whose prompts have all landed: its associations are scored already
+    and the dbt builds find nothing new (bench_incremental's re-run), so the estimate is the
+    start-up, one model load and the two builds, not the judge again."""
+    from orchestration.defs.biasdora.dry_run import MEASURED_STEPS, step_estimates
+
+    steps = step_estimates(0, 170.0, judge_runs=1, judge_on=True, significant=(55, "audit a1"), rerun=True)
+    assert [name for name, _, _ in steps] == [
+        "start-up and Dagster run",
+        "model load (T2T)",
+        "T2T generation",
+        "dbt builds (nothing new)",
+        "scoring and judge",
+    ]
+    expected = MEASURED_STEPS["start-up and Dagster run"] + MEASURED_STEPS["model load"] + MEASURED_STEPS["dbt builds, nothing new"]
+    assert sum(sec for _, sec, _ in steps) == pytest.approx(expected) == pytest.approx(20.8)

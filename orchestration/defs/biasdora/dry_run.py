@@ -148,6 +148,11 @@ MEASURED_STEPS = {
     "dbt builds": 18.9 + 14.9,
     "scoring per association": (0.4 + 1.0) / 42,
     "judgements per second": 42 / 83,
+    # bench_incremental's re-run of a finished audit: both dbt builds on unchanged inputs
+    "dbt builds, nothing new": 3.6 + 2.7,
+    # bench_incremental's re-run from the shell (~18 s) less its dbt builds: Python's start,
+    # the Dagster run and its steps
+    "start-up and Dagster run": 18.0 - (3.6 + 2.7),
 }
 #: Significant associations per T2T completion when no earlier audit of the model says: the
 #: scoring benchmark's 42 of 5,850 completions (an assumption: it depends on the model).
@@ -155,7 +160,14 @@ ASSUMED_SIGNIFICANT_PER_COMPLETION = 42 / 5850
 
 
 def step_estimates(
-    t2t_todo: int, rate: float | None, *, judge_runs: int, judge_on: bool, significant: tuple[int, str] | None, judge_measured: bool = True
+    t2t_todo: int,
+    rate: float | None,
+    *,
+    judge_runs: int,
+    judge_on: bool,
+    significant: tuple[int, str] | None,
+    judge_measured: bool = True,
+    rerun: bool = False,
 ) -> list[tuple[str, float | None, str]]:
     """Every step of the embedded default audit with its time and where the time comes from.
 
@@ -165,12 +177,25 @@ def step_estimates(
             finished audit of the model, or ``None`` (then assumed from the completions).
         judge_measured: the judge is the embedded SmolLM2 (its rate is measured); another
             judge's time is unknown (a server's or an API's rate is not measured here).
+        rerun: every prompt of the audit has landed (a re-run of the same audit id): its
+            descriptor lists and associations are there and scored, and the dbt builds find
+            nothing new (bench_incremental's re-run).
 
     Returns:
         ``[(step, seconds or None, "measured ..." / "assumed ...")]``; the sum is the estimate.
     """
     m = MEASURED_STEPS
+    if rerun:
+        done = "the audit's rows, associations and scores have landed: skipped"
+        return [
+            ("start-up and Dagster run", m["start-up and Dagster run"], "measured: bench_incremental's re-run from the shell"),
+            ("model load (T2T)", m["model load"], "measured: bench_t2t_throughput, BENCHMARKS.md"),
+            ("T2T generation", 0.0, "nothing to generate"),
+            ("dbt builds (nothing new)", m["dbt builds, nothing new"], "measured: bench_incremental's re-run"),
+            ("scoring and judge", 0.0, done),
+        ]
     steps = [
+        ("start-up and Dagster run", m["start-up and Dagster run"], "measured: bench_incremental's re-run from the shell"),
         ("model load (T2T, judge)", 2 * m["model load"], "measured: bench_t2t_throughput, BENCHMARKS.md"),
         ("T2T generation", t2t_todo / rate if rate else None, f"measured: {rate} prompts/s" if rate else "unknown rate"),
         ("descriptor lists (a home's first audit)", m["descriptor lists"], "measured: bench_incremental"),

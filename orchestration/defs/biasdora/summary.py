@@ -107,10 +107,22 @@ def plan(configs, audit_id: str | None = None, *, model_version: str | None = No
         todo = sum(ln.to_generate if ln.to_generate is not None else ln.prompts for ln in lines if ln.modality == "t2t")
         embedded_judge = judge.backend == "transformers" and judge.model in (None, DEFAULT_MODEL)
         steps = step_estimates(
-            todo, rate, judge_runs=judge.runs, judge_on=judge.enabled, significant=_last_significant(), judge_measured=embedded_judge
+            todo,
+            rate,
+            judge_runs=judge.runs,
+            judge_on=judge.enabled,
+            significant=_last_significant(),
+            judge_measured=embedded_judge,
+            rerun=_rerun(lines),
         )
         text += "\n" + format_steps(steps)
     return text
+
+
+def _rerun(lines) -> bool:
+    """Every T2T prompt of the audit has landed (the audit id is known and nothing is left to generate)."""
+    t2t = [ln for ln in lines if ln.modality == "t2t"]
+    return bool(t2t) and all(ln.to_generate == 0 for ln in t2t)
 
 
 def _last_significant() -> tuple[int, str] | None:
