@@ -154,6 +154,8 @@ class AuditDiff:
     flips: QueryResult | None = None
     #: (flipped associations, of them significant only before, significant associations before, after)
     flip_counts: tuple[int, int, int, int] = (0, 0, 0, 0)
+    #: lines printed after the flip line (why a count differs: analytics/diff_result.py)
+    notes: tuple[str, ...] = ()
 
     def _label(self, ref: AuditRef) -> str:
         """How the header's audits are named in the text: their version, or their id when both share it."""
@@ -224,6 +226,7 @@ class AuditDiff:
             f"({only_before} only before, {flipped - only_before} only after); significant associations "
             f"{sig_before} -> {sig_after}"
         )
+        lines += [f"  {note}" for note in self.notes]
         for c in compared:
             prefix = f"  {c.modality} " if len(compared) > 1 else "  "
             lines.append(

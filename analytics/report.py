@@ -26,18 +26,13 @@ still too wide scrolls inside its container).
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
 from analytics.query import QueryResult, format_q, is_q_column, read_relation, run_query
+from analytics.report_figures import LIKERT, _with_intervals, audits_without, heatmap_png, likert_png
 from ingestion.home import dora_home
-
-#: Display order of settings (T2T first, as in the paper) and Likert labels (docs/method.md#4-scoring).
-SETTING_ORDER = ("singular", "plural", "adjective", "noun", "verb")
-LIKERT = {1: "1 Not at all", 2: "2 Slightly", 3: "3 Moderately", 4: "4 Highly", 5: "5 Extremely"}
-LIKERT_COLOURS = {1: "#1a9850", 2: "#a6d96a", 3: "#fee08b", 4: "#f46d43", 5: "#a50026"}
 
 
 def _rows(result: QueryResult) -> list[dict]:
@@ -127,139 +122,6 @@ def audited_dimensions(audit_id: str | None = None) -> dict[str, list[str]]:
     for aid, dim in rows:
         out.setdefault(aid, []).append(dim or "(none)")
     return out
-
-
-def _drawn_audits(rows: list[dict], count: str) -> list[tuple[str, str]]:
-    """The (audit, model) panels worth drawing: those with a row whose ``count`` is above 0.
-
-    An audit without any (no significant association, or none judged) would be a panel of empty
-    grey cells; the page says so in words instead (:func:`audits_without`).
-    """
-    return sorted({(r["audit_id"], r["model_id"]) for r in rows if (r[count] or 0) > 0})
-
-
-def audits_without(rows: list[dict], count: str) -> list[str]:
-    """The audits of ``rows`` whose every row has ``count`` 0 (nothing to draw for them), sorted."""
-    drawn = {a for a, _ in _drawn_audits(rows, count)}
-    return sorted({r["audit_id"] for r in rows} - drawn)
-
-
-def _panel_label(audit_id: str, model_id: str) -> str:
-    return f"{model_id.split('/')[-1]}\n{audit_id}"
-
-
-def _settings(rows: list[dict]) -> list[str]:
-    found = {r["setting"] for r in rows}
-    return [s for s in SETTING_ORDER if s in found] + sorted(found - set(SETTING_ORDER))
-
-
-def _dimensions(rows: list[dict], audited: dict[str, list[str]] | None = None) -> list[str]:
-    """The columns of a panel: every dimension with a row, plus every audited one (empty columns)."""
-    found = {r["bias_dimension"] or "(none)" for r in rows}
-    for dims in (audited or {}).values():
-        found.update(dims)
-    return sorted(found)
-
-
-def heatmap_png(agg: list[dict], column: str, title: str, path: Path, cmap: str = "Reds", audited: dict[str, list[str]] | None = None) -> Path | None:
-    """Heatmap of ``column`` (a percentage) over setting x bias dimension, one panel per audit.
-
-    Cells without scored associations are grey and marked "n/a"; each cell shows the
-    percentage and, below it, the number of significant associations (``n=0`` in an audited
-    dimension without any: every dimension of ``audited``, ``{audit_id: dimensions}``, gets a
-    column). An audit without any significant association gets no panel (:func:`audits_without`).
-
-    Returns:
-        ``path``, or ``None`` when no audit of ``agg`` has a significant association (nothing is drawn).
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    audits = _drawn_audits(agg, "n_significant")
-    if not audits:
-        return None
-    agg = [r for r in agg if (r["audit_id"], r["model_id"]) in audits]
-    dims = _dimensions(agg, {a: d for a, d in (audited or {}).items() if a in {x for x, _ in audits}})
-    n = len(audits)
-    fig, axes = plt.subplots(n, 1, figsize=(1.1 * len(dims) + 3.0, 0.75 * len(_settings(agg)) * n + 1.6 * n), squeeze=False, layout="constrained")
-    image = None
-    for ax, (audit_id, model_id) in zip(axes[:, 0], audits):
-        rows = [r for r in agg if r["audit_id"] == audit_id]
-        settings = _settings(rows)
-        grid = np.full((len(settings), len(dims)), np.nan)
-        counts = np.zeros((len(settings), len(dims)), dtype=int)
-        for r in rows:
-            i, j = settings.index(r["setting"]), dims.index(r["bias_dimension"] or "(none)")
-            counts[i, j] = r["n_significant"] or 0
-            if r[column] is not None:
-                grid[i, j] = r[column]
-        cmap_obj = matplotlib.colormaps[cmap].with_extremes(bad="#dddddd")
-        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap_obj, vmin=0, vmax=100, aspect="auto")
-        ax.set_xticks(range(len(dims)), dims, rotation=35, ha="right")
-        ax.set_yticks(range(len(settings)), settings)
-        ax.set_title(_panel_label(audit_id, model_id).replace("\n", "  |  "), fontsize=9)
-        for i in range(len(settings)):
-            for j in range(len(dims)):
-                value = grid[i, j]
-                text = "n/a" if math.isnan(value) else f"{value:.0f}%"
-                text += f"\nn={counts[i, j]}"
-                dark = not math.isnan(value) and value > 60
-                ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
-    fig.suptitle(title, fontsize=11)
-    fig.colorbar(image, ax=axes[:, 0].tolist(), label="% of significant associations", shrink=0.8)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
-
-
-def likert_png(likert: list[dict], path: Path, audited: dict[str, list[str]] | None = None) -> Path | None:
-    """Stacked horizontal bars: share (%) of each Likert level per bias dimension, one panel per audit.
-
-    Every dimension of ``audited`` (``{audit_id: dimensions}``) has a bar, empty with ``n=0``
-    when none of its significant associations was judged; an audit with no judged significant
-    association gets no panel.
-
-    Returns:
-        ``path``, or ``None`` when no significant association has a bias level.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    audits = _drawn_audits(likert, "n_associations")
-    if not audits:
-        return None
-    likert = [r for r in likert if (r["audit_id"], r["model_id"]) in audits]
-    dims = _dimensions(likert, {a: d for a, d in (audited or {}).items() if a in {x for x, _ in audits}})
-    fig, axes = plt.subplots(len(audits), 1, figsize=(9, 0.45 * len(dims) * len(audits) + 1.8 * len(audits)), squeeze=False, layout="constrained")
-    for ax, (audit_id, model_id) in zip(axes[:, 0], audits):
-        rows = [r for r in likert if r["audit_id"] == audit_id]
-        # a dimension with no judged association has a row with no level and no share: an empty bar
-        totals = {d: sum(r["n_associations"] or 0 for r in rows if (r["bias_dimension"] or "(none)") == d) for d in dims}
-        left = [0.0] * len(dims)
-        for level in LIKERT:  # shares from agg_likert_by_dimension (computed in dbt)
-            pct = {(r["bias_dimension"] or "(none)"): r["pct_of_dimension"] for r in rows if r["bias_level"] == level}
-            share = [pct.get(d) or 0.0 for d in dims]
-            ax.barh(dims, share, left=left, color=LIKERT_COLOURS[level], label=LIKERT[level], edgecolor="white")
-            for k, (x0, w) in enumerate(zip(left, share)):
-                if w >= 8:
-                    ax.text(x0 + w / 2, k, f"{w:.0f}", ha="center", va="center", fontsize=7)
-            left = [a + b for a, b in zip(left, share)]
-        ax.set_yticks(range(len(dims)), [f"{d} (n={totals[d]})" for d in dims])
-        ax.set_xlim(0, 100)
-        ax.set_xlabel("% of judged significant associations")
-        ax.invert_yaxis()
-        ax.set_title(_panel_label(audit_id, model_id).replace("\n", "  |  "), fontsize=9)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, ncol=5, fontsize=8, loc="outside lower center", frameon=False)
-    fig.suptitle("LLM-judge bias level (Likert 1-5) of significant associations per bias dimension", fontsize=11)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
 
 
 #: Where :func:`link_pages` adds the links to the other families' pages in ``index.html``.
@@ -381,6 +243,7 @@ def write_report(
     audit_id: str | None = None,
     top: int = 15,
     sections: Sequence[Callable[[str | None, Path], str]] = (),
+    notes: list[str] | None = None,
 ) -> Path:
     """Write ``index.html`` and its PNGs into ``out_dir``.
 
@@ -390,6 +253,8 @@ def write_report(
         top: rows of the most toxic / highest-rated tables.
         sections: the other probe families' HTML sections, ``(audit_id, out_dir) -> html``,
             appended in order (the caller passes them: this module knows no other family).
+        notes: one line is appended per version page left unwritten (and so not linked), for
+            the caller to print; the index names them too.
 
     Also writes the drill-down pages (``samples/``) and one version page per target with a
     BiasDora audit (``versions/``; only ``audit_id``'s target when it is given).
@@ -415,8 +280,8 @@ def write_report(
         "n_significant",
         "n_sentiment_scored",
         "pct_negative",
-        "n_toxicity_scored",
-        "pct_toxic",
+        "n_toxicity_baselined",
+        "pct_toxic_association",
         "n_judged",
         "pct_likert_1",
         "pct_likert_2",
@@ -437,14 +302,16 @@ def write_report(
             out / "pct_negative.png",
             "Reds",
             data["dimensions"],
+            "n_sentiment_scored",
         ),
         heatmap_png(
             data["agg"],
-            "pct_toxic",
-            "% toxic significant associations (setting x bias dimension)",
+            "pct_toxic_association",
+            "% toxic significant associations: the word adds >= 0.5 to the toxicity of the sentence without it",
             out / "pct_toxic.png",
             "Purples",
             data["dimensions"],
+            "n_toxicity_baselined",
         ),
     ]
     figs_html = "".join(f"<p><img src='{p.name}' alt='{p.stem}'></p>" for p in figures if p is not None)
@@ -458,9 +325,19 @@ def write_report(
     if any((r["n_significant"] or 0) > 0 for r in data["agg"]):
         # the numbers of the heatmaps, beside them
         figs_html += (
-            "<p class='note'>The heatmaps' numbers (agg_bias_by_dimension): each percentage's "
-            "denominator is the n_*_scored beside it.</p>"
-            + _html_table([r for r in data["agg"] if r["audit_id"] not in no_significant], agg_cols, "heatmap-numbers")
+            "<p class='note'>The heatmaps' numbers (agg_bias_by_dimension): each share with its 95% Wilson "
+            "interval and k/n (pct_negative_ci of the sentiment-scored, pct_toxic_ci of the toxicity-scored "
+            "with a baseline: what the word adds).</p>"
+            + _html_table(
+                [_with_intervals(r) for r in data["agg"] if r["audit_id"] not in no_significant],
+                # each share and its n in one cell: the table fits a laptop screen
+                [
+                    {"pct_negative": "pct_negative_ci", "pct_toxic_association": "pct_toxic_ci"}.get(c, c)
+                    for c in agg_cols
+                    if c not in ("n_sentiment_scored", "n_toxicity_baselined")
+                ],
+                "heatmap-numbers",
+            )
         )
     # --- judge reliability next to the Likert bars; drill-down links -----------------
     from analytics.drilldown import judge_reliability_html, write_drilldown
@@ -476,7 +353,11 @@ def write_report(
     links = write_drilldown(out, audit_id)
     from analytics.version_report import write_version_pages
 
-    versions_html = _versions_table(write_version_pages(out, audit_id, links), out)
+    version_notes: list[str] = []
+    versions_html = _versions_table(write_version_pages(out, audit_id, links, version_notes), out)
+    versions_html += "".join(f"<p class='empty skipped-page'>{html.escape(line)}</p>" for line in version_notes)
+    if notes is not None:
+        notes.extend(version_notes)
     for row in data["toxic"] + data["rated"]:
         href = links.get((row["audit_id"], row["modality"], row["setting"], row["descriptor"], row["word"]))
         row["samples"] = _Html(f"<a class='samples' href='{html.escape(href)}'>samples</a>") if href else None
@@ -500,13 +381,25 @@ def write_report(
 (relations agg_bias_by_dimension, fct_association_scores). Significant: Fisher's exact test,
 Benjamini-Hochberg q &lt; 0.05. Sentiment scorer: {html.escape(str(scorers.get("sentiment_scorer") or "–"))};
 toxicity scorer: {html.escape(str(scorers.get("toxicity_scorer") or "–"))};
+% toxic (pct_toxic_association) counts an association as toxic when its word adds at least 0.5 to the toxicity of the
+sentence without it (the descriptor's own sentence, scored beside it: toxicity classifiers rate identity terms alone as
+toxic); pct_toxic of agg_bias_by_dimension keeps the sentence's own;
 judge: {html.escape(str(scorers.get("judge_model") or "–"))}, answer mode {html.escape(str(scorers.get("judge_answer_mode") or "–"))}
 (5-point Likert, the BiasDora judge prompt; 'free' = the paper's protocol, 'constrained' = first token restricted to 1-5).</p>
 <h2>Audits</h2>
 {
         _html_table(
             data["overview"],
-            ["audit_id", "model_id", "model_version", "n_significant", "pct_negative", "pct_toxic", "mean_bias_level", "judge_answer_mode"],
+            [
+                "audit_id",
+                "model_id",
+                "model_version",
+                "n_significant",
+                "pct_negative",
+                "pct_toxic_association",
+                "mean_bias_level",
+                "judge_answer_mode",
+            ],
             "audits",
         )
     }
@@ -521,8 +414,10 @@ in version order with every share's 95% Wilson interval and n, the T2T parse rat
 last two versions before and after.</p>
 {versions_html}
 <h2>Figures</h2>
-<p class="note">Heatmap cells: % of the significant associations of that setting and bias dimension
-(n = how many); grey "n/a": no significant association there.</p>
+<p class="note">Heatmap cells: % of the significant associations of that setting and bias dimension with a score,
+its 95% Wilson interval in brackets and k/n (n = significant associations in the cell); the colour is paler the wider
+the interval (opacity 1 - its width), so a share of one or two associations does not look like a finding; grey "n/a":
+no significant association there.</p>
 {figs_html or "<p class='empty'>no figures: nothing has been scored</p>"}
 <p><a href="samples/index.html">Every significant association and the samples behind it</a> (drill-down pages).</p>
 <h2>Most toxic significant associations</h2>

@@ -33,6 +33,7 @@ __all__ = [
     "NO_RATING",
     "Share",
     "changes",
+    "comparable_pairs",
     "difference_interval",
     "load_version_data",
     "share",
@@ -141,18 +142,29 @@ def load_version_data(target: str) -> dict:
         audit, judge) of agg_judge_parse_rates, or None when it is not built; "dimensions":
         {(audit_id, bias_dimension): counts n_significant, n_sentiment_scored, n_negative,
         n_toxicity_scored, n_toxic, n_judged}; "likert": {(audit_id, bias_dimension):
-        {level: n}}; "pairs": [(modality, earlier audit row, later audit row)], the last two
-        finished BiasDora audits of each modality}``.
+        {level: n}}; "profiles": {(audit_id, modality): its probe configuration
+        (agg_audit_probe_profiles)}; "pairs" and "unpaired": :func:`comparable_pairs`}``; the
+        audits are the target's BiasDora audits only.
 
     Raises:
         duckdb.CatalogException: the BiasDora marts are not built. WarehouseMissingError / WarehouseBusyError.
     """
+    # BiasDora's audits only: another family's audits of the target (VLStereoSet's reference
+    # scorers among them) are not versions of what this page compares
     audits = _rows(
         """select a.audit_seq, a.audit_id, a.model_id, a.model_version, a.family, a.modality, a.status, a.started_at,
-                  a.significant_associations, c.completions, c.completions_parsed
+                  a.config_hash, a.significant_associations, c.completions, c.completions_parsed
            from dim_audits as a left join agg_completions_by_audit as c on c.audit_id = a.audit_id
-           where a.target = ? order by a.audit_seq nulls last, a.started_at, a.audit_id""",
-        [target],
+           where a.target = ? and a.family = ? order by a.audit_seq nulls last, a.started_at, a.audit_id""",
+        [target, FAMILY],
+    )
+    profiles = (
+        _optional_rows(
+            """select audit_id, modality, probe_rows, settings, descriptors, letters, runs, comparable_previous_audit_id
+               from agg_audit_probe_profiles where target = ? order by audit_seq nulls last, audit_id, modality""",
+            [target],
+        )
+        or []
     )
     judge = _optional_rows(
         """select j.audit_id, j.judge, j.answers, j.parsed, j.n_no_rating, j.n_ambiguous, j.n_out_of_range, j.n_empty, j.n_error
@@ -168,8 +180,9 @@ def load_version_data(target: str) -> dict:
                   cast(sum(b.n_significant) as bigint) as n_significant,
                   cast(sum(b.n_sentiment_scored) as bigint) as n_sentiment_scored,
                   cast(coalesce(sum(round(b.pct_negative * b.n_sentiment_scored / 100)), 0) as bigint) as n_negative,
-                  cast(sum(b.n_toxicity_scored) as bigint) as n_toxicity_scored,
-                  cast(coalesce(sum(round(b.pct_toxic * b.n_toxicity_scored / 100)), 0) as bigint) as n_toxic,
+                  -- % toxic: what the word adds to the descriptor's sentence (pct_toxic_association)
+                  cast(sum(b.n_toxicity_baselined) as bigint) as n_toxicity_scored,
+                  cast(coalesce(sum(round(b.pct_toxic_association * b.n_toxicity_baselined / 100)), 0) as bigint) as n_toxic,
                   cast(sum(b.n_judged) as bigint) as n_judged
            from agg_bias_by_dimension as b inner join dim_audits as a on a.audit_id = b.audit_id
            where a.target = ? and a.family = ?
@@ -192,18 +205,44 @@ def load_version_data(target: str) -> dict:
     likert: dict[tuple, dict[int, int]] = defaultdict(dict)
     for r in likert_rows:
         likert[(r["audit_id"], r["bias_dimension"])][r["bias_level"]] = r["n_associations"]
-    by_modality: dict[str, list[dict]] = defaultdict(list)
-    for a in audits:
-        if a["family"] == FAMILY and a["status"] == "finished" and a["audit_seq"] is not None:
-            by_modality[a["modality"]].append(a)
-    pairs = [(m, found[-2], found[-1]) for m, found in sorted(by_modality.items()) if len(found) >= 2]
+    pairs, unpaired = comparable_pairs(audits, profiles)
     return {
         "audits": audits,
+        "profiles": {(r["audit_id"], r["modality"]): r for r in profiles},
+        "unpaired": unpaired,
         "judge": judge,
         "dimensions": {(r["audit_id"], r["bias_dimension"]): r for r in dims},
         "likert": dict(likert),
         "pairs": pairs,
     }
+
+
+def comparable_pairs(audits: list[dict], profiles: list[dict]) -> tuple[list[tuple], list[tuple]]:
+    """The before/after pairs of a version page: per modality, the latest finished audit that has
+    an earlier audit with the same probe rows (``agg_audit_probe_profiles.comparable_previous_audit_id``,
+    chosen in SQL) and that audit.
+
+    Returns:
+        ``(pairs, unpaired)``: ``pairs`` = [(modality, earlier audit row, later audit row)];
+        ``unpaired`` = [(modality, audit row)], the finished audits after the pair's later one
+        (every finished audit of a modality without a pair beyond the first) that no earlier
+        audit matched: left out of the comparison, and named on the page.
+    """
+    by_id = {a["audit_id"]: a for a in audits}
+    comparable = {(r["audit_id"], r["modality"]): r["comparable_previous_audit_id"] for r in profiles}
+    by_modality: dict[str, list[dict]] = defaultdict(list)
+    for a in audits:
+        if a["status"] == "finished" and a["audit_seq"] is not None:
+            by_modality[a["modality"]].append(a)
+    pairs, unpaired = [], []
+    for modality, found in sorted(by_modality.items()):
+        later = next((a for a in reversed(found) if comparable.get((a["audit_id"], modality)) in by_id), None)
+        if later is not None:
+            pairs.append((modality, by_id[comparable[(later["audit_id"], modality)]], later))
+            unpaired += [(modality, a) for a in found if a["audit_seq"] > later["audit_seq"]]
+        elif len(found) >= 2:
+            unpaired += [(modality, a) for a in found[1:]]
+    return pairs, unpaired
 
 
 def changes(from_audit_id: str, to_audit_id: str) -> tuple[list[dict], list[dict]] | None:

@@ -153,15 +153,42 @@ def dumbbell_png(data: dict, before: Mapping, after: Mapping, dims: list[str], p
     return path
 
 
+def _ranges(values) -> str:
+    """``[1, 2, 3, 5]`` -> ``"1-3, 5"``."""
+    values = sorted(values or [])
+    parts: list[str] = []
+    for v in values:
+        if parts and isinstance(parts[-1], list) and parts[-1][1] == v - 1:
+            parts[-1][1] = v
+        else:
+            parts.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts) or "none"
+
+
+def probe_configuration(profile: Mapping | None) -> str:
+    """One audit's probe configuration in words (``agg_audit_probe_profiles``):
+    ``"singular; 4 descriptors; letters x; runs 1-16; 64 probe rows"``."""
+    if profile is None:
+        return "no probe row in the warehouse"
+    parts = [", ".join(profile["settings"]), f"{profile['descriptors']} descriptors"]
+    if profile["letters"]:
+        parts.append(f"letters {''.join(profile['letters'])}")
+    if profile["runs"]:
+        parts.append(f"runs {_ranges(profile['runs'])}")
+    return "; ".join(parts + [f"{profile['probe_rows']:,} probe rows"])
+
+
 def _audits_html(data: dict) -> str:
     rows = []
     for a in data["audits"]:
         t2t = share(a["completions_parsed"], a["completions"]) if a["completions"] else None
+        config = probe_configuration(data["profiles"].get((a["audit_id"], a["modality"])))
         rows.append(
             f"<tr data-audit='{html.escape(a['audit_id'])}'>{_cell(a['audit_seq'] if a['audit_seq'] is not None else '-')}"
-            f"{_cell(a['audit_id'])}{_cell(a['model_version'])}{_cell(a['family'])}{_cell(a['modality'])}{_cell(a['status'])}"
+            f"{_cell(a['audit_id'])}{_cell(a['model_version'])}{_cell(a['modality'])}"
+            f"<td class='probe-config' data-config-hash='{html.escape(str(a['config_hash']))}'>{html.escape(config)}</td>{_cell(a['status'])}"
             f"{_cell(str(a['started_at'])[:16] if a['started_at'] else None)}"
-            f"{_cell(a['significant_associations'] if a['family'] == FAMILY else None)}"
+            f"{_cell(a['significant_associations'])}"
             + (share_cell(t2t).replace("class='share'", "class='share parse-rate'") if t2t else "<td>n/a</td>")
             + "</tr>"
         )
@@ -170,8 +197,8 @@ def _audits_html(data: dict) -> str:
             "#",
             "audit",
             "model version",
-            "family",
             "modality",
+            "probe configuration",
             "status",
             "started (UTC)",
             "significant associations",
@@ -247,14 +274,18 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
     """The before/after section of one modality's last two audits."""
     dims = sorted({d for (aid, d) in data["dimensions"] if aid in (before["audit_id"], after["audit_id"])})
     title = f"{html.escape(modality)}: {html.escape(_version(before))} &rarr; {html.escape(_version(after))}"
-    parts = [f"<h2 id='pair-{html.escape(modality)}'>Last two versions, {title}</h2>"]
-    png = dumbbell_png(data, before, after, dims, out_dir / f"{stem}-{modality}-dumbbell.png")
-    rows, excluding_zero, compared = [], [], 0
+    parts = [f"<h2 id='pair-{html.escape(modality)}'>Last two comparable versions, {title}</h2>"]
+    parts.append(
+        "<p class='note'>Both audits probed the same rows (agg_audit_probe_profiles: the same probe configuration), "
+        "so every share below is counted on the same prompts.</p>"
+    )
+    rows, excluding_zero, left_out, compared = [], [], [], 0
     for dim in dims:
         b, a = _measures(data, before["audit_id"], dim), _measures(data, after["audit_id"], dim)
         for name in a:
             diff = difference_interval(a[name], b[name])
             if diff is None:
+                left_out.append(f"{dim} {name}")
                 diff_cell = "<td class='difference'>n/a</td>"
             else:
                 compared += 1
@@ -274,10 +305,22 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
     if not compared:
         verdict = "No share can be compared: one of the two audits has no scored significant association."
     elif not excluding_zero:
-        verdict = f"Every difference's 95% interval includes 0 ({compared} compared): these audits show no detectable change of any share."
+        verdict = f"Every difference's 95% interval includes 0 ({compared} of {len(rows)} compared): no detectable change of a compared share."
     else:
-        verdict = f"{len(excluding_zero)} of {compared} differences have a 95% interval excluding 0: " + html.escape(", ".join(excluding_zero)) + "."
+        verdict = (
+            f"{len(excluding_zero)} of {compared} compared differences (of {len(rows)}) have a 95% interval excluding 0: "
+            + html.escape(", ".join(excluding_zero))
+            + "."
+        )
     parts.append(f"<p class='verdict'>{verdict}</p>")
+    if compared and left_out:
+        # a headline over some of the rows names the others, so "no change" is not read as "no change anywhere"
+        parts.append(
+            f"<p class='left-out'>Left out of that sentence: {len(left_out)} of {len(rows)} rows, where an audit has no "
+            "significant association with that score (n = 0): " + html.escape(", ".join(left_out)) + ".</p>"
+        )
+    # no share to compare: a plot would be empty axes under a sentence that says so
+    png = dumbbell_png(data, before, after, dims, out_dir / f"{stem}-{modality}-dumbbell.png") if compared else None
     if png is not None:
         parts.append(
             f"<div class='figure'><img src='{html.escape(png.name)}' alt='before and after per bias dimension, {html.escape(modality)}'></div>"
@@ -384,6 +427,49 @@ def page_name(target: str) -> str:
     return f"{keep}-{hashlib.blake2b(target.encode(), digest_size=4).hexdigest()}.html"
 
 
+def _unpaired_html(data: dict) -> str:
+    """The audits left out of the before/after view: no earlier audit probed their rows."""
+    if not data["unpaired"]:
+        return ""
+    items = "".join(
+        f"<li data-audit='{html.escape(a['audit_id'])}'>{html.escape(modality)}: {html.escape(_version(a))} "
+        f"({html.escape(probe_configuration(data['profiles'].get((a['audit_id'], modality))))})</li>"
+        for modality, a in data["unpaired"]
+    )
+    return (
+        "<p class='unpaired'>Left out of the before/after view: no earlier audit of the target probed the same rows "
+        "as these (another probe configuration); <code>dora diff --from A --to B</code> compares two of them on "
+        f"the rows both probed and says what it left out.</p><ul class='unpaired'>{items}</ul>"
+    )
+
+
+def _biasdora_section(data: dict, folder: Path, stem: str, links: Mapping[tuple, str]) -> str:
+    """The family's part of the version page (``<section data-family=...>``): its audits with
+    their probe configurations, the judge's answers, the shares per bias dimension and, per
+    modality, the last two comparable versions. One section per family, so a family-level line
+    (a check state) has one place to go."""
+    pairs = "".join(_pair_html(data, m, b, a, folder, stem, links) for m, b, a in data["pairs"])
+    if not data["pairs"]:
+        pairs = (
+            "<p class='empty'>No before/after view: this target has no two finished BiasDora audits of one modality that probed the same rows.</p>"
+        )
+    return f"""<section class="family" data-family="{html.escape(FAMILY)}">
+<h2>Audits in version order</h2>
+<p class="note">BiasDora's audits of the target only; the probe configuration is what the audit's rows show
+(agg_audit_probe_profiles: settings, descriptors, T2T letters and runs); the cell's data-config-hash is the
+audit's config hash (dim_audits). Only audits with the same probe rows are compared below.</p>
+{_audits_html(data)}
+<h2>The judge's answers</h2>
+<p class="note">Answers of the LLM judge that gave no Likert rating, by parse status (no_rating: no number or level word;
+ambiguous: several levels; out_of_range: numbers outside 1-5); their associations have no bias level.</p>
+{_judge_html(data)}
+<h2>By bias dimension</h2>
+{_dimensions_html(data, data["audits"])}
+{pairs}
+{_unpaired_html(data)}
+</section>"""
+
+
 @dataclass(frozen=True)
 class VersionPage:
     """A written version page: its target, path, BiasDora audits (version order) and the
@@ -412,11 +498,9 @@ def write_version_page(target: str, out_dir: Path, links: Mapping[tuple, str] | 
     folder.mkdir(parents=True, exist_ok=True)
     data = load_version_data(target)
     path = folder / page_name(target)
-    biasdora = [a for a in data["audits"] if a["family"] == FAMILY]
+    biasdora = data["audits"]
     model = sorted({a["model_id"] for a in biasdora})
-    pairs = "".join(_pair_html(data, m, b, a, folder, path.stem, links or {}) for m, b, a in data["pairs"])
-    if not data["pairs"]:
-        pairs = "<p class='empty'>No before/after view: this target has fewer than two finished BiasDora audits of one modality.</p>"
+    section = _biasdora_section(data, folder, path.stem, links or {})
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>dora report - versions of {html.escape(target)}</title>
 <style>{CSS}</style></head><body>
@@ -424,18 +508,10 @@ def write_version_page(target: str, out_dir: Path, links: Mapping[tuple, str] | 
 <h1>Versions of {html.escape(target)} ({html.escape(", ".join(model))})</h1>
 <p class="note">Every share is k/n with its 95% Wilson score interval in brackets (statsmodels proportion_confint,
 method "wilson"), n its denominator: the significant associations with that score. Source relations: dim_audits,
-agg_completions_by_audit, agg_judge_parse_rates, agg_bias_by_dimension (settings summed), agg_likert_by_dimension,
+agg_completions_by_audit, agg_audit_probe_profiles, agg_judge_parse_rates, agg_bias_by_dimension (settings summed), agg_likert_by_dimension,
 agg_association_changes_by_dimension, fct_association_changes. Significant: Fisher's exact test, Benjamini-Hochberg
 q &lt; 0.05. An association counts under every bias dimension of its descriptor.</p>
-<h2>Audits in version order</h2>
-{_audits_html(data)}
-<h2>The judge's answers</h2>
-<p class="note">Answers of the LLM judge that gave no Likert rating, by parse status (no_rating: no number or level word;
-ambiguous: several levels; out_of_range: numbers outside 1-5); their associations have no bias level.</p>
-{_judge_html(data)}
-<h2>By bias dimension</h2>
-{_dimensions_html(data, biasdora)}
-{pairs}
+{section}
 </body></html>
 """
     path.write_text(page, encoding="utf-8")
@@ -444,19 +520,38 @@ ambiguous: several levels; out_of_range: numbers outside 1-5); their association
     return VersionPage(target, path, tuple(_version(a) for a in biasdora), parse)
 
 
-def write_version_pages(out_dir: Path, audit_id: str | None = None, links: Mapping[tuple, str] | None = None) -> list[VersionPage]:
+def write_version_pages(
+    out_dir: Path, audit_id: str | None = None, links: Mapping[tuple, str] | None = None, notes: list[str] | None = None
+) -> list[VersionPage]:
     """Write the version page of every target with a BiasDora audit (of ``audit_id``'s target only, when given).
 
+    Only a page whose file exists once written is returned, so the index never links a page that
+    is not there: a target whose page could not be written (its marts not built, an unreadable
+    row) is left out and named in one line appended to ``notes``.
+
     Returns:
-        The pages, sorted by target; ``[]`` when ``dim_audits`` is not built.
+        The pages, sorted by target; ``[]`` when ``dim_audits`` is not built (one line in ``notes``).
 
     Raises:
         WarehouseMissingError / WarehouseBusyError.
     """
     import duckdb
 
+    notes = notes if notes is not None else []
     try:
         targets = version_targets(audit_id)
     except duckdb.CatalogException:
+        notes.append("no version page: the audit dimension dim_audits is not built (run `dora audit`)")
         return []
-    return [write_version_page(t, out_dir, links) for t in targets]
+    pages = []
+    for target in targets:
+        try:
+            page = write_version_page(target, out_dir, links)
+        except (duckdb.Error, OSError) as exc:  # a mart missing, a file that cannot be written: the other pages still are
+            notes.append(f"no version page for target {target!r}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            continue
+        if not page.path.is_file():
+            notes.append(f"no version page for target {target!r}: {page.path} was not written")
+            continue
+        pages.append(page)
+    return pages

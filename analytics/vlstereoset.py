@@ -117,18 +117,26 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def write_vlstereoset_report(out_dir: Path, audit_id: str | None = None) -> Path | None:
+def write_vlstereoset_report(out_dir: Path, audit_id: str | None = None) -> Path:
     """Write ``vlstereoset.html`` (+ ``vlstereoset_shifts.png``) into ``out_dir``: the Table 3 view
     (one row per audit and scorer variant, category 'all'), the Table 4 view (ivlas / vlrs /
     vlbs per category) and the lmss / vlss histograms of the analysis subset.
 
     Returns:
-        The page's path, or ``None`` when the VLStereoSet marts are not built.
+        The page's path.
+
+    Raises:
+        ReportPageSkipped: the VLStereoSet marts are not built, or they hold no audit (of
+            ``audit_id``, when given): a page of empty tables would say nothing.
     """
+    from ingestion.errors import ReportPageSkipped
+
     try:
         all_rows = metrics([audit_id] if audit_id else None)
-    except LookupError:
-        return None
+    except LookupError as exc:
+        raise ReportPageSkipped(str(exc)) from None
+    if not all_rows:
+        raise ReportPageSkipped(f"no VLStereoSet audit{' ' + audit_id if audit_id else ''} in the warehouse (agg_vlstereoset_metrics has no row)")
     out_dir.mkdir(parents=True, exist_ok=True)
     table3 = [r for r in all_rows if r["category"] == "all"]
     table4 = []

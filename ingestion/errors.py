@@ -61,6 +61,12 @@ class DiffError(DoraError, ValueError):
     two audits with no probe row in common (the message names what differs)."""
 
 
+class ReportPageSkipped(DoraError, LookupError):
+    """``dora report``: a family's page (or a version page) left unwritten, and so not linked: the
+    family's marts are not built, or the warehouse holds no audit of the family (the message
+    says which). The command prints it as one line and writes the other pages."""
+
+
 class LandingContractError(DoraError, ValueError):
     """A landing contract module (``ingestion/contracts/``, or one given to
     ``ingestion.contracts.register_contract``) that cannot join ``SCHEMAS``: a table another
@@ -299,6 +305,7 @@ __all__ = [
     "PromptLogprobsUnsupportedError",
     "QueryRefusedError",
     "RegistryError",
+    "ReportPageSkipped",
     "TargetConfigError",
     "UnknownTargetError",
     "VLStereoSetFormatError",

@@ -227,7 +227,7 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     assert main(["diff", TARGET, "--format", "json", "--top", "100"]) == 0
     import json
 
-    diff_rows = json.loads(capsys.readouterr().out)
+    diff_rows = json.loads(capsys.readouterr().out)["top_changes"]
     assert len(diff_rows) == n_sig
     for dim in DIMENSIONS:  # per bias dimension, smallest change q first
         qs = [r["change_q"] for r in diff_rows if r["bias_dimension"] == dim]

@@ -295,6 +295,33 @@ def test_changed_probe_configuration_is_compared_on_the_common_rows(home, capsys
     flip_table = out[out.index("significance flipped (significant in one audit only") :]
     assert "slow" in flip_table and "kind" in flip_table and "only after" in flip_table
     assert "lazy" not in out and "grumpy" not in out
+    # why v3's count on the common rows is not its own: its own significant associations (its
+    # 6 descriptors, runs 1-4), those of rc2's 3 descriptors, and those on the common rows
+    (own, on_compared) = run_query(
+        "select count(*), count(*) filter (where descriptor in ('old person', 'woman', 'muslim person')) "
+        "from fct_associations where audit_id = ? and is_significant",
+        params=[after],
+    ).rows[0]
+    common_after = sum(1 for v in expected.values() if v[1])
+    assert own > on_compared >= 1 and own > common_after
+    note = next(ln for ln in lines if ln.startswith("  why the significant counts differ from each audit's own"))
+    assert note.endswith(
+        f"rc2 (t2t): {sum(1 for v in expected.values() if v[0])} on its own rows, "
+        f"{sum(1 for v in expected.values() if v[0])} of them on the compared settings and descriptors, "
+        f"{sum(1 for v in expected.values() if v[0])} on the common rows; "
+        f"v3 (t2t): {own} on its own rows, {on_compared} of them on the compared settings and descriptors, {common_after} on the common rows"
+    ), note
+    # the whole result as JSON: the note and its numbers too
+    import json
+
+    code, out, _ = dora(capsys, "--from", "rc2", "--to", "v3", "--format", "json")
+    result = json.loads(out)
+    assert code == 0 and result["notes"] == [note.strip()]
+    assert [(r["side"], r["significant_own_rows"], r["significant_common_rows"]) for r in result["significance_background"]][1] == (
+        "after",
+        own,
+        common_after,
+    )
 
 
 @pytest.mark.slow

@@ -270,6 +270,12 @@ def test_counterfactual_change_is_significant_and_p_equals_scipy(home, capsys):
     assert "cf-v1 (version v1) -> cf-v2 (version v2)" in out and "Mann-Whitney" in out
     assert "1 of 2 compared rows changed significantly (BH change q < 0.05): increased 1" in out
     assert out.index("Describe") < out.index("Explain")  # sorted by change q
+    # a CI exit status: 1 when a row changed significantly; collapse is BiasDora's (parse rate,
+    # significant associations) and refused in one line for another family
+    assert main(["diff", CF_MODEL, "--family", "counterfactual", "--fail-on", "change"]) == 1
+    assert capsys.readouterr().err == "dora diff: --fail-on change: 1 rows changed significantly (BH change q < 0.05)\n"
+    assert main(["diff", CF_MODEL, "--family", "counterfactual", "--fail-on", "collapse"]) == 2
+    assert capsys.readouterr().err.startswith("dora diff: --fail-on collapse reads the parse rate")
 
 
 @pytest.mark.slow

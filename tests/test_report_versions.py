@@ -16,6 +16,7 @@ at 1,400 px and finds no horizontal overflow.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from datetime import datetime, timedelta, timezone
@@ -72,18 +73,19 @@ SCORES = {
 FLAT_MODEL, FLAT_AUDIT = "org/flat-model", "t2t-flat-v1-feed0000"
 
 
-def audit_id(version: str) -> str:
-    return f"t2t-fixture-{version}-feed0000"
+def audit_id(version: str, target: str = TARGET) -> str:
+    return f"t2t-{target}-{version}-feed0000"
 
 
-def _land_flat() -> None:
+def _land_flat(aid: str = FLAT_AUDIT, model: str = FLAT_MODEL, target: str | None = None, started=T0, version: str = "v1") -> None:
+    """An audit in which every descriptor answers the same words: no association is significant."""
     from ingestion.landing import write_shard
 
     rows = [
         {
-            "audit_id": FLAT_AUDIT,
-            "model_id": FLAT_MODEL,
-            "model_version": "v1",
+            "audit_id": aid,
+            "model_id": model,
+            "model_version": version,
             "backend": "test",
             "setting": "singular",
             "descriptor": descriptor,
@@ -96,53 +98,60 @@ def _land_flat() -> None:
             "raw_output": word,
             "word": word,
             "parse_status": "ok",
-            "generated_at": T0,
+            "generated_at": started,
         }
         for descriptor in ("old person", "young person")
         for run, word in enumerate(["nice", "calm"] * 4, start=1)
     ]
-    write_shard("t2t_completions", rows, partition=FLAT_AUDIT)
+    write_shard("t2t_completions", rows, partition=aid)
     event = {
-        "audit_id": FLAT_AUDIT,
-        "model_id": FLAT_MODEL,
-        "model_version": "v1",
+        "audit_id": aid,
+        "model_id": model,
+        "model_version": version,
         "modality": "t2t",
         "config_json": "{}",
         "config_hash": "flat",
         "code_version": "test",
-        "target": None,
+        "target": target,
     }
     write_shard(
         "audits",
         [
-            {**event, "status": "started", "rows_generated": 0, "event_at": T0},
-            {**event, "status": "finished", "rows_generated": len(rows), "event_at": T0},
+            {**event, "status": "started", "rows_generated": 0, "event_at": started},
+            {**event, "status": "finished", "rows_generated": len(rows), "event_at": started + timedelta(minutes=5)},
         ],
-        partition=FLAT_AUDIT,
+        partition=aid,
     )
 
 
-def _land(version: str, order: int) -> None:
-    """One audit of target ``fixture``: its events, completions, scores and the judge's answers."""
+def _land(
+    version: str, order: int, *, target: str = TARGET, docs: dict | None = None, setting: str = "singular", toxicity: bool = True, scores: bool = True
+) -> None:
+    """One audit of ``target`` (default ``fixture``; ``docs``: DOCS[version]; ``setting``: the
+    T2T setting its rows are in): its events, completions, scores (without toxicity scores
+    unless ``toxicity``) and the judge's answers (no score and no answer unless ``scores``)."""
     from ingestion.landing import write_shard
     from models_inference.probes.biasdora.ratings import parse_rating
 
-    aid, started = audit_id(version), T0 + timedelta(days=order)
+    aid, started = audit_id(version, target), T0 + timedelta(days=order)
+    model = MODEL if target == TARGET else f"org/{target}-model"
+    docs = DOCS[version] if docs is None else docs
+    unparsed = RUNS - max(sum(words.values()) for _, words in docs.values())
     done = started + timedelta(minutes=5)
     completions = []
-    for descriptor, (dim, words) in DOCS[version].items():
+    for descriptor, (dim, words) in docs.items():
         article = "An" if descriptor[0] in "aeiou" else "A"
-        answers = [(w, "ok") for w, n in words.items() for _ in range(n)] + [(None, "no_word")] * UNPARSED[version]
+        answers = [(w, "ok") for w, n in words.items() for _ in range(n)] + [(None, "no_word")] * unparsed
         assert len(answers) == RUNS
         for run, (word, status) in enumerate(answers, start=1):
             letter = "x"  # one letter, runs 1..RUNS: the probe rows (descriptor_row-letter-run) of both versions
             completions.append(
                 {
                     "audit_id": aid,
-                    "model_id": MODEL,
+                    "model_id": model,
                     "model_version": version,
                     "backend": "test",
-                    "setting": "singular",
+                    "setting": setting,
                     "descriptor": descriptor,
                     "bias_dimension": dim,
                     "letter": letter,
@@ -158,13 +167,15 @@ def _land(version: str, order: int) -> None:
             )
     write_shard("t2t_completions", completions, partition=aid)
     keys = [
-        {"audit_id": aid, "model_id": MODEL, "model_version": version, "modality": "t2t", "setting": "singular", "descriptor": d, "word": w}
-        for d, (_, words) in DOCS[version].items()
+        {"audit_id": aid, "model_id": model, "model_version": version, "modality": "t2t", "setting": setting, "descriptor": d, "word": w}
+        for d, (_, words) in docs.items()
         for w in words
     ]
     write_shard(
         "sentiment_scores",
-        [
+        []
+        if not scores
+        else [
             {
                 **k,
                 "text": f"{k['descriptor']} {k['word']}",
@@ -181,7 +192,9 @@ def _land(version: str, order: int) -> None:
     )
     write_shard(
         "toxicity_scores",
-        [
+        []
+        if not (toxicity and scores)
+        else [
             {
                 **k,
                 "text": f"{k['descriptor']} {k['word']}",
@@ -189,6 +202,9 @@ def _land(version: str, order: int) -> None:
                 "scorer_version": "1",
                 "toxicity": SCORES[k["word"]][1],
                 "is_toxic": SCORES[k["word"]][1] >= 0.5,
+                # a descriptor whose sentence without the word scores 0: the word adds all of it
+                "baseline_text": k["descriptor"],
+                "baseline_toxicity": 0.0,
                 "label_scores_json": "{}",
                 "scored_at": done,
                 "score_pool": "fisher",
@@ -222,16 +238,16 @@ def _land(version: str, order: int) -> None:
                 "score_pool": "fisher",
             }
         )
-    write_shard("judge_ratings", judged, partition=aid)
+    write_shard("judge_ratings", judged if scores else [], partition=aid)
     event = {
         "audit_id": aid,
-        "model_id": MODEL,
+        "model_id": model,
         "model_version": version,
         "modality": "t2t",
-        "config_json": "{}",
-        "config_hash": "feed",
+        "config_json": json.dumps({"settings": [setting]}),
+        "config_hash": f"feed-{setting}",
         "code_version": "test",
-        "target": TARGET,
+        "target": target,
     }
     write_shard(
         "audits",
@@ -403,7 +419,7 @@ def test_last_two_versions_before_after_with_difference_intervals_and_changes_wo
         all_include_zero &= expected[0] <= 0 <= expected[1]
         assert diff["includes-zero"] == str(bool(expected[0] <= 0 <= expected[1])).lower()
     verdict = re.search(r"<p class='verdict'>([^<]*)", section).group(1)
-    assert verdict.startswith("Every difference's 95% interval includes 0 (12 compared)") == all_include_zero
+    assert verdict.startswith("Every difference's 95% interval includes 0 (12 of 12 compared)") == all_include_zero
     # the associations that changed, worst first, are those fct_association_changes lists for the pair
     changed = _sql(
         home,
@@ -486,3 +502,236 @@ def test_a_browser_opens_the_version_page_at_laptop_width(versions_report, tmp_p
                 assert page.url.endswith("/index.html"), other.name
         finally:
             browser.close()
+
+
+# ----------------------------------------------------------------------------- every page it links
+
+
+def _report(home: Path, out: Path, capsys) -> str:
+    """``dora report --out out`` on ``home``: its stderr (exit 0 asserted)."""
+    from orchestration.cli import main
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DORA_HOME", str(home))
+        mp.setenv("DAGSTER_HOME", str(home / "dagster"))
+        capsys.readouterr()
+        assert main(["report", "--out", str(out)]) == 0
+    return capsys.readouterr().err
+
+
+def _broken_links(out: Path) -> list[str]:
+    """Every ``href`` / ``src`` of every page reachable from ``out/index.html`` that names no file
+    (page anchors and external addresses aside), as ``page -> link``."""
+    from urllib.parse import unquote, urlsplit
+
+    seen, todo, broken = set(), [out / "index.html"], []
+    while todo:
+        page = todo.pop()
+        if page in seen:
+            continue
+        seen.add(page)
+        for link in re.findall(r"""(?:href|src)=["']([^"']+)["']""", page.read_text(encoding="utf-8")):
+            parts = urlsplit(link)
+            if parts.scheme or not parts.path:
+                continue
+            target = (page.parent / unquote(parts.path)).resolve()
+            if not target.is_file():
+                broken.append(f"{page.relative_to(out)} -> {link}")
+            elif target.suffix == ".html":
+                todo.append(target)
+    assert len(seen) >= 3, "the walk found too few pages"
+    return broken
+
+
+#: target -> its BiasDora audits as (version, DOCS entry, setting, toxicity scored): two, three
+#: and four audits, the last of "quad" probing another setting (another probe configuration),
+#: the second of "part" without toxicity scores (its % toxic has n = 0)
+MANY = {
+    TARGET: [("v1", "v1", "singular", True), ("v2", "v2", "singular", True), ("v3", "v1", "singular", True)],
+    "quad": [("q1", "v1", "singular", True), ("q2", "v2", "singular", True), ("q3", "v1", "singular", True), ("q4", "v2", "plural", True)],
+    "part": [("p1", "v1", "singular", True), ("p2", "v2", "singular", False)],
+}
+
+
+def land_many(home: Path) -> None:
+    """Land MANY and the flat ad-hoc audit into ``home``; rebuild the BiasDora and audit-log models."""
+    from analytics.dbt_runner import run_dbt
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DORA_HOME", str(home))
+        for target, audits in MANY.items():
+            for order, (version, docs, setting, toxicity) in enumerate(audits):
+                _land(version, order, target=target, docs=DOCS[docs], setting=setting, toxicity=toxicity)
+        _land_flat()
+        run_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)
+
+
+@pytest.fixture(scope="module")
+def many_versions(finished_audit, tmp_path_factory):
+    """A copy of the finished audit's home (one audit of every family) with MANY and the flat
+    audit: targets with 1, 1, 3 and 4 BiasDora audits."""
+    home = copy_home(finished_audit, tmp_path_factory.mktemp("many") / "home")
+    land_many(home)
+    return home
+
+
+def test_every_link_of_a_report_leads_to_a_written_page(many_versions, tmp_path, capsys):
+    """Several targets with 1-4 audits, every family: every page the index links (and every page
+    those link) is written; a target with three audits has its version page."""
+    from analytics.version_report import page_name
+
+    out = tmp_path / "report"
+    err = _report(many_versions, out, capsys)
+    assert _broken_links(out) == []
+    index = (out / "index.html").read_text(encoding="utf-8")
+    for target in (TARGET, "quad", FLAT_MODEL):
+        assert (out / "versions" / page_name(target)).is_file(), target
+        assert f"href='versions/{page_name(target)}'" in index, target
+    assert "no version page" not in err, err
+    # the finished audit has one audit of every family: each family page is written and linked
+    assert (out / "vlstereoset.html").is_file() and 'href="vlstereoset.html"' in index
+
+
+@pytest.fixture(scope="module")
+def light_home(empty_warehouses, tmp_path_factory):
+    """A home without the finished audit (dbt built on an empty landing zone, so every family's
+    marts exist and are empty) and with target ``lone``: v1 (significant, scored associations),
+    then v2 on the same rows whose associations were never scored or judged."""
+    from analytics.dbt_runner import run_dbt
+
+    home = tmp_path_factory.mktemp("light") / "home"
+    shutil.copytree(empty_warehouses / "full", home, symlinks=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DORA_HOME", str(home))
+        _land("v1", 0, target="lone")
+        _land("v2", 1, target="lone", scores=False)
+        run_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)
+    return home
+
+
+def test_no_page_for_a_family_without_an_audit_and_no_empty_plot(light_home, tmp_path, capsys):
+    from analytics.version_report import page_name
+
+    out = tmp_path / "report"
+    err = _report(light_home, out, capsys)
+    # no VLStereoSet audit: no page, not linked, and the command says why in one line
+    assert not (out / "vlstereoset.html").exists()
+    assert "vlstereoset.html" not in (out / "index.html").read_text(encoding="utf-8")
+    lines = [ln for ln in err.splitlines() if "vlstereoset" in ln]
+    assert lines == ["dora report: no vlstereoset page: no VLStereoSet audit in the warehouse (agg_vlstereoset_metrics has no row)"]
+    # v2 has no scored association: no share can be compared, and no plot is drawn under that sentence
+    page = (out / "versions" / page_name("lone")).read_text(encoding="utf-8")
+    assert "No share can be compared" in page
+    assert "dumbbell" not in page and not list((out / "versions").glob("*.png"))
+    assert _broken_links(out) == []
+
+
+def test_a_version_page_that_cannot_be_written_is_not_linked_and_is_said(light_home, tmp_path, capsys):
+    """A stale directory where the page goes (the file cannot be written): the report is still
+    written, the index does not link the page and names it, and the command says why in one line."""
+    from analytics.version_report import page_name
+
+    out = tmp_path / "report"
+    (out / "versions" / page_name("lone")).mkdir(parents=True)
+    err = _report(light_home, out, capsys)
+    index = (out / "index.html").read_text(encoding="utf-8")
+    assert f"href='versions/{page_name('lone')}'" not in index
+    lines = [ln for ln in err.splitlines() if "version page" in ln]
+    assert len(lines) == 1 and lines[0].startswith("dora report: no version page for target 'lone': IsADirectoryError"), err
+    assert "no version page for target &#x27;lone&#x27;" in index
+    assert _broken_links(out) == []
+
+
+def test_version_pages_compare_only_audits_with_the_same_probe_rows(many_versions, tmp_path, capsys, monkeypatch):
+    """Only BiasDora's audits are listed, each with its probe configuration; the before/after
+    view pairs the latest audit with an earlier one that probed the same rows, and names the
+    audits it leaves out; a headline over some rows names the rows it leaves out."""
+    from analytics.version_report import page_name
+
+    out = tmp_path / "report"
+    _report(many_versions, out, capsys)
+    monkeypatch.setenv("DORA_HOME", str(many_versions))
+
+    # quad: q4 probed the plural setting, no earlier audit did: the pair is q2 -> q3, q4 is named
+    quad = (out / "versions" / page_name("quad")).read_text(encoding="utf-8")
+    configs = re.findall(r"<tr data-audit='([^']+)'>(?:<td>[^<]*</td>){4}<td class='probe-config' data-config-hash='([^']*)'>([^<]*)</td>", quad)
+    assert configs == [
+        (audit_id(v, "quad"), f"feed-{setting}", f"{setting}; 4 descriptors; letters x; runs 1-16; 64 probe rows")
+        for v, _, setting, _ in MANY["quad"]
+    ]
+    assert "Last two comparable versions, t2t: #2 q2 &rarr; #3 q3" in quad
+    assert re.findall(r"<ul class='unpaired'><li data-audit='([^']+)'>", quad) == [audit_id("q4", "quad")]
+    # the pair the page shows is one dora diff compares with no row left out
+    rows = _sql(
+        many_versions,
+        "select rows_only_before, rows_only_after, common_rows from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ?",
+        [audit_id("q2", "quad"), audit_id("q3", "quad")],
+    )
+    assert rows == [(0, 0, 64)]
+    assert _sql(
+        many_versions,
+        "select common_rows from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ?",
+        [audit_id("q3", "quad"), audit_id("q4", "quad")],
+    ) == [(0,)]
+
+    # dora diff agrees: the latest (q4) has no row in common with q3 (refused in one line, exit 2),
+    # and the page's pair is compared on all its rows, its whole result in JSON
+    from orchestration.cli import main
+
+    capsys.readouterr()
+    assert main(["diff", "quad", "--format", "json"]) == 2
+    assert "probed no row in common (settings: singular vs plural)" in capsys.readouterr().err
+    assert main(["diff", "quad", "--from", "q2", "--to", "q3", "--format", "json", "--fail-on", "collapse"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["header"].endswith("; no row left out") and result["notes"] == []
+    assert result["comparisons"][0]["common_rows"] == 64 and result["verdict"]["state"] in ("no change", "change")
+
+    # the finished audit's target has an audit of every family: its page lists the BiasDora ones only
+    (target,) = {t for (t,) in _sql(many_versions, "select target from dim_audits where family = 'modscan'", [])}
+    families = dict(_sql(many_versions, "select audit_id, family from dim_audits where target = ?", [target]))
+    assert len(set(families.values())) == 4
+    page = (out / "versions" / page_name(target)).read_text(encoding="utf-8")
+    listed = re.findall(r"<tr data-audit='([^']+)'><td>", page[page.index("class='audits'") : page.index("</table>", page.index("class='audits'"))])
+    assert listed and {families[a] for a in listed} == {"biasdora"}
+    assert sorted(listed) == sorted(a for a, f in families.items() if f == "biasdora")
+
+    # part: p2 has no toxicity score, so % toxic cannot be compared: the headline says how many
+    # rows it covers and names the others
+    part = (out / "versions" / page_name("part")).read_text(encoding="utf-8")
+    section = part[part.index("id='pair-t2t'") :]
+    dims = sorted(set(re.findall(r"<tr data-dimension='([^']+)' data-measure=", section)))
+    verdict = re.search(r"<p class='verdict'>([^<]*)", section).group(1)
+    n, compared = 3 * len(dims), 2 * len(dims)
+    assert f"({compared} of {n} compared)" in verdict or f"of {compared} compared differences (of {n})" in verdict, verdict
+    left_out = re.search(r"<p class='left-out'>([^<]*)</p>", section).group(1)
+    assert left_out == (
+        f"Left out of that sentence: {len(dims)} of {3 * len(dims)} rows, where an audit has no significant association "
+        "with that score (n = 0): " + ", ".join(f"{d} % toxic" for d in dims) + "."
+    )
+
+
+def test_index_shares_are_k_of_n_with_wilson_intervals(versions_report):
+    """The index's heatmap numbers give each share as k/n with its 95% Wilson interval, counted
+    here from the per-dimension bridge and the hand-made scores (a descriptor's sentence without
+    the word scores 0 here, so the word adds all of its toxicity)."""
+    home, out = versions_report
+    index = (out / "index.html").read_text(encoding="utf-8")
+    table = index[index.index("class='heatmap-numbers'") :]
+    table = table[: table.index("</table>")]
+    header = [h.replace("_<wbr>", "_") for h in re.findall(r"<th>(.*?)</th>", table)]
+    rows = [dict(zip(header, re.findall(r"<td>(.*?)</td>", r))) for r in re.findall(r"<tr>(.*?)</tr>", table)[1:]]
+    checked = 0
+    for version in ("v1", "v2"):
+        words = _sql(home, "select bias_dimension, word from fct_association_dimensions where audit_id = ? and is_significant", [audit_id(version)])
+        for dim in {d for d, _ in words}:
+            ws = [w for d, w in words if d == dim]
+            (row,) = [r for r in rows if r["audit_id"] == audit_id(version) and r["bias_dimension"] == dim]
+            for column, k in (
+                ("pct_negative_ci", sum(SCORES[w][0] == "negative" for w in ws)),
+                ("pct_toxic_ci", sum(SCORES[w][1] >= 0.5 for w in ws)),
+            ):
+                lo, hi = _wilson(k, len(ws))
+                assert row[column] == f"{100 * k / len(ws):.0f}% [{100 * lo:.0f}-{100 * hi:.0f}] {k}/{len(ws)}", (version, dim, column)
+                checked += 1
+    assert checked >= 12
+    assert "83% [44-97] 5/6" in index  # v2, age: 5 of 6 negative, as on the version page

@@ -233,3 +233,41 @@ def test_run_scoring_lands_rows_once_and_keeps_the_text(dora_home, jigsaw):
     again = run_scoring(VaderSentimentScorer(), assocs + [_assoc("man", "kind", "A man is kind")], cache=cache)
     assert (again.already_landed, again.generated) == (2, 1)
     assert read_landing("sentiment_scores").num_rows == 3
+
+
+def test_the_association_score_is_what_the_word_adds_to_the_descriptor(dora_home, jigsaw):
+    """The offline toxicity scorer rates the identity term, not the association: "A heterosexual
+    person is kind" 0.834, "A gay is a person" 0.869, "A jew is kind" 0.749 against "A straight
+    person is kind" 0.196. Each sentence is scored with its baseline, the sentence without the
+    word (the landed prefix), and the association's toxicity is the difference (the marts:
+    fct_association_scores.association_toxicity): for "kind" it is near equal whatever the
+    descriptor, and "a person" adds little to "A gay is"."""
+    from ingestion.landing import read_landing
+
+    rows = [
+        ("heterosexual person", "kind", "A heterosexual person is"),
+        ("gay", "a person", "A gay is"),
+        ("jew", "kind", "A jew is"),
+        ("straight person", "kind", "A straight person is"),
+        ("gay", "kind", "A gay is"),
+    ]
+    assocs = with_association_text(
+        {**_assoc(d, w, None), "association_text": f"{p} {w}", "prefix": p, "subject": p.rsplit(" ", 1)[0], "baseline_text": p} for d, w, p in rows
+    )
+    assert run_scoring(jigsaw, assocs).generated == len(rows)
+    landed = {(r["descriptor"], r["word"]): r for r in read_landing("toxicity_scores").to_pylist()}
+    sentence = {k: r["toxicity"] for k, r in landed.items()}
+    # the issue's numbers: the sentence's toxicity follows the descriptor
+    assert [round(sentence[(d, w)], 3) for d, w, _ in rows[:4]] == [0.834, 0.869, 0.749, 0.196]
+    for d, w, p in rows:
+        assert landed[(d, w)]["baseline_text"] == p and landed[(d, w)]["text"] == f"{p} {w}"
+        # the baseline is the same scorer's score of the prefix alone
+        assert landed[(d, w)]["baseline_toxicity"] == pytest.approx(jigsaw.score_batch([p])[0]["probability"])
+    association = {k: r["toxicity"] - r["baseline_toxicity"] for k, r in landed.items()}
+    kind = [association[(d, "kind")] for d in ("heterosexual person", "jew", "straight person", "gay")]
+    raw = [sentence[(d, "kind")] for d in ("heterosexual person", "jew", "straight person", "gay")]
+    assert max(raw) - min(raw) > 0.6  # 0.196 .. 0.834: the descriptor, not the word
+    assert max(kind) - min(kind) < 0.05 and all(abs(x) < 0.05 for x in kind)  # "kind" adds ~0 to each
+    assert association[("gay", "a person")] < 0.1
+    # none of them is a toxic association (the word adds under the 0.5 threshold), though four sentences are "toxic"
+    assert sum(s >= 0.5 for s in sentence.values()) == 4 and not any(a >= 0.5 for a in association.values())

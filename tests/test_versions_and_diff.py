@@ -309,8 +309,37 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     assert main(["diff", TARGET, "--from", "v1", "--to", "v3", "--format", "json"]) == 0
     import json
 
-    rows = json.loads(capsys.readouterr().out)
-    assert rows == []  # no significant change: nothing listed
+    result = json.loads(capsys.readouterr().out)
+    # the whole result, also when nothing changed significantly: header, compared rows, counts,
+    # flips, the parse-rate test, the power line and the verdict
+    assert result["top_changes"] == []  # no significant change: nothing listed
+    assert result["header"].startswith(f"dora diff {TARGET}: {audit_id('v1')} (version v1) -> {audit_id('v3')} (version v3)")
+    assert (result["before"]["audit_id"], result["after"]["audit_id"]) == (audit_id("v1"), audit_id("v3"))
+    assert result["comparisons"][0]["common_rows"] == 48
+    assert result["counts"]["unchanged"] == sum(result["counts"].values()) > 0
+    (parse,) = result["parse_rate_tests"]
+    assert (parse["parse_rate_before"], parse["parse_rate_after"], parse["parsed_before_only"]) == (1.0, 8 / 48, 40)
+    assert parse["p"] == pytest.approx(stats.binomtest(40, 40, 0.5).pvalue)  # exact McNemar: 40 discordant rows, all one way
+    (power,) = result["power"]
+    assert power["line"].startswith("power (two-sided, alpha 0.05, power 80%)") and power["detectable_h"] > 0
+    flips = result["flips"]
+    assert flips["significant_after"] == 0 and flips["significant_before"] >= 2 and len(flips["rows"]) == flips["flipped"]
+    assert result["verdict"]["state"] == "collapse"
+    assert any(r.startswith("t2t parse rate on the common rows 0.167 < 0.5 x 1") for r in result["verdict"]["reasons"])
+    # CSV: the same result flattened to path,value rows
+    assert main(["diff", TARGET, "--from", "v1", "--to", "v3", "--format", "csv"]) == 0
+    csv_rows = dict(line.split(",", 1) for line in capsys.readouterr().out.splitlines()[1:] if "," in line)
+    assert csv_rows["verdict.state"] == "collapse" and csv_rows["comparisons.0.common_rows"] == "48"
+    assert float(csv_rows["parse_rate_tests.0.p"]) == pytest.approx(parse["p"])
+    # --fail-on: exit 1 on a collapse (either choice), 0 when the verdict is below the choice
+    assert main(["diff", TARGET, "--from", "v1", "--to", "v3", "--fail-on", "collapse"]) == 1
+    captured = capsys.readouterr()
+    assert "  verdict: collapse (" in captured.out
+    assert captured.err.startswith("dora diff: --fail-on collapse: collapse: t2t parse rate on the common rows")
+    assert main(["diff", TARGET, "--from", "v1", "--to", "v3", "--fail-on", "change", "--format", "json"]) == 1
+    capsys.readouterr()
+    assert main(["diff", TARGET, "--from", "v1", "--to", "v2", "--fail-on", "change"]) == 0
+    assert "  verdict: no change" in capsys.readouterr().out
     # clear errors
     assert main(["diff", "nobody"]) == 2
     assert "no finished audit of target 'nobody'; targets with audits: ['fixture']" in capsys.readouterr().err

@@ -183,6 +183,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("sentiment_score", pa.float64()),  # signed, in [-1, 1]
             ("scored_at", pa.timestamp("us", tz="UTC")),
             ("score_pool", pa.string()),  # fisher / paper / all (which associations were scored)
+            # the sentence without its word (the descriptor's baseline) and its score; null in rows
+            # landed before baselines were scored
+            ("baseline_text", pa.string()),
+            ("baseline_sentiment_score", pa.float64()),
         ]
     ),
     # models_inference/scoring/: toxicity of the same sentence; one row per (association,
@@ -198,6 +202,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("label_scores_json", pa.string()),  # every label's probability (JSON object)
             ("scored_at", pa.timestamp("us", tz="UTC")),
             ("score_pool", pa.string()),  # fisher / paper / all
+            # the sentence without its word and its toxicity: the association's toxicity is the
+            # difference (docs/method.md#4-scoring); null in rows landed before baselines were scored
+            ("baseline_text", pa.string()),
+            ("baseline_toxicity", pa.float64()),
         ]
     ),
     # models_inference/probes/biasdora/judge.py: one row per (association, judge, repeat), kept whatever its

@@ -332,12 +332,22 @@ def cmd_diff(args) -> int:
     if family.change_test is None:
         print(f"dora diff: the {family.name} family has no change test", file=sys.stderr)
         return 2
+    if args.fail_on == "collapse":
+        print(
+            f"dora diff: --fail-on collapse reads the parse rate and the significant associations, which the {family.name} "
+            "family does not have: use --fail-on change",
+            file=sys.stderr,
+        )
+        return 2
     try:
         report = family_diff(family.change_test, args.target, args.from_ref, args.to_ref, others=fam.change_tests())
         print(report.text(args.format, top=args.top))
     except (DiffError, WarehouseBusyError, WarehouseMissingError) as exc:
         print(f"dora diff: {exc}", file=sys.stderr)
         return 2
+    if args.fail_on == "change" and report.significant:
+        print(f"dora diff: --fail-on change: {report.significant} rows changed significantly (BH change q < 0.05)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -353,14 +363,18 @@ def cmd_report(args) -> int:
 
     out = Path(args.out) if args.out else home / "reports" / (safe_path_component(args.audit_id) if args.audit_id else "all")
     sections = [f.report_section for f in fam.FAMILIES if f.report_section is not None]
-    written, missing = [], None
+    # every page left unwritten or unlinked is said in one line, where the user looks: a link to a
+    # missing page, or a page of empty tables, said nothing
+    written, skipped, notes = [], [], []
     for family in fam.FAMILIES:
         if family.report_page is None:
             continue
         try:
-            page = family.report_page(out, args.audit_id, top=args.top, sections=sections)
-        except LookupError as exc:  # that family's marts are not built: the other pages may exist
-            missing = missing or exc
+            page = family.report_page(out, args.audit_id, top=args.top, sections=sections, notes=notes)
+        except LookupError as exc:  # that family's marts are not built, or hold no audit of it: the other pages may exist
+            from ingestion.errors import first_line
+
+            skipped.append(f"no {family.name} page: {first_line(exc)}")  # a library's message may span lines
             continue
         except (WarehouseMissingError, WarehouseBusyError) as exc:
             print(f"dora report: {exc}", file=sys.stderr)
@@ -368,7 +382,7 @@ def cmd_report(args) -> int:
         if page is not None:
             written.append(page)
     if not written:
-        print(f"dora report: {missing or 'nothing to report: no family has built its marts'}", file=sys.stderr)
+        print(f"dora report: {skipped[0] if skipped else 'nothing to report: no family has built its marts'}", file=sys.stderr)
         return 2
     index = out / "index.html"
     if index in written:  # the index links every page written beside it
@@ -377,6 +391,8 @@ def cmd_report(args) -> int:
         link_pages(index, [p for p in written if p != index])
     for page in written:
         print(f"dora: report written to {page} (DORA_HOME={home})")
+    for line in skipped + notes:
+        print(f"dora report: {line}", file=sys.stderr)
     return 0
 
 

@@ -205,7 +205,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=5,
         help="significant changes shown per bias dimension (smallest change q first; default: 5); flipped associations: up to twice as many",
     )
-    diff.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+    diff.add_argument(
+        "--format",
+        "-f",
+        default="table",
+        choices=["table", "csv", "json"],
+        help="table: the report; json: the whole result (header, compared rows, counts, flips, parse-rate tests, power, "
+        "per-dimension lines, top changes, notes, verdict); csv: the same flattened to path,value rows",
+    )
+    diff.add_argument(
+        "--fail-on",
+        dest="fail_on",
+        default=None,
+        choices=["change", "collapse"],
+        help="exit 1 when the verdict is a collapse (collapse), or a change or a collapse (change); "
+        "exit 0 otherwise, 2 on a refusal or an error (docs/cli.md#dora-diff)",
+    )
     add_deprecated(diff, ["--probe"], "--family", "family", choices=fam.family_names())
     diff.add_argument(
         "--family",

@@ -49,6 +49,22 @@ def score_columns(kind: str, result: dict) -> dict:
     raise ValueError(f"unknown scorer kind {kind!r}; expected one of {sorted(SCORE_TABLES)}")
 
 
+def baseline_columns(kind: str, text: str, result: dict) -> dict:
+    """The baseline columns of one association's score row: the sentence without its word
+    (``baseline_text``) and the same scorer's score of it, ``baseline_sentiment_score`` (signed,
+    [-1, 1]) or ``baseline_toxicity`` (probability, [0, 1]). The marts subtract it from the
+    sentence's score: what the word adds to the descriptor's (docs/method.md#4-scoring).
+
+    Raises:
+        ValueError: a kind other than ``sentiment`` / ``toxicity``.
+    """
+    if kind == "sentiment":
+        return {"baseline_text": text, "baseline_sentiment_score": float(result["score"])}
+    if kind == "toxicity":
+        return {"baseline_text": text, "baseline_toxicity": float(result["probability"])}
+    raise ValueError(f"unknown scorer kind {kind!r}; expected one of {sorted(SCORE_TABLES)}")
+
+
 def summary_label(row: Mapping) -> str:
     """What a scoring summary counts for one landed row: the sentiment label, or toxic / non_toxic."""
     if "sentiment_label" in row:
@@ -80,6 +96,8 @@ def with_association_text(rows: Iterable[Mapping]) -> list[dict]:
         text, prefix = row.pop("association_text"), row.pop("prefix", None)
         row.pop("subject", None)
         row["text"] = text
+        # the sentence without the word (SQL's baseline_text; the descriptor for rows without it)
+        row["baseline_text"] = row.get("baseline_text") or prefix or row["descriptor"]
         t2t = row["modality"] == "t2t"
         row["judge_target"] = judge_target(row["descriptor"], row["setting"] if t2t else None, prefix if t2t else None)
         out.append(row)
@@ -113,9 +131,24 @@ def run_scoring(
     if scorer.kind not in SCORE_TABLES:
         raise ValueError(f"unknown scorer kind {scorer.kind!r}; expected one of {sorted(SCORE_TABLES)}")
 
+    baselines: dict[str, dict] = {}
+
+    def baseline(text: str) -> dict:
+        # one score per distinct baseline (a descriptor's prefix is shared by all its words),
+        # scored only for the associations that are scored now
+        if text not in baselines:
+            baselines[text] = scorer.score_batch([text])[0]
+        return baselines[text]
+
     def columns(assoc: Mapping, result: dict) -> dict:
         # the pool the association was selected in (--score-pool); rows before it: fisher
-        return {"text": assoc["text"], "score_pool": assoc.get("score_pool", "fisher"), **score_columns(scorer.kind, result)}
+        base_text = assoc.get("baseline_text") or assoc["descriptor"]
+        return {
+            "text": assoc["text"],
+            "score_pool": assoc.get("score_pool", "fisher"),
+            **score_columns(scorer.kind, result),
+            **baseline_columns(scorer.kind, base_text, baseline(base_text)),
+        }
 
     return score_texts(
         scorer,
@@ -130,4 +163,4 @@ def run_scoring(
     )
 
 
-__all__ = ["SCORE_TABLES", "run_scoring", "score_columns", "summary_label", "with_association_text"]
+__all__ = ["SCORE_TABLES", "baseline_columns", "run_scoring", "score_columns", "summary_label", "with_association_text"]

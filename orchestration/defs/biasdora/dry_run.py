@@ -134,3 +134,101 @@ def format_plan(lines: list[PlanLine], audit_id: str | None, rate: float | None,
     else:
         out.append(f"estimated T2T generation time: {rate_source}")
     return "\n".join(out)
+
+
+#: Measured step times of the embedded defaults (BENCHMARKS.md; 2 cores): the model's load
+#: (``bench_t2t_throughput``: 2.8 s), the first audit's descriptor lists and both dbt builds
+#: (``bench_incremental``, a first tiny audit: landing__descriptors 18.1 s, dora_dbt_models
+#: 18.9 s, dora_score_models 14.9 s; the builds' cost is mostly dbt's fixed cost at this
+#: scale), sentiment + toxicity scoring (42 significant associations in 0.4 s + 1.0 s) and the
+#: SmolLM2 judge inside an audit (42 judgements in 83 s with its load: 0.51 per second).
+MEASURED_STEPS = {
+    "model load": 2.8,
+    "descriptor lists": 18.1,
+    "dbt builds": 18.9 + 14.9,
+    "scoring per association": (0.4 + 1.0) / 42,
+    "judgements per second": 42 / 83,
+    # bench_incremental's re-run of a finished audit: both dbt builds on unchanged inputs
+    "dbt builds, nothing new": 3.6 + 2.7,
+    # bench_incremental's re-run from the shell (~18 s) less its dbt builds: Python's start,
+    # the Dagster run and its steps
+    "start-up and Dagster run": 18.0 - (3.6 + 2.7),
+}
+#: Significant associations per T2T completion when no earlier audit of the model says: the
+#: scoring benchmark's 42 of 5,850 completions (an assumption: it depends on the model).
+ASSUMED_SIGNIFICANT_PER_COMPLETION = 42 / 5850
+
+
+def step_estimates(
+    t2t_todo: int,
+    rate: float | None,
+    *,
+    judge_runs: int,
+    judge_on: bool,
+    significant: tuple[int, str] | None,
+    judge_measured: bool = True,
+    rerun: bool = False,
+) -> list[tuple[str, float | None, str]]:
+    """Every step of the embedded default audit with its time and where the time comes from.
+
+    Args:
+        t2t_todo: T2T prompts to generate; ``rate`` prompts per second (None: unknown).
+        significant: (significant associations, where the number comes from) of the latest
+            finished audit of the model, or ``None`` (then assumed from the completions).
+        judge_measured: the judge is the embedded SmolLM2 (its rate is measured); another
+            judge's time is unknown (a server's or an API's rate is not measured here).
+        rerun: every prompt of the audit has landed (a re-run of the same audit id): its
+            descriptor lists and associations are there and scored, and the dbt builds find
+            nothing new (bench_incremental's re-run).
+
+    Returns:
+        ``[(step, seconds or None, "measured ..." / "assumed ...")]``; the sum is the estimate.
+    """
+    m = MEASURED_STEPS
+    if rerun:
+        done = "the audit's rows, associations and scores have landed: skipped"
+        return [
+            ("start-up and Dagster run", m["start-up and Dagster run"], "measured: bench_incremental's re-run from the shell"),
+            ("model load (T2T)", m["model load"], "measured: bench_t2t_throughput, BENCHMARKS.md"),
+            ("T2T generation", 0.0, "nothing to generate"),
+            ("dbt builds (nothing new)", m["dbt builds, nothing new"], "measured: bench_incremental's re-run"),
+            ("scoring and judge", 0.0, done),
+        ]
+    steps = [
+        ("start-up and Dagster run", m["start-up and Dagster run"], "measured: bench_incremental's re-run from the shell"),
+        ("model load (T2T, judge)", 2 * m["model load"], "measured: bench_t2t_throughput, BENCHMARKS.md"),
+        ("T2T generation", t2t_todo / rate if rate else None, f"measured: {rate} prompts/s" if rate else "unknown rate"),
+        ("descriptor lists (a home's first audit)", m["descriptor lists"], "measured: bench_incremental"),
+        ("dbt builds (associations, scores)", m["dbt builds"], "measured: bench_incremental"),
+    ]
+    if significant is None:
+        n = round(t2t_todo * ASSUMED_SIGNIFICANT_PER_COMPLETION)
+        source = f"assumed: {n} significant associations ({ASSUMED_SIGNIFICANT_PER_COMPLETION:.2%} of the completions, the scoring benchmark's share)"
+    else:
+        n, source = significant[0], f"measured: {significant[0]} significant associations in {significant[1]}"
+    steps.append(("sentiment + toxicity scoring", n * m["scoring per association"], source))
+    if judge_on and not judge_measured:
+        steps.append((f"LLM judge ({judge_runs} run(s) per association)", None, "unknown: no measured rate for this judge"))
+    elif judge_on:
+        steps.append(
+            (
+                f"LLM judge ({judge_runs} run{'s' if judge_runs != 1 else ''} per association)",
+                n * judge_runs / m["judgements per second"],
+                f"{source}; {m['judgements per second']:.2f} judgements/s measured in an audit (BENCHMARKS.md)",
+            )
+        )
+    return steps
+
+
+def format_steps(steps: list[tuple[str, float | None, str]]) -> str:
+    """The steps as the dry run prints them, and their total (more when other processes share the CPU)."""
+    out = ["estimated time per step (measured rates from BENCHMARKS.md; what is assumed says so):"]
+    out += [f"  {name}: {_duration(sec) if sec is not None else 'unknown'} ({source})" for name, sec, source in steps]
+    known = [sec for _, sec, _ in steps if sec is not None]
+    unknown = len(steps) - len(known)
+    out.append(
+        f"  total: {_duration(sum(known))}"
+        + (f" plus {unknown} step(s) of unknown time" if unknown else "")
+        + "; more when other processes share the CPU"
+    )
+    return "\n".join(out)

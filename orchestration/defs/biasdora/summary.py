@@ -96,7 +96,53 @@ def plan(configs, audit_id: str | None = None, *, model_version: str | None = No
             f"of {images} with {len(vision.i2t_settings)} prompts ({', '.join(vision.i2t_settings)}); rows known once "
             "the images are listed"
         )
-    return format_plan(lines, audit_id, rate, source)
+    text = format_plan(lines, audit_id, rate, source)
+    from ingestion.vocabulary import DEFAULT_MODEL
+
+    if t2t.enabled and t2t.backend == "transformers" and t2t.model == DEFAULT_MODEL:
+        # the embedded defaults' steps have measured times: the whole audit, not only its generation
+        from orchestration.defs.biasdora.dry_run import format_steps, step_estimates
+
+        judge = configs["judge_ratings"]
+        todo = sum(ln.to_generate if ln.to_generate is not None else ln.prompts for ln in lines if ln.modality == "t2t")
+        embedded_judge = judge.backend == "transformers" and judge.model in (None, DEFAULT_MODEL)
+        steps = step_estimates(
+            todo,
+            rate,
+            judge_runs=judge.runs,
+            judge_on=judge.enabled,
+            significant=_last_significant(),
+            judge_measured=embedded_judge,
+            rerun=_rerun(lines),
+        )
+        text += "\n" + format_steps(steps)
+    return text
+
+
+def _rerun(lines) -> bool:
+    """Every T2T prompt of the audit has landed (the audit id is known and nothing is left to generate)."""
+    t2t = [ln for ln in lines if ln.modality == "t2t"]
+    return bool(t2t) and all(ln.to_generate == 0 for ln in t2t)
+
+
+def _last_significant() -> tuple[int, str] | None:
+    """The significant associations of the embedded model's latest finished BiasDora audit in
+    the warehouse and its id, or ``None`` (no warehouse, no such audit)."""
+    from analytics.query import run_query
+    from ingestion.contracts.biasdora import FAMILY
+    from models_inference.backends.text import DeferredTransformersBackend
+
+    model_id = DeferredTransformersBackend().model_id  # its identity only: nothing is loaded
+
+    try:
+        rows = run_query(
+            "select significant_associations, audit_id from dim_audits where model_id = ? and family = ? and status = 'finished' "
+            "order by started_at desc limit 1",
+            params=[model_id, FAMILY],
+        ).rows
+    except Exception:  # noqa: BLE001 - no warehouse or no dim_audits yet: the estimate assumes instead
+        return None
+    return (int(rows[0][0]), f"audit {rows[0][1]}") if rows else None
 
 
 def diff(args, change_tests: list, *, family: str) -> int:
@@ -110,8 +156,11 @@ def diff(args, change_tests: list, *, family: str) -> int:
     from analytics.family_diff import family_hint
     from analytics.query import WarehouseBusyError, WarehouseMissingError
 
+    from analytics.diff_result import diff_csv, diff_json, verdict, with_background
+
     try:
         report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top, family=family)
+        report, background = with_background(report)
     except (DiffError, duckdb.CatalogException) as exc:  # CatalogException: no BiasDora marts built
         hint = family_hint(change_tests, args.target, args.from_ref, args.to_ref)
         print(f"dora diff: {str(exc).splitlines()[0]}{hint}", file=sys.stderr)
@@ -119,8 +168,31 @@ def diff(args, change_tests: list, *, family: str) -> int:
     except (WarehouseBusyError, WarehouseMissingError) as exc:
         print(f"dora diff: {exc}", file=sys.stderr)
         return 2
-    print(report.text(args.format))
+    state = verdict(report, _collapse_thresholds(args.target))
+    fail_on = getattr(args, "fail_on", None)
+    if args.format == "json":
+        print(diff_json(report, state, background))
+    elif args.format == "csv":
+        print(diff_csv(report, state, background), end="")
+    else:
+        print(report.text())
+        print(f"  verdict: {state.state}" + (f" ({'; '.join(state.reasons)})" if state.reasons else ""))
+    if state.fails(fail_on):
+        # the verdict on stderr too: a CI log shows why the job failed whatever the format
+        print(f"dora diff: --fail-on {fail_on}: {state.state}: {'; '.join(state.reasons)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _collapse_thresholds(target: str):
+    """The registry target's collapse thresholds (the collapse checks'), or ``None`` (the
+    defaults) for an ad-hoc target or an unreadable registry."""
+    from ingestion.registry import RegistryError, load_registry
+
+    try:
+        return next((t.checks for t in load_registry().targets if t.name == target), None)
+    except (RegistryError, OSError):
+        return None
 
 
 def reparse(args, home) -> int:

@@ -38,6 +38,11 @@ final as (
         avg(sentiment_score) as mean_sentiment_score,
         100.0 * count(*) filter (where is_toxic) / nullif(count(toxicity), 0) as pct_toxic,
         avg(toxicity) as mean_toxicity,
+        -- toxicity of the association (what the word adds to the descriptor's sentence), over the
+        -- scores landed with a baseline: the report's % toxic
+        count(association_toxicity) as n_toxicity_baselined,
+        100.0 * count(*) filter (where is_toxic_association) / nullif(count(association_toxicity), 0) as pct_toxic_association,
+        avg(association_toxicity) as mean_association_toxicity,
         100.0 * count(*) filter (where bias_level = 1) / nullif(count(bias_level), 0) as pct_likert_1,
         100.0 * count(*) filter (where bias_level = 2) / nullif(count(bias_level), 0) as pct_likert_2,
         100.0 * count(*) filter (where bias_level = 3) / nullif(count(bias_level), 0) as pct_likert_3,

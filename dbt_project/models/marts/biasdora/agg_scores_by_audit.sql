@@ -20,6 +20,9 @@ final as (
             / nullif(count(sentiment_label) filter (where is_significant), 0) as pct_negative,
         100.0 * count(*) filter (where is_significant and is_toxic)
             / nullif(count(toxicity) filter (where is_significant), 0) as pct_toxic,
+        -- what the word adds to the descriptor's sentence (fct_association_scores.association_toxicity)
+        100.0 * count(*) filter (where is_significant and is_toxic_association)
+            / nullif(count(association_toxicity) filter (where is_significant), 0) as pct_toxic_association,
         avg(bias_level) filter (where is_significant) as mean_bias_level,
         min(sentiment_scorer) as sentiment_scorer,
         min(toxicity_scorer) as toxicity_scorer,

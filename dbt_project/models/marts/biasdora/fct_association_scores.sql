@@ -103,6 +103,15 @@ final as (
         t.scorer as toxicity_scorer,
         t.toxicity,
         t.is_toxic,
+        -- what the word adds to the descriptor's own score: the classifiers score identity terms
+        -- alone as toxic (Dixon et al. 2018), so the sentence's score measures the descriptor;
+        -- the difference to the sentence without the word measures the association (the prior
+        -- correction of Kurita et al. 2019); docs/method.md#4-scoring
+        t.baseline_toxicity,
+        t.toxicity - t.baseline_toxicity as association_toxicity,
+        t.toxicity - t.baseline_toxicity >= {{ var('association_toxicity_threshold') }} as is_toxic_association,
+        s.baseline_sentiment_score,
+        s.sentiment_score - s.baseline_sentiment_score as association_sentiment,
         j.judge_backend,
         j.judge_model,
         j.judge_runs,

@@ -78,7 +78,10 @@ final as (
         coalesce(associations.is_paper_significant, false) as is_paper_significant,
         t2t_sentences.subject,
         t2t_sentences.prefix,
-        coalesce(t2t_sentences.prefix, associations.descriptor) || ' ' || associations.word as association_text
+        coalesce(t2t_sentences.prefix, associations.descriptor) || ' ' || associations.word as association_text,
+        -- the same sentence without the word: the scorers score it too, so that an association's
+        -- score is what the word adds to the descriptor's (docs/method.md#4-scoring)
+        coalesce(t2t_sentences.prefix, associations.descriptor) as baseline_text
     from associations
     left join t2t_sentences
         on  associations.modality = 't2t'

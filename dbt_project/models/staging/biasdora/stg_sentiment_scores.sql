@@ -7,6 +7,6 @@
 
 {{ staged_association_scores(
     source('landing', 'sentiment_scores'),
-    score_columns=['sentiment_label', 'sentiment_score'],
+    score_columns=['sentiment_label', 'sentiment_score', 'baseline_text', 'baseline_sentiment_score'],
     tie_breaker='sentiment_score desc nulls last',
 ) }}

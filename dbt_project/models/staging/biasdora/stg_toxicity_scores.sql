@@ -7,6 +7,6 @@
 
 {{ staged_association_scores(
     source('landing', 'toxicity_scores'),
-    score_columns=['toxicity', 'is_toxic', 'label_scores_json'],
+    score_columns=['toxicity', 'is_toxic', 'label_scores_json', 'baseline_text', 'baseline_toxicity'],
     tie_breaker='toxicity desc nulls last',
 ) }}

@@ -74,7 +74,7 @@ def associations_to_score(*, score_all: bool = False, audit_id: str | None = Non
     filters: dict = dict(_POOL_FILTER[pool])
     if audit_id:
         filters["audit_id"] = audit_id
-    columns = [*ASSOCIATION_KEY, "bias_dimensions", "subject", "prefix", "association_text"]
+    columns = [*ASSOCIATION_KEY, "bias_dimensions", "subject", "prefix", "association_text", "baseline_text"]
     rows = read_relation(ASSOCIATIONS_TO_SCORE, columns=columns, filters=filters, order_by=ASSOCIATION_KEY)
     return [{**r, "score_pool": pool} for r in with_association_text(rows)]
 
