@@ -178,7 +178,7 @@ def test_dora_audit_names_its_cut_short_ledger_in_one_line_and_import_refuses_a_
     os.mkfifo(tmp_path / "fifo.out")  # a FIFO would block a reader for ever
     assert main(["batch", "import", str(tmp_path / "fifo.out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("dora batch import: cannot read") and "\n" not in err
+    assert err.startswith("dora batch import: OUTPUT ") and "not a regular file" in err and "\n" not in err
 
 
 def test_an_api_output_line_naming_another_file_is_quarantined_not_landed(dora_home, api_key):

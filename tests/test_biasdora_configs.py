@@ -230,11 +230,11 @@ def test_score_pool_selects_and_is_recorded(tmp_path, monkeypatch):
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
         con.execute("""create table fct_associations_to_score as select * from (values
-            ('a', 'm', 'v', 't2t', 'singular', 'child', 'happy', ['age'], true, false, 'A child', 'A child is', 'A child is happy'),
-            ('a', 'm', 'v', 't2t', 'plural', 'child', 'naive', ['age'], false, true, 'Children', 'Children are', 'Children are naive'),
-            ('a', 'm', 'v', 't2t', 'singular', 'child', 'tall', ['age'], false, false, 'A child', 'A child is', 'A child is tall')
+            ('a', 'm', 'v', 't2t', 'singular', 'child', 'happy', ['age'], true, false, 'A child', 'A child is', 'A child is happy', 'A child'),
+            ('a', 'm', 'v', 't2t', 'plural', 'child', 'naive', ['age'], false, true, 'Children', 'Children are', 'Children are naive', 'Children'),
+            ('a', 'm', 'v', 't2t', 'singular', 'child', 'tall', ['age'], false, false, 'A child', 'A child is', 'A child is tall', 'A child')
         ) as t(audit_id, model_id, model_version, modality, setting, descriptor, word, bias_dimensions,
-               is_significant, is_paper_significant, subject, prefix, association_text)""")
+               is_significant, is_paper_significant, subject, prefix, association_text, baseline_text)""")
     pick = lambda **kw: sorted((r["word"], r["score_pool"]) for r in associations_to_score(**kw))  # noqa: E731
     assert pick() == [("happy", "fisher")]
     assert pick(score_pool="paper") == [("naive", "paper")]

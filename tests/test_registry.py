@@ -131,7 +131,7 @@ def test_structural_errors_are_clear(tmp_path):
     dup = "targets:\n - {name: a, model: m, version: {source: explicit, value: v}}\n - {name: a, model: n, version: {source: explicit, value: w}}"
     assert _problems(dup) == ["targets: target name 'a' appears more than once"]
     missing = tmp_path / "absent.yaml"
-    with pytest.raises(RegistryError, match="file not found"):
+    with pytest.raises(RegistryError, match="no such file"):
         load_registry(missing)
     assert _problems("targets:\n - {name: a, model: m, version: {source: api_model}}") == [
         "targets[0] (name 'a').version.source: 'api_model' needs backend 'openai'"

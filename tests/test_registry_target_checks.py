@@ -141,7 +141,7 @@ def test_the_dry_run_of_each_family_target_plans_what_its_run_config_runs(regist
     t2t = ops("bd")["t2t_completions"]
     assert (t2t.settings, t2t.runs, t2t.per_dimension, t2t.letters) == (["singular", "verb"], 2, 1, "abc")
     lines = t2t_plan_lines(t2t)[0]
-    assert sum(line.prompts for line in lines) == 9 * 2 * 3 * 2 == _count(r"^total\s+([\d,]+)", "\n".join(out.splitlines()[-2:-1]))
+    assert sum(line.prompts for line in lines) == 9 * 2 * 3 * 2 == _count(r"(?m)^total\s+([\d,]+)", out)
     assert [line.setting for line in lines] == ["singular", "verb"] and "t2i" not in out
 
 

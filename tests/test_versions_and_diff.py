@@ -348,11 +348,16 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     assert main(["diff", TARGET, "--from", "v9"]) == 2
     assert "is neither an audit id nor a model version" in capsys.readouterr().err
 
-    # dora models list: the target's current (explicit) version and its last audit
+    # dora models list: the target's current (explicit) version, each family's last audit and its checks
     assert main(["models", "list", "--format", "csv"]) == 0
     listed = capsys.readouterr().out.splitlines()
-    assert listed[0].startswith("target,modality,backend,model,version_source,current_version,last_audit")
-    assert listed[1].startswith(f"fixture,t2t,transformers,org/fixture-model,explicit,v3,{audit_id('v3')},v3,finished,")
+    assert (
+        listed[0]
+        == "target,family,modality,backend,model,version_source,current_version,last_audit,last_audit_version,last_status,last_at,checks,valid"
+    )
+    (biasdora,) = [line for line in listed if line.startswith("fixture,biasdora,")]
+    assert biasdora.startswith(f"fixture,biasdora,t2t,transformers,org/fixture-model,explicit,v3,{audit_id('v3')},v3,finished,")
+    assert f",{audit_id('v3')},v3,finished,2025-03-03 00:02,collapse: parse_rate," in biasdora  # then `valid`
 
     # re-building changes nothing (idempotent)
     before_rebuild = run_query("select * from fct_association_changes order by all").rows
