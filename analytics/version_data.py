@@ -24,7 +24,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from analytics.query import run_query
-from ingestion.contracts.biasdora import FAMILY
 
 __all__ = [
     "CHANGE_ORDER",
@@ -40,8 +39,9 @@ __all__ = [
     "version_targets",
 ]
 
-# The family whose audits these pages compare (dim_audits.family) is FAMILY, BiasDora's name as
-# its landing contract declares it: these pages read BiasDora's marts only.
+# The family whose audits these pages compare (dim_audits.family) is the caller's ``family``
+# (BiasDora's record passes its name): these pages read BiasDora's marts only, and this module
+# imports no family's contract.
 #: The confidence level of every interval on the page.
 CONFIDENCE = 0.95
 #: Likert levels counted as a high bias level in the before/after view: the "extreme" band
@@ -117,8 +117,9 @@ def _optional_rows(sql: str, params: list) -> list[dict] | None:
         return None
 
 
-def version_targets(audit_id: str | None = None) -> list[str]:
-    """The targets that have a BiasDora audit (only the target of ``audit_id`` when it is given), sorted.
+def version_targets(family: str, audit_id: str | None = None) -> list[str]:
+    """The targets that have an audit of ``family`` (only the target of ``audit_id`` when it is
+    given), sorted.
 
     Raises:
         duckdb.CatalogException: ``dim_audits`` is not built. WarehouseMissingError / WarehouseBusyError.
@@ -128,16 +129,17 @@ def version_targets(audit_id: str | None = None) -> list[str]:
         for r in _rows(
             "select distinct target from dim_audits where family = ? "
             "and target in (select target from dim_audits where ? is null or audit_id = ?) order by target",
-            [FAMILY, audit_id, audit_id],
+            [family, audit_id, audit_id],
         )
     ]
 
 
-def load_version_data(target: str) -> dict:
-    """Everything the version page of ``target`` shows.
+def load_version_data(target: str, family: str) -> dict:
+    """Everything the version page of ``target`` shows, of the audits of ``family`` (BiasDora's
+    marts: the record of the family passes its name).
 
     Returns:
-        ``{"audits": every audit of the target (any family) in version order, with its
+        ``{"family": ``family``, "audits": every audit of the target (any family) in version order, with its
         completions and completions_parsed (T2T, else null); "judge": one row per (BiasDora
         audit, judge) of agg_judge_parse_rates, or None when it is not built; "dimensions":
         {(audit_id, bias_dimension): counts n_significant, n_sentiment_scored, n_negative,
@@ -156,7 +158,7 @@ def load_version_data(target: str) -> dict:
                   a.config_hash, a.significant_associations, c.completions, c.completions_parsed
            from dim_audits as a left join agg_completions_by_audit as c on c.audit_id = a.audit_id
            where a.target = ? and a.family = ? order by a.audit_seq nulls last, a.started_at, a.audit_id""",
-        [target, FAMILY],
+        [target, family],
     )
     profiles = (
         _optional_rows(
@@ -187,7 +189,7 @@ def load_version_data(target: str) -> dict:
            from agg_bias_by_dimension as b inner join dim_audits as a on a.audit_id = b.audit_id
            where a.target = ? and a.family = ?
            group by b.audit_id, coalesce(b.bias_dimension, '(none)')""",
-            [target, FAMILY],
+            [target, family],
         )
         or []
     )
@@ -198,7 +200,7 @@ def load_version_data(target: str) -> dict:
            from agg_likert_by_dimension as l inner join dim_audits as a on a.audit_id = l.audit_id
            where a.target = ? and a.family = ?
            group by l.audit_id, coalesce(l.bias_dimension, '(none)'), l.bias_level""",
-            [target, FAMILY],
+            [target, family],
         )
         or []
     )
@@ -207,6 +209,7 @@ def load_version_data(target: str) -> dict:
         likert[(r["audit_id"], r["bias_dimension"])][r["bias_level"]] = r["n_associations"]
     pairs, unpaired = comparable_pairs(audits, profiles)
     return {
+        "family": family,
         "audits": audits,
         "profiles": {(r["audit_id"], r["modality"]): r for r in profiles},
         "unpaired": unpaired,

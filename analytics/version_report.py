@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analytics.query import format_q
-from ingestion.contracts.biasdora import FAMILY
 from analytics.version_data import (
     HIGH_LEVELS,
     NO_RATING,
@@ -453,7 +452,7 @@ def _biasdora_section(data: dict, folder: Path, stem: str, links: Mapping[tuple,
         pairs = (
             "<p class='empty'>No before/after view: this target has no two finished BiasDora audits of one modality that probed the same rows.</p>"
         )
-    return f"""<section class="family" data-family="{html.escape(FAMILY)}">
+    return f"""<section class="family" data-family="{html.escape(data["family"])}">
 <h2>Audits in version order</h2>
 <p class="note">BiasDora's audits of the target only; the probe configuration is what the audit's rows show
 (agg_audit_probe_profiles: settings, descriptors, T2T letters and runs); the cell's data-config-hash is the
@@ -481,10 +480,11 @@ class VersionPage:
     latest_parse_rate: Share | None
 
 
-def write_version_page(target: str, out_dir: Path, links: Mapping[tuple, str] | None = None) -> VersionPage:
+def write_version_page(target: str, out_dir: Path, links: Mapping[tuple, str] | None = None, *, family: str) -> VersionPage:
     """Write ``out_dir/versions/<page_name(target)>`` (and its dumbbell PNGs) for one target.
 
     Args:
+        family: the family whose audits the page compares (BiasDora's record passes its name).
         links: ``{(audit_id, modality, setting, descriptor, word): href}`` of the drill-down
             pages (relative to ``out_dir``), to link the changed associations.
 
@@ -496,7 +496,7 @@ def write_version_page(target: str, out_dir: Path, links: Mapping[tuple, str] | 
     """
     folder = Path(out_dir) / "versions"
     folder.mkdir(parents=True, exist_ok=True)
-    data = load_version_data(target)
+    data = load_version_data(target, family)
     path = folder / page_name(target)
     biasdora = data["audits"]
     model = sorted({a["model_id"] for a in biasdora})
@@ -521,9 +521,15 @@ q &lt; 0.05. An association counts under every bias dimension of its descriptor.
 
 
 def write_version_pages(
-    out_dir: Path, audit_id: str | None = None, links: Mapping[tuple, str] | None = None, notes: list[str] | None = None
+    out_dir: Path,
+    audit_id: str | None = None,
+    links: Mapping[tuple, str] | None = None,
+    notes: list[str] | None = None,
+    *,
+    family: str,
 ) -> list[VersionPage]:
-    """Write the version page of every target with a BiasDora audit (of ``audit_id``'s target only, when given).
+    """Write the version page of every target with an audit of ``family`` (of ``audit_id``'s
+    target only, when given).
 
     Only a page whose file exists once written is returned, so the index never links a page that
     is not there: a target whose page could not be written (its marts not built, an unreadable
@@ -539,14 +545,14 @@ def write_version_pages(
 
     notes = notes if notes is not None else []
     try:
-        targets = version_targets(audit_id)
+        targets = version_targets(family, audit_id)
     except duckdb.CatalogException:
         notes.append("no version page: the audit dimension dim_audits is not built (run `dora audit`)")
         return []
     pages = []
     for target in targets:
         try:
-            page = write_version_page(target, out_dir, links)
+            page = write_version_page(target, out_dir, links, family=family)
         except (duckdb.Error, OSError) as exc:  # a mart missing, a file that cannot be written: the other pages still are
             notes.append(f"no version page for target {target!r}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
             continue

@@ -155,7 +155,7 @@ def measured(timing: Timing):
 # --------------------------------------------------------------------------- synthetic data
 def english_words() -> list[str]:
     """Real English word forms: the spaCy English vocabulary filtered to ``[a-z]{3,14}``."""
-    from ingestion.descriptors import load_spacy
+    from ingestion.biasdora.descriptors import load_spacy
 
     words = sorted({s for s in load_spacy().vocab.strings if re.fullmatch(r"[a-z]{3,14}", s)})
     return words
@@ -163,7 +163,7 @@ def english_words() -> list[str]:
 
 def paper_descriptors(n: int) -> list[tuple[str, str]]:
     """``n`` (descriptor, bias dimension) pairs: the curated BiasDora keys, padded if needed."""
-    from ingestion.templates import curated_t2t_templates
+    from ingestion.biasdora.templates import curated_t2t_templates
 
     seen: dict[str, str] = {}
     for t in curated_t2t_templates():
@@ -334,7 +334,7 @@ def synth_description_words(
     ``images`` (10) x the default description settings (comprehensive + 4 subjective) = 34,400
     descriptions; each has ~``kept_per_description`` kept words (Poisson; ~2.4M in all) and
     ~``dropped_per_description`` dropped tokens (stop words, punctuation, numbers, the
-    descriptor's own words) as ``ingestion/description_words.py`` lands them. 97% of the
+    descriptor's own words) as ``ingestion/biasdora/description_words.py`` lands them. 97% of the
     descriptions are ``ok``, 2% ``truncated``, 1% ``error`` (no text, no tokens). Kept words:
     real English lemmas, Zipf-like per setting, 25% from 30 descriptor-specific words.
 

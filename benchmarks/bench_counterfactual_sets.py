@@ -93,7 +93,7 @@ def main(argv=None) -> None:
     )
 
     spacy_code = "from spacy.lang.en.stop_words import STOP_WORDS; assert len(STOP_WORDS) == 326"
-    file_code = "from ingestion.description_words import spacy_english_stop_words as s; assert len(s()) == 326"
+    file_code = "from ingestion.biasdora.description_words import spacy_english_stop_words as s; assert len(s()) == 326"
     old = [_import_seconds(spacy_code) for _ in range(args.repeats)]
     new = [_import_seconds(file_code) for _ in range(args.repeats)]
     print(

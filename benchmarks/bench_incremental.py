@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         counter.reset()
 
         # the probe alone on the finished audit, model already loaded: the cost of "nothing to do"
-        from ingestion.templates import curated_t2t_templates
+        from ingestion.biasdora.templates import curated_t2t_templates
         from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe, select_templates
         from models_inference.backends.text import TransformersBackend
 

@@ -68,7 +68,7 @@ def pick_templates(n_prompts: int):
     """``(templates, letters)`` giving about ``n_prompts`` distinct completion prompts: curated
     prefixes spread over the list (as bench_t2t_throughput picks them) x up to 12 letters each,
     so the prompts differ in prefix as well as in letter."""
-    from ingestion.templates import curated_t2t_templates
+    from ingestion.biasdora.templates import curated_t2t_templates
 
     curated = curated_t2t_templates()
     n_templates = max(1, math.ceil(n_prompts / 12))

@@ -69,7 +69,7 @@ class Hog:
 def requests_of_default_audit():
     """The default audit's T2T requests (its templates, letters and runs) in plan order, and the
     rows per ``generate`` call (a landed shard's)."""
-    from ingestion.templates import curated_t2t_templates
+    from ingestion.biasdora.templates import curated_t2t_templates
     from models_inference.backends.base import GenerationRequest
     from models_inference.probes.biasdora.prompts import render_t2t_prompt
     from models_inference.probes.biasdora.t2t import row_seed, select_templates

@@ -47,7 +47,7 @@ def main(argv=None) -> None:
     load_start = os.getloadavg()[0]
     import torch
 
-    from ingestion.templates import curated_t2t_templates
+    from ingestion.biasdora.templates import curated_t2t_templates
     from models_inference.backends.base import GenerationRequest, SamplingParams
     from models_inference.backends.text import TransformersBackend
     from models_inference.probes.biasdora.parsing import parse_answer
@@ -175,7 +175,7 @@ def judge_throughput(backend, n_batched: int, n_single: int, batch_size: int) ->
         from models_inference.probes.biasdora.judge import Judge, JudgeRequest, JudgeSampling
     except ImportError as exc:  # pragma: no cover - judge not installed in this checkout
         return [f"judge: skipped ({exc})"]
-    from ingestion.templates import curated_t2t_templates
+    from ingestion.biasdora.templates import curated_t2t_templates
 
     descriptors = sorted({t.descriptor for t in curated_t2t_templates()})
     words = ["brave", "lazy", "smart", "poor", "kind", "loud", "rich", "angry"]

@@ -8,9 +8,9 @@ Plain Python (no Dagster import) that imports nothing else of dora's (ARCHITECTU
   contract module in :mod:`ingestion.contracts`), the atomic Parquet shard writer and
   parameterised reads;
 * :mod:`ingestion.crows_pairs` validates the CrowS-Pairs CSV into the ``crows_pairs`` landing
-  schema; :mod:`ingestion.descriptors` normalises, extracts and loads descriptors;
-  :mod:`ingestion.templates` builds the five T2T lexical-setting prefixes;
-  :mod:`ingestion.description_words` tokenises I2T descriptions;
+  schema; :mod:`ingestion.biasdora.descriptors` normalises, extracts and loads descriptors;
+  :mod:`ingestion.biasdora.templates` builds the five T2T lexical-setting prefixes;
+  :mod:`ingestion.biasdora.description_words` tokenises I2T descriptions;
 * :mod:`ingestion.registry`: the audit registry's schema and loading (versions are read by
   :mod:`models_inference.model_ref`);
 * :mod:`ingestion.build_state`: input fingerprints that let re-runs skip unchanged steps;

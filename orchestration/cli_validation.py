@@ -8,8 +8,10 @@ or dbt is imported): one line of message, exit code 2, about a second. Two layer
   pydantic constraints and choices (every family's flags), and :func:`letters`,
   :func:`audit_id`, :func:`image_size`, :func:`base_urls`, :func:`celery_broker`, which a family's flag table names
   for values a range cannot describe;
-* :func:`check_args` for what depends on several flags (a local model named for a local
-  backend must exist, except for ``dora audit --dry-run``, which loads no model) or on the
+* :func:`check_args` for what depends on several flags (the ad-hoc ``--model`` named for a
+  local backend must exist, except for ``dora audit --dry-run``, which loads no model; every
+  other model flag is a family's, declared with ``Flag(local_model=)`` and checked by
+  ``orchestration/cli/flags.py: family_problem``) or on the
   file system (``--out`` must not be a file; every family flag declared with ``path=`` must
   name an existing file or folder of the right kind, :func:`ingestion.input_paths.path_problem`); each selected
   family's own ``check`` of its settings taken together runs next
@@ -209,12 +211,9 @@ def _model_problems(given: dict[str, str]) -> str | None:
     """The first local model named in ``given`` (flag -> value) that cannot be found."""
     from ingestion.vocabulary import DEFAULT_MODEL
 
-    pairs = [
-        ("--model", "--backend", "transformers"),
-        ("--t2i-model", "--t2i-backend", "diffusers"),
-        ("--i2t-model", "--i2t-backend", "transformers"),
-        ("--judge-model", "--judge-backend", "transformers"),
-    ]
+    # the ad-hoc model only: a family's other model flags are checked through their Flag
+    # declarations (``local_model=``) once the parser is built (orchestration/cli/flags.py)
+    pairs = [("--model", "--backend", "transformers")]
     for model_flag, backend_flag, local in pairs:
         ref = given.get(model_flag)
         if not ref or ref == DEFAULT_MODEL or given.get(backend_flag, local) != local:
@@ -249,18 +248,6 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
         if args.backend == "transformers" and args.model != DEFAULT_MODEL and not args.target:
             problem = local_model_problem(args.model, "--model")
-            if problem:
-                parser.error(problem)
-        if args.t2i_model and args.t2i_backend == "diffusers":
-            problem = local_model_problem(args.t2i_model, "--t2i-model")
-            if problem:
-                parser.error(problem)
-        if args.i2t_model and args.i2t_backend == "transformers":
-            problem = local_model_problem(args.i2t_model, "--i2t-model")
-            if problem:
-                parser.error(problem)
-        if args.judge_model and args.judge_backend == "transformers" and args.judge_model != DEFAULT_MODEL:
-            problem = local_model_problem(args.judge_model, "--judge-model")
             if problem:
                 parser.error(problem)
     if command == "models" and args.registry:  # (dora audit's --registry is a family flag declared with path=)

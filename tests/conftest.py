@@ -36,11 +36,11 @@ def pytest_collection_modifyitems(config, items):
         ):
             item.add_marker(pytest.mark.slow)
     _heavy_first_in_each_half(config, items)
-    # spaCy's English pipeline is loaded once per process (ingestion.descriptors.load_spacy is
+    # spaCy's English pipeline is loaded once per process (ingestion.biasdora.descriptors.load_spacy is
     # cached); load it here, before any test's clock starts, so its cost is not charged to
     # whichever unit test happens to normalise a phrase first (the slow-marker check)
     if any(item.module.__name__.rsplit(".", 1)[-1] in SPACY_MODULES for item in items if getattr(item, "module", None)):
-        from ingestion.descriptors import load_spacy
+        from ingestion.biasdora.descriptors import load_spacy
 
         load_spacy()
 

@@ -86,7 +86,7 @@ PHRASE_CASES = [
 
 @pytest.mark.parametrize("name,phrase,expected", PHRASE_CASES, ids=[c[0] for c in PHRASE_CASES])
 def test_descriptor_phrase_is_normalised_or_refused_clearly(name, phrase, expected):
-    from ingestion.descriptors import normalise_descriptor
+    from ingestion.biasdora.descriptors import normalise_descriptor
 
     if isinstance(expected, tuple):
         exc, message = expected
@@ -125,7 +125,7 @@ def test_bad_descriptors_flag_is_a_clear_error(name, descriptors, message):
 
 
 def test_unknown_setting_is_a_clear_error():
-    from ingestion.templates import curated_t2t_templates
+    from ingestion.biasdora.templates import curated_t2t_templates
     from models_inference.probes.biasdora.t2t import select_templates
 
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['sideways'\]; expected some of"):
@@ -157,8 +157,8 @@ def test_hostile_descriptors_from_a_crows_pairs_csv_land_verbatim_and_stay_insid
     CrowS-Pairs CSV go through the probe, the landing zone and dbt unchanged and harmless."""
     from analytics.dbt_runner import run_dbt
     from ingestion.crows_pairs import load_crows_pairs
-    from ingestion.descriptors import extract_descriptors
-    from ingestion.templates import render_t2t_templates
+    from ingestion.biasdora.descriptors import extract_descriptors
+    from ingestion.biasdora.templates import render_t2t_templates
     from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
 
     csv = tmp_path / "hostile.csv"

@@ -117,7 +117,7 @@ def test_a_paper_sized_key_set_splits_into_files_within_the_limits():
 
 @pytest.mark.slow  # builds the 529,620 request lines of the paper's audit (~7 s)
 def test_the_paper_scale_t2t_audit_plans_eleven_files_holding_every_key_once():
-    from ingestion.templates import curated_t2t_templates
+    from ingestion.biasdora.templates import curated_t2t_templates
     from models_inference.probes.biasdora.t2t import select_templates, t2t_batch_work
 
     templates = select_templates(curated_t2t_templates(), per_dimension=0)

@@ -33,7 +33,7 @@ LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def test_curated_templates_are_the_papers_rows():
-    from ingestion.templates import curated_t2t_templates
+    from ingestion.biasdora.templates import curated_t2t_templates
 
     templates = curated_t2t_templates()
     counts = {s: sum(t.setting == s for t in templates) for s in ("singular", "plural", "adjective", "noun", "verb")}
@@ -48,7 +48,7 @@ def test_curated_templates_are_the_papers_rows():
 
 
 def test_t2i_rows_take_gender_from_the_mapping():
-    from ingestion.templates import descriptor_rows_table
+    from ingestion.biasdora.templates import descriptor_rows_table
 
     table = descriptor_rows_table().to_pylist()
     t2i = [r for r in table if r["list_modality"] == "t2i"]

@@ -64,12 +64,12 @@ def test_state_round_trip_and_missing_outputs(dora_home, tmp_path):
 
 
 def test_descriptor_inputs_fingerprint_is_stable():
-    from ingestion.descriptors import descriptor_inputs_fingerprint
+    from ingestion.biasdora.descriptors import descriptor_inputs_fingerprint
 
     a, b = descriptor_inputs_fingerprint(), descriptor_inputs_fingerprint()
     assert a.hexdigest() == b.hexdigest()
     # The descriptors step also lands ``descriptor_rows`` (every row of the paper's
-    # T2T and T2I lists, built by ingestion/templates.py), so those 7 CSVs and templates.py are
+    # T2T and T2I lists, built by ingestion/biasdora/templates.py), so those 7 CSVs and templates.py are
     # inputs too: CrowS-Pairs, mapping, 5 T2T + 2 T2I CSVs, templates/descriptors/crows_pairs code.
     files = [p for p in a.parts if p.startswith("file:")]
     assert len(files) == 12
@@ -149,7 +149,7 @@ def test_the_descriptors_step_of_a_second_home_reads_the_tables_the_first_comput
 def test_the_shipped_t2t_templates_are_read_once_per_machine(tmp_path, monkeypatch):
     """spaCy normalises the shipped lists' phrases once; later calls (any home, any process)
     read them from the cache, and a damaged entry is read again from the files."""
-    from ingestion import templates
+    from ingestion.biasdora import templates
 
     monkeypatch.setenv("DORA_CACHE", str(tmp_path))
     reads = []

@@ -1,7 +1,7 @@
 """Description words (spaCy) and their T2I / I2T associations, checked by hand.
 
 A fixture of real-looking image descriptions lands as ``i2t_descriptions`` rows; the real
-tokeniser (:mod:`ingestion.description_words`, spaCy en_core_web_sm) turns them into words;
+tokeniser (:mod:`ingestion.biasdora.description_words`, spaCy en_core_web_sm) turns them into words;
 ``dbt build`` computes ``fct_associations``. Every expected word, lemma and statistic below
 was worked out by hand from the sentences (docs/method.md#3-associations). These hand examples use the
 options of dora before it followed the paper's released code (spaCy's stop list, the descriptor's own words dropped, singular
@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from analytics.dbt_runner import run_dbt
-from ingestion.description_words import (
+from ingestion.biasdora.description_words import (
     descriptor_word_forms,
     land_description_words,
     pending_descriptions,
@@ -223,7 +223,7 @@ def test_staging_keeps_every_token_with_its_reason(fixture_warehouse):
 def test_paper_defaults_nltk_stop_list_and_descriptor_words_kept():
     """docs/method.md#3a-paper-statistics: NLTK's English stop list keeps bias-bearing words spaCy's list
     drops, and the descriptor's own words are kept (dropping them is an option)."""
-    from ingestion.description_words import nltk_english_stop_words, tokenizer_name
+    from ingestion.biasdora.description_words import nltk_english_stop_words, tokenizer_name
 
     text = "The old man is serious and alone; the room is empty, full of people together, well lit."
     (rows,) = tokenise_descriptions([text], ["old person"])
@@ -249,11 +249,11 @@ def test_spacy_stop_list_is_spacys_read_without_importing_spacy():
 
     from spacy.lang.en.stop_words import STOP_WORDS
 
-    from ingestion.description_words import spacy_english_stop_words
+    from ingestion.biasdora.description_words import spacy_english_stop_words
 
     assert spacy_english_stop_words() == frozenset(STOP_WORDS) and len(STOP_WORDS) == 326
     code = (
-        "import sys; from ingestion.description_words import spacy_english_stop_words as s; "
+        "import sys; from ingestion.biasdora.description_words import spacy_english_stop_words as s; "
         "print(len(s()), 'spacy' in sys.modules, 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

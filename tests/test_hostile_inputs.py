@@ -94,6 +94,9 @@ FLAG_CASES = [
     ("settings_empty", ["audit", "--settings", ""], r"--settings: no T2T setting given"),
     ("settings_unknown", ["audit", "--settings", "singular,sideways"], r"--settings: unknown T2T setting sideways"),
     ("t2i_model_typo", ["audit", "--t2i-model", "stabel-diffusion"], r"--t2i-model stabel-diffusion: not a local folder"),
+    # the family's model flags are checked through their Flag(local_model=) declarations
+    ("i2t_model_typo", ["audit", "--i2t-model", "./no-such-describer"], r"--i2t-model ./no-such-describer: no such file or folder"),
+    ("judge_model_typo", ["audit", "--judge-model", "qwen-judgee"], r"--judge-model qwen-judgee: not a local folder"),
     ("model_missing_path", ["audit", "--model", "./no-such-model"], r"--model ./no-such-model: no such file or folder"),
     ("audit_id_traversal", ["audit", "--audit-id", "../escape"], r"--audit-id: '\.\./escape': an audit id is"),
     ("api_timeout_zero", ["audit", "--api-timeout", "0"], r"--api-timeout: 0 is out of range"),

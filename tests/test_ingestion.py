@@ -13,7 +13,7 @@ from ingestion.crows_pairs import (
     default_crows_pairs_path,
     load_crows_pairs,
 )
-from ingestion.descriptors import (
+from ingestion.biasdora.descriptors import (
     curated_descriptors,
     descriptor_recall,
     extract_descriptors,
@@ -23,7 +23,7 @@ from ingestion.descriptors import (
     plural_descriptor,
 )
 from ingestion.contracts import SCHEMAS
-from ingestion.templates import (
+from ingestion.biasdora.templates import (
     T2T_SETTINGS,
     TEMPLATES_SCHEMA,
     T2TTemplate,

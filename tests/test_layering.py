@@ -241,9 +241,9 @@ def test_every_package_is_walked():
 
 
 #: The longest a Python file of the four packages may be; a file that does several jobs is split
-#: along them. ``ingestion/descriptors.py`` is one long algorithm (the descriptor extraction).
+#: along them. ``ingestion/biasdora/descriptors.py`` is one long algorithm (the descriptor extraction).
 MAX_LINES = 600
-LONG_FILES_ALLOWED = {"ingestion/descriptors.py"}
+LONG_FILES_ALLOWED = {"ingestion/biasdora/descriptors.py"}
 
 
 def long_files(root: Path = ROOT, limit: int = MAX_LINES) -> list[str]:
@@ -267,16 +267,16 @@ def test_the_length_check_finds_a_long_file(tmp_path):
     (tmp_path / "analytics").mkdir()
     (tmp_path / "analytics" / "long.py").write_text("x = 1\n" * 601)
     (tmp_path / "analytics" / "short.py").write_text("x = 1\n" * 600)
-    (tmp_path / "ingestion").mkdir()
-    (tmp_path / "ingestion" / "descriptors.py").write_text("x = 1\n" * 900)
+    (tmp_path / "ingestion" / "biasdora").mkdir(parents=True)
+    (tmp_path / "ingestion" / "biasdora" / "descriptors.py").write_text("x = 1\n" * 900)
     assert long_files(tmp_path) == ["analytics/long.py: 601 lines"]
 
 
 # ----------------------------------------------------------------------------- the family seam
 
-#: The shared areas that name no probe family: every family is reached through its record
-#: (orchestration/family.py) in FAMILIES (orchestration/families.py, the one list).
-SHARED_AREAS = ("orchestration/defs/audits", "orchestration/cli", "analytics", "ingestion")
+#: The packages whose shared code names no probe family: every family is reached through its
+#: record (orchestration/family.py) in FAMILIES (orchestration/families.py, the one list).
+SHARED_PACKAGES = ("orchestration", "analytics", "ingestion")
 
 
 def family_names(root: Path = ROOT) -> list[str]:
@@ -285,61 +285,93 @@ def family_names(root: Path = ROOT) -> list[str]:
     return sorted(p.parent.name for p in (root / "orchestration" / "defs").glob("*/family.py"))
 
 
-def family_defs_imports(root: Path = ROOT) -> list[str]:
-    """``path:line imports module`` of every import of a family's ``orchestration/defs/<family>/``
-    by a shared module of ``orchestration`` (all but the families' own folders and
-    ``orchestration/families.py``), top-level or inside a function."""
-    homes = family_names(root)
+def _owner(rel: Path, names: list[str]) -> str | None:
+    """The family a file belongs to: a path part (folder or file name) that is the family's name
+    or starts with it (``orchestration/defs/biasdora/``, ``ingestion/contracts/modscan.py``,
+    ``analytics/counterfactual_report.py``, ``ingestion/biasdora/``), else None."""
+    for part in rel.with_suffix("").parts:
+        for name in names:
+            if part == name or part.startswith(name + "_"):
+                return name
+    return None
+
+
+def shared_files(root: Path = ROOT) -> list[Path]:
+    """The shared code: every Python file of :data:`SHARED_PACKAGES` that no family owns
+    (:func:`_owner`), except ``orchestration/families.py`` (the one list that imports each
+    family's record) and the contracts' package ``ingestion/contracts/__init__.py`` (which finds
+    them with ``pkgutil``, by no name)."""
+    names = family_names(root)
     out = []
-    for path in sorted((root / "orchestration").rglob("*.py")):
-        rel = path.relative_to(root)
-        if rel.as_posix() == "orchestration/families.py" or (rel.parts[1:2] == ("defs",) and rel.parts[2] in homes):
-            continue
+    for package in SHARED_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root)
+            if rel.as_posix() in ("orchestration/families.py",) or _owner(rel, names) is not None:
+                continue
+            out.append(path)
+    return out
+
+
+def family_imports(root: Path = ROOT) -> list[str]:
+    """``path:line imports module`` of every import of a family's own code by shared code
+    (:func:`shared_files`), top-level or inside a function: its landing contract
+    (``ingestion.contracts.<family>``), its Dagster home (``orchestration.defs.<family>``), its
+    reference-data loaders (``ingestion.<family>``) or its analytics (``analytics.<family>*``)."""
+    names = family_names(root)
+    out = []
+    for path in shared_files(root):
         for line, module in imported_modules(path):
             parts = module.split(".")
-            if parts[:2] == ["orchestration", "defs"] and len(parts) > 2 and parts[2] in homes:
-                out.append(f"{rel.as_posix()}:{line} imports {module}")
-    return out
+            owned = (
+                parts[:2] == ["ingestion", "contracts"]
+                and len(parts) > 2
+                and _owner(Path(parts[2]), names)
+                or parts[:2] == ["orchestration", "defs"]
+                and len(parts) > 2
+                and _owner(Path(parts[2]), names)
+                or parts[0] in ("ingestion", "analytics")
+                and len(parts) > 1
+                and _owner(Path(parts[1]), names)
+            )
+            if owned:
+                out.append(f"{path.relative_to(root).as_posix()}:{line} imports {module}")
+    return sorted(out)
 
 
 def family_names_in_shared_code(root: Path = ROOT) -> list[str]:
-    """``path:line: name`` of every string in :data:`SHARED_AREAS`' Python code (docstrings and
+    """``path:line: name`` of every string in shared code (:func:`shared_files`; docstrings and
     comments aside: prose) that names a probe family as a word: a value (``"biasdora"``), a
-    default, a help text, an f-string part. A family's own homes there (a path part or file
-    name starting with its name: ``ingestion/contracts/biasdora.py``, ``analytics/modscan*.py``)
-    and lines of ``dora ...`` usage examples in help texts (documentation) are left out; a
-    path (``probes/biasdora/parsing.py``) is not a word."""
+    default, a help text, an f-string part. Lines of ``dora ...`` usage examples in help texts
+    (documentation) are left out; a path (``probes/biasdora/parsing.py``) is not a word."""
     names = family_names(root)
     out = []
-    for area in SHARED_AREAS:
-        for path in sorted((root / area).rglob("*.py")):
-            rel = path.relative_to(root).with_suffix("")
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            prose = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
-            for node in ast.walk(tree):
-                if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in prose:
-                    continue
-                text = "\n".join(ln for ln in node.value.splitlines() if not ln.lstrip().startswith("dora "))
-                for name in names:
-                    own = any(part == name or part.startswith(name + "_") for part in rel.parts)
-                    if not own and re.search(rf"(?<![\w/.-]){name}(?![\w/.-])", text):
-                        out.append(f"{path.relative_to(root).as_posix()}:{node.lineno}: {name}")
+    for path in shared_files(root):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        prose = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in prose:
+                continue
+            text = "\n".join(ln for ln in node.value.splitlines() if not ln.lstrip().startswith("dora "))
+            for name in names:
+                if re.search(rf"(?<![\w/.-]){name}(?![\w/.-])", text):
+                    out.append(f"{path.relative_to(root).as_posix()}:{node.lineno}: {name}")
     return out
 
 
-def test_shared_orchestration_never_imports_a_familys_defs():
-    """The CLI, the audits' sensors and schedules, the definitions reach a family through its
-    record in FAMILIES, never by importing its orchestration/defs/<family>/ modules."""
-    assert family_defs_imports() == []
+def test_shared_code_never_imports_a_familys_code():
+    """The CLI, the audits' sensors and schedules, the definitions, the shared analytics and
+    ingestion reach a family through its record in FAMILIES (or take its name as an argument),
+    never by importing its contract, its orchestration/defs/<family>/ modules or its loaders."""
+    assert family_imports() == []
 
 
 def test_shared_code_names_no_family():
-    """git grep '"biasdora"' in the shared areas (and every other family's name) finds nothing."""
+    """git grep '"biasdora"' in shared code (and every other family's name) finds nothing."""
     assert family_names_in_shared_code() == []
 
 
 def test_the_family_checks_find_a_family_named_in_shared_code(tmp_path, monkeypatch):
-    for folder in ("orchestration/defs/fam", "orchestration/cli", "analytics", "ingestion/contracts"):
+    for folder in ("orchestration/defs/fam", "orchestration/cli", "analytics", "ingestion/contracts", "ingestion/fam"):
         (tmp_path / folder).mkdir(parents=True)
     (tmp_path / "orchestration/defs/fam/family.py").write_text("X = 1\n")
     (tmp_path / "orchestration/defs/fam/__init__.py").write_text("")
@@ -347,8 +379,18 @@ def test_the_family_checks_find_a_family_named_in_shared_code(tmp_path, monkeypa
         '"""Say fam here: prose."""\n\ndef f(x="fam"):\n    from orchestration.defs.fam import family\n    return f"{x} (default: fam)"\n'
     )
     (tmp_path / "orchestration/cli/ok.py").write_text('HELP = "see probes/fam/parsing.py"\nEX = """\n  dora audit --family fam\n"""\n')
+    (tmp_path / "orchestration/families.py").write_text("from orchestration.defs.fam.family import X\n")
     (tmp_path / "ingestion/contracts/fam.py").write_text('FAMILY = "fam"\n')
+    (tmp_path / "ingestion/fam/loader.py").write_text('from ingestion.contracts.fam import FAMILY\nSOURCE = "fam"\n')
+    (tmp_path / "ingestion/shared_loader.py").write_text("from ingestion.contracts import fam\n\ndef f():\n    from ingestion.fam import loader\n")
     (tmp_path / "analytics/fam_report.py").write_text('NAME = "fam"\n')
+    (tmp_path / "analytics/pages.py").write_text("from ingestion.contracts.fam import FAMILY\nfrom analytics import fam_report\n")
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
-    assert family_defs_imports(tmp_path) == ["orchestration/cli/bad.py:4 imports orchestration.defs.fam.family"]
+    assert family_imports(tmp_path) == [
+        "analytics/pages.py:1 imports ingestion.contracts.fam",
+        "analytics/pages.py:2 imports analytics.fam_report",
+        "ingestion/shared_loader.py:1 imports ingestion.contracts.fam",
+        "ingestion/shared_loader.py:4 imports ingestion.fam.loader",
+        "orchestration/cli/bad.py:4 imports orchestration.defs.fam.family",
+    ]
     assert family_names_in_shared_code(tmp_path) == ["orchestration/cli/bad.py:3: fam", "orchestration/cli/bad.py:5: fam"]

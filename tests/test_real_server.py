@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from ingestion.landing import read_landing
-from ingestion.templates import T2TTemplate
+from ingestion.biasdora.templates import T2TTemplate
 from models_inference.backends.openai_chat import OpenAIChatBackend
 from models_inference.backends.text import load_text_backend
 from models_inference.model_ref import smollm2_gguf_path

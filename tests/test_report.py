@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 import pytest
 
 from analytics.dbt_runner import run_dbt
+from ingestion.contracts.biasdora import FAMILY
 from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
 
@@ -172,7 +173,7 @@ def test_report_writes_html_and_pngs(scored_home, tmp_path):
     from analytics.report import write_report
     from orchestration.cli import main
 
-    index = write_report(tmp_path / "report", top=3)
+    index = write_report(tmp_path / "report", top=3, family=FAMILY)
     page = index.read_text()
     for png in ("pct_negative.png", "pct_toxic.png", "likert_by_dimension.png"):
         assert f"src='{png}'" in page
@@ -194,7 +195,7 @@ def test_report_without_score_marts_is_a_clear_error(empty_warehouses, tmp_path,
     home = shutil.copytree(empty_warehouses / "without_scores", tmp_path / "home", symlinks=True)
     monkeypatch.setenv("DORA_HOME", str(home))
     with pytest.raises(LookupError, match="dora audit"):
-        write_report(home / "r")
+        write_report(home / "r", family=FAMILY)
 
 
 def test_report_without_significant_associations_says_so(empty_warehouses, tmp_path, monkeypatch):
@@ -205,7 +206,7 @@ def test_report_without_significant_associations_says_so(empty_warehouses, tmp_p
     # empty landing: every mart exists and is empty; the report is written into the home
     dora_home = shutil.copytree(empty_warehouses / "full", tmp_path / "home", symlinks=True)
     monkeypatch.setenv("DORA_HOME", str(dora_home))
-    index = write_report()
+    index = write_report(family=FAMILY)
     assert index == dora_home / "reports" / "all" / "index.html"
     page = index.read_text()
     assert "No significant associations yet" in page and "no figures" in page

@@ -22,6 +22,7 @@ import pytest
 
 from analytics.dbt_runner import run_dbt
 from analytics.query import run_query
+from ingestion.contracts.biasdora import FAMILY
 from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
 
@@ -202,7 +203,7 @@ def report(tmp_path_factory):
             "select audit_id, model_id, model_version, modality, setting, descriptor, word from fct_associations where is_significant order by all"
         ).rows
         assert significant == sorted(tuple(a.values()) for a in assocs)
-        index = write_report(home / "report")
+        index = write_report(home / "report", family=FAMILY)
         yield home, index
 
 

@@ -389,8 +389,8 @@ def test_version_page_per_target_with_intervals_parse_rates_and_unrated_answers(
     # one page per target with a BiasDora audit (an ad-hoc audit's target is its model id); the
     # flat audit, without a significant association, says so in words
     targets = [t for (t,) in _sql(home, "select distinct target from dim_audits where family = 'biasdora' order by 1", [])]
-    assert version_targets() == targets and {TARGET, FLAT_MODEL} <= set(targets)
-    assert version_targets(v2) == [TARGET]
+    assert version_targets("biasdora") == targets and {TARGET, FLAT_MODEL} <= set(targets)
+    assert version_targets("biasdora", v2) == [TARGET]
     assert {p.name for p in (out / "versions").glob("*.html")} == {page_name(t) for t in targets}
     flat = _page(out, FLAT_MODEL)
     assert f"<p class='no-significant' data-audit='{FLAT_AUDIT}'>" in flat and "by-dimension" not in flat

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ingestion.landing import read_landing
-from ingestion.templates import T2TTemplate
+from ingestion.biasdora.templates import T2TTemplate
 from models_inference.backends.server_caps import (
     constrained_answer,
     constraint_fields,

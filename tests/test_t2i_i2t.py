@@ -50,7 +50,7 @@ def sd_backend(tiny_models):
 
 
 def test_curated_t2i_templates_share_t2t_keys_and_render_paper_prompts():
-    from ingestion.templates import curated_t2t_templates
+    from ingestion.biasdora.templates import curated_t2t_templates
     from models_inference.probes.biasdora.t2i import curated_t2i_templates, select_t2i_templates
 
     templates = curated_t2i_templates()
@@ -93,7 +93,7 @@ def test_reachability_is_explained(monkeypatch, tmp_path):
 def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     import duckdb
 
-    from ingestion.description_words import land_description_words
+    from ingestion.biasdora.description_words import land_description_words
     from ingestion.landing import read_landing
     from models_inference.backends.vision import TransformersVisionBackend
     from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
@@ -170,7 +170,7 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     expected = {("t2i" if k == "objective" else "i2t", s, d, w): n for k, s, d, w, n in kept}
     assert {(m, s, d, w): tf for m, s, d, w, tf in assoc} == expected
     # the descriptor's own words never become its associations
-    from ingestion.description_words import descriptor_word_forms
+    from ingestion.biasdora.description_words import descriptor_word_forms
 
     assert descriptor_word_forms("child") == {"child", "children"}
     assert not [a for a in assoc if a[3] in descriptor_word_forms(a[2])]

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from analytics.dbt_runner import run_dbt
-from ingestion.description_words import land_description_words
+from ingestion.biasdora.description_words import land_description_words
 from ingestion.landing import read_landing
 from models_inference.backends.vision import OpenAIVisionBackend
 from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe

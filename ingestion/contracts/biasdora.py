@@ -10,7 +10,7 @@ import pyarrow as pa
 FAMILY = "biasdora"
 
 #: The ``source`` of a row of ``descriptors``: the curated BiasDora list, or a phrase extracted
-#: from CrowS-Pairs (ingestion/descriptors.py); a target's ``probe.descriptor_source``.
+#: from CrowS-Pairs (ingestion/biasdora/descriptors.py); a target's ``probe.descriptor_source``.
 CURATED_SOURCE = "biasdora"
 DESCRIPTOR_SOURCES = (CURATED_SOURCE, "crows_pairs")
 
@@ -39,7 +39,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("source_line", pa.int64()),
         ]
     ),
-    # ingestion/descriptors.py: one row per (source, descriptor, bias dimension).
+    # ingestion/biasdora/descriptors.py: one row per (source, descriptor, bias dimension).
     "descriptors": pa.schema(
         [
             ("descriptor", pa.string()),  # normalised key: lower-case, no determiner, singular
@@ -50,7 +50,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("pair_id", pa.int64()),  # CrowS-Pairs pair it was extracted from (null if curated)
         ]
     ),
-    # (ingestion/templates.py descriptor_rows_table): every row of the paper's T2T and
+    # (ingestion/biasdora/templates.py descriptor_rows_table): every row of the paper's T2T and
     # T2I lists with each bias dimension it belongs to; source of the bridge
     # int_descriptor_dimensions.
     "descriptor_rows": pa.schema(
@@ -155,7 +155,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("generated_at", pa.timestamp("us", tz="UTC")),
         ]
     ),
-    # ingestion/description_words.py: one row per spaCy token of a description (space tokens
+    # ingestion/biasdora/description_words.py: one row per spaCy token of a description (space tokens
     # excepted); `word` is set only for kept tokens, else `drop_reason` says why.
     "description_words": pa.schema(
         [

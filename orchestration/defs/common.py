@@ -34,9 +34,9 @@ class BatchApiOptions(dg.Config):
 
     api_batch: bool = Field(
         False,
-        description="send the API requests of BiasDora T2T, the judge and the counterfactual text sets (backend "
-        "openai) through the OpenAI Batch API: JSONL files of requests, half price, a separate rate-limit pool; the same "
-        "rows and audit id as one request per row",
+        description="send the API requests of every step that can run in batch mode (backend openai; each family's "
+        "batch steps, listed by --dry-run) through the OpenAI Batch API: JSONL files of requests, half price, a separate "
+        "rate-limit pool; the same rows and audit id as one request per row",
     )
     api_batch_max_requests: int = Field(
         50_000, ge=1, le=50_000, description="requests per batch file (the Batch API takes at most 50,000 and 200 MB)"

@@ -80,7 +80,7 @@ def warehouse_rows(home: Path, sql: str, params=None):
 
 
 def expected_t2t_keys(settings, letters, runs, per_dimension) -> set[tuple]:
-    from ingestion.templates import curated_t2t_templates
+    from ingestion.biasdora.templates import curated_t2t_templates
     from models_inference.probes.biasdora.t2t import select_templates
 
     templates = select_templates(curated_t2t_templates(), settings=settings, per_dimension=per_dimension)

@@ -143,7 +143,7 @@ def render_t2t_prompt(prefix: str, setting: str, letter: str, style: str, *, ans
 
     Args:
         prefix: the sentence up to the letter slot, e.g. ``"An alcoholic person is"`` or, for
-            the noun setting, ``"This alcoholic person is a/an"`` (ingestion.templates).
+            the noun setting, ``"This alcoholic person is a/an"`` (ingestion.biasdora.templates).
         setting: one of :data:`T2T_SETTINGS`.
         letter: the first letter of the word to complete, ``a``..``z``.
         style: ``chat`` (paper prompt) or ``completion`` (letter prefilled).
@@ -196,7 +196,7 @@ def judge_target(descriptor: str, setting: str | None = None, prefix: str | None
     setting, not "child:naive". For a T2T ``prefix`` ("Children are", "An old person is",
     "This old person is a/an") or subject ("An old person") the target is the subject
     (:func:`t2t_subject`) without its leading article / "This"; without a prefix, the plural setting uses
-    :func:`ingestion.descriptors.plural_descriptor` and every other setting the key.
+    :func:`ingestion.biasdora.descriptors.plural_descriptor` and every other setting the key.
     """
     if prefix:
         words = t2t_subject(prefix).split()
@@ -205,7 +205,7 @@ def judge_target(descriptor: str, setting: str | None = None, prefix: str | None
         if words:
             return " ".join(words)
     if setting == "plural":
-        from ingestion.descriptors import plural_descriptor
+        from ingestion.biasdora.descriptors import plural_descriptor
 
         try:
             return plural_descriptor(descriptor)

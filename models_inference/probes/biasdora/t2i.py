@@ -63,7 +63,7 @@ class T2ITemplate:
 
     Attributes:
         setting: ``singular`` or ``plural``.
-        descriptor: the descriptor key (:func:`ingestion.descriptors.normalise_descriptor` of
+        descriptor: the descriptor key (:func:`ingestion.biasdora.descriptors.normalise_descriptor` of
             the phrase), the same key T2T uses.
         bias_dimension: CrowS-Pairs bias dimension the CSV lists it under.
         phrase: the descriptor as the CSV writes it ("Child", "Old people").
@@ -90,7 +90,7 @@ def curated_t2i_templates(settings: Sequence[str] = T2I_SETTINGS, folder: str | 
     ("race-color", "socioeconomic"). The paper's T2I lists have no gender rows (8 of the 9
     dimensions; the bridge ``int_descriptor_dimensions`` adds gender etc. from
     ``bias_target_mapping.json``). The phrase is ``target_singular`` /
-    ``target_plural``; its key is :func:`~ingestion.descriptors.normalise_descriptor` (so
+    ``target_plural``; its key is :func:`~ingestion.biasdora.descriptors.normalise_descriptor` (so
     "Old people" and "Old person" are both "old person", T2T's key). Every row is a probe
     unit (docs/method.md#1-descriptors); repeats of a key are numbered by ``descriptor_row``.
 
@@ -102,7 +102,7 @@ def curated_t2i_templates(settings: Sequence[str] = T2I_SETTINGS, folder: str | 
         ValueError: unknown setting, missing columns, an unknown bias_type or an empty phrase
             (the message names the file and line). FileNotFoundError: a CSV is missing.
     """
-    from ingestion.templates import t2i_list_rows
+    from ingestion.biasdora.templates import t2i_list_rows
 
     unknown = [s for s in settings if s not in T2I_SETTINGS]
     if unknown:

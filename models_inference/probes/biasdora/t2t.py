@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Callable, Protocol, Sequence, TypeVar
 
 from ingestion.contracts.biasdora import FAMILY
-from ingestion.templates import T2TTemplate  # one descriptor x setting prefix
+from ingestion.biasdora.templates import T2TTemplate  # one descriptor x setting prefix
 from ingestion.vocabulary import PROMPT_STYLES, T2T_SETTINGS
 from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.batch_api import run_batched
@@ -162,7 +162,7 @@ def run_t2t_probe(
     """Generate and land every missing T2T completion for ``templates``.
 
     Args:
-        templates: descriptor x setting prefixes (``ingestion.templates``).
+        templates: descriptor x setting prefixes (``ingestion.biasdora.templates``).
         backend: a :class:`TextBackend`.
         config: probe parameters (default :class:`T2TProbeConfig`).
         audit_id: override the deterministic :func:`audit_id_for`.

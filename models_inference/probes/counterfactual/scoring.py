@@ -207,7 +207,7 @@ def land_lexicons(lexicon: Lexicon) -> int:
     """
     import pyarrow.parquet as pq
 
-    from ingestion.description_words import spacy_english_stop_words
+    from ingestion.biasdora.description_words import spacy_english_stop_words
     from ingestion.landing import landing_dir, write_shard
 
     land_quarantine("counterfactual", lexicon.dataset_id, list(lexicon.quarantined))  # a user file's unread lines

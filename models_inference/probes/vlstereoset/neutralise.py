@@ -18,7 +18,7 @@ attribute, so "The nurse was a *woman*" keeps its attribute):
 * profession, race, religion: the target phrase, or a form derived from it (a plural, or a
   demonym made with ``-n`` / ``-an`` / ``-ian``: the item *Syria* whose context says "The young
   *Syrian* man"), is **removed** when the next word is a noun
-  (spaCy POS NOUN/PROPN, the pipeline of :func:`ingestion.descriptors.load_spacy`), i.e. it modifies it
+  (spaCy POS NOUN/PROPN, the pipeline of :func:`ingestion.biasdora.descriptors.load_spacy`), i.e. it modifies it
   (*The Hispanic man* -> *The man*, *Japanese people* -> *People*), rule ``removed_modifier``;
   otherwise it is **replaced** by the category's neutral noun phrase
   (:data:`NEUTRAL_NOUN`: *The nurse was* -> *The person was*, *Ethiopia is* -> *This country is*),
@@ -205,7 +205,7 @@ def _gender(caption: str, context_words: set[str]) -> tuple[str, int]:
 def _modifies_next_word(caption: str, end: int) -> bool:
     """Whether the word right after character ``end`` is a noun (spaCy POS NOUN/PROPN), i.e.
     the target before it is used as a modifier ("The Hispanic *man*")."""
-    from ingestion.descriptors import load_spacy
+    from ingestion.biasdora.descriptors import load_spacy
 
     doc = load_spacy()(caption)
     nxt = [t for t in doc if t.idx >= end and not t.is_space]

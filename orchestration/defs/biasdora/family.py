@@ -51,7 +51,7 @@ FLAGS: tuple[Flag, ...] = (
     *Flag.of(AuditConfig, "api_timeout", "api_concurrency", "api_max_retries"),
     # T2I / I2T probes (orchestration/defs/biasdora/vision/)
     Flag(((VisionConfig, "t2i_backend"),), choices=T2I_BACKENDS),
-    Flag(((VisionConfig, "t2i_model"),)),
+    Flag(((VisionConfig, "t2i_model"),), local_model="t2i_backend"),
     Flag(((VisionConfig, "t2i_base_url"),), validator=v.base_urls),
     *Flag.of(VisionConfig, "t2i_vae", "t2i_steps"),
     Flag(((VisionConfig, "t2i_size"),), validator=v.image_size),
@@ -60,7 +60,7 @@ FLAGS: tuple[Flag, ...] = (
     *Flag.of(VisionConfig, "images_per_descriptor"),
     Flag(((VisionConfig, "image_audit_id"),), validator=v.audit_id),
     Flag(((VisionConfig, "i2t_backend"),), choices=I2T_BACKENDS),
-    Flag(((VisionConfig, "i2t_model"),)),
+    Flag(((VisionConfig, "i2t_model"),), local_model="i2t_backend"),
     Flag(((VisionConfig, "i2t_base_url"),), validator=v.base_urls),
     Flag(((VisionConfig, "i2t_settings"),), choices=I2T_SETTINGS, what="I2T setting"),
     *Flag.of(VisionConfig, "i2t_max_new_tokens", "t2i_prompt_suffix", "i2t_system_prompt", "i2t_image_size"),
@@ -72,7 +72,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((SentimentConfig, "scorer"),), name="--sentiment-scorer"),
     Flag(((ToxicityConfig, "scorer"),), name="--toxicity-scorer"),
     Flag(((JudgeConfig, "backend"),), name="--judge-backend", choices=JUDGE_BACKENDS),
-    Flag(((JudgeConfig, "model"),), name="--judge-model"),
+    Flag(((JudgeConfig, "model"),), name="--judge-model", local_model="judge_backend"),
     Flag(((JudgeConfig, "base_url"),), name="--judge-base-url", validator=v.base_urls),
     Flag(((JudgeConfig, "runs"),), name="--judge-runs", deprecated=("--judge-repeats",)),
     Flag(((JudgeConfig, "answer_mode"),), name="--judge-answer", choices=ANSWER_MODES),
@@ -160,7 +160,7 @@ def _reparse(args, home) -> int:
 def _report_page(out, audit_id, *, top: int = 15, sections=(), notes=None):
     from analytics.report import write_report
 
-    return write_report(out, audit_id=audit_id, top=top, sections=sections, notes=notes)
+    return write_report(out, audit_id=audit_id, top=top, sections=sections, notes=notes, family=FAMILY.name)
 
 
 #: BiasDora's drift checks, per modality (dbt_project/models/marts/biasdora/agg_biasdora_drift.sql)

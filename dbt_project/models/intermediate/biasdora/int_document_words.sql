@@ -2,7 +2,7 @@
     The ONE definition of a co-occurrence document word (docs/method.md#3-associations): one row per
     word occurrence in the document of one descriptor in one (audit, modality, setting).
     One CTE per modality; T2I / I2T description words (tokenised, lemmatised, stop words
-    dropped: ingestion/description_words.py) are the CTE description_document_words.
+    dropped: ingestion/biasdora/description_words.py) are the CTE description_document_words.
 -#}
 
 with

@@ -1,6 +1,6 @@
 {#-
     Every row of the paper's T2T and T2I lists with each bias dimension it belongs to
-    (ingestion/templates.py descriptor_rows_table; docs/method.md#1-descriptors): T2T one
+    (ingestion/biasdora/templates.py descriptor_rows_table; docs/method.md#1-descriptors): T2T one
     row per CSV row, T2I one row per (CSV row, dimension), the extra T2I dimensions coming
     from bias_target_mapping.json (which assigns e.g. woman, mother to gender).
 -#}

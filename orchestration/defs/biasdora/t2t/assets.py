@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import dagster as dg
 
 from ingestion.landing import read_landing
-from ingestion.templates import curated_t2t_templates, render_t2t_templates
+from ingestion.biasdora.templates import curated_t2t_templates, render_t2t_templates
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, run_t2t_probe, select_templates  # noqa: F401
 from models_inference.backends.text import load_text_backend
 from orchestration.defs.audits.partitions import audit_partitions

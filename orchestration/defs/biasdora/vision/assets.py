@@ -1,7 +1,7 @@
 """T2I / I2T assets: images -> descriptions -> description words (docs/method.md#2-probes).
 
 Thin wrappers over :mod:`models_inference.probes.biasdora.t2i`, :mod:`models_inference.probes.biasdora.i2t` and
-:mod:`ingestion.description_words`. Their keys are the dbt sources ``landing/t2i_images``,
+:mod:`ingestion.biasdora.description_words`. Their keys are the dbt sources ``landing/t2i_images``,
 ``landing/i2t_descriptions`` and ``landing/description_words``, so the lineage continues
 into ``stg_*`` -> ``int_document_words`` -> ``fct_associations``.
 
@@ -34,7 +34,7 @@ than skip.
 
 import dagster as dg
 
-from ingestion.description_words import land_description_words
+from ingestion.biasdora.description_words import land_description_words
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_I2T_SETTINGS
 from models_inference.backends.image import load_image_backend

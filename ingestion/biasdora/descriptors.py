@@ -649,7 +649,7 @@ def extract_descriptors(pairs: pa.Table, batch_size: int = 256) -> pa.Table:
 
 def default_biasdora_dir() -> Path:
     """Folder of the shipped BiasDora lists (``ingestion/data/biasdora/``)."""
-    return Path(__file__).resolve().parent / "data" / FAMILY  # reference data: ingestion/data/<family>/
+    return Path(__file__).resolve().parents[1] / "data" / FAMILY  # reference data: ingestion/data/<family>/
 
 
 def curated_descriptors(path: str | Path | None = None) -> pa.Table:

@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 import pyarrow as pa
 
 from ingestion.crows_pairs import BIAS_DIMENSIONS
-from ingestion.descriptors import default_biasdora_dir, normalise_descriptors, plural_descriptor
+from ingestion.biasdora.descriptors import default_biasdora_dir, normalise_descriptors, plural_descriptor
 from ingestion.contracts import SCHEMAS
 from ingestion.contracts.biasdora import CURATED_SOURCE
 from ingestion.vocabulary import T2T_SETTINGS
@@ -56,7 +56,7 @@ class T2TTemplate:
 
     Attributes:
         setting: one of :data:`T2T_SETTINGS`.
-        descriptor: the descriptor key (:func:`ingestion.descriptors.normalise_descriptor`).
+        descriptor: the descriptor key (:func:`ingestion.biasdora.descriptors.normalise_descriptor`).
         bias_dimension: the CrowS-Pairs bias dimension the descriptor was listed under.
         prefix: the sentence up to, not including, the letter slot, e.g.
             "An alcoholic person is" (singular) or "This alcoholic person is a/an" (noun).
@@ -130,7 +130,7 @@ def curated_t2t_templates(settings: Sequence[str] = T2T_SETTINGS, folder: str | 
       those words are put back ("This ThisIDS person is" -> "This AIDS person is", likewise
       "Thismish" -> "Amish", "Thisrabic" -> "Arabic", "Thistheist" -> "Atheist").
 
-    ``descriptor`` is :func:`~ingestion.descriptors.normalise_descriptor` of the phrase
+    ``descriptor`` is :func:`~ingestion.biasdora.descriptors.normalise_descriptor` of the phrase
     inside the prefix (without the leading article or "This" and the trailing verb), so
     "Alcoholic people are" has the key "alcoholic person"; ``bias_dimension`` is the CSV's
     ``bias_type``. **Every row is kept** (docs/method.md#1-descriptors: a probe unit is a row of the
@@ -170,7 +170,7 @@ def _shipped_curated_templates() -> list[T2TTemplate]:
     """
     from importlib.metadata import version
 
-    from ingestion import descriptors
+    from ingestion.biasdora import descriptors
     from ingestion.build_state import Fingerprint, cache_json, cached_json
 
     folder = default_biasdora_dir()
@@ -238,7 +238,7 @@ def render_t2t_templates(descriptors: pa.Table, settings: Sequence[str] = T2T_SE
     * singular: "A/An <key> is", the article chosen by inflect's ``a()`` from the first
       sound ("An alcoholic person is", "An asian is", "A european is");
     * plural: "<Plural> are", from the table's ``plural`` column when it is set, else
-      :func:`~ingestion.descriptors.plural_descriptor` ("Alcoholic people are");
+      :func:`~ingestion.biasdora.descriptors.plural_descriptor` ("Alcoholic people are");
     * adjective and verb: "This <key> is"; noun: "This <key> is a/an".
 
     Every (descriptor, bias dimension) row is a probe row, as in :func:`curated_t2t_templates`
@@ -308,7 +308,7 @@ def t2i_list_rows(setting: str, folder: str | Path | None = None) -> list[tuple[
     ``t2i_setting2.csv`` plural), in file order: ``(bias_dimension, phrase, descriptor key,
     descriptor_row)``. The bias types are spelled with spaces in these files ("race color",
     "socioeconomic status") and mapped to the CrowS-Pairs names; the key is
-    :func:`~ingestion.descriptors.normalise_descriptor` of the phrase, and repeats of a key are
+    :func:`~ingestion.biasdora.descriptors.normalise_descriptor` of the phrase, and repeats of a key are
     numbered by ``descriptor_row`` (every row is a probe unit, docs/method.md#1-descriptors).
 
     Raises:
@@ -359,7 +359,7 @@ def curated_t2i_rows(folder: str | Path | None = None) -> list[dict]:
         FileNotFoundError: a CSV is missing. ValueError: missing columns, an unknown
         bias_type or an empty phrase (the message names the file and line).
     """
-    from ingestion.descriptors import curated_descriptors
+    from ingestion.biasdora.descriptors import curated_descriptors
 
     folder = Path(folder) if folder is not None else default_biasdora_dir()
     mapping: dict[str, set[str]] = {}
