@@ -10,10 +10,12 @@ each audit's own, and the verdict that ``--fail-on`` turns into an exit status.
 * :func:`diff_json` / :func:`diff_csv`: every part of the report (header, what was compared,
   counts per change type, flips, parse-rate tests, power, per-dimension lines, top changes,
   the notes and the verdict); CSV flattens the same JSON into ``path,value`` rows.
-* :func:`verdict`: ``collapse`` when the later audit, on the common rows, parses under
-  ``parse_rate_min_ratio`` x the earlier parse rate, or keeps under ``significant_min_ratio`` x
-  the earlier significant associations (judged from ``min_previous_significant`` of them: the
-  thresholds of the collapse checks, ``ingestion.registry.CollapseThresholds``); else ``change``
+* :func:`verdict`: ``collapse`` when the later audit, on the common rows, parses under the
+  ``parse_rate`` check's ratio x the earlier parse rate, or keeps under the
+  ``significant_associations`` check's ratio x the earlier significant associations (judged
+  from its ``min_before`` of them): the family's drift checks (``analytics.drift.DriftCheck``)
+  with the ratios the registry target sets (``options.<family>.checks``), one definition for
+  the drift alarms and ``--fail-on``; else ``change``
   when an association changed significantly (BH change q < the significance level) or the parse
   rate did (exact McNemar p < the significance level); else ``no change``.
 """
@@ -26,7 +28,10 @@ import json
 import math
 from dataclasses import asdict, dataclass, replace
 
+from collections.abc import Mapping
+
 from analytics.diff import AuditDiff
+from analytics.drift import FamilyDrift
 from analytics.query import QueryResult, run_query
 
 __all__ = ["Verdict", "diff_csv", "diff_dict", "diff_json", "verdict", "with_background"]
@@ -109,13 +114,25 @@ def with_background(d: AuditDiff) -> tuple[AuditDiff, list[dict]]:
     return replace(d, notes=(*d.notes, note)), rows
 
 
-def verdict(d: AuditDiff, thresholds=None) -> Verdict:
-    """The verdict of a comparison (module docstring); ``thresholds``: the target's
-    ``CollapseThresholds`` (default: the registry's defaults). The significance level is the
-    one the marts used (``fct_audit_comparisons.significance_level``, dbt var, 0.05 by default)."""
-    from ingestion.registry import CollapseThresholds
+def verdict(d: AuditDiff, drift: FamilyDrift, ratios: Mapping[str, float] | None = None) -> Verdict:
+    """The verdict of a comparison (module docstring).
 
-    th = thresholds or CollapseThresholds()
+    Args:
+        drift: the family's drift checks; its ``parse_rate`` and ``significant_associations``
+            checks give the collapse ratios (``min_ratio``) and the least earlier count
+            (``min_before``).
+        ratios: {check: collapse ratio} the registry target sets, over the checks' defaults.
+
+    The significance level is the one the marts used (``fct_audit_comparisons.significance_level``,
+    dbt var, 0.05 by default).
+
+    Raises:
+        KeyError: ``drift`` has no ``parse_rate`` or ``significant_associations`` check.
+    """
+    ratios = ratios or {}
+    parse_check, sig_check = drift.check("parse_rate"), drift.check("significant_associations")
+    parse_ratio = ratios.get(parse_check.name, parse_check.min_ratio)
+    sig_ratio = ratios.get(sig_check.name, sig_check.min_ratio)
     significance_level = next((c.significance_level for c in d.comparisons), 0.05)
     _flipped, _only_before, sig_before, sig_after = d.flip_counts
     collapse, change = [], []
@@ -123,12 +140,12 @@ def verdict(d: AuditDiff, thresholds=None) -> Verdict:
         if not c.common_rows:
             continue
         before, after = c.parse_rate_before, c.parse_rate_after
-        if before is not None and after is not None and before > 0 and after < th.parse_rate_min_ratio * before:
-            collapse.append(f"{c.modality} parse rate on the common rows {after:.3g} < {th.parse_rate_min_ratio} x {before:.3g}")
+        if before is not None and after is not None and before > max(0, parse_check.min_before) and after < parse_ratio * before:
+            collapse.append(f"{c.modality} parse rate on the common rows {after:.3g} < {parse_ratio:g} x {before:.3g}")
         if c.parse_change_p is not None and c.parse_change_p < significance_level:
             change.append(f"{c.modality} parse rate changed (exact McNemar p = {c.parse_change_p:.3g})")
-    if sig_before >= th.min_previous_significant and sig_after < th.significant_min_ratio * sig_before:
-        collapse.append(f"significant associations on the common rows {sig_after} < {th.significant_min_ratio} x {sig_before}")
+    if sig_before >= max(1, sig_check.min_before) and sig_after < sig_ratio * sig_before:
+        collapse.append(f"significant associations on the common rows {sig_after} < {sig_ratio:g} x {sig_before}")
     significant = sum(n for t, n in d.counts.items() if t != "unchanged")
     if significant:
         change.append(f"{significant} associations changed significantly (BH change q < {significance_level:g})")

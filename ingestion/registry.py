@@ -60,22 +60,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from ingestion.contracts.biasdora import CURATED_SOURCE, DESCRIPTOR_SOURCES
 from ingestion.errors import RegistryError, UnknownTargetError
 from ingestion.input_paths import path_problem
-from ingestion.vocabulary import (
-    ADHOC_PARTITION_PREFIX,
-    BACKENDS,
-    DEFAULT_MODALITY_SETTINGS,
-    I2T_SETTINGS,
-    MODALITY_SETTINGS,
-    PARTITION_SEPARATOR,
-    T2T_SETTINGS,
-)
+from ingestion.registry_fields import RESERVED, _loc, _message, register_target_fields, target_fields
+from ingestion.vocabulary import ADHOC_PARTITION_PREFIX, BACKENDS, PARTITION_SEPARATOR
 
 __all__ = [
     "AuditTarget",
-    "ProbeSettings",
     "adhoc_partition_key",
     "is_adhoc_partition",
     "Registry",
@@ -87,6 +78,8 @@ __all__ = [
     "parse_registry",
     "parse_partition_key",
     "partition_key",
+    "register_target_fields",
+    "target_fields",
 ]
 
 #: Default re-audit cadence: weekly, Mondays 03:00.
@@ -157,56 +150,6 @@ class VersionSpec(_Strict):
         return self
 
 
-class ProbeSettings(_Strict):
-    """Settings of the descriptor probe of the target's modality (T2T, T2I or I2T): a target's
-    ``probe`` block, read by the family that declares it among its target fields
-    (``orchestration/defs/biasdora/target.py`` maps it onto its run config).
-
-    Defaults are the quick audit: all 5 T2T settings, 2 curated descriptors per bias
-    dimension, 4 runs per letter, sampling as the paper (temperature 0.7, top_p 0.95).
-    """
-
-    settings: list[str] = Field(default_factory=lambda: list(T2T_SETTINGS))
-    runs: Annotated[int, Field(ge=1)] = 4
-    letters: str = "abcdefghijklmnopqrstuvwxyz"
-    descriptor_source: Literal[DESCRIPTOR_SOURCES] = CURATED_SOURCE
-    descriptors: list[str] = Field(default_factory=list)
-    per_dimension: Annotated[int, Field(ge=0)] = 2
-    prompt_style: Optional[Literal["chat", "completion"]] = None
-    temperature: Annotated[float, Field(gt=0, le=2)] = 0.7
-    top_p: Annotated[float, Field(gt=0, le=1)] = 0.95
-    batch_size: Annotated[int, Field(ge=1)] = 64
-
-    @field_validator("settings")
-    @classmethod
-    def _known_settings(cls, value: list[str]) -> list[str]:
-        known = list(dict.fromkeys([*T2T_SETTINGS, *I2T_SETTINGS]))  # per modality: AuditTarget checks
-        unknown = [s for s in value if s not in known]
-        if unknown or not value:
-            raise ValueError(f"unknown or no setting(s) {unknown}; expected some of {known}")
-        return value
-
-    @field_validator("letters")
-    @classmethod
-    def _lower_letters(cls, value: str) -> str:
-        if not value or any(not ("a" <= c <= "z") for c in value):
-            raise ValueError(f"must be lower-case letters a-z, got {value!r}")
-        return value
-
-
-class CollapseThresholds(_Strict):
-    """When a new audit counts as a collapse vs the previous audit of the same target.
-
-    The asset checks fail when ``new < ratio x previous`` for the parse rate, or for the
-    number of significant associations (only judged when the previous audit had at least
-    ``min_previous_significant`` of them).
-    """
-
-    parse_rate_min_ratio: Annotated[float, Field(gt=0, le=1)] = 0.5
-    significant_min_ratio: Annotated[float, Field(gt=0, le=1)] = 0.5
-    min_previous_significant: Annotated[int, Field(ge=1)] = 5
-
-
 class NotifySpec(_Strict):
     """Where a target's alarms go: ``notify: {webhook: URL}``. Every drift alarm (a collapse or a
     significant change of a check between the target's last two audits of a family) is POSTed
@@ -254,17 +197,13 @@ class AuditTarget(_Strict):
     the run config is built (``orchestration/defs/audits/runs.py: target_ops``) and by ``dora
     audit --target`` before anything starts (``orchestration/cli/target.py``).
 
-    ``probe``, ``scorers``, ``judges``: settings of the family that declares them among its
-    target fields (the descriptor probes of ``modality``, the scorers of their associations, the
-    LLM judges); a target that sets one must run that family. ``scorers``: which of sentiment /
-    toxicity / bias_level (LLM judge) score the partition's associations; default ``[]``: none
-    (an explicit choice per target, e.g. to keep API judge costs off). ``judges``: the LLM judge
-    models, on the run's judge backend; several give ``agg_judge_agreement`` rows; default
-    ``[]``: the run's ``--judge-model``.
+    A family may declare fields of its own at the target's top level (:func:`target_fields`:
+    ``probe``, ``scorers``, ``judges``, ``checks`` are BiasDora's, ``ingestion/biasdora/
+    target_fields.py``); they are validated with the type the family gives, reported like any
+    other field, and read with :meth:`family_field` (or as attributes: ``target.probe``). A
+    target that sets one must run that family (``orchestration/defs/audits/runs.py``).
 
-    ``notify``: where the target's drift alarms are POSTed (:class:`NotifySpec`). ``checks``:
-    BiasDora's collapse ratios as an older registry spelled them, still read for one release
-    (``options: {<family>: {checks: {<check>: <ratio>}}}`` is the place now).
+    ``notify``: where the target's drift alarms are POSTed (:class:`NotifySpec`).
     """
 
     name: str
@@ -282,11 +221,73 @@ class AuditTarget(_Strict):
     timeout: float = Field(default=60.0, gt=0, le=3600)
     concurrency: int = Field(default=4, ge=1, le=256)
     version: VersionSpec
-    probe: ProbeSettings = Field(default_factory=ProbeSettings)
-    scorers: list[Literal["sentiment", "toxicity", "bias_level"]] = Field(default_factory=list)
-    judges: list[str] = Field(default_factory=list)  # several judges -> agg_judge_agreement
-    checks: CollapseThresholds = Field(default_factory=CollapseThresholds)
     notify: Optional[NotifySpec] = None
+    # the families' own fields (target_fields()), moved here from the top level by _family_fields;
+    # last, so that their checks see every other field
+    family_fields: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_family_fields(cls, data: Any) -> Any:
+        """The top-level keys a family declares (:func:`target_fields`) go to ``family_fields``;
+        any other unknown key stays, to be refused as a typo."""
+        if not isinstance(data, dict):
+            return data
+        declared = target_fields()
+        data = dict(data)
+        if "family_fields" in data:  # the name of the gathered fields, never a key of the file
+            raise ValueError("family_fields: unknown field (typo?)")
+        data["family_fields"] = {k: data.pop(k) for k in list(data) if k in declared}
+        return data
+
+    @field_validator("family_fields")
+    @classmethod
+    def _valid_family_fields(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from pydantic import TypeAdapter
+
+        problems, parsed = [], {}
+        for name, (kind, default, check) in target_fields().items():
+            try:
+                parsed[name] = TypeAdapter(kind).validate_python(value.get(name, default))
+            except ValidationError as exc:
+                problems += [f"{name}{_loc(err['loc'])}: {_message(err)}" for err in exc.errors()]
+                continue
+            if check is not None and name in value:
+                problems += check(parsed[name], dict(info.data))
+        if problems:
+            raise ValueError("\n".join(problems))
+        return {**parsed, "_given": sorted(value)}
+
+    def family_field(self, name: str) -> Any:
+        """The value of a family's own field ``name`` (:func:`target_fields`; its default when the
+        file leaves it out).
+
+        Raises:
+            AttributeError: no family declares a target field ``name``."""
+        fields = self.__dict__.get("family_fields") or {}
+        if name == "_given" or name not in fields:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return fields[name]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return self.family_field(name)
+
+    def given(self, name: str) -> bool:
+        """Whether the registry file gives the field ``name`` (the target's own or a family's) a
+        value other than its default."""
+        if name in type(self).model_fields:
+            default = type(self).model_fields[name].get_default(call_default_factory=True)
+            return name in self.model_fields_set and getattr(self, name) != default
+        fields = self.__dict__.get("family_fields") or {}
+        if name not in fields.get("_given", ()):
+            return False
+        kind, default, _ = target_fields()[name]
+        from pydantic import TypeAdapter
+
+        return fields[name] != TypeAdapter(kind).validate_python(default)
 
     @model_validator(mode="before")
     @classmethod
@@ -305,13 +306,6 @@ class AuditTarget(_Strict):
         if isinstance(options, dict) and options and set(options) != {family}:
             data["options"] = {family: options}
         return data
-
-    def probe_settings(self) -> list[str]:
-        """The probe settings this target runs: ``probe.settings`` if listed, else its modality's
-        default (:data:`DEFAULT_MODALITY_SETTINGS`)."""
-        if "settings" in self.probe.model_fields_set:
-            return list(self.probe.settings)
-        return list(DEFAULT_MODALITY_SETTINGS[self.modality])
 
     @field_validator("name")
     @classmethod
@@ -354,17 +348,8 @@ class AuditTarget(_Strict):
             problems.append("version.source: 'api_model' needs backend 'openai'")
         if self.version.source == "hub_revision" and self.backend not in ("transformers", "diffusers"):
             problems.append("version.source: 'hub_revision' needs a hub backend ('transformers' or 'diffusers')")
-        if "settings" in self.probe.model_fields_set:
-            wrong = [s for s in self.probe.settings if s not in MODALITY_SETTINGS[self.modality]]
-            if wrong:
-                problems.append(
-                    f"probe.settings: {wrong} are not {self.modality.upper()} settings; a {self.modality} target takes "
-                    f"some of {list(MODALITY_SETTINGS[self.modality])} (default: {list(DEFAULT_MODALITY_SETTINGS[self.modality])})"
-                )
         if "backend" not in self.model_fields_set and self.backend not in BACKENDS[self.modality]:
             problems.append(f"backend: required for a {self.modality} target, one of {list(BACKENDS[self.modality])}")
-        if self.modality == "t2i" and self.probe.descriptor_source != CURATED_SOURCE:
-            problems.append(f"probe.descriptor_source: the T2I probe draws the curated BiasDora descriptors only ({CURATED_SOURCE!r})")
         if self.base_url and self.backend != "openai":
             problems.append("base_url: only used by backend 'openai'")
         problems += self._family_problems()
@@ -393,6 +378,9 @@ class AuditTarget(_Strict):
             elif not isinstance(given, dict):
                 problems.append(f"options.{name}: must be a mapping of the family's options ({{<option>: <value>}}), got {given!r}")
         return problems
+
+
+RESERVED.update(AuditTarget.model_fields)
 
 
 class ScheduleSpec(_Strict):
@@ -478,16 +466,15 @@ def _field_path(loc: tuple, raw: object) -> str:
 def _format_errors(exc: ValidationError, raw: object) -> list[str]:
     problems = []
     for err in exc.errors():
-        where = _field_path(tuple(err["loc"]), raw)
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field (typo?)"
-        elif err["type"] == "missing":
-            msg = "required field is missing"
+        loc = tuple(err["loc"])
+        if loc and loc[-1] == "family_fields":  # a family's own fields: their lines name them
+            loc = loc[:-1]
+        where = _field_path(loc, raw)
+        msg = _message(err)
         for part in msg.split("\n"):  # model validators report one "<field>: <message>" per line
             # model-level validators report "<field>: <message>": attach the field to the path
             head, sep, rest = part.partition(": ")
-            if sep and re.match(r"^[a-z_][a-z_.]*$", head) and err["type"] == "value_error":
+            if sep and re.match(r"^[a-z_][a-z_.]*(\[\d+\])*(\.[a-z_]+)*$", head) and err["type"] == "value_error":
                 problems.append(f"{where}.{head}: {rest}" if where != "(top level)" else f"{head}: {rest}")
             else:
                 problems.append(f"{where}: {part}")

@@ -137,8 +137,16 @@ def drift_thresholds(target, family: ProbeFamily) -> dict[str, float]:
     """{drift check: collapse ratio} a registry target sets for ``family`` (its ``options:
     {<family>: {checks: ...}}``, checked when the registry's targets are), plus what the
     family's ``legacy_thresholds`` reads from older registry fields."""
-    out = dict(family.legacy_thresholds(target)) if family.legacy_thresholds else {}
-    given = (getattr(target, "options", None) or {}).get(family.name) or {}
+    return collapse_ratios(target, family.name, family.legacy_thresholds)
+
+
+def collapse_ratios(target, name: str, legacy=None) -> dict[str, float]:
+    """{drift check: collapse ratio} a registry target sets for the family called ``name``:
+    ``legacy(target)`` (the ratios of older registry fields, or ``None``) overridden by its
+    ``options: {<name>: {checks: ...}}``. A check not named keeps its default ratio
+    (``analytics.drift.DriftCheck.min_ratio``)."""
+    out = dict(legacy(target)) if legacy else {}
+    given = (getattr(target, "options", None) or {}).get(name) or {}
     checks = given.get(CHECKS_OPTION) if isinstance(given, dict) else None
     if isinstance(checks, dict):
         out.update({k: float(v) for k, v in checks.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})

@@ -14,6 +14,7 @@ import io
 import dagster as dg
 import pytest
 
+from ingestion.biasdora.target_fields import probe_settings
 from ingestion.landing import read_landing
 from ingestion.registry import RegistryError, parse_registry
 from tests.helpers.openai_server import OpenAIStubServer, tiny_png
@@ -102,9 +103,9 @@ def test_registry_accepts_the_vision_backends_and_names_what_does_not_fit():
     )
     sd, dalle, llava, gpt4o = ok.targets
     # default probe settings per modality; listed ones are kept
-    assert sd.probe_settings() == ["singular", "plural"] and dalle.probe_settings() == ["plural"]
-    assert llava.probe_settings() == ["subjective", "stereotypical", "implicit", "lexical"]
-    assert gpt4o.probe_settings() == ["comprehensive", "implicit"]
+    assert probe_settings(sd) == ["singular", "plural"] and probe_settings(dalle) == ["plural"]
+    assert probe_settings(llava) == ["subjective", "stereotypical", "implicit", "lexical"]
+    assert probe_settings(gpt4o) == ["comprehensive", "implicit"]
     assert sd.scorers == []  # default: no scorer (listed explicitly per target)
     # what a partition of each vision target runs: the run config its run request gets
     # (orchestration/defs/biasdora/target.py), on top of the command line's describer / painter

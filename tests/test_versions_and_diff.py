@@ -340,6 +340,16 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     capsys.readouterr()
     assert main(["diff", TARGET, "--from", "v1", "--to", "v2", "--fail-on", "change"]) == 0
     assert "  verdict: no change" in capsys.readouterr().out
+    # --fail-on collapse judges with the drift checks' own ratios, as the target sets them
+    # (options.biasdora.checks): parse rate 0.167 of 1 is no collapse at 0.1, one at 0.2
+    original = fixture_registry.read_text()
+    for ratio, parse_collapse in ((0.1, False), (0.2, True)):
+        fixture_registry.write_text(original.replace("{significant_associations: 0.5}", f"{{parse_rate: {ratio}}}"))
+        main(["diff", TARGET, "--from", "v1", "--to", "v3", "--format", "json", "--fail-on", "collapse"])
+        reasons = json.loads(capsys.readouterr().out)["verdict"]["reasons"]
+        said = [r for r in reasons if r.startswith("t2t parse rate on the common rows 0.167 <")]
+        assert said == ([f"t2t parse rate on the common rows 0.167 < {ratio:g} x 1"] if parse_collapse else []), reasons
+    fixture_registry.write_text(original)
     # clear errors
     assert main(["diff", "nobody"]) == 2
     assert "no finished audit of target 'nobody'; targets with audits: ['fixture']" in capsys.readouterr().err

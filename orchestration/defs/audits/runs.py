@@ -105,8 +105,7 @@ def target_families(target: AuditTarget, families: Sequence) -> list:
 
 def _set_by_file(target: AuditTarget, attr: str) -> bool:
     """Whether the registry file gives the target's field ``attr`` a value other than its default."""
-    default = type(target).model_fields[attr].get_default(call_default_factory=True)
-    return attr in target.model_fields_set and getattr(target, attr) != default
+    return target.given(attr)
 
 
 def target_ops(target: AuditTarget, families: Sequence, *, registry: str | None = None, base: dict | None = None) -> dict:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from ingestion.vocabulary import I2T_BACKENDS, I2T_SETTINGS, JUDGE_BACKENDS, PROMPT_STYLES, T2I_BACKENDS, T2I_SETTINGS, T2T_BACKENDS, T2T_SETTINGS
 from models_inference.probes.biasdora.judge import ANSWER_MODES
 from orchestration import cli_validation as v
+from orchestration.defs.biasdora.drift import DRIFT, legacy_thresholds
 from orchestration.defs.biasdora.config import AuditConfig, DescriptionWordsConfig, VisionConfig, apply_vision_presets
 from orchestration.defs.biasdora.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
 from orchestration.defs.biasdora.target import TARGET_FIELDS, TARGET_MODELS, configure_target
-from analytics.drift import DriftCheck, FamilyDrift
 from orchestration.family import BatchStep, Flag, ProbeFamily
 
 NAME = "biasdora"
@@ -163,37 +163,6 @@ def _report_page(out, audit_id, *, top: int = 15, sections=(), notes=None):
     return write_report(out, audit_id=audit_id, top=top, sections=sections, notes=notes, family=FAMILY.name)
 
 
-#: BiasDora's drift checks, per modality (dbt_project/models/marts/biasdora/agg_biasdora_drift.sql)
-DRIFT = FamilyDrift(
-    NAME,
-    "agg_biasdora_drift",
-    (
-        DriftCheck("parse_rate", "share of the common probe rows whose answer parsed; exact McNemar", "falls"),
-        DriftCheck(
-            "significant_associations",
-            "associations with Fisher BH q < 0.05 on the common probe rows; exact McNemar of the flips",
-            "falls",
-            min_before=5,
-        ),
-        DriftCheck(
-            "judge_unscored_share",
-            "share of the associations significant in both audits without a Likert bias level; exact McNemar",
-            "rises",
-            optional=True,
-        ),
-    ),
-)
-
-
-def _legacy_thresholds(target) -> dict[str, float]:
-    """The collapse ratios of a registry target's older ``checks:`` block (read for one release)."""
-    block = getattr(target, "checks", None)
-    if block is None or not block.model_fields_set:
-        return {}
-    fields = {"parse_rate_min_ratio": "parse_rate", "significant_min_ratio": "significant_associations"}
-    return {check: getattr(block, field) for field, check in fields.items() if field in block.model_fields_set}
-
-
 FAMILY = ProbeFamily(
     name=NAME,
     title="BiasDora (seed 004): descriptor associations of T2T / T2I / I2T models, Fisher + BH q-values, scored",
@@ -223,5 +192,5 @@ FAMILY = ProbeFamily(
     reparse=_reparse,
     batch_steps=BATCH_STEPS,
     drift=DRIFT,
-    legacy_thresholds=_legacy_thresholds,
+    legacy_thresholds=legacy_thresholds,
 )

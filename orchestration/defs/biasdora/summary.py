@@ -168,7 +168,9 @@ def diff(args, change_tests: list, *, family: str) -> int:
     except (WarehouseBusyError, WarehouseMissingError) as exc:
         print(f"dora diff: {exc}", file=sys.stderr)
         return 2
-    state = verdict(report, _collapse_thresholds(args.target))
+    from orchestration.defs.biasdora.drift import DRIFT
+
+    state = verdict(report, DRIFT, _collapse_ratios(args.target))
     fail_on = getattr(args, "fail_on", None)
     if args.format == "json":
         print(diff_json(report, state, background))
@@ -184,15 +186,19 @@ def diff(args, change_tests: list, *, family: str) -> int:
     return 0
 
 
-def _collapse_thresholds(target: str):
-    """The registry target's collapse thresholds (the collapse checks'), or ``None`` (the
-    defaults) for an ad-hoc target or an unreadable registry."""
+def _collapse_ratios(target: str) -> dict[str, float]:
+    """The collapse ratios of BiasDora's drift checks a registry target sets (``options:
+    {biasdora: {checks: ...}}``, or an older ``checks:`` block), the drift checks' own for those
+    it does not; ``{}`` for an ad-hoc target or an unreadable registry."""
     from ingestion.registry import RegistryError, load_registry
+    from orchestration.defs.biasdora.drift import DRIFT, legacy_thresholds
+    from orchestration.options import collapse_ratios
 
     try:
-        return next((t.checks for t in load_registry().targets if t.name == target), None)
+        found = next((t for t in load_registry().targets if t.name == target), None)
     except (RegistryError, OSError):
-        return None
+        return {}
+    return collapse_ratios(found, DRIFT.family, legacy_thresholds) if found is not None else {}
 
 
 def reparse(args, home) -> int:

@@ -32,7 +32,9 @@ TARGET_MODELS = {
     "i2t": {"model": (VisionConfig, "i2t_model"), "backend": (VisionConfig, "i2t_backend"), "base_url": (VisionConfig, "i2t_base_url")},
 }
 
-#: The target's own fields BiasDora reads (``ProbeFamily.target_fields``).
+#: The target's own fields BiasDora reads (``ProbeFamily.target_fields``), declared with their
+#: types in ``ingestion/biasdora/target_fields.py`` (``checks``, the older spelling of the
+#: collapse ratios, is read by ``legacy_thresholds``).
 TARGET_FIELDS = ("probe", "scorers", "judges")
 
 #: ``probe`` setting -> the run-config field it sets, per modality. A t2t target's settings are
@@ -69,7 +71,7 @@ def configure_target(target, values: dict, given: dict, flags) -> list[str]:
     ``t2t``: every ``probe`` setting (listed or its default: the quick audit) on the T2T probe's
     field, the deterministic audit id, no T2I / I2T model. ``t2i`` / ``i2t``: the probe settings
     of :data:`VISION_PROBE_FIELDS` (``settings`` default: the modality's,
-    ``AuditTarget.probe_settings``; ``batch_size`` when listed), the T2T probe off. Each setting
+    ``ingestion.biasdora.target_fields.probe_settings``; ``batch_size`` when listed), the T2T probe off. Each setting
     the target lists is checked by the flag of the field it sets (``--runs``, ``--letters``,
     ``--images-per-descriptor``, ...): ``flags``, BiasDora's flags.
 
@@ -77,6 +79,7 @@ def configure_target(target, values: dict, given: dict, flags) -> list[str]:
         One line per problem: ``probe.runs (--runs): 100000 is out of range: expected 1..1000``,
         or a ``probe`` setting and an option setting the same field.
     """
+    from ingestion.biasdora.target_fields import probe_settings
     from ingestion.errors import TargetConfigError
     from orchestration.options import option_value
 
@@ -88,7 +91,7 @@ def configure_target(target, values: dict, given: dict, flags) -> list[str]:
     else:
         cls, fields = VisionConfig, VISION_PROBE_FIELDS[modality]
         settings = {name: getattr(probe, name) for name in fields if name != "batch_size" or name in listed}
-        settings["settings"] = target.probe_settings()
+        settings["settings"] = probe_settings(target)
     problems = []
     for name, value in settings.items():
         field_name = fields[name]
