@@ -245,12 +245,15 @@ def write_report(
     sections: Sequence[Callable[[str | None, Path], str]] = (),
     notes: list[str] | None = None,
     family: str,
+    drift=None,
 ) -> Path:
     """Write ``index.html`` and its PNGs into ``out_dir``.
 
     Args:
         family: the family whose audits the version pages compare (``dim_audits.family``; its
             record passes its name, so this module names none).
+        drift: every family's drift results (``analytics.drift.DriftResult``), shown per family
+            on the version pages; None: not shown.
         out_dir: output folder (default ``$DORA_HOME/reports/<audit id or 'all'>``), created.
         audit_id: only this audit (default: every audit).
         top: rows of the most toxic / highest-rated tables.
@@ -357,7 +360,7 @@ def write_report(
     from analytics.version_report import write_version_pages
 
     version_notes: list[str] = []
-    versions_html = _versions_table(write_version_pages(out, audit_id, links, version_notes, family=family), out)
+    versions_html = _versions_table(write_version_pages(out, audit_id, links, version_notes, family=family, drift=drift), out)
     versions_html += "".join(f"<p class='empty skipped-page'>{html.escape(line)}</p>" for line in version_notes)
     if notes is not None:
         notes.extend(version_notes)

@@ -155,8 +155,8 @@ def load_version_data(target: str, family: str) -> dict:
     # scorers among them) are not versions of what this page compares
     audits = _rows(
         """select a.audit_seq, a.audit_id, a.model_id, a.model_version, a.family, a.modality, a.status, a.started_at,
-                  a.config_hash, a.significant_associations, c.completions, c.completions_parsed
-           from dim_audits as a left join agg_completions_by_audit as c on c.audit_id = a.audit_id
+                  a.config_hash, b.significant_associations, b.completions, b.completions_parsed
+           from dim_audits as a inner join agg_biasdora_audits as b on b.audit_id = a.audit_id
            where a.target = ? and a.family = ? order by a.audit_seq nulls last, a.started_at, a.audit_id""",
         [target, family],
     )

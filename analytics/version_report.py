@@ -4,7 +4,7 @@ One page per target (``dim_audits.target``: the registry target, or for an ad-ho
 model id) that has a BiasDora audit, ``versions/<target>.html`` in the report folder:
 
 * every audit of the target in version order (``audit_seq``, the finished audits of the target
-  in start order), with its T2T parse rate (``agg_completions_by_audit``: completions parsed of
+  in start order), with its T2T parse rate (``agg_biasdora_audits``: completions parsed of
   completions landed) and the LLM judge's answers that gave no rating (``agg_judge_parse_rates``:
   no_rating / ambiguous / out_of_range / empty / error);
 * per bias dimension and audit: the significant associations, % negative, % toxic and the mix
@@ -33,6 +33,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from collections.abc import Sequence
+
+from analytics.drift import DriftResult
+from analytics.drift_html import drift_html, other_families_html
 from analytics.query import format_q
 from analytics.version_data import (
     HIGH_LEVELS,
@@ -442,7 +446,7 @@ def _unpaired_html(data: dict) -> str:
     )
 
 
-def _biasdora_section(data: dict, folder: Path, stem: str, links: Mapping[tuple, str]) -> str:
+def _biasdora_section(data: dict, folder: Path, stem: str, links: Mapping[tuple, str], drift: Sequence[DriftResult] | None = None) -> str:
     """The family's part of the version page (``<section data-family=...>``): its audits with
     their probe configurations, the judge's answers, the shares per bias dimension and, per
     modality, the last two comparable versions. One section per family, so a family-level line
@@ -453,6 +457,7 @@ def _biasdora_section(data: dict, folder: Path, stem: str, links: Mapping[tuple,
             "<p class='empty'>No before/after view: this target has no two finished BiasDora audits of one modality that probed the same rows.</p>"
         )
     return f"""<section class="family" data-family="{html.escape(data["family"])}">
+{drift_html(drift)}
 <h2>Audits in version order</h2>
 <p class="note">BiasDora's audits of the target only; the probe configuration is what the audit's rows show
 (agg_audit_probe_profiles: settings, descriptors, T2T letters and runs); the cell's data-config-hash is the
@@ -480,11 +485,21 @@ class VersionPage:
     latest_parse_rate: Share | None
 
 
-def write_version_page(target: str, out_dir: Path, links: Mapping[tuple, str] | None = None, *, family: str) -> VersionPage:
+def write_version_page(
+    target: str,
+    out_dir: Path,
+    links: Mapping[tuple, str] | None = None,
+    *,
+    family: str,
+    drift: Sequence[DriftResult] | None = None,
+) -> VersionPage:
     """Write ``out_dir/versions/<page_name(target)>`` (and its dumbbell PNGs) for one target.
 
     Args:
         family: the family whose audits the page compares (BiasDora's record passes its name).
+        drift: every family's drift results (``analytics.drift.evaluate_drift``): the page shows
+            the state of the target's checks in each family's section (:func:`drift_html`).
+            None: no drift line.
         links: ``{(audit_id, modality, setting, descriptor, word): href}`` of the drill-down
             pages (relative to ``out_dir``), to link the changed associations.
 
@@ -500,7 +515,8 @@ def write_version_page(target: str, out_dir: Path, links: Mapping[tuple, str] | 
     path = folder / page_name(target)
     biasdora = data["audits"]
     model = sorted({a["model_id"] for a in biasdora})
-    section = _biasdora_section(data, folder, path.stem, links or {})
+    mine = None if drift is None else [r for r in drift if r.target == target and r.family == family]
+    section = _biasdora_section(data, folder, path.stem, links or {}, mine) + other_families_html(target, family, drift)
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>dora report - versions of {html.escape(target)}</title>
 <style>{CSS}</style></head><body>
@@ -508,7 +524,7 @@ def write_version_page(target: str, out_dir: Path, links: Mapping[tuple, str] | 
 <h1>Versions of {html.escape(target)} ({html.escape(", ".join(model))})</h1>
 <p class="note">Every share is k/n with its 95% Wilson score interval in brackets (statsmodels proportion_confint,
 method "wilson"), n its denominator: the significant associations with that score. Source relations: dim_audits,
-agg_completions_by_audit, agg_audit_probe_profiles, agg_judge_parse_rates, agg_bias_by_dimension (settings summed), agg_likert_by_dimension,
+agg_biasdora_audits, agg_audit_probe_profiles, agg_judge_parse_rates, agg_bias_by_dimension (settings summed), agg_likert_by_dimension,
 agg_association_changes_by_dimension, fct_association_changes. Significant: Fisher's exact test, Benjamini-Hochberg
 q &lt; 0.05. An association counts under every bias dimension of its descriptor.</p>
 {section}
@@ -527,6 +543,7 @@ def write_version_pages(
     notes: list[str] | None = None,
     *,
     family: str,
+    drift: Sequence[DriftResult] | None = None,
 ) -> list[VersionPage]:
     """Write the version page of every target with an audit of ``family`` (of ``audit_id``'s
     target only, when given).
@@ -552,7 +569,7 @@ def write_version_pages(
     pages = []
     for target in targets:
         try:
-            page = write_version_page(target, out_dir, links, family=family)
+            page = write_version_page(target, out_dir, links, family=family, drift=drift)
         except (duckdb.Error, OSError) as exc:  # a mart missing, a file that cannot be written: the other pages still are
             notes.append(f"no version page for target {target!r}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
             continue

@@ -209,8 +209,8 @@ class ProbeFamily:
             not a change-test mart (the change tests name the family of an audit given to the wrong one).
         diff_help: with ``diff``: its line of ``dora diff --help`` (metric; change test).
         report_section: (audit id or None, output folder) -> HTML of its ``dora report`` section.
-        report_page: (output folder, audit id or None, ``top=``, ``sections=``, ``notes=``) -> a page
-            of its own; raises ``ReportPageSkipped`` (a ``LookupError``) with the reason when it
+        report_page: (output folder, audit id or None, ``top=``, ``sections=``, ``notes=``,
+            ``drift=``: every family's drift results, or None) -> a page of its own; raises ``ReportPageSkipped`` (a ``LookupError``) with the reason when it
             writes none (marts not built, no audit of the family), and appends to ``notes`` one
             line per page it links nothing to (``dora report`` prints both).
         check: (op name -> Config) -> the first problem of the family's settings taken together

@@ -123,7 +123,7 @@ def home(tmp_path_factory, hook):
         land_events(f"{first}-empty", family, "nc-model", "v1", "nc", 4)
     land_events("t2t-nc-a", "biasdora", "nc-model", "v0", "nc", 0)
     land_events("t2t-nc-b", "biasdora", "nc-model", "v1", "nc", 4)
-    run_dbt(["build", "--select", *DRIFT_MARTS, "+fct_associations", *NO_UNIT_TESTS], home)
+    run_dbt(["build", "--select", *DRIFT_MARTS, "+fct_associations", "agg_biasdora_audits", *NO_UNIT_TESTS], home)
     yield home
     mp.undo()
 
@@ -172,6 +172,28 @@ def test_a_collapse_of_one_family_is_judged_when_another_family_finished_last(ho
     assert rows[("fixture", "counterfactual")]["checks"] == "change: max_toxicity"
     assert rows[("ms-target", "modscan")]["checks"].startswith("change")
     assert rows[("nc", "vlstereoset")]["checks"].startswith("not comparable")
+
+
+def test_the_version_page_shows_each_familys_drift_state(home, tmp_path):
+    """The target's version page says, in each family's section, what `dora models list` says:
+    BiasDora's collapse of parse_rate and the counterfactual change of max_toxicity."""
+    import re
+
+    from analytics.version_report import write_version_page
+    from orchestration.defs.audits.checks import judge_families
+
+    results, _ = judge_families(FAMILIES, deliver=False)
+    page = write_version_page("fixture", tmp_path, family="biasdora", drift=results).path.read_text()
+    sections = dict(re.findall(r"<section class=[\"']family[\"'] data-family=[\"'](\w+)[\"']>(.*?)</section>", page, re.S))
+    assert set(sections) == {"biasdora", "counterfactual"}
+    states = {name: re.findall(r"<p class='drift' data-modality='(\w+)' data-state='([\w ]+)'>", text) for name, text in sections.items()}
+    (cf_modality,) = {r.modality for r in results if r.target == "fixture" and r.family == "counterfactual"}
+    assert states == {"biasdora": [("t2t", "collapse")], "counterfactual": [(cf_modality, "change")]}
+    assert "<li data-check='parse_rate' data-state='collapse'>COLLAPSE: fixture biasdora (t2t) parse_rate: 1 -&gt; 0.1667" in sections["biasdora"]
+    assert "<li data-check='max_toxicity' data-state='change'>CHANGE: fixture counterfactual" in sections["counterfactual"]
+    # without drift results the page says nothing of them
+    quiet = write_version_page("fixture", tmp_path / "quiet", family="biasdora").path.read_text()
+    assert "class='drift'" not in quiet
 
 
 @pytest.mark.parametrize(

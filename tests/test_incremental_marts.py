@@ -41,14 +41,14 @@ pytestmark = pytest.mark.slow
 
 #: everything the incremental marts need, with their data tests; unit tests run elsewhere
 #: (they would also call the Fisher UDF, on their fixture rows).
-BUILD = ["build", "--select", "+fct_association_scores", "+dim_audits", *NO_UNIT_TESTS]
+BUILD = ["build", "--select", "+fct_association_scores", "+agg_biasdora_audits", *NO_UNIT_TESTS]
 A1, A2, A3, A5 = "audit-1", "audit-2", "audit-3", "audit-5"
 MODEL, VERSION = "org/model-a", "rev1"
 MARTS = {
     "fct_associations": "audit_id, modality, setting, descriptor, word",
     "fct_association_scores": "audit_id, modality, setting, descriptor, word",
     "agg_completions_by_audit": "audit_id",
-    "dim_audits": "audit_id",
+    "agg_biasdora_audits": "audit_id",
 }
 STATS = ["tf", "df", "tfidf", "fisher_p", "fisher_q"]
 
@@ -241,7 +241,7 @@ def test_archived_shards_keep_history_and_a_new_audit_appears(history):
     b0, b1, b2 = history["builds"][:3]
     before, after = b1["marts"], b2["marts"]
     # audit 1 (completion and score shards archived) and audit 2 (nothing new): rows as they were
-    for mart in ("fct_associations", "fct_association_scores", "agg_completions_by_audit", "dim_audits"):
+    for mart in ("fct_associations", "fct_association_scores", "agg_completions_by_audit", "agg_biasdora_audits"):
         for audit_id in (A1, A2):
             assert of_audit(after[mart], audit_id) == of_audit(before[mart], audit_id), (mart, audit_id)
             assert of_audit(after[mart], audit_id), (mart, audit_id)
@@ -255,8 +255,8 @@ def test_archived_shards_keep_history_and_a_new_audit_appears(history):
     assert not of_audit(after["fct_association_scores"], A5)
     a5 = {r["audit_id"]: r for r in after["agg_completions_by_audit"]}[A5]
     assert (a5["completions"], a5["completions_parsed"]) == (2, 0)
-    # dim_audits still counts audit 1's completions and associations (its events were kept)
-    dims = {r["audit_id"]: r for r in after["dim_audits"]}
+    # agg_biasdora_audits still counts audit 1's completions and associations (its events were kept)
+    dims = {r["audit_id"]: r for r in after["agg_biasdora_audits"]}
     assert dims[A1]["completions"] == len(b0["landed"][A1])
     assert dims[A1]["associations"] == len(of_audit(after["fct_associations"], A1)) > 0
 

@@ -455,7 +455,7 @@ def test_index_ranks_the_highest_levels_first_and_names_audits_without_significa
     assert levels[0] == 5 and levels == sorted(levels, reverse=True)
     (top,) = _sql(home, "select max(bias_level) from fct_association_scores where is_significant", [])[0]
     assert top == 5
-    assert _sql(home, "select significant_associations, target from dim_audits where audit_id = ?", [FLAT_AUDIT]) == [(0, FLAT_MODEL)]
+    assert _sql(home, "select significant_associations, target from agg_biasdora_audits where audit_id = ?", [FLAT_AUDIT]) == [(0, FLAT_MODEL)]
     assert f"<p class='no-significant' data-audit='{FLAT_AUDIT}'>" in index
     assert FLAT_AUDIT not in index[index.index("heatmap-numbers") : index.index("likert_by_dimension.png")]
     # each version page is linked from the index

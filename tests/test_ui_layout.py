@@ -85,7 +85,8 @@ def test_probe_selection_takes_the_shared_assets_its_families_feed():
 
     modscan = {k.to_user_string() for k in _probe_selection(defs, ["modscan"])}
     assert {"landing/modscan_responses", "fct_modscan_responses", "landing/audits", "stg_audits"} <= modscan
-    assert "dim_audits" not in modscan and "fct_associations" not in modscan  # dim_audits reads BiasDora's marts
+    # dim_audits reads the audit log only (a family's figures of its audits are in its marts)
+    assert "dim_audits" in modscan and "fct_associations" not in modscan and "agg_biasdora_audits" not in modscan
     biasdora = {k.to_user_string() for k in _probe_selection(defs, ["biasdora"])}
     assert {"landing/audits", "stg_audits", "dim_audits", "fct_association_changes", "agg_association_changes_by_dimension"} <= biasdora
     assert "landing/modscan_responses" not in biasdora

@@ -256,7 +256,7 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     assert run_query(v1_completions_sql).rows == v1_completions
     audits = run_query(
         f"select model_version, audit_seq, previous_audit_id, completions, parse_rate, significant_associations "
-        f"from dim_audits where target = '{TARGET}' order by audit_seq"
+        f"from agg_biasdora_audits where target = '{TARGET}' order by audit_seq"
     ).rows
     assert [(v, s, p) for v, s, p, *_ in audits] == [("v1", 1, None), ("v2", 2, audit_id("v1")), ("v3", 3, audit_id("v2"))]
     assert [(c, r) for *_, c, r, _ in audits] == [(48, 1.0), (48, 1.0), (48, 8 / 48)]
@@ -471,7 +471,7 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
 
         audits = run_query(
             "select audit_id, model_version, status, audit_seq, previous_audit_id, completions "
-            "from dim_audits where target = 'smol-tiny' order by audit_seq"
+            "from agg_biasdora_audits where target = 'smol-tiny' order by audit_seq"
         ).rows
         assert audits == [(v1_id, "v1", "finished", 1, None, 9), (v2_id, "v2", "finished", 2, v1_id, 9)]
         assert run_query("select count(*) from dim_audits").rows == [(2,)]

@@ -19,8 +19,8 @@ def _probe_selection(defs, probes: list[str] | None):
     """Asset keys of the chosen probe families (``--family``: their Dagster groups) and of the
     shared assets they feed, or None (every asset) when not given.
 
-    A shared asset (group ``audits``) is selected when all its parents are (``dim_audits`` needs
-    BiasDora's marts); the audit log ``landing/audits`` when any of them is (it records the
+    A shared asset (group ``audits``) is selected when all its parents are (a shared model
+    built only from what every family lands); the audit log ``landing/audits`` when any of them is (it records the
     audits of whichever families ran)."""
     if not probes:
         return None

@@ -366,11 +366,17 @@ def cmd_report(args) -> int:
     # every page left unwritten or unlinked is said in one line, where the user looks: a link to a
     # missing page, or a page of empty tables, said nothing
     written, skipped, notes = [], [], []
+    from orchestration.defs.audits.checks import judge_families
+
+    try:  # the drift check state each version page shows, as `dora models list` (no alarm is sent)
+        drift, _ = judge_families(fam.FAMILIES, deliver=False)
+    except (WarehouseMissingError, WarehouseBusyError):
+        drift = None
     for family in fam.FAMILIES:
         if family.report_page is None:
             continue
         try:
-            page = family.report_page(out, args.audit_id, top=args.top, sections=sections, notes=notes)
+            page = family.report_page(out, args.audit_id, top=args.top, sections=sections, notes=notes, drift=drift)
         except LookupError as exc:  # that family's marts are not built, or hold no audit of it: the other pages may exist
             from ingestion.errors import first_line
 

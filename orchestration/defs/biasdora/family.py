@@ -157,10 +157,10 @@ def _reparse(args, home) -> int:
     return reparse(args, home)
 
 
-def _report_page(out, audit_id, *, top: int = 15, sections=(), notes=None):
+def _report_page(out, audit_id, *, top: int = 15, sections=(), notes=None, drift=None):
     from analytics.report import write_report
 
-    return write_report(out, audit_id=audit_id, top=top, sections=sections, notes=notes, family=FAMILY.name)
+    return write_report(out, audit_id=audit_id, top=top, sections=sections, notes=notes, family=FAMILY.name, drift=drift)
 
 
 FAMILY = ProbeFamily(

@@ -129,16 +129,15 @@ def _last_significant() -> tuple[int, str] | None:
     """The significant associations of the embedded model's latest finished BiasDora audit in
     the warehouse and its id, or ``None`` (no warehouse, no such audit)."""
     from analytics.query import run_query
-    from ingestion.contracts.biasdora import FAMILY
     from models_inference.backends.text import DeferredTransformersBackend
 
     model_id = DeferredTransformersBackend().model_id  # its identity only: nothing is loaded
 
     try:
         rows = run_query(
-            "select significant_associations, audit_id from dim_audits where model_id = ? and family = ? and status = 'finished' "
+            "select significant_associations, audit_id from agg_biasdora_audits where model_id = ? and status = 'finished' "
             "order by started_at desc limit 1",
-            params=[model_id, FAMILY],
+            params=[model_id],
         ).rows
     except Exception:  # noqa: BLE001 - no warehouse or no dim_audits yet: the estimate assumes instead
         return None

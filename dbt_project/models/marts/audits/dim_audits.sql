@@ -1,25 +1,16 @@
 {#-
     One row per audit (one run of all probes against one model version): its lifecycle from
-    the append-only events (latest event wins), its registry target, its probe family, the
-    counts the collapse checks compare (parse rate, significant associations), and the
-    previous finished audit of the same target, family and modality
-    (orchestration/defs/audits/checks.py, fct_association_changes): an audit of another
-    family is not a predecessor, its counts measure something else.
+    the append-only events (latest event wins), its registry target, its probe family, its
+    probe configuration (config hash) and the previous finished audit of the same target,
+    family and modality (the drift checks, the change tests): an audit of another family is
+    not a predecessor, its figures measure something else. Only what every audit has: a
+    family's own figures of its audits are in its marts (BiasDora's: agg_biasdora_audits).
 -#}
 
 with
 
 audit_events as (
     select * from {{ ref('stg_audits') }}
-),
-
-completion_counts as (
-    -- incremental per audit: counts stay when an audit's completion shards are archived
-    select audit_id, completions, parse_rate from {{ ref('agg_completions_by_audit') }}
-),
-
-associations as (
-    select * from {{ ref('fct_associations') }}
 ),
 
 lifecycle as (
@@ -44,37 +35,14 @@ lifecycle as (
     group by audit_id
 ),
 
-association_counts as (
-    select
-        audit_id,
-        count(*) as associations,
-        count(*) filter (where is_significant) as significant_associations
-    from associations
-    group by audit_id
-),
-
-counted as (
-    select
-        lifecycle.*,
-        coalesce(completion_counts.completions, 0) as completions,
-        completion_counts.parse_rate,
-        coalesce(association_counts.associations, 0) as associations,
-        coalesce(association_counts.significant_associations, 0) as significant_associations
-    from lifecycle
-    left join completion_counts on lifecycle.audit_id = completion_counts.audit_id
-    left join association_counts on lifecycle.audit_id = association_counts.audit_id
-),
-
 finished_sequence as (
     -- the finished audits of each target in start order (audit_seq); the previous one of the
     -- same family and modality is the audit each one is compared with
     select
         audit_id,
         row_number() over target_audits as audit_seq,
-        lag(audit_id) over kind_audits as previous_audit_id,
-        lag(parse_rate) over kind_audits as previous_parse_rate,
-        lag(significant_associations) over kind_audits as previous_significant_associations
-    from counted
+        lag(audit_id) over kind_audits as previous_audit_id
+    from lifecycle
     where status = 'finished'
     window
         target_audits as (partition by target order by started_at, audit_id),
@@ -83,28 +51,22 @@ finished_sequence as (
 
 final as (
     select
-        counted.audit_id,
-        counted.target,
-        counted.model_id,
-        counted.model_version,
-        counted.modality,
-        counted.family,
-        counted.config_hash,
-        counted.code_version,
-        counted.started_at,
-        counted.finished_at,
-        counted.status,
-        counted.rows_generated,
-        counted.completions,
-        counted.parse_rate,
-        counted.associations,
-        counted.significant_associations,
+        lifecycle.audit_id,
+        lifecycle.target,
+        lifecycle.model_id,
+        lifecycle.model_version,
+        lifecycle.modality,
+        lifecycle.family,
+        lifecycle.config_hash,
+        lifecycle.code_version,
+        lifecycle.started_at,
+        lifecycle.finished_at,
+        lifecycle.status,
+        lifecycle.rows_generated,
         finished_sequence.audit_seq,
-        finished_sequence.previous_audit_id,
-        finished_sequence.previous_parse_rate,
-        finished_sequence.previous_significant_associations
-    from counted
-    left join finished_sequence on counted.audit_id = finished_sequence.audit_id
+        finished_sequence.previous_audit_id
+    from lifecycle
+    left join finished_sequence on lifecycle.audit_id = finished_sequence.audit_id
 )
 
 select * from final
