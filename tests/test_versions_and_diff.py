@@ -389,7 +389,7 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
 
     Each requested run is executed in-process with the request's partition key, run config
     and tags, for the assets this test reads: the T2T probe with the audit log, and, for v2,
-    the dbt models up to ``dim_audits`` (the full job, scoring included, is exercised by
+    the dbt models up to ``agg_biasdora_audits`` (with ``dim_audits``; the full job, scoring included, is exercised by
     test_dagster_audit.py; the change types by the hand-made fixture above). v1's run does not
     build the warehouse: the one build after v2 reads both audits, and that a later version
     leaves an earlier audit's staged rows and associations as they were is guarded by the
@@ -425,8 +425,8 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
     job = defs.resolve_job_def(AUDIT_JOB)
     t2t_keys = [dg.AssetKey(["landing", "t2t_completions"]), dg.AssetKey(["landing", "audits"])]
     graph = defs.resolve_asset_graph()
-    to_dim_audits = dg.AssetSelection.assets("dim_audits").upstream() & dg.AssetSelection.assets(dora_dbt_models)
-    audit_assets = sorted(to_dim_audits.resolve(graph) | set(t2t_keys))
+    to_audits = dg.AssetSelection.assets("agg_biasdora_audits").upstream() & dg.AssetSelection.assets(dora_dbt_models)
+    audit_assets = sorted(to_audits.resolve(graph) | set(t2t_keys))
     with dg.instance_for_test() as instance:
 
         def tick_and_run(cursor, selection=audit_assets):
