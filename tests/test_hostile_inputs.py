@@ -461,4 +461,4 @@ def test_corpus_size():
         + 1
         + 1
     )
-    assert n == 56
+    assert n == 58
