@@ -123,7 +123,7 @@ def home(tmp_path_factory, hook):
         land_events(f"{first}-empty", family, "nc-model", "v1", "nc", 4)
     land_events("t2t-nc-a", "biasdora", "nc-model", "v0", "nc", 0)
     land_events("t2t-nc-b", "biasdora", "nc-model", "v1", "nc", 4)
-    run_dbt(["build", "--select", *DRIFT_MARTS, "+fct_associations", "agg_biasdora_audits", *NO_UNIT_TESTS], home)
+    run_dbt(["build", "--select", *DRIFT_MARTS, "+fct_associations", "+agg_biasdora_audits", *NO_UNIT_TESTS], home)
     yield home
     mp.undo()
 
