@@ -32,6 +32,7 @@ BUILD = [
     "+fct_association_dimensions",
     "+fct_audit_comparisons",
     "+agg_biasdora_drift",
+    "+agg_biasdora_audits",
     *NO_UNIT_TESTS,
 ]
 DIMENSIONS = {"old person": "age", "young person": "age", "rich person": "socioeconomic", "poor person": "socioeconomic"}
