@@ -12,7 +12,8 @@ Plain Python (no Dagster import) that imports nothing else of dora's (ARCHITECTU
   :mod:`ingestion.biasdora.templates` builds the five T2T lexical-setting prefixes;
   :mod:`ingestion.biasdora.description_words` tokenises I2T descriptions;
 * :mod:`ingestion.registry`: the audit registry's schema and loading (versions are read by
-  :mod:`models_inference.model_ref`);
+  :mod:`models_inference.model_ref`), knowing no family: a family's own fields of a target are
+  declared in its ``ingestion/<family>/target_fields.py`` (:mod:`ingestion.registry_fields`);
 * :mod:`ingestion.build_state`: input fingerprints that let re-runs skip unchanged steps;
 * ``ingestion/data/<name>/``: shipped reference data with its licence.
 """
