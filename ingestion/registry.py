@@ -222,7 +222,7 @@ class AuditTarget(_Strict):
     concurrency: int = Field(default=4, ge=1, le=256)
     version: VersionSpec
     notify: Optional[NotifySpec] = None
-    # the families' own fields (target_fields()), moved here from the top level by _family_fields;
+    # the families' own fields (target_fields()), moved here from the top level by _gather_family_fields;
     # last, so that their checks see every other field
     family_fields: dict[str, Any] = Field(default_factory=dict)
 
