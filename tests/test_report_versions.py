@@ -182,7 +182,10 @@ def _land(
                 "scorer": "hand",
                 "scorer_version": "1",
                 "sentiment_label": SCORES[k["word"]][0],
-                "sentiment_score": 0.0,
+                "sentiment_score": {"positive": 0.5, "negative": -0.5, "neutral": 0.0}[SCORES[k["word"]][0]],
+                # a sentence without the word that scores 0: the word adds all of its sentiment
+                "baseline_text": k["descriptor"],
+                "baseline_sentiment_score": 0.0,
                 "scored_at": done,
                 "score_pool": "fisher",
             }
