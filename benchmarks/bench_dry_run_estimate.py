@@ -105,7 +105,11 @@ def step_times(home: Path) -> tuple[dict[str, dict[str, float]], dict[str, int]]
 
     from orchestration.definitions import build_definitions
 
+    from orchestration.families import FAMILIES
+
     groups = _family_of_groups()
+    ops = {op: family.name for family in FAMILIES for op in family.configs}  # a graph-backed asset's steps are named after its op
+    names = [family.name for family in FAMILIES]
     graph = build_definitions().resolve_asset_graph()
     group_of = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
     name_group = {key.split("/")[-1]: group for key, group in group_of.items()}
@@ -134,7 +138,11 @@ def step_times(home: Path) -> tuple[dict[str, dict[str, float]], dict[str, int]]
                 out[family][stat.step_key] = out[family].get(stat.step_key, 0.0) + seconds * part / total
             continue
         head = stat.step_key.split(".")[0].split("[")[0]
-        family = groups.get(name_group.get(head, ""), "every audit")
+        family = (
+            groups.get(name_group.get(head, ""))
+            or ops.get(head)
+            or next((name for name in names if head.startswith((f"{name}_", f"agg_{name}_"))), "every audit")
+        )
         out[family][stat.step_key] = seconds
     return dict(out), _landed_rows(home)
 
@@ -145,9 +153,9 @@ def _landed_rows(home: Path) -> dict[str, int]:
 
     rows = {}
     with duckdb.connect() as con:
-        for table in sorted(p.name for p in (home / "landing").iterdir() if p.is_dir()):
+        for table in sorted(p.name for p in (home / "landing").iterdir() if p.is_dir() and any(p.rglob("*.parquet"))):
             glob = str(home / "landing" / table / "**" / "*.parquet")
-            rows[table] = con.sql("select count(*) from read_parquet(?, union_by_name = true)", params=[glob]).fetchone()[0]
+            rows[table] = con.execute("select count(*) from read_parquet(?, union_by_name = true)", [glob]).fetchall()[0][0]
     return rows
 
 

@@ -137,14 +137,15 @@ def format_plan(lines: list[PlanLine], audit_id: str | None, rate: float | None,
 #: (``bench_incremental``, a first tiny audit: landing__descriptors 18.1 s, dora_dbt_models
 #: 18.9 s, dora_score_models 14.9 s; the builds' cost is mostly dbt's fixed cost at this
 #: scale), sentiment + toxicity scoring (42 significant associations in 0.4 s + 1.0 s) and the
-#: SmolLM2 judge inside an audit (42 judgements in 83 s with its load: 0.51 per second).
+#: SmolLM2 judge (``bench_t2t_throughput --judge``: constrained answers, batched, 2.8 per second
+#: at load ~2; the 0.51 per second once measured inside an audit was a machine at load ~20).
 #: Python's start and the Dagster run are every audit's (``orchestration/estimates.py``).
 MEASURED_STEPS = {
     "model load": 2.8,
     "descriptor lists": 18.1,
     "dbt builds": 18.9 + 14.9,
     "scoring per association": (0.4 + 1.0) / 42,
-    "judgements per second": 42 / 83,
+    "judgements per second": 2.8,
     # bench_incremental's re-run of a finished audit: both dbt builds on unchanged inputs
     "dbt builds, nothing new": 3.6 + 2.7,
 }
@@ -215,7 +216,7 @@ def step_estimates(
                 judge,
                 n * judge_runs / m["judgements per second"],
                 basis,
-                f"{source}; {m['judgements per second']:.2f} judgements/s measured in an audit (BENCHMARKS.md)",
+                f"{source}; {m['judgements per second']:.2f} judgements/s, bench_t2t_throughput --judge (BENCHMARKS.md)",
             )
         )
     return steps

@@ -127,12 +127,14 @@ def plan(configs, model_version: str | None = None) -> str:
 
 
 #: Measured times of the text analogues' default 50 queries on the embedded SmolLM2-135M (2
-#: cores; ``bench_dry_run_estimate``: its steps in a default audit): the model's load
-#: (``bench_t2t_throughput``: 2.8 s), the queries' rate and its share of the dbt build.
+#: cores): the model's load (``bench_t2t_throughput``: 2.8 s); ``bench_dry_run_estimate`` in a
+#: default audit on a shared machine: the 50 queries in 66.8 s at load ~15, its share of the dbt
+#: build 15.7 s at load 17.6, each divided by the load factor of that load
+#: (``orchestration.estimates.load_factor``: load / 2 cores, the audit's own process included).
 MEASURED = {
     "model load": 2.8,
-    "queries per second": 1.0,
-    "dbt models": 1.0,
+    "queries per second": round(50 / (66.8 / 7.5), 1),
+    "dbt models": 15.7 / 8.8,
 }
 
 
@@ -158,11 +160,11 @@ def estimate(configs, model_version: str | None = None) -> list[EstimatedStep]:
             f"{queries:,} text-analogue queries",
             queries / m["queries per second"],
             "measured",
-            f"{m['queries per second']} queries/s, bench_dry_run_estimate",
+            f"{m['queries per second']} queries/s, bench_dry_run_estimate, scaled to a free machine",
         )
         if embedded
         else EstimatedStep(f"{queries:,} text-analogue queries", None, "unknown", f"no measured rate for {config.model} ({config.backend})"),
-        EstimatedStep("dbt models (its share of the build)", m["dbt models"], "measured", "bench_dry_run_estimate"),
+        EstimatedStep("dbt models (its share of the build)", m["dbt models"], "measured", "bench_dry_run_estimate, scaled to a free machine"),
     ]
     if (config.faces and config.vision_model) or (config.t2i_model and config.vision_model):
         steps.append(EstimatedStep("vision / language modalities", None, "unknown", "no measured rate for image models"))

@@ -112,12 +112,15 @@ def plan(configs, model_version: str | None = None) -> str:
 
 #: Measured times on the shipped synthetic file (22 items, 110 captions; 2 cores):
 #: ``bench_vlstereoset_text_prior`` (the text prior's shared path on a quiet machine, 138
-#: log-likelihoods/s) and ``bench_dry_run_estimate`` (its steps in a default audit: the model's
-#: load and the reference scorers IDM / BIM / RAM with it, reading the items, its dbt share).
+#: log-likelihoods/s) and ``bench_dry_run_estimate`` in a default audit on a shared machine
+#: (reading the items 9.8 s at load 6.7; the block with the model's load, the text prior and the
+#: reference scorers IDM / BIM / RAM, and its fan-in, 8.4 s at load ~15, less the text prior's
+#: 0.8 s; its share of the dbt build 12.8 s at load 17.6), each divided by the load factor of
+#: that load (``orchestration.estimates.load_factor``: load / 2 cores, the audit's own process included).
 MEASURED = {
     "captions per second": 138.3,
-    "items, model load, reference scorers": 10.0,
-    "dbt models": 1.0,
+    "items, model load, reference scorers": 9.8 / 3.4 + 8.4 / 7.5 - 110 / 138.3,
+    "dbt models": 12.8 / 8.8,
 }
 
 
@@ -134,7 +137,14 @@ def estimate(configs, model_version: str | None = None) -> list[EstimatedStep]:
     m = MEASURED
     items = len(_dataset(config.csv).items)
     names = selected_scorers(config)
-    steps = [EstimatedStep("items, model load, reference scorers", m["items, model load, reference scorers"], "measured", "bench_dry_run_estimate")]
+    steps = [
+        EstimatedStep(
+            "items, model load, reference scorers",
+            m["items, model load, reference scorers"],
+            "measured",
+            "bench_dry_run_estimate, scaled to a free machine",
+        )
+    ]
     if TEXT_PRIOR in names:
         captions = 5 * items
         embedded = config.text_backend == "transformers" and config.text_model == DEFAULT_MODEL
@@ -152,7 +162,9 @@ def estimate(configs, model_version: str | None = None) -> list[EstimatedStep]:
         )
     if set(names) - {TEXT_PRIOR, *REFERENCE_SCORERS}:
         steps.append(EstimatedStep("image scorers", None, "unknown", "no measured rate for image models"))
-    steps.append(EstimatedStep("dbt models (its share of the build)", m["dbt models"], "measured", "bench_dry_run_estimate"))
+    steps.append(
+        EstimatedStep("dbt models (its share of the build)", m["dbt models"], "measured", "bench_dry_run_estimate, scaled to a free machine")
+    )
     return steps
 
 
