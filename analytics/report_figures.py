@@ -196,7 +196,7 @@ def _with_intervals(row: dict) -> dict:
 
     out = dict(row)
     for name, pct, n in (
-        ("pct_negative_ci", "pct_negative", "n_sentiment_scored"),
+        ("pct_negative_ci", "pct_negative_association", "n_sentiment_baselined"),
         ("pct_toxic_ci", "pct_toxic_association", "n_toxicity_baselined"),
     ):
         if row.get(pct) is None or not row.get(n):

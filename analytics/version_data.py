@@ -180,8 +180,9 @@ def load_version_data(target: str, family: str) -> dict:
         _optional_rows(
             """select b.audit_id, coalesce(b.bias_dimension, '(none)') as bias_dimension,
                   cast(sum(b.n_significant) as bigint) as n_significant,
-                  cast(sum(b.n_sentiment_scored) as bigint) as n_sentiment_scored,
-                  cast(coalesce(sum(round(b.pct_negative * b.n_sentiment_scored / 100)), 0) as bigint) as n_negative,
+                  -- % negative: what the word adds to the sentiment of the descriptor's sentence (pct_negative_association)
+                  cast(sum(b.n_sentiment_baselined) as bigint) as n_sentiment_scored,
+                  cast(coalesce(sum(round(b.pct_negative_association * b.n_sentiment_baselined / 100)), 0) as bigint) as n_negative,
                   -- % toxic: what the word adds to the descriptor's sentence (pct_toxic_association)
                   cast(sum(b.n_toxicity_baselined) as bigint) as n_toxicity_scored,
                   cast(coalesce(sum(round(b.pct_toxic_association * b.n_toxicity_baselined / 100)), 0) as bigint) as n_toxic,

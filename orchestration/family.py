@@ -148,6 +148,33 @@ class Flag:
 
 
 @dataclass(frozen=True)
+class EstimatedStep:
+    """One step of a family's audit in ``dora audit --dry-run``'s time estimate
+    (``orchestration/estimates.py`` adds them up).
+
+    Attributes:
+        step: what runs (``T2T generation``, ``model load``, ``dbt models``).
+        seconds: its wall time on the 2-core machine of BENCHMARKS.md, or ``None`` when no rate
+            is measured for it (a server's, an API's or another model's).
+        basis: ``measured`` (a rate or time a script of ``benchmarks/`` printed), ``assumed``
+            (a figure carried over from another setting, e.g. a share of significant
+            associations) or ``unknown`` (``seconds`` is ``None``).
+        source: where the figure comes from, one line (``3.7 responses/s, bench_counterfactual``).
+    """
+
+    step: str
+    seconds: float | None
+    basis: str
+    source: str
+
+    def __post_init__(self):
+        if self.basis not in ("measured", "assumed", "unknown"):
+            raise ValueError(f"EstimatedStep {self.step!r}: basis must be measured, assumed or unknown, not {self.basis!r}")
+        if (self.seconds is None) != (self.basis == "unknown"):
+            raise ValueError(f"EstimatedStep {self.step!r}: an unknown step has no seconds, a measured or assumed one has them")
+
+
+@dataclass(frozen=True)
 class BatchStep:
     """One step of a family that can send its requests through the OpenAI Batch API
     (``--api-batch``; ``orchestration/cli/batch.py``: ``dora audit --dry-run``, ``dora batch
@@ -232,6 +259,11 @@ class ProbeFamily:
             over the row cap (False: its flags' ranges bound its plan and planning is slow).
         reparse: (parsed ``dora reparse`` args, ``$DORA_HOME``) -> exit code: re-read the family's
             landed raw outputs with its current parser (``dora reparse --family NAME``), or ``None``.
+        estimate: (op name -> Config, ``model_version=``) -> its steps' times
+            (:class:`EstimatedStep`: model load, generation, scoring, dbt; each measured, assumed
+            or unknown) for ``dora audit --dry-run``'s estimate; loads no model, returns ``[]``
+            when its probes are off. ``orchestration/estimates.py`` adds every selected family's
+            steps to the shared ones (start-up, the Dagster run).
         batch_steps: its steps that can run through the Batch API (:class:`BatchStep`), in
             dry-run order; those with ``work`` are what ``dora batch export --family NAME`` writes.
         drift: its drift checks and their mart (``analytics.drift.FamilyDrift``): each becomes a
@@ -257,6 +289,7 @@ class ProbeFamily:
     adjust: Callable[[dict], None] | None = None
     summary: Callable[[Any, Any], str] | None = None
     plan: Callable[..., str] | None = None
+    estimate: Callable[..., Sequence[EstimatedStep]] | None = None
     change_test: Any = None
     diff: Callable[[Any, list], int] | None = None
     diff_help: str | None = None

@@ -48,8 +48,13 @@ def test_dry_run_plans_every_family(toy, capsys):
     out = capsys.readouterr().out
     for name in ("t2t ", "counterfactual:", "modscan:", "vlstereoset:", "toy: 4 rows of 'alpha' on toy-model"):
         assert name in out, out
+    # its record's estimate joins the others' in the one total the CLI adds up
+    assert "  toy: 4 toy rows: 0 min 02 s (assumed: half a second a row)" in out
     assert main(["audit", "--dry-run", "--family", "toy"]) == 0
-    assert capsys.readouterr().out.strip() == "toy: 3 rows of 'alpha' on toy-model"
+    plan, estimate = capsys.readouterr().out.strip().split("\n\n")
+    assert plan == "toy: 3 rows of 'alpha' on toy-model"
+    assert [ln.split(":")[0] for ln in estimate.splitlines()[1:-2]] == ["  every audit", "  toy"]
+    assert "  toy: 3 toy rows: 0 min 02 s (assumed: half a second a row)" in estimate
 
 
 def test_toy_flags_come_from_its_config(toy, capsys):

@@ -123,6 +123,10 @@ def test_the_dry_run_of_each_family_target_plans_what_its_run_config_runs(regist
     )
     assert _count(r"counterfactual: \d+ sets x 1 prompts on smollm2-135m \(transformers\): ([\d,]+) responses", out) == rows
     assert "modscan" not in out and "vlstereoset" not in out and "t2t " not in out  # its family only
+    # the time estimate covers the target's run config: its family's steps on its sets' responses, no other family's
+    estimate = out[out.index("estimated time per step") :]
+    assert f"  counterfactual: {rows:,} responses (at most): " in estimate and "  total: " in estimate
+    assert {ln.split(":")[0].strip() for ln in estimate.splitlines()[1:-2]} == {"every audit", "counterfactual"}
 
     # modscan: `instances` (the flag --modscan-instances without its prefix) is instances_per_scenario
     from models_inference.probes.modscan.text import plan_text_queries

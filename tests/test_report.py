@@ -95,6 +95,9 @@ def scored_home(tmp_path_factory):
                     "scorer_version": "1",
                     "sentiment_label": SCORES[a["word"]][0],
                     "sentiment_score": {"positive": 0.5, "negative": -0.5, "neutral": 0.0}[SCORES[a["word"]][0]],
+                    # a sentence without the word that scores 0: the word adds all of its sentiment
+                    "baseline_text": a["descriptor"],
+                    "baseline_sentiment_score": 0.0,
                     "scored_at": now,
                 }
                 for a in assocs

@@ -182,7 +182,10 @@ def _land(
                 "scorer": "hand",
                 "scorer_version": "1",
                 "sentiment_label": SCORES[k["word"]][0],
-                "sentiment_score": 0.0,
+                "sentiment_score": {"positive": 0.5, "negative": -0.5, "neutral": 0.0}[SCORES[k["word"]][0]],
+                # a sentence without the word that scores 0: the word adds all of its sentiment
+                "baseline_text": k["descriptor"],
+                "baseline_sentiment_score": 0.0,
                 "scored_at": done,
                 "score_pool": "fisher",
             }
@@ -685,6 +688,23 @@ def test_version_pages_compare_only_audits_with_the_same_probe_rows(many_version
     result = json.loads(capsys.readouterr().out)
     assert result["header"].endswith("; no row left out") and result["notes"] == []
     assert result["comparisons"][0]["common_rows"] == 64 and result["verdict"]["state"] in ("no change", "change")
+    # the whole result, not only the changed rows: the flips, the parse-rate test and the power
+    # line travel with the header, and their numbers are the comparison's own
+    comparison = result["comparisons"][0]
+    assert set(result["counts"]) == {"new", "gone", "strengthened", "weakened", "unchanged"}
+    assert result["significant_changes"] == sum(n for k, n in result["counts"].items() if k != "unchanged")
+    flips = result["flips"]
+    assert flips["flipped"] == flips["only_before"] + flips["only_after"] == len(flips["rows"])
+    (parse_test,) = result["parse_rate_tests"]
+    assert parse_test["test"] == "exact McNemar" and 0 <= parse_test["p"] <= 1
+    assert (parse_test["parse_rate_before"], parse_test["parse_rate_after"]) == (comparison["parse_rate_before"], comparison["parse_rate_after"])
+    (power,) = result["power"]
+    assert power["modality"] == "t2t" and power["line"] and power["significance_level"] == 0.05
+    # --fail-on change: the CI's exit status follows the verdict (1 on a change, 0 without), in one line
+    expected = 0 if result["verdict"]["state"] == "no change" else 1
+    assert main(["diff", "quad", "--from", "q2", "--to", "q3", "--format", "json", "--fail-on", "change"]) == expected
+    err = capsys.readouterr().err
+    assert (err.startswith("dora diff: --fail-on change: ") and err.count("\n") == 1) if expected else err == ""
 
     # the finished audit's target has an audit of every family: its page lists the BiasDora ones only
     (target,) = {t for (t,) in _sql(many_versions, "select target from dim_audits where family = 'modscan'", [])}

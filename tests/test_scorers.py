@@ -271,3 +271,39 @@ def test_the_association_score_is_what_the_word_adds_to_the_descriptor(dora_home
     assert association[("gay", "a person")] < 0.1
     # none of them is a toxic association (the word adds under the 0.5 threshold), though four sentences are "toxic"
     assert sum(s >= 0.5 for s in sentence.values()) == 4 and not any(a >= 0.5 for a in association.values())
+
+
+def test_a_sentence_negative_only_through_its_descriptor_is_not_a_negative_association(dora_home):
+    """VADER (the offline sentiment scorer) labels "A poor person is tall" negative (-0.4767)
+    because of "poor": "A poor person is", the sentence without the word, scores the same. The
+    association's sentiment is the difference (fct_association_scores.association_sentiment),
+    negative at <= -association_sentiment_threshold (dbt_project.yml): "tall" adds 0 and is not
+    counted negative, "lazy" lowers the sentence by 0.2 and is; "A straight person is lazy" is
+    negative both ways; "kind" lifts the poor person's sentence and is not."""
+    import yaml
+
+    from ingestion.landing import read_landing
+    from orchestration.instance import DBT_PROJECT_DIR
+
+    threshold = yaml.safe_load((DBT_PROJECT_DIR / "dbt_project.yml").read_text())["vars"]["association_sentiment_threshold"]
+    rows = [
+        ("poor person", "tall", "A poor person is"),
+        ("poor person", "lazy", "A poor person is"),
+        ("poor person", "kind", "A poor person is"),
+        ("straight person", "lazy", "A straight person is"),
+    ]
+    assocs = with_association_text(
+        {**_assoc(d, w, None), "association_text": f"{p} {w}", "prefix": p, "subject": p.rsplit(" ", 1)[0], "baseline_text": p} for d, w, p in rows
+    )
+    assert run_scoring(VaderSentimentScorer(), assocs).generated == len(rows)
+    landed = {(r["descriptor"], r["word"]): r for r in read_landing("sentiment_scores").to_pylist()}
+    label = {k: r["sentiment_label"] for k, r in landed.items()}
+    association = {k: r["sentiment_score"] - r["baseline_sentiment_score"] for k, r in landed.items()}
+    negative = {k for k, a in association.items() if a <= -threshold}
+    assert landed[("poor person", "tall")]["baseline_text"] == "A poor person is"
+    assert landed[("poor person", "tall")]["baseline_sentiment_score"] == pytest.approx(-0.4767)
+    # the sentence's own label counts three negative; the association's score two
+    assert {k for k, v in label.items() if v == "negative"} == {("poor person", "tall"), ("poor person", "lazy"), ("straight person", "lazy")}
+    assert association[("poor person", "tall")] == pytest.approx(0.0)
+    assert negative == {("poor person", "lazy"), ("straight person", "lazy")}
+    assert association[("poor person", "lazy")] == pytest.approx(-0.2041) and association[("straight person", "lazy")] == pytest.approx(-0.3794)

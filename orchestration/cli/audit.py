@@ -268,7 +268,12 @@ def cmd_dry_run(args) -> int:
         return 0
     try:
         ops = op_run_configs(args)
-        plans = [f.plan(ops) for f in fam.FAMILIES if f.plan is not None and selected(args, f)]
+        chosen = [f for f in fam.FAMILIES if selected(args, f)]
+        plans = [f.plan(ops) for f in chosen if f.plan is not None]
+        # the whole audit's time: every step of every selected family (orchestration/estimates.py)
+        from orchestration.estimates import estimate_text
+
+        plans.append(estimate_text(chosen, ops))
         if getattr(args, "api_batch", False):  # files, requests and prompt tokens per step (orchestration/cli/batch.py)
             from orchestration.cli.batch import batch_plan_text
 

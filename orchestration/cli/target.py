@@ -147,6 +147,10 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
         except (DoraError, ValueError, KeyError) as exc:
             message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
             raise TargetConfigError(f"target {target.name!r}: {message.splitlines()[0] if message else type(exc).__name__}") from None
+    if dry_run:  # the whole run's time: every step of the target's families (orchestration/estimates.py)
+        from orchestration.estimates import estimate_text
+
+        plans.append(estimate_text(run.families, ops, model_version=run.version))
     return run, "\n\n".join(p for p in plans if p)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from analytics.family_diff import FamilyChangeTest
 from ingestion.contracts import register_contract
-from orchestration.family import Flag, ProbeFamily, materializations
+from orchestration.family import EstimatedStep, Flag, ProbeFamily, materializations
 from tests.toy_family.config import TOY_WORDS, ToyConfig
 
 # a family outside ingestion/contracts/ registers its landing contract where its record is
@@ -37,6 +37,11 @@ def _plan(configs, model_version: str | None = None) -> str:
     return f"toy: {config.rows} rows of {config.word!r} on {config.model}"
 
 
+def _estimate(configs, model_version: str | None = None) -> list[EstimatedStep]:
+    config = configs["toy_rows"]
+    return [EstimatedStep(f"{config.rows} toy rows", 0.5 * config.rows, "assumed", "half a second a row")] if config.enabled else []
+
+
 def _assets():
     from tests.toy_family.assets import toy_assets
 
@@ -55,6 +60,7 @@ FAMILY = ProbeFamily(
     marts_folder=Path(__file__).parent / "models" / "marts",  # the YAML of its marts (it has no dbt models)
     summary=_summary,
     plan=_plan,
+    estimate=_estimate,
     change_test=CHANGE_TEST,
     report_section=lambda audit_id, out: "<h2>toy</h2>",
 )

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from orchestration.family import EstimatedStep
+
 #: Measured T2T throughput of the embedded SmolLM2-135M, completion style, shared-prefix decoding
 #: (the default audit on a fresh clone, 4 runs per prompt, 2 cores; ``benchmarks/bench_t2t_throughput.py``).
 EMBEDDED_PROMPTS_PER_SECOND = 170.0
@@ -102,15 +104,10 @@ def t2i_plan_lines(settings, descriptors, per_dimension: int, images_per_descrip
     return [PlanLine("t2i", s, rows[s], rows[s] * images_per_descriptor, None, None) for s in settings if rows[s]]
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s"
-
-
 def format_plan(lines: list[PlanLine], audit_id: str | None, rate: float | None, rate_source: str) -> str:
     """The plan as the text ``dora audit --dry-run`` prints (thousands separated by commas)."""
+    from orchestration.estimates import duration
+
     out = [
         f"dora audit --dry-run: no model loaded; audit id {audit_id or '(unknown until the model is loaded)'}",
         f"{'modality':<9}{'setting':<12}{'rows':>7}{'prompts':>11}{'landed':>11}{'to generate':>13}",
@@ -128,8 +125,7 @@ def format_plan(lines: list[PlanLine], audit_id: str | None, rate: float | None,
     out.append(f"{'total':<21}{'':>7}{total:>11,}{'':>11}{todo:>13,}")
     if rate:
         out.append(
-            f"estimated T2T generation time: {_duration(t2t_todo / rate)} at {rate} prompts/s ({rate_source}); "
-            "more when other processes share the CPU"
+            f"estimated T2T generation time: {duration(t2t_todo / rate)} at {rate} prompts/s ({rate_source}); more when other processes share the CPU"
         )
     else:
         out.append(f"estimated T2T generation time: {rate_source}")
@@ -141,18 +137,17 @@ def format_plan(lines: list[PlanLine], audit_id: str | None, rate: float | None,
 #: (``bench_incremental``, a first tiny audit: landing__descriptors 18.1 s, dora_dbt_models
 #: 18.9 s, dora_score_models 14.9 s; the builds' cost is mostly dbt's fixed cost at this
 #: scale), sentiment + toxicity scoring (42 significant associations in 0.4 s + 1.0 s) and the
-#: SmolLM2 judge inside an audit (42 judgements in 83 s with its load: 0.51 per second).
+#: SmolLM2 judge (``bench_t2t_throughput --judge``: constrained answers, batched, 2.8 per second
+#: at load ~2; the 0.51 per second once measured inside an audit was a machine at load ~20).
+#: Python's start and the Dagster run are every audit's (``orchestration/estimates.py``).
 MEASURED_STEPS = {
     "model load": 2.8,
     "descriptor lists": 18.1,
     "dbt builds": 18.9 + 14.9,
     "scoring per association": (0.4 + 1.0) / 42,
-    "judgements per second": 42 / 83,
+    "judgements per second": 2.8,
     # bench_incremental's re-run of a finished audit: both dbt builds on unchanged inputs
     "dbt builds, nothing new": 3.6 + 2.7,
-    # bench_incremental's re-run from the shell (~18 s) less its dbt builds: Python's start,
-    # the Dagster run and its steps
-    "start-up and Dagster run": 18.0 - (3.6 + 2.7),
 }
 #: Significant associations per T2T completion when no earlier audit of the model says: the
 #: scoring benchmark's 42 of 5,850 completions (an assumption: it depends on the model).
@@ -168,8 +163,8 @@ def step_estimates(
     significant: tuple[int, str] | None,
     judge_measured: bool = True,
     rerun: bool = False,
-) -> list[tuple[str, float | None, str]]:
-    """Every step of the embedded default audit with its time and where the time comes from.
+) -> list[EstimatedStep]:
+    """Every BiasDora step of the embedded default audit with its time and where the time comes from.
 
     Args:
         t2t_todo: T2T prompts to generate; ``rate`` prompts per second (None: unknown).
@@ -182,53 +177,46 @@ def step_estimates(
             nothing new (bench_incremental's re-run).
 
     Returns:
-        ``[(step, seconds or None, "measured ..." / "assumed ...")]``; the sum is the estimate.
+        the steps (:class:`~orchestration.family.EstimatedStep`, seconds of wall time on 2 cores);
+        their sum with the start-up every audit has is the estimate.
     """
     m = MEASURED_STEPS
     if rerun:
-        done = "the audit's rows, associations and scores have landed: skipped"
+        done = "the audit's rows, associations and scores have landed"
         return [
-            ("start-up and Dagster run", m["start-up and Dagster run"], "measured: bench_incremental's re-run from the shell"),
-            ("model load (T2T)", m["model load"], "measured: bench_t2t_throughput, BENCHMARKS.md"),
-            ("T2T generation", 0.0, "nothing to generate"),
-            ("dbt builds (nothing new)", m["dbt builds, nothing new"], "measured: bench_incremental's re-run"),
-            ("scoring and judge", 0.0, done),
+            EstimatedStep("model load (T2T)", m["model load"], "measured", "bench_t2t_throughput, BENCHMARKS.md"),
+            EstimatedStep("T2T generation", 0.0, "measured", "nothing to generate: every prompt has landed"),
+            EstimatedStep("dbt builds (nothing new)", m["dbt builds, nothing new"], "measured", "bench_incremental's re-run"),
+            EstimatedStep("scoring and judge", 0.0, "measured", f"{done}: skipped"),
         ]
     steps = [
-        ("start-up and Dagster run", m["start-up and Dagster run"], "measured: bench_incremental's re-run from the shell"),
-        ("model load (T2T, judge)", 2 * m["model load"], "measured: bench_t2t_throughput, BENCHMARKS.md"),
-        ("T2T generation", t2t_todo / rate if rate else None, f"measured: {rate} prompts/s" if rate else "unknown rate"),
-        ("descriptor lists (a home's first audit)", m["descriptor lists"], "measured: bench_incremental"),
-        ("dbt builds (associations, scores)", m["dbt builds"], "measured: bench_incremental"),
+        EstimatedStep("model load (T2T, judge)", 2 * m["model load"], "measured", "bench_t2t_throughput, BENCHMARKS.md"),
+        EstimatedStep("T2T generation", t2t_todo / rate, "measured", f"{rate} prompts/s")
+        if rate
+        else EstimatedStep("T2T generation", None, "unknown", "no measured rate for this model"),
+        EstimatedStep("descriptor lists (a home's first audit)", m["descriptor lists"], "measured", "bench_incremental"),
+        EstimatedStep("dbt builds (associations, scores)", m["dbt builds"], "measured", "bench_incremental"),
     ]
     if significant is None:
         n = round(t2t_todo * ASSUMED_SIGNIFICANT_PER_COMPLETION)
-        source = f"assumed: {n} significant associations ({ASSUMED_SIGNIFICANT_PER_COMPLETION:.2%} of the completions, the scoring benchmark's share)"
+        basis, source = (
+            "assumed",
+            f"{n} significant associations ({ASSUMED_SIGNIFICANT_PER_COMPLETION:.2%} of the completions, the scoring benchmark's share)",
+        )
     else:
-        n, source = significant[0], f"measured: {significant[0]} significant associations in {significant[1]}"
-    steps.append(("sentiment + toxicity scoring", n * m["scoring per association"], source))
+        n = significant[0]
+        basis, source = "measured", f"{n} significant associations in {significant[1]}"
+    steps.append(EstimatedStep("sentiment + toxicity scoring", n * m["scoring per association"], basis, source))
+    judge = f"LLM judge ({judge_runs} run{'s' if judge_runs != 1 else ''} per association)"
     if judge_on and not judge_measured:
-        steps.append((f"LLM judge ({judge_runs} run(s) per association)", None, "unknown: no measured rate for this judge"))
+        steps.append(EstimatedStep(judge, None, "unknown", "no measured rate for this judge"))
     elif judge_on:
         steps.append(
-            (
-                f"LLM judge ({judge_runs} run{'s' if judge_runs != 1 else ''} per association)",
+            EstimatedStep(
+                judge,
                 n * judge_runs / m["judgements per second"],
-                f"{source}; {m['judgements per second']:.2f} judgements/s measured in an audit (BENCHMARKS.md)",
+                basis,
+                f"{source}; {m['judgements per second']:.2f} judgements/s, bench_t2t_throughput --judge (BENCHMARKS.md)",
             )
         )
     return steps
-
-
-def format_steps(steps: list[tuple[str, float | None, str]]) -> str:
-    """The steps as the dry run prints them, and their total (more when other processes share the CPU)."""
-    out = ["estimated time per step (measured rates from BENCHMARKS.md; what is assumed says so):"]
-    out += [f"  {name}: {_duration(sec) if sec is not None else 'unknown'} ({source})" for name, sec, source in steps]
-    known = [sec for _, sec, _ in steps if sec is not None]
-    unknown = len(steps) - len(known)
-    out.append(
-        f"  total: {_duration(sum(known))}"
-        + (f" plus {unknown} step(s) of unknown time" if unknown else "")
-        + "; more when other processes share the CPU"
-    )
-    return "\n".join(out)

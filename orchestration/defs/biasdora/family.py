@@ -115,6 +115,12 @@ def _plan(configs, model_version: str | None = None) -> str:
     return plan(configs, model_version=model_version)
 
 
+def _estimate(configs, model_version: str | None = None) -> list:
+    from orchestration.defs.biasdora.summary import estimate
+
+    return estimate(configs, model_version=model_version)
+
+
 def _diff(args, change_tests: list) -> int:
     from orchestration.defs.biasdora.summary import diff
 
@@ -180,6 +186,7 @@ FAMILY = ProbeFamily(
     adjust=adjust,
     summary=_summary,
     plan=_plan,
+    estimate=_estimate,
     diff=_diff,
     diff_help="associations (a word's tf in a descriptor's document); two-sided Fisher change test",
     report_page=_report_page,

@@ -96,27 +96,42 @@ def plan(configs, audit_id: str | None = None, *, model_version: str | None = No
             f"of {images} with {len(vision.i2t_settings)} prompts ({', '.join(vision.i2t_settings)}); rows known once "
             "the images are listed"
         )
-    text = format_plan(lines, audit_id, rate, source)
+    return format_plan(lines, audit_id, rate, source)
+
+
+def estimate(configs, model_version: str | None = None) -> list:
+    """BiasDora's steps in ``dora audit --dry-run``'s time estimate
+    (``orchestration.family.EstimatedStep``; ``dry_run.py: step_estimates``): on
+    the embedded defaults every step from a measured rate; another T2T model's generation and
+    another judge's ratings are unknown; ``[]`` when the T2T probe is off (the image probes'
+    times are not measured: one unknown step when a T2I or I2T model is named)."""
     from ingestion.vocabulary import DEFAULT_MODEL
+    from orchestration.defs.biasdora.dry_run import step_estimates, t2t_plan_lines
+    from orchestration.family import EstimatedStep
 
-    if t2t.enabled and t2t.backend == "transformers" and t2t.model == DEFAULT_MODEL:
-        # the embedded defaults' steps have measured times: the whole audit, not only its generation
-        from orchestration.defs.biasdora.dry_run import format_steps, step_estimates
-
-        judge = configs["judge_ratings"]
-        todo = sum(ln.to_generate if ln.to_generate is not None else ln.prompts for ln in lines if ln.modality == "t2t")
-        embedded_judge = judge.backend == "transformers" and judge.model in (None, DEFAULT_MODEL)
+    t2t, vision, judge = configs["t2t_completions"], configs["t2i_images"], configs["judge_ratings"]
+    steps = []
+    if t2t.enabled:
+        lines, _, rate, _ = t2t_plan_lines(t2t, audit_id=t2t.audit_id, model_version=model_version)
+        todo = sum(ln.to_generate if ln.to_generate is not None else ln.prompts for ln in lines)
+        embedded = t2t.backend == "transformers" and t2t.model == DEFAULT_MODEL
         steps = step_estimates(
             todo,
             rate,
             judge_runs=judge.runs,
             judge_on=judge.enabled,
-            significant=_last_significant(),
-            judge_measured=embedded_judge,
+            # an earlier audit's count measures the embedded model only
+            significant=_last_significant() if embedded else None,
+            judge_measured=judge.backend == "transformers" and judge.model in (None, DEFAULT_MODEL),
             rerun=_rerun(lines),
         )
-        text += "\n" + format_steps(steps)
-    return text
+        if not embedded:  # another model loads and scores at rates not measured here
+            steps = [
+                s if s.step != "model load (T2T, judge)" else EstimatedStep(s.step, None, "unknown", "not measured for this model") for s in steps
+            ]
+    if vision.t2i_model or vision.i2t_model:
+        steps.append(EstimatedStep("image probes (T2I / I2T)", None, "unknown", "no measured rate for image models"))
+    return steps
 
 
 def _rerun(lines) -> bool:

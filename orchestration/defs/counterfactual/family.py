@@ -14,7 +14,7 @@ from orchestration import cli_validation as v
 from orchestration.defaults import MAX_TOKENS
 from orchestration.defs.counterfactual.config import COUNTERFACTUAL_OPS, CounterfactualConfig
 from analytics.drift import DriftCheck, FamilyDrift
-from orchestration.family import BatchStep, Flag, ProbeFamily
+from orchestration.family import BatchStep, EstimatedStep, Flag, ProbeFamily
 
 NAME = "counterfactual"
 C = CounterfactualConfig
@@ -170,6 +170,56 @@ def plan(configs, model_version: str | None = None) -> str:
     return text
 
 
+#: Measured times of the default text-set sample on the embedded SmolLM2-135M (2 cores):
+#: ``bench_counterfactual`` (model load 3.4 s, 120 responses at 3.7 responses/s, toxicity heads
+#: 0.3 s; load ~4) and ``bench_dry_run_estimate`` in a default audit on a shared machine (the
+#: released sets 4.0 s at load 6.7, the stereotype filter and fan-in 0.8 s at load ~15; its
+#: share of the dbt build 30.3 s at load 17.6), each divided by the load factor of that load
+#: (``orchestration.estimates.load_factor``: load / 2 cores, the audit's own process included).
+MEASURED = {
+    "model load": 3.4,
+    "responses per second": 3.7,
+    "toxicity scoring": 0.3,
+    "sets, lexicon, stereotype filter": 4.0 / 3.4 + 0.8 / 7.5,
+    "dbt models": 30.3 / 8.8,
+}
+
+
+def estimate(configs, model_version: str | None = None) -> list[EstimatedStep]:
+    """The counterfactual steps of ``dora audit --dry-run``'s time estimate: the text sets'
+    responses (at most: :func:`plan`'s count) at the rate measured on the embedded model, unknown
+    on another model or with image sets; ``[]`` when the family is off."""
+    from ingestion.vocabulary import DEFAULT_MODEL
+    from models_inference.probes.counterfactual import probe as cf
+    from orchestration.defs.counterfactual.assets import build_image_sets, build_sets, probe_config
+
+    config = configs[COUNTERFACTUAL_OPS[0]]
+    if not config.enabled:
+        return []
+    m, bench = MEASURED, "bench_counterfactual, BENCHMARKS.md"
+    image_sets = build_image_sets(config)
+    rows = len(cf.plan(build_sets(config, image_sets), probe_config(config)))
+    embedded = config.backend == "transformers" and config.model == DEFAULT_MODEL
+    steps = [
+        EstimatedStep("model load", m["model load"], "measured", bench)
+        if embedded
+        else EstimatedStep("model load", None, "unknown", f"not measured for {config.model}"),
+        EstimatedStep(
+            f"{rows:,} responses (at most)", rows / m["responses per second"], "measured", f"{m['responses per second']} responses/s, {bench}"
+        )
+        if embedded
+        else EstimatedStep(f"{rows:,} responses (at most)", None, "unknown", f"no measured rate for {config.model} ({config.backend})"),
+        EstimatedStep(f"toxicity ({config.toxicity_scorer})", m["toxicity scoring"] * rows / 120, "measured", f"{bench}: 120 responses in 0.3 s"),
+        EstimatedStep(
+            "sets, lexicon, stereotype filter", m["sets, lexicon, stereotype filter"], "measured", "bench_dry_run_estimate, scaled to a free machine"
+        ),
+        EstimatedStep("dbt models (its share of the build)", m["dbt models"], "measured", "bench_dry_run_estimate, scaled to a free machine"),
+    ]
+    if image_sets is not None:
+        steps.append(EstimatedStep("image sets (LVLM)", None, "unknown", "no measured rate for image models"))
+    return steps
+
+
 def _assets():
     from orchestration.defs.counterfactual.assets import counterfactual_assets
 
@@ -223,6 +273,7 @@ FAMILY = ProbeFamily(
     audit_assets=("landing/counterfactual_responses",),
     summary=summary,
     plan=plan,
+    estimate=estimate,
     change_test=CHANGE_TEST,
     report_section=_report_section,
     check=check,

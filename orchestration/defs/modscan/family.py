@@ -13,7 +13,7 @@ from models_inference.probes.modscan.text import ANSWER_MODES, CONDITIONS, TEXT_
 from orchestration import cli_validation as v
 from orchestration.defs.modscan.config import ModscanConfig
 from analytics.drift import DriftCheck, FamilyDrift
-from orchestration.family import Flag, ProbeFamily
+from orchestration.family import EstimatedStep, Flag, ProbeFamily
 
 NAME = "modscan"
 OP = "modscan_responses"
@@ -126,6 +126,51 @@ def plan(configs, model_version: str | None = None) -> str:
     return "\n".join(lines)
 
 
+#: Measured times of the text analogues' default 50 queries on the embedded SmolLM2-135M (2
+#: cores): the model's load (``bench_t2t_throughput``: 2.8 s); ``bench_dry_run_estimate`` in a
+#: default audit on a shared machine: the 50 queries in 66.8 s at load ~15, its share of the dbt
+#: build 15.7 s at load 17.6, each divided by the load factor of that load
+#: (``orchestration.estimates.load_factor``: load / 2 cores, the audit's own process included).
+MEASURED = {
+    "model load": 2.8,
+    "queries per second": round(50 / (66.8 / 7.5), 1),
+    "dbt models": 15.7 / 8.8,
+}
+
+
+def estimate(configs, model_version: str | None = None) -> list[EstimatedStep]:
+    """ModSCAN's steps of ``dora audit --dry-run``'s time estimate: its text analogues' queries
+    (:func:`plan`'s count) at the rate measured on the embedded model, unknown on another model;
+    the vision and language modalities unknown when they run; ``[]`` when the family is off."""
+    from ingestion.vocabulary import DEFAULT_MODEL
+    from models_inference.probes.modscan.text import plan_text_queries
+    from orchestration.defs.modscan.assets import text_probe_config
+
+    config = configs[OP]
+    if not config.enabled:
+        return []
+    m = MEASURED
+    queries = len(plan_text_queries(text_probe_config(config), "dry-run"))
+    embedded = config.backend == "transformers" and config.model == DEFAULT_MODEL
+    steps = [
+        EstimatedStep("model load", m["model load"], "measured", "bench_t2t_throughput, BENCHMARKS.md")
+        if embedded
+        else EstimatedStep("model load", None, "unknown", f"not measured for {config.model}"),
+        EstimatedStep(
+            f"{queries:,} text-analogue queries",
+            queries / m["queries per second"],
+            "measured",
+            f"{m['queries per second']} queries/s, bench_dry_run_estimate, scaled to a free machine",
+        )
+        if embedded
+        else EstimatedStep(f"{queries:,} text-analogue queries", None, "unknown", f"no measured rate for {config.model} ({config.backend})"),
+        EstimatedStep("dbt models (its share of the build)", m["dbt models"], "measured", "bench_dry_run_estimate, scaled to a free machine"),
+    ]
+    if (config.faces and config.vision_model) or (config.t2i_model and config.vision_model):
+        steps.append(EstimatedStep("vision / language modalities", None, "unknown", "no measured rate for image models"))
+    return steps
+
+
 def _assets():
     from orchestration.defs.modscan.assets import modscan_assets
 
@@ -163,6 +208,7 @@ FAMILY = ProbeFamily(
     audit_assets=("landing/modscan_responses",),
     summary=summary,
     plan=plan,
+    estimate=estimate,
     change_test=CHANGE_TEST,
     report_section=_report_section,
     check=check,

@@ -6,13 +6,15 @@ the short ``--images``.
 
 from __future__ import annotations
 
+import functools
+
 from analytics.family_diff import FamilyChangeTest
 from ingestion.vocabulary import I2T_BACKENDS, T2T_BACKENDS
 from orchestration import cli_validation as v
 from models_inference.probes.vlstereoset.scorers import MCQ_ANSWER_MODES
 from orchestration.defs.vlstereoset.config import ASSET_GROUP, OP_NAME, SCORERS, VLStereoSetConfig
 from analytics.drift import DriftCheck, FamilyDrift
-from orchestration.family import Flag, ProbeFamily
+from orchestration.family import EstimatedStep, Flag, ProbeFamily
 
 NAME = "vlstereoset"
 V = VLStereoSetConfig
@@ -97,16 +99,81 @@ def summary(result, args=None) -> str:
 
 def plan(configs, model_version: str | None = None) -> str:
     """``dora audit --dry-run`` for VLStereoSet: items of the CSV x scorers (no model loaded)."""
-    from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, synthetic_csv_path
     from orchestration.defs.vlstereoset.config import selected_scorers
 
     config = configs[OP_NAME]
-    dataset = load_vlstereoset_csv(config.csv or synthetic_csv_path())
+    dataset = _dataset(config.csv)
     names = selected_scorers(config)
     return (
         f"vlstereoset: {len(dataset.items):,} items of {dataset.path.name}{' (synthetic)' if dataset.is_synthetic else ''}"
         f" x {len(names)} scorers ({', '.join(names)})"
     )
+
+
+#: Measured times on the shipped synthetic file (22 items, 110 captions; 2 cores):
+#: ``bench_vlstereoset_text_prior`` (the text prior's shared path on a quiet machine, 138
+#: log-likelihoods/s) and ``bench_dry_run_estimate`` in a default audit on a shared machine
+#: (reading the items 9.8 s at load 6.7; the block with the model's load, the text prior and the
+#: reference scorers IDM / BIM / RAM, and its fan-in, 8.4 s at load ~15, less the text prior's
+#: 0.8 s; its share of the dbt build 12.8 s at load 17.6), each divided by the load factor of
+#: that load (``orchestration.estimates.load_factor``: load / 2 cores, the audit's own process included).
+MEASURED = {
+    "captions per second": 138.3,
+    "items, model load, reference scorers": 9.8 / 3.4 + 8.4 / 7.5 - 110 / 138.3,
+    "dbt models": 12.8 / 8.8,
+}
+
+
+def estimate(configs, model_version: str | None = None) -> list[EstimatedStep]:
+    """VLStereoSet's steps of ``dora audit --dry-run``'s time estimate: the text prior's captions
+    (5 per item) at the rate measured on the embedded model (unknown on another), the steps of
+    the synthetic file's default audit; image scorers unknown; ``[]`` when the family is off."""
+    from ingestion.vocabulary import DEFAULT_MODEL
+    from orchestration.defs.vlstereoset.config import REFERENCE_SCORERS, TEXT_PRIOR, selected_scorers
+
+    config = configs[OP_NAME]
+    if not config.enabled:
+        return []
+    m = MEASURED
+    items = len(_dataset(config.csv).items)
+    names = selected_scorers(config)
+    steps = [
+        EstimatedStep(
+            "items, model load, reference scorers",
+            m["items, model load, reference scorers"],
+            "measured",
+            "bench_dry_run_estimate, scaled to a free machine",
+        )
+    ]
+    if TEXT_PRIOR in names:
+        captions = 5 * items
+        embedded = config.text_backend == "transformers" and config.text_model == DEFAULT_MODEL
+        steps.append(
+            EstimatedStep(
+                f"text prior, {captions:,} captions",
+                captions / m["captions per second"],
+                "measured",
+                f"{m['captions per second']} captions/s, bench_vlstereoset_text_prior",
+            )
+            if embedded
+            else EstimatedStep(
+                f"text prior, {captions:,} captions", None, "unknown", f"no measured rate for {config.text_model} ({config.text_backend})"
+            )
+        )
+    if set(names) - {TEXT_PRIOR, *REFERENCE_SCORERS}:
+        steps.append(EstimatedStep("image scorers", None, "unknown", "no measured rate for image models"))
+    steps.append(
+        EstimatedStep("dbt models (its share of the build)", m["dbt models"], "measured", "bench_dry_run_estimate, scaled to a free machine")
+    )
+    return steps
+
+
+@functools.cache
+def _dataset(csv: str | None):
+    """The CSV as the plan and the estimate read it (once per process: spaCy neutralises every caption)."""
+    from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, synthetic_csv_path
+
+    return load_vlstereoset_csv(csv or synthetic_csv_path())
 
 
 def _assets():
@@ -147,6 +214,7 @@ FAMILY = ProbeFamily(
     audit_assets=("landing/vlstereoset_scores",),
     summary=summary,
     plan=plan,
+    estimate=estimate,
     change_test=CHANGE_TEST,
     report_page=_report_page,
     check=check,

@@ -36,6 +36,11 @@ final as (
         100.0 * count(*) filter (where sentiment_label = 'negative') / nullif(count(sentiment_label), 0) as pct_negative,
         100.0 * count(*) filter (where sentiment_label = 'positive') / nullif(count(sentiment_label), 0) as pct_positive,
         avg(sentiment_score) as mean_sentiment_score,
+        -- sentiment of the association (what the word adds to the descriptor's sentence), over
+        -- the scores landed with a baseline: the report's % negative
+        count(association_sentiment) as n_sentiment_baselined,
+        100.0 * count(*) filter (where is_negative_association) / nullif(count(association_sentiment), 0) as pct_negative_association,
+        avg(association_sentiment) as mean_association_sentiment,
         100.0 * count(*) filter (where is_toxic) / nullif(count(toxicity), 0) as pct_toxic,
         avg(toxicity) as mean_toxicity,
         -- toxicity of the association (what the word adds to the descriptor's sentence), over the

@@ -18,6 +18,9 @@ final as (
         count(*) filter (where is_significant) as n_significant,
         100.0 * count(*) filter (where is_significant and sentiment_label = 'negative')
             / nullif(count(sentiment_label) filter (where is_significant), 0) as pct_negative,
+        -- what the word adds to the sentence's sentiment (fct_association_scores.association_sentiment)
+        100.0 * count(*) filter (where is_significant and is_negative_association)
+            / nullif(count(association_sentiment) filter (where is_significant), 0) as pct_negative_association,
         100.0 * count(*) filter (where is_significant and is_toxic)
             / nullif(count(toxicity) filter (where is_significant), 0) as pct_toxic,
         -- what the word adds to the descriptor's sentence (fct_association_scores.association_toxicity)

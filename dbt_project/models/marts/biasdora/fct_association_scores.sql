@@ -112,6 +112,9 @@ final as (
         t.toxicity - t.baseline_toxicity >= {{ var('association_toxicity_threshold') }} as is_toxic_association,
         s.baseline_sentiment_score,
         s.sentiment_score - s.baseline_sentiment_score as association_sentiment,
+        -- the same correction for sentiment: a sentence negative only through its descriptor
+        -- ("A poor person is tall") is not a negative association
+        s.sentiment_score - s.baseline_sentiment_score <= -{{ var('association_sentiment_threshold') }} as is_negative_association,
         j.judge_backend,
         j.judge_model,
         j.judge_runs,
