@@ -19,7 +19,7 @@ their tables into :data:`SCHEMAS` (below, with :data:`TABLE_FAMILIES` and :func:
 A family that lives outside this
 repository writes a module of the same shape anywhere importable and registers it with
 :func:`register_contract` from the module that defines its family record, so
-every process that imports the family has its contract (``tests/toy_family/`` does this).
+every process that imports the family has its contract.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def register_contract(module) -> tuple[str, ...]:
 
     Every module of :mod:`ingestion.contracts` is registered when this module is imported; a
     family outside the repository calls this from the module that defines its family record
-    (``tests/toy_family/family.py``). Registering the same module again changes nothing.
+    (a family plugged in through ``$DORA_FAMILIES``). Registering the same module again changes nothing.
 
     Args:
         module: a contract module, or its dotted name (imported): ``FAMILY`` (the owning
