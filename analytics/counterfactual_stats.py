@@ -1,5 +1,5 @@
 """DuckDB UDF of the counterfactual marts: the Kruskal-Wallis test across groups. The family's
-record names this module (``ProbeFamily.duckdb_functions``), so dbt-duckdb's plugin
+landing contract names this module (``DUCKDB_FUNCTIONS``), so dbt-duckdb's plugin
 (``analytics/duckdb_plugin.py``) registers it on the warehouse connection.
 
 Beyond Howard et al. (seed 003, section 4.4 reports group means only): dora adds a

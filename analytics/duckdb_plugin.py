@@ -17,8 +17,9 @@ when a tiny or extreme table needs it (:mod:`analytics.fisher`).
 dbt-duckdb loads this module from the profile (``plugins: [{module: analytics.duckdb_plugin}]``)
 and calls :meth:`Plugin.configure_connection` on the warehouse connection; tests call
 :func:`register_functions` on their own connection. A family's own functions live in its own
-module (``analytics.counterfactual_stats``), named by its record (``ProbeFamily.duckdb_functions``);
-the plugin registers them too (:data:`FAMILY_FUNCTIONS_ENV`).
+module (``analytics.counterfactual_stats``), named by its landing contract (``DUCKDB_FUNCTIONS``
+in ``ingestion/contracts/<family>.py``); the plugin registers them too
+(:func:`register_family_functions`).
 """
 
 from __future__ import annotations
@@ -36,18 +37,17 @@ except ImportError:  # pragma: no cover - plain DuckDB use without dbt
     BasePlugin = object  # type: ignore[assignment,misc]
 
 __all__ = [
-    "FAMILY_FUNCTIONS_ENV",
     "Plugin",
     "chi2_stratified_p",
     "detectable_effect_size",
     "fisher_greater",
-    "family_function_modules",
     "fisher_two_sided",
     "mann_whitney_p",
     "mcnemar_p",
     "normal_sf",
     "pearson_p",
     "pearson_r",
+    "register_family_functions",
     "register_functions",
 ]
 
@@ -251,44 +251,29 @@ def register_functions(con) -> None:
         )
 
 
-#: The environment variable naming the modules of the families' own DuckDB functions
-#: (comma-separated; each has ``register_functions(con)``), set for dbt from the family records
-#: (``ProbeFamily.duckdb_functions``, ``orchestration/instance.py: dbt_environment``) and read by
-#: ``profiles.yml`` into this plugin's ``family_functions`` setting.
-FAMILY_FUNCTIONS_ENV = "DORA_DUCKDB_FUNCTIONS"
-
-
-def family_function_modules(setting: str | None) -> list:
-    """The modules named by a ``family_functions`` setting (comma-separated module names), imported.
+def register_family_functions(con) -> None:
+    """Register every family's own DuckDB functions on a connection: each module its landing
+    contract names (``DUCKDB_FUNCTIONS``, :func:`ingestion.contracts.duckdb_function_modules`),
+    by its ``register_functions(con)``.
 
     Raises:
         ModuleNotFoundError: a named module does not exist.
-        TypeError: a named module has no ``register_functions(con)``.
     """
     import importlib
 
-    modules = []
-    for name in (n.strip() for n in (setting or "").split(",")):
-        if not name:
-            continue
-        module = importlib.import_module(name)
-        if not callable(getattr(module, "register_functions", None)):
-            raise TypeError(f"DuckDB functions module {name} has no register_functions(con)")
-        modules.append(module)
-    return modules
+    from ingestion.contracts import duckdb_function_modules
+
+    for name in duckdb_function_modules():
+        importlib.import_module(name).register_functions(con)
 
 
 class Plugin(BasePlugin):  # type: ignore[misc,valid-type]
-    """dbt-duckdb plugin: registers the shared statistical UDFs and every family's own
-    (``config: {family_functions: ...}`` in ``profiles.yml``) on the warehouse connection."""
-
-    def initialize(self, config) -> None:  # noqa: D102 - see BasePlugin
-        self.family_modules = family_function_modules((config or {}).get("family_functions"))
+    """dbt-duckdb plugin: registers the shared statistical UDFs and every family's own on the
+    warehouse connection."""
 
     def configure_connection(self, conn) -> None:  # noqa: D102 - see BasePlugin
         from ingestion.landing_location import register_landing
 
         register_functions(conn)
-        for module in getattr(self, "family_modules", ()):
-            module.register_functions(conn)
+        register_family_functions(conn)
         register_landing(conn)  # a landing zone on object storage: read through its fsspec filesystem

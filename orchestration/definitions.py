@@ -69,7 +69,7 @@ def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=assets,
         jobs=[audit_job],
-        resources={"dbt": dbt_resource([m for f in fam.FAMILIES for m in f.duckdb_functions])},
+        resources={"dbt": dbt_resource()},
         asset_checks=checks,
         sensors=[build_audit_version_sensor(fam.FAMILIES), build_batch_sensor(fam.FAMILIES)],
         schedules=[build_reaudit_schedule(fam.FAMILIES)],

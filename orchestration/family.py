@@ -192,9 +192,6 @@ class ProbeFamily:
         errors: its own input error types (``DoraError`` subclasses outside ``ingestion/errors.py``,
             in ``models_inference/probes/<name>/errors.py``): ``dora audit`` prints their one-line
             message when a step raises one (``orchestration/cli/audit.py``).
-        duckdb_functions: the modules of its own DuckDB functions (each with
-            ``register_functions(con)``), registered on dbt's warehouse connection by the shared
-            plugin (``analytics/duckdb_plugin.py``; ``orchestration/instance.py: dbt_environment``).
         docs_page: its page (default ``docs/families/<name>.md``); set only by a family kept
             outside the repository.
         description: the family's ``--help-family`` paragraph.
@@ -271,7 +268,6 @@ class ProbeFamily:
     default_audit: str = ""
     docs_page: Path | None = None
     errors: tuple[type, ...] = ()
-    duckdb_functions: tuple[str, ...] = ()
     checks: Callable[[], Sequence] = lambda: ()
     audit_assets: tuple[str, ...] = ()
     extra_groups: tuple[str, ...] = ()
@@ -316,6 +312,15 @@ class ProbeFamily:
         from ingestion.contracts import family_tables
 
         return family_tables(self.name)
+
+    @property
+    def duckdb_functions(self) -> tuple[str, ...]:
+        """The modules of its own DuckDB functions, as its landing contract names them
+        (``DUCKDB_FUNCTIONS``), registered on dbt's warehouse connection by
+        ``analytics/duckdb_plugin.py``."""
+        from ingestion.contracts import duckdb_function_modules
+
+        return duckdb_function_modules(self.name)
 
     @property
     def marts(self) -> tuple[str, ...]:

@@ -236,5 +236,4 @@ FAMILY = ProbeFamily(
     batch_steps=(BatchStep("counterfactual_text", "counterfactual text sets", "counterfactual_responses", work=text_sets_batch_work),),
     drift=DRIFT,
     errors=(CounterfactualInputError,),
-    duckdb_functions=("analytics.counterfactual_stats",),  # kruskal_p (agg_numeric_ratings)
 )

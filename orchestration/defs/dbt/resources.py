@@ -12,12 +12,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
 from functools import cached_property, lru_cache
 from pathlib import Path
 
 from dagster_dbt import DbtCliResource, DbtProject
-from pydantic import Field
 
 from orchestration.instance import DBT_PROJECT_DIR, dbt_environment, dbt_executable
 
@@ -97,20 +95,6 @@ class DoraDbtCliResource(DbtCliResource):
     audit's build streams its models and tests through it.
     """
 
-    duckdb_functions: str = Field(
-        "",
-        description="the modules of the families' own DuckDB functions, comma-separated (ProbeFamily.duckdb_functions), "
-        "registered on the warehouse connection by analytics/duckdb_plugin.py",
-    )
-
-    def cli(self, args, **kwargs):
-        """dagster-dbt's ``cli``, the families' DuckDB function modules named to dbt's plugin
-        (``profiles.yml`` reads them from the environment the dbt process inherits)."""
-        from analytics.duckdb_plugin import FAMILY_FUNCTIONS_ENV
-
-        os.environ[FAMILY_FUNCTIONS_ENV] = self.duckdb_functions
-        return super().cli(args, **kwargs)
-
     @cached_property
     def _cli_version(self):
         if Path(self.dbt_executable).parent == Path(sys.executable).parent:
@@ -125,13 +109,7 @@ class DoraDbtCliResource(DbtCliResource):
         return None
 
 
-def dbt_resource(duckdb_functions: Sequence[str] = ()) -> DbtCliResource:
+def dbt_resource() -> DbtCliResource:
     """The ``dbt`` resource of every dbt asset (:class:`DoraDbtCliResource`; dbt executable:
-    :func:`orchestration.instance.dbt_executable`); ``duckdb_functions``: the modules of the
-    families' own DuckDB functions (``orchestration/definitions.py`` passes every family's)."""
-    return DoraDbtCliResource(
-        project_dir=dbt_project(),
-        profiles_dir=str(DBT_PROJECT_DIR),
-        dbt_executable=dbt_executable(),
-        duckdb_functions=",".join(duckdb_functions),
-    )
+    :func:`orchestration.instance.dbt_executable`)."""
+    return DoraDbtCliResource(project_dir=dbt_project(), profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=dbt_executable())
