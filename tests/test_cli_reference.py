@@ -62,8 +62,8 @@ def test_a_new_family_changes_the_tables():
     from orchestration.families import FAMILIES
 
     page = FAMILY_PAGES[0]
-    extra = dataclasses.replace(FAMILIES[-1], name="newfam", paper="New (seed 999)", docs_page=page.parent / "docs" / "families" / "newfam.md")
+    extra = dataclasses.replace(FAMILIES[-1], name="newfam", paper="New (seed 999)", docs_page=page.parent / "plugins" / "newfam.md")
     families = (*FAMILIES, extra)
     new = update_page(page.read_text(encoding="utf-8"), family_tables(page, families))
-    assert "| `newfam` | New (seed 999) |" in new and new.rstrip().count("[newfam](docs/families/newfam.md)") == 1
+    assert "| `newfam` | New (seed 999) |" in new and new.count("[newfam](plugins/newfam.md)") == 1
     assert stale_pages(families) == list(FAMILY_PAGES)
