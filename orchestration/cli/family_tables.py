@@ -34,8 +34,10 @@ def _cell(text: str) -> str:
 
 
 def _link(family, page: Path) -> str:
+    """A link from ``page`` to the family's page, named as each table names it: the README's by
+    the family, the families index by the file."""
     target = Path(os.path.relpath(family.page, page.parent)).as_posix()
-    return f"[{family.page.stem}]({target})" if page.name == "README.md" and page.parent == ROOT else f"[{family.page.name}]({target})"
+    return f"[{family.page.stem if page.parent == ROOT else family.page.name}]({target})"
 
 
 def family_tables(page: Path, families=None) -> dict[str, str]:
