@@ -268,6 +268,7 @@ def test_the_toy_touches_only_its_own_homes_and_the_families_list():
     assert naming - homes == {"tests/test_families.py", "ARCHITECTURE.md"}
 
 
+@pytest.mark.slow  # two `dora families` processes (Dagster imported in each)
 def test_a_family_is_plugged_in_by_naming_its_module(monkeypatch):
     """In a fresh process, $DORA_FAMILIES adds the toy to what `dora families` lists (after the
     shipped families); a module that does not exist, or that declares no family, is one line."""
