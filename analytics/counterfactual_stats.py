@@ -1,5 +1,6 @@
-"""DuckDB UDF of the counterfactual marts: the Kruskal-Wallis test across groups, and the
-dbt-duckdb plugin that registers it.
+"""DuckDB UDF of the counterfactual marts: the Kruskal-Wallis test across groups. The family's
+landing contract names this module (``DUCKDB_FUNCTIONS``), so dbt-duckdb's plugin
+(``analytics/duckdb_plugin.py``) registers it on the warehouse connection.
 
 Beyond Howard et al. (seed 003, section 4.4 reports group means only): dora adds a
 Kruskal-Wallis H test across the intersectional groups of each (prompt, occupation), so a
@@ -15,12 +16,7 @@ import math
 
 import pyarrow as pa
 
-try:  # the plugin base class only exists where dbt-duckdb is installed
-    from dbt.adapters.duckdb.plugins import BasePlugin
-except ImportError:  # pragma: no cover - plain DuckDB use without dbt
-    BasePlugin = object  # type: ignore[assignment,misc]
-
-__all__ = ["Plugin", "kruskal_pvalue", "register_functions"]
+__all__ = ["kruskal_pvalue", "register_functions"]
 
 
 def kruskal_pvalue(values, groups) -> float | None:
@@ -66,10 +62,3 @@ def register_functions(con) -> None:
         type=PythonUDFType.ARROW,
         null_handling=FunctionNullHandling.SPECIAL,
     )
-
-
-class Plugin(BasePlugin):  # type: ignore[misc,valid-type]
-    """dbt-duckdb plugin: registers ``kruskal_p`` on the warehouse connection."""
-
-    def configure_connection(self, conn) -> None:  # noqa: D102 - see BasePlugin
-        register_functions(conn)

@@ -16,7 +16,10 @@ when a tiny or extreme table needs it (:mod:`analytics.fisher`).
 
 dbt-duckdb loads this module from the profile (``plugins: [{module: analytics.duckdb_plugin}]``)
 and calls :meth:`Plugin.configure_connection` on the warehouse connection; tests call
-:func:`register_functions` on their own connection.
+:func:`register_functions` on their own connection. A family's own functions live in its own
+module (``analytics.counterfactual_stats``), named by its landing contract (``DUCKDB_FUNCTIONS``
+in ``ingestion/contracts/<family>.py``); the plugin registers them too
+(:func:`register_family_functions`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ __all__ = [
     "normal_sf",
     "pearson_p",
     "pearson_r",
+    "register_family_functions",
     "register_functions",
 ]
 
@@ -247,11 +251,29 @@ def register_functions(con) -> None:
         )
 
 
+def register_family_functions(con) -> None:
+    """Register every family's own DuckDB functions on a connection: each module its landing
+    contract names (``DUCKDB_FUNCTIONS``, :func:`ingestion.contracts.duckdb_function_modules`),
+    by its ``register_functions(con)``.
+
+    Raises:
+        ModuleNotFoundError: a named module does not exist.
+    """
+    import importlib
+
+    from ingestion.contracts import duckdb_function_modules
+
+    for name in duckdb_function_modules():
+        importlib.import_module(name).register_functions(con)
+
+
 class Plugin(BasePlugin):  # type: ignore[misc,valid-type]
-    """dbt-duckdb plugin: registers the association UDFs on the warehouse connection."""
+    """dbt-duckdb plugin: registers the shared statistical UDFs and every family's own on the
+    warehouse connection."""
 
     def configure_connection(self, conn) -> None:  # noqa: D102 - see BasePlugin
         from ingestion.landing_location import register_landing
 
         register_functions(conn)
+        register_family_functions(conn)
         register_landing(conn)  # a landing zone on object storage: read through its fsspec filesystem

@@ -1,4 +1,4 @@
-"""Every error type of dora, in one module at the ground floor.
+"""Every shared error type of dora, in one module at the ground floor.
 
 A :class:`DoraError`'s message is a complete one-line diagnosis (the cause and the fix); the
 ``dora`` command prints it as ``dora <command>: <message>`` and exits non-zero, without a
@@ -6,6 +6,9 @@ traceback. Every layer may raise these (``ingestion`` imports nothing of ours, s
 and keeping them all here has two uses: the CLI knows every user-facing error by walking
 :class:`DoraError`'s subclasses after importing this one module, and no two modules import
 each other only to share an exception type (``model_ref`` and the OpenAI backend once did).
+A probe family's own kind of bad input subclasses :class:`InputFileError` in its probe package
+(``models_inference/probes/<family>/errors.py``) and is listed by its record
+(``ProbeFamily.errors``), so the CLI knows it once the family records are imported.
 """
 
 from __future__ import annotations
@@ -72,6 +75,12 @@ class LandingContractError(DoraError, ValueError):
     ``ingestion.contracts.register_contract``) that cannot join ``SCHEMAS``: a table another
     contract declares, a table name that is not a lower-case identifier, a value that is not a
     ``pyarrow.Schema``, or no ``FAMILY`` / ``SCHEMAS``."""
+
+
+class FamilyModuleError(DoraError, ImportError):
+    """A probe family module (``orchestration/families.py``: the shipped ones and those named in
+    ``$DORA_FAMILIES``) that cannot be imported, declares no ``FAMILY`` record, or declares a
+    family another module already declared."""
 
 
 class AuditFailedError(DoraError):
@@ -159,24 +168,10 @@ class MalformedReplyError(ValueError):
 class InputFileError(DoraError, ValueError):
     """A user's input file (or folder) that yields nothing to audit: missing, not the expected
     format, not UTF-8 at its header (the byte offset is named), or with no good row. A file with
-    some good rows is not an error: its bad rows are quarantined (``ingestion/quarantine.py``)."""
-
-
-class VLStereoSetFormatError(InputFileError):
-    """A VLStereoSet CSV (or image manifest or image folder) that does not fit the format; the
-    message names the file, the row (data row number and file line) and the field."""
-
-
-class CounterfactualInputError(InputFileError):
-    """Invalid counterfactual input (a manifest or lexicon with nothing usable, an attribute
-    value, an occupation); the message names the file, row and field. A file with some good
-    rows is not an error: its bad rows are quarantined."""
-
-
-class ItemPoolTooSmallError(InputFileError):
-    """A VLStereoSet pool with fewer items than the paper's item set in some (category, y) cell
-    (``--vlstereoset-items paper``); the message names every short cell with its pool count and
-    the paper's count."""
+    some good rows is not an error: its bad rows are quarantined (``ingestion/quarantine.py``).
+    A family's own kind of input error subclasses it in its probe package
+    (``models_inference/probes/<family>/errors.py``) and is declared by its record
+    (``ProbeFamily.errors``)."""
 
 
 class PlanTooLargeError(DoraError, ValueError):
@@ -292,12 +287,11 @@ __all__ = [
     "CeleryWorkerError",
     "CircuitOpenError",
     "CompletionsUnsupportedError",
-    "CounterfactualInputError",
     "DagsterStorageError",
     "DiffError",
     "DoraError",
+    "FamilyModuleError",
     "InputFileError",
-    "ItemPoolTooSmallError",
     "LandingLocationError",
     "MAX_SHOWN",
     "ModelNotAvailableError",
@@ -308,7 +302,6 @@ __all__ = [
     "ReportPageSkipped",
     "TargetConfigError",
     "UnknownTargetError",
-    "VLStereoSetFormatError",
     "VersionError",
     "WarehouseBusyError",
     "WarehouseCorruptError",

@@ -210,6 +210,17 @@ class ProbeFamily:
     Attributes:
         name: ``dora audit --family NAME``, ``dora diff --family NAME``.
         title: one line (paper and seed) for ``dora families`` and ``--help``.
+        paper: the paper it implements and its seed (``BiasDora (seed 004)``); with
+            ``modalities``, ``measures`` and ``default_audit``, a row of the family tables of
+            ``README.md`` and ``docs/families/README.md`` (``orchestration/cli/family_tables.py``).
+        modalities: what it probes, in the paper's words (``T2T word completion, T2I images``).
+        measures: what it measures (Markdown, one sentence).
+        default_audit: whether and how plain ``dora audit`` runs it (``on (T2T; ...)``).
+        errors: its own input error types (``DoraError`` subclasses outside ``ingestion/errors.py``,
+            in ``models_inference/probes/<name>/errors.py``): ``dora audit`` prints their one-line
+            message when a step raises one (``orchestration/cli/audit.py``).
+        docs_page: its page (default ``docs/families/<name>.md``); set only by a family kept
+            outside the repository.
         description: the family's ``--help-family`` paragraph.
         group: its Dagster asset group (``--family`` selects it); ``groups`` adds more.
         configs: op name -> the Dagster ``Config`` class of that op's run config.
@@ -220,7 +231,7 @@ class ProbeFamily:
         marts_folder: the folder of its marts' YAML (default ``dbt_project/models/marts/<name>``,
             the project being laid out layer first); its marts are the models the YAML files
             under it declare (:attr:`marts`). Set only by a family whose marts are documented
-            outside the dbt project (the toy family of the tests).
+            outside the dbt project (a family kept outside the repository).
         audit_assets: the keys (``landing/<table>``) of its assets whose probes land audit events
             (``models_inference.resumable``): the parents of the shared audit log ``landing/audits``.
         extra_groups: further asset groups that belong to it (dbt folders).
@@ -283,6 +294,12 @@ class ProbeFamily:
     flag_prefix: str
     assets: Callable[[], Sequence]
     marts_folder: Path | None = None
+    paper: str = ""
+    modalities: str = ""
+    measures: str = ""
+    default_audit: str = ""
+    docs_page: Path | None = None
+    errors: tuple[type, ...] = ()
     checks: Callable[[], Sequence] = lambda: ()
     audit_assets: tuple[str, ...] = ()
     extra_groups: tuple[str, ...] = ()
@@ -315,6 +332,11 @@ class ProbeFamily:
         return (self.group, *self.extra_groups)
 
     @property
+    def page(self) -> Path:
+        """Its documentation page: :attr:`docs_page`, else ``docs/families/<name>.md``."""
+        return self.docs_page or Path(__file__).resolve().parents[1] / "docs" / "families" / f"{self.name}.md"
+
+    @property
     def landing_tables(self) -> tuple[str, ...]:
         """The landing tables its contract declares (``FAMILY = name`` in
         ``ingestion/contracts/<name>.py``, or in a module registered with
@@ -323,6 +345,15 @@ class ProbeFamily:
         from ingestion.contracts import family_tables
 
         return family_tables(self.name)
+
+    @property
+    def duckdb_functions(self) -> tuple[str, ...]:
+        """The modules of its own DuckDB functions, as its landing contract names them
+        (``DUCKDB_FUNCTIONS``), registered on dbt's warehouse connection by
+        ``analytics/duckdb_plugin.py``."""
+        from ingestion.contracts import duckdb_function_modules
+
+        return duckdb_function_modules(self.name)
 
     @property
     def marts(self) -> tuple[str, ...]:

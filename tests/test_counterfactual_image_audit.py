@@ -6,7 +6,7 @@ local OpenAI stub for the paired text sets) read back from ``agg_lvlm_llm_max_to
 
 import pytest
 
-from ingestion.errors import CounterfactualInputError
+from models_inference.probes.counterfactual.errors import CounterfactualInputError
 from models_inference.probes.counterfactual.sets import load_image_folder, load_image_sets
 from tests.helpers.openai_server import tiny_png
 

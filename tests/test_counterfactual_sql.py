@@ -170,3 +170,21 @@ def test_staging_numbers_runs_from_1_and_keeps_seed_for_the_random_seed():
         ],
     )
     assert "repeat" not in flags[0] and sorted(r["run"] for r in flags) == [1, 2, 3]
+
+
+def test_the_family_declares_its_duckdb_function_and_the_shared_plugin_registers_it():
+    """kruskal_p is named by the family's landing contract (``DUCKDB_FUNCTIONS``), not listed in
+    profiles.yml: the shared dbt-duckdb plugin registers every family's functions, and the value
+    is scipy's Kruskal-Wallis p."""
+    import yaml
+
+    from analytics.duckdb_plugin import register_family_functions
+    from orchestration.families import get_family
+
+    assert get_family("counterfactual").duckdb_functions == ("analytics.counterfactual_stats",)
+    profiles = yaml.safe_load((Path(__file__).resolve().parents[1] / "dbt_project" / "profiles.yml").read_text())
+    assert [p["module"] for p in profiles["dora"]["outputs"]["dev"]["plugins"]] == ["analytics.duckdb_plugin"]
+    with duckdb.connect() as con:
+        register_family_functions(con)
+        (p,) = con.execute("select kruskal_p([1, 2, 3, 7, 8, 9]::double[], ['a', 'a', 'a', 'b', 'b', 'b'])").fetchone()
+    assert p == pytest.approx(stats.kruskal([1, 2, 3], [7, 8, 9]).pvalue)

@@ -40,7 +40,9 @@ def test_skipped_probes_say_so_and_the_audit_log_tags_the_run(finished_audit):
     log = md[("landing", "audits")]
     ids = log["audit_ids"].split(",")
     assert md[("landing", "t2t_completions")]["audit_id"] in ids and md[("landing", "counterfactual_responses")]["audit_id"] in ids
-    assert log["families"] == "biasdora,counterfactual,modscan,vlstereoset" and log["audits_in_run"] == len(ids)
+    from orchestration.families import family_names
+
+    assert log["families"] == ",".join(family_names()) and log["audits_in_run"] == len(ids)
     tags = finished_audit.run_tags
     assert tags["dora/audit_id"] == log["audit_ids"] and tags["dagster/partition"] == finished_audit.partition
     assert finished_audit.partition == f"adhoc:smollm2-135m@{tags['dora/model_version']}"

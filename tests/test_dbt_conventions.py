@@ -41,8 +41,23 @@ def sql_code(text: str) -> str:
     return re.sub(r"--[^\n]*", "", re.sub(r"\{#.*?#\}", "", text, flags=re.S))
 
 
+def test_a_familys_macros_live_in_its_own_folder():
+    """A macro named after a family (``<family>_...``) sits in ``macros/<family>/``, and every
+    folder of ``macros/`` is a family's: the shared macros are the files directly in ``macros/``."""
+    from orchestration.families import family_names
+
+    macros = PROJECT / "macros"
+    assert {p.name for p in macros.iterdir() if p.is_dir()} <= set(family_names())
+    for path in macros.rglob("*.sql"):
+        for name in re.findall(r"\{% macro (\w+)\(", path.read_text()):
+            owner = next((f for f in family_names() if name.startswith(f"{f}_")), None)
+            assert path.parent == (macros / owner if owner else macros), f"macro {name} of {path.relative_to(PROJECT)}"
+
+
 def test_every_model_sits_in_a_layer_family_folder():
-    assert {"biasdora", "counterfactual", "modscan", "vlstereoset"} <= FAMILIES and SHARED_FOLDER in FOLDERS
+    from orchestration.families import family_names
+
+    assert set(family_names()) <= FAMILIES and SHARED_FOLDER in FOLDERS
     assert {p.name for p in MODELS.iterdir() if p.is_dir()} == LAYERS
     for sql in model_files():
         parts = sql.relative_to(MODELS).parts
@@ -116,7 +131,7 @@ def test_one_landing_source_with_one_location():
 
 def test_significance_level_is_a_var():
     assert yaml.safe_load((PROJECT / "dbt_project.yml").read_text())["vars"]["significance_level"] == 0.05
-    for path in [*model_files(), *sorted((PROJECT / "macros").glob("*.sql"))]:
+    for path in [*model_files(), *sorted((PROJECT / "macros").rglob("*.sql"))]:
         assert not re.search(r"<\s*0?\.05\b", sql_code(path.read_text())), f"{path.name}: alpha as a literal"
 
 
@@ -225,7 +240,7 @@ BODY_MACRO = re.compile(r"^\{\{ (\w+)\(.*\) \}\}$", re.S)
 
 def macro_body(name: str) -> str:
     """The SQL of the project's macro ``name`` (dbt_project/macros/), comments removed."""
-    for path in sorted((PROJECT / "macros").glob("*.sql")):
+    for path in sorted((PROJECT / "macros").rglob("*.sql")):
         found = re.search(r"\{% macro " + name + r"\(.*?%\}(.*?)\{%-? endmacro", sql_code(path.read_text()), re.S)
         if found:
             return found.group(1)

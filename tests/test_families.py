@@ -1,10 +1,20 @@
-"""The family seam: a fifth family (``tests/toy_family``, a fixture never shipped) added by its
-own homes plus one entry in ``FAMILIES`` is picked up by ``dora audit --family``, ``dora audit
---dry-run``, ``dora diff --family``, ``dora families`` and the Dagster definitions; it declares
-its landing contract in its own module (no edit of ``ingestion.contracts.SCHEMAS``). A family's
-landing tables and marts are read from its contract and its marts folder, never listed by hand."""
+"""The family seam: a fifth family (``tests/toy_family``, a fixture never shipped), all of it in
+its own folder (contract, Config, asset, record, dbt models, page, registry entry), is plugged in
+through the loader of the shipped families (``$DORA_FAMILIES``, ``orchestration/families.py``)
+and picked up by ``dora audit --family``, ``dora audit --dry-run``, ``dora diff --family``,
+``dora families``, a registry target, the generated docs tables and the Dagster definitions; it
+declares its landing contract in its own module (no edit of ``ingestion.contracts.SCHEMAS``). A
+family's landing tables and marts are read from its contract and its marts folder, never listed
+by hand, and no shared file names the toy."""
 
 from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -12,21 +22,28 @@ import pytest
 from orchestration import families as fam
 from orchestration.cli import main
 
+ROOT = Path(__file__).resolve().parents[1]
+#: The toy's one line in the families list: the module of its record, named in $DORA_FAMILIES.
+TOY_MODULE = "tests.toy_family.family"
+
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
-    """FAMILIES + the toy family (importing its record registers its landing contract); a fresh
-    DORA_HOME."""
+    """The families loaded again with ``$DORA_FAMILIES`` naming the toy (importing its record
+    registers its landing contract), and loaded without it afterwards; a fresh DORA_HOME."""
     from orchestration.definitions import defs
-    from tests.toy_family.family import FAMILY
 
     # the shipped definitions resolve lazily (and cache what they resolved): resolve them before
     # FAMILIES holds the toy, so no later test sees a toy asset in them
     defs.resolve_asset_graph()
-    monkeypatch.setattr(fam, "FAMILIES", (*fam.FAMILIES, FAMILY))
+    monkeypatch.setenv(fam.FAMILY_MODULES_ENV, TOY_MODULE)
+    importlib.reload(fam)
+    assert [f.name for f in fam.FAMILIES][-1] == "toy"
     monkeypatch.setenv("DORA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
-    return tmp_path / "home"
+    yield tmp_path / "home"
+    monkeypatch.delenv(fam.FAMILY_MODULES_ENV)
+    importlib.reload(fam)
 
 
 def test_families_command_lists_every_family(toy, capsys):
@@ -35,6 +52,7 @@ def test_families_command_lists_every_family(toy, capsys):
     for family in fam.FAMILIES:
         assert f"{family.name}: {family.title}" in out and f"Dagster group: {family.groups[0]}" in out
     assert "landing tables: toy_rows" in out and "marts: fct_toy_change_tests, fct_toy_rows" in out
+    assert [f.name for f in fam.FAMILIES] == [*(n for n in fam.family_names() if n != "toy"), "toy"]
     # the marts no hand list had (they were missing from `dora families`)
     for mart in ("agg_association_counts", "agg_completions_by_audit", "agg_scores_by_audit", "fct_association_dimensions", "agg_modscan_ensemble"):
         assert mart in out, mart
@@ -112,6 +130,22 @@ def test_audit_probe_toy_runs_only_the_toy_group(toy, monkeypatch, capsys):
     assert "counterfactual" not in out and "modscan" not in out.lower()
     rows = read_landing("toy_rows").to_pylist()
     assert sorted(r["item"] for r in rows) == [0, 1, 2, 3] and {r["word"] for r in rows} == {"beta"}
+    # its own dbt models over what it landed (plus item 0 landed again, later, by a resumed audit)
+    from tests.helpers.dbt_jinja import render_model
+
+    models = ROOT / "tests" / "toy_family" / "models"
+    with duckdb.connect() as con:
+        landed = read_landing("toy_rows")  # noqa: F841 - read by the SQL below
+        con.execute("create table toy_rows as select * from landed")
+        con.execute(
+            "insert into toy_rows select audit_id, model_id, model_version, item, 'gamma', status, landed_at + interval 1 second from toy_rows where item = 0"
+        )
+        con.execute("create view stg_toy_rows as " + render_model(models / "staging" / "stg_toy_rows.sql", source=lambda s, t: t))
+        staged = con.execute("select item, word from stg_toy_rows order by item").fetchall()
+        assert staged == [(0, "gamma"), (1, "beta"), (2, "beta"), (3, "beta")]
+        mart = con.execute(render_model(models / "marts" / "fct_toy_rows.sql")).fetchall()
+        first = min(r["landed_at"] for r in rows)
+    assert mart == [("toy-toy-model-beta", "toy-model", "v1", 4, 2, first)]
     assert not (toy / "landing" / "t2t_completions").exists() or not any((toy / "landing" / "t2t_completions").rglob("*.parquet"))
     # the toy names its model with a flag of its own (--toy-model): the run carries the launch's
     # dora tags but is no partition of the --model model (`adhoc:<model>@<version>` is for those)
@@ -165,6 +199,7 @@ def test_the_toy_contract_is_registered_from_its_own_module(toy):
         "item",
         "word",
         "status",
+        "landed_at",
     ]
     assert TABLE_FAMILIES["toy_rows"] == "toy" and family_tables("toy") == ("toy_rows",)
     assert register_contract("tests.toy_family.contract") == ("toy_rows",)
@@ -215,3 +250,78 @@ def test_each_family_owns_its_contract_sources_and_marts():
     # every mart is one family's but those every family shares, in the shared folder (no family's)
     assert sorted(marts) == sorted(r.name for r in relations() if r.layer == "marts" and not r.shared) and len(marts) == len(set(marts))
     assert {(r.family, r.name) for r in relations() if r.layer == "marts" and r.shared} == {("audits", "dim_audits")}
+
+
+def test_the_toy_touches_only_its_own_homes_and_the_families_list():
+    """Every file of the repository that names the toy family is in its own folder, or is this
+    test (which plugs it in: its module in $DORA_FAMILIES) or ARCHITECTURE.md (which counts what
+    it needed): no shared code, SQL, docs table or registry lists it."""
+    tracked = (
+        subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
+    word = re.compile(r"\btoy(?:_\w+)?\b|_toy_", re.I)
+    naming = set()
+    for name in filter(None, tracked):
+        path = ROOT / name
+        if path.is_file() and path.suffix in {".py", ".sql", ".yml", ".yaml", ".md", ".toml", ".cfg", ".sh", ".txt", ".json"}:
+            if word.search(path.read_text(encoding="utf-8", errors="replace")):
+                naming.add(name)
+    homes = {n for n in naming if n.startswith("tests/toy_family/")}
+    assert homes >= {"tests/toy_family/family.py", "tests/toy_family/contract.py", "tests/toy_family/toy.md", "tests/toy_family/registry.yaml"}
+    assert naming - homes == {"tests/test_families.py", "ARCHITECTURE.md"}
+
+
+@pytest.mark.slow  # two `dora families` processes (Dagster imported in each)
+def test_a_family_is_plugged_in_by_naming_its_module(monkeypatch):
+    """In a fresh process, $DORA_FAMILIES adds the toy to what `dora families` lists (after the
+    shipped families); a module that does not exist, or that declares no family, is one line."""
+    env = {**os.environ, fam.FAMILY_MODULES_ENV: TOY_MODULE, "DORA_HOME": "/nonexistent-dora-home"}
+
+    def dora(*argv, **extra):
+        return subprocess.run(
+            [sys.executable, "-m", "orchestration.cli", *argv], capture_output=True, text=True, env={**env, **extra}, cwd=ROOT, timeout=600
+        )
+
+    listed = dora("families", "--format", "csv")
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split(",")[0] for line in listed.stdout.splitlines()[1:] if line]
+    assert names == [*fam.family_names(), "toy"]
+    bad = dora("families", **{fam.FAMILY_MODULES_ENV: "tests.no_such_family"})
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+    assert bad.stderr.strip().splitlines()[-1].startswith("dora: probe family module tests.no_such_family cannot be imported")
+    from ingestion.errors import FamilyModuleError
+
+    with pytest.raises(FamilyModuleError, match=r"^probe family module tests.toy_family.config declares no FAMILY"):
+        fam.load_families(("tests.toy_family.config",))
+    import types
+
+    from tests.toy_family.family import FAMILY
+
+    again = types.ModuleType("toy_again")
+    again.FAMILY = FAMILY
+    monkeypatch.setitem(sys.modules, "toy_again", again)
+    with pytest.raises(FamilyModuleError, match=r"toy_again: family 'toy' is already declared by tests.toy_family.family$"):
+        fam.load_families((TOY_MODULE, "toy_again"))
+
+
+def test_the_toys_registry_entry_runs_the_toy(toy):
+    """Its registry entry (tests/toy_family/registry.yaml) runs the toy only, with its options
+    read as its flags; the family tables and the page headings include it like any family."""
+    from ingestion.registry import load_registry
+    from orchestration.cli.family_tables import FAMILY_PAGES, family_tables
+    from orchestration.defs.audits.runs import target_families, target_ops
+
+    registry = load_registry(ROOT / "tests" / "toy_family" / "registry.yaml")
+    target = registry.target("toy-target")
+    assert [f.name for f in target_families(target, fam.FAMILIES)] == ["toy"]
+    ops = target_ops(target, fam.FAMILIES)
+    config = ops["toy_rows"]
+    assert (config.enabled, config.model, config.rows, config.word) == (True, "toy-model", 2, "gamma")
+    assert not any(getattr(c, "enabled", False) for op, c in ops.items() if op != "toy_rows")
+    readme = family_tables(FAMILY_PAGES[0])["overview"]
+    assert readme.splitlines()[-1] == (
+        "| `toy` | none (a test fixture) | a fake text model | nothing: each audit lands a few items carrying one word "
+        "| on when plugged in (`$DORA_FAMILIES`) | [toy](tests/toy_family/toy.md) |"
+    )

@@ -281,12 +281,23 @@ def test_every_range_checked_flag_matches_its_field():
 
 
 # ----------------------------------------------------------------------------- bad flags, per family
-# Ten or more bad flags for each of the three newer families: each is one `dora audit: error:`
+# Ten or more bad flags for each family of FAMILIES (a new family without them fails the count): each is one `dora audit: error:`
 # line, exit 2, before Dagster starts (no Dagster storage, no model). Run in-process through the
 # CLI's own `main` (what the `dora` script calls); the real entry point is the subprocess case below.
 # `{empty}`, `{dir}`, `{fifo}`, `{file}`, `{missing}` are made in tmp_path per case.
 
 BAD_FAMILY_FLAGS = [
+    ("biasdora", ["--runs", "0"], "argument --runs: 0 is out of range"),
+    ("biasdora", ["--backend", "llama"], "argument --backend: invalid choice: 'llama'"),
+    ("biasdora", ["--settings", "singular,dual"], "unknown T2T setting dual"),
+    ("biasdora", ["--letters", "12"], "expected lower-case letters a-z"),
+    ("biasdora", ["--descriptor-source", "wiki"], "argument --descriptor-source: invalid choice: 'wiki'"),
+    ("biasdora", ["--prompt-style", "poem"], "argument --prompt-style: invalid choice: 'poem'"),
+    ("biasdora", ["--registry", "{missing}"], "--registry {missing}: no such file"),
+    ("biasdora", ["--registry", "{dir}"], "--registry {dir}: is a folder; expected a file"),
+    ("biasdora", ["--audit-id", "bad/id"], "an audit id is 1-120 of"),
+    ("biasdora", ["--t2i-size", "12"], "expected <width>x<height>"),
+    ("biasdora", ["--per-dimension", "-1"], "argument --per-dimension: -1 is out of range"),
     ("counterfactual", ["--cf-subsets", "race_religion"], "unknown subset race_religion"),
     ("counterfactual", ["--cf-prompts", "Describe,NoSuchPrompt"], "NoSuchPrompt"),
     ("counterfactual", ["--cf-mitigations", "M9"], "unknown mitigation M9"),
@@ -344,11 +355,13 @@ def _paths(tmp_path) -> dict[str, str]:
     }
 
 
-def test_every_newer_family_has_ten_bad_flag_cases():
+def test_every_family_has_ten_bad_flag_cases():
+    """Read from FAMILIES: a family added without its bad-flag cases fails here instead of being
+    skipped."""
     from collections import Counter
 
     counts = Counter(family for family, _, _ in BAD_FAMILY_FLAGS)
-    assert min(counts[f] for f in ("counterfactual", "modscan", "vlstereoset")) >= 10, counts
+    assert set(counts) == set(fam.family_names()) and min(counts[f] for f in fam.family_names()) >= 10, counts
 
 
 @pytest.mark.parametrize("family,argv,message", BAD_FAMILY_FLAGS, ids=[f"{c[0]}-{c[1][0].lstrip('-')}-{i}" for i, c in enumerate(BAD_FAMILY_FLAGS)])

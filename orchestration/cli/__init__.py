@@ -39,6 +39,13 @@ def main(argv: list[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         raise SystemExit(2)
     precheck(items)
+    from ingestion.errors import FamilyModuleError
+
+    try:  # the family records (the parser's flags come from them): a bad $DORA_FAMILIES is one line
+        import orchestration.families  # noqa: F401
+    except FamilyModuleError as exc:
+        print(f"dora: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     from orchestration.cli import audit, batch, commands
     from orchestration.cli.parser import build_parser
 

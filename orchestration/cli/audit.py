@@ -238,9 +238,12 @@ MAX_FAILURE_LINES = 2
 
 
 def _dora_error_names() -> set[str]:
-    import ingestion.errors  # every DoraError subclass lives there (tests/test_layering.py checks it)
+    import ingestion.errors  # every shared DoraError subclass lives there (tests/test_layering.py checks it)
+    from orchestration.families import FAMILIES
 
-    names, todo = set(), [ingestion.errors.DoraError]
+    # a family's own errors (ProbeFamily.errors) are subclasses too once its record is imported;
+    # named here as well, so a failure raised in a step process is known in this one
+    names, todo = {e.__name__ for f in FAMILIES for e in f.errors}, [ingestion.errors.DoraError]
     while todo:
         cls = todo.pop()
         names.add(cls.__name__)

@@ -43,7 +43,7 @@ def macro_globals() -> dict:
     do not mutate)."""
     env = jinja2.Environment(extensions=["jinja2.ext.do"])
     names: dict = {"return": _return}
-    for path in sorted((PROJECT / "macros").glob("*.sql")):
+    for path in sorted((PROJECT / "macros").rglob("*.sql")):
         for block in _MACRO_BLOCK.findall(path.read_text()):
             # One template per macro: a call to another macro resolves through the shared
             # globals (the returning wrapper), not the template's own unwrapped definition.

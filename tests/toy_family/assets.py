@@ -1,5 +1,7 @@
 """The toy family's one asset: ``landing/toy_rows``, landed through the resumable loop."""
 
+from datetime import datetime, timezone
+
 import dagster as dg
 
 from models_inference.audit_log import AuditInfo
@@ -22,8 +24,17 @@ def toy_rows(context: dg.AssetExecutionContext, config: ToyConfig):
 
     def generate(items, advance):
         advance(len(items))
+        now = datetime.now(timezone.utc)
         return [
-            {"audit_id": audit.audit_id, "model_id": config.model, "model_version": "v1", "item": i, "word": config.word, "status": "ok"}
+            {
+                "audit_id": audit.audit_id,
+                "model_id": config.model,
+                "model_version": "v1",
+                "item": i,
+                "word": config.word,
+                "status": "ok",
+                "landed_at": now,
+            }
             for i in items
         ]
 

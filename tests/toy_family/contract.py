@@ -11,7 +11,8 @@ FAMILY = "toy"
 
 #: landing table -> its Arrow schema.
 SCHEMAS: dict[str, pa.Schema] = {
-    # tests/toy_family/assets.py: one row per landed item of a toy audit.
+    # tests/toy_family/assets.py: one row per landed item of a toy audit (an item landed again,
+    # by a resumed audit, is a second row: staging keeps the latest).
     "toy_rows": pa.schema(
         [
             ("audit_id", pa.string()),
@@ -20,6 +21,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("item", pa.int64()),
             ("word", pa.string()),
             ("status", pa.string()),
+            ("landed_at", pa.timestamp("us", tz="UTC")),
         ]
     ),
 }

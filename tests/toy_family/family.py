@@ -1,5 +1,6 @@
 """The toy family's record for the family seam and the registration of its landing contract
-(its only contacts with the rest of dora)."""
+(its only contacts with the rest of dora). ``$DORA_FAMILIES=tests.toy_family.family`` plugs it
+in (``orchestration/families.py``), the way the shipped families are loaded."""
 
 from __future__ import annotations
 
@@ -51,16 +52,22 @@ def _assets():
 FAMILY = ProbeFamily(
     name="toy",
     title="toy (tests only): lands a few words",
+    paper="none (a test fixture)",
+    modalities="a fake text model",
+    measures="nothing: each audit lands a few items carrying one word",
+    default_audit="on when plugged in (`$DORA_FAMILIES`)",
+    docs_page=Path(__file__).parent / "toy.md",
     description="A family that exists only in the tests.",
     group="toy",
     configs={"toy_rows": ToyConfig},
     flags=(*Flag.of(ToyConfig, "rows", "model", prefix="toy-"), Flag(((ToyConfig, "word"),), prefix="toy-", choices=TOY_WORDS)),
     flag_prefix="--toy-",
     assets=_assets,
-    marts_folder=Path(__file__).parent / "models" / "marts",  # the YAML of its marts (it has no dbt models)
+    marts_folder=Path(__file__).parent / "models" / "marts",  # its dbt models live with it, outside dbt_project/
     summary=_summary,
     plan=_plan,
     estimate=_estimate,
     change_test=CHANGE_TEST,
     report_section=lambda audit_id, out: "<h2>toy</h2>",
+    target_models={"t2t": {"model": (ToyConfig, "model")}},
 )

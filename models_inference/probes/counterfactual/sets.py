@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Sequence
 
 # the family's error type lives with every DoraError (the CLI finds them there); re-exported here
-from ingestion.errors import CounterfactualInputError, InputFileError
+from ingestion.errors import InputFileError
 from ingestion.quarantine import QuarantinedRow, decode_text, no_good_row_error, not_utf8, read_csv_records, read_input_bytes, shown
 from models_inference.image_store import image_problem
+from models_inference.probes.counterfactual.errors import CounterfactualInputError
 from models_inference.probes.counterfactual.prompts import ATTRIBUTE_VALUES, SUBSETS
 
 #: Folder of the shipped SocialCounterfactuals metadata, lexicon and licence.

@@ -26,7 +26,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 # the family's error type lives with every DoraError (the CLI finds them there); re-exported here
-from ingestion.errors import InputFileError, ItemPoolTooSmallError, VLStereoSetFormatError
+from ingestion.errors import InputFileError
+from models_inference.probes.vlstereoset.errors import ItemPoolTooSmallError, VLStereoSetFormatError
 from ingestion.quarantine import QuarantinedRow, no_good_row_error, read_csv_records
 from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
 from models_inference.image_store import StoredImage, store_png

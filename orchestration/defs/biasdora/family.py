@@ -172,6 +172,12 @@ def _report_page(out, audit_id, *, top: int = 15, sections=(), notes=None, drift
 FAMILY = ProbeFamily(
     name=NAME,
     title="BiasDora (seed 004): descriptor associations of T2T / T2I / I2T models, Fisher + BH q-values, scored",
+    paper="BiasDora (seed 004)",
+    modalities="T2T word completion, T2I images, I2T descriptions",
+    measures=(
+        "descriptor <-> word associations over ~400 CrowS-Pairs descriptors in 9 **bias dimensions**: tf-idf, Fisher's exact test, q-values, then sentiment, toxicity and the judge's Likert bias level"
+    ),
+    default_audit="on (T2T; the image probes need a diffusion / VLM model)",
     description="The T2T probe (descriptors x settings x letters x runs), the T2I / I2T probes (skipped unless a "
     "reachable model is named; --descriptors / --per-dimension select their descriptors too) and the scoring of "
     "significant associations: sentiment, toxicity, LLM-judge bias level (docs/method.md#4-scoring; offline defaults: "

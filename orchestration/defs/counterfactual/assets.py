@@ -24,7 +24,7 @@ from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_MODEL
 from models_inference.probes.counterfactual import probe as cf
 from models_inference.probes.counterfactual.scoring import land_lexicons, run_stereotype_filter, score_toxicity
-from ingestion.errors import CounterfactualInputError
+from models_inference.probes.counterfactual.errors import CounterfactualInputError
 from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, load_image_sets, sample_sets
 from models_inference.backends.text import load_text_backend
 from models_inference.backends.vision import load_vision_backend

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from analytics.family_diff import FamilyChangeTest
 from ingestion.vocabulary import I2T_BACKENDS, JUDGE_BACKENDS
+from models_inference.probes.counterfactual.errors import CounterfactualInputError
 from models_inference.probes.counterfactual.prompts import ALL_PROMPTS, MITIGATIONS, SUBSETS
 from orchestration import cli_validation as v
 from orchestration.defaults import MAX_TOKENS
@@ -52,7 +53,6 @@ def check(configs) -> str | None:
     need their LVLM (``--cf-images`` with ``--cf-vision-model``), a lexicon file
     (``--cf-lexicon``) must hold a usable word, user-defined sets (``--cf-custom-occupations``)
     must be buildable (cheap: neither loads the released sets nor a model)."""
-    from ingestion.errors import CounterfactualInputError
     from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets
 
     config = configs[COUNTERFACTUAL_OPS[0]]
@@ -263,6 +263,12 @@ DRIFT = FamilyDrift(
 FAMILY = ProbeFamily(
     name=NAME,
     title="counterfactual sets (Howard et al., seed 003): MaxToxicity, PMI stereotype words, competence words, numeric ratings",
+    paper="Howard et al. (seed 003)",
+    modalities="text sets (LLM), image sets (LVLM)",
+    measures=(
+        "the same prompt over subjects differing only in race, gender or physical attributes: MaxToxicity, PMI stereotype words, competence words, numeric ratings"
+    ),
+    default_audit="on (one text set of the paper's section 5.1 variant)",
     description="Counterfactual sets (one occupation, members differing only in race / gender / physical characteristics) "
     "prompted with the paper's prompts. Default: a quick text-set sample on the audit's model (--model).",
     group=NAME,
@@ -280,4 +286,5 @@ FAMILY = ProbeFamily(
     target_models={"t2t": {"model": (C, "model"), "backend": (C, "backend"), "base_url": (C, "base_url")}},
     batch_steps=(BatchStep("counterfactual_text", "counterfactual text sets", "counterfactual_responses", work=text_sets_batch_work),),
     drift=DRIFT,
+    errors=(CounterfactualInputError,),
 )

@@ -197,6 +197,10 @@ DRIFT = FamilyDrift(
 FAMILY = ProbeFamily(
     name=NAME,
     title="ModSCAN (seed 000): S_bias of social-group selections, text analogues + vision / language modalities",
+    paper="ModSCAN (seed 000)",
+    modalities="vision (face pairs), language (scene images); text analogues",
+    measures=("which face a model picks for an occupation / descriptor / persona trait, which demographic word for a scene: S_bias"),
+    default_audit="on (the text-only analogues, not from the paper)",
     description="Text-only analogues of ModSCAN's two modalities (docs/families/modscan.md#text-only-use, NOT FROM PAPER; probe names "
     "modscan_text_persona / modscan_text_faces) on a text model; the vision modality with --faces and a VLM, the "
     "language modality with a T2I model and a VLM.",

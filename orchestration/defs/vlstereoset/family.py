@@ -11,6 +11,7 @@ import functools
 from analytics.family_diff import FamilyChangeTest
 from ingestion.vocabulary import I2T_BACKENDS, T2T_BACKENDS
 from orchestration import cli_validation as v
+from models_inference.probes.vlstereoset.errors import ItemPoolTooSmallError, VLStereoSetFormatError
 from models_inference.probes.vlstereoset.scorers import MCQ_ANSWER_MODES
 from orchestration.defs.vlstereoset.config import ASSET_GROUP, OP_NAME, SCORERS, VLStereoSetConfig
 from analytics.drift import DriftCheck, FamilyDrift
@@ -203,6 +204,10 @@ DRIFT = FamilyDrift(
 FAMILY = ProbeFamily(
     name=NAME,
     title="VLStereoSet (seed 001): caption selection, vlrs / vlbs / ivlas / lmss / vlss",
+    paper="VLStereoSet (seed 001)",
+    modalities="image + three captions; text caption prior",
+    measures=("does a model prefer the stereotypical caption of an anti-stereotypical image: vlrs, vlbs, ivlas, lmss, vlss"),
+    default_audit="on (text caption prior on a synthetic file)",
     description="Caption selection on VLStereoSet (agg_vlstereoset_metrics, fct_vlstereoset_shifts). Default: dora's "
     "SYNTHETIC file, the text-only analogue on the embedded model and the reference models IDM / BIM / RAM. The "
     "released CSV is not shipped (no licence): https://github.com/K-Square-00/VLStereo data/VLStereoSet.csv",
@@ -224,4 +229,5 @@ FAMILY = ProbeFamily(
     # --target` and `dora models list` check its inputs' paths, the run reads the file
     plan_before_run=False,
     drift=DRIFT,
+    errors=(VLStereoSetFormatError, ItemPoolTooSmallError),
 )
