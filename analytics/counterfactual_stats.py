@@ -32,7 +32,7 @@ def kruskal_pvalue(values, groups) -> float | None:
     if values is None or groups is None:
         return None
     samples: dict = {}
-    for v, g in zip(values, groups):
+    for v, g in zip(values, groups, strict=True):
         if v is not None and g is not None and not math.isnan(v):
             samples.setdefault(g, []).append(float(v))
     if len(samples) < 2:
@@ -45,7 +45,7 @@ def kruskal_pvalue(values, groups) -> float | None:
 
 
 def _kruskal_udf(values: pa.Array, groups: pa.Array) -> pa.Array:
-    return pa.array([kruskal_pvalue(v, g) for v, g in zip(values.to_pylist(), groups.to_pylist())], type=pa.float64())
+    return pa.array([kruskal_pvalue(v, g) for v, g in zip(values.to_pylist(), groups.to_pylist(), strict=True)], type=pa.float64())
 
 
 def register_functions(con) -> None:

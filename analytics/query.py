@@ -318,7 +318,7 @@ def read_relation(
     try:
         cur = con.execute(sql, params)
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
     finally:
         con.close()
 
@@ -398,7 +398,7 @@ def format_q(value) -> str:
 def format_result(result: QueryResult, fmt: str = "table") -> str:
     """Render a :class:`QueryResult` as ``table`` (tabulate), ``csv`` or ``json`` (records)."""
     if fmt == "json":  # NaN / Infinity are not JSON: they become null
-        rows = [dict(zip(result.columns, map(_json_value, r))) for r in result.rows]
+        rows = [dict(zip(result.columns, map(_json_value, r), strict=True)) for r in result.rows]
         return json.dumps(rows, default=str, indent=1, allow_nan=False)
     if fmt == "csv":
         buf = io.StringIO()

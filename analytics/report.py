@@ -36,7 +36,7 @@ from ingestion.home import dora_home
 
 
 def _rows(result: QueryResult) -> list[dict]:
-    return [dict(zip(result.columns, r)) for r in result.rows]
+    return [dict(zip(result.columns, r, strict=True)) for r in result.rows]
 
 
 def _audit_known(audit_id: str) -> bool:
@@ -155,7 +155,7 @@ def link_pages(index: Path, pages: Sequence[Path]) -> Path:
         if "dora-back" in body:
             continue
         href = html.escape(Path(os.path.relpath(index, page.parent)).as_posix())
-        body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _BACK_LINK.format(href=href), body, count=1)
+        body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _BACK_LINK.format(href=href), body, count=1)  # noqa: B023 -- re.sub calls it in this iteration
         page.write_text(body, encoding="utf-8")
     return index
 

@@ -172,7 +172,7 @@ def tokenise_descriptions(
         raise ValueError(f"{len(texts)} texts but {len(descriptors)} descriptors")
     stops = stop_words(stop_list)
     out: list[list[dict]] = []
-    for doc, descriptor in zip(_pipe((t or "" for t in texts), batch_size), descriptors):
+    for doc, descriptor in zip(_pipe((t or "" for t in texts), batch_size), descriptors, strict=True):
         forms = descriptor_word_forms(descriptor) if drop_descriptor_words else None
         rows = []
         for tok in doc:
@@ -216,7 +216,7 @@ def description_words_rows(
         drop_descriptor_words=drop_descriptor_words,
     )
     rows = []
-    for d, toks in zip(descriptions, tokenised):
+    for d, toks in zip(descriptions, tokenised, strict=True):
         for t in toks:
             rows.append({"description_id": d["description_id"], "audit_id": d["audit_id"], **t, "tokenizer": name, "tokenised_at": now})
     return rows

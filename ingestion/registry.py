@@ -458,7 +458,7 @@ def default_registry_path() -> Path:
 def _field_path(loc: tuple, raw: object) -> str:
     parts: list[str] = []
     node = raw
-    for i, item in enumerate(loc):
+    for item in loc:
         if isinstance(item, int):
             label = f"[{item}]"
             if parts and parts[-1] == "targets" and isinstance(node, list) and item < len(node):
