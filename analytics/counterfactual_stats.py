@@ -18,7 +18,7 @@ import pyarrow as pa
 try:  # the plugin base class only exists where dbt-duckdb is installed
     from dbt.adapters.duckdb.plugins import BasePlugin
 except ImportError:  # pragma: no cover - plain DuckDB use without dbt
-    BasePlugin = object  # type: ignore[assignment,misc]
+    BasePlugin = object
 
 __all__ = ["Plugin", "kruskal_pvalue", "register_functions"]
 
@@ -53,7 +53,7 @@ def register_functions(con) -> None:
     try:
         from duckdb.func import FunctionNullHandling, PythonUDFType  # duckdb >= 1.4
     except ImportError:  # pragma: no cover - older duckdb
-        from duckdb.functional import FunctionNullHandling, PythonUDFType
+        from duckdb.functional import FunctionNullHandling, PythonUDFType  # type: ignore[no-redef]
     try:
         con.remove_function("kruskal_p")
     except Exception:  # not registered yet
@@ -68,7 +68,7 @@ def register_functions(con) -> None:
     )
 
 
-class Plugin(BasePlugin):  # type: ignore[misc,valid-type]
+class Plugin(BasePlugin):
     """dbt-duckdb plugin: registers ``kruskal_p`` on the warehouse connection."""
 
     def configure_connection(self, conn) -> None:  # noqa: D102 - see BasePlugin

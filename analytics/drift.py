@@ -234,8 +234,8 @@ def evaluate_drift(
         for audit in audits:
             given = dict(thresholds(audit["target"], spec)) if thresholds else {}
             found = {c.name: rows.get((audit["previous_audit_id"], audit["audit_id"], c.name)) for c in spec.checks}
-            tested = [name for name, row in found.items() if row and row["change_p"] is not None and not math.isnan(row["change_p"])]
-            qs = dict(zip(tested, multipletests([found[n]["change_p"] for n in tested], method="fdr_bh")[1], strict=True)) if tested else {}
+            tested = {name: row["change_p"] for name, row in found.items() if row and row["change_p"] is not None and not math.isnan(row["change_p"])}
+            qs = dict(zip(tested, multipletests(list(tested.values()), method="fdr_bh")[1], strict=True)) if tested else {}
             any_row = any(found.values())
             for check in spec.checks:
                 row = found[check.name]

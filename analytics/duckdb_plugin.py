@@ -31,7 +31,7 @@ from analytics.fisher import fisher_greater_pvalues
 try:  # the plugin base class only exists where dbt-duckdb is installed
     from dbt.adapters.duckdb.plugins import BasePlugin
 except ImportError:  # pragma: no cover - plain DuckDB use without dbt
-    BasePlugin = object  # type: ignore[assignment,misc]
+    BasePlugin = object
 
 __all__ = [
     "Plugin",
@@ -209,7 +209,7 @@ def register_functions(con) -> None:
     try:
         from duckdb.func import FunctionNullHandling, PythonUDFType  # duckdb >= 1.4
     except ImportError:  # pragma: no cover - older duckdb
-        from duckdb.functional import FunctionNullHandling, PythonUDFType
+        from duckdb.functional import FunctionNullHandling, PythonUDFType  # type: ignore[no-redef]
 
     specs = [
         ("fisher_greater", fisher_greater, ["BIGINT", "BIGINT", "BIGINT", "BIGINT"], "DOUBLE"),
@@ -247,7 +247,7 @@ def register_functions(con) -> None:
         )
 
 
-class Plugin(BasePlugin):  # type: ignore[misc,valid-type]
+class Plugin(BasePlugin):
     """dbt-duckdb plugin: registers the association UDFs on the warehouse connection."""
 
     def configure_connection(self, conn) -> None:  # noqa: D102 - see BasePlugin

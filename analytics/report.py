@@ -29,6 +29,7 @@ import html
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from analytics.query import QueryResult, format_q, is_q_column, read_relation, run_query
 from analytics.report_figures import LIKERT, _with_intervals, audits_without, heatmap_png, likert_png
@@ -68,7 +69,7 @@ def _top(audit_id: str | None, score: str, order: str, top: int) -> list[dict]:
     return _rows(run_query(sql, params=[audit_id, audit_id, int(top)]))
 
 
-def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str, list[dict]]:
+def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str, Any]:
     """Query everything the report shows.
 
     Returns:

@@ -72,6 +72,8 @@ def spacy_english_stop_words() -> frozenset[str]:
         raise ModuleNotFoundError("spaCy is not installed (pip install spacy)")
     path = Path(spec.submodule_search_locations[0]) / "lang" / "en" / "stop_words.py"
     module_spec = importlib.util.spec_from_file_location("_spacy_en_stop_words", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ModuleNotFoundError(f"spaCy's English stop words are not at {path}")
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)  # one assignment: STOP_WORDS = set(...)
     return frozenset(module.STOP_WORDS)
@@ -274,7 +276,8 @@ def land_description_words(
         ``{"descriptions": n, "tokens": t, "words": kept, "dropped": {reason: count}}``.
     """
     pending = pending_descriptions(audit_id)
-    summary = {"descriptions": len(pending), "tokens": 0, "words": 0, "dropped": {}}
+    dropped: dict[str, int] = {}
+    summary: dict = {"descriptions": len(pending), "tokens": 0, "words": 0, "dropped": dropped}
     for start in range(0, len(pending), shard_descriptions):
         chunk = pending[start : start + shard_descriptions]
         rows = description_words_rows(chunk, stop_list=stop_list, drop_descriptor_words=drop_descriptor_words)

@@ -169,7 +169,8 @@ class ProbeSettings(_Strict):
     settings: list[str] = Field(default_factory=lambda: list(T2T_SETTINGS))
     runs: Annotated[int, Field(ge=1)] = 4
     letters: str = "abcdefghijklmnopqrstuvwxyz"
-    descriptor_source: Literal[DESCRIPTOR_SOURCES] = CURATED_SOURCE
+    # the closed set is the tuple, written once; pydantic reads Literal[tuple] as its members
+    descriptor_source: Literal[DESCRIPTOR_SOURCES] = CURATED_SOURCE  # type: ignore[valid-type]
     descriptors: list[str] = Field(default_factory=list)
     per_dimension: Annotated[int, Field(ge=0)] = 2
     prompt_style: Optional[Literal["chat", "completion"]] = None
