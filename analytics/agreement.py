@@ -57,12 +57,12 @@ def cohen_kappa_linear(matrix: Sequence[Sequence[int | None]] | None) -> float |
     a_row, b_row = matrix
     if len(a_row) != len(b_row):
         raise ValueError(f"reliability matrix rows differ in length: {len(a_row)} != {len(b_row)}")
-    pairs = [(a, b) for a, b in zip(a_row, b_row) if a is not None and b is not None]
+    pairs = [(a, b) for a, b in zip(a_row, b_row, strict=True) if a is not None and b is not None]
     if len(pairs) < 2:
         return None
     from sklearn.metrics import cohen_kappa_score
 
-    a, b = zip(*pairs)
+    a, b = zip(*pairs, strict=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 0 / 0: nan (sklearn warns UndefinedMetricWarning), returned as None
         return _finite(cohen_kappa_score(a, b, labels=list(LIKERT_DOMAIN), weights="linear"))

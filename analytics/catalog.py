@@ -125,10 +125,9 @@ def tables_text(include_all: bool = False) -> str:
             continue
         if rel.listed_under != family:
             family = rel.listed_under
-            lines += ["" if lines else None, f"{family}:"]
+            lines += [*([""] if lines else []), f"{family}:"]
         tag = "" if rel.is_public else f" [{rel.layer}]"
         lines.append(f"  {rel.name}{tag}: {rel.summary}")
-    lines = [ln for ln in lines if ln is not None]
     lines += ["", 'columns of one relation: dora tables NAME; its rows: dora query "select * from NAME limit 10"']
     return "\n".join(lines)
 

@@ -96,7 +96,7 @@ def chi2_stratified(before, after) -> tuple[float, int] | None:
     if len(before) != len(after):
         raise ValueError(f"chi2_stratified: {len(before)} strata before, {len(after)} after")
     statistic, dof, used = 0.0, 0, 0
-    for j, (b, a) in enumerate(zip(before, after)):
+    for j, (b, a) in enumerate(zip(before, after, strict=True)):
         if b is None or a is None:
             continue
         b, a = [int(v or 0) for v in b], [int(v or 0) for v in a]
@@ -138,7 +138,7 @@ def pearson(x, y) -> tuple[float, float] | None:
 
     if x is None or y is None or len(x) != len(y):
         return None
-    pairs = [(float(a), float(b)) for a, b in zip(x, y) if a is not None and b is not None and not math.isnan(a) and not math.isnan(b)]
+    pairs = [(float(a), float(b)) for a, b in zip(x, y, strict=True) if a is not None and b is not None and not math.isnan(a) and not math.isnan(b)]
     if len(pairs) < 3:
         return None
     xs, ys = [a for a, _ in pairs], [b for _, b in pairs]

@@ -23,7 +23,7 @@ from analytics.query import format_q
 def _query(con, sql: str, params: list) -> list[dict]:
     rel = con.execute(sql, params)
     cols = [d[0] for d in rel.description]
-    return [dict(zip(cols, r)) for r in rel.fetchall()]
+    return [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
 
 
 def _text(value, column: str) -> str:
@@ -107,7 +107,7 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
     units = {(r["audit_id"], r["subset"]): r for r in tox}
     head = "".join(f"<th colspan=2>{html.escape(p)}</th>" for p in prompts)
     body = ""
-    for (audit, subset), first in units.items():
+    for audit, subset in units:
         cells = ""
         for p in prompts:
             r = next((x for x in tox if x["audit_id"] == audit and x["subset"] == subset and x["prompt_label"] == p), None)

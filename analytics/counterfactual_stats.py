@@ -28,7 +28,7 @@ def kruskal_pvalue(values, groups) -> float | None:
     if values is None or groups is None:
         return None
     samples: dict = {}
-    for v, g in zip(values, groups):
+    for v, g in zip(values, groups, strict=True):
         if v is not None and g is not None and not math.isnan(v):
             samples.setdefault(g, []).append(float(v))
     if len(samples) < 2:
@@ -41,7 +41,7 @@ def kruskal_pvalue(values, groups) -> float | None:
 
 
 def _kruskal_udf(values: pa.Array, groups: pa.Array) -> pa.Array:
-    return pa.array([kruskal_pvalue(v, g) for v, g in zip(values.to_pylist(), groups.to_pylist())], type=pa.float64())
+    return pa.array([kruskal_pvalue(v, g) for v, g in zip(values.to_pylist(), groups.to_pylist(), strict=True)], type=pa.float64())
 
 
 def register_functions(con) -> None:
@@ -49,7 +49,7 @@ def register_functions(con) -> None:
     try:
         from duckdb.func import FunctionNullHandling, PythonUDFType  # duckdb >= 1.4
     except ImportError:  # pragma: no cover - older duckdb
-        from duckdb.functional import FunctionNullHandling, PythonUDFType
+        from duckdb.functional import FunctionNullHandling, PythonUDFType  # type: ignore[no-redef]
     try:
         con.remove_function("kruskal_p")
     except Exception:  # not registered yet

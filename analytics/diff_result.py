@@ -168,7 +168,7 @@ def _value(v):
 def _records(result: QueryResult | None) -> list[dict]:
     if result is None:
         return []
-    return [{c: _value(v) for c, v in zip(result.columns, r)} for r in result.rows]
+    return [{c: _value(v) for c, v in zip(result.columns, r, strict=True)} for r in result.rows]
 
 
 def diff_dict(d: AuditDiff, state: Verdict | None = None, background: list[dict] | None = None) -> dict:
@@ -231,6 +231,7 @@ def diff_dict(d: AuditDiff, state: Verdict | None = None, background: list[dict]
                         "significant_after",
                     ),
                     map(_value, row),
+                    strict=True,
                 )
             )
             for row in d.by_dimension

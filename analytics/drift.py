@@ -185,7 +185,7 @@ def latest_audits() -> list[dict]:
         result = run_query(_LATEST_SQL)
     except (WarehouseMissingError, duckdb.CatalogException):
         return []
-    return [dict(zip(result.columns, row)) for row in result.rows]
+    return [dict(zip(result.columns, row, strict=True)) for row in result.rows]
 
 
 def _mart_rows(spec: FamilyDrift, audit_ids: Sequence[str]) -> dict[tuple[str, str, str], dict]:
@@ -199,7 +199,7 @@ def _mart_rows(spec: FamilyDrift, audit_ids: Sequence[str]) -> dict[tuple[str, s
         result = run_query(f"select * from {spec.relation} where list_contains(?, audit_id)", params=[list(audit_ids)])
     except duckdb.CatalogException:
         return {}
-    rows = [dict(zip(result.columns, r)) for r in result.rows]
+    rows = [dict(zip(result.columns, r, strict=True)) for r in result.rows]
     return {(r["previous_audit_id"], r["audit_id"], r["check_name"]): r for r in rows}
 
 
@@ -234,8 +234,8 @@ def evaluate_drift(
         for audit in audits:
             given = dict(thresholds(audit["target"], spec)) if thresholds else {}
             found = {c.name: rows.get((audit["previous_audit_id"], audit["audit_id"], c.name)) for c in spec.checks}
-            tested = [name for name, row in found.items() if row and row["change_p"] is not None and not math.isnan(row["change_p"])]
-            qs = dict(zip(tested, multipletests([found[n]["change_p"] for n in tested], method="fdr_bh")[1])) if tested else {}
+            tested = {name: row["change_p"] for name, row in found.items() if row and row["change_p"] is not None and not math.isnan(row["change_p"])}
+            qs = dict(zip(tested, multipletests(list(tested.values()), method="fdr_bh")[1], strict=True)) if tested else {}
             any_row = any(found.values())
             for check in spec.checks:
                 row = found[check.name]

@@ -53,7 +53,7 @@ def association_href(audit_id: str, modality: str, setting: str, descriptor: str
 
 def _rows(sql: str, params: list | None = None) -> list[dict]:
     result = run_query(sql, params=params)
-    return [dict(zip(result.columns, r)) for r in result.rows]
+    return [dict(zip(result.columns, r, strict=True)) for r in result.rows]
 
 
 def _judge_answers(audit_id: str | None) -> tuple[list[dict], str]:

@@ -34,7 +34,7 @@ from analytics.fisher import fisher_greater_pvalues
 try:  # the plugin base class only exists where dbt-duckdb is installed
     from dbt.adapters.duckdb.plugins import BasePlugin
 except ImportError:  # pragma: no cover - plain DuckDB use without dbt
-    BasePlugin = object  # type: ignore[assignment,misc]
+    BasePlugin = object
 
 __all__ = [
     "Plugin",
@@ -213,7 +213,7 @@ def register_functions(con) -> None:
     try:
         from duckdb.func import FunctionNullHandling, PythonUDFType  # duckdb >= 1.4
     except ImportError:  # pragma: no cover - older duckdb
-        from duckdb.functional import FunctionNullHandling, PythonUDFType
+        from duckdb.functional import FunctionNullHandling, PythonUDFType  # type: ignore[no-redef]
 
     specs = [
         ("fisher_greater", fisher_greater, ["BIGINT", "BIGINT", "BIGINT", "BIGINT"], "DOUBLE"),
@@ -267,7 +267,7 @@ def register_family_functions(con) -> None:
         importlib.import_module(name).register_functions(con)
 
 
-class Plugin(BasePlugin):  # type: ignore[misc,valid-type]
+class Plugin(BasePlugin):
     """dbt-duckdb plugin: registers the shared statistical UDFs and every family's own on the
     warehouse connection."""
 

@@ -139,7 +139,7 @@ class FamilyDiff:
             shown = self.rows.rows[: max(self.significant, top)]
             lines += ["", f"  changes by change q ({len(shown)} of {total}; --format csv|json for all):"]
             lines += ["    " + ln for ln in format_result(QueryResult(self.rows.columns, shown)).splitlines()]
-        if self.related is not None and self.related.rows:
+        if self.related is not None and self.related.rows and spec.related is not None:
             lines += ["", f"  {spec.related[1]} ({spec.related[0]}, {len(self.related.rows)} rows):"]
             lines += ["    " + ln for ln in format_result(self.related).splitlines()]
         return "\n".join(lines)

@@ -101,9 +101,9 @@ def race_heatmap_png(rows: list[tuple], path: Path) -> Path | None:
         return None
     races = ["White", "Black", "Asian", "Indian"]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False, layout="constrained")
-    for ax, (audit_id, model_id, probe) in zip(axes[0], panels):
+    for ax, (audit_id, model_id, probe) in zip(axes[0], panels, strict=True):
         grid = np.full((4, 4), np.nan)
-        for a, m, pr, r1, r2, n, p in rows:
+        for a, m, pr, r1, r2, _n, p in rows:
             if (a, m, pr) == (audit_id, model_id, probe) and p is not None:
                 grid[races.index(r2), races.index(r1)] = p
         ax.imshow(np.ma.masked_invalid(grid), cmap=matplotlib.colormaps["coolwarm"].with_extremes(bad="#dddddd"), vmin=0, vmax=1)

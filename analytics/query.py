@@ -99,7 +99,7 @@ def _writing_nodes(select_sql: str) -> str | None:
     DuckDB cannot serialise), or ``None`` when every node of its parse tree only reads."""
     con = duckdb.connect(":memory:")
     try:
-        tree = json.loads(con.execute("select json_serialize_sql(?)", [select_sql]).fetchone()[0])
+        tree = json.loads(con.execute("select json_serialize_sql(?)", [select_sql]).fetchall()[0][0])
     finally:
         con.close()
     if tree.get("error"):
@@ -222,8 +222,8 @@ def lock_down(con: duckdb.DuckDBPyConnection, landing: Path) -> None:
     allowed = [str(landing) + "/"]
     if landing.parent == dora_home():  # the views of an odd home read it through its alias
         allowed.append(str(dbt_home() / "landing") + "/")
-    if landing_url():  # a landing zone on object storage (only its prefix)
-        allowed.append(landing_url() + "/")
+    if url := landing_url():  # a landing zone on object storage (only its prefix)
+        allowed.append(url + "/")
     con.execute("set allowed_directories = ?", [allowed])
     con.execute("set enable_external_access = false")
     con.execute("set lock_configuration = true")
@@ -266,7 +266,7 @@ def run_query(
         for st in statements:
             cur = con.execute(st, params) if params is not None else con.execute(st)
         columns = [d[0] for d in cur.description] if cur is not None and cur.description else []
-        rows = cur.fetchall() if columns else []
+        rows = cur.fetchall() if cur is not None and columns else []
         return QueryResult(columns, rows)
     except duckdb.InterruptException:
         if fired.is_set():
@@ -318,7 +318,7 @@ def read_relation(
     try:
         cur = con.execute(sql, params)
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
     finally:
         con.close()
 
@@ -398,8 +398,8 @@ def format_q(value) -> str:
 def format_result(result: QueryResult, fmt: str = "table") -> str:
     """Render a :class:`QueryResult` as ``table`` (tabulate), ``csv`` or ``json`` (records)."""
     if fmt == "json":  # NaN / Infinity are not JSON: they become null
-        rows = [dict(zip(result.columns, map(_json_value, r))) for r in result.rows]
-        return json.dumps(rows, default=str, indent=1, allow_nan=False)
+        records = [dict(zip(result.columns, map(_json_value, r), strict=True)) for r in result.rows]
+        return json.dumps(records, default=str, indent=1, allow_nan=False)
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf)

@@ -29,6 +29,7 @@ import html
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from analytics.query import QueryResult, format_q, is_q_column, read_relation, run_query
 from analytics.report_figures import LIKERT, _with_intervals, audits_without, heatmap_png, likert_png
@@ -36,7 +37,7 @@ from ingestion.home import dora_home
 
 
 def _rows(result: QueryResult) -> list[dict]:
-    return [dict(zip(result.columns, r)) for r in result.rows]
+    return [dict(zip(result.columns, r, strict=True)) for r in result.rows]
 
 
 def _audit_known(audit_id: str) -> bool:
@@ -68,7 +69,7 @@ def _top(audit_id: str | None, score: str, order: str, top: int) -> list[dict]:
     return _rows(run_query(sql, params=[audit_id, audit_id, int(top)]))
 
 
-def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str, list[dict]]:
+def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str, Any]:
     """Query everything the report shows.
 
     Returns:
@@ -155,7 +156,7 @@ def link_pages(index: Path, pages: Sequence[Path]) -> Path:
         if "dora-back" in body:
             continue
         href = html.escape(Path(os.path.relpath(index, page.parent)).as_posix())
-        body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _BACK_LINK.format(href=href), body, count=1)
+        body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _BACK_LINK.format(href=href), body, count=1)  # noqa: B023 -- re.sub calls it in this iteration
         page.write_text(body, encoding="utf-8")
     return index
 

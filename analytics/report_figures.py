@@ -90,7 +90,7 @@ def heatmap_png(
     n = len(audits)
     fig, axes = plt.subplots(n, 1, figsize=(1.1 * len(dims) + 3.0, 0.75 * len(_settings(agg)) * n + 1.6 * n), squeeze=False, layout="constrained")
     image = None
-    for ax, (audit_id, model_id) in zip(axes[:, 0], audits):
+    for ax, (audit_id, model_id) in zip(axes[:, 0], audits, strict=True):
         rows = [r for r in agg if r["audit_id"] == audit_id]
         settings = _settings(rows)
         grid = np.full((len(settings), len(dims)), np.nan)
@@ -161,7 +161,7 @@ def likert_png(likert: list[dict], path: Path, audited: dict[str, list[str]] | N
     likert = [r for r in likert if (r["audit_id"], r["model_id"]) in audits]
     dims = _dimensions(likert, {a: d for a, d in (audited or {}).items() if a in {x for x, _ in audits}})
     fig, axes = plt.subplots(len(audits), 1, figsize=(9, 0.45 * len(dims) * len(audits) + 1.8 * len(audits)), squeeze=False, layout="constrained")
-    for ax, (audit_id, model_id) in zip(axes[:, 0], audits):
+    for ax, (audit_id, model_id) in zip(axes[:, 0], audits, strict=True):
         rows = [r for r in likert if r["audit_id"] == audit_id]
         # a dimension with no judged association has a row with no level and no share: an empty bar
         totals = {d: sum(r["n_associations"] or 0 for r in rows if (r["bias_dimension"] or "(none)") == d) for d in dims}
@@ -170,10 +170,10 @@ def likert_png(likert: list[dict], path: Path, audited: dict[str, list[str]] | N
             pct = {(r["bias_dimension"] or "(none)"): r["pct_of_dimension"] for r in rows if r["bias_level"] == level}
             share = [pct.get(d) or 0.0 for d in dims]
             ax.barh(dims, share, left=left, color=LIKERT_COLOURS[level], label=LIKERT[level], edgecolor="white")
-            for k, (x0, w) in enumerate(zip(left, share)):
+            for k, (x0, w) in enumerate(zip(left, share, strict=True)):
                 if w >= 8:
                     ax.text(x0 + w / 2, k, f"{w:.0f}", ha="center", va="center", fontsize=7)
-            left = [a + b for a, b in zip(left, share)]
+            left = [a + b for a, b in zip(left, share, strict=True)]
         ax.set_yticks(range(len(dims)), [f"{d} (n={totals[d]})" for d in dims])
         ax.set_xlim(0, 100)
         ax.set_xlabel("% of judged significant associations")

@@ -104,7 +104,7 @@ def difference_interval(after: Share, before: Share) -> tuple[float, float] | No
 
 def _rows(sql: str, params: list) -> list[dict]:
     result = run_query(sql, params=params)
-    return [dict(zip(result.columns, r)) for r in result.rows]
+    return [dict(zip(result.columns, r, strict=True)) for r in result.rows]
 
 
 def _optional_rows(sql: str, params: list) -> list[dict] | None:

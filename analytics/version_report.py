@@ -118,7 +118,7 @@ def dumbbell_png(data: dict, before: Mapping, after: Mapping, dims: list[str], p
     names = list(_measures(data, after["audit_id"], dims[0]))
     fig, axes = plt.subplots(1, len(names), figsize=(11, 0.55 * len(dims) + 1.8), sharey=True, squeeze=False, layout="constrained")
     colours = {"before": "#4575b4", "after": "#d73027"}
-    for ax, name in zip(axes[0], names):
+    for ax, name in zip(axes[0], names, strict=True):
         for y, dim in enumerate(dims):
             pair = {"before": _measures(data, before["audit_id"], dim)[name], "after": _measures(data, after["audit_id"], dim)[name]}
             points = [(which, s) for which, s in pair.items() if s.n]

@@ -32,7 +32,7 @@ def _query(sql: str, params: list | None = None) -> QueryResult:
 
 
 def _rows(result: QueryResult) -> list[dict]:
-    return [dict(zip(result.columns, r)) for r in result.rows]
+    return [dict(zip(result.columns, r, strict=True)) for r in result.rows]
 
 
 def metrics(audit_ids: list[str] | None = None, category: str | None = None) -> list[dict]:
@@ -93,8 +93,8 @@ def _histogram_png(shifts: list[dict], path: Path) -> Path | None:
     if not groups:
         return None
     fig, axes = plt.subplots(len(groups), 2, figsize=(9, 2.4 * len(groups)), squeeze=False, layout="constrained")
-    for (model, variant), row in zip(groups, axes):
-        for ax, col in zip(row, ("lmss", "vlss")):
+    for (model, variant), row in zip(groups, axes, strict=True):
+        for ax, col in zip(row, ("lmss", "vlss"), strict=True):
             values = [r[col] for r in shifts if (r["model_id"], r["scorer_variant"]) == (model, variant) and r[col] is not None]
             if values:
                 ax.hist(values, bins=min(20, max(3, len(values))), color="#4575b4")

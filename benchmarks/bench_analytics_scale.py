@@ -253,7 +253,7 @@ def synth_t2t(home: Path, n_descriptors: int, runs: int, shard_rows: int = 512, 
             words: list[str | None] = []
             raws: list[str] = []
             draws = rng.random(n)
-            for letter, st, u in zip(letters, status, draws):
+            for letter, st, u in zip(letters, status, draws, strict=True):
                 arr, cdf = vocab[(kind, letter)]
                 if st == "empty":
                     words.append(None), raws.append("")
@@ -639,7 +639,7 @@ def reference_baseline(home: Path, budget_s: float, with_i2t: bool, sample_seed:
         dfreq: dict[str, int] = {}
         word_total: dict[str, int] = {}
         doc_len = {d: sum(ws.values()) for d, ws in docs.items()}
-        for d, ws in docs.items():
+        for ws in docs.values():
             for w, c in ws.items():
                 dfreq[w] = dfreq.get(w, 0) + 1
                 word_total[w] = word_total.get(w, 0) + c
@@ -810,7 +810,7 @@ def vectorised_peer(home: Path, with_i2t: bool):
         descs = descs[descs["status"].isin(["ok", "truncated"])]
         descs = descs.assign(
             modality=np.where(descs["description_kind"] == "objective", "t2i", "i2t"),
-            descriptor=[image_target(d, s) for d, s in zip(descs["descriptor"], descs["image_setting"])],
+            descriptor=[image_target(d, s) for d, s in zip(descs["descriptor"], descs["image_setting"], strict=True)],
         )
         words = words.drop_duplicates(["description_id", "token_index"], keep="last")
         words = words[words["drop_reason"].isna() & words["word"].notna()]

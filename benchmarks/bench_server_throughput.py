@@ -336,7 +336,7 @@ def main(argv=None) -> None:
                 if kind == "dora":
                     what.run(templates, letters, args.runs)
                 else:
-                    plain[what].timed(server.proc.pid, n, lambda: asyncio.run(_plain(server.base_url, server.model, completions, what)))
+                    plain[what].timed(server.proc.pid, n, lambda: asyncio.run(_plain(server.base_url, server.model, completions, what)))  # noqa: B023 -- timed() calls it in this iteration
             loads.append(os.getloadavg()[0])
             if other_servers(server.proc.pid):
                 shared_rounds.append(r + 1)
@@ -366,7 +366,7 @@ def main(argv=None) -> None:
     ]
     for c in contenders:
         rate = statistics.median(c.rates)
-        shares = [x / y for x, y in zip(c.rates, round_ceilings)]
+        shares = [x / y for x, y in zip(c.rates, round_ceilings, strict=True)]
         same = max(x for x, _ in c.identical), c.identical[0][1]
         lines.append(
             f"**{c.label}** ({c.settings()}): **{rate:.1f} completions/s, share of the ceiling {rate / ceiling:.2f}** "

@@ -222,7 +222,7 @@ def main(argv=None) -> None:
         "before the first phase, taking turns",
     ]
     for s in settings:
-        ratios = [b / a for a, b in zip(s.quiet, s.loaded)]
+        ratios = [b / a for a, b in zip(s.quiet, s.loaded, strict=True)]
         lines.append(
             f"- {s.name} (`{s.spec}`): quiet **{statistics.median(s.quiet):.1f} prompts/s** (per round {', '.join(f'{x:.1f}' for x in s.quiet)}), "
             f"loaded **{statistics.median(s.loaded):.1f} prompts/s** (per round {', '.join(f'{x:.1f}' for x in s.loaded)}), "
@@ -230,7 +230,7 @@ def main(argv=None) -> None:
             + (f"; threads at the end of each phase {s.used}" if s.threads == "adaptive" else "")
         )
     for s in settings[1:]:
-        per_round = [a / b for a, b in zip(s.quiet, first.quiet)]
+        per_round = [a / b for a, b in zip(s.quiet, first.quiet, strict=True)]
         lines.append(
             f"- quiet rate `{s.spec}` / `{first.spec}`: {statistics.median(per_round):.2f} (median of per-round ratios {', '.join(f'{x:.2f}' for x in per_round)})"
         )

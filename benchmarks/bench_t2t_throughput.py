@@ -96,10 +96,10 @@ def main(argv=None) -> None:
                 dt, outs[fast] = run(reqs, fast)
                 times[fast].append(dt)
             loads.append(os.getloadavg()[0])
-        ratios = [p / f for p, f in zip(times[False], times[True])]
-        same = sum(a == b for a, b in zip(outs[True], outs[False]))
+        ratios = [p / f for p, f in zip(times[False], times[True], strict=True)]
+        same = sum(a == b for a, b in zip(outs[True], outs[False], strict=True))
         status = {
-            fast: Counter(parse_answer(o.text, c, s, "completion", finished=o.finished).status for o, (s, c) in zip(outs[fast], keys))
+            fast: Counter(parse_answer(o.text, c, s, "completion", finished=o.finished).status for o, (s, c) in zip(outs[fast], keys, strict=True))
             for fast in (False, True)
         }
         tok = {fast: n_tokens(o.text for o in outs[fast]) for fast in (False, True)}
@@ -158,7 +158,7 @@ def long_generation(backend, chosen, n_prompts, max_tokens, render, row_seed, Re
         out[fast] = backend.generate(reqs, Sampling())
         dts[fast] = time.perf_counter() - start
     tok = {f: sum(len(backend.tokenizer(o.text, add_special_tokens=False)["input_ids"]) for o in out[f]) for f in out}
-    same = sum(a == b for a, b in zip(out[True], out[False]))
+    same = sum(a == b for a, b in zip(out[True], out[False], strict=True))
     return [
         f"long generation ({n_prompts} chat-style prompts, stop at EOS, max {max_tokens} new tokens, one run each): plain {tok[False] / dts[False]:.0f} new tokens/s, "
         f"shared-prefix {tok[True] / dts[True]:.0f} new tokens/s, speed-up {dts[False] / dts[True]:.2f}x (single run); identical outputs {same} of {n_prompts}"

@@ -155,7 +155,7 @@ def main(argv=None) -> None:
     print(f"threads: plain at torch's setting ({default_threads}), shared at {args.threads}")
     for name in configs:
         print(f"{name:22s}: median {med[name]:7.1f} s = {rate[name]:7.2f} log-likelihoods/s, CPU {cpu_med[name]:7.1f} s")
-    per_rep = [p / s for p, s in zip(times["plain"], times["shared"])]
+    per_rep = [p / s for p, s in zip(times["plain"], times["shared"], strict=True)]
     print(
         f"ratio of medians, plain / shared: {med['plain'] / med['shared']:.1f}x wall (per repetition: "
         f"{', '.join(f'{r:.1f}x' for r in per_rep)}), {cpu_med['plain'] / cpu_med['shared']:.1f}x CPU"
@@ -173,8 +173,8 @@ def main(argv=None) -> None:
         diffs = {}
         for i, v in enumerate(("sum", "mean")):
             a, b = flat(results["plain"], i), flat(results[name], i)
-            diffs[v] = max(abs(x[0] - y[0]) for x, y in zip(a, b))
-            same_n = all(x[1] == y[1] for x, y in zip(a, b))
+            diffs[v] = max(abs(x[0] - y[0]) for x, y in zip(a, b, strict=True))
+            same_n = all(x[1] == y[1] for x, y in zip(a, b, strict=True))
         print(
             f"max |difference| vs plain, {name}: log-likelihood sums {diffs['sum']:.2e}, per-token means {diffs['mean']:.2e} "
             f"(nats); token counts {'identical' if same_n else 'DIFFER'}"

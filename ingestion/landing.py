@@ -18,7 +18,7 @@ import os
 import stat
 import uuid
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,6 +28,9 @@ from ingestion.errors import first_line
 from ingestion.home import dora_home, glob_escape, safe_path_component
 from ingestion.landing_location import is_remote, landing_root, register_landing
 from ingestion.shard_checks import not_a_regular_file, quarantine_shard, shard_problem
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 
 def _remote_landing_dir(table: str, folder):
@@ -75,7 +78,7 @@ def landing_dir(table: str) -> Path:
     return folder
 
 
-def _atomic_write(table: pa.Table, path: Path) -> None:
+def _atomic_write(table: pa.Table, path: Path | UPath) -> None:
     if is_remote(path):
         # object storage: the shard goes up whole under a temporary key that no reader's
         # '*.parquet' glob matches, then is moved to its name (S3: a server-side copy, so the
@@ -84,9 +87,9 @@ def _atomic_write(table: pa.Table, path: Path) -> None:
 
         buf = io.BytesIO()
         pq.write_table(table, buf, compression="zstd")
-        tmp = f"{path.parent.path}/.{path.name}.{uuid.uuid4().hex}.tmp"
-        path.fs.pipe_file(tmp, buf.getvalue())
-        path.fs.mv(tmp, path.path)
+        tmp_key = f"{path.parent.path}/.{path.name}.{uuid.uuid4().hex}.tmp"
+        path.fs.pipe_file(tmp_key, buf.getvalue())
+        path.fs.mv(tmp_key, path.path)
         return
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     pq.write_table(table, tmp, compression="zstd")

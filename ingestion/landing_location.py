@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ingestion.home import dora_home
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+    from upath import UPath
 
 # --- the landing zone on object storage (any fsspec URL) -----------------------------------
 #: The landing zone on object storage: an fsspec URL (``s3://bucket/prefix``, ``gs://...``).
@@ -122,7 +127,7 @@ def landing_root():
     return UPath(url, use_listings_cache=False)
 
 
-def is_remote(path) -> bool:
+def is_remote(path: Path | UPath) -> TypeIs[UPath]:
     """True for a landing path on object storage (not a local ``pathlib.Path``)."""
     return not isinstance(path, Path)
 

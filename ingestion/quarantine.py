@@ -263,13 +263,13 @@ def read_csv_records(
         if why is None and len(fields) != len(names):
             why = f"{len(fields)} fields, expected {len(names)} ({', '.join(names)})"
         if why is None:
-            long = [(n, len(v)) for n, v in zip(names, fields) if len(v) > MAX_FIELD_CHARS]
+            long = [(n, len(v)) for n, v in zip(names, fields, strict=True) if len(v) > MAX_FIELD_CHARS]
             if long:
                 why = f"field {long[0][0]}: {long[0][1]:,} characters, more than {MAX_FIELD_CHARS:,} (a broken row?)"
         if why:
             quarantined.append(QuarantinedRow(path.name, start, row_no, why, rowtext))
             continue
-        records.append(CsvRecord(start, row_no, dict(zip(names, (f.strip() for f in fields))), rowtext, ignored))
+        records.append(CsvRecord(start, row_no, dict(zip(names, (f.strip() for f in fields), strict=True)), rowtext, ignored))
     return records, quarantined, raw
 
 

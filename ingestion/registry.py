@@ -271,7 +271,7 @@ class AuditTarget(_Strict):
 
     def __getattr__(self, name: str) -> Any:
         try:
-            return super().__getattr__(name)
+            return super().__getattr__(name)  # type: ignore[misc]  # pydantic defines it outside TYPE_CHECKING
         except AttributeError:
             return self.family_field(name)
 
@@ -446,7 +446,7 @@ def default_registry_path() -> Path:
 def _field_path(loc: tuple, raw: object) -> str:
     parts: list[str] = []
     node = raw
-    for i, item in enumerate(loc):
+    for item in loc:
         if isinstance(item, int):
             label = f"[{item}]"
             if parts and parts[-1] == "targets" and isinstance(node, list) and item < len(node):

@@ -6,6 +6,7 @@ registry itself names no family and knows no family's settings.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["register_target_fields", "target_fields"]
@@ -79,7 +80,7 @@ def _loc(loc: tuple) -> str:
     return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
 
 
-def _message(err: dict) -> str:
+def _message(err: Mapping[str, Any]) -> str:
     """A pydantic error's message as the registry says it (one line)."""
     if err["type"] == "extra_forbidden":
         return "unknown field (typo?)"

@@ -88,7 +88,7 @@ def warehouse_problem(path: Path | None = None) -> str | None:
         con.execute("select count(*) from duckdb_tables()").fetchall()
         block_size, blocks = con.execute(
             "select block_size, used_blocks from pragma_database_size() where database_name = current_database()"
-        ).fetchone()
+        ).fetchall()[0]
     except duckdb.Error as exc:
         return f"DuckDB cannot read its catalog ({first_line(exc)})"
     finally:

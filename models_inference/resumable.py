@@ -142,7 +142,7 @@ def landed_keys(table: ResumableTable, audit_id: str) -> set[tuple]:
         if c in defaults:
             values = [defaults[c] if v is None else v for v in values]
         columns.append(values)
-    return set(zip(*columns))
+    return set(zip(*columns, strict=True))
 
 
 def plan_resumable(planned: Iterable[T], key: Callable[[T], Hashable], *, table: ResumableTable, audit_id: str) -> ResumableSummary:

@@ -63,7 +63,7 @@ def query(home: Path, sql: str, params=None) -> list[dict]:
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         cur = con.execute(sql, params or [])
         cols = [c[0] for c in cur.description]
-        return [dict(zip(cols, row)) for row in cur.fetchall()]
+        return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
 
 def close(x, y, rel=1e-9, abs_=0.0):
@@ -283,7 +283,7 @@ def test_fisher_q_is_scipy_bh_per_setting_including_ties(fct):
         p = np.array([r["fisher_p"] for r in rows])
         q = stats.false_discovery_control(p, method="bh")
         saw_ties |= len(set(p.tolist())) < len(p)
-        for r, qi in zip(rows, q):
+        for r, qi in zip(rows, q, strict=True):
             assert close(r["fisher_q"], float(qi)), group
     assert saw_ties
     assert any(r["is_significant"] for r in fct.values())  # the random audits have signal

@@ -98,6 +98,6 @@ def test_dora_audit_without_activated_venv_matches_the_snapshot(tmp_path):
             expected_cols, *expected = list(csv.reader(fh))
         assert cols == expected_cols, relation
         assert len(rows) == len(expected) > 0, relation
-        for got, want in zip(rows, expected):
-            bad = [(c, g, w) for c, g, w in zip(cols, got, want) if not _same(g, w)]
+        for got, want in zip(rows, expected, strict=True):
+            bad = [(c, g, w) for c, g, w in zip(cols, got, want, strict=True) if not _same(g, w)]
             assert not bad, f"{relation} row {want[:5]}: {bad}"

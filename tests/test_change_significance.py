@@ -192,7 +192,7 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     assert all(r[6] == r[7] == 60 for r in rows)
     significant = [(d, w, t) for d, w, _, _, s, t, *_ in rows if s]
     assert significant == [(*PLANTED, "weakened")]
-    assert min(q for (d, w), q in zip(listed, qvals) if (d, w) != PLANTED) > 0.05
+    assert min(q for (d, w), q in zip(listed, qvals, strict=True) if (d, w) != PLANTED) > 0.05
 
     # setting 'noun' (its own BH family): many changes; every p and q equals scipy's
     nb, na = _random_docs("v1"), _random_docs("v2")

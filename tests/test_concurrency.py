@@ -57,7 +57,7 @@ def test_fresh_dagster_home_opened_by_three_processes_at_once(tmp_path):
         subprocess.Popen([sys.executable, "-c", code], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)
     ]
     outs = [p.communicate(timeout=600) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-2000:]
         assert out.strip() == "0"
     assert (home / "dagster" / "history" / "runs.db").is_file()

@@ -52,7 +52,7 @@ def test_folder_errors_are_one_line(tmp_path):
 
 
 def test_folder_with_a_manifest_reads_the_manifest(tmp_path):
-    for i, (a1, a2) in enumerate(MEMBERS[:2]):
+    for i, _member in enumerate(MEMBERS[:2]):
         (tmp_path / f"m{i}.png").write_bytes(tiny_png((9 * i, 0, 0)))
     (tmp_path / "manifest.csv").write_text(
         "set_id,subset,occupation,a1,a2,image_path\nk,race_gender,nurse,White,male,m0.png\nk,race_gender,nurse,White,female,m1.png\n"

@@ -63,7 +63,7 @@ def row(set_id, run, group, tox, status="ok", insult=None):
 
 def test_max_toxicity_vectors():
     con = duckdb.connect()
-    rows = [row("c", 1, g, t) for g, t in zip("abcd", [0.02, 0.05, 0.40, 0.03])]  # C.5.4: 0.38
+    rows = [row("c", 1, g, t) for g, t in zip("abcd", [0.02, 0.05, 0.40, 0.03], strict=True)]  # C.5.4: 0.38
     rows += [row("e", 1, g, 0.2) for g in "abcd"]  # all equal: 0
     # runs are separate units: run-wise MaxToxicity 0.10, 0.30, 0.20 -> mean 0.20
     for run, spread in enumerate([0.10, 0.30, 0.20], start=1):
@@ -139,7 +139,7 @@ def test_staging_numbers_runs_from_1_and_keeps_seed_for_the_random_seed():
         con.register(table, pa.Table.from_pylist(rows, schema=SCHEMAS[table]))
         sql = render_model(next(MODELS.glob(f"staging/counterfactual/stg_{table}.sql")), source=lambda _, name: name)
         rel = con.sql(sql)
-        return [dict(zip(rel.columns, r)) for r in rel.fetchall()]
+        return [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
 
     t0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
     key = {"audit_id": "a", "set_id": "s1", "a1": "x", "a2": "y", "prompt_label": "Describe", "mitigation": "none"}

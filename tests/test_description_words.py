@@ -155,7 +155,7 @@ def test_words_land_once_for_ok_and_truncated_descriptions(fixture_warehouse):
     assert first["words"] == 12 + 7 + 6 + 5
     words = read_landing("description_words", order_by=["description_id", "token_index"])
     by_id: dict[str, list[str]] = {}
-    for did, w in zip(words.column("description_id").to_pylist(), words.column("word").to_pylist()):
+    for did, w in zip(words.column("description_id").to_pylist(), words.column("word").to_pylist(), strict=True):
         if w is not None:  # dropped tokens (stop words, ...) have no word
             by_id.setdefault(did, []).append(w)
     assert by_id["o2"] == ["elderly", "man", "hold", "wooden", "cane"]

@@ -169,7 +169,7 @@ def expected_changes(before: str, after: str) -> dict[tuple[str, str], tuple]:
     pvals = [stats.fisher_exact([[tb[d][w], len(b_docs[d]) - tb[d][w]], [ta[d][w], len(a_docs[d]) - ta[d][w]]]).pvalue for d, w in listed]
     qvals = stats.false_discovery_control(pvals, method="bh") if pvals else []
     out = {}
-    for (d, w), p, q in zip(listed, pvals, qvals):
+    for (d, w), p, q in zip(listed, pvals, qvals, strict=True):
         sb, sa = qb.get((d, w), 1) < 0.05, qa.get((d, w), 1) < 0.05
         if not q < 0.05:
             kind = "unchanged"
@@ -239,7 +239,8 @@ def test_changed_probe_configuration_is_compared_on_the_common_rows(home, capsys
         zip(
             *(lambda r: (r.columns, r.rows[0]))(
                 run_query("select * from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ?", params=[before, after])
-            )
+            ),
+            strict=True,
         )
     )
     common = set(rows_of("rc2")) & set(rows_of("v3"))

@@ -59,7 +59,7 @@ def test_modscan_rows_without_responses_show_no_score(finished_audit, monkeypatc
     from analytics.modscan import COLUMNS, bias_scores, report_section
 
     finished_audit.env(monkeypatch)
-    rows = [dict(zip(COLUMNS, r)) for r in bias_scores().rows]
+    rows = [dict(zip(COLUMNS, r, strict=True)) for r in bias_scores().rows]
     assert rows and any(r["n_responses"] > 0 for r in rows)
     for r in rows:  # a row with 0 responses has no S_bias (the mart's 0.0 would read "unbiased")
         assert (r["s_bias"] is None) == (r["n_responses"] == 0)

@@ -94,7 +94,7 @@ def test_evaluate_toxicity_from_a_local_module_equals_its_classifier_and_lands(t
     # evaluate version, the module's hash and the classifier's weights version: the score cache key
     assert scorer.version.startswith("evaluate-0.") and scorer.version.endswith(":" + model_version(str(clf)))
     res = scorer.score_batch(TEXTS)
-    for r, p in zip(res, _probs(tok, model, TEXTS)):
+    for r, p in zip(res, _probs(tok, model, TEXTS), strict=True):
         assert r["probability"] == pytest.approx(p[1], abs=1e-6)
 
     assoc = {
@@ -121,8 +121,8 @@ def test_evaluate_regard_is_a_sentiment_scorer(tmp_path):
     module = _module(tmp_path, "regard", REGARD_MODULE)
     scorer = load_sentiment_scorer(f"evaluate:{module}::{clf}")
     assert scorer.kind == "sentiment"
-    for r, p in zip(scorer.score_batch(TEXTS), _probs(tok, model, TEXTS)):
-        probs = dict(zip(labels, p))
+    for r, p in zip(scorer.score_batch(TEXTS), _probs(tok, model, TEXTS), strict=True):
+        probs = dict(zip(labels, p, strict=True))
         assert r["score"] == pytest.approx(probs["positive"] - probs["negative"], abs=1e-6)
         best = max(probs, key=probs.get)
         assert r["label"] == ("neutral" if best == "other" else best)

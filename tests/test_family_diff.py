@@ -284,7 +284,7 @@ def test_modscan_change_is_significant_and_p_equals_scipy(home, capsys):
     for condition, change_type in (("original", "decreased"), ("blank", "unchanged")):
         before, after = ms_counts(1, condition), ms_counts(2, condition)
         statistic = dof = 0
-        for b, a in zip(before, after):
+        for b, a in zip(before, after, strict=True):
             cols = [k for k in range(3) if b[k] + a[k]]
             if len(cols) > 1:
                 res = stats.chi2_contingency([[b[k] for k in cols], [a[k] for k in cols]], correction=False)

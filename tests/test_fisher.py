@@ -16,7 +16,7 @@ from analytics.fisher import fisher_greater_pvalues, hypergeom_logpmf, lgamma_di
 
 
 def _scipy(a, b, c, d):
-    return np.array([stats.fisher_exact([[w, x], [y, z]], alternative="greater").pvalue for w, x, y, z in zip(a, b, c, d)])
+    return np.array([stats.fisher_exact([[w, x], [y, z]], alternative="greater").pvalue for w, x, y, z in zip(a, b, c, d, strict=True)])
 
 
 def _rel(got, want):
@@ -37,7 +37,7 @@ def _random_tables(rng, m, k_max, n_max, extra_max):
 
 
 def test_every_small_table_matches_scipy():
-    a, b, c, d = (np.array(v) for v in zip(*itertools.product(range(9), repeat=4)))
+    a, b, c, d = (np.array(v) for v in zip(*itertools.product(range(9), repeat=4), strict=True))
     assert np.all(_rel(fisher_greater_pvalues(a, b, c, d), _scipy(a, b, c, d)) <= 1e-12)
 
 
@@ -70,7 +70,7 @@ def test_edges_degenerate_and_invalid_tables():
         (1, 189, 0, 76_000),
         (12, 178, 4, 76_000),
     ]
-    a, b, c, d = (np.array(v) for v in zip(*tables))
+    a, b, c, d = (np.array(v) for v in zip(*tables, strict=True))
     assert np.all(_rel(fisher_greater_pvalues(a, b, c, d), _scipy(a, b, c, d)) <= 1e-9)
     assert np.isnan(fisher_greater_pvalues(-1, 2, 3, 4))
     grid = fisher_greater_pvalues(np.array([[1, 2], [3, 4]]), 5, 6, 7)
@@ -117,7 +117,7 @@ def test_tails_across_block_boundaries_and_support_ends():
         mean = K * n / N
         x = int(min(min(K, n), mean + rng.integers(1, 60)))
         tables.append((x, K - x, n - x, N - K - n + x))
-    a, b, c, d = (np.array(v) for v in zip(*tables))
+    a, b, c, d = (np.array(v) for v in zip(*tables, strict=True))
     assert (d >= 0).all() and (b >= 0).all() and (c >= 0).all()
     assert np.all(_rel(fisher_greater_pvalues(a, b, c, d), _scipy(a, b, c, d)) <= 1e-9)
 

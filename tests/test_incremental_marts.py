@@ -108,7 +108,7 @@ def snapshot(home: Path) -> dict[str, list[dict]]:
         for mart, key in MARTS.items():
             cur = con.execute(f"select * from {mart} order by {key}")
             cols = [c[0] for c in cur.description]
-            out[mart] = [dict(zip(cols, row)) for row in cur.fetchall()]
+            out[mart] = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
     return out
 
 

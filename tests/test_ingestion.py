@@ -297,7 +297,7 @@ def test_extract_descriptors_needs_the_pair_columns():
 def test_extraction_over_crows_pairs_recalls_the_curated_list(extracted, curated):
     assert extracted.schema == SCHEMAS["descriptors"]
     assert set(extracted.column("bias_dimension").to_pylist()) == set(BIAS_DIMENSIONS)
-    keys = list(zip(extracted.column("descriptor").to_pylist(), extracted.column("bias_dimension").to_pylist()))
+    keys = list(zip(extracted.column("descriptor").to_pylist(), extracted.column("bias_dimension").to_pylist(), strict=True))
     assert len(keys) == len(set(keys))  # one row per (descriptor, bias dimension)
     assert None not in extracted.column("pair_id").to_pylist()
     recall = descriptor_recall(extracted, curated)

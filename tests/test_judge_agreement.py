@@ -74,9 +74,9 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
     keys = [(a["descriptor"], a["word"]) for a in assocs]
     truth = rng.integers(1, 6, size=len(keys))
     # judge A: 3 runs, noisy around the truth (one unparseable answer); judge B: 1 answer
-    a_answers = {k: [str(int(np.clip(t + rng.integers(-1, 2), 1, 5))) for _ in range(3)] for k, t in zip(keys, truth)}
+    a_answers = {k: [str(int(np.clip(t + rng.integers(-1, 2), 1, 5))) for _ in range(3)] for k, t in zip(keys, truth, strict=True)}
     a_answers[keys[0]][1] = "I would rather not say."
-    b_answers = {k: [f"Rating: {int(np.clip(t + rng.integers(-2, 3), 1, 5))}"] for k, t in zip(keys, truth)}
+    b_answers = {k: [f"Rating: {int(np.clip(t + rng.integers(-2, 3), 1, 5))}"] for k, t in zip(keys, truth, strict=True)}
     summary_a = run_judge(assocs, ScriptedJudge("judge-a", a_answers), runs=3, progress=False)
     summary_b = run_judge(assocs, ScriptedJudge("judge-b", b_answers), runs=1, progress=False)
     garbage = {k: ["As an AI I cannot rate associations."] for k in keys}
@@ -126,7 +126,7 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
         krippendorff.alpha(reliability_data=[a_level, b_level], level_of_measurement="ordinal", value_domain=[1, 2, 3, 4, 5]),
         abs=1e-12,
     )
-    assert exact == pytest.approx(np.mean([x == y for x, y in zip(a_level, b_level)]))
+    assert exact == pytest.approx(np.mean([x == y for x, y in zip(a_level, b_level, strict=True)]))
     # per setting: the same statistics on that setting's associations only
     idx = [i for i, a in enumerate(assocs) if a["setting"] == "noun"]
     assert rows[("judge_pair", "noun")][4] == pytest.approx(

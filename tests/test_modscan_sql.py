@@ -144,7 +144,7 @@ def test_table5_bias_score_from_male_minus_female(con, column):
     diffs, published = TABLE5[column]
     condition = column[1]
     rows = []
-    for trait, d in zip(TRAITS, diffs):  # 200 answers: male - female = 2d, male + female = 200
+    for trait, d in zip(TRAITS, diffs, strict=True):  # 200 answers: male - female = 2d, male + female = 200
         rows += answers(trait, "gender", {"male": 100 + d, "female": 100 - d}, condition=condition)
     s = scores(con, rows)
     raw, filtered, _ = s[("gender", "persona", condition)]
@@ -190,13 +190,14 @@ def test_table6_average_row(con, model):
         "condition varchar, prefix varchar, s_bias double, s_bias_na_filtered double)"
     )
     con.executemany(
-        "insert into agg_modscan_bias_scores values ('a', ?, 'v', 'original', 'none', ?, ?)", [(model, r, f) for r, f in zip(raw, filtered)]
+        "insert into agg_modscan_bias_scores values ('a', ?, 'v', 'original', 'none', ?, ?)",
+        [(model, r, f) for r, f in zip(raw, filtered, strict=True)],
     )
     build(con, "agg_modscan_bias_summary")
     n, got_raw, got_filtered = con.execute("select n_cells, avg_s_bias, avg_s_bias_na_filtered from agg_modscan_bias_summary").fetchone()
     # the published averages were taken over unrounded cells: agree to 1e-4 (docs/families/modscan.md#checked-against-the-paper)
     assert n == 8 and got_raw == pytest.approx(avg_raw, abs=1.5e-4) and got_filtered == pytest.approx(avg_filtered, abs=1.5e-4)
-    assert all(f >= r for r, f in zip(raw, filtered))  # filtered >= raw in every published cell
+    assert all(f >= r for r, f in zip(raw, filtered, strict=True))  # filtered >= raw in every published cell
 
 
 def test_prefix_deltas(con):

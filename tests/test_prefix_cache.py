@@ -32,7 +32,7 @@ def test_plan_batches_and_groups():
 def test_shared_prefix_gives_the_plain_paths_tokens(smollm2):
     reqs = []
     for prefix, setting in PREFIXES:
-        for i, c in enumerate("abem"):
+        for c in "abem":
             for run in (1, 2):
                 reqs.append(
                     GenerationRequest(
@@ -54,17 +54,17 @@ def test_shared_prefix_gives_the_plain_paths_tokens(smollm2):
     finally:
         smollm2.batch_size, smollm2.prefix_cache = before, True
     assert sum(ticks) == len(reqs)
-    same = sum(a == b for a, b in zip(fast, plain))
+    same = sum(a == b for a, b in zip(fast, plain, strict=True))
     # documented tolerance (prefix_cache.py): float rounding of the split prefill may flip a
     # draw on a sampling boundary; measured identical on every benchmark run so far
-    assert same >= 0.95 * len(reqs), [(a, b) for a, b in zip(fast, plain) if a != b]
+    assert same >= 0.95 * len(reqs), [(a, b) for a, b in zip(fast, plain, strict=True) if a != b]
     # per-row seeds: a row alone gives what it gave in the batch, the runs of a prompt differ
     alone = smollm2.generate([reqs[5]], SamplingParams())[0]
     assert alone == fast[5]
     texts = [r.text for r in fast[:8]]
     assert len(set(texts)) > 3
     # budgets are per row: no chat row beyond its budget, 'finished' false only at the budget
-    for r, out in zip(reqs, fast):
+    for r, out in zip(reqs, fast, strict=True):
         n = len(smollm2.tokenizer(out.text, add_special_tokens=False)["input_ids"])
         assert n <= r.max_new_tokens + 1  # decode/re-encode may split one token
 
@@ -95,7 +95,7 @@ def test_sample_rows_is_torch_multinomial_draw_for_draw():
     ref = [torch.Generator().manual_seed(100 + k) for k in range(len(states))]
     ours = [torch.Generator().manual_seed(100 + k) for k in range(len(states))]
     for _ in range(4):  # several steps: each generator must end in the same state
-        expected = [int(torch.multinomial(probs[s], 1, generator=g)) for s, g in zip(states, ref)]
+        expected = [int(torch.multinomial(probs[s], 1, generator=g)) for s, g in zip(states, ref, strict=True)]
         with torch.inference_mode():
             assert sample_rows(probs, states, ours) == expected
     assert sample_rows(probs, [], []) == []

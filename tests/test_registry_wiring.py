@@ -158,7 +158,7 @@ def test_scorer_assets_come_from_one_factory_with_unchanged_keys_groups_and_conf
         "toxicity_scores": (assets.toxicity_scores, ToxicityConfig, "toxicity"),
         "judge_ratings": (assets.judge_ratings, JudgeConfig, "bias_level"),
     }
-    for table, (asset, config_class, registry_name) in expected.items():
+    for table, (asset, config_class, _registry_name) in expected.items():
         key = dg.AssetKey(["landing", table])
         assert asset.op.name == table and set(asset.keys) == {key}
         assert asset.group_names_by_key[key] == "biasdora" and asset.op.pool == "model_inference"

@@ -380,7 +380,7 @@ def test_version_page_per_target_with_intervals_parse_rates_and_unrated_answers(
             expected += [(judged.count(level), len(judged)) for level in range(1, 6)]
             cells = _cells(page, f"data-audit='{audit_id(version)}' data-dimension='{dim}'")
             assert [(int(c["k"]), int(c["n"])) for c in cells] == expected, (version, dim)
-            for c, (k, n) in zip(cells, expected):
+            for c, (k, n) in zip(cells, expected, strict=True):
                 assert (float(c["lo"]), float(c["hi"])) == pytest.approx(_wilson(k, n)) if n else "lo" not in c
     # a known value: v2, age (its lists file "man" under age too): slow, frail, lazy, loud and
     # aggressive negative, strong positive: 5 of 6, 83% [44-97]
@@ -739,7 +739,7 @@ def test_index_shares_are_k_of_n_with_wilson_intervals(versions_report):
     table = index[index.index("class='heatmap-numbers'") :]
     table = table[: table.index("</table>")]
     header = [h.replace("_<wbr>", "_") for h in re.findall(r"<th>(.*?)</th>", table)]
-    rows = [dict(zip(header, re.findall(r"<td>(.*?)</td>", r))) for r in re.findall(r"<tr>(.*?)</tr>", table)[1:]]
+    rows = [dict(zip(header, re.findall(r"<td>(.*?)</td>", r), strict=True)) for r in re.findall(r"<tr>(.*?)</tr>", table)[1:]]
     checked = 0
     for version in ("v1", "v2"):
         words = _sql(home, "select bias_dimension, word from fct_association_dimensions where audit_id = ? and is_significant", [audit_id(version)])

@@ -306,8 +306,8 @@ def test_run_probe_stamps_each_shard_once_its_calls_returned_and_lands_the_audit
     assert {(r["audit_id"], r["model_id"], r["model_version"], r["backend"]) for r in rows} == {("p", "org/fake-model", "v1", "fake")}
     stamps = sorted({r["generated_at"] for r in rows})
     assert len(stamps) == 3 and [sum(r["generated_at"] == s for r in rows) for s in stamps] == [5, 5, 2]
-    assert all(after <= stamp for after, stamp in zip(returned, stamps))
-    assert all(stamp <= after for stamp, after in zip(stamps, returned[1:]))
+    assert all(after <= stamp for after, stamp in zip(returned, stamps, strict=True))
+    assert all(stamp <= after for stamp, after in zip(stamps, returned[1:], strict=False))
     assert [(e["status"], e["modality"], e["family"], e["target"], json.loads(e["config_json"])) for e in audit_events("p")] == [
         (status, "t2t", "biasdora", "tgt", {"backend": "fake", "runs": 2}) for status in ("started", "finished")
     ]

@@ -351,7 +351,7 @@ def _run_report(outputs: list[str], homes) -> str:
     """Each audit's whole output and the tail of each failed run's log (pytest cuts a long
     assertion message in the middle, where the reason is)."""
     parts = []
-    for output, home in zip(outputs, homes):
+    for output, home in zip(outputs, homes, strict=True):
         parts.append(f"--- output of the audit in {home.name}:\n{output}")
         for log in sorted((home / "logs").glob("audit-*.log")):
             parts.append(f"--- {log.name} (last 80 lines):\n" + "\n".join(log.read_text(errors="replace").splitlines()[-80:]))

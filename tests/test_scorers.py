@@ -33,6 +33,7 @@ def test_vader_known_signs():
         zip(
             ["good", "terrible", "table", "An old person is a liar", "A child is happy"],
             vader.score_batch(["good", "terrible", "table", "An old person is a liar", "A child is happy"]),
+            strict=True,
         )
     )
     # VADER lexicon values (vaderSentiment 3.3.2): good +1.9 -> compound 0.4404, terrible -2.1 -> -0.4767
@@ -115,7 +116,7 @@ def test_transformers_sentiment_backend_on_a_tiny_model(tmp_path):
     res = scorer.score_batch(texts)
     with torch.no_grad():
         probs = torch.softmax(model(**tok(texts, return_tensors="pt", padding=True)).logits, -1)
-    for r, p in zip(res, probs.tolist()):
+    for r, p in zip(res, probs.tolist(), strict=True):
         assert r["score"] == pytest.approx(p[1] - p[0], abs=1e-5)
         assert r["label"] == ("positive" if p[1] > p[0] else "negative")
 

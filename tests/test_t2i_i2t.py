@@ -188,7 +188,7 @@ def test_captioner_prompt_prefix_mode_is_seeded_per_row(dora_home, tiny_models):
     assert backend.mode == "prefix"
     paths = [image_file(store_png(png_bytes(Image.new("RGB", (16, 16), c))).path) for c in [(250, 0, 0), (0, 0, 250)]]
     prompt = render_i2t_prompt("implicit")
-    reqs = [DescriptionRequest(p, prompt, seed, max_new_tokens=8) for p, seed in zip(paths, [11, 12])]
+    reqs = [DescriptionRequest(p, prompt, seed, max_new_tokens=8) for p, seed in zip(paths, [11, 12], strict=True)]
     batched = backend.describe(reqs, SamplingParams())
     backend.batch_size = 1
     single = backend.describe(reqs, SamplingParams())

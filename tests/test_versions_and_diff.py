@@ -137,7 +137,7 @@ def associations(docs: dict[str, list[str]]) -> dict[tuple[str, str], tuple[floa
             pvals.append(p)
             tfidf[(d, w)] = a * math.log(n / df[w])
     qvals = stats.false_discovery_control(pvals, method="bh")
-    return {k: (tfidf[k], float(q)) for k, q in zip(keys, qvals)}
+    return {k: (tfidf[k], float(q)) for k, q in zip(keys, qvals, strict=True)}
 
 
 def expected_changes(before: str, after: str) -> dict[tuple[str, str], str]:
@@ -158,7 +158,7 @@ def expected_changes(before: str, after: str) -> dict[tuple[str, str], str]:
     ]
     qvals = stats.false_discovery_control(pvals, method="bh")
     out = {}
-    for key, q in zip(listed, qvals):
+    for key, q in zip(listed, qvals, strict=True):
         sb = key in a and a[key][1] < 0.05
         sa = key in b and b[key][1] < 0.05
         d, w = key

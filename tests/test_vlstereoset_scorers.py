@@ -111,7 +111,7 @@ def test_shared_prefix_logliks_equal_the_plain_loop(smollm2):
         shared = text_logliks_shared(model, tok, texts, row_tokens=row_tokens, cache=cache)
         assert [n for _, n in shared] == [n for _, n in plain]
         # a node seeing anything but its ancestors (siblings, the wrong depth) moves these by whole nats
-        assert max(abs(a - b) for (a, _), (b, _) in zip(shared, plain)) < 1e-4
+        assert max(abs(a - b) for (a, _), (b, _) in zip(shared, plain, strict=True)) < 1e-4
         assert shared[0] == shared[4] and set(cache) == set(texts)
     # a second call with the filled cache runs no forward pass
     calls = []
@@ -126,7 +126,7 @@ def test_shared_prefix_logliks_equal_the_plain_loop(smollm2):
     short = ["My sister is caring.", "My sister is rude.", "Yes"]
     got, want = text_logliks_shared(model, bare, short), text_logliks(model, bare, short)
     assert [n for _, n in got] == [n for _, n in want] and got[2] == (0.0, 0)
-    assert max(abs(a - b) for (a, _), (b, _) in zip(got, want)) < 1e-4
+    assert max(abs(a - b) for (a, _), (b, _) in zip(got, want, strict=True)) < 1e-4
     with pytest.raises(ValueError, match="has no token"):
         text_logliks_shared(model, tok, ["fine", ""])
     with pytest.raises(ValueError, match="row_tokens"):
@@ -174,7 +174,7 @@ def test_text_prior_shared_and_plain_scorers_agree(smollm2):
     assert [[(s.caption_kind, s.variant, s.n_tokens) for s in u] for u in shared] == [
         [(s.caption_kind, s.variant, s.n_tokens) for s in u] for u in plain
     ]
-    assert max(abs(a.score - b.score) for u, v in zip(shared, plain) for a, b in zip(u, v)) < 1e-4
+    assert max(abs(a.score - b.score) for u, v in zip(shared, plain, strict=True) for a, b in zip(u, v, strict=True)) < 1e-4
     assert [s.score for s in shared[2]] == [s.score for s in shared[0]]  # the second shard's repeats come from the map
 
 

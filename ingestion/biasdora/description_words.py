@@ -72,6 +72,8 @@ def spacy_english_stop_words() -> frozenset[str]:
         raise ModuleNotFoundError("spaCy is not installed (pip install spacy)")
     path = Path(spec.submodule_search_locations[0]) / "lang" / "en" / "stop_words.py"
     module_spec = importlib.util.spec_from_file_location("_spacy_en_stop_words", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ModuleNotFoundError(f"spaCy's English stop words are not at {path}")
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)  # one assignment: STOP_WORDS = set(...)
     return frozenset(module.STOP_WORDS)
@@ -172,7 +174,7 @@ def tokenise_descriptions(
         raise ValueError(f"{len(texts)} texts but {len(descriptors)} descriptors")
     stops = stop_words(stop_list)
     out: list[list[dict]] = []
-    for doc, descriptor in zip(_pipe((t or "" for t in texts), batch_size), descriptors):
+    for doc, descriptor in zip(_pipe((t or "" for t in texts), batch_size), descriptors, strict=True):
         forms = descriptor_word_forms(descriptor) if drop_descriptor_words else None
         rows = []
         for tok in doc:
@@ -216,7 +218,7 @@ def description_words_rows(
         drop_descriptor_words=drop_descriptor_words,
     )
     rows = []
-    for d, toks in zip(descriptions, tokenised):
+    for d, toks in zip(descriptions, tokenised, strict=True):
         for t in toks:
             rows.append({"description_id": d["description_id"], "audit_id": d["audit_id"], **t, "tokenizer": name, "tokenised_at": now})
     return rows
@@ -274,7 +276,8 @@ def land_description_words(
         ``{"descriptions": n, "tokens": t, "words": kept, "dropped": {reason: count}}``.
     """
     pending = pending_descriptions(audit_id)
-    summary = {"descriptions": len(pending), "tokens": 0, "words": 0, "dropped": {}}
+    dropped: dict[str, int] = {}
+    summary: dict = {"descriptions": len(pending), "tokens": 0, "words": 0, "dropped": dropped}
     for start in range(0, len(pending), shard_descriptions):
         chunk = pending[start : start + shard_descriptions]
         rows = description_words_rows(chunk, stop_list=stop_list, drop_descriptor_words=drop_descriptor_words)

@@ -263,7 +263,7 @@ def _analyse_doc(doc) -> tuple[str, str]:
         plural[-1] = plural[-1] + " people"
 
     def join(ws: list[str]) -> str:
-        return "".join(w + t.whitespace_ for w, t in zip(ws[start:], doc[start:])).strip()
+        return "".join(w + t.whitespace_ for w, t in zip(ws[start:], doc[start:], strict=True)).strip()
 
     return join(singular), join(plural)
 
@@ -337,7 +337,7 @@ def _normalise_many(phrases: Iterable[str]) -> dict[str, tuple[str, str]]:
     todo = sorted(set(cleaned.values()) - _CACHE.keys())
     if todo:
         docs = load_spacy().pipe([t.lower() for t in todo], batch_size=512)
-        for text, doc in zip(todo, docs):
+        for text, doc in zip(todo, docs, strict=True):
             _CACHE[text] = _analyse_doc(doc)
     return {p: _CACHE[c] for p, c in cleaned.items()}
 
@@ -615,11 +615,11 @@ def extract_descriptors(pairs: pa.Table, batch_size: int = 256) -> pa.Table:
     less = pairs.column("sent_less").to_pylist()
     dims = pairs.column("bias_type").to_pylist()
     nlp = load_spacy()
-    texts = [s for pair in zip(more, less) for s in pair]
+    texts = [s for pair in zip(more, less, strict=True) for s in pair]
     docs = nlp.pipe(texts, batch_size=batch_size)
 
     candidates: list[tuple[int, str, str, str]] = []  # (pair_id, dimension, surface, phrase)
-    for pair_id, dim in zip(ids, dims):
+    for pair_id, dim in zip(ids, dims, strict=True):
         doc_more, doc_less = next(docs), next(docs)
         for surface, phrase in _pair_descriptors(doc_more, doc_less):
             candidates.append((pair_id, dim, surface, phrase))

@@ -11,7 +11,7 @@ config; ``AuditTarget.family_field`` reads them.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -34,7 +34,8 @@ class ProbeSettings(BaseModel):
     settings: list[str] = Field(default_factory=lambda: list(T2T_SETTINGS))
     runs: Annotated[int, Field(ge=1)] = 4
     letters: str = "abcdefghijklmnopqrstuvwxyz"
-    descriptor_source: Literal[DESCRIPTOR_SOURCES] = CURATED_SOURCE
+    # the closed set is the tuple, written once; pydantic reads Literal[tuple] as its members
+    descriptor_source: Literal[DESCRIPTOR_SOURCES] = CURATED_SOURCE  # type: ignore[valid-type]
     descriptors: list[str] = Field(default_factory=list)
     per_dimension: Annotated[int, Field(ge=0)] = 2
     prompt_style: Optional[Literal["chat", "completion"]] = None
@@ -92,7 +93,7 @@ def _probe_problems(probe: ProbeSettings, target: dict) -> list[str]:
 #: associations; default ``[]``: none (an explicit choice per target, e.g. to keep API judge
 #: costs off). ``judges``: the LLM judge models, on the run's judge backend; several give
 #: ``agg_judge_agreement`` rows; default ``[]``: the run's ``--judge-model``.
-TARGET_FIELDS = {
+TARGET_FIELDS: dict[str, tuple[Any, Any, Any]] = {
     "probe": (ProbeSettings, {}, _probe_problems),
     "scorers": (list[Literal["sentiment", "toxicity", "bias_level"]], [], None),
     "judges": (list[str], [], None),

@@ -211,7 +211,7 @@ def _read_curated_templates(settings: Sequence[str], folder: Path) -> list[T2TTe
                     raise ValueError(f"{path.name} line {line}: bad template ({exc})") from None
         keys = normalise_descriptors(phrase for _, phrase, _ in rows)
         seen: dict[str, int] = {}
-        for (dim, phrase, verb), key in zip(rows, keys):
+        for (dim, phrase, verb), key in zip(rows, keys, strict=True):
             seen[key] = seen.get(key, 0) + 1
             prefix = _repair_prefix(phrase, verb, key, setting)
             out.append(T2TTemplate(setting, key, dim, prefix, CURATED_SOURCE, seen[key]))
@@ -270,7 +270,7 @@ def render_t2t_templates(descriptors: pa.Table, settings: Sequence[str] = T2T_SE
     for setting in settings:
         seen: dict[str, int] = {}
         pairs: set[tuple[str, str]] = set()
-        for key, dim, source, plural in zip(keys, dims, sources, plurals):
+        for key, dim, source, plural in zip(keys, dims, sources, plurals, strict=True):
             if not key or not key.strip():
                 raise ValueError("descriptor table has a row with an empty descriptor")
             if (key, dim) in pairs:
@@ -336,7 +336,7 @@ def t2i_list_rows(setting: str, folder: str | Path | None = None) -> list[tuple[
             rows.append((dim, phrase))
     seen: dict[str, int] = {}
     out = []
-    for (dim, phrase), key in zip(rows, normalise_descriptors(p for _, p in rows)):
+    for (dim, phrase), key in zip(rows, normalise_descriptors(p for _, p in rows), strict=True):
         seen[key] = seen.get(key, 0) + 1
         out.append((dim, phrase, key, seen[key]))
     return out
@@ -364,7 +364,7 @@ def curated_t2i_rows(folder: str | Path | None = None) -> list[dict]:
     folder = Path(folder) if folder is not None else default_biasdora_dir()
     mapping: dict[str, set[str]] = {}
     cur = curated_descriptors(folder / "bias_target_mapping.json")
-    for key, dim in zip(cur.column("descriptor").to_pylist(), cur.column("bias_dimension").to_pylist()):
+    for key, dim in zip(cur.column("descriptor").to_pylist(), cur.column("bias_dimension").to_pylist(), strict=True):
         mapping.setdefault(key, set()).add(dim)
     out: list[dict] = []
     for setting in T2I_LIST_SETTINGS:

@@ -38,7 +38,7 @@ TABLE_FAMILIES: dict[str, str | None] = {}
 #: contract module name -> the tables it declared (a module is merged once).
 _CONTRACTS: dict[str, tuple[str, ...]] = {}
 #: probe family -> the modules of its own DuckDB functions (its contract's ``DUCKDB_FUNCTIONS``).
-FUNCTION_MODULES: dict[str, tuple[str, ...]] = {}
+FUNCTION_MODULES: dict[str | None, tuple[str, ...]] = {}
 #: What a landing table may be called: it is also a folder, a Dagster asset key part and a dbt
 #: source table name, so a plain lower-case identifier.
 _TABLE_NAME = re.compile(r"[a-z][a-z0-9_]*")

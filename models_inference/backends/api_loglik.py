@@ -87,7 +87,7 @@ def prompt_token_logprobs(reply, prompt: str, mode: str) -> list[tuple[int, floa
         if n == 0 or len(values) < n or all(v is None for v in values[:n]):
             return None
         ends = [offsets[i + 1] if i + 1 < n else len(prompt) for i in range(n)]
-        return list(zip(ends, values[:n]))
+        return list(zip(ends, values[:n], strict=True))
     entries = _field(choice, "prompt_logprobs")
     if not entries or all(e is None for e in entries):
         return None

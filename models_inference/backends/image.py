@@ -226,7 +226,7 @@ class DiffusersImageBackend:
                 results.extend(ImageResult(None, "error", msg) for _ in batch)
             else:
                 flags = getattr(out, "nsfw_content_detected", None) or [False] * len(batch)
-                for image, flagged in zip(out.images, flags):
+                for image, flagged in zip(out.images, flags, strict=True):
                     status = "filtered" if flagged else "ok"
                     results.append(ImageResult(png_bytes(image), status, "safety checker flagged the image" if flagged else None))
             if on_batch:

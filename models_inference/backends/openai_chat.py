@@ -146,9 +146,9 @@ class OpenAIChatBackend(OpenAIEndpoint):
             results: list[GenerationResult | None] = [None] * len(requests)
             rest = [i for i in range(len(requests)) if requests[i].prompt.style != "completion"]
             if rest:
-                for i, res in zip(rest, self._generate_each([requests[i] for i in rest], sampling, on_batch)):
+                for i, res in zip(rest, self._generate_each([requests[i] for i in rest], sampling, on_batch), strict=True):
                     results[i] = res
-            for i, res in zip(batched, self._generate_batched([requests[i] for i in batched], sampling, on_batch, caps)):
+            for i, res in zip(batched, self._generate_batched([requests[i] for i in batched], sampling, on_batch, caps), strict=True):
                 results[i] = res
             return results  # type: ignore[return-value]
         return self._generate_each(requests, sampling, on_batch)

@@ -305,7 +305,7 @@ def generate_shared_prefix(
             else:
                 mask = torch.zeros((len(seqs), 0), dtype=torch.long)
             # 2. each distinct sequence's suffix
-            suffixes = [seq[p:] for seq, p in zip(seqs, prefix_len)]
+            suffixes = [seq[p:] for seq, p in zip(seqs, prefix_len, strict=True)]
             ids, smask = _left_pad(suffixes, pad_id)
             pos = (torch.tensor(prefix_len).unsqueeze(1) + smask.cumsum(-1) - 1).clamp(min=0)
             mask = torch.cat([mask, smask], dim=1)
@@ -334,7 +334,7 @@ def generate_shared_prefix(
                 parents: list[int] = []
                 tokens: list[int] = []
                 keep = []
-                for r, tok in zip(active, picked):
+                for r, tok in zip(active, picked, strict=True):
                     new[r].append(tok)
                     key = (state_of[r], tok)
                     # decode only when a stop rule needs the text (or the row ends)

@@ -103,7 +103,7 @@ class CachedScorer:
             results = self.scorer.score_batch(chunk)
             if len(results) != len(chunk):
                 raise RuntimeError(f"scorer {self.scorer.name} returned {len(results)} results for {len(chunk)} texts")
-            fresh = dict(zip(chunk, results))
+            fresh = dict(zip(chunk, results, strict=True))
             if self.cache is not None:
                 self.cache.put_many(self.scorer.name, self.scorer.version, fresh)
             known.update(fresh)

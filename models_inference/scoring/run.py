@@ -39,7 +39,7 @@ def landed_keys(table: str, key: Sequence[str], filters: Mapping[str, object]) -
     """The ``key`` tuples already landed in ``table`` among the rows matching ``filters``
     (:func:`ingestion.landing.read_landing`; values are parameters, never SQL text)."""
     data = read_landing(table, columns=list(key), filters=filters)
-    return set(zip(*[data.column(c).to_pylist() for c in key]))
+    return set(zip(*[data.column(c).to_pylist() for c in key], strict=True))
 
 
 def score_texts(
@@ -97,7 +97,7 @@ def score_texts(
             results = cached.score([item[text] for item in chunk])
             now = datetime.now(timezone.utc)
             rows = []
-            for item, result in zip(chunk, results):
+            for item, result in zip(chunk, results, strict=True):
                 row = {c: item[c] for c in key}
                 row.update(scorer=scorer.name, scorer_version=scorer.version, scored_at=now)
                 row.update(columns(item, result))

@@ -153,7 +153,7 @@ class JigsawToxicityScorer:
 
     def score_batch(self, texts: Sequence[str]) -> list[dict]:
         probs = self.probabilities(texts).tolist()
-        return [{"probability": row[0], "labels": {lab: p for lab, p in zip(JIGSAW_LABELS, row)}} for row in probs]
+        return [{"probability": row[0], "labels": {lab: p for lab, p in zip(JIGSAW_LABELS, row, strict=True)}} for row in probs]
 
 
 @dataclass

@@ -132,7 +132,7 @@ def expected_associations(landing_rows):
                 }
         q = stats.false_discovery_control(fisher, method="bh")
         z = stats.zscore(tfidf)  # ddof=0
-        for key, qi, zi in zip(keys, q, z):
+        for key, qi, zi in zip(keys, q, z, strict=True):
             out[key]["fisher_q"] = float(qi)
             out[key]["z"] = float(zi)
             out[key]["paper_p_value"] = None if math.isnan(zi) else float(stats.norm.sf(zi))

@@ -273,13 +273,13 @@ class OpenAIStubServer:
             for t in tokens:
                 offsets.append(at)
                 at += len(t)
-            top = [None] + [{t: v} for t, v in zip(tokens[1:], values[1:])]
+            top = [None] + [{t: v} for t, v in zip(tokens[1:], values[1:], strict=True)]
             choice["text"] = prompt + text
             choice["logprobs"] = {"tokens": tokens, "token_logprobs": values, "top_logprobs": top, "text_offset": offsets}
         if req.get("prompt_logprobs") is not None and self.prompt_logprobs == "vllm":
             ids = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:3], "big") for t in tokens]
             choice["prompt_logprobs"] = [None] + [
-                {str(i): {"logprob": v, "rank": 1, "decoded_token": t}} for i, t, v in zip(ids[1:], tokens[1:], values[1:])
+                {str(i): {"logprob": v, "rank": 1, "decoded_token": t}} for i, t, v in zip(ids[1:], tokens[1:], values[1:], strict=True)
             ]
         return {
             "id": f"cmpl-{len(self.requests)}",

@@ -22,4 +22,4 @@ def fisher_q_values(docs: dict[str, list[str]]) -> dict[tuple[str, str], float]:
             c = total[w] - a
             keys.append((d, w))
             pvals.append(stats.fisher_exact([[a, length - a], [c, grand - length - c]], alternative="greater").pvalue)
-    return dict(zip(keys, map(float, stats.false_discovery_control(pvals, method="bh"))))
+    return dict(zip(keys, map(float, stats.false_discovery_control(pvals, method="bh")), strict=True))

@@ -199,14 +199,14 @@ def run_i2t_probe(
             requests.append(DescriptionRequest(path, render_i2t_prompt(setting), seed, cfg.max_new_tokens))
         ok_idx = [n for n in range(len(chunk)) if n not in bad]
         answers = backend.describe([requests[n] for n in ok_idx], sampling, on_batch=advance)
-        results: dict[int, GenerationResult] = dict(zip(ok_idx, answers))
+        results: dict[int, GenerationResult] = dict(zip(ok_idx, answers, strict=True))
         for n, msg in bad.items():
             results[n] = GenerationResult("", True, msg)
             advance(1)
         # the shard's time makes a retried key's description a new id; generated_at is stamped by run_probe
         now = datetime.now(timezone.utc)
         rows = []
-        for n, ((img, setting), req) in enumerate(zip(chunk, requests)):
+        for n, ((img, setting), req) in enumerate(zip(chunk, requests, strict=True)):
             res = results[n]
             if res.error:
                 status = "error"

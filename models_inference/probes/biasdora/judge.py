@@ -246,7 +246,7 @@ def judge_rows(associations: Sequence[dict], runs: Sequence[int], judge: Judge, 
     # a constrained answer is exactly one rating or not a rating (nothing is read out of prose)
     parse = parse_rating if mode == "free" else parse_constrained_rating
     rows = []
-    for assoc, run, ans in zip(associations, runs, answers):
+    for assoc, run, ans in zip(associations, runs, answers, strict=True):
         key = tuple(assoc[k] for k in ASSOCIATION_KEY)
         if ans.error:
             parsed = ParsedRating(None, "error")
@@ -445,7 +445,7 @@ def _landed_runs(judge: Judge) -> set[tuple[tuple, int]]:
     )
     cols = [data.column(c).to_pylist() for c in ASSOCIATION_KEY]
     modes = data.column("answer_mode").to_pylist()
-    return {(key, r) for key, r, m in zip(zip(*cols), data.column("repeat").to_pylist(), modes) if m in (None, mode)}
+    return {(key, r) for key, r, m in zip(zip(*cols, strict=True), data.column("repeat").to_pylist(), modes, strict=True) if m in (None, mode)}
 
 
 __all__ = [

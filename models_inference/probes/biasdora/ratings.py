@@ -129,7 +129,7 @@ def rating_distribution(logprobs: Mapping[str, float]) -> RatingDistribution | N
     if total <= 0:
         return None
     probs = tuple(m / total for m in mass)
-    return RatingDistribution(probs, sum(k * p for k, p in zip(RATINGS, probs)), total)  # type: ignore[arg-type]
+    return RatingDistribution(probs, sum(k * p for k, p in zip(RATINGS, probs, strict=True)), total)  # type: ignore[arg-type]
 
 
 __all__ = ["JUDGE_PARSE_STATUSES", "RATINGS", "ParsedRating", "RatingDistribution", "parse_constrained_rating", "parse_rating", "rating_distribution"]

@@ -223,7 +223,7 @@ def run_t2i_probe(
         requests = [ImageRequest(t.prompt + suffix, image_seed(audit_id, t.setting, t.descriptor, i, t.descriptor_row), i) for t, i in chunk]
         results = backend.generate(requests, on_batch=advance)
         rows = []
-        for (t, index), req, res in zip(chunk, requests, results):
+        for (t, index), req, res in zip(chunk, requests, results, strict=True):
             stored, status, error = None, res.status, res.error
             if res.data is not None:
                 try:

@@ -254,7 +254,7 @@ def t2t_batch_work(
         prompts, seeds = [r.prompt for r in requests], [r.seed for r in requests]
         now = datetime.now(timezone.utc)
         rows = []
-        for (t, letter, run), prompt, seed, res in zip(chunk, prompts, seeds, results):
+        for (t, letter, run), prompt, seed, res in zip(chunk, prompts, seeds, results, strict=True):
             if res.error:
                 word, status, raw = None, "error", res.error
             else:

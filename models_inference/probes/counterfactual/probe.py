@@ -376,7 +376,7 @@ def text_sets_work(
                 **response_row(audit_id, "text", item, req.prompt.text, req.seed, cfg, r.text, r.finished, r.error, prompt_style=style(item[2])),
                 "generated_at": now,
             }
-            for item, req, r in zip(chunk, map(request, chunk), results)
+            for item, req, r in zip(chunk, map(request, chunk), results, strict=True)
         ]
 
     audit = probe_audit(audit_id, backend, "counterfactual", {"variant": "text", **asdict(cfg)}, family=FAMILY, target=target)
@@ -487,7 +487,7 @@ def generate_set_images(sets: Sequence[CounterfactualSet], image_backend) -> lis
         reqs = [ImageRequest(member_t2i_prompt(s, m), set_seed(s), i + 1) for i, m in enumerate(s.members)]
         results = image_backend.generate(reqs)
         members = []
-        for m, res in zip(s.members, results):
+        for m, res in zip(s.members, results, strict=True):
             if res.status != "ok" or not res.data:
                 raise RuntimeError(f"set {s.set_id} member {m.group!r}: image not drawn ({res.status}: {res.error})")
             stored = store_png(res.data)
@@ -543,12 +543,12 @@ def run_image_sets(
             images = [image_of(m) for _, m, _, _, _ in chunk]
             requests = [
                 DescriptionRequest(image_file(path), RenderedPrompt("chat", p), g, cfg.tokens_for(item[2]))
-                for (sha, path), p, g, item in zip(images, prompts, seeds, chunk)
+                for (sha, path), p, g, item in zip(images, prompts, seeds, chunk, strict=True)
             ]
             results = backend.describe(requests, sampling, on_batch=advance)
             return [
                 response_row(audit_id, "image", item, p, g, cfg, r.text, r.finished, r.error, image_sha256=img[0], image_path=img[1])
-                for item, p, g, r, img in zip(chunk, prompts, seeds, results, images)
+                for item, p, g, r, img in zip(chunk, prompts, seeds, results, images, strict=True)
             ]
 
         return generate

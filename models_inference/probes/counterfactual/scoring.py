@@ -158,10 +158,10 @@ def run_stereotype_filter(
         return summary
     prompts = [RenderedPrompt("chat", filter_user_prompt(g, ws), system=FILTER_SYSTEM_PROMPT) for _, _, g, ws, _, _ in todo]
     seeds = [generation_seed(a, f"{s}|{g}", "filter", "none", rep) for a, s, g, _, rep, _ in todo]
-    results = backend.generate([GenerationRequest(p, sd, max_new_tokens, stop="eos") for p, sd in zip(prompts, seeds)], sampling)
+    results = backend.generate([GenerationRequest(p, sd, max_new_tokens, stop="eos") for p, sd in zip(prompts, seeds, strict=True)], sampling)
     now = datetime.now(timezone.utc)
     rows = []
-    for (audit_id, subset, group, words, rep, digest), p, res in zip(todo, prompts, results):
+    for (audit_id, subset, group, words, rep, digest), p, res in zip(todo, prompts, results, strict=True):
         if res.error:
             kept, dropped, status = [], [], "error"
         else:

@@ -336,7 +336,7 @@ def _row_problem(values: dict, folder: Path) -> str | None:
     subset = values["subset"]
     if subset not in SUBSETS:
         return f"field 'subset' = {subset!r} is not one of {list(SUBSETS)}"
-    for col, kind in zip(("a1", "a2"), SUBSETS[subset]):
+    for col, kind in zip(("a1", "a2"), SUBSETS[subset], strict=True):
         if values[col] not in ATTRIBUTE_VALUES[kind]:
             return f"field {col!r} = {values[col]!r} is not a {kind} value of {list(ATTRIBUTE_VALUES[kind])}"
     image = Path(values["image_path"])

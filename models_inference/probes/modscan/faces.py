@@ -258,7 +258,7 @@ def _pairs(rng: random.Random, a: list[Face], b: list[Face], per_group: int) -> 
     rng.shuffle(a)
     rng.shuffle(b)
     out = []
-    for x, y in zip(a[:per_group], b[:per_group]):
+    for x, y in zip(a[:per_group], b[:per_group], strict=False):
         out.append((x, y) if rng.random() < 0.5 else (y, x))  # randomised left / right (§4)
     return out
 

@@ -142,7 +142,7 @@ def draw_scenes(image_backend: ImageBackend, vision: VisionBackend, cfg: Languag
                     ],
                     SamplingParams(cfg.temperature, cfg.top_p),
                 )
-                keep = [s for s, c in zip(stored, checks) if not (c.error or _YES.search(c.text or ""))]
+                keep = [s for s, c in zip(stored, checks, strict=True) if not (c.error or _YES.search(c.text or ""))]
                 counts["person_dropped"] += len(stored) - len(keep)
                 stored = keep
             kept += stored
@@ -230,7 +230,7 @@ def run_language_probe(
             on_batch=advance,
         )
         rows = []
-        for (s, a, p, seed, order, text), res in zip(queries, results):
+        for (s, a, p, seed, order, text), res in zip(queries, results, strict=True):
             parsed = None if res.error else parse_term(strip_echo(res.text, text), a)
             rows.append(
                 {

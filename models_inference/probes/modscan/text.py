@@ -385,13 +385,13 @@ def run_text_probe(
         prompts = [q.prompt() for q in chunk]
         requests = [
             GenerationRequest(prompt=RenderedPrompt("chat", p), seed=q.seed, max_new_tokens=cfg.max_new_tokens, stop="eos")
-            for q, p in zip(chunk, prompts)
+            for q, p in zip(chunk, prompts, strict=True)
         ]
         row_modes = [mode_of(q) for q in chunk]
         # one call per (mode, choice set): free queries together, as before; constrained ones
         # with their own choices (a persona query's terms are in its shuffled order)
         groups: dict[tuple, list[int]] = {}
-        for i, (q, mode) in enumerate(zip(chunk, row_modes)):
+        for i, (q, mode) in enumerate(zip(chunk, row_modes, strict=True)):
             groups.setdefault((mode, () if mode == "free" else q.choices()), []).append(i)
         results: list = [None] * len(chunk)
         for (mode, choices), idx in groups.items():
@@ -400,9 +400,9 @@ def run_text_probe(
                 out = backend.generate(batch, sampling, on_batch=advance)
             else:
                 out = backend.choose(batch, list(choices), sampling, on_batch=advance)
-            for i, res in zip(idx, out):
+            for i, res in zip(idx, out, strict=True):
                 results[i] = res
-        return [_row(q, p, r.text, r.error, params, mode) for q, p, r, mode in zip(chunk, prompts, results, row_modes)]
+        return [_row(q, p, r.text, r.error, params, mode) for q, p, r, mode in zip(chunk, prompts, results, row_modes, strict=True)]
 
     planned = plan_text_queries(cfg, audit_id)
     if block is not None:

@@ -159,11 +159,11 @@ def run_vision_probe(
         ]
         requests = [
             DescriptionRequest(image_file(stored[q.pair.pair_key].path), RenderedPrompt("chat", p), s, cfg.max_new_tokens)
-            for q, p, s in zip(chunk, prompts, seeds)
+            for q, p, s in zip(chunk, prompts, seeds, strict=True)
         ]
         results = backend.describe(requests, sampling, on_batch=advance)
         rows = []
-        for q, prompt, seed, res in zip(chunk, prompts, seeds, results):
+        for q, prompt, seed, res in zip(chunk, prompts, seeds, results, strict=True):
             image = stored[q.pair.pair_key]
             if res.error:
                 answer, parsed, chosen, status = None, None, None, "error"

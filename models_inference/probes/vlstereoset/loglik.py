@@ -157,13 +157,13 @@ def text_logliks_shared(model, tokenizer, texts: Sequence[str], *, row_tokens: i
         prefix = text_prefix(tokenizer)
         prefix_ids = tuple(tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else ()
         encoded = tokenizer(todo, add_special_tokens=False)["input_ids"]
-        for text, ids in zip(todo, encoded):
+        for text, ids in zip(todo, encoded, strict=True):
             if not ids:
                 raise ValueError(f"caption {text!r} has no token")
         # the scored tokens of a text: from the first caption token, or the second with no prefix
         # (nothing predicts a first token; :func:`text_logliks` drops it the same way)
         first = max(len(prefix_ids), 1)
-        full = {text: prefix_ids + tuple(ids) for text, ids in zip(todo, encoded)}
+        full = {text: prefix_ids + tuple(ids) for text, ids in zip(todo, encoded, strict=True)}
         by_fed: dict[tuple[int, ...], list[str]] = {}  # a sequence's last token is never input: feed the rest
         for text, seq in full.items():
             if len(seq) <= first:  # one token and no prefix: nothing scored, as in text_logliks

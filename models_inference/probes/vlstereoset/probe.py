@@ -196,7 +196,7 @@ def run_vlstereoset_probe(
 
     def generate(chunk: list[Unit], advance: Callable[[int], None]) -> list[dict]:
         ready = [u for u in chunk if not (scorer.needs_image and u.image_path is None)]
-        scored = dict(zip(map(id, ready), scorer.score(ready))) if ready else {}
+        scored = dict(zip(map(id, ready), scorer.score(ready), strict=True)) if ready else {}
         rows = []
         for u in chunk:
             if id(u) in scored:

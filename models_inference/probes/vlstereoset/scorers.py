@@ -210,7 +210,7 @@ class TextPriorScorer:
 
         texts = [(u, k) for u in units for k in CONDITION_KINDS[u.condition]]
         todo = sorted({u.captions[k] for u, k in texts} - set(self._scores))
-        results = dict(zip(todo, api_text_logliks(self.backend, todo, self.api_mode)))
+        results = dict(zip(todo, api_text_logliks(self.backend, todo, self.api_mode), strict=True))
         self._scores.update({t: (r.total, r.n_tokens) for t, r in results.items() if r.error is None})
         detail = {"prefix": "none", "api_prompt_logprobs": self.api_mode}
         by_unit: dict[int, list[CaptionScore]] = {}
@@ -244,7 +244,7 @@ class TextPriorScorer:
             torch.set_num_threads(before)
         prefix = text_prefix(self.backend.tokenizer)
         by_unit: dict[int, list[CaptionScore]] = {}
-        for (u, k), (total, n) in zip(texts, lls):
+        for (u, k), (total, n) in zip(texts, lls, strict=True):
             rows = by_unit.setdefault(id(u), [])
             rows.append(CaptionScore(k, self.variants[0], total, n_tokens=n, detail={"prefix": prefix}))
             rows.append(CaptionScore(k, self.variants[1], total / n, n_tokens=n, detail={"prefix": prefix}))
@@ -322,7 +322,7 @@ class ClipScorer(_PaperImageTextScorer):
             out.append(
                 [
                     CaptionScore(k, self.variants[0], float(c) * self.scale, detail={"cosine": float(c), "scale": self.scale})
-                    for k, c in zip(kinds, cos.tolist())
+                    for k, c in zip(kinds, cos.tolist(), strict=True)
                 ]
             )
         return out
@@ -381,7 +381,7 @@ class ItmScorer(_PaperImageTextScorer):
             out.append(
                 [
                     CaptionScore(k, "itm:match", float(v), detail={"logits": logits[i].tolist() if logits.dim() == 2 else [float(v)]})
-                    for i, (k, v) in enumerate(zip(kinds, match.tolist()))
+                    for i, (k, v) in enumerate(zip(kinds, match.tolist(), strict=True))
                 ]
             )
         return out
@@ -426,7 +426,7 @@ class VisionLoglikScorer:
                 out.append([CaptionScore(k, v, None, "error", error=msg) for k in kinds for v in self.variants])
                 continue
             rows = []
-            for k, (total, n) in zip(kinds, lls):
+            for k, (total, n) in zip(kinds, lls, strict=True):
                 rows.append(CaptionScore(k, self.variants[0], total, n_tokens=n))
                 rows.append(CaptionScore(k, self.variants[1], total / n, n_tokens=n))
             out.append(rows)
@@ -509,7 +509,7 @@ class McqScorer:
         for i, offered in enumerate(letters):
             by_letters.setdefault(offered, []).append(i)
         for offered, idx in by_letters.items():
-            for i, res in zip(idx, self.backend.choose([requests[i] for i in idx], list(offered), sampling)):
+            for i, res in zip(idx, self.backend.choose([requests[i] for i in idx], list(offered), sampling), strict=True):
                 answers[i] = res
         return answers
 
@@ -531,7 +531,7 @@ class McqScorer:
         letters = [LETTERS[: len(order)] for _, order in index]
         answers = self._answers(requests, letters, SamplingParams(temperature=temp, top_p=1.0))
         per_unit: dict[int, list[dict]] = {}
-        for (n_unit, order), res in zip(index, answers):
+        for (n_unit, order), res in zip(index, answers, strict=True):
             kinds = CONDITION_KINDS[units[n_unit].condition]
             letter = None if res.error else parse_choice(res.text, LETTERS[: len(kinds)])
             per_unit.setdefault(n_unit, []).append(

@@ -73,7 +73,7 @@ description_document_words as (
         end as modality,
         i2t_descriptions.setting,
         {%- if var('pool_image_settings', false) %}
-        i2t_descriptions.descriptor as descriptor,
+        i2t_descriptions.descriptor,
         {%- else %}
         case
             when i2t_descriptions.image_setting = 'plural'

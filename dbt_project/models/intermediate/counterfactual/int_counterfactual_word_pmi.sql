@@ -38,9 +38,9 @@ scored as (
         t.n_total - g.n_group as n_other,
         t.n_total
     from counts as c
-    join group_totals as g using (audit_id, subset, group_label)
-    join subset_totals as t using (audit_id, subset)
-    join word_totals as w using (audit_id, subset, word)
+    inner join group_totals as g using (audit_id, subset, group_label)
+    inner join subset_totals as t using (audit_id, subset)
+    inner join word_totals as w using (audit_id, subset, word)
     where c.freq_group >= {{ var('counterfactual_pmi_min_freq', 10) }}
 ),
 

@@ -167,7 +167,7 @@ document_sizes as (
         count(*) as documents_compared,
         median(doc_length_before) as median_doc_length_before,
         median(doc_length_after) as median_doc_length_after,
-        median(cast(top_tf_before as double) / doc_length_before) filter (where doc_length_before > 0) as typical_share
+        median(top_tf_before::double / doc_length_before) filter (where doc_length_before > 0) as typical_share
     from documents
     group by all
 ),
@@ -213,8 +213,8 @@ final as (
         coalesce(c.parsed_before_only, 0) as parsed_before_only,
         coalesce(c.parsed_after_only, 0) as parsed_after_only,
         coalesce(c.parsed_neither, 0) as parsed_neither,
-        cast(c.parsed_both + c.parsed_before_only as double) / nullif(c.common_rows, 0) as parse_rate_before,
-        cast(c.parsed_both + c.parsed_after_only as double) / nullif(c.common_rows, 0) as parse_rate_after,
+        (c.parsed_both + c.parsed_before_only)::double / nullif(c.common_rows, 0) as parse_rate_before,
+        (c.parsed_both + c.parsed_after_only)::double / nullif(c.common_rows, 0) as parse_rate_after,
         case when c.common_rows > 0 then mcnemar_p(c.parsed_before_only, c.parsed_after_only) end as parse_change_p,
         coalesce(s.documents_compared, 0) as documents_compared,
         s.median_doc_length_before,

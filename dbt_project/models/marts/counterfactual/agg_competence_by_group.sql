@@ -69,7 +69,7 @@ final as (
         any_value(o.occupation_sets) as occupation_sets,
         any_value(o.occupation_sets) >= {{ var('counterfactual_min_sets', 35) }} as meets_min_sets
     from per_response as p
-    join occupation_sets as o using (audit_id, subset, occupation)
+    inner join occupation_sets as o using (audit_id, subset, occupation)
     group by p.audit_id, p.subset, p.occupation, p.group_label
 )
 

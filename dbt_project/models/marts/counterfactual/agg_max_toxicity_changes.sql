@@ -26,8 +26,8 @@ final as (
         {{ previous_current_delta('mean_max_toxicity', 'prev', 'cur') }},
         {{ previous_current_delta('p90_max_toxicity', 'prev', 'cur') }}
     from {{ ref('agg_max_toxicity') }} as cur
-    join sequenced as s on s.audit_id = cur.audit_id
-    join {{ ref('agg_max_toxicity') }} as prev
+    inner join sequenced as s on s.audit_id = cur.audit_id
+    inner join {{ ref('agg_max_toxicity') }} as prev
         on prev.audit_id = s.previous_audit_id
        and prev.subset = cur.subset
        and prev.prompt_label = cur.prompt_label

@@ -42,7 +42,7 @@ adjusted as (
                count(kruskal_p) over (partition by audit_id) as n_tests,
                row_number() over (partition by audit_id order by kruskal_p nulls last, subset, prompt_label, mitigation) as p_rank
         from tests
-    )
+    ) as ranked
 ),
 
 stats as (
@@ -72,7 +72,7 @@ final as (
         t.kruskal_p,
         case when t.kruskal_p is not null then t.kruskal_q end as kruskal_q
     from stats as s
-    join answers as a using (audit_id, subset, prompt_label, mitigation, group_label)
+    inner join answers as a using (audit_id, subset, prompt_label, mitigation, group_label)
     left join adjusted as t using (audit_id, subset, prompt_label, mitigation)
 )
 

@@ -13,7 +13,7 @@ toxicity as (
 tox as (
     select *
     from toxicity
-    qualify row_number() over (partition by response_id order by scored_at desc, scorer, scorer_version) = 1
+    qualify row_number() over (partition by response_id order by scored_at desc, scorer asc, scorer_version asc) = 1
 ),
 
 final as (

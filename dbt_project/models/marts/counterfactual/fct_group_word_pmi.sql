@@ -43,7 +43,7 @@ final as (
         p.min_freq,
         p.is_candidate,
         case when p.is_candidate then
-            row_number() over (partition by p.audit_id, p.subset, p.group_label, p.is_candidate order by p.s_w desc, p.freq_group desc, p.word)
+            row_number() over (partition by p.audit_id, p.subset, p.group_label, p.is_candidate order by p.s_w desc, p.freq_group desc, p.word asc)
         end as candidate_rank,
         case when p.is_candidate and j.audit_id is not null then list_contains(j.flagged, p.word) end as judge_flag,
         j.judge_model,

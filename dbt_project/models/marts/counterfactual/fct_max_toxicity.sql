@@ -42,7 +42,7 @@ units as (
 final as (
     select u.*, m.set_members
     from units as u
-    join members as m using (audit_id, set_id)
+    inner join members as m using (audit_id, set_id)
     where u.members_scored = m.set_members
 )
 

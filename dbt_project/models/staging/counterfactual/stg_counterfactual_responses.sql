@@ -11,7 +11,7 @@ source as (
 
 landed_rows as (
     select * replace (run + 1 as run)
-    from (select * rename (seed as run, generation_seed as seed) from source)
+    from (select * rename (seed as run, generation_seed as seed) from source) as landed
 ),
 
 renamed as (

@@ -9,7 +9,7 @@ source as (
 
 landed_rows as (
     select * replace (run + 1 as run)
-    from (select * rename ("repeat" as run) from source)
+    from (select * rename ("repeat" as run) from source) as landed
 ),
 
 renamed as (

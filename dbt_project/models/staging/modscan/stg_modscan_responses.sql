@@ -10,7 +10,8 @@
 with
 
 source as (
-    select * replace (coalesce(answer_mode, 'free') as answer_mode) rename (sample as run)
+    -- sqlfluff's duckdb dialect does not parse `replace (...) rename (...)` together
+    select * replace (coalesce(answer_mode, 'free') as answer_mode) rename (sample as run)  -- noqa: PRS
     from {{ source('landing', 'modscan_responses') }}
 ),
 

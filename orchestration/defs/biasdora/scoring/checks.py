@@ -51,7 +51,7 @@ def evaluate_judge_parse_rates(threshold: float | None = None) -> dg.AssetCheckR
     """The check's result over every judge's latest audit (see the module docstring)."""
     threshold = judge_parse_rate_min() if threshold is None else threshold
     result = run_query(_LATEST_SQL)
-    rows = [dict(zip(result.columns, r)) for r in result.rows]
+    rows = [dict(zip(result.columns, r, strict=True)) for r in result.rows]
     failures = [r for r in rows if r["parse_rate"] < threshold]
     statuses = ("n_empty", "n_no_rating", "n_ambiguous", "n_out_of_range", "n_error")
 
