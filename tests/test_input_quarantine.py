@@ -319,10 +319,10 @@ def test_vlstereoset_image_folder_bad_images_are_statuses_and_bad_manifest_rows_
 def test_store_png_refuses_a_bomb_with_a_reason(dora_home):
     from models_inference.image_store import store_png
 
-    started = time.monotonic()
+    started = time.process_time()  # CPU seconds: other processes on the cores do not stretch them
     with pytest.raises(ValueError, match="decompression bomb refused"):
         store_png(bomb_png())
-    assert time.monotonic() - started < 5  # refused from the header, not decoded
+    assert time.process_time() - started < 5  # refused from the header, not decoded
 
 
 # ----------------------------------------------------------------------------- bounded work
@@ -343,10 +343,10 @@ def test_counterfactual_seeds_that_explode_the_plan_fail_before_the_backend(dora
     sets = custom_sets(["nurse"], ["race_gender"])
     small = cf.CounterfactualProbeConfig(runs=2, mitigations=[None, "M1"])
     assert cf.check_plan(sets, small) == len(cf.plan(sets, small))  # counted, not built
-    started = time.monotonic()
+    started = time.process_time()  # CPU seconds, which a loaded machine does not stretch: counted, not built
     with pytest.raises(PlanTooLargeError) as err:
         cf.run_text_sets(sets, _Untouchable(), cf.CounterfactualProbeConfig(runs=1_000_000_000), progress=False)
-    assert time.monotonic() - started < 1
+    assert time.process_time() - started < 1
     assert f"{MAX_PLANNED_ROWS:,}" in str(err.value) and "1000000000 runs" in str(err.value)
     assert "\n" not in str(err.value) and isinstance(err.value, DoraError)
 
@@ -357,9 +357,9 @@ def test_modscan_samples_that_explode_the_plan_fail_before_the_backend(dora_home
 
     cfg = TextProbeConfig(runs=3, instances_per_scenario=2, prefixes=("none", "sr"))
     assert cfg.planned_rows() == len(plan_text_queries(cfg, "a"))
-    started = time.monotonic()
+    started = time.process_time()  # CPU seconds, which a loaded machine does not stretch: counted, not built
     with pytest.raises(PlanTooLargeError, match=r"x 1000000000 runs plans .* more than the 1,000,000"):
         run_text_probe(_Untouchable(), TextProbeConfig(runs=1_000_000_000), progress=False)
-    assert time.monotonic() - started < 1
+    assert time.process_time() - started < 1
     with pytest.raises(PlanTooLargeError, match="images per trait"):
         LanguageProbeConfig(images_per_trait=10_000_000).validate()

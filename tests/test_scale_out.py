@@ -23,6 +23,7 @@ from ingestion.landing import read_landing
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, run_t2t_probe
 from models_inference.resumable import block_bounds, finish_blocks
 from orchestration.cluster import DEFAULT_BROKER, execution_config, scheduled_execution_config
+from tests.helpers.cluster import HANG_GUARD
 from tests.helpers.openai_server import OpenAIStubServer
 
 TEMPLATES = [
@@ -709,7 +710,9 @@ def test_a_step_ready_after_a_lost_worker_still_runs_and_the_run_ends_failed(sql
     from tests.helpers.dora_cli import REPO, dora_env
 
     home, broker, _ = sqlite_cluster
-    done = subprocess.run([sys.executable, "-c", _RUN_ON_CELERY, broker], cwd=REPO, env=dora_env(home), capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_ON_CELERY, broker], cwd=REPO, env=dora_env(home), capture_output=True, text=True, timeout=HANG_GUARD
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["success"] is False
@@ -750,7 +753,7 @@ def _run_job(home, job: str, run_config: dict, **env) -> tuple[dict, str]:
         env=dora_env(home, **env),
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=HANG_GUARD,  # a guard against a hang: a loaded machine takes minutes to start a Dagster run
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
@@ -796,18 +799,17 @@ def test_a_step_whose_whole_worker_is_killed_is_failed_as_lost_within_the_worker
     fails the step as lost once the worker timeout has passed, abandons its downstream, and the
     run ends failed with one line naming the worker (dagster-celery would wait for ever)."""
     import socket
-    import time
 
     from tests.helpers.celery_jobs import DOOMED_QUEUE
     from tests.helpers.cluster import celery_workers
 
     home, broker, _ = sqlite_cluster
     with celery_workers(home, broker, 1, name="doomed", queue=DOOMED_QUEUE) as (doomed,):
-        started = time.monotonic()
         out, err = _run_job(home, "worker_gone_job", {"execution": execution_config("celery", broker, 4)})
-        assert doomed.wait(timeout=30) is not None  # the step killed its whole worker
+        assert doomed.wait(timeout=HANG_GUARD) is not None  # the step killed its whole worker
     assert out["success"] is False and out["steps"] == {}  # the lost step has no end event; after_gone never ran
-    assert out["seconds"] < 4 + 20 and time.monotonic() - started < 60, out["seconds"]
+    # the run's own time, from its start (not the process's imports, which a loaded machine stretches)
+    assert out["seconds"] < 4 + 20, out["seconds"]
     assert "Traceback" not in err
     (line,) = [ln for ln in out["lines"] if ln.startswith("dora audit: error:")]
     assert line.startswith(

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from orchestration.families import FAMILIES
+from tests.helpers.cluster import HANG_GUARD
 from tests.helpers.dora_cli import free_port
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
@@ -49,7 +50,8 @@ pytestmark = [
 ]
 
 
-def wait_for_server(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
+def wait_for_server(url: str, proc: subprocess.Popen, log: Path, timeout: float = HANG_GUARD) -> None:
+    """Until `dora ui` answers 200 at ``url``; raises as soon as it exits (``timeout``: a guard against a hang only)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -26,6 +26,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.helpers.cluster import HANG_GUARD
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -350,8 +352,10 @@ def test_no_worker_is_announced_then_fails_at_the_worker_timeout(tmp_path, redis
     home.mkdir()
     proc = _audit_without_worker(home, redis_broker, "--celery-worker-timeout", "6")
     try:
-        seen, took = _read_until(proc, "waiting for a Celery worker", 10 + 15)  # + the ~2 s of imports, on a busy CI
-        rest = proc.communicate(timeout=30)[1]
+        # both waits end on the process's own output or exit; their bound only guards against a
+        # hang (a loaded machine takes minutes to import what `dora audit` needs)
+        seen, _ = _read_until(proc, "waiting for a Celery worker", HANG_GUARD)
+        rest = proc.communicate(timeout=HANG_GUARD)[1]
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -368,15 +372,17 @@ def test_sigterm_while_waiting_for_a_worker_is_one_line_exit_130(tmp_path, redis
     home.mkdir()
     proc = _audit_without_worker(home, redis_broker)  # the default timeout (120 s)
     try:
-        _read_until(proc, "waiting for a Celery worker", 25)
+        _read_until(proc, "waiting for a Celery worker", HANG_GUARD)
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        rest = proc.communicate(timeout=30)[1]
+        rest = proc.communicate(timeout=HANG_GUARD)[1]
         took = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130 and took < 5, (took, rest)
+    # the signal ended the wait, not the worker timeout (120 s): its line says so; no clock bound,
+    # which a loaded machine stretches
+    assert proc.returncode == 130, (took, rest)
     line = _one_line(rest, "dora audit:")
     assert "interrupted (Ctrl-C or SIGTERM) while waiting for a Celery worker" in line, rest
 
