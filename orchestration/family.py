@@ -307,6 +307,51 @@ class ProbeFamily:
         return models_in(DBT_PROJECT_DIR / "models" / "marts" / self.name)
 
 
+def text_model_target(config: type, model: str = "model", backend: str = "backend", base_url: str = "base_url") -> dict:
+    """:attr:`ProbeFamily.target_models` of a family that audits a registry target's text model:
+    ``{"t2t": {"model": (config, model), "backend": (config, backend), "base_url": (config, base_url)}}``
+    (the field names of ``config`` that take the target's model, backend and server)."""
+    return {"t2t": {"model": (config, model), "backend": (config, backend), "base_url": (config, base_url)}}
+
+
+def declared_family(module: str, **fields) -> ProbeFamily:
+    """The :class:`ProbeFamily` of a family's ``family.py`` that declares its parts under the
+    shared names, called at the end of that module (``FAMILY = declared_family(__name__, ...)``).
+
+    Read from the module: ``NAME`` (the record's name and, unless ``group=`` is given, its
+    Dagster group), ``P`` (the flag prefix: its flags are ``--<P><field>``), ``FLAGS``, and,
+    when the module defines them, ``check``, ``summary``, ``plan``, ``CHANGE_TEST`` and
+    ``DRIFT``. Its assets are ``orchestration.defs.<NAME>.assets.<NAME>_assets``, imported when
+    Dagster asks for them (asset modules load backends). ``fields`` give the rest of the
+    record (``title``, ``description``, ``configs``, ...) and override any of the above.
+
+    Raises:
+        KeyError: the module is not imported or lacks ``NAME``, ``P`` or ``FLAGS``.
+    """
+    import importlib
+    import sys
+
+    names = vars(sys.modules[module])
+    name = names["NAME"]
+
+    def assets():
+        return getattr(importlib.import_module(f"orchestration.defs.{name}.assets"), f"{name}_assets")
+
+    optional = {"check": "check", "summary": "summary", "plan": "plan", "change_test": "CHANGE_TEST", "drift": "DRIFT"}
+    declared = {key: names[attr] for key, attr in optional.items() if attr in names}
+    return ProbeFamily(
+        **{
+            "name": name,
+            "group": name,
+            "flags": names["FLAGS"],
+            "flag_prefix": "--" + names["P"],
+            "assets": assets,
+            **declared,
+            **fields,
+        }
+    )
+
+
 @functools.cache
 def models_in(folder: Path) -> tuple[str, ...]:
     """The names of the dbt models declared (``models:``) by the YAML files under ``folder``

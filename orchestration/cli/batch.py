@@ -170,10 +170,12 @@ def export_configs(args) -> list[tuple[object, object]]:
     writes, from its ``dora audit`` flags: every step with ``work`` of the ``--family`` families
     (default: the first of :func:`export_families`); the backend is ``openai`` (the requests are
     in the OpenAI format)."""
-    from orchestration.cli.flags import op_run_configs
+    from orchestration.cli.flags import op_run_configs, select_families
 
     probes = list(dict.fromkeys(args.family or export_families()[:1]))
-    ops = op_run_configs(argparse.Namespace(**{**vars(args), "family": probes}))
+    export = argparse.Namespace(**{**vars(args), "family": probes})
+    select_families(export)
+    ops = op_run_configs(export)
     return [(step, ops[step.op].model_copy(update={"backend": "openai"})) for f, step in batch_steps() if f.name in probes and step.work is not None]
 
 

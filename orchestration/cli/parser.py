@@ -14,7 +14,7 @@ import argparse
 from orchestration import families as fam
 from orchestration.cluster import BROKER_ENV, DEFAULT_BROKER, DEFAULT_WORKER_TIMEOUT, EXECUTORS
 from orchestration.defaults import MAX_TOP  # the count flags of the commands (the others: on the Config fields)
-from orchestration.cli.flags import add_all_family_flags, add_common_flags
+from orchestration.cli.flags import add_all_family_flags, add_common_flags, select_families
 from orchestration.deprecation import add_deprecated
 
 EPILOG = """\
@@ -55,6 +55,10 @@ class _OneLineParser(argparse.ArgumentParser):
     (``unrecognized arguments: <100 kB>``) is cut; an old flag name given with its new one is
     refused. Sub-parsers are of the same class."""
 
+    #: what a sub-parser derives from its parsed arguments, once (``dora audit``'s selected
+    #: families: ``orchestration.cli.flags.select_families``)
+    after_parse = None
+
     def error(self, message: str):
         import re
 
@@ -72,12 +76,14 @@ class _OneLineParser(argparse.ArgumentParser):
         problem = old_and_new_given(self, sys.argv[1:] if args is None else list(args))
         if problem:
             self.error(problem)
-        return super().parse_known_args(args, namespace)
+        parsed, rest = super().parse_known_args(args, namespace)
+        if self.after_parse is not None:
+            self.after_parse(parsed)
+        return parsed, rest
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from orchestration import cli_validation as v
-
+    """The ``dora`` parser: one sub-command per entry of :data:`_COMMAND_PARSERS`, in ``--help`` order."""
     parser = _OneLineParser(
         prog="dora",
         description="dora audits language and vision-language models for hidden biased associations "
@@ -86,8 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in _COMMAND_PARSERS:
+        add(sub)
+    return parser
 
-    add_audit_parser(sub)
+
+def _add_query_parser(sub) -> None:
+    """``dora query SQL``: read-only SQL on the warehouse."""
+    from orchestration import cli_validation as v
 
     query = sub.add_parser(
         "query",
@@ -108,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=v.float_range(0, 86400), default=300.0, metavar="SECONDS", help="stop the query after SECONDS (0: no limit; default: 300)"
     )
 
+
+def _add_tables_parser(sub) -> None:
+    """``dora tables [NAME]``: the public relations, or one relation's columns."""
     tables = sub.add_parser(
         "tables",
         help="list the public relations (per family, one line each) or one relation's columns",
@@ -118,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("name", nargs="?", default=None, help="a relation: list its columns")
     tables.add_argument("--all", action="store_true", help="also the staging and intermediate models (not public: may change)")
 
+
+def _add_reparse_parser(sub) -> None:
+    """``dora reparse``: a family's landed raw outputs re-read with its current parser."""
     reparse = sub.add_parser(
         "reparse",
         help="re-read landed raw model outputs with the current parser (no model call)",
@@ -139,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     reparse.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the landing zone)")
     reparse.add_argument("--build", action="store_true", help="then rebuild stg_t2t_completions and every model downstream of it (dbt build)")
 
+
+def _add_ui_parser(sub) -> None:
+    """``dora ui``: the Dagster UI on this ``DORA_HOME``."""
+    from orchestration import cli_validation as v
+
     ui = sub.add_parser(
         "ui",
         help="start the Dagster UI (dagster dev) on this DORA_HOME",
@@ -155,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="address to listen on; 0.0.0.0 serves other machines too (default: 127.0.0.1, this machine only)",
     )
 
+
+def _add_report_parser(sub) -> None:
+    """``dora report``: the HTML report."""
+    from orchestration import cli_validation as v
+
     report = sub.add_parser(
         "report",
         help="write the HTML report (and PNGs) of sentiment, toxicity and judge bias levels",
@@ -167,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default=None, help="output folder (default: $DORA_HOME/reports/<audit or 'all'>)")
     report.add_argument("--top", type=v.int_range(1, MAX_TOP), default=15, help="rows of the most toxic / highest-rated tables (default: 15)")
 
+
+def _add_models_parser(sub) -> None:
+    """``dora models list``: the audit registry's targets."""
     models = sub.add_parser("models", help="the audit registry: registered targets and their last audit")
     models_list = models.add_subparsers(dest="models_command", required=True).add_parser(
         "list",
@@ -176,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     models_list.add_argument("--registry", default=None, help="registry file (default: $DORA_REGISTRY or registry.yaml)")
     models_list.add_argument("--no-resolve", action="store_true", help="do not read current versions (no hashing, no API call)")
     models_list.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+
+
+def _add_diff_parser(sub) -> None:
+    """``dora diff TARGET``: two audits of a target compared (``--family``: a family's change tests)."""
+    from orchestration import cli_validation as v
 
     from analytics.family_diff import family_help  # dora diff --family: one line per family
 
@@ -232,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
         "every significant change and at least --top rows; see below)",
     )
 
+
+def _add_families_parser(sub) -> None:
+    """``dora families``: the probe families and what they write."""
     families = sub.add_parser(
         "families",
         help="list the probe families: Dagster group, flags, landing tables, marts",
@@ -240,10 +279,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     families.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
 
-    from orchestration.cli.batch import add_batch_parsers  # dora batches, dora batch export / import
+
+def _add_batch_parsers(sub) -> None:
+    """``dora batches``, ``dora batch export`` / ``import`` (their module builds them)."""
+    from orchestration.cli.batch import add_batch_parsers
 
     add_batch_parsers(sub)
-    return parser
 
 
 AUDIT_DESCRIPTION = (
@@ -296,6 +337,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         help=f"probe family to run, repeatable: {', '.join(names)} (default: every family)",
     )
     add_deprecated(audit, ["--probe"], "--family", "family", append=True, choices=names)
+    audit.after_parse = select_families
     audit.add_argument("--help-family", action=_HelpFamily, choices=names, metavar="NAME", help="show the flags of one probe family and exit")
     seen = add_common_flags(audit)
     audit.add_argument("--top", type=v.int_range(0, MAX_TOP), default=3, help="top associations shown per bias dimension (default: 3)")
@@ -355,3 +397,18 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         "are checked as those flags would be before Dagster starts (one line, exit 2)",
     )
     add_all_family_flags(audit, seen, shown=shown)
+
+
+#: the sub-commands, in ``dora --help`` order
+_COMMAND_PARSERS = (
+    add_audit_parser,
+    _add_query_parser,
+    _add_tables_parser,
+    _add_reparse_parser,
+    _add_ui_parser,
+    _add_report_parser,
+    _add_models_parser,
+    _add_diff_parser,
+    _add_families_parser,
+    _add_batch_parsers,
+)

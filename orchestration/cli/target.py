@@ -100,7 +100,7 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
     from ingestion.errors import DoraError, TargetConfigError
     from ingestion.registry import default_registry_path, load_registry
     from orchestration import families as fam
-    from orchestration.cli.flags import op_run_configs, selected
+    from orchestration.cli.flags import op_run_configs
     from orchestration.defs.audits.runs import target_families, target_ops
 
     path = Path(args.registry).expanduser().resolve() if args.registry else default_registry_path()
@@ -114,7 +114,7 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
     ops = op_run_configs(args)
     ops.update(target_ops(target, fam.FAMILIES, registry=str(path), base=ops))  # every option and setting, one line
     for family in own:
-        if not selected(args, family):  # --family narrows the target's families
+        if family not in args.families:  # --family narrows the target's families
             ops.update(
                 {
                     op: cfg.model_copy(update={"enabled": False})
@@ -122,7 +122,7 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
                     if op in family.configs and "enabled" in type(cfg).model_fields
                 }
             )
-    run = TargetRun(target, [f for f in own if selected(args, f)], ops, str(path))
+    run = TargetRun(target, [f for f in own if f in args.families], ops, str(path))
     problem = _input_problem(run, dry_run)
     for family in run.families:
         if problem is None and family.check is not None:

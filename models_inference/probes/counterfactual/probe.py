@@ -46,7 +46,7 @@ from ingestion.quarantine import land_quarantine
 from models_inference.probes.counterfactual.sets import CounterfactualSet, Member, SetFile
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, check_plan_size, landed_keys, model_columns, probe_audit, run_probe, run_resumable
+from models_inference.resumable import ResumableTable, check_plan_size, key_seed, landed_keys, model_columns, probe_audit, run_probe, run_resumable
 from models_inference.backends.batch_api import run_batched
 from models_inference.backends.batch_requests import BatchOptions, BatchWork
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
@@ -150,8 +150,7 @@ def audit_id_for(variant: str, backend, config: CounterfactualProbeConfig) -> st
 def generation_seed(audit_id: str, set_id: str, label: str, mitigation: str, run: int) -> int:
     """63-bit seed shared by every member of one (set, prompt, mitigation, run) unit (``run``: the
     run's index, 0-based)."""
-    key = f"{audit_id}|{set_id}|{label}|{mitigation}|{run}".encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+    return key_seed(audit_id, set_id, label, mitigation, run)
 
 
 def response_id(audit_id: str, set_id: str, a1: str, a2: str, label: str, mitigation: str, run: int) -> str:
@@ -463,7 +462,7 @@ def set_seed(s: CounterfactualSet) -> int:
     """One diffusion seed per set, shared by all members: the dataset's own seed when known."""
     if s.seed is not None:
         return int(s.seed)
-    return int.from_bytes(hashlib.blake2b(s.set_id.encode(), digest_size=8).digest(), "big") >> 1
+    return key_seed(s.set_id)
 
 
 def generate_set_images(sets: Sequence[CounterfactualSet], image_backend) -> list[CounterfactualSet]:

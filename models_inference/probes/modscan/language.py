@@ -34,7 +34,7 @@ from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PERSONA_T
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
 from ingestion.contracts.modscan import FAMILY
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, check_plan_size, landed_keys, run_probe
+from models_inference.resumable import ResumableSummary, check_plan_size, key_seed, landed_keys, run_probe
 
 #: NOT FROM PAPER: the VLM yes/no stand-in for the paper's YOLOv8x person filter.
 PERSON_CHECK_PROMPT = "Is there a person in this image? Answer yes or no."
@@ -82,10 +82,6 @@ class LanguageProbeConfig:
         return self
 
 
-def _seed(*parts) -> int:
-    return int.from_bytes(hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest(), "big") >> 1
-
-
 @dataclass(frozen=True)
 class SceneImage:
     """A scene image to query: ``unit`` is ``image-<sha256>`` (or ``blank-<k>``), ``condition``
@@ -126,7 +122,7 @@ def draw_scenes(image_backend: ImageBackend, vision: VisionBackend, cfg: Languag
         while len(kept) < cfg.images_per_trait and index < 2 * cfg.images_per_trait:  # the paper drew 400, kept 200
             todo = range(index + 1, index + 1 + cfg.images_per_trait - len(kept))
             index += len(todo)
-            results = image_backend.generate([ImageRequest(prompt, _seed(audit_id, trait, i), i) for i in todo])
+            results = image_backend.generate([ImageRequest(prompt, key_seed(audit_id, trait, i), i) for i in todo])
             stored = []
             for res in results:
                 if res.status != "ok" or res.data is None:
@@ -137,7 +133,7 @@ def draw_scenes(image_backend: ImageBackend, vision: VisionBackend, cfg: Languag
             if cfg.person_check and stored:
                 checks = vision.describe(
                     [
-                        DescriptionRequest(image_file(s.path), RenderedPrompt("chat", PERSON_CHECK_PROMPT), _seed(audit_id, s.sha256), 8)
+                        DescriptionRequest(image_file(s.path), RenderedPrompt("chat", PERSON_CHECK_PROMPT), key_seed(audit_id, s.sha256), 8)
                         for s in stored
                     ],
                     SamplingParams(cfg.temperature, cfg.top_p),
@@ -218,7 +214,7 @@ def run_language_probe(
     def generate(chunk, advance: Callable[[int], None]) -> list[dict]:
         queries = []
         for s, a, p in chunk:
-            seed = _seed(audit_id, *key((s, a, p)))
+            seed = key_seed(audit_id, *key((s, a, p)))
             order = tuple(random.Random(seed).sample(GROUPS[a], len(GROUPS[a])))  # Shuffle(.) of §3.2
             queries.append((s, a, p, seed, order, with_prefix(p, language_prompt(s.trait, a, order))))
         results = vision.describe(

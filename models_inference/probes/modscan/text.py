@@ -37,7 +37,6 @@ instance, condition, prefix, query_unit): a re-run generates only what has not l
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import random
@@ -54,7 +53,7 @@ from models_inference.probes.modscan.prompts import SIDE_CHOICES, term_phrases, 
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, ResumableSummary, check_plan_size, run_probe
+from models_inference.resumable import ResumableTable, ResumableSummary, check_plan_size, key_seed, run_probe
 
 #: Where ModSCAN queries land; a key whose rows are all ``error`` is generated again.
 MODSCAN_TABLE = ResumableTable(
@@ -204,11 +203,6 @@ class TextQuery:
         return with_prefix(self.prefix, base)
 
 
-def _seed(*parts) -> int:
-    key = "|".join(str(p) for p in parts).encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
-
-
 def spread(items: Sequence[str], k: int) -> tuple[str, ...]:
     """``k`` items spread evenly over ``items`` (first and last included; all when ``k`` is 0 or
     >= len): the default audit's sample of Table 1 instances (NOT FROM PAPER)."""
@@ -235,7 +229,7 @@ def plan_text_queries(config: TextProbeConfig, audit_id: str) -> list[TextQuery]
             instances = spread(SCENARIOS[scenario], cfg.instances_per_scenario)
             for index, instance in enumerate(instances):
                 for run in range(1, cfg.runs + 1):
-                    seed = _seed(audit_id, probe, attribute, scenario, instance, condition, prefix, run)
+                    seed = key_seed(audit_id, probe, attribute, scenario, instance, condition, prefix, run)
                     groups = GROUPS[attribute]
                     if probe == "modscan_text_persona":  # Shuffle(.) of §3.2, drawn per query
                         order = tuple(random.Random(seed).sample(groups, len(groups)))

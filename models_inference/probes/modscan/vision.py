@@ -34,7 +34,7 @@ from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARI
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, run_probe
+from models_inference.resumable import ResumableSummary, key_seed, run_probe
 
 
 @dataclass
@@ -154,9 +154,7 @@ def run_vision_probe(
             if q.pair.pair_key not in stored:
                 stored[q.pair.pair_key] = store_pair(q.pair)
         prompts = [with_prefix(q.prefix, vision_prompt(q.instance)) for q in chunk]
-        seeds = [
-            int.from_bytes(hashlib.blake2b("|".join(map(str, (audit_id, *q.key()))).encode(), digest_size=8).digest(), "big") >> 1 for q in chunk
-        ]
+        seeds = [key_seed(audit_id, *q.key()) for q in chunk]
         requests = [
             DescriptionRequest(image_file(stored[q.pair.pair_key].path), RenderedPrompt("chat", p), s, cfg.max_new_tokens)
             for q, p, s in zip(chunk, prompts, seeds)
