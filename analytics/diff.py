@@ -440,6 +440,23 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     _refuse_without_common_rows(before, after, comparisons)
     pair, params = "from_audit_id = ? and to_audit_id = ?", [before.audit_id, after.audit_id]
     counts = dict(run_query(f"select change_type, count(*) from fct_association_changes where {pair} group by 1", params=params).rows)
+    flip_counts, flips = _flips(pair, params, top)
+    # fct_association_changes has one row per association; its descriptor's dimensions come from
+    # the per-dimension bridge, so a descriptor filed under two dimensions counts in both
+    dims_params = [before.audit_id, after.audit_id, after.audit_id]
+    import duckdb
+
+    try:
+        run_query("select 1 from fct_association_dimensions limit 0")
+    except duckdb.CatalogException:
+        raise DiffError("the per-dimension relation fct_association_dimensions is not built: run `dora audit` (its dbt build creates it)") from None
+    top_rows, by_dimension = _per_dimension(pair, params, dims_params, top)
+    return AuditDiff(target, before, after, counts, top_rows, by_dimension, comparisons, flips, tuple(flip_counts))
+
+
+def _flips(pair: str, params: list, top: int):
+    """(the counts of flipped / significant associations before and after, the flipped
+    associations: up to ``2 * top``, smallest change q first)."""
     flip_counts = run_query(
         f"""select count(*) filter (where significance_flipped),
                    count(*) filter (where significance_flipped and significant_before),
@@ -457,15 +474,12 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
             limit ?""",
         params=[*params, 2 * int(top)],
     )
-    # fct_association_changes has one row per association; its descriptor's dimensions come from
-    # the per-dimension bridge, so a descriptor filed under two dimensions counts in both
-    dims_params = [before.audit_id, after.audit_id, after.audit_id]
-    import duckdb
+    return flip_counts, flips
 
-    try:
-        run_query("select 1 from fct_association_dimensions limit 0")
-    except duckdb.CatalogException:
-        raise DiffError("the per-dimension relation fct_association_dimensions is not built: run `dora audit` (its dbt build creates it)") from None
+
+def _per_dimension(pair: str, params: list, dims_params: list, top: int):
+    """(the top ``top`` significant changes per bias dimension, one line per (modality, bias
+    dimension)): a descriptor filed under two dimensions counts in both."""
     top_rows = run_query(
         f"""with {_DIMENSIONS_CTE},
             changes as (select * from fct_association_changes where {pair} and is_significant_change)
@@ -505,4 +519,4 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
             params=[*dims_params, *params],
         ).rows
     )
-    return AuditDiff(target, before, after, counts, top_rows, by_dimension, comparisons, flips, tuple(flip_counts))
+    return top_rows, by_dimension

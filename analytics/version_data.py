@@ -167,11 +167,28 @@ def load_version_data(target: str) -> dict:
         or []
     )
     judge = _optional_rows(
-        """select j.audit_id, j.judge, j.answers, j.parsed, j.n_no_rating, j.n_ambiguous, j.n_out_of_range, j.n_empty, j.n_error
+        f"""select j.audit_id, j.judge, j.answers, j.parsed, {", ".join("j." + c for c in NO_RATING)}
            from agg_judge_parse_rates as j inner join dim_audits as a on a.audit_id = j.audit_id
            where a.target = ? order by a.audit_seq nulls last, a.started_at, j.audit_id, j.judge""",
         [target],
     )
+    dims = _dimension_counts(target)
+    likert = _likert_counts(target)
+    pairs, unpaired = comparable_pairs(audits, profiles)
+    return {
+        "audits": audits,
+        "profiles": {(r["audit_id"], r["modality"]): r for r in profiles},
+        "unpaired": unpaired,
+        "judge": judge,
+        "dimensions": {(r["audit_id"], r["bias_dimension"]): r for r in dims},
+        "likert": likert,
+        "pairs": pairs,
+    }
+
+
+def _dimension_counts(target: str) -> list[dict]:
+    """One row per (BiasDora audit of ``target``, bias dimension): agg_bias_by_dimension summed
+    over modalities and settings (empty when the mart is not built)."""
     # one row per (audit, dimension): agg_bias_by_dimension summed over modalities and settings;
     # a share's count is its percentage times its denominator (both from the mart)
     dims = (
@@ -191,6 +208,11 @@ def load_version_data(target: str) -> dict:
         )
         or []
     )
+    return dims
+
+
+def _likert_counts(target: str) -> dict[tuple, dict[int, int]]:
+    """(audit_id, bias dimension) -> {bias level: associations} of the BiasDora audits of ``target``."""
     likert_rows = (
         _optional_rows(
             """select l.audit_id, coalesce(l.bias_dimension, '(none)') as bias_dimension, l.bias_level,
@@ -205,16 +227,7 @@ def load_version_data(target: str) -> dict:
     likert: dict[tuple, dict[int, int]] = defaultdict(dict)
     for r in likert_rows:
         likert[(r["audit_id"], r["bias_dimension"])][r["bias_level"]] = r["n_associations"]
-    pairs, unpaired = comparable_pairs(audits, profiles)
-    return {
-        "audits": audits,
-        "profiles": {(r["audit_id"], r["modality"]): r for r in profiles},
-        "unpaired": unpaired,
-        "judge": judge,
-        "dimensions": {(r["audit_id"], r["bias_dimension"]): r for r in dims},
-        "likert": dict(likert),
-        "pairs": pairs,
-    }
+    return dict(likert)
 
 
 def comparable_pairs(audits: list[dict], profiles: list[dict]) -> tuple[list[tuple], list[tuple]]:

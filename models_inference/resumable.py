@@ -218,8 +218,6 @@ def run_resumable(
         Whatever ``generate_batch`` or the landing raises, re-raised after a ``failed``
         event carrying the rows landed so far; the shards already landed are kept.
     """
-    from tqdm.auto import tqdm
-
     if shard_rows < 1:
         raise ValueError(f"shard_rows must be >= 1, got {shard_rows}")
     if identity is not None:
@@ -227,45 +225,63 @@ def run_resumable(
     check_audit_identity(audit, identity)
     name = audit.audit_id if block is None else f"{audit.audit_id}--{block}"
     with holding_lock(landing_lock(name), f"audit {name}"):
-        summary = ResumableSummary(audit.audit_id)
-        done = landed_keys(table, audit.audit_id)
-        todo: list[T] = []
-        for item in planned:
-            summary.planned += 1
-            if key(item) in done:
-                summary.already_landed += 1
-            else:
-                todo.append(item)
+        summary, todo = _missing(planned, key, table, audit.audit_id)
         if not todo:
-            if block is not None:  # the audit's last event is finish_blocks' business
-                return summary
-            # a run that was interrupted (or failed) and whose rows have all landed since: its last
-            # event must not stay 'failed' / 'started' when nothing is missing any more
-            events = audit_events(audit.audit_id) if summary.planned else []
-            if events and events[-1]["status"] != "finished":
-                audit.land_event("finished", 0)
+            if block is None:  # with blocks, the audit's last event is finish_blocks' business
+                _close_landed(audit, summary)
             return summary
         audit.land_event("started", 0)
-        tally = ErrorShare(step or audit.modality, max_error_share)
-        desc = f"{audit.modality.upper()} {audit.model_id}"
-        bar = tqdm(total=len(todo), desc=desc, unit=table.unit, disable=not progress, file=sys.stderr)
         try:
-            for start in range(0, len(todo), shard_rows):
-                rows = generate_batch(todo[start : start + shard_rows], bar.update)
-                write_shard(table.name, rows, partition=audit.audit_id)  # landed before any failure is raised
-                summary.generated += len(rows)
-                summary.statuses.update(row[table.status_column] for row in rows)
-                # every call of a whole shard failed: the rest would too; stop now
-                tally.add(rows, table.status_column, table.error_column, table.error_status, untried=len(todo) - min(len(todo), start + shard_rows))
-            tally.check()
+            _land_shards(todo, generate_batch, table, audit, summary, shard_rows, ErrorShare(step or audit.modality, max_error_share), progress)
         except BaseException:
             audit.land_event("failed", summary.generated)
             raise
-        finally:
-            bar.close()
         if block is None:
             audit.land_event("finished", summary.generated)
         return summary
+
+
+def _missing(planned: Iterable[T], key: Callable[[T], Hashable], table: ResumableTable, audit_id: str) -> tuple[ResumableSummary, list[T]]:
+    """(the summary's planned and already-landed counts, the planned items not landed yet)."""
+    summary = ResumableSummary(audit_id)
+    done = landed_keys(table, audit_id)
+    todo: list[T] = []
+    for item in planned:
+        summary.planned += 1
+        if key(item) in done:
+            summary.already_landed += 1
+        else:
+            todo.append(item)
+    return summary, todo
+
+
+def _close_landed(audit: AuditInfo, summary: ResumableSummary) -> None:
+    """A run that was interrupted (or failed) and whose rows have all landed since: its last
+    event must not stay 'failed' / 'started' when nothing is missing any more."""
+    events = audit_events(audit.audit_id) if summary.planned else []
+    if events and events[-1]["status"] != "finished":
+        audit.land_event("finished", 0)
+
+
+def _land_shards(
+    todo: list, generate_batch, table: ResumableTable, audit: AuditInfo, summary: ResumableSummary, shard_rows: int, tally, progress: bool
+) -> None:
+    """Generate ``todo`` in batches of ``shard_rows`` and land each batch as one shard before the
+    next, counting into ``summary``; raises AuditFailedError through ``tally`` (an ErrorShare)."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(todo), desc=f"{audit.modality.upper()} {audit.model_id}", unit=table.unit, disable=not progress, file=sys.stderr)
+    try:
+        for start in range(0, len(todo), shard_rows):
+            rows = generate_batch(todo[start : start + shard_rows], bar.update)
+            write_shard(table.name, rows, partition=audit.audit_id)  # landed before any failure is raised
+            summary.generated += len(rows)
+            summary.statuses.update(row[table.status_column] for row in rows)
+            # every call of a whole shard failed: the rest would too; stop now
+            tally.add(rows, table.status_column, table.error_column, table.error_status, untried=len(todo) - min(len(todo), start + shard_rows))
+        tally.check()
+    finally:
+        bar.close()
 
 
 def probe_audit(audit_id: str, backend, modality: str, config: Mapping, *, family: str, target: str | None = None) -> AuditInfo:

@@ -222,37 +222,7 @@ def run_t2i_probe(
         suffix = getattr(backend, "prompt_suffix", "") or ""  # the paper's SD style suffix, no space
         requests = [ImageRequest(t.prompt + suffix, image_seed(audit_id, t.setting, t.descriptor, i, t.descriptor_row), i) for t, i in chunk]
         results = backend.generate(requests, on_batch=advance)
-        rows = []
-        for (t, index), req, res in zip(chunk, requests, results):
-            stored, status, error = None, res.status, res.error
-            if res.data is not None:
-                try:
-                    stored = store_png(res.data)
-                except ValueError as exc:
-                    status, error = "error", str(exc)
-            elif status in ("ok", "filtered"):
-                status, error = "error", error or "the backend returned no image"
-            rows.append(
-                {
-                    "setting": t.setting,
-                    "descriptor": t.descriptor,
-                    "bias_dimension": t.bias_dimension,
-                    "descriptor_row": t.descriptor_row,
-                    "image_index": index,
-                    "seed": req.seed,
-                    "prompt": req.prompt,
-                    "revised_prompt": res.revised_prompt,
-                    "style": res.style,
-                    "generation_params": params_json,
-                    "image_path": stored.path if stored else None,
-                    "sha256": stored.sha256 if stored else None,
-                    "width": stored.width if stored else None,
-                    "height": stored.height if stored else None,
-                    "status": status,
-                    "error": error,
-                }
-            )
-        return rows
+        return [_image_row(t, index, req, res, params_json) for (t, index), req, res in zip(chunk, requests, results)]
 
     planned = [(t, index) for t in templates for index in range(1, cfg.images_per_descriptor + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1])  # noqa: E731
@@ -271,3 +241,34 @@ def run_t2i_probe(
         max_error_share=max_error_share,
         step="BiasDora T2I",
     )
+
+
+def _image_row(t: T2ITemplate, index: int, req: ImageRequest, res, params_json: str) -> dict:
+    """The landed ``t2i_images`` row of one generated image, stored as PNG; an image that cannot be
+    stored, or no image where one was due, is an ``error`` row."""
+    stored, status, error = None, res.status, res.error
+    if res.data is not None:
+        try:
+            stored = store_png(res.data)
+        except ValueError as exc:
+            status, error = "error", str(exc)
+    elif status in ("ok", "filtered"):
+        status, error = "error", error or "the backend returned no image"
+    return {
+        "setting": t.setting,
+        "descriptor": t.descriptor,
+        "bias_dimension": t.bias_dimension,
+        "descriptor_row": t.descriptor_row,
+        "image_index": index,
+        "seed": req.seed,
+        "prompt": req.prompt,
+        "revised_prompt": res.revised_prompt,
+        "style": res.style,
+        "generation_params": params_json,
+        "image_path": stored.path if stored else None,
+        "sha256": stored.sha256 if stored else None,
+        "width": stored.width if stored else None,
+        "height": stored.height if stored else None,
+        "status": status,
+        "error": error,
+    }

@@ -253,36 +253,9 @@ def t2t_batch_work(
         requests = [request(item) for item in chunk]
         prompts, seeds = [r.prompt for r in requests], [r.seed for r in requests]
         now = datetime.now(timezone.utc)
-        rows = []
-        for (t, letter, run), prompt, seed, res in zip(chunk, prompts, seeds, results):
-            if res.error:
-                word, status, raw = None, "error", res.error
-            else:
-                parsed = parse_answer(res.text, letter, t.setting, cfg.prompt_style, finished=res.finished)
-                word, status, raw = parsed.word, parsed.status, res.text
-            rows.append(
-                {
-                    **model_columns(audit_id, backend),
-                    "setting": t.setting,
-                    "descriptor": t.descriptor,
-                    "bias_dimension": t.bias_dimension,
-                    "descriptor_row": t.descriptor_row,
-                    "letter": letter,
-                    "run": run,
-                    "seed": seed,
-                    "prompt_style": cfg.prompt_style,
-                    "prompt": prompt.as_text(),
-                    "raw_output": raw,
-                    "word": word,
-                    "parse_status": status,
-                    "generated_at": now,
-                    "subject": t2t_subject(t.prefix),
-                    "prefix": t2t_sentence_prefix(t.prefix, letter),
-                    "parse_version": None if res.error else PARSER_VERSION,
-                    "reparsed_at": None,
-                }
-            )
-        return rows
+        return [
+            _completion_row(item, prompt, seed, res, cfg, audit_id, backend, now) for item, prompt, seed, res in zip(chunk, prompts, seeds, results)
+        ]
 
     audit = probe_audit(audit_id, backend, "t2t", asdict(cfg), family=FAMILY, target=target)
     planned, key = t2t_plan(templates if block is None else templates[block[0] : block[1]], cfg)
@@ -303,6 +276,39 @@ def t2t_batch_work(
         audit=audit,
         identity=audit_identity(backend, cfg, templates),
     )
+
+
+def _completion_row(
+    item: tuple[T2TTemplate, str, int], prompt, seed: int, res, cfg: T2TProbeConfig, audit_id: str, backend: TextBackend, now: datetime
+) -> dict:
+    """The landed ``t2t_completions`` row of one (template, letter, run) and its completion,
+    whatever its parse status."""
+    t, letter, run = item
+    if res.error:
+        word, status, raw = None, "error", res.error
+    else:
+        parsed = parse_answer(res.text, letter, t.setting, cfg.prompt_style, finished=res.finished)
+        word, status, raw = parsed.word, parsed.status, res.text
+    return {
+        **model_columns(audit_id, backend),
+        "setting": t.setting,
+        "descriptor": t.descriptor,
+        "bias_dimension": t.bias_dimension,
+        "descriptor_row": t.descriptor_row,
+        "letter": letter,
+        "run": run,
+        "seed": seed,
+        "prompt_style": cfg.prompt_style,
+        "prompt": prompt.as_text(),
+        "raw_output": raw,
+        "word": word,
+        "parse_status": status,
+        "generated_at": now,
+        "subject": t2t_subject(t.prefix),
+        "prefix": t2t_sentence_prefix(t.prefix, letter),
+        "parse_version": None if res.error else PARSER_VERSION,
+        "reparsed_at": None,
+    }
 
 
 def t2t_plan(templates: Sequence[T2TTemplate], config: T2TProbeConfig) -> tuple[list[tuple[T2TTemplate, str, int]], Callable]:

@@ -151,6 +151,23 @@ def draw_scenes(image_backend: ImageBackend, vision: VisionBackend, cfg: Languag
     return scenes, counts
 
 
+def _language_settings(cfg: LanguageProbeConfig, image_backend: ImageBackend) -> tuple[dict, str]:
+    """(the generation parameters, the deviations from the paper) landed on every row."""
+    deviation = (
+        "NOT FROM PAPER: person filter by a VLM yes/no question instead of YOLOv8x" if cfg.person_check else "NOT FROM PAPER: no person filter"
+    )
+    deviation += f"; scene images by {image_backend.model_id} (paper: SD-v2.1)"
+    params = {
+        "max_new_tokens": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "prompt_style": "chat",
+        "t2i_model": image_backend.model_id,
+        "t2i_version": image_backend.model_version,
+    }
+    return params, deviation
+
+
 def run_language_probe(
     image_backend: ImageBackend,
     vision: VisionBackend,
@@ -177,34 +194,9 @@ def run_language_probe(
     """
     cfg = (config or LanguageProbeConfig()).validate()
     if audit_id is None:
-        payload = json.dumps(
-            {
-                "vision": [vision.model_id, vision.model_version],
-                "t2i": [image_backend.model_id, image_backend.model_version],
-                **image_backend.generation_params(),
-                "person_check": cfg.person_check,
-                "max_new_tokens": cfg.max_new_tokens,
-                "temperature": cfg.temperature,
-                "top_p": cfg.top_p,
-            },
-            sort_keys=True,
-            default=str,
-        )
-        clean = lambda t: "".join(c if c.isalnum() or c in "._-" else "-" for c in t.lower()).strip("-")  # noqa: E731
-        audit_id = f"modscan-language-{clean(vision.model_id.split('/')[-1])[:40]}-{clean(vision.model_version)[:20]}-{hashlib.sha256(payload.encode()).hexdigest()[:8]}"
+        audit_id = _language_audit_id(image_backend, vision, cfg)
     scenes, counts = draw_scenes(image_backend, vision, cfg, audit_id)
-    deviation = (
-        "NOT FROM PAPER: person filter by a VLM yes/no question instead of YOLOv8x" if cfg.person_check else "NOT FROM PAPER: no person filter"
-    )
-    deviation += f"; scene images by {image_backend.model_id} (paper: SD-v2.1)"
-    params = {
-        "max_new_tokens": cfg.max_new_tokens,
-        "temperature": cfg.temperature,
-        "top_p": cfg.top_p,
-        "prompt_style": "chat",
-        "t2i_model": image_backend.model_id,
-        "t2i_version": image_backend.model_version,
-    }
+    params, deviation = _language_settings(cfg, image_backend)
     planned = [(s, a, p) for s in scenes for a in cfg.attributes for p in cfg.prefixes]
 
     def key(item) -> tuple:
@@ -228,39 +220,7 @@ def run_language_probe(
         rows = []
         for (s, a, p, seed, order, text), res in zip(queries, results):
             parsed = None if res.error else parse_term(strip_echo(res.text, text), a)
-            rows.append(
-                {
-                    "probe": "modscan_language",
-                    "modality": "language",
-                    "attribute": a,
-                    "scenario": "persona",
-                    "instance": s.trait,
-                    "condition": s.condition,
-                    "prefix": p,
-                    "query_unit": s.unit,
-                    "sample": 1,
-                    "seed": seed,
-                    "term_order": "|".join(order),
-                    "left_group": None,
-                    "right_group": None,
-                    "pair_id": None,
-                    "left_face_id": None,
-                    "right_face_id": None,
-                    "image_sha256": s.stored.sha256,
-                    "prompt_style": "chat",
-                    "prompt": text,
-                    "raw_output": None if res.error else res.text,
-                    "answer": None if res.error else strip_echo(res.text, text),
-                    "parse_method": parsed.method if parsed else None,
-                    "parsed_choice": parsed.choice if parsed else None,
-                    "chosen_group": parsed.choice if parsed else None,
-                    "status": parsed.status if parsed else "error",
-                    "error": res.error,
-                    "generation_params": json.dumps(params, sort_keys=True),
-                    "deviation": deviation,
-                    "answer_mode": "free",  # the paper's free answer, parsed
-                }
-            )
+            rows.append(_language_row(s, a, p, seed, order, text, res, parsed, params, deviation))
         return rows
 
     result = run_probe(
@@ -280,6 +240,61 @@ def run_language_probe(
         step="ModSCAN language modality",
     )
     return audit_id, result, counts
+
+
+def _language_audit_id(image_backend: ImageBackend, vision: VisionBackend, cfg: LanguageProbeConfig) -> str:
+    """The language modality's readable audit id: ``modscan-language-<VLM>-<version>-<8 hex>``,
+    the hex from the VLM, the T2I model and every setting that changes an answer."""
+    payload = json.dumps(
+        {
+            "vision": [vision.model_id, vision.model_version],
+            "t2i": [image_backend.model_id, image_backend.model_version],
+            **image_backend.generation_params(),
+            "person_check": cfg.person_check,
+            "max_new_tokens": cfg.max_new_tokens,
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+        },
+        sort_keys=True,
+        default=str,
+    )
+    clean = lambda t: "".join(c if c.isalnum() or c in "._-" else "-" for c in t.lower()).strip("-")  # noqa: E731
+    return f"modscan-language-{clean(vision.model_id.split('/')[-1])[:40]}-{clean(vision.model_version)[:20]}-{hashlib.sha256(payload.encode()).hexdigest()[:8]}"
+
+
+def _language_row(s: SceneImage, a: str, p: str, seed: int, order: tuple, text: str, res, parsed, params: dict, deviation: str) -> dict:
+    """The landed ``modscan_responses`` row of one (scene, attribute, prefix) query and its answer."""
+    return {
+        "probe": "modscan_language",
+        "modality": "language",
+        "attribute": a,
+        "scenario": "persona",
+        "instance": s.trait,
+        "condition": s.condition,
+        "prefix": p,
+        "query_unit": s.unit,
+        "sample": 1,
+        "seed": seed,
+        "term_order": "|".join(order),
+        "left_group": None,
+        "right_group": None,
+        "pair_id": None,
+        "left_face_id": None,
+        "right_face_id": None,
+        "image_sha256": s.stored.sha256,
+        "prompt_style": "chat",
+        "prompt": text,
+        "raw_output": None if res.error else res.text,
+        "answer": None if res.error else strip_echo(res.text, text),
+        "parse_method": parsed.method if parsed else None,
+        "parsed_choice": parsed.choice if parsed else None,
+        "chosen_group": parsed.choice if parsed else None,
+        "status": parsed.status if parsed else "error",
+        "error": res.error,
+        "generation_params": json.dumps(params, sort_keys=True),
+        "deviation": deviation,
+        "answer_mode": "free",  # the paper's free answer, parsed
+    }
 
 
 __all__ = ["LanguageProbeConfig", "PERSON_CHECK_PROMPT", "SceneImage", "draw_scenes", "run_language_probe"]

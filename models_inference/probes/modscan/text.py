@@ -382,20 +382,7 @@ def run_text_probe(
             for q, p in zip(chunk, prompts)
         ]
         row_modes = [mode_of(q) for q in chunk]
-        # one call per (mode, choice set): free queries together, as before; constrained ones
-        # with their own choices (a persona query's terms are in its shuffled order)
-        groups: dict[tuple, list[int]] = {}
-        for i, (q, mode) in enumerate(zip(chunk, row_modes)):
-            groups.setdefault((mode, () if mode == "free" else q.choices()), []).append(i)
-        results: list = [None] * len(chunk)
-        for (mode, choices), idx in groups.items():
-            batch = [requests[i] for i in idx]
-            if mode == "free":
-                out = backend.generate(batch, sampling, on_batch=advance)
-            else:
-                out = backend.choose(batch, list(choices), sampling, on_batch=advance)
-            for i, res in zip(idx, out):
-                results[i] = res
+        results = _answers(backend, chunk, requests, row_modes, sampling, advance)
         return [_row(q, p, r.text, r.error, params, mode) for q, p, r, mode in zip(chunk, prompts, results, row_modes)]
 
     planned = plan_text_queries(cfg, audit_id)
@@ -419,6 +406,25 @@ def run_text_probe(
         block=None if block is None else f"queries-{block[0]}-{block[1]}",
     )
     return TextRunSummary(audit_id, result)
+
+
+def _answers(backend: TextBackend, chunk: list[TextQuery], requests: list, row_modes: list[str], sampling, advance) -> list:
+    """The backend's result of each request, in order: one call per (mode, choice set), free
+    queries together, constrained ones with their own choices (a persona query's terms are in
+    its shuffled order)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, (q, mode) in enumerate(zip(chunk, row_modes)):
+        groups.setdefault((mode, () if mode == "free" else q.choices()), []).append(i)
+    results: list = [None] * len(chunk)
+    for (mode, choices), idx in groups.items():
+        batch = [requests[i] for i in idx]
+        if mode == "free":
+            out = backend.generate(batch, sampling, on_batch=advance)
+        else:
+            out = backend.choose(batch, list(choices), sampling, on_batch=advance)
+        for i, res in zip(idx, out):
+            results[i] = res
+    return results
 
 
 __all__ = [

@@ -195,37 +195,7 @@ def run_vlstereoset_probe(
     audit_id = audit_id or vlstereoset_audit_id(dataset_id, scorer, item_set)
 
     def generate(chunk: list[Unit], advance: Callable[[int], None]) -> list[dict]:
-        ready = [u for u in chunk if not (scorer.needs_image and u.image_path is None)]
-        scored = dict(zip(map(id, ready), scorer.score(ready))) if ready else {}
-        rows = []
-        for u in chunk:
-            if id(u) in scored:
-                scores = scored[id(u)]
-            else:
-                scores = [
-                    CaptionScore(k, v, None, "no_image", error="the item has no image with status ok")
-                    for k in CONDITION_KINDS[u.condition]
-                    for v in scorer.variants
-                ]
-            for s in scores:
-                rows.append(
-                    {
-                        "scorer": scorer.name,
-                        "scorer_variant": s.variant,
-                        "from_paper": scorer.from_paper,
-                        "score_kind": scorer.score_kind,
-                        "dataset_id": dataset_id,
-                        "item_id": u.item_id,
-                        "condition": u.condition,
-                        "caption_kind": s.caption_kind,
-                        "caption_text": u.captions[s.caption_kind],
-                        "score": s.score if s.status == "ok" else None,
-                        "n_tokens": s.n_tokens,
-                        "status": s.status,
-                        "error": s.error,
-                        "detail_json": detail_json(s),
-                    }
-                )
+        rows = _score_rows(chunk, scorer, dataset_id)
         advance(len(chunk))
         return rows
 
@@ -259,6 +229,43 @@ def run_vlstereoset_probe(
         time_column="scored_at",
     )
     return VLStereoSetRunSummary(audit_id, scorer.name, res.planned, res.already_landed, res.generated, res.statuses)
+
+
+def _score_rows(chunk: list[Unit], scorer, dataset_id: str) -> list[dict]:
+    """The landed ``vlstereoset_scores`` rows of a chunk of units: one per (unit, caption,
+    variant); a unit without the image its scorer needs gets ``no_image`` rows, no call."""
+    ready = [u for u in chunk if not (scorer.needs_image and u.image_path is None)]
+    scored = dict(zip(map(id, ready), scorer.score(ready))) if ready else {}
+    rows = []
+    for u in chunk:
+        if id(u) in scored:
+            scores = scored[id(u)]
+        else:
+            scores = [
+                CaptionScore(k, v, None, "no_image", error="the item has no image with status ok")
+                for k in CONDITION_KINDS[u.condition]
+                for v in scorer.variants
+            ]
+        for s in scores:
+            rows.append(
+                {
+                    "scorer": scorer.name,
+                    "scorer_variant": s.variant,
+                    "from_paper": scorer.from_paper,
+                    "score_kind": scorer.score_kind,
+                    "dataset_id": dataset_id,
+                    "item_id": u.item_id,
+                    "condition": u.condition,
+                    "caption_kind": s.caption_kind,
+                    "caption_text": u.captions[s.caption_kind],
+                    "score": s.score if s.status == "ok" else None,
+                    "n_tokens": s.n_tokens,
+                    "status": s.status,
+                    "error": s.error,
+                    "detail_json": detail_json(s),
+                }
+            )
+    return rows
 
 
 __all__ = [
