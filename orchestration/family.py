@@ -44,9 +44,9 @@ class Flag:
         name: the flag when it is not derived (``--faces``); a name another family already
             declared (``--model``) reuses that flag's value.
         aliases: further spellings (``--vlstereoset-images`` for ``--images``).
-        deprecated: old spellings kept for one release (``--judge-repeats`` for ``--judge-runs``):
-            hidden from ``--help``, each says once on stderr which name to use
-            (``orchestration/deprecation.py``); a registry option spelled the old way is read too.
+        deprecated: old spellings kept for one release, read from the one table of them
+            (``orchestration/deprecation.py: RENAMED_FLAGS``): hidden from ``--help``, each says
+            once on stderr which name to use; a registry option spelled the old way is read too.
         choices: allowed values of a closed field (from :mod:`ingestion.vocabulary` or the
             family's prompts); for a ``list`` field, the allowed items.
         validator: an argparse ``type`` for values a range cannot say (letters, URLs, ids);
@@ -78,6 +78,12 @@ class Flag:
     what: str | None = None
     path: str | None = None
     local_model: str | None = None
+
+    def __post_init__(self):
+        if not self.deprecated:
+            from orchestration.deprecation import old_names
+
+            object.__setattr__(self, "deprecated", old_names(self.flag))
 
     @classmethod
     def of(cls, config: type, *fields: str, **kw) -> tuple[Flag, ...]:

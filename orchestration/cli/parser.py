@@ -15,7 +15,7 @@ from orchestration import families as fam
 from orchestration.cluster import BROKER_ENV, DEFAULT_BROKER, DEFAULT_WORKER_TIMEOUT, EXECUTORS
 from orchestration.defaults import MAX_TOP  # the count flags of the commands (the others: on the Config fields)
 from orchestration.cli.flags import add_all_family_flags, add_common_flags, select_families
-from orchestration.deprecation import add_deprecated
+from orchestration.deprecation import add_deprecated, old_names
 
 EPILOG = """\
 environment:
@@ -28,7 +28,7 @@ examples:
   dora audit --descriptors "alcoholic person,child" --settings singular,verb
   dora audit --backend openai --model gpt-4o --prompt-style chat   # needs OPENAI_API_KEY
   dora query "select * from fct_associations where is_significant order by fisher_q limit 20"
-  dora ui                                     # Dagster UI with lineage and runs
+  dora ui                                     # Dagster UI with lineage and Dagster runs
   dora report                                 # HTML + PNGs: % negative, % toxic, judge bias levels
   dora audit --judge-backend openai --judge-model gpt-4o --judge-runs 3   # paper judge; needs OPENAI_API_KEY
   dora audit --t2i-model ./sd --i2t-model ./llava   # T2I + I2T probes with local diffusers / transformers folders
@@ -153,7 +153,7 @@ def _add_reparse_parser(sub) -> None:
         choices=reparsers,
         help=f"probe family whose landed outputs are re-parsed (the families with a re-parser: {', '.join(reparsers)}; default: {reparsers[0]})",
     )
-    add_deprecated(reparse, ["--probe"], "--family", "family", choices=reparsers)
+    add_deprecated(reparse, old_names("--family"), "--family", "family", choices=reparsers)
     reparse.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the landing zone)")
     reparse.add_argument("--build", action="store_true", help="then rebuild stg_t2t_completions and every model downstream of it (dbt build)")
 
@@ -166,7 +166,7 @@ def _add_ui_parser(sub) -> None:
         "ui",
         help="start the Dagster UI (dagster dev) on this DORA_HOME",
         description="Start the Dagster UI (dagster dev) on the Dagster instance of this DORA_HOME: the asset "
-        "lineage (one group per probe family and the shared group 'audits'), every audit run with its dora/* "
+        "lineage (one group per probe family and the shared group 'audits'), every Dagster run of an audit with its dora/* "
         "tags, the audit partitions. Ctrl-C or SIGTERM stops it and every process it started within seconds. "
         "Tour: docs/operations.md#the-ui-tour",
     )
@@ -257,7 +257,7 @@ def _add_diff_parser(sub) -> None:
         help="exit 1 when the verdict is a collapse (collapse), or a change or a collapse (change); "
         "exit 0 otherwise, 2 on a refusal or an error (docs/cli.md#dora-diff)",
     )
-    add_deprecated(diff, ["--probe"], "--family", "family", choices=fam.family_names())
+    add_deprecated(diff, old_names("--family"), "--family", "family", choices=fam.family_names())
     diff.add_argument(
         "--family",
         dest="family",
@@ -336,7 +336,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         metavar="NAME",
         help=f"probe family to run, repeatable: {', '.join(names)} (default: every family)",
     )
-    add_deprecated(audit, ["--probe"], "--family", "family", append=True, choices=names)
+    add_deprecated(audit, old_names("--family"), "--family", "family", append=True, choices=names)
     audit.after_parse = select_families
     audit.add_argument("--help-family", action=_HelpFamily, choices=names, metavar="NAME", help="show the flags of one probe family and exit")
     seen = add_common_flags(audit)
@@ -346,7 +346,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         "-v",
         action="store_true",
         help="show dbt's output (otherwise in $DORA_HOME/logs/last_audit_dbt.log) and Dagster's tracebacks "
-        "(a failed run's traces are always in $DORA_HOME/logs/audit-<run id>.log)",
+        "(a failed Dagster run's traces are always in $DORA_HOME/logs/audit-<run id>.log)",
     )
     audit.add_argument(
         "--rebuild",
@@ -359,7 +359,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         default="in_process",
         choices=list(EXECUTORS),
         help="in_process (default): every step in this process; multiprocess: each step in its own "
-        "process (Dagster's multiprocess executor), as runs launched from the UI; celery: each step on a "
+        "process (Dagster's multiprocess executor), as Dagster runs launched from the UI; celery: each step on a "
         "Celery worker (`dagster-celery worker start`, docs/operations.md#running-on-a-cluster)",
     )
     audit.add_argument(
@@ -376,7 +376,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         metavar="SECONDS",
         type=v.float_range(0, 86400),
         help=f"--executor celery: seconds to wait for a Celery worker to answer on the broker before failing with "
-        "one line (0: no limit); after ~2 s without one it says it is waiting. During the run, the same bound for a "
+        "one line (0: no limit); after ~2 s without one it says it is waiting. During the Dagster run, the same bound for a "
         "worker that stops answering while it holds a step (the step fails as lost) or for no worker at all "
         f"(docs/operations.md#celery-workers) (default: {DEFAULT_WORKER_TIMEOUT:.0f})",
     )
@@ -385,7 +385,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         action="store_true",
         help="print every family's plan (prompts / queries / items, rows already landed where known, estimated time) "
         "without loading any model or running anything; with --target, the plans of that target's families on its "
-        "model, version, settings and options, after the checks its real run gets; with --api-batch, the batch "
+        "model, version, settings and options, after the checks its real Dagster run gets; with --api-batch, the batch "
         "files, requests and prompt tokens per step",
     )
     audit.add_argument(

@@ -31,7 +31,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((C, "occupations"),), prefix=P),
     *Flag.of(C, "sets_per_occupation", "max_sets", "block_sets", "custom_occupations", prefix=P),
     Flag(((C, "prompts"),), prefix=P, choices=tuple(ALL_PROMPTS)),
-    *Flag.of(C, "runs", prefix=P, deprecated=("--cf-seeds",)),
+    *Flag.of(C, "runs", prefix=P),
     Flag(((C, "mitigations"),), prefix=P, choices=tuple(MITIGATIONS)),
     *Flag.of(C, "max_new_tokens", prefix=P),
     # 0 = no separate budget for numeric prompts (the field's None)

@@ -34,7 +34,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((M, "attributes"),), prefix=P, choices=ATTRIBUTES),
     Flag(((M, "scenarios"),), prefix=P, choices=tuple(SCENARIOS)),
     Flag(((M, "conditions"),), prefix=P, choices=CONDITIONS),
-    *Flag.of(M, "runs", prefix=P, deprecated=("--modscan-samples",)),
+    *Flag.of(M, "runs", prefix=P),
     Flag(((M, "instances_per_scenario"),), name="--modscan-instances"),
     *Flag.of(M, "max_new_tokens", "block_queries", prefix=P),
     Flag(((M, "answer_mode"),), prefix=P, choices=ANSWER_MODES),

@@ -52,7 +52,7 @@ from models_inference.probes.biasdora.t2i import (
 from models_inference.audit_log import record_audit_target
 from orchestration.defs.common import skipped_result
 from orchestration.defs.audits.runs import (
-    RunTarget,
+    TargetRun,
     check_current_version,
     probe_metadata,
     target_of_run,
@@ -91,7 +91,7 @@ def _skipped(context: dg.AssetExecutionContext, probe: str, reason: str, how: st
     return skipped_result(reason, how_to_enable=how, **extra)
 
 
-def _other_modality(context: dg.AssetExecutionContext, probe: str, run: RunTarget) -> dg.MaterializeResult:
+def _other_modality(context: dg.AssetExecutionContext, probe: str, run: TargetRun) -> dg.MaterializeResult:
     reason = f"partition {run.partition_key} audits {run.target.modality} target {run.target.name!r}"
     return _skipped(context, probe, reason, ENABLE_TARGET, run.target.name)
 
@@ -122,13 +122,13 @@ def _probe_asset(key: dg.AssetKey, deps: list, description: str, pool: str | Non
     )
 
 
-def _start(context, key: dg.AssetKey, config: VisionConfig) -> RunTarget | None:
+def _start(context, key: dg.AssetKey, config: VisionConfig) -> TargetRun | None:
     """Create the landing folder (dbt's glob must exist even when nothing lands); the run's target."""
     landing_dir(key.path[-1])
     return target_of_run(context, config.registry)
 
 
-def _unreachable(context, probe: str, reason: str, how: str, run: RunTarget | None, audited: bool) -> dg.MaterializeResult:
+def _unreachable(context, probe: str, reason: str, how: str, run: TargetRun | None, audited: bool) -> dg.MaterializeResult:
     """An unreachable model: an error when the registry target asked for this probe, else a skip."""
     if audited:
         raise ModelNotAvailableError(f"registry target {run.target.name!r} ({run.partition_key}): {reason}")
