@@ -21,7 +21,7 @@ import html
 from collections import defaultdict
 from pathlib import Path
 
-from analytics.query import format_q, run_query
+from analytics.query import format_q, execute_query
 from ingestion.home import dora_home
 
 __all__ = ["association_anchor", "association_href", "judge_reliability_html", "write_drilldown"]
@@ -52,7 +52,7 @@ def association_href(audit_id: str, modality: str, setting: str, descriptor: str
 
 
 def _rows(sql: str, params: list | None = None) -> list[dict]:
-    result = run_query(sql, params=params)
+    result = execute_query(sql, params=params)
     return [dict(zip(result.columns, r)) for r in result.rows]
 
 

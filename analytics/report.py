@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from analytics.query import QueryResult, format_q, is_q_column, read_relation, run_query
+from analytics.query import QueryResult, format_q, is_q_column, read_relation, execute_query
 from analytics.report_figures import LIKERT, _with_intervals, audits_without, heatmap_png, likert_png
 from ingestion.home import dora_home
 
@@ -44,7 +44,7 @@ def _audit_known(audit_id: str) -> bool:
     import duckdb
 
     try:
-        return bool(run_query("select 1 from dim_audits where audit_id = ? limit 1", params=[audit_id]).rows)
+        return bool(execute_query("select 1 from dim_audits where audit_id = ? limit 1", params=[audit_id]).rows)
     except duckdb.CatalogException:
         return False
 
@@ -65,7 +65,7 @@ def _top(audit_id: str | None, score: str, order: str, top: int) -> list[dict]:
         "and (? is null or audit_id = ?) "
         f"order by {order} limit ?"
     )
-    return _rows(run_query(sql, params=[audit_id, audit_id, int(top)]))
+    return _rows(execute_query(sql, params=[audit_id, audit_id, int(top)]))
 
 
 def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str, list[dict]]:
@@ -114,7 +114,7 @@ def audited_dimensions(audit_id: str | None = None) -> dict[str, list[str]]:
     Returns:
         ``{audit_id: sorted dimensions}`` (an audit with no association is absent).
     """
-    rows = run_query(
+    rows = execute_query(
         "select distinct audit_id, bias_dimension from fct_association_dimensions where (? is null or audit_id = ?) order by 1, 2",
         params=[audit_id, audit_id],
     ).rows

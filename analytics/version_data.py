@@ -2,7 +2,7 @@
 a target's BiasDora audits in version order, per bias dimension, from the marts, and the
 statistics of their shares.
 
-Every count comes from a mart, read-only with ``?`` parameters (:func:`analytics.query.run_query`);
+Every count comes from a mart, read-only with ``?`` parameters (:func:`analytics.query.execute_query`);
 per-dimension numbers only from the per-dimension marts ``agg_bias_by_dimension`` (summed over
 settings: an association is one row of one setting) and ``agg_likert_by_dimension``. The marts
 give the shares negative / toxic as percentages of a denominator they also give, so the count
@@ -23,7 +23,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from analytics.query import run_query
+from analytics.query import execute_query
 from ingestion.contracts.biasdora import FAMILY
 
 __all__ = [
@@ -103,7 +103,7 @@ def difference_interval(after: Share, before: Share) -> tuple[float, float] | No
 
 
 def _rows(sql: str, params: list) -> list[dict]:
-    result = run_query(sql, params=params)
+    result = execute_query(sql, params=params)
     return [dict(zip(result.columns, r)) for r in result.rows]
 
 

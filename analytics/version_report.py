@@ -16,7 +16,7 @@ model id) that has a BiasDora audit, ``versions/<target>.html`` in the report fo
   per bias dimension (``agg_association_changes_by_dimension``) and the associations that
   changed (``fct_association_changes``), worst first.
 
-Every count comes from a mart, read-only with ``?`` parameters (:func:`analytics.query.run_query`);
+Every count comes from a mart, read-only with ``?`` parameters (:func:`analytics.query.execute_query`);
 per-dimension numbers only from the per-dimension marts ``agg_bias_by_dimension`` (summed over
 settings: an association is one row of one setting) and ``agg_likert_by_dimension``. The marts
 give the shares negative / toxic as percentages of a denominator they also give, so the count

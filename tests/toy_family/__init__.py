@@ -2,7 +2,7 @@
 homes and one entry in :data:`orchestration.families.FAMILIES`, nothing else.
 
 ``toy`` "probes" a fake model: it lands ``rows`` words through
-:func:`models_inference.resumable.run_resumable` (no model is loaded). Its landing table is
+:func:`models_inference.resumable.land_resumable` (no model is loaded). Its landing table is
 declared in its own contract module (``contract.py``), which ``family.py`` registers with
 :func:`ingestion.contracts.register_contract`; its "marts" are two tables the test writes into
 the warehouse, documented like dbt marts in ``models/marts/*.yml`` (its record's

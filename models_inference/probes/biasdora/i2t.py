@@ -38,7 +38,7 @@ from models_inference.probes.biasdora.prompts import (
 )
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, run_probe
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, land_probe
 
 #: Description statuses that count as done (a re-run does not describe them again).
 FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
@@ -146,7 +146,7 @@ def landed_images(image_audit_id: str) -> list[dict]:
     return [r for r in rows if r["status"] == "ok" and r["image_path"]]
 
 
-def run_i2t_probe(
+def probe_i2t(
     image_audit_id: str,
     backend: VisionBackend,
     config: I2TProbeConfig | None = None,
@@ -164,12 +164,12 @@ def run_i2t_probe(
         audit_id: override :func:`description_audit_id_for`.
         progress: tqdm bar on stderr.
         max_error_share: share of this run's descriptions that may fail (``error`` rows) before
-            the audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+            the audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`); ``None``: no limit.
 
     Returns:
         An :class:`I2TRunSummary`; statuses: ``ok``, ``truncated`` (hit max_new_tokens; its
         words still count), ``empty``, ``error`` (retried next run). Rows land in shards of
-        ``config.shard_rows`` (:func:`models_inference.resumable.run_resumable`); the audit
+        ``config.shard_rows`` (:func:`models_inference.resumable.land_resumable`); the audit
         gets ``started`` / ``finished`` events, or ``failed`` (then the exception is re-raised).
 
     Raises:
@@ -188,7 +188,7 @@ def run_i2t_probe(
 
     def generate(chunk: list[tuple[dict, str]], advance: Callable[[int], None]) -> list[dict]:
         requests, results = _describe_chunk(chunk, backend, audit_id, cfg, sampling, advance)
-        # the shard's time makes a retried key's description a new id; generated_at is stamped by run_probe
+        # the shard's time makes a retried key's description a new id; generated_at is stamped by land_probe
         now = datetime.now(timezone.utc)
         origin = (image_audit_id, t2i_model_id, t2i_version)
         return [
@@ -198,7 +198,7 @@ def run_i2t_probe(
     event_cfg = {"image_audit_id": image_audit_id, "t2i_model_id": t2i_model_id, "settings": list(cfg.settings), **cfg.fingerprint()}
     planned = [(img, setting) for img in images for setting in cfg.settings]
     key = lambda item: (item[0]["setting"], item[0]["descriptor"], item[0]["descriptor_row"], item[0]["image_index"], item[1])  # noqa: E731
-    result = run_probe(
+    result = land_probe(
         planned,
         key,
         generate,
@@ -281,5 +281,5 @@ __all__ = [
     "description_audit_id_for",
     "description_seed",
     "landed_images",
-    "run_i2t_probe",
+    "probe_i2t",
 ]

@@ -29,7 +29,7 @@ from models_inference.probes.biasdora.prompts import PAPER_IMAGES_PER_DESCRIPTOR
 from models_inference.probes.biasdora.t2t import select_templates
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, run_probe
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, land_probe
 
 #: Image statuses that count as done (a re-run does not regenerate them).
 FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
@@ -179,7 +179,7 @@ def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int, d
     return key_seed(audit_id, "t2i", setting, f"{descriptor}{row}", image_index)
 
 
-def run_t2i_probe(
+def probe_t2i(
     templates: Sequence[T2ITemplate],
     backend: ImageBackend,
     config: T2IProbeConfig | None = None,
@@ -197,11 +197,11 @@ def run_t2i_probe(
         audit_id: override :func:`image_audit_id_for`.
         progress: tqdm bar on stderr.
         max_error_share: share of this run's images that may fail (``error`` rows) before the
-            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+            audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`); ``None``: no limit.
 
     Returns:
         A :class:`~models_inference.resumable.ResumableSummary` (statuses: image statuses). Rows land in shards of ``config.shard_rows``
-        (:func:`models_inference.resumable.run_resumable`); images that failed land as
+        (:func:`models_inference.resumable.land_resumable`); images that failed land as
         ``error`` rows (no file) and are retried by the next run. The audit gets ``started``
         / ``finished`` events, or ``failed`` (then the exception is re-raised).
 
@@ -226,7 +226,7 @@ def run_t2i_probe(
 
     planned = [(t, index) for t in templates for index in range(1, cfg.images_per_descriptor + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1])  # noqa: E731
-    return run_probe(
+    return land_probe(
         planned,
         key,
         generate,

@@ -1,6 +1,6 @@
 """What follows the counterfactual responses: the toxicity heads of every response
 (:func:`score_toxicity`, App. C.5), the stereotype filter of each group's PMI words
-(:func:`run_stereotype_filter`, App. D.2) and the lexicons the PMI words are read against
+(:func:`apply_stereotype_filter`, App. D.2) and the lexicons the PMI words are read against
 (:func:`land_lexicons`, App. E.1).
 
 Source: Howard et al. (seed 003); docs/families/counterfactual.md#parsing-the-answers. The
@@ -102,7 +102,7 @@ class FilterSummary:
     statuses: Counter = field(default_factory=Counter)
 
 
-def run_stereotype_filter(
+def apply_stereotype_filter(
     candidates: dict[tuple[str, str, str], list[str]],
     backend,
     *,
@@ -235,4 +235,4 @@ def land_lexicons(lexicon: Lexicon) -> int:
     return len(rows) + len(stops)
 
 
-__all__ = ["TOXICITY_HEADS", "FilterSummary", "ToxicitySummary", "land_lexicons", "run_stereotype_filter", "score_toxicity"]
+__all__ = ["TOXICITY_HEADS", "FilterSummary", "ToxicitySummary", "land_lexicons", "apply_stereotype_filter", "score_toxicity"]

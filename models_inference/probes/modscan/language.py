@@ -34,7 +34,7 @@ from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PERSONA_T
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
 from ingestion.contracts.modscan import FAMILY
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, check_plan_size, key_seed, landed_keys, run_probe
+from models_inference.resumable import ResumableSummary, check_plan_size, key_seed, landed_keys, land_probe
 
 #: NOT FROM PAPER: the VLM yes/no stand-in for the paper's YOLOv8x person filter.
 PERSON_CHECK_PROMPT = "Is there a person in this image? Answer yes or no."
@@ -168,7 +168,7 @@ def _language_settings(cfg: LanguageProbeConfig, image_backend: ImageBackend) ->
     return params, deviation
 
 
-def run_language_probe(
+def probe_language(
     image_backend: ImageBackend,
     vision: VisionBackend,
     config: LanguageProbeConfig | None = None,
@@ -183,7 +183,7 @@ def run_language_probe(
     Args:
         target: registry target recorded on the audit events (``None``: ad hoc).
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
-            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+            audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`); ``None``: no limit.
 
     Returns:
         (audit id, :class:`~models_inference.resumable.ResumableSummary`, scene counts).
@@ -223,7 +223,7 @@ def run_language_probe(
             rows.append(_language_row(s, a, p, seed, order, text, res, parsed, params, deviation))
         return rows
 
-    result = run_probe(
+    result = land_probe(
         planned,
         key,
         generate,
@@ -297,4 +297,4 @@ def _language_row(s: SceneImage, a: str, p: str, seed: int, order: tuple, text: 
     }
 
 
-__all__ = ["LanguageProbeConfig", "PERSON_CHECK_PROMPT", "SceneImage", "draw_scenes", "run_language_probe"]
+__all__ = ["LanguageProbeConfig", "PERSON_CHECK_PROMPT", "SceneImage", "draw_scenes", "probe_language"]

@@ -30,7 +30,7 @@ the answer goes through the same parser as a free one, so an answer outside the 
 the status the parser gives it. ``constrained`` is part of the audit id (free audits keep theirs).
 
 Rows land in ``landing/modscan_responses`` through the shared resumable loop
-(:func:`models_inference.resumable.run_resumable`), keyed by (probe, attribute, scenario,
+(:func:`models_inference.resumable.land_resumable`), keyed by (probe, attribute, scenario,
 instance, condition, prefix, query_unit): a re-run generates only what has not landed; an
 ``error`` row is retried.
 """
@@ -53,7 +53,7 @@ from models_inference.probes.modscan.prompts import SIDE_CHOICES, term_phrases, 
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, ResumableSummary, check_plan_size, key_seed, run_probe
+from models_inference.resumable import ResumableTable, ResumableSummary, check_plan_size, key_seed, land_probe
 
 #: Where ModSCAN queries land; a key whose rows are all ``error`` is generated again.
 MODSCAN_TABLE = ResumableTable(
@@ -327,7 +327,7 @@ class TextRunSummary:
     result: ResumableSummary = field(default_factory=ResumableSummary)
 
 
-def run_text_probe(
+def probe_text_analogues(
     backend: TextBackend,
     config: TextProbeConfig | None = None,
     *,
@@ -346,7 +346,7 @@ def run_text_probe(
         target: registry target recorded on the audit events (``None``: ad hoc).
         progress: tqdm bar on stderr.
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
-            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+            audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`); ``None``: no limit.
         block: ``(start, stop)``: only the queries ``[start:stop]`` of :func:`plan_text_queries`
             (one Dagster step of a blocked run); the audit's ``finished`` event is then left to
             :func:`models_inference.resumable.finish_blocks` once every block has landed.
@@ -388,7 +388,7 @@ def run_text_probe(
     planned = plan_text_queries(cfg, audit_id)
     if block is not None:
         planned = planned[block[0] : block[1]]
-    result = run_probe(
+    result = land_probe(
         planned,
         TextQuery.key,
         generate,
@@ -440,6 +440,6 @@ __all__ = [
     "answer_mode_for",
     "plan_text_queries",
     "spread",
-    "run_text_probe",
+    "probe_text_analogues",
     "text_audit_id",
 ]

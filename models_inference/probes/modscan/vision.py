@@ -34,7 +34,7 @@ from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARI
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, key_seed, run_probe
+from models_inference.resumable import ResumableSummary, key_seed, land_probe
 
 
 @dataclass
@@ -125,7 +125,7 @@ def _planned_queries(pairs: list[FacePair], cfg: VisionProbeConfig) -> list[_Que
     ]
 
 
-def run_vision_probe(
+def probe_vision(
     backend: VisionBackend,
     faces: FaceSet,
     config: VisionProbeConfig | None = None,
@@ -140,7 +140,7 @@ def run_vision_probe(
     Args:
         target: registry target recorded on the audit events (``None``: ad hoc).
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
-            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+            audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`); ``None``: no limit.
 
     Returns:
         (audit id, :class:`~models_inference.resumable.ResumableSummary`).
@@ -184,7 +184,7 @@ def run_vision_probe(
 
     planned = _planned_queries(pairs, cfg)
     config = {**asdict(cfg), "faces_kept": len(faces.faces), "faces_invalid": len(faces.problems), "faces_filtered": dict(faces.filtered)}
-    result = run_probe(
+    result = land_probe(
         planned,
         _Query.key,
         generate,
@@ -246,4 +246,4 @@ def _vision_row(q: _Query, prompt: str, seed: int, res, image, params: dict, cfg
     }
 
 
-__all__ = ["VisionProbeConfig", "run_vision_probe", "vision_audit_id"]
+__all__ = ["VisionProbeConfig", "probe_vision", "vision_audit_id"]

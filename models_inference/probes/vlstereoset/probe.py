@@ -4,7 +4,7 @@ resumably (VLStereoSet §3.3-3.5; docs/families/vlstereoset.md#scorers and docs/
 For each landed item (``landing/vlstereoset_items``) and each condition the scorer supports
 (:data:`.scorers.CONDITION_KINDS`), the scorer gives one score per caption; rows land in
 ``landing/vlstereoset_scores`` keyed by (dataset_id, scorer, item_id, condition) through the
-platform's resumable loop (:func:`models_inference.resumable.run_resumable`): an interrupted
+platform's resumable loop (:func:`models_inference.resumable.land_resumable`): an interrupted
 probe resumes, ``error`` / ``no_image`` rows are retried by the next run. Conditions:
 ``neutral`` / ``blank_neutral`` only for items whose neutral captions exist; image scorers on
 an item without an ``ok`` image land ``no_image`` rows for its ``original`` condition, so the
@@ -31,7 +31,7 @@ from models_inference.probes.vlstereoset.scorers import CONDITION_KINDS, Caption
 from models_inference.image_store import image_file, images_dir, store_png
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, run_probe
+from models_inference.resumable import ResumableTable, land_probe
 
 #: Final statuses: an (item, condition) with such a row is not scored again (``error`` and
 #: ``no_image`` are retried).
@@ -151,7 +151,7 @@ def vlstereoset_audit_id(dataset_id: str, scorer, item_set: str | None = None) -
     return readable_audit_id(f"vlstereoset-{short}", [(str(scorer.model_id).rstrip("/").split("/")[-1], 24)], payload)
 
 
-def run_vlstereoset_probe(
+def probe_vlstereoset(
     items: list[dict],
     scorer,
     *,
@@ -210,7 +210,7 @@ def run_vlstereoset_probe(
     }
     units = plan_units(items if block is None else items[block[0] : block[1]], scorer)
     key = lambda u: (dataset_id, scorer.name, u.item_id, u.condition)  # noqa: E731
-    res = run_probe(
+    res = land_probe(
         units,
         key,
         generate,
@@ -276,6 +276,6 @@ __all__ = [
     "land_items",
     "landed_items",
     "plan_units",
-    "run_vlstereoset_probe",
+    "probe_vlstereoset",
     "vlstereoset_audit_id",
 ]

@@ -14,7 +14,7 @@ import os
 
 import dagster as dg
 
-from analytics.query import run_query
+from analytics.query import execute_query
 from analytics.version_data import NO_RATING
 from orchestration.instance import DUCKDB_WRITER_POOL
 
@@ -51,7 +51,7 @@ def judge_parse_rate_min() -> float:
 def evaluate_judge_parse_rates(threshold: float | None = None) -> dg.AssetCheckResult:
     """The check's result over every judge's latest audit (see the module docstring)."""
     threshold = judge_parse_rate_min() if threshold is None else threshold
-    result = run_query(_LATEST_SQL)
+    result = execute_query(_LATEST_SQL)
     rows = [dict(zip(result.columns, r)) for r in result.rows]
     failures = [r for r in rows if r["parse_rate"] < threshold]
 
