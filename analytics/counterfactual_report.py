@@ -19,6 +19,11 @@ import html
 
 from analytics.query import format_q
 
+#: the statistics of one (LVLM audit, LLM audit, subset, prompt, mitigation, head) row of
+#: agg_lvlm_llm_max_toxicity, in display order (section 5.1's Pearson r / p over units and over
+#: occupations, Table 3's mean / P90 differences)
+LVLM_LLM_STATISTICS = ("units", "r_units", "p_units", "occupations", "r_occupations", "p_occupations", "mean_difference", "p90_difference")
+
 
 def _query(con, sql: str, params: list) -> list[dict]:
     rel = con.execute(sql, params)
@@ -49,6 +54,30 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
     Raises:
         analytics.query.WarehouseMissingError / WarehouseBusyError (from the connection).
     """
+    rows = _section_rows(audit_id, top_words)
+    if rows is None:
+        return ""
+    tox, words, numeric, pairs = rows
+    if not (tox or words or numeric):
+        return ""
+    table1, words_html, num_html, pairs_html = _table1_html(tox), _words_html(words), _numeric_html(numeric), _pairs_html(pairs)
+    return f"""
+<h2>Counterfactual probe (Howard et al.): MaxToxicity, Table 1 shape</h2>
+<p class="note">MaxToxicity = max - min toxicity over the members of a counterfactual set, per (set, run);
+mean and 90th percentile per subset and prompt (agg_max_toxicity). Toxicity: the offline Jigsaw BiLSTM, not the
+paper's Perspective API: compare within this report, not with the paper's numbers.</p>
+{table1}
+<h2>Counterfactual probe: PMI stereotype words per group (fct_group_word_pmi)</h2>
+{words_html}
+<h2>Counterfactual probe: numeric ratings (agg_numeric_ratings)</h2>
+{num_html}
+{pairs_html}
+"""
+
+
+def _section_rows(audit_id: str | None, top_words: int) -> tuple[list[dict], list[dict], list[dict], list[dict]] | None:
+    """The section's rows (MaxToxicity, PMI words, numeric ratings, LVLM vs LLM pairs) from the
+    marts, ``None`` when the first three are not built (the pairs are empty when theirs is not)."""
     import duckdb
 
     from analytics.query import connect_read_only
@@ -85,13 +114,12 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
                 [audit_id, audit_id],
             )
         except duckdb.CatalogException:
-            return ""
+            return None
         try:  # a warehouse built before this mart existed still has the other three views
             pairs = _query(
                 con,
-                """
-                select lvlm_audit_id, lvlm_model_id, llm_audit_id, llm_model_id, subset, prompt_label, units, occupations,
-                       r_units, p_units, r_occupations, p_occupations, mean_difference, p90_difference
+                f"""
+                select lvlm_audit_id, lvlm_model_id, llm_audit_id, llm_model_id, subset, prompt_label, {", ".join(LVLM_LLM_STATISTICS)}
                 from agg_lvlm_llm_max_toxicity
                 where head = 'toxicity' and mitigation = 'none' and (? is null or ? in (lvlm_audit_id, llm_audit_id))
                 order by lvlm_audit_id, llm_audit_id, subset, prompt_label""",
@@ -101,8 +129,11 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
             pairs = []
     finally:
         con.close()
-    if not (tox or words or numeric):
-        return ""
+    return tox, words, numeric, pairs
+
+
+def _table1_html(tox: list[dict]) -> str:
+    """Table 1's shape: mean / P90 MaxToxicity per (audit, subset) x prompt, cells shaded by value."""
     prompts = sorted({r["prompt_label"] for r in tox})
     units = {(r["audit_id"], r["subset"]): r for r in tox}
     head = "".join(f"<th colspan=2>{html.escape(p)}</th>" for p in prompts)
@@ -119,6 +150,11 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
         if tox
         else "<p class='empty'>no MaxToxicity yet</p>"
     )
+    return table1
+
+
+def _words_html(words: list[dict]) -> str:
+    """Table 2's shape: the PMI stereotype words per group, those the filter flagged marked."""
     word_rows = "".join(
         f"<tr><td>{html.escape(r['subset'])}</td><td>{html.escape(r['group_label'])}</td><td>{html.escape(', '.join(r['words']))}</td></tr>"
         for r in words
@@ -131,6 +167,11 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
         if words
         else "<p class='empty'>no word exceeds s(w) = 1 with the minimum frequency (10) yet: more sets or runs</p>"
     )
+    return words_html
+
+
+def _numeric_html(numeric: list[dict]) -> str:
+    """The numeric ratings: group means, their +-1 SD flags and the Kruskal-Wallis q per prompt."""
     num_rows = "".join(
         "<tr>"
         + "".join(
@@ -148,20 +189,12 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
         if numeric
         else "<p class='empty'>no valid numeric answer yet</p>"
     )
-    pair_cols = (
-        "lvlm_model_id",
-        "llm_model_id",
-        "subset",
-        "prompt_label",
-        "units",
-        "r_units",
-        "p_units",
-        "occupations",
-        "r_occupations",
-        "p_occupations",
-        "mean_difference",
-        "p90_difference",
-    )
+    return num_html
+
+
+def _pairs_html(pairs: list[dict]) -> str:
+    """Section 5.1 / Table 3: LVLM vs LLM Pearson r / p and differences ('' without image sets)."""
+    pair_cols = ("lvlm_model_id", "llm_model_id", "subset", "prompt_label", *LVLM_LLM_STATISTICS)
     pair_rows = "".join(
         "<tr>"
         + "".join(f"<td>{html.escape('–' if r[c] is None else (f'{r[c]:.3g}' if isinstance(r[c], float) else str(r[c])))}</td>" for c in pair_cols)
@@ -181,15 +214,4 @@ def counterfactual_section(audit_id: str | None = None, *, top_words: int = 15) 
         if pairs
         else ""
     )
-    return f"""
-<h2>Counterfactual probe (Howard et al.): MaxToxicity, Table 1 shape</h2>
-<p class="note">MaxToxicity = max - min toxicity over the members of a counterfactual set, per (set, run);
-mean and 90th percentile per subset and prompt (agg_max_toxicity). Toxicity: the offline Jigsaw BiLSTM, not the
-paper's Perspective API: compare within this report, not with the paper's numbers.</p>
-{table1}
-<h2>Counterfactual probe: PMI stereotype words per group (fct_group_word_pmi)</h2>
-{words_html}
-<h2>Counterfactual probe: numeric ratings (agg_numeric_ratings)</h2>
-{num_html}
-{pairs_html}
-"""
+    return pairs_html

@@ -1,7 +1,7 @@
 """Run the dora dbt project in-process (for tests and benchmarks).
 
 The Dagster code location drives dbt through dagster-dbt; this module is the plain-Python
-way to do the same: ``run_dbt(["build"], dora_home)``.
+way to do the same: ``invoke_dbt(["build"], dora_home)``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ingestion.home import dbt_home, dbt_target_dir
 from ingestion.landing import landing_dir
 from ingestion.landing_location import LANDING_URL_ENV, landing_url
 
-__all__ = ["dbt_project_dir", "run_dbt"]
+__all__ = ["dbt_project_dir", "invoke_dbt"]
 
 
 def dbt_project_dir() -> Path:
@@ -60,7 +60,7 @@ def _release_warehouse() -> None:
     DuckDBConnectionManager._ENV = None
 
 
-def run_dbt(args: list[str], dora_home: Path) -> dbtRunnerResult:
+def invoke_dbt(args: list[str], dora_home: Path) -> dbtRunnerResult:
     """Invoke dbt (e.g. ``["build"]``) on the dora project against ``dora_home``'s warehouse.
 
     Sets ``DORA_HOME`` (absolute) and ``DBT_SEND_ANONYMOUS_USAGE_STATS=false`` in
@@ -86,7 +86,7 @@ def run_dbt(args: list[str], dora_home: Path) -> dbtRunnerResult:
     project = dbt_project_dir()
     # artifacts and log beside this home's warehouse (ingestion.home.dbt_target_dir), not in
     # the project's shared target/: builds of two homes at once do not overwrite each other
-    target = dbt_target_dir("run_dbt")
+    target = dbt_target_dir("invoke_dbt")
     result = dbtRunner().invoke(
         [*args, "--project-dir", str(project), "--profiles-dir", str(project), "--target-path", str(target), "--log-path", str(target)]
     )

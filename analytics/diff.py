@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from analytics.query import QueryResult, format_q, format_result, run_query
+from analytics.query import QueryResult, format_q, format_result, execute_query
 from ingestion.errors import DiffError
 
 __all__ = [
@@ -281,13 +281,13 @@ def finished_audits(target: str, family: str) -> list[AuditRef]:
     Raises:
         DiffError: the target has no finished audit of the family (the message lists the known targets).
     """
-    rows = run_query(
+    rows = execute_query(
         "select audit_id, model_version, audit_seq, modality from dim_audits "
         "where target = ? and family = ? and status = 'finished' order by audit_seq",
         params=[target, family],
     ).rows
     if not rows:
-        known = [r[0] for r in run_query("select distinct target from dim_audits order by 1").rows]
+        known = [r[0] for r in execute_query("select distinct target from dim_audits order by 1").rows]
         raise DiffError(f"no finished audit of target {target!r}; targets with audits: {known}")
     return [AuditRef(*r) for r in rows]
 
@@ -355,7 +355,7 @@ def _comparisons(before: AuditRef, after: AuditRef) -> tuple[AuditComparison, ..
 
     columns = [f.name for f in fields(AuditComparison)]
     try:
-        rows = run_query(
+        rows = execute_query(
             f"select {', '.join(columns)} from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ? order by modality",
             params=[before.audit_id, after.audit_id],
         ).rows
@@ -431,7 +431,7 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
             message names what differs: modalities, settings, descriptors, letters, runs); an
             audit's probe rows are not in the warehouse; ``fct_audit_comparisons`` or
             ``fct_association_dimensions`` is not built. Plus the read errors of
-            :func:`analytics.query.run_query`.
+            :func:`analytics.query.execute_query`.
     """
     if top < 1:
         raise DiffError(f"--top must be >= 1, got {top}")
@@ -439,8 +439,25 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
     comparisons = _comparisons(before, after)
     _refuse_without_common_rows(before, after, comparisons)
     pair, params = "from_audit_id = ? and to_audit_id = ?", [before.audit_id, after.audit_id]
-    counts = dict(run_query(f"select change_type, count(*) from fct_association_changes where {pair} group by 1", params=params).rows)
-    flip_counts = run_query(
+    counts = dict(execute_query(f"select change_type, count(*) from fct_association_changes where {pair} group by 1", params=params).rows)
+    flip_counts, flips = _flips(pair, params, top)
+    # fct_association_changes has one row per association; its descriptor's dimensions come from
+    # the per-dimension bridge, so a descriptor filed under two dimensions counts in both
+    dims_params = [before.audit_id, after.audit_id, after.audit_id]
+    import duckdb
+
+    try:
+        execute_query("select 1 from fct_association_dimensions limit 0")
+    except duckdb.CatalogException:
+        raise DiffError("the per-dimension relation fct_association_dimensions is not built: run `dora audit` (its dbt build creates it)") from None
+    top_rows, by_dimension = _per_dimension(pair, params, dims_params, top)
+    return AuditDiff(target, before, after, counts, top_rows, by_dimension, comparisons, flips, tuple(flip_counts))
+
+
+def _flips(pair: str, params: list, top: int):
+    """(the counts of flipped / significant associations before and after, the flipped
+    associations: up to ``2 * top``, smallest change q first)."""
+    flip_counts = execute_query(
         f"""select count(*) filter (where significance_flipped),
                    count(*) filter (where significance_flipped and significant_before),
                    count(*) filter (where significant_before),
@@ -448,7 +465,7 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
             from fct_association_changes where {pair}""",
         params=params,
     ).rows[0]
-    flips = run_query(
+    flips = execute_query(
         f"""select case when significant_before then 'only before' else 'only after' end as significant,
                    change_type, setting, descriptor, word, tf_before, doc_length_before, tf_after, doc_length_after,
                    fisher_q_before as q_before, fisher_q_after as q_after, change_q
@@ -457,16 +474,13 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
             limit ?""",
         params=[*params, 2 * int(top)],
     )
-    # fct_association_changes has one row per association; its descriptor's dimensions come from
-    # the per-dimension bridge, so a descriptor filed under two dimensions counts in both
-    dims_params = [before.audit_id, after.audit_id, after.audit_id]
-    import duckdb
+    return flip_counts, flips
 
-    try:
-        run_query("select 1 from fct_association_dimensions limit 0")
-    except duckdb.CatalogException:
-        raise DiffError("the per-dimension relation fct_association_dimensions is not built: run `dora audit` (its dbt build creates it)") from None
-    top_rows = run_query(
+
+def _per_dimension(pair: str, params: list, dims_params: list, top: int):
+    """(the top ``top`` significant changes per bias dimension, one line per (modality, bias
+    dimension)): a descriptor filed under two dimensions counts in both."""
+    top_rows = execute_query(
         f"""with {_DIMENSIONS_CTE},
             changes as (select * from fct_association_changes where {pair} and is_significant_change)
             select d.bias_dimension, c.change_type, c.setting, c.descriptor, c.word,
@@ -483,7 +497,7 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
         params=[*dims_params, *params, int(top)],
     )
     by_dimension = tuple(
-        run_query(
+        execute_query(
             f"""with {_DIMENSIONS_CTE},
                 changes as (select * from fct_association_changes where {pair})
                 select d.modality, d.bias_dimension,
@@ -505,4 +519,4 @@ def audit_diff(target: str, from_ref: str | None = None, to_ref: str | None = No
             params=[*dims_params, *params],
         ).rows
     )
-    return AuditDiff(target, before, after, counts, top_rows, by_dimension, comparisons, flips, tuple(flip_counts))
+    return top_rows, by_dimension

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 from analytics.diff import AuditDiff
 from analytics.drift import FamilyDrift
-from analytics.query import QueryResult, run_query
+from analytics.query import QueryResult, execute_query
 
 __all__ = ["Verdict", "diff_csv", "diff_dict", "diff_json", "verdict", "with_background"]
 
@@ -65,12 +65,12 @@ def _background(d: AuditDiff) -> list[dict]:
         if not c.common_rows or not (c.rows_only_before or c.rows_only_after):
             continue
         for side, ref, only in (("before", d.before, c.descriptors_only_before), ("after", d.after, c.descriptors_only_after)):
-            own, on_compared = run_query(
+            own, on_compared = execute_query(
                 """select count(*), count(*) filter (where list_contains(?, setting) and not list_contains(?, descriptor))
                    from fct_associations where audit_id = ? and modality = ? and is_significant""",
                 params=[list(c.common_settings), list(only or []), ref.audit_id, c.modality],
             ).rows[0]
-            (common,) = run_query(
+            (common,) = execute_query(
                 f"select count(*) filter (where significant_{side}) from fct_association_changes "
                 "where from_audit_id = ? and to_audit_id = ? and modality = ?",
                 params=[d.before.audit_id, d.after.audit_id, c.modality],
@@ -94,7 +94,7 @@ def with_background(d: AuditDiff) -> tuple[AuditDiff, list[dict]]:
     each audit's own when the audits probed different rows, and the numbers behind it.
 
     Raises:
-        duckdb.CatalogException: ``fct_associations`` is not built. The read errors of :func:`analytics.query.run_query`.
+        duckdb.CatalogException: ``fct_associations`` is not built. The read errors of :func:`analytics.query.execute_query`.
     """
     rows = _background(d)
     if not rows:

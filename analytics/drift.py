@@ -34,7 +34,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from analytics.query import run_query
+from analytics.query import execute_query
 
 __all__ = ["STATES", "DriftCheck", "DriftResult", "FamilyDrift", "collapsed", "evaluate_drift", "latest_audits", "worst_state"]
 
@@ -182,7 +182,7 @@ def latest_audits() -> list[dict]:
     from analytics.query import WarehouseMissingError
 
     try:
-        result = run_query(_LATEST_SQL)
+        result = execute_query(_LATEST_SQL)
     except (WarehouseMissingError, duckdb.CatalogException):
         return []
     return [dict(zip(result.columns, row, strict=True)) for row in result.rows]
@@ -196,7 +196,7 @@ def _mart_rows(spec: FamilyDrift, audit_ids: Sequence[str]) -> dict[tuple[str, s
     if not audit_ids:
         return {}
     try:
-        result = run_query(f"select * from {spec.relation} where list_contains(?, audit_id)", params=[list(audit_ids)])
+        result = execute_query(f"select * from {spec.relation} where list_contains(?, audit_id)", params=[list(audit_ids)])
     except duckdb.CatalogException:
         return {}
     rows = [dict(zip(result.columns, r, strict=True)) for r in result.rows]

@@ -21,7 +21,7 @@ import html
 from collections import defaultdict
 from pathlib import Path
 
-from analytics.query import format_q, run_query
+from analytics.query import format_q, execute_query
 from ingestion.home import dora_home
 
 __all__ = ["association_anchor", "association_href", "judge_reliability_html", "write_drilldown"]
@@ -52,7 +52,7 @@ def association_href(audit_id: str, modality: str, setting: str, descriptor: str
 
 
 def _rows(sql: str, params: list | None = None) -> list[dict]:
-    result = run_query(sql, params=params)
+    result = execute_query(sql, params=params)
     return [dict(zip(result.columns, r, strict=True)) for r in result.rows]
 
 
@@ -143,6 +143,30 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
         when the marts are not built.
     """
     out = Path(out_dir)
+    associations, by_association, judged, unread = _drilldown_rows(audit_id)
+    pages: dict[tuple, list[dict]] = defaultdict(list)
+    for a in associations:
+        pages[(a["audit_id"], a["modality"], a["setting"])].append(a)
+    links: dict[tuple, str] = {}
+    thumbs = out / "samples" / "thumbs"
+    for (aid, modality, setting), assocs in pages.items():
+        rel = page_path(aid, modality, setting)
+        sections, toc = [], []
+        for a in assocs:
+            key = (aid, modality, setting, a["descriptor"], a["word"])
+            anchor = association_anchor(modality, setting, a["descriptor"], a["word"])
+            links[key] = f"{rel}#{anchor}"
+            rows = by_association.get(key, [])
+            toc.append(f"<li><a href='#{anchor}'>{html.escape(a['descriptor'])} : {html.escape(a['word'])}</a> (tf {a['tf']})</li>")
+            sections.append(_association_section(a, anchor, rows, modality, thumbs, judged.get(key, []), unread))
+        _write_page(out / rel, f"{aid} | {modality} | {setting}", toc, sections)
+    _write_index(out, associations, links)
+    return links
+
+
+def _drilldown_rows(audit_id: str | None):
+    """(the significant associations, their samples by association key, the judge's answers by
+    association key, the judge's unread answers) of one audit or every audit."""
     only = [audit_id, audit_id]  # (? is null or audit_id = ?): values never in SQL text
     associations = _rows(
         # one row is one association: all its descriptor's dimensions, joined
@@ -167,73 +191,75 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
     answers, unread = _judge_answers(audit_id)
     for j in answers:
         judged[(j.pop("audit_id"), j.pop("modality"), j.pop("setting"), j.pop("descriptor"), j.pop("word"))].append(j)
-    pages: dict[tuple, list[dict]] = defaultdict(list)
-    for a in associations:
-        pages[(a["audit_id"], a["modality"], a["setting"])].append(a)
+    return associations, by_association, judged, unread
 
-    links: dict[tuple, str] = {}
-    thumbs = out / "samples" / "thumbs"
-    for (aid, modality, setting), assocs in pages.items():
-        rel = page_path(aid, modality, setting)
-        sections, toc = [], []
-        for a in assocs:
-            key = (aid, modality, setting, a["descriptor"], a["word"])
-            anchor = association_anchor(modality, setting, a["descriptor"], a["word"])
-            links[key] = f"{rel}#{anchor}"
-            rows = by_association.get(key, [])
-            listed = sum(r["occurrences"] for r in rows)
-            toc.append(f"<li><a href='#{anchor}'>{html.escape(a['descriptor'])} : {html.escape(a['word'])}</a> (tf {a['tf']})</li>")
-            if modality == "t2t":
-                head = ["sample", "prompt", "raw output", "parsed word", "parse status", "seed", "prompt style"]
-                body = [
-                    f"<tr class='sample'><td>{_cell(r['sample_id'])}</td><td>{_cell(r['prompt'])}</td>"
-                    f"<td class='raw'>{_cell(r['raw_output'])}</td><td>{_cell(r['parsed_word'])}</td>"
-                    f"<td>{_cell(r['parse_status'])}</td><td>{_cell(r['seed'])}</td><td>{_cell(r['prompt_style'])}</td></tr>"
-                    for r in rows
-                ]
-            else:
-                head = ["image", "description prompt", "description", "status", "seed", "occurrences", "image prompt / seed"]
-                body = []
-                for r in rows:
-                    src, note = _thumbnail(r["image_path"], thumbs)
-                    img = (
-                        f"<img src='{html.escape(src)}' alt='image {html.escape(str(r['image_sha256'] or ''))[:12]}' width='{THUMBNAIL_PX}'>"
-                        if src
-                        else html.escape(note or "–")
-                    )
-                    body.append(
-                        f"<tr class='sample'><td>{img}</td><td>{_cell(r['prompt'])}</td><td class='raw'>{_cell(r['raw_output'])}</td>"
-                        f"<td>{_cell(r['parse_status'])}</td><td>{_cell(r['seed'])}</td><td>{_cell(r['occurrences'])}</td>"
-                        f"<td>{_cell(r['image_prompt'])} / {_cell(r['image_seed'])}</td></tr>"
-                    )
-            missing = (
-                f"<p class='note'>{a['tf'] - listed} of its {a['tf']} occurrences have no sample in the landing zone (archived shards).</p>"
-                if listed != a["tf"]
-                else ""
-            )
-            sections.append(
-                f"<section id='{anchor}' data-tf='{a['tf']}' data-samples='{len(rows)}'>"
-                f"<h2>{html.escape(a['descriptor'])} : {html.escape(a['word'])}</h2>"
-                f"<p>bias dimensions {_cell(a['bias_dimensions'])}; tf {a['tf']} (occurrences listed: {listed}); "
-                f"Fisher BH q {format_q(a['fisher_q'])}; {len(rows)} sample(s)</p>{missing}"
-                f"<table><thead><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-                f"{_judge_table(judged.get(key, []), unread)}"
-                "</section>"
-            )
-        title = f"{aid} | {modality} | {setting}"
-        page = (
-            f"<!doctype html><html><head><meta charset='utf-8'><title>samples: {html.escape(title)}</title>"
-            f"<style>{_CSS}</style></head><body>"
-            f"<p><a href='../../index.html'>report</a> | <a href='../index.html'>all significant associations</a></p>"
-            f"<h1>Samples behind the significant associations: {html.escape(title)}</h1>"
-            "<p class='note'>Every sample (completion or description) whose words make up the association's tf, "
-            "from fct_association_samples.</p>"
-            f"<ul>{''.join(toc)}</ul>{''.join(sections)}</body></html>"
-        )
-        path = out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(page, encoding="utf-8")
 
+def _samples_table(modality: str, rows: list[dict], thumbs: Path) -> tuple[list[str], list[str]]:
+    """(header cells, body rows) of an association's samples: completions for T2T, images with
+    their descriptions (thumbnails written into ``thumbs``) otherwise."""
+    if modality == "t2t":
+        head = ["sample", "prompt", "raw output", "parsed word", "parse status", "seed", "prompt style"]
+        body = [
+            f"<tr class='sample'><td>{_cell(r['sample_id'])}</td><td>{_cell(r['prompt'])}</td>"
+            f"<td class='raw'>{_cell(r['raw_output'])}</td><td>{_cell(r['parsed_word'])}</td>"
+            f"<td>{_cell(r['parse_status'])}</td><td>{_cell(r['seed'])}</td><td>{_cell(r['prompt_style'])}</td></tr>"
+            for r in rows
+        ]
+    else:
+        head = ["image", "description prompt", "description", "status", "seed", "occurrences", "image prompt / seed"]
+        body = []
+        for r in rows:
+            src, note = _thumbnail(r["image_path"], thumbs)
+            img = (
+                f"<img src='{html.escape(src)}' alt='image {html.escape(str(r['image_sha256'] or ''))[:12]}' width='{THUMBNAIL_PX}'>"
+                if src
+                else html.escape(note or "–")
+            )
+            body.append(
+                f"<tr class='sample'><td>{img}</td><td>{_cell(r['prompt'])}</td><td class='raw'>{_cell(r['raw_output'])}</td>"
+                f"<td>{_cell(r['parse_status'])}</td><td>{_cell(r['seed'])}</td><td>{_cell(r['occurrences'])}</td>"
+                f"<td>{_cell(r['image_prompt'])} / {_cell(r['image_seed'])}</td></tr>"
+            )
+    return head, body
+
+
+def _association_section(a: dict, anchor: str, rows: list[dict], modality: str, thumbs: Path, judged: list[dict], unread) -> str:
+    """One association's section: its numbers, its samples and the judge's answers."""
+    listed = sum(r["occurrences"] for r in rows)
+    head, body = _samples_table(modality, rows, thumbs)
+    missing = (
+        f"<p class='note'>{a['tf'] - listed} of its {a['tf']} occurrences have no sample in the landing zone (archived shards).</p>"
+        if listed != a["tf"]
+        else ""
+    )
+    return (
+        f"<section id='{anchor}' data-tf='{a['tf']}' data-samples='{len(rows)}'>"
+        f"<h2>{html.escape(a['descriptor'])} : {html.escape(a['word'])}</h2>"
+        f"<p>bias dimensions {_cell(a['bias_dimensions'])}; tf {a['tf']} (occurrences listed: {listed}); "
+        f"Fisher BH q {format_q(a['fisher_q'])}; {len(rows)} sample(s)</p>{missing}"
+        f"<table><thead><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        f"{_judge_table(judged, unread)}"
+        "</section>"
+    )
+
+
+def _write_page(path: Path, title: str, toc: list[str], sections: list[str]) -> None:
+    """Write one (audit, modality, setting) page of sections."""
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>samples: {html.escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body>"
+        f"<p><a href='../../index.html'>report</a> | <a href='../index.html'>all significant associations</a></p>"
+        f"<h1>Samples behind the significant associations: {html.escape(title)}</h1>"
+        "<p class='note'>Every sample (completion or description) whose words make up the association's tf, "
+        "from fct_association_samples.</p>"
+        f"<ul>{''.join(toc)}</ul>{''.join(sections)}</body></html>"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+
+
+def _write_index(out: Path, associations: list[dict], links: dict) -> None:
+    """Write ``samples/index.html``: every significant association, linked to its section."""
     index_rows = "".join(
         f"<tr><td>{_cell(a['audit_id'])}</td><td>{_cell(a['modality'])}</td><td>{_cell(a['setting'])}</td>"
         f"<td>{_cell(a['bias_dimensions'])}</td><td><a href='{html.escape(links[(a['audit_id'], a['modality'], a['setting'], a['descriptor'], a['word'])][len('samples/') :])}'>"
@@ -248,7 +274,6 @@ def write_drilldown(out_dir: str | Path, audit_id: str | None = None) -> dict[tu
         f"<th>tf</th><th>Fisher q</th></tr></thead><tbody>{index_rows}</tbody></table></body></html>",
         encoding="utf-8",
     )
-    return links
 
 
 def judge_reliability_html(audit_id: str | None = None) -> str:

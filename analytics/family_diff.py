@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analytics.diff import AuditRef, DiffError
-from analytics.query import QueryResult, format_result, run_query
+from analytics.query import QueryResult, format_result, execute_query
 
 __all__ = ["FamilyChangeTest", "FamilyDiff", "family_diff", "family_help", "family_hint"]
 
@@ -155,7 +155,7 @@ def _family_audits(spec: FamilyChangeTest, target: str) -> list[AuditRef]:
             from {spec.facts} where model_id = ? or ends_with(model_id, '/' || ?) {{by_target}}
             group by audit_id order by 3"""
     try:
-        rows = run_query(
+        rows = execute_query(
             select.format(by_target="or audit_id in (select audit_id from dim_audits where target = ?)"), params=[target, target, target]
         ).rows
     except duckdb.CatalogException:  # no audit log built yet (a home of one family's ad-hoc runs)
@@ -164,11 +164,11 @@ def _family_audits(spec: FamilyChangeTest, target: str) -> list[AuditRef]:
 
 
 def _read(spec: FamilyChangeTest, sql: str, params: list) -> QueryResult:
-    """run_query, with a missing family relation turned into a one-line DiffError."""
+    """execute_query, with a missing family relation turned into a one-line DiffError."""
     import duckdb
 
     try:
-        return run_query(sql, params=params)
+        return execute_query(sql, params=params)
     except duckdb.CatalogException as exc:
         raise DiffError(
             f"the warehouse has no {spec.family} marts ({str(exc).splitlines()[0]}): run `dora audit --family {spec.family}` first"
@@ -184,12 +184,12 @@ def _family_of(audit_id: str, exclude: str, others: Sequence[FamilyChangeTest]) 
         if spec.family == exclude:
             continue
         try:
-            if run_query(f"select 1 from {spec.facts} where audit_id = ? limit 1", params=[audit_id]).rows:
+            if execute_query(f"select 1 from {spec.facts} where audit_id = ? limit 1", params=[audit_id]).rows:
                 return spec.family
         except duckdb.Error:  # that family was never built
             continue
     try:  # a family without a change-test mart (one with its own diff) is known by the audit log
-        rows = run_query("select family from dim_audits where audit_id = ? and family <> ? limit 1", params=[audit_id, exclude]).rows
+        rows = execute_query("select family from dim_audits where audit_id = ? and family <> ? limit 1", params=[audit_id, exclude]).rows
     except duckdb.Error:
         return None
     return rows[0][0] if rows else None
@@ -205,7 +205,7 @@ def family_hint(specs: Sequence[FamilyChangeTest], *refs: str | None) -> str:
             continue
         for spec in specs:
             try:
-                found = run_query(
+                found = execute_query(
                     f"select 1 from {spec.facts} where audit_id = ? or model_id = ? or ends_with(model_id, '/' || ?) limit 1",
                     params=[ref, ref, ref],
                 ).rows
@@ -261,7 +261,7 @@ def family_diff(
             not one of its audits (naming the family it belongs to, if any), a single audit, or
             --from not earlier than --to; two audits with no row in common (naming the facts
             columns whose values differ); the family's marts missing from the warehouse.
-        analytics.query.WarehouseMissingError / WarehouseBusyError: as :func:`analytics.query.run_query`.
+        analytics.query.WarehouseMissingError / WarehouseBusyError: as :func:`analytics.query.execute_query`.
     """
     family = spec.family
     audits = _family_audits(spec, target)
@@ -351,7 +351,7 @@ def _related(spec: FamilyChangeTest, *audit_ids: str) -> QueryResult | None:
     relation, _, audit_columns, columns = spec.related
     where = " or ".join(f"{c} in ({', '.join('?' * len(audit_ids))})" for c in audit_columns)
     try:
-        return run_query(
+        return execute_query(
             f"select {', '.join(columns)} from {relation} where {where} order by all", params=[a for _ in audit_columns for a in audit_ids]
         )
     except duckdb.CatalogException:  # a warehouse built before that mart existed

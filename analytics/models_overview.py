@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from analytics.drift import DriftResult, worst_state
-from analytics.query import QueryResult, run_query
+from analytics.query import QueryResult, execute_query
 
 __all__ = ["COLUMNS", "check_state", "models_overview"]
 
@@ -50,7 +50,7 @@ def _last_audits() -> dict[tuple[str, str], tuple]:
     from analytics.query import WarehouseMissingError
 
     try:
-        result = run_query(
+        result = execute_query(
             """select target, family, audit_id, model_version, status, coalesce(finished_at, started_at) as at
                from dim_audits
                qualify row_number() over (partition by target, family order by started_at desc, audit_id desc) = 1"""

@@ -229,7 +229,7 @@ def lock_down(con: duckdb.DuckDBPyConnection, landing: Path) -> None:
     con.execute("set lock_configuration = true")
 
 
-def run_query(
+def execute_query(
     sql: str, path: Path | None = None, *, wait_seconds: float = 10.0, params: Sequence | None = None, timeout: float | None = None
 ) -> QueryResult:
     """Run read-only SQL on the warehouse; the last statement's rows are returned.
@@ -352,7 +352,7 @@ def case_hint(sql: str, path: Path | None = None) -> str | None:
     )
     params = [v for lit in literals for _col in keys for v in (lit, lit)]
     try:
-        found = run_query(checks, path, params=params).rows
+        found = execute_query(checks, path, params=params).rows
     except duckdb.Error:
         return None
     if not found:

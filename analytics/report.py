@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from analytics.query import QueryResult, format_q, is_q_column, read_relation, run_query
+from analytics.query import QueryResult, format_q, is_q_column, read_relation, execute_query
 from analytics.report_figures import LIKERT, _with_intervals, audits_without, heatmap_png, likert_png
 from ingestion.home import dora_home
 
@@ -45,7 +45,7 @@ def _audit_known(audit_id: str) -> bool:
     import duckdb
 
     try:
-        return bool(run_query("select 1 from dim_audits where audit_id = ? limit 1", params=[audit_id]).rows)
+        return bool(execute_query("select 1 from dim_audits where audit_id = ? limit 1", params=[audit_id]).rows)
     except duckdb.CatalogException:
         return False
 
@@ -66,7 +66,7 @@ def _top(audit_id: str | None, score: str, order: str, top: int) -> list[dict]:
         "and (? is null or audit_id = ?) "
         f"order by {order} limit ?"
     )
-    return _rows(run_query(sql, params=[audit_id, audit_id, int(top)]))
+    return _rows(execute_query(sql, params=[audit_id, audit_id, int(top)]))
 
 
 def load_report_data(audit_id: str | None = None, *, top: int = 15) -> dict[str, Any]:
@@ -115,7 +115,7 @@ def audited_dimensions(audit_id: str | None = None) -> dict[str, list[str]]:
     Returns:
         ``{audit_id: sorted dimensions}`` (an audit with no association is absent).
     """
-    rows = run_query(
+    rows = execute_query(
         "select distinct audit_id, bias_dimension from fct_association_dimensions where (? is null or audit_id = ?) order by 1, 2",
         params=[audit_id, audit_id],
     ).rows
@@ -273,30 +273,47 @@ def write_report(
     Raises:
         LookupError: the score marts are not built yet. WarehouseMissingError: no warehouse.
     """
+    from analytics.drilldown import write_drilldown
     from ingestion.home import safe_path_component
 
     out = Path(out_dir) if out_dir else dora_home() / "reports" / (safe_path_component(audit_id) if audit_id else "all")
     out.mkdir(parents=True, exist_ok=True)
     data = load_report_data(audit_id, top=top)
-    scorers = data["overview"][0] if data["overview"] else {}
-    agg_cols = [
-        "audit_id",
-        "modality",
-        "setting",
-        "bias_dimension",
-        "n_significant",
-        "n_sentiment_baselined",
-        "pct_negative_association",
-        "n_toxicity_baselined",
-        "pct_toxic_association",
-        "n_judged",
-        "pct_likert_1",
-        "pct_likert_2",
-        "pct_likert_3",
-        "pct_likert_4",
-        "pct_likert_5",
-        "mean_bias_level",
-    ]
+    figures = _figures_html(data, out, audit_id)
+    links = write_drilldown(out, audit_id)
+    versions = _versions_html(out, audit_id, links, notes, family=family, drift=drift)
+    _link_samples(data, links)
+    index = out / "index.html"
+    index.write_text(_page_html(data, out, audit_id, figures, versions, sections), encoding="utf-8")
+    return index
+
+
+#: the columns of agg_bias_by_dimension the report shows, in order
+_AGG_COLUMNS = (
+    "audit_id",
+    "modality",
+    "setting",
+    "bias_dimension",
+    "n_significant",
+    "n_sentiment_baselined",
+    "pct_negative_association",
+    "n_toxicity_baselined",
+    "pct_toxic_association",
+    "n_judged",
+    "pct_likert_1",
+    "pct_likert_2",
+    "pct_likert_3",
+    "pct_likert_4",
+    "pct_likert_5",
+    "mean_bias_level",
+)
+
+
+def _figures_html(data: dict, out: Path, audit_id: str | None) -> str:
+    """The Figures section: the two heatmaps (PNGs written into ``out``) with their numbers, the
+    Likert bars with theirs and the judge's reliability; an audit without a significant
+    association named instead of drawn."""
+    agg_cols = list(_AGG_COLUMNS)
     likert_cols = ["audit_id", "bias_dimension", "n_judged", *(f"pct_likert_{k}" for k in LIKERT)]
     # one audit: its id is in the Audits table, not repeated on every row
     if len({r["audit_id"] for r in data["agg"]}) == 1:
@@ -347,7 +364,7 @@ def write_report(
             )
         )
     # --- judge reliability next to the Likert bars; drill-down links -----------------
-    from analytics.drilldown import judge_reliability_html, write_drilldown
+    from analytics.drilldown import judge_reliability_html
 
     likert_path = likert_png(data["likert"], out / "likert_by_dimension.png", data["dimensions"])
     if likert_path is not None:
@@ -357,7 +374,12 @@ def write_report(
             "n judged and the share (%) of each bias level.</p>" + _likert_table(data["likert"], likert_cols)
         )
         figs_html += "<h3>Judge reliability</h3>" + judge_reliability_html(audit_id)
-    links = write_drilldown(out, audit_id)
+    return figs_html
+
+
+def _versions_html(out: Path, audit_id: str | None, links: dict, notes: list[str] | None, *, family: str, drift=None) -> str:
+    """The Versions section: one page per target written into ``out/versions`` and their table;
+    each page left unwritten is named there and appended to ``notes``."""
     from analytics.version_report import write_version_pages
 
     version_notes: list[str] = []
@@ -365,10 +387,18 @@ def write_report(
     versions_html += "".join(f"<p class='empty skipped-page'>{html.escape(line)}</p>" for line in version_notes)
     if notes is not None:
         notes.extend(version_notes)
+    return versions_html
+
+
+def _link_samples(data: dict, links: dict) -> None:
+    """Give each row of the top tables its ``samples`` link to its drill-down page (in place)."""
     for row in data["toxic"] + data["rated"]:
         href = links.get((row["audit_id"], row["modality"], row["setting"], row["descriptor"], row["word"]))
         row["samples"] = _Html(f"<a class='samples' href='{html.escape(href)}'>samples</a>") if href else None
-    # --- end of the section ------------------------------------------------------------------
+
+
+def _top_columns(data: dict) -> list[str] | None:
+    """The columns of the top tables (None when both are empty)."""
     # one audit: its id and model are in the Audits table, not repeated on every row
     top_rows = data["toxic"] + data["rated"]
     top_cols = list(top_rows[0]) if top_rows else None
@@ -376,8 +406,16 @@ def write_report(
         top_cols = [c for c in top_cols if c not in ("audit_id", "model_id")]
     elif top_cols and len({r["model_id"] for r in top_rows}) == 1:  # one model: the Audits table names it
         top_cols = [c for c in top_cols if c != "model_id"]
+    return top_cols
+
+
+def _page_html(data: dict, out: Path, audit_id: str | None, figs_html: str, versions_html: str, sections) -> str:
+    """``index.html``: the overview, the Audits and Versions tables, the figures, the top tables
+    and the other families' sections."""
+    scorers = data["overview"][0] if data["overview"] else {}
+    top_cols = _top_columns(data)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    page = f"""<!doctype html>
+    return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>dora report{" - " + html.escape(audit_id) if audit_id else ""}</title>
 <style>{_CSS}</style></head><body>
 <h1>dora: sentiment, toxicity and bias levels of significant associations</h1>
@@ -439,6 +477,3 @@ then the expected level.</p>
 {"".join(section(audit_id, out) for section in sections)}
 </body></html>
 """
-    index = out / "index.html"
-    index.write_text(page, encoding="utf-8")
-    return index

@@ -93,24 +93,9 @@ def heatmap_png(
     for ax, (audit_id, model_id) in zip(axes[:, 0], audits, strict=True):
         rows = [r for r in agg if r["audit_id"] == audit_id]
         settings = _settings(rows)
-        grid = np.full((len(settings), len(dims)), np.nan)
-        counts = np.zeros((len(settings), len(dims)), dtype=int)
-        for r in rows:
-            i, j = settings.index(r["setting"]), dims.index(r["bias_dimension"] or "(none)")
-            counts[i, j] = r["n_significant"] or 0
-            if r[column] is not None:
-                grid[i, j] = r[column]
+        grid, counts = _panel_grid(rows, settings, dims, column)
         cmap_obj = matplotlib.colormaps[cmap].with_extremes(bad="#dddddd")
-        shares = {}
-        if denominator is not None:
-            from analytics.version_data import share
-
-            for r in rows:
-                if r[column] is not None and r[denominator]:
-                    n_scored = int(r[denominator])
-                    shares[(settings.index(r["setting"]), dims.index(r["bias_dimension"] or "(none)"))] = share(
-                        round(r[column] * n_scored / 100), n_scored
-                    )
+        shares = _panel_shares(rows, settings, dims, column, denominator) if denominator is not None else {}
         image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap_obj, vmin=0, vmax=100, aspect="auto")
         if shares:
             # the colour of a share weighs by how much its n pins it down: opacity 1 - Wilson interval width over white
@@ -122,22 +107,56 @@ def heatmap_png(
         ax.set_xticks(range(len(dims)), dims, rotation=35, ha="right")
         ax.set_yticks(range(len(settings)), settings)
         ax.set_title(_panel_label(audit_id, model_id).replace("\n", "  |  "), fontsize=9)
-        for i in range(len(settings)):
-            for j in range(len(dims)):
-                value = grid[i, j]
-                text = "n/a" if math.isnan(value) else f"{value:.0f}%"
-                s = shares.get((i, j))
-                if s is not None:
-                    text += f" [{100 * s.lo:.0f}-{100 * s.hi:.0f}]\n{s.k}/{s.n} (n={counts[i, j]})"
-                else:
-                    text += f"\nn={counts[i, j]}"
-                dark = not math.isnan(value) and value > 60 and (s is None or s.hi - s.lo < 0.4)
-                ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
+        _label_cells(ax, grid, counts, shares)
     fig.suptitle(title, fontsize=11)
     fig.colorbar(image, ax=axes[:, 0].tolist(), label="% of significant associations", shrink=0.8)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _panel_grid(rows: list[dict], settings: list[str], dims: list[str], column: str):
+    """(the panel's percentages, NaN where none; its counts of significant associations), both
+    shaped (settings, bias dimensions)."""
+    import numpy as np
+
+    grid = np.full((len(settings), len(dims)), np.nan)
+    counts = np.zeros((len(settings), len(dims)), dtype=int)
+    for r in rows:
+        i, j = settings.index(r["setting"]), dims.index(r["bias_dimension"] or "(none)")
+        counts[i, j] = r["n_significant"] or 0
+        if r[column] is not None:
+            grid[i, j] = r[column]
+    return grid, counts
+
+
+def _panel_shares(rows: list[dict], settings: list[str], dims: list[str], column: str, denominator: str) -> dict:
+    """(setting index, dimension index) -> the cell's share k/n with its 95% Wilson interval
+    (:func:`analytics.version_data.share`), for the cells with a value and a non-zero ``denominator``."""
+    from analytics.version_data import share
+
+    shares = {}
+    for r in rows:
+        if r[column] is not None and r[denominator]:
+            n_scored = int(r[denominator])
+            shares[(settings.index(r["setting"]), dims.index(r["bias_dimension"] or "(none)"))] = share(round(r[column] * n_scored / 100), n_scored)
+    return shares
+
+
+def _label_cells(ax, grid, counts, shares: dict) -> None:
+    """Write each cell's percentage (and interval, k/n) and its count; white on dark cells."""
+    rows, cols = grid.shape
+    for i in range(rows):
+        for j in range(cols):
+            value = grid[i, j]
+            text = "n/a" if math.isnan(value) else f"{value:.0f}%"
+            s = shares.get((i, j))
+            if s is not None:
+                text += f" [{100 * s.lo:.0f}-{100 * s.hi:.0f}]\n{s.k}/{s.n} (n={counts[i, j]})"
+            else:
+                text += f"\nn={counts[i, j]}"
+            dark = not math.isnan(value) and value > 60 and (s is None or s.hi - s.lo < 0.4)
+            ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
 
 
 def likert_png(likert: list[dict], path: Path, audited: dict[str, list[str]] | None = None) -> Path | None:

@@ -8,7 +8,7 @@ not in the marts a ``dora query`` or ``dora report`` reads.
 
 from __future__ import annotations
 
-from analytics.query import format_result, run_query
+from analytics.query import format_result, execute_query
 
 PAPER_SCALE_HINT = (
     "paper-scale T2T audit (every row of the paper's lists: 406 / 413 / 406 / 406 / 406 rows for the\n"
@@ -32,12 +32,12 @@ def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = No
     """
     audit = "(? is null or audit_id = ?)"  # one audit, or all (a parameter, never SQL text)
     params = [audit_id, audit_id]
-    completions, parsed = run_query(
+    completions, parsed = execute_query(
         f"""select coalesce(sum(completions), 0) as completions, coalesce(sum(completions_parsed), 0) as parsed
             from agg_completions_by_audit where {audit}""",
         params=params,
     ).rows[0]
-    assoc = run_query(
+    assoc = execute_query(
         f"""select count(*) as associations, count(distinct descriptor) as descriptors,
                    count(distinct setting) as settings, count(*) filter (where is_significant) as significant,
                    count(*) filter (where paper_p_value < 0.05) as paper_significant
@@ -46,7 +46,7 @@ def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = No
     ).rows[0]
     # per dimension through the bridge fct_association_dimensions: an association is listed
     # under every dimension of its descriptor, as the report and `dora diff` count it
-    tops = run_query(
+    tops = execute_query(
         """select d.bias_dimension, a.setting, a.descriptor, a.word, a.tf, round(a.tfidf, 3) as tfidf,
                    a.fisher_q
             from fct_association_dimensions as d
@@ -56,7 +56,7 @@ def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = No
             order by d.bias_dimension, a.fisher_q, a.tfidf desc""",
         params=[*params, int(top)],
     )
-    per_dimension = run_query(
+    per_dimension = execute_query(
         f"""select bias_dimension, count(*) filter (where is_significant) as significant
             from fct_association_dimensions where {audit} group by 1 order by 1""",
         params=params,

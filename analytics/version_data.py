@@ -2,7 +2,7 @@
 a target's BiasDora audits in version order, per bias dimension, from the marts, and the
 statistics of their shares.
 
-Every count comes from a mart, read-only with ``?`` parameters (:func:`analytics.query.run_query`);
+Every count comes from a mart, read-only with ``?`` parameters (:func:`analytics.query.execute_query`);
 per-dimension numbers only from the per-dimension marts ``agg_bias_by_dimension`` (summed over
 settings: an association is one row of one setting) and ``agg_likert_by_dimension``. The marts
 give the shares negative / toxic as percentages of a denominator they also give, so the count
@@ -23,7 +23,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from analytics.query import run_query
+from analytics.query import execute_query
 
 __all__ = [
     "CHANGE_ORDER",
@@ -103,7 +103,7 @@ def difference_interval(after: Share, before: Share) -> tuple[float, float] | No
 
 
 def _rows(sql: str, params: list) -> list[dict]:
-    result = run_query(sql, params=params)
+    result = execute_query(sql, params=params)
     return [dict(zip(result.columns, r, strict=True)) for r in result.rows]
 
 
@@ -169,11 +169,29 @@ def load_version_data(target: str, family: str) -> dict:
         or []
     )
     judge = _optional_rows(
-        """select j.audit_id, j.judge, j.answers, j.parsed, j.n_no_rating, j.n_ambiguous, j.n_out_of_range, j.n_empty, j.n_error
+        f"""select j.audit_id, j.judge, j.answers, j.parsed, {", ".join("j." + c for c in NO_RATING)}
            from agg_judge_parse_rates as j inner join dim_audits as a on a.audit_id = j.audit_id
            where a.target = ? order by a.audit_seq nulls last, a.started_at, j.audit_id, j.judge""",
         [target],
     )
+    dims = _dimension_counts(target, family)
+    likert = _likert_counts(target, family)
+    pairs, unpaired = comparable_pairs(audits, profiles)
+    return {
+        "family": family,
+        "audits": audits,
+        "profiles": {(r["audit_id"], r["modality"]): r for r in profiles},
+        "unpaired": unpaired,
+        "judge": judge,
+        "dimensions": {(r["audit_id"], r["bias_dimension"]): r for r in dims},
+        "likert": likert,
+        "pairs": pairs,
+    }
+
+
+def _dimension_counts(target: str, family: str) -> list[dict]:
+    """One row per (audit of ``family`` of ``target``, bias dimension): agg_bias_by_dimension summed
+    over modalities and settings (empty when the mart is not built)."""
     # one row per (audit, dimension): agg_bias_by_dimension summed over modalities and settings;
     # a share's count is its percentage times its denominator (both from the mart)
     dims = (
@@ -194,6 +212,11 @@ def load_version_data(target: str, family: str) -> dict:
         )
         or []
     )
+    return dims
+
+
+def _likert_counts(target: str, family: str) -> dict[tuple, dict[int, int]]:
+    """(audit_id, bias dimension) -> {bias level: associations} of the audits of ``family`` of ``target``."""
     likert_rows = (
         _optional_rows(
             """select l.audit_id, coalesce(l.bias_dimension, '(none)') as bias_dimension, l.bias_level,
@@ -208,17 +231,7 @@ def load_version_data(target: str, family: str) -> dict:
     likert: dict[tuple, dict[int, int]] = defaultdict(dict)
     for r in likert_rows:
         likert[(r["audit_id"], r["bias_dimension"])][r["bias_level"]] = r["n_associations"]
-    pairs, unpaired = comparable_pairs(audits, profiles)
-    return {
-        "family": family,
-        "audits": audits,
-        "profiles": {(r["audit_id"], r["modality"]): r for r in profiles},
-        "unpaired": unpaired,
-        "judge": judge,
-        "dimensions": {(r["audit_id"], r["bias_dimension"]): r for r in dims},
-        "likert": dict(likert),
-        "pairs": pairs,
-    }
+    return dict(likert)
 
 
 def comparable_pairs(audits: list[dict], profiles: list[dict]) -> tuple[list[tuple], list[tuple]]:

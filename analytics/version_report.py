@@ -16,7 +16,7 @@ model id) that has a BiasDora audit, ``versions/<target>.html`` in the report fo
   per bias dimension (``agg_association_changes_by_dimension``) and the associations that
   changed (``fct_association_changes``), worst first.
 
-Every count comes from a mart, read-only with ``?`` parameters (:func:`analytics.query.run_query`);
+Every count comes from a mart, read-only with ``?`` parameters (:func:`analytics.query.execute_query`);
 per-dimension numbers only from the per-dimension marts ``agg_bias_by_dimension`` (summed over
 settings: an association is one row of one setting) and ``agg_likert_by_dimension``. The marts
 give the shares negative / toxic as percentages of a denominator they also give, so the count
@@ -282,6 +282,31 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
         "<p class='note'>Both audits probed the same rows (agg_audit_probe_profiles: the same probe configuration), "
         "so every share below is counted on the same prompts.</p>"
     )
+    rows, excluding_zero, left_out, compared = _share_rows(data, before, after, dims)
+    parts += _verdict_lines(len(rows), excluding_zero, left_out, compared)
+    # no share to compare: a plot would be empty axes under a sentence that says so
+    png = dumbbell_png(data, before, after, dims, out_dir / f"{stem}-{modality}-dumbbell.png") if compared else None
+    if png is not None:
+        parts.append(
+            f"<div class='figure'><img src='{html.escape(png.name)}' alt='before and after per bias dimension, {html.escape(modality)}'></div>"
+        )
+    parts.append(
+        "<p class='note'>The numbers of the plot: each share with its 95% Wilson interval and k/n; the "
+        "difference (after - before, percentage points) with Newcombe's 95% interval.</p>"
+    )
+    parts.append(
+        _table(
+            ["bias dimension", "measure", f"before ({_version(before)})", f"after ({_version(after)})", "difference [95% CI]"], rows, "before-after"
+        )
+    )
+    parts.append(_changes_html(before, after, links))
+    return "".join(parts)
+
+
+def _share_rows(data: dict, before: dict, after: dict, dims: list[str]):
+    """(one table row per (bias dimension, measure) with both shares and their difference;
+    the rows whose difference's 95% interval excludes 0; those that cannot be compared; how
+    many were compared)."""
     rows, excluding_zero, left_out, compared = [], [], [], 0
     for dim in dims:
         b, a = _measures(data, before["audit_id"], dim), _measures(data, after["audit_id"], dim)
@@ -305,13 +330,19 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
                 f"<tr data-dimension='{html.escape(dim)}' data-measure='{html.escape(name)}'>"
                 f"{_cell(dim)}{_cell(name)}{share_cell(b[name])}{share_cell(a[name])}{diff_cell}</tr>"
             )
+    return rows, excluding_zero, left_out, compared
+
+
+def _verdict_lines(n_rows: int, excluding_zero: list[str], left_out: list[str], compared: int) -> list[str]:
+    """The section's verdict sentence, and the rows it leaves out when it is about some of them."""
+    parts = []
     if not compared:
         verdict = "No share can be compared: one of the two audits has no scored significant association."
     elif not excluding_zero:
-        verdict = f"Every difference's 95% interval includes 0 ({compared} of {len(rows)} compared): no detectable change of a compared share."
+        verdict = f"Every difference's 95% interval includes 0 ({compared} of {n_rows} compared): no detectable change of a compared share."
     else:
         verdict = (
-            f"{len(excluding_zero)} of {compared} compared differences (of {len(rows)}) have a 95% interval excluding 0: "
+            f"{len(excluding_zero)} of {compared} compared differences (of {n_rows}) have a 95% interval excluding 0: "
             + html.escape(", ".join(excluding_zero))
             + "."
         )
@@ -319,24 +350,15 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
     if compared and left_out:
         # a headline over some of the rows names the others, so "no change" is not read as "no change anywhere"
         parts.append(
-            f"<p class='left-out'>Left out of that sentence: {len(left_out)} of {len(rows)} rows, where an audit has no "
+            f"<p class='left-out'>Left out of that sentence: {len(left_out)} of {n_rows} rows, where an audit has no "
             "significant association with that score (n = 0): " + html.escape(", ".join(left_out)) + ".</p>"
         )
-    # no share to compare: a plot would be empty axes under a sentence that says so
-    png = dumbbell_png(data, before, after, dims, out_dir / f"{stem}-{modality}-dumbbell.png") if compared else None
-    if png is not None:
-        parts.append(
-            f"<div class='figure'><img src='{html.escape(png.name)}' alt='before and after per bias dimension, {html.escape(modality)}'></div>"
-        )
-    parts.append(
-        "<p class='note'>The numbers of the plot: each share with its 95% Wilson interval and k/n; the "
-        "difference (after - before, percentage points) with Newcombe's 95% interval.</p>"
-    )
-    parts.append(
-        _table(
-            ["bias dimension", "measure", f"before ({_version(before)})", f"after ({_version(after)})", "difference [95% CI]"], rows, "before-after"
-        )
-    )
+    return parts
+
+
+def _changes_html(before: dict, after: dict, links: Mapping[tuple, str]) -> str:
+    """The changes per bias dimension and the associations that changed (fct_association_changes)."""
+    parts = []
     found = changes(before["audit_id"], after["audit_id"])
     if found is None:
         parts.append("<p class='empty'>The change marts (fct_association_changes) are not built yet.</p>")
@@ -378,6 +400,12 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
     if not changed:
         parts.append("<p class='empty'>No association changed significantly.</p>")
         return "".join(parts)
+    parts.append(_changed_associations_table(changed, before, after, links))
+    return "".join(parts)
+
+
+def _changed_associations_table(changed: list[dict], before: dict, after: dict, links: Mapping[tuple, str]) -> str:
+    """The table of the associations that changed, each linked to its samples."""
     rows = []
     for r in changed:
         audit = after if r["change_type"] != "gone" else before
@@ -390,26 +418,23 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
             f"<td>{format_q(r['fisher_q_before'])}</td><td>{format_q(r['fisher_q_after'])}</td>"
             f"<td>{format_q(r['change_q'])}</td>{_cell(r['bias_level_before'])}{_cell(r['bias_level_after'])}</tr>"
         )
-    parts.append(
-        _table(
-            [
-                "change",
-                "association",
-                "bias dimensions",
-                "setting",
-                "tf before",
-                "tf after",
-                "Fisher q before",
-                "Fisher q after",
-                "change q",
-                "bias level before",
-                "bias level after",
-            ],
-            rows,
-            "changed-associations",
-        )
+    return _table(
+        [
+            "change",
+            "association",
+            "bias dimensions",
+            "setting",
+            "tf before",
+            "tf after",
+            "Fisher q before",
+            "Fisher q after",
+            "change q",
+            "bias level before",
+            "bias level after",
+        ],
+        rows,
+        "changed-associations",
     )
-    return "".join(parts)
 
 
 CSS = """

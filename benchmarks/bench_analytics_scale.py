@@ -28,7 +28,7 @@ What it does (BiasDora seed 004 section 3 / docs/method.md#3-associations):
 2. **dora**: ``dbt build --select +fct_associations`` (staging -> int_document_words ->
    int_association_counts -> fct_associations with tf-idf, PMI, Fisher via the vectorised
    UDF, BH q-values, and every schema test) in this process through
-   :func:`analytics.dbt_runner.run_dbt`. Wall time, process CPU time and peak RSS, per-node
+   :func:`analytics.dbt_runner.invoke_dbt`. Wall time, process CPU time and peak RSS, per-node
    times summed by kind (models, data tests, unit tests), and dbt's fixed cost: the same build
    on an empty landing zone (:func:`dbt_fixed_overhead`). The project is parsed first, untimed;
    parse and build use a target path inside the scratch home.
@@ -474,12 +474,12 @@ def run_dora(home: Path) -> tuple[Timing, dict]:
     timed build then runs every model, data test and unit test of the selection. Per-node
     seconds are dbt's ``execution_time`` (keys: node unique ids).
     """
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
 
-    run_dbt(["parse", "--quiet", *_dbt_target(home)], home)
+    invoke_dbt(["parse", "--quiet", *_dbt_target(home)], home)
     timing = Timing()
     with measured(timing):
-        result = run_dbt(["build", "--select", DBT_SELECTION, "--quiet", *_dbt_target(home)], home)
+        result = invoke_dbt(["build", "--select", DBT_SELECTION, "--quiet", *_dbt_target(home)], home)
     nodes = {}
     kinds: dict[str, list] = {}
     for r in result.result.results:
@@ -496,16 +496,16 @@ def dbt_fixed_overhead(home: Path) -> Timing:
     own cost of the build (startup, per-node compilation and bookkeeping, artifacts) that no
     change to the SQL or the UDFs can remove.
     """
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
 
     empty = home.with_name(home.name + "-empty")
     shutil.rmtree(empty, ignore_errors=True)
-    run_dbt(["parse", "--quiet", *_dbt_target(empty)], empty)
+    invoke_dbt(["parse", "--quiet", *_dbt_target(empty)], empty)
     timing = Timing()
     with measured(timing):
-        result = run_dbt(["build", "--select", DBT_SELECTION, "--quiet", *_dbt_target(empty)], empty)
+        result = invoke_dbt(["build", "--select", DBT_SELECTION, "--quiet", *_dbt_target(empty)], empty)
     timing.extra["nodes"] = len(result.result.results)
-    os.environ["DORA_HOME"] = str(home)  # run_dbt pointed it at the empty home
+    os.environ["DORA_HOME"] = str(home)  # invoke_dbt pointed it at the empty home
     shutil.rmtree(empty, ignore_errors=True)
     return timing
 
@@ -879,11 +879,11 @@ def vectorised_peer(home: Path, with_i2t: bool):
 def run_dora_models_only(home: Path) -> Timing:
     """``dbt run --select +fct_associations --full-refresh``: the models alone, every audit
     recomputed from the landing zone (no data tests, no unit tests), in-process."""
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
 
     timing = Timing()
     with measured(timing):
-        run_dbt(["run", "--select", DBT_SELECTION, "--full-refresh", "--quiet", *_dbt_target(home)], home)
+        invoke_dbt(["run", "--select", DBT_SELECTION, "--full-refresh", "--quiet", *_dbt_target(home)], home)
     return timing
 
 

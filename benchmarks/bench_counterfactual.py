@@ -55,7 +55,7 @@ def main(argv=None) -> None:
             numeric_max_new_tokens=args.numeric_max_new_tokens,
         )
         t0 = time.perf_counter()
-        summary = cf.run_text_sets(sets, backend, cfg, progress=False)
+        summary = cf.probe_text_sets(sets, backend, cfg, progress=False)
         dt = time.perf_counter() - t0
         rates[name] = (summary.generated, dt)
     t0 = time.perf_counter()

@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     from ingestion.contracts import SCHEMAS
     from ingestion.landing import landing_dir
 
-    for table in SCHEMAS:  # every source's folder, with its empty typed shard (as analytics.dbt_runner.run_dbt)
+    for table in SCHEMAS:  # every source's folder, with its empty typed shard (as analytics.dbt_runner.invoke_dbt)
         landing_dir(table)
     projects = {}
     for name in ("A", "B"):

@@ -37,7 +37,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     import benchmarks.bench_analytics_scale as scale
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
 
     home = Path(args.home)
     shutil.rmtree(home, ignore_errors=True)
@@ -46,21 +46,21 @@ def main(argv=None) -> None:
     os.environ["DORA_DBT_TEST_SCOPE"] = "this_build"  # as `dora audit`'s builds (orchestration/instance.py)
     load_start = os.getloadavg()[0]
     target = ["--target-path", str(home / "dbt_target")]
-    run_dbt(["parse", "--quiet", *target], home)
+    invoke_dbt(["parse", "--quiet", *target], home)
     build = ["build", "--select", scale.DBT_SELECTION, "--quiet", *target]
     times, cpus, rows_per_audit, loads, nodes = [], [], 0, [], []
     for k in range(1, args.audits + 2):
         scale.AUDIT_ID = f"t2t-bench-history-{k:03d}"
         rows_per_audit = scale.synth_t2t(home, args.descriptors, args.runs, seed=k)
         start, cpu0 = time.perf_counter(), time.process_time()
-        run_dbt(build, home)
+        invoke_dbt(build, home)
         times.append(time.perf_counter() - start)
         cpus.append(time.process_time() - cpu0)  # dbt and DuckDB run in this process
         loads.append(os.getloadavg()[0])
         nodes.append(node_times(home / "dbt_target" / "run_results.json"))
         print(f"audit {k}: {rows_per_audit} rows landed, build {times[-1]:.1f} s wall, {cpus[-1]:.1f} s CPU (load {loads[-1]:.1f})", flush=True)
     start = time.perf_counter()
-    run_dbt([*build, "--full-refresh"], home)
+    invoke_dbt([*build, "--full-refresh"], home)
     full_s = time.perf_counter() - start
     warehouse_mb = (home / "warehouse.duckdb").stat().st_size / 1e6
     landing_mb = sum(p.stat().st_size for p in (home / "landing").rglob("*.parquet")) / 1e6

@@ -14,7 +14,7 @@ SmolLM2-135M) three times and counts every call the T2T probe makes to the model
 
 For each it prints the wall time, the model calls / prompts, the rows generated and the
 Dagster step times (the fixed costs: CrowS-Pairs + descriptor extraction, model load, dbt
-build). It also times the probe alone on the finished audit (``run_t2t_probe`` with the model
+build). It also times the probe alone on the finished audit (``probe_t2t`` with the model
 already loaded), which is what "nothing to do" costs without those fixed steps. Writes the
 figures to ``BENCHMARKS.md`` (section "Incremental audits"). A benchmark, not a test.
 """
@@ -144,13 +144,13 @@ def main(argv=None) -> int:
 
         # the probe alone on the finished audit, model already loaded: the cost of "nothing to do"
         from ingestion.biasdora.templates import curated_t2t_templates
-        from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe, select_templates
+        from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t, select_templates
         from models_inference.backends.text import TransformersBackend
 
         backend = TransformersBackend.load("smollm2-135m")
         templates = select_templates(curated_t2t_templates(), settings=SETTINGS.split(","), descriptors=BASE + [EXTRA])
         start = time.perf_counter()
-        summary = run_t2t_probe(templates, backend, T2TProbeConfig(runs=1), audit_id="bench-incremental", progress=False)
+        summary = probe_t2t(templates, backend, T2TProbeConfig(runs=1), audit_id="bench-incremental", progress=False)
         probe_s = time.perf_counter() - start
         probe_calls = counter.calls
 

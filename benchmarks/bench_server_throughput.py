@@ -21,7 +21,7 @@ How:
   completion (``max_tokens`` 6), ``asyncio.gather`` under a semaphore, at each concurrency of
   ``--concurrency``; its best rate (median over the rounds) is the ceiling: what a user gets
   from this server without dora. A short warm-up comes first.
-* **dora**: :func:`~models_inference.probes.biasdora.t2t.run_t2t_probe` end to end (rows
+* **dora**: :func:`~models_inference.probes.biasdora.t2t.probe_t2t` end to end (rows
   parsed and landed as Parquet in a fresh ``DORA_HOME`` per run) over an
   ``OpenAIChatBackend`` with its default settings: it probes the server once (not timed;
   printed) and packs prompts into lists, the runs of a prompt in different requests (on
@@ -30,7 +30,7 @@ How:
   attributes changed (``use_n=true``, ``concurrency=8``, ``prompts_per_request=1`` ...), to
   measure a change without editing the backend.
 * **embedded**: the local ``transformers`` backend (``load_text_backend("smollm2-135m")``)
-  through ``run_t2t_probe`` on the same prompts, after the server is stopped; the model load
+  through ``probe_t2t`` on the same prompts, after the server is stopped; the model load
   (the first load on a machine dequantises the GGUF) is not timed.
 
 Why alternate: the machine is shared and its load swings by several times within a minute, so
@@ -212,14 +212,14 @@ class DoraRun(Meter):
         )
 
     def run(self, templates, letters: str, runs: int) -> None:
-        from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
+        from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t
 
         cfg = T2TProbeConfig(runs=runs, letters=letters, prompt_style="completion")
         n = len(templates) * len(letters) * runs
         out = []
         with fresh_home():
             self.requests, self.generate_s = 0, 0.0
-            self.timed(self.server.proc.pid, n, lambda: out.append(run_t2t_probe(templates, self.backend, cfg, progress=False)))
+            self.timed(self.server.proc.pid, n, lambda: out.append(probe_t2t(templates, self.backend, cfg, progress=False)))
             done = out[0]
             if done.generated != n or done.statuses.get("error"):
                 raise RuntimeError(f"{self.label}: {done.generated} rows, statuses {dict(done.statuses)}")
@@ -382,23 +382,23 @@ def main(argv=None) -> None:
 
     if not args.no_embedded:
         from models_inference.backends.text import load_text_backend
-        from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
+        from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t
 
         t0 = time.perf_counter()
         local = load_text_backend("smollm2-135m")
         load_s = time.perf_counter() - t0
         cfg = T2TProbeConfig(runs=args.runs, letters=letters, prompt_style="completion")
         with fresh_home():  # warm-up: torch's first forward passes
-            run_t2t_probe(templates, local, T2TProbeConfig(runs=1, letters=letters[:2], prompt_style="completion"), progress=False)
+            probe_t2t(templates, local, T2TProbeConfig(runs=1, letters=letters[:2], prompt_style="completion"), progress=False)
         emb = []
         for _ in range(args.rounds):
             with fresh_home():
                 start = time.perf_counter()
-                done = run_t2t_probe(templates, local, cfg, progress=False)
+                done = probe_t2t(templates, local, cfg, progress=False)
                 emb.append(done.generated / (time.perf_counter() - start))
         summary["embedded"] = statistics.median(emb)
         lines.append(
-            f'**embedded** (`load_text_backend("smollm2-135m")`, transformers fp32, shared-prefix path, through `run_t2t_probe`, '
+            f'**embedded** (`load_text_backend("smollm2-135m")`, transformers fp32, shared-prefix path, through `probe_t2t`, '
             f"same prompts, after the server stopped): **{summary['embedded']:.1f} completions/s** (per run {', '.join(f'{x:.1f}' for x in emb)}; load {load_s:.1f} s, not timed)"
         )
     load_end = os.getloadavg()

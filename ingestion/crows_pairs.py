@@ -98,26 +98,7 @@ def load_crows_pairs(path: str | Path | None = None) -> pa.Table:
     # (and so the line) they are in, instead of a bare byte offset.
     with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         reader = csv.reader(fh, strict=True)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise CrowsPairsFormatError(name, 1, "empty file (no header)") from None
-        except csv.Error as exc:
-            raise CrowsPairsFormatError(name, 1, f"malformed header ({exc})") from None
-        if _SURROGATE.search(",".join(header)):
-            raise CrowsPairsFormatError(name, 1, f"not valid UTF-8 (byte {_bad_bytes(','.join(header))})")
-        columns = [h.strip() for h in header]
-        missing = [c for c in REQUIRED_COLUMNS if c not in columns]
-        if missing:
-            raise CrowsPairsFormatError(name, 1, f"missing required column(s) {', '.join(missing)} (header: {columns})")
-        named = [c for c in columns if c not in _INDEX_COLUMNS]
-        repeated = sorted({c for c in named if named.count(c) > 1})
-        if repeated:
-            raise CrowsPairsFormatError(name, 1, f"repeated column(s) {', '.join(repeated)}")
-        index_col = 0 if columns[0] in _INDEX_COLUMNS else None
-        wanted = (*REQUIRED_COLUMNS, "stereo_antistereo")
-        pos = {c: columns.index(c) for c in wanted if c in columns}
-
+        header, index_col, pos = _read_header(reader, name)
         out: dict[str, list] = {f: [] for f in SCHEMAS["crows_pairs"].names}
         seen_ids: dict[int, int] = {}
         record_no = 0
@@ -131,40 +112,12 @@ def load_crows_pairs(path: str | Path | None = None) -> pa.Table:
                 raise CrowsPairsFormatError(name, start, f"bad quoting or truncated record ({exc})") from None
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue  # blank line
-            joined = "\x1f".join(row)
-            if _SURROGATE.search(joined):
-                raise CrowsPairsFormatError(name, start, f"not valid UTF-8 (byte {_bad_bytes(joined)})")
-            if len(row) != len(header):
-                raise CrowsPairsFormatError(
-                    name,
-                    start,
-                    f"ragged row: {len(row)} fields, header has {len(header)} (truncated or mis-quoted record?)",
-                )
+            _check_record(row, len(header), name, start)
             if index_col is not None:
-                raw_id = row[index_col].strip()
-                try:
-                    pair_id = int(raw_id)
-                except ValueError:
-                    raise CrowsPairsFormatError(name, start, f"index {raw_id!r} is not an integer") from None
-                if pair_id in seen_ids:
-                    raise CrowsPairsFormatError(name, start, f"index {pair_id} repeats line {seen_ids[pair_id]}")
-                seen_ids[pair_id] = start
+                pair_id = _index_of(row[index_col], seen_ids, name, start)
             else:
                 pair_id = record_no
-            sent_more, sent_less = row[pos["sent_more"]], row[pos["sent_less"]]
-            for col, value in (("sent_more", sent_more), ("sent_less", sent_less)):
-                if not value.strip():
-                    raise CrowsPairsFormatError(name, start, f"empty {col}")
-            bias_type = row[pos["bias_type"]].strip().lower()
-            if bias_type not in BIAS_DIMENSIONS:
-                raise CrowsPairsFormatError(
-                    name,
-                    start,
-                    f"unknown bias_type {row[pos['bias_type']]!r} (expected one of {', '.join(BIAS_DIMENSIONS)})",
-                )
-            stereo = None
-            if "stereo_antistereo" in pos:
-                stereo = row[pos["stereo_antistereo"]].strip().lower() or None
+            sent_more, sent_less, stereo, bias_type = _record_values(row, pos, name, start)
             out["pair_id"].append(pair_id)
             out["sent_more"].append(sent_more)
             out["sent_less"].append(sent_less)
@@ -177,3 +130,76 @@ def load_crows_pairs(path: str | Path | None = None) -> pa.Table:
     if record_no == 0:
         raise CrowsPairsFormatError(name, 2, "no sentence pair after the header")
     return pa.table(out, schema=SCHEMAS["crows_pairs"])
+
+
+def _read_header(reader, name: str) -> tuple[list[str], int | None, dict[str, int]]:
+    """(header, the index column's position or None, position of each column read) of a
+    CrowS-Pairs CSV. Raises CrowsPairsFormatError (line 1): no header, a bad one, bytes that are
+    not UTF-8, a required column missing or a column repeated."""
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise CrowsPairsFormatError(name, 1, "empty file (no header)") from None
+    except csv.Error as exc:
+        raise CrowsPairsFormatError(name, 1, f"malformed header ({exc})") from None
+    if _SURROGATE.search(",".join(header)):
+        raise CrowsPairsFormatError(name, 1, f"not valid UTF-8 (byte {_bad_bytes(','.join(header))})")
+    columns = [h.strip() for h in header]
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+    if missing:
+        raise CrowsPairsFormatError(name, 1, f"missing required column(s) {', '.join(missing)} (header: {columns})")
+    named = [c for c in columns if c not in _INDEX_COLUMNS]
+    repeated = sorted({c for c in named if named.count(c) > 1})
+    if repeated:
+        raise CrowsPairsFormatError(name, 1, f"repeated column(s) {', '.join(repeated)}")
+    index_col = 0 if columns[0] in _INDEX_COLUMNS else None
+    wanted = (*REQUIRED_COLUMNS, "stereo_antistereo")
+    return header, index_col, {c: columns.index(c) for c in wanted if c in columns}
+
+
+def _check_record(row: list[str], fields: int, name: str, start: int) -> None:
+    """Raises CrowsPairsFormatError for a record with bytes that are not UTF-8 or a number of
+    fields other than the header's ``fields``."""
+    joined = "\x1f".join(row)
+    if _SURROGATE.search(joined):
+        raise CrowsPairsFormatError(name, start, f"not valid UTF-8 (byte {_bad_bytes(joined)})")
+    if len(row) != fields:
+        raise CrowsPairsFormatError(
+            name,
+            start,
+            f"ragged row: {len(row)} fields, header has {fields} (truncated or mis-quoted record?)",
+        )
+
+
+def _index_of(cell: str, seen_ids: dict[int, int], name: str, start: int) -> int:
+    """The record's index (the CSV's index column), recorded in ``seen_ids`` (index -> line).
+    Raises CrowsPairsFormatError: not an integer, or repeated."""
+    raw_id = cell.strip()
+    try:
+        pair_id = int(raw_id)
+    except ValueError:
+        raise CrowsPairsFormatError(name, start, f"index {raw_id!r} is not an integer") from None
+    if pair_id in seen_ids:
+        raise CrowsPairsFormatError(name, start, f"index {pair_id} repeats line {seen_ids[pair_id]}")
+    seen_ids[pair_id] = start
+    return pair_id
+
+
+def _record_values(row: list[str], pos: dict[str, int], name: str, start: int) -> tuple[str, str, str | None, str]:
+    """(sent_more, sent_less, stereo_antistereo or None, bias_type) of a record. Raises
+    CrowsPairsFormatError: an empty sentence, a bias_type outside BIAS_DIMENSIONS."""
+    sent_more, sent_less = row[pos["sent_more"]], row[pos["sent_less"]]
+    for col, value in (("sent_more", sent_more), ("sent_less", sent_less)):
+        if not value.strip():
+            raise CrowsPairsFormatError(name, start, f"empty {col}")
+    bias_type = row[pos["bias_type"]].strip().lower()
+    if bias_type not in BIAS_DIMENSIONS:
+        raise CrowsPairsFormatError(
+            name,
+            start,
+            f"unknown bias_type {row[pos['bias_type']]!r} (expected one of {', '.join(BIAS_DIMENSIONS)})",
+        )
+    stereo = None
+    if "stereo_antistereo" in pos:
+        stereo = row[pos["stereo_antistereo"]].strip().lower() or None
+    return sent_more, sent_less, stereo, bias_type

@@ -215,6 +215,36 @@ def read_csv_records(
     text = decode_text(raw, path, what)
     csv.field_size_limit(max(csv.field_size_limit(), 64 << 20))  # long fields are quarantined below, by name
     reader = csv.reader(io.StringIO(text, newline=""))
+    names, unnamed = _header_names(reader, raw, path, columns, what, any_of)
+    records: list[CsvRecord] = []
+    quarantined: list[QuarantinedRow] = []
+    row_no = 0
+    while True:
+        start = reader.line_num + 1
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a NUL byte: the row cannot be split into fields
+            row_no += 1
+            quarantined.append(QuarantinedRow(path.name, start, row_no, f"not a CSV row: {exc}", ""))
+            continue
+        if not any(f.strip() for f in fields):
+            continue  # a blank line (e.g. at the end of the file)
+        row_no += 1
+        rowtext = shown(",".join(fields))
+        fields, ignored, why = _split_row(fields, names, unnamed, ignore_unnamed, raw)
+        if why:
+            quarantined.append(QuarantinedRow(path.name, start, row_no, why, rowtext))
+            continue
+        records.append(CsvRecord(start, row_no, dict(zip(names, (f.strip() for f in fields), strict=True)), rowtext, ignored))
+    return records, quarantined, raw
+
+
+def _header_names(reader, raw: bytes, path: Path, columns: Sequence[str], what: str, any_of: Sequence[str]) -> tuple[list[str], int]:
+    """(the header's column names, without its unnamed trailing ones; how many of those there
+    were). Raises InputFileError: an empty file, a header that is not a CSV row or lacks a
+    required column."""
     try:
         header = next(reader)
     except StopIteration:
@@ -236,41 +266,27 @@ def read_csv_records(
             + (f" and one of {list(any_of)}" if any_of else "")
             + (f"; {why}" if why else "")
         )
-    records: list[CsvRecord] = []
-    quarantined: list[QuarantinedRow] = []
-    row_no = 0
-    while True:
-        start = reader.line_num + 1
-        try:
-            fields = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:  # e.g. a NUL byte: the row cannot be split into fields
-            row_no += 1
-            quarantined.append(QuarantinedRow(path.name, start, row_no, f"not a CSV row: {exc}", ""))
-            continue
-        if not any(f.strip() for f in fields):
-            continue  # a blank line (e.g. at the end of the file)
-        row_no += 1
-        rowtext = shown(",".join(fields))
-        ignored = False
-        if ignore_unnamed and len(names) < len(fields) <= len(names) + unnamed:
-            ignored = any(f.strip() for f in fields[len(names) :])
-            fields = fields[: len(names)]
-        while len(fields) > len(names) and fields[-1].strip() == "":
-            fields = fields[:-1]
-        why = not_utf8(fields, raw)
-        if why is None and len(fields) != len(names):
-            why = f"{len(fields)} fields, expected {len(names)} ({', '.join(names)})"
-        if why is None:
-            long = [(n, len(v)) for n, v in zip(names, fields, strict=True) if len(v) > MAX_FIELD_CHARS]
-            if long:
-                why = f"field {long[0][0]}: {long[0][1]:,} characters, more than {MAX_FIELD_CHARS:,} (a broken row?)"
-        if why:
-            quarantined.append(QuarantinedRow(path.name, start, row_no, why, rowtext))
-            continue
-        records.append(CsvRecord(start, row_no, dict(zip(names, (f.strip() for f in fields), strict=True)), rowtext, ignored))
-    return records, quarantined, raw
+    return names, unnamed
+
+
+def _split_row(fields: list[str], names: list[str], unnamed: int, ignore_unnamed: bool, raw: bytes) -> tuple[list[str], bool, str | None]:
+    """(the row's fields, whether values under unnamed columns were dropped, why the row is
+    quarantined or None): bytes that are not UTF-8, a field count other than the header's
+    (trailing empty fields tolerated), a field over MAX_FIELD_CHARS characters."""
+    ignored = False
+    if ignore_unnamed and len(names) < len(fields) <= len(names) + unnamed:
+        ignored = any(f.strip() for f in fields[len(names) :])
+        fields = fields[: len(names)]
+    while len(fields) > len(names) and fields[-1].strip() == "":
+        fields = fields[:-1]
+    why = not_utf8(fields, raw)
+    if why is None and len(fields) != len(names):
+        why = f"{len(fields)} fields, expected {len(names)} ({', '.join(names)})"
+    if why is None:
+        long = [(n, len(v)) for n, v in zip(names, fields, strict=True) if len(v) > MAX_FIELD_CHARS]
+        if long:
+            why = f"field {long[0][0]}: {long[0][1]:,} characters, more than {MAX_FIELD_CHARS:,} (a broken row?)"
+    return fields, ignored, why
 
 
 def no_good_row_error(path: str | Path, what: str, quarantined: Sequence[QuarantinedRow], unit: str = "data rows") -> InputFileError:

@@ -2,7 +2,7 @@
 
 Every probe run lands ``landing/audits`` events (schema: ``ingestion/contracts/shared.py``):
 ``started`` before its first model call, then ``finished`` or ``failed``
-(:func:`models_inference.resumable.run_resumable`). This module holds what those events carry
+(:func:`models_inference.resumable.land_resumable`). This module holds what those events carry
 (:class:`AuditInfo`, with the probe family that ran it), the recipe of readable audit ids
 (:func:`readable_audit_id`), the events landed so far (:func:`audit_events`), the refusal to mix
 two identities in one audit (:func:`check_audit_identity`) and an audit's attribution to a

@@ -1,6 +1,6 @@
 """Failing audits fail loudly: the share of a run's calls that may fail, and the one-line message.
 
-Every loop that lands model calls (:func:`models_inference.resumable.run_resumable`, the judge,
+Every loop that lands model calls (:func:`models_inference.resumable.land_resumable`, the judge,
 the counterfactual stereotype filter, the Batch API runs) counts its landed rows in an
 :class:`ErrorShare` and stops with :class:`~ingestion.errors.AuditFailedError` past
 ``--max-error-share`` (docs/operations.md).
@@ -45,7 +45,7 @@ def failure_message(errors: Counter, total: int, untried: int = 0, *, step: str 
 class ErrorShare:
     """The failed calls of one run of a step, against ``--max-error-share``.
 
-    Every loop that lands model calls (:func:`run_resumable`, the judge, the counterfactual
+    Every loop that lands model calls (:func:`land_resumable`, the judge, the counterfactual
     stereotype filter) counts its landed rows here, shard by shard, after landing them (so
     nothing is lost), and raises :class:`~ingestion.errors.AuditFailedError` when more than
     ``max_error_share`` of the rows of this run failed, or when every row of a shard of 8 or

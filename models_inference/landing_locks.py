@@ -2,7 +2,7 @@
 
 Two identical runs (or two scorers of one table) must not both generate: the second waits for
 the first, saying on stderr whom it waits for, then finds the rows landed and generates only
-what is still missing (:func:`models_inference.resumable.run_resumable`).
+what is still missing (:func:`models_inference.resumable.land_resumable`).
 """
 
 from __future__ import annotations

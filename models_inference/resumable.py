@@ -12,8 +12,8 @@ still missing; a run with nothing missing makes no model call and lands no event
 
 Public API: :class:`ResumableTable` (which landing table, its key and status columns),
 :func:`landed_keys`, :func:`model_columns` (the leading columns of every probe row),
-:func:`run_resumable`, which returns a :class:`ResumableSummary`, the run most probe runners
-share on top of it (:func:`run_probe`: the audit of :func:`probe_audit`, the model columns and
+:func:`land_resumable`, which returns a :class:`ResumableSummary`, the run most probe runners
+share on top of it (:func:`land_probe`: the audit of :func:`probe_audit`, the model columns and
 timestamp of every row), the blocks of one audit (:func:`block_bounds`, :func:`finish_blocks`)
 and the bound on a plan (:func:`check_plan_size`).
 What the loop builds on has its own module: the audit events and identity
@@ -46,7 +46,7 @@ class ResumableTable:
     Attributes:
         name: the landing table (a key of :data:`ingestion.landing.SCHEMAS`).
         key_columns: the columns that, within one audit, identify a planned row (in the order
-            of the tuples the ``key`` function of :func:`run_resumable` returns).
+            of the tuples the ``key`` function of :func:`land_resumable` returns).
         status_column: the column each generated row is counted by in
             :attr:`ResumableSummary.statuses` (and filtered on by ``final_statuses``).
         final_statuses: the statuses that count as landed: a key whose rows all have another
@@ -54,7 +54,7 @@ class ResumableTable:
             row counts, whatever its status (nothing is retried).
         unit: what one row is, for the progress bar (``prompt``, ``image``, ...).
         error_status: the status of a row whose call failed (counted against
-            ``max_error_share`` by :func:`run_resumable`).
+            ``max_error_share`` by :func:`land_resumable`).
         error_column: the column holding a failed row's error text (for the failure message).
         null_defaults: ``(column, value)`` pairs: a landed null in a key column reads as
             ``value`` (a key column added later, e.g. T2T ``descriptor_row``: rows landed
@@ -84,7 +84,7 @@ class ResumableTable:
 
 @dataclass
 class ResumableSummary:
-    """What :func:`run_resumable` did, in rows (every probe run returns one, or a subclass).
+    """What :func:`land_resumable` did, in rows (every probe run returns one, or a subclass).
 
     Attributes:
         audit_id: the audit the rows belong to.
@@ -146,7 +146,7 @@ def landed_keys(table: ResumableTable, audit_id: str) -> set[tuple]:
 
 
 def plan_resumable(planned: Iterable[T], key: Callable[[T], Hashable], *, table: ResumableTable, audit_id: str) -> ResumableSummary:
-    """What :func:`run_resumable` would do, without generating anything (``dora audit --dry-run``).
+    """What :func:`land_resumable` would do, without generating anything (``dora audit --dry-run``).
 
     Returns:
         A :class:`ResumableSummary` with ``planned`` and ``already_landed`` set (rows to
@@ -160,7 +160,7 @@ def plan_resumable(planned: Iterable[T], key: Callable[[T], Hashable], *, table:
     return summary
 
 
-def run_resumable(
+def land_resumable(
     planned: Iterable[T],
     key: Callable[[T], Hashable],
     generate_batch: Callable[[list[T], Callable[[int], None]], Sequence[Mapping]],
@@ -218,8 +218,6 @@ def run_resumable(
         Whatever ``generate_batch`` or the landing raises, re-raised after a ``failed``
         event carrying the rows landed so far; the shards already landed are kept.
     """
-    from tqdm.auto import tqdm
-
     if shard_rows < 1:
         raise ValueError(f"shard_rows must be >= 1, got {shard_rows}")
     if identity is not None:
@@ -227,45 +225,63 @@ def run_resumable(
     check_audit_identity(audit, identity)
     name = audit.audit_id if block is None else f"{audit.audit_id}--{block}"
     with holding_lock(landing_lock(name), f"audit {name}"):
-        summary = ResumableSummary(audit.audit_id)
-        done = landed_keys(table, audit.audit_id)
-        todo: list[T] = []
-        for item in planned:
-            summary.planned += 1
-            if key(item) in done:
-                summary.already_landed += 1
-            else:
-                todo.append(item)
+        summary, todo = _missing(planned, key, table, audit.audit_id)
         if not todo:
-            if block is not None:  # the audit's last event is finish_blocks' business
-                return summary
-            # a run that was interrupted (or failed) and whose rows have all landed since: its last
-            # event must not stay 'failed' / 'started' when nothing is missing any more
-            events = audit_events(audit.audit_id) if summary.planned else []
-            if events and events[-1]["status"] != "finished":
-                audit.land_event("finished", 0)
+            if block is None:  # with blocks, the audit's last event is finish_blocks' business
+                _close_landed(audit, summary)
             return summary
         audit.land_event("started", 0)
-        tally = ErrorShare(step or audit.modality, max_error_share)
-        desc = f"{audit.modality.upper()} {audit.model_id}"
-        bar = tqdm(total=len(todo), desc=desc, unit=table.unit, disable=not progress, file=sys.stderr)
         try:
-            for start in range(0, len(todo), shard_rows):
-                rows = generate_batch(todo[start : start + shard_rows], bar.update)
-                write_shard(table.name, rows, partition=audit.audit_id)  # landed before any failure is raised
-                summary.generated += len(rows)
-                summary.statuses.update(row[table.status_column] for row in rows)
-                # every call of a whole shard failed: the rest would too; stop now
-                tally.add(rows, table.status_column, table.error_column, table.error_status, untried=len(todo) - min(len(todo), start + shard_rows))
-            tally.check()
+            _land_shards(todo, generate_batch, table, audit, summary, shard_rows, ErrorShare(step or audit.modality, max_error_share), progress)
         except BaseException:
             audit.land_event("failed", summary.generated)
             raise
-        finally:
-            bar.close()
         if block is None:
             audit.land_event("finished", summary.generated)
         return summary
+
+
+def _missing(planned: Iterable[T], key: Callable[[T], Hashable], table: ResumableTable, audit_id: str) -> tuple[ResumableSummary, list[T]]:
+    """(the summary's planned and already-landed counts, the planned items not landed yet)."""
+    summary = ResumableSummary(audit_id)
+    done = landed_keys(table, audit_id)
+    todo: list[T] = []
+    for item in planned:
+        summary.planned += 1
+        if key(item) in done:
+            summary.already_landed += 1
+        else:
+            todo.append(item)
+    return summary, todo
+
+
+def _close_landed(audit: AuditInfo, summary: ResumableSummary) -> None:
+    """A run that was interrupted (or failed) and whose rows have all landed since: its last
+    event must not stay 'failed' / 'started' when nothing is missing any more."""
+    events = audit_events(audit.audit_id) if summary.planned else []
+    if events and events[-1]["status"] != "finished":
+        audit.land_event("finished", 0)
+
+
+def _land_shards(
+    todo: list, generate_batch, table: ResumableTable, audit: AuditInfo, summary: ResumableSummary, shard_rows: int, tally, progress: bool
+) -> None:
+    """Generate ``todo`` in batches of ``shard_rows`` and land each batch as one shard before the
+    next, counting into ``summary``; raises AuditFailedError through ``tally`` (an ErrorShare)."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(todo), desc=f"{audit.modality.upper()} {audit.model_id}", unit=table.unit, disable=not progress, file=sys.stderr)
+    try:
+        for start in range(0, len(todo), shard_rows):
+            rows = generate_batch(todo[start : start + shard_rows], bar.update)
+            write_shard(table.name, rows, partition=audit.audit_id)  # landed before any failure is raised
+            summary.generated += len(rows)
+            summary.statuses.update(row[table.status_column] for row in rows)
+            # every call of a whole shard failed: the rest would too; stop now
+            tally.add(rows, table.status_column, table.error_column, table.error_status, untried=len(todo) - min(len(todo), start + shard_rows))
+        tally.check()
+    finally:
+        bar.close()
 
 
 def probe_audit(audit_id: str, backend, modality: str, config: Mapping, *, family: str, target: str | None = None) -> AuditInfo:
@@ -284,7 +300,7 @@ def probe_audit(audit_id: str, backend, modality: str, config: Mapping, *, famil
     return AuditInfo(audit_id, backend.model_id, backend.model_version, modality, {"backend": backend.backend_name, **config}, target, family=family)
 
 
-def run_probe(
+def land_probe(
     planned: Iterable[T],
     key: Callable[[T], Hashable],
     generate_rows: Callable[[list[T], Callable[[int], None]], Sequence[Mapping]],
@@ -303,7 +319,7 @@ def run_probe(
     block: str | None = None,
     time_column: str = "generated_at",
 ) -> ResumableSummary:
-    """One probe run on ``backend``: :func:`run_resumable` over ``planned``, with the audit of
+    """One probe run on ``backend``: :func:`land_resumable` over ``planned``, with the audit of
     :func:`probe_audit` and every row stamped with the columns all probe rows share.
 
     Each shard's rows are ``{**model_columns(audit_id, backend), **row, time_column: now}``
@@ -313,7 +329,7 @@ def run_probe(
 
     Args:
         planned, key, table, shard_rows, progress, max_error_share, step, block: as
-            :func:`run_resumable`.
+            :func:`land_resumable`.
         generate_rows: ``generate_rows(items, advance)`` calls the model for up to
             ``shard_rows`` items and returns their rows (dicts with every column of
             ``SCHEMAS[table.name]`` but ``audit_id``, ``model_id``, ``model_version``,
@@ -325,10 +341,10 @@ def run_probe(
             ``scored_at``).
 
     Returns:
-        The :class:`ResumableSummary` of :func:`run_resumable`.
+        The :class:`ResumableSummary` of :func:`land_resumable`.
 
     Raises:
-        As :func:`run_resumable`: ValueError (``shard_rows < 1``), AuditIdentityError,
+        As :func:`land_resumable`: ValueError (``shard_rows < 1``), AuditIdentityError,
         AuditFailedError, and whatever ``generate_rows`` or the landing raises (after a
         ``failed`` event).
     """
@@ -340,7 +356,7 @@ def run_probe(
         return [{**leading, **row, time_column: now} for row in rows]
 
     audit = probe_audit(audit_id, backend, modality, config, family=family, target=target)
-    return run_resumable(
+    return land_resumable(
         planned,
         key,
         generate,
@@ -355,7 +371,7 @@ def run_probe(
 
 
 def finish_blocks(audit_id: str, generated: int) -> bool:
-    """Land the ``finished`` event of an audit whose keys ran as blocks (``run_resumable(...,
+    """Land the ``finished`` event of an audit whose keys ran as blocks (``land_resumable(...,
     block=...)``), once every block has succeeded.
 
     The event copies the audit's latest event (model, version, config, target, family) with status

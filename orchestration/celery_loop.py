@@ -142,11 +142,29 @@ class WorkerWatch:
         """
         now = self.clock()
         ids = list(in_flight.values())
+        replies = self._replies(ids)
+        answered = set(replies or {})
+        self._note_holders(in_flight, replies, now)
+        limit = f"up to {self.timeout:.0f} s (--celery-worker-timeout)" if self.timeout else "with no time limit"
+        if not answered:
+            return self._none_answers(in_flight, replies is None, limit, now)
+        self.none_since = None
+        return (*self._lost_steps(in_flight, replies, limit, now), None)
+
+    def _replies(self, ids: list[str]) -> dict | None:
+        """Which worker holds which of the tasks ``ids`` (host -> its tasks), ``None`` when the
+        broker cannot be reached; asked once more, with the whole reply window for every
+        worker, when one expected is missing."""
         expected = len(self.workers)
         replies = self._ask(ids, expected or None)
         if replies is not None and (len(replies) < expected or any(self.holders.get(t) not in (None, *replies) for t in ids)):
             replies = self._ask(ids, None)  # someone is missing: every worker gets the whole reply window
-        broker_down = replies is None
+        return replies
+
+    def _note_holders(self, in_flight: dict[str, str], replies: dict | None, now: float) -> None:
+        """Record who holds each task (from the replies, else from the run's events) and since
+        when each worker has been silent."""
+        ids = list(in_flight.values())
         answered = set(replies or {})
         for host, held in (replies or {}).items():
             for task_id in held or {}:
@@ -162,33 +180,38 @@ class WorkerWatch:
         for host in (self.workers | {self.holders.get(t) for t in ids}) - answered - {None}:
             self.silent_since.setdefault(host, now)
         self.workers = answered
-        limit = f"up to {self.timeout:.0f} s (--celery-worker-timeout)" if self.timeout else "with no time limit"
+
+    def _none_answers(self, in_flight: dict[str, str], broker_down: bool, limit: str, now: float) -> tuple[dict[str, str], list[str], str | None]:
+        """The verdict when no worker answered: a notice once, the run's failure after the timeout."""
+        ids = list(in_flight.values())
         steps = ", ".join(sorted(in_flight))
-        if not answered:
-            self.none_since = self.none_since if self.none_since is not None else now
-            waited = now - self.none_since
-            failing = bool(self.timeout) and waited >= self.timeout
-            notices = []
-            if (waited >= NOTICE_SECONDS or failing) and "none" not in self.noticed:  # said before it fails
-                self.noticed.add("none")
-                cause = f"the Celery broker {self.broker} cannot be reached" if broker_down else f"no Celery worker answers on {self.broker}"
-                notices.append(f"{cause} while steps wait ({steps}): waiting {limit}")
-            if not failing:
-                return {}, notices, None
-            gone = sorted({h for t in ids if (h := self.holders.get(t))})
-            cause = f"the Celery broker {self.broker} could not be reached" if broker_down else f"no Celery worker answered on {self.broker}"
-            return (
-                {},
-                notices,
-                (
-                    f"{cause} within {self.timeout:.0f} s (--celery-worker-timeout) while steps waited: {steps}"
-                    + (f" (taken by {', '.join(gone)}, now gone)" if gone else "")
-                    + "; start a worker (`dagster-celery worker start -A dagster_celery.app -y <celery.yaml>`, "
-                    "docs/operations.md#running-on-a-cluster), then run the same command again: it redoes only "
-                    "what did not land"
-                ),
-            )
-        self.none_since = None
+        self.none_since = self.none_since if self.none_since is not None else now
+        waited = now - self.none_since
+        failing = bool(self.timeout) and waited >= self.timeout
+        notices = []
+        if (waited >= NOTICE_SECONDS or failing) and "none" not in self.noticed:  # said before it fails
+            self.noticed.add("none")
+            cause = f"the Celery broker {self.broker} cannot be reached" if broker_down else f"no Celery worker answers on {self.broker}"
+            notices.append(f"{cause} while steps wait ({steps}): waiting {limit}")
+        if not failing:
+            return {}, notices, None
+        gone = sorted({h for t in ids if (h := self.holders.get(t))})
+        cause = f"the Celery broker {self.broker} could not be reached" if broker_down else f"no Celery worker answered on {self.broker}"
+        return (
+            {},
+            notices,
+            (
+                f"{cause} within {self.timeout:.0f} s (--celery-worker-timeout) while steps waited: {steps}"
+                + (f" (taken by {', '.join(gone)}, now gone)" if gone else "")
+                + "; start a worker (`dagster-celery worker start -A dagster_celery.app -y <celery.yaml>`, "
+                "docs/operations.md#running-on-a-cluster), then run the same command again: it redoes only "
+                "what did not land"
+            ),
+        )
+
+    def _lost_steps(self, in_flight: dict[str, str], replies: dict, limit: str, now: float) -> tuple[dict[str, str], list[str]]:
+        """The steps whose worker is gone or lost the task (step key -> why) and the notices to say once."""
+        answered = set(replies)
         lost, notices = {}, []
         for step_key, task_id in in_flight.items():
             host = self.holders.get(task_id)
@@ -214,7 +237,7 @@ class WorkerWatch:
                 lost[step_key] = (
                     f"its Celery worker {host} has not answered within {self.timeout:.0f} s (--celery-worker-timeout): killed, or its machine lost"
                 )
-        return lost, notices, None
+        return lost, notices
 
 
 class _WatchThread(threading.Thread):
@@ -282,6 +305,110 @@ def _lost_error(why: str):
         return serializable_error_info_from_exc_info(sys.exc_info())
 
 
+def _interrupt(job_context, active_execution, step_results):
+    """On SIGINT / SIGTERM: say so, mark the plan interrupted and revoke every task in flight.
+    A generator of engine events; returns (``yield from``) whether the run was interrupted."""
+    if not active_execution.check_for_interrupts():
+        return False
+    yield DagsterEvent.engine_event(
+        job_context,
+        "Celery executor: received termination signal - revoking active tasks from workers",
+        EngineEventData.interrupted(list(step_results.keys())),
+    )
+    active_execution.mark_interrupted()
+    for result in step_results.values():
+        result.revoke()
+    return True
+
+
+def _ready_results(job_context, active_execution, step_results, step_errors, priority_for_key):
+    """Yield the events of every task whose result is ready (a revoked task's end, a task that
+    failed outside its step recorded in ``step_errors``) and forget those tasks."""
+    from celery.exceptions import TaskRevokedError
+
+    done = []
+    for step_key, result in sorted(step_results.items(), key=lambda item: priority_for_key(item[0])):
+        if not result.ready():
+            continue
+        try:
+            step_events = result.get()
+        except TaskRevokedError:
+            step_events = []
+            yield DagsterEvent.engine_event(
+                job_context.for_step(active_execution.get_step_by_key(step_key)),
+                f'celery task for running step "{step_key}" was revoked.',
+                EngineEventData(marker_end=DELEGATE_MARKER),
+            )
+        except Exception:
+            step_events = []
+            step_errors[step_key] = serializable_error_info_from_exc_info(sys.exc_info())
+        for step_event in step_events:
+            event = deserialize_value(step_event, DagsterEvent)
+            yield event
+            active_execution.handle_event(event)
+        done.append(step_key)
+    for step_key in done:
+        del step_results[step_key]
+        # a step whose task ended without its success or failure event is in an unknown
+        # state: Dagster abandons its downstream, and the plan can still complete
+        active_execution.verify_complete(job_context, step_key)
+
+
+def _lost_results(job_context, active_execution, watcher, step_results, step_errors):
+    """Act on the watch's verdicts: say its notices, fail the run when no worker answered for
+    the timeout (raises ``CeleryWorkerError`` after revoking every task), fail each lost step."""
+    for lost, notices, failure in watcher.verdicts():
+        for line in notices:
+            print(f"dora: {line}", file=sys.stderr, flush=True)
+            yield DagsterEvent.engine_event(job_context, line, EngineEventData())
+        if failure:
+            from ingestion.errors import CeleryWorkerError
+
+            for result in step_results.values():
+                result.revoke()  # a worker started later must not run a failed run's steps
+            raise CeleryWorkerError(failure)
+        for step_key, why in lost.items():
+            if step_key not in step_results or step_results[step_key].ready():
+                continue  # its result came after all: handled as any other
+            step_results.pop(step_key).revoke()
+            step_errors[step_key] = _lost_error(why)
+            yield DagsterEvent.engine_event(
+                job_context.for_step(active_execution.get_step_by_key(step_key)),
+                f'celery task for step "{step_key}" was lost: {why}',
+                EngineEventData(marker_end=DELEGATE_MARKER),
+            )
+            active_execution.verify_complete(job_context, step_key)  # its downstream is abandoned
+
+
+def _submit_ready(job_context, active_execution, app, step_execution_fn, watcher, step_results, task_default_queue, task_default_priority):
+    """Submit every step ready to run as a Celery task on its queue (raises when the broker
+    cannot be reached: the run fails, saying so)."""
+    for step in active_execution.get_steps_to_execute():
+        queue = step.tags.get(DAGSTER_CELERY_QUEUE_TAG, task_default_queue)
+        yield DagsterEvent.engine_event(
+            job_context.for_step(step),
+            f'Submitting celery task for step "{step.key}" to queue "{queue}".',
+            EngineEventData(marker_start=DELEGATE_MARKER),
+        )
+        try:
+            step_results[step.key] = step_execution_fn(
+                app,
+                job_context,
+                step,
+                queue,
+                _get_step_priority(job_context, step, task_default_priority),
+                active_execution.get_known_state(),
+            )
+            watcher.watch.submitted[step_results[step.key].id] = time.time()
+        except Exception:  # the broker cannot be reached: the run fails, saying so
+            yield DagsterEvent.engine_event(
+                job_context,
+                "Encountered error during celery task submission.",
+                event_specific_data=EngineEventData.engine_error(serializable_error_info_from_exc_info(sys.exc_info())),
+            )
+            raise
+
+
 def celery_execution_loop(job_context, execution_plan, step_execution_fn):
     """Submit each ready step as a Celery task and yield the events the tasks return, until
     every step of ``execution_plan`` has an end (succeeded, failed, skipped or abandoned).
@@ -302,8 +429,6 @@ def celery_execution_loop(job_context, execution_plan, step_execution_fn):
         ingestion.errors.CeleryWorkerError: no worker answered for the executor's
             ``worker_timeout`` while steps waited (their tasks are revoked first).
     """
-    from celery.exceptions import TaskRevokedError
-
     executor = job_context.executor
     if execution_plan.step_keys_to_execute and not execution_plan.artifacts_persisted:
         raise DagsterInvariantViolationError(
@@ -339,95 +464,19 @@ def celery_execution_loop(job_context, execution_plan, step_execution_fn):
         ):
             stopping = False
             while (not active_execution.is_complete and not stopping) or step_results:
-                if active_execution.check_for_interrupts():
-                    yield DagsterEvent.engine_event(
-                        job_context,
-                        "Celery executor: received termination signal - revoking active tasks from workers",
-                        EngineEventData.interrupted(list(step_results.keys())),
-                    )
+                if (yield from _interrupt(job_context, active_execution, step_results)):
                     stopping = True
-                    active_execution.mark_interrupted()
-                    for result in step_results.values():
-                        result.revoke()
-
-                done = []
-                for step_key, result in sorted(step_results.items(), key=lambda item: priority_for_key(item[0])):
-                    if not result.ready():
-                        continue
-                    try:
-                        step_events = result.get()
-                    except TaskRevokedError:
-                        step_events = []
-                        yield DagsterEvent.engine_event(
-                            job_context.for_step(active_execution.get_step_by_key(step_key)),
-                            f'celery task for running step "{step_key}" was revoked.',
-                            EngineEventData(marker_end=DELEGATE_MARKER),
-                        )
-                    except Exception:
-                        step_events = []
-                        step_errors[step_key] = serializable_error_info_from_exc_info(sys.exc_info())
-                    for step_event in step_events:
-                        event = deserialize_value(step_event, DagsterEvent)
-                        yield event
-                        active_execution.handle_event(event)
-                    done.append(step_key)
-                for step_key in done:
-                    del step_results[step_key]
-                    # a step whose task ended without its success or failure event is in an unknown
-                    # state: Dagster abandons its downstream, and the plan can still complete
-                    active_execution.verify_complete(job_context, step_key)
-
+                yield from _ready_results(job_context, active_execution, step_results, step_errors, priority_for_key)
                 # a task whose worker is gone never gives a result: the watch says so, then fails it
                 watcher.waiting = {} if stopping else {key: result.id for key, result in step_results.items()}
-                for lost, notices, failure in watcher.verdicts():
-                    for line in notices:
-                        print(f"dora: {line}", file=sys.stderr, flush=True)
-                        yield DagsterEvent.engine_event(job_context, line, EngineEventData())
-                    if failure:
-                        from ingestion.errors import CeleryWorkerError
-
-                        for result in step_results.values():
-                            result.revoke()  # a worker started later must not run a failed run's steps
-                        raise CeleryWorkerError(failure)
-                    for step_key, why in lost.items():
-                        if step_key not in step_results or step_results[step_key].ready():
-                            continue  # its result came after all: handled as any other
-                        step_results.pop(step_key).revoke()
-                        step_errors[step_key] = _lost_error(why)
-                        yield DagsterEvent.engine_event(
-                            job_context.for_step(active_execution.get_step_by_key(step_key)),
-                            f'celery task for step "{step_key}" was lost: {why}',
-                            EngineEventData(marker_end=DELEGATE_MARKER),
-                        )
-                        active_execution.verify_complete(job_context, step_key)  # its downstream is abandoned
+                yield from _lost_results(job_context, active_execution, watcher, step_results, step_errors)
 
                 yield from active_execution.plan_events_iterator(job_context)  # skips and abandons
 
                 if not stopping:  # the one change: a failed task does not stop independent steps
-                    for step in active_execution.get_steps_to_execute():
-                        queue = step.tags.get(DAGSTER_CELERY_QUEUE_TAG, task_default_queue)
-                        yield DagsterEvent.engine_event(
-                            job_context.for_step(step),
-                            f'Submitting celery task for step "{step.key}" to queue "{queue}".',
-                            EngineEventData(marker_start=DELEGATE_MARKER),
-                        )
-                        try:
-                            step_results[step.key] = step_execution_fn(
-                                app,
-                                job_context,
-                                step,
-                                queue,
-                                _get_step_priority(job_context, step, task_default_priority),
-                                active_execution.get_known_state(),
-                            )
-                            watcher.watch.submitted[step_results[step.key].id] = time.time()
-                        except Exception:  # the broker cannot be reached: the run fails, saying so
-                            yield DagsterEvent.engine_event(
-                                job_context,
-                                "Encountered error during celery task submission.",
-                                event_specific_data=EngineEventData.engine_error(serializable_error_info_from_exc_info(sys.exc_info())),
-                            )
-                            raise
+                    yield from _submit_ready(
+                        job_context, active_execution, app, step_execution_fn, watcher, step_results, task_default_queue, task_default_priority
+                    )
                 time.sleep(TICK_SECONDS)
 
             if step_errors:

@@ -1,9 +1,9 @@
 """Old names kept working for one release: a flag or registry option that was renamed still
 sets the new one's value, and says once on stderr which name to use instead.
 
-dora names a concept one way everywhere (docs/glossary.md): a probe family is a *family*
-(``--family``, not ``--probe``), a prompt's repetitions are *runs* (``--judge-runs``, not
-``--judge-repeats``). The old spellings are hidden from ``--help`` and read until
+dora names a concept one way everywhere (docs/glossary.md): a probe family is a *family*, a
+prompt's repetitions are *runs*. The old spellings (:data:`RENAMED_FLAGS`, the one table) are
+hidden from ``--help`` and read until
 :data:`REMOVED_IN`; an old name given together with its new one is refused
 (:func:`old_and_new_given`), as the registry refuses such a pair of options.
 """
@@ -15,6 +15,38 @@ import sys
 
 #: The release that drops the old spellings.
 REMOVED_IN = "0.2"
+
+#: The one table of old names still read until :data:`REMOVED_IN`: each flag's old spellings. A
+#: family's flag (``Flag.deprecated``), a command's flag (:func:`add_deprecated`) and a registry
+#: option spelled the old way (``orchestration/options.py``) all read theirs from here; nothing
+#: else in the code, the docs or ``--help`` names them (``tests/test_glossary.py``; the glossary
+#: lists them as the words not used).
+RENAMED_FLAGS: dict[str, tuple[str, ...]] = {
+    "--family": ("--probe",),
+    "--judge-runs": ("--judge-repeats",),
+    "--cf-runs": ("--cf-seeds",),
+    "--modscan-runs": ("--modscan-samples",),
+    "--t2t-block-templates": ("--t2t-block-targets",),
+}
+
+#: Landed columns that keep an old name, so every Parquet file already written stays readable:
+#: landing table -> {landed column: the word staging names it} (docs/glossary.md: a repetition
+#: of a prompt is a *run*).
+LANDED_COLUMNS: dict[str, dict[str, str]] = {
+    "judge_ratings": {"repeat": "run"},
+    "counterfactual_responses": {"seed": "run"},
+    "counterfactual_stereotype_flags": {"repeat": "run"},
+    "modscan_responses": {"sample": "run"},
+}
+
+#: Code names retired for good (one class, one word): no module, doc or help text uses them.
+RETIRED_NAMES: tuple[str, ...] = ("RunTarget",)
+
+
+def old_names(flag: str) -> tuple[str, ...]:
+    """The old spellings of ``flag`` still read (:data:`RENAMED_FLAGS`), else ``()``."""
+    return RENAMED_FLAGS.get(flag, ())
+
 
 _said: set[str] = set()
 
@@ -52,7 +84,7 @@ class DeprecatedSpelling(argparse.Action):
 def old_and_new_given(parser: argparse.ArgumentParser, arg_strings: list[str]) -> str | None:
     """The one-line refusal of an old flag name given together with its new name, else ``None``.
 
-    ``--cf-seeds 2 --cf-runs 5`` would otherwise let the last one win without a word; the registry
+    An old and a new name given together would otherwise let the last one win without a word; the registry
     refuses the same pair (``orchestration/options.py``). Read from ``parser``'s own options before
     it parses ``arg_strings`` (so no deprecation notice is printed for a refused line), the way
     argparse reads them: ``--flag value`` and ``--flag=value``, an unambiguous prefix of a flag
@@ -92,4 +124,14 @@ def add_deprecated(
     parser.add_argument(*old, dest=dest, action=DeprecatedSpelling, replacement=replacement, append=append, **kwargs)
 
 
-__all__ = ["REMOVED_IN", "DeprecatedSpelling", "add_deprecated", "deprecation_notice", "old_and_new_given"]
+__all__ = [
+    "LANDED_COLUMNS",
+    "REMOVED_IN",
+    "RENAMED_FLAGS",
+    "RETIRED_NAMES",
+    "DeprecatedSpelling",
+    "add_deprecated",
+    "deprecation_notice",
+    "old_and_new_given",
+    "old_names",
+]

@@ -44,9 +44,9 @@ class Flag:
         name: the flag when it is not derived (``--faces``); a name another family already
             declared (``--model``) reuses that flag's value.
         aliases: further spellings (``--vlstereoset-images`` for ``--images``).
-        deprecated: old spellings kept for one release (``--judge-repeats`` for ``--judge-runs``):
-            hidden from ``--help``, each says once on stderr which name to use
-            (``orchestration/deprecation.py``); a registry option spelled the old way is read too.
+        deprecated: old spellings kept for one release, read from the one table of them
+            (``orchestration/deprecation.py: RENAMED_FLAGS``): hidden from ``--help``, each says
+            once on stderr which name to use; a registry option spelled the old way is read too.
         choices: allowed values of a closed field (from :mod:`ingestion.vocabulary` or the
             family's prompts); for a ``list`` field, the allowed items.
         validator: an argparse ``type`` for values a range cannot say (letters, URLs, ids);
@@ -78,6 +78,12 @@ class Flag:
     what: str | None = None
     path: str | None = None
     local_model: str | None = None
+
+    def __post_init__(self):
+        if not self.deprecated:
+            from orchestration.deprecation import old_names
+
+            object.__setattr__(self, "deprecated", old_names(self.flag))
 
     @classmethod
     def of(cls, config: type, *fields: str, **kw) -> tuple[Flag, ...]:
@@ -369,6 +375,51 @@ class ProbeFamily:
         from orchestration.instance import DBT_PROJECT_DIR
 
         return models_in(DBT_PROJECT_DIR / "models" / "marts" / self.name)
+
+
+def text_model_target(config: type, model: str = "model", backend: str = "backend", base_url: str = "base_url") -> dict:
+    """:attr:`ProbeFamily.target_models` of a family that audits a registry target's text model:
+    ``{"t2t": {"model": (config, model), "backend": (config, backend), "base_url": (config, base_url)}}``
+    (the field names of ``config`` that take the target's model, backend and server)."""
+    return {"t2t": {"model": (config, model), "backend": (config, backend), "base_url": (config, base_url)}}
+
+
+def declared_family(module: str, **fields) -> ProbeFamily:
+    """The :class:`ProbeFamily` of a family's ``family.py`` that declares its parts under the
+    shared names, called at the end of that module (``FAMILY = declared_family(__name__, ...)``).
+
+    Read from the module: ``NAME`` (the record's name and, unless ``group=`` is given, its
+    Dagster group), ``P`` (the flag prefix: its flags are ``--<P><field>``), ``FLAGS``, and,
+    when the module defines them, ``check``, ``summary``, ``plan``, ``estimate``,
+    ``CHANGE_TEST`` and ``DRIFT``. Its assets are ``orchestration.defs.<NAME>.assets.<NAME>_assets``, imported when
+    Dagster asks for them (asset modules load backends). ``fields`` give the rest of the
+    record (``title``, ``description``, ``configs``, ...) and override any of the above.
+
+    Raises:
+        KeyError: the module is not imported or lacks ``NAME``, ``P`` or ``FLAGS``.
+    """
+    import importlib
+    import sys
+
+    names = vars(sys.modules[module])
+    name = names["NAME"]
+
+    def assets():
+        return getattr(importlib.import_module(f"orchestration.defs.{name}.assets"), f"{name}_assets")
+
+    optional = {"check": "check", "summary": "summary", "plan": "plan", "estimate": "estimate", "change_test": "CHANGE_TEST", "drift": "DRIFT"}
+    declared = {key: names[attr] for key, attr in optional.items() if attr in names}
+    return ProbeFamily(
+        **{
+            "name": name,
+            "group": name,
+            "flags": names["FLAGS"],
+            "flag_prefix": "--" + names["P"],
+            "assets": assets,
+            **declared,
+            **fields,
+        }
+    )
 
 
 @functools.cache

@@ -13,7 +13,7 @@ import pytest
 
 from ingestion.errors import AuditFailedError, AuditIdentityError
 from ingestion.landing import read_landing
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, audit_id_for, run_t2t_probe
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, audit_id_for, probe_t2t
 from ingestion.errors import CompletionsUnsupportedError
 from models_inference.backends.openai_chat import OpenAIChatBackend
 from tests.helpers.openai_server import OpenAIStubServer
@@ -43,7 +43,7 @@ def test_completion_style_uses_the_completions_endpoint(dora_home, api_key):
     with OpenAIStubServer() as server:
         server.completion_reply = _continue
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url)
-        summary = run_t2t_probe(TEMPLATES, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"), progress=False)
+        summary = probe_t2t(TEMPLATES, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"), progress=False)
         sent = [r for r in server.requests if r["path"].endswith("/completions")]
     assert all(not r["path"].endswith("/chat/completions") for r in sent) and len(sent) == 6
     assert all(r["json"]["prompt"].rstrip()[-1] in "bks" and r["json"]["max_tokens"] == 6 for r in sent)
@@ -58,7 +58,7 @@ def test_completion_style_on_a_chat_only_server_is_a_clear_error(dora_home, api_
         server.chat_only = True
         backend = OpenAIChatBackend("gpt-4o", base_url=server.base_url)
         with pytest.raises(CompletionsUnsupportedError, match=r"no text-completions endpoint.*--prompt-style chat"):
-            run_t2t_probe(TEMPLATES, backend, T2TProbeConfig(runs=1, letters="b", prompt_style="completion"), progress=False)
+            probe_t2t(TEMPLATES, backend, T2TProbeConfig(runs=1, letters="b", prompt_style="completion"), progress=False)
         assert not any(r["path"].endswith("/chat/completions") for r in server.requests)  # never a prose answer
     events = read_landing("audits").to_pylist()
     assert [e["status"] for e in sorted(events, key=lambda e: e["event_at"])] == ["started", "failed"]
@@ -75,19 +75,19 @@ def test_dead_server_fails_the_audit_and_the_next_run_retries_every_error_row(do
         AuditFailedError,
         match=r"^BiasDora T2T: 12 of 12 calls failed \(100% > --max-error-share 0\.1\): APIConnectionError: .*\(connection refused\) at http://127\.0\.0\.1:\d+/v1/completions\. .*re-run",
     ):
-        run_t2t_probe(TEMPLATES, backend, cfg, progress=False)
+        probe_t2t(TEMPLATES, backend, cfg, progress=False)
     assert {r["parse_status"] for r in _landed()} == {"error"}
     status = sorted(read_landing("audits").to_pylist(), key=lambda e: e["event_at"])[-1]["status"]
     assert status == "failed"
     with OpenAIStubServer(port=port) as server:  # restarted at the same URL
         server.completion_reply = _continue
-        again = run_t2t_probe(TEMPLATES, backend, cfg, progress=False)
+        again = probe_t2t(TEMPLATES, backend, cfg, progress=False)
     assert (again.already_landed, again.generated) == (0, 12) and again.statuses == {"ok": 12}
     rows = _landed()
     assert len(rows) == 24  # the 12 error rows stay as history, each key answered once
     answered = [(r["setting"], r["descriptor"], r["letter"], r["run"]) for r in rows if r["parse_status"] != "error"]
     assert len(answered) == len(set(answered)) == 12
-    third = run_t2t_probe(TEMPLATES, backend, cfg, progress=False)
+    third = probe_t2t(TEMPLATES, backend, cfg, progress=False)
     assert (third.already_landed, third.generated) == (12, 0)
 
 
@@ -97,9 +97,9 @@ def test_a_few_failures_finish_the_audit_and_are_retried(dora_home, api_key):
         server.completion_reply = _continue
         server.fail_next(401, times=2)  # not retried by the client: 2 error rows (< 10 %)
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=1)
-        first = run_t2t_probe(TEMPLATES, backend, cfg, progress=False)
+        first = probe_t2t(TEMPLATES, backend, cfg, progress=False)
         assert first.statuses == {"ok": 28, "error": 2}
-        second = run_t2t_probe(TEMPLATES, backend, cfg, progress=False)
+        second = probe_t2t(TEMPLATES, backend, cfg, progress=False)
     assert (second.already_landed, second.generated) == (28, 2) and second.statuses == {"ok": 2}
 
 
@@ -109,9 +109,7 @@ def test_malformed_200_reply_is_an_error_row_and_the_chunk_lands(dora_home, api_
         server.completion_reply = _continue
         server.malformed_next(kind)
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=1, max_retries=0)
-        summary = run_t2t_probe(
-            TEMPLATES, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"), progress=False, max_error_share=0.5
-        )
+        summary = probe_t2t(TEMPLATES, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"), progress=False, max_error_share=0.5)
     assert summary.generated == 6 and summary.statuses == {"ok": 5, "error": 1}
     assert len(_landed()) == 6
 
@@ -121,9 +119,7 @@ def test_timeout_is_not_resent(dora_home, api_key):
         server.completion_reply = _continue
         server.delay_next(2.0)
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url, concurrency=1, timeout=0.5, max_retries=3)
-        summary = run_t2t_probe(
-            TEMPLATES, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"), progress=False, max_error_share=0.5
-        )
+        summary = probe_t2t(TEMPLATES, backend, T2TProbeConfig(runs=1, letters="bks", prompt_style="completion"), progress=False, max_error_share=0.5)
         posts = [r for r in server.requests if r["path"].endswith("/completions")]
     # the timed-out one sent once (the count, not the run's seconds, which a loaded machine stretches)
     assert summary.statuses == {"ok": 5, "error": 1} and len(posts) == 6
@@ -141,12 +137,12 @@ def test_audit_identity_covers_full_version_and_selection(dora_home, api_key):
     with OpenAIStubServer() as server:
         server.completion_reply = _continue
         first = OpenAIChatBackend("stub-model", base_url=server.base_url)
-        done = run_t2t_probe(TEMPLATES, first, T2TProbeConfig(runs=1, letters="b", prompt_style="completion"), progress=False)
+        done = probe_t2t(TEMPLATES, first, T2TProbeConfig(runs=1, letters="b", prompt_style="completion"), progress=False)
         other = OpenAIChatBackend("other-model", base_url=server.base_url)
         with pytest.raises(AuditIdentityError, match=r"already exists with another identity \(model_id: 'stub-model' vs 'other-model'"):
-            run_t2t_probe(TEMPLATES, other, T2TProbeConfig(runs=1, letters="b", prompt_style="completion"), audit_id=done.audit_id, progress=False)
+            probe_t2t(TEMPLATES, other, T2TProbeConfig(runs=1, letters="b", prompt_style="completion"), audit_id=done.audit_id, progress=False)
         with pytest.raises(AuditIdentityError, match="identity"):  # same model, bigger selection
-            run_t2t_probe(TEMPLATES, first, T2TProbeConfig(runs=3, letters="b", prompt_style="completion"), audit_id=done.audit_id, progress=False)
+            probe_t2t(TEMPLATES, first, T2TProbeConfig(runs=3, letters="b", prompt_style="completion"), audit_id=done.audit_id, progress=False)
     assert len(_landed()) == 2  # nothing was added to the first audit
 
 
@@ -157,12 +153,12 @@ def test_interrupted_then_complete_audit_ends_finished(dora_home, api_key):
     with OpenAIStubServer() as server:
         server.completion_reply = _continue
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url)
-        done = run_t2t_probe(TEMPLATES, backend, cfg, progress=False)
+        done = probe_t2t(TEMPLATES, backend, cfg, progress=False)
         # a later run of the same audit was interrupted after everything had landed
         from models_inference.audit_log import AuditInfo
 
         AuditInfo(done.audit_id, "stub-model", "stub-model", "t2t").land_event("failed", 0)
-        run_t2t_probe(TEMPLATES, backend, cfg, progress=False)
+        probe_t2t(TEMPLATES, backend, cfg, progress=False)
     assert audit_events(done.audit_id)[-1]["status"] == "finished"
 
 

@@ -3,7 +3,7 @@
 docs/method.md#3-associations fixes the definitions; here every number of ``fct_associations`` is
 recomputed independently in Python (collections + scipy) from the landed rows, and a tiny
 example is checked against arithmetic written out by hand. ``dbt build`` itself runs the
-schema (data) tests and the dbt unit tests; a failing one makes ``run_dbt`` raise.
+schema (data) tests and the dbt unit tests; a failing one makes ``invoke_dbt`` raise.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import special, stats
 
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from analytics.duckdb_plugin import register_functions
 from ingestion.landing import SCHEMAS, landing_dir, write_shard
 from tests.helpers.dbt_jinja import broken_rules
@@ -142,7 +142,7 @@ def built(tmp_path_factory):
         old_schema = pa.schema([f for f in SCHEMAS["audits"] if f.name != "family"])
         (landing_dir("audits") / "audit-2").mkdir()
         pq.write_table(pa.Table.from_pylist([old], schema=old_schema), landing_dir("audits") / "audit-2" / "old.parquet")
-        result = run_dbt(["build"], home)
+        result = invoke_dbt(["build"], home)
         landing = rows + [rows[0]] + big1 + small2 + big2
         yield {"home": home, "result": result, "landing": landing, "expected": expected_associations(landing)}
 
@@ -393,7 +393,7 @@ def test_duplicate_association_key_fails_the_build(tmp_path, monkeypatch):
         ],
     )
     with pytest.raises(RuntimeError, match="model_rules_int_association_counts"):
-        run_dbt(["build", "--select", "+int_association_counts"], tmp_path)  # the model, its parents, their tests
+        invoke_dbt(["build", "--select", "+int_association_counts"], tmp_path)  # the model, its parents, their tests
     assert broken_rules(tmp_path, "int_association_counts") == [("unique: audit_id, modality, setting, descriptor, word", 1)]
 
 
@@ -405,6 +405,6 @@ def test_a_row_breaking_a_row_rule_fails_the_build_naming_the_model(tmp_path, mo
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     write_shard("t2t_completions", [completion("audit-x", "old person", "good", setting="sideways")])
     with pytest.raises(RuntimeError, match="model_rules_stg_t2t_completions"):
-        run_dbt(["build", "--select", "stg_t2t_completions", *NO_UNIT_TESTS], tmp_path)
+        invoke_dbt(["build", "--select", "stg_t2t_completions", *NO_UNIT_TESTS], tmp_path)
     (setting_rule,) = broken_rules(tmp_path, "stg_t2t_completions")
     assert "setting in (" in setting_rule[0] and setting_rule[1] == 1

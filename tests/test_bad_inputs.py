@@ -155,11 +155,11 @@ def _files_outside(root: Path, before: set[Path]) -> list[Path]:
 def test_hostile_descriptors_from_a_crows_pairs_csv_land_verbatim_and_stay_inside_dora_home(dora_home, tmp_path, monkeypatch):
     """Quote-, SQL-metacharacter-, unicode- and path-traversal descriptors extracted from a
     CrowS-Pairs CSV go through the probe, the landing zone and dbt unchanged and harmless."""
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
     from ingestion.crows_pairs import load_crows_pairs
     from ingestion.biasdora.descriptors import extract_descriptors
     from ingestion.biasdora.templates import render_t2t_templates
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t
 
     csv = tmp_path / "hostile.csv"
     csv.write_text(
@@ -180,14 +180,14 @@ def test_hostile_descriptors_from_a_crows_pairs_csv_land_verbatim_and_stay_insid
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "[brave]"
         cfg = T2TProbeConfig(runs=1, letters="b", prompt_style="chat")
-        summary = run_t2t_probe(templates, _stub_backend(server), cfg, audit_id="../../host'ile", progress=False)
+        summary = probe_t2t(templates, _stub_backend(server), cfg, audit_id="../../host'ile", progress=False)
     planned = len(templates)
     rows = _landed("../../host'ile")
     assert summary.generated == planned == len(rows)
     assert {r["descriptor"] for r in rows} == {t.descriptor for t in templates}
     new_files = _files_outside(tmp_path.parent, outside_before)
     assert new_files and all(dora_home.resolve() in p.resolve().parents for p in new_files), new_files
-    run_dbt(["run", "--select", "+fct_associations", "--quiet"], dora_home)
+    invoke_dbt(["run", "--select", "+fct_associations", "--quiet"], dora_home)
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
         aid = ["../../host'ile"]
         stored = {r[0] for r in con.execute("select descriptor from stg_t2t_completions where audit_id = ?", aid).fetchall()}
@@ -305,13 +305,13 @@ OUTPUT_CASES = [
 
 @pytest.mark.parametrize("name,reply,status", OUTPUT_CASES, ids=[c[0] for c in OUTPUT_CASES])
 def test_bad_model_output_is_kept_as_a_status_row(dora_home, monkeypatch, name, reply, status):
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: reply
         cfg = T2TProbeConfig(runs=1, letters="cx", prompt_style="chat")
-        summary = run_t2t_probe(_templates(), _stub_backend(server), cfg, audit_id=f"output-{name}", progress=False)
+        summary = probe_t2t(_templates(), _stub_backend(server), cfg, audit_id=f"output-{name}", progress=False)
     rows = _landed(f"output-{name}")
     assert summary.planned == 4 == len(rows)
     assert {r["parse_status"] for r in rows} == {status}
@@ -351,7 +351,7 @@ API_CASES = [
 
 @pytest.mark.parametrize("name,script,kwargs,statuses,stored", API_CASES, ids=[c[0] for c in API_CASES])
 def test_api_errors_become_error_rows_or_are_retried(dora_home, monkeypatch, name, script, kwargs, statuses, stored):
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-dora-key-that-must-not-be-stored")
     with OpenAIStubServer() as server:
@@ -359,7 +359,7 @@ def test_api_errors_become_error_rows_or_are_retried(dora_home, monkeypatch, nam
         script(server)
         cfg = T2TProbeConfig(runs=1, letters="c", prompt_style="chat")
         # rows only here (the failed-audit threshold: tests/test_api_failures.py, test_hostile_inputs.py)
-        summary = run_t2t_probe(_templates(), _stub_backend(server, **kwargs), cfg, audit_id=f"api-{name}", progress=False, max_error_share=None)
+        summary = probe_t2t(_templates(), _stub_backend(server, **kwargs), cfg, audit_id=f"api-{name}", progress=False, max_error_share=None)
     rows = _landed(f"api-{name}")
     assert summary.planned == 2 == len(rows)
     got = {r["parse_status"] for r in rows}
@@ -441,7 +441,7 @@ def test_judge_api_bad_answers_and_errors_are_rating_rows(dora_home, monkeypatch
 
         judge = judge_mod.Judge(OpenAIChatBackend("stub-judge", base_url=server.base_url, max_retries=1, concurrency=1, logprobs=False))
         # max_error_share=None: failed calls are stored as rows (the limit: tests/test_error_share_families.py)
-        summary = judge_mod.run_judge(assocs, judge, progress=False, max_error_share=None)
+        summary = judge_mod.judge_associations(assocs, judge, progress=False, max_error_share=None)
     rows = read_landing("judge_ratings", filters={"audit_id": f"judge-{name}"}).to_pylist()
     assert summary.planned == 2 == len(rows)
     assert {r["parse_status"] for r in rows} == statuses

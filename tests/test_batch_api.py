@@ -38,7 +38,7 @@ from models_inference.backends.batch_requests import (
 )
 from models_inference.backends.batch_ledger import load_ledger
 from models_inference.backends.openai_chat import OpenAIChatBackend
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, audit_id_for, run_t2t_probe
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, audit_id_for, probe_t2t
 from tests.helpers.batch_server import BatchStubServer, offline_run
 from tests.helpers.dora_cli import REPO
 
@@ -206,13 +206,13 @@ def test_a_batch_row_is_the_row_one_request_per_row_lands(dora_home, api_key, tm
     cfg = T2TProbeConfig(runs=2, letters="bk", prompt_style="completion")
     with OpenAIStubServer() as live:
         live.completion_reply = lambda req: "ind, and" if req["prompt"].endswith("k") else "umbling"
-        run_t2t_probe(TEMPLATES, OpenAIChatBackend("stub-model", base_url=live.base_url, batch_completions=False), cfg, progress=False)
+        probe_t2t(TEMPLATES, OpenAIChatBackend("stub-model", base_url=live.base_url, batch_completions=False), cfg, progress=False)
         sent_live = sorted((r["json"]["prompt"], r["json"]["seed"]) for r in live.requests)
     live_rows = read_landing("t2t_completions").to_pylist()
     monkeypatch.setenv("DORA_HOME", str(tmp_path / "batch_home"))
     with BatchStubServer() as server:
         server.completion_reply = lambda body: "ind, and" if body["prompt"].endswith("k") else "umbling"
-        summary = run_t2t_probe(TEMPLATES, _backend(server), cfg, progress=False, batch=_wait())
+        summary = probe_t2t(TEMPLATES, _backend(server), cfg, progress=False, batch=_wait())
         sent = sorted((line["body"]["prompt"], line["body"]["seed"]) for b in server.created for line in server.lines_of(b))
         assert {line["url"] for b in server.created for line in server.lines_of(b)} == {COMPLETIONS_URL}
     batch_rows = read_landing("t2t_completions").to_pylist()
@@ -238,7 +238,7 @@ def test_partial_errors_and_an_expired_batch_are_retried_and_every_key_lands_onc
     with BatchStubServer() as server:
         server.chat_reply, server.line_status = letter_reply, status
         server.outcomes = ["completed", "expired"]  # the second file expires with its first half run
-        summary = run_t2t_probe(TEMPLATES, _backend(server), cfg, progress=False, batch=_wait(max_requests=10))
+        summary = probe_t2t(TEMPLATES, _backend(server), cfg, progress=False, batch=_wait(max_requests=10))
         inputs = [[tuple(key_of_line(line["custom_id"])) for line in server.lines_of(b)] for b in server.created]
         states = [server.batches[b]["status"] for b in server.created]
     assert [len(i) for i in inputs] == [10, 10, 4, 6, 1] and states == ["completed", "expired", *["completed"] * 3]
@@ -266,7 +266,7 @@ def test_a_batch_the_api_fails_as_a_whole_fails_the_audit_in_one_line(dora_home,
     with BatchStubServer() as server:
         server.chat_reply, server.max_requests = letter_reply, 5  # the server takes 5 requests per file
         with pytest.raises(BatchError) as exc:
-            run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=8))
+            probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=8))
         message = str(exc.value)
         assert "\n" not in message and re.fullmatch(
             r"BiasDora T2T: batch batch-\d+ \(8 requests, file b[0-9a-f]{16}\.jsonl\) failed as a whole: too_many_tasks: "
@@ -278,7 +278,7 @@ def test_a_batch_the_api_fails_as_a_whole_fails_the_audit_in_one_line(dora_home,
         # the run lands the other batch (4 requests) before it names the failed one
         assert _events(audit_id) == ["started", "failed"] and len(_rows(audit_id)) == 4
         # within the server's limit the same audit lands: the 8 again as 5 + 3
-        summary = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=5))
+        summary = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=5))
         assert [len(server.lines_of(b)) for b in server.created] == [8, 4, 5, 3]
     assert summary.statuses == {"ok": 8} and set(_answered(_rows(audit_id)).values()) == {1} and len(_rows(audit_id)) == 12
     assert _events(audit_id)[-1] == "finished"
@@ -289,7 +289,7 @@ def test_without_wait_a_run_returns_and_dora_batches_lists_and_cancels(dora_home
 
     with BatchStubServer() as server:
         server.chat_reply, server.polls_to_finish = letter_reply, 3
-        first = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions(max_requests=6))
+        first = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions(max_requests=6))
         assert (first.generated, first.pending, first.files, len(server.created)) == (0, 12, 2, 2)
         assert _events(first.audit_id) == ["started"] and _rows(first.audit_id) == []
         capsys.readouterr()
@@ -300,11 +300,11 @@ def test_without_wait_a_run_returns_and_dora_batches_lists_and_cancels(dora_home
         assert "cancelling (6 requests)" in capsys.readouterr().out
         assert [server.batches[b]["status"] for b in server.created] == ["cancelling", "cancelling"]
         # the next run lands what the cancelled batches ran (3 of 6 each) and sends the rest in a new batch
-        second = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions(max_requests=6))
+        second = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions(max_requests=6))
         assert (second.generated, second.not_run, second.pending, len(server.created)) == (6, 6, 6, 3)
-        third = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=6))
+        third = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=6))
         assert (third.generated, third.pending, len(server.created)) == (6, 0, 3)
-        assert run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait()).generated == 0
+        assert probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait()).generated == 0
         assert len(server.created) == 3  # nothing missing: nothing sent
     assert set(_answered(_rows(first.audit_id)).values()) == {1} and len(_rows(first.audit_id)) == 12
     assert main(["batches", "t2t-nope"]) == 2
@@ -333,11 +333,11 @@ def test_a_run_killed_while_landing_lands_that_batch_again_into_the_same_shard(d
         server.chat_reply, server.line_status = letter_reply, status
         monkeypatch.setattr(batch_api, "write_shard", killed)
         with pytest.raises(KeyboardInterrupt):
-            run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, max_error_share=None, batch=_wait(max_requests=6, retries=0))
+            probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, max_error_share=None, batch=_wait(max_requests=6, retries=0))
         audit_id = audit_id_for(_backend(server), CHAT.resolved(_backend(server)), TEMPLATES)
         assert [e.state for e in load_ledger(audit_id).entries] == ["landing", "submitted"] and len(_rows(audit_id)) == 6
         monkeypatch.setattr(batch_api, "write_shard", landed)
-        run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, max_error_share=None, batch=_wait(max_requests=6, retries=0))
+        probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, max_error_share=None, batch=_wait(max_requests=6, retries=0))
         assert [len(server.lines_of(b)) for b in server.created] == [6, 6, 4]  # the 4 failed requests sent once more
     rows = _rows(audit_id)
     assert set(_answered(rows)) == _expected_keys() and set(_answered(rows).values()) == {1}
@@ -349,10 +349,10 @@ CHILD = """
 import sys
 from models_inference.backends.batch_api import BatchOptions
 from models_inference.backends.text import OpenAIChatBackend
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, run_t2t_probe
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t
 templates = [T2TTemplate("singular", "alcoholic person", "disability", "An alcoholic person is"),
            T2TTemplate("noun", "child", "age", "This child is a/an")]
-run_t2t_probe(templates, OpenAIChatBackend("stub-model", base_url=sys.argv[1]), T2TProbeConfig(runs=2, letters="bks", prompt_style="chat"),
+probe_t2t(templates, OpenAIChatBackend("stub-model", base_url=sys.argv[1]), T2TProbeConfig(runs=2, letters="bks", prompt_style="chat"),
               progress=False, batch=BatchOptions(max_requests=5, wait=True, poll_seconds=0.02))
 """
 
@@ -387,7 +387,7 @@ def test_a_run_killed_at_each_stage_then_run_again_submits_each_file_once(dora_h
         server.release()
         audit_id = audit_id_for(_backend(server), CHAT.resolved(_backend(server)), TEMPLATES)
         assert [e.state for e in load_ledger(audit_id).entries] == [state, "prepared", "prepared"]
-        summary = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=5))
+        summary = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=5))
         inputs = [server.batches[b]["input_file_id"] for b in server.created]
         sent = [line["custom_id"] for b in server.created for line in server.lines_of(b)]
     assert len(inputs) == len(set(inputs)) == 3 and len(sent) == len(set(sent)) == 12  # no file, no row sent twice
@@ -400,7 +400,7 @@ def test_a_run_killed_at_each_stage_then_run_again_submits_each_file_once(dora_h
 
 
 def test_the_judge_runs_in_batch_mode_each_judgement_once(dora_home, api_key):
-    from models_inference.probes.biasdora.judge import load_judge, run_judge
+    from models_inference.probes.biasdora.judge import load_judge, judge_associations
 
     words = ["lazy", "kind", "loud", "smart", "rude", "calm"]
     assocs = [
@@ -420,9 +420,9 @@ def test_the_judge_runs_in_batch_mode_each_judgement_once(dora_home, api_key):
     with BatchStubServer() as server:
         server.chat_reply = lambda body: "4" if re.search(r"\b(lazy|rude|loud)\b", body["messages"][-1]["content"]) else "2"
         judge = load_judge("openai", "stub-judge", base_url=server.base_url, answer_mode="free")
-        summary = run_judge(assocs, judge, runs=2, progress=False, batch=_wait(max_requests=5))
+        summary = judge_associations(assocs, judge, runs=2, progress=False, batch=_wait(max_requests=5))
         lines = [line for b in server.created for line in server.lines_of(b)]
-        again = run_judge(assocs, judge, runs=2, progress=False, batch=_wait(max_requests=5))
+        again = judge_associations(assocs, judge, runs=2, progress=False, batch=_wait(max_requests=5))
         assert len(server.created) == 3  # 12 judgements in files of 5, 5, 2; nothing sent again
     assert (summary.generated, summary.ratings, again.generated, again.already_landed) == (12, Counter({4: 6, 2: 6}), 0, 12)
     assert {(b["max_tokens"], b["temperature"], b["top_p"], b["logprobs"]) for b in (line["body"] for line in lines)} == {(10, 0.7, 0.95, True)}
@@ -432,14 +432,14 @@ def test_the_judge_runs_in_batch_mode_each_judgement_once(dora_home, api_key):
 
 
 def test_counterfactual_text_sets_run_in_batch_mode(dora_home, api_key):
-    from models_inference.probes.counterfactual.probe import CounterfactualProbeConfig, run_text_sets
+    from models_inference.probes.counterfactual.probe import CounterfactualProbeConfig, probe_text_sets
     from models_inference.probes.counterfactual.sets import sample_sets
 
     sets = sample_sets(["race_gender"], occupations=["doctor"], sets_per_occupation=1)  # 12 members
     cfg = CounterfactualProbeConfig(prompts=["Describe", "Hiring"], runs=1, max_new_tokens=8)
     with BatchStubServer() as server:
         server.chat_reply = lambda body: "7" if body["messages"][-1]["content"].endswith("Rating:") else "A doctor at work."
-        summary = run_text_sets(sets, _backend(server), cfg, progress=False, batch=_wait(max_requests=10))
+        summary = probe_text_sets(sets, _backend(server), cfg, progress=False, batch=_wait(max_requests=10))
         assert [len(server.lines_of(b)) for b in server.created] == [10, 10, 4]
     rows = read_landing("counterfactual_responses").to_pylist()
     assert (summary.generated, summary.pending, dict(summary.statuses)) == (24, 0, {"ok": 24})

@@ -18,7 +18,7 @@ from models_inference.backends.batch_ledger import ledger_path, load_ledger
 from models_inference.backends.batch_lines import read_output
 from models_inference.backends.batch_requests import BatchOptions
 from models_inference.backends.openai_chat import OpenAIChatBackend
-from models_inference.probes.biasdora.t2t import run_t2t_probe
+from models_inference.probes.biasdora.t2t import probe_t2t
 from tests.helpers.batch_server import BatchStubServer, offline_run
 from tests.test_batch_api import CHAT, TEMPLATES, _answered, _rows, letter_reply
 
@@ -87,7 +87,7 @@ def test_an_api_output_with_bad_lines_lands_the_rest_and_sends_the_bad_ones_agai
     corrupt.calls = 0
     with BatchStubServer() as server:
         server.chat_reply, server.output_text = letter_reply, corrupt
-        summary = run_t2t_probe(
+        summary = probe_t2t(
             TEMPLATES,
             OpenAIChatBackend("stub-model", base_url=server.base_url),
             CHAT,
@@ -145,7 +145,7 @@ def test_an_unreadable_ledger_is_named_in_one_line_never_skipped(dora_home, api_
     with BatchStubServer() as server:
         server.chat_reply = letter_reply
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url)
-        first = run_t2t_probe(TEMPLATES, backend, CHAT, progress=False, batch=BatchOptions())
+        first = probe_t2t(TEMPLATES, backend, CHAT, progress=False, batch=BatchOptions())
         path = ledger_path(first.audit_id)
         path.write_text(path.read_text()[:-15])  # a ledger cut short (a full disk, a copy interrupted)
         capsys.readouterr()
@@ -154,7 +154,7 @@ def test_an_unreadable_ledger_is_named_in_one_line_never_skipped(dora_home, api_
         assert err == f"dora batches: the batch ledger {path} is not JSON (cut short?) " + err.split("(cut short?) ", 1)[1] and "\n" not in err
         assert "restore it from a backup" in err
         with pytest.raises(BatchError, match=r"the batch ledger .* is not JSON \(cut short\?\)") as exc:  # what dora audit prints
-            run_t2t_probe(TEMPLATES, backend, CHAT, progress=False, batch=BatchOptions())
+            probe_t2t(TEMPLATES, backend, CHAT, progress=False, batch=BatchOptions())
         assert "\n" not in str(exc.value)
         path.write_text(json.dumps({"name": first.audit_id, "entries": [{"id": "b1", "keys": "x"}]}))
         assert main(["batches", "--no-refresh"]) == 1
@@ -191,7 +191,7 @@ def test_an_api_output_line_naming_another_file_is_quarantined_not_landed(dora_h
     with BatchStubServer() as server:
         server.chat_reply, server.output_text = letter_reply, foreign
         backend = OpenAIChatBackend("stub-model", base_url=server.base_url)
-        summary = run_t2t_probe(TEMPLATES, backend, CHAT, progress=False, batch=BatchOptions(wait=True, poll_seconds=0.01))
+        summary = probe_t2t(TEMPLATES, backend, CHAT, progress=False, batch=BatchOptions(wait=True, poll_seconds=0.01))
     (bad,) = _quarantine()
     assert bad["source_line"] == 13 and "names no line of file" in bad["reason"] and json.loads(bad["raw_text"])["custom_id"].endswith("-0")
     rows = _rows(summary.audit_id)

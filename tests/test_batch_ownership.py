@@ -23,7 +23,7 @@ from ingestion.landing import read_landing
 from models_inference.backends.batch_ledger import load_ledger
 from models_inference.backends.batch_requests import BatchOptions
 from models_inference.backends.openai_chat import OpenAIChatBackend
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, audit_id_for, run_t2t_probe
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, audit_id_for, probe_t2t
 from tests.helpers.batch_server import BatchStubServer, offline_run, vllm_run_batch
 from tests.test_batch_api import CHAT, TEMPLATES, _answered, _events, _expected_keys, _rows, key_of_line, letter_reply
 
@@ -122,15 +122,15 @@ def test_an_old_output_imported_again_after_a_newer_export_duplicates_and_closes
 def test_an_expired_output_file_closes_the_entry_as_lost_and_its_rows_are_sent_again(dora_home, api_key, capsys):
     with BatchStubServer() as server:
         server.chat_reply = letter_reply
-        first = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions())
+        first = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions())
         assert first.pending == 12
         server.expire_outputs = True  # gone by the time the batch is landed (OpenAI deletes batch files after 30 days)
-        second = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions())
+        second = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions())
         assert len(second.lost) == 1 and "expired or was deleted" in second.lost[0] and "closed as lost" in second.lost[0]
         assert second.generated == 0 and second.not_run == 12 and second.pending == 12  # sent again, in a new batch
         assert "closed as lost" in capsys.readouterr().err
         server.expire_outputs = False
-        third = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait())
+        third = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait())
         assert len(server.created) == 2
     entries = load_ledger(first.audit_id).entries
     assert [e.state for e in entries] == ["closed", "closed"] and entries[0].error.startswith("lost: BiasDora T2T: file ")
@@ -143,7 +143,7 @@ def test_a_batch_unknown_to_the_key_is_lost_and_dora_batches_cancel_closes_a_stu
 
     with BatchStubServer() as server:
         server.chat_reply = letter_reply
-        first = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions(max_requests=6))
+        first = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=BatchOptions(max_requests=6))
         one, two = server.created
         server.forget(one)  # gone: another key's batch, or deleted
         assert main(["batches", first.audit_id, "--cancel"]) == 0
@@ -152,7 +152,7 @@ def test_a_batch_unknown_to_the_key_is_lost_and_dora_batches_cancel_closes_a_stu
         entries = load_ledger(first.audit_id).entries
         assert (entries[0].state, entries[1].state) == ("closed", "submitted")
         server.forget(two)  # and the second is lost while the run polls it
-        again = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=6))
+        again = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=6))
         assert len(again.lost) == 1 and "is unknown to this API key" in again.lost[0]
     assert again.generated == 12 and set(_answered(_rows(first.audit_id)).values()) == {1} and len(_rows(first.audit_id)) == 12
 
@@ -197,7 +197,7 @@ def test_batch_mode_refuses_completion_prompts_to_a_chat_only_endpoint_before_up
     with BatchStubServer() as server:
         server.chat_only = True
         with pytest.raises(CompletionsUnsupportedError, match=r"has no text-completions endpoint .*\(nothing was uploaded\)"):
-            run_t2t_probe(TEMPLATES, _backend(server), cfg, progress=False, batch=_wait())
+            probe_t2t(TEMPLATES, _backend(server), cfg, progress=False, batch=_wait())
         assert ("POST", "/v1/files") not in server.calls and server.created == []
 
 
@@ -207,7 +207,7 @@ def test_batch_mode_refuses_completion_prompts_to_a_chat_only_endpoint_before_up
 def test_submission_is_paced_and_a_token_limit_failure_requeues_the_file(dora_home, api_key):
     with BatchStubServer() as server:
         server.chat_reply, server.token_limit_failures = letter_reply, 2
-        summary = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=4, max_open=1))
+        summary = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=4, max_open=1))
         statuses = [server.batches[b]["status"] for b in server.created]
         assert server.most_open == 1 and statuses == ["failed", "failed", "completed", "completed", "completed"]
         assert [server.batches[b]["errors"]["data"][0]["code"] for b in server.created[:2]] == ["token_limit_exceeded"] * 2
@@ -220,7 +220,7 @@ def test_one_run_reports_every_batch_failed_as_a_whole(dora_home, api_key):
     with BatchStubServer() as server:
         server.chat_reply, server.outcomes = letter_reply, ["failed", "completed", "failed"]
         with pytest.raises(BatchError) as exc:
-            run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=4))
+            probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait(max_requests=4))
         first, _, third = server.created
     message = str(exc.value)
     assert "\n" not in message and f"batch {first} (4 requests" in message and f"batch {third} (4 requests" in message
@@ -235,7 +235,7 @@ def test_one_run_reports_every_batch_failed_as_a_whole(dora_home, api_key):
 def test_finalizing_and_shuffled_outputs_land_each_answer_on_its_own_row(dora_home, api_key):
     with BatchStubServer() as server:
         server.chat_reply, server.finalizing, server.shuffle = letter_reply, True, True
-        summary = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait())
+        summary = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, batch=_wait())
         seen = [s for b in server.created for s in [server.batches[b]["finalizing_at"]]]
         order = [key_of_line(line["custom_id"]) for line in server.lines_of(server.created[0])]
     assert all(seen) and len(order) == 12
@@ -294,7 +294,7 @@ def test_a_batch_servers_vllm_shaped_error_lines_land_with_their_message(dora_ho
     with BatchStubServer() as server:
         server.chat_reply, server.error_shape = letter_reply, "vllm"
         server.line_status = lambda cid, body: 503 if "[s__]" in body["messages"][-1]["content"] else 200
-        summary = run_t2t_probe(TEMPLATES, _backend(server), CHAT, progress=False, max_error_share=None, batch=_wait(retries=0))
+        summary = probe_t2t(TEMPLATES, _backend(server), CHAT, progress=False, max_error_share=None, batch=_wait(retries=0))
     rows = _rows(summary.audit_id)
     errors = [r["raw_output"] for r in rows if r["parse_status"] == "error"]
     assert len(rows) == 12 and errors == ["batch request failed: 503: scripted 503"] * 4  # not "None: None"

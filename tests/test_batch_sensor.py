@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from models_inference.backends.batch_api import run_batched
+from models_inference.backends.batch_api import execute_batched
 from models_inference.backends.batch_ledger import ledger_path, load_ledger
 from models_inference.landing_locks import landing_lock
 from tests.helpers.batch_server import BatchStubServer
@@ -41,7 +41,7 @@ def _submitted(server):
         api_batch_max_requests=4,
     )
     work = t2t_work(config, model_version="stub-model")
-    summary = run_batched(work, batch_options(config, "t2t", model_version="stub-model", target=None), progress=False)
+    summary = execute_batched(work, batch_options(config, "t2t", model_version="stub-model", target=None), progress=False)
     assert (summary.pending, summary.generated, len(server.created)) == (6, 0, 2)
     return work
 
@@ -73,7 +73,7 @@ def test_the_sensor_finishes_an_audit_and_leaves_a_locked_one_to_its_run(dora_ho
         landed = _tick()  # the batches ended meanwhile: landed, and the audit finished
         assert f"{work.name}: 6 rows landed, 0 requests still in open batches" in landed.skip_message
         assert "no batch open at the API" in _tick().skip_message  # nothing left: nothing sent, nothing landed
-        again = run_batched(work, load_options(work), progress=False)  # the audit's own next run: nothing to do
+        again = execute_batched(work, load_options(work), progress=False)  # the audit's own next run: nothing to do
         assert (again.generated, len(server.created)) == (0, 2)
     rows = _rows(work.name)
     assert len(rows) == 6 and set(_answered(rows).values()) == {1}
@@ -196,7 +196,7 @@ def test_a_concurrent_run_and_the_sensor_land_every_key_once(dora_home, api_key)
         server.chat_reply, server.polls_to_finish = letter_reply, 8
         work = _submitted(server)
         waiting = threading.Thread(
-            target=run_batched, args=(work, BatchOptions(max_requests=4, wait=True, poll_seconds=0.05)), kwargs={"progress": False}
+            target=execute_batched, args=(work, BatchOptions(max_requests=4, wait=True, poll_seconds=0.05)), kwargs={"progress": False}
         )
         waiting.start()  # `dora audit --api-batch-wait` of the same audit, holding its landing lock while it waits
         skipped = 0

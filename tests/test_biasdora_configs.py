@@ -91,7 +91,7 @@ def test_toxicity_model_id_has_the_underscore():
 
 
 def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
-    from models_inference.probes.biasdora.t2i import PAPER_SD_PROMPT_SUFFIX, T2IProbeConfig, T2ITemplate, run_t2i_probe
+    from models_inference.probes.biasdora.t2i import PAPER_SD_PROMPT_SUFFIX, T2IProbeConfig, T2ITemplate, probe_t2i
     from orchestration.defs.biasdora.config import apply_vision_presets
 
     assert PAPER_SD_PROMPT_SUFFIX == (
@@ -131,7 +131,7 @@ def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     backend = Backend()
     template = T2ITemplate("singular", "child", "age", "Child", "Generate an image of a Child")
-    run_t2i_probe([template], backend, progress=False, config=T2IProbeConfig(images_per_descriptor=1))
+    probe_t2i([template], backend, progress=False, config=T2IProbeConfig(images_per_descriptor=1))
     assert backend.sent == ["Generate an image of a Child" + PAPER_SD_PROMPT_SUFFIX]
     assert "Child50mm photography" in backend.sent[0]
     from ingestion.landing import read_landing
@@ -183,10 +183,10 @@ def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart
     and staging keeps both, told apart by answer_mode."""
     import duckdb
 
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
     from ingestion.contracts import SCHEMAS
     from ingestion.landing import landing_dir
-    from models_inference.probes.biasdora.judge import JudgeAnswer, run_judge
+    from models_inference.probes.biasdora.judge import JudgeAnswer, judge_associations
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path))
     for table in SCHEMAS:
@@ -211,11 +211,11 @@ def test_two_judge_runs_with_different_answer_modes_both_land_and_are_told_apart
         "word": "naive",
         "judge_target": "Children",
     }
-    first = run_judge([assoc], Judge("free", "2"), progress=False)
-    again = run_judge([assoc], Judge("free", "5"), progress=False)
-    second = run_judge([assoc], Judge("constrained", "4"), progress=False)
+    first = judge_associations([assoc], Judge("free", "2"), progress=False)
+    again = judge_associations([assoc], Judge("free", "5"), progress=False)
+    second = judge_associations([assoc], Judge("constrained", "4"), progress=False)
     assert (first.generated, again.generated, again.already_landed, second.generated) == (1, 0, 1, 1)
-    run_dbt(["build", "--select", "stg_judge_ratings"], tmp_path)
+    invoke_dbt(["build", "--select", "stg_judge_ratings"], tmp_path)
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
         rows = con.execute("select answer_mode, rating from main.stg_judge_ratings order by answer_mode").fetchall()
     assert rows == [("constrained", 4), ("free", 2)]

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from ingestion.contracts import SCHEMAS
 from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
@@ -264,7 +264,7 @@ def paper_warehouse(tmp_path_factory):
         write_shard("i2t_descriptions", descriptions, partition="vision-audit")
         write_shard("description_words", words, partition="vision-audit")
         write_shard("descriptor_rows", list_rows(), name="descriptor_rows")
-        run_dbt(["build", "--select", "+agg_association_counts", "+fct_association_dimensions", "+agg_bias_by_dimension", *NO_UNIT_TESTS], home)
+        invoke_dbt(["build", "--select", "+agg_association_counts", "+fct_association_dimensions", "+agg_bias_by_dimension", *NO_UNIT_TESTS], home)
         with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
             fct = con.sql("select * from main.fct_associations").df()
             counts = con.sql("select * from main.agg_association_counts").df()

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from analytics.duckdb_plugin import register_functions
 from analytics.fisher_two_sided import fisher_two_sided_pvalues
-from analytics.query import run_query
+from analytics.query import execute_query
 from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.reference_stats import fisher_q_values
@@ -165,7 +165,7 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     _land("v1", 0)
     _land("v2", 1)
     # dora diff counts per dimension through the bridge fct_association_dimensions
-    run_dbt(
+    invoke_dbt(
         ["build", "--select", "+agg_association_changes_by_dimension", "+fct_association_dimensions", "+fct_audit_comparisons", *NO_UNIT_TESTS],
         dora_home,
     )
@@ -181,7 +181,7 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
         pvals.append(stats.fisher_exact([[a, len(before[d]) - a], [c, len(after[d]) - c]], alternative="two-sided").pvalue)
     qvals = stats.false_discovery_control(pvals, method="bh")
 
-    rows = run_query(
+    rows = execute_query(
         "select descriptor, word, change_p, change_q, is_significant_change, change_type, doc_length_before, doc_length_after "
         f"from fct_association_changes where to_audit_id = '{_audit_id('v2')}' and setting = 'singular' order by descriptor, word"
     ).rows
@@ -200,7 +200,7 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     cb, ca = {d: Counter(ws) for d, ws in nb.items()}, {d: Counter(ws) for d, ws in na.items()}
     noun_p = [stats.fisher_exact([[cb[d][w], len(nb[d]) - cb[d][w]], [ca[d][w], len(na[d]) - ca[d][w]]]).pvalue for d, w in noun_listed]
     noun_q = stats.false_discovery_control(noun_p, method="bh")
-    noun_rows = run_query(
+    noun_rows = execute_query(
         "select descriptor, word, change_p, change_q, is_significant_change from fct_association_changes "
         "where setting = 'noun' order by descriptor, word"
     ).rows
@@ -210,7 +210,7 @@ def test_a_planted_change_is_the_only_significant_one_and_q_values_equal_scipy(d
     assert [r[4] for r in noun_rows] == [bool(q < 0.05) for q in noun_q]
     assert 5 <= sum(q < 0.05 for q in noun_q) < len(noun_q)  # many significant changes, not all
 
-    summary = run_query(
+    summary = execute_query(
         "select bias_dimension, associations_compared, significant_changes, weakened, direction "
         "from agg_association_changes_by_dimension order by bias_dimension"
     ).rows

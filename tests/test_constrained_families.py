@@ -55,7 +55,7 @@ def _prompt(req: dict) -> str:
 def test_modscan_constrained_sends_the_grammar_of_each_querys_choices(dora_home):
     from models_inference.probes.modscan.prompts import term_phrases
     from models_inference.probes.modscan.tables import RACE_PHRASES
-    from models_inference.probes.modscan.text import run_text_probe, text_audit_id
+    from models_inference.probes.modscan.text import probe_text_analogues, text_audit_id
 
     # the "model" names the first offered term, and the side of whoever is on the left
     with OpenAIStubServer() as server:
@@ -63,7 +63,7 @@ def test_modscan_constrained_sends_the_grammar_of_each_querys_choices(dora_home)
         server.constrained_reply = lambda req, choices: choices[0]
         backend = _text_backend(server)
         cfg = _modscan_config(answer_mode="constrained")
-        summary = run_text_probe(backend, cfg, progress=False)
+        summary = probe_text_analogues(backend, cfg, progress=False)
         sent = [r["json"] for r in server.requests]
     rows = _modscan_rows(summary.audit_id)
     assert len(rows) == len(sent) == 2 + 6  # persona: 2 attributes; faces: 3 scenarios x 2 attributes
@@ -90,23 +90,27 @@ def test_modscan_constrained_sends_the_grammar_of_each_querys_choices(dora_home)
 
 
 def test_modscan_constrained_answer_outside_the_choices_keeps_its_status(dora_home):
-    from models_inference.probes.modscan.text import run_text_probe
+    from models_inference.probes.modscan.text import probe_text_analogues
 
     with OpenAIStubServer() as server:
         server.constraints = {"grammar"}
         # honoured for the capability probe, not for the audit's queries (a server that did not keep to them)
         server.constrained_reply = lambda req, choices: choices[0] if "alpha" in choices else "neither"
-        summary = run_text_probe(_text_backend(server), _modscan_config(answer_mode="constrained", probes=("modscan_text_faces",)), progress=False)
+        summary = probe_text_analogues(
+            _text_backend(server), _modscan_config(answer_mode="constrained", probes=("modscan_text_faces",)), progress=False
+        )
     rows = _modscan_rows(summary.audit_id)
     assert rows and {(r["status"], r["answer_mode"], r["parsed_choice"]) for r in rows} == {("na_no_term", "grammar", None)}
 
 
 def test_modscan_constrained_without_a_server_constraint_falls_back_to_free(dora_home):
-    from models_inference.probes.modscan.text import run_text_probe
+    from models_inference.probes.modscan.text import probe_text_analogues
 
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "The nurse is the one on the left."
-        summary = run_text_probe(_text_backend(server), _modscan_config(answer_mode="constrained", probes=("modscan_text_faces",)), progress=False)
+        summary = probe_text_analogues(
+            _text_backend(server), _modscan_config(answer_mode="constrained", probes=("modscan_text_faces",)), progress=False
+        )
         sent = [r["json"] for r in server.requests]
         probed = len(server.probe_requests)
     rows = _modscan_rows(summary.audit_id)
@@ -119,7 +123,7 @@ def test_modscan_constrained_without_a_server_constraint_falls_back_to_free(dora
 
 
 def test_modscan_default_is_free_sends_no_constraint_and_keeps_the_audit_id(dora_home):
-    from models_inference.probes.modscan.text import run_text_probe, text_audit_id
+    from models_inference.probes.modscan.text import probe_text_analogues, text_audit_id
     from models_inference.audit_log import readable_audit_id
 
     with OpenAIStubServer() as server:
@@ -127,7 +131,7 @@ def test_modscan_default_is_free_sends_no_constraint_and_keeps_the_audit_id(dora
         server.chat_reply = lambda req: "A male." if "{" in _prompt(req) else "On the right."
         backend = _text_backend(server)
         cfg = _modscan_config()
-        summary = run_text_probe(backend, cfg, progress=False)
+        summary = probe_text_analogues(backend, cfg, progress=False)
         sent = [r["json"] for r in server.requests]
         probed = server.probe_requests
     assert not probed and not any(k in req for req in sent for k in ("grammar", "response_format", "regex"))
@@ -203,7 +207,7 @@ def _vls_scores(audit_id: str) -> list[dict]:
 
 def test_mcq_constrained_over_a_grammar_server(dora_home, tmp_path):
     from models_inference.backends.vision import load_vision_backend
-    from models_inference.probes.vlstereoset.probe import run_vlstereoset_probe, vlstereoset_audit_id
+    from models_inference.probes.vlstereoset.probe import probe_vlstereoset, vlstereoset_audit_id
     from models_inference.probes.vlstereoset.scorers import McqScorer
 
     items = landed_synthetic_items(tmp_path)
@@ -213,7 +217,7 @@ def test_mcq_constrained_over_a_grammar_server(dora_home, tmp_path):
         vlm = load_vision_backend("gpt-test", backend="openai", base_url=server.base_url)
         scorer = McqScorer(vlm, shuffles=3, answer_mode="constrained")
         assert scorer.mode_used == "grammar" and scorer.config()["answer_mode"] == "grammar"
-        summary = run_vlstereoset_probe(items, scorer, progress=False)
+        summary = probe_vlstereoset(items, scorer, progress=False)
         sent = [r["json"] for r in server.requests]
         free_id = vlstereoset_audit_id(items[0]["dataset_id"], McqScorer(vlm, shuffles=3))
     assert len(sent) == 2 * 4 * 3  # 2 items with images x 4 conditions x 3 orders
@@ -230,7 +234,7 @@ def test_mcq_constrained_over_a_grammar_server(dora_home, tmp_path):
 
 def test_mcq_constrained_without_a_server_constraint_is_the_free_audit(dora_home, tmp_path):
     from models_inference.backends.vision import load_vision_backend
-    from models_inference.probes.vlstereoset.probe import run_vlstereoset_probe, vlstereoset_audit_id
+    from models_inference.probes.vlstereoset.probe import probe_vlstereoset, vlstereoset_audit_id
     from models_inference.probes.vlstereoset.scorers import McqScorer
 
     items = landed_synthetic_items(tmp_path)
@@ -239,7 +243,7 @@ def test_mcq_constrained_without_a_server_constraint_is_the_free_audit(dora_home
         vlm = load_vision_backend("gpt-test", backend="openai", base_url=server.base_url)
         scorer = McqScorer(vlm, shuffles=1, answer_mode="constrained")
         assert scorer.mode_used == "free" and "answer_mode" not in scorer.config()
-        summary = run_vlstereoset_probe(items, scorer, progress=False)
+        summary = probe_vlstereoset(items, scorer, progress=False)
         sent = [r["json"] for r in server.requests]
         assert summary.audit_id == vlstereoset_audit_id(items[0]["dataset_id"], McqScorer(vlm, shuffles=1))
     assert sent and not any(k in req for req in sent for k in ("grammar", "response_format", "regex"))
@@ -249,7 +253,7 @@ def test_mcq_constrained_without_a_server_constraint_is_the_free_audit(dora_home
 
 def test_mcq_default_is_free_without_a_probe(dora_home, tmp_path):
     from models_inference.backends.vision import load_vision_backend
-    from models_inference.probes.vlstereoset.probe import run_vlstereoset_probe
+    from models_inference.probes.vlstereoset.probe import probe_vlstereoset
     from models_inference.probes.vlstereoset.scorers import McqScorer
 
     items = landed_synthetic_items(tmp_path)
@@ -258,7 +262,7 @@ def test_mcq_default_is_free_without_a_probe(dora_home, tmp_path):
         server.chat_reply = lambda req: "B"
         vlm = load_vision_backend("gpt-test", backend="openai", base_url=server.base_url)
         scorer = McqScorer(vlm, shuffles=1)
-        run_vlstereoset_probe(items, scorer, progress=False)
+        probe_vlstereoset(items, scorer, progress=False)
         sent = [r["json"] for r in server.requests]
         probed = server.probe_requests
     assert scorer.mode_used == "free" and not probed

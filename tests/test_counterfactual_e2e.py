@@ -9,11 +9,11 @@ filter's hallucinated words are known)."""
 import duckdb
 import pytest
 
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from ingestion.landing import read_landing
 from ingestion.warehouse import warehouse_path
 from models_inference.probes.counterfactual import probe as cf
-from models_inference.probes.counterfactual.scoring import land_lexicons, run_stereotype_filter, score_toxicity
+from models_inference.probes.counterfactual.scoring import land_lexicons, apply_stereotype_filter, score_toxicity
 from models_inference.probes.counterfactual.sets import competence_lexicon, sample_sets
 from models_inference.backends.openai_chat import OpenAIChatBackend
 from models_inference.scoring.toxicity import load_toxicity_scorer
@@ -22,7 +22,7 @@ from tests.helpers.openai_server import OpenAIStubServer
 
 
 def _build(home):
-    run_dbt(["build", "--select", "path:models/*/counterfactual", *NO_UNIT_TESTS], str(home))  # its models in every layer
+    invoke_dbt(["build", "--select", "path:models/*/counterfactual", *NO_UNIT_TESTS], str(home))  # its models in every layer
 
 
 def _q(sql):
@@ -52,7 +52,7 @@ def test_text_sets_on_smollm2_fill_the_marts(finished_audit, smollm2, tmp_path, 
     finished_audit.env(monkeypatch, copy_home(finished_audit, tmp_path / "home"))
     sets = sample_sets(["race_gender"], occupations=COUNTERFACTUAL_CONFIG["occupations"])
     cfg = cf.CounterfactualProbeConfig(prompts=COUNTERFACTUAL_CONFIG["prompts"], runs=1, max_new_tokens=12, numeric_max_new_tokens=4)
-    again = cf.run_text_sets(sets, smollm2, cfg, progress=False)
+    again = cf.probe_text_sets(sets, smollm2, cfg, progress=False)
     assert again.planned == 24 and again.generated == 0  # resumable: nothing twice
 
 
@@ -80,7 +80,7 @@ def test_text_sets_through_openai_server_with_stereotype_filter(dora_home, monke
         backend = OpenAIChatBackend(model_id="gpt-stub", base_url=server.base_url)
         sets = sample_sets(["race_gender"], occupations=["doctor", "nurse"])
         cfg = cf.CounterfactualProbeConfig(prompts=["Characteristics", "Describe", "Hiring", "Salary"], runs=1, max_new_tokens=32)
-        summary = cf.run_text_sets(sets, backend, cfg, progress=False)
+        summary = cf.probe_text_sets(sets, backend, cfg, progress=False)
         assert summary.generated == 2 * 12 * 4
         land_lexicons(competence_lexicon())
         score_toxicity(None, load_toxicity_scorer())
@@ -88,12 +88,12 @@ def test_text_sets_through_openai_server_with_stereotype_filter(dora_home, monke
         candidates = pmi_candidates()
         key = next(k for k in candidates if k[2] == "Black male")
         assert candidates[key][0] == "lazy"
-        filt = run_stereotype_filter({key: candidates[key]}, backend)
+        filt = apply_stereotype_filter({key: candidates[key]}, backend)
         assert filt.answers == 3 and filt.statuses["ok"] == 3
         flags = read_landing("counterfactual_stereotype_flags").to_pylist()
         assert all(f["flagged_words"] == ["lazy"] and f["hallucinated_words"] == ["unicorn"] for f in flags)
         assert "Here is some text that was generated in response to various images of Black male." in flags[0]["prompt"]
-        assert run_stereotype_filter({key: candidates[key]}, backend).answers == 0  # already judged
+        assert apply_stereotype_filter({key: candidates[key]}, backend).answers == 0  # already judged
     _build(dora_home)
     assert _q("select word, judge_flag, judge_answers from fct_group_word_pmi where group_label = 'Black male' and is_candidate") == [
         ("lazy", True, 3)

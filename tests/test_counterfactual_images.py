@@ -30,7 +30,7 @@ def test_image_sets_through_tiny_llava(dora_home, tmp_path):
 
     backend = load_vision_backend(str(build_tiny_llava(tmp_path)), backend="transformers", batch_size=4)
     sets = _manifest(tmp_path)
-    summary = cf.run_image_sets(sets, backend, cf.CounterfactualProbeConfig(**CFG), progress=False)
+    summary = cf.probe_image_sets(sets, backend, cf.CounterfactualProbeConfig(**CFG), progress=False)
     assert summary.generated == 8 and summary.statuses["error"] == 0
     rows = read_landing("counterfactual_responses").to_pylist()
     assert {r["variant"] for r in rows} == {"image"} and len({r["image_sha256"] for r in rows}) == 4
@@ -38,7 +38,7 @@ def test_image_sets_through_tiny_llava(dora_home, tmp_path):
     assert {r["prompt"] for r in rows if r["prompt_label"] == "Characteristics"} == {
         "What are 5 keywords that describe the characteristics of this person?"
     }
-    assert cf.run_image_sets(sets, backend, cf.CounterfactualProbeConfig(**CFG), progress=False).generated == 0
+    assert cf.probe_image_sets(sets, backend, cf.CounterfactualProbeConfig(**CFG), progress=False).generated == 0
 
 
 def test_image_sets_through_openai_vision_server(dora_home, tmp_path, monkeypatch):
@@ -48,7 +48,7 @@ def test_image_sets_through_openai_vision_server(dora_home, tmp_path, monkeypatc
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "7" if "Rating:" in str(req["messages"]) else "calm, careful, kind"
         backend = load_vision_backend("gpt-4o", backend="openai", base_url=server.base_url)
-        summary = cf.run_image_sets(_manifest(tmp_path), backend, cf.CounterfactualProbeConfig(**CFG), progress=False)
+        summary = cf.probe_image_sets(_manifest(tmp_path), backend, cf.CounterfactualProbeConfig(**CFG), progress=False)
         content = server.requests[0]["json"]["messages"][-1]["content"]
     assert summary.generated == 8
     rows = read_landing("counterfactual_responses").to_pylist()

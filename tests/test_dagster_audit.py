@@ -8,7 +8,7 @@ import pytest
 @pytest.mark.slow
 def test_audit_job_materialises_every_asset(finished_audit, monkeypatch):
     """The session's finished audit (tests/helpers/homes.py: the audit job, every asset, 72 T2T rows)."""
-    from analytics.query import run_query
+    from analytics.query import execute_query
     from orchestration.definitions import defs
 
     finished_audit.env(monkeypatch)
@@ -21,10 +21,10 @@ def test_audit_job_materialises_every_asset(finished_audit, monkeypatch):
     assert len(checks) >= 20 and all(passed for _key, _name, passed in checks)
     t2t = finished_audit.metadata[("landing", "t2t_completions")]
     assert t2t["rows_generated"] == 9 * 2 * 2 * 2  # 9 dimensions x 2 settings x 2 letters x 2 runs
-    rows = run_query("select count(*), count(distinct bias_dimension) from stg_t2t_completions").rows[0]
+    rows = execute_query("select count(*), count(distinct bias_dimension) from stg_t2t_completions").rows[0]
     assert rows == (72, 9)
-    n_assoc = run_query("select count(*) from fct_associations").rows[0][0]
-    ok_words = run_query("select count(distinct (setting, descriptor, word)) from stg_t2t_completions where parse_status = 'ok'").rows[0][0]
+    n_assoc = execute_query("select count(*) from fct_associations").rows[0][0]
+    ok_words = execute_query("select count(distinct (setting, descriptor, word)) from stg_t2t_completions where parse_status = 'ok'").rows[0][0]
     assert n_assoc == ok_words > 0
 
 
@@ -58,7 +58,7 @@ def test_rerun_is_a_no_op_and_another_selection_is_another_audit(finished_audit,
     import dagster as dg
     from dagster import DagsterInstance
 
-    from analytics.query import run_query
+    from analytics.query import execute_query
     from orchestration.defs.dbt.assets import dora_dbt_models
     from orchestration.definitions import AUDIT_JOB, defs
     from tests.helpers.homes import T2T_CONFIG, copy_home
@@ -82,7 +82,7 @@ def test_rerun_is_a_no_op_and_another_selection_is_another_audit(finished_audit,
         assert warehouse.stat().st_mtime_ns == built_at
         checks2 = [e for e in again.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
         assert len(checks2) == len(finished_audit.checks) and all(e.event_specific_data.passed for e in checks2)
-        assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 72
+        assert execute_query("select count(*) from stg_t2t_completions").rows[0][0] == 72
 
         # one more letter: another selection, so another audit (the audit identity
         # covers the selection): its 108 rows land and the warehouse is rebuilt. Only the T2T
@@ -99,7 +99,7 @@ def test_rerun_is_a_no_op_and_another_selection_is_another_audit(finished_audit,
         assert md3[("landing", "t2t_completions")]["rows_generated"].value == 108
         assert md3[("landing", "t2t_completions")]["audit_id"].value != md2[("landing", "t2t_completions")]["audit_id"].value
         assert "skipped" not in md3[("fct_associations",)] and "skipped" in md3[("landing", "descriptors")]
-        assert run_query("select count(*) from stg_t2t_completions").rows[0][0] == 72 + 108
+        assert execute_query("select count(*) from stg_t2t_completions").rows[0][0] == 72 + 108
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from ingestion.biasdora.description_words import (
     descriptor_word_forms,
     land_description_words,
@@ -130,7 +130,7 @@ def fixture_warehouse(tmp_path_factory):
         write_shard("i2t_descriptions", FIXTURE, partition="vision-fixture")
         first = land_description_words(**LEGACY)
         second = land_description_words(**LEGACY)  # idempotent: nothing pending any more
-        run_dbt(["build", "--select", DBT_SELECTION, "--vars", "{pool_image_settings: true}", *NO_UNIT_TESTS], home)
+        invoke_dbt(["build", "--select", DBT_SELECTION, "--vars", "{pool_image_settings: true}", *NO_UNIT_TESTS], home)
         yield home, first, second
 
 

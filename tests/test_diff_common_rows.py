@@ -27,8 +27,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from scipy import stats
 
-from analytics.dbt_runner import run_dbt
-from analytics.query import run_query
+from analytics.dbt_runner import invoke_dbt
+from analytics.query import execute_query
 from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.reference_stats import fisher_q_values
@@ -193,7 +193,7 @@ def home(tmp_path_factory):
     mp.setenv("DORA_REGISTRY", str(registry))
     for version in PLANS:
         land(version)
-    run_dbt(BUILD, home)
+    invoke_dbt(BUILD, home)
     yield home
     mp.undo()
 
@@ -211,7 +211,7 @@ def dora(capsys, *argv) -> tuple[int, str, str]:
 def test_changed_probe_configuration_is_compared_on_the_common_rows(home, capsys):
     before, after = audit_id("rc2"), audit_id("v3")
     expected = expected_changes("rc2", "v3")
-    rows = run_query(
+    rows = execute_query(
         "select descriptor, word, significant_before, significant_after, change_p, change_q, change_type, "
         "significance_flipped, tf_before, doc_length_before, tf_after, doc_length_after "
         "from fct_association_changes where from_audit_id = ? and to_audit_id = ? order by descriptor, word",
@@ -238,7 +238,7 @@ def test_changed_probe_configuration_is_compared_on_the_common_rows(home, capsys
     comparison = dict(
         zip(
             *(lambda r: (r.columns, r.rows[0]))(
-                run_query("select * from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ?", params=[before, after])
+                execute_query("select * from fct_audit_comparisons where from_audit_id = ? and to_audit_id = ?", params=[before, after])
             ),
             strict=True,
         )
@@ -298,7 +298,7 @@ def test_changed_probe_configuration_is_compared_on_the_common_rows(home, capsys
     assert "lazy" not in out and "grumpy" not in out
     # why v3's count on the common rows is not its own: its own significant associations (its
     # 6 descriptors, runs 1-4), those of rc2's 3 descriptors, and those on the common rows
-    (own, on_compared) = run_query(
+    (own, on_compared) = execute_query(
         "select count(*), count(*) filter (where descriptor in ('old person', 'woman', 'muslim person')) "
         "from fct_associations where audit_id = ? and is_significant",
         params=[after],
@@ -329,7 +329,7 @@ def test_changed_probe_configuration_is_compared_on_the_common_rows(home, capsys
 def test_same_probe_rows_without_change_print_the_detectable_change(home, capsys):
     expected = expected_changes("v3", "v4")
     assert {v[4] for v in expected.values()} == {"unchanged"}
-    comparison = run_query(
+    comparison = execute_query(
         "select common_rows, rows_only_before, rows_only_after, median_doc_length_before, median_doc_length_after, "
         "detectable_h from fct_audit_comparisons where to_audit_id = ? and from_audit_id = ?",
         params=[audit_id("v4"), audit_id("v3")],
@@ -340,10 +340,10 @@ def test_same_probe_rows_without_change_print_the_detectable_change(home, capsys
     h = (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) / math.sqrt(80 * 80 / 160)
     assert comparison[5] == pytest.approx(h, rel=1e-5)
     # the same rows: the audits' own fct_associations values are compared
-    own = run_query(
+    own = execute_query(
         "select descriptor, word, fisher_q from fct_associations where audit_id = ? and is_significant order by all", params=[audit_id("v4")]
     ).rows
-    listed = run_query(
+    listed = execute_query(
         "select descriptor, word, fisher_q_after from fct_association_changes where to_audit_id = ? "
         "and from_audit_id = ? and significant_after order by all",
         params=[audit_id("v4"), audit_id("v3")],

@@ -16,12 +16,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analytics.query import format_q, run_query
+from analytics.query import format_q, execute_query
 
 
 def _per_dimension_query(audit_id: str | None = None) -> dict[str, int]:
     return dict(
-        run_query(
+        execute_query(
             "select bias_dimension, count(*) filter (where is_significant) from fct_association_dimensions "
             "where (? is null or audit_id = ?) and audit_id in (select audit_id from dim_audits where family = 'biasdora') "
             "group by 1",
@@ -38,10 +38,10 @@ def test_report_summary_and_query_count_each_dimension_alike(finished_audit, mon
     from analytics.summary import audit_summary
 
     finished_audit.env(monkeypatch)
-    (t2t,) = [r[0] for r in run_query("select audit_id from dim_audits where modality = 't2t'").rows]
+    (t2t,) = [r[0] for r in execute_query("select audit_id from dim_audits where modality = 't2t'").rows]
     queried = _per_dimension_query(t2t)
     assert len(queried) == 9  # every CrowS-Pairs dimension was probed (per_dimension = 1)
-    multi = run_query("select count(*) from fct_associations where audit_id = ? and len(bias_dimensions) > 1", params=[t2t]).rows
+    multi = execute_query("select count(*) from fct_associations where audit_id = ? and len(bias_dimensions) > 1", params=[t2t]).rows
     assert multi[0][0] > 0  # descriptors in two dimensions are in the sample: the counts below differ from first-of-list
 
     data = load_report_data(t2t)
@@ -77,7 +77,7 @@ def test_query_shows_duckdb_s_whole_error_and_a_case_hint(finished_audit, monkey
     assert err.startswith('dora query: SQL error: Binder Error: Referenced column "descripter" not found')
     assert len(err.strip().splitlines()) == 1  # one line: the whole text, folded
     assert ' | Candidate bindings: "descriptor"' in err and " | LINE 1: select descripter from fct_associations" in err
-    (descriptor,) = run_query("select descriptor from fct_association_dimensions order by 1 limit 1").rows[0]
+    (descriptor,) = execute_query("select descriptor from fct_association_dimensions order by 1 limit 1").rows[0]
     shouted = descriptor.title()
     assert main(["query", "select count(*) from fct_association_dimensions where descriptor = ?".replace("?", f"'{shouted}'")]) == 0
     err = capsys.readouterr().err

@@ -37,7 +37,7 @@ def api_key(monkeypatch):
 
 
 def test_the_dry_run_names_the_audit_a_real_run_of_the_selection_landed(dora_home, api_key, capsys):
-    from models_inference.probes.biasdora.t2t import run_t2t_probe
+    from models_inference.probes.biasdora.t2t import probe_t2t
     from orchestration.cli import main
     from orchestration.cli.flags import op_run_configs
     from orchestration.cli.parser import build_parser
@@ -52,7 +52,7 @@ def test_the_dry_run_names_the_audit_a_real_run_of_the_selection_landed(dora_hom
         # the real run: the T2T asset's own parts (templates, deferred backend, probe config) of the same flags
         config = op_run_configs(build_parser().parse_args(["audit", *flags]))["t2t_completions"]
         templates, backend, probe = probe_parts(config)
-        summary = run_t2t_probe(templates, backend, probe, progress=False)
+        summary = probe_t2t(templates, backend, probe, progress=False)
         assert main(["audit", "--dry-run", *flags]) == 0
         after = capsys.readouterr().out
     landed = {r["audit_id"] for r in read_landing("t2t_completions").to_pylist()}

@@ -57,7 +57,7 @@ def _rows(table: str, audit_id: str | None = None) -> list[dict]:
 
 
 def test_counterfactual_text_sets_fail_loudly_and_land_the_error_rows(dora_home, api_key):
-    from models_inference.probes.counterfactual.probe import CounterfactualProbeConfig, audit_id_for, run_text_sets
+    from models_inference.probes.counterfactual.probe import CounterfactualProbeConfig, audit_id_for, probe_text_sets
     from models_inference.probes.counterfactual.sets import sample_sets
 
     sets = sample_sets(["race_gender"], occupations=["doctor"], sets_per_occupation=1)  # 1 set of 12 members
@@ -65,7 +65,7 @@ def test_counterfactual_text_sets_fail_loudly_and_land_the_error_rows(dora_home,
     with OpenAIStubServer() as server:
         backend = _text_backend(_failing(server, 401, times=12))  # 401: not retried by the client
         with pytest.raises(AuditFailedError) as exc:
-            run_text_sets(sets, backend, cfg, progress=False)
+            probe_text_sets(sets, backend, cfg, progress=False)
         _assert_failure(exc, "counterfactual text sets", 12, 12, "AuthenticationError: Error code: 401")
         audit_id = audit_id_for("text", backend, cfg.validate())
         assert [r["status"] for r in _rows("counterfactual_responses", audit_id)] == ["error"] * 12
@@ -73,52 +73,52 @@ def test_counterfactual_text_sets_fail_loudly_and_land_the_error_rows(dora_home,
         assert [e["status"] for e in events] == ["started", "failed"]
         # the limit lifted: the same run retries the 12 error rows, lands them again and passes
         server.fail_next(401, times=12)
-        summary = run_text_sets(sets, backend, cfg, progress=False, max_error_share=1.0)
+        summary = probe_text_sets(sets, backend, cfg, progress=False, max_error_share=1.0)
         assert (summary.generated, dict(summary.statuses)) == (12, {"error": 12})
         # one failure in 12 (8 %) stays under the default 0.1 (after 8 failures in a row the client
         # stops sending, so the scripted failures left over are dropped first)
         server.clear_failures()
         server.fail_next(401)
         server.chat_reply = lambda req: "A doctor in a white coat."
-        done = run_text_sets(sets, backend, cfg, progress=False)
+        done = probe_text_sets(sets, backend, cfg, progress=False)
         assert dict(done.statuses) == {"ok": 11, "error": 1}
     assert len(_rows("counterfactual_responses", audit_id)) == 36
 
 
 def test_counterfactual_stereotype_filter_fails_on_failed_calls_not_on_unparsed_answers(dora_home, api_key):
-    from models_inference.probes.counterfactual.scoring import run_stereotype_filter
+    from models_inference.probes.counterfactual.scoring import apply_stereotype_filter
 
     candidates = {("a1", "race_gender", f"group {i}"): ["lazy", "smart"] for i in range(4)}  # 4 groups x 3 repeats
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: ""  # an empty answer: stored with its parse status, not a failure
         judge = _text_backend(server)
-        answered = run_stereotype_filter(candidates, judge, max_new_tokens=16)
+        answered = apply_stereotype_filter(candidates, judge, max_new_tokens=16)
         assert sum(answered.statuses.values()) == 12 and "error" not in answered.statuses and "ok" not in answered.statuses
         _failing(server, 500)
         with pytest.raises(AuditFailedError) as exc:
-            run_stereotype_filter({("a2", "race_gender", "g"): ["lazy"]}, judge)
+            apply_stereotype_filter({("a2", "race_gender", "g"): ["lazy"]}, judge)
     _assert_failure(exc, "counterfactual stereotype filter", 3, 3, "InternalServerError")
     assert [r["parse_status"] for r in _rows("counterfactual_stereotype_flags", "a2")] == ["error"] * 3
 
 
 def test_modscan_text_analogue_fails_loudly(dora_home, api_key):
-    from models_inference.probes.modscan.text import TextProbeConfig, run_text_probe
+    from models_inference.probes.modscan.text import TextProbeConfig, probe_text_analogues
 
     cfg = TextProbeConfig(probes=("modscan_text_persona",), runs=2, instances_per_scenario=1, conditions=("original",))
     with OpenAIStubServer() as server:
         backend = _text_backend(_failing(server, 500))
         with pytest.raises(AuditFailedError) as exc:
-            run_text_probe(backend, cfg, progress=False)
+            probe_text_analogues(backend, cfg, progress=False)
         rows = _rows("modscan_responses")
         _assert_failure(exc, "ModSCAN text analogues", len(rows), len(rows), "InternalServerError: Error code: 500")
         assert len(rows) == 4 and {r["status"] for r in rows} == {"error"} and all("500" in r["error"] for r in rows)
-        passed = run_text_probe(backend, cfg, progress=False, max_error_share=1.0)
+        passed = probe_text_analogues(backend, cfg, progress=False, max_error_share=1.0)
     assert passed.result.generated == 4 and dict(passed.result.statuses) == {"error": 4}
 
 
 def test_vlstereoset_api_scorer_fails_loudly_and_no_image_rows_are_not_failures(dora_home, tmp_path, api_key):
     from models_inference.backends.vision import OpenAIVisionBackend
-    from models_inference.probes.vlstereoset.probe import run_vlstereoset_probe
+    from models_inference.probes.vlstereoset.probe import probe_vlstereoset
     from models_inference.probes.vlstereoset.scorers import McqScorer
 
     items = landed_synthetic_items(tmp_path)
@@ -126,12 +126,12 @@ def test_vlstereoset_api_scorer_fails_loudly_and_no_image_rows_are_not_failures(
         vlm = OpenAIVisionBackend("gpt-test", base_url=server.base_url, concurrency=1, max_retries=0)
         _failing(server, 401)
         with pytest.raises(AuditFailedError) as exc:
-            run_vlstereoset_probe(items, McqScorer(vlm, shuffles=1), progress=False)
+            probe_vlstereoset(items, McqScorer(vlm, shuffles=1), progress=False)
         rows = _rows("vlstereoset_scores")
         errors = [r for r in rows if r["status"] == "error"]
         assert {r["status"] for r in rows} == {"error", "no_image"} and len(errors) > 0
         _assert_failure(exc, "VLStereoSet mcq", len(errors), len(rows), "AuthenticationError")
-        passed = run_vlstereoset_probe(items, McqScorer(vlm, shuffles=1), progress=False, max_error_share=1.0)
+        passed = probe_vlstereoset(items, McqScorer(vlm, shuffles=1), progress=False, max_error_share=1.0)
     # the error rows were retried (and the no_image ones, not final either), the limit lifted
     assert dict(passed.status) == {"error": len(errors), "no_image": len(rows) - len(errors)}
 
@@ -144,33 +144,33 @@ def _assocs(n: int) -> list[dict]:
 
 
 def test_judge_fails_on_failed_calls_but_not_on_unparsed_answers(dora_home, api_key):
-    from models_inference.probes.biasdora.judge import load_judge, run_judge
+    from models_inference.probes.biasdora.judge import load_judge, judge_associations
 
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "Hard to say."  # unparsed answers: kept with their status, fine
         judge = load_judge("openai", "stub-model", base_url=server.base_url, max_retries=0, concurrency=1)
-        unparsed = run_judge(_assocs(10), judge, progress=False)
+        unparsed = judge_associations(_assocs(10), judge, progress=False)
         assert unparsed.generated == 10 and "error" not in unparsed.statuses
         _failing(server, 401)
         with pytest.raises(AuditFailedError) as exc:
-            run_judge(_assocs(12)[10:] + [{**a, "audit_id": "a2"} for a in _assocs(2)], judge, progress=False)
+            judge_associations(_assocs(12)[10:] + [{**a, "audit_id": "a2"} for a in _assocs(2)], judge, progress=False)
         _assert_failure(exc, "judge stub-model", 4, 4, "AuthenticationError")
         rows = _rows("judge_ratings")
         assert len(rows) == 14 and sum(r["parse_status"] == "error" for r in rows) == 4
-        passed = run_judge(_assocs(12), judge, progress=False, max_error_share=1.0)
+        passed = judge_associations(_assocs(12), judge, progress=False, max_error_share=1.0)
     assert (passed.already_landed, passed.generated, dict(passed.statuses)) == (10, 2, {"error": 2})
 
 
 def test_i2t_fails_loudly_and_lands_the_error_rows(dora_home, api_key):
     from models_inference.backends.image import OpenAIImagesBackend
     from models_inference.backends.vision import OpenAIVisionBackend
-    from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
-    from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_templates, run_t2i_probe, select_t2i_templates
+    from models_inference.probes.biasdora.i2t import I2TProbeConfig, probe_i2t
+    from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_templates, probe_t2i, select_t2i_templates
 
     templates = select_t2i_templates(curated_t2i_templates(["singular"]), descriptors=["child"])
     with OpenAIStubServer() as server:
         server.image_png = lambda req: tiny_png((250, 200, 0), (12, 12))
-        images = run_t2i_probe(
+        images = probe_t2i(
             templates,
             OpenAIImagesBackend("dall-e-3", base_url=server.base_url, concurrency=1),
             T2IProbeConfig(images_per_descriptor=3),
@@ -181,23 +181,23 @@ def test_i2t_fails_loudly_and_lands_the_error_rows(dora_home, api_key):
         probe = I2TProbeConfig(settings=("comprehensive", "stereotypical"))
         _failing(server, 401)
         with pytest.raises(AuditFailedError) as exc:
-            run_i2t_probe(images.audit_id, vision, probe, progress=False)
+            probe_i2t(images.audit_id, vision, probe, progress=False)
         _assert_failure(exc, "BiasDora I2T", 6, 6, "AuthenticationError")
         assert [r["status"] for r in _rows("i2t_descriptions")] == ["error"] * 6
-        passed = run_i2t_probe(images.audit_id, vision, probe, progress=False, max_error_share=1.0)
+        passed = probe_i2t(images.audit_id, vision, probe, progress=False, max_error_share=1.0)
     assert passed.generated == 6 and len(_rows("i2t_descriptions")) == 12
 
 
 def test_t2i_fails_loudly(dora_home, api_key):
     from models_inference.backends.image import OpenAIImagesBackend
-    from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_templates, run_t2i_probe, select_t2i_templates
+    from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_templates, probe_t2i, select_t2i_templates
 
     templates = select_t2i_templates(curated_t2i_templates(["singular"]), descriptors=["child"])
     with OpenAIStubServer() as server:
         backend = OpenAIImagesBackend("dall-e-3", base_url=server.base_url, concurrency=1, max_retries=0)
         _failing(server, 401)
         with pytest.raises(AuditFailedError) as exc:
-            run_t2i_probe(templates, backend, T2IProbeConfig(images_per_descriptor=2), progress=False)
+            probe_t2i(templates, backend, T2IProbeConfig(images_per_descriptor=2), progress=False)
     _assert_failure(exc, "BiasDora T2I", 2, 2, "AuthenticationError")
     assert [r["status"] for r in _rows("t2i_images")] == ["error"] * 2
 

@@ -4,7 +4,7 @@ Local measurement modules with the interface of the hub's ``toxicity`` and ``reg
 measurements (their ``compute`` inputs and outputs; the classifier named by ``config_name``)
 are loaded by path through ``evaluate.load``, on a tiny random-weight classifier built from a
 config; dora's scores must equal the classifier's own probabilities, and land through
-``run_scoring``. The hub name without hub access is a clear error.
+``score_associations``. The hub name without hub access is a clear error.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _probs(tok, model, texts):
 def test_evaluate_toxicity_from_a_local_module_equals_its_classifier_and_lands(tmp_path, dora_home):
     from ingestion.landing import read_landing
     from models_inference.scoring.cache import ScoreCache
-    from models_inference.probes.biasdora.scoring import run_scoring
+    from models_inference.probes.biasdora.scoring import score_associations
 
     clf = tmp_path / "clf"
     clf.mkdir()
@@ -107,7 +107,7 @@ def test_evaluate_toxicity_from_a_local_module_equals_its_classifier_and_lands(t
         "word": "liar",
         "text": TEXTS[0],
     }
-    summary = run_scoring(scorer, [assoc], cache=ScoreCache(tmp_path / "cache.sqlite"))
+    summary = score_associations(scorer, [assoc], cache=ScoreCache(tmp_path / "cache.sqlite"))
     assert summary.generated == 1
     landed = read_landing("toxicity_scores").to_pylist()
     assert [(r["scorer"], r["toxicity"]) for r in landed] == [(scorer.name, pytest.approx(res[0]["probability"]))]

@@ -20,7 +20,7 @@ import pytest
 from scipy import stats
 
 from analytics.change_tests import chi2_stratified_pvalue, mann_whitney_pvalue
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from ingestion.contracts import SCHEMAS
 from ingestion.landing import write_shard
 from orchestration.cli import main
@@ -241,7 +241,7 @@ def home(tmp_path_factory):
         land_modscan(version)
         land_vlstereoset(version)
     land_vlstereoset_items()
-    run_dbt(["build", "--select", *SELECT, *NO_UNIT_TESTS], home)
+    invoke_dbt(["build", "--select", *SELECT, *NO_UNIT_TESTS], home)
     yield home
     mp.undo()
 

@@ -150,7 +150,7 @@ def test_an_old_flag_name_with_its_new_name_is_one_line_exit_2(tmp_path, monkeyp
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    monkeypatch.setattr(orchestration.cli, "run_reporting_errors", lambda handler, args: pytest.fail(f"{handler.__name__} ran"))
+    monkeypatch.setattr(orchestration.cli, "call_reporting_errors", lambda handler, args: pytest.fail(f"{handler.__name__} ran"))
     deprecation._said.clear()
     required = [str(tmp_path / a) if a == "exported" else a for a in _REQUIRED.get(words, [])]
     for argv in ([old, *value, new, *value], [new, *value, old, *value]):

@@ -20,9 +20,9 @@ from models_inference.backends.openai_api import OpenAIEndpoint
 from models_inference.backends.openai_chat import OpenAIChatBackend
 from models_inference.backends.text import load_text_backend
 from models_inference.backends.vision import OpenAIVisionBackend
-from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
-from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_templates, run_t2i_probe
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, run_t2t_probe
+from models_inference.probes.biasdora.i2t import I2TProbeConfig, probe_i2t
+from models_inference.probes.biasdora.t2i import T2IProbeConfig, curated_t2i_templates, probe_t2i
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t
 from orchestration.cli_validation import base_urls
 from tests.helpers.openai_server import OpenAIStubServer
 
@@ -165,13 +165,13 @@ def test_one_vision_target_over_two_servers(dora_home, monkeypatch):
         slow.latency, fast.latency = SLOW, FAST
         urls = [slow.base_url, fast.base_url]
         images = OpenAIImagesBackend("dall-e-3", base_url=",".join(urls), concurrency=4, max_retries=0, timeout=5)
-        t2i = run_t2i_probe(templates, images, T2IProbeConfig(images_per_descriptor=2), progress=False)
+        t2i = probe_t2i(templates, images, T2IProbeConfig(images_per_descriptor=2), progress=False)
         assert (t2i.generated, dict(t2i.statuses)) == (12, {"ok": 12})
         assert served(images, fast) + served(images, slow) == 12 and served(images, fast) > served(images, slow) > 0
 
         vision = OpenAIVisionBackend("gpt-4o", base_url=urls, concurrency=4, max_retries=0, timeout=5)
         objective = ("straightforward", "moderate", "comprehensive")
-        first = run_i2t_probe(t2i.audit_id, vision, I2TProbeConfig(settings=objective), progress=False)
+        first = probe_i2t(t2i.audit_id, vision, I2TProbeConfig(settings=objective), progress=False)
         assert (first.generated, dict(first.statuses)) == (36, {"ok": 36})
         before = {s["base_url"]: s["served"] for s in vision.fleet_report()}
         assert before[fast.base_url] + before[slow.base_url] == 36
@@ -183,7 +183,7 @@ def test_one_vision_target_over_two_servers(dora_home, monkeypatch):
         hook, killed = kill_when_answered(slow, 10)
         fast.chat_reply = lambda req: (hook(), "A person stands in a room.")[1]
         subjective = ("subjective", "stereotypical", "implicit", "lexical")
-        second = run_i2t_probe(t2i.audit_id, vision, I2TProbeConfig(settings=subjective), progress=False)
+        second = probe_i2t(t2i.audit_id, vision, I2TProbeConfig(settings=subjective), progress=False)
         assert killed.is_set()
         assert (second.generated, dict(second.statuses)) == (48, {"ok": 48})
         report = {s["base_url"]: s for s in vision.fleet_report()}
@@ -218,7 +218,7 @@ def test_completion_style_text_target_over_two_servers(dora_home, monkeypatch):
         for server in (slow, fast):
             server.completion_reply = lambda req: CONTINUATIONS[req["prompt"].rstrip()[-1]]
         backend = OpenAIChatBackend("stub-model", base_url=f"{slow.base_url}, {fast.base_url}", concurrency=4, max_retries=0, timeout=5)
-        first = run_t2t_probe(T2T_TEMPLATES, backend, T2TProbeConfig(runs=6, letters="bks", prompt_style="completion"), progress=False)
+        first = probe_t2t(T2T_TEMPLATES, backend, T2TProbeConfig(runs=6, letters="bks", prompt_style="completion"), progress=False)
         assert first.statuses == {"ok": 36}
         before = {s["base_url"]: s["served"] for s in backend.fleet_report()}
         assert before[fast.base_url] + before[slow.base_url] == 36
@@ -228,7 +228,7 @@ def test_completion_style_text_target_over_two_servers(dora_home, monkeypatch):
 
         hook, killed = kill_when_answered(slow, 10)
         fast.completion_reply = lambda req: (hook(), CONTINUATIONS[req["prompt"].rstrip()[-1]])[1]
-        second = run_t2t_probe(T2T_TEMPLATES, backend, T2TProbeConfig(runs=8, letters="bks", prompt_style="completion"), progress=False)
+        second = probe_t2t(T2T_TEMPLATES, backend, T2TProbeConfig(runs=8, letters="bks", prompt_style="completion"), progress=False)
         assert killed.is_set() and second.statuses == {"ok": 48}
         report = {s["base_url"]: s for s in backend.fleet_report()}
         assert report[slow.base_url]["failures"] >= 1 and KEY not in str(report)

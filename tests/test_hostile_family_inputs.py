@@ -326,27 +326,27 @@ def _cf_sets():
 
 
 def test_counterfactual_transient_503_is_retried_and_every_row_lands_ok(dora_home, monkeypatch):
-    from models_inference.probes.counterfactual.probe import run_text_sets
+    from models_inference.probes.counterfactual.probe import probe_text_sets
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     sets, cfg = _cf_sets()
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "A nurse at work."
         server.fail_next(503, times=1)
-        summary = run_text_sets(sets, _chat(server, max_retries=3), cfg, progress=False)
+        summary = probe_text_sets(sets, _chat(server, max_retries=3), cfg, progress=False)
     rows = _landed("counterfactual_responses")
     assert (summary.planned, dict(summary.statuses)) == (4, {"ok": 4}) and len(rows) == 4
     assert {r["status"] for r in rows} == {"ok"}
 
 
 def test_counterfactual_malformed_200_is_an_error_row_and_the_chunk_lands(dora_home, monkeypatch):
-    from models_inference.probes.counterfactual.probe import run_text_sets
+    from models_inference.probes.counterfactual.probe import probe_text_sets
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     sets, cfg = _cf_sets()
     with OpenAIStubServer() as server:
         server.malformed_next("not_json", times=1)
-        summary = run_text_sets(sets, _chat(server, max_retries=0), cfg, progress=False, max_error_share=1.0)
+        summary = probe_text_sets(sets, _chat(server, max_retries=0), cfg, progress=False, max_error_share=1.0)
     assert Counter(r["status"] for r in _landed("counterfactual_responses")) == Counter(summary.statuses)
     assert summary.statuses["error"] == 1 and sum(summary.statuses.values()) == 4
 
@@ -355,7 +355,7 @@ def test_modscan_unreachable_server_is_one_line_and_every_row_lands_as_error(dor
     import socket
 
     from ingestion.errors import AuditFailedError
-    from models_inference.probes.modscan.text import run_text_probe
+    from models_inference.probes.modscan.text import probe_text_analogues
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
@@ -363,14 +363,14 @@ def test_modscan_unreachable_server_is_one_line_and_every_row_lands_as_error(dor
     with socket.socket() as s:  # the server is gone: nothing listens on its port any more
         assert s.connect_ex(("127.0.0.1", server.port)) != 0
     with pytest.raises(AuditFailedError) as err:
-        run_text_probe(backend, _modscan_config(), progress=False)
+        probe_text_analogues(backend, _modscan_config(), progress=False)
     rows = _landed("modscan_responses")
     assert "\n" not in str(err.value) and "connection refused" in str(err.value)
     assert len(rows) == 6 and {r["status"] for r in rows} == {"error"}
 
 
 def test_modscan_interrupted_mid_run_keeps_its_shards_and_the_rerun_lands_only_the_rest(dora_home, monkeypatch):
-    from models_inference.probes.modscan.text import run_text_probe
+    from models_inference.probes.modscan.text import probe_text_analogues
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
@@ -387,10 +387,10 @@ def test_modscan_interrupted_mid_run_keeps_its_shards_and_the_rerun_lands_only_t
 
         monkeypatch.setattr(backend, "generate", interrupted)
         with pytest.raises(KeyboardInterrupt):
-            run_text_probe(backend, _modscan_config(shard_rows=2), progress=False)
+            probe_text_analogues(backend, _modscan_config(shard_rows=2), progress=False)
         first = len(_landed("modscan_responses"))
         monkeypatch.setattr(backend, "generate", real)
-        summary = run_text_probe(backend, _modscan_config(shard_rows=2), progress=False)
+        summary = probe_text_analogues(backend, _modscan_config(shard_rows=2), progress=False)
     keys = [(r["probe"], r["instance"], r["attribute"], r["sample"]) for r in _landed("modscan_responses")]
     assert first == 2 and summary.result.generated == 4 and summary.result.already_landed == 2
     assert len(keys) == len(set(keys)) == 6  # every key exactly once

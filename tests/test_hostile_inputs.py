@@ -391,7 +391,7 @@ def test_judge_distribution_skips_the_echoed_scale(dora_home, monkeypatch):
 # --------------------------------------------------------------------------- malformed servers
 @pytest.mark.parametrize("kind", ["no_choices", "not_json"])
 def test_malformed_reply_lands_with_the_rest_of_the_chunk(dora_home, monkeypatch, kind):
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t
     from models_inference.backends.openai_chat import OpenAIChatBackend
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
@@ -400,14 +400,14 @@ def test_malformed_reply_lands_with_the_rest_of_the_chunk(dora_home, monkeypatch
         server.malformed_next(kind)
         backend = OpenAIChatBackend("m", base_url=server.base_url, concurrency=1, max_retries=0)
         templates = [T2TTemplate("singular", "child", "age", "This child is")]
-        summary = run_t2t_probe(templates, backend, T2TProbeConfig(runs=4, letters="b", prompt_style="chat"), progress=False, max_error_share=0.5)
+        summary = probe_t2t(templates, backend, T2TProbeConfig(runs=4, letters="b", prompt_style="chat"), progress=False, max_error_share=0.5)
     rows = read_landing("t2t_completions").to_pylist()
     assert len(rows) == 4 and sorted(r["parse_status"] for r in rows) == ["error", "ok", "ok", "ok"]
     assert summary.generated == 4
 
 
 def test_completion_style_on_chat_only_server(dora_home, monkeypatch):
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t
     from ingestion.errors import CompletionsUnsupportedError
     from models_inference.backends.openai_chat import OpenAIChatBackend
 
@@ -416,7 +416,7 @@ def test_completion_style_on_chat_only_server(dora_home, monkeypatch):
         server.chat_only = True
         backend = OpenAIChatBackend("gpt-4o", base_url=server.base_url)
         with pytest.raises(CompletionsUnsupportedError, match="--prompt-style chat"):
-            run_t2t_probe(
+            probe_t2t(
                 [T2TTemplate("singular", "child", "age", "This child is")],
                 backend,
                 T2TProbeConfig(runs=1, letters="b", prompt_style="completion"),

@@ -51,17 +51,17 @@ def test_hostile_home_reads_only_its_own_landing(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_hostile_home_dbt_sources_and_query(tmp_path, monkeypatch):
-    from analytics.dbt_runner import run_dbt
-    from analytics.query import run_query
+    from analytics.dbt_runner import invoke_dbt
+    from analytics.query import execute_query
 
     _land(monkeypatch, tmp_path / DBT_SIBLING, "sibling-audit")
     home = tmp_path / DBT_HOME
     _land(monkeypatch, home, "own-audit")
-    run_dbt(["run", "--select", "stg_t2t_completions", "stg_audits"], home)  # the apostrophe broke every build
-    got = run_query("select audit_id, word, attempts from stg_t2t_completions")
+    invoke_dbt(["run", "--select", "stg_t2t_completions", "stg_audits"], home)  # the apostrophe broke every build
+    got = execute_query("select audit_id, word, attempts from stg_t2t_completions")
     assert got.rows == [("own-audit", "brave", 1)]
     # staging views read the landing Parquet through the locked-down connection of dora query
-    assert run_query("select count(*) from stg_audits").rows == [(0,)]
+    assert execute_query("select count(*) from stg_audits").rows == [(0,)]
 
 
 def test_question_mark_home_is_a_clear_error(tmp_path, monkeypatch):

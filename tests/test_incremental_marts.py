@@ -31,7 +31,7 @@ import duckdb
 import pytest
 
 import analytics.duckdb_plugin as duckdb_plugin
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.landing_rows import T0, completion, expected_associations, random_rows
@@ -161,7 +161,7 @@ def history(tmp_path_factory):
     def build(args=BUILD):
         counter.tables = 0
         start = time.perf_counter()
-        run_dbt(args, home)
+        invoke_dbt(args, home)
         builds.append(
             {
                 "seconds": time.perf_counter() - start,

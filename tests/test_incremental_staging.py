@@ -22,7 +22,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from ingestion.landing import write_shard
 from tests.helpers.dbt_jinja import broken_rules
 from tests.helpers.landing_rows import T0, random_rows
@@ -42,7 +42,7 @@ def fresh_build(landing: Path, tmp: Path) -> Path:
     home = tmp / "fresh"
     shutil.rmtree(home, ignore_errors=True)
     shutil.copytree(landing, home / "landing")
-    run_dbt(RUN, home)
+    invoke_dbt(RUN, home)
     return home
 
 
@@ -60,7 +60,7 @@ def test_incremental_staging_equals_a_full_refresh(tmp_path, monkeypatch):
     a2 = audit("audit-2", 20, T0)
     shard1 = write_shard("t2t_completions", audit("audit-1", 10, T0), partition="audit-1")
     write_shard("t2t_completions", a2, partition="audit-2")
-    run_dbt(RUN, home)  # 1
+    invoke_dbt(RUN, home)  # 1
     staged_1 = rows_of(home, "select count(*), count(distinct _landing_shard) from stg_t2t_completions")[0]
     assert staged_1[0] == 2 * 6 * 26 * 2
 
@@ -71,7 +71,7 @@ def test_incremental_staging_equals_a_full_refresh(tmp_path, monkeypatch):
     write_shard("t2t_completions", audit("audit-3", 30, T0 + timedelta(days=1)), partition="audit-3")
     retry = [{**r, "word": "retried", "parse_status": "ok", "generated_at": T0 + timedelta(days=2)} for r in a2[:40]]
     write_shard("t2t_completions", retry, partition="audit-2")
-    run_dbt(RUN, home)  # 2
+    invoke_dbt(RUN, home)  # 2
     assert rows_of(home, "select count(*) from stg_t2t_completions where word = 'tampered'")[0][0] == 0
     assert rows_of(home, "select count(*) from stg_t2t_completions where word = 'retried'")[0][0] == 40
     fresh = fresh_build(home / "landing", tmp_path)
@@ -85,7 +85,7 @@ def test_incremental_staging_equals_a_full_refresh(tmp_path, monkeypatch):
     # archive audit 1: staging restages from the listing, the mart keeps audit 1's history
     mart_before = rows_of(home, MART)
     shutil.move(str(home / "landing" / "t2t_completions" / "audit-1"), tmp_path / "archived-audit-1")
-    run_dbt(RUN, home)  # 3
+    invoke_dbt(RUN, home)  # 3
     fresh = fresh_build(home / "landing", tmp_path)
     assert rows_of(home, STAGED, str(home)) == rows_of(fresh, STAGED, str(fresh))
     mart = rows_of(home, MART)
@@ -101,18 +101,18 @@ def test_build_scoped_tests_read_only_the_audits_of_the_build(tmp_path, monkeypa
     monkeypatch.setenv("DORA_HOME", str(home))
     build = ["build", "--select", "stg_t2t_completions"]
     write_shard("t2t_completions", audit("audit-1", 10, T0), partition="audit-1")
-    assert run_dbt(build, home).success
+    assert invoke_dbt(build, home).success
     # history goes bad behind dbt's back: a duplicated key in audit-1's staged rows
     with duckdb.connect(str(home / "warehouse.duckdb")) as con:
         con.execute("insert into stg_t2t_completions select * from stg_t2t_completions limit 1")
     write_shard("t2t_completions", audit("audit-2", 20, T0 + timedelta(hours=1)), partition="audit-2")
     monkeypatch.setenv("DORA_DBT_TEST_SCOPE", "this_build")
-    scoped = run_dbt(build, home)
+    scoped = invoke_dbt(build, home)
     assert scoped.success  # audit-2 is clean; audit-1 was tested when it was built
     tested = [r for r in scoped.result.results if r.node.resource_type == "test"]
     assert tested and all(r.status == "pass" for r in tested)
     monkeypatch.setenv("DORA_DBT_TEST_SCOPE", "all")
     with pytest.raises(RuntimeError, match="model_rules_stg_t2t_completions"):
-        run_dbt(["test", "--select", "stg_t2t_completions"], home)
+        invoke_dbt(["test", "--select", "stg_t2t_completions"], home)
     (key_rule,) = broken_rules(home, "stg_t2t_completions")
     assert key_rule[0].startswith("unique: ") and key_rule[1] == 1

@@ -63,7 +63,7 @@ def no_command_runs(monkeypatch):
     """A path that is not refused would let the command run (an audit): fail at once instead."""
     import orchestration.cli
 
-    monkeypatch.setattr(orchestration.cli, "run_reporting_errors", lambda handler, args: pytest.fail(f"{handler.__name__} ran"))
+    monkeypatch.setattr(orchestration.cli, "call_reporting_errors", lambda handler, args: pytest.fail(f"{handler.__name__} ran"))
 
 
 def _main(argv) -> int:

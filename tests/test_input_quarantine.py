@@ -58,7 +58,7 @@ def _face(folder, name, color):
 def test_faces_manifest_audits_every_good_row_and_quarantines_each_bad_one(tmp_path, dora_home, monkeypatch):
     from models_inference.backends.vision import OpenAIVisionBackend
     from models_inference.probes.modscan.faces import read_faces
-    from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
+    from models_inference.probes.modscan.vision import VisionProbeConfig, probe_vision
 
     imgs = tmp_path / "imgs"
     imgs.mkdir()
@@ -106,7 +106,7 @@ def test_faces_manifest_audits_every_good_row_and_quarantines_each_bad_one(tmp_p
         server.chat_reply = lambda req: "The one on the left."
         backend = OpenAIVisionBackend(model_id="stub-vlm", base_url=server.base_url)
         cfg = VisionProbeConfig(attributes=["gender"], scenarios=["occupation"], instances_per_scenario=1, per_group=1)
-        _, summary = run_vision_probe(backend, faces, cfg, progress=False)
+        _, summary = probe_vision(backend, faces, cfg, progress=False)
     assert summary.generated == 1  # f1 + f2 (30, White): one gender pair
     landed = sorted(read_landing("input_quarantine").to_pylist(), key=lambda r: r["source_line"])
     assert [(r["family"], r["source_file"], r["source_line"]) for r in landed] == [("modscan", "faces.csv", n) for n in (4, 5, 6, 7, 8, 9, 12, 13)]
@@ -114,7 +114,7 @@ def test_faces_manifest_audits_every_good_row_and_quarantines_each_bad_one(tmp_p
     assert landed[0]["raw_text"] == "f3,imgs/g2.png,30" and landed[-1]["raw_text"].endswith("Wh\\xefte")
     with OpenAIStubServer() as server:  # a re-run lands nothing twice
         server.chat_reply = lambda req: "left"
-        run_vision_probe(OpenAIVisionBackend(model_id="stub-vlm", base_url=server.base_url), read_faces(manifest), cfg, progress=False)
+        probe_vision(OpenAIVisionBackend(model_id="stub-vlm", base_url=server.base_url), read_faces(manifest), cfg, progress=False)
     assert len(read_landing("input_quarantine")) == 8
 
 
@@ -215,7 +215,7 @@ def test_counterfactual_manifest_audits_good_sets_and_quarantines_rows_and_sets(
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "7" if "Rating:" in str(req["messages"]) else "calm"
         backend = load_vision_backend("gpt-4o", backend="openai", base_url=server.base_url)
-        summary = cf.run_image_sets(
+        summary = cf.probe_image_sets(
             sets, backend, cf.CounterfactualProbeConfig(prompts=["Characteristics"], runs=1, max_new_tokens=4), progress=False
         )
     assert summary.generated == 4  # 2 good sets x 2 members
@@ -345,7 +345,7 @@ def test_counterfactual_seeds_that_explode_the_plan_fail_before_the_backend(dora
     assert cf.check_plan(sets, small) == len(cf.plan(sets, small))  # counted, not built
     started = time.process_time()  # CPU seconds, which a loaded machine does not stretch: counted, not built
     with pytest.raises(PlanTooLargeError) as err:
-        cf.run_text_sets(sets, _Untouchable(), cf.CounterfactualProbeConfig(runs=1_000_000_000), progress=False)
+        cf.probe_text_sets(sets, _Untouchable(), cf.CounterfactualProbeConfig(runs=1_000_000_000), progress=False)
     assert time.process_time() - started < 1
     assert f"{MAX_PLANNED_ROWS:,}" in str(err.value) and "1000000000 runs" in str(err.value)
     assert "\n" not in str(err.value) and isinstance(err.value, DoraError)
@@ -353,13 +353,13 @@ def test_counterfactual_seeds_that_explode_the_plan_fail_before_the_backend(dora
 
 def test_modscan_samples_that_explode_the_plan_fail_before_the_backend(dora_home):
     from models_inference.probes.modscan.language import LanguageProbeConfig
-    from models_inference.probes.modscan.text import TextProbeConfig, plan_text_queries, run_text_probe
+    from models_inference.probes.modscan.text import TextProbeConfig, plan_text_queries, probe_text_analogues
 
     cfg = TextProbeConfig(runs=3, instances_per_scenario=2, prefixes=("none", "sr"))
     assert cfg.planned_rows() == len(plan_text_queries(cfg, "a"))
     started = time.process_time()  # CPU seconds, which a loaded machine does not stretch: counted, not built
     with pytest.raises(PlanTooLargeError, match=r"x 1000000000 runs plans .* more than the 1,000,000"):
-        run_text_probe(_Untouchable(), TextProbeConfig(runs=1_000_000_000), progress=False)
+        probe_text_analogues(_Untouchable(), TextProbeConfig(runs=1_000_000_000), progress=False)
     assert time.process_time() - started < 1
     with pytest.raises(PlanTooLargeError, match="images per trait"):
         LanguageProbeConfig(images_per_trait=10_000_000).validate()

@@ -14,7 +14,7 @@ from models_inference.probes.biasdora.judge import (
     RATING_CHOICES,
     Judge,
     load_judge,
-    run_judge,
+    judge_associations,
 )
 from models_inference.probes.biasdora.ratings import parse_rating, rating_distribution
 from models_inference.probes.biasdora.prompts import JUDGE_SYSTEM_PROMPT, render_judge_prompt
@@ -116,7 +116,7 @@ def test_openai_judge_reads_the_rating_distribution_from_logprobs(dora_home, mon
 
         server.chat_reply = reply
         judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, concurrency=2))
-        summary = run_judge([_assoc("alcoholic person", "drunk"), _assoc("child", "happy")], judge, progress=False)
+        summary = judge_associations([_assoc("alcoholic person", "drunk"), _assoc("child", "happy")], judge, progress=False)
         assert (summary.generated, summary.statuses["ok"]) == (2, 2)
         sent = server.requests[0]["json"]
         assert sent["logprobs"] is True and sent["top_logprobs"] == 20
@@ -156,11 +156,11 @@ def test_garbled_answers_and_failed_requests_are_stored_with_status(dora_home, m
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "I think the association reflects problematic perceptions"
         judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=0))
-        run_judge([_assoc("poor person", "lazy")], judge, progress=False)
+        judge_associations([_assoc("poor person", "lazy")], judge, progress=False)
         server.fail_next(500, times=5)
         # max_error_share=None: the failed call is stored as a row (with the default limit the
         # step would also fail: tests/test_error_share_families.py)
-        summary = run_judge([_assoc("old person", "slow")], judge, progress=False, max_error_share=None)
+        summary = judge_associations([_assoc("old person", "slow")], judge, progress=False, max_error_share=None)
         assert summary.statuses == {"error": 1}
     rows = {r["word"]: r for r in read_landing("judge_ratings").to_pylist()}
     assert rows["lazy"]["parse_status"] == "no_rating" and rows["lazy"]["rating"] is None
@@ -179,16 +179,16 @@ def test_runs_are_all_kept_and_a_rerun_adds_only_missing_ones(dora_home, monkeyp
         server.chat_reply = lambda req: str(1 + req["seed"] % 5)
         judge = Judge(OpenAIChatBackend("gpt-4o", base_url=server.base_url, logprobs=False))
         assocs = [_assoc("man", "strong"), _assoc("woman", "nurse")]
-        assert run_judge(assocs, judge, runs=3, progress=False).generated == 6
-        assert run_judge(assocs, judge, runs=3, progress=False).generated == 0
-        assert run_judge(assocs, judge, runs=4, progress=False).generated == 2
+        assert judge_associations(assocs, judge, runs=3, progress=False).generated == 6
+        assert judge_associations(assocs, judge, runs=3, progress=False).generated == 0
+        assert judge_associations(assocs, judge, runs=4, progress=False).generated == 2
         assert len(server.requests) == 8
     rows = read_landing("judge_ratings").to_pylist()
     assert sorted(r["repeat"] for r in rows if r["word"] == "nurse") == [1, 2, 3, 4]
     assert len({r["seed"] for r in rows}) == 8
     assert all(r["rating"] == 1 + (r["seed"] % (2**31)) % 5 for r in rows)
     with pytest.raises(ValueError, match="runs"):
-        run_judge(assocs, judge, runs=0, progress=False)
+        judge_associations(assocs, judge, runs=0, progress=False)
 
 
 def test_key_handling(monkeypatch):
@@ -239,7 +239,7 @@ def test_local_smollm2_judge(smollm2, dora_home):
     free = judge.judge(reqs[:2], JudgeSampling(max_new_tokens=6))
     assert all(isinstance(a.raw_output, str) and a.raw_output for a in free)
     judge.answer_mode = "constrained"
-    summary = run_judge([_assoc("alcoholic person", "drunk")], judge, runs=2, progress=False)
+    summary = judge_associations([_assoc("alcoholic person", "drunk")], judge, runs=2, progress=False)
     assert summary.generated == 2 and summary.statuses["ok"] == 2
     rows = read_landing("judge_ratings").to_pylist()
     assert {r["answer_mode"] for r in rows} == {"constrained"} and {r["judge_backend"] for r in rows} == {"transformers"}

@@ -1,7 +1,7 @@
 """Judge reliability (agg_judge_agreement, agg_judge_parse_rates, judge_parse_rate_ok).
 
 Judges here are real :class:`~models_inference.probes.biasdora.judge.Judge`-like implementations answering
-from fixed tables (and one answering garbage); their answers go through ``run_judge`` (parsing,
+from fixed tables (and one answering garbage); their answers go through ``judge_associations`` (parsing,
 landing) and the real dbt project. The mart's kappa must equal scikit-learn's
 ``cohen_kappa_score(weights="linear")`` and its alpha the ``krippendorff`` package on the same
 ratings; a garbage judge must fail the ERROR check with a message naming it.
@@ -17,9 +17,9 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from analytics.agreement import cohen_kappa_linear, krippendorff_alpha_ordinal
-from analytics.dbt_runner import run_dbt
-from analytics.query import run_query
-from models_inference.probes.biasdora.judge import JudgeAnswer, run_judge
+from analytics.dbt_runner import invoke_dbt
+from analytics.query import execute_query
+from models_inference.probes.biasdora.judge import JudgeAnswer, judge_associations
 from tests.helpers.homes import NO_UNIT_TESTS
 
 AUDIT = "t2t-judged-v1-0000"
@@ -77,13 +77,13 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
     a_answers = {k: [str(int(np.clip(t + rng.integers(-1, 2), 1, 5))) for _ in range(3)] for k, t in zip(keys, truth, strict=True)}
     a_answers[keys[0]][1] = "I would rather not say."
     b_answers = {k: [f"Rating: {int(np.clip(t + rng.integers(-2, 3), 1, 5))}"] for k, t in zip(keys, truth, strict=True)}
-    summary_a = run_judge(assocs, ScriptedJudge("judge-a", a_answers), runs=3, progress=False)
-    summary_b = run_judge(assocs, ScriptedJudge("judge-b", b_answers), runs=1, progress=False)
+    summary_a = judge_associations(assocs, ScriptedJudge("judge-a", a_answers), runs=3, progress=False)
+    summary_b = judge_associations(assocs, ScriptedJudge("judge-b", b_answers), runs=1, progress=False)
     garbage = {k: ["As an AI I cannot rate associations."] for k in keys}
-    summary_c = run_judge(assocs, ScriptedJudge("garbage-judge", garbage), progress=False)
+    summary_c = judge_associations(assocs, ScriptedJudge("garbage-judge", garbage), progress=False)
     assert summary_a.statuses["no_rating"] == 1 and summary_b.parse_rate == 1.0
     assert summary_c.parse_rate == 0.0 and summary_c.statuses["no_rating"] == 30  # landed, not dropped
-    run_dbt(BUILD, dora_home)
+    invoke_dbt(BUILD, dora_home)
 
     # the ratings as the test computes them (parsed answers)
     def rating(text):
@@ -93,7 +93,7 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
     a_level = [int(sorted(x for x in col if not np.isnan(x))[(np.sum(~np.isnan(col)) - 1) // 2]) for col in a_rep.T]  # lower median
     b_level = [rating(b_answers[k][0]) for k in keys]
 
-    sets = run_query("select distinct agreement_kind, rater_set from agg_judge_agreement order by all").rows
+    sets = execute_query("select distinct agreement_kind, rater_set from agg_judge_agreement order by all").rows
     assert sets == [
         ("judge_pair", "openai:garbage-judge@fixed vs openai:judge-a@fixed"),
         ("judge_pair", "openai:garbage-judge@fixed vs openai:judge-b@fixed"),
@@ -103,7 +103,7 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
     ]
     rows = {
         (kind, s): (raters, items, compared, exact, kappa, alpha)
-        for kind, s, raters, items, compared, exact, kappa, alpha in run_query(
+        for kind, s, raters, items, compared, exact, kappa, alpha in execute_query(
             "select agreement_kind, setting, raters, items, items_compared, exact_agreement, cohen_kappa_linear, "
             f"krippendorff_alpha_ordinal from agg_judge_agreement where audit_id = '{AUDIT}' "
             "and rater_set in ('openai:judge-a@fixed', 'openai:judge-a@fixed vs openai:judge-b@fixed')"
@@ -111,12 +111,14 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
     }
     assert set(rows) == {(k, s) for k in ("runs", "judge_pair") for s in ("noun", "singular", "(all)")}
     # a garbage judge compares nothing: no kappa, no alpha (never a made-up number)
-    assert run_query(
+    assert execute_query(
         "select items_compared, cohen_kappa_linear, krippendorff_alpha_ordinal from agg_judge_agreement "
         "where rater_set = 'openai:garbage-judge@fixed vs openai:judge-b@fixed' and setting = '(all)'"
     ).rows == [(0, None, None)]
     # all 3 judges: alpha over the 3 x 30 matrix (C's row all missing) = A vs B's alpha
-    (alpha3,) = run_query("select krippendorff_alpha_ordinal from agg_judge_agreement where agreement_kind = 'judges' and setting = '(all)'").rows[0]
+    (alpha3,) = execute_query(
+        "select krippendorff_alpha_ordinal from agg_judge_agreement where agreement_kind = 'judges' and setting = '(all)'"
+    ).rows[0]
 
     # judge pair, pooled: kappa = scikit-learn's, alpha = krippendorff's, exact agreement by hand
     raters, items, compared, exact, kappa, alpha = rows[("judge_pair", "(all)")]
@@ -144,7 +146,7 @@ def test_agreement_equals_scikit_learn_and_krippendorff_and_a_garbage_judge_fail
         abs=1e-12,
     )
 
-    parse = run_query("select judge, answers, parsed, n_no_rating from agg_judge_parse_rates order by judge").rows
+    parse = execute_query("select judge, answers, parsed, n_no_rating from agg_judge_parse_rates order by judge").rows
     assert parse == [("openai:garbage-judge@fixed", 30, 0, 30), ("openai:judge-a@fixed", 90, 89, 1), ("openai:judge-b@fixed", 30, 30, 0)]
     # the ERROR check fails loudly, naming the garbage judge only
     result = judge_parse_rate_ok()

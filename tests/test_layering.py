@@ -278,6 +278,40 @@ def test_the_length_check_finds_a_long_file(tmp_path):
     assert long_files(tmp_path) == ["analytics/long.py: 601 lines"]
 
 
+#: The longest a function of the four packages may be: one screen. A longer one is split into
+#: named steps (what each part does), not cut at a line count.
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(root: Path = ROOT, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``path:line name: lines`` of every function or method of :data:`PACKAGES` longer than
+    ``limit`` lines (``end_lineno - lineno + 1`` of its ``ast`` node: docstring and decorators'
+    arguments included, nested functions counted in their parent too)."""
+    out = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > limit:
+                        out.append(f"{rel}:{node.lineno} {node.name}: {lines} lines")
+    return out
+
+
+def test_no_function_over_80_lines():
+    assert long_functions() == []
+
+
+def test_the_length_check_finds_a_long_function(tmp_path):
+    (tmp_path / "orchestration").mkdir()
+    body = "".join(f"    x{i} = {i}\n" for i in range(79))
+    (tmp_path / "orchestration" / "steps.py").write_text(
+        f"def fits():\n{body}\n\nclass C:\n    async def too_long(self):\n{body.replace('    ', '        ')}        return 1\n"
+    )
+    assert long_functions(tmp_path) == ["orchestration/steps.py:84 too_long: 81 lines"]
+
+
 # ----------------------------------------------------------------------------- the family seam
 
 #: The packages whose shared code names no probe family: every family is reached through its

@@ -11,7 +11,7 @@ from PIL import Image
 from ingestion.errors import InputFileError
 from ingestion.landing import read_landing
 from models_inference.probes.modscan.faces import build_pairs, read_faces, splice, store_pair
-from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
+from models_inference.probes.modscan.vision import VisionProbeConfig, probe_vision
 from models_inference.image_store import image_file
 from tests.helpers.openai_server import OpenAIStubServer
 
@@ -105,7 +105,7 @@ def test_vision_probe_through_a_local_openai_compatible_server(faces_folder, dor
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "The pilot is on the left side of the image."
         backend = OpenAIVisionBackend(model_id="stub-vlm", base_url=server.base_url)
-        audit_id, summary = run_vision_probe(backend, faces, VisionProbeConfig(**SMALL), progress=False)
+        audit_id, summary = probe_vision(backend, faces, VisionProbeConfig(**SMALL), progress=False)
         sent = server.requests[0]["json"]["messages"][0]["content"]
     n_pairs = len(AGES) * 4 + len(AGES) * 2 * 6  # 1 pair per gender group and per race combination
     assert summary.generated == n_pairs and summary.statuses == Counter({"ok": n_pairs})
@@ -124,12 +124,12 @@ def test_vision_probe_through_a_tiny_random_llava(faces_folder, dora_home, tmp_p
     backend = load_vision_backend(str(build_tiny_llava(tmp_path)), backend="transformers")
     faces = read_faces(faces_folder)
     cfg = VisionProbeConfig(**{**SMALL, "attributes": ["gender"]})
-    _, summary = run_vision_probe(backend, faces, cfg, progress=False)
+    _, summary = probe_vision(backend, faces, cfg, progress=False)
     assert summary.generated == len(AGES) * 4
     rows = read_landing("modscan_responses").to_pylist()
     assert all(r["raw_output"] is not None and r["status"] in ("ok", "na_no_term", "na_multiple_terms") for r in rows)
     assert all((r["status"] == "ok") == (r["chosen_group"] in ("male", "female")) for r in rows)
-    _, again = run_vision_probe(backend, faces, cfg, progress=False)
+    _, again = probe_vision(backend, faces, cfg, progress=False)
     assert again.generated == 0 and again.already_landed == len(AGES) * 4  # resumable
 
 
@@ -173,7 +173,7 @@ def test_language_modality_scene_images_person_check_and_blank_control(dora_home
     server) checks each for a person and answers Table 3's sentence; the blank white image is
     the control (seed 000 §3.2, §5.2)."""
     from models_inference.backends.vision import OpenAIVisionBackend
-    from models_inference.probes.modscan.language import PERSON_CHECK_PROMPT, LanguageProbeConfig, run_language_probe
+    from models_inference.probes.modscan.language import PERSON_CHECK_PROMPT, LanguageProbeConfig, probe_language
     from models_inference.backends.image import DiffusersImageBackend
     from tests.helpers.tiny_models import build_tiny_sd
 
@@ -193,8 +193,8 @@ def test_language_modality_scene_images_person_check_and_blank_control(dora_home
         server.chat_reply = reply
         vision = OpenAIVisionBackend(model_id="stub-vlm", base_url=server.base_url)
         cfg = LanguageProbeConfig(attributes=["gender"], instances_per_scenario=2, images_per_trait=2, max_new_tokens=16)
-        audit_id, summary, counts = run_language_probe(images, vision, cfg, progress=False)
-        _, again, counts_again = run_language_probe(images, vision, cfg, progress=False)  # resumable
+        audit_id, summary, counts = probe_language(images, vision, cfg, progress=False)
+        _, again, counts_again = probe_language(images, vision, cfg, progress=False)  # resumable
     assert again.generated == 0 and counts_again["drawn"] == 0 and counts_again["reused"] == 2 * 2
     assert counts["person_dropped"] == 1 and counts["drawn"] == 2 * 2 + 1
     assert summary.generated == 2 * 2 + 2 * 2  # 2 traits x 2 kept images + the blank control 2 x 2

@@ -175,7 +175,7 @@ print("done", flush=True)
 
 @pytest.mark.slow
 def test_query_while_a_writer_holds_the_lock_says_busy_and_the_writer_succeeds(small_warehouse, capsys, monkeypatch):
-    from analytics.query import WarehouseBusyError, connect_read_only, run_query
+    from analytics.query import WarehouseBusyError, connect_read_only, execute_query
     from orchestration.cli import main
 
     path = small_warehouse / "warehouse.duckdb"
@@ -183,7 +183,7 @@ def test_query_while_a_writer_holds_the_lock_says_busy_and_the_writer_succeeds(s
     try:
         assert writer.stdout.readline().strip() == "locked"
         with pytest.raises(WarehouseBusyError, match="is busy: another process .* is writing it"):
-            run_query("select count(*) from fct_associations", wait_seconds=0.5)
+            execute_query("select count(*) from fct_associations", wait_seconds=0.5)
         monkeypatch.setenv("DORA_WAREHOUSE_WAIT_SECONDS", "0.3")  # an in-run reader's wait (default 300 in audits)
         start = time.monotonic()
         with pytest.raises(WarehouseBusyError):
@@ -217,16 +217,16 @@ con.close()
 @pytest.mark.slow
 def test_dbt_build_waits_for_a_reader_instead_of_failing(dora_home, tmp_path):
     """A ``dora query`` reader holds DuckDB's shared lock; dbt (the writer) retries and succeeds."""
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
 
-    run_dbt(["build", "--select", "stg_audits", "--quiet"], dora_home)
+    invoke_dbt(["build", "--select", "stg_audits", "--quiet"], dora_home)
     with duckdb.connect(str(dora_home / "warehouse.duckdb")) as con:
         con.execute("create table fct_associations as select 1 as x")
     reader = subprocess.Popen([sys.executable, "-c", _READER, "3"], env=_env(dora_home), stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         assert reader.stdout.readline().strip() == "reading"
         start = time.monotonic()
-        run_dbt(["build", "--select", "stg_audits", "--quiet"], dora_home)  # raises if dbt fails
+        invoke_dbt(["build", "--select", "stg_audits", "--quiet"], dora_home)  # raises if dbt fails
         waited = time.monotonic() - start
     finally:
         reader.communicate(timeout=600)

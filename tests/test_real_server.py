@@ -55,10 +55,10 @@ def test_capability_probe_finds_grammar_top_logprobs_and_batching(llama_server):
 
 
 def test_t2t_both_prompt_styles_over_the_server(llama_server, dora_home):
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t
 
     backend = backend_for(llama_server)
-    done = run_t2t_probe(TEMPLATES, backend, T2TProbeConfig(runs=4, letters="bcdfhlmps", prompt_style="completion"), progress=False)
+    done = probe_t2t(TEMPLATES, backend, T2TProbeConfig(runs=4, letters="bcdfhlmps", prompt_style="completion"), progress=False)
     assert done.generated == 2 * 9 * 4 and "error" not in done.statuses
     # completion style continues the prefilled letter: most rows are real words (79% measured)
     assert done.statuses["ok"] / done.generated > 0.5
@@ -66,12 +66,12 @@ def test_t2t_both_prompt_styles_over_the_server(llama_server, dora_home):
     assert len({(r["descriptor"], r["letter"], r["run"]) for r in rows}) == 72  # every key once
     # runs of one prompt were sent as n: their seeds stay per row
     assert len({r["seed"] for r in rows}) == 72
-    chat = run_t2t_probe(TEMPLATES[:1], backend, T2TProbeConfig(runs=1, letters="bd", prompt_style="chat"), progress=False)
+    chat = probe_t2t(TEMPLATES[:1], backend, T2TProbeConfig(runs=1, letters="bd", prompt_style="chat"), progress=False)
     assert chat.generated == 2 and "error" not in chat.statuses
 
 
 def test_judge_rates_every_association_with_a_distribution(llama_server, dora_home):
-    from models_inference.probes.biasdora.judge import load_judge, run_judge
+    from models_inference.probes.biasdora.judge import load_judge, judge_associations
 
     descriptors = ["alcoholic person", "child", "old person", "immigrant", "muslim", "woman", "gay man", "poor person", "teenager", "nurse"]
     words = ["brawler", "lazy", "kind", "dangerous", "smart", "dirty", "caring", "weak", "rich", "loud"]
@@ -90,7 +90,7 @@ def test_judge_rates_every_association_with_a_distribution(llama_server, dora_ho
     ]
     judge = load_judge("openai", llama_server.model, base_url=llama_server.base_url, concurrency=8, timeout=300)
     assert judge.mode_used == "grammar"
-    summary = run_judge(assocs, judge, progress=False)
+    summary = judge_associations(assocs, judge, progress=False)
     rows = read_landing("judge_ratings").to_pylist()
     assert summary.generated == len(rows) == 100
     rated = [r for r in rows if r["parse_status"] == "ok"]
@@ -105,15 +105,15 @@ def test_judge_rates_every_association_with_a_distribution(llama_server, dora_ho
 def test_counterfactual_and_modscan_text_over_the_server(llama_server, dora_home):
     from models_inference.probes.counterfactual import probe as cf
     from models_inference.probes.counterfactual.sets import sample_sets
-    from models_inference.probes.modscan.text import TextProbeConfig, run_text_probe
+    from models_inference.probes.modscan.text import TextProbeConfig, probe_text_analogues
 
     backend = backend_for(llama_server)
     sets = sample_sets(["race_gender"], occupations=["doctor"])
     cfg = cf.CounterfactualProbeConfig(prompts=["Characteristics"], runs=1, max_new_tokens=24)
-    summary = cf.run_text_sets(sets, backend, cfg, progress=False)
+    summary = cf.probe_text_sets(sets, backend, cfg, progress=False)
     assert summary.generated == 12 and "error" not in summary.statuses
     config = TextProbeConfig(runs=1, probes=["modscan_text_faces"], attributes=["gender"], conditions=["original"])
-    modscan = run_text_probe(backend, config, progress=False)
+    modscan = probe_text_analogues(backend, config, progress=False)
     assert modscan.result.generated == config.planned_rows() > 0 and "error" not in modscan.result.statuses
 
 
@@ -129,7 +129,7 @@ def test_vlstereoset_text_prior_is_refused_in_one_line(llama_server):
 
 def test_server_killed_mid_audit_then_the_same_call_redoes_only_what_is_missing(dora_home, tmp_path):
     from ingestion.errors import AuditFailedError
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t
     from tests.helpers.llama_server import LlamaServer, llama_server_binary
 
     binary, reason = llama_server_binary()
@@ -158,7 +158,7 @@ def test_server_killed_mid_audit_then_the_same_call_redoes_only_what_is_missing(
         killer = threading.Thread(target=kill_after_first_shards, daemon=True)
         killer.start()
         try:
-            run_t2t_probe(TEMPLATES, backend, config, progress=False)
+            probe_t2t(TEMPLATES, backend, config, progress=False)
         except AuditFailedError as exc:
             assert "\n" not in str(exc).strip()
         killer.join(timeout=60)
@@ -168,7 +168,7 @@ def test_server_killed_mid_audit_then_the_same_call_redoes_only_what_is_missing(
     finally:
         server.stop()
     with LlamaServer(binary, smollm2_gguf_path(), slots=2, port=port, log=tmp_path / "server.log"):
-        again = run_t2t_probe(TEMPLATES, backend, config, progress=False)
+        again = probe_t2t(TEMPLATES, backend, config, progress=False)
     assert again.already_landed == len(good) and again.generated == planned - len(good)
     rows = [r for r in read_landing("t2t_completions").to_pylist() if r["parse_status"] != "error"]
     assert len(rows) == planned and len({(r["descriptor"], r["letter"], r["run"]) for r in rows}) == planned

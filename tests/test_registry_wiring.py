@@ -185,7 +185,7 @@ def _t2t_registry(base_url: str) -> str:
 
 @pytest.mark.slow
 def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_home, tmp_path, monkeypatch, instance):
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
     from orchestration.definitions import AUDIT_JOB, defs
     from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
     from orchestration.defs.audits.runs import partition_audit_ids
@@ -208,7 +208,7 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
         registry.write_text(_t2t_registry(server.base_url))
         targets = parse_registry(registry.read_text())
         # both partitions' T2T audits land (alpha's with the vision probes of its run), then dbt
-        # builds the associations (run_dbt: quicker than the job's dbt step with its checks)
+        # builds the associations (invoke_dbt: quicker than the job's dbt step with its checks)
         beta = job.execute_in_process(
             partition_key="beta@v1",
             instance=instance,
@@ -223,7 +223,7 @@ def test_a_partition_scores_with_its_target_scorers_and_only_its_own_audit(dora_
             run_config=_ops(targets.target("alpha"), ["t2t_completions", "t2i_images", "i2t_descriptions"], registry=registry),
         )
         assert probes.success
-    run_dbt(["run", "--select", "+fct_associations_to_score"], dora_home)  # the scorers read it
+    invoke_dbt(["run", "--select", "+fct_associations_to_score"], dora_home)  # the scorers read it
     # alpha's partition scores: the scorers read the registry their run config names
     alpha = job.execute_in_process(
         partition_key="alpha@v1",
@@ -325,7 +325,7 @@ def _vision_registry(base_url: str, painter_version: str = "r1") -> str:
 
 @pytest.mark.slow
 def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, tmp_path, monkeypatch, instance):
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
     from orchestration.definitions import AUDIT_JOB, defs
     from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
     from orchestration.defs.audits.runs import partition_audit_ids
@@ -393,7 +393,7 @@ def test_t2i_and_i2t_targets_draw_and_describe_with_their_own_models(dora_home, 
     assert partition_audit_ids("critic", "c1") == [critic_descs["audit_id"]]
 
     # the marts: painter's associations are T2I ones of dall-e-3@r1, critic's I2T ones of gpt-4o-mini@c1
-    run_dbt(["run", "--select", "+fct_associations_to_score +dim_audits"], dora_home)  # the scorers read fct_associations_to_score
+    invoke_dbt(["run", "--select", "+fct_associations_to_score +dim_audits"], dora_home)  # the scorers read fct_associations_to_score
     audits = _warehouse(
         dora_home, "select target, model_id, model_version, modality from dim_audits where target in ('painter', 'critic') order by target"
     )

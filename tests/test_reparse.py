@@ -59,12 +59,12 @@ def test_reparse_lands_only_what_the_current_parser_reads_differently(dora_home)
 @pytest.mark.slow
 def test_staging_keeps_the_reparsed_row_and_counts_no_extra_attempt(dora_home):
     """One dbt run of stg_t2t_completions on the re-parsed landing zone."""
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
     from models_inference.probes.biasdora.reparse import reparse_t2t
 
     write_shard("t2t_completions", _old_parser_rows(), partition=AUDIT)
     reparse_t2t(AUDIT, now=NOW)
-    run_dbt(["run", "--select", "stg_t2t_completions"], dora_home)
+    invoke_dbt(["run", "--select", "stg_t2t_completions"], dora_home)
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
         rows = con.execute(
             "select letter, word, parse_status, attempts, parse_version is not null, reparsed_at is not null from stg_t2t_completions order by letter"

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from ingestion.contracts.biasdora import FAMILY
 from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
@@ -71,7 +71,7 @@ def scored_home(tmp_path_factory):
     import os
 
     from models_inference.backends.openai_chat import OpenAIChatBackend
-    from models_inference.probes.biasdora.judge import Judge, run_judge
+    from models_inference.probes.biasdora.judge import Judge, judge_associations
     from orchestration.defs.biasdora.scoring.assets import associations_to_score
     from tests.helpers.openai_server import OpenAIStubServer
 
@@ -81,7 +81,7 @@ def scored_home(tmp_path_factory):
     os.environ["OPENAI_API_KEY"] = "sk-test"
     try:
         write_shard("t2t_completions", _completions(), partition="audit-fixture")
-        run_dbt(["build", "--exclude", "tag:scores", *NO_UNIT_TESTS], home)
+        invoke_dbt(["build", "--exclude", "tag:scores", *NO_UNIT_TESTS], home)
         assocs = associations_to_score(score_all=False, audit_id=None)
         now = datetime.now(timezone.utc)
         key = ("audit_id", "model_id", "model_version", "modality", "setting", "descriptor", "word")
@@ -122,8 +122,8 @@ def scored_home(tmp_path_factory):
         )
         with OpenAIStubServer() as server:
             server.chat_reply = lambda req: next(v[2] for w, v in SCORES.items() if f":{w}." in req["messages"][1]["content"])
-            run_judge(assocs, Judge(OpenAIChatBackend("judge-stub", base_url=server.base_url, logprobs=False)), progress=False)
-        run_dbt(["build", "--select", "tag:scores", *NO_UNIT_TESTS], home)
+            judge_associations(assocs, Judge(OpenAIChatBackend("judge-stub", base_url=server.base_url, logprobs=False)), progress=False)
+        invoke_dbt(["build", "--select", "tag:scores", *NO_UNIT_TESTS], home)
         yield home, assocs
     finally:
         for k, v in old.items():
@@ -141,9 +141,9 @@ def test_fixture_associations_are_all_significant_and_carry_their_sentence(score
 
 
 def test_association_scores_mart(scored_home):
-    from analytics.query import run_query
+    from analytics.query import execute_query
 
-    res = run_query(
+    res = execute_query(
         "select word, sentiment_label, toxicity, is_toxic, bias_level, bias_level_band, judge_runs, judge_ratings_parsed "
         "from fct_association_scores order by word"
     )
@@ -155,9 +155,9 @@ def test_association_scores_mart(scored_home):
 
 
 def test_aggregate_percentages_match_hand_counts(scored_home):
-    from analytics.query import run_query
+    from analytics.query import execute_query
 
-    res = run_query(
+    res = execute_query(
         "select bias_dimension, n_significant, n_sentiment_scored, n_toxicity_scored, n_judged, pct_negative, "
         "pct_toxic, pct_likert_1, pct_likert_2, pct_likert_3, pct_likert_4, pct_likert_5, pct_subtle, pct_moderate, "
         "pct_extreme, mean_bias_level from agg_bias_by_dimension order by bias_dimension"

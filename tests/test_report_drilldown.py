@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from analytics.dbt_runner import run_dbt
-from analytics.query import run_query
+from analytics.dbt_runner import invoke_dbt
+from analytics.query import execute_query
 from ingestion.contracts.biasdora import FAMILY
 from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
@@ -154,7 +154,7 @@ def _land(home: Path) -> None:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     from analytics.report import write_report
-    from models_inference.probes.biasdora.judge import JudgeAnswer, run_judge
+    from models_inference.probes.biasdora.judge import JudgeAnswer, judge_associations
 
     home = tmp_path_factory.mktemp("drill_home")
     with pytest.MonkeyPatch.context() as mp:  # the module's home, restored afterwards
@@ -196,10 +196,10 @@ def report(tmp_path_factory):
             def judge(self, requests, sampling=None, on_done=None):
                 return [JudgeAnswer(raw_output=str(self.rating(r.word))) for r in requests]
 
-        run_judge(assocs, Judge("judge-a", lambda w: 1 + len(w) % 5), runs=2, progress=False)
-        run_judge(assocs, Judge("judge-b", lambda w: 1 + len(w) % 4), progress=False)
-        run_dbt(["build", *NO_UNIT_TESTS], home)
-        significant = run_query(
+        judge_associations(assocs, Judge("judge-a", lambda w: 1 + len(w) % 5), runs=2, progress=False)
+        judge_associations(assocs, Judge("judge-b", lambda w: 1 + len(w) % 4), progress=False)
+        invoke_dbt(["build", *NO_UNIT_TESTS], home)
+        significant = execute_query(
             "select audit_id, model_id, model_version, modality, setting, descriptor, word from fct_associations where is_significant order by all"
         ).rows
         assert significant == sorted(tuple(a.values()) for a in assocs)
@@ -216,7 +216,7 @@ def test_a_t2t_association_page_lists_exactly_its_completions(report):
     from analytics.drilldown import association_anchor, association_href
 
     home, index = report
-    tf = run_query(
+    tf = execute_query(
         "select tf from fct_associations where audit_id = 't2t-fix' and descriptor = 'old person' and word = 'wise' and is_significant"
     ).rows
     assert tf == [(6,)]
@@ -235,7 +235,7 @@ def test_a_t2t_association_page_lists_exactly_its_completions(report):
     # the report's tables link to it, and the samples index lists every significant association
     html = index.read_text()
     assert f"href='{href}'" in html
-    n_significant = run_query("select count(*) from fct_associations where is_significant").rows[0][0]
+    n_significant = execute_query("select count(*) from fct_associations where is_significant").rows[0][0]
     assert (index.parent / "samples" / "index.html").read_text().count("<tr><td>") == n_significant
 
 
@@ -243,7 +243,7 @@ def test_an_i2t_association_lists_its_descriptions_with_thumbnails(report):
     from analytics.drilldown import association_anchor, association_href
 
     home, index = report
-    (tf,) = run_query(
+    (tf,) = execute_query(
         "select tf from fct_associations where modality = 'i2t' and descriptor = 'old person' and word = 'wrinkled' and is_significant"
     ).rows[0]
     assert tf == 8  # 4 descriptions x 2
@@ -264,7 +264,7 @@ def test_the_report_shows_judge_agreement_next_to_the_likert_bars(report):
     likert = html.index("likert_by_dimension.png")
     block = html[likert : html.index("<h2>", likert)]
     assert "Judge reliability" in block and "judge-agreement" in block and "judge-parse-rates" in block
-    kinds = {r[0] for r in run_query("select agreement_kind from agg_judge_agreement").rows}
+    kinds = {r[0] for r in execute_query("select agreement_kind from agg_judge_agreement").rows}
     assert kinds == {"runs", "judge_pair"}
     assert "openai:judge-a@fixed vs openai:judge-b@fixed" in block
 

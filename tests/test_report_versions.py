@@ -264,14 +264,14 @@ def _land(
 
 def land_two_versions(home: Path) -> None:
     """Land v1 and v2 of target ``fixture`` and the flat ad-hoc audit into ``home``; rebuild the BiasDora and audit-log models."""
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DORA_HOME", str(home))
         _land("v1", 0)
         _land("v2", 1)
         _land_flat()
-        run_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)  # the audit log's models are shared
+        invoke_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)  # the audit log's models are shared
 
 
 @pytest.fixture(scope="module")
@@ -558,7 +558,7 @@ MANY = {
 
 def land_many(home: Path) -> None:
     """Land MANY and the flat ad-hoc audit into ``home``; rebuild the BiasDora and audit-log models."""
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DORA_HOME", str(home))
@@ -566,7 +566,7 @@ def land_many(home: Path) -> None:
             for order, (version, docs, setting, toxicity) in enumerate(audits):
                 _land(version, order, target=target, docs=DOCS[docs], setting=setting, toxicity=toxicity)
         _land_flat()
-        run_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)
+        invoke_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)
 
 
 @pytest.fixture(scope="module")
@@ -600,7 +600,7 @@ def light_home(empty_warehouses, tmp_path_factory):
     """A home without the finished audit (dbt built on an empty landing zone, so every family's
     marts exist and are empty) and with target ``lone``: v1 (significant, scored associations),
     then v2 on the same rows whose associations were never scored or judged."""
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
 
     home = tmp_path_factory.mktemp("light") / "home"
     shutil.copytree(empty_warehouses / "full", home, symlinks=True)
@@ -608,7 +608,7 @@ def light_home(empty_warehouses, tmp_path_factory):
         mp.setenv("DORA_HOME", str(home))
         _land("v1", 0, target="lone")
         _land("v2", 1, target="lone", scores=False)
-        run_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)
+        invoke_dbt(["run", "--select", "path:models/*/biasdora", "path:models/*/audits"], home)
     return home
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from ingestion.landing import read_landing
 from models_inference.audit_log import CODE_VERSION, AuditInfo
-from models_inference.resumable import ResumableTable, landed_keys, model_columns, run_resumable
+from models_inference.resumable import ResumableTable, landed_keys, model_columns, land_resumable
 
 REPO = Path(__file__).resolve().parents[1]
 T2T = ResumableTable("t2t_completions", ("setting", "descriptor", "letter", "run"), "parse_status", unit="prompt")
@@ -70,7 +70,7 @@ def audit(audit_id: str, target: str | None = "tgt") -> AuditInfo:
 
 
 def run(audit_id: str, generate, planned=PLANNED, **kwargs):
-    return run_resumable(planned, lambda k: k, generate, table=T2T, audit=audit(audit_id), shard_rows=5, **kwargs)
+    return land_resumable(planned, lambda k: k, generate, table=T2T, audit=audit(audit_id), shard_rows=5, **kwargs)
 
 
 def landed(audit_id: str) -> list[dict]:
@@ -219,11 +219,11 @@ def test_only_final_statuses_count_as_landed(dora_home):
         ]
 
     info = AuditInfo("img", "org/fake-model", "v1", "t2i", {"steps": 2})
-    first = run_resumable(planned, lambda k: k, draw, table=table, audit=info, shard_rows=4, progress=False)
+    first = land_resumable(planned, lambda k: k, draw, table=table, audit=info, shard_rows=4, progress=False)
     assert (first.generated, dict(first.statuses)) == (6, {"ok": 2, "error": 3, "refused": 1})
     for i in (2, 4, 6):
         outcome[i] = "ok"
-    second = run_resumable(planned, lambda k: k, draw, table=table, audit=info, shard_rows=4, progress=False)
+    second = land_resumable(planned, lambda k: k, draw, table=table, audit=info, shard_rows=4, progress=False)
     assert (second.already_landed, second.generated, dict(second.statuses)) == (3, 3, {"ok": 3})
     assert calls == [[1, 2, 3, 4], [5, 6], [2, 4, 6]]
     rows = read_landing("t2i_images").to_pylist()
@@ -233,7 +233,7 @@ def test_only_final_statuses_count_as_landed(dora_home):
 
 def test_bad_arguments_are_clear_errors_and_land_nothing(dora_home):
     with pytest.raises(ValueError, match="shard_rows must be >= 1, got 0"):
-        run_resumable(PLANNED, lambda k: k, FakeGenerate("z"), table=T2T, audit=audit("z"), shard_rows=0)
+        land_resumable(PLANNED, lambda k: k, FakeGenerate("z"), table=T2T, audit=audit("z"), shard_rows=0)
     assert read_landing("audits").num_rows == 0 and read_landing("t2t_completions").num_rows == 0
     with pytest.raises(ValueError, match=r"landing table 't2t_completions' has no column\(s\) \['image_index'\]"):
         ResumableTable("t2t_completions", ("setting", "image_index"), "parse_status")
@@ -256,7 +256,7 @@ def test_events_carry_the_family_and_an_old_shard_without_it_still_reads(dora_ho
     from models_inference.resumable import finish_blocks
 
     info = AuditInfo("fam", FakeBackend.model_id, FakeBackend.model_version, "t2t", CONFIG, "tgt", family="biasdora")
-    run_resumable(
+    land_resumable(
         PLANNED[:4], lambda k: k, FakeGenerate("fam"), table=T2T, audit=info, shard_rows=5, identity={"backend": "fake"}, block="b0", progress=False
     )
     assert finish_blocks("fam", 4)
@@ -270,11 +270,11 @@ def test_events_carry_the_family_and_an_old_shard_without_it_still_reads(dora_ho
 
 
 def test_run_probe_stamps_each_shard_once_its_calls_returned_and_lands_the_audit(dora_home):
-    """``run_probe``: the rows of ``generate_rows`` get the model columns and one ``generated_at``
+    """``land_probe``: the rows of ``generate_rows`` get the model columns and one ``generated_at``
     per shard, read after the shard's calls; the events carry modality, family, target and the
     config with the backend's name."""
     from models_inference.audit_log import audit_events
-    from models_inference.resumable import run_probe
+    from models_inference.resumable import land_probe
 
     returned: list[datetime] = []
 
@@ -287,7 +287,7 @@ def test_run_probe_stamps_each_shard_once_its_calls_returned_and_lands_the_audit
         returned.append(datetime.now(timezone.utc))
         return rows
 
-    summary = run_probe(
+    summary = land_probe(
         PLANNED,
         lambda k: k,
         generate_rows,

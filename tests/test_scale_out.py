@@ -20,7 +20,7 @@ import pytest
 
 from ingestion.errors import AuditFailedError
 from ingestion.landing import read_landing
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, run_t2t_probe
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t
 from models_inference.resumable import block_bounds, finish_blocks
 from orchestration.cluster import DEFAULT_BROKER, execution_config, scheduled_execution_config
 from tests.helpers.cluster import HANG_GUARD
@@ -79,15 +79,15 @@ class ScriptedBackend:
 
 def test_blocks_land_the_rows_of_one_run_and_a_failed_block_is_redone_alone(dora_home):
     backend = ScriptedBackend()
-    first = run_t2t_probe(TEMPLATES, backend, CFG, progress=False, block=(0, 2))
+    first = probe_t2t(TEMPLATES, backend, CFG, progress=False, block=(0, 2))
     assert (first.planned, first.generated) == (8, 8)  # 2 templates x 2 letters x 2 runs
     # the server is down: the second block fails alone, its error rows land, the first block's stay
     backend.down = True
     with pytest.raises(AuditFailedError, match=r"^BiasDora T2T: 4 of 4 calls failed"):
-        run_t2t_probe(TEMPLATES, backend, CFG, progress=False, block=(2, 3))
+        probe_t2t(TEMPLATES, backend, CFG, progress=False, block=(2, 3))
     assert _events() == [("started", 0), ("started", 0), ("failed", 4)]
     backend.down, backend.calls = False, 0
-    again = [run_t2t_probe(TEMPLATES, backend, CFG, progress=False, block=b) for b in [(0, 2), (2, 3)]]
+    again = [probe_t2t(TEMPLATES, backend, CFG, progress=False, block=b) for b in [(0, 2), (2, 3)]]
     assert [(s.already_landed, s.generated) for s in again] == [(8, 0), (0, 4)] and backend.calls == 4
     assert first.audit_id == again[1].audit_id  # the id covers every template, whichever block runs
     assert finish_blocks(first.audit_id, 4) is True
@@ -504,18 +504,18 @@ def test_a_landing_url_without_protocol_is_one_clear_line(monkeypatch, dora_home
 def test_dbt_stages_the_shards_a_probe_landed_on_object_storage(s3_landing, dora_home):
     """The T2T probe lands on S3 (moto) and dbt-duckdb stages every row from there: its
     DuckDB connection reads the shards through the registered fsspec filesystem."""
-    from analytics.dbt_runner import run_dbt
-    from analytics.query import run_query
+    from analytics.dbt_runner import invoke_dbt
+    from analytics.query import execute_query
 
     fs, bucket = s3_landing
-    summary = run_t2t_probe(TEMPLATES, ScriptedBackend(), CFG, progress=False)
+    summary = probe_t2t(TEMPLATES, ScriptedBackend(), CFG, progress=False)
     assert summary.generated == 12 and fs.find(f"{bucket}/landing/t2t_completions/{summary.audit_id}")
-    run_dbt(["build", "--select", "stg_t2t_completions", "stg_audits"], dora_home)
+    invoke_dbt(["build", "--select", "stg_t2t_completions", "stg_audits"], dora_home)
     # `dora query`'s locked-down connection reads the staging views over S3 (and nothing else)
-    staged = run_query(
+    staged = execute_query(
         "select count(*), count(distinct (setting, descriptor, letter, run)) from stg_t2t_completions where audit_id = ?", params=[summary.audit_id]
     ).rows
-    status = run_query("select status from stg_audits order by event_at desc limit 1").rows
+    status = execute_query("select status from stg_audits order by event_at desc limit 1").rows
     assert staged == [(12, 12)] and status == [("finished",)]
     assert not (dora_home / "landing" / "t2t_completions").exists()
 

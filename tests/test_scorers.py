@@ -6,7 +6,7 @@ import pickle
 import pytest
 
 from models_inference.scoring.cache import CachedScorer, ScoreCache
-from models_inference.probes.biasdora.scoring import run_scoring, with_association_text
+from models_inference.probes.biasdora.scoring import score_associations, with_association_text
 from models_inference.scoring.sentiment import (
     TransformersSentimentScorer,
     VaderSentimentScorer,
@@ -221,8 +221,8 @@ def test_run_scoring_lands_rows_once_and_keeps_the_text(dora_home, jigsaw):
 
     assocs = [_assoc("old person", "liar", "An old person is a liar"), _assoc("child", "happy", "A child is happy")]
     cache = ScoreCache()
-    s = run_scoring(VaderSentimentScorer(), assocs, cache=cache)
-    t = run_scoring(jigsaw, assocs, cache=cache)
+    s = score_associations(VaderSentimentScorer(), assocs, cache=cache)
+    t = score_associations(jigsaw, assocs, cache=cache)
     assert (s.generated, t.generated) == (2, 2)
     rows = {r["word"]: r for r in read_landing("sentiment_scores").to_pylist()}
     assert rows["liar"]["sentiment_label"] == "negative" and rows["liar"]["text"] == "An old person is a liar"
@@ -231,7 +231,7 @@ def test_run_scoring_lands_rows_once_and_keeps_the_text(dora_home, jigsaw):
     assert tox["liar"]["toxicity"] > tox["happy"]["toxicity"]
     assert tox["happy"]["is_toxic"] is (tox["happy"]["toxicity"] >= 0.5)
     assert set(json.loads(tox["liar"]["label_scores_json"])) >= {"toxic", "insult"}
-    again = run_scoring(VaderSentimentScorer(), assocs + [_assoc("man", "kind", "A man is kind")], cache=cache)
+    again = score_associations(VaderSentimentScorer(), assocs + [_assoc("man", "kind", "A man is kind")], cache=cache)
     assert (again.already_landed, again.generated) == (2, 1)
     assert read_landing("sentiment_scores").num_rows == 3
 
@@ -255,7 +255,7 @@ def test_the_association_score_is_what_the_word_adds_to_the_descriptor(dora_home
     assocs = with_association_text(
         {**_assoc(d, w, None), "association_text": f"{p} {w}", "prefix": p, "subject": p.rsplit(" ", 1)[0], "baseline_text": p} for d, w, p in rows
     )
-    assert run_scoring(jigsaw, assocs).generated == len(rows)
+    assert score_associations(jigsaw, assocs).generated == len(rows)
     landed = {(r["descriptor"], r["word"]): r for r in read_landing("toxicity_scores").to_pylist()}
     sentence = {k: r["toxicity"] for k, r in landed.items()}
     # the numbers: the sentence's toxicity follows the descriptor
@@ -296,7 +296,7 @@ def test_a_sentence_negative_only_through_its_descriptor_is_not_a_negative_assoc
     assocs = with_association_text(
         {**_assoc(d, w, None), "association_text": f"{p} {w}", "prefix": p, "subject": p.rsplit(" ", 1)[0], "baseline_text": p} for d, w, p in rows
     )
-    assert run_scoring(VaderSentimentScorer(), assocs).generated == len(rows)
+    assert score_associations(VaderSentimentScorer(), assocs).generated == len(rows)
     landed = {(r["descriptor"], r["word"]): r for r in read_landing("sentiment_scores").to_pylist()}
     label = {k: r["sentiment_label"] for k, r in landed.items()}
     association = {k: r["sentiment_score"] - r["baseline_sentiment_score"] for k, r in landed.items()}

@@ -17,7 +17,7 @@ from models_inference.backends.server_caps import (
     server_root,
 )
 from models_inference.backends.text import load_text_backend
-from models_inference.probes.biasdora.judge import load_judge, run_judge
+from models_inference.probes.biasdora.judge import load_judge, judge_associations
 from models_inference.probes.biasdora.ratings import parse_constrained_rating
 from tests.helpers.openai_server import OpenAIStubServer, stub_logprob
 
@@ -95,7 +95,7 @@ def test_judge_under_a_grammar_rates_with_a_distribution(server, dora_home):
     server.constraints = {"grammar"}
     judge = load_judge("openai", "stub-model", base_url=server.base_url, max_retries=0)
     assert judge.answer_mode == "constrained" and judge.mode_used == "grammar"
-    summary = run_judge(ASSOCS, judge, progress=False)
+    summary = judge_associations(ASSOCS, judge, progress=False)
     rows = read_landing("judge_ratings").to_pylist()
     assert summary.generated == len(rows) == 6
     best = max("12345", key=stub_logprob)
@@ -105,7 +105,7 @@ def test_judge_under_a_grammar_rates_with_a_distribution(server, dora_home):
         assert abs(sum(probs) - 1) < 1e-9 and max(probs) == r[f"p_rating_{best}"]
     sent = server.requests[0]["json"]
     assert sent["grammar"] == 'root ::= "1" | "2" | "3" | "4" | "5"' and sent["top_logprobs"] == 20
-    assert run_judge(ASSOCS, judge, progress=False).generated == 0  # resumed: nothing asked again
+    assert judge_associations(ASSOCS, judge, progress=False).generated == 0  # resumed: nothing asked again
 
 
 def test_judge_json_schema_and_a_broken_answer(server, dora_home):
@@ -113,7 +113,7 @@ def test_judge_json_schema_and_a_broken_answer(server, dora_home):
     replies = iter(["2", "not a rating"] + ["3"] * 10)
     server.constrained_reply = lambda req, choices: next(replies) if "1" in choices else choices[0]  # the probe: a choice
     judge = load_judge("openai", "stub-model", base_url=server.base_url, max_retries=0, concurrency=1)
-    run_judge(ASSOCS[:2], judge, progress=False)
+    judge_associations(ASSOCS[:2], judge, progress=False)
     rows = {r["word"]: (r["answer_mode"], r["parse_status"], r["rating"]) for r in read_landing("judge_ratings").to_pylist()}
     assert rows == {"lazy": ("json_schema", "ok", 2), "kind": ("json_schema", "no_rating", None)}
     sent = server.requests[0]["json"]
@@ -125,14 +125,14 @@ def test_judge_on_a_server_without_constraints_answers_freely(server, dora_home)
     server.chat_reply = lambda req: "I would say 4 out of 5."
     judge = load_judge("openai", "stub-model", base_url=server.base_url, max_retries=0)
     assert judge.mode_used == "free"
-    run_judge(ASSOCS[:2], judge, progress=False)
+    judge_associations(ASSOCS[:2], judge, progress=False)
     rows = read_landing("judge_ratings").to_pylist()
     assert {(r["answer_mode"], r["parse_status"], r["rating"]) for r in rows} == {("free", "ok", 4)}
     assert "grammar" not in server.requests[0]["json"]
 
 
 def test_t2t_completions_packed_as_n_and_prompt_lists(server, dora_home):
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t
 
     server.completion_batching = True
     server.completion_reply = lambda req: {"b": "rawler, and", "k": "ind person"}.get(req["prompt"].rstrip()[-1], "x")
@@ -142,7 +142,7 @@ def test_t2t_completions_packed_as_n_and_prompt_lists(server, dora_home):
     ]
     be = backend(server, concurrency=2)
     assert be.capabilities().completions_n and be.capabilities().prompt_lists
-    done = run_t2t_probe(templates, be, T2TProbeConfig(runs=3, letters="bk", prompt_style="completion"), progress=False)
+    done = probe_t2t(templates, be, T2TProbeConfig(runs=3, letters="bk", prompt_style="completion"), progress=False)
     assert done.generated == 2 * 2 * 3 and done.statuses == {"ok": 12}
     sent = [r["json"] for r in server.requests]
     # 4 distinct prompts x 3 runs: one request (n=3, a list of 4 prompts) instead of 12
@@ -154,10 +154,10 @@ def test_t2t_completions_packed_as_n_and_prompt_lists(server, dora_home):
 
 
 def test_t2t_packing_off_sends_one_request_per_row(server, dora_home):
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, run_t2t_probe
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t
 
     server.completion_batching = True
     be = backend(server, batch_completions=False)
     templates = [T2TTemplate("singular", "alcoholic person", "disability", "An alcoholic person is")]
-    run_t2t_probe(templates, be, T2TProbeConfig(runs=2, letters="b", prompt_style="completion"), progress=False)
+    probe_t2t(templates, be, T2TProbeConfig(runs=2, letters="b", prompt_style="completion"), progress=False)
     assert len(server.requests) == 2 and all("n" not in r["json"] for r in server.requests)

@@ -14,8 +14,8 @@ from datetime import timedelta
 
 import pytest
 
-from analytics.dbt_runner import run_dbt
-from analytics.query import run_query
+from analytics.dbt_runner import invoke_dbt
+from analytics.query import execute_query
 from analytics.summary import audit_summary
 from ingestion.landing import write_shard
 from tests.helpers.landing_rows import T0, expected_associations, random_rows
@@ -47,7 +47,7 @@ def _expected(rows: list[dict]) -> dict:
 def test_a_shard_landed_after_the_build_is_in_the_summary_only_once_it_is_in_the_marts(dora_home):
     first = random_rows(AUDIT, "singular", seed=5, n_descriptors=4, vocabulary=8, runs=1)
     write_shard("t2t_completions", first, partition=AUDIT)
-    run_dbt(RUN, dora_home)
+    invoke_dbt(RUN, dora_home)
     built = _numbers(audit_summary(AUDIT))
     assert built == _expected(first)
 
@@ -58,13 +58,13 @@ def test_a_shard_landed_after_the_build_is_in_the_summary_only_once_it_is_in_the
         for r in random_rows(AUDIT, "singular", seed=6, n_descriptors=4, vocabulary=8, runs=1)
     ]
     write_shard("t2t_completions", later, partition=AUDIT)
-    run_dbt(["run", "--select", "stg_t2t_completions"], dora_home)  # a build that stopped after staging
-    staged = run_query("select count(*) from stg_t2t_completions where audit_id = ?", params=[AUDIT]).rows[0][0]
+    invoke_dbt(["run", "--select", "stg_t2t_completions"], dora_home)  # a build that stopped after staging
+    staged = execute_query("select count(*) from stg_t2t_completions where audit_id = ?", params=[AUDIT]).rows[0][0]
     assert staged == len(first) + len(later)
     assert _numbers(audit_summary(AUDIT)) == built  # the summary does not: the marts do not hold it yet
-    (in_marts,) = run_query("select completions from agg_completions_by_audit where audit_id = ?", params=[AUDIT]).rows[0]
+    (in_marts,) = execute_query("select completions from agg_completions_by_audit where audit_id = ?", params=[AUDIT]).rows[0]
     assert in_marts == built["rows"] == len(first)
 
-    run_dbt(RUN, dora_home)
+    invoke_dbt(RUN, dora_home)
     assert _numbers(audit_summary(AUDIT)) == _expected(first + later)
     assert _numbers(audit_summary(None))["rows"] == staged  # all audits: the same marts

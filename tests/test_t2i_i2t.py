@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.tiny_models import ENGLISH_WORDS as WORDS, build_tiny_captioner, build_tiny_llava, build_tiny_sd
 
@@ -96,14 +96,14 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     from ingestion.biasdora.description_words import land_description_words
     from ingestion.landing import read_landing
     from models_inference.backends.vision import TransformersVisionBackend
-    from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
+    from models_inference.probes.biasdora.i2t import I2TProbeConfig, probe_i2t
     from models_inference.probes.biasdora.prompts import I2T_PROMPTS
     from models_inference.backends.image import DiffusersImageBackend
     from models_inference.image_store import image_file
     from models_inference.probes.biasdora.t2i import (
         T2IProbeConfig,
         curated_t2i_templates,
-        run_t2i_probe,
+        probe_t2i,
         select_t2i_templates,
     )
 
@@ -114,7 +114,7 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
 
     descriptors = ["old person", "child", "alcoholic person"]
     templates = select_t2i_templates(curated_t2i_templates(), descriptors=descriptors)
-    summary = run_t2i_probe(templates, sd_backend, T2IProbeConfig(images_per_descriptor=2, shard_rows=5), progress=False)
+    summary = probe_t2i(templates, sd_backend, T2IProbeConfig(images_per_descriptor=2, shard_rows=5), progress=False)
     assert (summary.planned, summary.generated, dict(summary.statuses)) == (12, 12, {"ok": 12})
     images = read_landing("t2i_images").to_pylist()
     assert len(images) == 12 and len({r["seed"] for r in images}) == 12
@@ -127,7 +127,7 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     assert {r["prompt"] for r in images if r["descriptor"] == "child"} == {"Generate an image of a Child", "Generate an image of Children"}
 
     # resumable: a re-run draws nothing; the same seed redraws the same image
-    again = run_t2i_probe(templates, sd_backend, T2IProbeConfig(images_per_descriptor=2), progress=False)
+    again = probe_t2i(templates, sd_backend, T2IProbeConfig(images_per_descriptor=2), progress=False)
     assert (again.generated, again.already_landed) == (0, 12)
     from models_inference.backends.image import ImageRequest
 
@@ -141,20 +141,20 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
     vision = TransformersVisionBackend.load(str(tiny_models["llava"]), batch_size=4)
     assert vision.mode == "chat"
     probe = I2TProbeConfig(settings=("comprehensive", "subjective"), max_new_tokens=12)
-    i2t = run_i2t_probe(summary.audit_id, vision, probe, progress=False)
+    i2t = probe_i2t(summary.audit_id, vision, probe, progress=False)
     assert (i2t.images, i2t.planned, i2t.generated) == (12, 24, 24)
     assert set(i2t.statuses) <= {"ok", "truncated", "empty"} and i2t.statuses["error"] == 0
     descs = read_landing("i2t_descriptions").to_pylist()
     assert {d["prompt"] for d in descs} == {I2T_PROMPTS["comprehensive"], I2T_PROMPTS["subjective"]}
     assert all(d["t2i_model_id"] == str(tiny_models["sd"]) and d["image_audit_id"] == summary.audit_id for d in descs)
     assert sum(len((d["raw_output"] or "").split()) for d in descs) > 100
-    assert run_i2t_probe(summary.audit_id, vision, probe, progress=False).generated == 0
+    assert probe_i2t(summary.audit_id, vision, probe, progress=False).generated == 0
 
     # the options of this chain test: descriptor words dropped, singular and plural images pooled
     # (the paper's defaults - kept, separate - are tested in test_description_words / test_biasdora_paper)
     words = land_description_words(drop_descriptor_words=True)
     assert words["descriptions"] == sum(d["status"] in ("ok", "truncated") for d in descs) and words["words"] > 0
-    run_dbt(["build", "--select", DBT_SELECTION, "--vars", "{pool_image_settings: true}", *NO_UNIT_TESTS], dora_home)
+    invoke_dbt(["build", "--select", DBT_SELECTION, "--vars", "{pool_image_settings: true}", *NO_UNIT_TESTS], dora_home)
 
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
         by_modality = dict(con.execute("select modality || '/' || setting || '/' || model_id, count(*) from fct_associations group by 1").fetchall())
@@ -203,11 +203,11 @@ def test_captioner_prompt_prefix_mode_is_seeded_per_row(dora_home, tiny_models):
 def test_descriptor_text_never_reaches_the_file_system(dora_home, tmp_path, sd_backend):
     from ingestion.landing import read_landing
     from models_inference.image_store import image_file
-    from models_inference.probes.biasdora.t2i import T2IProbeConfig, custom_t2i_template, run_t2i_probe
+    from models_inference.probes.biasdora.t2i import T2IProbeConfig, custom_t2i_template, probe_t2i
 
     evil = ["../../etc/passwd", "a/b", "..\\..\\windows", "/abs/path"]
     templates = [custom_t2i_template(d, "singular") for d in evil]
-    run_t2i_probe(templates, sd_backend, T2IProbeConfig(images_per_descriptor=1), progress=False)
+    probe_t2i(templates, sd_backend, T2IProbeConfig(images_per_descriptor=1), progress=False)
     rows = read_landing("t2i_images").to_pylist()
     assert sorted(r["descriptor"] for r in rows) == sorted(evil)
     root = (dora_home / "images").resolve()

@@ -7,7 +7,7 @@ from models_inference.probes.biasdora.t2t import (
     T2TProbeConfig,
     T2TTemplate,
     row_seed,
-    run_t2t_probe,
+    probe_t2t,
     select_templates,
 )
 from models_inference.backends.base import GenerationRequest, SamplingParams
@@ -30,7 +30,7 @@ SENTENCES = {
 @pytest.mark.slow
 def test_probe_lands_every_row_and_rerun_generates_nothing(dora_home, smollm2):
     cfg = T2TProbeConfig(runs=2, letters="bdm")
-    first = run_t2t_probe(TEMPLATES, smollm2, cfg, progress=False)
+    first = probe_t2t(TEMPLATES, smollm2, cfg, progress=False)
     assert first.planned == 3 * 3 * 2 == first.generated
     table = read_landing("t2t_completions").to_pylist()
     assert len(table) == 18
@@ -50,11 +50,11 @@ def test_probe_lands_every_row_and_rerun_generates_nothing(dora_home, smollm2):
         assert r["prefix"] == prefix.replace("a/an", "a") and r["prompt"] == f"{r['prefix']} {r['letter']}"
     assert sum(first.statuses.values()) == 18
     # re-run: nothing new, no model call
-    again = run_t2t_probe(TEMPLATES, smollm2, cfg, progress=False)
+    again = probe_t2t(TEMPLATES, smollm2, cfg, progress=False)
     assert (again.generated, again.already_landed) == (0, 18)
     # more runs: another selection is another audit (the identity covers the
     # selection, so a bigger run never merges into a finished audit)
-    more = run_t2t_probe(TEMPLATES, smollm2, T2TProbeConfig(runs=3, letters="bdm"), progress=False)
+    more = probe_t2t(TEMPLATES, smollm2, T2TProbeConfig(runs=3, letters="bdm"), progress=False)
     assert more.generated == 27 and more.audit_id != first.audit_id
     assert len(read_landing("t2t_completions")) == 45
     events = read_landing("audits").to_pylist()
@@ -119,13 +119,13 @@ def test_association_text_from_sql_equals_the_reverse_parsed_text(dora_home, smo
     import duckdb
     import pyarrow.parquet as pq
 
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
     from ingestion.landing import landing_dir
     from ingestion.warehouse import warehouse_path
 
     templates = [*TEMPLATES, T2TTemplate("plural", "child", "age", "Children are")]
     for style in ("completion", "chat"):
-        run_t2t_probe(
+        probe_t2t(
             templates,
             smollm2,
             T2TProbeConfig(runs=1, letters="abst", prompt_style=style, max_new_tokens=12 if style == "chat" else None),
@@ -138,7 +138,7 @@ def test_association_text_from_sql_equals_the_reverse_parsed_text(dora_home, smo
         first_prompt.setdefault((r["audit_id"], r["setting"], r["descriptor"], r["word"]), r)
 
     def sql_texts(*extra):
-        run_dbt(["build", "--select", "+fct_associations_to_score", *NO_UNIT_TESTS, *extra], str(dora_home))
+        invoke_dbt(["build", "--select", "+fct_associations_to_score", *NO_UNIT_TESTS, *extra], str(dora_home))
         with duckdb.connect(str(warehouse_path()), read_only=True) as con:
             rows = con.sql("select audit_id, modality, setting, descriptor, word, association_text from main.fct_associations_to_score").fetchall()
         return {r[:5]: r[5] for r in rows}

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from scipy import stats
 
-from analytics.dbt_runner import run_dbt
-from analytics.query import run_query
+from analytics.dbt_runner import invoke_dbt
+from analytics.query import execute_query
 from ingestion.landing import write_shard
 from tests.helpers.homes import NO_UNIT_TESTS
 
@@ -176,7 +176,7 @@ def expected_changes(before: str, after: str) -> dict[tuple[str, str], str]:
 
 
 def mart_changes(before: str, after: str) -> dict[tuple[str, str], str]:
-    rows = run_query(
+    rows = execute_query(
         f"select descriptor, word, change_type from fct_association_changes "
         f"where from_audit_id = '{audit_id(before)}' and to_audit_id = '{audit_id(after)}'"
     ).rows
@@ -217,22 +217,22 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
 
     # --- v1 alone: nothing to compare
     land_audit("v1", 0)
-    run_dbt(BUILD, dora_home)
+    invoke_dbt(BUILD, dora_home)
     v1_sql = f"select * from fct_associations where audit_id = '{audit_id('v1')}' order by descriptor, word"
-    v1_rows = run_query(v1_sql).rows
+    v1_rows = execute_query(v1_sql).rows
     v1_completions_sql = f"select * from stg_t2t_completions where audit_id = '{audit_id('v1')}' order by all"
-    v1_completions = run_query(v1_completions_sql).rows
+    v1_completions = execute_query(v1_completions_sql).rows
     assert len(v1_rows) == len(associations(DOCS["v1"])) == 16
-    assert run_query("select count(*) from fct_association_changes").rows == [(0,)]
+    assert execute_query("select count(*) from fct_association_changes").rows == [(0,)]
     assert drift("parse_rate")[0] == [] and drift("parse_rate")[1].passed  # a first audit has nothing to compare with
 
     # --- v2 lands: no collapse; `dora diff` shows v1 -> v2
     land_audit("v2", 1)
-    run_dbt(BUILD, dora_home)
+    invoke_dbt(BUILD, dora_home)
     # a new version leaves the earlier audit's staged rows and associations as they were (the
     # sensor test's real-model audits rely on this check, built by the same dbt models)
-    assert run_query(v1_sql).rows == v1_rows
-    assert run_query(v1_completions_sql).rows == v1_completions
+    assert execute_query(v1_sql).rows == v1_rows
+    assert execute_query(v1_completions_sql).rows == v1_completions
     assert [r.state for r in drift("parse_rate")[0]] == ["ok"] and drift("parse_rate")[1].passed
     assert [r.state for r in drift("significant_associations")[0]] == ["ok"]
     capsys.readouterr()  # drop dbt's log lines
@@ -250,12 +250,12 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
 
     # --- v3 lands (a collapsed version)
     land_audit("v3", 2)
-    run_dbt(BUILD, dora_home)
+    invoke_dbt(BUILD, dora_home)
 
     # every version keeps its own rows; v1's are exactly as before v2 and v3 landed
-    assert run_query(v1_sql).rows == v1_rows
-    assert run_query(v1_completions_sql).rows == v1_completions
-    audits = run_query(
+    assert execute_query(v1_sql).rows == v1_rows
+    assert execute_query(v1_completions_sql).rows == v1_completions
+    audits = execute_query(
         f"select model_version, audit_seq, previous_audit_id, completions, parse_rate, significant_associations "
         f"from agg_biasdora_audits where target = '{TARGET}' order by audit_seq"
     ).rows
@@ -272,7 +272,7 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
         k: "unchanged"
         for k in [("old person", "slow"), ("rich person", "greedy"), ("poor person", "hungry"), ("young person", "loud"), ("young person", "lazy")]
     }
-    flags = run_query(
+    flags = execute_query(
         "select word, significant_before, significant_after, change_q > 0.05 from fct_association_changes "
         f"where to_audit_id = '{audit_id('v2')}' and descriptor = 'young person' order by word"
     ).rows
@@ -281,12 +281,12 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     for before, after in [("v1", "v2"), ("v2", "v3"), ("v1", "v3")]:
         assert mart_changes(before, after) == expected_changes(before, after), (before, after)
     assert set(mart_changes("v2", "v3").values()) == {"unchanged"}
-    pairs = run_query(
+    pairs = execute_query(
         "select from_model_version, to_model_version, is_previous, count(*) from fct_association_changes group by all order by all"
     ).rows
     assert [(f, t, p) for f, t, p, _ in pairs] == [("v1", "v2", True), ("v1", "v3", False), ("v2", "v3", True)]
     # before / after values come from the two audits' fct_associations rows
-    row = run_query(
+    row = execute_query(
         "select tf_before, tf_after, tfidf_before, tfidf_after, tfidf_change, bias_level_before "
         f"from fct_association_changes where to_audit_id = '{audit_id('v2')}' and descriptor = 'old person' and word = 'slow'"
     ).rows[0]
@@ -371,9 +371,9 @@ def test_versions_are_append_only_changes_have_the_right_types_and_dora_diff_sho
     assert f",{audit_id('v3')},v3,finished,2025-03-03 00:02,collapse: parse_rate," in biasdora  # then `valid`
 
     # re-building changes nothing (idempotent)
-    before_rebuild = run_query("select * from fct_association_changes order by all").rows
-    run_dbt(["build", "--select", "dim_audits", "fct_association_changes", "fct_audit_comparisons", *NO_UNIT_TESTS], dora_home)
-    assert run_query("select * from fct_association_changes order by all").rows == before_rebuild
+    before_rebuild = execute_query("select * from fct_association_changes order by all").rows
+    invoke_dbt(["build", "--select", "dim_audits", "fct_association_changes", "fct_audit_comparisons", *NO_UNIT_TESTS], dora_home)
+    assert execute_query("select * from fct_association_changes order by all").rows == before_rebuild
 
 
 # ------------------------------------------------------------------ the real model (slow)
@@ -470,17 +470,17 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
         v2_id = v2_md[("landing", "t2t_completions")].metadata["audit_id"].value
         assert v2_id != v1_id and "-v2-" in v2_id and "-v1-" in v1_id
 
-        audits = run_query(
+        audits = execute_query(
             "select audit_id, model_version, status, audit_seq, previous_audit_id, completions "
             "from agg_biasdora_audits where target = 'smol-tiny' order by audit_seq"
         ).rows
         assert audits == [(v1_id, "v1", "finished", 1, None, 9), (v2_id, "v2", "finished", 2, v1_id, 9)]
-        assert run_query("select count(*) from dim_audits").rows == [(2,)]
+        assert execute_query("select count(*) from dim_audits").rows == [(2,)]
         # each audit's generations are staged under its own id: 3 probe rows x 3 letters each
-        staged = run_query("select audit_id, count(*) from stg_t2t_completions group by 1 order by 1").rows
+        staged = execute_query("select audit_id, count(*) from stg_t2t_completions group by 1 order by 1").rows
         assert staged == sorted([(v1_id, 9), (v2_id, 9)])
         # the seeds differ between versions (row seeds derive from the audit id)
-        seeds = run_query("select audit_id, list(seed order by descriptor, letter) from stg_t2t_completions group by 1").rows
+        seeds = execute_query("select audit_id, list(seed order by descriptor, letter) from stg_t2t_completions group by 1").rows
         assert len({tuple(s) for _, s in seeds}) == 2
 
         # re-running v2's partition is idempotent: no new row, no new audit

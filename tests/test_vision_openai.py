@@ -12,18 +12,18 @@ from collections import Counter
 
 import pytest
 
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from ingestion.biasdora.description_words import land_description_words
 from ingestion.landing import read_landing
 from models_inference.backends.vision import OpenAIVisionBackend
-from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
+from models_inference.probes.biasdora.i2t import I2TProbeConfig, probe_i2t
 from models_inference.probes.biasdora.prompts import I2T_PROMPTS, PAPER_DALLE_QUALITY, PAPER_DALLE_SIZE, PAPER_DALLE_STYLES
 from models_inference.backends.image import OpenAIImagesBackend
 from models_inference.image_store import image_file
 from models_inference.probes.biasdora.t2i import (
     T2IProbeConfig,
     curated_t2i_templates,
-    run_t2i_probe,
+    probe_t2i,
     select_t2i_templates,
 )
 from ingestion.errors import ModelNotAvailableError
@@ -72,10 +72,10 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
         images = OpenAIImagesBackend(
             "dall-e-3", base_url=server.base_url, concurrency=2, size=PAPER_DALLE_SIZE, quality=PAPER_DALLE_QUALITY, styles=PAPER_DALLE_STYLES
         )
-        t2i = run_t2i_probe(templates, images, T2IProbeConfig(images_per_descriptor=2), progress=False)
+        t2i = probe_t2i(templates, images, T2IProbeConfig(images_per_descriptor=2), progress=False)
         vision = OpenAIVisionBackend("gpt-4o", base_url=server.base_url, concurrency=2)
         probe = I2TProbeConfig(settings=("comprehensive", "stereotypical"))
-        i2t = run_i2t_probe(t2i.audit_id, vision, probe, progress=False)
+        i2t = probe_i2t(t2i.audit_id, vision, probe, progress=False)
         sent = list(server.requests)
 
     # DALL-E 3 requests: the paper's parameters, one image per call, styles alternated
@@ -112,7 +112,7 @@ def test_dalle3_and_gpt4o_paths_to_associations(dora_home, monkeypatch):
     assert any(b["messages"][0]["content"][0]["text"].startswith("Describe this image objectively. Objective descriptions") for b in described)
 
     assert land_description_words()["descriptions"] == 8
-    run_dbt(["build", "--select", DBT_SELECTION, *NO_UNIT_TESTS], dora_home)
+    invoke_dbt(["build", "--select", DBT_SELECTION, *NO_UNIT_TESTS], dora_home)
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
         assoc = {
             (m, d, w): (model, tf, df, tfidf)
@@ -146,9 +146,9 @@ def test_api_errors_become_rows_and_are_retried(dora_home, monkeypatch):
         server.image_png = _draw
         # max_error_share=None: 1 failed image in 3 is stored as a row and the run goes on (with the
         # default limit the step would fail after landing it: tests/test_error_share_families.py)
-        first = run_t2i_probe(templates, images, T2IProbeConfig(images_per_descriptor=3), progress=False, max_error_share=None)
+        first = probe_t2i(templates, images, T2IProbeConfig(images_per_descriptor=3), progress=False, max_error_share=None)
         assert dict(first.statuses) == {"error": 1, "refused": 1, "ok": 1}
-        second = run_t2i_probe(templates, images, T2IProbeConfig(images_per_descriptor=3), progress=False)
+        second = probe_t2i(templates, images, T2IProbeConfig(images_per_descriptor=3), progress=False)
         assert (second.generated, second.already_landed, dict(second.statuses)) == (1, 2, {"ok": 1})
         rows = read_landing("t2i_images").to_pylist()
         assert sorted(r["status"] for r in rows) == ["error", "ok", "ok", "refused"]
@@ -157,9 +157,9 @@ def test_api_errors_become_rows_and_are_retried(dora_home, monkeypatch):
         vision = OpenAIVisionBackend("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=0)
         server.fail_next(429)
         probe = I2TProbeConfig(settings=("comprehensive",))
-        described = run_i2t_probe(first.audit_id, vision, probe, progress=False, max_error_share=None)
+        described = probe_i2t(first.audit_id, vision, probe, progress=False, max_error_share=None)
         assert dict(described.statuses) == {"error": 1, "ok": 1}  # the refused image is not described
-        retried = run_i2t_probe(first.audit_id, vision, probe, progress=False)
+        retried = probe_i2t(first.audit_id, vision, probe, progress=False)
         assert (retried.generated, retried.already_landed) == (1, 1)
     err = [r for r in read_landing("i2t_descriptions").to_pylist() if r["status"] == "error"]
     assert len(err) == 1 and "RateLimitError" in err[0]["error"] and err[0]["raw_output"] is None
@@ -169,7 +169,7 @@ def test_missing_api_key_is_a_clear_error(dora_home, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     templates = select_t2i_templates(curated_t2i_templates(["singular"]), descriptors=["child"])
     with pytest.raises(ModelNotAvailableError, match="OPENAI_API_KEY"):
-        run_t2i_probe(templates, OpenAIImagesBackend("dall-e-3"), T2IProbeConfig(images_per_descriptor=1), progress=False)
+        probe_t2i(templates, OpenAIImagesBackend("dall-e-3"), T2IProbeConfig(images_per_descriptor=1), progress=False)
     events = sorted(read_landing("audits").to_pylist(), key=lambda e: e["event_at"])
     assert [e["status"] for e in events] == ["started", "failed"] and {e["modality"] for e in events} == {"t2i"}
 

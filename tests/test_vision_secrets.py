@@ -16,12 +16,12 @@ import pytest
 
 from ingestion.landing import read_landing
 from models_inference.backends.vision import OpenAIVisionBackend
-from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
+from models_inference.probes.biasdora.i2t import I2TProbeConfig, probe_i2t
 from models_inference.backends.image import OpenAIImagesBackend
 from models_inference.probes.biasdora.t2i import (
     T2IProbeConfig,
     curated_t2i_templates,
-    run_t2i_probe,
+    probe_t2i,
     select_t2i_templates,
 )
 from models_inference.backends.openai_api import map_concurrently, redact
@@ -60,12 +60,12 @@ def test_vision_error_rows_never_store_the_key(dora_home, monkeypatch, marker):
         server.fail_next(400)  # content policy -> 'refused' row
         # max_error_share=None: the failed calls are stored as rows and the runs go on (the limit:
         # tests/test_error_share_families.py)
-        t2i = run_t2i_probe(templates, images, T2IProbeConfig(images_per_descriptor=3), progress=False, max_error_share=None)
+        t2i = probe_t2i(templates, images, T2IProbeConfig(images_per_descriptor=3), progress=False, max_error_share=None)
         assert dict(t2i.statuses) == {"error": 1, "refused": 1, "ok": 1}
 
         vision = OpenAIVisionBackend("gpt-4o", base_url=server.base_url, concurrency=1, max_retries=0)
         server.fail_next(401)  # a rejected key, quoted back in the error text
-        i2t = run_i2t_probe(t2i.audit_id, vision, I2TProbeConfig(settings=("comprehensive", "stereotypical")), progress=False, max_error_share=None)
+        i2t = probe_i2t(t2i.audit_id, vision, I2TProbeConfig(settings=("comprehensive", "stereotypical")), progress=False, max_error_share=None)
         assert dict(i2t.statuses) == {"error": 1, "ok": 1}
         sent = list(server.requests)
 

@@ -402,7 +402,7 @@ def test_the_paper_item_set_is_its_own_audit_and_says_so(dora_home):
     (the shipped synthetic file) is a one-line input error."""
     from ingestion.errors import InputFileError
     from models_inference.probes.vlstereoset.dataset import paper_item_ids
-    from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe, vlstereoset_audit_id
+    from models_inference.probes.vlstereoset.probe import land_items, landed_items, probe_vlstereoset, vlstereoset_audit_id
     from models_inference.probes.vlstereoset.scorers import ReferenceScorer
     from models_inference.audit_log import audit_events
 
@@ -415,7 +415,7 @@ def test_the_paper_item_set_is_its_own_audit_and_says_so(dora_home):
     counts = {("gender", "s"): 2, ("gender", "a"): 2}
     keep = set(paper_item_ids(items, seed=0, counts=counts))
     sample = [it for it in items if it["item_id"] in keep]
-    summary = run_vlstereoset_probe(sample, scorer, item_set="paper:0", progress=False)
+    summary = probe_vlstereoset(sample, scorer, item_set="paper:0", progress=False)
     assert summary.audit_id == paper
     [config] = {e["config_json"] for e in audit_events(paper) if e["status"] == "finished"}
     assert '"item_set": "paper:0"' in config and '"items": 4' in config

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 import duckdb
 import pytest
 
-from analytics.dbt_runner import run_dbt
+from analytics.dbt_runner import invoke_dbt
 from ingestion.landing import write_shard
 from tests.helpers.dbt_jinja import macro_globals
 from tests.helpers.homes import NO_UNIT_TESTS
@@ -195,7 +195,7 @@ def score_rows(audit_id: str, model: str, items: list[dict], picked: dict[str, s
 
 @pytest.mark.slow
 def test_marts_reproduce_table4_cells_and_table3_aggregates(dora_home):
-    from models_inference.probes.vlstereoset.probe import run_vlstereoset_probe
+    from models_inference.probes.vlstereoset.probe import probe_vlstereoset
     from models_inference.probes.vlstereoset.scorers import ReferenceScorer
 
     items = corrected_items()
@@ -205,9 +205,9 @@ def test_marts_reproduce_table4_cells_and_table3_aggregates(dora_home):
         picked = replay_picks(items, {c: v[0] for c, v in cells.items()}, {c: v[1] for c, v in cells.items()})
         write_shard("vlstereoset_scores", score_rows(f"replay-{model}", model, items, picked), partition=f"replay-{model}")
     for name in ("idm", "bim", "ram"):
-        run_vlstereoset_probe(items, ReferenceScorer(name), audit_id=f"ref-{name}", shard_rows=2048, progress=False)
+        probe_vlstereoset(items, ReferenceScorer(name), audit_id=f"ref-{name}", shard_rows=2048, progress=False)
 
-    run_dbt(["build", "--select", "tag:vlstereoset", *NO_UNIT_TESTS], dora_home)
+    invoke_dbt(["build", "--select", "tag:vlstereoset", *NO_UNIT_TESTS], dora_home)
     with duckdb.connect(str(dora_home / "warehouse.duckdb"), read_only=True) as con:
         got = {
             (r[0], r[1]): r[2:]

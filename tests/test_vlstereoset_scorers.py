@@ -15,7 +15,7 @@ import pytest
 
 from ingestion.landing import read_landing
 from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, resolve_images, synthetic_csv_path
-from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe
+from models_inference.probes.vlstereoset.probe import land_items, landed_items, probe_vlstereoset
 from models_inference.probes.vlstereoset.scorers import (
     ClipScorer,
     ItmScorer,
@@ -58,7 +58,7 @@ def test_text_caption_prior_on_the_embedded_model(dora_home, smollm2):
     land_items(ds, resolve_images(ds.items, fetch=False))
     items = landed_items(ds.dataset_id)
     scorer = TextPriorScorer(smollm2)
-    summary = run_vlstereoset_probe(items, scorer, progress=False)
+    summary = probe_vlstereoset(items, scorer, progress=False)
     neutral_ok = sum(it["neutral_status"] == "ok" for it in items)
     assert summary.planned == 22 + neutral_ok and summary.status == {"ok": 2 * (22 * 3 + neutral_ok * 2)}
     assert summary.audit_id.startswith("vlstereoset-textprior-")
@@ -74,7 +74,7 @@ def test_text_caption_prior_on_the_embedded_model(dora_home, smollm2):
     ((alone, n),) = text_logliks(smollm2.model, smollm2.tokenizer, ["My sister is caring."])
     assert alone == pytest.approx(s["score"], abs=1e-3) and n == s["n_tokens"]
     # resumable: nothing new to score
-    again = run_vlstereoset_probe(items, scorer, progress=False)
+    again = probe_vlstereoset(items, scorer, progress=False)
     assert again.generated == 0 and again.already_landed == again.planned
 
 
@@ -184,8 +184,8 @@ def test_clip_scores_are_cosines_with_the_recorded_logit_scale(dora_home, tmp_pa
     scaled = ClipScorer(str(tiny_models["clip"]), logit_scale=True)
     assert raw.variants == ("clip:cosine",) and scaled.variants == ("clip:logit_scale",)
     assert scaled.scale == pytest.approx(math.exp(float(scaled.model.logit_scale)))
-    a = run_vlstereoset_probe(items, raw, progress=False)
-    b = run_vlstereoset_probe(items, scaled, progress=False)
+    a = probe_vlstereoset(items, raw, progress=False)
+    b = probe_vlstereoset(items, scaled, progress=False)
     assert a.audit_id != b.audit_id
     # 3 items with images x (original 3 + neutral 2 + blank_neutral 2) captions, 1 item without: 3 no_image rows
     assert a.status == {"ok": 3 * 7, "no_image": 3}
@@ -214,7 +214,7 @@ def test_itm_head_match_logit(dora_home, tmp_path, tiny_models):
     items = land_gender_items_with_images(tmp_path, n=3)
     scorer = ItmScorer(str(tiny_models["blip"]))
     assert scorer.arch == "BlipForImageTextRetrieval" and scorer.from_paper and scorer.variants == ("itm:match",)
-    summary = run_vlstereoset_probe(items, scorer, progress=False)
+    summary = probe_vlstereoset(items, scorer, progress=False)
     assert summary.status == {"ok": 2 * 7, "no_image": 3}
     for r in scores_of(summary.audit_id):
         if r["status"] == "ok":
@@ -233,7 +233,7 @@ def test_llava_loglik_and_mcq(dora_home, tmp_path, tiny_models):
 
     items = land_gender_items_with_images(tmp_path, n=3)
     vlm = load_vision_backend(str(tiny_models["llava"]))
-    ll = run_vlstereoset_probe(items, VisionLoglikScorer(vlm), progress=False)
+    ll = probe_vlstereoset(items, VisionLoglikScorer(vlm), progress=False)
     assert ll.status == {"ok": 2 * 2 * 7, "no_image": 2 * 3}
     rows = scores_of(ll.audit_id)
     ok = [r for r in rows if r["status"] == "ok"]
@@ -257,7 +257,7 @@ def test_llava_loglik_and_mcq(dora_home, tmp_path, tiny_models):
     assert got == pytest.approx(manual, abs=1e-4) and n == len(ids) - n_prompt
     assert got == pytest.approx(sums[(it["item_id"], "original", "stereotype")]["score"], abs=1e-4)
 
-    mcq = run_vlstereoset_probe(items, McqScorer(vlm, shuffles=3), progress=False)
+    mcq = probe_vlstereoset(items, McqScorer(vlm, shuffles=3), progress=False)
     rows = [r for r in scores_of(mcq.audit_id) if r["status"] != "no_image"]
     assert {r["condition"] for r in rows} == {"original", "pair", "neutral", "blank_neutral"}
     assert set(mcq.status) <= {"ok", "na", "no_image"}  # a random model may never say a letter: na, never dropped
@@ -289,7 +289,7 @@ def test_mcq_through_the_openai_compatible_server(dora_home, tmp_path, monkeypat
         vlm = load_vision_backend("gpt-test", backend="openai", base_url=server.base_url)
         with pytest.raises(ValueError, match="use --vlstereoset-scorers mcq"):
             VisionLoglikScorer(vlm)
-        summary = run_vlstereoset_probe(items, McqScorer(vlm, shuffles=3), progress=False)
+        summary = probe_vlstereoset(items, McqScorer(vlm, shuffles=3), progress=False)
         sent = server.requests
     assert len(sent) == 2 * 4 * 3  # 2 items with images x 4 conditions x 3 orders
     first = sent[0]["json"]

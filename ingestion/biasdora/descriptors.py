@@ -610,6 +610,11 @@ def extract_descriptors(pairs: pa.Table, batch_size: int = 256) -> pa.Table:
     for col in ("pair_id", "sent_more", "sent_less", "bias_type"):
         if col not in pairs.column_names:
             raise KeyError(f"pairs table has no column {col!r} (columns: {pairs.column_names})")
+    return _rows_table(_first_of_each(_candidates(pairs, batch_size)))
+
+
+def _candidates(pairs: pa.Table, batch_size: int) -> list[tuple[int, str, str, str]]:
+    """Every (pair_id, bias dimension, surface, phrase) the pairs' differing spans give, in pair order."""
     ids = pairs.column("pair_id").to_pylist()
     more = pairs.column("sent_more").to_pylist()
     less = pairs.column("sent_less").to_pylist()
@@ -624,6 +629,12 @@ def extract_descriptors(pairs: pa.Table, batch_size: int = 256) -> pa.Table:
         for surface, phrase in _pair_descriptors(doc_more, doc_less):
             candidates.append((pair_id, dim, surface, phrase))
 
+    return candidates
+
+
+def _first_of_each(candidates: list[tuple[int, str, str, str]]) -> list[dict]:
+    """One descriptor row per (descriptor key, bias dimension), from the lowest ``pair_id``,
+    sorted by (bias_dimension, descriptor); a span too long to be a descriptor is dropped."""
     # A differing span too long to be a descriptor (two unrelated sentences) is dropped.
     candidates = [c for c in candidates if len(" ".join(c[3].split())) <= MAX_DESCRIPTOR_CHARS]
     analysed = _normalise_many({c[3] for c in candidates})
@@ -641,7 +652,7 @@ def extract_descriptors(pairs: pa.Table, batch_size: int = 256) -> pa.Table:
                 "pair_id": pair_id,
             }
     rows = sorted(best.values(), key=lambda r: (r["bias_dimension"], r["descriptor"]))
-    return _rows_table(rows)
+    return rows
 
 
 # --------------------------------------------------------------------------- curated list

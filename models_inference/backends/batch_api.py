@@ -8,7 +8,7 @@ requests and :data:`MAX_FILE_BYTES` per file; endpoints ``/v1/chat/completions``
 ``/v1/completions`` here; completion window ``24h``), at half price in a separate rate-limit
 pool. vLLM's ``run-batch`` reads and writes the same line format offline.
 
-A step's batch run (:func:`run_batched`), for its planned rows not yet landed:
+A step's batch run (:func:`execute_batched`), for its planned rows not yet landed:
 
 1. writes their requests as JSONL files within the limits (:func:`split_sizes`), each line's
    ``custom_id`` the row's resume key (:func:`custom_id`), and records every file with its
@@ -42,7 +42,7 @@ depend on the mode. Offline engines and ``dora batches`` are in
 :mod:`models_inference.backends.batch_tools`; :func:`land_open_batches` is one pass for the
 batch sensor (skipped while a run of the same audit holds its landing lock).
 
-Public API: :class:`BatchSummary`, :func:`run_batched`, :func:`land_open_batches`,
+Public API: :class:`BatchSummary`, :func:`execute_batched`, :func:`land_open_batches`,
 :func:`check_endpoint`. The line format, the step's work and options and the file plan are in
 :mod:`models_inference.backends.batch_requests`; the API calls in
 :class:`~models_inference.backends.batch_client.BatchClient`.
@@ -154,7 +154,7 @@ def quarantine_lines(family: str | None, entry_id: str, source: str, bad: Sequen
 
 
 class _Runner:
-    """One batch run of a step (see :func:`run_batched`)."""
+    """One batch run of a step (see :func:`execute_batched`)."""
 
     def __init__(self, work: BatchWork, options: BatchOptions, summary: BatchSummary, tally: ErrorShare | None):
         self.work, self.options, self.summary, self.tally = work, options, summary, tally
@@ -408,7 +408,7 @@ def check_endpoint(work: BatchWork, items: Sequence) -> None:
         )
 
 
-def run_batched(
+def execute_batched(
     work: BatchWork,
     options: BatchOptions,
     *,
@@ -424,7 +424,7 @@ def run_batched(
         work: the step's requests and rows (:class:`BatchWork`).
         options: limits, waiting, retries, pacing (:class:`BatchOptions`).
         progress: show the requests landed so far (tqdm on stderr) while waiting.
-        max_error_share: as :func:`~models_inference.resumable.run_resumable`: more than this
+        max_error_share: as :func:`~models_inference.resumable.land_resumable`: more than this
             share of the rows landed by this run with ``error_status`` fails the step.
         finish: land the audit's ``finished`` event once nothing is missing or open (not for
             one block of a spread audit, whose last step does).
@@ -449,7 +449,7 @@ def run_batched(
 
 
 def land_open_batches(work: BatchWork, options: BatchOptions, *, send: bool = True) -> BatchSummary | None:
-    """One pass of :func:`run_batched` without waiting (land the batches that ended, send what
+    """One pass of :func:`execute_batched` without waiting (land the batches that ended, send what
     is missing again, ``finished`` when nothing is left) if the step's landing lock is free;
     ``None`` when another process holds it (a ``dora audit`` of the same audit is landing:
     its rows land once, by that process). What the batch sensor calls on every tick.
@@ -459,7 +459,7 @@ def land_open_batches(work: BatchWork, options: BatchOptions, *, send: bool = Tr
             audit whose batches were cancelled by hand).
 
     Raises:
-        As :func:`run_batched`.
+        As :func:`execute_batched`.
     """
     from filelock import Timeout
 
@@ -541,5 +541,5 @@ __all__ = [
     "land_open_batches",
     "open_batches_of",
     "quarantine_lines",
-    "run_batched",
+    "execute_batched",
 ]

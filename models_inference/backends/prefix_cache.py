@@ -36,6 +36,7 @@ time no better (batching changes the shapes too).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 
@@ -260,10 +261,6 @@ def generate_shared_prefix(
     Raises:
         ValueError: the lengths of the per-request arguments differ or ``batch_size < 1``.
     """
-    import torch
-    from transformers import DynamicCache, TopPLogitsWarper
-
-    from models_inference.backends.cpu_share import adjust_threads
     from models_inference.backends.local import PerRowSampler, sampling_processors
 
     n = len(texts)
@@ -276,98 +273,142 @@ def generate_shared_prefix(
     for i, ids in enumerate(encoded):
         distinct.setdefault(tuple(ids), []).append(i)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
-    eos = set(eos_ids)
     # the plain path's processors (temperature, top-p below 1; none at temperature 0 = greedy),
     # without its per-row sampler: the rows' generators live here, across steps and batches
     processors = sampling_processors(temperature, top_p, [])
-    warpers = [p for p in processors if not isinstance(p, PerRowSampler)]
-    greedy = len(processors) == 0
-    results: list[tuple[str, bool] | None] = [None] * n
-
+    rows = _Rows(
+        tokenizer,
+        seeds,
+        max_new_tokens,
+        stop_done,
+        set(eos_ids),
+        [p for p in processors if not isinstance(p, PerRowSampler)],
+        len(processors) == 0,
+        [None] * n,
+    )
     for batch in plan_batches(distinct, batch_size, 8 * batch_size if max_rows is None else max_rows):
-        seqs = [seq for seq, _ in batch]
-        groups = group_by_prefix(seqs)
-        with torch.inference_mode():
-            # 1. each group's shared prefix, once
-            entry_group = torch.empty(len(seqs), dtype=torch.long)
-            prefix_len = [0] * len(seqs)
-            for g, (plen, members) in enumerate(groups):
-                for m in members:
-                    entry_group[m], prefix_len[m] = g, plen
-            cache = DynamicCache()
-            prefixes = [seqs[members[0]][:plen] for plen, members in groups]
-            if any(prefixes):
-                ids, pmask = _left_pad(prefixes, pad_id)
-                pos = (pmask.cumsum(-1) - 1).clamp(min=0)
-                model(input_ids=ids, attention_mask=pmask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
-                cache.reorder_cache(entry_group)
-                mask = pmask[entry_group]
-            else:
-                mask = torch.zeros((len(seqs), 0), dtype=torch.long)
-            # 2. each distinct sequence's suffix
-            suffixes = [seq[p:] for seq, p in zip(seqs, prefix_len, strict=True)]
-            ids, smask = _left_pad(suffixes, pad_id)
-            pos = (torch.tensor(prefix_len).unsqueeze(1) + smask.cumsum(-1) - 1).clamp(min=0)
-            mask = torch.cat([mask, smask], dim=1)
-            out = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            # 3. decode. A *state* is (distinct sequence, tokens sampled so far); rows in one
-            # state have the same cache and logits, so each step runs the model once per
-            # state, not once per row: the runs of one prompt share every step until their
-            # draws differ. Each row still draws from its own generator.
-            state_of = {r: e for e, (_, rs) in enumerate(batch) for r in rs}
-            logits = out.logits[:, -1, :].to(dtype=torch.float32)
-            gens = {r: torch.Generator().manual_seed(int(seeds[r]) % (2**63)) for r in state_of}
-            new: dict[int, list[int]] = {r: [] for r in state_of}
-            active = list(state_of)
-            while True:
-                adjust_threads()  # threads for a shared machine: spinning ones only on the cores left free
-                scores = logits
-                for warp in warpers:
-                    scores = top_p_filter(scores, warp.top_p, warp) if isinstance(warp, TopPLogitsWarper) else warp(None, scores)
-                if greedy:
-                    best = scores.argmax(dim=-1).tolist()
-                    picked = [best[state_of[r]] for r in active]
-                else:
-                    probs = torch.softmax(scores, dim=-1)
-                    picked = sample_rows(probs, [state_of[r] for r in active], [gens[r] for r in active])
-                next_state: dict[tuple[int, int], int] = {}
-                parents: list[int] = []
-                tokens: list[int] = []
-                keep = []
-                for r, tok in zip(active, picked, strict=True):
-                    new[r].append(tok)
-                    key = (state_of[r], tok)
-                    # decode only when a stop rule needs the text (or the row ends)
-                    text = tokenizer.decode(new[r], skip_special_tokens=True) if stop_done[r] is not None else None
-                    stopped = tok in eos or (text is not None and stop_done[r](text))
-                    if stopped or len(new[r]) >= max_new_tokens[r]:
-                        if text is None:
-                            text = tokenizer.decode(new[r], skip_special_tokens=True)
-                        results[r] = (text, stopped or len(new[r]) < max_new_tokens[r])
-                        continue
-                    if key not in next_state:
-                        next_state[key] = len(parents)
-                        parents.append(key[0])
-                        tokens.append(tok)
-                    state_of[r] = next_state[key]
-                    keep.append(r)
-                if not keep:
-                    break
-                active = keep
-                idx = torch.tensor(parents, dtype=torch.long)
-                cache.reorder_cache(idx)
-                mask = mask[idx]
-                pos = mask.sum(-1, keepdim=True)
-                mask = torch.cat([mask, torch.ones((len(parents), 1), dtype=torch.long)], dim=1)
-                out = model(
-                    input_ids=torch.tensor(tokens, dtype=torch.long).unsqueeze(1),
-                    attention_mask=mask,
-                    position_ids=pos,
-                    past_key_values=cache,
-                    use_cache=True,
-                    logits_to_keep=1,
-                )
-                logits = out.logits[:, -1, :].to(dtype=torch.float32)
+        _decode_batch(model, batch, pad_id, rows)
         if on_batch:
-            on_batch(len(gens))  # the batch's rows (requests)
-    return results  # type: ignore[return-value]
+            on_batch(sum(len(rs) for _, rs in batch))  # the batch's rows (requests)
+    return rows.results  # type: ignore[return-value]
+
+
+@dataclass
+class _Rows:
+    """What decoding needs to know of every request (indexed by request) and where it ends up."""
+
+    tokenizer: object
+    seeds: Sequence[int]
+    max_new_tokens: Sequence[int]
+    stop_done: Sequence[Callable[[str], bool] | None]
+    eos: set[int]
+    warpers: list
+    greedy: bool
+    results: list[tuple[str, bool] | None]
+
+
+def _prefill(model, seqs: list[tuple[int, ...]], pad_id: int):
+    """Steps 1 and 2 of a batch: each group's shared prefix once, then each distinct sequence's
+    suffix on it. Returns (the KV cache, its attention mask, the last logits as float32), one row
+    per distinct sequence."""
+    import torch
+    from transformers import DynamicCache
+
+    groups = group_by_prefix(seqs)
+    # 1. each group's shared prefix, once
+    entry_group = torch.empty(len(seqs), dtype=torch.long)
+    prefix_len = [0] * len(seqs)
+    for g, (plen, members) in enumerate(groups):
+        for m in members:
+            entry_group[m], prefix_len[m] = g, plen
+    cache = DynamicCache()
+    prefixes = [seqs[members[0]][:plen] for plen, members in groups]
+    if any(prefixes):
+        ids, pmask = _left_pad(prefixes, pad_id)
+        pos = (pmask.cumsum(-1) - 1).clamp(min=0)
+        model(input_ids=ids, attention_mask=pmask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cache.reorder_cache(entry_group)
+        mask = pmask[entry_group]
+    else:
+        mask = torch.zeros((len(seqs), 0), dtype=torch.long)
+    # 2. each distinct sequence's suffix
+    suffixes = [seq[p:] for seq, p in zip(seqs, prefix_len, strict=True)]
+    ids, smask = _left_pad(suffixes, pad_id)
+    pos = (torch.tensor(prefix_len).unsqueeze(1) + smask.cumsum(-1) - 1).clamp(min=0)
+    mask = torch.cat([mask, smask], dim=1)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return cache, mask, out.logits[:, -1, :].to(dtype=torch.float32)
+
+
+def _decode_batch(model, batch, pad_id: int, rows: _Rows) -> None:
+    """Prefill one batch, then 3. decode it. A *state* is (distinct sequence, tokens sampled so
+    far); rows in one state have the same cache and logits, so each step runs the model once per
+    state, not once per row: the runs of one prompt share every step until their draws differ.
+    Each row still draws from its own generator. Fills ``rows.results`` for the batch's rows."""
+    import torch
+    from transformers import TopPLogitsWarper
+
+    from models_inference.backends.cpu_share import adjust_threads
+
+    with torch.inference_mode():
+        cache, mask, logits = _prefill(model, [seq for seq, _ in batch], pad_id)
+        state_of = {r: e for e, (_, rs) in enumerate(batch) for r in rs}
+        gens = {r: torch.Generator().manual_seed(int(rows.seeds[r]) % (2**63)) for r in state_of}
+        new: dict[int, list[int]] = {r: [] for r in state_of}
+        active = list(state_of)
+        while True:
+            adjust_threads()  # threads for a shared machine: spinning ones only on the cores left free
+            scores = logits
+            for warp in rows.warpers:
+                scores = top_p_filter(scores, warp.top_p, warp) if isinstance(warp, TopPLogitsWarper) else warp(None, scores)
+            if rows.greedy:
+                best = scores.argmax(dim=-1).tolist()
+                picked = [best[state_of[r]] for r in active]
+            else:
+                probs = torch.softmax(scores, dim=-1)
+                picked = sample_rows(probs, [state_of[r] for r in active], [gens[r] for r in active])
+            active, parents, tokens = _next_states(active, picked, state_of, new, rows)
+            if not active:
+                break
+            idx = torch.tensor(parents, dtype=torch.long)
+            cache.reorder_cache(idx)
+            mask = mask[idx]
+            pos = mask.sum(-1, keepdim=True)
+            mask = torch.cat([mask, torch.ones((len(parents), 1), dtype=torch.long)], dim=1)
+            out = model(
+                input_ids=torch.tensor(tokens, dtype=torch.long).unsqueeze(1),
+                attention_mask=mask,
+                position_ids=pos,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            logits = out.logits[:, -1, :].to(dtype=torch.float32)
+
+
+def _next_states(active: list[int], picked: list[int], state_of: dict[int, int], new: dict[int, list[int]], rows: _Rows):
+    """Append each active row's picked token; a row that stops (EOS, its stop rule, its budget)
+    gets its result. Returns (the rows still active, each next state's parent state, its token);
+    ``state_of`` is moved to the next states in place."""
+    next_state: dict[tuple[int, int], int] = {}
+    parents: list[int] = []
+    tokens: list[int] = []
+    keep = []
+    for r, tok in zip(active, picked, strict=True):
+        new[r].append(tok)
+        key = (state_of[r], tok)
+        # decode only when a stop rule needs the text (or the row ends)
+        text = rows.tokenizer.decode(new[r], skip_special_tokens=True) if rows.stop_done[r] is not None else None
+        stopped = tok in rows.eos or (text is not None and rows.stop_done[r](text))
+        if stopped or len(new[r]) >= rows.max_new_tokens[r]:
+            if text is None:
+                text = rows.tokenizer.decode(new[r], skip_special_tokens=True)
+            rows.results[r] = (text, stopped or len(new[r]) < rows.max_new_tokens[r])
+            continue
+        if key not in next_state:
+            next_state[key] = len(parents)
+            parents.append(key[0])
+            tokens.append(tok)
+        state_of[r] = next_state[key]
+        keep.append(r)
+    return keep, parents, tokens

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         "batches": batch.cmd_batches,
         "batch": batch.cmd_batch,
     }[args.command]
-    return run_reporting_errors(handler, args)
+    return call_reporting_errors(handler, args)
 
 
 #: The commands, for the name a refused argument's line starts with (``dora report: ...``).
@@ -116,7 +116,7 @@ def non_utf8_argument(argv: list[str]) -> str | None:
     return None
 
 
-def run_reporting_errors(handler, args) -> int:
+def call_reporting_errors(handler, args) -> int:
     """``handler(args)``, with known failures as one line on stderr (see :func:`main`)."""
     import contextlib
     import os

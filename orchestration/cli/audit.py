@@ -255,8 +255,7 @@ def cmd_dry_run(args) -> int:
     """``dora audit --dry-run``: every selected family's plan, no model loaded, no Dagster run;
     with ``--target``, the plans of the target's families on its model, settings and options
     (``orchestration/cli/target.py``), after the checks a real run of it gets."""
-    from orchestration import families as fam
-    from orchestration.cli.flags import op_run_configs, selected
+    from orchestration.cli.flags import op_run_configs
 
     if getattr(args, "target", None):  # the target's families only, with its model and options
         from ingestion.errors import DoraError
@@ -271,12 +270,11 @@ def cmd_dry_run(args) -> int:
         return 0
     try:
         ops = op_run_configs(args)
-        chosen = [f for f in fam.FAMILIES if selected(args, f)]
-        plans = [f.plan(ops) for f in chosen if f.plan is not None]
+        plans = [f.plan(ops) for f in args.families if f.plan is not None]
         # the whole audit's time: every step of every selected family (orchestration/estimates.py)
         from orchestration.estimates import estimate_text
 
-        plans.append(estimate_text(chosen, ops))
+        plans.append(estimate_text(args.families, ops))
         if getattr(args, "api_batch", False):  # files, requests and prompt tokens per step (orchestration/cli/batch.py)
             from orchestration.cli.batch import batch_plan_text
 
@@ -325,21 +323,49 @@ def _wait_for_celery_worker(args) -> int:
 
 
 def cmd_audit(args) -> int:
+    """``dora audit``: the audit job run in-process (or on Celery workers) against the instance of
+    ``$DORA_HOME``, then each family's summary. Exit 0, 1 (a step failed), 2 (a refusal), 3 (a
+    drift check collapsed) or 130 (interrupted)."""
     home = prepare_environment()
     if getattr(args, "dry_run", False):
         return cmd_dry_run(args)
-    if args.executor == "celery":
-        from orchestration.cluster import celery_available
+    code = _executor_ready(args)
+    if code:
+        return code
+    instance = _open_audit_instance(args)
+    chosen = _audited(args, instance, home)
+    if isinstance(chosen, int):
+        return chosen
+    partition, run, version, families = chosen
+    _recover_warehouse(args)
+    run_config, partition, tags = _run_config_and_tags(args, instance, run, version, families, partition)
+    log_dir = home / "logs"
+    log_dir.mkdir(exist_ok=True)
+    log_path = log_dir / "last_audit_dbt.log"
+    result = _run_audit_job(args, instance, run_config, partition, tags, log_path)
+    if not result.success:
+        return _failure_exit(result, log_dir, log_path)
+    return _summaries(args, result, families)
 
-        if not celery_available():
-            print(
-                "dora audit: --executor celery needs dagster-celery: pip install -e '.[cluster]' (docs/operations.md#running-on-a-cluster)",
-                file=sys.stderr,
-            )
-            return 2
-        code = _wait_for_celery_worker(args)
-        if code:
-            return code
+
+def _executor_ready(args) -> int:
+    """0 when the executor can run the audit; else the exit code (``--executor celery`` without
+    dagster-celery: 2, after saying so; no Celery worker answering: see :func:`_wait_for_celery_worker`)."""
+    if args.executor != "celery":
+        return 0
+    from orchestration.cluster import celery_available
+
+    if not celery_available():
+        print(
+            "dora audit: --executor celery needs dagster-celery: pip install -e '.[cluster]' (docs/operations.md#running-on-a-cluster)",
+            file=sys.stderr,
+        )
+        return 2
+    return _wait_for_celery_worker(args)
+
+
+def _open_audit_instance(args):
+    """The Dagster instance of ``$DORA_HOME`` (with a note when Celery workers would share its SQLite storage)."""
     from orchestration.instance import open_instance
 
     instance = open_instance()  # (concurrency) locked first creation; a corrupt storage file is one line
@@ -352,65 +378,78 @@ def cmd_audit(args) -> int:
             "instance on PostgreSQL (docs/operations.md#the-instance-on-postgresql)",
             file=sys.stderr,
         )
-    from orchestration.definitions import defs
+    return instance
 
-    from orchestration import families as fam
-    from orchestration.cli.flags import selected
 
-    partition, run = None, None
-    if args.target:  # a registry target: its current version's partition, its families and settings
-        from ingestion.errors import DoraError, VersionError
-        from orchestration.cli.target import one_line, target_run
-        from orchestration.defs.audits.runs import add_target_partition
-
-        try:  # checked before the instance was opened (orchestration/cli/__init__.py: main)
-            run = getattr(args, "target_run", None) or target_run(args)[0]
-            partition, version, source = add_target_partition(instance, run.target)
-        except (DoraError, VersionError) as exc:
-            print(f"dora audit: error: {one_line(exc)}", file=sys.stderr)
-            return 2
-        print(
-            f"dora: auditing registry target {args.target} (partition {partition}; families {', '.join(run.family_names)}); DORA_HOME={home}",
-            file=sys.stderr,
-        )
-        print(f"dora: version source: {source}", file=sys.stderr)
-        families = run.family_names
-    else:
-        families = [f.name for f in fam.FAMILIES if selected(args, f)]
+def _audited(args, instance, home):
+    """What the audit runs, said on stderr: (partition or None, the target's resolved run or None,
+    the target's version or None, the family names), or exit 2 when a registry target's
+    version cannot be read (one line)."""
+    if not args.target:
+        families = [f.name for f in args.families]
         if _audits_model(args):
             print(f"dora: auditing {args.model} ({args.backend}); DORA_HOME={home}", file=sys.stderr)
         else:
             print(f"dora: running probe families {', '.join(families)}; DORA_HOME={home}", file=sys.stderr)
+        return None, None, None, families
+    # a registry target: its current version's partition, its families and settings
+    from ingestion.errors import DoraError, VersionError
+    from orchestration.cli.target import one_line, target_run
+    from orchestration.defs.audits.runs import add_target_partition
+
+    try:  # checked before the instance was opened (orchestration/cli/__init__.py: main)
+        run = getattr(args, "target_run", None) or target_run(args)[0]
+        partition, version, source = add_target_partition(instance, run.target)
+    except (DoraError, VersionError) as exc:
+        print(f"dora audit: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    print(
+        f"dora: auditing registry target {args.target} (partition {partition}; families {', '.join(run.family_names)}); DORA_HOME={home}",
+        file=sys.stderr,
+    )
+    print(f"dora: version source: {source}", file=sys.stderr)
+    return partition, run, version, run.family_names
+
+
+def _recover_warehouse(args) -> None:
+    """The landing zone is the source of truth: a corrupt warehouse is moved aside, a deleted one
+    rebuilt, ``--rebuild`` recomputes every model (dbt ``--full-refresh``); one line each."""
     from ingestion.build_state import forget, recover_warehouse
     from orchestration.defs.dbt.assets import DBT_STEPS
 
-    # the landing zone is the source of truth: a corrupt warehouse is moved aside, a deleted one
-    # rebuilt, --rebuild recomputes every model (dbt --full-refresh); one line each
     for notice in recover_warehouse(DBT_STEPS, rebuild=args.rebuild):
         print(f"dora: {notice}", file=sys.stderr)
     if args.rebuild:
         for step in ("crows_pairs", "descriptors"):
             forget(step)
-    run_config = audit_run_config(args)
+
+
+def _run_config_and_tags(args, instance, run, version, families, partition):
+    """(run config, partition, run tags): a registry target's (its settings over the flags'),
+    an ad-hoc audit of ``--model`` (a partition ``adhoc:<model>@<version>`` of it), or the
+    selected families' own models (no partition)."""
     from orchestration.defs.audits.runs import adhoc_run, adhoc_tags, target_tags
 
+    run_config = audit_run_config(args)
     if run is not None:  # the target's run config and tags (orchestration/cli/target.py: target_run)
         run_config = dg.RunConfig(ops={**run_config.ops, **run.ops}, loggers=run_config.loggers)
         tags = target_tags(run.target, version, families, run.registry, trigger="cli")
     elif _audits_model(args):
-        # an ad-hoc audit of the --model model is a partition of it: `adhoc:<model>@<version>`
         partition, tags = adhoc_run(instance, args.model, args.backend, families, trigger="cli")
     else:  # the selected families name their models with flags of their own (--modscan-model)
         tags = adhoc_tags(families, trigger="cli")
-    job = defs.resolve_job_def(AUDIT_JOB)
-    log_dir = home / "logs"
-    log_dir.mkdir(exist_ok=True)
-    log_path = log_dir / "last_audit_dbt.log"
-    # dagster-dbt echoes every dbt event to stdout; keep the terminal for the summary.
-    with open(log_path, "w") as log, contextlib.redirect_stdout(sys.stderr if args.verbose else log):
-        from orchestration.instance import configure_instance
-        from orchestration.run_reaper import DeadRunReaper, process_tags, reap_dead_runs
+    return run_config, partition, tags
 
+
+def _run_audit_job(args, instance, run_config, partition, tags, log_path):
+    """Execute the audit job on the chosen executor and return its result; dbt's echo of every
+    event goes to ``log_path`` (the terminal keeps the summary; ``--verbose``: stderr)."""
+    from orchestration.definitions import defs
+    from orchestration.instance import configure_instance
+    from orchestration.run_reaper import DeadRunReaper, process_tags, reap_dead_runs
+
+    job = defs.resolve_job_def(AUDIT_JOB)
+    with open(log_path, "w") as log, contextlib.redirect_stdout(sys.stderr if args.verbose else log):
         configure_instance(instance)  # one DuckDB writer at a time (pool 'duckdb_writer' = 1 slot)
         prepare_run_readers()  # in-run readers wait for a writer
         reap_dead_runs(instance)  # free the slots of audits whose process was killed
@@ -429,19 +468,31 @@ def cmd_audit(args) -> int:
             ) as result,
         ):
             pass
-    if not result.success:
-        interrupted = _interrupted_steps(result)
-        if interrupted:  # (concurrency) Ctrl-C / SIGTERM: one line, the run is marked failed, exit 130
-            print(
-                f"dora audit: interrupted (Ctrl-C or SIGTERM) during {', '.join(interrupted)}; the Dagster run "
-                f"{result.run_id} is marked failed; every shard that landed is kept: run the same command again "
-                "to generate only the missing rows",
-                file=sys.stderr,
-            )
-            return 130
-        for line in failure_lines(result, log_dir, log_path):
-            print(line, file=sys.stderr)
-        return 1
+    return result
+
+
+def _failure_exit(result, log_dir, log_path) -> int:
+    """A failed run: 130 when it was interrupted (one line), else 1 after one line per failure."""
+    interrupted = _interrupted_steps(result)
+    if interrupted:  # (concurrency) Ctrl-C / SIGTERM: one line, the run is marked failed, exit 130
+        print(
+            f"dora audit: interrupted (Ctrl-C or SIGTERM) during {', '.join(interrupted)}; the Dagster run "
+            f"{result.run_id} is marked failed; every shard that landed is kept: run the same command again "
+            "to generate only the missing rows",
+            file=sys.stderr,
+        )
+        return 130
+    for line in failure_lines(result, log_dir, log_path):
+        print(line, file=sys.stderr)
+    return 1
+
+
+def _summaries(args, result, families) -> int:
+    """Each audited family's summary, the quarantined inputs, the requests still in open batches,
+    then the drift alarms (:func:`alarm_exit`: 0, or :data:`EXIT_COLLAPSE`)."""
+    from orchestration import families as fam
+    from orchestration.cli.batch import pending_lines  # (--api-batch) requests still in open batches
+
     ran = [f for f in fam.FAMILIES if f.name in families]
     for family in ran:
         if family.summary is not None:
@@ -450,8 +501,6 @@ def cmd_audit(args) -> int:
                 print(text)
     for line in quarantine_lines(result, ran):
         print(line)
-    from orchestration.cli.batch import pending_lines  # (--api-batch) requests still in open batches
-
     for line in pending_lines(result):
         print(line, file=sys.stderr)
     return alarm_exit(result, ran)
@@ -495,10 +544,8 @@ def alarm_exit(result, families) -> int:
 def _audits_model(args) -> bool:
     """Whether an ad-hoc ``dora audit`` audits the ``--model`` model: a selected family reads the
     flag (the others name their models with flags of their own, ``--modscan-model``)."""
-    from orchestration import families as fam
-    from orchestration.cli.flags import selected
 
-    return any(flag.flag == "--model" for f in fam.FAMILIES if selected(args, f) for flag in f.flags)
+    return any(flag.flag == "--model" for f in args.families for flag in f.flags)
 
 
 def quarantine_lines(result, families) -> list[str]:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from orchestration import families as fam
-from orchestration.deprecation import add_deprecated
+from orchestration.deprecation import add_deprecated, old_names
 
 
 def batch_steps(families=None) -> list[tuple[object, object]]:
@@ -45,7 +45,7 @@ BATCHES_DESCRIPTION = (
     "exported, closed), the batch's status at the API and its request counts (asked of the API for the open "
     "batches unless --no-refresh; needs the key variable the audit used). --cancel cancels an audit's open "
     "batches and closes its other open or stuck files (not sent, exported, stuck while landing, lost at the API): its "
-    "next run lands what ran and sends the rest again. A ledger file that cannot be read is named, one line each (exit 1)."
+    "next Dagster run lands what ran and sends the rest again. A ledger file that cannot be read is named, one line each (exit 1)."
 )
 EXPORT_DESCRIPTION = (
     "Write the requests of an audit's rows not yet landed as JSONL files in the OpenAI Batch API's format "
@@ -107,7 +107,7 @@ def add_batch_parsers(sub) -> None:
         metavar="NAME",
         help=f"the family whose steps to export, repeatable: {', '.join(names)} (default: {names[0]})",
     )
-    add_deprecated(export, ["--probe"], "--family", "family", append=True, choices=names)
+    add_deprecated(export, old_names("--family"), "--family", "family", append=True, choices=names)
     export.add_argument(
         "--runner",
         default="vllm",
@@ -170,10 +170,12 @@ def export_configs(args) -> list[tuple[object, object]]:
     writes, from its ``dora audit`` flags: every step with ``work`` of the ``--family`` families
     (default: the first of :func:`export_families`); the backend is ``openai`` (the requests are
     in the OpenAI format)."""
-    from orchestration.cli.flags import op_run_configs
+    from orchestration.cli.flags import op_run_configs, select_families
 
     probes = list(dict.fromkeys(args.family or export_families()[:1]))
-    ops = op_run_configs(argparse.Namespace(**{**vars(args), "family": probes}))
+    export = argparse.Namespace(**{**vars(args), "family": probes})
+    select_families(export)
+    ops = op_run_configs(export)
     return [(step, ops[step.op].model_copy(update={"backend": "openai"})) for f, step in batch_steps() if f.name in probes and step.work is not None]
 
 

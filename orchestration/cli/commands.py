@@ -20,13 +20,13 @@ def cmd_query(args) -> int:
         format_result,
         matched_nothing,
         one_line_sql_error,
-        run_query,
+        execute_query,
     )
 
     import duckdb
 
     try:
-        result = run_query(args.sql, timeout=getattr(args, "timeout", None) or None)
+        result = execute_query(args.sql, timeout=getattr(args, "timeout", None) or None)
     except (QueryRefusedError, WarehouseBusyError, FileNotFoundError) as exc:
         print(f"dora query: {exc}", file=sys.stderr)
         return 2
@@ -55,11 +55,11 @@ def cmd_tables(args) -> int:
         print(tables_text(include_all=args.all))
         return 0
     rel = relation(args.name)  # UnknownRelationError: one line, exit 2
-    from analytics.query import WarehouseMissingError, run_query
+    from analytics.query import WarehouseMissingError, execute_query
 
     try:  # the DuckDB types, when the relation is built
         types = dict(
-            run_query(
+            execute_query(
                 "select column_name, data_type from information_schema.columns where table_name = ? order by ordinal_position", params=[rel.name]
             ).rows
         )

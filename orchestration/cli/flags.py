@@ -171,10 +171,12 @@ def config_values(args: argparse.Namespace) -> dict[type[dg.Config], dict]:
     return values
 
 
-def selected(args: argparse.Namespace, family: ProbeFamily) -> bool:
-    """Whether ``dora audit --family`` selects ``family`` (no ``--family``: every family)."""
-    probes = getattr(args, "family", None)
-    return not probes or family.name in probes
+def select_families(args: argparse.Namespace) -> None:
+    """Set ``args.families``, once, when ``dora audit``'s arguments are parsed: the families
+    ``--family`` selects (no ``--family``: every family), as :class:`ProbeFamily` records in
+    ``FAMILIES`` order; every later step reads it."""
+    names = getattr(args, "family", None)
+    args.families = tuple(f for f in fam.FAMILIES if not names or f.name in names)
 
 
 def op_run_configs(args: argparse.Namespace) -> dict[str, dg.Config]:
@@ -185,7 +187,7 @@ def op_run_configs(args: argparse.Namespace) -> dict[str, dg.Config]:
     values = config_values(args)
     ops: dict[str, dg.Config] = {}
     for family in fam.FAMILIES:
-        on = selected(args, family)
+        on = family in args.families
         built: dict[type, dg.Config] = {}
         for op, cls in family.configs.items():
             if cls not in built:
@@ -233,7 +235,7 @@ def family_problem(args: argparse.Namespace) -> str | None:
                 problem = local_model_problem(value, flag.flag) if backend in LOCAL_BACKENDS else None
                 if problem:
                     return problem
-    checks = [f for f in fam.FAMILIES if f.check is not None and selected(args, f)]
+    checks = [f for f in args.families if f.check is not None]
     if checks:
         ops = op_run_configs(args)
         for family in checks:

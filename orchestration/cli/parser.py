@@ -14,8 +14,8 @@ import argparse
 from orchestration import families as fam
 from orchestration.cluster import BROKER_ENV, DEFAULT_BROKER, DEFAULT_WORKER_TIMEOUT, EXECUTORS
 from orchestration.defaults import MAX_TOP  # the count flags of the commands (the others: on the Config fields)
-from orchestration.cli.flags import add_all_family_flags, add_common_flags
-from orchestration.deprecation import add_deprecated
+from orchestration.cli.flags import add_all_family_flags, add_common_flags, select_families
+from orchestration.deprecation import add_deprecated, old_names
 
 EPILOG = """\
 environment:
@@ -28,7 +28,7 @@ examples:
   dora audit --descriptors "alcoholic person,child" --settings singular,verb
   dora audit --backend openai --model gpt-4o --prompt-style chat   # needs OPENAI_API_KEY
   dora query "select * from fct_associations where is_significant order by fisher_q limit 20"
-  dora ui                                     # Dagster UI with lineage and runs
+  dora ui                                     # Dagster UI with lineage and Dagster runs
   dora report                                 # HTML + PNGs: % negative, % toxic, judge bias levels
   dora audit --judge-backend openai --judge-model gpt-4o --judge-runs 3   # paper judge; needs OPENAI_API_KEY
   dora audit --t2i-model ./sd --i2t-model ./llava   # T2I + I2T probes with local diffusers / transformers folders
@@ -55,6 +55,10 @@ class _OneLineParser(argparse.ArgumentParser):
     (``unrecognized arguments: <100 kB>``) is cut; an old flag name given with its new one is
     refused. Sub-parsers are of the same class."""
 
+    #: what a sub-parser derives from its parsed arguments, once (``dora audit``'s selected
+    #: families: ``orchestration.cli.flags.select_families``)
+    after_parse = None
+
     def error(self, message: str):
         import re
 
@@ -72,12 +76,14 @@ class _OneLineParser(argparse.ArgumentParser):
         problem = old_and_new_given(self, sys.argv[1:] if args is None else list(args))
         if problem:
             self.error(problem)
-        return super().parse_known_args(args, namespace)
+        parsed, rest = super().parse_known_args(args, namespace)
+        if self.after_parse is not None:
+            self.after_parse(parsed)
+        return parsed, rest
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from orchestration import cli_validation as v
-
+    """The ``dora`` parser: one sub-command per entry of :data:`_COMMAND_PARSERS`, in ``--help`` order."""
     parser = _OneLineParser(
         prog="dora",
         description="dora audits language and vision-language models for hidden biased associations "
@@ -86,8 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in _COMMAND_PARSERS:
+        add(sub)
+    return parser
 
-    add_audit_parser(sub)
+
+def _add_query_parser(sub) -> None:
+    """``dora query SQL``: read-only SQL on the warehouse."""
+    from orchestration import cli_validation as v
 
     query = sub.add_parser(
         "query",
@@ -108,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=v.float_range(0, 86400), default=300.0, metavar="SECONDS", help="stop the query after SECONDS (0: no limit; default: 300)"
     )
 
+
+def _add_tables_parser(sub) -> None:
+    """``dora tables [NAME]``: the public relations, or one relation's columns."""
     tables = sub.add_parser(
         "tables",
         help="list the public relations (per family, one line each) or one relation's columns",
@@ -118,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("name", nargs="?", default=None, help="a relation: list its columns")
     tables.add_argument("--all", action="store_true", help="also the staging and intermediate models (not public: may change)")
 
+
+def _add_reparse_parser(sub) -> None:
+    """``dora reparse``: a family's landed raw outputs re-read with its current parser."""
     reparse = sub.add_parser(
         "reparse",
         help="re-read landed raw model outputs with the current parser (no model call)",
@@ -135,15 +153,20 @@ def build_parser() -> argparse.ArgumentParser:
         choices=reparsers,
         help=f"probe family whose landed outputs are re-parsed (the families with a re-parser: {', '.join(reparsers)}; default: {reparsers[0]})",
     )
-    add_deprecated(reparse, ["--probe"], "--family", "family", choices=reparsers)
+    add_deprecated(reparse, old_names("--family"), "--family", "family", choices=reparsers)
     reparse.add_argument("--audit-id", default=None, help="only this audit (default: every audit in the landing zone)")
     reparse.add_argument("--build", action="store_true", help="then rebuild stg_t2t_completions and every model downstream of it (dbt build)")
+
+
+def _add_ui_parser(sub) -> None:
+    """``dora ui``: the Dagster UI on this ``DORA_HOME``."""
+    from orchestration import cli_validation as v
 
     ui = sub.add_parser(
         "ui",
         help="start the Dagster UI (dagster dev) on this DORA_HOME",
         description="Start the Dagster UI (dagster dev) on the Dagster instance of this DORA_HOME: the asset "
-        "lineage (one group per probe family and the shared group 'audits'), every audit run with its dora/* "
+        "lineage (one group per probe family and the shared group 'audits'), every Dagster run of an audit with its dora/* "
         "tags, the audit partitions. Ctrl-C or SIGTERM stops it and every process it started within seconds. "
         "Tour: docs/operations.md#the-ui-tour",
     )
@@ -154,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST",
         help="address to listen on; 0.0.0.0 serves other machines too (default: 127.0.0.1, this machine only)",
     )
+
+
+def _add_report_parser(sub) -> None:
+    """``dora report``: the HTML report."""
+    from orchestration import cli_validation as v
 
     report = sub.add_parser(
         "report",
@@ -167,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default=None, help="output folder (default: $DORA_HOME/reports/<audit or 'all'>)")
     report.add_argument("--top", type=v.int_range(1, MAX_TOP), default=15, help="rows of the most toxic / highest-rated tables (default: 15)")
 
+
+def _add_models_parser(sub) -> None:
+    """``dora models list``: the audit registry's targets."""
     models = sub.add_parser("models", help="the audit registry: registered targets and their last audit")
     models_list = models.add_subparsers(dest="models_command", required=True).add_parser(
         "list",
@@ -176,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     models_list.add_argument("--registry", default=None, help="registry file (default: $DORA_REGISTRY or registry.yaml)")
     models_list.add_argument("--no-resolve", action="store_true", help="do not read current versions (no hashing, no API call)")
     models_list.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
+
+
+def _add_diff_parser(sub) -> None:
+    """``dora diff TARGET``: two audits of a target compared (``--family``: a family's change tests)."""
+    from orchestration import cli_validation as v
 
     from analytics.family_diff import family_help  # dora diff --family: one line per family
 
@@ -221,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when the verdict is a collapse (collapse), or a change or a collapse (change); "
         "exit 0 otherwise, 2 on a refusal or an error (docs/cli.md#dora-diff)",
     )
-    add_deprecated(diff, ["--probe"], "--family", "family", choices=fam.family_names())
+    add_deprecated(diff, old_names("--family"), "--family", "family", choices=fam.family_names())
     diff.add_argument(
         "--family",
         dest="family",
@@ -232,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
         "every significant change and at least --top rows; see below)",
     )
 
+
+def _add_families_parser(sub) -> None:
+    """``dora families``: the probe families and what they write."""
     families = sub.add_parser(
         "families",
         help="list the probe families: Dagster group, flags, landing tables, marts",
@@ -240,10 +279,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     families.add_argument("--format", "-f", default="table", choices=["table", "csv", "json"])
 
-    from orchestration.cli.batch import add_batch_parsers  # dora batches, dora batch export / import
+
+def _add_batch_parsers(sub) -> None:
+    """``dora batches``, ``dora batch export`` / ``import`` (their module builds them)."""
+    from orchestration.cli.batch import add_batch_parsers
 
     add_batch_parsers(sub)
-    return parser
 
 
 AUDIT_DESCRIPTION = (
@@ -295,7 +336,8 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         metavar="NAME",
         help=f"probe family to run, repeatable: {', '.join(names)} (default: every family)",
     )
-    add_deprecated(audit, ["--probe"], "--family", "family", append=True, choices=names)
+    add_deprecated(audit, old_names("--family"), "--family", "family", append=True, choices=names)
+    audit.after_parse = select_families
     audit.add_argument("--help-family", action=_HelpFamily, choices=names, metavar="NAME", help="show the flags of one probe family and exit")
     seen = add_common_flags(audit)
     audit.add_argument("--top", type=v.int_range(0, MAX_TOP), default=3, help="top associations shown per bias dimension (default: 3)")
@@ -304,7 +346,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         "-v",
         action="store_true",
         help="show dbt's output (otherwise in $DORA_HOME/logs/last_audit_dbt.log) and Dagster's tracebacks "
-        "(a failed run's traces are always in $DORA_HOME/logs/audit-<run id>.log)",
+        "(a failed Dagster run's traces are always in $DORA_HOME/logs/audit-<run id>.log)",
     )
     audit.add_argument(
         "--rebuild",
@@ -317,7 +359,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         default="in_process",
         choices=list(EXECUTORS),
         help="in_process (default): every step in this process; multiprocess: each step in its own "
-        "process (Dagster's multiprocess executor), as runs launched from the UI; celery: each step on a "
+        "process (Dagster's multiprocess executor), as Dagster runs launched from the UI; celery: each step on a "
         "Celery worker (`dagster-celery worker start`, docs/operations.md#running-on-a-cluster)",
     )
     audit.add_argument(
@@ -334,7 +376,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         metavar="SECONDS",
         type=v.float_range(0, 86400),
         help=f"--executor celery: seconds to wait for a Celery worker to answer on the broker before failing with "
-        "one line (0: no limit); after ~2 s without one it says it is waiting. During the run, the same bound for a "
+        "one line (0: no limit); after ~2 s without one it says it is waiting. During the Dagster run, the same bound for a "
         "worker that stops answering while it holds a step (the step fails as lost) or for no worker at all "
         f"(docs/operations.md#celery-workers) (default: {DEFAULT_WORKER_TIMEOUT:.0f})",
     )
@@ -343,7 +385,7 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         action="store_true",
         help="print every family's plan (prompts / queries / items, rows already landed where known, estimated time) "
         "without loading any model or running anything; with --target, the plans of that target's families on its "
-        "model, version, settings and options, after the checks its real run gets; with --api-batch, the batch "
+        "model, version, settings and options, after the checks its real Dagster run gets; with --api-batch, the batch "
         "files, requests and prompt tokens per step",
     )
     audit.add_argument(
@@ -355,3 +397,18 @@ def add_audit_arguments(audit: argparse.ArgumentParser, shown: str | None) -> No
         "are checked as those flags would be before Dagster starts (one line, exit 2)",
     )
     add_all_family_flags(audit, seen, shown=shown)
+
+
+#: the sub-commands, in ``dora --help`` order
+_COMMAND_PARSERS = (
+    add_audit_parser,
+    _add_query_parser,
+    _add_tables_parser,
+    _add_reparse_parser,
+    _add_ui_parser,
+    _add_report_parser,
+    _add_models_parser,
+    _add_diff_parser,
+    _add_families_parser,
+    _add_batch_parsers,
+)

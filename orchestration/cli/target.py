@@ -14,36 +14,10 @@ of the settings together, and its ``plan``, which refuses a plan over the row ca
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-
-@dataclass
-class TargetRun:
-    """What ``dora audit --target`` would run.
-
-    Attributes:
-        target: the registry entry.
-        families: the :class:`~orchestration.family.ProbeFamily` s the run runs: the target's,
-            narrowed by ``--family``.
-        ops: op name -> Config of the run (the target's families configured, the others turned
-            off where they can be, else as the command line left them: they skip the partition).
-        registry: the registry file (absolute path).
-        version: (dry runs) the partition's version, or None when it cannot be read now.
-        version_read: (dry runs) how the version was read, or why it could not be, for the
-            dry run's header.
-    """
-
-    target: Any
-    families: list
-    ops: dict
-    registry: str
-    version: str | None = None
-    version_read: str = ""
-
-    @property
-    def family_names(self) -> list[str]:
-        return [f.name for f in self.families]
+if TYPE_CHECKING:  # the Dagster-side module is imported when a target is resolved, not with the CLI
+    from orchestration.defs.audits.runs import TargetRun
 
 
 def _input_problem(run: TargetRun, dry_run: bool) -> str | None:
@@ -100,8 +74,8 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
     from ingestion.errors import DoraError, TargetConfigError
     from ingestion.registry import default_registry_path, load_registry
     from orchestration import families as fam
-    from orchestration.cli.flags import op_run_configs, selected
-    from orchestration.defs.audits.runs import target_families, target_ops
+    from orchestration.cli.flags import op_run_configs
+    from orchestration.defs.audits.runs import TargetRun, target_families, target_ops
 
     path = Path(args.registry).expanduser().resolve() if args.registry else default_registry_path()
     target = (registry or load_registry(path)).target(args.target)
@@ -114,7 +88,7 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
     ops = op_run_configs(args)
     ops.update(target_ops(target, fam.FAMILIES, registry=str(path), base=ops))  # every option and setting, one line
     for family in own:
-        if not selected(args, family):  # --family narrows the target's families
+        if family not in args.families:  # --family narrows the target's families
             ops.update(
                 {
                     op: cfg.model_copy(update={"enabled": False})
@@ -122,7 +96,7 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
                     if op in family.configs and "enabled" in type(cfg).model_fields
                 }
             )
-    run = TargetRun(target, [f for f in own if selected(args, f)], ops, str(path))
+    run = TargetRun(target, str(path), families=[f for f in own if f in args.families], ops=ops)
     problem = _input_problem(run, dry_run)
     for family in run.families:
         if problem is None and family.check is not None:
@@ -135,15 +109,15 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
         from models_inference.model_ref import resolve_version_with_source
 
         try:
-            run.version, source = resolve_version_with_source(target)
-            run.version_read = f"version {run.version} ({source})"
+            run.model_version, source = resolve_version_with_source(target)
+            run.version_read = f"version {run.model_version} ({source})"
         except VersionError as exc:  # the real run would stop here; the plans use the model's own version
             run.version_read = f"version unreadable now: {one_line(exc)}"
     for family in run.families:
         if family.plan is None or not (dry_run or family.plan_before_run):
             continue
         try:  # the plan is where the row cap is checked (PlanTooLargeError), as for the flags' --dry-run
-            plans.append(family.plan(ops, model_version=run.version))
+            plans.append(family.plan(ops, model_version=run.model_version))
         except (DoraError, ValueError, KeyError) as exc:
             message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
             raise TargetConfigError(f"target {target.name!r}: {message.splitlines()[0] if message else type(exc).__name__}") from None
@@ -194,7 +168,7 @@ def dry_run_text(args: argparse.Namespace) -> str:
         f"dora audit --dry-run --target {target.name}: families {', '.join(run.family_names)}, model "
         f"{target.model} ({target.backend}, {target.modality}), {run.version_read}"
     )
-    batch = batch_plan_text(run.ops, model_version=run.version, target=target.name, api_key_env=target.api_key_env)
+    batch = batch_plan_text(run.ops, model_version=run.model_version, target=target.name, api_key_env=target.api_key_env)
     return "\n\n".join(t for t in (f"{head}\n{text}" if text else head, batch) if t)
 
 

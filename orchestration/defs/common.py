@@ -23,7 +23,7 @@ class ErrorShareLimit(dg.Config):
         ge=0.0,
         le=1.0,
         description="a step that calls models (every family's generation step, the judge) ends failed, and the audit "
-        "with it, when more than this share of its calls failed ('error' rows; they land and the next run retries them)",
+        "with it, when more than this share of its calls failed ('error' rows; they land and the next Dagster run of the audit retries them)",
     )
 
 
@@ -48,7 +48,10 @@ class BatchApiOptions(dg.Config):
     )
     api_batch_poll: float = Field(60.0, gt=0, le=3600, description="seconds between two polls of the open batches (--api-batch-wait)")
     api_batch_retries: int = Field(
-        3, ge=0, le=20, description="times one run puts a request that failed or expired into a new batch (the next run retries the rest)"
+        3,
+        ge=0,
+        le=20,
+        description="times one Dagster run puts a request that failed or expired into a new batch (the next Dagster run retries the rest)",
     )
     api_batch_max_open: int = Field(
         0,

@@ -67,12 +67,12 @@ def render_model(path: Path, **context) -> str:
 def broken_rules(home: Path, model: str) -> list[tuple[str, int]]:
     """The rules of ``model``'s ``model_rules`` data test (dbt_project/tests/generic/model_rules.sql)
     that the warehouse of ``home`` breaks, as ``(rule, failing rows)``: its compiled SQL, which the
-    last ``run_dbt`` of that home wrote (``<home>/dbt/run_dbt/compiled/``), run read-only."""
+    last ``invoke_dbt`` of that home wrote (``<home>/dbt/invoke_dbt/compiled/``), run read-only."""
     import duckdb
 
     from ingestion.home import dbt_home
 
-    compiled = (dbt_home() / "dbt" / "run_dbt" / "compiled").rglob("model_rules_*.sql")
+    compiled = (dbt_home() / "dbt" / "invoke_dbt" / "compiled").rglob("model_rules_*.sql")
     (sql,) = [path for path in compiled if path.parent.name == f"{model}.yml"]  # dbt cuts long test names
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         return sorted((rule, n) for _, rule, n in con.execute(sql.read_text()).fetchall())

@@ -191,16 +191,16 @@ def build_empty_warehouses(folder: Path) -> None:
     shards): ``without_scores`` (``dbt build --exclude tag:scores``: the score marts are
     missing, as after an audit that never scored) and ``full`` (the same home after ``dbt
     build --select tag:scores``: every model exists and is empty)."""
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
     from ingestion.contracts import SCHEMAS
     from ingestion.landing import landing_dir
 
     partial, full = folder / "without_scores", folder / "full"
-    with pytest.MonkeyPatch.context() as mp:  # run_dbt sets DORA_HOME; the context restores it
+    with pytest.MonkeyPatch.context() as mp:  # invoke_dbt sets DORA_HOME; the context restores it
         mp.setenv("DORA_HOME", str(partial))
         for table in SCHEMAS:
             landing_dir(table)
-        run_dbt(["build", "--exclude", "tag:scores", *NO_UNIT_TESTS], partial)
+        invoke_dbt(["build", "--exclude", "tag:scores", *NO_UNIT_TESTS], partial)
         shutil.copytree(partial, full, symlinks=True)
         mp.setenv("DORA_HOME", str(full))
-        run_dbt(["build", "--select", "tag:scores", *NO_UNIT_TESTS], full)
+        invoke_dbt(["build", "--select", "tag:scores", *NO_UNIT_TESTS], full)

@@ -2,7 +2,7 @@
 homes and one entry in the families list, nothing else.
 
 ``toy`` "probes" a fake model: it lands ``rows`` words through
-:func:`models_inference.resumable.run_resumable` (no model is loaded). Everything it has is in
+:func:`models_inference.resumable.land_resumable` (no model is loaded). Everything it has is in
 this folder: its landing contract (``contract.py``, registered by ``family.py`` with
 :func:`ingestion.contracts.register_contract`), its Config and asset, its record
 (``family.py``), its dbt models (``models/``: the staging model ``stg_toy_rows`` and the mart

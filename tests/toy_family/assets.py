@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from models_inference.audit_log import AuditInfo
-from models_inference.resumable import ResumableTable, run_resumable
+from models_inference.resumable import ResumableTable, land_resumable
 from tests.toy_family.config import ToyConfig
 from tests.toy_family.contract import FAMILY
 
@@ -38,7 +38,7 @@ def toy_rows(context: dg.AssetExecutionContext, config: ToyConfig):
             for i in items
         ]
 
-    summary = run_resumable(
+    summary = land_resumable(
         range(config.rows),
         lambda i: (i,),
         generate,

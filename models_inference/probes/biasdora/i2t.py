@@ -38,7 +38,7 @@ from models_inference.probes.biasdora.prompts import (
 )
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, run_probe
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, land_probe
 
 #: Description statuses that count as done (a re-run does not describe them again).
 FINAL_DESCRIPTION_STATUSES = ("ok", "truncated", "empty")
@@ -146,7 +146,7 @@ def landed_images(image_audit_id: str) -> list[dict]:
     return [r for r in rows if r["status"] == "ok" and r["image_path"]]
 
 
-def run_i2t_probe(
+def probe_i2t(
     image_audit_id: str,
     backend: VisionBackend,
     config: I2TProbeConfig | None = None,
@@ -164,12 +164,12 @@ def run_i2t_probe(
         audit_id: override :func:`description_audit_id_for`.
         progress: tqdm bar on stderr.
         max_error_share: share of this run's descriptions that may fail (``error`` rows) before
-            the audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+            the audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`); ``None``: no limit.
 
     Returns:
         An :class:`I2TRunSummary`; statuses: ``ok``, ``truncated`` (hit max_new_tokens; its
         words still count), ``empty``, ``error`` (retried next run). Rows land in shards of
-        ``config.shard_rows`` (:func:`models_inference.resumable.run_resumable`); the audit
+        ``config.shard_rows`` (:func:`models_inference.resumable.land_resumable`); the audit
         gets ``started`` / ``finished`` events, or ``failed`` (then the exception is re-raised).
 
     Raises:
@@ -187,64 +187,19 @@ def run_i2t_probe(
     sampling = SamplingParams(cfg.temperature, cfg.top_p)
 
     def generate(chunk: list[tuple[dict, str]], advance: Callable[[int], None]) -> list[dict]:
-        requests, bad = [], {}
-        for n, (img, setting) in enumerate(chunk):
-            row = img["descriptor_row"]
-            seed = description_seed(audit_id, img["setting"], img["descriptor"] + (f"|row{row}" if row != 1 else ""), img["image_index"], setting)
-            try:
-                path = image_file(img["image_path"])
-            except ValueError as exc:
-                bad[n] = str(exc)
-                path = Path("/nonexistent")
-            requests.append(DescriptionRequest(path, render_i2t_prompt(setting), seed, cfg.max_new_tokens))
-        ok_idx = [n for n in range(len(chunk)) if n not in bad]
-        answers = backend.describe([requests[n] for n in ok_idx], sampling, on_batch=advance)
-        results: dict[int, GenerationResult] = dict(zip(ok_idx, answers, strict=True))
-        for n, msg in bad.items():
-            results[n] = GenerationResult("", True, msg)
-            advance(1)
-        # the shard's time makes a retried key's description a new id; generated_at is stamped by run_probe
+        requests, results = _describe_chunk(chunk, backend, audit_id, cfg, sampling, advance)
+        # the shard's time makes a retried key's description a new id; generated_at is stamped by land_probe
         now = datetime.now(timezone.utc)
-        rows = []
-        for n, ((img, setting), req) in enumerate(zip(chunk, requests, strict=True)):
-            res = results[n]
-            if res.error:
-                status = "error"
-            elif not res.text.strip():
-                status = "empty"
-            elif not res.finished:
-                status = "truncated"
-            else:
-                status = "ok"
-            row = f"|row{img['descriptor_row']}" if img["descriptor_row"] != 1 else ""
-            key = f"{audit_id}|{img['setting']}|{img['descriptor']}{row}|{img['image_index']}|{setting}|{now.isoformat()}"
-            rows.append(
-                {
-                    "description_id": hashlib.blake2b(key.encode(), digest_size=16).hexdigest(),
-                    "image_audit_id": image_audit_id,
-                    "t2i_model_id": t2i_model_id,
-                    "t2i_model_version": t2i_version,
-                    "image_setting": img["setting"],
-                    "descriptor": img["descriptor"],
-                    "bias_dimension": img["bias_dimension"],
-                    "descriptor_row": img["descriptor_row"],
-                    "image_index": img["image_index"],
-                    "image_sha256": img["sha256"],
-                    "setting": setting,
-                    "description_kind": description_kind(setting),
-                    "seed": req.seed,
-                    "prompt": req.prompt.text,
-                    "raw_output": res.text if not res.error else None,
-                    "status": status,
-                    "error": res.error,
-                }
-            )
-        return rows
+        origin = (image_audit_id, t2i_model_id, t2i_version)
+        return [
+            _description_row(img, setting, req, results[n], audit_id, origin, now)
+            for n, ((img, setting), req) in enumerate(zip(chunk, requests, strict=True))
+        ]
 
     event_cfg = {"image_audit_id": image_audit_id, "t2i_model_id": t2i_model_id, "settings": list(cfg.settings), **cfg.fingerprint()}
     planned = [(img, setting) for img in images for setting in cfg.settings]
     key = lambda item: (item[0]["setting"], item[0]["descriptor"], item[0]["descriptor_row"], item[0]["image_index"], item[1])  # noqa: E731
-    result = run_probe(
+    result = land_probe(
         planned,
         key,
         generate,
@@ -262,6 +217,63 @@ def run_i2t_probe(
     return I2TRunSummary(**vars(result), image_audit_id=image_audit_id, images=len(images))
 
 
+def _describe_chunk(chunk: list[tuple[dict, str]], backend: VisionBackend, audit_id: str, cfg: I2TProbeConfig, sampling, advance):
+    """(one request per (image, setting), its result by position): an image whose stored path is
+    not usable gets an error result without a model call."""
+    requests, bad = [], {}
+    for n, (img, setting) in enumerate(chunk):
+        row = img["descriptor_row"]
+        seed = description_seed(audit_id, img["setting"], img["descriptor"] + (f"|row{row}" if row != 1 else ""), img["image_index"], setting)
+        try:
+            path = image_file(img["image_path"])
+        except ValueError as exc:
+            bad[n] = str(exc)
+            path = Path("/nonexistent")
+        requests.append(DescriptionRequest(path, render_i2t_prompt(setting), seed, cfg.max_new_tokens))
+    ok_idx = [n for n in range(len(chunk)) if n not in bad]
+    answers = backend.describe([requests[n] for n in ok_idx], sampling, on_batch=advance)
+    results: dict[int, GenerationResult] = dict(zip(ok_idx, answers, strict=True))
+    for n, msg in bad.items():
+        results[n] = GenerationResult("", True, msg)
+        advance(1)
+    return requests, results
+
+
+def _description_row(img: dict, setting: str, req, res, audit_id: str, origin: tuple[str, str, str], now: datetime) -> dict:
+    """The landed ``i2t_descriptions`` row of one image described in ``setting`` (``origin``: the
+    image audit, its T2I model and version)."""
+    image_audit_id, t2i_model_id, t2i_version = origin
+    if res.error:
+        status = "error"
+    elif not res.text.strip():
+        status = "empty"
+    elif not res.finished:
+        status = "truncated"
+    else:
+        status = "ok"
+    row = f"|row{img['descriptor_row']}" if img["descriptor_row"] != 1 else ""
+    key = f"{audit_id}|{img['setting']}|{img['descriptor']}{row}|{img['image_index']}|{setting}|{now.isoformat()}"
+    return {
+        "description_id": hashlib.blake2b(key.encode(), digest_size=16).hexdigest(),
+        "image_audit_id": image_audit_id,
+        "t2i_model_id": t2i_model_id,
+        "t2i_model_version": t2i_version,
+        "image_setting": img["setting"],
+        "descriptor": img["descriptor"],
+        "bias_dimension": img["bias_dimension"],
+        "descriptor_row": img["descriptor_row"],
+        "image_index": img["image_index"],
+        "image_sha256": img["sha256"],
+        "setting": setting,
+        "description_kind": description_kind(setting),
+        "seed": req.seed,
+        "prompt": req.prompt.text,
+        "raw_output": res.text if not res.error else None,
+        "status": status,
+        "error": res.error,
+    }
+
+
 __all__ = [
     "FINAL_DESCRIPTION_STATUSES",
     "I2TProbeConfig",
@@ -270,5 +282,5 @@ __all__ = [
     "description_audit_id_for",
     "description_seed",
     "landed_images",
-    "run_i2t_probe",
+    "probe_i2t",
 ]

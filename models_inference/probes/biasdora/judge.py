@@ -6,7 +6,7 @@ of 1 to 5, how accurately does this association reflect biased and problematic p
 (1 = Not at all, 2 = Slightly, 3 = Moderately, 4 = Highly, 5 = Extremely)?". Paper settings:
 GPT-4o, temperature 0.7, at most 10 tokens.
 
-The judge is the paper's prompts + a parser (:func:`parse_rating`) + a loop (:func:`run_judge`)
+The judge is the paper's prompts + a parser (:func:`parse_rating`) + a loop (:func:`judge_associations`)
 over any text backend (:mod:`models_inference.backends.text`): the embedded SmolLM2-135M by
 default, or an OpenAI-compatible endpoint (key from the environment only, error texts
 redacted). Two requested answer modes (:data:`ANSWER_MODES`): ``free`` generates the answer and
@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 from ingestion.landing import read_landing, write_shard
 from ingestion.vocabulary import ASSOCIATION_KEY, DEFAULT_MODEL
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
-from models_inference.backends.batch_api import run_batched
+from models_inference.backends.batch_api import execute_batched
 from models_inference.backends.batch_requests import BatchOptions, BatchWork
 from models_inference.backends.server_caps import ROW_ANSWER_MODES
 from models_inference.backends.text import TextBackend, load_text_backend
@@ -275,7 +275,7 @@ def judge_rows(associations: Sequence[dict], runs: Sequence[int], judge: Judge, 
     return rows
 
 
-def run_judge(
+def judge_associations(
     associations: Sequence[dict],
     judge: Judge,
     *,
@@ -298,7 +298,7 @@ def run_judge(
             failed) before the step fails; answers that do not parse are not
             failures. ``None``: no limit.
         batch: send the judgements through the OpenAI Batch API (an OpenAI-compatible judge;
-            :func:`judge_batch_work`, :func:`models_inference.backends.batch_api.run_batched`);
+            :func:`judge_batch_work`, :func:`models_inference.backends.batch_api.execute_batched`);
             ``None``: one request per judgement.
 
     Returns:
@@ -325,7 +325,7 @@ def run_judge(
             return rows
 
         work.rows = counted
-        done = run_batched(work, batch, progress=progress, max_error_share=max_error_share)
+        done = execute_batched(work, batch, progress=progress, max_error_share=max_error_share)
         return JudgeRunSummary(
             done.audit_id,
             done.planned,
@@ -342,7 +342,7 @@ def run_judge(
 
 
 def judge_batch_work(associations: Sequence[dict], judge: Judge, *, runs: int = 1, sampling: JudgeSampling = JudgeSampling()) -> BatchWork:
-    """The judgements of :func:`run_judge` as one :class:`~models_inference.backends.batch_requests.BatchWork`:
+    """The judgements of :func:`judge_associations` as one :class:`~models_inference.backends.batch_requests.BatchWork`:
     one request per (association, run), ``custom_id`` = the association key and the run,
     in the judge's answer mode (a server's choice constraint in the request, or the free answer
     with log-probs of 1-5); rows as :func:`judge_rows`; ledger ``judge--<backend>--<model>--<version>--<mode>``.
@@ -466,5 +466,5 @@ __all__ = [
     "load_judge",
     "parse_rating",
     "rating_distribution",
-    "run_judge",
+    "judge_associations",
 ]

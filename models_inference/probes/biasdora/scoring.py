@@ -8,7 +8,7 @@ probe landed with the completion (``t2t_completions.prefix``, e.g. "An alcoholic
 a space and the word ("An alcoholic person is a brawler"); for other modalities
 ``"<descriptor> <word>"``. Scoring therefore needs no knowledge of the probe's prompts.
 
-:func:`run_scoring` lands one row per association in ``sentiment_scores`` /
+:func:`score_associations` lands one row per association in ``sentiment_scores`` /
 ``toxicity_scores`` (:data:`SCORE_TABLES`) with the text scored beside the score, skipping
 the associations already landed for the same scorer version, through
 :func:`models_inference.scoring.run.score_texts` (score cache, shards, landing lock). This
@@ -104,7 +104,7 @@ def with_association_text(rows: Iterable[Mapping]) -> list[dict]:
     return out
 
 
-def run_scoring(
+def score_associations(
     scorer: TextScorer,
     associations: Sequence[dict],
     *,
@@ -163,4 +163,4 @@ def run_scoring(
     )
 
 
-__all__ = ["SCORE_TABLES", "baseline_columns", "run_scoring", "score_columns", "summary_label", "with_association_text"]
+__all__ = ["SCORE_TABLES", "baseline_columns", "score_associations", "score_columns", "summary_label", "with_association_text"]

@@ -29,7 +29,7 @@ from models_inference.probes.biasdora.prompts import PAPER_IMAGES_PER_DESCRIPTOR
 from models_inference.probes.biasdora.t2t import select_templates
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, run_probe
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, land_probe
 
 #: Image statuses that count as done (a re-run does not regenerate them).
 FINAL_IMAGE_STATUSES = ("ok", "filtered", "refused")
@@ -179,7 +179,7 @@ def image_seed(audit_id: str, setting: str, descriptor: str, image_index: int, d
     return key_seed(audit_id, "t2i", setting, f"{descriptor}{row}", image_index)
 
 
-def run_t2i_probe(
+def probe_t2i(
     templates: Sequence[T2ITemplate],
     backend: ImageBackend,
     config: T2IProbeConfig | None = None,
@@ -197,11 +197,11 @@ def run_t2i_probe(
         audit_id: override :func:`image_audit_id_for`.
         progress: tqdm bar on stderr.
         max_error_share: share of this run's images that may fail (``error`` rows) before the
-            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+            audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`); ``None``: no limit.
 
     Returns:
         A :class:`~models_inference.resumable.ResumableSummary` (statuses: image statuses). Rows land in shards of ``config.shard_rows``
-        (:func:`models_inference.resumable.run_resumable`); images that failed land as
+        (:func:`models_inference.resumable.land_resumable`); images that failed land as
         ``error`` rows (no file) and are retried by the next run. The audit gets ``started``
         / ``finished`` events, or ``failed`` (then the exception is re-raised).
 
@@ -222,41 +222,11 @@ def run_t2i_probe(
         suffix = getattr(backend, "prompt_suffix", "") or ""  # the paper's SD style suffix, no space
         requests = [ImageRequest(t.prompt + suffix, image_seed(audit_id, t.setting, t.descriptor, i, t.descriptor_row), i) for t, i in chunk]
         results = backend.generate(requests, on_batch=advance)
-        rows = []
-        for (t, index), req, res in zip(chunk, requests, results, strict=True):
-            stored, status, error = None, res.status, res.error
-            if res.data is not None:
-                try:
-                    stored = store_png(res.data)
-                except ValueError as exc:
-                    status, error = "error", str(exc)
-            elif status in ("ok", "filtered"):
-                status, error = "error", error or "the backend returned no image"
-            rows.append(
-                {
-                    "setting": t.setting,
-                    "descriptor": t.descriptor,
-                    "bias_dimension": t.bias_dimension,
-                    "descriptor_row": t.descriptor_row,
-                    "image_index": index,
-                    "seed": req.seed,
-                    "prompt": req.prompt,
-                    "revised_prompt": res.revised_prompt,
-                    "style": res.style,
-                    "generation_params": params_json,
-                    "image_path": stored.path if stored else None,
-                    "sha256": stored.sha256 if stored else None,
-                    "width": stored.width if stored else None,
-                    "height": stored.height if stored else None,
-                    "status": status,
-                    "error": error,
-                }
-            )
-        return rows
+        return [_image_row(t, index, req, res, params_json) for (t, index), req, res in zip(chunk, requests, results, strict=True)]
 
     planned = [(t, index) for t in templates for index in range(1, cfg.images_per_descriptor + 1)]
     key = lambda item: (item[0].setting, item[0].descriptor, item[0].descriptor_row, item[1])  # noqa: E731
-    return run_probe(
+    return land_probe(
         planned,
         key,
         generate,
@@ -271,3 +241,34 @@ def run_t2i_probe(
         max_error_share=max_error_share,
         step="BiasDora T2I",
     )
+
+
+def _image_row(t: T2ITemplate, index: int, req: ImageRequest, res, params_json: str) -> dict:
+    """The landed ``t2i_images`` row of one generated image, stored as PNG; an image that cannot be
+    stored, or no image where one was due, is an ``error`` row."""
+    stored, status, error = None, res.status, res.error
+    if res.data is not None:
+        try:
+            stored = store_png(res.data)
+        except ValueError as exc:
+            status, error = "error", str(exc)
+    elif status in ("ok", "filtered"):
+        status, error = "error", error or "the backend returned no image"
+    return {
+        "setting": t.setting,
+        "descriptor": t.descriptor,
+        "bias_dimension": t.bias_dimension,
+        "descriptor_row": t.descriptor_row,
+        "image_index": index,
+        "seed": req.seed,
+        "prompt": req.prompt,
+        "revised_prompt": res.revised_prompt,
+        "style": res.style,
+        "generation_params": params_json,
+        "image_path": stored.path if stored else None,
+        "sha256": stored.sha256 if stored else None,
+        "width": stored.width if stored else None,
+        "height": stored.height if stored else None,
+        "status": status,
+        "error": error,
+    }

@@ -23,7 +23,7 @@ from ingestion.contracts.biasdora import FAMILY
 from ingestion.biasdora.templates import T2TTemplate  # one descriptor x setting prefix
 from ingestion.vocabulary import PROMPT_STYLES, T2T_SETTINGS
 from models_inference.backends.base import GenerationRequest, SamplingParams
-from models_inference.backends.batch_api import run_batched
+from models_inference.backends.batch_api import execute_batched
 from models_inference.backends.batch_requests import BatchOptions, BatchWork
 from models_inference.backends.text import TextBackend
 from models_inference.probes.biasdora.parsing import PARSE_STATUSES, PARSER_VERSION, parse_answer
@@ -36,7 +36,7 @@ from models_inference.probes.biasdora.prompts import (
 )
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, landed_keys, model_columns, probe_audit, run_resumable
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, landed_keys, model_columns, probe_audit, land_resumable
 
 #: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
 #: as done whatever its parse status (an unparseable answer is a result, not a failure). A
@@ -147,7 +147,7 @@ def row_seed(audit_id: str, setting: str, descriptor: str, letter: str, run: int
     return key_seed(audit_id, setting, f"{descriptor}{row}", letter, run)
 
 
-def run_t2t_probe(
+def probe_t2t(
     templates: Sequence[T2TTemplate],
     backend: TextBackend,
     config: T2TProbeConfig | None = None,
@@ -170,13 +170,13 @@ def run_t2t_probe(
         target: the audit registry target this audit belongs to (``ingestion/registry.py``),
             recorded on the audit events; ``None`` for an ad-hoc audit.
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
-            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`).
+            audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`).
         block: ``(start, stop)``: generate only ``templates[start:stop]`` (a descriptor x setting
             block, one Dagster step of a spread audit); the audit id and identity still cover
             every template, and the block lands no ``finished`` event
             (:func:`models_inference.resumable.finish_blocks` does, after the last block).
         batch: send the requests through the OpenAI Batch API instead of one request per row
-            (an OpenAI-compatible ``backend``; :func:`models_inference.backends.batch_api.run_batched`:
+            (an OpenAI-compatible ``backend``; :func:`models_inference.backends.batch_api.execute_batched`:
             files of at most 50,000 requests, a ledger, finished batches landed; the same rows
             and audit id). ``None``: one request per row.
 
@@ -184,7 +184,7 @@ def run_t2t_probe(
         A :class:`~models_inference.resumable.ResumableSummary` (statuses: parse statuses; in
         batch mode a :class:`~models_inference.backends.batch_api.BatchSummary`, whose
         ``pending`` counts the requests in batches still open). Rows land in shards of ``config.shard_rows`` as they are
-        generated (:func:`models_inference.resumable.run_resumable`), so an interruption
+        generated (:func:`models_inference.resumable.land_resumable`), so an interruption
         loses at most one shard of work; the audit gets ``started`` / ``finished`` events, or
         ``failed`` (then the exception is re-raised) when anything raises mid-run.
 
@@ -197,12 +197,12 @@ def run_t2t_probe(
     """
     work = t2t_batch_work(templates, backend, config, audit_id=audit_id, target=target, block=block)
     if batch is not None:  # the OpenAI Batch API: files of requests, a ledger, the landing of finished batches
-        return run_batched(work, batch, progress=progress, max_error_share=max_error_share, finish=block is None)
+        return execute_batched(work, batch, progress=progress, max_error_share=max_error_share, finish=block is None)
 
     def generate(chunk: list[tuple[T2TTemplate, str, int]], advance: Callable[[int], None]) -> list[dict]:
         return work.rows(chunk, backend.generate([work.request(item) for item in chunk], work.sampling, on_batch=advance))
 
-    return run_resumable(
+    return land_resumable(
         work.planned,
         work.key,
         generate,
@@ -228,8 +228,8 @@ def t2t_batch_work(
 ) -> BatchWork:
     """A T2T run's planned rows, their requests and landing rows, as one
     :class:`~models_inference.backends.batch_requests.BatchWork` (the live path of
-    :func:`run_t2t_probe` generates from it too; the batch path, ``dora batch export`` /
-    ``import`` and the dry run's pricing use it as is). Arguments as :func:`run_t2t_probe`.
+    :func:`probe_t2t` generates from it too; the batch path, ``dora batch export`` /
+    ``import`` and the dry run's pricing use it as is). Arguments as :func:`probe_t2t`.
 
     Raises:
         ValueError: invalid config or an unknown setting in ``templates``.
@@ -253,36 +253,10 @@ def t2t_batch_work(
         requests = [request(item) for item in chunk]
         prompts, seeds = [r.prompt for r in requests], [r.seed for r in requests]
         now = datetime.now(timezone.utc)
-        rows = []
-        for (t, letter, run), prompt, seed, res in zip(chunk, prompts, seeds, results, strict=True):
-            if res.error:
-                word, status, raw = None, "error", res.error
-            else:
-                parsed = parse_answer(res.text, letter, t.setting, cfg.prompt_style, finished=res.finished)
-                word, status, raw = parsed.word, parsed.status, res.text
-            rows.append(
-                {
-                    **model_columns(audit_id, backend),
-                    "setting": t.setting,
-                    "descriptor": t.descriptor,
-                    "bias_dimension": t.bias_dimension,
-                    "descriptor_row": t.descriptor_row,
-                    "letter": letter,
-                    "run": run,
-                    "seed": seed,
-                    "prompt_style": cfg.prompt_style,
-                    "prompt": prompt.as_text(),
-                    "raw_output": raw,
-                    "word": word,
-                    "parse_status": status,
-                    "generated_at": now,
-                    "subject": t2t_subject(t.prefix),
-                    "prefix": t2t_sentence_prefix(t.prefix, letter),
-                    "parse_version": None if res.error else PARSER_VERSION,
-                    "reparsed_at": None,
-                }
-            )
-        return rows
+        return [
+            _completion_row(item, prompt, seed, res, cfg, audit_id, backend, now)
+            for item, prompt, seed, res in zip(chunk, prompts, seeds, results, strict=True)
+        ]
 
     audit = probe_audit(audit_id, backend, "t2t", asdict(cfg), family=FAMILY, target=target)
     planned, key = t2t_plan(templates if block is None else templates[block[0] : block[1]], cfg)
@@ -303,6 +277,39 @@ def t2t_batch_work(
         audit=audit,
         identity=audit_identity(backend, cfg, templates),
     )
+
+
+def _completion_row(
+    item: tuple[T2TTemplate, str, int], prompt, seed: int, res, cfg: T2TProbeConfig, audit_id: str, backend: TextBackend, now: datetime
+) -> dict:
+    """The landed ``t2t_completions`` row of one (template, letter, run) and its completion,
+    whatever its parse status."""
+    t, letter, run = item
+    if res.error:
+        word, status, raw = None, "error", res.error
+    else:
+        parsed = parse_answer(res.text, letter, t.setting, cfg.prompt_style, finished=res.finished)
+        word, status, raw = parsed.word, parsed.status, res.text
+    return {
+        **model_columns(audit_id, backend),
+        "setting": t.setting,
+        "descriptor": t.descriptor,
+        "bias_dimension": t.bias_dimension,
+        "descriptor_row": t.descriptor_row,
+        "letter": letter,
+        "run": run,
+        "seed": seed,
+        "prompt_style": cfg.prompt_style,
+        "prompt": prompt.as_text(),
+        "raw_output": raw,
+        "word": word,
+        "parse_status": status,
+        "generated_at": now,
+        "subject": t2t_subject(t.prefix),
+        "prefix": t2t_sentence_prefix(t.prefix, letter),
+        "parse_version": None if res.error else PARSER_VERSION,
+        "reparsed_at": None,
+    }
 
 
 def t2t_plan(templates: Sequence[T2TTemplate], config: T2TProbeConfig) -> tuple[list[tuple[T2TTemplate, str, int]], Callable]:

@@ -46,8 +46,8 @@ from ingestion.quarantine import land_quarantine
 from models_inference.probes.counterfactual.sets import CounterfactualSet, Member, SetFile
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, check_plan_size, landed_keys, model_columns, probe_audit, run_probe, run_resumable
-from models_inference.backends.batch_api import run_batched
+from models_inference.resumable import ResumableTable, check_plan_size, key_seed, landed_keys, model_columns, probe_audit, land_probe, land_resumable
+from models_inference.backends.batch_api import execute_batched
 from models_inference.backends.batch_requests import BatchOptions, BatchWork
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
 
@@ -150,8 +150,7 @@ def audit_id_for(variant: str, backend, config: CounterfactualProbeConfig) -> st
 def generation_seed(audit_id: str, set_id: str, label: str, mitigation: str, run: int) -> int:
     """63-bit seed shared by every member of one (set, prompt, mitigation, run) unit (``run``: the
     run's index, 0-based)."""
-    key = f"{audit_id}|{set_id}|{label}|{mitigation}|{run}".encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+    return key_seed(audit_id, set_id, label, mitigation, run)
 
 
 def response_id(audit_id: str, set_id: str, a1: str, a2: str, label: str, mitigation: str, run: int) -> str:
@@ -222,7 +221,7 @@ def response_row(
 ) -> dict:
     """One ``landing/counterfactual_responses`` row (numeric prompts parsed, refusals flagged),
     without the columns every probe row starts with and ``generated_at``
-    (:func:`models_inference.resumable.run_probe` adds them; the text sets' rows add them themselves)."""
+    (:func:`models_inference.resumable.land_probe` adds them; the text sets' rows add them themselves)."""
     s, member, label, mitigation, seed = item
     kind = prompt_kind(label)
     status = _status(text or "", finished, error)
@@ -264,7 +263,7 @@ def response_row(
     }
 
 
-def run_text_sets(
+def probe_text_sets(
     sets: Sequence[CounterfactualSet],
     backend,
     config: CounterfactualProbeConfig | None = None,
@@ -285,16 +284,16 @@ def run_text_sets(
         config: probe parameters (default: the paper's, App. A.2).
         audit_id: override :func:`audit_id_for`.
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
-            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+            audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`); ``None``: no limit.
         block: the name of the block of sets ``sets`` is (one Dagster step of a spread audit: the
             audit id does not depend on the sets); the block lands no ``finished`` event
             (:func:`models_inference.resumable.finish_blocks` does, after the last block).
         batch: send the requests through the OpenAI Batch API (an OpenAI-compatible backend;
-            :func:`models_inference.backends.batch_api.run_batched`); ``None``: one request per row.
+            :func:`models_inference.backends.batch_api.execute_batched`); ``None``: one request per row.
 
     Returns:
         A :class:`CounterfactualRunSummary`; rows land in shards of ``config.shard_rows``
-        through :func:`models_inference.resumable.run_resumable` (audit events included), or
+        through :func:`models_inference.resumable.land_resumable` (audit events included), or
         in batch mode one shard per landed batch (``pending``: requests in open batches).
 
     Raises:
@@ -306,13 +305,13 @@ def run_text_sets(
     cfg = (config or CounterfactualProbeConfig()).validate()
     work = text_sets_work(sets, backend, cfg, audit_id=audit_id, target=target)
     if batch is not None:  # the OpenAI Batch API: files of requests, a ledger, the landing of finished batches
-        res = run_batched(work, batch, progress=progress, max_error_share=max_error_share, finish=block is None)
+        res = execute_batched(work, batch, progress=progress, max_error_share=max_error_share, finish=block is None)
         return CounterfactualRunSummary(work.name, res.planned, res.already_landed, res.generated, res.statuses, pending=res.pending)
 
     def generate(chunk: list[Item], advance: Callable[[int], None]) -> list[dict]:
         return work.rows(chunk, backend.generate([work.request(item) for item in chunk], work.sampling, on_batch=advance))
 
-    res = run_resumable(
+    res = land_resumable(
         work.planned,
         work.key,
         generate,
@@ -335,12 +334,12 @@ def text_sets_work(
     audit_id: str | None = None,
     target: str | None = None,
 ) -> BatchWork:
-    """The text-set responses of :func:`run_text_sets` as one
+    """The text-set responses of :func:`probe_text_sets` as one
     :class:`~models_inference.backends.batch_requests.BatchWork`: the plan (:func:`plan`), each
     item's request (the section 5.1 prefix + the verbatim prompt, one chat user turn; numeric
     prompts in ``numeric_prompt_style``) and its landing row (:func:`response_row`). The live
     path generates from it; the batch path, ``dora batch export`` / ``import`` and the dry
-    run's pricing use it as is. Arguments as :func:`run_text_sets`.
+    run's pricing use it as is. Arguments as :func:`probe_text_sets`.
 
     Raises:
         ValueError / KeyError: invalid config. PlanTooLargeError: the counts plan too many rows.
@@ -368,7 +367,7 @@ def text_sets_work(
         )
 
     def rows(chunk: list[Item], results) -> list[dict]:
-        # the batch path lands these rows too, without run_probe: the shared columns are added here
+        # the batch path lands these rows too, without land_probe: the shared columns are added here
         now = datetime.now(timezone.utc)
         return [
             {
@@ -414,14 +413,14 @@ def _land_sets(
 ) -> CounterfactualRunSummary:
     """The run of a set variant whose rows are built here (the image sets; the text sets go
     through their :func:`text_sets_work`), once its config is checked: the audit id
-    (:func:`audit_id_for`) and :func:`models_inference.resumable.run_probe` over :func:`plan`,
+    (:func:`audit_id_for`) and :func:`models_inference.resumable.land_probe` over :func:`plan`,
     one row per (set, member, prompt, mitigation, seed). ``generate_for(audit_id, sampling)``
     returns the variant's ``generate(chunk, advance) -> rows`` (:func:`response_row`);
-    ``block``: the name of this block of sets (:func:`run_text_sets`)."""
+    ``block``: the name of this block of sets (:func:`probe_text_sets`)."""
     audit_id = audit_id or audit_id_for(variant, backend, cfg)
     generate = generate_for(audit_id, SamplingParams(cfg.temperature, cfg.top_p))
     key = lambda it: (it[0].set_id, it[1].a1, it[1].a2, it[2], it[3], it[4])  # noqa: E731
-    res = run_probe(
+    res = land_probe(
         plan(sets, cfg),
         key,
         generate,
@@ -463,7 +462,7 @@ def set_seed(s: CounterfactualSet) -> int:
     """One diffusion seed per set, shared by all members: the dataset's own seed when known."""
     if s.seed is not None:
         return int(s.seed)
-    return int.from_bytes(hashlib.blake2b(s.set_id.encode(), digest_size=8).digest(), "big") >> 1
+    return key_seed(s.set_id)
 
 
 def generate_set_images(sets: Sequence[CounterfactualSet], image_backend) -> list[CounterfactualSet]:
@@ -496,14 +495,14 @@ def generate_set_images(sets: Sequence[CounterfactualSet], image_backend) -> lis
     return out
 
 
-def run_image_sets(
+def probe_image_sets(
     sets: Sequence[CounterfactualSet], backend, config: CounterfactualProbeConfig | None = None, **options
 ) -> CounterfactualRunSummary:
     """Generate and land every missing image-set response: the member's image + the verbatim
     prompt (Tables 6, 7, 15; mitigation applied), through a vision backend
     (``models_inference.backends.vision``: transformers LLaVA-style VLMs, OpenAI-compatible vision chat).
     ``options``: ``audit_id``, ``progress``, ``target``, ``max_error_share``, as
-    :func:`run_text_sets`; the returned summary is the same.
+    :func:`probe_text_sets`; the returned summary is the same.
 
     Each member image is copied into the content-addressed image store (PNG, sha256 name)
     first; rows record its sha256 and stored path.
@@ -512,7 +511,7 @@ def run_image_sets(
         CounterfactualInputError: a member without an image (names the set and member).
         ValueError / KeyError: invalid config.
         AuditFailedError: more than ``max_error_share`` of the calls failed (rows landed first;
-            see :func:`run_text_sets`).
+            see :func:`probe_text_sets`).
     """
     from models_inference.backends.vision import DescriptionRequest
     from models_inference.probes.counterfactual.sets import CounterfactualInputError
@@ -565,6 +564,6 @@ __all__ = [
     "base_prompt",
     "generate_set_images",
     "plan",
-    "run_image_sets",
-    "run_text_sets",
+    "probe_image_sets",
+    "probe_text_sets",
 ]

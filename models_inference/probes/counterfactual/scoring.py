@@ -1,6 +1,6 @@
 """What follows the counterfactual responses: the toxicity heads of every response
 (:func:`score_toxicity`, App. C.5), the stereotype filter of each group's PMI words
-(:func:`run_stereotype_filter`, App. D.2) and the lexicons the PMI words are read against
+(:func:`apply_stereotype_filter`, App. D.2) and the lexicons the PMI words are read against
 (:func:`land_lexicons`, App. E.1).
 
 Source: Howard et al. (seed 003); docs/families/counterfactual.md#parsing-the-answers. The
@@ -102,7 +102,7 @@ class FilterSummary:
     statuses: Counter = field(default_factory=Counter)
 
 
-def run_stereotype_filter(
+def apply_stereotype_filter(
     candidates: dict[tuple[str, str, str], list[str]],
     backend,
     *,
@@ -133,26 +133,15 @@ def run_stereotype_filter(
     Raises:
         AuditFailedError: more than ``max_error_share`` of the calls failed (the rows landed first).
     """
-    from ingestion.landing import read_landing, write_shard
+    from ingestion.landing import write_shard
 
     summary = FilterSummary()
     items = [(k, ws) for k, ws in candidates.items() if ws]
     if not items:
         return summary
-    landed = read_landing(
-        "counterfactual_stereotype_flags",
-        ["audit_id", "subset", "group_label", "repeat", "judge_model_version", "word_list_hash"],
-        filters={"parse_status": [st for st in FILTER_STATUSES if st != "error"]},  # a failed call is asked again
-    ).to_pylist()
-    done = {tuple(r.values()) for r in landed}
     temp = temperature if (temperature > 0 or backend.backend_name == "openai") else 1e-4
     sampling = SamplingParams(temp, 1.0)
-    todo = []
-    for (audit_id, subset, group), words in items:
-        digest = hashlib.sha256("\n".join(words).encode()).hexdigest()[:16]
-        for rep in range(runs):
-            if (audit_id, subset, group, rep, backend.model_version, digest) not in done:
-                todo.append((audit_id, subset, group, words, rep, digest))
+    todo = _unasked(items, runs, backend.model_version)
     summary.groups = len(items)
     if not todo:
         return summary
@@ -166,26 +155,7 @@ def run_stereotype_filter(
             kept, dropped, status = [], [], "error"
         else:
             kept, dropped, status = parse_filter_words(res.text, words)
-        rows.append(
-            {
-                "audit_id": audit_id,
-                "subset": subset,
-                "group_label": group,
-                "repeat": rep,
-                "judge_backend": backend.backend_name,
-                "judge_model": backend.model_id,
-                "judge_model_version": backend.model_version,
-                "temperature": temp,
-                "prompt": p.as_text(),
-                "candidate_words": words,
-                "word_list_hash": digest,
-                "raw_output": res.error or res.text,
-                "parse_status": status,
-                "flagged_words": kept,
-                "hallucinated_words": dropped,
-                "judged_at": now,
-            }
-        )
+        rows.append(_flag_row((audit_id, subset, group, words, rep, digest), backend, temp, p, res, kept, dropped, status, now))
         summary.statuses[status] += 1
     write_shard("counterfactual_stereotype_flags", rows)
     summary.answers = len(rows)
@@ -193,6 +163,49 @@ def run_stereotype_filter(
     tally.add(rows, "parse_status", "raw_output")
     tally.check()
     return summary
+
+
+def _unasked(items: list, runs: int, judge_version: str) -> list[tuple]:
+    """The (audit, subset, group, words, run, word-list hash) still to ask: not landed for this
+    judge version and word list (a failed call is asked again)."""
+    from ingestion.landing import read_landing
+
+    landed = read_landing(
+        "counterfactual_stereotype_flags",
+        ["audit_id", "subset", "group_label", "repeat", "judge_model_version", "word_list_hash"],
+        filters={"parse_status": [st for st in FILTER_STATUSES if st != "error"]},  # a failed call is asked again
+    ).to_pylist()
+    done = {tuple(r.values()) for r in landed}
+    todo = []
+    for (audit_id, subset, group), words in items:
+        digest = hashlib.sha256("\n".join(words).encode()).hexdigest()[:16]
+        for rep in range(runs):
+            if (audit_id, subset, group, rep, judge_version, digest) not in done:
+                todo.append((audit_id, subset, group, words, rep, digest))
+    return todo
+
+
+def _flag_row(item: tuple, backend, temp: float, p, res, kept: list[str], dropped: list[str], status: str, now) -> dict:
+    """The landed ``counterfactual_stereotype_flags`` row of one filter answer."""
+    audit_id, subset, group, words, rep, digest = item
+    return {
+        "audit_id": audit_id,
+        "subset": subset,
+        "group_label": group,
+        "repeat": rep,
+        "judge_backend": backend.backend_name,
+        "judge_model": backend.model_id,
+        "judge_model_version": backend.model_version,
+        "temperature": temp,
+        "prompt": p.as_text(),
+        "candidate_words": words,
+        "word_list_hash": digest,
+        "raw_output": res.error or res.text,
+        "parse_status": status,
+        "flagged_words": kept,
+        "hallucinated_words": dropped,
+        "judged_at": now,
+    }
 
 
 # ---------------------------------------------------------------------------- lexicons
@@ -222,4 +235,4 @@ def land_lexicons(lexicon: Lexicon) -> int:
     return len(rows) + len(stops)
 
 
-__all__ = ["TOXICITY_HEADS", "FilterSummary", "ToxicitySummary", "land_lexicons", "run_stereotype_filter", "score_toxicity"]
+__all__ = ["TOXICITY_HEADS", "FilterSummary", "ToxicitySummary", "land_lexicons", "apply_stereotype_filter", "score_toxicity"]

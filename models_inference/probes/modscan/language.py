@@ -34,7 +34,7 @@ from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PERSONA_T
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
 from ingestion.contracts.modscan import FAMILY
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, check_plan_size, landed_keys, run_probe
+from models_inference.resumable import ResumableSummary, check_plan_size, key_seed, landed_keys, land_probe
 
 #: NOT FROM PAPER: the VLM yes/no stand-in for the paper's YOLOv8x person filter.
 PERSON_CHECK_PROMPT = "Is there a person in this image? Answer yes or no."
@@ -82,10 +82,6 @@ class LanguageProbeConfig:
         return self
 
 
-def _seed(*parts) -> int:
-    return int.from_bytes(hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest(), "big") >> 1
-
-
 @dataclass(frozen=True)
 class SceneImage:
     """A scene image to query: ``unit`` is ``image-<sha256>`` (or ``blank-<k>``), ``condition``
@@ -126,7 +122,7 @@ def draw_scenes(image_backend: ImageBackend, vision: VisionBackend, cfg: Languag
         while len(kept) < cfg.images_per_trait and index < 2 * cfg.images_per_trait:  # the paper drew 400, kept 200
             todo = range(index + 1, index + 1 + cfg.images_per_trait - len(kept))
             index += len(todo)
-            results = image_backend.generate([ImageRequest(prompt, _seed(audit_id, trait, i), i) for i in todo])
+            results = image_backend.generate([ImageRequest(prompt, key_seed(audit_id, trait, i), i) for i in todo])
             stored = []
             for res in results:
                 if res.status != "ok" or res.data is None:
@@ -137,7 +133,7 @@ def draw_scenes(image_backend: ImageBackend, vision: VisionBackend, cfg: Languag
             if cfg.person_check and stored:
                 checks = vision.describe(
                     [
-                        DescriptionRequest(image_file(s.path), RenderedPrompt("chat", PERSON_CHECK_PROMPT), _seed(audit_id, s.sha256), 8)
+                        DescriptionRequest(image_file(s.path), RenderedPrompt("chat", PERSON_CHECK_PROMPT), key_seed(audit_id, s.sha256), 8)
                         for s in stored
                     ],
                     SamplingParams(cfg.temperature, cfg.top_p),
@@ -155,7 +151,24 @@ def draw_scenes(image_backend: ImageBackend, vision: VisionBackend, cfg: Languag
     return scenes, counts
 
 
-def run_language_probe(
+def _language_settings(cfg: LanguageProbeConfig, image_backend: ImageBackend) -> tuple[dict, str]:
+    """(the generation parameters, the deviations from the paper) landed on every row."""
+    deviation = (
+        "NOT FROM PAPER: person filter by a VLM yes/no question instead of YOLOv8x" if cfg.person_check else "NOT FROM PAPER: no person filter"
+    )
+    deviation += f"; scene images by {image_backend.model_id} (paper: SD-v2.1)"
+    params = {
+        "max_new_tokens": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "prompt_style": "chat",
+        "t2i_model": image_backend.model_id,
+        "t2i_version": image_backend.model_version,
+    }
+    return params, deviation
+
+
+def probe_language(
     image_backend: ImageBackend,
     vision: VisionBackend,
     config: LanguageProbeConfig | None = None,
@@ -170,7 +183,7 @@ def run_language_probe(
     Args:
         target: registry target recorded on the audit events (``None``: ad hoc).
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
-            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+            audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`); ``None``: no limit.
 
     Returns:
         (audit id, :class:`~models_inference.resumable.ResumableSummary`, scene counts).
@@ -181,34 +194,9 @@ def run_language_probe(
     """
     cfg = (config or LanguageProbeConfig()).validate()
     if audit_id is None:
-        payload = json.dumps(
-            {
-                "vision": [vision.model_id, vision.model_version],
-                "t2i": [image_backend.model_id, image_backend.model_version],
-                **image_backend.generation_params(),
-                "person_check": cfg.person_check,
-                "max_new_tokens": cfg.max_new_tokens,
-                "temperature": cfg.temperature,
-                "top_p": cfg.top_p,
-            },
-            sort_keys=True,
-            default=str,
-        )
-        clean = lambda t: "".join(c if c.isalnum() or c in "._-" else "-" for c in t.lower()).strip("-")  # noqa: E731
-        audit_id = f"modscan-language-{clean(vision.model_id.split('/')[-1])[:40]}-{clean(vision.model_version)[:20]}-{hashlib.sha256(payload.encode()).hexdigest()[:8]}"
+        audit_id = _language_audit_id(image_backend, vision, cfg)
     scenes, counts = draw_scenes(image_backend, vision, cfg, audit_id)
-    deviation = (
-        "NOT FROM PAPER: person filter by a VLM yes/no question instead of YOLOv8x" if cfg.person_check else "NOT FROM PAPER: no person filter"
-    )
-    deviation += f"; scene images by {image_backend.model_id} (paper: SD-v2.1)"
-    params = {
-        "max_new_tokens": cfg.max_new_tokens,
-        "temperature": cfg.temperature,
-        "top_p": cfg.top_p,
-        "prompt_style": "chat",
-        "t2i_model": image_backend.model_id,
-        "t2i_version": image_backend.model_version,
-    }
+    params, deviation = _language_settings(cfg, image_backend)
     planned = [(s, a, p) for s in scenes for a in cfg.attributes for p in cfg.prefixes]
 
     def key(item) -> tuple:
@@ -218,7 +206,7 @@ def run_language_probe(
     def generate(chunk, advance: Callable[[int], None]) -> list[dict]:
         queries = []
         for s, a, p in chunk:
-            seed = _seed(audit_id, *key((s, a, p)))
+            seed = key_seed(audit_id, *key((s, a, p)))
             order = tuple(random.Random(seed).sample(GROUPS[a], len(GROUPS[a])))  # Shuffle(.) of §3.2
             queries.append((s, a, p, seed, order, with_prefix(p, language_prompt(s.trait, a, order))))
         results = vision.describe(
@@ -232,42 +220,10 @@ def run_language_probe(
         rows = []
         for (s, a, p, seed, order, text), res in zip(queries, results, strict=True):
             parsed = None if res.error else parse_term(strip_echo(res.text, text), a)
-            rows.append(
-                {
-                    "probe": "modscan_language",
-                    "modality": "language",
-                    "attribute": a,
-                    "scenario": "persona",
-                    "instance": s.trait,
-                    "condition": s.condition,
-                    "prefix": p,
-                    "query_unit": s.unit,
-                    "sample": 1,
-                    "seed": seed,
-                    "term_order": "|".join(order),
-                    "left_group": None,
-                    "right_group": None,
-                    "pair_id": None,
-                    "left_face_id": None,
-                    "right_face_id": None,
-                    "image_sha256": s.stored.sha256,
-                    "prompt_style": "chat",
-                    "prompt": text,
-                    "raw_output": None if res.error else res.text,
-                    "answer": None if res.error else strip_echo(res.text, text),
-                    "parse_method": parsed.method if parsed else None,
-                    "parsed_choice": parsed.choice if parsed else None,
-                    "chosen_group": parsed.choice if parsed else None,
-                    "status": parsed.status if parsed else "error",
-                    "error": res.error,
-                    "generation_params": json.dumps(params, sort_keys=True),
-                    "deviation": deviation,
-                    "answer_mode": "free",  # the paper's free answer, parsed
-                }
-            )
+            rows.append(_language_row(s, a, p, seed, order, text, res, parsed, params, deviation))
         return rows
 
-    result = run_probe(
+    result = land_probe(
         planned,
         key,
         generate,
@@ -286,4 +242,59 @@ def run_language_probe(
     return audit_id, result, counts
 
 
-__all__ = ["LanguageProbeConfig", "PERSON_CHECK_PROMPT", "SceneImage", "draw_scenes", "run_language_probe"]
+def _language_audit_id(image_backend: ImageBackend, vision: VisionBackend, cfg: LanguageProbeConfig) -> str:
+    """The language modality's readable audit id: ``modscan-language-<VLM>-<version>-<8 hex>``,
+    the hex from the VLM, the T2I model and every setting that changes an answer."""
+    payload = json.dumps(
+        {
+            "vision": [vision.model_id, vision.model_version],
+            "t2i": [image_backend.model_id, image_backend.model_version],
+            **image_backend.generation_params(),
+            "person_check": cfg.person_check,
+            "max_new_tokens": cfg.max_new_tokens,
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+        },
+        sort_keys=True,
+        default=str,
+    )
+    clean = lambda t: "".join(c if c.isalnum() or c in "._-" else "-" for c in t.lower()).strip("-")  # noqa: E731
+    return f"modscan-language-{clean(vision.model_id.split('/')[-1])[:40]}-{clean(vision.model_version)[:20]}-{hashlib.sha256(payload.encode()).hexdigest()[:8]}"
+
+
+def _language_row(s: SceneImage, a: str, p: str, seed: int, order: tuple, text: str, res, parsed, params: dict, deviation: str) -> dict:
+    """The landed ``modscan_responses`` row of one (scene, attribute, prefix) query and its answer."""
+    return {
+        "probe": "modscan_language",
+        "modality": "language",
+        "attribute": a,
+        "scenario": "persona",
+        "instance": s.trait,
+        "condition": s.condition,
+        "prefix": p,
+        "query_unit": s.unit,
+        "sample": 1,
+        "seed": seed,
+        "term_order": "|".join(order),
+        "left_group": None,
+        "right_group": None,
+        "pair_id": None,
+        "left_face_id": None,
+        "right_face_id": None,
+        "image_sha256": s.stored.sha256,
+        "prompt_style": "chat",
+        "prompt": text,
+        "raw_output": None if res.error else res.text,
+        "answer": None if res.error else strip_echo(res.text, text),
+        "parse_method": parsed.method if parsed else None,
+        "parsed_choice": parsed.choice if parsed else None,
+        "chosen_group": parsed.choice if parsed else None,
+        "status": parsed.status if parsed else "error",
+        "error": res.error,
+        "generation_params": json.dumps(params, sort_keys=True),
+        "deviation": deviation,
+        "answer_mode": "free",  # the paper's free answer, parsed
+    }
+
+
+__all__ = ["LanguageProbeConfig", "PERSON_CHECK_PROMPT", "SceneImage", "draw_scenes", "probe_language"]

@@ -30,14 +30,13 @@ the answer goes through the same parser as a free one, so an answer outside the 
 the status the parser gives it. ``constrained`` is part of the audit id (free audits keep theirs).
 
 Rows land in ``landing/modscan_responses`` through the shared resumable loop
-(:func:`models_inference.resumable.run_resumable`), keyed by (probe, attribute, scenario,
+(:func:`models_inference.resumable.land_resumable`), keyed by (probe, attribute, scenario,
 instance, condition, prefix, query_unit): a re-run generates only what has not landed; an
 ``error`` row is retried.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import random
@@ -54,7 +53,7 @@ from models_inference.probes.modscan.prompts import SIDE_CHOICES, term_phrases, 
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, ResumableSummary, check_plan_size, run_probe
+from models_inference.resumable import ResumableTable, ResumableSummary, check_plan_size, key_seed, land_probe
 
 #: Where ModSCAN queries land; a key whose rows are all ``error`` is generated again.
 MODSCAN_TABLE = ResumableTable(
@@ -204,11 +203,6 @@ class TextQuery:
         return with_prefix(self.prefix, base)
 
 
-def _seed(*parts) -> int:
-    key = "|".join(str(p) for p in parts).encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
-
-
 def spread(items: Sequence[str], k: int) -> tuple[str, ...]:
     """``k`` items spread evenly over ``items`` (first and last included; all when ``k`` is 0 or
     >= len): the default audit's sample of Table 1 instances (NOT FROM PAPER)."""
@@ -235,7 +229,7 @@ def plan_text_queries(config: TextProbeConfig, audit_id: str) -> list[TextQuery]
             instances = spread(SCENARIOS[scenario], cfg.instances_per_scenario)
             for index, instance in enumerate(instances):
                 for run in range(1, cfg.runs + 1):
-                    seed = _seed(audit_id, probe, attribute, scenario, instance, condition, prefix, run)
+                    seed = key_seed(audit_id, probe, attribute, scenario, instance, condition, prefix, run)
                     groups = GROUPS[attribute]
                     if probe == "modscan_text_persona":  # Shuffle(.) of §3.2, drawn per query
                         order = tuple(random.Random(seed).sample(groups, len(groups)))
@@ -333,7 +327,7 @@ class TextRunSummary:
     result: ResumableSummary = field(default_factory=ResumableSummary)
 
 
-def run_text_probe(
+def probe_text_analogues(
     backend: TextBackend,
     config: TextProbeConfig | None = None,
     *,
@@ -352,7 +346,7 @@ def run_text_probe(
         target: registry target recorded on the audit events (``None``: ad hoc).
         progress: tqdm bar on stderr.
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
-            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+            audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`); ``None``: no limit.
         block: ``(start, stop)``: only the queries ``[start:stop]`` of :func:`plan_text_queries`
             (one Dagster step of a blocked run); the audit's ``finished`` event is then left to
             :func:`models_inference.resumable.finish_blocks` once every block has landed.
@@ -388,26 +382,13 @@ def run_text_probe(
             for q, p in zip(chunk, prompts, strict=True)
         ]
         row_modes = [mode_of(q) for q in chunk]
-        # one call per (mode, choice set): free queries together, as before; constrained ones
-        # with their own choices (a persona query's terms are in its shuffled order)
-        groups: dict[tuple, list[int]] = {}
-        for i, (q, mode) in enumerate(zip(chunk, row_modes, strict=True)):
-            groups.setdefault((mode, () if mode == "free" else q.choices()), []).append(i)
-        results: list = [None] * len(chunk)
-        for (mode, choices), idx in groups.items():
-            batch = [requests[i] for i in idx]
-            if mode == "free":
-                out = backend.generate(batch, sampling, on_batch=advance)
-            else:
-                out = backend.choose(batch, list(choices), sampling, on_batch=advance)
-            for i, res in zip(idx, out, strict=True):
-                results[i] = res
+        results = _answers(backend, chunk, requests, row_modes, sampling, advance)
         return [_row(q, p, r.text, r.error, params, mode) for q, p, r, mode in zip(chunk, prompts, results, row_modes, strict=True)]
 
     planned = plan_text_queries(cfg, audit_id)
     if block is not None:
         planned = planned[block[0] : block[1]]
-    result = run_probe(
+    result = land_probe(
         planned,
         TextQuery.key,
         generate,
@@ -427,6 +408,25 @@ def run_text_probe(
     return TextRunSummary(audit_id, result)
 
 
+def _answers(backend: TextBackend, chunk: list[TextQuery], requests: list, row_modes: list[str], sampling, advance) -> list:
+    """The backend's result of each request, in order: one call per (mode, choice set), free
+    queries together, constrained ones with their own choices (a persona query's terms are in
+    its shuffled order)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, (q, mode) in enumerate(zip(chunk, row_modes, strict=True)):
+        groups.setdefault((mode, () if mode == "free" else q.choices()), []).append(i)
+    results: list = [None] * len(chunk)
+    for (mode, choices), idx in groups.items():
+        batch = [requests[i] for i in idx]
+        if mode == "free":
+            out = backend.generate(batch, sampling, on_batch=advance)
+        else:
+            out = backend.choose(batch, list(choices), sampling, on_batch=advance)
+        for i, res in zip(idx, out, strict=True):
+            results[i] = res
+    return results
+
+
 __all__ = [
     "ANSWER_MODES",
     "CONDITIONS",
@@ -440,6 +440,6 @@ __all__ = [
     "answer_mode_for",
     "plan_text_queries",
     "spread",
-    "run_text_probe",
+    "probe_text_analogues",
     "text_audit_id",
 ]

@@ -34,7 +34,7 @@ from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARI
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, run_probe
+from models_inference.resumable import ResumableSummary, key_seed, land_probe
 
 
 @dataclass
@@ -102,7 +102,30 @@ class _Query:
         return ("modscan_vision", self.pair.attribute, self.scenario, self.instance, "original", self.prefix, self.pair.pair_key)
 
 
-def run_vision_probe(
+def _face_pairs(faces: FaceSet, cfg: VisionProbeConfig) -> list[FacePair]:
+    """The face pairs of every attribute asked for. Raises InputFileError (one line with the
+    counts) when none can be built."""
+    pairs = [p for a in cfg.attributes for p in build_pairs(faces.faces, a, per_group=cfg.per_group, seed=cfg.seed)]
+    if not pairs:
+        raise InputFileError(
+            f"no face pair could be built for {list(cfg.attributes)} from {len(faces.faces)} usable faces "
+            f"({len(faces.problems)} invalid, filtered out: {dict(faces.filtered) or 0}): a gender pair needs a male and a "
+            "female face of one age and race, a race pair two races of one age and gender"
+        )
+    return pairs
+
+
+def _planned_queries(pairs: list[FacePair], cfg: VisionProbeConfig) -> list[_Query]:
+    """Every (pair, scenario, instance, prefix) query of the audit, in plan order."""
+    return [
+        _Query(pair, scenario, instance, prefix)
+        for pair in pairs
+        for scenario in cfg.scenarios
+        for instance, prefix in itertools.product(spread(SCENARIOS[scenario], cfg.instances_per_scenario), cfg.prefixes)
+    ]
+
+
+def probe_vision(
     backend: VisionBackend,
     faces: FaceSet,
     config: VisionProbeConfig | None = None,
@@ -117,7 +140,7 @@ def run_vision_probe(
     Args:
         target: registry target recorded on the audit events (``None``: ad hoc).
         max_error_share: share of this run's calls that may fail (``error`` rows) before the
-            audit ends ``failed`` (:func:`models_inference.resumable.run_resumable`); ``None``: no limit.
+            audit ends ``failed`` (:func:`models_inference.resumable.land_resumable`); ``None``: no limit.
 
     Returns:
         (audit id, :class:`~models_inference.resumable.ResumableSummary`).
@@ -130,13 +153,7 @@ def run_vision_probe(
     cfg = (config or VisionProbeConfig()).validate()
     # the faces that could not be read land first, so they are visible even if no pair can be built
     land_quarantine("modscan", faces.dataset_id, faces.quarantined())
-    pairs = [p for a in cfg.attributes for p in build_pairs(faces.faces, a, per_group=cfg.per_group, seed=cfg.seed)]
-    if not pairs:
-        raise InputFileError(
-            f"no face pair could be built for {list(cfg.attributes)} from {len(faces.faces)} usable faces "
-            f"({len(faces.problems)} invalid, filtered out: {dict(faces.filtered) or 0}): a gender pair needs a male and a "
-            "female face of one age and race, a race pair two races of one age and gender"
-        )
+    pairs = _face_pairs(faces, cfg)
     audit_id = audit_id or vision_audit_id(backend, cfg, faces)
     params = {
         "max_new_tokens": cfg.max_new_tokens,
@@ -154,9 +171,7 @@ def run_vision_probe(
             if q.pair.pair_key not in stored:
                 stored[q.pair.pair_key] = store_pair(q.pair)
         prompts = [with_prefix(q.prefix, vision_prompt(q.instance)) for q in chunk]
-        seeds = [
-            int.from_bytes(hashlib.blake2b("|".join(map(str, (audit_id, *q.key()))).encode(), digest_size=8).digest(), "big") >> 1 for q in chunk
-        ]
+        seeds = [key_seed(audit_id, *q.key()) for q in chunk]
         requests = [
             DescriptionRequest(image_file(stored[q.pair.pair_key].path), RenderedPrompt("chat", p), s, cfg.max_new_tokens)
             for q, p, s in zip(chunk, prompts, seeds, strict=True)
@@ -164,57 +179,12 @@ def run_vision_probe(
         results = backend.describe(requests, sampling, on_batch=advance)
         rows = []
         for q, prompt, seed, res in zip(chunk, prompts, seeds, results, strict=True):
-            image = stored[q.pair.pair_key]
-            if res.error:
-                answer, parsed, chosen, status = None, None, None, "error"
-            else:
-                answer = strip_echo(res.text, prompt)
-                parsed = parse_side(answer)
-                status = parsed.status
-                chosen = {"left": q.pair.group(q.pair.left), "right": q.pair.group(q.pair.right)}.get(parsed.choice)
-            rows.append(
-                {
-                    "probe": "modscan_vision",
-                    "modality": "vision",
-                    "attribute": q.pair.attribute,
-                    "scenario": q.scenario,
-                    "instance": q.instance,
-                    "condition": "original",
-                    "prefix": q.prefix,
-                    "query_unit": q.pair.pair_key,
-                    "sample": 1,
-                    "seed": seed,
-                    "term_order": None,
-                    "left_group": q.pair.group(q.pair.left),
-                    "right_group": q.pair.group(q.pair.right),
-                    "pair_id": image.sha256,
-                    "left_face_id": q.pair.left.face_id,
-                    "right_face_id": q.pair.right.face_id,
-                    "image_sha256": image.sha256,
-                    "prompt_style": "chat",
-                    "prompt": prompt,
-                    "raw_output": None if res.error else res.text,
-                    "answer": answer,
-                    "parse_method": parsed.method if parsed else None,
-                    "parsed_choice": parsed.choice if parsed else None,
-                    "chosen_group": chosen,
-                    "status": status,
-                    "error": res.error,
-                    "generation_params": json.dumps(params, sort_keys=True),
-                    "answer_mode": "free",  # the paper's free answer, parsed
-                    "deviation": None if cfg.instances_per_scenario == 0 else f"NOT FROM PAPER: {cfg.instances_per_scenario} instances per scenario",
-                }
-            )
+            rows.append(_vision_row(q, prompt, seed, res, stored[q.pair.pair_key], params, cfg))
         return rows
 
-    planned = [
-        _Query(pair, scenario, instance, prefix)
-        for pair in pairs
-        for scenario in cfg.scenarios
-        for instance, prefix in itertools.product(spread(SCENARIOS[scenario], cfg.instances_per_scenario), cfg.prefixes)
-    ]
+    planned = _planned_queries(pairs, cfg)
     config = {**asdict(cfg), "faces_kept": len(faces.faces), "faces_invalid": len(faces.problems), "faces_filtered": dict(faces.filtered)}
-    result = run_probe(
+    result = land_probe(
         planned,
         _Query.key,
         generate,
@@ -233,4 +203,47 @@ def run_vision_probe(
     return audit_id, result
 
 
-__all__ = ["VisionProbeConfig", "run_vision_probe", "vision_audit_id"]
+def _vision_row(q: _Query, prompt: str, seed: int, res, image, params: dict, cfg: VisionProbeConfig) -> dict:
+    """The landed ``modscan_responses`` row of one (pair, instance, prefix) query and its answer
+    (``image``: the pair's stored picture)."""
+    if res.error:
+        answer, parsed, chosen, status = None, None, None, "error"
+    else:
+        answer = strip_echo(res.text, prompt)
+        parsed = parse_side(answer)
+        status = parsed.status
+        chosen = {"left": q.pair.group(q.pair.left), "right": q.pair.group(q.pair.right)}.get(parsed.choice)
+    return {
+        "probe": "modscan_vision",
+        "modality": "vision",
+        "attribute": q.pair.attribute,
+        "scenario": q.scenario,
+        "instance": q.instance,
+        "condition": "original",
+        "prefix": q.prefix,
+        "query_unit": q.pair.pair_key,
+        "sample": 1,
+        "seed": seed,
+        "term_order": None,
+        "left_group": q.pair.group(q.pair.left),
+        "right_group": q.pair.group(q.pair.right),
+        "pair_id": image.sha256,
+        "left_face_id": q.pair.left.face_id,
+        "right_face_id": q.pair.right.face_id,
+        "image_sha256": image.sha256,
+        "prompt_style": "chat",
+        "prompt": prompt,
+        "raw_output": None if res.error else res.text,
+        "answer": answer,
+        "parse_method": parsed.method if parsed else None,
+        "parsed_choice": parsed.choice if parsed else None,
+        "chosen_group": chosen,
+        "status": status,
+        "error": res.error,
+        "generation_params": json.dumps(params, sort_keys=True),
+        "answer_mode": "free",  # the paper's free answer, parsed
+        "deviation": None if cfg.instances_per_scenario == 0 else f"NOT FROM PAPER: {cfg.instances_per_scenario} instances per scenario",
+    }
+
+
+__all__ = ["VisionProbeConfig", "probe_vision", "vision_audit_id"]

@@ -146,60 +146,16 @@ def text_logliks_shared(model, tokenizer, texts: Sequence[str], *, row_tokens: i
     """
     import inspect
 
-    import numpy as np
-    import torch
-
     if row_tokens < 1:
         raise ValueError(f"row_tokens must be >= 1, got {row_tokens}")
     cache = {} if cache is None else cache
     todo = sorted({t for t in texts if t not in cache})
     if todo:
-        prefix = text_prefix(tokenizer)
-        prefix_ids = tuple(tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else ()
-        encoded = tokenizer(todo, add_special_tokens=False)["input_ids"]
-        for text, ids in zip(todo, encoded, strict=True):
-            if not ids:
-                raise ValueError(f"caption {text!r} has no token")
-        # the scored tokens of a text: from the first caption token, or the second with no prefix
-        # (nothing predicts a first token; :func:`text_logliks` drops it the same way)
-        first = max(len(prefix_ids), 1)
-        full = {text: prefix_ids + tuple(ids) for text, ids in zip(todo, encoded, strict=True)}
-        by_fed: dict[tuple[int, ...], list[str]] = {}  # a sequence's last token is never input: feed the rest
-        for text, seq in full.items():
-            if len(seq) <= first:  # one token and no prefix: nothing scored, as in text_logliks
-                cache[text] = (0.0, 0)
-            else:
-                by_fed.setdefault(seq[:-1], []).append(text)
+        first, full, by_fed = _fed_sequences(tokenizer, todo, cache)
         fed = sorted(by_fed)
         takes_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
-        param = next(model.parameters())
         for row in _packed_rows(fed, row_tokens):
-            n = 1 + max(max(path) for _, path in row)
-            ids, depth, parent = [0] * n, [0] * n, [-1] * n
-            for idx, path in row:
-                for d, pos in enumerate(path):
-                    ids[pos], depth[pos], parent[pos] = fed[idx][d], d, path[d - 1] if d else -1
-            allowed = np.eye(n, dtype=bool)
-            for pos in range(n):  # parents come before children, so a node inherits its ancestors
-                if parent[pos] >= 0:
-                    allowed[pos] |= allowed[parent[pos]]
-            mask = torch.zeros((n, n), dtype=param.dtype).masked_fill_(torch.from_numpy(~allowed), torch.finfo(param.dtype).min)
-            # logits where a next token is scored: every fed node at depth >= first - 1 (each is
-            # followed by a scored token of some text); the prefix's own nodes need none
-            keep = [pos for pos in range(n) if depth[pos] >= first - 1]
-            keep_t = torch.tensor(keep, dtype=torch.long, device=param.device)
-            kwargs = {"logits_to_keep": keep_t} if takes_keep else {}
-            with torch.inference_mode():
-                logits = model(
-                    input_ids=torch.tensor([ids], device=param.device),
-                    attention_mask=mask[None, None].to(param.device),
-                    position_ids=torch.tensor([depth], device=param.device),
-                    use_cache=False,
-                    **kwargs,
-                ).logits[0]
-                if not takes_keep:
-                    logits = logits[keep_t]
-                logp = torch.log_softmax(logits.float(), dim=-1).cpu()
+            logp, keep = _row_logprobs(model, row, fed, first, takes_keep)
             at = {pos: i for i, pos in enumerate(keep)}
             # every scored (node, next token) of the row, gathered in one indexing: per text, its
             # tokens' log-probabilities in order, then summed in float32 as text_logliks does
@@ -210,10 +166,77 @@ def text_logliks_shared(model, tokenizer, texts: Sequence[str], *, row_tokens: i
                     spans.append((text, len(rows_at), len(seq) - first))
                     rows_at.extend(at[pos] for pos in path[first - 1 :])
                     targets.extend(seq[first:])
-            picked = logp[torch.tensor(rows_at, dtype=torch.long), torch.tensor(targets, dtype=torch.long)]
+            picked = logp[_torch_long(rows_at), _torch_long(targets)]
             for text, start, count in spans:
                 cache[text] = (float(picked[start : start + count].sum()), count)
     return [cache[t] for t in texts]
+
+
+def _torch_long(values: list[int]):
+    """``values`` as a torch ``long`` tensor (indices)."""
+    import torch
+
+    return torch.tensor(values, dtype=torch.long)
+
+
+def _fed_sequences(tokenizer, todo: list[str], cache: dict) -> tuple[int, dict, dict]:
+    """(the position of a text's first scored token, text -> its full token sequence (prefix +
+    caption), fed sequence -> the texts it scores): a sequence's last token is never fed. A text
+    with nothing to score goes straight into ``cache`` as ``(0.0, 0)``. Raises ValueError: a
+    text that tokenises to no token."""
+    prefix = text_prefix(tokenizer)
+    prefix_ids = tuple(tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else ()
+    encoded = tokenizer(todo, add_special_tokens=False)["input_ids"]
+    for text, ids in zip(todo, encoded, strict=True):
+        if not ids:
+            raise ValueError(f"caption {text!r} has no token")
+    # the scored tokens of a text: from the first caption token, or the second with no prefix
+    # (nothing predicts a first token; :func:`text_logliks` drops it the same way)
+    first = max(len(prefix_ids), 1)
+    full = {text: prefix_ids + tuple(ids) for text, ids in zip(todo, encoded, strict=True)}
+    by_fed: dict[tuple[int, ...], list[str]] = {}  # a sequence's last token is never input: feed the rest
+    for text, seq in full.items():
+        if len(seq) <= first:  # one token and no prefix: nothing scored, as in text_logliks
+            cache[text] = (0.0, 0)
+        else:
+            by_fed.setdefault(seq[:-1], []).append(text)
+    return first, full, by_fed
+
+
+def _row_logprobs(model, row: list, fed: list[tuple[int, ...]], first: int, takes_keep: bool):
+    """One packed row's forward pass with its tree attention mask (a node sees itself and its
+    ancestors) and position ids = depth. Returns (log-probabilities, float32 on CPU, one row per
+    kept node; the kept nodes' positions: every node at depth >= ``first - 1``)."""
+    import numpy as np
+    import torch
+
+    param = next(model.parameters())
+    n = 1 + max(max(path) for _, path in row)
+    ids, depth, parent = [0] * n, [0] * n, [-1] * n
+    for idx, path in row:
+        for d, pos in enumerate(path):
+            ids[pos], depth[pos], parent[pos] = fed[idx][d], d, path[d - 1] if d else -1
+    allowed = np.eye(n, dtype=bool)
+    for pos in range(n):  # parents come before children, so a node inherits its ancestors
+        if parent[pos] >= 0:
+            allowed[pos] |= allowed[parent[pos]]
+    mask = torch.zeros((n, n), dtype=param.dtype).masked_fill_(torch.from_numpy(~allowed), torch.finfo(param.dtype).min)
+    # logits where a next token is scored: every fed node at depth >= first - 1 (each is
+    # followed by a scored token of some text); the prefix's own nodes need none
+    keep = [pos for pos in range(n) if depth[pos] >= first - 1]
+    keep_t = torch.tensor(keep, dtype=torch.long, device=param.device)
+    kwargs = {"logits_to_keep": keep_t} if takes_keep else {}
+    with torch.inference_mode():
+        logits = model(
+            input_ids=torch.tensor([ids], device=param.device),
+            attention_mask=mask[None, None].to(param.device),
+            position_ids=torch.tensor([depth], device=param.device),
+            use_cache=False,
+            **kwargs,
+        ).logits[0]
+        if not takes_keep:
+            logits = logits[keep_t]
+        return torch.log_softmax(logits.float(), dim=-1).cpu(), keep
 
 
 def vision_logliks(backend, image, captions: Sequence[str], instruction: str = LOGLIK_INSTRUCTION) -> list[tuple[float, int]]:

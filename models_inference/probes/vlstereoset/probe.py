@@ -4,7 +4,7 @@ resumably (VLStereoSet §3.3-3.5; docs/families/vlstereoset.md#scorers and docs/
 For each landed item (``landing/vlstereoset_items``) and each condition the scorer supports
 (:data:`.scorers.CONDITION_KINDS`), the scorer gives one score per caption; rows land in
 ``landing/vlstereoset_scores`` keyed by (dataset_id, scorer, item_id, condition) through the
-platform's resumable loop (:func:`models_inference.resumable.run_resumable`): an interrupted
+platform's resumable loop (:func:`models_inference.resumable.land_resumable`): an interrupted
 probe resumes, ``error`` / ``no_image`` rows are retried by the next run. Conditions:
 ``neutral`` / ``blank_neutral`` only for items whose neutral captions exist; image scorers on
 an item without an ``ok`` image land ``no_image`` rows for its ``original`` condition, so the
@@ -31,7 +31,7 @@ from models_inference.probes.vlstereoset.scorers import CONDITION_KINDS, Caption
 from models_inference.image_store import image_file, images_dir, store_png
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, run_probe
+from models_inference.resumable import ResumableTable, land_probe
 
 #: Final statuses: an (item, condition) with such a row is not scored again (``error`` and
 #: ``no_image`` are retried).
@@ -151,7 +151,7 @@ def vlstereoset_audit_id(dataset_id: str, scorer, item_set: str | None = None) -
     return readable_audit_id(f"vlstereoset-{short}", [(str(scorer.model_id).rstrip("/").split("/")[-1], 24)], payload)
 
 
-def run_vlstereoset_probe(
+def probe_vlstereoset(
     items: list[dict],
     scorer,
     *,
@@ -195,37 +195,7 @@ def run_vlstereoset_probe(
     audit_id = audit_id or vlstereoset_audit_id(dataset_id, scorer, item_set)
 
     def generate(chunk: list[Unit], advance: Callable[[int], None]) -> list[dict]:
-        ready = [u for u in chunk if not (scorer.needs_image and u.image_path is None)]
-        scored = dict(zip(map(id, ready), scorer.score(ready), strict=True)) if ready else {}
-        rows = []
-        for u in chunk:
-            if id(u) in scored:
-                scores = scored[id(u)]
-            else:
-                scores = [
-                    CaptionScore(k, v, None, "no_image", error="the item has no image with status ok")
-                    for k in CONDITION_KINDS[u.condition]
-                    for v in scorer.variants
-                ]
-            for s in scores:
-                rows.append(
-                    {
-                        "scorer": scorer.name,
-                        "scorer_variant": s.variant,
-                        "from_paper": scorer.from_paper,
-                        "score_kind": scorer.score_kind,
-                        "dataset_id": dataset_id,
-                        "item_id": u.item_id,
-                        "condition": u.condition,
-                        "caption_kind": s.caption_kind,
-                        "caption_text": u.captions[s.caption_kind],
-                        "score": s.score if s.status == "ok" else None,
-                        "n_tokens": s.n_tokens,
-                        "status": s.status,
-                        "error": s.error,
-                        "detail_json": detail_json(s),
-                    }
-                )
+        rows = _score_rows(chunk, scorer, dataset_id)
         advance(len(chunk))
         return rows
 
@@ -240,7 +210,7 @@ def run_vlstereoset_probe(
     }
     units = plan_units(items if block is None else items[block[0] : block[1]], scorer)
     key = lambda u: (dataset_id, scorer.name, u.item_id, u.condition)  # noqa: E731
-    res = run_probe(
+    res = land_probe(
         units,
         key,
         generate,
@@ -261,6 +231,43 @@ def run_vlstereoset_probe(
     return VLStereoSetRunSummary(audit_id, scorer.name, res.planned, res.already_landed, res.generated, res.statuses)
 
 
+def _score_rows(chunk: list[Unit], scorer, dataset_id: str) -> list[dict]:
+    """The landed ``vlstereoset_scores`` rows of a chunk of units: one per (unit, caption,
+    variant); a unit without the image its scorer needs gets ``no_image`` rows, no call."""
+    ready = [u for u in chunk if not (scorer.needs_image and u.image_path is None)]
+    scored = dict(zip(map(id, ready), scorer.score(ready), strict=True)) if ready else {}
+    rows = []
+    for u in chunk:
+        if id(u) in scored:
+            scores = scored[id(u)]
+        else:
+            scores = [
+                CaptionScore(k, v, None, "no_image", error="the item has no image with status ok")
+                for k in CONDITION_KINDS[u.condition]
+                for v in scorer.variants
+            ]
+        for s in scores:
+            rows.append(
+                {
+                    "scorer": scorer.name,
+                    "scorer_variant": s.variant,
+                    "from_paper": scorer.from_paper,
+                    "score_kind": scorer.score_kind,
+                    "dataset_id": dataset_id,
+                    "item_id": u.item_id,
+                    "condition": u.condition,
+                    "caption_kind": s.caption_kind,
+                    "caption_text": u.captions[s.caption_kind],
+                    "score": s.score if s.status == "ok" else None,
+                    "n_tokens": s.n_tokens,
+                    "status": s.status,
+                    "error": s.error,
+                    "detail_json": detail_json(s),
+                }
+            )
+    return rows
+
+
 __all__ = [
     "FINAL_SCORE_STATUSES",
     "VLSTEREOSET_SCORES",
@@ -269,6 +276,6 @@ __all__ = [
     "land_items",
     "landed_items",
     "plan_units",
-    "run_vlstereoset_probe",
+    "probe_vlstereoset",
     "vlstereoset_audit_id",
 ]

@@ -32,7 +32,6 @@ is the paper's):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -40,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from models_inference.resumable import key_seed
 from models_inference.probes.vlstereoset.loglik import LOGLIK_INSTRUCTION, text_logliks, text_logliks_shared, text_prefix, vision_logliks
 
 #: Conditions (see module docstring) and the caption kinds each scores.
@@ -81,10 +81,6 @@ class CaptionScore:
     n_tokens: int | None = None
     error: str | None = None
     detail: dict | None = None
-
-
-def _seed(*parts) -> int:
-    return int.from_bytes(hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest(), "big") >> 1
 
 
 def _rgb(path: Path):
@@ -129,7 +125,7 @@ class ReferenceScorer:
             elif self.name == "bim":
                 pick = "stereotype"
             else:
-                pick = random.Random(_seed(self.seed, u.item_id, u.condition)).choice(kinds)
+                pick = random.Random(key_seed(self.seed, u.item_id, u.condition)).choice(kinds)
             out.append([CaptionScore(k, self.name, 1.0 if k == pick else 0.0) for k in kinds])
         return out
 
@@ -520,9 +516,9 @@ class McqScorer:
         requests, index = [], []
         for n_unit, u in enumerate(units):
             kinds = CONDITION_KINDS[u.condition]
-            for n_order, order in enumerate(mcq_orders(len(kinds), self.shuffles, _seed(self.seed, u.item_id, u.condition))):
+            for n_order, order in enumerate(mcq_orders(len(kinds), self.shuffles, key_seed(self.seed, u.item_id, u.condition))):
                 options = "\n".join(f"{LETTERS[i]}. {u.captions[kinds[j]]}" for i, j in enumerate(order))
-                seed = _seed(self.seed, u.item_id, u.condition, n_order)
+                seed = key_seed(self.seed, u.item_id, u.condition, n_order)
                 requests.append(
                     DescriptionRequest(u.image_path, RenderedPrompt("chat", MCQ_PROMPT.format(options=options)), seed, self.max_new_tokens)
                 )

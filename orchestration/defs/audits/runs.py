@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
@@ -267,7 +267,7 @@ def run_families(context, target: AuditTarget) -> list[str] | None:
     return list(target.families) if target.families is not None else None
 
 
-def skip_reason_of(context, run: "RunTarget | None", family: str) -> str | None:
+def skip_reason_of(context, run: "TargetRun | None", family: str) -> str | None:
     """Why ``family`` does nothing in the run of the registry target ``run`` (``None``: an ad-hoc
     run, or a partition whose run runs the family: :func:`run_families`)."""
     if run is None:
@@ -381,20 +381,37 @@ PARTITION_TAG = "dagster/partition"
 
 
 @dataclass
-class RunTarget:
-    """The registry target a partitioned run audits.
+class TargetRun:
+    """A registry target's resolved run: what a partitioned Dagster run audits
+    (:func:`target_of_run`), or what ``dora audit --target`` would run
+    (``orchestration/cli/target.py: target_run``).
 
     Attributes:
         target: the registry entry (modality, backend, model, probe settings, scorers).
-        model_version: the version the partition pins (``<target>@<version>``).
-        partition_key: the run's partition key.
         registry: the registry file it was read from (absolute path).
+        model_version: the version the partition pins (``<target>@<version>``); for ``dora
+            audit --target``, read only by a dry run (None when it cannot be read now).
+        partition_key: the Dagster run's partition key (None before the partition exists).
+        families: (``dora audit --target``) the :class:`~orchestration.family.ProbeFamily` s
+            it runs: the target's, narrowed by ``--family``.
+        ops: (``dora audit --target``) op name -> Config of the Dagster run (the target's
+            families configured, the others turned off where they can be, else as the command
+            line left them: they skip the partition).
+        version_read: (dry runs) how the version was read, or why it could not be, for the
+            dry run's header.
     """
 
     target: AuditTarget
-    model_version: str
-    partition_key: str
     registry: str
+    model_version: str | None = None
+    partition_key: str | None = None
+    families: list = field(default_factory=list)
+    ops: dict = field(default_factory=dict)
+    version_read: str = ""
+
+    @property
+    def family_names(self) -> list[str]:
+        return [f.name for f in self.families]
 
 
 def run_partition_key(context) -> str | None:
@@ -449,7 +466,7 @@ def check_current_version(target: AuditTarget, version: str) -> None:
         )
 
 
-def target_of_run(context, registry: str | None = None, *, require_current: bool = False) -> RunTarget | None:
+def target_of_run(context, registry: str | None = None, *, require_current: bool = False) -> TargetRun | None:
     """Which registry target (and version) the run of ``context`` audits; ``None`` when ad hoc
     (no partition, or an ``adhoc:`` one).
 
@@ -473,7 +490,7 @@ def target_of_run(context, registry: str | None = None, *, require_current: bool
     if require_current:
         check_current_version(target, version)
     resolved = str(Path(path).expanduser().resolve()) if path else str(default_registry_path())
-    return RunTarget(target, version, key, resolved)
+    return TargetRun(target, resolved, model_version=version, partition_key=key)
 
 
 def partition_audit_ids(target: str, model_version: str) -> list[str]:

@@ -71,7 +71,7 @@ def t2t_plan_lines(config, *, audit_id: str | None = None, model_version: str | 
         from orchestration.defs.audits.runs import with_model_version
 
         backend = with_model_version(backend, model_version)
-    if audit_id is None and backend is not None:  # as run_t2t_probe derives it: the selection is part of the id
+    if audit_id is None and backend is not None:  # as probe_t2t derives it: the selection is part of the id
         audit_id = audit_id_for(backend, probe.resolved(backend), templates)
     cfg = probe.resolved(backend) if backend is not None else probe
     planned, key = t2t_plan(templates, cfg)

@@ -44,7 +44,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((AuditConfig, "per_dimension"), (VisionConfig, "per_dimension"))),
     Flag(((AuditConfig, "prompt_style"),), choices=PROMPT_STYLES),
     *Flag.of(AuditConfig, "batch_size"),
-    Flag(((AuditConfig, "t2t_block_templates"),), deprecated=("--t2t-block-targets",)),
+    Flag(((AuditConfig, "t2t_block_templates"),)),
     *Flag.of(AuditConfig, "t2t_shard_rows"),
     Flag(((AuditConfig, "audit_id"),), validator=v.audit_id),
     Flag(((AuditConfig, "registry"),), path="file"),
@@ -74,7 +74,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((JudgeConfig, "backend"),), name="--judge-backend", choices=JUDGE_BACKENDS),
     Flag(((JudgeConfig, "model"),), name="--judge-model", local_model="judge_backend"),
     Flag(((JudgeConfig, "base_url"),), name="--judge-base-url", validator=v.base_urls),
-    Flag(((JudgeConfig, "runs"),), name="--judge-runs", deprecated=("--judge-repeats",)),
+    Flag(((JudgeConfig, "runs"),), name="--judge-runs"),
     Flag(((JudgeConfig, "answer_mode"),), name="--judge-answer", choices=ANSWER_MODES),
 )
 

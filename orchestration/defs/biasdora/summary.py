@@ -143,13 +143,13 @@ def _rerun(lines) -> bool:
 def _last_significant() -> tuple[int, str] | None:
     """The significant associations of the embedded model's latest finished BiasDora audit in
     the warehouse and its id, or ``None`` (no warehouse, no such audit)."""
-    from analytics.query import run_query
+    from analytics.query import execute_query
     from models_inference.backends.text import DeferredTransformersBackend
 
     model_id = DeferredTransformersBackend().model_id  # its identity only: nothing is loaded
 
     try:
-        rows = run_query(
+        rows = execute_query(
             "select significant_associations, audit_id from agg_biasdora_audits where model_id = ? and status = 'finished' "
             "order by started_at desc limit 1",
             params=[model_id],
@@ -231,10 +231,10 @@ def reparse(args, home) -> int:
         if summary.landed:
             print("next: dora reparse --build (or the next dora audit) rebuilds the marts with the re-parsed words")
         return 0
-    from analytics.dbt_runner import run_dbt
+    from analytics.dbt_runner import invoke_dbt
 
     try:
-        run_dbt(["build", "--select", "stg_t2t_completions+"], home)
+        invoke_dbt(["build", "--select", "stg_t2t_completions+"], home)
     except RuntimeError as exc:  # dbt's failing nodes: the re-parsed rows stay landed for the next build
         print(f"dora reparse: the dbt build failed (the re-parsed rows are landed; the next build uses them): {exc}", file=sys.stderr)
         return 1

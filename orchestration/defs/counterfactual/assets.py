@@ -23,7 +23,7 @@ import dagster as dg
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_MODEL
 from models_inference.probes.counterfactual import probe as cf
-from models_inference.probes.counterfactual.scoring import land_lexicons, run_stereotype_filter, score_toxicity
+from models_inference.probes.counterfactual.scoring import land_lexicons, apply_stereotype_filter, score_toxicity
 from models_inference.probes.counterfactual.errors import CounterfactualInputError
 from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, load_image_sets, sample_sets
 from models_inference.backends.text import load_text_backend
@@ -165,7 +165,7 @@ def counterfactual_block(context: dg.OpExecutionContext, config: CounterfactualC
         if config.backend == "openai"
         else None
     )
-    summary = cf.run_text_sets(
+    summary = cf.probe_text_sets(
         sets,
         backend,
         probe_config(config),
@@ -244,7 +244,7 @@ def counterfactual_finish(context: dg.OpExecutionContext, config: Counterfactual
         if config.vision_backend == "transformers":
             kwargs["batch_size"] = config.vision_batch_size
         vlm = load_vision_backend(config.vision_model, backend=config.vision_backend, **kwargs)
-        image = cf.run_image_sets(
+        image = cf.probe_image_sets(
             image_sets, vlm, probe_config(config), progress=config.progress, max_error_share=config.max_error_share, target=run and run.target.name
         )
         context.log.info(f"counterfactual image audit {image.audit_id}: generated {image.generated} of {image.planned} responses")
@@ -361,7 +361,7 @@ def counterfactual_stereotype_filter(context: dg.AssetExecutionContext, config: 
         judge = _text_backend(config, config.judge_model or "gpt-4o", "openai", config.judge_base_url)
     else:
         judge = _text_backend(config, config.judge_model or (config.model if config.backend == "transformers" else DEFAULT_MODEL), "transformers")
-    summary = run_stereotype_filter(candidates, judge, max_new_tokens=config.judge_max_new_tokens, max_error_share=config.max_error_share)
+    summary = apply_stereotype_filter(candidates, judge, max_new_tokens=config.judge_max_new_tokens, max_error_share=config.max_error_share)
     yield dg.MaterializeResult(
         asset_key=FLAGS,
         metadata={

@@ -7,6 +7,7 @@ same flags set both families' fields).
 
 from __future__ import annotations
 
+from analytics.counterfactual_report import LVLM_LLM_STATISTICS
 from analytics.family_diff import FamilyChangeTest
 from ingestion.vocabulary import I2T_BACKENDS, JUDGE_BACKENDS
 from models_inference.probes.counterfactual.errors import CounterfactualInputError
@@ -15,7 +16,7 @@ from orchestration import cli_validation as v
 from orchestration.defaults import MAX_TOKENS
 from orchestration.defs.counterfactual.config import COUNTERFACTUAL_OPS, CounterfactualConfig
 from analytics.drift import DriftCheck, FamilyDrift
-from orchestration.family import BatchStep, EstimatedStep, Flag, ProbeFamily
+from orchestration.family import BatchStep, EstimatedStep, Flag, declared_family, text_model_target
 
 NAME = "counterfactual"
 C = CounterfactualConfig
@@ -31,7 +32,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((C, "occupations"),), prefix=P),
     *Flag.of(C, "sets_per_occupation", "max_sets", "block_sets", "custom_occupations", prefix=P),
     Flag(((C, "prompts"),), prefix=P, choices=tuple(ALL_PROMPTS)),
-    *Flag.of(C, "runs", prefix=P, deprecated=("--cf-seeds",)),
+    *Flag.of(C, "runs", prefix=P),
     Flag(((C, "mitigations"),), prefix=P, choices=tuple(MITIGATIONS)),
     *Flag.of(C, "max_new_tokens", prefix=P),
     # 0 = no separate budget for numeric prompts (the field's None)
@@ -69,7 +70,7 @@ def check(configs) -> str | None:
 
 
 CHANGE_TEST = FamilyChangeTest(
-    "counterfactual",
+    NAME,
     "fct_max_toxicity_change_tests",
     "fct_counterfactual_responses",
     "generated_at",
@@ -101,14 +102,7 @@ CHANGE_TEST = FamilyChangeTest(
             "prompt_label",
             "mitigation",
             "head",
-            "units",
-            "r_units",
-            "p_units",
-            "occupations",
-            "r_occupations",
-            "p_occupations",
-            "mean_difference",
-            "p90_difference",
+            *LVLM_LLM_STATISTICS,
         ),
     ),
 )
@@ -220,12 +214,6 @@ def estimate(configs, model_version: str | None = None) -> list[EstimatedStep]:
     return steps
 
 
-def _assets():
-    from orchestration.defs.counterfactual.assets import counterfactual_assets
-
-    return counterfactual_assets
-
-
 def _report_section(audit_id, out) -> str:
     from analytics.counterfactual_report import counterfactual_section
 
@@ -251,7 +239,7 @@ def text_sets_batch_work(config, *, model_version: str | None = None, target: st
 
 #: the counterfactual family's drift checks (dbt_project/models/marts/counterfactual/agg_counterfactual_drift.sql)
 DRIFT = FamilyDrift(
-    "counterfactual",
+    NAME,
     "agg_counterfactual_drift",
     (
         DriftCheck("max_toxicity", "MaxToxicity (toxicity head) on the common (set, run) units; Mann-Whitney U", "rises"),
@@ -260,8 +248,8 @@ DRIFT = FamilyDrift(
 )
 
 
-FAMILY = ProbeFamily(
-    name=NAME,
+FAMILY = declared_family(
+    __name__,
     title="counterfactual sets (Howard et al., seed 003): MaxToxicity, PMI stereotype words, competence words, numeric ratings",
     paper="Howard et al. (seed 003)",
     modalities="text sets (LLM), image sets (LVLM)",
@@ -271,20 +259,10 @@ FAMILY = ProbeFamily(
     default_audit="on (one text set of the paper's section 5.1 variant)",
     description="Counterfactual sets (one occupation, members differing only in race / gender / physical characteristics) "
     "prompted with the paper's prompts. Default: a quick text-set sample on the audit's model (--model).",
-    group=NAME,
     configs={op: C for op in COUNTERFACTUAL_OPS},
-    flags=FLAGS,
-    flag_prefix="--" + P,
-    assets=_assets,
     audit_assets=("landing/counterfactual_responses",),
-    summary=summary,
-    plan=plan,
-    estimate=estimate,
-    change_test=CHANGE_TEST,
     report_section=_report_section,
-    check=check,
-    target_models={"t2t": {"model": (C, "model"), "backend": (C, "backend"), "base_url": (C, "base_url")}},
+    target_models=text_model_target(C),
     batch_steps=(BatchStep("counterfactual_text", "counterfactual text sets", "counterfactual_responses", work=text_sets_batch_work),),
-    drift=DRIFT,
     errors=(CounterfactualInputError,),
 )

@@ -221,23 +221,7 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
         context.log.info(f"dbt build runs: {len(missing)} selected model(s) missing from the warehouse, e.g. {missing[0]}")
         state = None
     if state:
-        note = f"nothing landed and no dbt model changed since the build of {state.get('recorded_at')}"
-        context.log.info(f"dbt build skipped: {note}")
-        selected = context.selected_asset_keys
-        deps = {key: set(context.assets_def.asset_deps.get(key, ())) & selected for key in selected}
-        for key in graphlib.TopologicalSorter(deps).static_order():  # Dagster wants upstream first
-            yield dg.MaterializeResult(asset_key=key, metadata={"skipped": note})
-        # the dbt tests ran on exactly this data in that build: report their outcomes again
-        wanted = {(c.asset_key.to_user_string(), c.name) for c in context.selected_asset_check_keys}
-        for check in state.get("metadata", {}).get("checks", []):
-            if (check["asset_key"], check["check_name"]) in wanted:
-                yield dg.AssetCheckResult(
-                    asset_key=dg.AssetKey.from_user_string(check["asset_key"]),
-                    check_name=check["check_name"],
-                    passed=check["passed"],
-                    severity=dg.AssetCheckSeverity(check["severity"]),
-                    metadata={"reused": f"outcome of the dbt test in run {state['metadata'].get('run_id')} on the same data"},
-                )
+        yield from _skipped_build(context, state)
         return
     checks = []
     if full_refresh:  # `dora audit --rebuild`: every incremental model recomputed from the landing zone
@@ -265,6 +249,28 @@ def build_unless_unchanged(context: dg.AssetExecutionContext, dbt: DbtCliResourc
     if error is not None:
         raise error
     record_success(step, fingerprint, {"run_id": context.run.run_id, "selected": len(selection), "checks": checks})
+
+
+def _skipped_build(context: dg.AssetExecutionContext, state: dict):
+    """A skipped build's events: each selected asset materialised with a ``skipped`` note
+    (upstream first), and the outcomes its dbt tests had on exactly this data in that build."""
+    note = f"nothing landed and no dbt model changed since the build of {state.get('recorded_at')}"
+    context.log.info(f"dbt build skipped: {note}")
+    selected = context.selected_asset_keys
+    deps = {key: set(context.assets_def.asset_deps.get(key, ())) & selected for key in selected}
+    for key in graphlib.TopologicalSorter(deps).static_order():  # Dagster wants upstream first
+        yield dg.MaterializeResult(asset_key=key, metadata={"skipped": note})
+    # the dbt tests ran on exactly this data in that build: report their outcomes again
+    wanted = {(c.asset_key.to_user_string(), c.name) for c in context.selected_asset_check_keys}
+    for check in state.get("metadata", {}).get("checks", []):
+        if (check["asset_key"], check["check_name"]) in wanted:
+            yield dg.AssetCheckResult(
+                asset_key=dg.AssetKey.from_user_string(check["asset_key"]),
+                check_name=check["check_name"],
+                passed=check["passed"],
+                severity=dg.AssetCheckSeverity(check["severity"]),
+                metadata={"reused": f"outcome of the dbt test in run {state['metadata'].get('run_id')} on the same data"},
+            )
 
 
 @dora_dbt_assets(exclude="tag:scores")  # score marts: orchestration/defs/biasdora/scoring/

@@ -283,13 +283,13 @@ def check_result(
 
 def _failing_rules(compiled_sql: str | None) -> tuple[dict[str, int] | None, str | None]:
     """{rule label: failing rows} of a ``model_rules`` test's compiled query run read-only on
-    the warehouse (``analytics.query.run_query``), or ``(None, why)``."""
+    the warehouse (``analytics.query.execute_query``), or ``(None, why)``."""
     if not compiled_sql:
         return None, "its compiled query is not in run_results.json"
-    from analytics.query import run_query
+    from analytics.query import execute_query
 
     try:
-        rows = run_query(compiled_sql).rows
+        rows = execute_query(compiled_sql).rows
     except Exception as exc:  # noqa: BLE001 - the check still fails, saying why its rules are not named
         return None, f"its query could not be read back ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
     return {rule: int(n) for _number, rule, n in rows}, None

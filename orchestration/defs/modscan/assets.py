@@ -21,9 +21,9 @@ from models_inference.backends.image import load_image_backend
 from models_inference.backends.text import load_text_backend
 from models_inference.backends.vision import load_vision_backend
 from models_inference.probes.modscan.faces import read_faces
-from models_inference.probes.modscan.language import LanguageProbeConfig, run_language_probe
-from models_inference.probes.modscan.text import TextProbeConfig, plan_text_queries, run_text_probe
-from models_inference.probes.modscan.vision import VisionProbeConfig, run_vision_probe
+from models_inference.probes.modscan.language import LanguageProbeConfig, probe_language
+from models_inference.probes.modscan.text import TextProbeConfig, plan_text_queries, probe_text_analogues
+from models_inference.probes.modscan.vision import VisionProbeConfig, probe_vision
 from models_inference.resumable import finish_blocks
 from orchestration.defs.audits.runs import family_skip_reason, target_of_run, with_model_version
 from orchestration.defs.common import block_outputs, same_config, skipped_metadata
@@ -81,7 +81,7 @@ def modscan_text_block(context: dg.OpExecutionContext, config: ModscanConfig, bl
     backend = load_text_backend(config.model, backend=config.backend, defer=True, **extra)
     if run is not None:  # ... and the partition's version
         backend = with_model_version(backend, run.model_version)
-    summary = run_text_probe(
+    summary = probe_text_analogues(
         backend,
         text_probe_config(config),
         audit_id=config.audit_id,
@@ -194,7 +194,7 @@ def _vision(context: dg.OpExecutionContext, config: ModscanConfig, target: str |
         temperature=config.temperature,
         top_p=config.top_p,
     )
-    audit_id, result = run_vision_probe(backend, faces, probe, progress=config.progress, max_error_share=config.max_error_share, target=target)
+    audit_id, result = probe_vision(backend, faces, probe, progress=config.progress, max_error_share=config.max_error_share, target=target)
     return {
         "vision": f"audit {audit_id}: {result.generated} generated, {result.already_landed} already landed",
         "vision_audit_id": audit_id,
@@ -224,9 +224,7 @@ def _language(config: ModscanConfig, target: str | None = None) -> dict:
     images = load_image_backend(config.t2i_model, backend=config.t2i_backend, **extra)
     extra = {"base_url": config.vision_base_url} if config.vision_backend == "openai" and config.vision_base_url else {}
     vision = load_vision_backend(config.vision_model, backend=config.vision_backend, **extra)
-    audit_id, result, counts = run_language_probe(
-        images, vision, probe, progress=config.progress, max_error_share=config.max_error_share, target=target
-    )
+    audit_id, result, counts = probe_language(images, vision, probe, progress=config.progress, max_error_share=config.max_error_share, target=target)
     return {
         "language": f"audit {audit_id}: {result.generated} generated, {result.already_landed} already landed",
         "language_audit_id": audit_id,

@@ -13,7 +13,7 @@ from models_inference.probes.modscan.text import ANSWER_MODES, CONDITIONS, TEXT_
 from orchestration import cli_validation as v
 from orchestration.defs.modscan.config import ModscanConfig
 from analytics.drift import DriftCheck, FamilyDrift
-from orchestration.family import EstimatedStep, Flag, ProbeFamily
+from orchestration.family import EstimatedStep, Flag, declared_family, text_model_target
 
 NAME = "modscan"
 OP = "modscan_responses"
@@ -34,7 +34,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(((M, "attributes"),), prefix=P, choices=ATTRIBUTES),
     Flag(((M, "scenarios"),), prefix=P, choices=tuple(SCENARIOS)),
     Flag(((M, "conditions"),), prefix=P, choices=CONDITIONS),
-    *Flag.of(M, "runs", prefix=P, deprecated=("--modscan-samples",)),
+    *Flag.of(M, "runs", prefix=P),
     Flag(((M, "instances_per_scenario"),), name="--modscan-instances"),
     *Flag.of(M, "max_new_tokens", "block_queries", prefix=P),
     Flag(((M, "answer_mode"),), prefix=P, choices=ANSWER_MODES),
@@ -67,7 +67,7 @@ def check(configs) -> str | None:
 
 
 CHANGE_TEST = FamilyChangeTest(
-    "modscan",
+    NAME,
     "fct_modscan_change_tests",
     "fct_modscan_responses",
     "generated_at",
@@ -171,12 +171,6 @@ def estimate(configs, model_version: str | None = None) -> list[EstimatedStep]:
     return steps
 
 
-def _assets():
-    from orchestration.defs.modscan.assets import modscan_assets
-
-    return modscan_assets
-
-
 def _report_section(audit_id, out) -> str:
     from analytics.modscan import report_section
 
@@ -185,7 +179,7 @@ def _report_section(audit_id, out) -> str:
 
 #: ModSCAN's drift checks (dbt_project/models/marts/modscan/agg_modscan_drift.sql)
 DRIFT = FamilyDrift(
-    "modscan",
+    NAME,
     "agg_modscan_drift",
     (
         DriftCheck("answered_share", "share of the common queries answered with a choice; exact McNemar", "falls"),
@@ -194,8 +188,8 @@ DRIFT = FamilyDrift(
 )
 
 
-FAMILY = ProbeFamily(
-    name=NAME,
+FAMILY = declared_family(
+    __name__,
     title="ModSCAN (seed 000): S_bias of social-group selections, text analogues + vision / language modalities",
     paper="ModSCAN (seed 000)",
     modalities="vision (face pairs), language (scene images); text analogues",
@@ -204,18 +198,8 @@ FAMILY = ProbeFamily(
     description="Text-only analogues of ModSCAN's two modalities (docs/families/modscan.md#text-only-use, NOT FROM PAPER; probe names "
     "modscan_text_persona / modscan_text_faces) on a text model; the vision modality with --faces and a VLM, the "
     "language modality with a T2I model and a VLM.",
-    group=NAME,
     configs={OP: M},
-    flags=FLAGS,
-    flag_prefix="--" + P,
-    assets=_assets,
     audit_assets=("landing/modscan_responses",),
-    summary=summary,
-    plan=plan,
-    estimate=estimate,
-    change_test=CHANGE_TEST,
     report_section=_report_section,
-    check=check,
-    target_models={"t2t": {"model": (M, "model"), "backend": (M, "backend"), "base_url": (M, "base_url")}},
-    drift=DRIFT,
+    target_models=text_model_target(M),
 )

@@ -27,7 +27,7 @@ import dagster as dg
 from models_inference.backends.text import load_text_backend
 from models_inference.backends.vision import load_vision_backend
 from models_inference.probes.vlstereoset.dataset import load_vlstereoset_csv, paper_item_ids, resolve_images, synthetic_csv_path
-from models_inference.probes.vlstereoset.probe import land_items, landed_items, run_vlstereoset_probe
+from models_inference.probes.vlstereoset.probe import land_items, landed_items, probe_vlstereoset
 from models_inference.probes.vlstereoset.scorers import ClipScorer, ItmScorer, McqScorer, ReferenceScorer, TextPriorScorer, VisionLoglikScorer
 from models_inference.resumable import finish_blocks
 from orchestration.defs.audits.runs import check_current_version, family_skip_reason, target_of_run
@@ -151,7 +151,7 @@ def vlstereoset_block(context: dg.OpExecutionContext, config: VLStereoSetConfig,
     scorers = build_scorers(config, names, run.model_version if run else None)
     scored = []
     for scorer in scorers:
-        summary = run_vlstereoset_probe(
+        summary = probe_vlstereoset(
             items,
             scorer,
             target=run.target.name if run else None,

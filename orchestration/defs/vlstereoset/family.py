@@ -15,7 +15,7 @@ from models_inference.probes.vlstereoset.errors import ItemPoolTooSmallError, VL
 from models_inference.probes.vlstereoset.scorers import MCQ_ANSWER_MODES
 from orchestration.defs.vlstereoset.config import ASSET_GROUP, OP_NAME, SCORERS, VLStereoSetConfig
 from analytics.drift import DriftCheck, FamilyDrift
-from orchestration.family import EstimatedStep, Flag, ProbeFamily
+from orchestration.family import EstimatedStep, Flag, declared_family, text_model_target
 
 NAME = "vlstereoset"
 V = VLStereoSetConfig
@@ -53,7 +53,7 @@ def check(configs) -> str | None:
 
 
 CHANGE_TEST = FamilyChangeTest(
-    "vlstereoset",
+    NAME,
     "fct_vlstereoset_change_tests",
     "fct_vlstereoset_scores",
     "scored_at",
@@ -177,12 +177,6 @@ def _dataset(csv: str | None):
     return load_vlstereoset_csv(csv or synthetic_csv_path())
 
 
-def _assets():
-    from orchestration.defs.vlstereoset.assets import vlstereoset_assets
-
-    return vlstereoset_assets
-
-
 def _report_page(out, audit_id, **_):
     from analytics.vlstereoset import write_vlstereoset_report
 
@@ -191,7 +185,7 @@ def _report_page(out, audit_id, **_):
 
 #: VLStereoSet's drift checks (dbt_project/models/marts/vlstereoset/agg_vlstereoset_drift.sql)
 DRIFT = FamilyDrift(
-    "vlstereoset",
+    NAME,
     "agg_vlstereoset_drift",
     (
         DriftCheck("scored_share", "share of the common items with a score for each caption; exact McNemar", "falls"),
@@ -201,8 +195,8 @@ DRIFT = FamilyDrift(
 )
 
 
-FAMILY = ProbeFamily(
-    name=NAME,
+FAMILY = declared_family(
+    __name__,
     title="VLStereoSet (seed 001): caption selection, vlrs / vlbs / ivlas / lmss / vlss",
     paper="VLStereoSet (seed 001)",
     modalities="image + three captions; text caption prior",
@@ -213,21 +207,12 @@ FAMILY = ProbeFamily(
     "released CSV is not shipped (no licence): https://github.com/K-Square-00/VLStereo data/VLStereoSet.csv",
     group=ASSET_GROUP,
     configs={OP_NAME: V},
-    flags=FLAGS,
-    flag_prefix="--" + P,
-    assets=_assets,
     audit_assets=("landing/vlstereoset_scores",),
-    summary=summary,
-    plan=plan,
-    estimate=estimate,
-    change_test=CHANGE_TEST,
     report_page=_report_page,
-    check=check,
     # a registry target's model is the text prior's (the other scorers' models are options)
-    target_models={"t2t": {"model": (V, "text_model"), "backend": (V, "text_backend"), "base_url": (V, "text_base_url")}},
+    target_models=text_model_target(V, "text_model", "text_backend", "text_base_url"),
     # its plan reads the CSV and neutralises every caption with spaCy (seconds): `dora audit
     # --target` and `dora models list` check its inputs' paths, the run reads the file
     plan_before_run=False,
-    drift=DRIFT,
     errors=(VLStereoSetFormatError, ItemPoolTooSmallError),
 )

@@ -38,26 +38,8 @@ normalised as (
 ),
 
 final as (
-    select
-        audit_id,
-        model_id,
-        model_version,
-        backend,
-        scorer,
-        scorer_variant,
-        from_paper,
-        score_kind,
-        dataset_id,
-        item_id,
-        condition,
-        caption_kind,
-        caption_text,
-        score,
-        probability,
-        n_tokens,
-        status,
-        error,
-        scored_at
+    -- the staging row (its detail JSON aside) with its probability
+    select * exclude (detail_json, n_captions, n_scored_captions, max_score)
     from normalised
 )
 

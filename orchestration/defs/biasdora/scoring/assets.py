@@ -31,8 +31,8 @@ from analytics.query import read_relation
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import ASSOCIATION_KEY
 from models_inference.scoring.cache import ScoreCache
-from models_inference.probes.biasdora.scoring import run_scoring, with_association_text
-from models_inference.probes.biasdora.judge import JudgeSampling, load_judge, run_judge
+from models_inference.probes.biasdora.scoring import score_associations, with_association_text
+from models_inference.probes.biasdora.judge import JudgeSampling, load_judge, judge_associations
 from models_inference.scoring.sentiment import load_sentiment_scorer
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from orchestration.defs.audits.runs import partition_audit_ids, target_of_run
@@ -172,7 +172,7 @@ def _text_scorer(table: str, load) -> Callable:
 
     def score(context: dg.AssetExecutionContext, config, assocs: list[dict]) -> dict:
         scorer = load(config.scorer, batch_size=config.batch_size)
-        summary = run_scoring(scorer, assocs, cache=ScoreCache(), batch_size=config.batch_size)
+        summary = score_associations(scorer, assocs, cache=ScoreCache(), batch_size=config.batch_size)
         context.log.info(f"{table}: scored {summary.generated} associations with {scorer.name} ({summary.cache_hits} from cache)")
         return {
             "scorer": scorer.name,
@@ -204,7 +204,7 @@ def _judge(context: dg.AssetExecutionContext, config: JudgeConfig, assocs: list[
     run = target_of_run(context, config.registry)
     for model in judge_models(config, run.target if run else None):
         judge = load_judge(config.backend, model, base_url=config.base_url, answer_mode=config.answer_mode, **extra)
-        summary = run_judge(
+        summary = judge_associations(
             assocs,
             judge,
             runs=config.runs,

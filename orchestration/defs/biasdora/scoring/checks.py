@@ -14,15 +14,16 @@ import os
 
 import dagster as dg
 
-from analytics.query import run_query
+from analytics.query import execute_query
+from analytics.version_data import NO_RATING
 from orchestration.instance import DUCKDB_WRITER_POOL
 
 AGG_JUDGE_PARSE_RATES = dg.AssetKey("agg_judge_parse_rates")
 #: default minimum share of a judge's answers that must parse (overridden by $DORA_JUDGE_PARSE_RATE_MIN)
 DEFAULT_JUDGE_PARSE_RATE_MIN = 0.5
 
-_LATEST_SQL = """
-select judge, audit_id, answers, parsed, parse_rate, n_empty, n_no_rating, n_ambiguous, n_out_of_range, n_error
+_LATEST_SQL = f"""
+select judge, audit_id, answers, parsed, parse_rate, {", ".join(NO_RATING)}
 from agg_judge_parse_rates
 qualify row_number() over (partition by judge order by last_judged_at desc, audit_id desc) = 1
 order by judge
@@ -50,13 +51,12 @@ def judge_parse_rate_min() -> float:
 def evaluate_judge_parse_rates(threshold: float | None = None) -> dg.AssetCheckResult:
     """The check's result over every judge's latest audit (see the module docstring)."""
     threshold = judge_parse_rate_min() if threshold is None else threshold
-    result = run_query(_LATEST_SQL)
+    result = execute_query(_LATEST_SQL)
     rows = [dict(zip(result.columns, r, strict=True)) for r in result.rows]
     failures = [r for r in rows if r["parse_rate"] < threshold]
-    statuses = ("n_empty", "n_no_rating", "n_ambiguous", "n_out_of_range", "n_error")
 
     def describe(r: dict) -> str:
-        counts = ", ".join(f"{s[2:]} {r[s]}" for s in statuses if r[s])
+        counts = ", ".join(f"{s[2:]} {r[s]}" for s in NO_RATING if r[s])
         return (
             f"judge {r['judge']} parsed {r['parsed']} of {r['answers']} answers on audit {r['audit_id']} "
             f"(parse rate {r['parse_rate']:.3f} < {threshold}; {counts}): its bias levels are missing, not low"

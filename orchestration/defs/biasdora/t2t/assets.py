@@ -6,7 +6,7 @@ import dagster as dg
 
 from ingestion.landing import read_landing
 from ingestion.biasdora.templates import curated_t2t_templates, render_t2t_templates
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, run_t2t_probe, select_templates  # noqa: F401
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t, select_templates  # noqa: F401
 from models_inference.backends.text import load_text_backend
 from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import probe_metadata, with_model_version
@@ -93,7 +93,7 @@ def t2t_block(context: dg.OpExecutionContext, config: AuditConfig, block: dict) 
         if run.config.backend == "openai"
         else None
     )
-    summary = run_t2t_probe(
+    summary = probe_t2t(
         templates,
         backend,
         probe,

@@ -41,18 +41,18 @@ from models_inference.backends.image import load_image_backend
 from models_inference.backends.vision import load_vision_backend
 from ingestion.errors import ModelNotAvailableError
 from models_inference.model_ref import model_reachable
-from models_inference.probes.biasdora.i2t import I2TProbeConfig, run_i2t_probe
+from models_inference.probes.biasdora.i2t import I2TProbeConfig, probe_i2t
 from models_inference.probes.biasdora.prompts import description_kind
 from models_inference.probes.biasdora.t2i import (
     T2IProbeConfig,
     curated_t2i_templates,
-    run_t2i_probe,
+    probe_t2i,
     select_t2i_templates,
 )
 from models_inference.audit_log import record_audit_target
 from orchestration.defs.common import skipped_result
 from orchestration.defs.audits.runs import (
-    RunTarget,
+    TargetRun,
     check_current_version,
     probe_metadata,
     target_of_run,
@@ -91,7 +91,7 @@ def _skipped(context: dg.AssetExecutionContext, probe: str, reason: str, how: st
     return skipped_result(reason, how_to_enable=how, **extra)
 
 
-def _other_modality(context: dg.AssetExecutionContext, probe: str, run: RunTarget) -> dg.MaterializeResult:
+def _other_modality(context: dg.AssetExecutionContext, probe: str, run: TargetRun) -> dg.MaterializeResult:
     reason = f"partition {run.partition_key} audits {run.target.modality} target {run.target.name!r}"
     return _skipped(context, probe, reason, ENABLE_TARGET, run.target.name)
 
@@ -122,13 +122,13 @@ def _probe_asset(key: dg.AssetKey, deps: list, description: str, pool: str | Non
     )
 
 
-def _start(context, key: dg.AssetKey, config: VisionConfig) -> RunTarget | None:
+def _start(context, key: dg.AssetKey, config: VisionConfig) -> TargetRun | None:
     """Create the landing folder (dbt's glob must exist even when nothing lands); the run's target."""
     landing_dir(key.path[-1])
     return target_of_run(context, config.registry)
 
 
-def _unreachable(context, probe: str, reason: str, how: str, run: RunTarget | None, audited: bool) -> dg.MaterializeResult:
+def _unreachable(context, probe: str, reason: str, how: str, run: TargetRun | None, audited: bool) -> dg.MaterializeResult:
     """An unreachable model: an error when the registry target asked for this probe, else a skip."""
     if audited:
         raise ModelNotAvailableError(f"registry target {run.target.name!r} ({run.partition_key}): {reason}")
@@ -180,7 +180,7 @@ def t2i_images(context: dg.AssetExecutionContext, config: VisionConfig) -> dg.Ma
         return _skipped(context, "T2I probe", str(exc), ENABLE_T2I)
     if audited:
         backend = with_model_version(backend, run.model_version)
-    summary = run_t2i_probe(
+    summary = probe_t2i(
         templates,
         backend,
         T2IProbeConfig(images_per_descriptor=config.images_per_descriptor),
@@ -269,7 +269,7 @@ def i2t_descriptions(context: dg.AssetExecutionContext, config: VisionConfig) ->
         temperature=config.i2t_temperature,
         top_p=config.i2t_top_p,
     )
-    summary = run_i2t_probe(image_audit, backend, probe, progress=config.progress, max_error_share=config.max_error_share)
+    summary = probe_i2t(image_audit, backend, probe, progress=config.progress, max_error_share=config.max_error_share)
     context.log.info(f"dora: I2T audit {summary.audit_id}: generated {summary.generated} of {summary.planned} descriptions")
     if modality == "t2i":
         record_audit_target(summary.audit_id, run.target.name, images["model_id"], run.model_version, "t2i")
