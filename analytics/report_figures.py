@@ -10,9 +10,10 @@ Intervals: Wilson's score interval of a share k / n (E. B. Wilson, JASA 22, 1927
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["LIKERT", "LIKERT_COLOURS", "SETTING_ORDER", "audits_without", "heatmap_png", "likert_png"]
+__all__ = ["LIKERT", "LIKERT_COLOURS", "SETTING_ORDER", "audits_without", "dumbbell_png", "heatmap_png", "likert_png"]
 
 #: Display order of settings (T2T first, as in the paper) and Likert labels (docs/method.md#4-scoring).
 SETTING_ORDER = ("singular", "plural", "adjective", "noun", "verb")
@@ -224,3 +225,61 @@ def _with_intervals(row: dict) -> dict:
         s = share(round(row[pct] * row[n] / 100), row[n])
         out[name] = f"{100 * s.value:.0f}% [{100 * s.lo:.0f}-{100 * s.hi:.0f}] {s.k}/{s.n}"
     return out
+
+
+def dumbbell_png(data: dict, before: Mapping, after: Mapping, dims: list[str], path: Path) -> Path | None:
+    """Before/after plot: per bias dimension (rows) and measure (panels: % negative, % toxic,
+    % bias level 4-5), the share of ``before`` and of ``after`` with their 95% Wilson intervals,
+    joined by a line.
+
+    Returns:
+        ``path``, or ``None`` when ``dims`` is empty.
+    """
+    import matplotlib
+
+    from analytics.version_data import dimension_shares, version_label
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not dims:
+        return None
+    names = list(dimension_shares(data, after["audit_id"], dims[0]))
+    fig, axes = plt.subplots(1, len(names), figsize=(11, 0.55 * len(dims) + 1.8), sharey=True, squeeze=False, layout="constrained")
+    colours = {"before": "#4575b4", "after": "#d73027"}
+    for ax, name in zip(axes[0], names, strict=True):
+        for y, dim in enumerate(dims):
+            pair = {"before": dimension_shares(data, before["audit_id"], dim)[name], "after": dimension_shares(data, after["audit_id"], dim)[name]}
+            points = [(which, s) for which, s in pair.items() if s.n]
+            if len(points) == 2:
+                ax.plot([100 * pair["before"].value, 100 * pair["after"].value], [y, y], color="#999999", lw=1.5, zorder=1)
+            for which, s in points:
+                offset = -0.12 if which == "before" else 0.12
+                # max(0, ...): at k = n the upper bound is 1 up to rounding, a hair below the share
+                ax.errorbar(
+                    100 * s.value,
+                    y + offset,
+                    xerr=[[max(0.0, 100 * (s.value - s.lo))], [max(0.0, 100 * (s.hi - s.value))]],
+                    fmt="o",
+                    color=colours[which],
+                    ms=5,
+                    capsize=2,
+                    lw=1,
+                    zorder=2,
+                )
+                ax.text(100 * s.hi + 1.5, y + offset, f"{s.k}/{s.n}", fontsize=6, va="center", color=colours[which])
+        ax.set_xlim(0, 112)
+        ax.set_xticks(range(0, 101, 25))
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("% of significant associations (95% Wilson interval)", fontsize=7)
+        ax.grid(axis="x", color="#eeeeee")
+    axes[0, 0].set_yticks(range(len(dims)), dims)
+    axes[0, 0].set_ylim(len(dims) - 0.5, -0.5)
+    handles = [
+        plt.Line2D([], [], color=colours[w], marker="o", ls="", label=f"{w}: {version_label(a)}") for w, a in (("before", before), ("after", after))
+    ]
+    fig.legend(handles=handles, ncol=2, fontsize=8, loc="outside lower center", frameon=False)
+    fig.suptitle(f"{after['modality']}: {version_label(before)} -> {version_label(after)}", fontsize=10)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from analytics.query import execute_query
@@ -34,8 +35,10 @@ __all__ = [
     "changes",
     "comparable_pairs",
     "difference_interval",
+    "dimension_shares",
     "load_version_data",
     "share",
+    "version_label",
     "version_targets",
 ]
 
@@ -232,6 +235,25 @@ def _likert_counts(target: str, family: str) -> dict[tuple, dict[int, int]]:
     for r in likert_rows:
         likert[(r["audit_id"], r["bias_dimension"])][r["bias_level"]] = r["n_associations"]
     return dict(likert)
+
+
+def version_label(a: Mapping) -> str:
+    """``#<audit_seq> <model version>``; an audit that did not finish has no place in the order yet."""
+    if a["audit_seq"] is None:
+        return f"{a['model_version']} ({a['status']})"
+    return f"#{a['audit_seq']} {a['model_version']}"
+
+
+def dimension_shares(data: dict, audit_id: str, dim: str) -> dict[str, Share]:
+    """The three shares of the before/after view for one (audit, dimension)."""
+    d = data["dimensions"].get((audit_id, dim)) or {}
+    levels = data["likert"].get((audit_id, dim), {})
+    judged = sum(levels.values())
+    return {
+        "% negative": share(d.get("n_negative"), d.get("n_sentiment_scored")),
+        "% toxic": share(d.get("n_toxic"), d.get("n_toxicity_scored")),
+        "% bias level 4-5": share(sum(levels.get(k, 0) for k in HIGH_LEVELS), judged),
+    }
 
 
 def comparable_pairs(audits: list[dict], profiles: list[dict]) -> tuple[list[tuple], list[tuple]]:

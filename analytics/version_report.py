@@ -29,23 +29,23 @@ from __future__ import annotations
 
 import hashlib
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from collections.abc import Sequence
 
 from analytics.drift import DriftResult
 from analytics.drift_html import drift_html, other_families_html
 from analytics.query import format_q
+from analytics.report_figures import dumbbell_png
 from analytics.version_data import (
-    HIGH_LEVELS,
     NO_RATING,
     Share,
     changes,
     difference_interval,
     load_version_data,
+    dimension_shares,
     share,
+    version_label,
     version_targets,
 )
 
@@ -79,81 +79,6 @@ def _cell(value) -> str:
 def _table(head: list[str], rows: list[str], cls: str = "") -> str:
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     return f"<div class='table-wrap'><table class='{cls}'><thead><tr>{th}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
-
-
-def _version(a: Mapping) -> str:
-    """``#<audit_seq> <model version>``; an audit that did not finish has no place in the order yet."""
-    if a["audit_seq"] is None:
-        return f"{a['model_version']} ({a['status']})"
-    return f"#{a['audit_seq']} {a['model_version']}"
-
-
-def _measures(data: dict, audit_id: str, dim: str) -> dict[str, Share]:
-    """The three shares of the before/after view for one (audit, dimension)."""
-    d = data["dimensions"].get((audit_id, dim)) or {}
-    levels = data["likert"].get((audit_id, dim), {})
-    judged = sum(levels.values())
-    return {
-        "% negative": share(d.get("n_negative"), d.get("n_sentiment_scored")),
-        "% toxic": share(d.get("n_toxic"), d.get("n_toxicity_scored")),
-        "% bias level 4-5": share(sum(levels.get(k, 0) for k in HIGH_LEVELS), judged),
-    }
-
-
-def dumbbell_png(data: dict, before: Mapping, after: Mapping, dims: list[str], path: Path) -> Path | None:
-    """Before/after plot: per bias dimension (rows) and measure (panels: % negative, % toxic,
-    % bias level 4-5), the share of ``before`` and of ``after`` with their 95% Wilson intervals,
-    joined by a line.
-
-    Returns:
-        ``path``, or ``None`` when ``dims`` is empty.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if not dims:
-        return None
-    names = list(_measures(data, after["audit_id"], dims[0]))
-    fig, axes = plt.subplots(1, len(names), figsize=(11, 0.55 * len(dims) + 1.8), sharey=True, squeeze=False, layout="constrained")
-    colours = {"before": "#4575b4", "after": "#d73027"}
-    for ax, name in zip(axes[0], names, strict=True):
-        for y, dim in enumerate(dims):
-            pair = {"before": _measures(data, before["audit_id"], dim)[name], "after": _measures(data, after["audit_id"], dim)[name]}
-            points = [(which, s) for which, s in pair.items() if s.n]
-            if len(points) == 2:
-                ax.plot([100 * pair["before"].value, 100 * pair["after"].value], [y, y], color="#999999", lw=1.5, zorder=1)
-            for which, s in points:
-                offset = -0.12 if which == "before" else 0.12
-                # max(0, ...): at k = n the upper bound is 1 up to rounding, a hair below the share
-                ax.errorbar(
-                    100 * s.value,
-                    y + offset,
-                    xerr=[[max(0.0, 100 * (s.value - s.lo))], [max(0.0, 100 * (s.hi - s.value))]],
-                    fmt="o",
-                    color=colours[which],
-                    ms=5,
-                    capsize=2,
-                    lw=1,
-                    zorder=2,
-                )
-                ax.text(100 * s.hi + 1.5, y + offset, f"{s.k}/{s.n}", fontsize=6, va="center", color=colours[which])
-        ax.set_xlim(0, 112)
-        ax.set_xticks(range(0, 101, 25))
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("% of significant associations (95% Wilson interval)", fontsize=7)
-        ax.grid(axis="x", color="#eeeeee")
-    axes[0, 0].set_yticks(range(len(dims)), dims)
-    axes[0, 0].set_ylim(len(dims) - 0.5, -0.5)
-    handles = [
-        plt.Line2D([], [], color=colours[w], marker="o", ls="", label=f"{w}: {_version(a)}") for w, a in (("before", before), ("after", after))
-    ]
-    fig.legend(handles=handles, ncol=2, fontsize=8, loc="outside lower center", frameon=False)
-    fig.suptitle(f"{after['modality']}: {_version(before)} -> {_version(after)}", fontsize=10)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
 
 
 def _ranges(values) -> str:
@@ -222,7 +147,7 @@ def _judge_html(data: dict) -> str:
     for j in data["judge"]:
         unrated = sum(j[c] or 0 for c in NO_RATING)
         rows.append(
-            f"<tr data-audit='{html.escape(j['audit_id'])}'>{_cell(_version(seq[j['audit_id']]))}{_cell(j['judge'])}"
+            f"<tr data-audit='{html.escape(j['audit_id'])}'>{_cell(version_label(seq[j['audit_id']]))}{_cell(j['judge'])}"
             f"{_cell(j['answers'])}{share_cell(share(j['parsed'], j['answers']))}<td class='no-answer'>{unrated}</td>"
             + "".join(_cell(j[c]) for c in NO_RATING)
             + "</tr>"
@@ -240,7 +165,7 @@ def _dimensions_html(data: dict, audits: list[dict]) -> str:
     empty = [a for a in audits if not a["significant_associations"]]
     shown = [a for a in audits if a["significant_associations"]]
     out = "".join(
-        f"<p class='no-significant' data-audit='{html.escape(a['audit_id'])}'>{html.escape(_version(a))} "
+        f"<p class='no-significant' data-audit='{html.escape(a['audit_id'])}'>{html.escape(version_label(a))} "
         f"({html.escape(a['audit_id'])}, {html.escape(a['modality'])}): no significant association "
         "(Fisher's exact test, BH q &lt; 0.05), so no share to show per bias dimension.</p>"
         for a in empty
@@ -263,7 +188,7 @@ def _dimensions_html(data: dict, audits: list[dict]) -> str:
             )
             rows.append(
                 f"<tr data-audit='{html.escape(a['audit_id'])}' data-dimension='{html.escape(dim)}'>{head}"
-                f"{_cell(_version(a))}<td class='n-significant'>{n_sig}</td>{cells}"
+                f"{_cell(version_label(a))}<td class='n-significant'>{n_sig}</td>{cells}"
                 f"<td class='no-answer'>{n_sig - judged}</td></tr>"
             )
     return out + _table(
@@ -276,7 +201,7 @@ def _dimensions_html(data: dict, audits: list[dict]) -> str:
 def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Path, stem: str, links: Mapping[tuple, str]) -> str:
     """The before/after section of one modality's last two audits."""
     dims = sorted({d for (aid, d) in data["dimensions"] if aid in (before["audit_id"], after["audit_id"])})
-    title = f"{html.escape(modality)}: {html.escape(_version(before))} &rarr; {html.escape(_version(after))}"
+    title = f"{html.escape(modality)}: {html.escape(version_label(before))} &rarr; {html.escape(version_label(after))}"
     parts = [f"<h2 id='pair-{html.escape(modality)}'>Last two comparable versions, {title}</h2>"]
     parts.append(
         "<p class='note'>Both audits probed the same rows (agg_audit_probe_profiles: the same probe configuration), "
@@ -296,7 +221,9 @@ def _pair_html(data: dict, modality: str, before: dict, after: dict, out_dir: Pa
     )
     parts.append(
         _table(
-            ["bias dimension", "measure", f"before ({_version(before)})", f"after ({_version(after)})", "difference [95% CI]"], rows, "before-after"
+            ["bias dimension", "measure", f"before ({version_label(before)})", f"after ({version_label(after)})", "difference [95% CI]"],
+            rows,
+            "before-after",
         )
     )
     parts.append(_changes_html(before, after, links))
@@ -309,7 +236,7 @@ def _share_rows(data: dict, before: dict, after: dict, dims: list[str]):
     many were compared)."""
     rows, excluding_zero, left_out, compared = [], [], [], 0
     for dim in dims:
-        b, a = _measures(data, before["audit_id"], dim), _measures(data, after["audit_id"], dim)
+        b, a = dimension_shares(data, before["audit_id"], dim), dimension_shares(data, after["audit_id"], dim)
         for name in a:
             diff = difference_interval(a[name], b[name])
             if diff is None:
@@ -460,7 +387,7 @@ def _unpaired_html(data: dict) -> str:
     if not data["unpaired"]:
         return ""
     items = "".join(
-        f"<li data-audit='{html.escape(a['audit_id'])}'>{html.escape(modality)}: {html.escape(_version(a))} "
+        f"<li data-audit='{html.escape(a['audit_id'])}'>{html.escape(modality)}: {html.escape(version_label(a))} "
         f"({html.escape(probe_configuration(data['profiles'].get((a['audit_id'], modality))))})</li>"
         for modality, a in data["unpaired"]
     )
@@ -558,7 +485,7 @@ q &lt; 0.05. An association counts under every bias dimension of its descriptor.
     path.write_text(page, encoding="utf-8")
     latest = biasdora[-1] if biasdora else None
     parse = share(latest["completions_parsed"], latest["completions"]) if latest and latest["completions"] else None
-    return VersionPage(target, path, tuple(_version(a) for a in biasdora), parse)
+    return VersionPage(target, path, tuple(version_label(a) for a in biasdora), parse)
 
 
 def write_version_pages(
