@@ -124,7 +124,7 @@ def target_run(args: argparse.Namespace, *, dry_run: bool = False, registry=None
     if dry_run:  # the whole run's time: every step of the target's families (orchestration/estimates.py)
         from orchestration.estimates import estimate_text
 
-        plans.append(estimate_text(run.families, ops, model_version=run.version))
+        plans.append(estimate_text(run.families, ops, model_version=run.model_version))
     return run, "\n\n".join(p for p in plans if p)
 
 
