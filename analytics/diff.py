@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from analytics.query import QueryResult, format_q, format_result, execute_query
+from analytics.query import QueryResult, execute_query, format_q, format_result
 from ingestion.errors import DiffError
 
 __all__ = [

@@ -26,9 +26,8 @@ import csv
 import io
 import json
 import math
-from dataclasses import asdict, dataclass, replace
-
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 
 from analytics.diff import AuditDiff
 from analytics.drift import FamilyDrift

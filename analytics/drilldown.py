@@ -21,7 +21,7 @@ import html
 from collections import defaultdict
 from pathlib import Path
 
-from analytics.query import format_q, execute_query
+from analytics.query import execute_query, format_q
 from ingestion.home import dora_home
 
 __all__ = ["association_anchor", "association_href", "judge_reliability_html", "write_drilldown"]

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analytics.diff import AuditRef, DiffError
-from analytics.query import QueryResult, format_result, execute_query
+from analytics.query import QueryResult, execute_query, format_result
 
 __all__ = ["FamilyChangeTest", "FamilyDiff", "family_diff", "family_help", "family_hint"]
 

@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from analytics.query import QueryResult, format_q, is_q_column, read_relation, execute_query
+from analytics.query import QueryResult, execute_query, format_q, is_q_column, read_relation
 from analytics.report_figures import LIKERT, _with_intervals, audits_without, heatmap_png, likert_png
 from ingestion.home import dora_home
 

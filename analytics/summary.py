@@ -8,7 +8,7 @@ not in the marts a ``dora query`` or ``dora report`` reads.
 
 from __future__ import annotations
 
-from analytics.query import format_result, execute_query
+from analytics.query import execute_query, format_result
 
 PAPER_SCALE_HINT = (
     "paper-scale T2T audit (every row of the paper's lists: 406 / 413 / 406 / 406 / 406 rows for the\n"

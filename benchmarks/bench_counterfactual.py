@@ -34,11 +34,11 @@ def main(argv=None) -> None:
 
     load_before = os.getloadavg()[0]
     os.environ["DORA_HOME"] = tempfile.mkdtemp(prefix="dora-bench-cf-")
-    from models_inference.probes.counterfactual import probe as cf
-    from models_inference.probes.counterfactual.scoring import score_toxicity
-    from models_inference.probes.counterfactual.prompts import MAIN_PROMPTS, NUMERIC_PROMPTS
-    from models_inference.probes.counterfactual.sets import sample_sets
     from models_inference.backends.text import TransformersBackend
+    from models_inference.probes.counterfactual import probe as cf
+    from models_inference.probes.counterfactual.prompts import MAIN_PROMPTS, NUMERIC_PROMPTS
+    from models_inference.probes.counterfactual.scoring import score_toxicity
+    from models_inference.probes.counterfactual.sets import sample_sets
     from models_inference.scoring.toxicity import load_toxicity_scorer
 
     t0 = time.perf_counter()

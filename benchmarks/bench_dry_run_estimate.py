@@ -104,7 +104,6 @@ def step_times(home: Path) -> tuple[dict[str, dict[str, float]], dict[str, int]]
     from dagster import DagsterEventType, DagsterInstance, EventRecordsFilter
 
     from orchestration.definitions import build_definitions
-
     from orchestration.families import FAMILIES
 
     groups = _family_of_groups()

@@ -144,8 +144,8 @@ def main(argv=None) -> int:
 
         # the probe alone on the finished audit, model already loaded: the cost of "nothing to do"
         from ingestion.biasdora.templates import curated_t2t_templates
-        from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t, select_templates
         from models_inference.backends.text import TransformersBackend
+        from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t, select_templates
 
         backend = TransformersBackend.load("smollm2-135m")
         templates = select_templates(curated_t2t_templates(), settings=SETTINGS.split(","), descriptors=BASE + [EXTRA])

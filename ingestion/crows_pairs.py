@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ingestion.errors import CrowsPairsFormatError
 from ingestion.contracts import SCHEMAS
+from ingestion.errors import CrowsPairsFormatError
 
 #: The nine CrowS-Pairs bias types, spelt as in the dataset (Nangia et al. 2020, Table 1;
 #: docs/method.md#1-descriptors). BiasDora calls them bias dimensions.

@@ -33,7 +33,6 @@ from orchestration.defs.dbt.assets import dora_dbt_models
 from orchestration.defs.dbt.resources import dbt_resource
 from orchestration.instance import AUDIT_JOB
 
-
 #: The layer of every Python (landing) asset, as a kind and the tag ``dora/layer``.
 LANDING_LAYER = "landing"
 

@@ -11,8 +11,8 @@ imports it).
 from __future__ import annotations
 
 import argparse
-from orchestration.deprecation import deprecation_notice
 
+from orchestration.deprecation import deprecation_notice
 from orchestration.family import Flag, ProbeFamily
 
 

@@ -8,14 +8,12 @@ timeouts are not re-sent, and ``api_model`` versions come from the ``/models`` l
 
 from __future__ import annotations
 
-
 import pytest
 
-from ingestion.errors import AuditFailedError, AuditIdentityError
+from ingestion.errors import AuditFailedError, AuditIdentityError, CompletionsUnsupportedError
 from ingestion.landing import read_landing
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, audit_id_for, probe_t2t
-from ingestion.errors import CompletionsUnsupportedError
 from models_inference.backends.openai_chat import OpenAIChatBackend
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, audit_id_for, probe_t2t
 from tests.helpers.openai_server import OpenAIStubServer
 
 TEMPLATES = [
@@ -163,8 +161,8 @@ def test_interrupted_then_complete_audit_ends_finished(dora_home, api_key):
 
 
 def test_api_model_version_falls_back_to_the_listing(monkeypatch):
-    from ingestion.registry import parse_registry
     from ingestion.errors import VersionError
+    from ingestion.registry import parse_registry
     from models_inference.model_ref import resolve_version
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")

@@ -28,7 +28,6 @@ from tests.helpers.dbt_jinja import broken_rules
 from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.landing_rows import T0, completion, expected_associations, random_rows
 
-
 # ----------------------------------------------------------------------------- helpers
 
 

@@ -156,9 +156,9 @@ def test_hostile_descriptors_from_a_crows_pairs_csv_land_verbatim_and_stay_insid
     """Quote-, SQL-metacharacter-, unicode- and path-traversal descriptors extracted from a
     CrowS-Pairs CSV go through the probe, the landing zone and dbt unchanged and harmless."""
     from analytics.dbt_runner import invoke_dbt
-    from ingestion.crows_pairs import load_crows_pairs
     from ingestion.biasdora.descriptors import extract_descriptors
     from ingestion.biasdora.templates import render_t2t_templates
+    from ingestion.crows_pairs import load_crows_pairs
     from models_inference.probes.biasdora.t2t import T2TProbeConfig, probe_t2t
 
     csv = tmp_path / "hostile.csv"
@@ -209,9 +209,8 @@ PATH_CASES = [
 def test_landing_paths_stay_inside_dora_home(dora_home, name, partition):
     from datetime import datetime, timezone
 
-    from ingestion.landing import write_shard
-
     from ingestion.contracts import SCHEMAS
+    from ingestion.landing import write_shard
 
     row = {name: None for name in SCHEMAS["audits"].names}
     row.update(audit_id=partition, status="started", event_at=datetime.now(timezone.utc))
@@ -227,8 +226,8 @@ def test_landing_paths_stay_inside_dora_home(dora_home, name, partition):
 # --------------------------------------------------------------------------- models
 @pytest.mark.slow  # one `dora audit` process per case: ~5 s
 def test_model_that_does_not_exist_is_a_clear_error():
-    from models_inference.backends.text import TransformersBackend
     from ingestion.errors import ModelNotAvailableError
+    from models_inference.backends.text import TransformersBackend
 
     with pytest.raises(
         ModelNotAvailableError,
@@ -239,8 +238,8 @@ def test_model_that_does_not_exist_is_a_clear_error():
 
 
 def test_missing_gguf_file_is_a_clear_error(tmp_path):
-    from models_inference.backends.text import TransformersBackend
     from ingestion.errors import ModelNotAvailableError
+    from models_inference.backends.text import TransformersBackend
 
     with pytest.raises(ModelNotAvailableError, match="cannot load model .*missing.gguf"):
         TransformersBackend.load(str(tmp_path / "missing.gguf"))
@@ -251,8 +250,8 @@ def test_missing_gguf_file_is_a_clear_error(tmp_path):
 def test_an_incomplete_local_model_is_a_clear_error(tmp_path, kind):
     """A folder with only config.json (transformers trips with an AttributeError) and a .gguf
     file with only its magic bytes (a ValueError): one known error each, not a crash."""
-    from models_inference.backends.text import TransformersBackend
     from ingestion.errors import ModelNotAvailableError
+    from models_inference.backends.text import TransformersBackend
 
     if kind == "config_only_folder":
         model = tmp_path / "model"
@@ -269,9 +268,9 @@ def test_an_incomplete_local_model_is_a_clear_error(tmp_path, kind):
 
 
 def test_unknown_backend_and_missing_key_are_clear_errors(monkeypatch):
+    from ingestion.errors import ModelNotAvailableError
     from models_inference.backends.base import SamplingParams
     from models_inference.backends.text import load_text_backend
-    from ingestion.errors import ModelNotAvailableError
 
     with pytest.raises(ValueError, match="unknown backend 'vllm'; expected 'transformers' or 'openai'"):
         load_text_backend("x", backend="vllm")

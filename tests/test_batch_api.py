@@ -25,6 +25,7 @@ import pytest
 from ingestion.errors import BatchError
 from ingestion.landing import read_landing
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
+from models_inference.backends.batch_ledger import load_ledger
 from models_inference.backends.batch_requests import (
     CHAT_URL,
     COMPLETIONS_URL,
@@ -36,7 +37,6 @@ from models_inference.backends.batch_requests import (
     result_of,
     split_sizes,
 )
-from models_inference.backends.batch_ledger import load_ledger
 from models_inference.backends.openai_chat import OpenAIChatBackend
 from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, audit_id_for, probe_t2t
 from tests.helpers.batch_server import BatchStubServer, offline_run
@@ -400,7 +400,7 @@ def test_a_run_killed_at_each_stage_then_run_again_submits_each_file_once(dora_h
 
 
 def test_the_judge_runs_in_batch_mode_each_judgement_once(dora_home, api_key):
-    from models_inference.probes.biasdora.judge import load_judge, judge_associations
+    from models_inference.probes.biasdora.judge import judge_associations, load_judge
 
     words = ["lazy", "kind", "loud", "smart", "rude", "calm"]
     assocs = [

@@ -6,7 +6,6 @@ released code as docs/method.md#2-probes, docs/method.md#3a-paper-statistics and
 
 from __future__ import annotations
 
-
 import pytest
 
 from models_inference.probes.biasdora.judge import JudgeSampling, judge_rows
@@ -140,9 +139,9 @@ def test_paper_sd_preset_and_suffix_verbatim(tmp_path, monkeypatch):
 
 
 def test_paper_llava_preset_system_prompt_and_448():
-    from orchestration.defs.biasdora.config import apply_vision_presets
     from models_inference.backends.vision import TransformersVisionBackend
     from models_inference.probes.biasdora.prompts import PAPER_LLAVA_SYSTEM_PROMPT
+    from orchestration.defs.biasdora.config import apply_vision_presets
 
     vision = apply_vision_presets({"i2t_model": "paper-llava", "i2t_system_prompt": None, "i2t_image_size": []})
     assert vision["i2t_model"] == "llava-hf/llava-v1.6-vicuna-7b-hf"

@@ -31,9 +31,14 @@ import psutil
 import pytest
 
 from tests.helpers.cluster import HANG_GUARD
+from tests.helpers.dora_cli import dora_argv as _dora
+from tests.helpers.dora_cli import dora_env as _env
+from tests.helpers.dora_cli import expected_t2t_keys as _expected_keys
+from tests.helpers.dora_cli import free_port
+from tests.helpers.dora_cli import landed_t2t as _landed_t2t
+from tests.helpers.dora_cli import prepare_dbt_manifest as _prepare_dbt_manifest
+from tests.helpers.dora_cli import warehouse_rows as _warehouse
 from tests.helpers.openai_server import OpenAIStubServer
-from tests.helpers.dora_cli import dora_argv as _dora, dora_env as _env, expected_t2t_keys as _expected_keys, free_port
-from tests.helpers.dora_cli import landed_t2t as _landed_t2t, prepare_dbt_manifest as _prepare_dbt_manifest, warehouse_rows as _warehouse
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 

@@ -123,8 +123,8 @@ def test_modscan_constrained_without_a_server_constraint_falls_back_to_free(dora
 
 
 def test_modscan_default_is_free_sends_no_constraint_and_keeps_the_audit_id(dora_home):
-    from models_inference.probes.modscan.text import probe_text_analogues, text_audit_id
     from models_inference.audit_log import readable_audit_id
+    from models_inference.probes.modscan.text import probe_text_analogues, text_audit_id
 
     with OpenAIStubServer() as server:
         server.constraints = {"grammar"}  # honoured if asked: it must not be asked

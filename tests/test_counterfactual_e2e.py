@@ -12,10 +12,10 @@ import pytest
 from analytics.dbt_runner import invoke_dbt
 from ingestion.landing import read_landing
 from ingestion.warehouse import warehouse_path
-from models_inference.probes.counterfactual import probe as cf
-from models_inference.probes.counterfactual.scoring import land_lexicons, apply_stereotype_filter, score_toxicity
-from models_inference.probes.counterfactual.sets import competence_lexicon, sample_sets
 from models_inference.backends.openai_chat import OpenAIChatBackend
+from models_inference.probes.counterfactual import probe as cf
+from models_inference.probes.counterfactual.scoring import apply_stereotype_filter, land_lexicons, score_toxicity
+from models_inference.probes.counterfactual.sets import competence_lexicon, sample_sets
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.openai_server import OpenAIStubServer

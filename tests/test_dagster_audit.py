@@ -59,8 +59,8 @@ def test_rerun_is_a_no_op_and_another_selection_is_another_audit(finished_audit,
     from dagster import DagsterInstance
 
     from analytics.query import execute_query
-    from orchestration.defs.dbt.assets import dora_dbt_models
     from orchestration.definitions import AUDIT_JOB, defs
+    from orchestration.defs.dbt.assets import dora_dbt_models
     from tests.helpers.homes import T2T_CONFIG, copy_home
 
     home = finished_audit.env(monkeypatch, copy_home(finished_audit, tmp_path / "home"))

@@ -10,7 +10,7 @@ import re
 import dagster as dg
 import pytest
 
-from orchestration.defs.dbt.checks import MAX_NAME, NamedCheck, check_result, checks_by_test, named_checks, rule_name, dbt_test_label
+from orchestration.defs.dbt.checks import MAX_NAME, NamedCheck, check_result, checks_by_test, dbt_test_label, named_checks, rule_name
 
 KEY = dg.AssetKey("fct_x")
 TEST_ID = "test.dora.model_rules_fct_x_a__b.0123456789"

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analytics.query import format_q, execute_query
+from analytics.query import execute_query, format_q
 
 
 def _per_dimension_query(audit_id: str | None = None) -> dict[str, int]:

@@ -144,7 +144,7 @@ def _assocs(n: int) -> list[dict]:
 
 
 def test_judge_fails_on_failed_calls_but_not_on_unparsed_answers(dora_home, api_key):
-    from models_inference.probes.biasdora.judge import load_judge, judge_associations
+    from models_inference.probes.biasdora.judge import judge_associations, load_judge
 
     with OpenAIStubServer() as server:
         server.chat_reply = lambda req: "Hard to say."  # unparsed answers: kept with their status, fine

@@ -80,8 +80,8 @@ def _probs(tok, model, texts):
 
 def test_evaluate_toxicity_from_a_local_module_equals_its_classifier_and_lands(tmp_path, dora_home):
     from ingestion.landing import read_landing
-    from models_inference.scoring.cache import ScoreCache
     from models_inference.probes.biasdora.scoring import score_associations
+    from models_inference.scoring.cache import ScoreCache
 
     clf = tmp_path / "clf"
     clf.mkdir()

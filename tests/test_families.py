@@ -188,8 +188,8 @@ def test_the_toy_contract_is_registered_from_its_own_module(toy):
 
     import pyarrow as pa
 
-    from ingestion.errors import LandingContractError
     from ingestion.contracts import SCHEMAS, TABLE_FAMILIES, family_tables, register_contract
+    from ingestion.errors import LandingContractError
     from tests.toy_family import contract
 
     assert SCHEMAS["toy_rows"] is contract.SCHEMAS["toy_rows"] and SCHEMAS["toy_rows"].names == [

@@ -143,10 +143,9 @@ def test_an_old_flag_name_with_its_new_name_is_one_line_exit_2(tmp_path, monkeyp
     """``--cf-seeds 2 --cf-runs 5`` used to let the last one win without a word (the registry
     refuses the same pair of options): refused in one line, either order, with no deprecation
     notice, before anything runs."""
+    import orchestration.cli
     from orchestration import deprecation
     from orchestration.cli import main
-
-    import orchestration.cli
 
     monkeypatch.setenv("DORA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))

@@ -312,8 +312,8 @@ def _bad_shard(h: Path, kind: str) -> Path:
 
 @pytest.mark.parametrize("kind", ["run_as_string", "extra_column", "not_parquet"])
 def test_bad_shard_is_quarantined_and_good_rows_stay(home, kind):
-    from models_inference.resumable import landed_keys
     from models_inference.probes.biasdora.t2t import T2T_TABLE
+    from models_inference.resumable import landed_keys
 
     path = _bad_shard(home, kind)
     with warnings.catch_warnings(record=True) as caught:
@@ -391,8 +391,8 @@ def test_judge_distribution_skips_the_echoed_scale(dora_home, monkeypatch):
 # --------------------------------------------------------------------------- malformed servers
 @pytest.mark.parametrize("kind", ["no_choices", "not_json"])
 def test_malformed_reply_lands_with_the_rest_of_the_chunk(dora_home, monkeypatch, kind):
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t
     from models_inference.backends.openai_chat import OpenAIChatBackend
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
@@ -407,9 +407,9 @@ def test_malformed_reply_lands_with_the_rest_of_the_chunk(dora_home, monkeypatch
 
 
 def test_completion_style_on_chat_only_server(dora_home, monkeypatch):
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t
     from ingestion.errors import CompletionsUnsupportedError
     from models_inference.backends.openai_chat import OpenAIChatBackend
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with OpenAIStubServer() as server:
@@ -425,8 +425,8 @@ def test_completion_style_on_chat_only_server(dora_home, monkeypatch):
 
 
 def test_version_prefix_collision_gets_two_audits():
-    from models_inference.probes.biasdora.t2t import T2TProbeConfig, audit_id_for
     from models_inference.backends.openai_chat import OpenAIChatBackend
+    from models_inference.probes.biasdora.t2t import T2TProbeConfig, audit_id_for
 
     a = OpenAIChatBackend("m", model_version="release-2025-01-candidate-a")
     b = OpenAIChatBackend("m", model_version="release-2025-01-candidate-b")

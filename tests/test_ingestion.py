@@ -7,12 +7,6 @@ import collections
 import pyarrow as pa
 import pytest
 
-from ingestion.crows_pairs import (
-    BIAS_DIMENSIONS,
-    CrowsPairsFormatError,
-    default_crows_pairs_path,
-    load_crows_pairs,
-)
 from ingestion.biasdora.descriptors import (
     curated_descriptors,
     descriptor_recall,
@@ -22,7 +16,6 @@ from ingestion.biasdora.descriptors import (
     normalise_descriptors,
     plural_descriptor,
 )
-from ingestion.contracts import SCHEMAS
 from ingestion.biasdora.templates import (
     T2T_SETTINGS,
     TEMPLATES_SCHEMA,
@@ -30,6 +23,13 @@ from ingestion.biasdora.templates import (
     curated_t2t_templates,
     render_t2t_templates,
     templates_table,
+)
+from ingestion.contracts import SCHEMAS
+from ingestion.crows_pairs import (
+    BIAS_DIMENSIONS,
+    CrowsPairsFormatError,
+    default_crows_pairs_path,
+    load_crows_pairs,
 )
 
 # Counted once on the shipped CrowS-Pairs CSV (Nangia et al. 2020 report the same totals).

@@ -9,15 +9,15 @@ import pytest
 from models_inference.backends.openai_api import redact
 from models_inference.backends.openai_chat import OpenAIChatBackend
 from models_inference.probes.biasdora.judge import (
-    JudgeRequest,
-    JudgeSampling,
     RATING_CHOICES,
     Judge,
-    load_judge,
+    JudgeRequest,
+    JudgeSampling,
     judge_associations,
+    load_judge,
 )
-from models_inference.probes.biasdora.ratings import parse_rating, rating_distribution
 from models_inference.probes.biasdora.prompts import JUDGE_SYSTEM_PROMPT, render_judge_prompt
+from models_inference.probes.biasdora.ratings import parse_rating, rating_distribution
 from tests.helpers.openai_server import OpenAIStubServer
 
 KEY = "sk-test-SECRET-0123456789abcdef"

@@ -10,9 +10,9 @@ from PIL import Image
 
 from ingestion.errors import InputFileError
 from ingestion.landing import read_landing
+from models_inference.image_store import image_file
 from models_inference.probes.modscan.faces import build_pairs, read_faces, splice, store_pair
 from models_inference.probes.modscan.vision import VisionProbeConfig, probe_vision
-from models_inference.image_store import image_file
 from tests.helpers.openai_server import OpenAIStubServer
 
 AGES = (20, 30)
@@ -172,9 +172,9 @@ def test_language_modality_scene_images_person_check_and_blank_control(dora_home
     """Scene images from a tiny random diffusers pipeline, the VLM (local OpenAI-compatible
     server) checks each for a person and answers Table 3's sentence; the blank white image is
     the control (seed 000 §3.2, §5.2)."""
+    from models_inference.backends.image import DiffusersImageBackend
     from models_inference.backends.vision import OpenAIVisionBackend
     from models_inference.probes.modscan.language import PERSON_CHECK_PROMPT, LanguageProbeConfig, probe_language
-    from models_inference.backends.image import DiffusersImageBackend
     from tests.helpers.tiny_models import build_tiny_sd
 
     sd, _ = build_tiny_sd(tmp_path)

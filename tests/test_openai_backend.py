@@ -2,10 +2,10 @@
 
 import pytest
 
-from models_inference.probes.biasdora.prompts import PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt
+from ingestion.errors import ModelNotAvailableError
 from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.openai_chat import OpenAIChatBackend
-from ingestion.errors import ModelNotAvailableError
+from models_inference.probes.biasdora.prompts import PAPER_TEMPERATURE, PAPER_TOP_P, render_t2t_prompt
 from tests.helpers.openai_server import OpenAIStubServer
 
 

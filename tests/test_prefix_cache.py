@@ -2,9 +2,9 @@
 
 import pytest
 
+from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.prefix_cache import common_prefix_len, group_by_prefix, plan_batches
 from models_inference.probes.biasdora.prompts import render_t2t_prompt
-from models_inference.backends.base import GenerationRequest, SamplingParams
 
 PREFIXES = [
     ("An alcoholic person is", "singular"),

@@ -2,13 +2,13 @@
 
 import pytest
 
+from ingestion.vocabulary import T2T_SETTINGS
 from models_inference.probes.biasdora.parsing import (
     PARSE_STATUSES,
     parse_answer,
     parse_chat_answer,
     parse_completion_answer,
 )
-from ingestion.vocabulary import T2T_SETTINGS
 from models_inference.probes.biasdora.prompts import T2T_SYSTEM_PROMPT, T2T_USER_PROMPT, render_t2t_prompt
 
 PREFIX = {

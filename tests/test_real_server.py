@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from ingestion.landing import read_landing
 from ingestion.biasdora.templates import T2TTemplate
+from ingestion.landing import read_landing
 from models_inference.backends.openai_chat import OpenAIChatBackend
 from models_inference.backends.text import load_text_backend
 from models_inference.model_ref import smollm2_gguf_path
@@ -71,7 +71,7 @@ def test_t2t_both_prompt_styles_over_the_server(llama_server, dora_home):
 
 
 def test_judge_rates_every_association_with_a_distribution(llama_server, dora_home):
-    from models_inference.probes.biasdora.judge import load_judge, judge_associations
+    from models_inference.probes.biasdora.judge import judge_associations, load_judge
 
     descriptors = ["alcoholic person", "child", "old person", "immigrant", "muslim", "woman", "gay man", "poor person", "teenager", "nurse"]
     words = ["brawler", "lazy", "kind", "dangerous", "smart", "dirty", "caring", "weak", "rich", "loud"]

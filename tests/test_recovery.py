@@ -293,9 +293,9 @@ def _materialize(scores: bool = True):
     ``scores=False``: the first step only (where nothing is asserted on the score models)."""
     import dagster as dg
 
+    from orchestration.defs.biasdora.scoring.assets import dora_score_models
     from orchestration.defs.dbt.assets import dora_dbt_models
     from orchestration.defs.dbt.resources import dbt_resource
-    from orchestration.defs.biasdora.scoring.assets import dora_score_models
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LandingSchemaWarning)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ingestion.errors import VersionError
 from ingestion.registry import (
     DEFAULT_CRON,
     RegistryError,
@@ -18,7 +19,6 @@ from ingestion.registry import (
     parse_registry,
     partition_key,
 )
-from ingestion.errors import VersionError
 from models_inference.model_ref import resolve_version, weights_hash
 
 REPO = Path(__file__).resolve().parent.parent

@@ -85,7 +85,6 @@ def _problems(text: str) -> list[str]:
 def test_registry_accepts_the_vision_backends_and_names_what_does_not_fit():
     from ingestion import registry
     from ingestion.vocabulary import BACKENDS, I2T_BACKENDS, T2I_BACKENDS
-
     from models_inference.backends.image import IMAGE_BACKENDS
     from models_inference.backends.vision import VISION_BACKENDS
 

@@ -17,7 +17,7 @@ import pytest
 
 from ingestion.landing import read_landing
 from models_inference.audit_log import CODE_VERSION, AuditInfo
-from models_inference.resumable import ResumableTable, landed_keys, model_columns, land_resumable
+from models_inference.resumable import ResumableTable, land_resumable, landed_keys, model_columns
 
 REPO = Path(__file__).resolve().parents[1]
 T2T = ResumableTable("t2t_completions", ("setting", "descriptor", "letter", "run"), "parse_status", unit="prompt")

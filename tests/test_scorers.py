@@ -5,8 +5,8 @@ import pickle
 
 import pytest
 
-from models_inference.scoring.cache import CachedScorer, ScoreCache
 from models_inference.probes.biasdora.scoring import score_associations, with_association_text
+from models_inference.scoring.cache import CachedScorer, ScoreCache
 from models_inference.scoring.sentiment import (
     TransformersSentimentScorer,
     VaderSentimentScorer,
@@ -15,8 +15,8 @@ from models_inference.scoring.sentiment import (
 )
 from models_inference.scoring.toxicity import (
     JigsawToxicityScorer,
-    _TokenizerUnpickler,
     TransformersToxicityScorer,
+    _TokenizerUnpickler,
     load_toxicity_scorer,
 )
 from tests.helpers.tiny_models import tiny_classifier

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ingestion.landing import read_landing
 from ingestion.biasdora.templates import T2TTemplate
+from ingestion.landing import read_landing
 from models_inference.backends.server_caps import (
     constrained_answer,
     constraint_fields,
@@ -17,7 +17,7 @@ from models_inference.backends.server_caps import (
     server_root,
 )
 from models_inference.backends.text import load_text_backend
-from models_inference.probes.biasdora.judge import load_judge, judge_associations
+from models_inference.probes.biasdora.judge import judge_associations, load_judge
 from models_inference.probes.biasdora.ratings import parse_constrained_rating
 from tests.helpers.openai_server import OpenAIStubServer, stub_logprob
 

@@ -14,11 +14,11 @@ import re
 
 import pytest
 
-from tests.helpers.openai_server import OpenAIStubServer
 from ingestion.errors import VersionError
 from ingestion.registry import parse_registry
 from models_inference import model_ref
 from models_inference.model_ref import resolve_version, resolve_version_with_source
+from tests.helpers.openai_server import OpenAIStubServer
 
 DAY = 86400
 T0 = 1767225600  # 2026-01-01 00:00 UTC

@@ -27,7 +27,8 @@ import pytest
 
 from analytics.dbt_runner import invoke_dbt
 from tests.helpers.homes import NO_UNIT_TESTS
-from tests.helpers.tiny_models import ENGLISH_WORDS as WORDS, build_tiny_captioner, build_tiny_llava, build_tiny_sd
+from tests.helpers.tiny_models import ENGLISH_WORDS as WORDS
+from tests.helpers.tiny_models import build_tiny_captioner, build_tiny_llava, build_tiny_sd
 
 DBT_SELECTION = "+fct_associations +stg_t2i_images +stg_description_words"
 
@@ -95,11 +96,11 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
 
     from ingestion.biasdora.description_words import land_description_words
     from ingestion.landing import read_landing
+    from models_inference.backends.image import DiffusersImageBackend
     from models_inference.backends.vision import TransformersVisionBackend
+    from models_inference.image_store import image_file
     from models_inference.probes.biasdora.i2t import I2TProbeConfig, probe_i2t
     from models_inference.probes.biasdora.prompts import I2T_PROMPTS
-    from models_inference.backends.image import DiffusersImageBackend
-    from models_inference.image_store import image_file
     from models_inference.probes.biasdora.t2i import (
         T2IProbeConfig,
         curated_t2i_templates,
@@ -177,12 +178,13 @@ def test_t2i_i2t_chain_to_associations(dora_home, tiny_models, sd_backend):
 
 
 def test_captioner_prompt_prefix_mode_is_seeded_per_row(dora_home, tiny_models):
-    from models_inference.backends.vision import DescriptionRequest, TransformersVisionBackend
-    from models_inference.probes.biasdora.prompts import render_i2t_prompt
-    from models_inference.backends.image import png_bytes
-    from models_inference.image_store import store_png, image_file
-    from models_inference.backends.base import SamplingParams
     from PIL import Image
+
+    from models_inference.backends.base import SamplingParams
+    from models_inference.backends.image import png_bytes
+    from models_inference.backends.vision import DescriptionRequest, TransformersVisionBackend
+    from models_inference.image_store import image_file, store_png
+    from models_inference.probes.biasdora.prompts import render_i2t_prompt
 
     backend = TransformersVisionBackend.load(str(tiny_models["captioner"]), batch_size=2)
     assert backend.mode == "prefix"
@@ -245,8 +247,8 @@ def test_store_png_converts_and_rejects(dora_home):
 def test_cli_flags_become_the_vision_run_config():
     from orchestration.cli.flags import OP_CONFIGS, audit_run_config
     from orchestration.cli.parser import build_parser
-    from orchestration.defs.biasdora.config import VisionConfig
     from orchestration.definitions import AUDIT_JOB, defs
+    from orchestration.defs.biasdora.config import VisionConfig
 
     args = build_parser().parse_args(
         [

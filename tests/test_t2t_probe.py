@@ -3,15 +3,15 @@
 import pytest
 
 from ingestion.landing import read_landing
+from models_inference.backends.base import GenerationRequest, SamplingParams
+from models_inference.probes.biasdora.prompts import render_t2t_prompt
 from models_inference.probes.biasdora.t2t import (
     T2TProbeConfig,
     T2TTemplate,
-    row_seed,
     probe_t2t,
+    row_seed,
     select_templates,
 )
-from models_inference.backends.base import GenerationRequest, SamplingParams
-from models_inference.probes.biasdora.prompts import render_t2t_prompt
 from tests.helpers.homes import NO_UNIT_TESTS
 
 TEMPLATES = [

@@ -12,8 +12,8 @@ import duckdb
 import pytest
 
 from ingestion.landing import read_landing
-from ingestion.warehouse import warehouse_path
 from ingestion.registry import load_registry
+from ingestion.warehouse import warehouse_path
 from orchestration.defs.audits.runs import PARTITION_TAG, TAG_REGISTRY, run_config_for_target
 from orchestration.families import FAMILIES
 from tests.helpers.openai_server import OpenAIStubServer

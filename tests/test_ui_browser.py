@@ -111,7 +111,8 @@ def dagster_ui(tmp_path, finished_audit):
 
 @pytest.mark.scenario
 def test_ui_shows_family_groups_lineage_run_tags_and_partitions(dagster_ui, finished_audit, tmp_path):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError, expect, sync_playwright
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+    from playwright.sync_api import expect, sync_playwright
 
     tags = finished_audit.run_tags
     assert finished_audit.partition and finished_audit.partition.startswith("adhoc:smollm2-135m@")

@@ -398,15 +398,13 @@ def test_two_versions_of_the_embedded_model_through_the_sensor(dora_home, tmp_pa
     """
     import dagster as dg
 
-    from orchestration.defs.dbt.assets import dora_dbt_models
-
-    from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
-    from orchestration.defs.audits.sensors import build_audit_version_sensor
-    from orchestration.families import FAMILIES
-    from orchestration.definitions import AUDIT_JOB, defs
-
     from ingestion.contracts import SCHEMAS
     from ingestion.landing import landing_dir
+    from orchestration.definitions import AUDIT_JOB, defs
+    from orchestration.defs.audits.partitions import AUDIT_PARTITIONS
+    from orchestration.defs.audits.sensors import build_audit_version_sensor
+    from orchestration.defs.dbt.assets import dora_dbt_models
+    from orchestration.families import FAMILIES
 
     for table in SCHEMAS:  # every landing glob dbt reads exists, as analytics.dbt_runner ensures
         landing_dir(table)

@@ -14,19 +14,19 @@ import pytest
 
 from analytics.dbt_runner import invoke_dbt
 from ingestion.biasdora.description_words import land_description_words
+from ingestion.errors import ModelNotAvailableError
 from ingestion.landing import read_landing
+from models_inference.backends.image import OpenAIImagesBackend
 from models_inference.backends.vision import OpenAIVisionBackend
+from models_inference.image_store import image_file
 from models_inference.probes.biasdora.i2t import I2TProbeConfig, probe_i2t
 from models_inference.probes.biasdora.prompts import I2T_PROMPTS, PAPER_DALLE_QUALITY, PAPER_DALLE_SIZE, PAPER_DALLE_STYLES
-from models_inference.backends.image import OpenAIImagesBackend
-from models_inference.image_store import image_file
 from models_inference.probes.biasdora.t2i import (
     T2IProbeConfig,
     curated_t2i_templates,
     probe_t2i,
     select_t2i_templates,
 )
-from ingestion.errors import ModelNotAvailableError
 from tests.helpers.homes import NO_UNIT_TESTS
 from tests.helpers.openai_server import OpenAIStubServer, tiny_png
 

@@ -15,16 +15,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingestion.landing import read_landing
+from models_inference.backends.image import OpenAIImagesBackend
+from models_inference.backends.openai_api import map_concurrently, redact
 from models_inference.backends.vision import OpenAIVisionBackend
 from models_inference.probes.biasdora.i2t import I2TProbeConfig, probe_i2t
-from models_inference.backends.image import OpenAIImagesBackend
 from models_inference.probes.biasdora.t2i import (
     T2IProbeConfig,
     curated_t2i_templates,
     probe_t2i,
     select_t2i_templates,
 )
-from models_inference.backends.openai_api import map_concurrently, redact
 from tests.helpers.openai_server import OpenAIStubServer
 
 

@@ -103,8 +103,8 @@ def test_dora_audit_probe_vlstereoset_end_to_end(dora_home, tmp_path, monkeypatc
 def test_cli_flags_and_config():
     import pytest
 
-    from orchestration.cli.parser import build_parser as _build_parser
     from orchestration.cli.flags import op_run_configs
+    from orchestration.cli.parser import build_parser as _build_parser
     from orchestration.defs.vlstereoset.config import VLStereoSetConfig, selected_scorers
 
     def run_config(args):

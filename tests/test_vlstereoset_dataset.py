@@ -401,10 +401,10 @@ def test_the_paper_item_set_is_its_own_audit_and_says_so(dora_home):
     keeps its id) and its config records the item set; a pool too small for the paper's counts
     (the shipped synthetic file) is a one-line input error."""
     from ingestion.errors import InputFileError
+    from models_inference.audit_log import audit_events
     from models_inference.probes.vlstereoset.dataset import paper_item_ids
     from models_inference.probes.vlstereoset.probe import land_items, landed_items, probe_vlstereoset, vlstereoset_audit_id
     from models_inference.probes.vlstereoset.scorers import ReferenceScorer
-    from models_inference.audit_log import audit_events
 
     ds = load_vlstereoset_csv(synthetic_csv_path())
     land_items(ds, {})

@@ -201,8 +201,9 @@ def test_clip_scores_are_cosines_with_the_recorded_logit_scale(dora_home, tmp_pa
     assert {r["item_id"] for r in missing} == {items[-1]["item_id"]} and all(r["score"] is None for r in missing)
     # the blank image is white and of the item's size: the same neutral captions score differently
     assert any(cos[(i, "neutral", "stereotype")] != cos[(i, "blank_neutral", "stereotype")] for i in ("r00001", "r00002"))
-    from models_inference.probes.vlstereoset.probe import blank_image
     from PIL import Image
+
+    from models_inference.probes.vlstereoset.probe import blank_image
 
     with Image.open(dora_home / blank_image(24, 20)) as img:
         assert img.size == (24, 20) and img.getextrema() == ((255, 255), (255, 255), (255, 255))

@@ -27,12 +27,11 @@ from typing import Iterable, Sequence
 
 import pyarrow as pa
 
-from ingestion.crows_pairs import BIAS_DIMENSIONS
 from ingestion.biasdora.descriptors import default_biasdora_dir, normalise_descriptors, plural_descriptor
 from ingestion.contracts import SCHEMAS
 from ingestion.contracts.biasdora import CURATED_SOURCE
+from ingestion.crows_pairs import BIAS_DIMENSIONS
 from ingestion.vocabulary import T2T_SETTINGS
-
 
 #: Arrow schema of :func:`templates_table`.
 TEMPLATES_SCHEMA = pa.schema(

@@ -60,6 +60,7 @@ from typing import Callable, Mapping, Sequence
 
 from ingestion.errors import BatchError, BatchLostError, CompletionsUnsupportedError
 from ingestion.landing import write_shard
+from models_inference.audit_log import AuditInfo, audit_events, check_audit_identity
 from models_inference.backends.batch_client import BatchClient
 from models_inference.backends.batch_ledger import (
     BatchEntry,
@@ -79,7 +80,6 @@ from models_inference.backends.batch_requests import (
     plan_files,
     result_of,
 )
-from models_inference.audit_log import AuditInfo, audit_events, check_audit_identity
 from models_inference.error_share import ErrorShare
 from models_inference.landing_locks import holding_lock, landing_lock
 from models_inference.resumable import ResumableSummary

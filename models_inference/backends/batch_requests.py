@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ingestion.errors import BatchError, MalformedReplyError
+from models_inference.audit_log import AuditInfo
 from models_inference.backends.base import GenerationRequest, GenerationResult, SamplingParams
 from models_inference.backends.batch_lines import MAX_CUSTOM_ID, OutputLine, entry_custom_id, ledger_tag
 from models_inference.backends.openai_api import api_error_text, redact, reply_choices
-from models_inference.audit_log import AuditInfo
 
 #: The OpenAI Batch API's limits per input file: requests, and bytes (200 MB).
 MAX_REQUESTS_PER_FILE = 50_000

@@ -21,11 +21,11 @@ import io
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
+from ingestion.errors import ModelNotAvailableError
 from models_inference.backends.base import build_backend
 from models_inference.backends.local import torch_device_dtype
 from models_inference.backends.model_folder import load_failure_cause
 from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text
-from ingestion.errors import ModelNotAvailableError
 from models_inference.model_ref import model_version
 
 #: Denoising steps when the caller names none: DPM-Solver multistep (the scheduler this backend

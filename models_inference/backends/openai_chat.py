@@ -15,7 +15,6 @@ from ingestion.errors import CompletionsUnsupportedError
 from models_inference.backends.base import GenerationRequest, GenerationResult, SamplingParams
 from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text, reply_choices
 
-
 #: HTTP statuses that mean "this endpoint / model has no text-completions route".
 _NO_COMPLETIONS = (404, 405, 501)
 #: Tokens around a number that make it an end of an echoed range ("scale of 1 to 5", "1-5").

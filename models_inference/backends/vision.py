@@ -18,11 +18,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
+from ingestion.errors import ModelNotAvailableError
 from models_inference.backends.base import GenerationResult, RenderedPrompt, SamplingParams, build_backend
 from models_inference.backends.local import eos_token_ids, sampling_processors, torch_device_dtype
 from models_inference.backends.model_folder import load_failure_cause
 from models_inference.backends.openai_api import OpenAIEndpoint, api_error_text, reply_choices
-from ingestion.errors import ModelNotAvailableError
 from models_inference.model_ref import model_version
 
 

@@ -16,7 +16,6 @@ from typing import Callable, Mapping, Protocol, Sequence
 from ingestion.errors import ModelNotAvailableError
 from models_inference.model_ref import model_version
 
-
 # --------------------------------------------------------------------------- interface
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ingestion.vocabulary import DEFAULT_TOXICITY_SCORER
 from ingestion.errors import ModelNotAvailableError
+from ingestion.vocabulary import DEFAULT_TOXICITY_SCORER
 from models_inference.model_ref import file_sha256
 from models_inference.scoring.common import TextScorer, TransformersClassifierScorer, load_named_scorer
 

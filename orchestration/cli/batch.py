@@ -356,8 +356,8 @@ def batch_plan_text(ops: dict, *, model_version: str | None = None, target: str 
         The text, or ``""`` when no selected step has ``--api-batch`` (a step without ``work``
         counts only on the ``openai`` backend).
     """
-    from models_inference.backends.batch_requests import BatchOptions, count_prompt_tokens, custom_id, plan_files
     from models_inference.backends.batch_ledger import load_ledger
+    from models_inference.backends.batch_requests import BatchOptions, count_prompt_tokens, custom_id, plan_files
 
     active = [
         (step, ops[step.op])

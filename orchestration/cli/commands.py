@@ -12,18 +12,18 @@ def cmd_query(args) -> int:
     """``dora query SQL``: read-only SQL on the warehouse (analytics/query.py); it opens no
     Dagster instance, so ``$DAGSTER_HOME`` is neither created nor written."""
     prepare_environment(dagster=False)
+    import duckdb
+
     from analytics.query import (
         QueryRefusedError,
         QueryTimeoutError,
         WarehouseBusyError,
         case_hint,
+        execute_query,
         format_result,
         matched_nothing,
         one_line_sql_error,
-        execute_query,
     )
-
-    import duckdb
 
     try:
         result = execute_query(args.sql, timeout=getattr(args, "timeout", None) or None)

@@ -24,7 +24,8 @@ from orchestration import families as fam
 from orchestration.defs.common import CommonFlags
 from orchestration.deprecation import add_deprecated
 from orchestration.family import Flag, ProbeFamily
-from orchestration.options import csv_list, flag_type as _validator  # noqa: F401 - csv_list: part of this module's API
+from orchestration.options import csv_list  # noqa: F401 - csv_list: part of this module's API
+from orchestration.options import flag_type as _validator
 
 #: Fields every family may have, set by one flag each (``--max-error-share``, ``--no-progress``,
 #: the Batch API options ``--api-batch``...).

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 
 from orchestration import families as fam
+from orchestration.cli.flags import add_all_family_flags, add_common_flags, select_families
 from orchestration.cluster import BROKER_ENV, DEFAULT_BROKER, DEFAULT_WORKER_TIMEOUT, EXECUTORS
 from orchestration.defaults import MAX_TOP  # the count flags of the commands (the others: on the Config fields)
-from orchestration.cli.flags import add_all_family_flags, add_common_flags, select_families
 from orchestration.deprecation import add_deprecated, old_names
 
 EPILOG = """\
@@ -211,9 +211,8 @@ def _add_models_parser(sub) -> None:
 
 def _add_diff_parser(sub) -> None:
     """``dora diff TARGET``: two audits of a target compared (``--family``: a family's change tests)."""
-    from orchestration import cli_validation as v
-
     from analytics.family_diff import family_help  # dora diff --family: one line per family
+    from orchestration import cli_validation as v
 
     diff = sub.add_parser(
         "diff",

@@ -179,7 +179,7 @@ def build_tiny_llava(folder: Path, tokens: list[str] = ENGLISH_TOKENS) -> Path:
 def build_tiny_captioner(folder: Path) -> Path:
     """A tiny VisionEncoderDecoderModel (ViT encoder + GPT-2 decoder), tokenizer and image processor, saved."""
     import torch
-    from transformers import GPT2Config, ViTConfig, ViTImageProcessor, VisionEncoderDecoderConfig, VisionEncoderDecoderModel
+    from transformers import GPT2Config, VisionEncoderDecoderConfig, VisionEncoderDecoderModel, ViTConfig, ViTImageProcessor
 
     tok, vocab = word_tokenizer(ENGLISH_TOKENS, additional_special_tokens=["<image>"])
     config = VisionEncoderDecoderConfig.from_encoder_decoder_configs(

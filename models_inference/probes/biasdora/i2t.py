@@ -26,8 +26,10 @@ from typing import Callable
 from ingestion.contracts.biasdora import FAMILY
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_I2T_SETTINGS
+from models_inference.audit_log import readable_audit_id
 from models_inference.backends.base import GenerationResult, SamplingParams
 from models_inference.backends.vision import DescriptionRequest, VisionBackend
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.image_store import image_file
 from models_inference.probes.biasdora.prompts import (
     PAPER_I2T_MAX_NEW_TOKENS,
@@ -36,8 +38,6 @@ from models_inference.probes.biasdora.prompts import (
     description_kind,
     render_i2t_prompt,
 )
-from models_inference.audit_log import readable_audit_id
-from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, land_probe
 
 #: Description statuses that count as done (a re-run does not describe them again).

@@ -44,7 +44,13 @@ from models_inference.backends.server_caps import ROW_ANSWER_MODES
 from models_inference.backends.text import TextBackend, load_text_backend
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE, ErrorShare
 from models_inference.landing_locks import holding_lock, landing_lock
-from models_inference.resumable import ResumableSummary, key_seed
+from models_inference.probes.biasdora.prompts import (
+    LIKERT_LEVELS,
+    PAPER_JUDGE_MAX_NEW_TOKENS,
+    PAPER_JUDGE_TEMPERATURE,
+    PAPER_JUDGE_TOP_P,
+    render_judge_prompt,
+)
 from models_inference.probes.biasdora.ratings import (
     JUDGE_PARSE_STATUSES,
     RATINGS,
@@ -54,13 +60,7 @@ from models_inference.probes.biasdora.ratings import (
     parse_rating,
     rating_distribution,
 )
-from models_inference.probes.biasdora.prompts import (
-    LIKERT_LEVELS,
-    PAPER_JUDGE_MAX_NEW_TOKENS,
-    PAPER_JUDGE_TEMPERATURE,
-    PAPER_JUDGE_TOP_P,
-    render_judge_prompt,
-)
+from models_inference.resumable import ResumableSummary, key_seed
 
 # ---------------------------------------------------------------------------- the judge
 

@@ -25,8 +25,8 @@ from datetime import datetime, timezone
 
 from ingestion.errors import ReparseError
 from ingestion.landing import read_landing, write_shard
-from models_inference.probes.biasdora.parsing import PARSER_VERSION, parse_answer
 from models_inference.landing_locks import holding_lock, landing_lock
+from models_inference.probes.biasdora.parsing import PARSER_VERSION, parse_answer
 
 T2T_TABLE = "t2t_completions"
 #: The key of a completion, as ``stg_t2t_completions`` deduplicates it.

@@ -23,12 +23,12 @@ from typing import Callable, Sequence
 
 from ingestion.contracts.biasdora import FAMILY
 from ingestion.vocabulary import T2I_SETTINGS
+from models_inference.audit_log import readable_audit_id
 from models_inference.backends.image import ImageBackend, ImageRequest
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.image_store import store_png
 from models_inference.probes.biasdora.prompts import PAPER_IMAGES_PER_DESCRIPTOR, render_t2i_prompt
 from models_inference.probes.biasdora.t2t import select_templates
-from models_inference.audit_log import readable_audit_id
-from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, land_probe
 
 #: Image statuses that count as done (a re-run does not regenerate them).

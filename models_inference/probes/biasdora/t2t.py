@@ -19,13 +19,15 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Callable, Protocol, Sequence, TypeVar
 
-from ingestion.contracts.biasdora import FAMILY
 from ingestion.biasdora.templates import T2TTemplate  # one descriptor x setting prefix
+from ingestion.contracts.biasdora import FAMILY
 from ingestion.vocabulary import PROMPT_STYLES, T2T_SETTINGS
+from models_inference.audit_log import readable_audit_id
 from models_inference.backends.base import GenerationRequest, SamplingParams
 from models_inference.backends.batch_api import execute_batched
 from models_inference.backends.batch_requests import BatchOptions, BatchWork
 from models_inference.backends.text import TextBackend
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.probes.biasdora.parsing import PARSE_STATUSES, PARSER_VERSION, parse_answer
 from models_inference.probes.biasdora.prompts import (
     PAPER_TEMPERATURE,
@@ -34,9 +36,7 @@ from models_inference.probes.biasdora.prompts import (
     t2t_sentence_prefix,
     t2t_subject,
 )
-from models_inference.audit_log import readable_audit_id
-from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, landed_keys, model_columns, probe_audit, land_resumable
+from models_inference.resumable import ResumableSummary, ResumableTable, key_seed, land_resumable, landed_keys, model_columns, probe_audit
 
 #: Where T2T completions land; a (setting, descriptor, descriptor_row, letter, run) key counts
 #: as done whatever its parse status (an unparseable answer is a result, not a failure). A

@@ -27,6 +27,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
+from ingestion.contracts.counterfactual import FAMILY
+from ingestion.quarantine import land_quarantine
+from models_inference.audit_log import readable_audit_id
+from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
+from models_inference.backends.batch_api import execute_batched
+from models_inference.backends.batch_requests import BatchOptions, BatchWork
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.probes.counterfactual.parsing import REFUSAL_RULE, is_refusal, parse_numeric
 from models_inference.probes.counterfactual.prompts import (
     MAIN_PROMPTS,
@@ -41,15 +48,8 @@ from models_inference.probes.counterfactual.prompts import (
     prompt_kind,
     text_set_prompt,
 )
-from ingestion.contracts.counterfactual import FAMILY
-from ingestion.quarantine import land_quarantine
 from models_inference.probes.counterfactual.sets import CounterfactualSet, Member, SetFile
-from models_inference.audit_log import readable_audit_id
-from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, check_plan_size, key_seed, landed_keys, model_columns, probe_audit, land_probe, land_resumable
-from models_inference.backends.batch_api import execute_batched
-from models_inference.backends.batch_requests import BatchOptions, BatchWork
-from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
+from models_inference.resumable import ResumableTable, check_plan_size, key_seed, land_probe, land_resumable, landed_keys, model_columns, probe_audit
 
 #: Where responses land; ``error`` rows are generated again by the next run.
 RESPONSES_TABLE = ResumableTable(
@@ -514,8 +514,8 @@ def probe_image_sets(
             see :func:`probe_text_sets`).
     """
     from models_inference.backends.vision import DescriptionRequest
-    from models_inference.probes.counterfactual.sets import CounterfactualInputError
     from models_inference.image_store import image_file, store_png
+    from models_inference.probes.counterfactual.sets import CounterfactualInputError
 
     cfg = (config or CounterfactualProbeConfig()).validate()
     check_plan(sets, cfg)

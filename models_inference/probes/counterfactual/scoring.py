@@ -15,20 +15,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Sequence
 
+from ingestion.quarantine import land_quarantine
+from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE, ErrorShare
 from models_inference.probes.counterfactual.parsing import FILTER_STATUSES, parse_filter_words
+
+#: Where responses land; ``error`` rows are generated again by the next run.
+from models_inference.probes.counterfactual.probe import generation_seed
 from models_inference.probes.counterfactual.prompts import (
     FILTER_RUNS,
     FILTER_SYSTEM_PROMPT,
     filter_user_prompt,
 )
-from ingestion.quarantine import land_quarantine
 from models_inference.probes.counterfactual.sets import Lexicon
-from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE, ErrorShare
-from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
-
-#: Where responses land; ``error`` rows are generated again by the next run.
-from models_inference.probes.counterfactual.probe import generation_seed
-
 
 # ------------------------------------------------------------------------------- toxicity
 

@@ -31,9 +31,9 @@ from typing import Sequence
 
 from ingestion.errors import InputFileError
 from ingestion.quarantine import QuarantinedRow, no_good_row_error, read_csv_records, shown
-from models_inference.probes.modscan.tables import GROUPS
 from models_inference.backends.image import png_bytes
 from models_inference.image_store import StoredImage, image_problem, store_png
+from models_inference.probes.modscan.tables import GROUPS
 
 UTK_GENDERS = {"0": "male", "1": "female"}
 UTK_RACES = {"0": "White", "1": "Black", "2": "Asian", "3": "Indian", "4": "Others"}

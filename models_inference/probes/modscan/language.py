@@ -24,17 +24,17 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
+from ingestion.contracts.modscan import FAMILY
 from models_inference.backends.base import RenderedPrompt, SamplingParams
 from models_inference.backends.image import ImageBackend, ImageRequest, png_bytes
 from models_inference.backends.vision import DescriptionRequest, VisionBackend
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.image_store import StoredImage, image_file, store_png
 from models_inference.probes.modscan.parsing import parse_term, strip_echo
 from models_inference.probes.modscan.prompts import language_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PERSONA_TRAITS, PREFIXES, SCENARIOS, trait_key
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
-from ingestion.contracts.modscan import FAMILY
-from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableSummary, check_plan_size, key_seed, landed_keys, land_probe
+from models_inference.resumable import ResumableSummary, check_plan_size, key_seed, land_probe, landed_keys
 
 #: NOT FROM PAPER: the VLM yes/no stand-in for the paper's YOLOv8x person filter.
 PERSON_CHECK_PROMPT = "Is there a person in this image? Answer yes or no."

@@ -45,15 +45,15 @@ from typing import Callable, Sequence
 
 from ingestion.contracts.modscan import FAMILY
 from ingestion.errors import ModelNotAvailableError
+from models_inference.audit_log import readable_audit_id
 from models_inference.backends.base import GenerationRequest, RenderedPrompt, SamplingParams
 from models_inference.backends.server_caps import ROW_ANSWER_MODES
 from models_inference.backends.text import TextBackend
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.probes.modscan.parsing import parse_side, parse_term, strip_echo
 from models_inference.probes.modscan.prompts import SIDE_CHOICES, term_phrases, text_faces_prompt, text_persona_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, GROUPS, PREFIXES, SCENARIOS
-from models_inference.audit_log import readable_audit_id
-from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
-from models_inference.resumable import ResumableTable, ResumableSummary, check_plan_size, key_seed, land_probe
+from models_inference.resumable import ResumableSummary, ResumableTable, check_plan_size, key_seed, land_probe
 
 #: Where ModSCAN queries land; a key whose rows are all ``error`` is generated again.
 MODSCAN_TABLE = ResumableTable(

@@ -24,16 +24,16 @@ from typing import Callable, Sequence
 from ingestion.contracts.modscan import FAMILY
 from ingestion.errors import InputFileError
 from ingestion.quarantine import land_quarantine
+from models_inference.audit_log import readable_audit_id
 from models_inference.backends.base import RenderedPrompt, SamplingParams
 from models_inference.backends.vision import DescriptionRequest, VisionBackend
+from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.image_store import image_file
 from models_inference.probes.modscan.faces import FacePair, FaceSet, build_pairs, store_pair
 from models_inference.probes.modscan.parsing import parse_side, strip_echo
 from models_inference.probes.modscan.prompts import vision_prompt, with_prefix
 from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
 from models_inference.probes.modscan.text import MODSCAN_TABLE, spread
-from models_inference.audit_log import readable_audit_id
-from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
 from models_inference.resumable import ResumableSummary, key_seed, land_probe
 
 

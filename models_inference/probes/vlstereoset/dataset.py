@@ -27,10 +27,10 @@ from urllib.parse import urlparse
 
 # the family's error type lives with every DoraError (the CLI finds them there); re-exported here
 from ingestion.errors import InputFileError
-from models_inference.probes.vlstereoset.errors import ItemPoolTooSmallError, VLStereoSetFormatError
 from ingestion.quarantine import QuarantinedRow, no_good_row_error, read_csv_records
-from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
 from models_inference.image_store import StoredImage, store_png
+from models_inference.probes.vlstereoset.errors import ItemPoolTooSmallError, VLStereoSetFormatError
+from models_inference.probes.vlstereoset.neutralise import NEUTRALISATION_METHOD, neutralise
 
 #: The released CSV's columns, in order ("Imaeg URL" sic), then an empty trailing column.
 CSV_COLUMNS = ("bias_type", "target", "context", "stereotype", "anti-stereotype", "unrelated", "label", "Imaeg URL")

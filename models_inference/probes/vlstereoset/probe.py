@@ -21,16 +21,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
-from ingestion.landing import landing_dir, landing_glob
-from ingestion.landing_location import register_landing
-from ingestion.landing import write_shard
 from ingestion.contracts.vlstereoset import FAMILY
+from ingestion.landing import landing_dir, landing_glob, write_shard
+from ingestion.landing_location import register_landing
 from ingestion.quarantine import land_quarantine
-from models_inference.probes.vlstereoset.dataset import ImageOutcome, ResolvedImages, VLStereoSetDataset, item_rows
-from models_inference.probes.vlstereoset.scorers import CONDITION_KINDS, CaptionScore, Unit, detail_json
-from models_inference.image_store import image_file, images_dir, store_png
 from models_inference.audit_log import readable_audit_id
 from models_inference.error_share import DEFAULT_MAX_ERROR_SHARE
+from models_inference.image_store import image_file, images_dir, store_png
+from models_inference.probes.vlstereoset.dataset import ImageOutcome, ResolvedImages, VLStereoSetDataset, item_rows
+from models_inference.probes.vlstereoset.scorers import CONDITION_KINDS, CaptionScore, Unit, detail_json
 from models_inference.resumable import ResumableTable, land_probe
 
 #: Final statuses: an (item, condition) with such a row is not scored again (``error`` and

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from models_inference.resumable import key_seed
 from models_inference.probes.vlstereoset.loglik import LOGLIK_INSTRUCTION, text_logliks, text_logliks_shared, text_prefix, vision_logliks
+from models_inference.resumable import key_seed
 
 #: Conditions (see module docstring) and the caption kinds each scores.
 CONDITION_KINDS = {
@@ -280,7 +280,6 @@ class ClipScorer(_PaperImageTextScorer):
         from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
         from ingestion.errors import ModelNotAvailableError
-
         from models_inference.model_ref import model_version
 
         try:
@@ -344,7 +343,6 @@ class ItmScorer(_PaperImageTextScorer):
         from transformers import AutoConfig, AutoProcessor
 
         from ingestion.errors import ModelNotAvailableError
-
         from models_inference.model_ref import model_version
 
         try:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from ingestion.errors import VersionError
 from ingestion.registry import (
     AuditTarget,
     adhoc_partition_key,
@@ -37,7 +38,6 @@ from ingestion.registry import (
     parse_partition_key,
     partition_key,
 )
-from ingestion.errors import VersionError
 from models_inference.model_ref import resolve_version, resolve_version_with_source
 
 #: The run tags of an audit run (Dagster UI -> Runs; filter with ``tag:dora/family=modscan``).

@@ -32,7 +32,6 @@ from models_inference.probes.biasdora.prompts import (
     PAPER_TEMPERATURE,
     PAPER_TOP_P,
 )
-
 from orchestration.defaults import (  # noqa: F401
     DEFAULT_IMAGES_PER_DESCRIPTOR,
     DEFAULT_PER_DIMENSION,
@@ -189,8 +188,13 @@ def apply_vision_presets(vision: dict) -> dict:
     ``llava-hf/llava-v1.6-vicuna-7b-hf``, the system prompt (:data:`PAPER_LLAVA_SYSTEM_PROMPT`)
     and 448x448 input. Values set explicitly (VAE, suffix, system prompt, size) win.
     """
-    from models_inference.probes.biasdora.prompts import PAPER_LLAVA_IMAGE_SIZE, PAPER_LLAVA_MODEL, PAPER_LLAVA_SYSTEM_PROMPT
-    from models_inference.probes.biasdora.prompts import PAPER_SD_STEPS, PAPER_SD_VAE
+    from models_inference.probes.biasdora.prompts import (
+        PAPER_LLAVA_IMAGE_SIZE,
+        PAPER_LLAVA_MODEL,
+        PAPER_LLAVA_SYSTEM_PROMPT,
+        PAPER_SD_STEPS,
+        PAPER_SD_VAE,
+    )
     from models_inference.probes.biasdora.t2i import PAPER_SD_MODEL, PAPER_SD_PROMPT_SUFFIX
 
     if vision.get("t2i_model") == "paper-sd":

@@ -10,8 +10,8 @@ from __future__ import annotations
 from ingestion.vocabulary import I2T_BACKENDS, I2T_SETTINGS, JUDGE_BACKENDS, PROMPT_STYLES, T2I_BACKENDS, T2I_SETTINGS, T2T_BACKENDS, T2T_SETTINGS
 from models_inference.probes.biasdora.judge import ANSWER_MODES
 from orchestration import cli_validation as v
-from orchestration.defs.biasdora.drift import DRIFT, legacy_thresholds
 from orchestration.defs.biasdora.config import AuditConfig, DescriptionWordsConfig, VisionConfig, apply_vision_presets
+from orchestration.defs.biasdora.drift import DRIFT, legacy_thresholds
 from orchestration.defs.biasdora.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
 from orchestration.defs.biasdora.target import TARGET_FIELDS, TARGET_MODELS, configure_target
 from orchestration.family import BatchStep, Flag, ProbeFamily

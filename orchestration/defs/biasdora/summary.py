@@ -167,10 +167,9 @@ def diff(args, change_tests: list, *, family: str) -> int:
     import duckdb
 
     from analytics.diff import DiffError, audit_diff
+    from analytics.diff_result import diff_csv, diff_json, verdict, with_background
     from analytics.family_diff import family_hint
     from analytics.query import WarehouseBusyError, WarehouseMissingError
-
-    from analytics.diff_result import diff_csv, diff_json, verdict, with_background
 
     try:
         report = audit_diff(args.target, args.from_ref, args.to_ref, top=args.top, family=family)

@@ -22,15 +22,15 @@ import dagster as dg
 
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_MODEL
-from models_inference.probes.counterfactual import probe as cf
-from models_inference.probes.counterfactual.scoring import land_lexicons, apply_stereotype_filter, score_toxicity
-from models_inference.probes.counterfactual.errors import CounterfactualInputError
-from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, load_image_sets, sample_sets
 from models_inference.backends.text import load_text_backend
 from models_inference.backends.vision import load_vision_backend
+from models_inference.probes.counterfactual import probe as cf
+from models_inference.probes.counterfactual.errors import CounterfactualInputError
+from models_inference.probes.counterfactual.scoring import apply_stereotype_filter, land_lexicons, score_toxicity
+from models_inference.probes.counterfactual.sets import competence_lexicon, custom_sets, load_image_sets, sample_sets
+from models_inference.resumable import finish_blocks
 from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.toxicity import load_toxicity_scorer
-from models_inference.resumable import finish_blocks
 from orchestration.defs.audits.runs import family_skip_reason, target_of_run, with_model_version
 from orchestration.defs.common import batch_options, block_outputs, same_config, skipped_metadata, skipped_result
 from orchestration.defs.counterfactual.config import CounterfactualConfig

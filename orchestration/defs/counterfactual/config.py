@@ -14,8 +14,6 @@ from typing import Optional
 from pydantic import Field
 
 from ingestion.vocabulary import DEFAULT_MODEL, DEFAULT_TOXICITY_SCORER, I2T_BACKENDS, JUDGE_BACKENDS, T2T_BACKENDS
-from orchestration.defaults import MAX_BATCH, MAX_RUNS, MAX_TOKENS
-from orchestration.defs.common import BatchApiOptions, ErrorShareLimit
 from models_inference.probes.counterfactual.prompts import (
     MAIN_PROMPTS,
     NUMERIC_PROMPTS,
@@ -23,6 +21,8 @@ from models_inference.probes.counterfactual.prompts import (
     PAPER_TOP_P,
     SUBSETS,
 )
+from orchestration.defaults import MAX_BATCH, MAX_RUNS, MAX_TOKENS
+from orchestration.defs.common import BatchApiOptions, ErrorShareLimit
 
 #: The ops that read :class:`CounterfactualConfig` (run config ``ops.<name>.config``).
 COUNTERFACTUAL_OPS: tuple[str, ...] = ("counterfactual_responses", "counterfactual_toxicity", "counterfactual_stereotype_filter")

@@ -8,6 +8,7 @@ same flags set both families' fields).
 from __future__ import annotations
 
 from analytics.counterfactual_report import LVLM_LLM_STATISTICS
+from analytics.drift import DriftCheck, FamilyDrift
 from analytics.family_diff import FamilyChangeTest
 from ingestion.vocabulary import I2T_BACKENDS, JUDGE_BACKENDS
 from models_inference.probes.counterfactual.errors import CounterfactualInputError
@@ -15,7 +16,6 @@ from models_inference.probes.counterfactual.prompts import ALL_PROMPTS, MITIGATI
 from orchestration import cli_validation as v
 from orchestration.defaults import MAX_TOKENS
 from orchestration.defs.counterfactual.config import COUNTERFACTUAL_OPS, CounterfactualConfig
-from analytics.drift import DriftCheck, FamilyDrift
 from orchestration.family import BatchStep, EstimatedStep, Flag, declared_family, text_model_target
 
 NAME = "counterfactual"

@@ -12,10 +12,10 @@ from typing import Optional
 from pydantic import Field
 
 from ingestion.vocabulary import DEFAULT_MODEL, I2T_BACKENDS, T2I_BACKENDS, T2T_BACKENDS
-from orchestration.defaults import MAX_BATCH, MAX_COUNT, MAX_TOKENS
-from orchestration.defs.common import ErrorShareLimit
 from models_inference.probes.modscan.tables import ATTRIBUTES, SCENARIOS
 from models_inference.probes.modscan.text import ANSWER_MODES, CONDITIONS, TEXT_PROBES
+from orchestration.defaults import MAX_BATCH, MAX_COUNT, MAX_TOKENS
+from orchestration.defs.common import ErrorShareLimit
 
 #: The family's name for ``dora audit --family``.
 PROBE_NAME = "modscan"

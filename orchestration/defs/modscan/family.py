@@ -6,13 +6,13 @@ Its flags are ``--modscan-*`` (derived from :class:`ModscanConfig`'s fields) plu
 
 from __future__ import annotations
 
+from analytics.drift import DriftCheck, FamilyDrift
 from analytics.family_diff import FamilyChangeTest
 from ingestion.vocabulary import I2T_BACKENDS, T2I_BACKENDS, T2T_BACKENDS
 from models_inference.probes.modscan.tables import ATTRIBUTES, PREFIXES, SCENARIOS
 from models_inference.probes.modscan.text import ANSWER_MODES, CONDITIONS, TEXT_PROBES
 from orchestration import cli_validation as v
 from orchestration.defs.modscan.config import ModscanConfig
-from analytics.drift import DriftCheck, FamilyDrift
 from orchestration.family import EstimatedStep, Flag, declared_family, text_model_target
 
 NAME = "modscan"

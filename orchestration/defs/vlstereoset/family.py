@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import functools
 
+from analytics.drift import DriftCheck, FamilyDrift
 from analytics.family_diff import FamilyChangeTest
 from ingestion.vocabulary import I2T_BACKENDS, T2T_BACKENDS
-from orchestration import cli_validation as v
 from models_inference.probes.vlstereoset.errors import ItemPoolTooSmallError, VLStereoSetFormatError
 from models_inference.probes.vlstereoset.scorers import MCQ_ANSWER_MODES
+from orchestration import cli_validation as v
 from orchestration.defs.vlstereoset.config import ASSET_GROUP, OP_NAME, SCORERS, VLStereoSetConfig
-from analytics.drift import DriftCheck, FamilyDrift
 from orchestration.family import EstimatedStep, Flag, declared_family, text_model_target
 
 NAME = "vlstereoset"

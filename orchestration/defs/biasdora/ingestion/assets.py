@@ -3,16 +3,16 @@
 import dagster as dg
 import pyarrow as pa
 
-from ingestion.build_state import cache_root, cache_tables, cached_tables, is_unchanged, record_success
-from ingestion.crows_pairs import load_crows_pairs
 from ingestion.biasdora.descriptors import (
     curated_descriptors,
     descriptor_inputs_fingerprint,
     descriptor_recall,
     extract_descriptors,
 )
-from ingestion.landing import landing_dir, write_shard
 from ingestion.biasdora.templates import descriptor_rows_table
+from ingestion.build_state import cache_root, cache_tables, cached_tables, is_unchanged, record_success
+from ingestion.crows_pairs import load_crows_pairs
+from ingestion.landing import landing_dir, write_shard
 
 
 def _skipped(state: dict) -> dg.MaterializeResult:

@@ -30,15 +30,15 @@ from dagster_dbt import DbtCliResource
 from analytics.query import read_relation
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import ASSOCIATION_KEY
-from models_inference.scoring.cache import ScoreCache
+from models_inference.probes.biasdora.judge import JudgeSampling, judge_associations, load_judge
 from models_inference.probes.biasdora.scoring import score_associations, with_association_text
-from models_inference.probes.biasdora.judge import JudgeSampling, load_judge, judge_associations
+from models_inference.scoring.cache import ScoreCache
 from models_inference.scoring.sentiment import load_sentiment_scorer
 from models_inference.scoring.toxicity import load_toxicity_scorer
 from orchestration.defs.audits.runs import partition_audit_ids, target_of_run
-from orchestration.defs.dbt.assets import DBT_STEPS, build_unless_unchanged, dora_dbt_assets
 from orchestration.defs.biasdora.scoring.config import JudgeConfig, SentimentConfig, ToxicityConfig
 from orchestration.defs.common import batch_options
+from orchestration.defs.dbt.assets import DBT_STEPS, build_unless_unchanged, dora_dbt_assets
 from orchestration.instance import MODEL_INFERENCE_POOL
 
 #: dbt tag of the models built after scoring (set in their YAML).

@@ -4,15 +4,15 @@ from types import SimpleNamespace
 
 import dagster as dg
 
-from ingestion.landing import read_landing
 from ingestion.biasdora.templates import curated_t2t_templates, render_t2t_templates
-from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t, select_templates  # noqa: F401
+from ingestion.landing import read_landing
 from models_inference.backends.text import load_text_backend
+from models_inference.probes.biasdora.t2t import T2TProbeConfig, T2TTemplate, probe_t2t, select_templates  # noqa: F401
+from models_inference.resumable import ResumableSummary, finish_blocks
 from orchestration.defs.audits.partitions import audit_partitions
 from orchestration.defs.audits.runs import probe_metadata, with_model_version
 from orchestration.defs.biasdora.config import AuditConfig
 from orchestration.defs.biasdora.target import resolve_audit_run
-from models_inference.resumable import ResumableSummary, finish_blocks
 from orchestration.defs.common import batch_options, block_outputs, same_config, skipped_metadata
 from orchestration.instance import MODEL_INFERENCE_POOL
 

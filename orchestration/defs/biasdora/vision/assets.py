@@ -35,11 +35,12 @@ than skip.
 import dagster as dg
 
 from ingestion.biasdora.description_words import land_description_words
+from ingestion.errors import ModelNotAvailableError
 from ingestion.landing import landing_dir
 from ingestion.vocabulary import DEFAULT_I2T_SETTINGS
+from models_inference.audit_log import record_audit_target
 from models_inference.backends.image import load_image_backend
 from models_inference.backends.vision import load_vision_backend
-from ingestion.errors import ModelNotAvailableError
 from models_inference.model_ref import model_reachable
 from models_inference.probes.biasdora.i2t import I2TProbeConfig, probe_i2t
 from models_inference.probes.biasdora.prompts import description_kind
@@ -49,8 +50,6 @@ from models_inference.probes.biasdora.t2i import (
     probe_t2i,
     select_t2i_templates,
 )
-from models_inference.audit_log import record_audit_target
-from orchestration.defs.common import skipped_result
 from orchestration.defs.audits.runs import (
     TargetRun,
     check_current_version,
@@ -60,6 +59,7 @@ from orchestration.defs.audits.runs import (
 )
 from orchestration.defs.biasdora.config import DescriptionWordsConfig, VisionConfig
 from orchestration.defs.biasdora.ingestion.assets import descriptors
+from orchestration.defs.common import skipped_result
 from orchestration.instance import MODEL_INFERENCE_POOL
 
 T2I_KEY = dg.AssetKey(["landing", "t2i_images"])
