@@ -8,7 +8,7 @@ and every request of the chat, completion, judge, image and vision backends goes
   ``Retry-After``): connection refused / reset (nothing was processed), 429, 5xx;
 * **not** retried: a timeout. The server may still be working on the request, and
   re-sending it under load is how a client-side retry storm starts; the row is stored as an
-  ``error`` and the next run retries it (``ResumableTable.final_statuses``);
+  ``error`` and the next Dagster run retries it (``ResumableTable.final_statuses``);
 * never retried: 4xx other than 429 (bad request, auth, not found): they would fail again.
 
 A :class:`CircuitBreaker` shared by one backend's requests stops calling a server that

@@ -21,7 +21,7 @@ DEFAULT_MAX_ERROR_SHARE = 0.1
 def failure_message(errors: Counter, total: int, untried: int = 0, *, step: str | None = None, max_error_share: float | None = None) -> str:
     """``"<step>: 412 of 468 calls failed (88% > --max-error-share 0.1): <most common error>. ..."``
     (one line): the step, the count and share, the cause (redacted of key-shaped tokens,
-    :func:`models_inference.backends.openai_api.redact`), and that the next run retries the
+    :func:`models_inference.backends.openai_api.redact`), and that the next Dagster run retries the
     failed rows. ``untried``: rows not tried because a whole batch failed."""
     from models_inference.backends.openai_api import redact
 
@@ -37,7 +37,7 @@ def failure_message(errors: Counter, total: int, untried: int = 0, *, step: str 
     head = f"{step}: " if step else ""
     return (
         f"{head}{n} of {total} calls failed ({why}): {cause}. The failed rows landed as 'error' and the next "
-        "run retries them: fix the cause, then re-run the same command"
+        "Dagster run retries them: fix the cause, then re-run the same command"
     )
 
 

@@ -1,7 +1,7 @@
 """The API backends against a local OpenAI-compatible server on 127.0.0.1.
 
 The completion style goes to ``/v1/completions`` (and is refused on a chat-only server), failed
-calls become ``error`` rows that the next run retries, an audit with too many failed calls ends
+calls become ``error`` rows that the next Dagster run retries, an audit with too many failed calls ends
 ``failed`` naming the cause, a malformed 200 reply is an error row (the chunk still lands),
 timeouts are not re-sent, and ``api_model`` versions come from the ``/models`` listing.
 """

@@ -342,7 +342,7 @@ API_CASES = [
     ("500_retried", lambda s: s.fail_next(500, times=2), {"max_retries": 3}, {"ok"}, None),
     ("500_persistent", lambda s: s.fail_next(500, times=40), {"max_retries": 1}, {"error"}, "InternalServerError"),
     # a timed-out request is not re-sent (the server may still be working on it): an
-    # error row that the next run retries
+    # error row that the next Dagster run retries
     ("timeout_not_resent", lambda s: s.delay_next(2.0, times=1), {"max_retries": 2, "timeout": 0.5}, {"ok", "error"}, "APITimeoutError"),
     ("timeout_persistent", lambda s: s.delay_next(1.5, times=40), {"max_retries": 1, "timeout": 0.3}, {"error"}, "APITimeoutError"),
 ]

@@ -315,7 +315,7 @@ def _wait_for_celery_worker(args) -> int:
         print(f"dora audit: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("dora audit: interrupted (Ctrl-C or SIGTERM) while waiting for a Celery worker; no run was started", file=sys.stderr)
+        print("dora audit: interrupted (Ctrl-C or SIGTERM) while waiting for a Celery worker; no Dagster run was started", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)

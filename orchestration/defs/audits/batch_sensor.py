@@ -99,7 +99,7 @@ def land_batches(families: Sequence) -> tuple[list[str], list[dg.RunRequest]]:
             lines.append(f"{name}: {exc}")
             continue
         if summary is None:
-            lines.append(f"{name}: being landed by another run (its landing lock is held); left to it")
+            lines.append(f"{name}: being landed by another dora process (its landing lock is held); left to it")
             continue
         lost = f"; {len(summary.lost)} lost batch(es) sent again" if summary.lost else ""
         marts = f"; a run of partition {run.partition_key} builds its marts" if run is not None else ""
