@@ -85,6 +85,26 @@ def test_one_yaml_per_model_with_columns_described_and_unit_tested(sql):
     assert all(t["model"] == sql.stem for t in doc.get("unit_tests") or []), f"{sql.stem}.yml tests another model"
     if sql.stem.split("_")[0] in ("int", "fct", "agg", "dim"):
         assert tested, f"{sql.stem}: no unit test"
+    # a staging model that keeps one row per key (the latest landing, re-parse or score) holds
+    # logic worth a test: which row wins a tie, and that the others are dropped
+    if keeps_latest_row(sql):
+        assert tested, f"{sql.stem}: keeps the latest row per key but has no unit test"
+
+
+def keeps_latest_row(sql) -> bool:
+    """Whether a model keeps one row per key: it calls the staging macros that do
+    (``latest_per_key``, ``staged_association_scores``, dbt_project/macros/staging.sql) or
+    numbers rows itself (``row_number()`` / ``qualify``)."""
+    code = sql_code(sql.read_text()).lower()
+    return bool(re.search(r"\b(latest_per_key|staged_association_scores)\(|\brow_number\(\)|\bqualify\b", code))
+
+
+def test_the_staging_models_that_keep_the_latest_row_per_key_are_found():
+    """The rule above sees them: every staging model of BiasDora's probes and scores keeps the
+    latest row per key (a re-parse or a re-score appends rather than updates)."""
+    latest = {sql.stem for sql in model_files() if keeps_latest_row(sql)}
+    assert {"stg_t2t_completions", "stg_sentiment_scores", "stg_toxicity_scores", "stg_judge_ratings"} <= latest, latest
+    assert "stg_descriptors" not in latest
 
 
 def test_materialization_is_stated_once_per_layer():
