@@ -223,7 +223,8 @@ def _with_intervals(row: dict) -> dict:
             out[name] = None
             continue
         s = share(round(row[pct] * row[n] / 100), row[n])
-        out[name] = f"{100 * s.value:.0f}% [{100 * s.lo:.0f}-{100 * s.hi:.0f}] {s.k}/{s.n}"
+        value, lo, hi = s.estimate()
+        out[name] = f"{100 * value:.0f}% [{100 * lo:.0f}-{100 * hi:.0f}] {s.k}/{s.n}"
     return out
 
 
@@ -252,14 +253,15 @@ def dumbbell_png(data: dict, before: Mapping, after: Mapping, dims: list[str], p
             pair = {"before": dimension_shares(data, before["audit_id"], dim)[name], "after": dimension_shares(data, after["audit_id"], dim)[name]}
             points = [(which, s) for which, s in pair.items() if s.n]
             if len(points) == 2:
-                ax.plot([100 * pair["before"].value, 100 * pair["after"].value], [y, y], color="#999999", lw=1.5, zorder=1)
+                ax.plot([100 * pair["before"].estimate()[0], 100 * pair["after"].estimate()[0]], [y, y], color="#999999", lw=1.5, zorder=1)
             for which, s in points:
+                value, lo, hi = s.estimate()
                 offset = -0.12 if which == "before" else 0.12
                 # max(0, ...): at k = n the upper bound is 1 up to rounding, a hair below the share
                 ax.errorbar(
-                    100 * s.value,
+                    100 * value,
                     y + offset,
-                    xerr=[[max(0.0, 100 * (s.value - s.lo))], [max(0.0, 100 * (s.hi - s.value))]],
+                    xerr=[[max(0.0, 100 * (value - lo))], [max(0.0, 100 * (hi - value))]],
                     fmt="o",
                     color=colours[which],
                     ms=5,
@@ -267,7 +269,7 @@ def dumbbell_png(data: dict, before: Mapping, after: Mapping, dims: list[str], p
                     lw=1,
                     zorder=2,
                 )
-                ax.text(100 * s.hi + 1.5, y + offset, f"{s.k}/{s.n}", fontsize=6, va="center", color=colours[which])
+                ax.text(100 * hi + 1.5, y + offset, f"{s.k}/{s.n}", fontsize=6, va="center", color=colours[which])
         ax.set_xlim(0, 112)
         ax.set_xticks(range(0, 101, 25))
         ax.set_title(name, fontsize=9)

@@ -73,6 +73,16 @@ class Share:
         """k / n, or ``None`` when n = 0."""
         return self.k / self.n if self.n else None
 
+    def estimate(self) -> tuple[float, float, float]:
+        """``(k / n, lo, hi)`` of a share with ``n`` > 0.
+
+        Raises:
+            ValueError: ``n`` is 0 (no share to estimate).
+        """
+        if not self.n or self.lo is None or self.hi is None:
+            raise ValueError(f"no share to estimate from {self.k}/{self.n}")
+        return self.k / self.n, self.lo, self.hi
+
 
 def share(k: int | float | None, n: int | float | None) -> Share:
     """``k`` of ``n`` with the 95% Wilson score interval (statsmodels ``proportion_confint``).

@@ -61,9 +61,10 @@ def share_cell(s: Share, *, tag: str = "td") -> str:
     ``data-lo`` and ``data-hi`` (fractions); ``n/a`` when n = 0."""
     if not s.n:
         return f"<{tag} class='share' data-k='0' data-n='0'>n/a <span class='n'>n=0</span></{tag}>"
+    value, lo, hi = s.estimate()
     return (
-        f"<{tag} class='share' data-k='{s.k}' data-n='{s.n}' data-lo='{s.lo!r}' data-hi='{s.hi!r}'>"
-        f"{_pct(s.value)}% <span class='ci'>[{_pct(s.lo)}&ndash;{_pct(s.hi)}]</span> "
+        f"<{tag} class='share' data-k='{s.k}' data-n='{s.n}' data-lo='{lo!r}' data-hi='{hi!r}'>"
+        f"{_pct(value)}% <span class='ci'>[{_pct(lo)}&ndash;{_pct(hi)}]</span> "
         f"<span class='n'>{s.k}/{s.n}</span></{tag}>"
     )
 
@@ -83,14 +84,13 @@ def _table(head: list[str], rows: list[str], cls: str = "") -> str:
 
 def _ranges(values) -> str:
     """``[1, 2, 3, 5]`` -> ``"1-3, 5"``."""
-    values = sorted(values or [])
-    parts: list[str] = []
-    for v in values:
-        if parts and isinstance(parts[-1], list) and parts[-1][1] == v - 1:
-            parts[-1][1] = v
+    spans: list[list[int]] = []  # [first, last] of each span of consecutive values
+    for v in sorted(values or []):
+        if spans and spans[-1][1] == v - 1:
+            spans[-1][1] = v
         else:
-            parts.append([v, v])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts) or "none"
+            spans.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "none"
 
 
 def probe_configuration(profile: Mapping | None) -> str:
@@ -244,7 +244,7 @@ def _share_rows(data: dict, before: dict, after: dict, dims: list[str]):
                 diff_cell = "<td class='difference'>n/a</td>"
             else:
                 compared += 1
-                point = a[name].value - b[name].value
+                point = a[name].estimate()[0] - b[name].estimate()[0]
                 includes_zero = diff[0] <= 0 <= diff[1]
                 if not includes_zero:
                     excluding_zero.append(f"{dim} {name}")
