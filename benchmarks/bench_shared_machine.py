@@ -1,7 +1,7 @@
 """The default audit's T2T on a shared machine: its rate beside another CPU-bound process against its quiet rate.
 
 Usage: python -m benchmarks.bench_shared_machine [--rounds 3] [--seconds 12]
-       [--settings old,passive:adaptive,default:adaptive] [--hog-bytes 65536] [--rows-per-call N] [--no-write]
+       [--settings old,dora,passive:adaptive] [--hog-bytes 65536] [--rows-per-call N] [--no-write]
 
 Loads the embedded SmolLM2-135M on the local ``transformers`` backend (shared-prefix decoding,
 as ``dora audit`` does) and generates the default audit's T2T requests (its curated descriptor x
@@ -9,8 +9,9 @@ setting prefixes, 26 letters, 4 runs per letter, completion style, 6 new tokens,
 end, per-row seeds; one landed shard's 512 rows per call, as the probe does). Each round times,
 for each thread setting (``--settings``, one child process each: ``old`` is the threading
 before :mod:`models_inference.backends.cpu_share`, i.e. OpenMP's default wait policy and
-torch's default thread count, with none of that module's settings applied; ``passive:adaptive``
-is dora's default; a number instead of ``adaptive`` fixes torch's intra-op threads through
+torch's default thread count, with none of that module's settings applied; ``dora`` is dora's
+default, set by dora itself before torch loads (a short OpenMP spin, ``GOMP_SPINCOUNT``, and
+threads following the free cores); ``<wait>:<threads>`` sets them from outside; a number instead of ``adaptive`` fixes torch's intra-op threads through
 ``DORA_TORCH_THREADS``):
 
 * a quiet phase: nothing started by the benchmark runs beside it;
@@ -123,7 +124,7 @@ def worker() -> None:
 
         from models_inference.backends import cpu_share
 
-        cpu_share.prefer_passive_openmp = lambda: False
+        cpu_share.prefer_short_spin_openmp = lambda: False
         cpu_share.adjust_threads = torch.get_num_threads
     from models_inference.backends.text import TransformersBackend
 
@@ -141,7 +142,7 @@ def worker() -> None:
 
 
 #: The setting that stands for the threading before cpu_share, and dora's default.
-OLD, NEW = "old", "passive:adaptive"
+OLD, NEW = "old", "dora"
 
 
 class Setting:
@@ -156,12 +157,19 @@ class Setting:
 
     def __init__(self, spec: str, rows_per_call: int | None = None):
         self.spec = spec
-        self.wait, _, self.threads = ("default", ":", "torch") if spec == OLD else spec.partition(":")
-        if self.wait not in ("default", "passive", "active") or not (self.threads in ("adaptive", "torch") or self.threads.isdigit()):
-            raise ValueError(f"--settings: {spec!r} is neither 'old' nor <default|passive|active>:<adaptive|N>")
-        env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "DORA_TORCH_THREADS", "OMP_NUM_THREADS")}
-        if self.wait == "default":
+        self.wait, _, self.threads = {OLD: ("default", ":", "torch"), NEW: (NEW, ":", "adaptive")}.get(spec) or spec.partition(":")
+        spin = self.wait.removeprefix("spin")
+        known = self.wait in ("default", "passive", "active", NEW) or (self.wait.startswith("spin") and spin.isdigit())
+        if not known or not (self.threads in ("adaptive", "torch") or self.threads.isdigit()):
+            raise ValueError(f"--settings: {spec!r} is neither 'old', 'dora' nor <default|passive|active|spinN>:<adaptive|N>")
+        env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "DORA_TORCH_THREADS", "OMP_NUM_THREADS")}
+        if self.wait == NEW:
+            pass  # dora sets its own spin count before torch loads (cpu_share.prefer_short_spin_openmp)
+        elif self.wait == "default":
             env["BENCH_TORCH_FIRST"] = "1"
+        elif self.wait.startswith("spin"):  # libgomp's spin count before a waiting thread sleeps
+            env["GOMP_SPINCOUNT"] = spin
+            env["BENCH_TORCH_FIRST"] = "1"  # so that no PASSIVE policy is set over it
         else:
             env["OMP_WAIT_POLICY"] = self.wait.upper()
         if spec == OLD:
@@ -200,9 +208,10 @@ class Setting:
     def name(self) -> str:
         wait = {
             "default": "OpenMP's default wait policy (spin, then sleep; torch loaded first)",
-            "passive": "OMP_WAIT_POLICY=PASSIVE (dora's default)",
+            NEW: "dora's default (GOMP_SPINCOUNT=20000 set by dora before torch loads)",
+            "passive": "OMP_WAIT_POLICY=PASSIVE",
             "active": "OMP_WAIT_POLICY=ACTIVE",
-        }[self.wait]
+        }.get(self.wait) or f"GOMP_SPINCOUNT={self.wait.removeprefix('spin')} (spin that many times, then sleep)"
         if self.spec == OLD:
             return f"the old threading: {wait}, torch's default thread count, none of cpu_share's settings"
         threads = "threads adaptive" if self.threads == "adaptive" else f"threads fixed at {int(self.threads)}"
@@ -215,13 +224,13 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=float, default=12.0, help="seconds of generation per phase (a call started is finished)")
     parser.add_argument(
         "--settings",
-        default=f"{OLD},{NEW},default:adaptive",
+        default=f"{OLD},{NEW},passive:adaptive",
         help="comma-separated settings compared in each round, one process each: 'old' (the threading before dora chose "
-        "it: OpenMP's default wait policy, torch's default thread count, none of cpu_share's settings) or <wait>:<threads> "
-        "with wait 'default' (OMP_WAIT_POLICY unset, torch imported before dora could set it), 'passive' or 'active' and "
-        "threads 'adaptive' (dora's choice) or a count. Default: old; passive:adaptive (dora's default: sleeping threads, "
-        "one per usable core); default:adaptive (dora when torch was loaded first: spinning threads only on the cores "
-        "left free)",
+        "it: OpenMP's default wait policy, torch's default thread count, none of cpu_share's settings), 'dora' (dora's "
+        "default, chosen by dora itself: a short OpenMP spin, threads following the free cores) or <wait>:<threads> "
+        "with wait 'default' (OMP_WAIT_POLICY unset, torch imported before dora could set anything), 'passive', 'active' "
+        "or 'spinN' (GOMP_SPINCOUNT=N) and threads 'adaptive' (dora's choice) or a count. Default: old; dora; "
+        "passive:adaptive (sleeping threads at once, one per usable core)",
     )
     parser.add_argument("--hog-bytes", type=int, default=1 << 16, help="the buffer each hog thread hashes (64 KiB: in cache, CPU-bound)")
     parser.add_argument(

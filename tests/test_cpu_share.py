@@ -12,7 +12,7 @@ import os
 import pytest
 
 from models_inference.backends import cpu_share
-from models_inference.backends.cpu_share import INTERVAL, CoreShare
+from models_inference.backends.cpu_share import INTERVAL, STALE, CoreShare
 
 
 class Machine:
@@ -61,6 +61,17 @@ def test_no_new_look_within_the_interval_and_each_look_covers_only_its_own_inter
     assert share.free_cores() == pytest.approx(2.0)
 
 
+def test_a_look_spanning_an_idle_time_only_starts_a_new_one():
+    """A process that comes back after other work ran (the quiet phase after a busy one) would
+    see the past's neighbours: that look is dropped, and the next one measures now."""
+    machine = Machine()
+    share = machine.share()
+    machine.run(STALE + 1, own=0, others=2)  # idle while another process used both cores
+    assert share.free_cores() is None
+    machine.run(INTERVAL, own=2, others=0)
+    assert share.free_cores() == pytest.approx(2.0)
+
+
 def test_a_fixed_count_wins(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv(cpu_share.THREADS_ENV, raising=False)
@@ -103,18 +114,25 @@ def test_adjust_threads_sets_torch(monkeypatch):
         torch.set_num_threads(before)
 
 
-def test_passive_openmp_is_preferred_only_before_torch_loads(monkeypatch):
+def test_a_short_spin_is_preferred_only_before_torch_loads_and_never_over_a_users_choice(monkeypatch):
     import sys
 
-    monkeypatch.setenv(cpu_share.WAIT_POLICY_ENV, "x")  # recorded as it was, so the test leaves it so
-    monkeypatch.delenv(cpu_share.WAIT_POLICY_ENV)
+    for name in (cpu_share.WAIT_POLICY_ENV, cpu_share.SPIN_ENV):  # recorded as they were, so the test leaves them so
+        monkeypatch.setenv(name, "x")
+        monkeypatch.delenv(name)
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    assert cpu_share.prefer_passive_openmp() is True and os.environ[cpu_share.WAIT_POLICY_ENV] == "PASSIVE"
-    monkeypatch.setenv(cpu_share.WAIT_POLICY_ENV, "ACTIVE")  # the user's choice stands
-    assert cpu_share.prefer_passive_openmp() is False and os.environ[cpu_share.WAIT_POLICY_ENV] == "ACTIVE"
+    assert cpu_share.prefer_short_spin_openmp() is True
+    assert os.environ[cpu_share.SPIN_ENV] == "20000" and cpu_share.WAIT_POLICY_ENV not in os.environ
+    monkeypatch.setenv(cpu_share.SPIN_ENV, "300000")  # the user's choice stands
+    assert cpu_share.prefer_short_spin_openmp() is False and os.environ[cpu_share.SPIN_ENV] == "300000"
+    monkeypatch.delenv(cpu_share.SPIN_ENV)
+    monkeypatch.setenv(cpu_share.WAIT_POLICY_ENV, "ACTIVE")  # a wait policy set: no spin count beside it
+    assert cpu_share.prefer_short_spin_openmp() is False and cpu_share.SPIN_ENV not in os.environ
+    monkeypatch.setenv(cpu_share.WAIT_POLICY_ENV, "PASSIVE")
+    assert cpu_share.prefer_short_spin_openmp() is True and cpu_share.SPIN_ENV not in os.environ
     monkeypatch.delenv(cpu_share.WAIT_POLICY_ENV)
-    monkeypatch.setitem(sys.modules, "torch", object())  # loaded already: OpenMP has read the variable
-    assert cpu_share.prefer_passive_openmp() is False and cpu_share.WAIT_POLICY_ENV not in os.environ
+    monkeypatch.setitem(sys.modules, "torch", object())  # loaded already: OpenMP has read the variables
+    assert cpu_share.prefer_short_spin_openmp() is False and cpu_share.SPIN_ENV not in os.environ
 
 
 def test_usable_cores_are_this_process_s():

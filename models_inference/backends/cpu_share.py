@@ -11,18 +11,21 @@ audit's T2T at ~1/47 of its quiet rate beside other CPU-bound work, where a fair
 
 Two remedies, both measured by ``benchmarks/bench_shared_machine.py`` (BENCHMARKS.md):
 
-* :func:`prefer_passive_openmp` sets ``OMP_WAIT_POLICY=PASSIVE`` (a waiting thread sleeps at
-  once and leaves the core to whoever can use it) before torch loads, unless the variable is
-  set already: ``dora``'s entry point calls it first thing, and the local backends before they
-  import torch. OpenMP reads the variable once, when torch loads, so a process that imported
-  torch earlier keeps spinning threads.
+* :func:`prefer_short_spin_openmp` sets ``GOMP_SPINCOUNT`` to :data:`SPIN_COUNT` (a waiting
+  thread spins that many times, a few microseconds, then sleeps and leaves the core to whoever
+  can use it) before torch loads, unless ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` is set
+  already: ``dora``'s entry point calls it first thing, and the local backends before they
+  import torch. OpenMP reads the variables once, when torch loads, so a process that imported
+  torch earlier keeps the long spin. ``OMP_WAIT_POLICY=PASSIVE`` (sleep at once) shares as well
+  but costs ~18% of the quiet rate (every barrier a wake-up); the short spin costs about half that
+  and shares as well (measured side by side on an idle machine).
 * :func:`adjust_threads`, called by the local backends at load and between decoding steps: with
-  sleeping threads, one thread per usable core (``os.sched_getaffinity``, capped by a cgroup CPU
-  quota), which beside a busy neighbour gets the larger fair share; with spinning ones (torch
-  loaded before the variable was set, or ``OMP_WAIT_POLICY`` set otherwise), every
-  :data:`INTERVAL` seconds the cores the other processes left free since the last look (at
-  least 1: one thread has no partner to spin for). ``DORA_TORCH_THREADS=N`` (or OpenMP's
-  ``OMP_NUM_THREADS=N``) fixes the count instead (N >= 1).
+  ``OMP_WAIT_POLICY=PASSIVE``, one thread per usable core (``os.sched_getaffinity``, capped by a
+  cgroup CPU quota); otherwise (spinning threads, short or long), every :data:`INTERVAL` seconds
+  the cores the other processes left free since the last look (at least 1: one thread has no
+  partner to spin for); a look older than :data:`STALE` seconds (the process was idle) only
+  starts a new one. ``DORA_TORCH_THREADS=N`` (or OpenMP's ``OMP_NUM_THREADS=N``) fixes the count
+  instead (N >= 1).
 """
 
 from __future__ import annotations
@@ -37,6 +40,15 @@ THREADS_ENV = "DORA_TORCH_THREADS"
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 #: Seconds between two looks at the machine (a look reads /proc/stat: ~0.1 ms).
 INTERVAL = 0.5
+#: A look older than this measured a time this process was idle (between two calls, or while
+#: other work ran): it starts a new look and leaves the thread count as it is.
+STALE = 4 * INTERVAL
+#: libgomp's spin count before a waiting thread sleeps, as dora sets it (libgomp's own default is
+#: 300,000 when no wait policy is set): 20,000 kept ~91% of the quiet rate and a fair share beside
+#: a busy neighbour in benchmarks/bench_shared_machine.py, where PASSIVE (0) kept ~82%.
+SPIN_COUNT = 20_000
+#: libgomp's variable for it.
+SPIN_ENV = "GOMP_SPINCOUNT"
 #: Share of a core the other processes may use on it before it no longer counts as free:
 #: rounding ``cores - busy`` to the nearest integer, a neighbour using more than half a core takes it.
 _ROUND = 0.5
@@ -99,7 +111,8 @@ class CoreShare:
 
     def free_cores(self) -> float | None:
         """Cores the other processes left unused since the last look (0..``cores``), then a new
-        look starts; ``None`` when less than :data:`INTERVAL` seconds passed (no new look)."""
+        look starts; ``None`` when less than :data:`INTERVAL` seconds passed (no new look) or
+        more than :data:`STALE` (a new look starts, this one is not used)."""
         now = self._clock()
         wall = now - self._last[0]
         if wall < INTERVAL:  # the clock alone between looks: this runs at every decoding step
@@ -107,6 +120,8 @@ class CoreShare:
         busy, own = self._busy(), self._own()
         others = max(0.0, (busy - self._last[1]) - (own - self._last[2])) / wall
         self._last = (now, busy, own)
+        if wall > STALE:  # the look spans a time this process was idle: it says nothing of now
+            return None
         return min(float(self.cores), max(0.0, self.cores - others))
 
     def threads(self, free: float) -> int:
@@ -136,14 +151,15 @@ def _own_seconds() -> float:
 _share: CoreShare | None = None
 
 
-def prefer_passive_openmp() -> bool:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless it is set or torch is already imported (then too
-    late: OpenMP has read it); returns whether this process's OpenMP threads sleep when they wait."""
+def prefer_short_spin_openmp() -> bool:
+    """Set ``GOMP_SPINCOUNT`` to :data:`SPIN_COUNT` unless it or ``OMP_WAIT_POLICY`` is set, or
+    torch is already imported (then too late: OpenMP has read them); returns whether this
+    process's OpenMP threads will soon sleep when they wait (a short spin or PASSIVE)."""
     import sys
 
-    if WAIT_POLICY_ENV not in os.environ and "torch" not in sys.modules:
-        os.environ[WAIT_POLICY_ENV] = "PASSIVE"
-    return _passive()
+    if SPIN_ENV not in os.environ and WAIT_POLICY_ENV not in os.environ and "torch" not in sys.modules:
+        os.environ[SPIN_ENV] = str(SPIN_COUNT)
+    return _passive() or os.environ.get(SPIN_ENV, "").strip() == str(SPIN_COUNT)
 
 
 def _passive() -> bool:
@@ -163,7 +179,7 @@ def adjust_threads() -> int:
     wanted = fixed_threads()
     if wanted is None and _passive():
         wanted = usable_cores()
-    if wanted is None:  # spinning threads: only as many as the cores left free
+    if wanted is None:  # spinning threads (a short or a long spin): only as many as the cores left free
         if _share is None:
             _share = CoreShare()
         free = _share.free_cores()
@@ -175,12 +191,15 @@ def adjust_threads() -> int:
 
 __all__ = [
     "INTERVAL",
+    "SPIN_COUNT",
+    "SPIN_ENV",
+    "STALE",
     "THREADS_ENV",
     "WAIT_POLICY_ENV",
     "CoreShare",
     "adjust_threads",
     "fix_threads",
     "fixed_threads",
-    "prefer_passive_openmp",
+    "prefer_short_spin_openmp",
     "usable_cores",
 ]

@@ -117,15 +117,16 @@ class TransformersBackend:
         Args:
             threads: fix torch's intra-op threads at this count for the process; default: chosen
                 for a shared machine (:mod:`models_inference.backends.cpu_share`: OpenMP threads
-                that sleep when they wait, one per usable core; ``DORA_TORCH_THREADS`` fixes them too).
+                that sleep after a short spin, as many as the cores other processes leave free;
+                ``DORA_TORCH_THREADS`` fixes them too).
 
         Raises:
             ModelNotAvailableError: the model is neither packaged, local, nor in the hub cache.
             ValueError: ``DORA_TORCH_THREADS`` is set but not a positive integer.
         """
-        from models_inference.backends.cpu_share import adjust_threads, fix_threads, prefer_passive_openmp
+        from models_inference.backends.cpu_share import adjust_threads, fix_threads, prefer_short_spin_openmp
 
-        prefer_passive_openmp()  # before torch loads: OpenMP reads its wait policy once
+        prefer_short_spin_openmp()  # before torch loads: OpenMP reads its spin count once
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -25,13 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     """
     import sys
 
-    from models_inference.backends.cpu_share import prefer_passive_openmp
+    from models_inference.backends.cpu_share import prefer_short_spin_openmp
     from orchestration.cli_validation import check_args, precheck
 
-    # before anything imports torch (OpenMP reads it once): waiting threads sleep instead of
-    # spinning, which on a shared machine stalls every operation (models_inference/backends/cpu_share.py);
-    # the processes dora starts (steps, the UI's code servers) inherit it
-    prefer_passive_openmp()
+    # before anything imports torch (OpenMP reads it once): waiting threads sleep after a short
+    # spin instead of a long one, which on a shared machine stalls every operation
+    # (models_inference/backends/cpu_share.py); the processes dora starts (steps, the UI's code
+    # servers) inherit it
+    prefer_short_spin_openmp()
 
     items = sys.argv[1:] if argv is None else list(argv)
     problem = non_utf8_argument(items)
