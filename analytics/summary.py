@@ -81,7 +81,7 @@ def audit_summary(audit_id: str | None, *, top: int = 3, run_id: str | None = No
         "",
         "next:",
         '  dora query "select * from fct_associations where is_significant order by fisher_q limit 20"',
-        "  dora ui        # Dagster UI at http://127.0.0.1:3000: lineage, runs, dbt test checks",
+        "  dora ui        # Dagster UI at http://127.0.0.1:3000: lineage, Dagster runs, dbt test checks",
         "  " + PAPER_SCALE_HINT.replace("\n", "\n  "),
     ]
     return "\n".join(lines)
