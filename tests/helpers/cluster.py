@@ -216,7 +216,9 @@ def postgres_server():
     environment of ``docs/cluster/dagster.yaml``. The data folder is removed afterwards."""
     import tempfile
 
-    if not (POSTGRES_BIN / "initdb").exists() or shutil.which("runuser") is None:
+    # runuser lives in sbin, which a user's PATH (or a bare `env -i` one) may leave out
+    runuser = shutil.which("runuser") or shutil.which("runuser", path="/usr/sbin:/sbin")
+    if not (POSTGRES_BIN / "initdb").exists() or runuser is None:
         pytest.skip(f"PostgreSQL binaries not found in {POSTGRES_BIN} (Debian: apt-get install -y postgresql; scripts/setup.sh tries)")
     import pwd
 
@@ -227,7 +229,7 @@ def postgres_server():
     folder = Path(tempfile.mkdtemp(prefix="dora-pg-"))
     os.chown(folder, user.pw_uid, user.pw_gid)
     data, port = folder / "data", free_port()
-    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    as_postgres = [runuser, "-u", "postgres", "--"] if os.geteuid() == 0 else []
     proc = None
     try:
         # a throwaway database: no fsync, neither at initdb nor at each commit (Dagster commits
