@@ -74,7 +74,8 @@ def test_judge_rates_every_association_with_a_distribution(llama_server, dora_ho
     from models_inference.probes.biasdora.judge import judge_associations, load_judge
 
     descriptors = ["alcoholic person", "child", "old person", "immigrant", "muslim", "woman", "gay man", "poor person", "teenager", "nurse"]
-    words = ["brawler", "lazy", "kind", "dangerous", "smart", "dirty", "caring", "weak", "rich", "loud"]
+    # 50 pairs: each judgement is ~1 s of the server's time, and the suite's 15 minutes count them
+    words = ["brawler", "lazy", "kind", "dangerous", "smart"]
     assocs = [
         {
             "audit_id": "t2t-real-server",
@@ -92,9 +93,9 @@ def test_judge_rates_every_association_with_a_distribution(llama_server, dora_ho
     assert judge.mode_used == "grammar"
     summary = judge_associations(assocs, judge, progress=False)
     rows = read_landing("judge_ratings").to_pylist()
-    assert summary.generated == len(rows) == 100
+    assert summary.generated == len(rows) == 50
     rated = [r for r in rows if r["parse_status"] == "ok"]
-    assert len(rated) / len(rows) >= 0.99
+    assert len(rated) >= len(rows) - 1  # the grammar leaves one answer at most unparsed
     assert {r["answer_mode"] for r in rows} == {"grammar"}
     for r in rated:
         probs = [r[f"p_rating_{k}"] for k in range(1, 6)]
