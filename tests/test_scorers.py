@@ -236,6 +236,18 @@ def test_run_scoring_lands_rows_once_and_keeps_the_text(dora_home, jigsaw):
     assert read_landing("sentiment_scores").num_rows == 3
 
 
+def _landed_with_baselines(scorer, rows, table: str) -> dict:
+    """Score ``(descriptor, word, prefix)`` rows as the scoring step does, each sentence beside
+    its baseline (the prefix alone); the landed rows of ``table`` by (descriptor, word)."""
+    from ingestion.landing import read_landing
+
+    assocs = with_association_text(
+        {**_assoc(d, w, None), "association_text": f"{p} {w}", "prefix": p, "subject": p.rsplit(" ", 1)[0], "baseline_text": p} for d, w, p in rows
+    )
+    assert score_associations(scorer, assocs).generated == len(rows)
+    return {(r["descriptor"], r["word"]): r for r in read_landing(table).to_pylist()}
+
+
 def test_the_association_score_is_what_the_word_adds_to_the_descriptor(dora_home, jigsaw):
     """The offline toxicity scorer rates the identity term, not the association: "A heterosexual
     person is kind" 0.834, "A gay is a person" 0.869, "A jew is kind" 0.749 against "A straight
@@ -243,8 +255,6 @@ def test_the_association_score_is_what_the_word_adds_to_the_descriptor(dora_home
     word (the landed prefix), and the association's toxicity is the difference (the marts:
     fct_association_scores.association_toxicity): for "kind" it is near equal whatever the
     descriptor, and "a person" adds little to "A gay is"."""
-    from ingestion.landing import read_landing
-
     rows = [
         ("heterosexual person", "kind", "A heterosexual person is"),
         ("gay", "a person", "A gay is"),
@@ -252,11 +262,7 @@ def test_the_association_score_is_what_the_word_adds_to_the_descriptor(dora_home
         ("straight person", "kind", "A straight person is"),
         ("gay", "kind", "A gay is"),
     ]
-    assocs = with_association_text(
-        {**_assoc(d, w, None), "association_text": f"{p} {w}", "prefix": p, "subject": p.rsplit(" ", 1)[0], "baseline_text": p} for d, w, p in rows
-    )
-    assert score_associations(jigsaw, assocs).generated == len(rows)
-    landed = {(r["descriptor"], r["word"]): r for r in read_landing("toxicity_scores").to_pylist()}
+    landed = _landed_with_baselines(jigsaw, rows, "toxicity_scores")
     sentence = {k: r["toxicity"] for k, r in landed.items()}
     # the issue's numbers: the sentence's toxicity follows the descriptor
     assert [round(sentence[(d, w)], 3) for d, w, _ in rows[:4]] == [0.834, 0.869, 0.749, 0.196]
@@ -283,7 +289,6 @@ def test_a_sentence_negative_only_through_its_descriptor_is_not_a_negative_assoc
     negative both ways; "kind" lifts the poor person's sentence and is not."""
     import yaml
 
-    from ingestion.landing import read_landing
     from orchestration.instance import DBT_PROJECT_DIR
 
     threshold = yaml.safe_load((DBT_PROJECT_DIR / "dbt_project.yml").read_text())["vars"]["association_sentiment_threshold"]
@@ -293,11 +298,7 @@ def test_a_sentence_negative_only_through_its_descriptor_is_not_a_negative_assoc
         ("poor person", "kind", "A poor person is"),
         ("straight person", "lazy", "A straight person is"),
     ]
-    assocs = with_association_text(
-        {**_assoc(d, w, None), "association_text": f"{p} {w}", "prefix": p, "subject": p.rsplit(" ", 1)[0], "baseline_text": p} for d, w, p in rows
-    )
-    assert score_associations(VaderSentimentScorer(), assocs).generated == len(rows)
-    landed = {(r["descriptor"], r["word"]): r for r in read_landing("sentiment_scores").to_pylist()}
+    landed = _landed_with_baselines(VaderSentimentScorer(), rows, "sentiment_scores")
     label = {k: r["sentiment_label"] for k, r in landed.items()}
     association = {k: r["sentiment_score"] - r["baseline_sentiment_score"] for k, r in landed.items()}
     negative = {k for k, a in association.items() if a <= -threshold}
