@@ -39,6 +39,11 @@ INNER_FLOORS: tuple[tuple[str, ...], ...] = (
 )
 
 
+def package_files(root: Path = ROOT, packages=PACKAGES) -> list[Path]:
+    """Every Python file of ``packages`` under ``root``, package by package, each in path order."""
+    return [path for package in packages for path in sorted((root / package).rglob("*.py"))]
+
+
 def imported_modules(path: Path) -> list[tuple[int, str]]:
     """(line, dotted module) of every import statement in a file (relative imports resolved).
 
@@ -109,17 +114,16 @@ def import_graph() -> dict[str, set[str]]:
     Importing ``a.b.c`` also runs ``a/__init__.py`` and ``a/b/__init__.py``; package
     ``__init__`` files that import nothing are left out by construction (no edges)."""
     graph: dict[str, set[str]] = {}
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            targets = set()
-            for _, module in imported_modules(path):
-                # the deepest existing module the import names (``pkg.mod.Name`` -> ``pkg.mod``)
-                parts = module.split(".")
-                while parts and _module_path(".".join(parts)) is None:
-                    parts.pop()
-                if parts:
-                    targets.add(".".join(parts))
-            graph[_dotted(path)] = targets - {_dotted(path)}
+    for path in package_files():
+        targets = set()
+        for _, module in imported_modules(path):
+            # the deepest existing module the import names (``pkg.mod.Name`` -> ``pkg.mod``)
+            parts = module.split(".")
+            while parts and _module_path(".".join(parts)) is None:
+                parts.pop()
+            if parts:
+                targets.add(".".join(parts))
+        graph[_dotted(path)] = targets - {_dotted(path)}
     return graph
 
 
@@ -229,15 +233,14 @@ def test_every_dora_error_lives_in_ingestion_errors():
         names.add(cls.__name__)
         todo.extend(cls.__subclasses__())
     elsewhere = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            if path == ROOT / "ingestion" / "errors.py":
-                continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.ClassDef):
-                    bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
-                    if bases & names:
-                        elsewhere.append(f"{path.relative_to(ROOT)}: {node.name}")
+    for path in package_files():
+        if path == ROOT / "ingestion" / "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                if bases & names:
+                    elsewhere.append(f"{path.relative_to(ROOT)}: {node.name}")
     assert set(elsewhere) == declared
 
 
@@ -256,12 +259,11 @@ def long_files(root: Path = ROOT, limit: int = MAX_LINES) -> list[str]:
     """``path: lines`` of every Python file of :data:`PACKAGES` over ``limit`` lines, except
     :data:`LONG_FILES_ALLOWED`."""
     out = []
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            rel = path.relative_to(root).as_posix()
-            lines = len(path.read_text(encoding="utf-8").splitlines())
-            if lines > limit and rel not in LONG_FILES_ALLOWED:
-                out.append(f"{rel}: {lines} lines")
+    for path in package_files(root):
+        rel = path.relative_to(root).as_posix()
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit and rel not in LONG_FILES_ALLOWED:
+            out.append(f"{rel}: {lines} lines")
     return out
 
 
@@ -288,14 +290,13 @@ def long_functions(root: Path = ROOT, limit: int = MAX_FUNCTION_LINES) -> list[s
     ``limit`` lines (``end_lineno - lineno + 1`` of its ``ast`` node: docstring and decorators'
     arguments included, nested functions counted in their parent too)."""
     out = []
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            rel = path.relative_to(root).as_posix()
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    lines = node.end_lineno - node.lineno + 1
-                    if lines > limit:
-                        out.append(f"{rel}:{node.lineno} {node.name}: {lines} lines")
+    for path in package_files(root):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    out.append(f"{rel}:{node.lineno} {node.name}: {lines} lines")
     return out
 
 
@@ -343,12 +344,11 @@ def shared_files(root: Path = ROOT) -> list[Path]:
     them with ``pkgutil``, by no name)."""
     names = family_names(root)
     out = []
-    for package in SHARED_PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            rel = path.relative_to(root)
-            if rel.as_posix() in ("orchestration/families.py",) or _owner(rel, names) is not None:
-                continue
-            out.append(path)
+    for path in package_files(root, SHARED_PACKAGES):
+        rel = path.relative_to(root)
+        if rel.as_posix() in ("orchestration/families.py",) or _owner(rel, names) is not None:
+            continue
+        out.append(path)
     return out
 
 
